@@ -1,0 +1,165 @@
+"""GPT-2 with a pluggable normalization layer.
+
+The architecture is the GPTModel of "Build a Large Language Model (From Scratch)": token and
+learned position embeddings, dropout, pre-norm transformer blocks, a final norm and an output head
+without bias. Every norm is built by `make_norm`, so the model is identical across variants except
+for the norm. Attention goes through `F.scaled_dot_product_attention(is_causal=True)` so that
+attention speed is the same fused kernel for every variant and the comparison isolates the norm.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from src.norms import DEFAULT_EPS, check_norm_type, make_norm
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    vocab_size: int = 50257
+    context_length: int = 1024
+    emb_dim: int = 768
+    n_heads: int = 12
+    n_layers: int = 12
+    drop_rate: float = 0.0
+    qkv_bias: bool = False
+    tie_weights: bool = False  # the study's models are untied: 163,009,536 parameters
+    norm_type: str = "torch_layernorm"
+    norm_eps: float = DEFAULT_EPS
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"model.{name} must be a positive integer, got {value!r}")
+        if self.emb_dim % self.n_heads:
+            raise ValueError(
+                f"model.emb_dim ({self.emb_dim}) must be divisible by model.n_heads ({self.n_heads})"
+            )
+        if not 0.0 <= self.drop_rate < 1.0:
+            raise ValueError(f"model.drop_rate must be in [0, 1), got {self.drop_rate!r}")
+        if not self.norm_eps > 0:
+            raise ValueError(f"norm.eps must be positive, got {self.norm_eps!r}")
+        check_norm_type(self.norm_type)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.n_heads = cfg.n_heads
+        self.drop_rate = cfg.drop_rate
+        self.W_query = nn.Linear(cfg.emb_dim, cfg.emb_dim, bias=cfg.qkv_bias)
+        self.W_key = nn.Linear(cfg.emb_dim, cfg.emb_dim, bias=cfg.qkv_bias)
+        self.W_value = nn.Linear(cfg.emb_dim, cfg.emb_dim, bias=cfg.qkv_bias)
+        self.out_proj = nn.Linear(cfg.emb_dim, cfg.emb_dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        # (b, t, d) -> (b, heads, t, head_dim)
+        q, k, v = (
+            w(x).view(b, t, self.n_heads, d // self.n_heads).transpose(1, 2)
+            for w in (self.W_query, self.W_key, self.W_value)
+        )
+        dropout = self.drop_rate if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)
+        return self.out_proj(y.transpose(1, 2).contiguous().view(b, t, d))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(
+            nn.Linear(cfg.emb_dim, 4 * cfg.emb_dim),
+            nn.GELU(approximate="tanh"),
+            nn.Linear(4 * cfg.emb_dim, cfg.emb_dim),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x)
+
+
+class TransformerBlock(nn.Module):
+    """Pre-norm block: x + attn(norm(x)), then x + ffn(norm(x))."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.norm1 = make_norm(cfg.norm_type, cfg.emb_dim, cfg.norm_eps)
+        self.att = CausalSelfAttention(cfg)
+        self.norm2 = make_norm(cfg.norm_type, cfg.emb_dim, cfg.norm_eps)
+        self.ff = FeedForward(cfg)
+        self.drop_shortcut = nn.Dropout(cfg.drop_rate)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.drop_shortcut(self.att(self.norm1(x)))
+        return x + self.drop_shortcut(self.ff(self.norm2(x)))
+
+
+class GPTModel(nn.Module):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.emb_dim)
+        self.pos_emb = nn.Embedding(cfg.context_length, cfg.emb_dim)
+        self.drop_emb = nn.Dropout(cfg.drop_rate)
+        self.trf_blocks = nn.Sequential(*[TransformerBlock(cfg) for _ in range(cfg.n_layers)])
+        self.final_norm = make_norm(cfg.norm_type, cfg.emb_dim, cfg.norm_eps)
+        self.out_head = nn.Linear(cfg.emb_dim, cfg.vocab_size, bias=False)
+        if cfg.tie_weights:
+            self.out_head.weight = self.tok_emb.weight
+        self.apply(self._init_weights)
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        # GPT-2's initialisation: N(0, 0.02) weights, zero biases. Norm scales keep their ones.
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        t = idx.shape[1]
+        if t > self.cfg.context_length:
+            raise ValueError(f"sequence length {t} exceeds model.context_length {self.cfg.context_length}")
+        pos = torch.arange(t, device=idx.device)
+        x = self.drop_emb(self.tok_emb(idx) + self.pos_emb(pos))
+        x = self.final_norm(self.trf_blocks(x))
+        return self.out_head(x)
+
+
+def count_params(model: nn.Module) -> int:
+    """Unique parameters (a tied head is counted once)."""
+    return sum(p.numel() for p in model.parameters())
+
+
+@dataclass(frozen=True)
+class ModelStats:
+    n_params: int  # all unique parameters
+    n_params_flops: int  # N in 6N: without position embeddings (nanoGPT / PaLM convention)
+    flops_per_token: int  # training (forward + backward) FLOPs per token
+    n_norm_params: int
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def model_stats(model: GPTModel) -> ModelStats:
+    """Parameter counts and training FLOPs per token: 6·N + 12·L·d·T.
+
+    6·N counts the matmuls of forward (2N) and backward (4N); 12·L·d·T is attention's
+    QK^T and AV products over a full context of T tokens (PaLM appendix B).
+    """
+    cfg = model.cfg
+    n_params = count_params(model)
+    n_flops = n_params - model.pos_emb.weight.numel()
+    attention = 12 * cfg.n_layers * cfg.emb_dim * cfg.context_length
+    n_norm = sum(
+        p.numel()
+        for name, mod in model.named_modules()
+        if "norm" in name.rsplit(".", 1)[-1]
+        for p in mod.parameters(recurse=False)
+    )
+    return ModelStats(n_params, n_flops, 6 * n_flops + attention, n_norm)
