@@ -1,0 +1,55 @@
+# normsweep: `make train` runs one job on the embedded defaults, `make test` runs the tests.
+# Both create .venv and install everything on first use.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# torch is installed first and pinned, so the project install never swaps in another build.
+# On Linux, PyPI's torch==2.13.0 is the CUDA build; a CPU-only laptop can save the download with
+#   make install TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu"
+TORCH_SPEC ?= torch==2.13.0
+TORCH_PIP_ARGS ?=
+ARGS ?=
+
+.PHONY: install train sweep sweep-seeds collapse test lint ui data bench-norms bench-train clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet "$(TORCH_SPEC)" $(TORCH_PIP_ARGS)
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed  ## create .venv and install the project with its dev tools
+
+data: install  ## tokenize the bundled Shakespeare corpus into .cache/data
+	$(PY) -m src.data $(ARGS)
+
+train: install  ## one run on the defaults (CPU, Shakespeare, MLflow in ./mlflow.db)
+	$(PY) -m src.train $(ARGS)
+
+sweep: install  ## the five-norm sweep, then the study's table
+	$(PY) -m src.train -m experiment=norm_sweep $(ARGS)
+
+sweep-seeds: install  ## five norms x three seeds, with statistics
+	$(PY) -m src.train -m experiment=norm_sweep_seeds $(ARGS)
+
+collapse: install  ## reproduce the no-norm divergence on the CPU
+	$(PY) -m src.train -m experiment=no_norm_collapse $(ARGS)
+
+test: install  ## the whole test suite (what CI runs)
+	$(PY) -m pytest -q $(ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+ui: install  ## browse every run at http://127.0.0.1:5000
+	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlflow.db --host 127.0.0.1 --port 5000
+
+bench-norms: install
+	$(PY) -m src.bench norms $(ARGS)
+
+bench-train: install
+	$(PY) -m src.bench train $(ARGS)
+
+clean:  ## remove the venv and caches (keeps mlflow.db and mlartifacts/)
+	rm -rf $(VENV) .cache .pytest_cache .ruff_cache

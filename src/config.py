@@ -1,0 +1,156 @@
+"""Config helpers: the project-root resolver, early validation and the training budget.
+
+Validation runs before any MLflow run is opened, so a bad value fails fast with a message
+naming the field, and nothing is recorded for it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from src.model import GPTConfig
+from src.norms import check_norm_type
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+CONF_DIR = PROJECT_ROOT / "conf"
+
+LIGHTNING_PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "bf16-true")
+MATMUL_PRECISIONS = ("highest", "high", "medium")
+
+
+class ConfigError(ValueError):
+    """A config value that cannot run; the message names the field."""
+
+
+def register_resolvers() -> None:
+    # ${project_root:} lets every path default to the checkout, whatever the working directory.
+    if not OmegaConf.has_resolver("project_root"):
+        OmegaConf.register_new_resolver("project_root", lambda: str(PROJECT_ROOT))
+
+
+def model_config(cfg: DictConfig) -> GPTConfig:
+    """The GPTConfig of a composed training config (model group + norm group)."""
+    m = cfg.model
+    try:
+        return GPTConfig(
+            vocab_size=m.vocab_size,
+            context_length=m.context_length,
+            emb_dim=m.emb_dim,
+            n_heads=m.n_heads,
+            n_layers=m.n_layers,
+            drop_rate=float(m.drop_rate),
+            qkv_bias=bool(m.qkv_bias),
+            tie_weights=bool(m.tie_weights),
+            norm_type=cfg.norm.norm_type,
+            norm_eps=float(cfg.norm.eps),
+        )
+    except ValueError as err:
+        raise ConfigError(str(err)) from err
+
+
+def _require(ok: bool, field: str, message: str) -> None:
+    if not ok:
+        raise ConfigError(f"{field}: {message}")
+
+
+def validate(cfg: DictConfig) -> GPTConfig:
+    """Check every value that would otherwise fail mid-training; returns the model config."""
+    try:
+        check_norm_type(cfg.norm.norm_type)
+    except ValueError as err:
+        raise ConfigError(f"norm.norm_type: {err}") from err
+    model_cfg = model_config(cfg)
+    o = cfg.optim
+    _require(o.lr > 0, "optim.lr", f"must be > 0, got {o.lr}")
+    _require(0 <= o.min_lr <= o.lr, "optim.min_lr", f"must be in [0, optim.lr={o.lr}], got {o.min_lr}")
+    _require(0 <= o.warmup_fraction < 1, "optim.warmup_fraction", f"must be in [0, 1), got {o.warmup_fraction}")
+    _require(o.weight_decay >= 0, "optim.weight_decay", f"must be >= 0, got {o.weight_decay}")
+    _require(
+        len(o.betas) == 2 and all(0 <= b < 1 for b in o.betas), "optim.betas", f"need two values in [0, 1), got {list(o.betas)}"
+    )
+    _require(o.grad_clip is None or o.grad_clip > 0, "optim.grad_clip", f"must be > 0 or null, got {o.grad_clip}")
+    _require(o.micro_batch_size >= 1, "optim.micro_batch_size", f"must be >= 1, got {o.micro_batch_size}")
+    _require(o.grad_accum >= 1, "optim.grad_accum", f"must be >= 1, got {o.grad_accum}")
+    _require(o.max_steps >= 1, "optim.max_steps", f"must be >= 1, got {o.max_steps}")
+    for field in ("token_budget", "tokens_per_param", "global_batch_size"):
+        value = o.get(field)
+        _require(value is None or value > 0, f"optim.{field}", f"must be > 0 or null, got {value}")
+    _require(
+        1 <= cfg.seq_len <= model_cfg.context_length,
+        "seq_len",
+        f"must be in [1, model.context_length={model_cfg.context_length}], got {cfg.seq_len}",
+    )
+    _require(cfg.val_every_n_steps >= 1, "val_every_n_steps", f"must be >= 1, got {cfg.val_every_n_steps}")
+    _require(cfg.log_every_n_steps >= 1, "log_every_n_steps", f"must be >= 1, got {cfg.log_every_n_steps}")
+    p = cfg.precision
+    _require(
+        p.lightning in LIGHTNING_PRECISIONS, "precision.lightning", f"{p.lightning!r}; valid choices: {LIGHTNING_PRECISIONS}"
+    )
+    _require(
+        p.matmul_precision in MATMUL_PRECISIONS,
+        "precision.matmul_precision",
+        f"{p.matmul_precision!r}; valid choices: {MATMUL_PRECISIONS}",
+    )
+    _require(cfg.cluster.devices >= 1, "cluster.devices", f"must be >= 1, got {cfg.cluster.devices}")
+    _require(cfg.cluster.num_nodes >= 1, "cluster.num_nodes", f"must be >= 1, got {cfg.cluster.num_nodes}")
+    return model_cfg
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long a run trains: derived once from the optim group and the world size."""
+
+    max_steps: int
+    grad_accum: int
+    global_batch_size: int  # sequences per optimizer step, all devices together
+    tokens_per_step: int
+    total_tokens: int
+
+
+def resolve_budget(optim: Mapping[str, Any], seq_len: int, world_size: int, n_params: int) -> Budget:
+    """Steps and accumulation from the optim group.
+
+    With `global_batch_size` set, accumulation is derived so the global batch stays fixed whatever
+    the number of devices (96 = 12 x 8 GPUs, or 12 x 1 GPU x 8 accumulation steps). A token budget
+    (absolute, or per parameter) overrides `max_steps` and is rounded up to whole steps.
+    """
+    micro = int(optim["micro_batch_size"])
+    if optim.get("global_batch_size"):
+        per_pass = micro * world_size
+        gbs = int(optim["global_batch_size"])
+        if gbs % per_pass:
+            raise ConfigError(
+                f"optim.global_batch_size={gbs} is not a multiple of "
+                f"optim.micro_batch_size x devices = {micro} x {world_size}"
+            )
+        accum = gbs // per_pass
+    else:
+        accum = int(optim["grad_accum"])
+    global_batch = micro * accum * world_size
+    tokens_per_step = global_batch * seq_len
+    budget = optim.get("token_budget")
+    if optim.get("tokens_per_param"):
+        budget = optim["tokens_per_param"] * n_params
+    max_steps = math.ceil(budget / tokens_per_step) if budget else int(optim["max_steps"])
+    return Budget(max_steps, accum, global_batch, tokens_per_step, max_steps * tokens_per_step)
+
+
+def flatten(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved config as {"optim.lr": 0.001, ...}: MLflow params are flat key/value pairs."""
+    out: dict[str, Any] = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                walk(value, f"{prefix}{key}.")
+        else:
+            out[prefix[:-1]] = node
+
+    walk(OmegaConf.to_container(cfg, resolve=True), "")
+    return out
