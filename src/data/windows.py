@@ -1,0 +1,94 @@
+"""Datasets of `(x, y)` windows over a flat token array: y is x shifted left by one token.
+
+`RandomWindows` (training) draws the start of window i from a generator seeded by (seed, i), so an
+item depends on its index alone. A `DistributedSampler(shuffle=False)` deals indices round-robin
+to the ranks, so with W ranks of micro-batch B, step k covers exactly the indices
+[k*W*B, (k+1)*W*B): the same global batch a single process sees with batch W*B.
+
+`FixedWindows` (val / test) tiles the array with non-overlapping windows, window k starting at
+k * context_length, so every run is scored on identical tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+
+class _TokenWindows(Dataset):
+    """Shared plumbing: the token array, window slicing, and pickling that reopens memmaps."""
+
+    def __init__(self, tokens: np.ndarray, context_length: int) -> None:
+        if context_length < 1:
+            raise ValueError(f"context_length must be >= 1, got {context_length}")
+        if len(tokens) < context_length + 1:
+            raise ValueError(
+                f"{len(tokens)} tokens are too few for one window of context_length={context_length} "
+                f"(need {context_length + 1})"
+            )
+        self.tokens = tokens
+        self.context_length = context_length
+
+    def _window(self, start: int) -> tuple[torch.Tensor, torch.Tensor]:
+        chunk = torch.from_numpy(self.tokens[start : start + self.context_length + 1].astype(np.int64))
+        return chunk[:-1], chunk[1:]
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Worker processes started by spawn receive the dataset pickled; a memmap would be pickled
+        # as a full in-memory copy, so send its file name and reopen it on the other side.
+        state = self.__dict__.copy()
+        if isinstance(self.tokens, np.memmap) and self.tokens.filename is not None:
+            state["tokens"] = (
+                self.tokens.filename,
+                self.tokens.dtype.str,
+                self.tokens.offset,
+                self.tokens.shape,
+            )
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if isinstance(state["tokens"], tuple):
+            filename, dtype, offset, shape = state["tokens"]
+            state["tokens"] = np.memmap(filename, dtype=dtype, mode="r", offset=offset, shape=shape)
+        self.__dict__.update(state)
+
+
+class RandomWindows(_TokenWindows):
+    """`num_samples` training windows at random starts, window i fixed by (seed, i)."""
+
+    def __init__(self, tokens: np.ndarray, context_length: int, num_samples: int, seed: int) -> None:
+        super().__init__(tokens, context_length)
+        self.num_samples = num_samples
+        self.seed = seed
+        self.num_starts = len(tokens) - context_length  # last start still leaves room for y
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def start(self, index: int) -> int:
+        if not 0 <= index < self.num_samples:
+            raise IndexError(f"index {index} out of range for {self.num_samples} samples")
+        return int(np.random.default_rng((self.seed, index)).integers(self.num_starts))
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._window(self.start(index))
+
+
+class FixedWindows(_TokenWindows):
+    """Non-overlapping windows from the start of the array, at most `max_windows` of them."""
+
+    def __init__(self, tokens: np.ndarray, context_length: int, max_windows: int | None = None) -> None:
+        super().__init__(tokens, context_length)
+        available = (len(tokens) - 1) // context_length  # each window needs one extra token for y
+        self.num_windows = available if max_windows is None else min(available, max_windows)
+
+    def __len__(self) -> int:
+        return self.num_windows
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if not 0 <= index < self.num_windows:
+            raise IndexError(f"window {index} out of range for {self.num_windows} windows")
+        return self._window(index * self.context_length)
