@@ -24,6 +24,13 @@ LIGHTNING_PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "bf16-true")
 MATMUL_PRECISIONS = ("highest", "high", "medium")
 
 
+NUMERIC_OPTIM_FIELDS = (
+    "lr", "min_lr", "eps", "weight_decay", "warmup_fraction", "grad_clip", "micro_batch_size", "grad_accum",
+    "max_steps", "global_batch_size", "token_budget", "tokens_per_param",
+)
+OPTIONAL_OPTIM_FIELDS = ("grad_clip", "global_batch_size", "token_budget", "tokens_per_param")
+
+
 class ConfigError(ValueError):
     """A config value that cannot run; the message names the field."""
 
@@ -67,6 +74,14 @@ def validate(cfg: DictConfig) -> GPTConfig:
         raise ConfigError(f"norm.norm_type: {err}") from err
     model_cfg = model_config(cfg)
     o = cfg.optim
+    for field in NUMERIC_OPTIM_FIELDS:
+        value = o.get(field)
+        optional = field in OPTIONAL_OPTIM_FIELDS
+        _require(
+            (value is None and optional) or (isinstance(value, (int, float)) and not isinstance(value, bool)),
+            f"optim.{field}",
+            f"must be a number{' or null' if optional else ''}, got {value!r}",
+        )
     _require(o.lr > 0, "optim.lr", f"must be > 0, got {o.lr}")
     _require(0 <= o.min_lr <= o.lr, "optim.min_lr", f"must be in [0, optim.lr={o.lr}], got {o.min_lr}")
     _require(0 <= o.warmup_fraction < 1, "optim.warmup_fraction", f"must be in [0, 1), got {o.warmup_fraction}")

@@ -26,21 +26,17 @@ class DivergenceMonitor(L.Callback):
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        metrics = trainer.callback_metrics
-        loss = metrics.get("train/loss")
-        grad_norm = metrics.get("train/grad_norm")
-        # The loss of this micro-batch is checked at once, so a NaN stops within one step.
-        values = [v for v in (outputs["loss"] if isinstance(outputs, dict) else None, loss, grad_norm) if v is not None]
-        finite = all(math.isfinite(float(v.detach() if isinstance(v, torch.Tensor) else v)) for v in values)
-        if finite:
-            if loss is not None:
-                self.last_finite_loss = float(loss)
+        # Runs before the module's own hook: `last_train_loss` is still the previous step's.
+        previous = getattr(pl_module, "last_train_loss", None)
+        if previous is not None and math.isfinite(previous):
+            self.last_finite_loss = previous
+        # This micro-batch's loss and the latest pre-clip gradient norm: a NaN stops within one step.
+        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        grad_norm = getattr(pl_module, "last_grad_norm", None)
+        values = [float(v) for v in (loss, grad_norm) if isinstance(v, torch.Tensor)]
+        if all(math.isfinite(v) for v in values):
             return
-        # global_step counts finished optimizer steps; the failing one is the next (1-based).
-        self.diverged_at_step = trainer.global_step if (batch_idx + 1) % _accum(pl_module) == 0 else trainer.global_step + 1
+        accum = trainer.accumulate_grad_batches
+        # global_step counts finished optimizer steps; report the failing step, 1-based.
+        self.diverged_at_step = trainer.global_step + (0 if (batch_idx + 1) % accum == 0 else 1)
         trainer.should_stop = True
-
-
-def _accum(pl_module: L.LightningModule) -> int:
-    budget = getattr(pl_module, "budget", None)
-    return budget.grad_accum if budget is not None else 1

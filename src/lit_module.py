@@ -29,16 +29,22 @@ def param_groups(model: nn.Module, weight_decay: float, decay_norm_and_bias: boo
 
 
 class GPTLitModule(L.LightningModule):
-    def __init__(self, model: GPTModel, optim: Mapping[str, Any], budget: Budget) -> None:
+    def __init__(self, model: GPTModel, optim: Mapping[str, Any], budget: Budget, log_every_n_steps: int = 1) -> None:
         super().__init__()
+        self.log_every_n_steps = log_every_n_steps
         self.model = model
         self.optim = dict(optim)
         self.budget = budget
         self.stats = model_stats(model)
         self.first_train_loss: float | None = None
         self.last_train_loss: float | None = None
+        self.last_grad_norm = torch.zeros(())
+        self.last_val_loss: float | None = None
+        self.test_loss: float | None = None
         self._step_started: float | None = None
         self._accum_loss = torch.zeros(())
+        self._eval_sum = torch.zeros((), dtype=torch.float64)
+        self._eval_count = 0
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         return self.model(idx)
@@ -49,6 +55,12 @@ class GPTLitModule(L.LightningModule):
         return F.cross_entropy(logits.flatten(0, 1), y.flatten())
 
     # --- training ----------------------------------------------------------------------------
+    # Metrics go to the logger with step = optimizer steps done (1-based), the same axis for train,
+    # val and the final metrics; self.log(..., logger=False) feeds only the progress bar.
+    def _log_metrics(self, metrics: dict[str, float]) -> None:
+        if self.logger is not None:
+            self.logger.log_metrics(metrics, step=self.trainer.global_step)
+
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
         if self._step_started is None:
             self._step_started = time.perf_counter()
@@ -63,43 +75,72 @@ class GPTLitModule(L.LightningModule):
         # Called once per optimizer step after unscaling (AMP): measure the pre-clip norm and clip.
         clip = self.optim.get("grad_clip")
         max_norm = float(clip) if clip else float("inf")
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.parameters(), max_norm)
-        self.log("train/grad_norm", grad_norm, on_step=True, on_epoch=False)
+        self.last_grad_norm = torch.nn.utils.clip_grad_norm_(self.parameters(), max_norm).detach()
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         if (batch_idx + 1) % self.budget.grad_accum:
             return  # mid-accumulation: no optimizer step yet
         now = time.perf_counter()
-        elapsed = now - (self._step_started or now)
+        elapsed = max(now - (self._step_started or now), 1e-9)
         self._step_started = None
-        loss = self.trainer.strategy.reduce(self._accum_loss, reduce_op="mean")
-        self._accum_loss = torch.zeros((), device=loss.device)
-        loss_value = float(loss)
+        loss = float(self.trainer.strategy.reduce(self._accum_loss, reduce_op="mean"))
+        self._accum_loss = torch.zeros((), device=self.device)
         if self.first_train_loss is None:
-            self.first_train_loss = loss_value
-        self.last_train_loss = loss_value
-        step = self.trainer.global_step  # already incremented: number of optimizer steps done
-        self.log_dict(
-            {
-                "train/loss": loss,
-                "train/lr": self.trainer.optimizers[0].param_groups[0]["lr"],
-                "train/tokens_seen": float(step * self.budget.tokens_per_step),
-                # Tokens of all devices over this step's wall-clock (the study counts global tokens).
-                "perf/tokens_per_sec": self.budget.tokens_per_step / max(elapsed, 1e-9),
-            },
-            on_step=True,
-            on_epoch=False,
-        )
-        # Short names for the progress bar only.
-        self.log("loss", loss, prog_bar=True, logger=False, on_step=True, on_epoch=False)
-        self.log("tok/s", self.budget.tokens_per_step / max(elapsed, 1e-9), prog_bar=True, logger=False)
+            self.first_train_loss = loss
+        self.last_train_loss = loss
+        # Tokens of all devices over this step's wall-clock (the study counts global tokens).
+        tokens_per_sec = self.budget.tokens_per_step / elapsed
+        step = self.trainer.global_step  # already incremented: optimizer steps done
+        if step % self.log_every_n_steps == 0 or step == self.budget.max_steps:
+            self._log_metrics(
+                {
+                    "train/loss": loss,
+                    "train/lr": self.trainer.optimizers[0].param_groups[0]["lr"],
+                    "train/grad_norm": float(self.last_grad_norm),
+                    "train/tokens_seen": float(step * self.budget.tokens_per_step),
+                    "perf/tokens_per_sec": tokens_per_sec,
+                }
+            )
+        self.log_dict({"loss": loss, "tok/s": tokens_per_sec}, prog_bar=True, logger=False)
 
     # --- evaluation --------------------------------------------------------------------------
+    # Exact mean over all windows (every window has seq_len tokens), summed across ranks.
+    def _eval_step(self, batch: tuple[torch.Tensor, torch.Tensor]) -> None:
+        n = batch[0].shape[0]
+        self._eval_sum += self._loss(batch).detach().double() * n
+        self._eval_count += n
+
+    def _eval_start(self) -> None:
+        self._eval_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        self._eval_count = 0
+
+    def _eval_end(self, key: str) -> float:
+        total = self.trainer.strategy.reduce(self._eval_sum, reduce_op="sum")
+        count = self.trainer.strategy.reduce(
+            torch.tensor(self._eval_count, dtype=torch.float64, device=self.device), reduce_op="sum"
+        )
+        value = float(total / count)
+        self._log_metrics({key: value})
+        self.log(key, value, prog_bar=True, logger=False)
+        return value
+
+    def on_validation_epoch_start(self) -> None:
+        self._eval_start()
+
     def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
-        self.log("val/loss", self._loss(batch), batch_size=batch[0].shape[0], sync_dist=True, prog_bar=True)
+        self._eval_step(batch)
+
+    def on_validation_epoch_end(self) -> None:
+        self.last_val_loss = self._eval_end("val/loss")
+
+    def on_test_epoch_start(self) -> None:
+        self._eval_start()
 
     def test_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
-        self.log("test/loss", self._loss(batch), batch_size=batch[0].shape[0], sync_dist=True)
+        self._eval_step(batch)
+
+    def on_test_epoch_end(self) -> None:
+        self.test_loss = self._eval_end("test/loss")
 
     # --- optimizer ---------------------------------------------------------------------------
     def configure_optimizers(self) -> dict[str, Any]:

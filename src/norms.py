@@ -13,6 +13,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from src.fast_norms import FastRMSNorm
+
 DEFAULT_EPS = 1e-5
 
 
@@ -64,6 +66,7 @@ NORM_REGISTRY: dict[str, NormFactory] = {
     "hand_rmsnorm": lambda dim, eps: HandRMSNorm(dim, eps=eps),
     "torch_rmsnorm": lambda dim, eps: nn.RMSNorm(dim, eps=eps, elementwise_affine=True),
     "no_norm": _identity,
+    "fast_rmsnorm": lambda dim, eps: FastRMSNorm(dim, eps=eps),
 }
 
 

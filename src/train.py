@@ -97,7 +97,7 @@ def train(cfg: DictConfig) -> RunResult:
 
     model = GPTModel(model_cfg)
     budget = resolve_budget(cfg.optim, cfg.seq_len, world_size, count_params(model))
-    module = GPTLitModule(model, cfg.optim, budget)
+    module = GPTLitModule(model, cfg.optim, budget, log_every_n_steps=cfg.log_every_n_steps)
     datamodule = build_datamodule(
         cfg.data,
         context_length=cfg.seq_len,
@@ -136,7 +136,6 @@ def train(cfg: DictConfig) -> RunResult:
             val_check_interval=cfg.val_every_n_steps * budget.grad_accum,
             check_val_every_n_epoch=None,
             num_sanity_val_steps=0,
-            log_every_n_steps=cfg.log_every_n_steps,
             logger=tracker.logger if tracker else False,
             callbacks=[monitor],
             enable_checkpointing=False,
@@ -160,8 +159,8 @@ def train(cfg: DictConfig) -> RunResult:
             diverged_at_step=monitor.diverged_at_step,
         )
         if not monitor.diverged:
-            (test_metrics,) = trainer.test(module, datamodule=datamodule, verbose=False)
-            result.test_loss = float(test_metrics["test/loss"])
+            trainer.test(module, datamodule=datamodule, verbose=False)
+            result.test_loss = module.test_loss
         if tracker:
             final = {
                 "train_time_s": result.train_time_s,

@@ -1,0 +1,111 @@
+"""Every option of every config group composes; validation and the training budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+from src.config import CONF_DIR, ConfigError, flatten, register_resolvers, resolve_budget, validate
+from src.schedule import warmup_cosine, warmup_steps_for
+
+# Groups whose options are discovered from conf/, so a new YAML file is covered automatically.
+GROUPS = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir() and p.name != "hydra")
+OPTIONS = [(g, f.stem) for g in GROUPS for f in sorted((CONF_DIR / g).glob("*.yaml"))]
+# Options that need a value only the user can give (a glob of their files).
+REQUIRED = {("data", "text_files"): ["data.paths=/tmp/none/*.txt"]}
+
+
+def _compose(overrides: list[str]) -> DictConfig:
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose("train", overrides=overrides, return_hydra_config=True)
+
+
+def test_discovers_every_group() -> None:
+    assert {"norm", "model", "data", "cluster", "precision", "optim", "logger", "experiment", "paths"} <= set(GROUPS)
+    assert len([o for o in OPTIONS if o[0] == "norm"]) >= 5
+
+
+@pytest.mark.parametrize("group,option", OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
+def test_every_option_composes(group: str, option: str) -> None:
+    cfg = _compose([f"{group}={option}", *REQUIRED.get((group, option), [])])
+    # Resolve every interpolation (paths, run name, ...) as a job would.
+    flat = flatten(DictConfig({k: v for k, v in cfg.items() if k != "hydra"}))
+    assert flat["run_name"] == f"{cfg.norm.norm_type}-s{cfg.seed}"
+    if group in ("cluster", "precision") and cfg.cluster.accelerator != "cpu":
+        return  # device-specific options are checked against the device at run time
+    validate(cfg)
+
+
+def test_defaults_are_the_embedded_ones() -> None:
+    cfg = _compose([])
+    assert cfg.cluster.accelerator == "cpu" and cfg.data.source == "shakespeare"
+    assert cfg.logger.tracking_uri == f"sqlite:///{Path(cfg.paths.root_dir) / 'mlflow.db'}"
+    assert cfg.logger.tracking_uri.startswith("sqlite:////")  # absolute: one store whatever the cwd
+    assert Path(cfg.logger.artifact_location).is_absolute()
+
+
+def test_norm_sweep_lists_the_five_variants() -> None:
+    cfg = _compose(["experiment=norm_sweep"])
+    swept = cfg.hydra.sweeper.params.norm.split(",")
+    assert swept == ["hand_layernorm", "torch_layernorm", "hand_rmsnorm", "torch_rmsnorm", "no_norm"]
+
+
+@pytest.mark.parametrize(
+    "override,field",
+    [
+        ("optim.lr=-0.001", "optim.lr"),
+        ("optim.min_lr=1.0", "optim.min_lr"),
+        ("optim.warmup_fraction=1.5", "optim.warmup_fraction"),
+        ("optim.micro_batch_size=0", "optim.micro_batch_size"),
+        ("optim.max_steps=0", "optim.max_steps"),
+        ("optim.grad_clip=-1", "optim.grad_clip"),
+        ("seq_len=4096", "seq_len"),
+        ("norm.norm_type=batchnorm", "norm.norm_type"),
+        ("norm.eps=0", "eps"),
+        ("model.emb_dim=30", "model.emb_dim"),
+        ("precision.lightning=fp8", "precision.lightning"),
+        ("optim.lr=fast", "optim.lr"),
+    ],
+)
+def test_invalid_values_name_the_field(override: str, field: str) -> None:
+    with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
+        validate(_compose([override]))
+
+
+def _optim(**kw: object) -> dict[str, object]:
+    base = {"micro_batch_size": 12, "grad_accum": 1, "max_steps": 100, "global_batch_size": None,
+            "token_budget": None, "tokens_per_param": None}
+    return {**base, **kw}
+
+
+def test_budget_derives_accumulation_from_global_batch() -> None:
+    # The study: 96 sequences = 12 x 8 GPUs; on one GPU the same global batch needs 8 accumulation steps.
+    for devices, accum in ((8, 1), (4, 2), (1, 8)):
+        b = resolve_budget(_optim(global_batch_size=96), seq_len=1024, world_size=devices, n_params=1)
+        assert (b.grad_accum, b.global_batch_size, b.tokens_per_step) == (accum, 96, 96 * 1024)
+
+
+def test_budget_tokens_per_param_rounds_up_to_whole_steps() -> None:
+    b = resolve_budget(_optim(global_batch_size=96, tokens_per_param=20), 1024, 8, n_params=163_009_536)
+    assert b.max_steps == 33_165 and b.total_tokens == 3_260_252_160
+
+
+def test_budget_rejects_indivisible_global_batch() -> None:
+    with pytest.raises(ConfigError, match="global_batch_size"):
+        resolve_budget(_optim(global_batch_size=100), 1024, 8, n_params=1)
+
+
+def test_warmup_cosine_end_points() -> None:
+    lr, min_lr, steps = 1.4e-3, 1.4e-4, 1000
+    warm = warmup_steps_for(steps, 0.05)
+    assert warm == 50
+    assert warmup_cosine(0, steps, warm, lr, min_lr) == pytest.approx(lr / 50)
+    assert warmup_cosine(warm - 1, steps, warm, lr, min_lr) == pytest.approx(lr)
+    assert warmup_cosine(warm, steps, warm, lr, min_lr) == pytest.approx(lr)
+    assert warmup_cosine(steps - 1, steps, warm, lr, min_lr) == pytest.approx(min_lr)
+    values = [warmup_cosine(s, steps, warm, lr, min_lr) for s in range(warm, steps)]
+    assert all(a >= b for a, b in zip(values, values[1:], strict=False))  # monotone decay

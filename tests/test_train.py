@@ -1,0 +1,173 @@
+"""Real training runs: Lightning fit + test on the bundled corpus, tracked in a real MLflow store."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import REPO, run_cli
+from hydra import compose, initialize_config_dir
+from mlflow.tracking import MlflowClient
+
+from src.config import CONF_DIR, register_resolvers
+from src.lit_module import GPTLitModule
+from src.train import train
+
+NORMS = ["hand_layernorm", "torch_layernorm", "hand_rmsnorm", "torch_rmsnorm", "no_norm"]
+FINAL_METRICS = {"train_time_s", "tokens_per_sec", "peak_memory_mb", "n_params", "test/loss", "final_train_loss"}
+
+
+def _runs(uri: str, experiment: str) -> list:
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(experiment)
+    return [] if exp is None else client.search_runs([exp.experiment_id])
+
+
+@pytest.mark.parametrize("norm", NORMS)
+def test_fit_and_test_every_norm(norm: str, tiny_overrides: list[str], store: dict[str, str]) -> None:
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=[*tiny_overrides, f"norm={norm}", "experiment_name=per_norm"])
+    result = train(cfg)
+
+    (run,) = _runs(store["uri"], "per_norm")
+    assert run.info.status == "FINISHED" and run.info.run_name == f"{norm}-s0"
+    assert run.info.run_id == result.run_id
+    assert run.data.tags["outcome"] == "finished" and run.data.tags["norm"] == norm
+    assert {"model", "precision", "cluster", "git_commit"} <= set(run.data.tags)
+    m = run.data.metrics
+    assert set(m) >= FINAL_METRICS
+    assert m["tokens_per_sec"] > 0 and m["train_time_s"] > 0
+    assert m["test/loss"] == pytest.approx(result.test_loss) and 0 < m["test/loss"] < 20
+    assert m["tokens_per_sec"] == pytest.approx(4 * 4 * 32 / m["train_time_s"])  # steps x batch x T / time
+    p = run.data.params
+    assert p["norm.norm_type"] == norm and p["optim.lr"] == "0.001" and int(p["n_params"]) == int(m["n_params"])
+    client = MlflowClient(store["uri"])
+    history = client.get_metric_history(run.info.run_id, "train/loss")
+    assert [h.step for h in history] == [1, 2, 3, 4]  # one point per optimizer step, no duplicates
+    assert [h.step for h in client.get_metric_history(run.info.run_id, "val/loss")] == [2, 4]
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "config")}
+    assert artifacts == {"config/config.yaml", "config/overrides.txt"}
+
+
+def test_loss_falls(tiny_overrides: list[str], store: dict[str, str]) -> None:
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=[*tiny_overrides, "optim.max_steps=30", "optim.lr=3e-3", "logger=none"])
+    result = train(cfg)
+    assert result.run_id is None  # logger=none records nothing
+    assert result.final_train_loss < result.first_train_loss - 1.0
+
+
+def test_failed_run_is_marked_failed(
+    tiny_overrides: list[str], store: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A fault injected at the second training step: the run was open and had logged a step.
+    original = GPTLitModule.training_step
+
+    def failing_step(self: GPTLitModule, batch: object, batch_idx: int) -> object:
+        if batch_idx == 1:
+            raise RuntimeError("injected failure")
+        return original(self, batch, batch_idx)
+
+    monkeypatch.setattr(GPTLitModule, "training_step", failing_step)
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=[*tiny_overrides, "experiment_name=crash"])
+    with pytest.raises(RuntimeError, match="injected failure"):
+        train(cfg)
+    (run,) = _runs(store["uri"], "crash")
+    assert run.info.status == "FAILED" and run.data.tags["outcome"] == "failed"
+    # What was recorded before the failure is kept.
+    assert len(MlflowClient(store["uri"]).get_metric_history(run.info.run_id, "train/loss")) == 1
+
+
+def test_multirun_all_norms_one_experiment(tiny_overrides: list[str], store: dict[str, str]) -> None:
+    proc = run_cli("src.train", "-m", "norm=" + ",".join(NORMS), "experiment_name=sweep", *tiny_overrides)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = _runs(store["uri"], "sweep")
+    assert sorted(r.info.run_name for r in runs) == sorted(f"{n}-s0" for n in NORMS)
+    assert all(r.info.status == "FINISHED" for r in runs)
+    assert sorted(r.data.tags["hydra_job_num"] for r in runs) == ["0", "1", "2", "3", "4"]
+    assert proc.stdout.count("[normsweep]") == 5
+
+
+def test_experiment_config_runs_the_sweep(tiny_overrides: list[str], store: dict[str, str]) -> None:
+    proc = run_cli("src.train", "-m", "experiment=norm_sweep", "optim.max_steps=1", *tiny_overrides)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(_runs(store["uri"], "norm_sweep")) == 5
+
+
+def test_unknown_norm_lists_options_and_records_nothing(tiny_overrides: list[str], store: dict[str, str]) -> None:
+    proc = run_cli("src.train", "norm=foo", *tiny_overrides)
+    assert proc.returncode != 0
+    for norm in NORMS:
+        assert norm in proc.stderr
+    assert not Path(store["db"]).exists()
+
+
+@pytest.mark.parametrize(
+    "override,field",
+    [("optim.lr=-1e-3", "optim.lr"), ("seq_len=64", "seq_len"), ("norm.eps=-1", "eps")],
+)
+def test_invalid_value_fails_before_training(
+    override: str, field: str, tiny_overrides: list[str], store: dict[str, str]
+) -> None:
+    proc = run_cli("src.train", override, *tiny_overrides)
+    assert proc.returncode != 0
+    assert field in proc.stderr and "Traceback" not in proc.stderr
+    assert "Epoch" not in proc.stderr + proc.stdout
+    assert not Path(store["db"]).exists()  # nothing recorded
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str, body: dict | None = None) -> dict:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def test_mlflow_server_lists_the_run(tiny_overrides: list[str], store: dict[str, str]) -> None:
+    """What a user browsing `make ui` sees: the real server, over its REST API."""
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=[*tiny_overrides, "norm=hand_rmsnorm", "experiment_name=ui"])
+    result = train(cfg)
+    port = _free_port()
+    mlflow_bin = Path(sys.executable).parent / "mlflow"
+    server = subprocess.Popen(
+        [str(mlflow_bin), "server", "--backend-store-uri", store["uri"], "--host", "127.0.0.1", "--port", str(port)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}/api/2.0/mlflow"
+    try:
+        for _ in range(120):
+            try:
+                exp = _get(f"{base}/experiments/get-by-name?experiment_name=ui")["experiment"]
+                break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("mlflow server did not answer within 60 s")
+        runs = _get(f"{base}/runs/search", {"experiment_ids": [exp["experiment_id"]]})["runs"]
+        assert [r["info"]["run_id"] for r in runs] == [result.run_id]
+        assert runs[0]["info"]["run_name"] == "hand_rmsnorm-s0" and runs[0]["info"]["status"] == "FINISHED"
+        metrics = {m["key"]: m["value"] for m in runs[0]["data"]["metrics"]}
+        assert metrics["test/loss"] == pytest.approx(result.test_loss)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
