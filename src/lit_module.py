@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from src.checkpointing import add_state, get_state
 from src.config import Budget
 from src.model import GPTModel, model_stats
 from src.schedule import warmup_cosine, warmup_steps_for
@@ -43,6 +44,13 @@ class GPTLitModule(L.LightningModule):
         self.test_loss: float | None = None
         self._step_started: float | None = None
         self._accum_loss = torch.zeros(())
+        # Resume bookkeeping: the MLflow run this training belongs to, training time before this
+        # process started, and the last step already in MLflow (never logged twice).
+        self.mlflow_run_id: str | None = None
+        self.prior_train_time_s = 0.0
+        self.log_after_step = 0
+        self.first_step_s: float | None = None
+        self._fit_started: float | None = None
         self._eval_sum = torch.zeros((), dtype=torch.float64)
         self._eval_count = 0
 
@@ -58,8 +66,33 @@ class GPTLitModule(L.LightningModule):
     # Metrics go to the logger with step = optimizer steps done (1-based), the same axis for train,
     # val and the final metrics; self.log(..., logger=False) feeds only the progress bar.
     def _log_metrics(self, metrics: dict[str, float]) -> None:
-        if self.logger is not None:
+        if self.logger is not None and self.trainer.global_step > self.log_after_step:
             self.logger.log_metrics(metrics, step=self.trainer.global_step)
+
+    def on_train_start(self) -> None:
+        self._fit_started = time.perf_counter()
+
+    def train_time_s(self) -> float:
+        """Training wall-clock over every segment of this run (resumes included)."""
+        now = time.perf_counter()
+        return self.prior_train_time_s + (now - (self._fit_started or now))
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        add_state(
+            checkpoint,
+            {
+                "mlflow_run_id": self.mlflow_run_id,
+                "train_time_s": self.train_time_s(),
+                "first_train_loss": self.first_train_loss,
+                "first_step_s": self.first_step_s,
+            },
+        )
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        state = get_state(checkpoint)
+        self.prior_train_time_s = float(state.get("train_time_s", 0.0))
+        self.first_train_loss = state.get("first_train_loss")
+        self.first_step_s = state.get("first_step_s")
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
         if self._step_started is None:
@@ -87,6 +120,8 @@ class GPTLitModule(L.LightningModule):
         self._accum_loss = torch.zeros((), device=self.device)
         if self.first_train_loss is None:
             self.first_train_loss = loss
+        if self.first_step_s is None:
+            self.first_step_s = elapsed  # includes compilation and allocator warm-up
         self.last_train_loss = loss
         # Tokens of all devices over this step's wall-clock (the study counts global tokens).
         tokens_per_sec = self.budget.tokens_per_step / elapsed

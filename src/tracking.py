@@ -24,7 +24,13 @@ from src.config import PROJECT_ROOT, flatten
 T = TypeVar("T")
 
 # MLflow's run statuses as Lightning's finalize() names them.
-OUTCOME_STATUS = {"finished": "success", "diverged": "failed", "failed": "failed"}
+OUTCOME_STATUS = {
+    "finished": "success",  # FINISHED
+    "diverged": "failed",  # FAILED: a result, but not a trained model
+    "failed": "failed",  # FAILED: an exception escaped
+    "killed": "KILLED",  # Ctrl+C
+    "preempted": "KILLED",  # SIGTERM with a checkpoint to resume from
+}
 
 
 def with_retry(fn: Callable[[], T], attempts: int = 8, delay_s: float = 0.25) -> T:
@@ -87,7 +93,9 @@ class _ClosedByTracker(MLFlowLogger):
 class Tracker:
     """The MLflow run of one training job."""
 
-    def __init__(self, cfg: DictConfig, hydra_overrides: list[str], job_num: int | None) -> None:
+    def __init__(
+        self, cfg: DictConfig, hydra_overrides: list[str], job_num: int | None, resume_run_id: str | None = None
+    ) -> None:
         uri = cfg.logger.tracking_uri
         ensure_experiment(uri, cfg.experiment_name, cfg.logger.artifact_location)
         tags = {
@@ -106,8 +114,12 @@ class Tracker:
             run_name=cfg.run_name,
             tracking_uri=uri,
             tags=tags,
-            run_id=cfg.get("mlflow_run_id"),
+            run_id=resume_run_id,
         )
+        if resume_run_id and rank_zero_only.rank == 0:
+            # The run was closed (KILLED) when its last segment stopped; it is live again.
+            self.logger.experiment.update_run(resume_run_id, status="RUNNING")
+            self.set_tags({"outcome": "running", "resumed": "true"})
         self.cfg = cfg
         self.overrides = hydra_overrides
         self.closed = False
@@ -125,6 +137,13 @@ class Tracker:
         client, run_id = self.logger.experiment, self.logger.run_id
         client.log_text(run_id, OmegaConf.to_yaml(self.cfg, resolve=True), "config/config.yaml")
         client.log_text(run_id, "\n".join(self.overrides) + "\n", "config/overrides.txt")
+
+    def last_logged_step(self, key: str = "train/loss") -> int:
+        """The highest step of `key` already in MLflow (0 if none): a resumed run logs after it."""
+        if rank_zero_only.rank != 0:
+            return 0
+        history = self.logger.experiment.get_metric_history(self.logger.run_id, key)
+        return max((m.step for m in history), default=0)
 
     @rank_zero_only
     def log_final(self, metrics: Mapping[str, float], step: int) -> None:

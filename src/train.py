@@ -9,17 +9,20 @@ from __future__ import annotations
 import logging
 import os
 import resource
-import time
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import hydra
 import lightning as L
 import torch
 from hydra.core.hydra_config import HydraConfig
+from lightning.pytorch.loggers import Logger
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
-from src.config import ConfigError, register_resolvers, resolve_budget, validate
+from src.checkpointing import LAST, checkpoint_callbacks, read_resume_state, resolve_ckpt_path
+from src.config import Budget, ConfigError, register_resolvers, resolve_budget, validate
 from src.data import build_datamodule
 from src.devices import check_device, configure_matmul_precision
 from src.divergence import DivergenceMonitor
@@ -61,6 +64,9 @@ def quiet_lightning() -> None:
         ".*The number of training batches.*",
         ".*GPU available but not used.*",
         ".*Checkpoint directory.*exists and is not empty.*",
+        # Our loader resumes through ResumableRankSampler, which Lightning's check cannot see.
+        ".*your dataloader is not resumable.*",
+        ".*isinstance\\(treespec, LeafSpec\\)` is deprecated.*",  # Lightning vs newer torch, harmless
     ):
         warnings.filterwarnings("ignore", message=pattern)
     logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
@@ -83,11 +89,43 @@ def hydra_context() -> tuple[list[str], int | None]:
     return list(hc.overrides.task), OmegaConf.select(hc, "job.num", default=None)
 
 
+def build_trainer(cfg: DictConfig, budget: Budget, logger: Logger | bool, callbacks: list[L.Callback]) -> L.Trainer:
+    return L.Trainer(
+        accelerator=cfg.cluster.accelerator,
+        devices=cfg.cluster.devices,
+        num_nodes=cfg.cluster.num_nodes,
+        strategy=cfg.cluster.strategy,
+        precision=cfg.precision.lightning,
+        max_steps=budget.max_steps,
+        max_epochs=-1,
+        accumulate_grad_batches=budget.grad_accum,
+        # Clipping happens in GPTLitModule.configure_gradient_clipping (it also records the norm).
+        val_check_interval=cfg.val_every_n_steps * budget.grad_accum,
+        check_val_every_n_epoch=None,
+        num_sanity_val_steps=0,
+        # The datamodule shards training samples itself (ResumableRankSampler), resumable mid-run.
+        use_distributed_sampler=False,
+        logger=logger,
+        callbacks=callbacks,
+        enable_checkpointing=cfg.checkpoint.enabled,
+        enable_progress_bar=cfg.progress_bar,
+        enable_model_summary=False,
+    )
+
+
+def compile_blocks(model: GPTModel) -> None:
+    """Regional compilation: each transformer block compiles once and is reused by all of them."""
+    for block in model.trf_blocks:
+        block.compile()
+
+
 def train(cfg: DictConfig) -> RunResult:
     """Validate, train, test and track one run. Raises ConfigError before anything is recorded."""
     quiet_lightning()
     model_cfg = validate(cfg)
     check_device(cfg)
+    ckpt_path = resolve_ckpt_path(cfg)
+    resume = read_resume_state(ckpt_path) if ckpt_path else None
     configure_matmul_precision(cfg.precision.matmul_precision)
     world_size = cfg.cluster.devices * cfg.cluster.num_nodes
     # Same seed -> same initial weights and data order for every norm variant.
@@ -98,6 +136,8 @@ def train(cfg: DictConfig) -> RunResult:
     model = GPTModel(model_cfg)
     budget = resolve_budget(cfg.optim, cfg.seq_len, world_size, count_params(model))
     module = GPTLitModule(model, cfg.optim, budget, log_every_n_steps=cfg.log_every_n_steps)
+    if cfg.compile:
+        compile_blocks(model)
     datamodule = build_datamodule(
         cfg.data,
         context_length=cfg.seq_len,
@@ -109,9 +149,16 @@ def train(cfg: DictConfig) -> RunResult:
         datamodule.prepare_data()  # tokenize/cache outside the timed fit
 
     overrides, job_num = hydra_context()
-    tracker = Tracker(cfg, overrides, job_num) if cfg.logger.enabled else None
+    tracker = None
+    if cfg.logger.enabled:
+        tracker = Tracker(cfg, overrides, job_num, resume_run_id=resume.mlflow_run_id if resume else None)
+    monitor = DivergenceMonitor()
+    callbacks = [monitor, *checkpoint_callbacks(cfg)]
     try:
-        if tracker:
+        if tracker and resume:
+            # Params are write-once in MLflow and were logged by the first segment.
+            module.log_after_step = tracker.last_logged_step()
+        elif tracker:
             tracker.log_inputs(
                 {
                     "n_params": module.stats.n_params,
@@ -122,30 +169,13 @@ def train(cfg: DictConfig) -> RunResult:
                     "budget.total_tokens": budget.total_tokens,
                 }
             )
-        monitor = DivergenceMonitor()
-        trainer = L.Trainer(
-            accelerator=cfg.cluster.accelerator,
-            devices=cfg.cluster.devices,
-            num_nodes=cfg.cluster.num_nodes,
-            strategy=cfg.cluster.strategy,
-            precision=cfg.precision.lightning,
-            max_steps=budget.max_steps,
-            max_epochs=-1,
-            accumulate_grad_batches=budget.grad_accum,
-            # Clipping happens in GPTLitModule.configure_gradient_clipping (it also logs the norm).
-            val_check_interval=cfg.val_every_n_steps * budget.grad_accum,
-            check_val_every_n_epoch=None,
-            num_sanity_val_steps=0,
-            logger=tracker.logger if tracker else False,
-            callbacks=[monitor],
-            enable_checkpointing=False,
-            enable_progress_bar=cfg.progress_bar,
-            enable_model_summary=False,
-        )
-        started = time.perf_counter()
-        trainer.fit(module, datamodule=datamodule)
-        train_time_s = time.perf_counter() - started
+        module.mlflow_run_id = tracker.run_id if tracker else None
+        trainer = build_trainer(cfg, budget, tracker.logger if tracker else False, callbacks)
+        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+        train_time_s = module.train_time_s()
         steps_done = trainer.global_step
+        if cfg.checkpoint.enabled and not monitor.diverged:
+            trainer.save_checkpoint(Path(cfg.checkpoint.dir) / LAST)  # the end state, for later evaluation
         tokens_trained = steps_done * budget.tokens_per_step
         result = RunResult(
             norm=cfg.norm.norm_type,
@@ -162,25 +192,42 @@ def train(cfg: DictConfig) -> RunResult:
             trainer.test(module, datamodule=datamodule, verbose=False)
             result.test_loss = module.test_loss
         if tracker:
-            final = {
-                "train_time_s": result.train_time_s,
-                "tokens_per_sec": result.tokens_per_sec,
-                "peak_memory_mb": peak_memory_mb(module.device),
-                "n_params": float(module.stats.n_params),
-                "steps_done": float(steps_done),
-            }
-            if result.final_train_loss is not None:
-                final["final_train_loss"] = result.final_train_loss
-            if monitor.diverged:
-                final["diverged_at_step"] = float(monitor.diverged_at_step)
-            tracker.log_final(final, step=steps_done)
+            tracker.log_final(final_metrics(result, module, steps_done, budget), step=steps_done)
             tracker.close(result.outcome)
-    except BaseException:
+    except SIGTERMException:
+        saved = callbacks[-1].saved
         if tracker:
-            tracker.close("failed")
+            tracker.close("preempted")
+        where = f"checkpoint saved at {saved}; resume with ckpt_path=last" if saved else "no checkpoint (checkpoint.enabled=false)"
+        print(f"[normsweep] {cfg.run_name} stopped by SIGTERM: {where}", flush=True)
+        raise SystemExit(0) from None
+    except BaseException as err:
+        if tracker:
+            tracker.close("killed" if isinstance(err, (KeyboardInterrupt, SystemExit)) else "failed")
         raise
     print(result.summary(), flush=True)
     return result
+
+
+def final_metrics(result: RunResult, module: GPTLitModule, steps_done: int, budget: Budget) -> dict[str, float]:
+    """The run's headline numbers, logged once at its last step."""
+    final = {
+        "train_time_s": result.train_time_s,
+        "tokens_per_sec": result.tokens_per_sec,
+        "peak_memory_mb": peak_memory_mb(module.device),
+        "n_params": float(module.stats.n_params),
+        "steps_done": float(steps_done),
+    }
+    if module.first_step_s is not None and steps_done > 1:
+        # The first step carries compilation and warm-up; the steady rate leaves it out.
+        steady_time = result.train_time_s - module.first_step_s
+        final["first_step_s"] = module.first_step_s
+        final["tokens_per_sec_after_first_step"] = (steps_done - 1) * budget.tokens_per_step / max(steady_time, 1e-9)
+    if result.final_train_loss is not None:
+        final["final_train_loss"] = result.final_train_loss
+    if result.diverged_at_step is not None:
+        final["diverged_at_step"] = float(result.diverged_at_step)
+    return final
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")

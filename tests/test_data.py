@@ -27,7 +27,7 @@ from src.data.shakespeare import (
 )
 from src.data.sources import DATA_SOURCES, build_source
 from src.data.text_files import TextFilesSource
-from src.data.windows import FixedWindows, RandomWindows
+from src.data.windows import FixedWindows, RandomWindows, ResumableRankSampler
 from src.tokenizer import EOT_ID
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf" / "data"
@@ -430,3 +430,19 @@ def test_cli_prints_counts(corpus, tmp_path, capsys) -> None:
     for split in SPLITS:
         assert split in out
     assert f"cache: {tmp_path / 'cache'}" in out
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 4])
+@pytest.mark.parametrize("start", [0, 8, 13])
+def test_resumable_sampler_matches_single_process_order(world_size: int, start: int) -> None:
+    micro = 2
+    total = 48
+    per_rank = [list(ResumableRankSampler(total, r, world_size, start=start)) for r in range(world_size)]
+    assert all(len(ResumableRankSampler(total, r, world_size, start)) == total // world_size for r in range(world_size))
+    # Ranks are disjoint and together cover exactly the samples not yet trained on.
+    assert sorted(i for share in per_rank for i in share) == list(range(start, total))
+    if start % (micro * world_size) == 0:  # a resume point on a step boundary
+        for step in range(len(per_rank[0]) // micro):
+            union = sorted(i for share in per_rank for i in share[step * micro : (step + 1) * micro])
+            first = start + step * micro * world_size
+            assert union == list(range(first, first + micro * world_size))

@@ -1,27 +1,37 @@
 """Datasets of `(x, y)` windows over a flat token array: y is x shifted left by one token.
 
 `RandomWindows` (training) draws the start of window i from a generator seeded by (seed, i), so an
-item depends on its index alone. A `DistributedSampler(shuffle=False)` deals indices round-robin
-to the ranks, so with W ranks of micro-batch B, step k covers exactly the indices
-[k*W*B, (k+1)*W*B): the same global batch a single process sees with batch W*B.
+item depends on its index alone. `ResumableRankSampler` deals indices round-robin to the ranks, so
+with W ranks of micro-batch B, step k covers exactly the indices [k*W*B, (k+1)*W*B): the same
+global batch a single process sees with batch W*B; on resume it starts after the samples done.
 
 `FixedWindows` (val / test) tiles the array with non-overlapping windows, window k starting at
-k * context_length, so every run is scored on identical tokens.
+offset + k * context_length, so every run is scored on identical tokens.
+
+The token array is anything with `len()` and contiguous slicing to a numpy array (`TokenArray`):
+an array, a memmap, or a `cache.ShardedTokens` over several shard files.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Protocol
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, Sampler
+
+
+class TokenArray(Protocol):
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, key: slice) -> np.ndarray: ...
 
 
 class _TokenWindows(Dataset):
     """Shared plumbing: the token array, window slicing, and pickling that reopens memmaps."""
 
-    def __init__(self, tokens: np.ndarray, context_length: int) -> None:
+    def __init__(self, tokens: TokenArray, context_length: int) -> None:
         if context_length < 1:
             raise ValueError(f"context_length must be >= 1, got {context_length}")
         if len(tokens) < context_length + 1:
@@ -59,7 +69,7 @@ class _TokenWindows(Dataset):
 class RandomWindows(_TokenWindows):
     """`num_samples` training windows at random starts, window i fixed by (seed, i)."""
 
-    def __init__(self, tokens: np.ndarray, context_length: int, num_samples: int, seed: int) -> None:
+    def __init__(self, tokens: TokenArray, context_length: int, num_samples: int, seed: int) -> None:
         super().__init__(tokens, context_length)
         self.num_samples = num_samples
         self.seed = seed
@@ -78,11 +88,19 @@ class RandomWindows(_TokenWindows):
 
 
 class FixedWindows(_TokenWindows):
-    """Non-overlapping windows from the start of the array, at most `max_windows` of them."""
+    """Non-overlapping windows from token `offset` on, at most `max_windows` of them."""
 
-    def __init__(self, tokens: np.ndarray, context_length: int, max_windows: int | None = None) -> None:
+    def __init__(
+        self, tokens: TokenArray, context_length: int, max_windows: int | None = None, offset: int = 0
+    ) -> None:
         super().__init__(tokens, context_length)
-        available = (len(tokens) - 1) // context_length  # each window needs one extra token for y
+        # Each window needs one extra token for y.
+        available = (len(tokens) - offset - 1) // context_length if offset >= 0 else 0
+        if available < 1:
+            raise ValueError(
+                f"offset {offset} leaves no window of context_length={context_length} in {len(tokens)} tokens"
+            )
+        self.offset = offset
         self.num_windows = available if max_windows is None else min(available, max_windows)
 
     def __len__(self) -> int:
@@ -91,4 +109,28 @@ class FixedWindows(_TokenWindows):
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         if not 0 <= index < self.num_windows:
             raise IndexError(f"window {index} out of range for {self.num_windows} windows")
-        return self._window(index * self.context_length)
+        return self._window(self.offset + index * self.context_length)
+
+
+class ResumableRankSampler(Sampler[int]):
+    """This rank's share of the training samples, able to start part-way through.
+
+    Sample g goes to rank g % world_size, so at every step the ranks together hold exactly the
+    global batch a single process would draw (global batch b = samples b*B .. (b+1)*B - 1). On
+    resume, iteration starts at `start` (samples already trained on), while `len` still reports
+    the full share: Lightning restores its within-epoch batch counter and counts on that length.
+    """
+
+    def __init__(self, num_samples: int, rank: int = 0, world_size: int = 1, start: int = 0) -> None:
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} out of range for world_size {world_size}")
+        if num_samples % world_size:
+            raise ValueError(f"{num_samples} samples do not split evenly over {world_size} ranks")
+        self.num_samples, self.rank, self.world_size, self.start = num_samples, rank, world_size, start
+
+    def __len__(self) -> int:
+        return self.num_samples // self.world_size
+
+    def __iter__(self) -> Iterator[int]:
+        first = self.start + (self.rank - self.start) % self.world_size  # first g >= start on this rank
+        return iter(range(first, self.num_samples, self.world_size))

@@ -1,0 +1,123 @@
+"""Checkpoint and resume: an interrupted run ends where the uninterrupted one does, in one MLflow run."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from mlflow.tracking import MlflowClient
+
+import src.train as train_module
+from src.config import CONF_DIR, register_resolvers
+from src.train import RunResult, train
+
+STEPS = 8
+
+
+def _cfg(overrides: list[str], tmp_path: Path, *extra: str):
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(
+            "train",
+            overrides=[
+                *overrides,
+                f"optim.max_steps={STEPS}",
+                "optim.lr=3e-3",
+                "checkpoint.enabled=true",
+                "checkpoint.every_n_steps=3",
+                f"checkpoint.dir={tmp_path / 'ckpt'}",
+                *extra,
+            ],
+        )
+
+
+class _At(L.Callback):
+    """Injects a fault at the end of optimizer step `step`."""
+
+    def __init__(self, step: int, action) -> None:
+        self.step, self.action = step, action
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step == self.step:
+            self.action()
+
+
+def _with_fault(monkeypatch: pytest.MonkeyPatch, fault: L.Callback) -> None:
+    original = train_module.checkpoint_callbacks
+    monkeypatch.setattr(train_module, "checkpoint_callbacks", lambda cfg: [fault, *original(cfg)])
+
+
+def _crash() -> None:
+    raise RuntimeError("node lost")
+
+
+def _history(uri: str, run_id: str, key: str) -> list[tuple[int, float]]:
+    return [(m.step, m.value) for m in MlflowClient(uri).get_metric_history(run_id, key)]
+
+
+@pytest.fixture
+def reference(tiny_overrides: list[str], tmp_path: Path) -> RunResult:
+    """The same run, uninterrupted (no tracking, its own checkpoint folder)."""
+    return train(_cfg(tiny_overrides, tmp_path / "ref", "logger=none"))
+
+
+def test_crash_after_checkpoint_then_resume(
+    reference: RunResult, tiny_overrides: list[str], store: dict[str, str], tmp_path: Path, monkeypatch
+) -> None:
+    _with_fault(monkeypatch, _At(5, _crash))  # last checkpoint at step 3, steps 1-4 already in MLflow
+    with pytest.raises(RuntimeError, match="node lost"):
+        train(_cfg(tiny_overrides, tmp_path, "experiment_name=resume"))
+    (run,) = MlflowClient(store["uri"]).search_runs(
+        [MlflowClient(store["uri"]).get_experiment_by_name("resume").experiment_id]
+    )
+    assert run.info.status == "FAILED"
+    assert torch.load(tmp_path / "ckpt" / "last.ckpt", weights_only=True, mmap=True)["global_step"] == 3
+
+    monkeypatch.undo()
+    resumed = train(_cfg(tiny_overrides, tmp_path, "experiment_name=resume", "ckpt_path=last"))
+
+    assert resumed.run_id == run.info.run_id  # the same MLflow run continues
+    client = MlflowClient(store["uri"])
+    assert len(client.search_runs([run.info.experiment_id])) == 1
+    final = client.get_run(run.info.run_id)
+    assert final.info.status == "FINISHED" and final.data.tags["outcome"] == "finished"
+    steps = [s for s, _ in _history(store["uri"], run.info.run_id, "train/loss")]
+    assert steps == list(range(1, STEPS + 1))  # no step logged twice, none missing
+    # Same data order and optimizer state: the end point of the uninterrupted run.
+    assert resumed.final_train_loss == pytest.approx(reference.final_train_loss, rel=1e-5)
+    assert resumed.test_loss == pytest.approx(reference.test_loss, rel=1e-5)
+    assert resumed.first_train_loss == pytest.approx(reference.first_train_loss, rel=1e-6)
+    # The training clock spans both segments.
+    assert final.data.metrics["train_time_s"] > 0
+
+
+def test_sigterm_saves_and_exits_cleanly(
+    reference: RunResult, tiny_overrides: list[str], store: dict[str, str], tmp_path: Path, monkeypatch
+) -> None:
+    _with_fault(monkeypatch, _At(4, lambda: os.kill(os.getpid(), signal.SIGTERM)))
+    with pytest.raises(SystemExit) as exit_info:
+        train(_cfg(tiny_overrides, tmp_path, "experiment_name=preempt"))
+    assert exit_info.value.code == 0
+    client = MlflowClient(store["uri"])
+    (run,) = client.search_runs([client.get_experiment_by_name("preempt").experiment_id])
+    assert run.info.status == "KILLED" and run.data.tags["outcome"] == "preempted"
+    assert torch.load(tmp_path / "ckpt" / "last.ckpt", weights_only=True, mmap=True)["global_step"] == 4
+
+    monkeypatch.undo()
+    resumed = train(_cfg(tiny_overrides, tmp_path, "experiment_name=preempt", "resume=true"))
+    assert resumed.run_id == run.info.run_id
+    assert resumed.test_loss == pytest.approx(reference.test_loss, rel=1e-5)
+    steps = [s for s, _ in _history(store["uri"], run.info.run_id, "train/loss")]
+    assert steps == list(range(1, STEPS + 1))
+
+
+def test_missing_checkpoint_is_a_config_error(tiny_overrides: list[str], tmp_path: Path) -> None:
+    from src.config import ConfigError
+
+    with pytest.raises(ConfigError, match="ckpt_path"):
+        train(_cfg(tiny_overrides, tmp_path, "ckpt_path=last"))
