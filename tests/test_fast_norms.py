@@ -1,0 +1,116 @@
+"""fast_rmsnorm against nn.RMSNorm: values and gradients (input and weight), dtypes, factory, eps."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from src.fast_norms import FastRMSNorm, dw_chunk, rms_norm_backward, rms_norm_forward
+from src.norms import make_norm
+
+EPS = 1e-5
+# bf16 keeps 8 bits of mantissa: one rounding of the output is ~0.4% relative; inputs and
+# gradients rounded to bf16 on both sides compound that to about 2e-2 absolute at unit scale.
+BF16_TOL = {"atol": 3e-2, "rtol": 3e-2}
+
+
+def pair(dim: int, eps: float = EPS, dtype: torch.dtype = torch.float32) -> tuple[nn.Module, nn.Module]:
+    """A FastRMSNorm and an nn.RMSNorm with the same random (non-trivial) weight."""
+    torch.manual_seed(0)
+    ref = nn.RMSNorm(dim, eps=eps)
+    with torch.no_grad():
+        ref.weight.copy_(torch.randn(dim) * 0.5 + 1)
+    fast = make_norm("fast_rmsnorm", dim, eps)
+    fast.load_state_dict(ref.state_dict())
+    return fast.to(dtype), ref.to(dtype)
+
+
+def forward_backward(module: nn.Module, x: torch.Tensor, dy: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    x = x.detach().clone().requires_grad_(True)
+    module.zero_grad(set_to_none=True)
+    y = module(x)
+    y.backward(dy)
+    return y.detach(), x.grad, module.weight.grad
+
+
+# 2-D and 3-D; row counts that give dw chunks of 16, 2 and 1 (odd widths too).
+@pytest.mark.parametrize("shape", [(32, 64), (2, 5, 48), (7, 33)])
+def test_matches_nn_rmsnorm_fp32(shape: tuple[int, ...]) -> None:
+    fast, ref = pair(shape[-1])
+    x, dy = torch.randn(shape) * 3, torch.randn(shape)
+    for got, want in zip(forward_backward(fast, x, dy), forward_backward(ref, x, dy), strict=True):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_eager_kernels_match_autograd() -> None:
+    # The functions the compiled path is built from, run eagerly (the fallback without a compiler).
+    torch.manual_seed(1)
+    x, dy, w = torch.randn(24, 40, requires_grad=True), torch.randn(24, 40), torch.randn(40, requires_grad=True)
+    y_ref = nn.functional.rms_norm(x, (40,), w, EPS)
+    y_ref.backward(dy)
+    y, rstd = rms_norm_forward(x.detach(), w.detach(), EPS)
+    for chunk in (1, dw_chunk(24)):
+        dx, dw = rms_norm_backward(dy, x.detach(), w.detach(), rstd, chunk)
+        torch.testing.assert_close(dx, x.grad, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(dw, w.grad, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(y, y_ref.detach(), atol=1e-5, rtol=1e-5)
+
+
+def test_dw_chunk_divides_rows() -> None:
+    assert [dw_chunk(n) for n in (4096, 24, 10, 7)] == [16, 8, 2, 1]
+
+
+def test_bf16_inputs_and_weights() -> None:
+    fast, ref = pair(64, dtype=torch.bfloat16)
+    _, ref32 = pair(64)
+    x, dy = torch.randn(4, 8, 64).bfloat16(), torch.randn(4, 8, 64).bfloat16()
+    got = forward_backward(fast, x, dy)
+    assert [t.dtype for t in got] == [torch.bfloat16] * 3
+    # Against the fp32 reference on the same (bf16-rounded) inputs, and against nn.RMSNorm in bf16.
+    for g, want32, want16 in zip(
+        got, forward_backward(ref32, x.float(), dy.float()), forward_backward(ref, x, dy), strict=True
+    ):
+        torch.testing.assert_close(g.float(), want32, **BF16_TOL)
+        torch.testing.assert_close(g.float(), want16.float(), **BF16_TOL)
+
+
+def test_under_bf16_autocast() -> None:
+    fast, ref = pair(32)
+    x, dy = torch.randn(16, 32), torch.randn(16, 32)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = forward_backward(fast, x, dy)
+        want = forward_backward(ref, x, dy)
+    assert got[0].dtype == want[0].dtype  # same output dtype as nn.RMSNorm under autocast
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g.float(), w.float(), **BF16_TOL)
+
+
+def test_expanded_gradient() -> None:
+    # y.sum().backward() hands the backward a stride-0 gradient.
+    fast, ref = pair(16)
+    x = torch.randn(8, 16)
+    xs = [x.clone().requires_grad_(True) for _ in range(2)]
+    fast(xs[0]).sum().backward()
+    ref(xs[1]).sum().backward()
+    torch.testing.assert_close(xs[0].grad, xs[1].grad, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(fast.weight.grad, ref.weight.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_factory_key_and_state_dict() -> None:
+    norm = make_norm("fast_rmsnorm", 48, 1e-6)
+    assert isinstance(norm, FastRMSNorm) and isinstance(norm, nn.RMSNorm)
+    assert norm.eps == 1e-6
+    assert torch.equal(norm.weight, torch.ones(48)) and norm.weight.requires_grad
+    # Interchangeable with torch_rmsnorm checkpoints: same keys and shapes.
+    other = make_norm("torch_rmsnorm", 48, 1e-6)
+    assert norm.state_dict().keys() == other.state_dict().keys()
+    other.load_state_dict(norm.state_dict())
+
+
+@pytest.mark.parametrize("eps", [1e-5, 1e-1])
+def test_eps_is_honoured(eps: float) -> None:
+    # With tiny activations eps dominates mean(x^2): the output must follow the given eps.
+    x = torch.full((2, 8), 1e-3)
+    expected = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    torch.testing.assert_close(make_norm("fast_rmsnorm", 8, eps)(x), expected, atol=1e-6, rtol=1e-5)
