@@ -1,0 +1,302 @@
+"""Microbenchmark of every norm variant: forward and forward+backward time, GB/s, % of copy.
+
+A norm is memory-bound, so time alone hides how close a kernel is to the machine's limit. Each
+time is therefore turned into achieved bandwidth against the bytes a norm must move over its
+activations, and that against a plain copy timed in the same run:
+
+    forward:           read x, write y                  2 · rows · width · bytes_per_element
+    backward:          read x and dy, write dx           3 · rows · width · bytes_per_element
+    forward+backward:  the sum                           5 · rows · width · bytes_per_element
+
+Weights (read; their gradients written) and the per-row statistics (mean/rstd saved by the
+forward, read by the backward) are small and reported separately, not counted in GB/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from src.bench.common import (
+    DEFAULT_OUT,
+    DTYPES,
+    copy_bandwidth,
+    machine_info,
+    markdown_table,
+    median,
+    parse_list,
+    resolve_device,
+    supports_dtype,
+    time_interleaved,
+    write_report,
+)
+from src.norms import DEFAULT_EPS, HandLayerNorm, HandRMSNorm, make_norm, norm_types
+
+# The identity moves no bytes and normalizes nothing: there is no kernel to measure.
+SKIPPED = {"no_norm": "identity: no kernel, no bytes to move"}
+COMPILED = {"compiled_hand_layernorm": HandLayerNorm, "compiled_hand_rmsnorm": HandRMSNorm}
+HEADLINE_SHAPE = (4096, 768)
+
+
+def variants() -> list[str]:
+    """Every registry norm (except the identity) plus the torch.compile'd hand-rolled ones."""
+    return [key for key in norm_types() if key not in SKIPPED] + list(COMPILED)
+
+
+def build(variant: str, width: int, eps: float = DEFAULT_EPS) -> nn.Module:
+    if variant in COMPILED:
+        # One specialised compile per shape: the best case a fixed-shape training run gets.
+        return torch.compile(COMPILED[variant](width, eps=eps), dynamic=False)
+    return make_norm(variant, width, eps)
+
+
+def stats_per_row(variant: str) -> int:
+    """fp32 statistics a norm saves per row for its backward: LayerNorm mean and rstd, RMSNorm rstd."""
+    return 2 if "layernorm" in variant else 1
+
+
+@dataclass(frozen=True)
+class NormBytes:
+    forward: int
+    backward: int
+    params: int  # weights read in forward + read and gradient written in backward
+    stats: int  # statistics written by forward and read back by backward
+
+    @property
+    def forward_backward(self) -> int:
+        return self.forward + self.backward
+
+
+def norm_bytes(rows: int, width: int, element_size: int, n_params: int, stats_per_row: int) -> NormBytes:
+    """The bytes a norm must move over (rows, width) activations, as in the module docstring."""
+    activation = rows * width * element_size
+    return NormBytes(
+        forward=2 * activation,
+        backward=3 * activation,
+        params=3 * n_params * element_size,
+        stats=2 * rows * stats_per_row * 4,
+    )
+
+
+def case_functions(
+    module: nn.Module, x: torch.Tensor, dy: torch.Tensor
+) -> tuple[Callable[[], None], Callable[[], None]]:
+    """The forward and the forward+backward call of one module on shared inputs."""
+    x_grad = x.detach().clone().requires_grad_(True)
+    params = list(module.parameters())
+
+    def forward() -> None:
+        with torch.no_grad():
+            module(x)
+
+    def forward_backward() -> None:
+        module(x_grad).backward(dy)
+        # Dropping the gradients keeps every repeat identical (no accumulation into old buffers).
+        x_grad.grad = None
+        for p in params:
+            p.grad = None
+
+    return forward, forward_backward
+
+
+def bench_shape(
+    names: list[str], rows: int, width: int, dtype: torch.dtype, device: torch.device, warmup: int, repeats: int
+) -> tuple[dict[str, tuple[float, float, int]], dict[str, str]]:
+    """Median forward and forward+backward seconds (and parameter count) of each variant at one shape.
+
+    The variants are timed interleaved (see `time_interleaved`). A variant that fails to build or
+    to run its first calls (a compile failure) is reported in the second dict instead.
+    """
+    x = torch.randn(rows, width, device=device, dtype=dtype)
+    dy = torch.randn_like(x)
+    fwd: dict[str, Callable[[], None]] = {}
+    fwd_bwd: dict[str, Callable[[], None]] = {}
+    n_params: dict[str, int] = {}
+    errors: dict[str, str] = {}
+    for name in names:
+        try:
+            module = build(name, width).to(device=device, dtype=dtype)
+            f, fb = case_functions(module, x, dy)
+            f()
+            fb()  # compiles happen here, outside any timing
+        except Exception as exc:  # a compile failure is a finding, not a crash
+            errors[name] = f"{type(exc).__name__}: {exc}"[:500]
+            continue
+        fwd[name], fwd_bwd[name] = f, fb
+        n_params[name] = sum(p.numel() for p in module.parameters())
+    t_fwd = time_interleaved(fwd, device, warmup, repeats)
+    t_fwd_bwd = time_interleaved(fwd_bwd, device, warmup, repeats)
+    return {n: (median(t_fwd[n]), median(t_fwd_bwd[n]), n_params[n]) for n in fwd}, errors
+
+
+def run(
+    widths: list[int],
+    rows_list: list[int],
+    dtype_names: list[str],
+    device: torch.device,
+    warmup: int,
+    repeats: int,
+    only: list[str] | None = None,
+) -> dict[str, Any]:
+    """Benchmark every variant over the grid; returns the JSON-ready report."""
+    # Every shape compiles afresh; the default limit would silently drop later shapes to eager.
+    torch._dynamo.config.recompile_limit = 1024
+    torch._dynamo.config.accumulated_recompile_limit = 4096
+    copy = copy_bandwidth(device)
+    results: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
+    skipped_dtypes = [d for d in dtype_names if not supports_dtype(device, DTYPES[d])]
+    for dtype_name in (d for d in dtype_names if d not in skipped_dtypes):
+        dtype = DTYPES[dtype_name]
+        for width in widths:
+            for rows in rows_list:
+                shape = {"dtype": dtype_name, "rows": rows, "width": width}
+                timings, failed = bench_shape(only or variants(), rows, width, dtype, device, warmup, repeats)
+                errors += [{"variant": name, **shape, "error": err} for name, err in failed.items()]
+                for name, (t_fwd, t_fwd_bwd, n_params) in timings.items():
+                    nb = norm_bytes(rows, width, dtype.itemsize, n_params, stats_per_row(name))
+                    fwd_gbps = nb.forward / t_fwd / 1e9
+                    fwd_bwd_gbps = nb.forward_backward / t_fwd_bwd / 1e9
+                    results.append(
+                        {
+                            "variant": name,
+                            **shape,
+                            "fwd_ms": t_fwd * 1e3,
+                            "fwd_bwd_ms": t_fwd_bwd * 1e3,
+                            "fwd_gbps": fwd_gbps,
+                            "fwd_bwd_gbps": fwd_bwd_gbps,
+                            "fwd_pct_copy": 100 * fwd_gbps / copy["gbps"],
+                            "fwd_bwd_pct_copy": 100 * fwd_bwd_gbps / copy["gbps"],
+                            "fwd_bytes": nb.forward,
+                            "fwd_bwd_bytes": nb.forward_backward,
+                            "param_bytes": nb.params,
+                            "stats_bytes": nb.stats,
+                        }
+                    )
+                    print(
+                        f"{name:>24} {dtype_name} {rows}x{width}: fwd {t_fwd * 1e3:.3f} ms, "
+                        f"fwd+bwd {t_fwd_bwd * 1e3:.3f} ms ({fwd_bwd_gbps:.1f} GB/s)",
+                        flush=True,
+                    )
+    return {
+        "benchmark": "norms",
+        "machine": machine_info(device),
+        "settings": {
+            "widths": widths,
+            "rows": rows_list,
+            "dtypes": dtype_names,
+            "warmup": warmup,
+            "repeats": repeats,
+            "eps": DEFAULT_EPS,
+        },
+        "copy_bandwidth": copy,
+        "results": results,
+        "errors": errors,
+        "skipped": {"variants": SKIPPED, "dtypes": skipped_dtypes},
+        "headline": headline(results),
+    }
+
+
+def headline(results: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Fastest RMSNorm forward+backward ÷ nn.LayerNorm's at 4096×768 fp32 (None if not measured)."""
+    rows, width = HEADLINE_SHAPE
+    case = {
+        r["variant"]: r["fwd_bwd_ms"]
+        for r in results
+        if r["dtype"] == "fp32" and r["rows"] == rows and r["width"] == width
+    }
+    rms = {k: v for k, v in case.items() if "rmsnorm" in k}
+    if "torch_layernorm" not in case or not rms:
+        return None
+    fastest = min(rms, key=rms.__getitem__)
+    return {
+        "shape": f"{rows}x{width}",
+        "fastest_rmsnorm": fastest,
+        "fastest_rmsnorm_ms": rms[fastest],
+        "torch_layernorm_ms": case["torch_layernorm"],
+        "torch_rmsnorm_ms": case.get("torch_rmsnorm"),
+        "ratio": rms[fastest] / case["torch_layernorm"],
+    }
+
+
+TABLE_COLUMNS = [
+    "variant", "dtype", "rows", "width", "fwd_ms", "fwd_bwd_ms",
+    "fwd_gbps", "fwd_bwd_gbps", "fwd_pct_copy", "fwd_bwd_pct_copy",
+]  # fmt: skip
+
+
+def headline_text(h: dict[str, Any] | None) -> str:
+    if h is None:
+        return "headline: 4096x768 fp32 with torch_layernorm and an RMSNorm was not in the grid"
+    return (
+        f"headline: fastest RMSNorm ({h['fastest_rmsnorm']}) fwd+bwd {h['fastest_rmsnorm_ms']:.3f} ms "
+        f"÷ nn.LayerNorm {h['torch_layernorm_ms']:.3f} ms = {h['ratio']:.2f} at {h['shape']} fp32"
+    )
+
+
+def to_markdown(report: dict[str, Any]) -> str:
+    m, c = report["machine"], report["copy_bandwidth"]
+    lines = [
+        "# Norm microbenchmark",
+        "",
+        f"- machine: {m.get('gpu', m['cpu'])} ({m['cpu_count']} CPUs, {m['torch_threads']} torch threads), "
+        f"torch {m['torch']}, device {m['device']}",
+        f"- copy bandwidth: {c['gbps']:.1f} GB/s (copy_ of {c['bytes_per_copy'] // 2 // 2**20} MiB, read + write)",
+        f"- median of {report['settings']['repeats']} repeats after {report['settings']['warmup']} warm-up calls",
+        f"- {headline_text(report['headline'])}",
+        "",
+        markdown_table(report["results"], TABLE_COLUMNS),
+    ]
+    if report["errors"]:
+        lines += ["", "## Errors", ""] + [
+            f"- {e['variant']} {e['dtype']} {e['rows']}x{e['width']}: {e['error']}" for e in report["errors"]
+        ]
+    return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--widths", help="comma-separated (default CPU 768,1600; CUDA 768,1024,1280,1600)")
+    parser.add_argument("--rows", help="comma-separated (default CPU 4096,16384; CUDA 4096,8192,16384,32768)")
+    parser.add_argument("--dtypes", default="fp32,bf16", help="comma-separated subset of fp32,bf16")
+    parser.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available")
+    parser.add_argument("--repeats", type=int, help="timed calls per case (default CPU 10, CUDA 50)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed calls per case (compiles happen here)")
+    parser.add_argument("--variants", help="comma-separated subset of the variants (default: all)")
+    parser.add_argument("--quick", action="store_true", help="one shape (4096x768), fp32, 5 repeats")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder for norms.json / norms.md")
+
+
+def main(args: argparse.Namespace) -> dict[str, Any]:
+    device = resolve_device(args.device)
+    cpu = device.type == "cpu"
+    if args.quick:
+        widths, rows, dtypes, repeats = [768], [4096], ["fp32"], args.repeats or 5
+    else:
+        # 2 CPU cores: a 2×2 grid per dtype finishes in a few minutes; a GPU takes the full grid.
+        widths = parse_list(args.widths or ("768,1600" if cpu else "768,1024,1280,1600"), int)
+        rows = parse_list(args.rows or ("4096,16384" if cpu else "4096,8192,16384,32768"), int)
+        dtypes = parse_list(args.dtypes)
+        repeats = args.repeats or (10 if cpu else 50)
+    unknown = [d for d in dtypes if d not in DTYPES]
+    if unknown:
+        raise SystemExit(f"unknown dtype(s) {unknown}; choose from {list(DTYPES)}")
+    only = parse_list(args.variants) if args.variants else None
+    if only and (bad := [v for v in only if v not in variants()]):
+        raise SystemExit(f"unknown variant(s) {bad}; choose from {variants()}")
+    report = run(widths, rows, dtypes, device, args.warmup, repeats, only)
+    markdown = to_markdown(report)
+    json_path, md_path = write_report(args.out, "norms", report, markdown)
+    print()
+    print(markdown_table(report["results"], TABLE_COLUMNS))
+    for e in report["errors"]:
+        print(f"error: {e['variant']} {e['dtype']} {e['rows']}x{e['width']}: {e['error']}")
+    print(f"copy bandwidth: {report['copy_bandwidth']['gbps']:.1f} GB/s")
+    print(headline_text(report["headline"]))
+    print(f"wrote {json_path} and {md_path}")
+    return report

@@ -1,0 +1,119 @@
+"""The benchmarks run on tiny sizes and write well-formed reports; their formulas are checked by hand."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from src.bench import norms as norm_bench
+from src.bench import train as train_bench
+from src.bench.common import markdown_table, parse_list
+from src.config import PROJECT_ROOT
+from src.model import GPTConfig, GPTModel, model_stats
+
+
+def test_norm_bytes_by_hand() -> None:
+    # 128 rows × 64 wide fp32 = 32 KiB of activations; LayerNorm has 128 parameters, 2 stats/row.
+    nb = norm_bench.norm_bytes(rows=128, width=64, element_size=4, n_params=128, stats_per_row=2)
+    assert nb.forward == 2 * 32768  # read x, write y
+    assert nb.backward == 3 * 32768  # read x and dy, write dx
+    assert nb.forward_backward == 163840
+    assert nb.params == 1536  # 128 weights × 4 B × (read fwd, read bwd, write grad)
+    assert nb.stats == 2048  # 128 rows × 2 stats × 4 B × (write, read)
+    bf16 = norm_bench.norm_bytes(128, 64, 2, 64, norm_bench.stats_per_row("fast_rmsnorm"))
+    assert (bf16.forward, bf16.stats) == (32768, 1024)
+
+
+def test_mfu_and_peaks_by_hand() -> None:
+    assert train_bench.mfu(tokens_per_s=1000, flops_per_token=6e6, peak_flops=1e10) == pytest.approx(0.6)
+    assert train_bench.gpu_peak_tflops("NVIDIA H200", "bf16") == 989.4
+    assert train_bench.gpu_peak_tflops("NVIDIA H200 NVL", "bf16") == 835.5
+    assert train_bench.gpu_peak_tflops("NVIDIA H100 80GB HBM3", "bf16") == 989.4
+    assert train_bench.gpu_peak_tflops("NVIDIA H100 PCIe", "tf32") == 378.0
+    assert train_bench.gpu_peak_tflops("NVIDIA A100-SXM4-80GB", "fp32") == 19.5
+    assert train_bench.gpu_peak_tflops("NVIDIA L4", "bf16") == 121.0
+    assert train_bench.gpu_peak_tflops("Some Future GPU", "bf16") is None
+    assert train_bench.matmul_kind("bf16-mixed", "highest") == "bf16"
+    assert train_bench.matmul_kind("fp32", "high") == "tf32"
+    assert train_bench.matmul_kind("fp32", "highest") == "fp32"
+
+
+def test_training_flops_per_token_by_hand() -> None:
+    # vocab 100, context 8, width 16, 1 layer, LayerNorm, untied: the MFU numerator, counted by hand.
+    cfg = GPTConfig(vocab_size=100, context_length=8, emb_dim=16, n_heads=2, n_layers=1)
+    block = 2 * 32 + (4 * 16 * 16 + 16) + (16 * 64 + 64 + 64 * 16 + 16)  # norms, attention, MLP
+    n = 100 * 16 + block + 32 + 16 * 100  # embeddings (positions excluded), final norm, head
+    assert model_stats(GPTModel(cfg)).flops_per_token == 6 * n + 12 * 1 * 16 * 8
+
+
+def test_model_config_uses_the_presets() -> None:
+    cfg = train_bench.model_config("cpu_small", "fast_rmsnorm", context=32)
+    assert (cfg.norm_type, cfg.context_length) == ("fast_rmsnorm", 32)
+    with pytest.raises(SystemExit, match="unknown model"):
+        train_bench.model_config("no_such_model", "torch_layernorm", None)
+
+
+def test_table_and_list_helpers() -> None:
+    assert parse_list("768, 1024,", int) == [768, 1024]
+    table = markdown_table([{"a": 1, "b": 0.5, "c": None}], ["a", "b", "c"])
+    assert table.splitlines() == ["| a | b | c |", "|---|---|---|", "| 1 | 0.5 | — |"]
+
+
+def test_norms_cli_writes_reports(tmp_path: Path) -> None:
+    out = tmp_path / "bench"
+    cmd = [sys.executable, "-m", "src.bench", "norms", "--widths", "64", "--rows", "128",
+           "--repeats", "2", "--warmup", "1", "--dtypes", "fp32,bf16", "--device", "cpu", "--out", str(out)]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "headline:" in proc.stdout and "copy bandwidth" in proc.stdout
+
+    report = json.loads((out / "norms.json").read_text())
+    assert report["errors"] == []
+    assert report["copy_bandwidth"]["gbps"] > 0
+    assert "no_norm" in report["skipped"]["variants"]
+    seen = {(r["variant"], r["dtype"]) for r in report["results"]}
+    expected = set(norm_bench.variants())
+    assert {"fast_rmsnorm", "compiled_hand_layernorm", "compiled_hand_rmsnorm", "torch_layernorm"} <= expected
+    assert seen == {(v, d) for v in expected for d in ("fp32", "bf16")}
+    for r in report["results"]:
+        for key in ("fwd_ms", "fwd_bwd_ms", "fwd_gbps", "fwd_bwd_gbps", "fwd_pct_copy", "param_bytes", "stats_bytes"):
+            assert r[key] > 0, (r["variant"], key)
+        assert r["fwd_bytes"] == 2 * 128 * 64 * (4 if r["dtype"] == "fp32" else 2)
+    assert report["headline"] is None  # 4096x768 was not in this grid
+
+    markdown = (out / "norms.md").read_text()
+    assert markdown.startswith("# Norm microbenchmark")
+    assert all(f"| {v} | fp32 | 128 | 64 |" in markdown for v in expected)
+
+
+def test_norms_headline_picks_fastest_rmsnorm() -> None:
+    rows = [
+        {"variant": v, "dtype": "fp32", "rows": 4096, "width": 768, "fwd_bwd_ms": ms}
+        for v, ms in [("torch_layernorm", 4.0), ("torch_rmsnorm", 20.0), ("fast_rmsnorm", 3.0)]
+    ]
+    h = norm_bench.headline(rows)
+    assert (h["fastest_rmsnorm"], h["ratio"], h["torch_rmsnorm_ms"]) == ("fast_rmsnorm", 0.75, 20.0)
+
+
+def test_train_bench_in_process(tmp_path: Path) -> None:
+    args = argparse.Namespace(
+        norm="fast_rmsnorm", model="cpu_small", steps=2, warmup=1, batch=2, context=16, device="cpu",
+        precision="fp32", matmul_precision="highest", rounds=1, seed=0, out=tmp_path,
+    )  # fmt: skip
+    report = train_bench.main(args)
+    saved = json.loads((tmp_path / "train.json").read_text())
+    assert saved["summary"].keys() == {"plain", "lightning"}
+    for path in saved["summary"].values():
+        assert path["tokens_per_s"] > 0 and path["mfu"] > 0
+    assert saved["peak_tflops"] > 0 and "measured" in saved["peak_source"]
+    assert report["plain_over_lightning"] > 0
+    # The MFU in the report is the formula applied to the report's own numbers.
+    plain = saved["summary"]["plain"]
+    expected = plain["tokens_per_s"] * saved["model"]["flops_per_token"] / (saved["peak_tflops"] * 1e12)
+    assert plain["mfu"] == pytest.approx(expected)
+    assert (tmp_path / "train.md").read_text().startswith("# Training throughput")
