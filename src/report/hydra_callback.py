@@ -1,0 +1,43 @@
+"""Print and save the sweep report when a Hydra multirun ends.
+
+The report is a convenience on top of a sweep whose results are already in MLflow, so nothing
+here may fail the sweep: any error becomes a warning on stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+
+class SweepReport(Callback):
+    def __init__(self, out_dir: str | None = None) -> None:
+        # None: reports/<experiment>/ under paths.root_dir (the project root by default).
+        self.out_dir = out_dir
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            if not config.logger.enabled:
+                return
+            self._report(config)
+        except Exception as err:  # any failure: a report must not fail a finished sweep
+            print(f"[normsweep] warning: sweep report not generated: {type(err).__name__}: {err}", file=sys.stderr)
+
+    def _report(self, config: DictConfig) -> None:
+        from src.config import register_resolvers  # the paths in the config use ${project_root:}
+
+        register_resolvers()
+        from src.report import generate_report  # imported late: MLflow and pandas are slow to import
+
+        experiment = config.experiment_name
+        out_dir = Path(self.out_dir) if self.out_dir else None
+        root = OmegaConf.select(config, "paths.root_dir", default=None)
+        if out_dir is None and root:
+            out_dir = Path(root) / "reports" / experiment
+        analysis = generate_report(experiment, config.logger.tracking_uri, out_dir)
+        print(analysis.text(), flush=True)
+        print(f"\nreport written to {analysis.files[0].parent}", flush=True)

@@ -1,0 +1,199 @@
+"""The study's table and its pairwise comparisons, from one row per run.
+
+Variant keys name their family and implementation (`<impl>_layernorm`, `<impl>_rmsnorm`), so a new
+variant such as `fast_rmsnorm` is compared against `hand_rmsnorm` without touching this module.
+Speeds are relative to the hand-rolled variant of the same family; test losses are relative to
+`torch_layernorm`, the baseline GPT-2 uses.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from src.report.stats import MIN_SEEDS, Difference, mean_ci, welch
+
+FAMILIES = ("layernorm", "rmsnorm")
+HAND = "hand"  # the implementation every other one in its family is timed against
+LOSS_REFERENCE = "torch_layernorm"
+VALUE_COLUMNS = ("train_time_s", "tokens_per_sec", "test_loss")
+COMPARED_METRICS = ("tokens_per_sec", "test_loss")  # speed and quality: the study's two questions
+METRIC_LABELS = {"train_time_s": "training time (s)", "tokens_per_sec": "tokens/s", "test_loss": "test loss"}
+
+
+@dataclass(frozen=True)
+class Variant:
+    key: str
+    family: str | None  # "layernorm", "rmsnorm", or None (no_norm, or a key outside both families)
+    impl: str  # "hand", "torch", "fast", ...
+
+    @property
+    def speed_baseline(self) -> str | None:
+        return f"{HAND}_{self.family}" if self.family else None
+
+
+def parse_variant(key: str) -> Variant:
+    for family in FAMILIES:
+        if key.endswith(family):
+            return Variant(key, family, key[: -len(family)].rstrip("_") or key)
+    return Variant(key, None, key)
+
+
+def variant_order(keys: Sequence[str]) -> list[str]:
+    """The study's order: LayerNorms, then RMSNorms (hand-rolled, built-in, others), then the rest."""
+
+    def rank(key: str) -> tuple[int, int, str]:
+        v = parse_variant(key)
+        family = FAMILIES.index(v.family) if v.family else len(FAMILIES)
+        impl = {HAND: 0, "torch": 1}.get(v.impl, 2)
+        return family, impl, key
+
+    return sorted(set(keys), key=rank)
+
+
+def _stopped_note(runs: pd.DataFrame) -> str:
+    """'diverged at step 530', or '2/3 diverged (steps 120, 340)'; failed runs alike."""
+    notes = []
+    for outcome in ("diverged", "failed", "running"):
+        hit = runs[runs.outcome == outcome]
+        if hit.empty:
+            continue
+        steps = [f"{int(s)}" for s in hit.stopped_at_step if pd.notna(s)]
+        where = "" if not steps else f" at step {steps[0]}" if len(steps) == 1 else f" (steps {', '.join(steps)})"
+        count = "" if len(hit) == len(runs) else f"{len(hit)}/{len(runs)} "
+        notes.append(f"{count}{outcome}{where}")
+    return "; ".join(notes)
+
+
+def summarize(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per variant: mean and 95% CI half-width of each column over its finished runs."""
+    rows = []
+    for key in variant_order(runs.variant):
+        of_variant = runs[runs.variant == key]
+        finished = of_variant[of_variant.outcome == "finished"]
+        row: dict[str, object] = {"variant": key, "runs": len(of_variant), "finished": len(finished)}
+        for column in VALUE_COLUMNS:
+            est = mean_ci(finished[column])
+            row[column], row[f"{column}_ci"] = est.mean, est.ci
+        row["notes"] = _stopped_note(of_variant)
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    means = table.set_index("variant")
+    speed = means.tokens_per_sec
+    loss_ref = means.test_loss.get(LOSS_REFERENCE, math.nan)
+    table["speed_vs_hand"] = [
+        speed[key] / speed[base] if base in speed else math.nan
+        for key, base in ((k, parse_variant(k).speed_baseline) for k in table.variant)
+    ]
+    table["test_loss_vs_" + LOSS_REFERENCE] = table.test_loss - loss_ref
+    return table
+
+
+# --- pairwise comparisons ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One pair the study cares about, on one metric: `b` measured against `a`."""
+
+    a: str
+    b: str
+    metric: str
+    result: Difference
+
+
+def pairs(keys: Sequence[str]) -> list[tuple[str, str]]:
+    """(a, b) pairs: each variant against the hand-rolled one of its family, then
+    LayerNorm against RMSNorm of the same implementation."""
+    present = set(keys)
+    parsed = [parse_variant(k) for k in variant_order(keys)]
+    out = [(v.speed_baseline, v.key) for v in parsed if v.speed_baseline in present and v.impl != HAND]
+    for v in parsed:
+        other = f"{v.impl}_rmsnorm"
+        if v.family == "layernorm" and other in present:
+            out.append((v.key, other))
+    return out
+
+
+def compare(runs: pd.DataFrame) -> list[Comparison]:
+    finished = runs[runs.outcome == "finished"]
+    by_variant = {key: group for key, group in finished.groupby("variant")}
+    out = []
+    for a, b in pairs(list(by_variant)):
+        for metric in COMPARED_METRICS:
+            out.append(Comparison(a, b, metric, welch(by_variant[a][metric], by_variant[b][metric])))
+    return out
+
+
+def _signed(value: float, metric: str) -> str:
+    return f"{value:+,.0f}" if metric == "tokens_per_sec" else f"{value:+.4f}"
+
+
+def sentence(c: Comparison) -> str:
+    """One line that says what the difference is and whether seed noise could explain it."""
+    r = c.result
+    label = METRIC_LABELS[c.metric]
+    head = f"{c.b} vs {c.a}, {label}: {_signed(r.diff, c.metric)}"
+    if c.metric == "tokens_per_sec":
+        head += f" ({r.relative:+.1%})"
+    sizes = f"n = {r.n_b} vs {r.n_a}"
+    if min(r.n_a, r.n_b) < MIN_SEEDS:
+        return f"{head} ({sizes}); statistics need ≥{MIN_SEEDS} finished seeds per variant."
+    if not r.testable:
+        return f"{head} ({sizes}); every seed gave the same value, so there is no spread to test against."
+    detail = f"95% CI [{_signed(r.low, c.metric)}, {_signed(r.high, c.metric)}], Welch p = {r.p_value:.3g}, {sizes}"
+    verdict = (
+        "distinguishable from seed noise"
+        if r.distinguishable
+        else "not distinguishable from seed noise at this sample size"
+    )
+    return f"{head} ({detail}): {verdict}."
+
+
+# --- formatting --------------------------------------------------------------------------------
+
+_FORMATS = {"train_time_s": "{:,.1f}", "tokens_per_sec": "{:,.0f}", "test_loss": "{:.4f}"}
+DASH = "—"
+
+
+def _with_ci(mean: float, ci: float, fmt: str) -> str:
+    if math.isnan(mean):
+        return DASH
+    return fmt.format(mean) if math.isnan(ci) else f"{fmt.format(mean)} ± {fmt.format(ci)}"
+
+
+def display_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """The table as text cells: mean ± 95% CI (plain mean with one seed), dashes for no data."""
+    loss_delta = "test_loss_vs_" + LOSS_REFERENCE
+    headers = [
+        "variant",
+        "seeds (finished/all)",
+        *(METRIC_LABELS[c] for c in VALUE_COLUMNS),
+        "speed vs hand-rolled",
+        f"test loss vs {LOSS_REFERENCE}",
+        "notes",
+    ]
+    rows = []
+    for r in table.itertuples(index=False):
+        baseline = parse_variant(r.variant).speed_baseline
+        speed = DASH if math.isnan(r.speed_vs_hand) else "ref" if r.variant == baseline else f"{r.speed_vs_hand - 1:+.1%}"
+        delta = getattr(r, loss_delta)
+        loss = DASH if math.isnan(delta) else "ref" if r.variant == LOSS_REFERENCE else f"{delta:+.4f}"
+        values = [_with_ci(getattr(r, c), getattr(r, f"{c}_ci"), _FORMATS[c]) for c in VALUE_COLUMNS]
+        rows.append([r.variant, f"{r.finished}/{r.runs}", *values, speed, loss, r.notes])
+    return headers, rows
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+    return "\n".join(lines)
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Aligned columns for a terminal."""
+    widths = [max(len(str(x)) for x in column) for column in zip(headers, *rows, strict=True)]
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in [headers, *rows])
