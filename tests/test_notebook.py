@@ -1,0 +1,32 @@
+"""notebooks/analysis.ipynb runs top to bottom against a real (tiny) sweep and draws its figures."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+from conftest import REPO
+from nbclient import NotebookClient
+from test_report import EXPERIMENT, TinySweep, tiny_sweep  # noqa: F401 - the session sweep, made once
+
+NOTEBOOK = REPO / "notebooks" / "analysis.ipynb"
+
+
+def test_notebook_is_saved_without_outputs() -> None:
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code and all(not c.outputs and c.execution_count is None for c in code)
+
+
+def test_notebook_runs_and_draws_figures(tiny_sweep: TinySweep, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    monkeypatch.setenv("NORMSWEEP_EXPERIMENT", EXPERIMENT)
+    monkeypatch.setenv("NORMSWEEP_TRACKING_URI", tiny_sweep.uri)
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    # The kernel inherits this environment; running in the repo root makes `import src` work.
+    NotebookClient(nb, kernel_name="python3", timeout=180, resources={"metadata": {"path": str(REPO)}}).execute()
+
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    images = [o for o in outputs if o.output_type == "display_data" and "image/png" in o.data]
+    assert len(images) == 2  # loss curves and throughput
+    text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    assert f"'{EXPERIMENT}': 6 runs" in text and "torch_layernorm vs hand_layernorm" in text

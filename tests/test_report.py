@@ -1,0 +1,295 @@
+"""The sweep report: numbers straight from MLflow, diverged runs kept, a clear error when empty.
+
+Most tests write runs with MlflowClient following the tracking schema (fast, exact values); the
+`tiny_sweep` fixture makes real ones with `python -m src.train -m` in a subprocess, once per session.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import TINY_MODEL, run_cli
+from mlflow.tracking import MlflowClient
+
+from src.report import ReportError, analyze, generate_report
+from src.report.__main__ import main as report_main
+from src.report.runs import SUMMARY_TAG
+from src.report.table import pairs, parse_variant, sentence, summarize
+
+# The study's numbers (architecture.md): one seed per variant, no_norm NaN by step 530.
+STUDY = {
+    "hand_layernorm": (9358.0, 348364.0, 3.595336),
+    "torch_layernorm": (8324.0, 391659.0, 3.571158),
+    "hand_rmsnorm": (9134.0, 356899.0, 3.601292),
+    "torch_rmsnorm": (8289.0, 393294.0, 3.572383),
+}
+
+
+# --- runs written with MlflowClient --------------------------------------------------------------
+
+
+def log_run(
+    client: MlflowClient,
+    experiment_id: str,
+    norm: str,
+    seed: int,
+    metrics: Mapping[str, float],
+    outcome: str | None = "finished",
+) -> str:
+    tags = {"norm": norm, "seed": str(seed), "model": "cpu_small"}
+    if outcome:
+        tags["outcome"] = outcome
+    time.sleep(0.005)  # distinct start times: the latest run of a (variant, seed) is the one that counts
+    run_id = client.create_run(experiment_id, run_name=f"{norm}-s{seed}", tags=tags).info.run_id
+    for key, value in metrics.items():
+        client.log_metric(run_id, key, value, step=int(metrics.get("steps_done", 0)))
+    client.set_terminated(run_id, "FINISHED" if outcome == "finished" else "FAILED")
+    return run_id
+
+
+def finished(time_s: float, tokens_per_sec: float, test_loss: float) -> dict[str, float]:
+    return {"train_time_s": time_s, "tokens_per_sec": tokens_per_sec, "test/loss": test_loss, "steps_done": 100.0}
+
+
+@pytest.fixture
+def client(store: dict[str, str]) -> MlflowClient:
+    return MlflowClient(store["uri"])
+
+
+def test_single_seed_table_matches_the_study(client: MlflowClient, store: dict[str, str], tmp_path: Path) -> None:
+    exp = client.create_experiment("study")
+    for norm, values in STUDY.items():
+        log_run(client, exp, norm, 0, finished(*values))
+    log_run(client, exp, "no_norm", 0, {"diverged_at_step": 530.0, "steps_done": 529.0}, outcome="diverged")
+
+    analysis = generate_report("study", store["uri"], tmp_path / "out")
+    table = analysis.table.set_index("variant")
+    for norm, (time_s, tps, loss) in STUDY.items():
+        assert table.loc[norm, ["train_time_s", "tokens_per_sec", "test_loss"]].tolist() == [time_s, tps, loss]
+        assert math.isnan(table.loc[norm, "tokens_per_sec_ci"])  # one seed: no interval
+    assert table.loc["torch_layernorm", "speed_vs_hand"] == pytest.approx(391659 / 348364)
+    assert table.loc["torch_rmsnorm", "speed_vs_hand"] == pytest.approx(393294 / 356899)
+    assert table.loc["hand_rmsnorm", "test_loss_vs_torch_layernorm"] == pytest.approx(3.601292 - 3.571158)
+    assert table.loc["no_norm", "notes"] == "diverged at step 530"
+    assert list(table.index) == [*STUDY, "no_norm"]
+
+    text = analysis.text()
+    assert "+12.4%" in text  # nn.LayerNorm vs hand-rolled, the study's headline
+    assert "statistics need ≥2 finished seeds" in text
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "| no_norm | 0/1 | — | — | — |" in md and "diverged at step 530" in md
+    csv = pd.read_csv(tmp_path / "out" / "table.csv")
+    assert csv.set_index("variant").loc["hand_layernorm", "tokens_per_sec"] == 348364.0
+    assert {p.name for p in analysis.files} >= {"loss_curves.png", "throughput.png", "report.md", "table.csv"}
+
+
+def test_multi_seed_statistics_and_bookkeeping(client: MlflowClient, store: dict[str, str], tmp_path: Path) -> None:
+    exp = client.create_experiment("seeds")
+    speeds = {"hand_rmsnorm": [100.0, 104.0, 102.0], "fast_rmsnorm": [150.0, 149.0, 152.0]}
+    for norm, values in speeds.items():
+        for seed, tps in enumerate(values):
+            log_run(client, exp, norm, seed, finished(10.0 + seed, tps, 5.0 + seed / 100))
+    # An older duplicate of hand_rmsnorm seed 0 (replaced by the later run below), a crashed run
+    # without an outcome tag, and a diverged one.
+    stale = log_run(client, exp, "hand_rmsnorm", 0, finished(99.0, 1.0, 9.0))
+    client.set_tag(stale, "seed", "0")
+    log_run(client, exp, "hand_rmsnorm", 0, finished(10.0, 100.0, 5.0))
+    log_run(client, exp, "torch_rmsnorm", 0, {"steps_done": 7.0}, outcome=None)
+    log_run(client, exp, "torch_rmsnorm", 1, finished(9.0, 120.0, 5.0))
+
+    analysis = analyze("seeds", store["uri"])
+    assert analysis.superseded == 2  # the stale run and the first hand_rmsnorm seed-0 run
+    table = analysis.table.set_index("variant")
+    assert table.loc["hand_rmsnorm", "tokens_per_sec"] == pytest.approx(102.0)
+    assert table.loc["hand_rmsnorm", "tokens_per_sec_ci"] == pytest.approx(4.303 * 2.0 / math.sqrt(3), rel=1e-3)
+    assert table.loc["fast_rmsnorm", "speed_vs_hand"] == pytest.approx(sum(speeds["fast_rmsnorm"]) / 306.0)
+    assert table.loc["torch_rmsnorm", "notes"] == "1/2 failed at step 7"
+    assert table.loc["torch_rmsnorm", "finished"] == 1
+
+    fast = next(c for c in analysis.comparisons if c.b == "fast_rmsnorm" and c.metric == "tokens_per_sec")
+    assert (fast.a, fast.result.n_a, fast.result.n_b) == ("hand_rmsnorm", 3, 3)
+    assert sentence(fast).endswith(": distinguishable from seed noise.")
+
+    # The summary run is reused by a second report and never read back as a result.
+    for _ in range(2):
+        generate_report("seeds", store["uri"], tmp_path / "out")
+    summaries = client.search_runs([exp], filter_string=f"tags.`{SUMMARY_TAG}` = 'true'")
+    assert len(summaries) == 1 and summaries[0].info.run_name == "summary"
+    artifacts = {a.path for a in client.list_artifacts(summaries[0].info.run_id)}
+    assert {"report.md", "table.csv", "loss_curves.png", "throughput.png"} <= artifacts
+    assert len(analyze("seeds", store["uri"]).runs) == 8
+
+
+def test_variant_families_come_from_the_key() -> None:
+    assert parse_variant("fast_rmsnorm").speed_baseline == "hand_rmsnorm"
+    assert parse_variant("torch_layernorm").speed_baseline == "hand_layernorm"
+    assert parse_variant("no_norm").speed_baseline is None
+    keys = ["no_norm", "torch_rmsnorm", "fast_rmsnorm", "hand_rmsnorm", "torch_layernorm", "hand_layernorm"]
+    assert pairs(keys) == [
+        ("hand_layernorm", "torch_layernorm"),
+        ("hand_rmsnorm", "torch_rmsnorm"),
+        ("hand_rmsnorm", "fast_rmsnorm"),
+        ("hand_layernorm", "hand_rmsnorm"),
+        ("torch_layernorm", "torch_rmsnorm"),
+    ]
+
+
+def test_summarize_keeps_all_diverged_variants() -> None:
+    runs = pd.DataFrame(
+        {
+            "variant": ["no_norm", "no_norm", "hand_layernorm"],
+            "outcome": ["diverged", "diverged", "finished"],
+            "stopped_at_step": [12.0, 30.0, math.nan],
+            "train_time_s": [1.0, 2.0, 3.0],
+            "tokens_per_sec": [1.0, 2.0, 3.0],
+            "test_loss": [math.nan, math.nan, 4.0],
+        }
+    )
+    row = summarize(runs).set_index("variant").loc["no_norm"]
+    assert row.notes == "diverged (steps 12, 30)" and row.finished == 0 and math.isnan(row.test_loss)
+
+
+def test_missing_experiment_is_a_clear_message(store: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert report_main(["--experiment", "nope", "--tracking-uri", store["uri"]]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("report: no MLflow database at") and "Traceback" not in err
+    MlflowClient(store["uri"]).create_experiment("other")
+    assert report_main(["--experiment", "nope", "--tracking-uri", store["uri"]]) == 1
+    assert "MLflow experiment 'nope' not found" in capsys.readouterr().err
+
+
+def test_no_finished_runs_is_a_clear_message(client: MlflowClient, store: dict[str, str]) -> None:
+    exp = client.create_experiment("empty")
+    with pytest.raises(ReportError, match="has no finished runs yet"):
+        analyze("empty", store["uri"])
+    log_run(client, exp, "no_norm", 0, {"diverged_at_step": 3.0}, outcome="diverged")
+    with pytest.raises(ReportError, match=r"no finished runs yet \(1 diverged\)"):
+        analyze("empty", store["uri"])
+
+
+# --- real runs: python -m src.train -m ------------------------------------------------------------
+
+EXPERIMENT = "tiny_sweep"
+# Adam moves every weight by ~lr on its first step: at 1e6, the un-normalized residual stream
+# overflows float32 on the second forward pass.
+DIVERGING = ["norm=no_norm", "optim.lr=1e6", "optim.warmup_fraction=0", "seed=0,1"]
+
+
+@dataclass
+class TinySweep:
+    uri: str
+    report_dir: Path
+    outputs: list[str]  # stdout + stderr of each multirun
+    returncodes: list[int]
+
+
+def _multirun(root: Path, cache: Path, name: str, *overrides: str) -> tuple[int, str]:
+    proc = run_cli(
+        "src.train",
+        "-m",
+        *TINY_MODEL,
+        "optim.max_steps=5",
+        "val_every_n_steps=5",
+        f"experiment_name={EXPERIMENT}",
+        f"paths.cache_dir={cache}",
+        f"paths.mlflow_db={root / 'mlflow.db'}",
+        f"paths.mlflow_artifacts={root / 'mlartifacts'}",
+        f"hydra.sweep.dir={root / name}",
+        "hydra.sweep.subdir=${hydra.job.num}",  # the default names it by all overrides: too long a name
+        "++hydra.callbacks.sweep_report._target_=src.report.hydra_callback.SweepReport",
+        f"++hydra.callbacks.sweep_report.out_dir={root / 'report'}",
+        *overrides,
+    )
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+@functools.cache  # test_notebook imports the fixture too: one sweep per session all the same
+def build_tiny_sweep(root: Path, cache: Path) -> TinySweep:
+    """2 norms x 2 seeds, then a multirun of two diverging no_norm jobs, in one experiment."""
+    root.mkdir(parents=True, exist_ok=True)
+    results = [
+        _multirun(root, cache, "normal", "norm=hand_layernorm,torch_layernorm", "seed=0,1"),
+        _multirun(root, cache, "diverging", *DIVERGING),
+    ]
+    return TinySweep(
+        f"sqlite:///{root / 'mlflow.db'}", root / "report", [out for _, out in results], [rc for rc, _ in results]
+    )
+
+
+@pytest.fixture(scope="session")
+def tiny_sweep(tmp_path_factory: pytest.TempPathFactory, token_cache_dir: Path) -> TinySweep:
+    return build_tiny_sweep(tmp_path_factory.getbasetemp() / "tiny_sweep", token_cache_dir)
+
+
+@pytest.fixture(scope="session")
+def tiny_client(tiny_sweep: TinySweep) -> MlflowClient:
+    return MlflowClient(tiny_sweep.uri)
+
+
+def test_multirun_with_diverging_jobs_exits_zero_and_records_all(tiny_sweep: TinySweep, tiny_client: MlflowClient) -> None:
+    assert tiny_sweep.returncodes == [0, 0], tiny_sweep.outputs[-1][-3000:]
+    exp = tiny_client.get_experiment_by_name(EXPERIMENT)
+    runs = [r for r in tiny_client.search_runs([exp.experiment_id]) if "norm" in r.data.tags]
+    assert sorted(r.info.run_name for r in runs) == sorted(
+        f"{n}-s{s}" for n in ("hand_layernorm", "torch_layernorm", "no_norm") for s in (0, 1)
+    )
+
+
+def test_diverging_run_stops_within_one_step(tiny_sweep: TinySweep, tiny_client: MlflowClient) -> None:
+    exp = tiny_client.get_experiment_by_name(EXPERIMENT)
+    for run in tiny_client.search_runs([exp.experiment_id], filter_string="tags.norm = 'no_norm'"):
+        assert run.info.status == "FAILED" and run.data.tags["outcome"] == "diverged"
+        at = run.data.metrics["diverged_at_step"]
+        assert "test/loss" not in run.data.metrics
+        history = [
+            m for key in ("train/loss", "train/grad_norm") for m in tiny_client.get_metric_history(run.info.run_id, key)
+        ]
+        first_bad = min(m.step for m in history if not math.isfinite(m.value))
+        assert first_bad <= at <= first_bad + 1
+        assert max(m.step for m in history) <= at + 1  # nothing trained after the stop
+        assert run.data.metrics["steps_done"] <= at
+
+
+def test_report_matches_mlflow_for_real_runs(tiny_sweep: TinySweep, tiny_client: MlflowClient) -> None:
+    analysis = analyze(EXPERIMENT, tiny_sweep.uri)
+    for row in analysis.runs.itertuples():
+        stored = tiny_client.get_run(row.run_id).data.metrics
+        assert row.train_time_s == stored["train_time_s"]
+        assert row.tokens_per_sec == stored["tokens_per_sec"]
+        assert (row.test_loss == stored["test/loss"]) if row.outcome == "finished" else math.isnan(row.test_loss)
+    table = analysis.table.set_index("variant")
+    for variant in ("hand_layernorm", "torch_layernorm"):
+        ids = analysis.runs.loc[analysis.runs.variant == variant, "run_id"]
+        losses = [tiny_client.get_run(i).data.metrics["test/loss"] for i in ids]
+        assert table.loc[variant, "test_loss"] == pytest.approx(sum(losses) / 2)
+        assert table.loc[variant, "finished"] == 2
+    assert table.loc["no_norm", "finished"] == 0 and table.loc["no_norm", "notes"].startswith("diverged (steps ")
+    assert {c.metric for c in analysis.comparisons} == {"tokens_per_sec", "test_loss"}
+    curves = analysis.curves
+    assert set(curves.metric) == {"train/loss", "val/loss"} and len(curves.run_id.unique()) == 6
+
+
+def test_sweep_callback_reports_at_the_end(tiny_sweep: TinySweep, tiny_client: MlflowClient) -> None:
+    last = tiny_sweep.outputs[-1]
+    assert "normsweep report: experiment 'tiny_sweep'" in last and "diverged (steps" in last
+    assert "warning: sweep report" not in last
+    md = (tiny_sweep.report_dir / "report.md").read_text()
+    assert "| no_norm | 0/2 |" in md
+    exp = tiny_client.get_experiment_by_name(EXPERIMENT)
+    summaries = tiny_client.search_runs([exp.experiment_id], filter_string=f"tags.`{SUMMARY_TAG}` = 'true'")
+    assert len(summaries) == 1  # two multiruns, one summary run
+
+
+def test_cli_on_real_runs(tiny_sweep: TinySweep, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--experiment", EXPERIMENT, "--tracking-uri", tiny_sweep.uri, "--out", str(tmp_path), "--no-summary-run"]
+    assert report_main(args) == 0
+    out = capsys.readouterr().out
+    assert "hand_layernorm" in out and "torch_layernorm vs hand_layernorm, tokens/s" in out
+    assert (tmp_path / "table.csv").exists() and (tmp_path / "throughput.png").stat().st_size > 0
