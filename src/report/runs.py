@@ -138,7 +138,7 @@ def load_sweep(experiment: str, tracking_uri: str | None = None) -> Sweep:
     rows = [_row(client, r) for r in _all_runs(client, experiment_id) if "norm" in r.data.tags and not is_summary(r)]
     if not rows:
         return Sweep(experiment_id, pd.DataFrame(columns=["run_id", "variant", "seed", "outcome"]), 0)
-    runs = pd.DataFrame(rows).sort_values("start_time")
+    runs = pd.DataFrame(rows).sort_values("start_time", kind="stable")
     latest = runs.drop_duplicates(["variant", "seed"], keep="last")
     return Sweep(experiment_id, latest.sort_values(["variant", "seed"]).reset_index(drop=True), len(runs) - len(latest))
 
