@@ -1,8 +1,11 @@
-"""The token cache: one flat uint16 file per split, plus a `meta.json` that vouches for them.
+"""The token cache: uint16 token files per split, plus a `meta.json` that vouches for them.
 
     <cache_dir>/<source cache key>-<tokenizer>/
         train.bin  val.bin  test.bin   GPT-2 token ids, uint16 (np.fromfile / np.memmap)
         meta.json                      token count, byte size and sha256 of every split file
+
+A corpus too large for one file per split (FineWeb) lists several shard files under a split's
+`shards` entry instead; `load_split` then returns a `ShardedTokens` that reads them as one array.
 
 Every file is written to a temporary name in the same folder and moved into place with
 `os.replace`, which is atomic, and `meta.json` is written last. A split file is trusted only when
@@ -20,7 +23,7 @@ import hashlib
 import json
 import os
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,14 +49,15 @@ def split_path(folder: Path, split: str) -> Path:
     return folder / f"{split}.bin"
 
 
-def encode_documents(documents: Iterable[str]) -> Iterator[np.ndarray]:
-    """Token arrays, one per document, each starting with `<|endoftext|>`."""
+def encode_documents(documents: Iterable[str], eot_after: bool = False) -> Iterator[np.ndarray]:
+    """Token arrays, one per document, each starting with `<|endoftext|>` (or ending with it when
+    `eot_after`, the convention of the FineWeb shards the study trained on)."""
     enc = gpt2_encoding()
     docs = list(documents)
     for start in range(0, len(docs), _BATCH_DOCS):
         # encode_ordinary: a literal '<|endoftext|>' inside a document is text, not a separator.
         for ids in enc.encode_ordinary_batch(docs[start : start + _BATCH_DOCS]):
-            yield np.array([EOT_ID, *ids], dtype=TOKEN_DTYPE)
+            yield np.array([*ids, EOT_ID] if eot_after else [EOT_ID, *ids], dtype=TOKEN_DTYPE)
 
 
 def _temp_path(target: Path) -> Path:
@@ -61,9 +65,8 @@ def _temp_path(target: Path) -> Path:
     return target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
 
 
-def write_split(folder: Path, split: str, chunks: Iterable[np.ndarray]) -> dict[str, Any]:
-    """Stream token chunks into `<split>.bin` atomically; return its entry for `meta.json`."""
-    target = split_path(folder, split)
+def write_tokens(target: Path, chunks: Iterable[np.ndarray]) -> dict[str, Any]:
+    """Stream token chunks into `target` atomically; return its entry (file, tokens, bytes, sha256)."""
     tmp = _temp_path(target)
     digest, n_tokens = hashlib.sha256(), 0
     try:
@@ -86,6 +89,21 @@ def write_split(folder: Path, split: str, chunks: Iterable[np.ndarray]) -> dict[
     }
 
 
+def write_split(folder: Path, split: str, chunks: Iterable[np.ndarray]) -> dict[str, Any]:
+    """Stream token chunks into `<split>.bin` atomically; return its entry for `meta.json`."""
+    return write_tokens(split_path(folder, split), chunks)
+
+
+def write_json(target: Path, data: Any) -> None:
+    """Write a JSON file atomically (temporary file + `os.replace`): readers see old or new, never half."""
+    tmp = _temp_path(target)
+    try:
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def write_meta(folder: Path, cache_key: str, splits: dict[str, dict[str, Any]]) -> None:
     """Write `meta.json` atomically. Call it last: its presence is what marks the cache complete."""
     meta = {
@@ -94,13 +112,7 @@ def write_meta(folder: Path, cache_key: str, splits: dict[str, dict[str, Any]]) 
         "dtype": np.dtype(TOKEN_DTYPE).name,
         "splits": splits,
     }
-    target = folder / META_FILE
-    tmp = _temp_path(target)
-    try:
-        tmp.write_text(json.dumps(meta, indent=2) + "\n")
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_json(folder / META_FILE, meta)
 
 
 def read_meta(folder: Path) -> dict[str, Any]:
@@ -118,20 +130,31 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def is_valid_cache(folder: Path, check_hash: bool = True) -> bool:
-    """True when `meta.json` exists and every split file matches its recorded size (and hash)."""
+def file_matches(path: Path, entry: dict[str, Any], check_hash: bool = True) -> bool:
+    """True when the file at `path` has the size (and sha256) its `write_tokens` entry recorded."""
+    if not path.is_file() or path.stat().st_size != entry["bytes"]:
+        return False
+    return not check_hash or _sha256(path) == entry["sha256"]
+
+
+def split_files(folder: Path, entry: dict[str, Any]) -> list[tuple[Path, dict[str, Any]]]:
+    """(path, file entry) of every token file of one split entry in `meta.json`, in order."""
+    if "shards" in entry:
+        return [(folder / shard["file"], shard) for shard in entry["shards"]]
+    return [(folder / entry["file"], entry)]
+
+
+def is_valid_cache(folder: Path, check_hash: bool = True, splits: Sequence[str] = SPLITS) -> bool:
+    """True when `meta.json` exists and every file of `splits` matches its recorded size (and hash)."""
     try:
         meta = read_meta(folder)
-        for split in SPLITS:
-            entry = meta["splits"][split]
-            path = split_path(folder, split)
-            if not path.is_file() or path.stat().st_size != entry["bytes"]:
-                return False
-            if check_hash and _sha256(path) != entry["sha256"]:
-                return False
+        return all(
+            file_matches(path, entry, check_hash)
+            for split in splits
+            for path, entry in split_files(folder, meta["splits"][split])
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return False  # missing or unreadable meta.json: not a cache we can trust
-    return True
 
 
 def prepare_token_cache(source: DataSource, cache_dir: str | Path) -> Path:
@@ -150,12 +173,62 @@ def prepare_token_cache(source: DataSource, cache_dir: str | Path) -> Path:
     return folder
 
 
-def load_split(folder: Path, split: str) -> np.ndarray:
-    """A read-only memmap of one split's tokens, after checking its size against `meta.json`."""
+class ShardedTokens:
+    """Token files read as one array: `len()` and contiguous slices, all the windows need.
+
+    Memmaps open lazily and are not pickled: DataLoader workers receive the file names and reopen
+    the files, instead of a copy of the tokens.
+    """
+
+    def __init__(self, paths: Sequence[str | Path], lengths: Sequence[int]) -> None:
+        if len(paths) != len(lengths):
+            raise ValueError(f"{len(paths)} paths but {len(lengths)} lengths")
+        kept = [(str(p), int(n)) for p, n in zip(paths, lengths, strict=True) if n > 0]
+        self.paths = [p for p, _ in kept]
+        self.lengths = [n for _, n in kept]
+        self.bounds = np.cumsum([0, *self.lengths])  # shard i holds tokens [bounds[i], bounds[i + 1])
+        self._maps: list[np.memmap] | None = None
+
+    def __len__(self) -> int:
+        return int(self.bounds[-1])
+
+    def _memmaps(self) -> list[np.memmap]:
+        if self._maps is None:
+            self._maps = [
+                np.memmap(p, dtype=TOKEN_DTYPE, mode="r", shape=(n,))
+                for p, n in zip(self.paths, self.lengths, strict=True)
+            ]
+        return self._maps
+
+    def __getitem__(self, key: slice) -> np.ndarray:
+        if not isinstance(key, slice):
+            raise TypeError("ShardedTokens supports contiguous slices only")
+        start, stop, step = key.indices(len(self))
+        if step != 1:
+            raise ValueError("ShardedTokens supports contiguous slices only")
+        pieces = []
+        shard = int(np.searchsorted(self.bounds, start, side="right")) - 1
+        while start < stop:
+            lo, hi = int(self.bounds[shard]), int(self.bounds[shard + 1])
+            end = min(stop, hi)
+            pieces.append(self._memmaps()[shard][start - lo : end - lo])
+            start, shard = end, shard + 1
+        return np.concatenate(pieces) if pieces else np.zeros(0, dtype=TOKEN_DTYPE)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_maps": None}
+
+
+def load_split(folder: Path, split: str) -> np.ndarray | ShardedTokens:
+    """A read-only memmap of one split's tokens (a `ShardedTokens` for a sharded split), after
+    checking the file sizes against `meta.json`."""
     entry = read_meta(folder)["splits"][split]
-    path = split_path(folder, split)
-    if not path.is_file() or path.stat().st_size != entry["bytes"]:
-        raise ValueError(f"{path} does not match {folder / META_FILE}; prepare the data again")
+    files = split_files(folder, entry)
+    for path, file_entry in files:
+        if not file_matches(path, file_entry, check_hash=False):
+            raise ValueError(f"{path} does not match {folder / META_FILE}; prepare the data again")
+    if "shards" in entry:
+        return ShardedTokens([path for path, _ in files], [e["tokens"] for _, e in files])
     if entry["tokens"] == 0:
         return np.zeros(0, dtype=TOKEN_DTYPE)  # np.memmap refuses empty files
-    return np.memmap(path, dtype=TOKEN_DTYPE, mode="r")
+    return np.memmap(files[0][0], dtype=TOKEN_DTYPE, mode="r")
