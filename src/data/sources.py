@@ -33,8 +33,9 @@ class DataSource(ABC):
         """Make sure the token files exist under `cache_dir`; return their folder.
 
         An override (a source that streams its own tokens) must write the same layout: the
-        `<split>.bin` files and then `meta.json` via `cache.write_split` / `cache.write_meta`, in
-        `cache.cache_folder(cache_dir, self.cache_key)`, which is where the DataModule looks.
+        `<split>.bin` files (or shard files listed per split) and then `meta.json` via
+        `cache.write_tokens` / `cache.write_meta`, in `cache.cache_folder(cache_dir, self.cache_key)`,
+        which is where the DataModule looks.
         """
         return prepare_token_cache(self, cache_dir)
 
@@ -61,9 +62,24 @@ def _text_files(cfg: Mapping[str, Any]) -> DataSource:
     )
 
 
+def _fineweb(cfg: Mapping[str, Any]) -> DataSource:
+    from .fineweb import HUB_DATASET, HUB_SUBSET, FineWebSource
+
+    return FineWebSource(
+        files=cfg.get("files"),
+        dataset=cfg.get("dataset") or HUB_DATASET,
+        subset=cfg.get("subset") or HUB_SUBSET,
+        val_fraction=float(cfg.get("val_fraction", 0.01)),
+        shard_tokens=int(cfg.get("shard_tokens", 100_000_000)),
+        num_proc=int(cfg.get("num_proc", 1)),
+        verify_checksums=bool(cfg.get("verify_checksums", True)),
+    )
+
+
 DATA_SOURCES: dict[str, Callable[[Mapping[str, Any]], DataSource]] = {
     "shakespeare": _shakespeare,
     "text_files": _text_files,
+    "fineweb": _fineweb,
 }
 
 

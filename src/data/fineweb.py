@@ -1,0 +1,425 @@
+"""FineWeb as GPT-2 token shards: stream the documents, tokenize them in parallel, write resumable shards.
+
+Documents come from the Hugging Face hub in streaming mode (`HuggingFaceFW/fineweb`, config
+`sample-10BT`; needs the optional `datasets` package, `pip install -e '.[fineweb]'`) or from local
+`.parquet` / `.jsonl` files (`data.files`), read with pyarrow / json. Every document is followed by
+`<|endoftext|>`, and goes to val with probability `val_fraction` by a hash of its text (the rule of
+`text_files`: no seed, the same whatever the order of the stream or the number of processes).
+
+The shards live in the cache folder the DataModule reads (`cache.cache_folder`):
+
+    train_000000.bin  val_000000.bin  ...  shard k: the train / val documents of one stream range
+    manifest.json     progress: per shard its document range [start, end), tokens, bytes, sha256
+    meta.json         written last, once every document is in a shard: each split as a shard list
+
+A shard closes at the first document boundary after `shard_tokens` tokens; its files are written
+under temporary names and moved into place (`os.replace`) before the manifest names them. A restart
+checks the finished shards against the manifest (size and sha256), keeps the valid ones up to the
+first bad one, and continues the stream after their last document: no document is tokenized twice
+or lost. A lock file serializes preparers of one folder (several nodes' rank 0 on a shared disk).
+
+Prepare once before training, with the config a training job will use:
+    python -m src.data.fineweb data.num_proc=16                  # hub stream
+    python -m src.data.fineweb data.files='/data/fineweb/*.parquet'
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import glob
+import hashlib
+import json
+import logging
+import multiprocessing
+import re
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from functools import partial
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from ..tokenizer import TOKENIZER_NAME
+from .cache import (
+    META_FILE,
+    TOKEN_DTYPE,
+    cache_folder,
+    encode_documents,
+    file_matches,
+    is_valid_cache,
+    read_meta,
+    write_json,
+    write_meta,
+    write_tokens,
+)
+from .sources import DataSource
+from .text_files import _unit_interval, read_documents
+
+log = logging.getLogger(__name__)
+
+HUB_DATASET = "HuggingFaceFW/fineweb"
+HUB_SUBSET = "sample-10BT"
+SUFFIXES = (".parquet", ".jsonl")
+SPLITS = ("train", "val")  # FineWeb ships one split; the test window is taken from val (see datamodule.py)
+MANIFEST_FILE = "manifest.json"
+_SCHEME = "hash1-eotafter"  # part of the cache key; bump if the split rule or the EOT placement changes
+_DOCS_PER_TASK = 256  # documents per tokenizer task: large enough to amortize the inter-process copy
+
+
+# --- where documents come from -----------------------------------------------------------------
+
+
+def match_files(patterns: str | Sequence[str]) -> list[Path]:
+    """The `.parquet` / `.jsonl` files matched by one or more globs, sorted: the stream's order."""
+    patterns = [patterns] if isinstance(patterns, str) else list(patterns)
+    files = sorted(
+        {
+            Path(p).resolve()
+            for pattern in patterns
+            for p in glob.glob(str(Path(pattern).expanduser()), recursive=True)
+        }
+    )
+    files = [p for p in files if p.is_file()]
+    if not files:
+        raise FileNotFoundError(f"data.files {patterns} matched no files")
+    unsupported = [str(p) for p in files if p.suffix not in SUFFIXES]
+    if unsupported:
+        raise ValueError(
+            f"data.files matched files that are neither {' nor '.join(SUFFIXES)}: {unsupported[:5]}"
+        )
+    return files
+
+
+def iter_file_documents(files: Sequence[Path], skip: int = 0) -> Iterator[str]:
+    """The documents of local files in order, from document number `skip` on.
+
+    A parquet file that lies wholly in the skipped part is passed over by its row count, unread.
+    """
+    import pyarrow.parquet as pq
+
+    for path in files:
+        if path.suffix == ".parquet":
+            parquet = pq.ParquetFile(path)
+            if "text" not in parquet.schema_arrow.names:
+                raise ValueError(f"{path}: no 'text' column (columns: {parquet.schema_arrow.names})")
+            rows = parquet.metadata.num_rows
+            if skip >= rows:
+                skip -= rows
+                continue
+            batches = parquet.iter_batches(columns=["text"], batch_size=1024)
+            yield from islice((text for batch in batches for text in batch.column(0).to_pylist()), skip, None)
+        else:
+            docs = read_documents(path)  # validates every line; holds one file in memory
+            if skip >= len(docs):
+                skip -= len(docs)
+                continue
+            yield from docs[skip:]
+        skip = 0
+
+
+def iter_hub_documents(dataset: str, subset: str, skip: int = 0) -> Iterator[str]:
+    """The documents of a hub dataset, streamed (nothing is downloaded ahead), from number `skip` on."""
+    try:
+        import datasets
+    except ImportError as err:
+        raise ImportError(
+            "streaming FineWeb from the hub needs the `datasets` package: pip install -e '.[fineweb]' "
+            "(or set data.files to local .parquet / .jsonl files)"
+        ) from err
+    stream = datasets.load_dataset(dataset, name=subset, split="train", streaming=True)
+    if skip:
+        stream = stream.skip(skip)
+    for row in stream:
+        yield row["text"]
+
+
+# --- tokenizing --------------------------------------------------------------------------------
+
+
+def encode_batch(docs: list[str], val_fraction: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A batch of documents as (tokens of all, each followed by EOT; tokens per document; is val).
+
+    Runs in the worker processes: one concatenated array pickles far faster than one per document.
+    """
+    arrays = list(encode_documents(docs, eot_after=True))
+    tokens = np.concatenate(arrays) if arrays else np.zeros(0, dtype=TOKEN_DTYPE)
+    lengths = np.array([len(a) for a in arrays], dtype=np.int64)
+    is_val = np.array([_unit_interval(doc) < val_fraction for doc in docs], dtype=bool)
+    return tokens, lengths, is_val
+
+
+def _batched(items: Iterable[str], size: int) -> Iterator[list[str]]:
+    it = iter(items)
+    while batch := list(islice(it, size)):
+        yield batch
+
+
+def _ordered_map(pool: Any, fn: Callable[[Any], Any], items: Iterable[Any], ahead: int) -> Iterator[Any]:
+    """`fn` over `items` in order, at most `ahead` tasks in flight.
+
+    `Pool.imap` would read its input as fast as it can, pulling the whole stream into memory
+    while the workers lag behind; here the stream is read only as results are taken.
+    """
+    if pool is None:
+        yield from map(fn, items)
+        return
+    pending: deque = deque()
+    for item in items:
+        pending.append(pool.apply_async(fn, (item,)))
+        if len(pending) >= ahead:
+            yield pending.popleft().get()
+    while pending:
+        yield pending.popleft().get()
+
+
+class _Shard:
+    """The shard being filled: its documents' tokens per split and its range of the stream."""
+
+    def __init__(self, index: int, first_doc: int) -> None:
+        self.index = index
+        self.first_doc = self.next_doc = first_doc
+        self.parts: dict[str, list[np.ndarray]] = {split: [] for split in SPLITS}
+        self.tokens = 0
+
+    def add(self, tokens: np.ndarray, split: str) -> None:
+        self.parts[split].append(tokens)
+        self.tokens += len(tokens)
+        self.next_doc += 1
+
+    def write(self, folder: Path) -> dict[str, Any]:
+        """Write the split files atomically; return the shard's manifest record."""
+        files = {
+            split: {**write_tokens(folder / shard_file(split, self.index), parts), "documents": len(parts)}
+            for split, parts in self.parts.items()
+        }
+        return {"index": self.index, "documents": [self.first_doc, self.next_doc], "files": files}
+
+
+def shard_file(split: str, index: int) -> str:
+    return f"{split}_{index:06d}.bin"
+
+
+@contextmanager
+def _exclusive(folder: Path) -> Iterator[None]:
+    # One preparer per folder at a time; the others wait and then find the shards ready.
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+# --- the data source ---------------------------------------------------------------------------
+
+
+class FineWebSource(DataSource):
+    """FineWeb (hub stream or local files) tokenized into resumable uint16 shards."""
+
+    def __init__(
+        self,
+        files: str | Sequence[str] | None = None,
+        dataset: str = HUB_DATASET,
+        subset: str = HUB_SUBSET,
+        val_fraction: float = 0.01,
+        shard_tokens: int = 100_000_000,
+        num_proc: int = 1,
+        verify_checksums: bool = True,
+    ) -> None:
+        if not 0 < val_fraction < 1:
+            raise ValueError(f"data.val_fraction must be in (0, 1), got {val_fraction}")
+        if shard_tokens < 1:
+            raise ValueError(f"data.shard_tokens must be >= 1, got {shard_tokens}")
+        if num_proc < 1:
+            raise ValueError(f"data.num_proc must be >= 1, got {num_proc}")
+        self.files = match_files(files) if files else None
+        self.dataset = dataset
+        self.subset = subset
+        self.val_fraction = val_fraction
+        self.shard_tokens = shard_tokens
+        self.num_proc = num_proc
+        self.verify_checksums = verify_checksums
+        self._ready: set[Path] = set()  # folders verified by this object: Lightning prepares twice
+
+    @property
+    def cache_key(self) -> str:
+        # The shard size is not in the key: it moves shard boundaries, never which tokens are where.
+        if self.files is None:
+            name = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{self.dataset}-{self.subset}")
+            return f"fineweb-{name}-{_SCHEME}-val{self.val_fraction:g}"
+        # Path, size and mtime stand in for the contents, as for text_files.
+        h = hashlib.sha256(f"{_SCHEME} {self.val_fraction}".encode())
+        for path in self.files:
+            stat = path.stat()
+            h.update(f"\n{path}\t{stat.st_size}\t{stat.st_mtime_ns}".encode())
+        return f"fineweb_files-{h.hexdigest()[:16]}"
+
+    def documents(self, skip: int = 0) -> Iterator[str]:
+        """The document stream, from document number `skip` on."""
+        if self.files is not None:
+            return iter_file_documents(self.files, skip)
+        return iter_hub_documents(self.dataset, self.subset, skip)
+
+    def split_documents(self) -> dict[str, list[str]]:
+        raise NotImplementedError("FineWeb does not fit in memory: prepare() streams it into shards")
+
+    def prepare(
+        self, cache_dir: str | Path, on_shard: Callable[[dict[str, Any]], None] | None = None
+    ) -> Path:
+        """Make sure every document is in a verified shard; resume an interrupted preparation.
+
+        `on_shard` is called with each new shard's manifest record once the manifest names it.
+        """
+        folder = cache_folder(cache_dir, self.cache_key)
+        if folder in self._ready:
+            return folder
+        folder.mkdir(parents=True, exist_ok=True)
+        with _exclusive(folder):
+            if not is_valid_cache(folder, check_hash=self.verify_checksums, splits=SPLITS):
+                self._build(folder, on_shard)
+        self._ready.add(folder)
+        return folder
+
+    def _build(self, folder: Path, on_shard: Callable[[dict[str, Any]], None] | None) -> None:
+        # Withdraw the certificate first, so a crash below leaves a cache that reads as unfinished.
+        (folder / META_FILE).unlink(missing_ok=True)
+        manifest = self._resume(folder)
+        self._remove_strays(folder, manifest)
+        if not manifest["complete"]:
+            self._tokenize(folder, manifest, on_shard)
+        entries = split_entries(manifest)
+        if entries["val"]["documents"] == 0:
+            raise ValueError(
+                f"no document went to val (val_fraction={self.val_fraction}, "
+                f"{entries['train']['documents']} documents); add documents or raise data.val_fraction"
+            )
+        write_meta(folder, self.cache_key, entries)
+
+    def _resume(self, folder: Path) -> dict[str, Any]:
+        """The manifest of the finished shards that still match their size and sha256."""
+        manifest = {
+            "cache_key": self.cache_key,
+            "tokenizer": TOKENIZER_NAME,
+            "dtype": np.dtype(TOKEN_DTYPE).name,
+            "source": f"{self.dataset}/{self.subset}" if self.files is None else [str(p) for p in self.files],
+            "val_fraction": self.val_fraction,
+            "complete": False,
+            "shards": [],
+        }
+        try:
+            old = json.loads((folder / MANIFEST_FILE).read_text())
+        except (OSError, ValueError):
+            return manifest  # nothing to resume
+        if old.get("cache_key") != self.cache_key or old.get("tokenizer") != TOKENIZER_NAME:
+            return manifest
+        for shard in old.get("shards", []):
+            if not all(file_matches(folder / f["file"], f) for f in shard["files"].values()):
+                log.warning(
+                    "shard %d does not match %s (size or sha256): tokenizing again from document %d",
+                    shard["index"],
+                    MANIFEST_FILE,
+                    shard["documents"][0],
+                )
+                break
+            manifest["shards"].append(shard)
+        manifest["complete"] = bool(old.get("complete")) and len(manifest["shards"]) == len(old["shards"])
+        return manifest
+
+    @staticmethod
+    def _remove_strays(folder: Path, manifest: dict[str, Any]) -> None:
+        # Under the lock no other writer is alive: shard files the manifest does not name and
+        # temporary files are leftovers of an interrupted run.
+        keep = {f["file"] for shard in manifest["shards"] for f in shard["files"].values()}
+        for path in [*folder.glob("*_[0-9][0-9][0-9][0-9][0-9][0-9].bin"), *folder.glob(".*.tmp")]:
+            if path.name not in keep:
+                path.unlink(missing_ok=True)
+
+    def _tokenize(
+        self, folder: Path, manifest: dict[str, Any], on_shard: Callable[[dict[str, Any]], None] | None
+    ) -> None:
+        shards = manifest["shards"]
+        done = shards[-1]["documents"][1] if shards else 0
+        shard = _Shard(len(shards), done)
+        encode = partial(encode_batch, val_fraction=self.val_fraction)
+        batches = _batched(self.documents(skip=done), _DOCS_PER_TASK)
+        pool = multiprocessing.Pool(self.num_proc) if self.num_proc > 1 else nullcontext()
+        with pool as workers, tqdm(desc="tokenizing FineWeb", unit="doc", initial=done, disable=None) as bar:
+            for tokens, lengths, is_val in _ordered_map(workers, encode, batches, ahead=2 * self.num_proc):
+                for end, n, val in zip(np.cumsum(lengths), lengths, is_val, strict=True):
+                    shard.add(tokens[end - n : end], "val" if val else "train")
+                    if shard.tokens >= self.shard_tokens:
+                        shard = self._finish(folder, manifest, shard, on_shard)
+                bar.update(len(lengths))
+            if shard.next_doc > shard.first_doc:  # the last, partly filled shard
+                self._finish(folder, manifest, shard, on_shard)
+        if not manifest["shards"]:
+            raise ValueError(f"the document stream of {manifest['source']} is empty")
+        manifest["complete"] = True
+        write_json(folder / MANIFEST_FILE, manifest)
+
+    @staticmethod
+    def _finish(
+        folder: Path,
+        manifest: dict[str, Any],
+        shard: _Shard,
+        on_shard: Callable[[dict[str, Any]], None] | None,
+    ) -> _Shard:
+        """Write the shard, then record it: a shard the manifest names is always complete."""
+        record = shard.write(folder)
+        manifest["shards"].append(record)
+        write_json(folder / MANIFEST_FILE, manifest)
+        if on_shard is not None:
+            on_shard(record)
+        return _Shard(shard.index + 1, shard.next_doc)
+
+
+def split_entries(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The `meta.json` entry of each split: totals and the list of its shard files."""
+    entries = {}
+    for split in SPLITS:
+        shards = [shard["files"][split] for shard in manifest["shards"]]
+        entries[split] = {
+            "tokens": sum(s["tokens"] for s in shards),
+            "bytes": sum(s["bytes"] for s in shards),
+            "documents": sum(s["documents"] for s in shards),
+            "shards": shards,
+        }
+    return entries
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m src.data.fineweb",
+        description="Tokenize FineWeb into the shards a training job with the same overrides reads.",
+    )
+    parser.add_argument(
+        "overrides", nargs="*", help="Hydra overrides, e.g. data.num_proc=16 data.files='/data/*.parquet'"
+    )
+    args = parser.parse_args(argv)
+
+    from hydra import compose, initialize_config_dir
+
+    from ..config import CONF_DIR, register_resolvers
+    from .sources import build_source
+
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=["data=fineweb", *args.overrides])
+    folder = build_source(cfg.data).prepare(cfg.data.cache_dir)
+    splits = read_meta(folder)["splits"]
+    for split in SPLITS:
+        entry = splits[split]
+        print(
+            f"{split:5s} {entry['tokens']:>15,} tokens  {entry['documents']:>12,} documents  "
+            f"{len(entry['shards']):>5,} shards"
+        )
+    print(f"cache: {folder}")
+
+
+if __name__ == "__main__":
+    main()
