@@ -112,6 +112,13 @@ def validate(cfg: DictConfig) -> GPTConfig:
         "precision.matmul_precision",
         f"{p.matmul_precision!r}; valid choices: {MATMUL_PRECISIONS}",
     )
+    # Spawned workers keep the results (losses, timings) in their own memory: this entry point runs
+    # DDP through processes it is part of (Lightning's launcher, torchrun or SLURM).
+    _require(
+        not any(k in str(cfg.cluster.strategy) for k in ("spawn", "fork")),
+        "cluster.strategy",
+        f"{cfg.cluster.strategy!r} is not supported; use ddp (or auto for one device)",
+    )
     _require(cfg.cluster.devices >= 1, "cluster.devices", f"must be >= 1, got {cfg.cluster.devices}")
     _require(cfg.cluster.num_nodes >= 1, "cluster.num_nodes", f"must be >= 1, got {cfg.cluster.num_nodes}")
     return model_cfg

@@ -17,6 +17,8 @@ import hydra
 import lightning as L
 import torch
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
@@ -119,15 +121,38 @@ def compile_blocks(model: GPTModel) -> None:
         block.compile()
 
 
+def check_not_relaunching_sweep(world_size: int) -> None:
+    """Refuse multi-process jobs inside a multirun unless SLURM or torchrun made the processes.
+
+    Lightning's DDP launcher starts the other ranks by re-running sys.argv, which inside a Hydra
+    multirun holds `-m` and the sweep lists: every rank would start the whole sweep again.
+    """
+    if world_size == 1 or not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return
+    if SLURMEnvironment.detect() or TorchElasticEnvironment.detect():
+        return
+    raise ConfigError(
+        f"cluster: {world_size} processes inside a multirun (-m): Lightning would re-run the command line "
+        "and every process would restart the sweep; use cluster=slurm, wrap the sweep in torchrun, "
+        "or run one job per command (docs/scaling.md)"
+    )
+
+
+def is_local_rank_zero() -> bool:
+    # LOCAL_RANK: Lightning's launcher and torchrun; SLURM_LOCALID: tasks that SLURM started.
+    return int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", "0"))) == 0
+
+
 def train(cfg: DictConfig) -> RunResult:
     """Validate, train, test and track one run. Raises ConfigError before anything is recorded."""
     quiet_lightning()
     model_cfg = validate(cfg)
     check_device(cfg)
+    world_size = cfg.cluster.devices * cfg.cluster.num_nodes
+    check_not_relaunching_sweep(world_size)
     ckpt_path = resolve_ckpt_path(cfg)
     resume = read_resume_state(ckpt_path) if ckpt_path else None
     configure_matmul_precision(cfg.precision.matmul_precision)
-    world_size = cfg.cluster.devices * cfg.cluster.num_nodes
     # Same seed -> same initial weights and data order for every norm variant.
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     if torch.cuda.is_available():
@@ -145,7 +170,7 @@ def train(cfg: DictConfig) -> RunResult:
         train_samples=budget.max_steps * budget.global_batch_size,
         seed=cfg.seed,
     )
-    if int(os.environ.get("LOCAL_RANK", "0")) == 0:
+    if is_local_rank_zero():
         datamodule.prepare_data()  # tokenize/cache outside the timed fit
 
     overrides, job_num = hydra_context()

@@ -17,6 +17,7 @@ from mlflow.tracking import MlflowClient
 
 from src.config import CONF_DIR, register_resolvers
 from src.lit_module import GPTLitModule
+from src.report.runs import SUMMARY_TAG
 from src.train import train
 
 NORMS = ["hand_layernorm", "torch_layernorm", "hand_rmsnorm", "torch_rmsnorm", "no_norm"]
@@ -24,9 +25,11 @@ FINAL_METRICS = {"train_time_s", "tokens_per_sec", "peak_memory_mb", "n_params",
 
 
 def _runs(uri: str, experiment: str) -> list:
+    """The training runs of an experiment (not the report's summary run)."""
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name(experiment)
-    return [] if exp is None else client.search_runs([exp.experiment_id])
+    runs = [] if exp is None else client.search_runs([exp.experiment_id])
+    return [r for r in runs if r.data.tags.get(SUMMARY_TAG) != "true"]
 
 
 @pytest.mark.parametrize("norm", NORMS)
@@ -96,12 +99,23 @@ def test_multirun_all_norms_one_experiment(tiny_overrides: list[str], store: dic
     assert all(r.info.status == "FINISHED" for r in runs)
     assert sorted(r.data.tags["hydra_job_num"] for r in runs) == ["0", "1", "2", "3", "4"]
     assert proc.stdout.count("[normsweep]") == 5
+    # The end-of-sweep report lists every variant.
+    report = proc.stdout[proc.stdout.rindex("[normsweep]") :]
+    assert all(n in report for n in NORMS)
 
 
 def test_experiment_config_runs_the_sweep(tiny_overrides: list[str], store: dict[str, str]) -> None:
     proc = run_cli("src.train", "-m", "experiment=norm_sweep", "optim.max_steps=1", *tiny_overrides)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(_runs(store["uri"], "norm_sweep")) == 5
+
+
+def test_multi_device_job_inside_multirun_is_refused(tiny_overrides: list[str], store: dict[str, str]) -> None:
+    # Lightning's DDP launcher would re-run `-m ...` in every rank: each would restart the sweep.
+    proc = run_cli("src.train", "-m", "cluster.devices=2", "cluster.strategy=ddp", *tiny_overrides)
+    assert proc.returncode != 0
+    assert "inside a multirun" in proc.stderr and "torchrun" in proc.stderr
+    assert not _runs(store["uri"], "normsweep")
 
 
 def test_unknown_norm_lists_options_and_records_nothing(tiny_overrides: list[str], store: dict[str, str]) -> None:

@@ -14,7 +14,8 @@ DEFAULT_CACHE_DIR = Path(__file__).resolve().parents[2] / ".cache" / "data"
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m src.data", description=__doc__)
-    parser.add_argument("--source", default="shakespeare", choices=sorted(DATA_SOURCES))
+    parser.add_argument("--source", default="shakespeare", choices=sorted(set(DATA_SOURCES) - {"fineweb"}),
+                        help="fineweb has its own command: python -m src.data.fineweb")
     parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR, help="default: %(default)s")
     parser.add_argument("--paths", nargs="+", help="glob(s) of .txt / .jsonl files (source text_files)")
     parser.add_argument("--val-fraction", type=float, default=0.05, help="source text_files")
