@@ -95,7 +95,9 @@ class _Kernels:
             try:
                 return getattr(self, name)(*args)
             except Exception as exc:  # no C++ compiler, unsupported platform, ...: stay correct
-                warnings.warn(f"fast_rmsnorm: torch.compile failed ({exc!r}); using eager kernels", stacklevel=3)
+                warnings.warn(
+                    f"fast_rmsnorm: torch.compile failed ({exc!r}); using eager kernels", stacklevel=3
+                )
                 self.use_eager()
         return getattr(self, name)(*args)
 

@@ -81,7 +81,15 @@ def test_norms_cli_writes_reports(tmp_path: Path) -> None:
     assert {"fast_rmsnorm", "compiled_hand_layernorm", "compiled_hand_rmsnorm", "torch_layernorm"} <= expected
     assert seen == {(v, d) for v in expected for d in ("fp32", "bf16")}
     for r in report["results"]:
-        for key in ("fwd_ms", "fwd_bwd_ms", "fwd_gbps", "fwd_bwd_gbps", "fwd_pct_copy", "param_bytes", "stats_bytes"):
+        for key in (
+            "fwd_ms",
+            "fwd_bwd_ms",
+            "fwd_gbps",
+            "fwd_bwd_gbps",
+            "fwd_pct_copy",
+            "param_bytes",
+            "stats_bytes",
+        ):
             assert r[key] > 0, (r["variant"], key)
         assert r["fwd_bytes"] == 2 * 128 * 64 * (4 if r["dtype"] == "fp32" else 2)
     assert report["headline"] is None  # 4096x768 was not in this grid

@@ -46,7 +46,11 @@ def test_matches_nn_rmsnorm_fp32(shape: tuple[int, ...]) -> None:
 def test_eager_kernels_match_autograd() -> None:
     # The functions the compiled path is built from, run eagerly (the fallback without a compiler).
     torch.manual_seed(1)
-    x, dy, w = torch.randn(24, 40, requires_grad=True), torch.randn(24, 40), torch.randn(40, requires_grad=True)
+    x, dy, w = (
+        torch.randn(24, 40, requires_grad=True),
+        torch.randn(24, 40),
+        torch.randn(40, requires_grad=True),
+    )
     y_ref = nn.functional.rms_norm(x, (40,), w, EPS)
     y_ref.backward(dy)
     y, ssq = rms_norm_forward(x.detach(), w.detach(), EPS)

@@ -21,7 +21,9 @@ def main(argv: list[str] | None = None) -> None:
         module.add_arguments(sub)
         sub.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
         sub.add_argument(
-            "--system-malloc", action="store_true", help="keep glibc's default thresholds (see keep_freed_memory)"
+            "--system-malloc",
+            action="store_true",
+            help="keep glibc's default thresholds (see keep_freed_memory)",
         )
         sub.set_defaults(run=module.main)
     args = parser.parse_args(argv)

@@ -101,7 +101,9 @@ def median(samples: Sequence[float]) -> float:
     return float(statistics.median(samples))
 
 
-def copy_bandwidth(device: torch.device, nbytes: int = 256 * 2**20, warmup: int = 2, repeats: int = 10) -> dict:
+def copy_bandwidth(
+    device: torch.device, nbytes: int = 256 * 2**20, warmup: int = 2, repeats: int = 10
+) -> dict:
     """Achievable memory bandwidth: `copy_` of a large buffer into a preallocated one.
 
     Counts the bytes read plus the bytes written (2 × size), the same convention as the norm

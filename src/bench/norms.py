@@ -106,7 +106,13 @@ def case_functions(
 
 
 def bench_shape(
-    names: list[str], rows: int, width: int, dtype: torch.dtype, device: torch.device, warmup: int, repeats: int
+    names: list[str],
+    rows: int,
+    width: int,
+    dtype: torch.dtype,
+    device: torch.device,
+    warmup: int,
+    repeats: int,
 ) -> tuple[dict[str, tuple[float, float, int]], dict[str, str]]:
     """Median forward and forward+backward seconds (and parameter count) of each variant at one shape.
 
@@ -262,7 +268,7 @@ def to_markdown(report: dict[str, Any]) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--widths", help="comma-separated (default CPU 768,1600; CUDA 768,1024,1280,1600)")
-    parser.add_argument("--rows", help="comma-separated (default CPU 4096,16384; CUDA 4096,8192,16384,32768)")
+    parser.add_argument("--rows", help="comma-separated (default CPU 4096,8192; CUDA 4096,8192,16384,32768)")
     parser.add_argument("--dtypes", default="fp32,bf16", help="comma-separated subset of fp32,bf16")
     parser.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available")
     parser.add_argument("--repeats", type=int, help="timed calls per case (default CPU 10, CUDA 50)")
@@ -280,7 +286,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     else:
         # 2 CPU cores: a 2×2 grid per dtype finishes in a few minutes; a GPU takes the full grid.
         widths = parse_list(args.widths or ("768,1600" if cpu else "768,1024,1280,1600"), int)
-        rows = parse_list(args.rows or ("4096,16384" if cpu else "4096,8192,16384,32768"), int)
+        rows = parse_list(args.rows or ("4096,8192" if cpu else "4096,8192,16384,32768"), int)
         dtypes = parse_list(args.dtypes)
         repeats = args.repeats or (10 if cpu else 50)
     unknown = [d for d in dtypes if d not in DTYPES]

@@ -67,7 +67,9 @@ def gpu_peak_tflops(device_name: str, matmul: str) -> float | None:
     return None
 
 
-def measure_matmul_tflops(device: torch.device, dtype: torch.dtype, n: int = CPU_MATMUL_N, repeats: int = 5) -> float:
+def measure_matmul_tflops(
+    device: torch.device, dtype: torch.dtype, n: int = CPU_MATMUL_N, repeats: int = 5
+) -> float:
     """Achieved TFLOP/s of an n×n @ n×n matmul (2n³ FLOPs): the CPU's practical peak."""
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
@@ -107,7 +109,9 @@ def random_batches(cfg: GPTConfig, batch: int, n_batches: int, seed: int) -> Dat
     return DataLoader(TensorDataset(tokens[:, :-1], tokens[:, 1:]), batch_size=batch, shuffle=False)
 
 
-def build_module(cfg: GPTConfig, optim: dict[str, Any], batch: int, total_steps: int, seed: int) -> GPTLitModule:
+def build_module(
+    cfg: GPTConfig, optim: dict[str, Any], batch: int, total_steps: int, seed: int
+) -> GPTLitModule:
     torch.manual_seed(seed)  # the same initial weights for both paths
     tokens_per_step = batch * cfg.context_length
     budget = Budget(total_steps, 1, batch, tokens_per_step, total_steps * tokens_per_step)
@@ -150,7 +154,9 @@ class _StepTimer(L.Callback):
         self.warmup, self.total = warmup, total
         self.start = self.end = 0.0
 
-    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_start(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
         if trainer.global_step == self.warmup and not self.start:
             synchronize(pl_module.device)
             self.start = time.perf_counter()
@@ -287,9 +293,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, help="timed optimizer steps (default CPU 10, CUDA 50)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     parser.add_argument("--batch", type=int, default=8, help="sequences per step")
-    parser.add_argument("--context", type=int, help="tokens per sequence (default: the preset's context_length)")
+    parser.add_argument(
+        "--context", type=int, help="tokens per sequence (default: the preset's context_length)"
+    )
     parser.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available")
-    parser.add_argument("--precision", choices=list(PRECISIONS), help="default: fp32 on CPU, bf16-mixed on CUDA")
+    parser.add_argument(
+        "--precision", choices=list(PRECISIONS), help="default: fp32 on CPU, bf16-mixed on CUDA"
+    )
     parser.add_argument("--matmul-precision", default="highest", choices=["highest", "high", "medium"])
     parser.add_argument(
         "--rounds", type=int, default=2, help="alternate plain and Lightning runs this many times (median)"

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Both benchmarks on one CUDA GPU, sized to finish within 8 minutes: a reduced norm grid in fp32 and bf16, then
+# the GPT-2 small training benchmark (bf16 autocast) with nn.LayerNorm and with fast_rmsnorm.
+# Results go to $OUT when set (else reports/bench-gpu); PYTHON picks the interpreter (a CUDA build of torch).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OUT_DIR="${OUT:-reports/bench-gpu}"
+PY="${PYTHON:-python3}"
+mkdir -p "$OUT_DIR"
+
+"$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'no CUDA device visible to torch')"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee "$OUT_DIR/nvidia-smi.csv"
+
+# Norm kernels: 2 widths x 2 row counts x 2 dtypes; the compiled variants compile once per shape (the bulk of the time).
+timeout 330 "$PY" -m src.bench norms --device cuda --widths 768,1600 --rows 4096,32768 --dtypes fp32,bf16 \
+    --repeats 50 --out "$OUT_DIR" 2>&1 | tee "$OUT_DIR/norms.log"
+
+# Training throughput, MFU against the datasheet dense bf16 peak, and the Lightning overhead.
+for norm in torch_layernorm fast_rmsnorm; do
+    timeout 120 "$PY" -m src.bench train --device cuda --model gpt2_small --norm "$norm" --batch 16 \
+        --steps 40 --warmup 10 --rounds 2 --precision bf16-mixed --out "$OUT_DIR/train-$norm" 2>&1 \
+        | tee "$OUT_DIR/train-$norm.log"
+done
+echo "results in $OUT_DIR"
