@@ -2,9 +2,13 @@
 
 `nn.RMSNorm` on the CPU runs the composite pow/mean/rsqrt/mul graph, and autograd differentiates
 through every node of it: many passes over memory and many allocations, ~10x slower than the
-fused `nn.LayerNorm` kernel although RMSNorm does strictly less work. Here the forward and an
-analytic backward are two small functions (one reduction plus one elementwise pass each)
-compiled by `torch.compile`'s C++ backend into fused loops, behind a `torch.autograd.Function`.
+fused `nn.LayerNorm` kernel although RMSNorm does strictly less work. Here a
+`torch.autograd.Function` runs an analytic forward and backward:
+
+- fp32 (the training default): native C++ row kernels (`csrc/rms_norm.cpp`, built on first use,
+  see `src/cpu_kernels.py`), which read each row once per pass like LayerNorm's kernel;
+- other dtypes, or where no compiler is available: the same math as two small functions
+  compiled by `torch.compile`'s C++ backend into fused loops.
 
     forward:   ssq = sum(x^2),  rstd = 1 / sqrt(ssq / d + eps),  y = x * rstd * w
     backward:  xhat = x * rstd,  g = dy * w
@@ -21,11 +25,14 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from types import ModuleType
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
+
+from src.cpu_kernels import rms_norm_extension
 
 
 def rms_norm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -108,21 +115,36 @@ class _Kernels:
 KERNELS = _Kernels()
 
 
+def _native_kernels(x: torch.Tensor, weight: torch.Tensor) -> ModuleType | None:
+    """The C++ kernels for fp32 inputs (the training default), if they build on this machine."""
+    if x.dtype != torch.float32 or weight.dtype != torch.float32:
+        return None
+    return rms_norm_extension()
+
+
 class _RMSNormFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:  # type: ignore[override]
-        x2 = x.reshape(-1, x.shape[-1])
-        y, ssq = KERNELS.run("forward", x2, weight, eps)
-        ctx.save_for_backward(x2, weight, ssq)
-        ctx.eps = eps
+        x2 = x.reshape(-1, x.shape[-1]).contiguous()
+        native = _native_kernels(x2, weight)
+        if native is not None:
+            # One read of x per pass, vectorised; saves rstd for the backward.
+            y, stat = native.rms_norm_fwd(x2, weight.contiguous(), eps)
+        else:
+            y, stat = KERNELS.run("forward", x2, weight, eps)  # stat = per-row sum of squares
+        ctx.save_for_backward(x2, weight, stat)
+        ctx.eps, ctx.native = eps, native
         return y.view(x.shape)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
-        x2, weight, ssq = ctx.saved_tensors
-        chunk = dw_chunk(x2.shape[0])
-        dx, dw = KERNELS.run("backward", dy.reshape(x2.shape), x2, weight, ssq, ctx.eps, chunk)
+        x2, weight, stat = ctx.saved_tensors
+        dy2 = dy.reshape(x2.shape).contiguous()
+        if ctx.native is not None:
+            dx, dw = ctx.native.rms_norm_bwd(dy2, x2, weight.contiguous(), stat)
+        else:
+            dx, dw = KERNELS.run("backward", dy2, x2, weight, stat, ctx.eps, dw_chunk(x2.shape[0]))
         return dx.view(dy.shape), dw if ctx.needs_input_grad[1] else None, None
 
 

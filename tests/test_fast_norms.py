@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+from src.cpu_kernels import rms_norm_extension
 from src.fast_norms import FastRMSNorm, dw_chunk, rms_norm_backward, rms_norm_forward
 from src.norms import make_norm
 
@@ -118,3 +119,31 @@ def test_eps_is_honoured(eps: float) -> None:
     x = torch.full((2, 8), 1e-3)
     expected = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
     torch.testing.assert_close(make_norm("fast_rmsnorm", 8, eps)(x), expected, atol=1e-6, rtol=1e-5)
+
+
+def test_native_cpu_kernel_builds_and_matches() -> None:
+    # CI and the developer machines have gcc and ninja: the fp32 path must be the native kernel.
+    native = rms_norm_extension()
+    assert native is not None
+    torch.manual_seed(2)
+    # Rows not a multiple of the kernel's parallel grain (16); width not a multiple of the vector width.
+    x = torch.randn(37, 771, requires_grad=True)
+    w = (torch.randn(771) * 0.5 + 1).requires_grad_(True)
+    dy = torch.randn(37, 771)
+    nn.functional.rms_norm(x, (771,), w, EPS).backward(dy)
+    y, rstd = native.rms_norm_fwd(x.detach(), w.detach(), EPS)
+    dx, dw = native.rms_norm_bwd(dy, x.detach(), w.detach(), rstd)
+    torch.testing.assert_close(y, nn.functional.rms_norm(x.detach(), (771,), w.detach(), EPS), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(dx, x.grad, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(dw, w.grad, atol=1e-4, rtol=1e-5)
+    with pytest.raises(RuntimeError, match="float32"):
+        native.rms_norm_fwd(x.detach().double(), w.detach(), EPS)
+
+
+def test_fp32_module_uses_the_native_kernel() -> None:
+    fast = make_norm("fast_rmsnorm", 16, EPS)
+    y = fast(torch.randn(4, 16, requires_grad=True))
+    # The autograd node is the Function's ctx: it records which kernels the forward ran.
+    assert y.grad_fn.native is rms_norm_extension() is not None
+    y_bf16 = make_norm("fast_rmsnorm", 16, EPS).to(torch.bfloat16)(torch.randn(4, 16, dtype=torch.bfloat16, requires_grad=True))
+    assert y_bf16.grad_fn.native is None  # other dtypes take the compiled path
