@@ -202,7 +202,6 @@ def _multirun(root: Path, cache: Path, name: str, *overrides: str) -> tuple[int,
         f"paths.mlflow_db={root / 'mlflow.db'}",
         f"paths.mlflow_artifacts={root / 'mlartifacts'}",
         f"hydra.sweep.dir={root / name}",
-        "hydra.sweep.subdir=${hydra.job.num}",  # the default names it by all overrides: too long a name
         "++hydra.callbacks.sweep_report._target_=src.report.hydra_callback.SweepReport",
         f"++hydra.callbacks.sweep_report.out_dir={root / 'report'}",
         *overrides,
