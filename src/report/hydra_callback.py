@@ -6,6 +6,7 @@ here may fail the sweep: any error becomes a warning on stderr.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,8 @@ class SweepReport(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         try:
-            if not config.logger.enabled:
+            # Under torchrun every rank runs the sweep loop: one report is enough.
+            if not config.logger.enabled or int(os.environ.get("RANK", "0")) != 0:
                 return
             self._report(config)
         except Exception as err:  # any failure: a report must not fail a finished sweep
