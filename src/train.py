@@ -19,6 +19,7 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
+from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
@@ -89,6 +90,15 @@ def hydra_context() -> tuple[list[str], int | None]:
         return [], None
     hc = HydraConfig.get()
     return list(hc.overrides.task), OmegaConf.select(hc, "job.num", default=None)
+
+
+class ProgressBar(TQDMProgressBar):
+    """Lightning's bar without `v_num` (the MLflow run id's tail, noise next to loss and tok/s)."""
+
+    def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, int | str | float]:
+        metrics = super().get_metrics(trainer, pl_module)
+        metrics.pop("v_num", None)
+        return metrics
 
 
 def build_trainer(cfg: DictConfig, budget: Budget, logger: Logger | bool, callbacks: list[L.Callback]) -> L.Trainer:
@@ -179,6 +189,8 @@ def train(cfg: DictConfig) -> RunResult:
         tracker = Tracker(cfg, overrides, job_num, resume_run_id=resume.mlflow_run_id if resume else None)
     monitor = DivergenceMonitor()
     callbacks = [monitor, *checkpoint_callbacks(cfg)]
+    if cfg.progress_bar:
+        callbacks.append(ProgressBar())
     try:
         if tracker and resume:
             # Params are write-once in MLflow and were logged by the first segment.
