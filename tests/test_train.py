@@ -11,11 +11,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import REPO, run_cli
 from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
 
-from src.config import CONF_DIR, register_resolvers
+from src.config import CONF_DIR, ConfigError, register_resolvers
 from src.lit_module import GPTLitModule
 from src.report.runs import SUMMARY_TAG
 from src.train import train
@@ -185,3 +186,24 @@ def test_mlflow_server_lists_the_run(tiny_overrides: list[str], store: dict[str,
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("precision=fp16_mixed", "needs a CUDA GPU"),
+        ("cluster=gpu", "no CUDA device is visible"),
+        ("cluster.strategy=ddp_spawn", "cluster.strategy"),
+    ],
+)
+def test_device_and_precision_errors_before_training(
+    override: str, message: str, tiny_overrides: list[str], store: dict[str, str]
+) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("checks the CPU-only refusals")
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=[*tiny_overrides, override])
+    with pytest.raises(ConfigError, match=message):
+        train(cfg)
+    assert not Path(store["db"]).exists()  # refused before any run was opened
