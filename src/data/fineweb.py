@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import fcntl
-import glob
 import hashlib
 import json
 import logging
@@ -58,7 +57,7 @@ from .cache import (
     write_tokens,
 )
 from .sources import DataSource
-from .text_files import _unit_interval, read_documents
+from .text_files import _unit_interval, match_files, read_documents
 
 log = logging.getLogger(__name__)
 
@@ -72,27 +71,6 @@ _DOCS_PER_TASK = 256  # documents per tokenizer task: large enough to amortize t
 
 
 # --- where documents come from -----------------------------------------------------------------
-
-
-def match_files(patterns: str | Sequence[str]) -> list[Path]:
-    """The `.parquet` / `.jsonl` files matched by one or more globs, sorted: the stream's order."""
-    patterns = [patterns] if isinstance(patterns, str) else list(patterns)
-    files = sorted(
-        {
-            Path(p).resolve()
-            for pattern in patterns
-            for p in glob.glob(str(Path(pattern).expanduser()), recursive=True)
-        }
-    )
-    files = [p for p in files if p.is_file()]
-    if not files:
-        raise FileNotFoundError(f"data.files {patterns} matched no files")
-    unsupported = [str(p) for p in files if p.suffix not in SUFFIXES]
-    if unsupported:
-        raise ValueError(
-            f"data.files matched files that are neither {' nor '.join(SUFFIXES)}: {unsupported[:5]}"
-        )
-    return files
 
 
 def iter_file_documents(files: Sequence[Path], skip: int = 0) -> Iterator[str]:
@@ -237,7 +215,7 @@ class FineWebSource(DataSource):
             raise ValueError(f"data.shard_tokens must be >= 1, got {shard_tokens}")
         if num_proc < 1:
             raise ValueError(f"data.num_proc must be >= 1, got {num_proc}")
-        self.files = match_files(files) if files else None
+        self.files = match_files(files, "data.files", SUFFIXES) if files else None
         self.dataset = dataset
         self.subset = subset
         self.val_fraction = val_fraction

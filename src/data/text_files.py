@@ -44,6 +44,28 @@ def read_documents(path: Path) -> list[str]:
     return docs
 
 
+def match_files(patterns: str | Sequence[str], field: str, suffixes: Sequence[str]) -> list[Path]:
+    """The files matched by one or more globs, sorted (a stable document order), all of `suffixes`.
+
+    `field` names the config field in errors: no match, or a matched file of another kind.
+    """
+    patterns = [patterns] if isinstance(patterns, str) else list(patterns)
+    matches = sorted(
+        {
+            Path(p).resolve()
+            for pattern in patterns
+            for p in glob.glob(str(Path(pattern).expanduser()), recursive=True)
+        }
+    )
+    files = [p for p in matches if p.is_file()]
+    if not files:
+        raise FileNotFoundError(f"{field} {patterns} matched no files")
+    unsupported = [str(p) for p in files if p.suffix not in suffixes]
+    if unsupported:
+        raise ValueError(f"{field} matched files that are neither {' nor '.join(suffixes)}: {unsupported[:5]}")
+    return files
+
+
 class TextFilesSource(DataSource):
     """Documents from local `.txt` / `.jsonl` files matched by one or more glob patterns."""
 
@@ -54,22 +76,7 @@ class TextFilesSource(DataSource):
                 f"need 0 < val_fraction, 0 < test_fraction and val_fraction + test_fraction < 1; "
                 f"got val_fraction={val_fraction}, test_fraction={test_fraction}"
             )
-        matches = sorted(
-            {
-                Path(p).resolve()
-                for pattern in patterns
-                for p in glob.glob(str(Path(pattern).expanduser()), recursive=True)
-            }
-        )
-        files = [p for p in matches if p.is_file()]
-        if not files:
-            raise FileNotFoundError(f"data.paths {patterns} matched no files")
-        unsupported = [str(p) for p in files if p.suffix not in SUFFIXES]
-        if unsupported:
-            raise ValueError(
-                f"data.paths matched files that are neither {' nor '.join(SUFFIXES)}: {unsupported[:5]}"
-            )
-        self.files = files
+        self.files = match_files(patterns, "data.paths", SUFFIXES)
         self.val_fraction = val_fraction
         self.test_fraction = test_fraction
 
