@@ -207,3 +207,23 @@ def test_device_and_precision_errors_before_training(
     with pytest.raises(ConfigError, match=message):
         train(cfg)
     assert not Path(store["db"]).exists()  # refused before any run was opened
+
+
+def test_compile_trains_the_same_model(tiny_overrides: list[str], store: dict[str, str]) -> None:
+    """compile=true: regional torch.compile, same losses, first (compiling) step reported apart."""
+    register_resolvers()
+    results = {}
+    for compiled in (False, True):
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose(
+                "train", overrides=[*tiny_overrides, f"compile={compiled}", f"experiment_name=compile_{compiled}"]
+            )
+        results[compiled] = train(cfg)
+    assert results[True].final_train_loss == pytest.approx(results[False].final_train_loss, rel=1e-4)
+    assert results[True].test_loss == pytest.approx(results[False].test_loss, rel=1e-4)
+    (run,) = _runs(store["uri"], "compile_True")
+    m = run.data.metrics
+    assert run.data.params["compile"] == "True"
+    assert 0 < m["first_step_s"] < m["train_time_s"]
+    # The steady rate leaves the compiling first step out.
+    assert m["tokens_per_sec_after_first_step"] > m["tokens_per_sec"]
