@@ -173,13 +173,16 @@ def train(cfg: DictConfig) -> RunResult:
     module = GPTLitModule(model, cfg.optim, budget, log_every_n_steps=cfg.log_every_n_steps)
     if cfg.compile:
         compile_blocks(model)
-    datamodule = build_datamodule(
-        cfg.data,
-        context_length=cfg.seq_len,
-        micro_batch_size=cfg.optim.micro_batch_size,
-        train_samples=budget.max_steps * budget.global_batch_size,
-        seed=cfg.seed,
-    )
+    try:
+        datamodule = build_datamodule(
+            cfg.data,
+            context_length=cfg.seq_len,
+            micro_batch_size=cfg.optim.micro_batch_size,
+            train_samples=budget.max_steps * budget.global_batch_size,
+            seed=cfg.seed,
+        )
+    except (ValueError, FileNotFoundError) as err:  # an unknown source, a glob matching nothing, ...
+        raise ConfigError(str(err)) from err
     if is_local_rank_zero():
         datamodule.prepare_data()  # tokenize/cache outside the timed fit
 

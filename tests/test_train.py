@@ -129,12 +129,17 @@ def test_unknown_norm_lists_options_and_records_nothing(tiny_overrides: list[str
 
 @pytest.mark.parametrize(
     "override,field",
-    [("optim.lr=-1e-3", "optim.lr"), ("seq_len=64", "seq_len"), ("norm.eps=-1", "eps")],
+    [
+        ("optim.lr=-1e-3", "optim.lr"),
+        ("seq_len=64", "seq_len"),
+        ("norm.eps=-1", "eps"),
+        ("data=text_files data.paths=/nonexistent/*.txt", "data.paths"),
+    ],
 )
 def test_invalid_value_fails_before_training(
     override: str, field: str, tiny_overrides: list[str], store: dict[str, str]
 ) -> None:
-    proc = run_cli("src.train", override, *tiny_overrides)
+    proc = run_cli("src.train", *override.split(), *tiny_overrides)
     assert proc.returncode != 0
     assert field in proc.stderr and "Traceback" not in proc.stderr
     assert "Epoch" not in proc.stderr + proc.stdout
