@@ -9,7 +9,6 @@ saves `last.ckpt` and exits cleanly, so a requeued job resumes instead of starti
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +24,6 @@ LAST = "last.ckpt"
 STATE_KEY = "normsweep"  # our entry in the checkpoint dict
 
 
-@dataclass(frozen=True)
-class ResumeState:
-    path: Path
-    global_step: int
-    mlflow_run_id: str | None
-
-
 def resolve_ckpt_path(cfg: DictConfig) -> Path | None:
     """The checkpoint to resume from: `ckpt_path=last` / `resume=true` mean this run's last.ckpt."""
     wanted = cfg.get("ckpt_path")
@@ -45,11 +37,11 @@ def resolve_ckpt_path(cfg: DictConfig) -> Path | None:
     return path
 
 
-def read_resume_state(path: Path) -> ResumeState:
-    # mmap: only the few small entries we read leave the disk, not gigabytes of optimizer state.
+def read_mlflow_run_id(path: Path) -> str | None:
+    """The MLflow run a checkpoint belongs to (None if it was trained without tracking)."""
+    # mmap: only the small entry we read leaves the disk, not gigabytes of optimizer state.
     ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    ours = ckpt.get(STATE_KEY, {})
-    return ResumeState(path, int(ckpt["global_step"]), ours.get("mlflow_run_id"))
+    return get_state(ckpt).get("mlflow_run_id")
 
 
 class SaveOnSigterm(L.Callback):

@@ -24,7 +24,7 @@ from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
-from src.checkpointing import LAST, checkpoint_callbacks, read_resume_state, resolve_ckpt_path
+from src.checkpointing import LAST, checkpoint_callbacks, read_mlflow_run_id, resolve_ckpt_path
 from src.config import Budget, ConfigError, register_resolvers, resolve_budget, validate
 from src.data import build_datamodule
 from src.devices import check_device, configure_matmul_precision
@@ -161,7 +161,6 @@ def train(cfg: DictConfig) -> RunResult:
     world_size = cfg.cluster.devices * cfg.cluster.num_nodes
     check_not_relaunching_sweep(world_size)
     ckpt_path = resolve_ckpt_path(cfg)
-    resume = read_resume_state(ckpt_path) if ckpt_path else None
     configure_matmul_precision(cfg.precision.matmul_precision)
     # Same seed -> same initial weights and data order for every norm variant.
     L.seed_everything(cfg.seed, workers=True, verbose=False)
@@ -189,13 +188,13 @@ def train(cfg: DictConfig) -> RunResult:
     overrides, job_num = hydra_context()
     tracker = None
     if cfg.logger.enabled:
-        tracker = Tracker(cfg, overrides, job_num, resume_run_id=resume.mlflow_run_id if resume else None)
+        tracker = Tracker(cfg, overrides, job_num, resume_run_id=read_mlflow_run_id(ckpt_path) if ckpt_path else None)
     monitor = DivergenceMonitor()
     callbacks = [monitor, *checkpoint_callbacks(cfg)]
     if cfg.progress_bar:
         callbacks.append(ProgressBar())
     try:
-        if tracker and resume:
+        if tracker and ckpt_path:
             # Params are write-once in MLflow and were logged by the first segment.
             module.log_after_step = tracker.last_logged_step()
         elif tracker:
