@@ -43,7 +43,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 
 ui: install  ## browse every run at http://127.0.0.1:5000
-	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlflow.db --host 127.0.0.1 --port 5000
+	$(PY) -m src.ui $(ARGS)
 
 bench-norms: install
 	$(PY) -m src.bench norms $(ARGS)

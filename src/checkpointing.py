@@ -18,7 +18,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
-from src.config import ConfigError
+from src.paths import ConfigError
 
 LAST = "last.ckpt"
 STATE_KEY = "normsweep"  # our entry in the checkpoint dict

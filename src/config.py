@@ -1,4 +1,4 @@
-"""Config helpers: the project-root resolver, early validation and the training budget.
+"""Early validation of a composed training config, and the model config it implies.
 
 Validation runs before any MLflow run is opened, so a bad value fails fast with a message
 naming the field, and nothing is recorded for it.
@@ -6,19 +6,11 @@ naming the field, and nothing is recorded for it.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
-
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from src.model import GPTConfig
 from src.norms import check_norm_type
-
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-CONF_DIR = PROJECT_ROOT / "conf"
+from src.paths import ConfigError
 
 LIGHTNING_PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "bf16-true")
 MATMUL_PRECISIONS = ("highest", "high", "medium")
@@ -29,16 +21,6 @@ NUMERIC_OPTIM_FIELDS = (
     "max_steps", "global_batch_size", "token_budget", "tokens_per_param",
 )
 OPTIONAL_OPTIM_FIELDS = ("grad_clip", "global_batch_size", "token_budget", "tokens_per_param")
-
-
-class ConfigError(ValueError):
-    """A config value that cannot run; the message names the field."""
-
-
-def register_resolvers() -> None:
-    # ${project_root:} lets every path default to the checkout, whatever the working directory.
-    if not OmegaConf.has_resolver("project_root"):
-        OmegaConf.register_new_resolver("project_root", lambda: str(PROJECT_ROOT))
 
 
 def model_config(cfg: DictConfig) -> GPTConfig:
@@ -122,57 +104,3 @@ def validate(cfg: DictConfig) -> GPTConfig:
     _require(cfg.cluster.devices >= 1, "cluster.devices", f"must be >= 1, got {cfg.cluster.devices}")
     _require(cfg.cluster.num_nodes >= 1, "cluster.num_nodes", f"must be >= 1, got {cfg.cluster.num_nodes}")
     return model_cfg
-
-
-@dataclass(frozen=True)
-class Budget:
-    """How long a run trains: derived once from the optim group and the world size."""
-
-    max_steps: int
-    grad_accum: int
-    global_batch_size: int  # sequences per optimizer step, all devices together
-    tokens_per_step: int
-    total_tokens: int
-
-
-def resolve_budget(optim: Mapping[str, Any], seq_len: int, world_size: int, n_params: int) -> Budget:
-    """Steps and accumulation from the optim group.
-
-    With `global_batch_size` set, accumulation is derived so the global batch stays fixed whatever
-    the number of devices (96 = 12 x 8 GPUs, or 12 x 1 GPU x 8 accumulation steps). A token budget
-    (absolute, or per parameter) overrides `max_steps` and is rounded up to whole steps.
-    """
-    micro = int(optim["micro_batch_size"])
-    if optim.get("global_batch_size"):
-        per_pass = micro * world_size
-        gbs = int(optim["global_batch_size"])
-        if gbs % per_pass:
-            raise ConfigError(
-                f"optim.global_batch_size={gbs} is not a multiple of "
-                f"optim.micro_batch_size x devices = {micro} x {world_size}"
-            )
-        accum = gbs // per_pass
-    else:
-        accum = int(optim["grad_accum"])
-    global_batch = micro * accum * world_size
-    tokens_per_step = global_batch * seq_len
-    budget = optim.get("token_budget")
-    if optim.get("tokens_per_param"):
-        budget = optim["tokens_per_param"] * n_params
-    max_steps = math.ceil(budget / tokens_per_step) if budget else int(optim["max_steps"])
-    return Budget(max_steps, accum, global_batch, tokens_per_step, max_steps * tokens_per_step)
-
-
-def flatten(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved config as {"optim.lr": 0.001, ...}: MLflow params are flat key/value pairs."""
-    out: dict[str, Any] = {}
-
-    def walk(node: Any, prefix: str) -> None:
-        if isinstance(node, Mapping):
-            for key, value in node.items():
-                walk(value, f"{prefix}{key}.")
-        else:
-            out[prefix[:-1]] = node
-
-    walk(OmegaConf.to_container(cfg, resolve=True), "")
-    return out

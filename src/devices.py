@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from omegaconf import DictConfig
 
-from src.config import ConfigError
+from src.paths import ConfigError
 
 
 def check_device(cfg: DictConfig) -> None:

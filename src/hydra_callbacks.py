@@ -7,7 +7,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from src.config import register_resolvers
+from src.paths import register_resolvers
 
 
 class MlflowSetup(Callback):

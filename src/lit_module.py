@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from src.budget import Budget
 from src.checkpointing import add_state, get_state
-from src.config import Budget
 from src.model import GPTModel, model_stats
 from src.schedule import warmup_cosine, warmup_steps_for
 

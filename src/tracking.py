@@ -19,7 +19,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
-from src.config import PROJECT_ROOT, flatten
+from src.paths import PROJECT_ROOT
 
 T = TypeVar("T")
 
@@ -162,3 +162,18 @@ class Tracker:
         self.set_tags({"outcome": outcome})
         if rank_zero_only.rank == 0:
             self.logger.close(OUTCOME_STATUS[outcome])
+
+
+def flatten(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved config as {"optim.lr": 0.001, ...}: MLflow params are flat key/value pairs."""
+    out: dict[str, Any] = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                walk(value, f"{prefix}{key}.")
+        else:
+            out[prefix[:-1]] = node
+
+    walk(OmegaConf.to_container(cfg, resolve=True), "")
+    return out

@@ -24,13 +24,15 @@ from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
+from src.budget import Budget, resolve_budget
 from src.checkpointing import LAST, checkpoint_callbacks, read_mlflow_run_id, resolve_ckpt_path
-from src.config import Budget, ConfigError, register_resolvers, resolve_budget, validate
+from src.config import validate
 from src.data import build_datamodule
 from src.devices import check_device, configure_matmul_precision
 from src.divergence import DivergenceMonitor
 from src.lit_module import GPTLitModule
 from src.model import GPTModel, count_params
+from src.paths import ConfigError, register_resolvers
 from src.tracking import Tracker
 
 log = logging.getLogger(__name__)

@@ -13,8 +13,8 @@ import pytest
 from src.bench import norms as norm_bench
 from src.bench import train as train_bench
 from src.bench.common import markdown_table, parse_list
-from src.config import PROJECT_ROOT
 from src.model import GPTConfig, GPTModel, model_stats
+from src.paths import PROJECT_ROOT
 
 
 def test_norm_bytes_by_hand() -> None:

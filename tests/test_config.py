@@ -8,8 +8,11 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from src.config import CONF_DIR, ConfigError, flatten, register_resolvers, resolve_budget, validate
+from src.budget import resolve_budget
+from src.config import validate
+from src.paths import CONF_DIR, ConfigError, register_resolvers
 from src.schedule import warmup_cosine, warmup_steps_for
+from src.tracking import flatten
 
 # Groups whose options are discovered from conf/, so a new YAML file is covered automatically.
 GROUPS = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir() and p.name != "hydra")

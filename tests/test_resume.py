@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
 
 import src.train as train_module
-from src.config import CONF_DIR, register_resolvers
+from src.paths import CONF_DIR, register_resolvers
 from src.train import RunResult, train
 
 STEPS = 8
@@ -117,7 +117,7 @@ def test_sigterm_saves_and_exits_cleanly(
 
 
 def test_missing_checkpoint_is_a_config_error(tiny_overrides: list[str], tmp_path: Path) -> None:
-    from src.config import ConfigError
+    from src.paths import ConfigError
 
     with pytest.raises(ConfigError, match="ckpt_path"):
         train(_cfg(tiny_overrides, tmp_path, "ckpt_path=last"))

@@ -7,8 +7,10 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from src.config import CONF_DIR, register_resolvers, resolve_budget, validate
+from src.budget import resolve_budget
+from src.config import validate
 from src.model import GPTModel, count_params
+from src.paths import CONF_DIR, register_resolvers
 from src.schedule import warmup_cosine, warmup_steps_for
 
 NORMS = ["hand_layernorm", "torch_layernorm", "hand_rmsnorm", "torch_rmsnorm", "no_norm"]

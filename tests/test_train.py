@@ -16,8 +16,8 @@ from conftest import REPO, run_cli
 from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
 
-from src.config import CONF_DIR, ConfigError, register_resolvers
 from src.lit_module import GPTLitModule
+from src.paths import CONF_DIR, ConfigError, register_resolvers
 from src.report.runs import SUMMARY_TAG
 from src.train import train
 

@@ -35,10 +35,11 @@ from src.bench.common import (
     time_fn,
     write_report,
 )
-from src.config import CONF_DIR, Budget
+from src.budget import Budget
 from src.lit_module import GPTLitModule
 from src.model import GPTConfig, GPTModel
 from src.norms import check_norm_type
+from src.paths import CONF_DIR
 
 # Dense peak TFLOP/s per matmul precision, from NVIDIA's datasheets (their "with sparsity"
 # figures are twice these). Keys are matched against torch.cuda.get_device_name(), most specific first.

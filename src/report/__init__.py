@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from src.config import PROJECT_ROOT
+from src import paths
 from src.report.plots import plot_losses, plot_throughput, save
-from src.report.runs import ReportError, default_tracking_uri, load_curves, load_sweep, save_summary_run
+from src.report.runs import ReportError, load_curves, load_sweep, save_summary_run
 from src.report.table import (
     Comparison,
     compare,
@@ -67,7 +67,7 @@ class Analysis:
 
 def analyze(experiment: str, tracking_uri: str | None = None) -> Analysis:
     """Read the experiment from MLflow and compute the table and the comparisons."""
-    uri = tracking_uri or default_tracking_uri()
+    uri = tracking_uri or paths.tracking_uri()
     sweep = load_sweep(experiment, uri)
     runs = sweep.runs
     if not (runs.outcome == "finished").any():
@@ -86,7 +86,7 @@ def analyze(experiment: str, tracking_uri: str | None = None) -> Analysis:
 
 
 def default_out_dir(experiment: str) -> Path:
-    return PROJECT_ROOT / "reports" / experiment
+    return paths.reports_dir(experiment)
 
 
 def write(analysis: Analysis, out_dir: Path) -> list[Path]:

@@ -1,4 +1,8 @@
-"""`python -m src.report`: print the sweep report and write it to reports/<experiment>/."""
+"""`python -m src.report [overrides]`: print the sweep report and write it to reports/<experiment>/.
+
+Positional arguments are the training config's overrides (`paths.mlflow_db=/data/mlflow.db`,
+`logger.tracking_uri=http://host:5000`), so the report reads the store that training wrote to.
+"""
 
 from __future__ import annotations
 
@@ -6,28 +10,37 @@ import argparse
 import sys
 from pathlib import Path
 
-from src.report import ReportError, default_out_dir, generate_report
-from src.report.runs import default_tracking_uri
+from src import paths
+from src.report import ReportError, generate_report
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m src.report", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m src.report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--experiment", default="normsweep", help="MLflow experiment (default: %(default)s)")
-    parser.add_argument("--tracking-uri", default=None, help=f"MLflow tracking URI (default: {default_tracking_uri()})")
-    parser.add_argument("--out", type=Path, default=None, help="output folder (default: reports/<experiment>/)")
+    parser.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: the training config's)")
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default: <paths.reports_dir>/<experiment>/)")
     parser.add_argument("--no-summary-run", action="store_true", help="do not log the files to MLflow")
+    parser.add_argument("overrides", nargs="*", help="training config overrides, e.g. paths.mlflow_db=/x/mlflow.db")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        analysis = generate_report(args.experiment, args.tracking_uri, args.out, log_summary=not args.no_summary_run)
+        uri = args.tracking_uri or paths.tracking_uri(args.overrides)
+        out = args.out or paths.reports_dir(args.experiment, args.overrides)
+    except Exception as err:  # a malformed override: Hydra names it
+        print(f"report: {err}", file=sys.stderr)
+        return 2
+    try:
+        analysis = generate_report(args.experiment, uri, out, log_summary=not args.no_summary_run)
     except ReportError as err:
         print(f"report: {err}", file=sys.stderr)
         return 1
     print(analysis.text())
-    print(f"\nwritten to {(args.out or default_out_dir(args.experiment))}")
+    print(f"\nwritten to {out}")
     return 0
 
 

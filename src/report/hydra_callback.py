@@ -30,16 +30,16 @@ class SweepReport(Callback):
             print(f"[normsweep] warning: sweep report not generated: {type(err).__name__}: {err}", file=sys.stderr)
 
     def _report(self, config: DictConfig) -> None:
-        from src.config import register_resolvers  # the paths in the config use ${project_root:}
+        from src.paths import register_resolvers  # the paths in the config use ${project_root:}
 
         register_resolvers()
         from src.report import generate_report  # imported late: MLflow and pandas are slow to import
 
         experiment = config.experiment_name
         out_dir = Path(self.out_dir) if self.out_dir else None
-        root = OmegaConf.select(config, "paths.root_dir", default=None)
-        if out_dir is None and root:
-            out_dir = Path(root) / "reports" / experiment
+        reports = OmegaConf.select(config, "paths.reports_dir", default=None)
+        if out_dir is None and reports:
+            out_dir = Path(reports) / experiment
         analysis = generate_report(experiment, config.logger.tracking_uri, out_dir)
         print(analysis.text(), flush=True)
         print(f"\nreport written to {analysis.files[0].parent}", flush=True)

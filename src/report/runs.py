@@ -17,7 +17,7 @@ import pandas as pd
 from mlflow.entities import Run, ViewType
 from mlflow.tracking import MlflowClient
 
-from src.config import PROJECT_ROOT
+from src import paths
 
 SUMMARY_TAG = "normsweep.summary"
 SUMMARY_RUN_NAME = "summary"
@@ -36,11 +36,6 @@ CURVE_METRICS = ("train/loss", "val/loss")
 
 class ReportError(Exception):
     """A report that cannot be made (no such experiment, no finished runs); the message says why."""
-
-
-def default_tracking_uri() -> str:
-    # The same store as conf/paths/default.yaml: SQLite at the project root, absolute.
-    return f"sqlite:///{PROJECT_ROOT / 'mlflow.db'}"
 
 
 def _sqlite_path(tracking_uri: str) -> Path | None:
@@ -132,7 +127,7 @@ def _row(client: MlflowClient, run: Run) -> dict[str, object]:
 
 def load_sweep(experiment: str, tracking_uri: str | None = None) -> Sweep:
     """The experiment's training runs, latest per (variant, seed). Raises ReportError if missing."""
-    uri = tracking_uri or default_tracking_uri()
+    uri = tracking_uri or paths.tracking_uri()
     client = open_client(uri)
     experiment_id = find_experiment(client, uri, experiment)
     rows = [_row(client, r) for r in _all_runs(client, experiment_id) if "norm" in r.data.tags and not is_summary(r)]
@@ -145,7 +140,7 @@ def load_sweep(experiment: str, tracking_uri: str | None = None) -> Sweep:
 
 def load_curves(tracking_uri: str | None, runs: pd.DataFrame, keys: Sequence[str] = CURVE_METRICS) -> pd.DataFrame:
     """Step metrics of the given runs, long format: run_id, variant, seed, metric, step, value."""
-    client = MlflowClient(tracking_uri or default_tracking_uri())
+    client = MlflowClient(tracking_uri or paths.tracking_uri())
     records = [
         (r.run_id, r.variant, r.seed, key, m.step, m.value)
         for r in runs.itertuples(index=False)
@@ -157,7 +152,7 @@ def load_curves(tracking_uri: str | None, runs: pd.DataFrame, keys: Sequence[str
 
 def save_summary_run(tracking_uri: str | None, experiment_id: str, files: Iterable[Path]) -> str:
     """Log the report's files as artifacts of the experiment's one summary run (reused, not piled up)."""
-    client = MlflowClient(tracking_uri or default_tracking_uri())
+    client = MlflowClient(tracking_uri or paths.tracking_uri())
     found = sorted(
         (r for r in _all_runs(client, experiment_id) if is_summary(r)), key=lambda r: r.info.start_time, reverse=True
     )

@@ -1,0 +1,49 @@
+"""The torch-free base of the project: where things live, the config resolvers, `ConfigError`.
+
+Every default location (token cache, MLflow store, artifacts, reports, checkpoints) is owned by
+`conf/paths/default.yaml`; Python reads it by composing the config (`compose`), so an override such
+as `paths.mlflow_db=/elsewhere/mlflow.db` reaches training, `python -m src.report`, `make ui` and
+the notebook alike. Nothing here imports torch, Lightning or the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+CONF_DIR = PROJECT_ROOT / "conf"
+
+
+class ConfigError(ValueError):
+    """A config value that cannot run; the message names the field."""
+
+
+def register_resolvers() -> None:
+    # ${project_root:} lets every path default to the checkout, whatever the working directory.
+    if not OmegaConf.has_resolver("project_root"):
+        OmegaConf.register_new_resolver("project_root", lambda: str(PROJECT_ROOT))
+
+
+def compose(overrides: Sequence[str] = (), config_name: str = "train") -> DictConfig:
+    """The training config as `python -m src.train <overrides>` would see it (without running it)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    register_resolvers()
+    if GlobalHydra.instance().is_initialized():  # inside a Hydra app or another compose
+        return hydra_compose(config_name, overrides=list(overrides))
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return hydra_compose(config_name, overrides=list(overrides))
+
+
+def tracking_uri(overrides: Sequence[str] = ()) -> str:
+    """The MLflow store training writes to, for these overrides (`paths.mlflow_db=...`, ...)."""
+    return str(compose(overrides).logger.tracking_uri)
+
+
+def reports_dir(experiment: str, overrides: Sequence[str] = ()) -> Path:
+    return Path(compose(overrides).paths.reports_dir) / experiment
