@@ -10,7 +10,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
 ARGS ?=
 
-.PHONY: install train sweep sweep-seeds collapse test lint ui data bench-norms bench-train clean
+.PHONY: install train sweep sweep-seeds collapse test test-fast lint ui data bench-norms bench-train clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,9 @@ collapse: install  ## reproduce the no-norm divergence on the CPU
 
 test: install  ## the whole test suite (what CI runs)
 	$(PY) -m pytest -q $(ARGS)
+
+test-fast: install  ## the inner loop: everything but the slow tests
+	$(PY) -m pytest -q -m "not slow" $(ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .

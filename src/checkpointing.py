@@ -1,14 +1,18 @@
 """Checkpoints, resume and pre-emption.
 
-A checkpoint carries, besides Lightning's state, the MLflow run id and the training time so far:
-`ckpt_path=last` continues the same MLflow run with the same data order (see
-`ResumableRankSampler`) and the study's training-time clock keeps counting from where it stopped.
+A run's checkpoint folder follows from its identity, `<paths.checkpoints_dir>/<experiment>/<run
+name>-<fingerprint>/`, so a re-run sweep finds it without being told. Besides Lightning's state a
+checkpoint carries the `RunTracking` callback's state (the MLflow run id, the training time so far,
+the run's identity): `ckpt_path=last` continues the same MLflow run with the same data order (see
+`ResumableRankSampler`), and a checkpoint is checked against the config before any run is touched.
 SIGTERM (SLURM pre-emption, `scancel`, a spot instance going away) finishes the current step,
 saves `last.ckpt` and exits cleanly, so a requeued job resumes instead of starting over.
 """
 
 from __future__ import annotations
 
+import pickle
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +22,20 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
+from src.identity import differing_keys, fingerprint, identity_config, safe_folder_name
 from src.paths import ConfigError
 
 LAST = "last.ckpt"
-STATE_KEY = "normsweep"  # our entry in the checkpoint dict
+RUN_STATE_KEY = "RunTracking"  # the tracking callback's entry in checkpoint["callbacks"]
+
+
+def checkpoint_dir(cfg: DictConfig) -> Path:
+    """`checkpoint.dir`, or the folder that follows from the run's identity."""
+    if cfg.checkpoint.get("dir"):
+        return Path(cfg.checkpoint.dir)
+    experiment = safe_folder_name(cfg.experiment_name, "experiment_name")
+    run = safe_folder_name(cfg.run_name, "run_name")
+    return Path(cfg.paths.checkpoints_dir) / experiment / f"{run}-{fingerprint(cfg)}"
 
 
 def resolve_ckpt_path(cfg: DictConfig) -> Path | None:
@@ -31,17 +45,34 @@ def resolve_ckpt_path(cfg: DictConfig) -> Path | None:
         wanted = "last"
     if wanted is None:
         return None
-    path = Path(cfg.checkpoint.dir) / LAST if wanted == "last" else Path(wanted)
+    path = checkpoint_dir(cfg) / LAST if wanted == "last" else Path(wanted)
     if not path.is_file():
         raise ConfigError(f"ckpt_path: no checkpoint at {path} (run with checkpoint.enabled=true to write one)")
     return path
 
 
-def read_mlflow_run_id(path: Path) -> str | None:
-    """The MLflow run a checkpoint belongs to (None if it was trained without tracking)."""
-    # mmap: only the small entry we read leaves the disk, not gigabytes of optimizer state.
-    ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    return get_state(ckpt).get("mlflow_run_id")
+def read_run_state(path: Path) -> dict[str, Any]:
+    """The tracking state a checkpoint carries ({} if it has none); ConfigError if it is no checkpoint."""
+    try:
+        # mmap: only the small entries we read leave the disk, not gigabytes of optimizer state.
+        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except (RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, EOFError, OSError) as err:
+        raise ConfigError(f"ckpt_path: {path} is not a readable checkpoint ({type(err).__name__})") from None
+    if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
+        raise ConfigError(f"ckpt_path: {path} is not a Lightning checkpoint (no state_dict)")
+    return ckpt.get("callbacks", {}).get(RUN_STATE_KEY, {})
+
+
+def check_checkpoint(path: Path, cfg: DictConfig, state: dict[str, Any]) -> None:
+    """Refuse a checkpoint trained with another config, before any MLflow run is touched."""
+    saved = state.get("identity")
+    if saved is None:
+        raise ConfigError(f"ckpt_path: {path} carries no run identity (written by another version); start a new run")
+    if state.get("fingerprint") != fingerprint(cfg):
+        keys = differing_keys(saved, identity_config(cfg))
+        raise ConfigError(
+            f"ckpt_path: {path} was trained with another config; differing keys: {', '.join(keys) or '?'}"
+        )
 
 
 class SaveOnSigterm(L.Callback):
@@ -57,24 +88,15 @@ class SaveOnSigterm(L.Callback):
             trainer.save_checkpoint(self.saved)
 
 
-def checkpoint_callbacks(cfg: DictConfig) -> list[L.Callback]:
-    """Periodic `last.ckpt` (when enabled) and the SIGTERM save."""
+def periodic_checkpoint(cfg: DictConfig) -> ModelCheckpoint | None:
+    """Periodic `last.ckpt`, when enabled."""
     ck = cfg.checkpoint
     if not ck.enabled:
-        return [SaveOnSigterm(None)]
-    periodic = ModelCheckpoint(
-        dirpath=ck.dir,
+        return None
+    return ModelCheckpoint(
+        dirpath=checkpoint_dir(cfg),
         every_n_train_steps=ck.every_n_steps,
         save_top_k=0,  # keep only last.ckpt: a 163M model with AdamW state is ~2 GB per file
         save_last=True,
         enable_version_counter=False,
     )
-    return [periodic, SaveOnSigterm(ck.dir)]
-
-
-def add_state(checkpoint: dict[str, Any], state: dict[str, Any]) -> None:
-    checkpoint[STATE_KEY] = state
-
-
-def get_state(checkpoint: dict[str, Any]) -> dict[str, Any]:
-    return checkpoint.get(STATE_KEY, {})

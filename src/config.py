@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
+from src.identity import safe_folder_name
 from src.model import GPTConfig
 from src.norms import check_norm_type
 from src.paths import ConfigError
+from src.sweep import POLICIES
+from src.tokenizer import VOCAB_SIZE
 
 LIGHTNING_PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "bf16-true")
 MATMUL_PRECISIONS = ("highest", "high", "medium")
+MAX_NAME_CHARS = 250  # MLflow's experiment and run names are stored as strings of at most 256
 
 
 NUMERIC_OPTIM_FIELDS = (
@@ -48,13 +52,33 @@ def _require(ok: bool, field: str, message: str) -> None:
         raise ConfigError(f"{field}: {message}")
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def validate_names(cfg: DictConfig) -> None:
+    """Names become MLflow names (kept as written) and folder names (mapped to safe ones)."""
+    for field in ("experiment_name", "run_name"):
+        value = cfg.get(field)
+        _require(isinstance(value, str) and bool(value.strip()), field, f"must be a non-empty string, got {value!r}")
+        _require(len(value) <= MAX_NAME_CHARS, field, f"at most {MAX_NAME_CHARS} characters, got {len(value)}")
+        safe_folder_name(value, field)
+
+
 def validate(cfg: DictConfig) -> GPTConfig:
     """Check every value that would otherwise fail mid-training; returns the model config."""
+    _require(_is_int(cfg.get("seed")), "seed", f"must be an integer, got {cfg.get('seed')!r}")
+    validate_names(cfg)
     try:
         check_norm_type(cfg.norm.norm_type)
     except ValueError as err:
         raise ConfigError(f"norm.norm_type: {err}") from err
     model_cfg = model_config(cfg)
+    _require(
+        _is_int(cfg.model.vocab_size) and cfg.model.vocab_size >= VOCAB_SIZE,
+        "model.vocab_size",
+        f"must be an integer >= the tokenizer's {VOCAB_SIZE} tokens, got {cfg.model.vocab_size!r}",
+    )
     o = cfg.optim
     for field in NUMERIC_OPTIM_FIELDS:
         value = o.get(field)
@@ -101,6 +125,12 @@ def validate(cfg: DictConfig) -> GPTConfig:
         "cluster.strategy",
         f"{cfg.cluster.strategy!r} is not supported; use ddp (or auto for one device)",
     )
+    sw = cfg.sweep
+    _require(sw.on_existing in POLICIES, "sweep.on_existing", f"{sw.on_existing!r}; valid choices: {', '.join(POLICIES)}")
+    for field in ("heartbeat_s", "stale_after_s"):
+        value = sw.get(field)
+        _require(isinstance(value, (int, float)) and value > 0, f"sweep.{field}", f"must be a number > 0, got {value!r}")
+    _require(sw.stale_after_s > sw.heartbeat_s, "sweep.stale_after_s", f"must exceed sweep.heartbeat_s={sw.heartbeat_s}")
     _require(cfg.cluster.devices >= 1, "cluster.devices", f"must be >= 1, got {cfg.cluster.devices}")
     _require(cfg.cluster.num_nodes >= 1, "cluster.num_nodes", f"must be >= 1, got {cfg.cluster.num_nodes}")
     return model_cfg

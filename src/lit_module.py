@@ -12,9 +12,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from src.budget import Budget
-from src.checkpointing import add_state, get_state
 from src.model import GPTModel, model_stats
 from src.schedule import warmup_cosine, warmup_steps_for
+
+STATE_KEY = "normsweep"  # the module's entry in a checkpoint
 
 
 def param_groups(model: nn.Module, weight_decay: float, decay_norm_and_bias: bool) -> list[dict[str, Any]]:
@@ -43,13 +44,7 @@ class GPTLitModule(L.LightningModule):
         self.test_loss: float | None = None
         self._step_started: float | None = None
         self._accum_loss = torch.zeros(())
-        # Resume bookkeeping: the MLflow run this training belongs to, training time before this
-        # process started, and the last step already in MLflow (never logged twice).
-        self.mlflow_run_id: str | None = None
-        self.prior_train_time_s = 0.0
-        self.log_after_step = 0
         self.first_step_s: float | None = None
-        self._fit_started: float | None = None
         self._eval_sum = torch.zeros((), dtype=torch.float64)
         self._eval_count = 0
 
@@ -64,32 +59,17 @@ class GPTLitModule(L.LightningModule):
     # --- training ----------------------------------------------------------------------------
     # Metrics go to the logger with step = optimizer steps done (1-based), the same axis for train,
     # val and the final metrics; self.log(..., logger=False) feeds only the progress bar.
+    # Metric keys are unique in their last component, so MLflow's chart titles cannot collide.
     def _log_metrics(self, metrics: dict[str, float]) -> None:
-        if self.logger is not None and self.trainer.global_step > self.log_after_step:
+        if self.logger is not None:
             self.logger.log_metrics(metrics, step=self.trainer.global_step)
 
-    def on_train_start(self) -> None:
-        self._fit_started = time.perf_counter()
-
-    def train_time_s(self) -> float:
-        """Training wall-clock over every segment of this run (resumes included)."""
-        now = time.perf_counter()
-        return self.prior_train_time_s + (now - (self._fit_started or now))
-
+    # The run's first loss and first step time survive a resume (they are results of segment one).
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        add_state(
-            checkpoint,
-            {
-                "mlflow_run_id": self.mlflow_run_id,
-                "train_time_s": self.train_time_s(),
-                "first_train_loss": self.first_train_loss,
-                "first_step_s": self.first_step_s,
-            },
-        )
+        checkpoint[STATE_KEY] = {"first_train_loss": self.first_train_loss, "first_step_s": self.first_step_s}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        state = get_state(checkpoint)
-        self.prior_train_time_s = float(state.get("train_time_s", 0.0))
+        state = checkpoint.get(STATE_KEY, {})
         self.first_train_loss = state.get("first_train_loss")
         self.first_step_s = state.get("first_step_s")
 
@@ -128,11 +108,11 @@ class GPTLitModule(L.LightningModule):
         if step % self.log_every_n_steps == 0 or step == self.budget.max_steps:
             self._log_metrics(
                 {
-                    "train/loss": loss,
+                    "train/train_loss": loss,
                     "train/lr": self.trainer.optimizers[0].param_groups[0]["lr"],
                     "train/grad_norm": float(self.last_grad_norm),
                     "train/tokens_seen": float(step * self.budget.tokens_per_step),
-                    "perf/tokens_per_sec": tokens_per_sec,
+                    "perf/step_tokens_per_sec": tokens_per_sec,  # this step only; the run's average is final
                 }
             )
         self.log_dict({"loss": loss, "tok/s": tokens_per_sec}, prog_bar=True, logger=False)
@@ -165,7 +145,7 @@ class GPTLitModule(L.LightningModule):
         self._eval_step(batch)
 
     def on_validation_epoch_end(self) -> None:
-        self._eval_end("val/loss")
+        self._eval_end("val/val_loss")
 
     def on_test_epoch_start(self) -> None:
         self._eval_start()
@@ -174,7 +154,7 @@ class GPTLitModule(L.LightningModule):
         self._eval_step(batch)
 
     def on_test_epoch_end(self) -> None:
-        self.test_loss = self._eval_end("test/loss")
+        self.test_loss = self._eval_end("test_loss")
 
     # --- optimizer ---------------------------------------------------------------------------
     def configure_optimizers(self) -> dict[str, Any]:

@@ -19,7 +19,9 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
+from src.identity import identity_config, safe_folder_name
 from src.paths import PROJECT_ROOT
+from src.sweep import FINGERPRINT_TAG, HEARTBEAT_TAG, PARENT_TAG, liveness_tags
 
 T = TypeVar("T")
 
@@ -31,6 +33,7 @@ OUTCOME_STATUS = {
     "killed": "KILLED",  # Ctrl+C
     "preempted": "KILLED",  # SIGTERM with a checkpoint to resume from
 }
+NOTE_TAG = "mlflow.note.content"  # the run's description in the MLflow UI
 
 
 def with_retry(fn: Callable[[], T], attempts: int = 8, delay_s: float = 0.25) -> T:
@@ -61,8 +64,15 @@ def ensure_experiment(tracking_uri: str, name: str, artifact_location: str | Non
                     f"MLflow experiment {name!r} is deleted; restore it in the UI or choose another experiment_name"
                 )
             return found.experiment_id
-        experiment_location = f"{artifact_location}/{name}" if artifact_location else None
-        return client.create_experiment(name, artifact_location=experiment_location)
+        # The folder is a safe name (no separators, no `..`); the experiment keeps the name as written.
+        folder = safe_folder_name(name, "experiment_name")
+        experiment_location = f"{artifact_location}/{folder}" if artifact_location else None
+        return client.create_experiment(
+            name,
+            artifact_location=experiment_location,
+            # MLflow 3 opens an experiment without a kind on its GenAI traces page; this is training.
+            tags={"mlflow.experimentKind": "custom_model_development"},
+        )
 
     return with_retry(get_or_create)
 
@@ -81,7 +91,15 @@ def git_commit() -> str:
 
 
 class _ClosedByTracker(MLFlowLogger):
-    """An MLFlowLogger that Lightning cannot close: the Tracker closes it once with the outcome."""
+    """An MLFlowLogger that Lightning cannot close (the Tracker closes it once with the outcome),
+    and that never logs a step twice: a resumed run skips the steps already in MLflow."""
+
+    log_after_step = 0
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        if step is not None and step <= self.log_after_step:
+            return
+        super().log_metrics(dict(metrics), step)
 
     def finalize(self, status: str = "success") -> None:
         pass
@@ -91,10 +109,16 @@ class _ClosedByTracker(MLFlowLogger):
 
 
 class Tracker:
-    """The MLflow run of one training job."""
+    """The MLflow run of one training job: a new run, or an existing one continued (`run_id`)."""
 
     def __init__(
-        self, cfg: DictConfig, hydra_overrides: list[str], job_num: int | None, resume_run_id: str | None = None
+        self,
+        cfg: DictConfig,
+        hydra_overrides: list[str],
+        job_num: int | None,
+        fingerprint: str,
+        run_id: str | None = None,
+        parent_run_id: str | None = None,
     ) -> None:
         uri = cfg.logger.tracking_uri
         ensure_experiment(uri, cfg.experiment_name, cfg.logger.artifact_location)
@@ -106,23 +130,30 @@ class Tracker:
             "seed": str(cfg.seed),
             "git_commit": git_commit(),
             "outcome": "running",
+            FINGERPRINT_TAG: fingerprint,
+            **liveness_tags(),
         }
         if job_num is not None:
             tags["hydra_job_num"] = str(job_num)
+        if parent_run_id and not run_id:
+            tags[PARENT_TAG] = parent_run_id
         self.logger = _ClosedByTracker(
             experiment_name=cfg.experiment_name,
             run_name=cfg.run_name,
             tracking_uri=uri,
             tags=tags,
-            run_id=resume_run_id,
+            run_id=run_id,
         )
-        if resume_run_id and rank_zero_only.rank == 0:
+        self.resumed = run_id is not None
+        if self.resumed and rank_zero_only.rank == 0:
             # The run was closed (KILLED) when its last segment stopped; it is live again.
-            self.logger.experiment.update_run(resume_run_id, status="RUNNING")
-            self.set_tags({"outcome": "running", "resumed": "true"})
+            self.logger.experiment.update_run(run_id, status="RUNNING")
+            self.set_tags({"outcome": "running", "resumed": "true", **liveness_tags()})
+            self.logger.log_after_step = self.last_logged_step()
         self.cfg = cfg
         self.overrides = hydra_overrides
         self.closed = False
+        self._last_beat = time.monotonic()
 
     @property
     def run_id(self) -> str | None:
@@ -130,20 +161,30 @@ class Tracker:
 
     @rank_zero_only
     def log_inputs(self, extra_params: Mapping[str, Any]) -> None:
-        """Params (written once: MLflow params are immutable) and the config artifacts."""
-        params = flatten(self.cfg)
+        """Params (once: MLflow params are immutable) and the config artifacts. A resumed run has them."""
+        if self.resumed:
+            return
+        # The experiment's variables only: machine-local paths and the tracking location are not params.
+        params = flatten(identity_config(self.cfg))
         params.update(extra_params)
         with_retry(lambda: self.logger.log_hyperparams(params))
         client, run_id = self.logger.experiment, self.logger.run_id
-        client.log_text(run_id, OmegaConf.to_yaml(self.cfg, resolve=True), "config/config.yaml")
+        client.log_text(run_id, OmegaConf.to_yaml(redacted_config(self.cfg)), "config/config.yaml")
         client.log_text(run_id, "\n".join(self.overrides) + "\n", "config/overrides.txt")
 
-    def last_logged_step(self, key: str = "train/loss") -> int:
+    def last_logged_step(self, key: str = "train/train_loss") -> int:
         """The highest step of `key` already in MLflow (0 if none): a resumed run logs after it."""
         if rank_zero_only.rank != 0:
             return 0
         history = self.logger.experiment.get_metric_history(self.logger.run_id, key)
         return max((m.step for m in history), default=0)
+
+    @rank_zero_only
+    def heartbeat(self, every_s: float) -> None:
+        """Refresh the heartbeat tag, at most every `every_s` seconds (a re-run tells live from lost)."""
+        if time.monotonic() - self._last_beat >= every_s:
+            self._last_beat = time.monotonic()
+            self.set_tags({HEARTBEAT_TAG: f"{time.time():.0f}"})
 
     @rank_zero_only
     def log_final(self, metrics: Mapping[str, float], step: int) -> None:
@@ -154,18 +195,34 @@ class Tracker:
         for key, value in tags.items():
             self.logger.experiment.set_tag(self.logger.run_id, key, value)
 
-    def close(self, outcome: str) -> None:
+    def close(self, outcome: str, note: str | None = None) -> None:
         """End the run: FINISHED for `finished`, FAILED for `diverged` or `failed`. Idempotent."""
         if self.closed:
             return
         self.closed = True
-        self.set_tags({"outcome": outcome})
+        self.set_tags({"outcome": outcome, **({NOTE_TAG: note} if note else {})})
         if rank_zero_only.rank == 0:
             self.logger.close(OUTCOME_STATUS[outcome])
 
 
-def flatten(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved config as {"optim.lr": 0.001, ...}: MLflow params are flat key/value pairs."""
+def redact_uri(uri: str) -> str:
+    """The URI without a `user:password@` part (credentials never reach params or artifacts)."""
+    scheme, sep, rest = str(uri).partition("://")
+    if not sep or "@" not in rest.split("/", 1)[0]:
+        return uri
+    host = rest.split("@", 1)[1]
+    return f"{scheme}://***@{host}"
+
+
+def redacted_config(cfg: DictConfig) -> DictConfig:
+    out = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    if OmegaConf.select(out, "logger.tracking_uri"):
+        out.logger.tracking_uri = redact_uri(out.logger.tracking_uri)
+    return out
+
+
+def flatten(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
+    """The config as {"optim.lr": 0.001, ...}: MLflow params are flat key/value pairs."""
     out: dict[str, Any] = {}
 
     def walk(node: Any, prefix: str) -> None:
@@ -175,5 +232,5 @@ def flatten(cfg: DictConfig) -> dict[str, Any]:
         else:
             out[prefix[:-1]] = node
 
-    walk(OmegaConf.to_container(cfg, resolve=True), "")
+    walk(OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg, "")
     return out

@@ -10,8 +10,8 @@ import logging
 import os
 import resource
 import warnings
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import asdict
+from typing import Any
 
 import hydra
 import lightning as L
@@ -25,41 +25,22 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from src.budget import Budget, resolve_budget
-from src.checkpointing import LAST, checkpoint_callbacks, read_mlflow_run_id, resolve_ckpt_path
+from src.callbacks import RunTracking
+from src.checkpointing import LAST, SaveOnSigterm, checkpoint_dir, periodic_checkpoint
 from src.config import validate
 from src.data import build_datamodule
+from src.data.datamodule import TokenDataModule
 from src.devices import check_device, configure_matmul_precision
 from src.divergence import DivergenceMonitor
+from src.identity import fingerprint, identity_config
 from src.lit_module import GPTLitModule
 from src.model import GPTModel, count_params
 from src.paths import ConfigError, register_resolvers
+from src.resume import RunPlan, RunResult, plan_run
+from src.sweep import PARENT_ENV, supersede
 from src.tracking import Tracker
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class RunResult:
-    norm: str
-    outcome: str  # finished | diverged
-    train_time_s: float
-    tokens_per_sec: float
-    first_train_loss: float | None
-    final_train_loss: float | None
-    test_loss: float | None
-    run_id: str | None
-    diverged_at_step: int | None = None
-
-    def summary(self) -> str:
-        def fmt(v: float | None) -> str:
-            return "n/a" if v is None else f"{v:.4f}"
-
-        status = f"DIVERGED at step {self.diverged_at_step}" if self.outcome == "diverged" else "ok"
-        return (
-            f"[normsweep] {self.norm} {status} | train {self.train_time_s:.1f} s | {self.tokens_per_sec:,.0f} tok/s"
-            f" | train loss {fmt(self.first_train_loss)} -> {fmt(self.final_train_loss)}"
-            f" | test loss {fmt(self.test_loss)} | mlflow run {self.run_id or '-'}"
-        )
 
 
 def quiet_lightning() -> None:
@@ -155,25 +136,70 @@ def is_local_rank_zero() -> bool:
     return int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", "0"))) == 0
 
 
+def in_multirun() -> bool:
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
 def train(cfg: DictConfig) -> RunResult:
-    """Validate, train, test and track one run. Raises ConfigError before anything is recorded."""
+    """Validate, build, fit, test and close one run. Raises ConfigError before anything is recorded."""
     quiet_lightning()
     model_cfg = validate(cfg)
     check_device(cfg)
     world_size = cfg.cluster.devices * cfg.cluster.num_nodes
     check_not_relaunching_sweep(world_size)
-    ckpt_path = resolve_ckpt_path(cfg)
+    fp, identity = fingerprint(cfg), identity_config(cfg)
+    plan = plan_run(cfg, fp, in_multirun())
+    if plan.message:
+        print(f"[normsweep] {plan.message}", flush=True)
+    if plan.done is not None:
+        return plan.done
+
     configure_matmul_precision(cfg.precision.matmul_precision)
     # Same seed -> same initial weights and data order for every norm variant.
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()  # sequential multirun jobs share the process
-
     model = GPTModel(model_cfg)
     budget = resolve_budget(cfg.optim, cfg.seq_len, world_size, count_params(model))
     module = GPTLitModule(model, cfg.optim, budget, log_every_n_steps=cfg.log_every_n_steps)
     if cfg.compile:
         compile_blocks(model)
+    datamodule = prepare_datamodule(cfg, budget)
+
+    tracker = open_tracker(cfg, fp, plan) if cfg.logger.enabled else None
+    if tracker:
+        tracker.log_inputs({"n_params": module.stats.n_params, "flops_per_token": module.stats.flops_per_token,
+                            **{f"budget.{k}": v for k, v in asdict(budget).items()}})
+    callbacks = RunCallbacks(cfg, tracker, fp, identity)
+    try:
+        trainer = build_trainer(cfg, budget, tracker.logger if tracker else False, callbacks.all())
+        trainer.fit(module, datamodule=datamodule, ckpt_path=plan.ckpt_path, weights_only=True)
+        result = fit_result(cfg, module, callbacks, trainer.global_step * budget.tokens_per_step)
+        if cfg.checkpoint.enabled and not callbacks.divergence.diverged:
+            trainer.save_checkpoint(checkpoint_dir(cfg) / LAST)  # the end state, for later evaluation
+        if not callbacks.divergence.diverged:
+            trainer.test(module, datamodule=datamodule, verbose=False)
+            result.test_loss = module.test_loss
+        if tracker:
+            tracker.log_final(final_metrics(result, module, trainer.global_step, budget), step=trainer.global_step)
+            tracker.close(result.outcome, note=describe(result))
+    except SIGTERMException:
+        saved = callbacks.sigterm.saved
+        if tracker:
+            tracker.close("preempted")
+        where = f"checkpoint saved at {saved}; re-run the command (or ckpt_path=last) to resume" if saved else (
+            "no checkpoint (checkpoint.enabled=false)")
+        print(f"[normsweep] {cfg.run_name} stopped by SIGTERM: {where}", flush=True)
+        raise SystemExit(0) from None
+    except BaseException as err:
+        if tracker:
+            tracker.close("killed" if isinstance(err, (KeyboardInterrupt, SystemExit)) else "failed")
+        raise
+    print(result.summary(), flush=True)
+    return result
+
+
+def prepare_datamodule(cfg: DictConfig, budget: Budget) -> TokenDataModule:
     try:
         datamodule = build_datamodule(
             cfg.data,
@@ -186,75 +212,65 @@ def train(cfg: DictConfig) -> RunResult:
         raise ConfigError(str(err)) from err
     if is_local_rank_zero():
         datamodule.prepare_data()  # tokenize/cache outside the timed fit
+    return datamodule
 
+
+def open_tracker(cfg: DictConfig, fp: str, plan: RunPlan) -> Tracker:
     overrides, job_num = hydra_context()
-    tracker = None
-    if cfg.logger.enabled:
-        tracker = Tracker(cfg, overrides, job_num, resume_run_id=read_mlflow_run_id(ckpt_path) if ckpt_path else None)
-    monitor = DivergenceMonitor()
-    callbacks = [monitor, *checkpoint_callbacks(cfg)]
-    if cfg.progress_bar:
-        callbacks.append(ProgressBar())
-    try:
-        if tracker and ckpt_path:
-            # Params are write-once in MLflow and were logged by the first segment.
-            module.log_after_step = tracker.last_logged_step()
-        elif tracker:
-            tracker.log_inputs(
-                {
-                    "n_params": module.stats.n_params,
-                    "flops_per_token": module.stats.flops_per_token,
-                    "budget.max_steps": budget.max_steps,
-                    "budget.grad_accum": budget.grad_accum,
-                    "budget.global_batch_size": budget.global_batch_size,
-                    "budget.total_tokens": budget.total_tokens,
-                }
-            )
-        module.mlflow_run_id = tracker.run_id if tracker else None
-        trainer = build_trainer(cfg, budget, tracker.logger if tracker else False, callbacks)
-        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
-        train_time_s = module.train_time_s()
-        steps_done = trainer.global_step
-        if cfg.checkpoint.enabled and not monitor.diverged:
-            trainer.save_checkpoint(Path(cfg.checkpoint.dir) / LAST)  # the end state, for later evaluation
-        tokens_trained = steps_done * budget.tokens_per_step
-        result = RunResult(
-            norm=cfg.norm.norm_type,
-            outcome="diverged" if monitor.diverged else "finished",
-            train_time_s=train_time_s,
-            tokens_per_sec=tokens_trained / train_time_s,
-            first_train_loss=module.first_train_loss,
-            final_train_loss=monitor.last_finite_loss if monitor.diverged else module.last_train_loss,
-            test_loss=None,
-            run_id=tracker.run_id if tracker else None,
-            diverged_at_step=monitor.diverged_at_step,
-        )
-        if not monitor.diverged:
-            trainer.test(module, datamodule=datamodule, verbose=False)
-            result.test_loss = module.test_loss
-        if tracker:
-            tracker.log_final(final_metrics(result, module, steps_done, budget), step=steps_done)
-            tracker.close(result.outcome)
-    except SIGTERMException:
-        saved = callbacks[-1].saved
-        if tracker:
-            tracker.close("preempted")
-        where = f"checkpoint saved at {saved}; resume with ckpt_path=last" if saved else "no checkpoint (checkpoint.enabled=false)"
-        print(f"[normsweep] {cfg.run_name} stopped by SIGTERM: {where}", flush=True)
-        raise SystemExit(0) from None
-    except BaseException as err:
-        if tracker:
-            tracker.close("killed" if isinstance(err, (KeyboardInterrupt, SystemExit)) else "failed")
-        raise
-    print(result.summary(), flush=True)
-    return result
+    parent = os.environ.get(PARENT_ENV) if in_multirun() else None
+    tracker = Tracker(cfg, overrides, job_num, fp, run_id=plan.run_id, parent_run_id=parent)
+    if plan.supersede and tracker.run_id:
+        supersede(tracker.logger.experiment, plan.supersede, tracker.run_id)
+    return tracker
+
+
+class RunCallbacks:
+    """The run's callbacks, held by name (Lightning reorders and extends the list it is given)."""
+
+    def __init__(self, cfg: DictConfig, tracker: Tracker | None, fp: str, identity: dict[str, Any]) -> None:
+        self.divergence = DivergenceMonitor()
+        self.tracking = RunTracking(tracker, fp, identity, heartbeat_s=float(cfg.sweep.heartbeat_s))
+        self.periodic = periodic_checkpoint(cfg)
+        self.sigterm = SaveOnSigterm(checkpoint_dir(cfg) if cfg.checkpoint.enabled else None)
+        self.progress = ProgressBar() if cfg.progress_bar else None
+        self.extra: list[L.Callback] = []  # e.g. fault injection in the tests
+
+    def all(self) -> list[L.Callback]:
+        found = [*self.extra, self.divergence, self.tracking, self.periodic, self.sigterm, self.progress]
+        return [c for c in found if c is not None]
+
+
+def fit_result(cfg: DictConfig, module: GPTLitModule, callbacks: RunCallbacks, tokens_trained: int) -> RunResult:
+    monitor = callbacks.divergence
+    train_time_s = callbacks.tracking.train_time_s()
+    return RunResult(
+        norm=cfg.norm.norm_type,
+        outcome="diverged" if monitor.diverged else "finished",
+        train_time_s=train_time_s,
+        tokens_per_sec=tokens_trained / train_time_s,
+        first_train_loss=module.first_train_loss,
+        final_train_loss=monitor.last_finite_loss if monitor.diverged else module.last_train_loss,
+        test_loss=None,
+        run_id=callbacks.tracking.tracker.run_id if callbacks.tracking.tracker else None,
+        diverged_at_step=monitor.diverged_at_step,
+    )
+
+
+def describe(result: RunResult) -> str:
+    """The run's one-paragraph description (its note in the MLflow UI)."""
+    test = f"test loss {result.test_loss:.4f}" if result.test_loss is not None else "no test loss"
+    outcome = f"diverged at step {result.diverged_at_step}" if result.outcome == "diverged" else result.outcome
+    return (
+        f"**{result.norm}**: {outcome}; {test}; trained {result.train_time_s:,.1f} s at "
+        f"{result.tokens_per_sec:,.0f} tokens/s (run average)."
+    )
 
 
 def final_metrics(result: RunResult, module: GPTLitModule, steps_done: int, budget: Budget) -> dict[str, float]:
     """The run's headline numbers, logged once at its last step."""
     final = {
         "train_time_s": result.train_time_s,
-        "tokens_per_sec": result.tokens_per_sec,
+        "avg_tokens_per_sec": result.tokens_per_sec,  # the study's definition: tokens / training time
         "peak_memory_mb": peak_memory_mb(module.device),
         "n_params": float(module.stats.n_params),
         "steps_done": float(steps_done),
@@ -263,7 +279,7 @@ def final_metrics(result: RunResult, module: GPTLitModule, steps_done: int, budg
         # The first step carries compilation and warm-up; the steady rate leaves it out.
         steady_time = result.train_time_s - module.first_step_s
         final["first_step_s"] = module.first_step_s
-        final["tokens_per_sec_after_first_step"] = (steps_done - 1) * budget.tokens_per_step / max(steady_time, 1e-9)
+        final["avg_tokens_per_sec_after_first_step"] = (steps_done - 1) * budget.tokens_per_step / max(steady_time, 1e-9)
     if result.final_train_loss is not None:
         final["final_train_loss"] = result.final_train_loss
     if result.diverged_at_step is not None:

@@ -50,6 +50,8 @@ def tiny_overrides(token_cache_dir: Path, store: dict[str, str], tmp_path: Path)
         f"paths.cache_dir={token_cache_dir}",
         f"paths.mlflow_db={store['db']}",
         f"paths.mlflow_artifacts={store['artifacts']}",
+        f"paths.checkpoints_dir={tmp_path / 'checkpoints'}",
+        f"paths.reports_dir={tmp_path / 'reports'}",
         f"hydra.run.dir={tmp_path / 'outputs'}",
         f"hydra.sweep.dir={tmp_path / 'multirun'}",
     ]

@@ -27,7 +27,7 @@ def _run(uri: str, experiment: str):
     runs = client.search_runs([exp.experiment_id])
     assert len(runs) == 1, f"{experiment}: expected one MLflow run (rank 0 only), got {len(runs)}"
     (run,) = runs
-    history = sorted(client.get_metric_history(run.info.run_id, "train/loss"), key=lambda m: m.step)
+    history = sorted(client.get_metric_history(run.info.run_id, "train/train_loss"), key=lambda m: m.step)
     return run, history
 
 
@@ -54,10 +54,10 @@ def test_two_ranks_match_one_process_and_only_rank_zero_logs(
     # One point per optimizer step: a second writer would duplicate steps.
     assert [m.step for m in two_loss] == [m.step for m in one_loss] == list(range(1, STEPS + 1))
     np.testing.assert_allclose([m.value for m in two_loss], [m.value for m in one_loss], rtol=RTOL)
-    assert two.data.metrics["test/loss"] == pytest.approx(one.data.metrics["test/loss"], rel=RTOL)
+    assert two.data.metrics["test_loss"] == pytest.approx(one.data.metrics["test_loss"], rel=RTOL)
 
     # Throughput counts the tokens of both ranks: steps x global batch x sequence length.
     m = two.data.metrics
-    assert m["tokens_per_sec"] * m["train_time_s"] == pytest.approx(STEPS * GLOBAL_BATCH * SEQ_LEN, rel=1e-6)
+    assert m["avg_tokens_per_sec"] * m["train_time_s"] == pytest.approx(STEPS * GLOBAL_BATCH * SEQ_LEN, rel=1e-6)
     assert int(two.data.params["budget.global_batch_size"]) == GLOBAL_BATCH
     assert two.data.params["cluster.devices"] == "2" and two.data.params["cluster.strategy"] == "ddp"

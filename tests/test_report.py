@@ -20,8 +20,8 @@ from mlflow.tracking import MlflowClient
 
 from src.report import ReportError, analyze, generate_report
 from src.report.__main__ import main as report_main
-from src.report.runs import SUMMARY_TAG
 from src.report.table import pairs, parse_variant, sentence, summarize
+from src.sweep import SWEEP_TAG
 
 # The study's numbers (architecture.md): one seed per variant, no_norm NaN by step 530.
 STUDY = {
@@ -55,7 +55,7 @@ def log_run(
 
 
 def finished(time_s: float, tokens_per_sec: float, test_loss: float) -> dict[str, float]:
-    return {"train_time_s": time_s, "tokens_per_sec": tokens_per_sec, "test/loss": test_loss, "steps_done": 100.0}
+    return {"train_time_s": time_s, "avg_tokens_per_sec": tokens_per_sec, "test_loss": test_loss, "steps_done": 100.0}
 
 
 @pytest.fixture
@@ -117,13 +117,13 @@ def test_multi_seed_statistics_and_bookkeeping(client: MlflowClient, store: dict
     assert (fast.a, fast.result.n_a, fast.result.n_b) == ("hand_rmsnorm", 3, 3)
     assert sentence(fast).endswith(": distinguishable from seed noise.")
 
-    # The summary run is reused by a second report and never read back as a result.
+    # The report's run is reused by a second report and never read back as a result.
     for _ in range(2):
         generate_report("seeds", store["uri"], tmp_path / "out")
-    summaries = client.search_runs([exp], filter_string=f"tags.`{SUMMARY_TAG}` = 'true'")
-    assert len(summaries) == 1 and summaries[0].info.run_name == "summary"
-    artifacts = {a.path for a in client.list_artifacts(summaries[0].info.run_id)}
-    assert {"report.md", "table.csv", "loss_curves.png", "throughput.png"} <= artifacts
+    summaries = client.search_runs([exp], filter_string=f"tags.`{SWEEP_TAG}` = 'true'")
+    assert len(summaries) == 1 and summaries[0].info.run_name == "report"
+    artifacts = {a.path for a in client.list_artifacts(summaries[0].info.run_id, "report")}
+    assert {f"report/{f}" for f in ("report.html", "report.md", "table.csv", "loss_curves.png", "throughput.png")} <= artifacts
     assert len(analyze("seeds", store["uri"]).runs) == 8
 
 
@@ -246,9 +246,9 @@ def test_diverging_run_stops_within_one_step(tiny_sweep: TinySweep, tiny_client:
     for run in tiny_client.search_runs([exp.experiment_id], filter_string="tags.norm = 'no_norm'"):
         assert run.info.status == "FAILED" and run.data.tags["outcome"] == "diverged"
         at = run.data.metrics["diverged_at_step"]
-        assert "test/loss" not in run.data.metrics
+        assert "test_loss" not in run.data.metrics
         history = [
-            m for key in ("train/loss", "train/grad_norm") for m in tiny_client.get_metric_history(run.info.run_id, key)
+            m for key in ("train/train_loss", "train/grad_norm") for m in tiny_client.get_metric_history(run.info.run_id, key)
         ]
         first_bad = min(m.step for m in history if not math.isfinite(m.value))
         assert first_bad <= at <= first_bad + 1
@@ -261,18 +261,18 @@ def test_report_matches_mlflow_for_real_runs(tiny_sweep: TinySweep, tiny_client:
     for row in analysis.runs.itertuples():
         stored = tiny_client.get_run(row.run_id).data.metrics
         assert row.train_time_s == stored["train_time_s"]
-        assert row.tokens_per_sec == stored["tokens_per_sec"]
-        assert (row.test_loss == stored["test/loss"]) if row.outcome == "finished" else math.isnan(row.test_loss)
+        assert row.tokens_per_sec == stored["avg_tokens_per_sec"]
+        assert (row.test_loss == stored["test_loss"]) if row.outcome == "finished" else math.isnan(row.test_loss)
     table = analysis.table.set_index("variant")
     for variant in ("hand_layernorm", "torch_layernorm"):
         ids = analysis.runs.loc[analysis.runs.variant == variant, "run_id"]
-        losses = [tiny_client.get_run(i).data.metrics["test/loss"] for i in ids]
+        losses = [tiny_client.get_run(i).data.metrics["test_loss"] for i in ids]
         assert table.loc[variant, "test_loss"] == pytest.approx(sum(losses) / 2)
         assert table.loc[variant, "finished"] == 2
     assert table.loc["no_norm", "finished"] == 0 and table.loc["no_norm", "notes"].startswith("diverged (steps ")
     assert {c.metric for c in analysis.comparisons} == {"tokens_per_sec", "test_loss"}
     curves = analysis.curves
-    assert set(curves.metric) == {"train/loss", "val/loss"} and len(curves.run_id.unique()) == 6
+    assert set(curves.metric) == {"train/train_loss", "val/val_loss"} and len(curves.run_id.unique()) == 6
 
 
 def test_sweep_callback_reports_at_the_end(tiny_sweep: TinySweep, tiny_client: MlflowClient) -> None:
@@ -282,8 +282,14 @@ def test_sweep_callback_reports_at_the_end(tiny_sweep: TinySweep, tiny_client: M
     md = (tiny_sweep.report_dir / "report.md").read_text()
     assert "| no_norm | 0/2 |" in md
     exp = tiny_client.get_experiment_by_name(EXPERIMENT)
-    summaries = tiny_client.search_runs([exp.experiment_id], filter_string=f"tags.`{SUMMARY_TAG}` = 'true'")
-    assert len(summaries) == 1  # two multiruns, one summary run
+    parents = tiny_client.search_runs([exp.experiment_id], filter_string=f"tags.`{SWEEP_TAG}` = 'true'")
+    assert len(parents) == 2  # one parent run per multirun, every job nested under its own
+    jobs = [r for r in tiny_client.search_runs([exp.experiment_id]) if "norm" in r.data.tags]
+    assert {r.data.tags["mlflow.parentRunId"] for r in jobs} == {p.info.run_id for p in parents}
+    for parent in parents:
+        assert parent.data.tags["outcome"] == "finished" and parent.info.status == "FINISHED"
+        files = {a.path for a in tiny_client.list_artifacts(parent.info.run_id, "report")}
+        assert {"report/report.html", "report/table.csv", "report/loss_curves.png"} <= files
 
 
 def test_cli_on_real_runs(tiny_sweep: TinySweep, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

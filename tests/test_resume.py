@@ -48,8 +48,12 @@ class _At(L.Callback):
 
 
 def _with_fault(monkeypatch: pytest.MonkeyPatch, fault: L.Callback) -> None:
-    original = train_module.checkpoint_callbacks
-    monkeypatch.setattr(train_module, "checkpoint_callbacks", lambda cfg: [fault, *original(cfg)])
+    class WithFault(train_module.RunCallbacks):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.extra.append(fault)
+
+    monkeypatch.setattr(train_module, "RunCallbacks", WithFault)
 
 
 def _crash() -> None:
@@ -86,7 +90,7 @@ def test_crash_after_checkpoint_then_resume(
     assert len(client.search_runs([run.info.experiment_id])) == 1
     final = client.get_run(run.info.run_id)
     assert final.info.status == "FINISHED" and final.data.tags["outcome"] == "finished"
-    steps = [s for s, _ in _history(store["uri"], run.info.run_id, "train/loss")]
+    steps = [s for s, _ in _history(store["uri"], run.info.run_id, "train/train_loss")]
     assert steps == list(range(1, STEPS + 1))  # no step logged twice, none missing
     # Same data order and optimizer state: the end point of the uninterrupted run.
     assert resumed.final_train_loss == pytest.approx(reference.final_train_loss, rel=1e-5)
@@ -101,7 +105,8 @@ def test_sigterm_saves_and_exits_cleanly(
 ) -> None:
     _with_fault(monkeypatch, _At(4, lambda: os.kill(os.getpid(), signal.SIGTERM)))
     with pytest.raises(SystemExit) as exit_info:
-        train(_cfg(tiny_overrides, tmp_path, "experiment_name=preempt"))
+        # The default progress bar on: the SIGTERM handling must not depend on callback order.
+        train(_cfg(tiny_overrides, tmp_path, "experiment_name=preempt", "progress_bar=true"))
     assert exit_info.value.code == 0
     client = MlflowClient(store["uri"])
     (run,) = client.search_runs([client.get_experiment_by_name("preempt").experiment_id])
@@ -112,7 +117,7 @@ def test_sigterm_saves_and_exits_cleanly(
     resumed = train(_cfg(tiny_overrides, tmp_path, "experiment_name=preempt", "resume=true"))
     assert resumed.run_id == run.info.run_id
     assert resumed.test_loss == pytest.approx(reference.test_loss, rel=1e-5)
-    steps = [s for s, _ in _history(store["uri"], run.info.run_id, "train/loss")]
+    steps = [s for s, _ in _history(store["uri"], run.info.run_id, "train/train_loss")]
     assert steps == list(range(1, STEPS + 1))
 
 

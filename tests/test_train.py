@@ -18,11 +18,11 @@ from mlflow.tracking import MlflowClient
 
 from src.lit_module import GPTLitModule
 from src.paths import CONF_DIR, ConfigError, register_resolvers
-from src.report.runs import SUMMARY_TAG
+from src.sweep import SWEEP_TAG
 from src.train import train
 
 NORMS = ["hand_layernorm", "torch_layernorm", "hand_rmsnorm", "torch_rmsnorm", "no_norm"]
-FINAL_METRICS = {"train_time_s", "tokens_per_sec", "peak_memory_mb", "n_params", "test/loss", "final_train_loss"}
+FINAL_METRICS = {"train_time_s", "avg_tokens_per_sec", "peak_memory_mb", "n_params", "test_loss", "final_train_loss"}
 
 
 def _runs(uri: str, experiment: str) -> list:
@@ -30,7 +30,7 @@ def _runs(uri: str, experiment: str) -> list:
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name(experiment)
     runs = [] if exp is None else client.search_runs([exp.experiment_id])
-    return [r for r in runs if r.data.tags.get(SUMMARY_TAG) != "true"]
+    return [r for r in runs if r.data.tags.get(SWEEP_TAG) != "true"]
 
 
 @pytest.mark.parametrize("norm", NORMS)
@@ -47,15 +47,15 @@ def test_fit_and_test_every_norm(norm: str, tiny_overrides: list[str], store: di
     assert {"model", "precision", "cluster", "git_commit"} <= set(run.data.tags)
     m = run.data.metrics
     assert set(m) >= FINAL_METRICS
-    assert m["tokens_per_sec"] > 0 and m["train_time_s"] > 0
-    assert m["test/loss"] == pytest.approx(result.test_loss) and 0 < m["test/loss"] < 20
-    assert m["tokens_per_sec"] == pytest.approx(4 * 4 * 32 / m["train_time_s"])  # steps x batch x T / time
+    assert m["avg_tokens_per_sec"] > 0 and m["train_time_s"] > 0
+    assert m["test_loss"] == pytest.approx(result.test_loss) and 0 < m["test_loss"] < 20
+    assert m["avg_tokens_per_sec"] == pytest.approx(4 * 4 * 32 / m["train_time_s"])  # steps x batch x T / time
     p = run.data.params
     assert p["norm.norm_type"] == norm and p["optim.lr"] == "0.001" and int(p["n_params"]) == int(m["n_params"])
     client = MlflowClient(store["uri"])
-    history = client.get_metric_history(run.info.run_id, "train/loss")
+    history = client.get_metric_history(run.info.run_id, "train/train_loss")
     assert [h.step for h in history] == [1, 2, 3, 4]  # one point per optimizer step, no duplicates
-    assert [h.step for h in client.get_metric_history(run.info.run_id, "val/loss")] == [2, 4]
+    assert [h.step for h in client.get_metric_history(run.info.run_id, "val/val_loss")] == [2, 4]
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "config")}
     assert artifacts == {"config/config.yaml", "config/overrides.txt"}
 
@@ -89,7 +89,7 @@ def test_failed_run_is_marked_failed(
     (run,) = _runs(store["uri"], "crash")
     assert run.info.status == "FAILED" and run.data.tags["outcome"] == "failed"
     # What was recorded before the failure is kept.
-    assert len(MlflowClient(store["uri"]).get_metric_history(run.info.run_id, "train/loss")) == 1
+    assert len(MlflowClient(store["uri"]).get_metric_history(run.info.run_id, "train/train_loss")) == 1
 
 
 def test_multirun_all_norms_one_experiment(tiny_overrides: list[str], store: dict[str, str]) -> None:
@@ -99,7 +99,8 @@ def test_multirun_all_norms_one_experiment(tiny_overrides: list[str], store: dic
     assert sorted(r.info.run_name for r in runs) == sorted(f"{n}-s0" for n in NORMS)
     assert all(r.info.status == "FINISHED" for r in runs)
     assert sorted(r.data.tags["hydra_job_num"] for r in runs) == ["0", "1", "2", "3", "4"]
-    assert proc.stdout.count("[normsweep]") == 5
+    assert proc.stdout.count("| mlflow run ") == 5  # one result line per job
+    assert proc.stdout.count("[normsweep] sweep run ") == 1
     # The end-of-sweep report lists every variant.
     report = proc.stdout[proc.stdout.rindex("[normsweep]") :]
     assert all(n in report for n in NORMS)
@@ -187,7 +188,7 @@ def test_mlflow_server_lists_the_run(tiny_overrides: list[str], store: dict[str,
         assert [r["info"]["run_id"] for r in runs] == [result.run_id]
         assert runs[0]["info"]["run_name"] == "hand_rmsnorm-s0" and runs[0]["info"]["status"] == "FINISHED"
         metrics = {m["key"]: m["value"] for m in runs[0]["data"]["metrics"]}
-        assert metrics["test/loss"] == pytest.approx(result.test_loss)
+        assert metrics["test_loss"] == pytest.approx(result.test_loss)
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -231,4 +232,4 @@ def test_compile_trains_the_same_model(tiny_overrides: list[str], store: dict[st
     assert run.data.params["compile"] == "True"
     assert 0 < m["first_step_s"] < m["train_time_s"]
     # The steady rate leaves the compiling first step out.
-    assert m["tokens_per_sec_after_first_step"] > m["tokens_per_sec"]
+    assert m["avg_tokens_per_sec_after_first_step"] > m["avg_tokens_per_sec"]

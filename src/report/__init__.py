@@ -1,13 +1,16 @@
-"""The sweep report: MLflow runs -> table, seed statistics and figures -> files + a summary run.
+"""The sweep report: MLflow runs -> table, seed statistics and figures -> files on the sweep's run.
 
     python -m src.report [--experiment NAME] [--tracking-uri URI] [--out DIR]
 
 `analyze` gathers everything from the tracker, `write` renders it to `reports/<experiment>/`, and
-`generate_report` does both and attaches the files to the experiment's `summary` run.
+`generate_report` does both and attaches the files to the sweep's parent run (`report/`), where
+MLflow's artifact viewer shows `report.html` with its figures inline and the CSVs as grids.
 """
 
 from __future__ import annotations
 
+import base64
+import html
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +43,11 @@ class Analysis:
     comparisons: list[Comparison]
     superseded: int  # repeated (variant, seed) runs of which only the latest counts
     files: list[Path] = field(default_factory=list)
+    report_run_id: str | None = None  # the MLflow run holding the files
+
+    def ui_link(self, base: str = "http://127.0.0.1:5000") -> str:
+        run = f"/runs/{self.report_run_id}" if self.report_run_id else ""
+        return f"{base}/#/experiments/{self.experiment_id}{run}"
 
     def sentences(self) -> list[str]:
         return [sentence(c) for c in self.comparisons]
@@ -98,16 +106,35 @@ def write(analysis: Analysis, out_dir: Path) -> list[Path]:
     ]
     analysis.table.to_csv(out_dir / "table.csv", index=False)
     analysis.runs.to_csv(out_dir / "runs.csv", index=False)
-    (out_dir / "report.md").write_text(analysis.markdown(figures))
-    return [out_dir / "report.md", out_dir / "table.csv", out_dir / "runs.csv", *figures]
+    markdown = analysis.markdown(figures)
+    (out_dir / "report.md").write_text(markdown)
+    (out_dir / "report.html").write_text(html_page(analysis, figures))
+    return [out_dir / "report.html", out_dir / "report.md", out_dir / "table.csv", out_dir / "runs.csv", *figures]
+
+
+def html_page(analysis: Analysis, figures: list[Path]) -> str:
+    """A self-contained page (figures embedded): MLflow's artifact viewer renders it as is."""
+    table = analysis.table.to_html(index=False, float_format=lambda v: f"{v:,.4g}", na_rep="")
+    sentences = "".join(f"<li>{html.escape(s)}</li>" for s in analysis.sentences())
+    images = "".join(
+        f'<h3>{html.escape(p.stem)}</h3><img alt="{html.escape(p.stem)}" style="max-width:100%" '
+        f'src="data:image/png;base64,{base64.b64encode(p.read_bytes()).decode()}">'
+        for p in figures
+    )
+    return (
+        f"<!doctype html><meta charset='utf-8'><title>normsweep: {html.escape(analysis.experiment)}</title>"
+        f"<body style='font-family:sans-serif'><h1>normsweep report: {html.escape(analysis.experiment)}</h1>"
+        f"<p>{len(analysis.runs)} runs. Cells are mean ± 95% CI over finished seeds.</p>{table}"
+        f"<h2>Comparisons</h2><ul>{sentences}</ul><h2>Figures</h2>{images}</body>"
+    )
 
 
 def generate_report(
     experiment: str, tracking_uri: str | None = None, out_dir: Path | None = None, log_summary: bool = True
 ) -> Analysis:
-    """Analyze, write the files, and (optionally) log them to the experiment's summary run."""
+    """Analyze, write the files, and (optionally) log them to the sweep's parent run."""
     analysis = analyze(experiment, tracking_uri)
     analysis.files = write(analysis, out_dir or default_out_dir(experiment))
     if log_summary:
-        save_summary_run(analysis.tracking_uri, analysis.experiment_id, analysis.files)
+        analysis.report_run_id = save_summary_run(analysis.tracking_uri, analysis.experiment_id, analysis.files)
     return analysis

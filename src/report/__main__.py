@@ -12,16 +12,19 @@ from pathlib import Path
 
 from src import paths
 from src.report import ReportError, generate_report
+from src.report.status import status_text
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m src.report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--experiment", default="normsweep", help="MLflow experiment (default: %(default)s)")
+    parser.add_argument("--experiment", default=None, help="MLflow experiment (default: the config's experiment_name, or the --sweep-dir's)")
     parser.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: the training config's)")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: <paths.reports_dir>/<experiment>/)")
     parser.add_argument("--no-summary-run", action="store_true", help="do not log the files to MLflow")
+    parser.add_argument("--status", action="store_true", help="list every job of the sweep with its state")
+    parser.add_argument("--sweep-dir", type=Path, default=None, help="with --status: a multirun/<date>/<time> folder")
     parser.add_argument("overrides", nargs="*", help="training config overrides, e.g. paths.mlflow_db=/x/mlflow.db")
     return parser.parse_args(argv)
 
@@ -29,18 +32,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        uri = args.tracking_uri or paths.tracking_uri(args.overrides)
-        out = args.out or paths.reports_dir(args.experiment, args.overrides)
+        cfg = paths.compose(args.overrides)  # the store, experiment and folders that training would use
     except Exception as err:  # a malformed override: Hydra names it
         print(f"report: {err}", file=sys.stderr)
         return 2
+    uri = args.tracking_uri or str(cfg.logger.tracking_uri)
+    from_sweep_dir = args.sweep_dir is not None and args.experiment is None
+    experiment = args.experiment or str(cfg.experiment_name)
     try:
-        analysis = generate_report(args.experiment, uri, out, log_summary=not args.no_summary_run)
+        if args.status or args.sweep_dir:
+            print(status_text(None if from_sweep_dir else experiment, uri, args.sweep_dir, float(cfg.sweep.stale_after_s)))
+            return 0
+        out = args.out or Path(cfg.paths.reports_dir) / experiment
+        analysis = generate_report(experiment, uri, out, log_summary=not args.no_summary_run)
     except ReportError as err:
         print(f"report: {err}", file=sys.stderr)
         return 1
     print(analysis.text())
     print(f"\nwritten to {out}")
+    if analysis.report_run_id:
+        print(f"in the MLflow UI (python -m src.ui): {analysis.ui_link()}")
     return 0
 
 

@@ -43,3 +43,4 @@ class SweepReport(Callback):
         analysis = generate_report(experiment, config.logger.tracking_uri, out_dir)
         print(analysis.text(), flush=True)
         print(f"\nreport written to {analysis.files[0].parent}", flush=True)
+        print(f"in the MLflow UI (make ui): {analysis.ui_link()}", flush=True)

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from src.report.stats import mean_ci
 from src.report.table import variant_order
 
-CURVE_TITLES = {"train/loss": "train loss", "val/loss": "validation loss"}
+CURVE_TITLES = {"train/train_loss": "train loss", "val/val_loss": "validation loss"}
 
 
 def _figure(width: float, height: float, ncols: int = 1) -> tuple[Figure, list[Axes]]:

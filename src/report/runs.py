@@ -1,4 +1,4 @@
-"""Read a sweep's runs from MLflow (the only source of results) and keep its summary run.
+"""Read a sweep's runs from MLflow (the only source of results); file the report on its parent run.
 
 One row per training run with its variant, seed, outcome and final metrics, following the schema
 `src.tracking` writes. Runs without a `norm` tag (not training jobs) and the report's own summary
@@ -8,6 +8,7 @@ run are left out; when a variant and seed were run more than once, the latest ru
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,20 +19,20 @@ from mlflow.entities import Run, ViewType
 from mlflow.tracking import MlflowClient
 
 from src import paths
+from src.sweep import PARENT_ENV, SUPERSEDED_TAG, SWEEP_TAG, latest_sweep_run
 
-SUMMARY_TAG = "normsweep.summary"
-SUMMARY_RUN_NAME = "summary"
-OUTCOMES = ("finished", "diverged", "failed")
+REPORT_RUN_NAME = "report"  # a sweep-type run made for a report when no sweep run exists
+OUTCOMES = ("finished", "diverged", "failed", "preempted", "lost", "killed")
 METRIC_COLUMNS = {  # report column -> MLflow metric
     "train_time_s": "train_time_s",
-    "tokens_per_sec": "tokens_per_sec",
-    "test_loss": "test/loss",
+    "tokens_per_sec": "avg_tokens_per_sec",
+    "test_loss": "test_loss",
     "final_train_loss": "final_train_loss",
     "peak_memory_mb": "peak_memory_mb",
     "steps_done": "steps_done",
     "diverged_at_step": "diverged_at_step",
 }
-CURVE_METRICS = ("train/loss", "val/loss")
+CURVE_METRICS = ("train/train_loss", "val/val_loss")
 
 
 class ReportError(Exception):
@@ -83,8 +84,10 @@ def _all_runs(client: MlflowClient, experiment_id: str) -> list[Run]:
             return runs
 
 
-def is_summary(run: Run) -> bool:
-    return run.data.tags.get(SUMMARY_TAG) == "true"
+def is_training_run(run: Run) -> bool:
+    """A job's run that counts: not a sweep's parent run, not replaced by a later run of its config."""
+    tags = run.data.tags
+    return "norm" in tags and tags.get(SWEEP_TAG) != "true" and SUPERSEDED_TAG not in tags
 
 
 def outcome_of(run: Run) -> str:
@@ -99,7 +102,7 @@ def outcome_of(run: Run) -> str:
 
 
 def _last_step(client: MlflowClient, run_id: str) -> float:
-    history = client.get_metric_history(run_id, "train/loss")
+    history = client.get_metric_history(run_id, CURVE_METRICS[0])
     return float(max(m.step for m in history)) if history else math.nan
 
 
@@ -130,7 +133,7 @@ def load_sweep(experiment: str, tracking_uri: str | None = None) -> Sweep:
     uri = tracking_uri or paths.tracking_uri()
     client = open_client(uri)
     experiment_id = find_experiment(client, uri, experiment)
-    rows = [_row(client, r) for r in _all_runs(client, experiment_id) if "norm" in r.data.tags and not is_summary(r)]
+    rows = [_row(client, r) for r in _all_runs(client, experiment_id) if is_training_run(r)]
     if not rows:
         return Sweep(experiment_id, pd.DataFrame(columns=["run_id", "variant", "seed", "outcome"]), 0)
     runs = pd.DataFrame(rows).sort_values("start_time", kind="stable")
@@ -150,19 +153,20 @@ def load_curves(tracking_uri: str | None, runs: pd.DataFrame, keys: Sequence[str
     return pd.DataFrame(records, columns=["run_id", "variant", "seed", "metric", "step", "value"])
 
 
-def save_summary_run(tracking_uri: str | None, experiment_id: str, files: Iterable[Path]) -> str:
-    """Log the report's files as artifacts of the experiment's one summary run (reused, not piled up)."""
+def save_summary_run(
+    tracking_uri: str | None, experiment_id: str, files: Iterable[Path], run_id: str | None = None
+) -> str:
+    """Log the report's files to the sweep's parent run: the given one, the running sweep's, or the
+    experiment's latest; an experiment of single runs gets one `report` run of the same kind."""
     client = MlflowClient(tracking_uri or paths.tracking_uri())
-    found = sorted(
-        (r for r in _all_runs(client, experiment_id) if is_summary(r)), key=lambda r: r.info.start_time, reverse=True
-    )
-    if found:
-        run_id = found[0].info.run_id
-        for extra in found[1:]:  # left by concurrent reports; one is enough
-            client.delete_run(extra.info.run_id)
-    else:
-        run_id = client.create_run(experiment_id, run_name=SUMMARY_RUN_NAME, tags={SUMMARY_TAG: "true"}).info.run_id
+    run_id = run_id or os.environ.get(PARENT_ENV)
+    if run_id is None:
+        latest = latest_sweep_run(client, experiment_id)
+        run_id = latest.info.run_id if latest else None
+    if run_id is None:
+        tags = {SWEEP_TAG: "true", "mlflow.note.content": "The sweep report of this experiment's runs."}
+        run_id = client.create_run(experiment_id, run_name=REPORT_RUN_NAME, tags=tags).info.run_id
+        client.set_terminated(run_id, "FINISHED")
     for path in files:
-        client.log_artifact(run_id, str(path))
-    client.set_terminated(run_id, "FINISHED")
+        client.log_artifact(run_id, str(path), "report")
     return run_id

@@ -1,0 +1,53 @@
+"""The run's bookkeeping, held by callbacks rather than by the model's LightningModule.
+
+`RunTracking` owns what makes a run resumable as one MLflow run: the run id, the run's identity
+and the training clock across segments. Lightning saves its `state_dict` in every checkpoint under
+`checkpoint["callbacks"]["RunTracking"]` and restores it on resume.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import lightning as L
+
+from src.checkpointing import RUN_STATE_KEY
+from src.tracking import Tracker
+
+
+class RunTracking(L.Callback):
+    def __init__(self, tracker: Tracker | None, fingerprint: str, identity: dict[str, Any], heartbeat_s: float) -> None:
+        self.tracker = tracker
+        self.fingerprint = fingerprint
+        self.identity = identity
+        self.heartbeat_s = heartbeat_s
+        self.prior_train_time_s = 0.0  # training time of earlier segments of this run
+        self._fit_started: float | None = None
+
+    @property
+    def state_key(self) -> str:
+        return RUN_STATE_KEY
+
+    def train_time_s(self) -> float:
+        """Training wall-clock over every segment of this run (resumes included)."""
+        now = time.perf_counter()
+        return self.prior_train_time_s + (now - (self._fit_started or now))
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._fit_started = time.perf_counter()
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        if self.tracker is not None:
+            self.tracker.heartbeat(self.heartbeat_s)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "mlflow_run_id": self.tracker.run_id if self.tracker else None,
+            "train_time_s": self.train_time_s(),
+            "fingerprint": self.fingerprint,
+            "identity": self.identity,
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.prior_train_time_s = float(state_dict.get("train_time_s", 0.0))

@@ -1,0 +1,87 @@
+"""A run's identity: the part of its config that can change its result, and a fingerprint of it.
+
+Two jobs with the same fingerprint train the same model on the same tokens and must end at the
+same numbers, so a re-run sweep can skip, resume or replace a run instead of duplicating it, and a
+checkpoint can be checked against the config that wants to resume it. Torch-free.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from src.paths import ConfigError
+
+# Keys that cannot change a run's result, so they are left out of its identity (and of its MLflow
+# params): where things are written, where they are tracked, how often progress is shown or
+# evaluated, how the run is resumed or named, and the sweep policy. Everything else is identity.
+NON_RESULT_KEYS = (
+    "paths",  # output locations
+    "logger",  # tracking location (and maybe credentials)
+    "checkpoint",  # where and how often state is saved
+    "ckpt_path",
+    "resume",
+    "sweep",  # what to do with existing runs
+    "experiment_name",  # the search scope itself
+    "run_name",  # derived from norm and seed
+    "progress_bar",
+    "log_every_n_steps",  # logging cadence
+    "val_every_n_steps",  # evaluation cadence: validation draws no training randomness
+    "data.cache_dir",
+    "data.num_workers",  # windows are seeded per index, whatever process reads them
+)
+
+FINGERPRINT_CHARS = 16
+MAX_FOLDER_NAME = 80
+
+
+def identity_config(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
+    """The resolved config without NON_RESULT_KEYS."""
+    container = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+    container.pop("hydra", None)
+    for key in NON_RESULT_KEYS:
+        *parents, leaf = key.split(".")
+        node: Any = container
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(leaf, None)
+    return container
+
+
+def fingerprint(cfg: DictConfig | Mapping[str, Any]) -> str:
+    """A stable hash of the run's identity (key order and YAML formatting do not matter)."""
+    canonical = json.dumps(identity_config(cfg), sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:FINGERPRINT_CHARS]
+
+
+def differing_keys(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two identity configs (for error messages)."""
+    out = []
+    for key in sorted(set(a) | set(b)):
+        va, vb = a.get(key), b.get(key)
+        if isinstance(va, Mapping) and isinstance(vb, Mapping):
+            out += differing_keys(va, vb, f"{prefix}{key}.")
+        elif va != vb:
+            out.append(f"{prefix}{key}")
+    return out
+
+
+def safe_folder_name(name: str, field: str) -> str:
+    """A folder name for a user-chosen name: no separators, no `..`, bounded length.
+
+    The MLflow experiment and run keep the name as written; only paths use this. A name that had
+    to change gets a short hash of the original, so two different names never share a folder.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"{field}: must be a non-empty string, got {name!r}")
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "_"
+    if safe != name or len(safe) > MAX_FOLDER_NAME:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+        safe = f"{safe[: MAX_FOLDER_NAME - 9]}-{digest}"
+    return safe

@@ -1,0 +1,119 @@
+"""Before a job trains: is there something to continue, something already done, or nothing?
+
+`plan_run` looks at an explicit `ckpt_path` / `resume=true`, and, for the jobs of a multirun, at the
+runs of the same identity already in MLflow (`src.sweep.decide`). Every checkpoint is checked
+against the config before any MLflow run is touched, so a mismatch changes no one's record.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mlflow.entities import Run
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+from omegaconf import DictConfig
+
+from src.checkpointing import LAST, check_checkpoint, checkpoint_dir, read_run_state, resolve_ckpt_path
+from src.paths import ConfigError
+from src.sweep import POLICIES, decide
+from src.tracking import ensure_experiment
+
+
+@dataclass
+class RunResult:
+    norm: str
+    outcome: str  # finished | diverged (| running: another process is training it)
+    train_time_s: float
+    tokens_per_sec: float
+    first_train_loss: float | None
+    final_train_loss: float | None
+    test_loss: float | None
+    run_id: str | None
+    diverged_at_step: int | None = None
+
+    def summary(self) -> str:
+        def fmt(v: float | None) -> str:
+            return "n/a" if v is None else f"{v:.4f}"
+
+        status = f"DIVERGED at step {self.diverged_at_step}" if self.outcome == "diverged" else "ok"
+        return (
+            f"[normsweep] {self.norm} {status} | train {self.train_time_s:.1f} s | {self.tokens_per_sec:,.0f} tok/s"
+            f" | train loss {fmt(self.first_train_loss)} -> {fmt(self.final_train_loss)}"
+            f" | test loss {fmt(self.test_loss)} | mlflow run {self.run_id or '-'}"
+        )
+
+    @classmethod
+    def from_run(cls, run: Run) -> RunResult:
+        """The result an existing MLflow run recorded (a skipped job returns it)."""
+        m, tags = run.data.metrics, run.data.tags
+
+        def get(key: str) -> float | None:
+            value = m.get(key)
+            return None if value is None or math.isnan(value) else float(value)
+
+        diverged = get("diverged_at_step")
+        return cls(
+            norm=tags.get("norm", "?"),
+            outcome=tags.get("outcome", "finished"),
+            train_time_s=get("train_time_s") or 0.0,
+            tokens_per_sec=get("avg_tokens_per_sec") or 0.0,
+            first_train_loss=None,
+            final_train_loss=get("final_train_loss"),
+            test_loss=get("test_loss"),
+            run_id=run.info.run_id,
+            diverged_at_step=int(diverged) if diverged is not None else None,
+        )
+
+
+@dataclass
+class RunPlan:
+    ckpt_path: Path | None = None  # resume from here
+    run_id: str | None = None  # into this existing MLflow run
+    supersede: list[str] = field(default_factory=list)  # earlier runs the new one replaces
+    done: RunResult | None = None  # nothing to train: this is the job's result
+    message: str = ""
+
+
+def plan_run(cfg: DictConfig, fingerprint: str, in_multirun: bool) -> RunPlan:
+    explicit = resolve_ckpt_path(cfg)
+    if explicit is not None:
+        state = read_run_state(explicit)
+        check_checkpoint(explicit, cfg, state)
+        run_id = state.get("mlflow_run_id") if cfg.logger.enabled else None
+        if run_id:
+            try:
+                run = MlflowClient(cfg.logger.tracking_uri).get_run(run_id)
+            except MlflowException:
+                raise ConfigError(
+                    f"ckpt_path: {explicit} belongs to MLflow run {run_id}, which is not in {cfg.logger.tracking_uri}"
+                ) from None
+            if run.info.status == "FINISHED":
+                return RunPlan(done=RunResult.from_run(run), message=f"run {run_id} already finished; nothing to resume")
+        return RunPlan(explicit, run_id)
+    if not (in_multirun and cfg.logger.enabled):
+        return RunPlan()
+    policy = cfg.sweep.on_existing
+    if policy not in POLICIES:
+        raise ConfigError(f"sweep.on_existing: {policy!r}; valid choices: {', '.join(POLICIES)}")
+    last = checkpoint_dir(cfg) / LAST
+
+    def checkpoint_of(run: Run) -> bool:
+        return last.is_file() and read_run_state(last).get("mlflow_run_id") == run.info.run_id
+
+    client = MlflowClient(cfg.logger.tracking_uri)
+    experiment_id = ensure_experiment(cfg.logger.tracking_uri, cfg.experiment_name, cfg.logger.artifact_location)
+    d = decide(client, experiment_id, fingerprint, policy, float(cfg.sweep.stale_after_s), checkpoint_of)
+    name = cfg.run_name
+    if d.action in ("skip", "busy"):
+        assert d.run is not None
+        note = "skipped" if d.action == "skip" else "warning: skipped"
+        return RunPlan(done=RunResult.from_run(d.run), message=f"{name}: {note}, run {d.run.info.run_id} {d.reason}")
+    if d.action == "resume":
+        assert d.run is not None
+        check_checkpoint(last, cfg, read_run_state(last))
+        return RunPlan(last, d.run.info.run_id, message=f"{name}: run {d.run.info.run_id} {d.reason}")
+    message = f"{name}: run {d.run.info.run_id} {d.reason}" if d.run is not None else ""
+    return RunPlan(supersede=d.supersede, message=message)

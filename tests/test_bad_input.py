@@ -1,0 +1,65 @@
+"""Bad input is refused before anything is recorded, naming the field; names never escape their folders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from src.checkpointing import checkpoint_dir
+from src.config import validate
+from src.paths import ConfigError, compose
+from src.tracking import ensure_experiment, redact_uri, redacted_config
+from src.train import train
+
+
+@pytest.mark.parametrize(
+    ("override", "field"),
+    [
+        ("seed=abc", "seed"),
+        ("seed=1.5", "seed"),
+        (f"experiment_name={'x' * 300}", "experiment_name"),
+        ("experiment_name=' '", "experiment_name"),
+        ("model.vocab_size=1000", "model.vocab_size"),
+        ("sweep.on_existing=skip", "sweep.on_existing"),
+        ("sweep.stale_after_s=0", "sweep.stale_after_s"),
+        ("sweep.heartbeat_s=-1", "sweep.heartbeat_s"),
+    ],
+)
+def test_refused_naming_the_field(override: str, field: str, tiny_overrides: list[str], store: dict[str, str]) -> None:
+    cfg = compose([*tiny_overrides, override])
+    with pytest.raises(ConfigError, match=f"^{field}: "):
+        validate(cfg)
+    with pytest.raises(ConfigError):
+        train(cfg)
+    assert not Path(store["db"]).exists()  # nothing recorded, not even a store
+
+
+@pytest.mark.parametrize("name", ["../../../elsewhere", "a/b", "/abs/path", ".."])
+def test_names_that_become_paths_stay_inside(name: str, tiny_overrides: list[str], store: dict[str, str], tmp_path: Path) -> None:
+    cfg = compose([*tiny_overrides, f"experiment_name='{name}'"])
+    validate(cfg)
+    root = Path(cfg.paths.checkpoints_dir).resolve()
+    folder = checkpoint_dir(cfg).resolve()
+    assert folder.parent.parent == root  # <checkpoints>/<safe experiment>/<run>-<fingerprint>
+    ensure_experiment(store["uri"], name, store["artifacts"])
+    exp = MlflowClient(store["uri"]).get_experiment_by_name(name)
+    assert exp.name == name  # MLflow keeps the name as written
+    location = Path(exp.artifact_location.removeprefix("file://")).resolve()
+    assert location.parent == Path(store["artifacts"]).resolve()
+
+
+def test_credentials_never_logged() -> None:
+    assert redact_uri("https://alice:s3cret@mlflow.example.org:5000/x") == "https://***@mlflow.example.org:5000/x"
+    assert redact_uri("sqlite:////data/mlflow.db") == "sqlite:////data/mlflow.db"
+    cfg = compose(["logger.tracking_uri=http://bob:pw@127.0.0.1:5000"])
+    assert "pw" not in str(redacted_config(cfg).logger.tracking_uri)
+
+
+def test_not_a_checkpoint_names_the_file(tiny_overrides: list[str], tmp_path: Path, store: dict[str, str]) -> None:
+    bogus = tmp_path / "bogus.ckpt"
+    bogus.write_text("not a checkpoint")
+    with pytest.raises(ConfigError, match=r"ckpt_path: .*bogus\.ckpt is not a readable checkpoint"):
+        train(compose([*tiny_overrides, f"ckpt_path={bogus}"]))
+    assert not Path(store["db"]).exists()

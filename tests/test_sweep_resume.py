@@ -1,0 +1,143 @@
+"""A sweep is re-run, not restarted: after SIGKILL or SIGTERM the identical command finishes what is left."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+from mlflow.tracking import MlflowClient
+
+from src.paths import compose
+from src.report.__main__ import main as report_main
+from src.sweep import FINGERPRINT_TAG, SWEEP_TAG
+from src.train import train
+
+pytestmark = pytest.mark.slow
+STEPS = 30
+SWEEP = ["norm=hand_layernorm,torch_layernorm", "seed=0,1"]
+
+
+def _overrides(tiny_overrides: list[str], experiment: str) -> list[str]:
+    return [
+        *tiny_overrides,
+        f"experiment_name={experiment}",
+        f"optim.max_steps={STEPS}",
+        "val_every_n_steps=10",
+        "checkpoint.enabled=true",
+        "checkpoint.every_n_steps=2",
+    ]
+
+
+def _launch(args: list[str]) -> subprocess.Popen[str]:
+    env = {**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONWARNINGS": "ignore"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "src.train", "-m", *args],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+
+
+def _run(args: list[str]) -> str:
+    proc = _launch(args)
+    out, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out[-3000:]
+    return out
+
+
+def _runs(client: MlflowClient, experiment: str) -> list:
+    exp = client.get_experiment_by_name(experiment)
+    return [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get(SWEEP_TAG) != "true"]
+
+
+def _stop_during(proc: subprocess.Popen[str], client: MlflowClient, experiment: str, job: str, sig: int) -> None:
+    """Send `sig` once job number `job` has logged step 3 (its step-2 checkpoint is on disk)."""
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        assert proc.poll() is None, "the sweep ended before the fault"
+        exp = client.get_experiment_by_name(experiment)
+        runs = client.search_runs([exp.experiment_id], filter_string=f"tags.hydra_job_num = '{job}'") if exp else []
+        if runs and any(m.step >= 3 for m in client.get_metric_history(runs[0].info.run_id, "train/train_loss")):
+            os.killpg(proc.pid, sig)
+            proc.communicate(timeout=120)
+            return
+        time.sleep(0.1)
+    raise AssertionError("job never reached step 3")
+
+
+def _steps_unique(client: MlflowClient, run_id: str) -> None:
+    steps = [m.step for m in client.get_metric_history(run_id, "train/train_loss")]
+    assert sorted(steps) == list(range(1, STEPS + 1))
+
+
+def _status(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    capsys.readouterr()
+    assert report_main(["--status", *args]) == 0
+    return capsys.readouterr().out
+
+
+def test_sigkill_then_rerun_finishes_what_is_left(
+    tiny_overrides: list[str], store: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [*SWEEP, *_overrides(tiny_overrides, "killed_sweep")]
+    client = MlflowClient(store["uri"])
+    proc = _launch(args)
+    _stop_during(proc, client, "killed_sweep", "2", signal.SIGKILL)
+    before = {r.data.tags["hydra_job_num"]: r for r in _runs(client, "killed_sweep")}
+    assert sorted(before) == ["0", "1", "2"] and before["2"].info.status == "RUNNING"  # left RUNNING by the kill
+
+    # The status view names every job of the sweep: two done, one lost, one never started.
+    status = _status(capsys, "--experiment", "killed_sweep", f"paths.mlflow_db={store['db']}")
+    assert status.count(" finished ") == 2 and "lost (no heartbeat" in status and " missing " in status
+    assert "to finish it, re-run: python -m src.train -m" in status
+
+    out = _run(args)
+    assert out.count("skipped, run") == 2 and "resuming from its checkpoint" in out
+    assert "nothing left to do" in _status(capsys, "--experiment", "killed_sweep", f"paths.mlflow_db={store['db']}")
+    after = _runs(client, "killed_sweep")
+    assert len(after) == 4  # jobs 1-2 skipped, job 3 resumed into its run, job 4 new
+    assert {r.info.run_id for r in after} >= {r.info.run_id for r in before.values()}
+    assert all(r.info.status == "FINISHED" and r.data.tags["outcome"] == "finished" for r in after)
+    assert len({r.data.tags[FINGERPRINT_TAG] for r in after}) == 4
+    resumed = client.get_run(before["2"].info.run_id)
+    assert resumed.data.tags["resumed"] == "true"
+    for run in after:
+        _steps_unique(client, run.info.run_id)
+
+    # Job 3 ends where an uninterrupted run of the same config ends.
+    reference = train(compose([*_overrides(tiny_overrides, "reference"), "norm=torch_layernorm", "seed=0",
+                               "logger=none", f"checkpoint.dir={tmp_path / 'ref'}"]))
+    m = resumed.data.metrics
+    assert m["final_train_loss"] == pytest.approx(reference.final_train_loss, abs=1e-5)
+    assert m["test_loss"] == pytest.approx(reference.test_loss, abs=1e-5)
+
+    out = _run(args)  # a third run: nothing left to do
+    assert out.count("skipped, run") == 4
+    assert len(_runs(client, "killed_sweep")) == 4
+
+
+def test_sigterm_on_defaults_preempts_and_rerun_resumes(
+    tiny_overrides: list[str], store: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The default progress bar is on: SIGTERM handling must not depend on the callbacks' order.
+    args = ["norm=hand_rmsnorm", *_overrides(tiny_overrides, "preempted_sweep"), "progress_bar=true"]
+    client = MlflowClient(store["uri"])
+    proc = _launch(args)
+    _stop_during(proc, client, "preempted_sweep", "0", signal.SIGTERM)
+    assert proc.returncode == 0
+    (run,) = _runs(client, "preempted_sweep")
+    assert run.info.status == "KILLED" and run.data.tags["outcome"] == "preempted"
+
+    out = _run(args)
+    assert "resuming from its checkpoint" in out
+    (after,) = _runs(client, "preempted_sweep")
+    sweep_dir = next((tmp_path / "multirun").glob("**/normsweep_jobs.json")).parent
+    status = _status(capsys, "--sweep-dir", str(sweep_dir), f"paths.mlflow_db={store['db']}")
+    assert "hand_rmsnorm-s0" in status and " finished " in status
+    assert after.info.run_id == run.info.run_id and after.info.status == "FINISHED"
+    _steps_unique(client, run.info.run_id)
