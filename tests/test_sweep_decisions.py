@@ -1,0 +1,118 @@
+"""What a re-run job does with the runs its config already has, on a real MLflow store."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from src.paths import ConfigError
+from src.sweep import (
+    FINGERPRINT_TAG,
+    HEARTBEAT_TAG,
+    HOST_TAG,
+    PID_TAG,
+    SUPERSEDED_TAG,
+    decide,
+    runs_with_fingerprint,
+    supersede,
+)
+from src.tracking import ensure_experiment
+
+FP = "0123456789abcdef"
+STALE_S = 300.0
+
+
+@pytest.fixture(scope="module")
+def shared_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    root = tmp_path_factory.mktemp("decisions")  # one store (schema creation is slow), one experiment per test
+    return f"sqlite:///{root / 'mlflow.db'}", str(root / "mlartifacts")
+
+
+@pytest.fixture
+def client(shared_store: tuple[str, str], request: pytest.FixtureRequest) -> tuple[MlflowClient, str]:
+    uri, artifacts = shared_store
+    return MlflowClient(uri), ensure_experiment(uri, request.node.name, artifacts)
+
+
+def _run(client: MlflowClient, exp: str, status: str, outcome: str, **tags: str) -> str:
+    run_id = client.create_run(exp, tags={FINGERPRINT_TAG: FP, "outcome": outcome, "norm": "x", **tags}).info.run_id
+    if status != "RUNNING":
+        client.set_terminated(run_id, status)
+    return run_id
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def _decide(client: MlflowClient, exp: str, policy: str = "resume", has_checkpoint: bool = False):
+    return decide(client, exp, FP, policy, STALE_S, lambda run: has_checkpoint)
+
+
+def test_no_run_means_a_new_one(client) -> None:
+    assert _decide(*client).action == "new"
+
+
+@pytest.mark.parametrize(("status", "outcome"), [("FINISHED", "finished"), ("FAILED", "diverged")])
+def test_a_result_is_skipped(client, status: str, outcome: str) -> None:
+    c, exp = client
+    run_id = _run(c, exp, status, outcome)
+    d = _decide(c, exp)
+    assert (d.action, d.run.info.run_id) == ("skip", run_id)
+
+
+def test_a_failed_run_is_replaced_and_superseded(client) -> None:
+    c, exp = client
+    old = _run(c, exp, "FAILED", "failed")
+    d = _decide(c, exp)
+    assert d.action == "new" and d.supersede == [old]
+    new = _run(c, exp, "FINISHED", "finished")
+    supersede(c, d.supersede, new)
+    assert c.get_run(old).data.tags[SUPERSEDED_TAG] == new
+    assert [r.info.run_id for r in runs_with_fingerprint(c, exp, FP)] == [new]
+
+
+@pytest.mark.parametrize("has_checkpoint", [True, False])
+def test_preempted_resumes_from_its_checkpoint_or_restarts(client, has_checkpoint: bool) -> None:
+    c, exp = client
+    old = _run(c, exp, "KILLED", "preempted")
+    d = _decide(c, exp, has_checkpoint=has_checkpoint)
+    assert (d.action, d.run.info.run_id) == (("resume", old) if has_checkpoint else ("new", old))
+    assert d.supersede == ([] if has_checkpoint else [old])
+
+
+def test_running_with_a_dead_pid_on_this_host_is_lost(client) -> None:
+    c, exp = client
+    now = f"{time.time():.0f}"
+    old = _run(c, exp, "RUNNING", "running", **{HOST_TAG: socket.gethostname(), PID_TAG: str(_dead_pid()), HEARTBEAT_TAG: now})
+    d = _decide(c, exp, has_checkpoint=True)
+    assert (d.action, d.run.info.run_id) == ("resume", old)
+    run = c.get_run(old)
+    assert run.info.status == "KILLED" and run.data.tags["outcome"] == "lost"
+
+
+def test_running_elsewhere_fresh_is_left_alone_stale_is_lost(client) -> None:
+    c, exp = client
+    fresh = _run(c, exp, "RUNNING", "running", **{HOST_TAG: "other-node", PID_TAG: "1", HEARTBEAT_TAG: f"{time.time():.0f}"})
+    d = _decide(c, exp)
+    assert (d.action, d.run.info.run_id) == ("busy", fresh)
+    assert c.get_run(fresh).info.status == "RUNNING"
+    c.set_tag(fresh, HEARTBEAT_TAG, f"{time.time() - STALE_S - 1:.0f}")
+    d = _decide(c, exp)
+    assert d.action == "new" and d.supersede == [fresh] and c.get_run(fresh).data.tags["outcome"] == "lost"
+
+
+def test_policies(client) -> None:
+    c, exp = client
+    done = _run(c, exp, "FINISHED", "finished")
+    d = _decide(c, exp, policy="rerun")
+    assert d.action == "new" and d.supersede == [done]
+    with pytest.raises(ConfigError, match=r"sweep.on_existing=fail: run .* already has this config"):
+        _decide(c, exp, policy="fail")
