@@ -59,11 +59,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args[:1] in (["-h"], ["--help"]):
         print(__doc__.strip())
         return
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
     try:
         cfg = compose(overrides_for(args))
         folder = build_source(cfg.data).prepare(cfg.data.cache_dir)
-    except ConfigError as err:
-        raise SystemExit(f"config error: {err}") from None
+    except (ConfigError, HydraException, OmegaConfBaseException) as err:
+        # One line, as training prints it: a bad override or value is not a crash.
+        raise SystemExit("config error: " + " ".join(str(err).split("\n"))) from None
     print(report(folder))
 
 
