@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -208,3 +209,34 @@ def test_sources_cache_and_command_do_not_import_torch() -> None:
     code = f"import {', '.join(TORCH_FREE)}; import sys; assert 'torch' not in sys.modules, 'torch imported'"
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+def _relative_imports(path: Path) -> set[str]:
+    """The sibling modules a module of src/data imports at any depth (`from .x import ...`)."""
+    tree = ast.parse(path.read_text())
+    return {
+        node.module.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
+    }
+
+
+def test_data_modules_import_one_way() -> None:
+    folder = REPO / "src" / "data"
+    graph = {path.stem: _relative_imports(path) for path in folder.glob("*.py")}
+    # The layers: cache knows no source; sources know base, never the registry that lists them.
+    assert graph["cache"] == set()
+    assert graph["base"] == {"cache"}
+    for source in ("shakespeare", "text_files", "fineweb"):
+        assert "sources" not in graph[source] and graph[source] <= {"base", "cache"}, source
+    visiting: list[str] = []
+
+    def visit(module: str) -> None:
+        assert module not in visiting, f"import cycle: {' -> '.join([*visiting, module])}"
+        visiting.append(module)
+        for dep in graph.get(module, ()):
+            visit(dep)
+        visiting.pop()
+
+    for module in graph:
+        visit(module)
