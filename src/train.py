@@ -205,7 +205,8 @@ def prepare_datamodule(cfg: DictConfig, budget: Budget) -> TokenDataModule:
             cfg.data,
             context_length=cfg.seq_len,
             micro_batch_size=cfg.optim.micro_batch_size,
-            train_samples=budget.max_steps * budget.global_batch_size,
+            global_batch_size=budget.global_batch_size,
+            max_steps=budget.max_steps,
             seed=cfg.seed,
         )
     except (ValueError, FileNotFoundError) as err:  # an unknown source, a glob matching nothing, ...

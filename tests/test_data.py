@@ -15,7 +15,8 @@ from torch.utils.data import DataLoader, DistributedSampler
 
 from src.data import cache
 from src.data.__main__ import main as data_main
-from src.data.cache import SPLITS, is_valid_cache, load_split, prepare_token_cache, read_meta, split_path
+from src.data.base import SPLITS
+from src.data.cache import is_valid_cache, load_split, read_meta, split_path
 from src.data.datamodule import TokenDataModule, build_datamodule
 from src.data.shakespeare import (
     TEST_PLAYS,
@@ -189,7 +190,7 @@ def test_shakespeare_cache_is_reused(shakespeare_cache, monkeypatch) -> None:
 
 def _prepare_counting(corpus: str, cache_dir: Path) -> tuple[Path, int]:
     before = CountingSource.calls
-    folder = prepare_token_cache(CountingSource(corpus, 0.2, 0.2), cache_dir)
+    folder = CountingSource(corpus, 0.2, 0.2).prepare(cache_dir)
     return folder, CountingSource.calls - before
 
 
@@ -231,7 +232,7 @@ def test_leftover_temporary_file_is_never_trusted(corpus, tmp_path) -> None:
 
 
 def _prepare_in_child(corpus: str, cache_dir: str) -> None:
-    prepare_token_cache(TextFilesSource(corpus, 0.2, 0.2), cache_dir)
+    TextFilesSource(corpus, 0.2, 0.2).prepare(cache_dir)
 
 
 def test_two_processes_preparing_at_once(corpus, tmp_path) -> None:
@@ -244,7 +245,7 @@ def test_two_processes_preparing_at_once(corpus, tmp_path) -> None:
     for w in workers:
         w.join(timeout=60)
     assert [w.exitcode for w in workers] == [0, 0]
-    folder = cache.cache_folder(tmp_path / "cache", TextFilesSource(corpus, 0.2, 0.2).cache_key)
+    folder = TextFilesSource(corpus, 0.2, 0.2).folder(tmp_path / "cache")
     assert is_valid_cache(folder)
     assert not list(folder.glob(".*.tmp"))
 
@@ -374,7 +375,7 @@ def test_datamodule_end_to_end(corpus, tmp_path) -> None:
         "val_max_windows": 2,
         "test_max_windows": None,
     }
-    dm = build_datamodule(data_cfg, context_length=8, micro_batch_size=4, train_samples=10, seed=1)
+    dm = build_datamodule(data_cfg, context_length=8, micro_batch_size=4, global_batch_size=5, max_steps=2, seed=1)
     dm.prepare_data()
     dm.setup("fit")
     assert set(dm.num_tokens) == set(SPLITS) and all(n > 9 for n in dm.num_tokens.values())
@@ -387,7 +388,7 @@ def test_datamodule_end_to_end(corpus, tmp_path) -> None:
     assert sum(len(x) for x, _ in dm.val_dataloader()) == 2
     assert sum(len(x) for x, _ in dm.test_dataloader()) == (dm.num_tokens["test"] - 1) // 8
 
-    too_long = build_datamodule(data_cfg, context_length=10_000, micro_batch_size=4, train_samples=10, seed=1)
+    too_long = build_datamodule(data_cfg, context_length=10_000, micro_batch_size=4, global_batch_size=5, max_steps=2, seed=1)
     with pytest.raises(
         ValueError, match=r"split '(train|val|test)' has \d+ tokens, fewer than context_length \+ 1"
     ):
@@ -399,7 +400,7 @@ def test_hydra_data_configs_build(shakespeare_cache) -> None:
     cfg = OmegaConf.create(
         {"paths": {"cache_dir": str(cache_dir)}, "data": OmegaConf.load(CONF_DIR / "shakespeare.yaml")}
     )
-    dm = build_datamodule(cfg.data, context_length=32, micro_batch_size=2, train_samples=4, seed=0)
+    dm = build_datamodule(cfg.data, context_length=32, micro_batch_size=2, global_batch_size=2, max_steps=2, seed=0)
     assert isinstance(dm, TokenDataModule) and dm.folder == folder
     dm.prepare_data()  # valid cache: reused
     dm.setup("fit")
@@ -408,22 +409,17 @@ def test_hydra_data_configs_build(shakespeare_cache) -> None:
         {"paths": {"cache_dir": str(cache_dir)}, "data": OmegaConf.load(CONF_DIR / "text_files.yaml")}
     )
     with pytest.raises(ValueError, match=r"data\.paths is required"):
-        build_datamodule(text_cfg.data, context_length=32, micro_batch_size=2, train_samples=4, seed=0)
+        build_datamodule(text_cfg.data, context_length=32, micro_batch_size=2, global_batch_size=2, max_steps=2, seed=0)
 
 
 def test_cli_prints_counts(corpus, tmp_path, capsys) -> None:
     data_main(
         [
-            "--source",
             "text_files",
-            "--paths",
-            corpus,
-            "--val-fraction",
-            "0.2",
-            "--test-fraction",
-            "0.2",
-            "--cache-dir",
-            str(tmp_path / "cache"),
+            f"data.paths={corpus}",
+            "data.val_fraction=0.2",
+            "data.test_fraction=0.2",
+            f"paths.cache_dir={tmp_path / 'cache'}",
         ]
     )
     out = capsys.readouterr().out

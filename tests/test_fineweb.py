@@ -16,11 +16,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from src.data import fineweb
+from src.data.__main__ import main as data_main
+from src.data.base import unit_interval
 from src.data.cache import ShardedTokens, is_valid_cache, load_split, read_meta
 from src.data.datamodule import build_datamodule
 from src.data.fineweb import MANIFEST_FILE, FineWebSource
 from src.data.sources import build_source
-from src.data.text_files import _unit_interval
 from src.tokenizer import EOT_ID, gpt2_encoding
 
 VAL_FRACTION = 0.1
@@ -69,7 +70,7 @@ def _decode_docs(tokens: np.ndarray) -> list[str]:
 
 
 def _split_of(doc: str) -> str:
-    return "val" if _unit_interval(doc) < VAL_FRACTION else "train"
+    return "val" if unit_interval(doc) < VAL_FRACTION else "train"
 
 
 def _shard_bytes(folder: Path) -> dict[str, bytes]:
@@ -149,8 +150,8 @@ def test_interrupted_preparation_resumes_without_loss_or_duplicates(corpus, tmp_
 
     with pytest.raises(Interrupted):
         _source(pattern).prepare(tmp_path / "cache", on_shard=_stop_after(2))
-    folder = fineweb.cache_folder(tmp_path / "cache", _source(pattern).cache_key)
-    assert not (folder / "meta.json").exists() and not is_valid_cache(folder, splits=fineweb.SPLITS)
+    folder = _source(pattern).folder(tmp_path / "cache")
+    assert not (folder / "meta.json").exists() and not is_valid_cache(folder, splits=FineWebSource.splits)
     manifest = json.loads((folder / MANIFEST_FILE).read_text())
     assert [s["index"] for s in manifest["shards"]] == [0, 1, 2] and not manifest["complete"]
     done = manifest["shards"][-1]["documents"][1]
@@ -172,7 +173,7 @@ def test_interrupted_preparation_resumes_without_loss_or_duplicates(corpus, tmp_
     assert tokenized == docs[done:]  # only the documents no finished shard holds
     assert {p: folder.joinpath(p).stat().st_mtime_ns for p in kept} == kept  # finished shards untouched
     assert _shard_bytes(folder) == reference  # the same shards as an uninterrupted run
-    assert not list(folder.glob(".*.tmp")) and is_valid_cache(folder, splits=fineweb.SPLITS)
+    assert not list(folder.glob(".*.tmp")) and is_valid_cache(folder, splits=FineWebSource.splits)
 
 
 def test_corrupted_shard_is_detected_and_rebuilt(corpus, tmp_path, caplog) -> None:
@@ -185,8 +186,8 @@ def test_corrupted_shard_is_detected_and_rebuilt(corpus, tmp_path, caplog) -> No
     flipped = bytearray(good[target.name])
     flipped[10] ^= 1
     target.write_bytes(bytes(flipped))
-    assert is_valid_cache(folder, check_hash=False, splits=fineweb.SPLITS)
-    assert not is_valid_cache(folder, splits=fineweb.SPLITS)
+    assert is_valid_cache(folder, check_hash=False, splits=FineWebSource.splits)
+    assert not is_valid_cache(folder, splits=FineWebSource.splits)
     with caplog.at_level("WARNING", logger="src.data.fineweb"):
         _source(pattern).prepare(tmp_path / "cache")
     assert "shard 1 does not match" in caplog.text
@@ -256,7 +257,9 @@ def test_datamodule_scores_the_test_window_inside_val(corpus, tmp_path) -> None:
         "test_offset": 4 * 8 + 1,  # right after the validation windows
         "test_max_windows": 10,
     }
-    dm = build_datamodule(data_cfg, context_length=8, micro_batch_size=4, train_samples=8, seed=0)
+    dm = build_datamodule(
+        data_cfg, context_length=8, micro_batch_size=4, global_batch_size=4, max_steps=2, seed=0
+    )
     dm.prepare_data()
     dm.setup("fit")
     assert set(dm.num_tokens) == {"train", "val"}
@@ -271,12 +274,22 @@ def test_datamodule_scores_the_test_window_inside_val(corpus, tmp_path) -> None:
     assert [len(x) for x, _ in dm.train_dataloader()] == [4, 4]
 
     overlapping = build_datamodule(
-        {**data_cfg, "test_offset": 8}, context_length=8, micro_batch_size=4, train_samples=8, seed=0
+        {**data_cfg, "test_offset": 8},
+        context_length=8,
+        micro_batch_size=4,
+        global_batch_size=4,
+        max_steps=2,
+        seed=0,
     )
     with pytest.raises(ValueError, match="overlaps the validation windows"):
         overlapping.setup("fit")
     beyond = build_datamodule(
-        {**data_cfg, "test_offset": 10**9}, context_length=8, micro_batch_size=4, train_samples=8, seed=0
+        {**data_cfg, "test_offset": 10**9},
+        context_length=8,
+        micro_batch_size=4,
+        global_batch_size=4,
+        max_steps=2,
+        seed=0,
     )
     with pytest.raises(ValueError, match=r"data\.test_offset=1000000000 leaves no test window"):
         beyond.setup("fit")
@@ -305,8 +318,9 @@ def test_config_builds_the_hub_source_and_rejects_bad_values(tmp_path) -> None:
 
 def test_cli_prepares_with_the_training_config(corpus, tmp_path, capsys) -> None:
     pattern, _ = corpus
-    fineweb.main(
+    data_main(
         [
+            "fineweb",
             f"data.files={pattern}",
             f"paths.cache_dir={tmp_path / 'cache'}",
             f"data.shard_tokens={SHARD_TOKENS}",

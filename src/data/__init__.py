@@ -1,21 +1,37 @@
-"""The data layer: config -> data source -> token cache -> windows -> DataModule."""
+"""The data layer: config -> data source -> token cache -> windows -> DataModule.
 
-from .cache import SPLITS, cache_folder, load_split, prepare_token_cache, read_meta
-from .datamodule import TokenDataModule, build_datamodule
-from .sources import DATA_SOURCES, DataSource, build_source
-from .windows import FixedWindows, RandomWindows
+Importing it does not import torch: the sources and the token cache are plain Python and numpy
+(the `python -m src.data` command needs nothing more). The torch side, the DataModule and the
+window datasets, is imported on first use of its names.
+"""
+
+from importlib import import_module
+from typing import Any
+
+from .base import SPLITS, DataSource
+from .cache import cache_folder, load_split, read_meta
+from .sources import DATA_SOURCES, build_source
+
+_TORCH_SIDE = {
+    "TokenDataModule": "datamodule",
+    "build_datamodule": "datamodule",
+    "FixedWindows": "windows",
+    "RandomWindows": "windows",
+}
 
 __all__ = [
     "DATA_SOURCES",
     "SPLITS",
     "DataSource",
-    "FixedWindows",
-    "RandomWindows",
-    "TokenDataModule",
-    "build_datamodule",
     "build_source",
     "cache_folder",
     "load_split",
-    "prepare_token_cache",
     "read_meta",
+    *_TORCH_SIDE,
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _TORCH_SIDE:
+        return getattr(import_module(f"{__name__}.{_TORCH_SIDE[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

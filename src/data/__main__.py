@@ -1,45 +1,74 @@
-"""Prepare a corpus's token cache and print its size: `python -m src.data [--source shakespeare]`."""
+"""Prepare the token cache a training job reads, and print its size.
+
+    python -m src.data                                          the default corpus (Shakespeare)
+    python -m src.data shakespeare
+    python -m src.data text_files data.paths='corpus/**/*.txt'
+    python -m src.data fineweb data.num_proc=16                 stream FineWeb from the hub
+    python -m src.data fineweb data.files='/data/fineweb/*.parquet'
+    python -m src.data experiment=gpt2_small_study              the data of a preset
+
+The first argument, when it is not an override, picks the `data/` config (`data=<source>`). The rest
+are the training command's overrides (`paths.cache_dir=...`, `data.val_fraction=...`): the config is
+composed as `python -m src.train` composes it, so the cache lands in the folder that training
+with the same overrides reads.
+"""
 
 from __future__ import annotations
 
-import argparse
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-from .cache import SPLITS, read_meta
-from .sources import DATA_SOURCES, build_source
-
-# The project root is the folder that holds the `src` package.
-DEFAULT_CACHE_DIR = Path(__file__).resolve().parents[2] / ".cache" / "data"
+from ..paths import CONF_DIR, ConfigError, compose
+from .cache import read_meta
+from .sources import build_source
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m src.data", description=__doc__)
-    parser.add_argument("--source", default="shakespeare", choices=sorted(set(DATA_SOURCES) - {"fineweb"}),
-                        help="fineweb has its own command: python -m src.data.fineweb")
-    parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR, help="default: %(default)s")
-    parser.add_argument("--paths", nargs="+", help="glob(s) of .txt / .jsonl files (source text_files)")
-    parser.add_argument("--val-fraction", type=float, default=0.05, help="source text_files")
-    parser.add_argument("--test-fraction", type=float, default=0.05, help="source text_files")
-    args = parser.parse_args(argv)
+def data_configs() -> list[str]:
+    """The options of the `data/` config group."""
+    return sorted(path.stem for path in (CONF_DIR / "data").glob("*.yaml"))
 
-    source = build_source(
-        {
-            "source": args.source,
-            "paths": args.paths,
-            "val_fraction": args.val_fraction,
-            "test_fraction": args.test_fraction,
-        }
-    )
-    folder = source.prepare(args.cache_dir)
+
+def overrides_for(args: Sequence[str]) -> list[str]:
+    """The Hydra overrides of a command line `[<source>] [overrides]`."""
+    if not args or "=" in args[0]:
+        return list(args)
+    if args[0] not in data_configs():
+        raise ConfigError(f"unknown data source {args[0]!r}; valid choices: {data_configs()}")
+    return [f"data={args[0]}", *args[1:]]
+
+
+def report(folder: Path) -> str:
+    """Tokens, share and documents (and shards) per split, then the folder."""
     splits = read_meta(folder)["splits"]
-    total = sum(splits[split]["tokens"] for split in SPLITS)
-    for split in SPLITS:
-        entry = splits[split]
-        print(
-            f"{split:5s} {entry['tokens']:>12,} tokens  {entry['tokens'] / total:6.1%}  "
-            f"{entry['documents']:>6,} documents"
+    total = sum(entry["tokens"] for entry in splits.values())
+    lines = []
+    for split, entry in splits.items():
+        line = (
+            f"{split:5s} {entry['tokens']:>15,} tokens  {entry['tokens'] / max(total, 1):6.1%}  "
+            f"{entry['documents']:>12,} documents"
         )
-    print(f"cache: {folder}")
+        if "shards" in entry:
+            line += f"  {len(entry['shards']):>5,} shards"
+        lines.append(line)
+    return "\n".join([*lines, f"cache: {folder}"])
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] in (["-h"], ["--help"]):
+        print(__doc__.strip())
+        return
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        cfg = compose(overrides_for(args))
+        folder = build_source(cfg.data).prepare(cfg.data.cache_dir)
+    except (ConfigError, HydraException, OmegaConfBaseException) as err:
+        # One line, as training prints it: a bad override or value is not a crash.
+        raise SystemExit("config error: " + " ".join(str(err).split("\n"))) from None
+    print(report(folder))
 
 
 if __name__ == "__main__":

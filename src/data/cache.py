@@ -7,14 +7,16 @@
 A corpus too large for one file per split (FineWeb) lists several shard files under a split's
 `shards` entry instead; `load_split` then returns a `ShardedTokens` that reads them as one array.
 
-Every file is written to a temporary name in the same folder and moved into place with
-`os.replace`, which is atomic, and `meta.json` is written last. A split file is trusted only when
-`meta.json` exists and the file's size and hash match it, so a crash mid-write, a leftover
-temporary file or a truncated copy is rebuilt rather than read. Two processes preparing at once
-each write their own temporary files (named by pid) and replace the targets with identical bytes.
+This module is the one writer of that format, in this order: `begin_cache` withdraws `meta.json`,
+`write_tokens` writes each token file, `finish_cache` writes `meta.json` last. Every file is written
+to a temporary name in the same folder and moved into place with `os.replace`, which is atomic. A
+split file is trusted only when `meta.json` exists and the file's size and hash match it, so a crash
+mid-write, a leftover temporary file or a truncated copy is rebuilt rather than read. Two processes
+preparing at once each write their own temporary files (named by pid) and replace the targets with
+identical bytes.
 
 Each document is preceded by `<|endoftext|>` (nanoGPT's convention): documents are delimited, and
-every one starts from the same context.
+every one starts from the same context. Nothing here imports torch or knows about data sources.
 """
 
 from __future__ import annotations
@@ -23,21 +25,18 @@ import hashlib
 import json
 import os
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..tokenizer import EOT_ID, TOKENIZER_NAME, gpt2_encoding
 
-if TYPE_CHECKING:
-    from .sources import DataSource
-
-SPLITS = ("train", "val", "test")
 META_FILE = "meta.json"
 TOKEN_DTYPE = np.uint16  # GPT-2's 50,257 ids fit; half the bytes of int32
 _BATCH_DOCS = 64  # documents per tokenizer call: enough for its threads, bounded memory
+_TEMP_GLOB = ".*.tmp"  # what `_temp_path` names
 
 
 def cache_folder(cache_dir: str | Path, cache_key: str) -> Path:
@@ -60,13 +59,34 @@ def encode_documents(documents: Iterable[str], eot_after: bool = False) -> Itera
             yield np.array([*ids, EOT_ID] if eot_after else [EOT_ID, *ids], dtype=TOKEN_DTYPE)
 
 
+# --- writing -----------------------------------------------------------------------------------
+
+
 def _temp_path(target: Path) -> Path:
     # Unique per process and call, hidden, and never matching '<split>.bin' or 'meta.json'.
     return target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
 
 
-def write_tokens(target: Path, chunks: Iterable[np.ndarray]) -> dict[str, Any]:
-    """Stream token chunks into `target` atomically; return its entry (file, tokens, bytes, sha256)."""
+def temporary_files(folder: Path) -> list[Path]:
+    """Temporary files of writers in `folder` (alive, or killed mid-write)."""
+    return list(folder.glob(_TEMP_GLOB))
+
+
+def cache_header(cache_key: str) -> dict[str, str]:
+    """What every record of a cache folder starts with: the key, the tokenizer and the token type."""
+    return {"cache_key": cache_key, "tokenizer": TOKENIZER_NAME, "dtype": np.dtype(TOKEN_DTYPE).name}
+
+
+def begin_cache(folder: Path) -> None:
+    """Create `folder` and withdraw its certificate, so a crash while writing leaves a cache that
+    reads as invalid. Call it before writing any token file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / META_FILE).unlink(missing_ok=True)
+
+
+def write_tokens(target: Path, chunks: Iterable[np.ndarray], documents: int) -> dict[str, Any]:
+    """Stream the token chunks of `documents` documents into `target` atomically; return the file's
+    entry for `meta.json` (file, tokens, bytes, sha256, documents)."""
     tmp = _temp_path(target)
     digest, n_tokens = hashlib.sha256(), 0
     try:
@@ -86,12 +106,8 @@ def write_tokens(target: Path, chunks: Iterable[np.ndarray]) -> dict[str, Any]:
         "tokens": n_tokens,
         "bytes": n_tokens * TOKEN_DTYPE().itemsize,
         "sha256": digest.hexdigest(),
+        "documents": documents,
     }
-
-
-def write_split(folder: Path, split: str, chunks: Iterable[np.ndarray]) -> dict[str, Any]:
-    """Stream token chunks into `<split>.bin` atomically; return its entry for `meta.json`."""
-    return write_tokens(split_path(folder, split), chunks)
 
 
 def write_json(target: Path, data: Any) -> None:
@@ -104,15 +120,45 @@ def write_json(target: Path, data: Any) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def write_meta(folder: Path, cache_key: str, splits: dict[str, dict[str, Any]]) -> None:
-    """Write `meta.json` atomically. Call it last: its presence is what marks the cache complete."""
-    meta = {
-        "cache_key": cache_key,
-        "tokenizer": TOKENIZER_NAME,
-        "dtype": np.dtype(TOKEN_DTYPE).name,
-        "splits": splits,
+def _split_entry(files: Sequence[dict[str, Any]], sharded: bool) -> dict[str, Any]:
+    if not sharded:
+        (entry,) = files  # one `<split>.bin`
+        return dict(entry)
+    return {
+        "tokens": sum(f["tokens"] for f in files),
+        "bytes": sum(f["bytes"] for f in files),
+        "documents": sum(f["documents"] for f in files),
+        "shards": list(files),
     }
-    write_json(folder / META_FILE, meta)
+
+
+def finish_cache(
+    folder: Path, cache_key: str, files: Mapping[str, Sequence[dict[str, Any]]], sharded: bool = False
+) -> None:
+    """Write `meta.json` atomically from the `write_tokens` entries of each split. Call it last: its
+    presence is what marks the cache complete. A sharded split lists its files under `shards`."""
+    splits = {split: _split_entry(entries, sharded) for split, entries in files.items()}
+    write_json(folder / META_FILE, {**cache_header(cache_key), "splits": splits})
+
+
+def ensure_token_cache(
+    folder: Path, cache_key: str, split_documents: Callable[[], Mapping[str, Sequence[str]]]
+) -> Path:
+    """Tokenize the documents into `folder` unless a valid cache is already there (then the
+    documents are never read)."""
+    if is_valid_cache(folder):
+        return folder
+    begin_cache(folder)
+    documents = split_documents()
+    files = {
+        split: [write_tokens(split_path(folder, split), encode_documents(docs), len(docs))]
+        for split, docs in documents.items()
+    }
+    finish_cache(folder, cache_key, files)
+    return folder
+
+
+# --- reading -----------------------------------------------------------------------------------
 
 
 def read_meta(folder: Path) -> dict[str, Any]:
@@ -120,6 +166,11 @@ def read_meta(folder: Path) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"no token cache at {folder} (missing {META_FILE}); prepare the data first")
     return json.loads(path.read_text())
+
+
+def split_tokens(folder: Path) -> dict[str, int]:
+    """Tokens per split, as `meta.json` records them."""
+    return {split: entry["tokens"] for split, entry in read_meta(folder)["splits"].items()}
 
 
 def _sha256(path: Path) -> str:
@@ -144,33 +195,18 @@ def split_files(folder: Path, entry: dict[str, Any]) -> list[tuple[Path, dict[st
     return [(folder / entry["file"], entry)]
 
 
-def is_valid_cache(folder: Path, check_hash: bool = True, splits: Sequence[str] = SPLITS) -> bool:
-    """True when `meta.json` exists and every file of `splits` matches its recorded size (and hash)."""
+def is_valid_cache(folder: Path, check_hash: bool = True, splits: Sequence[str] | None = None) -> bool:
+    """True when `meta.json` exists and every file of `splits` (default: every split it lists)
+    matches its recorded size (and hash)."""
     try:
         meta = read_meta(folder)
         return all(
             file_matches(path, entry, check_hash)
-            for split in splits
+            for split in (meta["splits"] if splits is None else splits)
             for path, entry in split_files(folder, meta["splits"][split])
         )
     except (OSError, ValueError, KeyError, TypeError):
         return False  # missing or unreadable meta.json: not a cache we can trust
-
-
-def prepare_token_cache(source: DataSource, cache_dir: str | Path) -> Path:
-    """Tokenize `source` into its cache folder unless a valid cache is already there."""
-    folder = cache_folder(cache_dir, source.cache_key)
-    if is_valid_cache(folder):
-        return folder
-    folder.mkdir(parents=True, exist_ok=True)
-    # Withdraw the stale certificate first, so a crash below leaves a cache that reads as invalid.
-    (folder / META_FILE).unlink(missing_ok=True)
-    documents = source.split_documents()
-    entries = {split: write_split(folder, split, encode_documents(documents[split])) for split in SPLITS}
-    for split, entry in entries.items():
-        entry["documents"] = len(documents[split])
-    write_meta(folder, source.cache_key, entries)
-    return folder
 
 
 class ShardedTokens:

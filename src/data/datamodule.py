@@ -16,16 +16,30 @@ from typing import Any
 import lightning as L
 from torch.utils.data import DataLoader, Sampler
 
-from .cache import cache_folder, load_split
-from .sources import DataSource, build_source
+from ..paths import ConfigError
+from .base import DataSource
+from .cache import load_split, split_tokens
+from .sources import build_source
 from .windows import FixedWindows, RandomWindows, ResumableRankSampler, TokenArray
+
+
+def _check_max_windows(field: str, value: Any) -> None:
+    # 0 would silently score nothing (a run without a test loss); null means the whole split.
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ConfigError(f"{field} must be an integer >= 1 or null (the whole split), got {value!r}")
 
 
 class TokenDataModule(L.LightningDataModule):
     """Random training windows and fixed val/test windows over a `DataSource`'s cached tokens.
 
-    The test windows may come from another split at an offset: FineWeb has only train and val,
-    and the study scores a fixed window deep inside val, past the windows validation uses.
+    Training draws `global_batch_size` windows per step for `max_steps` steps (the run's budget),
+    all ranks together. The test windows may come from another split at an offset: FineWeb has
+    only train and val, and the study scores a fixed window deep inside val, past the windows
+    validation uses.
+
+    Every value a user can get wrong is a `ConfigError`: the window caps and the test split when
+    the module is built, the split sizes (one window of `context_length` + 1 tokens at least, the
+    test window inside its split and clear of validation) as soon as the tokens are prepared.
     """
 
     def __init__(
@@ -34,7 +48,8 @@ class TokenDataModule(L.LightningDataModule):
         cache_dir: str | Path,
         context_length: int,
         micro_batch_size: int,
-        train_samples: int,
+        global_batch_size: int,
+        max_steps: int,
         seed: int,
         val_max_windows: int | None = None,
         test_max_windows: int | None = None,
@@ -43,11 +58,21 @@ class TokenDataModule(L.LightningDataModule):
         test_offset: int = 0,
     ) -> None:
         super().__init__()
+        _check_max_windows("data.val_max_windows", val_max_windows)
+        _check_max_windows("data.test_max_windows", test_max_windows)
+        if test_split not in source.splits:
+            raise ConfigError(f"data.test_split={test_split!r}; valid choices: {list(source.splits)}")
+        if global_batch_size < 1 or max_steps < 1:
+            raise ValueError(
+                f"need global_batch_size >= 1 and max_steps >= 1, got {global_batch_size}, {max_steps}"
+            )
         self.source = source
         self.cache_dir = Path(cache_dir)
+        self.folder = source.folder(cache_dir)  # the cache folder holding this source's token files
         self.context_length = context_length
         self.micro_batch_size = micro_batch_size
-        self.train_samples = train_samples
+        self.global_batch_size = global_batch_size
+        self.max_steps = max_steps
         self.seed = seed
         self.val_max_windows = val_max_windows
         self.test_max_windows = test_max_windows
@@ -57,9 +82,13 @@ class TokenDataModule(L.LightningDataModule):
         self.tokens: dict[str, TokenArray] = {}
 
     @property
-    def folder(self) -> Path:
-        """The cache folder holding this source's token files."""
-        return cache_folder(self.cache_dir, self.source.cache_key)
+    def train_samples(self) -> int:
+        """Training windows in the whole run: one global batch per step."""
+        return self.global_batch_size * self.max_steps
+
+    @property
+    def used_splits(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(("train", "val", self.test_split)))
 
     @property
     def num_tokens(self) -> dict[str, int]:
@@ -67,36 +96,45 @@ class TokenDataModule(L.LightningDataModule):
         return {split: len(tokens) for split, tokens in self.tokens.items()}
 
     def prepare_data(self) -> None:
+        """Build the token cache if needed, then check that the splits hold the windows asked of them.
+
+        Training calls this before it records anything, so a corpus too small for the run is a
+        `ConfigError` and not a failed run.
+        """
         self.source.prepare(self.cache_dir)
+        self.check(split_tokens(self.folder))
 
     def setup(self, stage: str | None = None) -> None:
         if self.tokens:
             return  # Lightning calls setup once per stage; the memmaps serve them all
-        tokens = {split: load_split(self.folder, split) for split in ("train", "val", self.test_split)}
-        for split, array in tokens.items():
-            if len(array) < self.context_length + 1:
-                raise ValueError(
-                    f"split '{split}' has {len(array)} tokens, fewer than context_length + 1 = "
-                    f"{self.context_length + 1}; use a shorter context or more {split} data"
-                )
-        self._check_test_window(len(tokens[self.test_split]))
+        tokens = {split: load_split(self.folder, split) for split in self.used_splits}
+        self.check({split: len(array) for split, array in tokens.items()})  # ranks that did not prepare
         self.tokens = tokens
 
-    def _check_test_window(self, split_tokens: int) -> None:
-        if self.test_offset < 0 or self.test_offset + self.context_length + 1 > split_tokens:
-            raise ValueError(
+    def check(self, num_tokens: Mapping[str, int]) -> None:
+        """Raise a `ConfigError` unless every split used has a window and the test window fits."""
+        need = self.context_length + 1
+        for split in self.used_splits:
+            if num_tokens[split] < need:
+                raise ConfigError(
+                    f"split '{split}' has {num_tokens[split]} tokens, fewer than context_length + 1 = {need} "
+                    f"(one window at seq_len={self.context_length}); use a shorter seq_len or more {split} data"
+                )
+        self._check_test_window(num_tokens[self.test_split])
+
+    def _check_test_window(self, n_tokens: int) -> None:
+        if self.test_offset < 0 or self.test_offset + self.context_length + 1 > n_tokens:
+            raise ConfigError(
                 f"data.test_offset={self.test_offset} leaves no test window in split '{self.test_split}' "
-                f"({split_tokens} tokens, context_length={self.context_length})"
+                f"({n_tokens} tokens, context_length={self.context_length})"
             )
         # Scored once at the end, the test tokens must not be among those validated on during training.
         if self.test_split == "val":
             val_end = (
-                split_tokens
-                if self.val_max_windows is None
-                else self.val_max_windows * self.context_length + 1
+                n_tokens if self.val_max_windows is None else self.val_max_windows * self.context_length + 1
             )
             if self.test_offset < val_end:
-                raise ValueError(
+                raise ConfigError(
                     f"the test window (split 'val' from token {self.test_offset}) overlaps the validation "
                     f"windows (tokens 0..{val_end}); raise data.test_offset or lower data.val_max_windows"
                 )
@@ -117,10 +155,12 @@ class TokenDataModule(L.LightningDataModule):
         if trainer is None:
             return self._loader(windows)
         # On resume Lightning has restored global_step before asking for the loader: skip the
-        # samples already trained on, so the data order is the uninterrupted run's.
-        samples_per_step = self.train_samples // trainer.max_steps
+        # global batches already trained on, so the data order is the uninterrupted run's.
         sampler = ResumableRankSampler(
-            self.train_samples, trainer.global_rank, trainer.world_size, start=trainer.global_step * samples_per_step
+            self.train_samples,
+            trainer.global_rank,
+            trainer.world_size,
+            start=trainer.global_step * self.global_batch_size,
         )
         return self._loader(windows, sampler)
 
@@ -140,18 +180,21 @@ def build_datamodule(
     *,
     context_length: int,
     micro_batch_size: int,
-    train_samples: int,
+    global_batch_size: int,
+    max_steps: int,
     seed: int,
 ) -> TokenDataModule:
-    """A `TokenDataModule` from a `data/` config group (source, cache_dir and loader fields)."""
+    """A `TokenDataModule` from a `data/` config group (source, cache_dir and loader fields), for a
+    run of `max_steps` steps of `global_batch_size` windows of `context_length` (the run's seq_len)."""
     if data_cfg.get("cache_dir") is None:
-        raise ValueError("data.cache_dir is required (the folder that holds token caches)")
+        raise ConfigError("data.cache_dir is required (the folder that holds token caches)")
     return TokenDataModule(
         source=build_source(data_cfg),
         cache_dir=data_cfg["cache_dir"],
         context_length=context_length,
         micro_batch_size=micro_batch_size,
-        train_samples=train_samples,
+        global_batch_size=global_batch_size,
+        max_steps=max_steps,
         seed=seed,
         val_max_windows=data_cfg.get("val_max_windows"),
         test_max_windows=data_cfg.get("test_max_windows"),

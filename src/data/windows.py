@@ -10,6 +10,16 @@ offset + k * context_length, so every run is scored on identical tokens.
 
 The token array is anything with `len()` and contiguous slicing to a numpy array (`TokenArray`):
 an array, a memmap, or a `cache.ShardedTokens` over several shard files.
+
+Invariants the training runs rely on (tests/test_data.py checks each):
+  - window i of `RandomWindows` is a function of (tokens, context_length, seed, i) only: no state,
+    no epoch, no rank, so any process, worker or resumed run draws the same window for index i;
+  - every window is contiguous, and y is x shifted left by one token;
+  - `ResumableRankSampler` hands sample g to rank g % world_size; the ranks' shares are disjoint and
+    together cover [start, num_samples) exactly, and at a step boundary they form the global batch
+    of a single process; `len` is the full share whatever `start` is;
+  - `FixedWindows` k starts at offset + k * context_length: no token is scored twice, and every run
+    is scored on identical windows.
 """
 
 from __future__ import annotations
