@@ -126,3 +126,24 @@ def test_missing_checkpoint_is_a_config_error(tiny_overrides: list[str], tmp_pat
 
     with pytest.raises(ConfigError, match="ckpt_path"):
         train(_cfg(tiny_overrides, tmp_path, "ckpt_path=last"))
+
+
+def test_foreign_checkpoint_is_refused_before_any_run_is_touched(
+    tiny_overrides: list[str], store: dict[str, str], tmp_path: Path
+) -> None:
+    from src.paths import ConfigError
+
+    done = train(_cfg(tiny_overrides, tmp_path, "experiment_name=owner"))  # FINISHED, last.ckpt at its end
+    with pytest.raises(ConfigError, match=r"ckpt_path: .* another config; differing keys: model.n_layers"):
+        train(_cfg(tiny_overrides, tmp_path, "experiment_name=other", "ckpt_path=last", "model.n_layers=2"))
+    client = MlflowClient(store["uri"])
+    owner = client.get_run(done.run_id)
+    assert owner.info.status == "FINISHED" and owner.data.tags["outcome"] == "finished"
+    assert client.get_experiment_by_name("other") is None  # nothing recorded for the refused job
+
+    # Resuming the finished run is a no-op that says so: no step or final metric logged twice.
+    again = train(_cfg(tiny_overrides, tmp_path, "experiment_name=owner", "ckpt_path=last"))
+    assert again.run_id == done.run_id and again.test_loss == pytest.approx(done.test_loss)
+    assert len(client.get_metric_history(done.run_id, "train_time_s")) == 1
+    assert [s for s, _ in _history(store["uri"], done.run_id, "train/train_loss")] == list(range(1, STEPS + 1))
+    assert client.get_run(done.run_id).info.status == "FINISHED"
