@@ -13,14 +13,14 @@ from src.paths import register_resolvers
 class MlflowSetup(Callback):
     """Create the MLflow database and the sweep's experiment before any job starts.
 
-    Parallel jobs that each open a fresh SQLite store race on schema creation ("duplicate column
-    name") and on experiment creation; doing it once here leaves the jobs only plain writes.
+    Each job opens the store again under its lock (src/store.py), which also protects processes
+    this callback never sees (a second terminal, torchrun ranks, SLURM tasks).
     """
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         register_resolvers()
         if not config.logger.enabled:
             return
-        from src.tracking import ensure_experiment  # imported late: MLflow is slow to import
+        from src.store import ensure_experiment  # torch-free; MLflow itself is imported late
 
         ensure_experiment(config.logger.tracking_uri, config.experiment_name, config.logger.artifact_location)

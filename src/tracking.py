@@ -8,20 +8,16 @@ closes the run itself, once, with the real outcome: FINISHED, or FAILED for a cr
 from __future__ import annotations
 
 import subprocess
-import time
-from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
 from lightning.pytorch.loggers import MLFlowLogger
 from lightning.pytorch.utilities import rank_zero_only
-from mlflow.exceptions import MlflowException
-from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
+from src import store
 from src.paths import PROJECT_ROOT
-
-T = TypeVar("T")
+from src.store import with_retry
 
 # MLflow's run statuses as Lightning's finalize() names them.
 OUTCOME_STATUS = {
@@ -33,38 +29,9 @@ OUTCOME_STATUS = {
 }
 
 
-def with_retry(fn: Callable[[], T], attempts: int = 8, delay_s: float = 0.25) -> T:
-    """Retry `fn` while SQLite reports a lock or a concurrent schema migration."""
-    for attempt in range(attempts):
-        try:
-            return fn()
-        except Exception as err:  # sqlalchemy's OperationalError arrives wrapped in MlflowException
-            transient = any(s in str(err).lower() for s in ("database is locked", "duplicate column", "already exists"))
-            if not transient or attempt == attempts - 1:
-                raise
-            time.sleep(delay_s * (2**attempt))
-    raise AssertionError("unreachable")
-
-
 def ensure_experiment(tracking_uri: str, name: str, artifact_location: str | None) -> str:
-    """Create (or find) the experiment and return its id; creates the SQLite schema on first use."""
-    if artifact_location and "://" not in artifact_location:
-        Path(artifact_location).mkdir(parents=True, exist_ok=True)
-        artifact_location = Path(artifact_location).resolve().as_uri()
-
-    def get_or_create() -> str:
-        client = MlflowClient(tracking_uri)
-        found = client.get_experiment_by_name(name)
-        if found is not None:
-            if found.lifecycle_stage == "deleted":
-                raise MlflowException(
-                    f"MLflow experiment {name!r} is deleted; restore it in the UI or choose another experiment_name"
-                )
-            return found.experiment_id
-        experiment_location = f"{artifact_location}/{name}" if artifact_location else None
-        return client.create_experiment(name, artifact_location=experiment_location)
-
-    return with_retry(get_or_create)
+    """Create (or find) the experiment and return its id; src/store.py opens the store safely."""
+    return store.ensure_experiment(tracking_uri, name, artifact_location)
 
 
 def git_commit() -> str:

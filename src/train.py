@@ -33,6 +33,7 @@ from src.divergence import DivergenceMonitor
 from src.lit_module import GPTLitModule
 from src.model import GPTModel, count_params
 from src.paths import ConfigError, register_resolvers
+from src.store import check_store
 from src.tracking import Tracker
 
 log = logging.getLogger(__name__)
@@ -159,6 +160,8 @@ def train(cfg: DictConfig) -> RunResult:
     """Validate, train, test and track one run. Raises ConfigError before anything is recorded."""
     quiet_lightning()
     model_cfg = validate(cfg)
+    if cfg.logger.enabled:
+        check_store(cfg.logger.tracking_uri)  # seconds, not minutes, and before any data is prepared
     check_device(cfg)
     world_size = cfg.cluster.devices * cfg.cluster.num_nodes
     check_not_relaunching_sweep(world_size)
