@@ -63,14 +63,19 @@ def redact_uri(uri: str) -> str:
     return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
 
 
-def with_retry(fn: Callable[[], T], attempts: int = 8, delay_s: float = 0.25) -> T:
-    """Retry `fn` while SQLite reports a lock or a concurrent schema change."""
+# SQLite's write lock, and the marks of a schema change by a process that does not take our lock.
+TRANSIENT_ERRORS = ("database is locked", "duplicate column", "already exists")
+
+
+def with_retry(
+    fn: Callable[[], T], attempts: int = 8, delay_s: float = 0.25, transient: tuple[str, ...] = TRANSIENT_ERRORS
+) -> T:
+    """Retry `fn` while SQLite reports a lock or a concurrent schema change (~1 min at most)."""
     for attempt in range(attempts):
         try:
             return fn()
         except Exception as err:  # sqlalchemy's OperationalError arrives wrapped in MlflowException
-            transient = any(s in str(err).lower() for s in ("database is locked", "duplicate column", "already exists"))
-            if not transient or attempt == attempts - 1:
+            if not any(s in str(err).lower() for s in transient) or attempt == attempts - 1:
                 raise
             time.sleep(delay_s * (2**attempt))
     raise AssertionError("unreachable")
@@ -97,19 +102,20 @@ def store_lock(db: Path, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
     except OSError as err:
         raise StoreError(f"{FIELD}: cannot create the lock file {path} of the SQLite store: {err.strerror}") from err
     try:
-        deadline = time.monotonic() + wait_s
+        started = time.monotonic()
         waiting_logged = False
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                if time.monotonic() > deadline:
+                waited = time.monotonic() - started
+                if waited > wait_s:
                     raise StoreError(
                         f"{FIELD}: waited {wait_s:.0f} s for {path}, held by another process opening the store; "
                         "is one stuck? (`fuser` names it)"
                     ) from None
-                if not waiting_logged:
+                if waited > 2 and not waiting_logged:  # a schema upgrade, or a stuck process
                     log.info("waiting for %s: another process is opening the MLflow store", path)
                     waiting_logged = True
                 time.sleep(0.05)
@@ -163,11 +169,14 @@ def _rebuild_if_empty(db: Path, uri: str, why: str) -> bool:
 
 
 def _recovery_advice(db: Path, leftovers: list[str]) -> str:
-    drops = " ".join(f"DROP TABLE {t};" for t in leftovers)
+    steps = [f"back it up (cp {db} {db}.bak)"]
+    if leftovers:
+        drops = " ".join(f"DROP TABLE {t};" for t in leftovers)
+        steps.append(f"for each leftover _alembic_tmp_X whose table X still exists, drop it (sqlite3 {db} '{drops}')")
+    steps.append(f"run `mlflow db upgrade sqlite:///{db}`")
     return (
-        f"to recover: back it up (cp {db} {db}.bak); for each leftover _alembic_tmp_X whose table X still exists, "
-        f"drop the leftover (sqlite3 {db} '{drops}'); then run `mlflow db upgrade sqlite:///{db}`. "
-        "If that fails, keep the backup and train into a new store (paths.mlflow_db=<new file>)"
+        f"to recover: {'; '.join(steps)}. If that fails, keep the backup and train into a new store "
+        "(paths.mlflow_db=<new file>)"
     )
 
 
@@ -220,12 +229,13 @@ def _open_client(uri: str, db: Path) -> MlflowClient:
         client.search_experiments(max_results=1)
         return client
 
+    # Under the lock nobody else migrates: only SQLite's write lock is worth waiting for.
     try:
-        return with_retry(open_client)
+        return with_retry(open_client, transient=("database is locked",))
     except Exception as err:
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         if db.exists() and _rebuild_if_empty(db, uri, f"could not be opened ({first_line})"):
-            return with_retry(open_client)
+            return with_retry(open_client, transient=("database is locked",))
         raise StoreError(
             f"{FIELD}={redact_uri(uri)}: MLflow cannot open the SQLite store {db}: {first_line}; "
             f"{_recovery_advice(db, [])}"

@@ -33,6 +33,7 @@ def test_four_jobs_on_two_workers_into_a_fresh_store(tiny_overrides: list[str], 
             "experiment_name=pool",
             f"paths.mlflow_db={db}",
             f"hydra.sweep.dir={tmp_path / f'round{round_}' / 'multirun'}",
+            f"paths.reports_dir={tmp_path / 'reports'}",
         )
         assert proc.returncode == 0, f"round {round_}: {proc.stderr[-3000:]}"
         assert "database is locked" not in proc.stdout + proc.stderr
@@ -74,7 +75,12 @@ def test_pool_jobs_are_single_process(option: str) -> None:
 
 
 def test_multi_device_pool_sweep_is_refused(tiny_overrides: list[str], store: dict[str, str]) -> None:
-    proc = run_cli("src.train", "-m", *tiny_overrides, "cluster=cpu_pool", "cluster.devices=2", "seed=0,1")
+    proc = run_cli(
+        "src.train", "-m", *tiny_overrides, "cluster=cpu_pool", "cluster.devices=2", "seed=0,1", "experiment_name=refused"
+    )
     assert proc.returncode != 0
     assert "cluster.devices" in proc.stderr, proc.stderr[-2000:]
-    assert not Path(store["db"]).exists() or not MlflowClient(store["uri"]).search_runs(["0"])
+    assert "[normsweep] job" not in proc.stdout  # no job started
+    if Path(store["db"]).exists():
+        client = MlflowClient(store["uri"])
+        assert not client.search_runs([e.experiment_id for e in client.search_experiments()])
