@@ -199,18 +199,19 @@ def _repair_half_migrated(db: Path, uri: str) -> None:
 
 
 def _check_sqlite_writable(db: Path, uri: str) -> None:
-    """SQLite needs to write the file and, for its journal, the folder beside it."""
+    """SQLite writes the file and, for its journal, the folder beside it. Creates nothing."""
     where = f"{FIELD}={redact_uri(uri)}"
+    folder = db.parent.absolute()
+    while not folder.exists():  # the folders are made when the store is created; check where they would be
+        folder = folder.parent
+    if not folder.is_dir():
+        raise StoreError(f"{where}: {folder} is not a folder, so the SQLite store {db} cannot be created there")
     try:
-        db.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise StoreError(f"{where}: cannot create the folder {db.parent} of the SQLite store: {err.strerror}") from err
-    try:
-        with tempfile.NamedTemporaryFile(dir=db.parent, prefix=".write-check-"):
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-check-"):
             pass
     except OSError as err:
         raise StoreError(
-            f"{where}: the folder {db.parent} is not writable ({err.strerror}); SQLite writes the database and "
+            f"{where}: the folder {folder} is not writable ({err.strerror}); SQLite writes the database and "
             "its journal there: point paths.mlflow_db at a writable place"
         ) from err
     if db.exists() and not os.access(db, os.W_OK):
@@ -301,13 +302,16 @@ def _probe_server(uri: str) -> None:
 def check_store(tracking_uri: str) -> None:
     """Fail fast, before any data is prepared, when the store cannot take this run's records.
 
-    SQLite: the folder must be writable, then the store is opened (schema created or upgraded
-    under the lock). HTTP(S): a tracking server must answer. Other stores are left to MLflow.
+    SQLite: the folder must be writable, and an existing store must open (under the lock, where a
+    half-migrated one is rebuilt or refused); a new one is not created yet, so a run refused later
+    for another reason leaves nothing behind. HTTP(S): a tracking server must answer. Other stores
+    are left to MLflow.
     """
     db = sqlite_path(tracking_uri)
     if db is not None:
         _check_sqlite_writable(db, tracking_uri)
-        _with_sqlite_store(tracking_uri, db, lambda client: None)
+        if db.exists():
+            _with_sqlite_store(tracking_uri, db, lambda client: None)
     elif tracking_uri.startswith(("http://", "https://")):
         _probe_server(tracking_uri)
 
