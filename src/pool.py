@@ -9,8 +9,9 @@ released when the process exits) and pins the process, for its whole life, to
 
 - CPU: the k-th of `workers` equal shares of the cores (affinity of every thread, and as many torch
   threads), so 2 jobs on 2 cores never share a core;
-- GPU: the k-th visible GPU (CUDA_VISIBLE_DEVICES, set before this process first touches CUDA,
-  which is also why the slot cannot change between the jobs of one worker).
+- GPU: the k-th visible GPU, or GPU k mod their number when there are more workers than GPUs
+  (CUDA_VISIBLE_DEVICES, set before this process first touches CUDA, which is also why the slot
+  cannot change between the jobs of one worker).
 
 Nothing here imports torch at module level: Hydra instantiates the callback in the launching process.
 """
@@ -28,8 +29,6 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
-
-from src.paths import ConfigError
 
 _claimed: tuple[int, int, str] | None = None  # (slot, lock descriptor, what it pinned): held until exit
 
@@ -69,50 +68,37 @@ def pin_cores(cores: list[int]) -> None:
     torch.set_num_threads(len(cores))
 
 
-def check_one_process_per_job(config: DictConfig) -> None:
-    """A pool job is one process: DDP ranks cannot pair up across workers that pick jobs at run time."""
-    cluster = config.cluster
-    if cluster.devices * cluster.num_nodes != 1:
-        raise ConfigError(
-            f"cluster={cluster.name} runs {cluster.workers} single-process jobs at once: cluster.devices "
-            f"and cluster.num_nodes must be 1 (got {cluster.devices} x {cluster.num_nodes}); for DDP jobs "
-            "use cluster=gpu_node one job per command, or cluster=slurm"
-        )
-    if cluster.workers < 1:
-        raise ConfigError(f"cluster.workers={cluster.workers}: jobs at once must be at least 1")
-
-
 class PoolSlot(Callback):
-    """Refuse multi-process pool jobs up front; give each worker process its slot at its first job."""
+    """Give each worker process of a pool its slot, at its first job.
+
+    Hydra turns an exception in a callback into a warning, so nothing here refuses a config:
+    `src.config.validate` does that in the job (cluster.devices and num_nodes must be 1).
+    """
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        check_one_process_per_job(config)
-        if config.cluster.accelerator in ("gpu", "cuda"):
-            # Counted here, in the launching process: a worker must not touch CUDA before its
-            # CUDA_VISIBLE_DEVICES is set.
+        if config.cluster.accelerator in ("gpu", "cuda") and "CUDA_VISIBLE_DEVICES" not in os.environ:
+            # Counted in the launching process, which never trains: a worker must not touch CUDA
+            # before its own CUDA_VISIBLE_DEVICES is set. The workers inherit the list.
             import torch
 
-            visible = torch.cuda.device_count()
-            if config.cluster.workers > visible:
-                raise ConfigError(
-                    f"cluster.workers={config.cluster.workers} jobs at once, one GPU each, but {visible} "
-                    "CUDA device(s) are visible; lower cluster.workers"
-                )
+            if torch.cuda.device_count():
+                os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, range(torch.cuda.device_count())))
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         if HydraConfig.get().mode != RunMode.MULTIRUN:
             return  # a single run keeps the whole machine
-        cluster = config.cluster
-        check_one_process_per_job(config)
-        job_num = int(config.hydra.job.num)
         global _claimed
+        cluster = config.cluster
+        job_num = int(config.hydra.job.num)
         if _claimed is None:  # this worker's first job: claim a slot and pin the process once
             slot, fd = claim_slot(Path(config.hydra.sweep.dir) / ".slots", cluster.workers, first_choice=job_num)
             if cluster.accelerator in ("gpu", "cuda"):
-                visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-                gpus = visible.split(",") if visible else [str(i) for i in range(cluster.workers)]
-                os.environ["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
-                where = f"GPU {gpus[slot % len(gpus)]}"
+                gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
+                where = "no GPU visible"
+                if gpus:
+                    # More workers than GPUs: worker k shares GPU k mod len(gpus) with another.
+                    os.environ["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
+                    where = f"GPU {gpus[slot % len(gpus)]}" + (" (shared)" if cluster.workers > len(gpus) else "")
             else:
                 cores = core_share(sorted(os.sched_getaffinity(0)), cluster.workers, slot)
                 pin_cores(cores)

@@ -10,8 +10,9 @@ from conftest import run_cli
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
+from src.config import validate
 from src.paths import ConfigError, compose
-from src.pool import check_one_process_per_job, core_share
+from src.pool import core_share
 from src.report.runs import SUMMARY_TAG
 
 POOL_ROUNDS = 3
@@ -69,9 +70,11 @@ def test_core_share() -> None:
 def test_pool_jobs_are_single_process(option: str) -> None:
     cfg = compose([f"cluster={option}"])
     assert cfg.cluster.devices == 1 and cfg.cluster.num_nodes == 1
-    check_one_process_per_job(cfg)
+    validate(cfg)
     with pytest.raises(ConfigError, match="cluster.devices"):
-        check_one_process_per_job(compose([f"cluster={option}", "cluster.devices=2"]))
+        validate(compose([f"cluster={option}", "cluster.devices=2"]))
+    with pytest.raises(ConfigError, match="cluster.workers"):
+        validate(compose([f"cluster={option}", "cluster.workers=0"]))
 
 
 def test_multi_device_pool_sweep_is_refused(tiny_overrides: list[str], store: dict[str, str]) -> None:
@@ -80,7 +83,7 @@ def test_multi_device_pool_sweep_is_refused(tiny_overrides: list[str], store: di
     )
     assert proc.returncode != 0
     assert "cluster.devices" in proc.stderr, proc.stderr[-2000:]
-    assert "[normsweep] job" not in proc.stdout  # no job started
+    assert " ok | train " not in proc.stdout  # nothing trained
     if Path(store["db"]).exists():
         client = MlflowClient(store["uri"])
         assert not client.search_runs([e.experiment_id for e in client.search_experiments()])
