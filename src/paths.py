@@ -47,9 +47,3 @@ def tracking_uri(overrides: Sequence[str] = ()) -> str:
 
 def reports_dir(experiment: str, overrides: Sequence[str] = ()) -> Path:
     return Path(compose(overrides).paths.reports_dir) / experiment
-
-
-# On import, so that every process that loads the package resolves ${project_root:}: Hydra's joblib
-# workers receive the job's config and the callbacks by pickle and never run `python -m src.train`'s
-# module body, where the resolvers were registered before.
-register_resolvers()
