@@ -158,12 +158,15 @@ def _drop_all_tables(con: sqlite3.Connection) -> None:
     con.commit()
 
 
-def _rebuild_if_empty(db: Path, uri: str, why: str) -> bool:
+def _rebuild_if_empty(db: Path, why: str) -> bool:
     """Empty a store that cannot be opened when it provably holds no user data; False otherwise."""
-    with contextlib.closing(sqlite3.connect(db, timeout=30)) as con:
-        if _user_rows(con):
-            return False
-        _drop_all_tables(con)
+    try:
+        with contextlib.closing(sqlite3.connect(db, timeout=30)) as con:
+            if _user_rows(con):
+                return False
+            _drop_all_tables(con)
+    except sqlite3.Error:  # not a SQLite database at all, or unreadable: nothing provable
+        return False
     log.warning("MLflow store %s %s; it held no runs and no experiments, so it was rebuilt", db, why)
     return True
 
@@ -184,13 +187,17 @@ def _repair_half_migrated(db: Path, uri: str) -> None:
     """Rebuild a store that an interrupted migration left with `_alembic_tmp_*` tables, or refuse it."""
     if not db.exists():
         return
-    with contextlib.closing(sqlite3.connect(db, timeout=30)) as con:
-        leftovers = _leftover_tables(con)
-        if not leftovers:
-            return
-        data = _user_rows(con)
+    try:
+        with contextlib.closing(sqlite3.connect(db, timeout=30)) as con:
+            leftovers = _leftover_tables(con)
+            if not leftovers:
+                return
+            data = _user_rows(con)
+    except sqlite3.Error:
+        return  # not readable as SQLite: opening it reports MLflow's own reason
+
     why = f"was left half-migrated by an interrupted schema upgrade (leftover tables: {', '.join(leftovers)})"
-    if data or not _rebuild_if_empty(db, uri, why):
+    if data or not _rebuild_if_empty(db, why):
         held = ", ".join(f"{t}: {'?' if n < 0 else n} rows" for t, n in sorted(data.items()))
         raise StoreError(
             f"{FIELD}={redact_uri(uri)}: the SQLite store {db} {why} and holds data ({held}), "
@@ -235,7 +242,7 @@ def _open_client(uri: str, db: Path) -> MlflowClient:
         return with_retry(open_client, transient=("database is locked",))
     except Exception as err:
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        if db.exists() and _rebuild_if_empty(db, uri, f"could not be opened ({first_line})"):
+        if db.exists() and _rebuild_if_empty(db, f"could not be opened ({first_line})"):
             return with_retry(open_client, transient=("database is locked",))
         raise StoreError(
             f"{FIELD}={redact_uri(uri)}: MLflow cannot open the SQLite store {db}: {first_line}; "
