@@ -43,7 +43,11 @@ def sweep_jobs(config: DictConfig) -> list[dict[str, Any]]:
 
 
 class MlflowSetup(Callback):
-    """Open (or reopen) the sweep's parent run before any job starts; close it when the sweep ends."""
+    """Open (or reopen) the sweep's parent run before any job starts; close it when the sweep ends.
+
+    Each job opens the store again under its lock (src/store.py), which also protects processes
+    this callback never sees (a second terminal, torchrun ranks, SLURM tasks).
+    """
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         register_resolvers()
@@ -52,7 +56,8 @@ class MlflowSetup(Callback):
         from mlflow.tracking import MlflowClient  # imported late: MLflow is slow to import
 
         from src import sweep
-        from src.tracking import ensure_experiment, git_commit, redact_uri
+        from src.store import ensure_experiment, redact_uri
+        from src.tracking import git_commit
 
         experiment_id = ensure_experiment(config.logger.tracking_uri, config.experiment_name, config.logger.artifact_location)
         try:

@@ -9,21 +9,18 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
 from lightning.pytorch.loggers import MLFlowLogger
 from lightning.pytorch.utilities import rank_zero_only
-from mlflow.exceptions import MlflowException
-from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
-from src.identity import identity_config, safe_folder_name
+from src import store
+from src.identity import identity_config
 from src.paths import PROJECT_ROOT
+from src.store import redact_uri, with_retry
 from src.sweep import FINGERPRINT_TAG, HEARTBEAT_TAG, PARENT_TAG, liveness_tags
-
-T = TypeVar("T")
 
 # MLflow's run statuses as Lightning's finalize() names them.
 OUTCOME_STATUS = {
@@ -36,45 +33,9 @@ OUTCOME_STATUS = {
 NOTE_TAG = "mlflow.note.content"  # the run's description in the MLflow UI
 
 
-def with_retry(fn: Callable[[], T], attempts: int = 8, delay_s: float = 0.25) -> T:
-    """Retry `fn` while SQLite reports a lock or a concurrent schema migration."""
-    for attempt in range(attempts):
-        try:
-            return fn()
-        except Exception as err:  # sqlalchemy's OperationalError arrives wrapped in MlflowException
-            transient = any(s in str(err).lower() for s in ("database is locked", "duplicate column", "already exists"))
-            if not transient or attempt == attempts - 1:
-                raise
-            time.sleep(delay_s * (2**attempt))
-    raise AssertionError("unreachable")
-
-
 def ensure_experiment(tracking_uri: str, name: str, artifact_location: str | None) -> str:
-    """Create (or find) the experiment and return its id; creates the SQLite schema on first use."""
-    if artifact_location and "://" not in artifact_location:
-        Path(artifact_location).mkdir(parents=True, exist_ok=True)
-        artifact_location = Path(artifact_location).resolve().as_uri()
-
-    def get_or_create() -> str:
-        client = MlflowClient(tracking_uri)
-        found = client.get_experiment_by_name(name)
-        if found is not None:
-            if found.lifecycle_stage == "deleted":
-                raise MlflowException(
-                    f"MLflow experiment {name!r} is deleted; restore it in the UI or choose another experiment_name"
-                )
-            return found.experiment_id
-        # The folder is a safe name (no separators, no `..`); the experiment keeps the name as written.
-        folder = safe_folder_name(name, "experiment_name")
-        experiment_location = f"{artifact_location}/{folder}" if artifact_location else None
-        return client.create_experiment(
-            name,
-            artifact_location=experiment_location,
-            # MLflow 3 opens an experiment without a kind on its GenAI traces page; this is training.
-            tags={"mlflow.experimentKind": "custom_model_development"},
-        )
-
-    return with_retry(get_or_create)
+    """Create (or find) the experiment and return its id; src/store.py opens the store safely."""
+    return store.ensure_experiment(tracking_uri, name, artifact_location)
 
 
 def git_commit() -> str:
@@ -203,15 +164,6 @@ class Tracker:
         self.set_tags({"outcome": outcome, **({NOTE_TAG: note} if note else {})})
         if rank_zero_only.rank == 0:
             self.logger.close(OUTCOME_STATUS[outcome])
-
-
-def redact_uri(uri: str) -> str:
-    """The URI without a `user:password@` part (credentials never reach params or artifacts)."""
-    scheme, sep, rest = str(uri).partition("://")
-    if not sep or "@" not in rest.split("/", 1)[0]:
-        return uri
-    host = rest.split("@", 1)[1]
-    return f"{scheme}://***@{host}"
 
 
 def redacted_config(cfg: DictConfig) -> DictConfig:

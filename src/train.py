@@ -37,6 +37,7 @@ from src.lit_module import GPTLitModule
 from src.model import GPTModel, count_params
 from src.paths import ConfigError, register_resolvers
 from src.resume import RunPlan, RunResult, plan_run
+from src.store import check_store
 from src.sweep import PARENT_ENV, supersede
 from src.tracking import Tracker
 
@@ -144,6 +145,8 @@ def train(cfg: DictConfig) -> RunResult:
     """Validate, build, fit, test and close one run. Raises ConfigError before anything is recorded."""
     quiet_lightning()
     model_cfg = validate(cfg)
+    if cfg.logger.enabled:
+        check_store(cfg.logger.tracking_uri)  # seconds, not minutes, and before any data is prepared
     check_device(cfg)
     world_size = cfg.cluster.devices * cfg.cluster.num_nodes
     check_not_relaunching_sweep(world_size)
