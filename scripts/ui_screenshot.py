@@ -29,6 +29,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -148,6 +149,32 @@ def photograph(
     return shots
 
 
+def with_own_ui(overrides: list[str], use: Callable[[str], list[Path]]) -> list[Path]:
+    """Start `python -m src.ui` on a free localhost port, call use(base_url), stop the server."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryDirectory(prefix="ui-shot-") as tmp:
+        log = Path(tmp) / "mlflow-ui.log"
+        with log.open("w") as log_file:
+            # Its own process group, so the server and the workers it forks stop together at the end.
+            server = subprocess.Popen(
+                [sys.executable, "-m", "src.ui", "--port", str(port), *overrides],
+                cwd=ROOT,
+                start_new_session=True,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            wait_until_up(f"{base}/health", server, log, timeout_s=300)
+            return use(base)
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="scripts/ui_screenshot.sh",
@@ -163,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--settle-ms", type=int, default=5000, help="wait this long for a page to draw once it is there"
     )
+    parser.add_argument(
+        "--url", help="photograph a UI already running on the same store (e.g. http://127.0.0.1:5000)"
+    )
     parser.add_argument("overrides", nargs="*", help="training config overrides, e.g. experiment=norm_sweep")
     args = parser.parse_args(argv)
 
@@ -176,43 +206,20 @@ def main(argv: list[str] | None = None) -> int:
     client = open_client(uri)
     experiment_id = find_experiment(client, uri, experiment)
     sweep = latest_sweep_run(client, experiment_id)
+    sweep_id = sweep.info.run_id if sweep else None
+    size = (args.width, args.height)
     if sweep is None:
         print(
             f"ui_screenshot: experiment {experiment!r} has no sweep run: no nesting, no report picture",
             file=sys.stderr,
         )
 
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
     args.out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="ui-shot-") as tmp:
-        log = Path(tmp) / "mlflow-ui.log"
-        with log.open("w") as log_file:
-            # Its own process group, so the server and the workers it forks stop together at the end.
-            server = subprocess.Popen(
-                [sys.executable, "-m", "src.ui", "--port", str(port), *args.overrides],
-                cwd=ROOT,
-                start_new_session=True,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-            )
-        try:
-            wait_until_up(f"{base}/health", server, log, timeout_s=300)
-            shots = photograph(
-                chromium,
-                base,
-                experiment_id,
-                sweep and sweep.info.run_id,
-                args.out,
-                (args.width, args.height),
-                args.settle_ms,
-            )
-        finally:
-            os.killpg(server.pid, signal.SIGTERM)
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
+
+    def shoot(base: str) -> list[Path]:
+        return photograph(chromium, base, experiment_id, sweep_id, args.out, size, args.settle_ms)
+
+    shots = shoot(args.url.rstrip("/")) if args.url else with_own_ui(args.overrides, shoot)
     for png in shots:
         shrink(png, args.max_width)
         print(f"{png} ({png.stat().st_size // 1024} KiB)")
