@@ -9,8 +9,4 @@ if [ ! -x "$PYTHON" ]; then
     echo "ui_screenshot: $PYTHON not found; run 'make install' first, or set PYTHON=/path/to/python" >&2
     exit 1
 fi
-if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null && ! command -v google-chrome >/dev/null; then
-    echo "ui_screenshot: headless Chromium is needed: on Debian/Ubuntu 'sudo apt-get install -y chromium'" >&2
-    exit 1
-fi
 exec "$PYTHON" scripts/ui_screenshot.py "$@"
