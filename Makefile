@@ -10,7 +10,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
 ARGS ?=
 
-.PHONY: install train sweep sweep-seeds collapse test test-fast lint ui data bench-norms bench-train clean
+.PHONY: install train sweep sweep-seeds collapse test test-fast lint ui ui-screenshot data bench-norms bench-train clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,11 @@ lint: install
 
 ui: install  ## browse every run at http://127.0.0.1:5000
 	$(PY) -m src.ui $(ARGS)
+
+# Needs Debian's chromium (sudo apt-get install -y chromium); ARGS picks the store and the experiment.
+ui-screenshot: install  ## PNGs of the MLflow UI on a sweep into docs/img/ (runs, charts, report)
+	$(PY) -c 'import playwright' 2>/dev/null || $(PY) -m pip install --quiet -e '.[screenshots]'
+	PYTHON=$(PY) scripts/ui_screenshot.sh $(or $(ARGS),experiment=norm_sweep)
 
 bench-norms: install
 	$(PY) -m src.bench norms $(ARGS)

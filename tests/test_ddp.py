@@ -12,6 +12,8 @@ import pytest
 from conftest import run_cli
 from mlflow.tracking import MlflowClient
 
+pytestmark = pytest.mark.slow  # real fits: left out of `make test-fast`, run by `make test`
+
 STEPS, GLOBAL_BATCH, SEQ_LEN = 4, 4, 32  # TINY_MODEL's max_steps and context; 4 = 1 x 4 = 2 x 2
 
 # Same windows per step and the same math; only the order of float32 additions differs (DDP

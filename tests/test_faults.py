@@ -24,6 +24,8 @@ from src.store import (
     redact_uri,
 )
 
+pytestmark = pytest.mark.slow  # real fits: left out of `make test-fast`, run by `make test`
+
 RACE_ROUNDS = 5
 RACE_JOBS = 3
 

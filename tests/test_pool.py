@@ -15,6 +15,8 @@ from src.paths import ConfigError, compose
 from src.pool import core_share
 from src.report.runs import SUMMARY_TAG
 
+pytestmark = pytest.mark.slow  # real fits: left out of `make test-fast`, run by `make test`
+
 POOL_ROUNDS = 3
 SLOT_LINE = re.compile(r"\[normsweep\] job (\d+) in worker slot (\d+) \(pid (\d+)\): core\(s\) ([\d,]+)")
 

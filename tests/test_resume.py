@@ -16,6 +16,8 @@ import src.train as train_module
 from src.paths import CONF_DIR, register_resolvers
 from src.train import RunResult, train
 
+pytestmark = pytest.mark.slow  # real fits: left out of `make test-fast`, run by `make test`
+
 STEPS = 8
 
 

@@ -23,6 +23,8 @@ from src.paths import CONF_DIR, ConfigError, register_resolvers
 from src.sweep import SWEEP_TAG
 from src.train import train
 
+pytestmark = pytest.mark.slow  # real fits: left out of `make test-fast`, run by `make test`
+
 NORMS = ["hand_layernorm", "torch_layernorm", "hand_rmsnorm", "torch_rmsnorm", "no_norm"]
 FINAL_METRICS = {"train_time_s", "avg_tokens_per_sec", "peak_memory_mb", "n_params", "test_loss", "final_train_loss"}
 

@@ -1,0 +1,233 @@
+"""PNG screenshots of the MLflow UI on a sweep, taken in headless Chromium.
+
+    python scripts/ui_screenshot.py [--out docs/img] [overrides ...]
+
+The overrides are the training config's (`experiment=norm_sweep paths.mlflow_db=/x/mlflow.db`): they
+pick the store, exactly as for `python -m src.ui`, and the experiment (its `experiment_name`). The
+script starts `python -m src.ui` on a free localhost port, waits until it answers, and clicks
+through the UI the way the README tells a user to:
+
+- `runs.png`: the experiment's training runs, the sweep run expanded to show its jobs,
+- `charts.png`: the same runs in the chart view (every metric's curves, one colour per run),
+- `report.png`: the sweep run's artifacts with `report/report.html` open,
+
+then stops the server. MLflow's UI is a JavaScript app, so a plain `chromium --screenshot` can only
+photograph the first page as it loads; Playwright drives the system's Chromium instead (no browser
+download), to click, and to wait for the tables and charts to render.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # `import src` from the checkout this script lives in
+
+from src import paths  # noqa: E402
+from src.report.runs import ReportError, find_experiment, open_client  # noqa: E402
+from src.sweep import latest_sweep_run  # noqa: E402
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
+CHROMIUM_HINT = "headless Chromium is needed: on Debian/Ubuntu `sudo apt-get install -y chromium`"
+PLAYWRIGHT_HINT = "Playwright drives Chromium here: `.venv/bin/pip install -e '.[screenshots]'`"
+REPORT_PATH = "report/report.html"
+# MLflow 3 opens an experiment as GenAI or as model training by the sidebar's toggle (remembered per
+# browser, GenAI in a fresh one); the URL parameter chooses training, as the toggle would.
+TRAINING_VIEW = "workflowType=machine_learning"
+# A fresh browser profile opens MLflow's assistant panel over a third of the page on its first load.
+NO_ASSISTANT = "localStorage.setItem('mlflow.assistant.fab.autoOpenedOnFirstLoad_v1', 'true')"
+EXPANDER = "button[data-component-id$='runnamecellrenderer.tsx_46']"  # the +/- before a parent run's name
+
+
+def find_chromium() -> str:
+    for name in CHROMIUM_NAMES:
+        found = shutil.which(name)
+        if found:
+            return found
+    raise SystemExit(f"ui_screenshot: no {' / '.join(CHROMIUM_NAMES)} on PATH; {CHROMIUM_HINT}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until_up(url: str, server: subprocess.Popen, log: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(
+                f"ui_screenshot: the MLflow UI exited ({server.returncode}):\n{log.read_text()[-3000:]}"
+            )
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(1)
+    raise SystemExit(f"ui_screenshot: the MLflow UI did not answer at {url} within {timeout_s:.0f} s")
+
+
+def shrink(png: Path, max_width: int) -> None:
+    """Keep the committed pictures small: scale down to max_width and quantize to a palette."""
+    from PIL import Image
+
+    with Image.open(png) as image:
+        image = image.convert("RGB")
+        if image.width > max_width:
+            image = image.resize((max_width, round(image.height * max_width / image.width)), Image.LANCZOS)
+        image.quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(png, optimize=True)
+
+
+def settle(page, ms: int) -> None:
+    """Give the page time to draw what it fetched. (It never goes network-idle: MLflow keeps polling.)"""
+    page.wait_for_timeout(ms)
+
+
+def photograph(
+    chromium: str,
+    base: str,
+    experiment_id: str,
+    sweep_run_id: str | None,
+    out: Path,
+    size: tuple[int, int],
+    settle_ms: int,
+) -> list[Path]:
+    from playwright.sync_api import sync_playwright
+
+    shots: list[Path] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=chromium,
+            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-sync"],
+        )
+        context = browser.new_context(viewport={"width": size[0], "height": size[1]})
+        context.set_default_timeout(120_000)  # a loaded machine renders slowly; fail only when stuck
+        context.add_init_script(NO_ASSISTANT)
+        page = context.new_page()
+
+        page.goto(f"{base}/#/experiments/{experiment_id}/runs?{TRAINING_VIEW}")
+        page.locator(".ag-row").first.wait_for()
+        if sweep_run_id is not None:
+            # Jobs are nested under their sweep run, collapsed; open it as a user would.
+            sweep_row = page.locator(".ag-row", has=page.locator(f"a[href$='/runs/{sweep_run_id}']")).first
+            sweep_row.locator(EXPANDER).click()
+            page.locator(".ag-row").nth(1).wait_for()
+        settle(page, settle_ms)
+        shots.append(out / "runs.png")
+        page.screenshot(path=shots[-1])
+
+        page.locator("label", has=page.locator("input[value=CHART]")).click()  # the chart-view button
+        page.locator(".js-plotly-plot, canvas").first.wait_for()
+        settle(page, settle_ms)
+        shots.append(out / "charts.png")
+        page.screenshot(path=shots[-1])
+
+        if sweep_run_id is not None:
+            page.goto(
+                f"{base}/#/experiments/{experiment_id}/runs/{sweep_run_id}/artifacts/{REPORT_PATH}?{TRAINING_VIEW}"
+            )
+            page.locator("iframe").first.wait_for()
+            settle(page, settle_ms)
+            shots.append(out / "report.png")
+            page.screenshot(path=shots[-1])
+        browser.close()
+    return shots
+
+
+def with_own_ui(overrides: list[str], use: Callable[[str], list[Path]]) -> list[Path]:
+    """Start `python -m src.ui` on a free localhost port, call use(base_url), stop the server."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryDirectory(prefix="ui-shot-") as tmp:
+        log = Path(tmp) / "mlflow-ui.log"
+        with log.open("w") as log_file:
+            # Its own process group, so the server and the workers it forks stop together at the end.
+            server = subprocess.Popen(
+                [sys.executable, "-m", "src.ui", "--port", str(port), *overrides],
+                cwd=ROOT,
+                start_new_session=True,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            wait_until_up(f"{base}/health", server, log, timeout_s=300)
+            return use(base)
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="scripts/ui_screenshot.sh",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "docs" / "img", help="folder for the PNGs (default: docs/img)"
+    )
+    parser.add_argument("--width", type=int, default=1600)
+    parser.add_argument("--height", type=int, default=1000)
+    parser.add_argument("--max-width", type=int, default=1200, help="scale the saved PNGs down to this width")
+    parser.add_argument(
+        "--settle-ms", type=int, default=5000, help="wait this long for a page to draw once it is there"
+    )
+    parser.add_argument(
+        "--url", help="photograph a UI already running on the same store (e.g. http://127.0.0.1:5000)"
+    )
+    parser.add_argument("overrides", nargs="*", help="training config overrides, e.g. experiment=norm_sweep")
+    args = parser.parse_args(argv)
+
+    chromium = find_chromium()
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        raise SystemExit(f"ui_screenshot: the playwright package is missing; {PLAYWRIGHT_HINT}") from None
+    uri = paths.tracking_uri(args.overrides)
+    experiment = str(paths.compose(args.overrides).experiment_name)
+    try:
+        client = open_client(uri)
+        experiment_id = find_experiment(client, uri, experiment)
+    except ReportError as error:  # no store there, or no such experiment: say so, no traceback
+        raise SystemExit(f"ui_screenshot: {error}") from None
+    sweep = latest_sweep_run(client, experiment_id)
+    sweep_id = sweep.info.run_id if sweep else None
+    size = (args.width, args.height)
+    if sweep is None:
+        print(
+            f"ui_screenshot: experiment {experiment!r} has no sweep run: no nesting, no report picture",
+            file=sys.stderr,
+        )
+
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    def shoot(base: str) -> list[Path]:
+        return photograph(chromium, base, experiment_id, sweep_id, args.out, size, args.settle_ms)
+
+    shots = shoot(args.url.rstrip("/")) if args.url else with_own_ui(args.overrides, shoot)
+    for png in shots:
+        shrink(png, args.max_width)
+        print(f"{png} ({png.stat().st_size // 1024} KiB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
