@@ -116,4 +116,10 @@ class MlflowSetup(Callback):
         counts = ", ".join(f"{states.count(s)} {s}" for s in sorted(set(states)))
         client.set_tag(run_id, "outcome", "finished" if ok else "incomplete")
         client.set_tag(run_id, "sweep.jobs", counts or "none")
+        client.set_tag(
+            run_id,
+            "mlflow.note.content",
+            f"Sweep of {len(states)} jobs ({counts or 'none'}): `{client.get_run(run_id).data.tags.get('sweep.command', '')}`. "
+            "Unfold this row to see its jobs; the study's table and figures are under Artifacts → report/report.html.",
+        )
         client.set_terminated(run_id, "FINISHED" if ok else "FAILED")

@@ -42,7 +42,14 @@ T = TypeVar("T")
 
 FIELD = "logger.tracking_uri"
 # MLflow 3's UI opens an experiment on its training runs (not on GenAI traces) with this tag.
-EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
+EXPERIMENT_TAGS = {
+    "mlflow.experimentKind": "custom_model_development",
+    # The experiment's description on MLflow's home page.
+    "mlflow.note.content": "normsweep: one run per training job, each sweep a parent run with its jobs "
+    "nested below; a sweep run's Artifacts hold report/report.html.",
+}
+# MLflow 3.17 opens an experiment on its GenAI pages unless the link (or the sidebar) says otherwise.
+UI_TRAINING_VIEW = "workflowType=machine_learning"
 LOCK_WAIT_S = 600.0  # a schema upgrade of a large store can take minutes; a dead holder frees it at once
 PROBE_TIMEOUT_S = 4.0  # per attempt, connect and read
 PROBE_RETRIES = 2  # with 0.5 s and 1 s back-off: at most ~14 s for a server that never answers

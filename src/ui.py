@@ -12,6 +12,7 @@ import shutil
 import sys
 
 from src import paths
+from src.store import UI_TRAINING_VIEW
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     if mlflow is None:
         print("ui: the mlflow command is not installed (pip install -e .)", file=sys.stderr)
         return 1
-    print(f"MLflow UI for {uri} at http://{args.host}:{args.port}", flush=True)
+    # The query selects MLflow's training view (a fresh browser starts in its GenAI view).
+    print(f"MLflow UI for {uri} at http://{args.host}:{args.port}/#/experiments?{UI_TRAINING_VIEW}", flush=True)
     os.execv(mlflow, [mlflow, "ui", "--backend-store-uri", uri, "--host", args.host, "--port", str(args.port)])
     return 0  # unreachable: execv replaces the process
 

@@ -28,6 +28,7 @@ from src.report.table import (
     summarize,
     text_table,
 )
+from src.store import UI_TRAINING_VIEW
 
 __all__ = ["Analysis", "ReportError", "analyze", "default_out_dir", "generate_report", "write"]
 
@@ -46,8 +47,8 @@ class Analysis:
     report_run_id: str | None = None  # the MLflow run holding the files
 
     def ui_link(self, base: str = "http://127.0.0.1:5000") -> str:
-        run = f"/runs/{self.report_run_id}" if self.report_run_id else ""
-        return f"{base}/#/experiments/{self.experiment_id}{run}"
+        run = f"/runs/{self.report_run_id}" if self.report_run_id else "/runs"
+        return f"{base}/#/experiments/{self.experiment_id}{run}?{UI_TRAINING_VIEW}"
 
     def sentences(self) -> list[str]:
         return [sentence(c) for c in self.comparisons]
