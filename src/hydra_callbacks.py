@@ -56,7 +56,7 @@ class MlflowSetup(Callback):
         from mlflow.tracking import MlflowClient  # imported late: MLflow is slow to import
 
         from src import sweep
-        from src.store import ensure_experiment, redact_uri
+        from src.store import ensure_experiment, redact_text
         from src.tracking import git_commit
 
         experiment_id = ensure_experiment(config.logger.tracking_uri, config.experiment_name, config.logger.artifact_location)
@@ -69,7 +69,8 @@ class MlflowSetup(Callback):
         sweep_id = hashlib.sha256(key.encode()).hexdigest()[:16]
         client = MlflowClient(config.logger.tracking_uri)
         found = client.search_runs([experiment_id], filter_string=f"tags.`{sweep.SWEEP_ID_TAG}` = '{sweep_id}'", max_results=1)
-        command = "python -m src.train -m " + " ".join(shlex.quote(o) for o in config.hydra.overrides.task)
+        # Credentials in a tracking URI given on the command line never reach MLflow.
+        command = redact_text("python -m src.train -m " + " ".join(shlex.quote(o) for o in config.hydra.overrides.task))
         if found:
             run_id = found[0].info.run_id
             client.update_run(run_id, status="RUNNING")
@@ -91,8 +92,8 @@ class MlflowSetup(Callback):
             for name, values in params.items():
                 client.log_param(run_id, f"sweep.{name}", str(values))
             client.log_param(run_id, "sweep.n_jobs", len(jobs))
-        client.set_tag(run_id, "sweep.command", redact_uri(command))
-        definition = sweep.sweep_definition(config.experiment_name, redact_uri(command), run_id, jobs)
+        client.set_tag(run_id, "sweep.command", command)
+        definition = sweep.sweep_definition(config.experiment_name, command, run_id, jobs)
         client.log_text(run_id, definition, sweep.JOBS_ARTIFACT)
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)

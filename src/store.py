@@ -63,6 +63,11 @@ class StoreError(ConfigError):
     """The tracking store cannot be used; the message names `logger.tracking_uri` and the cause."""
 
 
+def redact_text(text: str) -> str:
+    """`text` (a command line, a list of overrides) with every URI's `user:password@` removed."""
+    return re.sub(r"(://)[^/@\s]+@", r"\1", text)
+
+
 def redact_uri(uri: str) -> str:
     """`uri` without the user name and password (`http://user:pw@host` -> `http://host`)."""
     parts = urlsplit(uri)

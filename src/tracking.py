@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from src import store
 from src.identity import identity_config
 from src.paths import PROJECT_ROOT
-from src.store import redact_uri, with_retry
+from src.store import redact_text, redact_uri, with_retry
 from src.sweep import FINGERPRINT_TAG, HEARTBEAT_TAG, PARENT_TAG, liveness_tags
 
 # MLflow's run statuses as Lightning's finalize() names them.
@@ -131,7 +131,7 @@ class Tracker:
         with_retry(lambda: self.logger.log_hyperparams(params))
         client, run_id = self.logger.experiment, self.logger.run_id
         client.log_text(run_id, OmegaConf.to_yaml(redacted_config(self.cfg)), "config/config.yaml")
-        client.log_text(run_id, "\n".join(self.overrides) + "\n", "config/overrides.txt")
+        client.log_text(run_id, redact_text("\n".join(self.overrides)) + "\n", "config/overrides.txt")
 
     def last_logged_step(self, key: str = "train/train_loss") -> int:
         """The highest step of `key` already in MLflow (0 if none): a resumed run logs after it."""

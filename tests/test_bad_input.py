@@ -10,7 +10,7 @@ from mlflow.tracking import MlflowClient
 from src.checkpointing import checkpoint_dir
 from src.config import validate
 from src.paths import ConfigError, compose
-from src.store import redact_uri
+from src.store import redact_text, redact_uri
 from src.tracking import ensure_experiment, redacted_config
 from src.train import train
 
@@ -54,6 +54,9 @@ def test_names_that_become_paths_stay_inside(name: str, tiny_overrides: list[str
 def test_credentials_never_logged() -> None:
     assert redact_uri("https://alice:s3cret@mlflow.example.org:5000/x") == "https://mlflow.example.org:5000/x"
     assert redact_uri("sqlite:////data/mlflow.db") == "sqlite:////data/mlflow.db"
+    assert redact_text("python -m src.train -m logger.tracking_uri=http://bob:pw@h:5000 seed=0,1") == (
+        "python -m src.train -m logger.tracking_uri=http://h:5000 seed=0,1"
+    )
     cfg = compose(["logger.tracking_uri=http://bob:pw@127.0.0.1:5000"])
     assert "pw" not in str(redacted_config(cfg).logger.tracking_uri)
 
