@@ -2,28 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
-
-# A GPT-2 small enough that a real Lightning fit of a few steps takes seconds on two cores.
-TINY_MODEL = [
-    "model.n_layers=1",
-    "model.emb_dim=32",
-    "model.n_heads=2",
-    "model.context_length=32",
-    "optim.micro_batch_size=4",
-    "optim.max_steps=4",
-    "val_every_n_steps=2",
-    "data.val_max_windows=4",
-    "data.test_max_windows=4",
-    "progress_bar=false",
-]
+from helpers import TINY_MODEL
 
 
 @pytest.fixture(scope="session")
@@ -55,17 +37,3 @@ def tiny_overrides(token_cache_dir: Path, store: dict[str, str], tmp_path: Path)
         f"hydra.run.dir={tmp_path / 'outputs'}",
         f"hydra.sweep.dir={tmp_path / 'multirun'}",
     ]
-
-
-def run_cli(module: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """Run `python -m <module> <args>` from the repo root, as a user would."""
-    env = {**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONWARNINGS": "ignore"}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )

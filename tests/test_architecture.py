@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from helpers import REPO
 from mlflow.tracking import MlflowClient
 
 from src.paths import compose, tracking_uri

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_cli
+from helpers import REPO, run_cli
 
 from src.data.__main__ import main as data_main
 from src.data.base import NoFilesMatched

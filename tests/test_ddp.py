@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import run_cli
+from helpers import run_cli
 from mlflow.tracking import MlflowClient
 
 pytestmark = pytest.mark.slow  # real fits: left out of `make test-fast`, run by `make test`

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from helpers import run_cli
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import nbformat
 import pytest
-from conftest import REPO
+from helpers import REPO
 from nbclient import NotebookClient
 from test_report import EXPERIMENT, TinySweep, tiny_sweep  # noqa: F401 - the session sweep, made once
 

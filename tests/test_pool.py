@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from helpers import run_cli
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 

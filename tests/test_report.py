@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import TINY_MODEL, run_cli
+from helpers import TINY_MODEL, run_cli
 from mlflow.tracking import MlflowClient
 
 from src.report import ReportError, analyze, generate_report

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from helpers import REPO, cli_env
 from mlflow.tracking import MlflowClient
 
 from src.paths import compose
@@ -35,11 +35,9 @@ def _overrides(tiny_overrides: list[str], experiment: str) -> list[str]:
 
 
 def _launch(args: list[str]) -> subprocess.Popen[str]:
-    env = {**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONWARNINGS": "ignore"}
-    env.pop("MLFLOW_TRACKING_URI", None)
     return subprocess.Popen(
         [sys.executable, "-m", "src.train", "-m", *args],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        cwd=REPO, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )
 
 

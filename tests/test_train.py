@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO, run_cli
+from helpers import REPO, run_cli
 from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
 
