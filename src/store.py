@@ -271,6 +271,17 @@ def _with_sqlite_store(uri: str, db: Path, action: Callable[[MlflowClient], T]) 
         return with_retry(lambda: action(client))
 
 
+def open_client(tracking_uri: str) -> MlflowClient:
+    """A client whose store is ready: a SQLite schema is created or upgraded under the store's lock,
+    so a reader (the report, the UI) never races a writer's first open."""
+    db = sqlite_path(tracking_uri)
+    if db is not None:
+        return _with_sqlite_store(tracking_uri, db, lambda client: client)
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri)
+
+
 def _short_cause(text: str, uri: str) -> str:
     """The reason inside urllib3's nested retry message, e.g. "Connection refused"."""
     errno = re.search(r"\[Errno -?\d+\] ([^'\")]+)", text)

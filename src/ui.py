@@ -12,7 +12,7 @@ import shutil
 import sys
 
 from src import paths
-from src.store import UI_TRAINING_VIEW
+from src.store import UI_TRAINING_VIEW, open_client, sqlite_path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,6 +22,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="training config overrides, e.g. paths.mlflow_db=/x/mlflow.db")
     args = parser.parse_args(argv)
     uri = paths.tracking_uri(args.overrides)
+    db = sqlite_path(uri)
+    if db is not None and db.exists():
+        open_client(uri)  # upgrade an older schema under the store's lock, not inside the UI's server
     mlflow = shutil.which("mlflow", path=os.path.dirname(sys.executable)) or shutil.which("mlflow")
     if mlflow is None:
         print("ui: the mlflow command is not installed (pip install -e .)", file=sys.stderr)

@@ -10,15 +10,14 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pandas as pd
 from mlflow.entities import Run, ViewType
 from mlflow.tracking import MlflowClient
 
-from src import paths
+from src import paths, store
+from src.store import sqlite_path
 from src.sweep import PARENT_ENV, SUPERSEDED_TAG, SWEEP_TAG, latest_sweep_run
 
 REPORT_RUN_NAME = "report"  # a sweep-type run made for a report when no sweep run exists
@@ -39,14 +38,6 @@ class ReportError(Exception):
     """A report that cannot be made (no such experiment, no finished runs); the message says why."""
 
 
-def _sqlite_path(tracking_uri: str) -> Path | None:
-    if not tracking_uri.startswith("sqlite:"):
-        return None
-    path = urlparse(tracking_uri).path
-    # sqlite:////abs/path parses to '//abs/path'; sqlite:///rel/path to '/rel/path'.
-    return Path(path[1:]) if path.startswith("//") else Path(path.lstrip("/"))
-
-
 @dataclass
 class Sweep:
     experiment_id: str
@@ -55,11 +46,11 @@ class Sweep:
 
 
 def open_client(tracking_uri: str) -> MlflowClient:
-    db = _sqlite_path(tracking_uri)
+    db = sqlite_path(tracking_uri)
     # A client on a missing SQLite file creates an empty store there; say it is missing instead.
     if db is not None and not db.exists():
         raise ReportError(f"no MLflow database at {db} (tracking URI {tracking_uri}); run a sweep first")
-    return MlflowClient(tracking_uri)
+    return store.open_client(tracking_uri)
 
 
 def find_experiment(client: MlflowClient, tracking_uri: str, name: str) -> str:
