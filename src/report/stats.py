@@ -251,11 +251,17 @@ def seeds_needed(sd: float, diff: float, margin: float | None = None) -> int | N
         return None
     alpha_q = 1 - ALPHA / 2 if margin is None else 1 - ALPHA
     beta_q = 1 - (1 - POWER) / 2 if margin is not None and diff == 0 else POWER
-    for n in range(MIN_SEEDS, MAX_SEEDS + 1):
-        df = n - 1
-        if (stats.t.ppf(alpha_q, df) + stats.t.ppf(beta_q, df)) * sd / math.sqrt(n) <= effect:
-            return n
-    return MAX_SEEDS + 1
+
+    def enough(n: int) -> bool:
+        return (stats.t.ppf(alpha_q, n - 1) + stats.t.ppf(beta_q, n - 1)) * sd / math.sqrt(n) <= effect
+
+    if not enough(MAX_SEEDS):
+        return MAX_SEEDS + 1
+    low, high = MIN_SEEDS - 1, MAX_SEEDS  # the left side shrinks as n grows: bisect for the first n
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(mid) else (mid, high)
+    return high
 
 
 def median_interval(values: Sequence[float], seed: int = 0) -> Interval:
