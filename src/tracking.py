@@ -19,6 +19,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
+from src.environment import git_state, run_tags
 from src.paths import PROJECT_ROOT
 
 T = TypeVar("T")
@@ -98,6 +99,7 @@ class Tracker:
     ) -> None:
         uri = cfg.logger.tracking_uri
         ensure_experiment(uri, cfg.experiment_name, cfg.logger.artifact_location)
+        self.git = git_state()
         tags = {
             "norm": cfg.norm.norm_type,
             "model": cfg.model.name,
@@ -106,6 +108,7 @@ class Tracker:
             "seed": str(cfg.seed),
             "git_commit": git_commit(),
             "outcome": "running",
+            **run_tags(cfg, self.git),  # versions, device, host, world size, git_dirty, deterministic
         }
         if job_num is not None:
             tags["hydra_job_num"] = str(job_num)
@@ -137,6 +140,8 @@ class Tracker:
         client, run_id = self.logger.experiment, self.logger.run_id
         client.log_text(run_id, OmegaConf.to_yaml(self.cfg, resolve=True), "config/config.yaml")
         client.log_text(run_id, "\n".join(self.overrides) + "\n", "config/overrides.txt")
+        if self.git.dirty:  # the commit alone does not say what ran
+            client.log_text(run_id, self.git.diff, "git/diff.patch")
 
     def last_logged_step(self, key: str = "train/loss") -> int:
         """The highest step of `key` already in MLflow (0 if none): a resumed run logs after it."""
