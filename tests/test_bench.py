@@ -9,12 +9,16 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+from mlflow.tracking import MlflowClient
 
 from src.bench import norms as norm_bench
 from src.bench import train as train_bench
+from src.bench import variants as variant_bench
 from src.bench.common import markdown_table, parse_list
 from src.model import GPTConfig, GPTModel, model_stats
-from src.paths import PROJECT_ROOT
+from src.paths import PROJECT_ROOT, ConfigError
+from src.report.runs import load_interleaved
 
 
 def test_norm_bytes_by_hand() -> None:
@@ -125,3 +129,54 @@ def test_train_bench_in_process(tmp_path: Path) -> None:
     expected = plain["tokens_per_s"] * saved["model"]["flops_per_token"] / (saved["peak_tflops"] * 1e12)
     assert plain["mfu"] == pytest.approx(expected)
     assert (tmp_path / "train.md").read_text().startswith("# Training throughput")
+
+
+# --- bench variants: interleaved training steps ------------------------------------------------
+
+TINY_BENCH = ["model.n_layers=1", "model.emb_dim=32", "model.n_heads=2", "model.context_length=16", "optim.micro_batch_size=2"]
+
+
+def test_variants_start_from_identical_weights() -> None:
+    variants = ["hand_layernorm", "torch_layernorm", "torch_rmsnorm", "no_norm"]
+    _, models, _ = variant_bench.build_variants(TINY_BENCH, variants, None, steps=2, seed=3)
+    states = {v: m.state_dict() for v, m in models.items()}
+    shared = set.intersection(*(set(s) for s in states.values()))
+    assert "tok_emb.weight" in shared and "out_head.weight" in shared
+    for v in variants[1:]:
+        for key in shared:
+            assert torch.equal(states[v][key], states[variants[0]][key]), (v, key)
+        # Only norm tensors are not shared (no_norm has none; RMSNorm has no bias).
+        assert all("norm" in k for k in set(states[v]) ^ shared)
+
+
+def test_variants_bench_writes_reports_and_an_mlflow_run(tmp_path: Path, store: dict[str, str]) -> None:
+    args = argparse.Namespace(
+        variants="hand_layernorm,torch_layernorm,no_norm", rounds=2, warmup=1, batch=None, seed=0, out=tmp_path,
+        overrides=[*TINY_BENCH, f"paths.mlflow_db={store['db']}", f"paths.mlflow_artifacts={store['artifacts']}",
+                   "experiment_name=bench"],
+    )  # fmt: skip
+    report = variant_bench.main(args)
+    saved = json.loads((tmp_path / "variants.json").read_text())
+    assert saved["settings"]["rounds"] == 2 and set(saved["samples_s"]) == {"hand_layernorm", "torch_layernorm", "no_norm"}
+    assert all(len(v) == 2 and min(v) > 0 for v in saved["samples_s"].values())
+    ref = saved["summary"]["torch_layernorm"]["ratio"]
+    assert (ref["diff"], ref["low"], ref["high"]) == (1.0, 1.0, 1.0)
+    hand = report["samples_s"]["hand_layernorm"]
+    ratios = [h / t for h, t in zip(hand, report["samples_s"]["torch_layernorm"], strict=True)]
+    assert saved["summary"]["hand_layernorm"]["ratio"]["diff"] == pytest.approx(sum(ratios) / 2)  # median of two
+    assert saved["summary"]["no_norm"]["norm_cost_ms"]["diff"] == 0.0
+    assert (tmp_path / "variants.md").read_text().startswith("# Interleaved training-step speed")
+
+    client = MlflowClient(store["uri"])
+    exp = client.get_experiment_by_name("bench")
+    (run,) = client.search_runs([exp.experiment_id])
+    assert run.info.run_name == "bench-variants" and run.data.tags["normsweep.bench"] == "variants"
+    assert run.data.metrics["ratio/hand_layernorm"] == pytest.approx(saved["summary"]["hand_layernorm"]["ratio"]["diff"])
+    assert "env.torch" in run.data.tags
+    # The report shows it beside the sweep's numbers.
+    assert load_interleaved(store["uri"], exp.experiment_id)["torch_layernorm"] == (1.0, 1.0, 1.0)
+
+
+def test_variants_bench_rejects_unknown_variants() -> None:
+    with pytest.raises(ConfigError, match=r"unknown variant\(s\) \['nope'\]; valid choices"):
+        variant_bench.parse_variants("torch_layernorm,nope")
