@@ -101,6 +101,8 @@ def time_rounds(steps: dict[str, TrainStep], batches: list, warmup: int, rounds:
             steps[name](x, y)
             synchronize(device)
             samples[name].append(time.perf_counter() - t0)
+        if (r + 1) % 5 == 0 or r + 1 == rounds:
+            print(f"round {r + 1}/{rounds}", flush=True)
     return samples
 
 
