@@ -387,7 +387,7 @@ def test_cli_on_real_runs(tiny_sweep: TinySweep, tmp_path: Path, capsys: pytest.
     args = ["--experiment", EXPERIMENT, "--tracking-uri", tiny_sweep.uri, "--out", str(tmp_path), "--no-summary-run"]
     assert report_main(args) == 0
     out = capsys.readouterr().out
-    assert "hand_layernorm" in out and "torch_layernorm vs hand_layernorm, tokens/s" in out
+    assert "hand_layernorm" in out and "torch_layernorm vs hand_layernorm (paired by seed, n = 2)" in out
     assert (tmp_path / "table.csv").exists() and (tmp_path / "throughput.png").stat().st_size > 0
     # comparisons.csv is computed from MLflow's numbers: the per-seed differences, averaged.
     csv = pd.read_csv(tmp_path / "comparisons.csv").set_index(["pair", "metric", "test"])
