@@ -12,7 +12,8 @@ b / a - 1 (tokens/s, relative). For each pair and metric:
 - Holm's correction over the family (every pair and metric of the report) turns `p` into `p_holm`.
 - The verdict: **equivalent** (tost_p < 0.05), else **different** (p_holm < 0.05), else
   **inconclusive**, with the seeds that the observed spread of differences says would settle it at
-  80% power. Runs without a partner (a seed missing for one side, a diverged or failed run) are
+  80% power (by equivalence when the observed difference is inside the margin, else by a
+  difference significant at 0.05 / the family's size, the level Holm needs at worst). Runs without a partner (a seed missing for one side, a diverged or failed run) are
   left out of that pair and counted.
 
 The pairs are data (`PAIRS`); a pair is compared when both of its variants have runs.
@@ -183,7 +184,7 @@ class Result:
             if self.seeds is None:
                 return "inconclusive"
             many = f"more than {self.seeds - 1:,}" if self.seeds > 10_000 else f"about {self.seeds}"
-            return f"inconclusive ({many} seeds would settle it)"
+            return f"inconclusive: {many} seeds would settle it"
         if self.verdict == "untested":
             return f"not tested: {self.reason}"
         return self.verdict
@@ -218,7 +219,7 @@ def _compare_one(runs: pd.DataFrame, a: str, b: str, metric: str, margin: float)
             "tost_p": tost_p, "n_a": len(va), "n_b": len(vb), "left_out": total - used, "sd": sd}  # fmt: skip
 
 
-def _verdict(item: Mapping[str, Any], p_holm: float) -> tuple[str, int | None, str]:
+def _verdict(item: Mapping[str, Any], p_holm: float, family: int) -> tuple[str, int | None, str]:
     primary: Interval = item["primary"]
     if primary.test == "paired_t" and primary.n < MIN_SEEDS:
         return "untested", None, f"{primary.n} seed(s) with both variants finished; needs ≥{MIN_SEEDS}"
@@ -229,7 +230,12 @@ def _verdict(item: Mapping[str, Any], p_holm: float) -> tuple[str, int | None, s
     if p_holm < ALPHA or (primary.se == 0 and primary.diff != 0):
         return "different", None, ""
     margin, diff = item["margin"], primary.diff
-    return "inconclusive", seeds_needed(item["sd"], diff, margin if abs(diff) < margin else None), ""
+    if abs(diff) < margin:  # settled by showing equivalence (TOST is not adjusted)
+        seeds = seeds_needed(item["sd"], diff, margin)
+    else:  # settled by a difference that survives Holm: at worst the Bonferroni level α/family
+        seeds = seeds_needed(item["sd"], diff, alpha=ALPHA / max(family, 1))
+    # The estimate assumes the observed spread; it can never be fewer seeds than already failed.
+    return "inconclusive", None if seeds is None else max(seeds, primary.n + 1), ""
 
 
 def compare(
@@ -243,9 +249,10 @@ def compare(
         for metric in METRICS
     ]
     adjusted = holm([i["primary"].p_value for i in items])
+    family = sum(math.isfinite(p) for p in adjusted)
     out = []
     for item, p_holm in zip(items, adjusted, strict=True):
-        verdict, seeds, reason = _verdict(item, p_holm)
+        verdict, seeds, reason = _verdict(item, p_holm, family)
         fields = {k: v for k, v in item.items() if k != "sd"}
         out.append(Result(**fields, p_holm=p_holm, verdict=verdict, seeds=seeds, reason=reason))
     return out
@@ -289,7 +296,8 @@ def _clause(r: Result) -> str:
         return f"{label} different ({stats}, {held})"
     if r.verdict == "equivalent":
         return f"{label} {r.verdict_text()} ({stats}, TOST p = {r.tost_p:.2g})"
-    return f"{label} {r.verdict_text()} ({stats}, Holm p = {r.p_holm:.2g})"
+    settle = f"; {r.verdict_text().split(': ', 1)[1]}" if r.seeds is not None else ""
+    return f"{label} inconclusive ({stats}, Holm p = {r.p_holm:.2g}{settle})"
 
 
 def sentences(results: Sequence[Result]) -> list[str]:

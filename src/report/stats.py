@@ -237,19 +237,20 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return out.tolist()
 
 
-def seeds_needed(sd: float, diff: float, margin: float | None = None) -> int | None:
+def seeds_needed(sd: float, diff: float, margin: float | None = None, alpha: float = ALPHA) -> int | None:
     """Seeds (pairs) that would settle a comparison at 80% power, given the spread of differences.
 
     Without a margin, to show the observed difference `diff` is real: the smallest n with
     (t_{1-α/2} + t_{power})·sd/√n ≤ |diff|. With a margin, to show equivalence within it: the same
     with t_{1-α} (TOST's one-sided tests) and margin - |diff| as the room to spare; when `diff` is 0
     both one-sided tests must succeed, hence t_{1-(1-power)/2}. Both assume the true difference is
-    the observed one. None when nothing can settle it (no spread measured, no room to spare).
+    the observed one. `alpha` is the level the test must reach (lower it for a family of tests).
+    None when nothing can settle it (no spread measured, no room to spare).
     """
     effect = abs(diff) if margin is None else margin - abs(diff)
     if not (math.isfinite(sd) and math.isfinite(effect)) or sd <= 0 or effect <= 0:
         return None
-    alpha_q = 1 - ALPHA / 2 if margin is None else 1 - ALPHA
+    alpha_q = 1 - alpha / 2 if margin is None else 1 - alpha
     beta_q = 1 - (1 - POWER) / 2 if margin is not None and diff == 0 else POWER
 
     def enough(n: int) -> bool:
