@@ -183,6 +183,7 @@ def to_markdown(report: dict[str, Any]) -> str:
             f"- machine: {env['env.device']}, torch {env['env.torch']}, host {env['env.host']}",
             f"- model {s['model']}, precision {s['precision']}, compile {s['compile']}, batch {s['batch']} × "
             f"{s['seq_len']} tokens; {s['warmup']} warm-up steps each, then {s['rounds']} rounds of one step per variant",
+            f"- training config overrides: {' '.join(s['overrides']) or 'none'}",
             "- intervals: 95% bootstrap of the median over rounds; ratios and costs are per round, so drift cancels",
             "",
             markdown_table(headers, rows),
