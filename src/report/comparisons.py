@@ -42,6 +42,7 @@ from src.report.stats import (
     tost,
     welch_interval,
 )
+from src.report.table import variant_order
 
 # (a, b): b is measured against a. Hand-rolled vs built-in, LayerNorm vs RMSNorm, the additions
 # against the usual LayerNorm; every variant is also compared with NO_NORM (added by `pairs_for`).
@@ -144,8 +145,6 @@ def pairs_for(present: Sequence[str], pairs: Sequence[tuple[str, str]] | None = 
     out = [p for p in PAIRS if set(p) <= have]
     if NO_NORM in have:
         # Sorted like the table (LayerNorms, RMSNorms, others) so the report reads in one order.
-        from src.report.table import variant_order
-
         out += [(NO_NORM, v) for v in variant_order(list(have)) if v != NO_NORM]
     return out
 
