@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
+from src.devices import uses_cuda
 from src.paths import PROJECT_ROOT
 
 PACKAGES = {"lightning": "lightning", "hydra": "hydra-core", "mlflow": "mlflow"}  # tag -> distribution
@@ -119,11 +120,9 @@ def git_state() -> GitState:
 
 def run_tags(cfg: DictConfig, git: GitState) -> dict[str, str]:
     """Every tag above for one training config, with its git state and its deterministic setting."""
-    accelerator = cfg.cluster.accelerator
-    on_gpu = accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available())
     world_size = int(cfg.cluster.devices) * int(cfg.cluster.num_nodes)
     return {
-        **environment_tags(world_size, "cuda" if on_gpu else "cpu"),
+        **environment_tags(world_size, "cuda" if uses_cuda(cfg) else "cpu"),
         "git_dirty": str(git.dirty).lower(),
         "deterministic": str(bool(cfg.get("deterministic", False))).lower(),
     }

@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from src.budget import resolve_budget
 from src.config import validate
-from src.devices import check_device, configure_matmul_precision
+from src.devices import check_device, configure_matmul_precision, uses_cuda
 from src.lit_module import GPTLitModule
 from src.model import GPTConfig, GPTModel, count_params
 from src.paths import CONF_DIR, ConfigError, compose
@@ -54,9 +54,7 @@ def bench_config(overrides: Sequence[str], batch: int | None, steps: int) -> Dic
 
 
 def device_of(cfg: DictConfig) -> torch.device:
-    accelerator = cfg.cluster.accelerator
-    on_gpu = accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available())
-    return torch.device("cuda" if on_gpu else "cpu")
+    return torch.device("cuda" if uses_cuda(cfg) else "cpu")
 
 
 def build_module(cfg: DictConfig, seed: int) -> tuple[GPTLitModule, GPTConfig]:
@@ -76,11 +74,6 @@ def random_batches(cfg: GPTConfig, seq_len: int, batch: int, n_batches: int, see
     gen = torch.Generator().manual_seed(seed)
     tokens = torch.randint(0, cfg.vocab_size, (n_batches * batch, seq_len + 1), generator=gen)
     return DataLoader(TensorDataset(tokens[:, :-1], tokens[:, 1:]), batch_size=batch, shuffle=False)
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 class TrainStep:

@@ -30,8 +30,8 @@ import torch
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig
 
-from src.bench.common import DEFAULT_OUT, write_report
-from src.bench.steps import TrainStep, bench_config, build_module, device_of, random_batches, synchronize
+from src.bench.common import DEFAULT_OUT, synchronize, write_report
+from src.bench.steps import TrainStep, bench_config, build_module, device_of, random_batches
 from src.environment import environment_tags, git_state
 from src.model import GPTModel
 from src.paths import ConfigError
