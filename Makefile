@@ -10,7 +10,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
 ARGS ?=
 
-.PHONY: install train sweep sweep-seeds collapse test test-fast lint ui ui-screenshot data bench-norms bench-train clean
+.PHONY: install train sweep sweep-seeds collapse test test-fast lint ui ui-screenshot data bench-norms bench-train bench-variants clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,9 @@ bench-norms: install
 
 bench-train: install
 	$(PY) -m src.bench train $(ARGS)
+
+bench-variants: install  ## the variants' training steps, interleaved (e.g. ARGS="experiment_name=norm_sweep_seeds")
+	$(PY) -m src.bench variants $(ARGS)
 
 clean:  ## remove the venv and caches (keeps mlflow.db and mlartifacts/)
 	rm -rf $(VENV) .cache .pytest_cache .ruff_cache

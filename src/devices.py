@@ -8,11 +8,17 @@ from omegaconf import DictConfig
 from src.paths import ConfigError
 
 
+def uses_cuda(cfg: DictConfig) -> bool:
+    """Whether the config's accelerator puts the run on a CUDA device."""
+    accelerator = cfg.cluster.accelerator
+    return accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available())
+
+
 def check_device(cfg: DictConfig) -> None:
     """Refuse an accelerator or precision this machine cannot run, naming the field."""
     accelerator = cfg.cluster.accelerator
     precision = cfg.precision.lightning
-    on_gpu = accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available())
+    on_gpu = uses_cuda(cfg)
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         raise ConfigError(
             f"cluster.accelerator={accelerator!r} but no CUDA device is visible; use cluster=cpu "

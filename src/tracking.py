@@ -17,6 +17,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from src import store
+from src.environment import git_state, run_tags
 from src.identity import identity_config
 from src.paths import PROJECT_ROOT
 from src.store import redact_text, redact_uri, with_retry
@@ -83,6 +84,7 @@ class Tracker:
     ) -> None:
         uri = cfg.logger.tracking_uri
         ensure_experiment(uri, cfg.experiment_name, cfg.logger.artifact_location)
+        self.git = git_state()
         tags = {
             "norm": cfg.norm.norm_type,
             "model": cfg.model.name,
@@ -93,6 +95,7 @@ class Tracker:
             "outcome": "running",
             FINGERPRINT_TAG: fingerprint,
             **liveness_tags(),
+            **run_tags(cfg, self.git),  # versions, device, host, world size, git_dirty, deterministic
         }
         if job_num is not None:
             tags["hydra_job_num"] = str(job_num)
@@ -132,6 +135,8 @@ class Tracker:
         client, run_id = self.logger.experiment, self.logger.run_id
         client.log_text(run_id, OmegaConf.to_yaml(redacted_config(self.cfg)), "config/config.yaml")
         client.log_text(run_id, redact_text("\n".join(self.overrides)) + "\n", "config/overrides.txt")
+        if self.git.dirty:  # the commit alone does not say what ran
+            client.log_text(run_id, self.git.diff, "git/diff.patch")
 
     def last_logged_step(self, key: str = "train/train_loss") -> int:
         """The highest step of `key` already in MLflow (0 if none): a resumed run logs after it."""

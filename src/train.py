@@ -92,6 +92,7 @@ def build_trainer(cfg: DictConfig, budget: Budget, logger: Logger | bool, callba
         num_nodes=cfg.cluster.num_nodes,
         strategy=cfg.cluster.strategy,
         precision=cfg.precision.lightning,
+        deterministic=bool(cfg.get("deterministic", False)),  # also torch's deterministic algorithms
         max_steps=budget.max_steps,
         max_epochs=-1,
         accumulate_grad_batches=budget.grad_accum,

@@ -13,7 +13,7 @@ from mlflow.tracking import MlflowClient
 from src.config import validate
 from src.paths import ConfigError, compose
 from src.pool import core_share
-from src.report.runs import SUMMARY_TAG
+from src.sweep import SWEEP_TAG
 
 pytestmark = pytest.mark.slow  # real fits: left out of `make test-fast`, run by `make test`
 
@@ -46,7 +46,7 @@ def test_four_jobs_on_two_workers_into_a_fresh_store(tiny_overrides: list[str], 
         runs = [
             r
             for r in client.search_runs([exp.experiment_id], run_view_type=ViewType.ALL)
-            if r.data.tags.get(SUMMARY_TAG) != "true"
+            if r.data.tags.get(SWEEP_TAG) != "true"
         ]
         assert sorted(r.info.run_name for r in runs) == [f"torch_layernorm-s{s}" for s in range(4)]
         assert {r.info.status for r in runs} == {"FINISHED"}, f"round {round_}"

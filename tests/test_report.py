@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import math
+import subprocess
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,12 +17,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import TINY_MODEL, run_cli
+from helpers import REPO, TINY_MODEL, run_cli
 from mlflow.tracking import MlflowClient
 
+from src.paths import ConfigError
 from src.report import ReportError, analyze, generate_report
 from src.report.__main__ import main as report_main
-from src.report.table import pairs, parse_variant, sentence, summarize
+from src.report.comparisons import PAIRS, Margins, check_pairs, pairs_for
+from src.report.table import parse_variant, summarize
 from src.sweep import SWEEP_TAG
 
 # The study's numbers (architecture.md): one seed per variant, no_norm NaN by step 530.
@@ -82,7 +86,11 @@ def test_single_seed_table_matches_the_study(client: MlflowClient, store: dict[s
 
     text = analysis.text()
     assert "+12.4%" in text  # nn.LayerNorm vs hand-rolled, the study's headline
-    assert "statistics need ≥2 finished seeds" in text
+    # One seed: every pair is named with why it was not tested, nothing crashes.
+    assert "torch_layernorm vs hand_layernorm (paired by seed, n = 1)" in text
+    assert "not tested: 1 seed(s) with both variants finished; needs ≥2" in text
+    comparisons = pd.read_csv(tmp_path / "out" / "comparisons.csv")
+    assert set(comparisons.verdict.str.startswith("not tested")) == {True}
     md = (tmp_path / "out" / "report.md").read_text()
     assert "| no_norm | 0/1 | — | — | — |" in md and "diverged at step 530" in md
     csv = pd.read_csv(tmp_path / "out" / "table.csv")
@@ -114,8 +122,11 @@ def test_multi_seed_statistics_and_bookkeeping(client: MlflowClient, store: dict
     assert table.loc["torch_rmsnorm", "finished"] == 1
 
     fast = next(c for c in analysis.comparisons if c.b == "fast_rmsnorm" and c.metric == "tokens_per_sec")
-    assert (fast.a, fast.result.n_a, fast.result.n_b) == ("hand_rmsnorm", 3, 3)
-    assert sentence(fast).endswith(": distinguishable from seed noise.")
+    assert (fast.a, fast.n_a, fast.n_b, fast.primary.test) == ("hand_rmsnorm", 3, 3, "paired_t")
+    assert fast.verdict == "different"
+    # torch_rmsnorm has one finished seed (the other failed): its pairs are untested, the run counted.
+    torch_pair = next(s for s in analysis.sentences() if s.startswith("torch_rmsnorm vs hand_rmsnorm"))
+    assert "n = 1, 3 run(s) without a partner left out" in torch_pair and "not tested" in torch_pair
 
     # The report's run is reused by a second report and never read back as a result.
     for _ in range(2):
@@ -131,14 +142,31 @@ def test_variant_families_come_from_the_key() -> None:
     assert parse_variant("fast_rmsnorm").speed_baseline == "hand_rmsnorm"
     assert parse_variant("torch_layernorm").speed_baseline == "hand_layernorm"
     assert parse_variant("no_norm").speed_baseline is None
+
+
+def test_the_pairs_that_matter() -> None:
     keys = ["no_norm", "torch_rmsnorm", "fast_rmsnorm", "hand_rmsnorm", "torch_layernorm", "hand_layernorm"]
-    assert pairs(keys) == [
+    assert pairs_for(keys) == [
         ("hand_layernorm", "torch_layernorm"),
         ("hand_rmsnorm", "torch_rmsnorm"),
         ("hand_rmsnorm", "fast_rmsnorm"),
-        ("hand_layernorm", "hand_rmsnorm"),
         ("torch_layernorm", "torch_rmsnorm"),
+        ("hand_layernorm", "hand_rmsnorm"),
+        *(("no_norm", k) for k in ["hand_layernorm", "torch_layernorm", "hand_rmsnorm", "torch_rmsnorm", "fast_rmsnorm"]),
     ]
+    assert ("torch_layernorm", "dyt") in PAIRS and ("dyt", "fast_dyt") in PAIRS
+    assert pairs_for(["torch_layernorm", "dyt", "fast_dyt"]) == [("torch_layernorm", "dyt"), ("dyt", "fast_dyt")]
+    assert pairs_for(["hand_layernorm", "torch_layernorm"], [("torch_layernorm", "hand_layernorm")]) == [
+        ("torch_layernorm", "hand_layernorm")
+    ]
+    known = ["hand_layernorm", "torch_layernorm"]
+    with pytest.raises(ConfigError, match=r"unknown variant 'nope' .*valid choices: \['hand_layernorm'"):
+        check_pairs([["hand_layernorm", "nope"]], known)
+    with pytest.raises(ConfigError, match="two variants"):
+        check_pairs([["hand_layernorm"]], known)
+    for bad in (0, -0.01, "x", True):
+        with pytest.raises(ConfigError, match="report.margin.test_loss: must be a number > 0"):
+            Margins(test_loss=bad)
 
 
 def test_summarize_keeps_all_diverged_variants() -> None:
@@ -172,6 +200,75 @@ def test_no_finished_runs_is_a_clear_message(client: MlflowClient, store: dict[s
     log_run(client, exp, "no_norm", 0, {"diverged_at_step": 3.0}, outcome="diverged")
     with pytest.raises(ReportError, match=r"no finished runs yet \(1 diverged\)"):
         analyze("empty", store["uri"])
+
+
+def test_paired_comparisons_by_hand(client: MlflowClient, store: dict[str, str], tmp_path: Path) -> None:
+    """A known paired difference, a missing seed, a diverged run and disjoint seed sets, in one sweep."""
+    exp = client.create_experiment("paired")
+    hand_loss, hand_tps = [6.10, 6.20, 6.00, 6.30], [100.0, 110.0, 90.0, 105.0]
+    for seed in range(4):
+        log_run(client, exp, "hand_layernorm", seed, finished(10.0, hand_tps[seed], hand_loss[seed]))
+    # torch_layernorm: seed 3 missing; loss +0.003, +0.001, +0.002 (mean 0.002, sd 0.001); 10-12% faster.
+    for seed, (dl, speedup) in enumerate([(0.003, 1.10), (0.001, 1.12), (0.002, 1.11)]):
+        log_run(client, exp, "torch_layernorm", seed, finished(9.0, hand_tps[seed] * speedup, hand_loss[seed] + dl))
+    # no_norm: seed 0 diverged; seeds 1 and 2 about 0.3 nats worse.
+    log_run(client, exp, "no_norm", 0, {"diverged_at_step": 5.0, "steps_done": 4.0}, outcome="diverged")
+    for seed, dl in [(1, 0.31), (2, 0.29)]:
+        log_run(client, exp, "no_norm", seed, finished(8.0, hand_tps[seed], hand_loss[seed] + dl))
+    # hand_rmsnorm ran seeds 10 and 11 only: no shared seed with hand_layernorm -> Welch.
+    for seed, loss in [(10, 6.15), (11, 6.25)]:
+        log_run(client, exp, "hand_rmsnorm", seed, finished(10.0, 100.0 + seed, loss))
+
+    analysis = generate_report("paired", store["uri"], tmp_path, margins=Margins(test_loss=0.01, speed=0.02))
+    by = {(r.a, r.b, r.metric): r for r in analysis.comparisons}
+    loss = by["hand_layernorm", "torch_layernorm", "test_loss"]
+    se = 0.001 / math.sqrt(3)
+    assert (loss.primary.test, loss.primary.n, loss.left_out) == ("paired_t", 3, 1)  # seed 3 has no partner
+    assert loss.primary.diff == pytest.approx(0.002) and loss.primary.se == pytest.approx(se)
+    assert loss.primary.high == pytest.approx(0.002 + 4.3027 * se, abs=1e-5)
+    assert loss.verdict == "equivalent" and loss.tost_p < 0.05
+    speed = by["hand_layernorm", "torch_layernorm", "tokens_per_sec"]
+    assert speed.primary.diff == pytest.approx(0.11) and speed.verdict == "different"
+    worse = by["no_norm", "hand_layernorm", "test_loss"]  # hand_layernorm vs no_norm: -0.30 nats
+    assert (worse.primary.n, worse.left_out, worse.primary.diff) == (2, 3, pytest.approx(-0.30))
+    assert worse.verdict in ("different", "inconclusive")
+    unpaired = by["hand_layernorm", "hand_rmsnorm", "test_loss"]
+    assert unpaired.primary.test == "welch" and unpaired.bootstrap is None
+
+    csv = pd.read_csv(tmp_path / "comparisons.csv")
+    assert list(csv.columns) == ["pair", "metric", "test", "n", "diff", "ci_low", "ci_high", "p", "p_holm", "tost_p", "margin", "verdict"]
+    row = csv[(csv.pair == "torch_layernorm vs hand_layernorm") & (csv.metric == "test_loss")].set_index("test")
+    assert set(row.index) == {"paired_t", "paired_bootstrap"}
+    assert row.loc["paired_t", "diff"] == pytest.approx(0.002) and row.loc["paired_t", "margin"] == 0.01
+    assert row.loc["paired_t", "verdict"] == "equivalent within ±0.01"
+    assert set(csv.test) == {"paired_t", "paired_bootstrap", "welch"}
+    family = csv[csv.test != "paired_bootstrap"]
+    assert (family.p_holm.dropna() >= family.p.dropna().loc[family.p_holm.dropna().index]).all()
+    text = analysis.text()
+    assert "torch_layernorm vs hand_layernorm (paired by seed, n = 3, 1 run(s) without a partner left out)" in text
+    assert "hand_rmsnorm vs hand_layernorm (unpaired (Welch; seed sets differ), n = 2 vs 4)" in text
+
+
+def test_report_cli_rejects_bad_margins_and_pairs(
+    client: MlflowClient, store: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    client.create_experiment("x")
+    base = ["--experiment", "x", "--tracking-uri", store["uri"], "--out", str(tmp_path), "--no-summary-run"]
+    for extra, message in [
+        (["--margin-loss", "0"], "report.margin.test_loss: must be a number > 0, got 0.0"),
+        (["--margin-speed", "-0.02"], "report.margin.speed: must be a number > 0, got -0.02"),
+        (["report.margin.test_loss=-1"], "report.margin.test_loss: must be a number > 0, got -1"),
+        (["--pair", "hand_layernorm:nope"], "report.pairs: unknown variant 'nope'"),
+    ]:
+        assert report_main(base + extra) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, err
+
+
+def test_report_does_not_import_torch() -> None:
+    code = "import sys, src.report.__main__, src.report.comparisons; assert 'torch' not in sys.modules, 'torch imported'"
+    check = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert check.returncode == 0, check.stderr
 
 
 # --- real runs: python -m src.train -m ------------------------------------------------------------
@@ -296,5 +393,22 @@ def test_cli_on_real_runs(tiny_sweep: TinySweep, tmp_path: Path, capsys: pytest.
     args = ["--experiment", EXPERIMENT, "--tracking-uri", tiny_sweep.uri, "--out", str(tmp_path), "--no-summary-run"]
     assert report_main(args) == 0
     out = capsys.readouterr().out
-    assert "hand_layernorm" in out and "torch_layernorm vs hand_layernorm, tokens/s" in out
+    assert "hand_layernorm" in out and "torch_layernorm vs hand_layernorm (paired by seed, n = 2)" in out
     assert (tmp_path / "table.csv").exists() and (tmp_path / "throughput.png").stat().st_size > 0
+    # comparisons.csv is computed from MLflow's numbers: the per-seed differences, averaged.
+    csv = pd.read_csv(tmp_path / "comparisons.csv").set_index(["pair", "metric", "test"])
+    client = MlflowClient(tiny_sweep.uri)
+    exp = client.get_experiment_by_name(EXPERIMENT).experiment_id
+
+    def stored(norm: str, seed: int) -> dict[str, float]:
+        (run,) = client.search_runs([exp], filter_string=f"tags.norm = '{norm}' and tags.seed = '{seed}'")
+        return run.data.metrics
+
+    loss_diffs = [stored("torch_layernorm", s)["test_loss"] - stored("hand_layernorm", s)["test_loss"] for s in (0, 1)]
+    speed_diffs = [stored("torch_layernorm", s)["avg_tokens_per_sec"] / stored("hand_layernorm", s)["avg_tokens_per_sec"] - 1 for s in (0, 1)]
+    pair = "torch_layernorm vs hand_layernorm"
+    assert csv.loc[(pair, "test_loss", "paired_t"), "diff"] == pytest.approx(sum(loss_diffs) / 2, abs=1e-12)
+    assert csv.loc[(pair, "tokens_per_sec", "paired_t"), "diff"] == pytest.approx(sum(speed_diffs) / 2, rel=1e-9)
+    assert csv.loc[(pair, "test_loss", "paired_t"), "n"] == 2
+    # Both no_norm runs diverged: no pair with it is reported.
+    assert not [p for p in csv.index.get_level_values("pair") if "no_norm" in p]

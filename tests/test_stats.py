@@ -1,12 +1,22 @@
-"""Seed statistics against hand-worked formulas and textbook numbers."""
+"""Seed statistics against hand-worked formulas and textbook numbers: Welch, paired, TOST, Holm."""
 
 from __future__ import annotations
 
 import math
 
 import pytest
+from scipy import stats
 
-from src.report.stats import mean_ci, welch
+from src.report.stats import (
+    holm,
+    mean_ci,
+    median_interval,
+    paired_bootstrap,
+    paired_t,
+    seeds_needed,
+    tost,
+    welch,
+)
 
 # Welch's t-test, example 1 of the Wikipedia article (t = -2.46, df = 24.99, p = 0.021).
 A1 = [27.5, 21.0, 19.0, 23.6, 17.0, 17.9, 16.9, 20.1, 21.9, 22.6, 23.1, 19.6, 19.0, 21.7, 21.4]
@@ -68,3 +78,95 @@ def test_welch_with_one_seed_is_not_testable() -> None:
     assert d.diff == pytest.approx(1.5)
     assert not d.testable and not d.distinguishable
     assert math.isnan(d.p_value) and math.isnan(d.low)
+
+
+# --- paired tests, TOST, Holm, seeds needed ----------------------------------------------------
+
+
+def test_paired_t_by_hand() -> None:
+    a, b = [6.10, 6.20, 6.00], [6.13, 6.21, 6.05]  # differences 0.03, 0.01, 0.05: mean 0.03, sd 0.02
+    r = paired_t(a, b)
+    se = 0.02 / math.sqrt(3)
+    assert (r.test, r.n, r.df) == ("paired_t", 3, 2)
+    assert r.diff == pytest.approx(0.03) and r.sd == pytest.approx(0.02) and r.se == pytest.approx(se)
+    # t(0.975, 2) = 4.3027 from any t table; t = 0.03 / se = 2.598 -> two-sided p = 0.1217.
+    assert (r.low, r.high) == pytest.approx((0.03 - 4.3027 * se, 0.03 + 4.3027 * se), abs=1e-4)
+    assert r.p_value == pytest.approx(0.1217, abs=5e-4)
+    # The seed's share of the noise is gone: Welch on the same numbers sees nothing.
+    assert welch(a, b).high - welch(a, b).low > 4 * (r.high - r.low)
+
+
+def test_paired_identical_values_and_constant_shift() -> None:
+    same = paired_t([1.0, 2.0, 3.0], [1.0, 2.0, 3.0])
+    assert (same.diff, same.low, same.high, same.se) == (0.0, 0.0, 0.0, 0.0) and math.isnan(same.p_value)
+    assert tost(same.diff, same.se, same.df, margin=0.01) == 0.0  # certainly inside any margin
+    shifted = paired_t([1.0, 2.0, 3.0], [1.5, 2.5, 3.5])
+    assert (shifted.diff, shifted.low, shifted.high, shifted.p_value) == (0.5, 0.5, 0.5, 0.0)
+    boot = paired_bootstrap([1.0, 2.0, 3.0], [1.5, 2.5, 3.5])
+    assert (boot.low, boot.high) == (0.5, 0.5)
+
+
+def test_paired_drops_incomplete_pairs_and_needs_two() -> None:
+    r = paired_t([1.0, 2.0, math.nan], [1.1, 2.3, 9.0])  # the third seed diverged on one side
+    assert r.n == 2 and r.diff == pytest.approx(0.2)
+    one = paired_t([1.0], [1.2])
+    assert one.n == 1 and math.isnan(one.low) and math.isnan(one.p_value)
+    with pytest.raises(ValueError, match="equal lengths"):
+        paired_t([1.0, 2.0], [1.0])
+
+
+def test_paired_bootstrap_brackets_the_mean_and_is_reproducible() -> None:
+    a = [6.1, 6.2, 6.0, 6.3, 6.15, 6.05]
+    b = [x + d for x, d in zip(a, [0.03, 0.01, 0.05, 0.02, 0.04, 0.03], strict=True)]
+    r = paired_bootstrap(a, b)
+    assert r.test == "paired_bootstrap" and r.n == 6
+    assert 0.01 <= r.low < r.diff < r.high <= 0.05  # inside the range of the differences
+    assert paired_bootstrap(a, b) == r  # seeded
+
+
+def test_tost_edges() -> None:
+    # Exactly on the margin, or outside it, is never "equivalent"; far inside with little noise is.
+    assert tost(0.0, 0.001, 10, margin=0.01) < 1e-6
+    assert tost(0.01, 0.0, 10, margin=0.01) == 1.0
+    assert tost(0.02, 0.001, 10, margin=0.01) > 0.99
+    assert tost(0.0, 0.1, 2, margin=0.01) > 0.45  # huge noise: nothing can be claimed
+    # By hand: diff 0.004, se 0.002, df 4 -> upper test t = -3, p = t.cdf(-3, 4) = 0.0200.
+    assert tost(0.004, 0.002, 4, margin=0.01) == pytest.approx(0.0200, abs=5e-4)
+    assert math.isnan(tost(math.nan, 0.1, 2, margin=0.01))
+    with pytest.raises(ValueError, match="> 0"):
+        tost(0.0, 0.1, 2, margin=0.0)
+
+
+def test_holm_by_hand_and_at_its_edges() -> None:
+    # Sorted 0.01, 0.03, 0.04 -> x3, x2, x1 = 0.03, 0.06, 0.04 -> monotone 0.03, 0.06, 0.06.
+    assert holm([0.04, 0.01, 0.03]) == pytest.approx([0.06, 0.03, 0.06])
+    assert holm([0.5]) == [0.5]  # a family of one is not adjusted
+    assert holm([0.6, 0.7]) == [1.0, 1.0]  # capped at 1
+    out = holm([math.nan, 0.02, 0.01])
+    assert math.isnan(out[0]) and out[1:] == pytest.approx([0.02, 0.02])  # NaN is not in the family
+    assert holm([]) == []
+
+
+def test_seeds_needed_by_hand() -> None:
+    # Difference, sd 1, effect 1: n = 10 is the first with (t_.975 + t_.80)(n-1)/√n <= 1.
+    n = seeds_needed(sd=1.0, diff=1.0)
+    assert n == 10
+    t = stats.t
+    assert (t.ppf(0.975, n - 1) + t.ppf(0.8, n - 1)) / math.sqrt(n) <= 1.0
+    assert (t.ppf(0.975, n - 2) + t.ppf(0.8, n - 2)) / math.sqrt(n - 1) > 1.0
+    # Equivalence needs room between the observed difference and the margin.
+    n = seeds_needed(sd=1.0, diff=0.0, margin=1.0)  # both one-sided tests: t_.95 + t_.90
+    assert n == 11
+    assert (t.ppf(0.95, n - 1) + t.ppf(0.9, n - 1)) / math.sqrt(n) <= 1.0
+    assert (t.ppf(0.95, n - 2) + t.ppf(0.9, n - 2)) / math.sqrt(n - 1) > 1.0
+    assert seeds_needed(sd=1.0, diff=0.5, margin=1.0) > n  # less room to spare
+    assert seeds_needed(sd=1.0, diff=0.5, margin=0.5) is None
+    assert seeds_needed(sd=0.0, diff=1.0) is None
+    assert seeds_needed(sd=1.0, diff=1e-6) == 10_001  # "more than ten thousand"
+
+
+def test_median_interval() -> None:
+    r = median_interval([3.0, 1.0, 2.0, 5.0, 4.0])
+    assert r.diff == 3.0 and 1.0 <= r.low <= 3.0 <= r.high <= 5.0
+    assert median_interval([2.0, 2.0]).low == 2.0
+    assert math.isnan(median_interval([2.0]).low)

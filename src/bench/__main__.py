@@ -1,4 +1,4 @@
-"""`python -m src.bench {norms,train} ...`; `--help` on either lists its options."""
+"""`python -m src.bench {norms,train,variants} ...`; `--help` on each lists its options."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 
 import torch
 
-from src.bench import norms, train
+from src.bench import norms, train, variants
 from src.bench.common import keep_freed_memory
 
 
@@ -16,6 +16,7 @@ def main(argv: list[str] | None = None) -> None:
     for name, module, help_text in (
         ("norms", norms, "forward / forward+backward time, GB/s and %% of copy of every norm variant"),
         ("train", train, "tokens/s, MFU and Lightning overhead of a training loop"),
+        ("variants", variants, "training-step time of several norm variants, interleaved round-robin"),
     ):
         sub = commands.add_parser(name, help=help_text, description=module.__doc__.splitlines()[0])
         module.add_arguments(sub)

@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from src.environment import cpu_model
+
 DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16}
 DEFAULT_OUT = Path("reports/bench")
 _malloc = {"tuned": False}  # set by keep_freed_memory, reported by machine_info
@@ -116,18 +118,39 @@ def copy_bandwidth(
     return {"bytes_per_copy": 2 * n * 4, "seconds": t, "gbps": 2 * n * 4 / t / 1e9}
 
 
+def last_level_cache_bytes(device: torch.device) -> int | None:
+    """The largest cache in front of memory: the GPU's L2, or the CPU's highest-level cache (sysfs)."""
+    if device.type == "cuda":
+        return int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)) or None
+    best: tuple[int, int] | None = None
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            level = int((index / "level").read_text())
+            text = (index / "size").read_text().strip().upper()
+        except (OSError, ValueError):
+            continue
+        units = {"K": 2**10, "M": 2**20, "G": 2**30}
+        size = int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+        best = max(best or (level, size), (level, size))
+    return best[1] if best else None
+
+
+def copy_reference(nbytes: int, device: torch.device, dtype: torch.dtype) -> Callable[[], object]:
+    """A `copy_` that moves `nbytes` (read + write), for a bandwidth reference of the same size.
+
+    A kernel and its reference must work at the same level of the memory hierarchy: a 12 MB norm
+    that fits in cache measured against a 256 MiB copy that streams from DRAM can show > 100%.
+    """
+    n = max(1, nbytes // 2 // dtype.itemsize)
+    src = torch.ones(n, device=device, dtype=dtype)
+    dst = torch.empty_like(src)
+    return lambda: dst.copy_(src)
+
+
 def machine_info(device: torch.device) -> dict[str, Any]:
     """Enough to name the machine in a report: CPU model and cores, GPU name, library versions."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     info: dict[str, Any] = {
-        "cpu": cpu,
+        "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__,
@@ -154,11 +177,9 @@ def fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
-def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
-    """A pipe table; it reads well on a console too, so it is the one table format."""
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(fmt(row.get(c)) for c in columns) + " |" for row in rows]
-    return "\n".join(lines)
+def cells(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> list[list[str]]:
+    """Rows of dicts as text cells for `src.report.table.markdown_table`, the one table writer."""
+    return [[fmt(row.get(c)) for c in columns] for row in rows]
 
 
 def write_report(out_dir: Path, name: str, payload: dict[str, Any], markdown: str) -> tuple[Path, Path]:

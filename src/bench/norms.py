@@ -26,9 +26,11 @@ from torch import nn
 from src.bench.common import (
     DEFAULT_OUT,
     DTYPES,
+    cells,
     copy_bandwidth,
+    copy_reference,
+    last_level_cache_bytes,
     machine_info,
-    markdown_table,
     median,
     parse_list,
     resolve_device,
@@ -37,11 +39,13 @@ from src.bench.common import (
     write_report,
 )
 from src.norms import DEFAULT_EPS, HandLayerNorm, HandRMSNorm, make_norm, norm_types
+from src.report.table import markdown_table
 
 # The identity moves no bytes and normalizes nothing: there is no kernel to measure.
 SKIPPED = {"no_norm": "identity: no kernel, no bytes to move"}
 COMPILED = {"compiled_hand_layernorm": HandLayerNorm, "compiled_hand_rmsnorm": HandRMSNorm}
 HEADLINE_SHAPE = (4096, 768)
+COPY = "copy"  # the same-size copy reference, timed with the variants of each shape
 
 
 def variants() -> list[str]:
@@ -136,8 +140,13 @@ def bench_shape(
             continue
         fwd[name], fwd_bwd[name] = f, fb
         n_params[name] = sum(p.numel() for p in module.parameters())
+    # Same-size copies, timed among the variants: the reference for "% of copy" at this shape.
+    activation = rows * width * dtype.itemsize
+    fwd[COPY] = copy_reference(2 * activation, device, dtype)
+    fwd_bwd[COPY] = copy_reference(5 * activation, device, dtype)
     t_fwd = time_interleaved(fwd, device, warmup, repeats)
     t_fwd_bwd = time_interleaved(fwd_bwd, device, warmup, repeats)
+    n_params[COPY] = 0
     return {n: (median(t_fwd[n]), median(t_fwd_bwd[n]), n_params[n]) for n in fwd}, errors
 
 
@@ -155,6 +164,8 @@ def run(
     torch._dynamo.config.recompile_limit = 1024
     torch._dynamo.config.accumulated_recompile_limit = 4096
     copy = copy_bandwidth(device)
+    llc = last_level_cache_bytes(device)
+    failed_pct: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
     skipped_dtypes = [d for d in dtype_names if not supports_dtype(device, DTYPES[d])]
@@ -165,20 +176,32 @@ def run(
                 shape = {"dtype": dtype_name, "rows": rows, "width": width}
                 timings, failed = bench_shape(only or variants(), rows, width, dtype, device, warmup, repeats)
                 errors += [{"variant": name, **shape, "error": err} for name, err in failed.items()]
+                t_copy_fwd, t_copy_fwd_bwd, _ = timings.pop(COPY)
+                act = rows * width * dtype.itemsize
+                copy_fwd_gbps, copy_fwd_bwd_gbps = 2 * act / t_copy_fwd / 1e9, 5 * act / t_copy_fwd_bwd / 1e9
+                # Above the last-level cache both stream from DRAM: a roofline; below, a cache figure.
+                level = "dram" if llc is not None and 2 * act > llc else "cache"
                 for name, (t_fwd, t_fwd_bwd, n_params) in timings.items():
                     nb = norm_bytes(rows, width, dtype.itemsize, n_params, stats_per_row(name))
                     fwd_gbps = nb.forward / t_fwd / 1e9
                     fwd_bwd_gbps = nb.forward_backward / t_fwd_bwd / 1e9
+                    fwd_pct, fwd_bwd_pct = 100 * fwd_gbps / copy_fwd_gbps, 100 * fwd_bwd_gbps / copy_fwd_bwd_gbps
+                    for pass_name, pct in (("fwd", fwd_pct), ("fwd_bwd", fwd_bwd_pct)):
+                        if pct > 100:  # faster than a copy of the same bytes: the measurement failed
+                            failed_pct.append({"variant": name, **shape, "pass": pass_name, "pct_copy": pct})
                     results.append(
                         {
                             "variant": name,
                             **shape,
+                            "level": level,
                             "fwd_ms": t_fwd * 1e3,
                             "fwd_bwd_ms": t_fwd_bwd * 1e3,
                             "fwd_gbps": fwd_gbps,
                             "fwd_bwd_gbps": fwd_bwd_gbps,
-                            "fwd_pct_copy": 100 * fwd_gbps / copy["gbps"],
-                            "fwd_bwd_pct_copy": 100 * fwd_bwd_gbps / copy["gbps"],
+                            "copy_fwd_gbps": copy_fwd_gbps,
+                            "copy_fwd_bwd_gbps": copy_fwd_bwd_gbps,
+                            "fwd_pct_copy": fwd_pct if fwd_pct <= 100 else None,
+                            "fwd_bwd_pct_copy": fwd_bwd_pct if fwd_bwd_pct <= 100 else None,
                             "fwd_bytes": nb.forward,
                             "fwd_bwd_bytes": nb.forward_backward,
                             "param_bytes": nb.params,
@@ -201,8 +224,10 @@ def run(
             "repeats": repeats,
             "eps": DEFAULT_EPS,
         },
-        "copy_bandwidth": copy,
+        "copy_bandwidth": copy,  # a 256 MiB copy: the DRAM bandwidth, for reference
+        "last_level_cache_bytes": llc,
         "results": results,
+        "failed_measurements": failed_pct,
         "errors": errors,
         "skipped": {"variants": SKIPPED, "dtypes": skipped_dtypes},
         "headline": headline(results),
@@ -232,7 +257,7 @@ def headline(results: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 TABLE_COLUMNS = [
-    "variant", "dtype", "rows", "width", "fwd_ms", "fwd_bwd_ms",
+    "variant", "dtype", "rows", "width", "level", "fwd_ms", "fwd_bwd_ms",
     "fwd_gbps", "fwd_bwd_gbps", "fwd_pct_copy", "fwd_bwd_pct_copy",
 ]  # fmt: skip
 
@@ -253,12 +278,20 @@ def to_markdown(report: dict[str, Any]) -> str:
         "",
         f"- machine: {m.get('gpu', m['cpu'])} ({m['cpu_count']} CPUs, {m['torch_threads']} torch threads), "
         f"torch {m['torch']}, device {m['device']}",
-        f"- copy bandwidth: {c['gbps']:.1f} GB/s (copy_ of {c['bytes_per_copy'] // 2 // 2**20} MiB, read + write)",
+        f"- DRAM copy bandwidth: {c['gbps']:.1f} GB/s (copy_ of {c['bytes_per_copy'] // 2 // 2**20} MiB, read + write); "
+        f"last-level cache {(report['last_level_cache_bytes'] or 0) / 2**20:.0f} MiB",
+        "- % of copy: against a copy of the same bytes timed among the variants (the same memory level); "
+        "`level` is dram where the tensors exceed the last-level cache (a DRAM roofline), else cache",
         f"- median of {report['settings']['repeats']} repeats after {report['settings']['warmup']} warm-up calls",
         f"- {headline_text(report['headline'])}",
         "",
-        markdown_table(report["results"], TABLE_COLUMNS),
+        markdown_table(TABLE_COLUMNS, cells(report["results"], TABLE_COLUMNS)),
     ]
+    if report["failed_measurements"]:
+        lines += ["", "## Failed measurements (faster than a copy of the same bytes)", ""] + [
+            f"- {f['variant']} {f['dtype']} {f['rows']}x{f['width']} {f['pass']}: {f['pct_copy']:.0f}% of copy"
+            for f in report["failed_measurements"]
+        ]
     if report["errors"]:
         lines += ["", "## Errors", ""] + [
             f"- {e['variant']} {e['dtype']} {e['rows']}x{e['width']}: {e['error']}" for e in report["errors"]
@@ -299,7 +332,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     markdown = to_markdown(report)
     json_path, md_path = write_report(args.out, "norms", report, markdown)
     print()
-    print(markdown_table(report["results"], TABLE_COLUMNS))
+    print(markdown_table(TABLE_COLUMNS, cells(report["results"], TABLE_COLUMNS)))
     for e in report["errors"]:
         print(f"error: {e['variant']} {e['dtype']} {e['rows']}x{e['width']}: {e['error']}")
     print(f"copy bandwidth: {report['copy_bandwidth']['gbps']:.1f} GB/s")

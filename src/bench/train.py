@@ -1,45 +1,38 @@
 """Training throughput: tokens/s and MFU of one model and norm, by a plain loop and by Lightning.
 
-Both paths train the same model (same seed, same initial weights) on the same random-token
-batches with the project's optimizer (AdamW with the `conf/optim/adamw.yaml` settings, its
-warmup-cosine schedule, gradient clipping), so their ratio is the framework's overhead. Random
-tokens keep data loading out of the measurement: the benchmark isolates compute.
+Both paths train the same model (same seed, same initial weights) built as training builds it
+(`src.bench.steps`: the composed config, `resolve_budget`, GPTLitModule with its AdamW, schedule and
+clipping) on the same random-token batches; the Lightning path runs under the Trainer that
+`src.train.build_trainer` makes, so their ratio is the framework's overhead. Random tokens keep
+data loading out of the measurement: the benchmark isolates compute.
 
     MFU = tokens/s × training FLOPs per token (src.model.model_stats) ÷ peak FLOP/s
 
-The peak comes from `PEAK_TFLOPS` (dense, no sparsity) on a known GPU, and on a CPU from a
-large matmul measured in the same run.
+The peak must be an upper bound. On a known GPU it is the datasheet's dense peak; on a CPU it is
+the best of repeated large matmuls measured before and after the rounds (the machine's speed
+drifts, so one timing of one matmul is not a peak). A round whose MFU still exceeds 100% is
+reported as a failed measurement, not as a result. The plain ÷ Lightning ratio is the median of
+per-round ratios (the paths alternate within each round) with a 95% bootstrap interval.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 import torch
-import torch.nn.functional as F
-from omegaconf import OmegaConf
-from torch.utils.data import DataLoader, TensorDataset
 
-from src.bench.common import (
-    DEFAULT_OUT,
-    machine_info,
-    markdown_table,
-    median,
-    resolve_device,
-    synchronize,
-    time_fn,
-    write_report,
-)
-from src.budget import Budget
+from src.bench.common import DEFAULT_OUT, machine_info, resolve_device, synchronize, time_fn, write_report
+from src.bench.steps import TrainStep, bench_config, build_module, random_batches
 from src.lit_module import GPTLitModule
-from src.model import GPTConfig, GPTModel
-from src.norms import check_norm_type
-from src.paths import CONF_DIR
+from src.paths import ConfigError
+from src.report.stats import median_interval
+from src.report.table import markdown_table
+from src.train import build_trainer
 
 # Dense peak TFLOP/s per matmul precision, from NVIDIA's datasheets (their "with sparsity"
 # figures are twice these). Keys are matched against torch.cuda.get_device_name(), most specific first.
@@ -55,8 +48,9 @@ PEAK_TFLOPS: dict[str, dict[str, float]] = {
     "a10g": {"bf16": 125.0, "tf32": 62.5, "fp32": 31.2},  # A10 datasheet; AWS's A10G is the same chip
     "rtx 4090": {"bf16": 165.2, "tf32": 82.6, "fp32": 82.6},  # bf16 with fp32 accumulate
 }
-PRECISIONS = {"fp32": "32-true", "bf16-mixed": "bf16-mixed"}
-CPU_MATMUL_N = 2048
+PRECISIONS = {"fp32": "fp32", "bf16-mixed": "bf16_mixed"}  # --precision -> conf/precision preset
+CPU_MATMUL_N = 4096  # 137 GFLOP per product: long enough that timer and launch costs vanish
+PEAK_REPEATS = 5
 
 
 def gpu_peak_tflops(device_name: str, matmul: str) -> float | None:
@@ -69,12 +63,16 @@ def gpu_peak_tflops(device_name: str, matmul: str) -> float | None:
 
 
 def measure_matmul_tflops(
-    device: torch.device, dtype: torch.dtype, n: int = CPU_MATMUL_N, repeats: int = 5
+    device: torch.device, dtype: torch.dtype, n: int = CPU_MATMUL_N, repeats: int = PEAK_REPEATS
 ) -> float:
-    """Achieved TFLOP/s of an n×n @ n×n matmul (2n³ FLOPs): the CPU's practical peak."""
+    """Best achieved TFLOP/s of `repeats` n×n @ n×n matmuls (2n³ FLOPs each): the practical peak.
+
+    The best, not the median: a peak must bound every other measurement from above.
+    """
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
-    t = median(time_fn(lambda: a @ b, device, warmup=2, repeats=repeats))
+    out = torch.empty(n, n, device=device, dtype=dtype)
+    t = min(time_fn(lambda: torch.matmul(a, b, out=out), device, warmup=1, repeats=repeats))
     return 2 * n**3 / t / 1e12
 
 
@@ -86,64 +84,33 @@ def matmul_kind(precision: str, matmul_precision: str) -> str:
 
 
 def mfu(tokens_per_s: float, flops_per_token: float, peak_flops: float) -> float:
-    """Model FLOPs utilisation, a fraction in [0, 1]."""
+    """Model FLOPs utilisation, a fraction; above 1 the peak was not an upper bound."""
     return tokens_per_s * flops_per_token / peak_flops
 
 
-def model_config(name: str, norm: str, context: int | None) -> GPTConfig:
-    """A `conf/model/<name>.yaml` preset with the norm under test; `context` overrides its length."""
-    path = CONF_DIR / "model" / f"{name}.yaml"
-    if not path.exists():
-        presets = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml"))
-        raise SystemExit(f"unknown model {name!r}; presets: {', '.join(presets)}")
-    fields = OmegaConf.to_container(OmegaConf.load(path))
-    fields.pop("name", None)
-    if context:
-        fields["context_length"] = context
-    return GPTConfig(**fields, norm_type=norm)
+def bench_overrides(args: argparse.Namespace) -> list[str]:
+    """The benchmark's flags as training-config overrides."""
+    out = [
+        f"model={args.model}",
+        f"norm={args.norm}",
+        f"precision={PRECISIONS[args.precision]}",
+        f"precision.matmul_precision={args.matmul_precision}",
+        f"cluster={'gpu' if resolve_device(args.device).type == 'cuda' else 'cpu'}",
+        f"seed={args.seed}",
+    ]
+    if args.context:
+        out += [f"model.context_length={args.context}"]
+    return out
 
 
-def random_batches(cfg: GPTConfig, batch: int, n_batches: int, seed: int) -> DataLoader:
-    """`n_batches` batches of uniformly random tokens, inputs and next-token targets."""
-    gen = torch.Generator().manual_seed(seed)
-    tokens = torch.randint(0, cfg.vocab_size, (n_batches * batch, cfg.context_length + 1), generator=gen)
-    return DataLoader(TensorDataset(tokens[:, :-1], tokens[:, 1:]), batch_size=batch, shuffle=False)
-
-
-def build_module(
-    cfg: GPTConfig, optim: dict[str, Any], batch: int, total_steps: int, seed: int
-) -> GPTLitModule:
-    torch.manual_seed(seed)  # the same initial weights for both paths
-    tokens_per_step = batch * cfg.context_length
-    budget = Budget(total_steps, 1, batch, tokens_per_step, total_steps * tokens_per_step)
-    return GPTLitModule(GPTModel(cfg), optim, budget)
-
-
-def plain_loop(
-    module: GPTLitModule, loader: DataLoader, warmup: int, device: torch.device, precision: str
-) -> float:
+def plain_loop(step: TrainStep, loader: Any, warmup: int, device: torch.device) -> float:
     """Seconds for the steps after `warmup`, trained by hand with the module's own optimizer."""
-    model = module.model.to(device)
-    module.to(device)
-    optimizers = module.configure_optimizers()
-    optimizer, scheduler = optimizers["optimizer"], optimizers["lr_scheduler"]["scheduler"]
-    clip = module.optim.get("grad_clip")
-    model.train()
     start = 0.0
-    for step, (x, y) in enumerate(loader):
-        if step == warmup:
+    for i, (x, y) in enumerate(loader):
+        if i == warmup:
             synchronize(device)
             start = time.perf_counter()
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16-mixed"):
-            # As in GPTLitModule.training_step, the loss is computed inside autocast.
-            loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
-        loss.backward()
-        if clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), float(clip))
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
+        step(x, y)
     synchronize(device)
     return time.perf_counter() - start
 
@@ -170,76 +137,77 @@ class _StepTimer(L.Callback):
             self.end = time.perf_counter()
 
 
-def lightning_loop(
-    module: GPTLitModule, loader: DataLoader, warmup: int, total: int, device: torch.device, precision: str
-) -> float:
-    """Seconds for the steps after `warmup`, trained by the project's GPTLitModule under a Trainer."""
+def lightning_loop(module: GPTLitModule, cfg: Any, loader: Any, warmup: int, total: int) -> float:
+    """Seconds for the steps after `warmup`, trained by the Trainer that training itself builds."""
     timer = _StepTimer(warmup, total)
-    trainer = L.Trainer(
-        accelerator="gpu" if device.type == "cuda" else "cpu",
-        devices=1,
-        precision=PRECISIONS[precision],
-        max_steps=total,
-        max_epochs=-1,
-        limit_val_batches=0,
-        num_sanity_val_steps=0,
-        logger=False,
-        callbacks=[timer],
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
+    trainer = build_trainer(cfg, module.budget, logger=False, callbacks=[timer])
     trainer.fit(module, train_dataloaders=loader)
     return timer.end - timer.start
 
 
 @dataclass(frozen=True)
 class PathResult:
+    round: int
     path: str
     seconds: float
     tokens_per_s: float
     mfu: float
 
+    @property
+    def valid(self) -> bool:
+        return self.mfu <= 1
+
+
+def peak(device: torch.device, kind: str) -> tuple[float, str]:
+    if device.type == "cuda":
+        gpu = torch.cuda.get_device_name(device)
+        tflops = gpu_peak_tflops(gpu, kind)
+        if tflops is None:
+            raise SystemExit(f"no peak for {gpu!r} in PEAK_TFLOPS; add its dense {kind} TFLOP/s")
+        return tflops, f"datasheet dense {kind} peak of {gpu}"
+    dtype = torch.bfloat16 if kind == "bf16" else torch.float32
+    return measure_matmul_tflops(device, dtype), f"best of {PEAK_REPEATS} {CPU_MATMUL_N}x{CPU_MATMUL_N} {kind} matmuls"
+
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     device = resolve_device(args.device)
-    check_norm_type(args.norm)
-    cfg = model_config(args.model, args.norm, args.context)
-    torch.set_float32_matmul_precision(args.matmul_precision)
-    optim = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "optim" / "adamw.yaml"))
     total = args.warmup + args.steps
+    try:
+        cfg = bench_config(bench_overrides(args), args.batch, total)
+    except ConfigError as err:
+        raise SystemExit(f"config error: {err}") from None
     kind = matmul_kind(args.precision, args.matmul_precision)
-    if device.type == "cuda":
-        gpu = torch.cuda.get_device_name(device)
-        peak_tflops = gpu_peak_tflops(gpu, kind)
-        peak_source = f"datasheet dense {kind} peak of {gpu}"
-        if peak_tflops is None:
-            raise SystemExit(f"no peak for {gpu!r} in PEAK_TFLOPS; add its dense {kind} TFLOP/s")
-    else:
-        dtype = torch.bfloat16 if kind == "bf16" else torch.float32
-        peak_tflops = measure_matmul_tflops(device, dtype)
-        peak_source = f"measured {CPU_MATMUL_N}x{CPU_MATMUL_N} {kind} matmul"
+    peak_tflops, peak_source = peak(device, kind)
 
-    stats = None
+    stats = model_cfg = None
     paths: list[PathResult] = []
     for round_ in range(args.rounds):
         for path in ("plain", "lightning"):
-            module = build_module(cfg, optim, args.batch, total, args.seed)
+            module, model_cfg = build_module(cfg, args.seed)  # the same initial weights for both paths
             stats = module.stats
-            loader = random_batches(cfg, args.batch, total, args.seed)
+            loader = random_batches(model_cfg, int(cfg.seq_len), args.batch, total, args.seed)
             if path == "plain":
-                seconds = plain_loop(module, loader, args.warmup, device, args.precision)
+                seconds = plain_loop(TrainStep(module, cfg, device), loader, args.warmup, device)
             else:
-                seconds = lightning_loop(module, loader, args.warmup, total, device, args.precision)
-            tps = args.steps * args.batch * cfg.context_length / seconds
-            paths.append(PathResult(path, seconds, tps, mfu(tps, stats.flops_per_token, peak_tflops * 1e12)))
+                seconds = lightning_loop(module, cfg, loader, args.warmup, total)
+            tps = args.steps * args.batch * int(cfg.seq_len) / seconds
+            paths.append(PathResult(round_, path, seconds, tps, mfu(tps, stats.flops_per_token, peak_tflops * 1e12)))
             print(f"round {round_ + 1} {path}: {tps:,.0f} tokens/s, MFU {paths[-1].mfu:.2%}", flush=True)
+    if device.type == "cpu":  # the machine may have sped up since: the peak is the best seen in the run
+        later, _ = peak(device, kind)
+        peak_tflops = max(peak_tflops, later)
+        paths = [PathResult(p.round, p.path, p.seconds, p.tokens_per_s, mfu(p.tokens_per_s, stats.flops_per_token, peak_tflops * 1e12)) for p in paths]  # fmt: skip
 
     summary = {}
     for path in ("plain", "lightning"):
-        tps = median([p.tokens_per_s for p in paths if p.path == path])
-        summary[path] = {"tokens_per_s": tps, "mfu": mfu(tps, stats.flops_per_token, peak_tflops * 1e12)}
-    ratio = summary["plain"]["tokens_per_s"] / summary["lightning"]["tokens_per_s"]
+        tps = median_interval([p.tokens_per_s for p in paths if p.path == path])
+        value = mfu(tps.diff, stats.flops_per_token, peak_tflops * 1e12)
+        summary[path] = {"tokens_per_s": tps.diff, "tokens_per_s_low": tps.low, "tokens_per_s_high": tps.high,
+                         "mfu": value if value <= 1 else None}  # fmt: skip
+    failed = [asdict(p) for p in paths if not p.valid]
+    seconds = {path: [p.seconds for p in paths if p.path == path] for path in ("plain", "lightning")}
+    # Per round: plain tokens/s ÷ Lightning tokens/s = Lightning seconds ÷ plain seconds.
+    ratio = median_interval([lit / plain for plain, lit in zip(seconds["plain"], seconds["lightning"], strict=True)])
     return {
         "benchmark": "train",
         "machine": machine_info(device),
@@ -247,7 +215,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "model": args.model,
             "norm": args.norm,
             "batch": args.batch,
-            "context": cfg.context_length,
+            "context": int(cfg.seq_len),
             "steps": args.steps,
             "warmup": args.warmup,
             "rounds": args.rounds,
@@ -255,37 +223,45 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "matmul_precision": args.matmul_precision,
             "optimizer": "AdamW (conf/optim/adamw.yaml), warmup-cosine, grad clip",
         },
-        "model": {**stats.as_dict(), "config": cfg.__dict__},
+        "model": {**stats.as_dict(), "config": model_cfg.__dict__},
         "peak_tflops": peak_tflops,
         "peak_source": peak_source,
-        "runs": [p.__dict__ for p in paths],
+        "runs": [{**asdict(p), "valid": p.valid} for p in paths],
+        "failed_measurements": failed,
         "summary": summary,
         # > 1 means the Lightning path is slower; the target is <= 1.03.
-        "plain_over_lightning": ratio,
+        "plain_over_lightning": ratio.diff,
+        "plain_over_lightning_ci": [ratio.low, ratio.high],
     }
 
 
 def to_markdown(report: dict[str, Any]) -> str:
     s, m = report["settings"], report["machine"]
-    rows = [{"path": k, **v} for k, v in report["summary"].items()]
-    for row in rows:
-        row["mfu_pct"] = 100 * row.pop("mfu")
-    return "\n".join(
-        [
-            "# Training throughput",
-            "",
-            f"- machine: {m.get('gpu', m['cpu'])} ({m['cpu_count']} CPUs, {m['torch_threads']} torch threads), "
-            f"torch {m['torch']}, device {m['device']}",
-            f"- model {s['model']} ({report['model']['n_params']:,} parameters, "
-            f"{report['model']['flops_per_token']:,} training FLOPs/token), norm {s['norm']}, "
-            f"batch {s['batch']} × context {s['context']}, {s['precision']}",
-            f"- {s['steps']} timed steps after {s['warmup']} warm-up steps, median of {s['rounds']} round(s)",
-            f"- peak {report['peak_tflops']:.3g} TFLOP/s ({report['peak_source']})",
-            f"- plain loop ÷ Lightning tokens/s = {report['plain_over_lightning']:.3f}",
-            "",
-            markdown_table(rows, ["path", "tokens_per_s", "mfu_pct"]),
-        ]
-    )
+    headers = ["path", "tokens/s, median [95% CI]", "MFU"]
+    rows = []
+    for path, r in report["summary"].items():
+        cell = f"{r['tokens_per_s']:,.0f} [{r['tokens_per_s_low']:,.0f}, {r['tokens_per_s_high']:,.0f}]"
+        rows.append([path, cell, "failed measurement (> 100%)" if r["mfu"] is None else f"{r['mfu']:.1%}"])
+    low, high = report["plain_over_lightning_ci"]
+    lines = [
+        "# Training throughput",
+        "",
+        f"- machine: {m.get('gpu', m['cpu'])} ({m['cpu_count']} CPUs, {m['torch_threads']} torch threads), "
+        f"torch {m['torch']}, device {m['device']}",
+        f"- model {s['model']} ({report['model']['n_params']:,} parameters, "
+        f"{report['model']['flops_per_token']:,} training FLOPs/token), norm {s['norm']}, "
+        f"batch {s['batch']} × context {s['context']}, {s['precision']}",
+        f"- {s['steps']} timed steps after {s['warmup']} warm-up steps; {s['rounds']} round(s), plain and Lightning alternating",
+        f"- peak {report['peak_tflops']:.3g} TFLOP/s ({report['peak_source']})",
+        f"- plain loop ÷ Lightning tokens/s = {report['plain_over_lightning']:.3f} "
+        f"(median of per-round ratios, 95% CI [{low:.3f}, {high:.3f}])",
+        "",
+        markdown_table(headers, rows),
+    ]
+    if report["failed_measurements"]:
+        lines += ["", f"{len(report['failed_measurements'])} round(s) came out above 100% MFU: failed MFU measurements "
+                  "(the peak was no upper bound for them); their tokens/s still count."]  # fmt: skip
+    return "\n".join(lines)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,6 +1,6 @@
-"""The sweep report: MLflow runs -> table, seed statistics and figures -> files on the sweep's run.
+"""The sweep report: MLflow runs -> table, paired comparisons and figures -> files on the sweep's run.
 
-    python -m src.report [--experiment NAME] [--tracking-uri URI] [--out DIR]
+    python -m src.report [--experiment NAME] [--margin-loss M] [--margin-speed M] [overrides]
 
 `analyze` gathers everything from the tracker, `write` renders it to `reports/<experiment>/`, and
 `generate_report` does both and attaches the files to the sweep's parent run (`report/`), where
@@ -17,20 +17,13 @@ from pathlib import Path
 import pandas as pd
 
 from src import paths
+from src.report.comparisons import Margins, Result, compare, sentences, to_frame, unmatched_pairs
 from src.report.plots import plot_losses, plot_throughput, save
-from src.report.runs import ReportError, load_curves, load_sweep, save_summary_run
-from src.report.table import (
-    Comparison,
-    compare,
-    display_rows,
-    markdown_table,
-    sentence,
-    summarize,
-    text_table,
-)
+from src.report.runs import ReportError, load_curves, load_interleaved, load_sweep, save_summary_run
+from src.report.table import display_rows, markdown_table, summarize, text_table
 from src.store import UI_TRAINING_VIEW
 
-__all__ = ["Analysis", "ReportError", "analyze", "default_out_dir", "generate_report", "write"]
+__all__ = ["Analysis", "Margins", "ReportError", "analyze", "default_out_dir", "generate_report", "write"]
 
 
 @dataclass
@@ -41,8 +34,11 @@ class Analysis:
     runs: pd.DataFrame  # one row per training run
     curves: pd.DataFrame  # step metrics, long format
     table: pd.DataFrame  # one row per variant
-    comparisons: list[Comparison]
+    comparisons: list[Result]  # per pair and metric (see src.report.comparisons)
+    margins: Margins
     superseded: int  # repeated (variant, seed) runs of which only the latest counts
+    interleaved: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # bench-variants ratios
+    notes: list[str] = field(default_factory=list)  # requested pairs that could not be compared
     files: list[Path] = field(default_factory=list)
     report_run_id: str | None = None  # the MLflow run holding the files
 
@@ -51,12 +47,30 @@ class Analysis:
         return f"{base}/#/experiments/{self.experiment_id}{run}?{UI_TRAINING_VIEW}"
 
     def sentences(self) -> list[str]:
-        return [sentence(c) for c in self.comparisons]
+        """One sentence per compared pair, then why any requested pair was not compared."""
+        return sentences(self.comparisons) + self.notes
+
+    def comparisons_frame(self) -> pd.DataFrame:
+        return to_frame(self.comparisons)
+
+    def rows(self) -> tuple[list[str], list[list[str]]]:
+        return display_rows(self.table, self.interleaved)
+
+    def _heading(self) -> str:
+        m = self.margins
+        return (
+            f"Paired by seed (Welch where seed sets differ); equivalence by TOST within ±{m.test_loss:g} nats "
+            f"of test loss and ±{m.speed:.0%} of tokens/s; Holm-adjusted over {len(self.comparisons)} comparisons"
+        )
 
     def text(self) -> str:
         """The report for a terminal: aligned table, then one sentence per comparison."""
         lines = [f"normsweep report: experiment {self.experiment!r} ({len(self.runs)} runs)", ""]
-        lines += [text_table(*display_rows(self.table)), "", *self.sentences()]
+        lines += [text_table(*self.rows()), ""]
+        if self.comparisons or self.notes:
+            lines += [f"{self._heading()}:", *self.sentences()]
+        else:
+            lines += ["No pairs to compare."]
         if self.superseded:
             lines += ["", f"({self.superseded} older runs of a repeated variant and seed were left out.)"]
         return "\n".join(lines)
@@ -65,8 +79,9 @@ class Analysis:
         parts = [
             f"# normsweep report: `{self.experiment}`",
             f"{len(self.runs)} runs from `{self.tracking_uri}`. Cells are mean ± 95% CI (t) over finished seeds.",
-            markdown_table(*display_rows(self.table)),
-            "## Is it more than seed noise? (Welch's t-test, 95% CI of the difference)",
+            markdown_table(*self.rows()),
+            "## Is it more than seed noise? Paired comparisons",
+            self._heading() + " (all pairs in `comparisons.csv`).",
             "\n".join(f"- {s}" for s in self.sentences()) or "No pairs to compare.",
             "## Figures",
             "\n".join(f"![{p.stem}]({p.name})" for p in figures),
@@ -74,14 +89,23 @@ class Analysis:
         return "\n\n".join(parts) + "\n"
 
 
-def analyze(experiment: str, tracking_uri: str | None = None) -> Analysis:
-    """Read the experiment from MLflow and compute the table and the comparisons."""
+def analyze(
+    experiment: str,
+    tracking_uri: str | None = None,
+    margins: Margins | None = None,
+    pairs: list[tuple[str, str]] | None = None,
+) -> Analysis:
+    """Read the experiment from MLflow and compute the table and the comparisons.
+
+    `pairs` (validated by `comparisons.check_pairs`) replaces the study's pairs when given.
+    """
     uri = tracking_uri or paths.tracking_uri()
     sweep = load_sweep(experiment, uri)
     runs = sweep.runs
     if not (runs.outcome == "finished").any():
         counts = ", ".join(f"{n} {o}" for o, n in runs.outcome.value_counts().items()) or "no training runs"
         raise ReportError(f"MLflow experiment {experiment!r} has no finished runs yet ({counts})")
+    margins = margins or Margins()
     return Analysis(
         experiment=experiment,
         tracking_uri=uri,
@@ -89,8 +113,11 @@ def analyze(experiment: str, tracking_uri: str | None = None) -> Analysis:
         runs=runs,
         curves=load_curves(uri, runs),
         table=summarize(runs),
-        comparisons=compare(runs),
+        comparisons=compare(runs, margins, pairs),
+        margins=margins,
         superseded=sweep.superseded,
+        interleaved=load_interleaved(uri, sweep.experiment_id),
+        notes=unmatched_pairs(runs, pairs) if pairs is not None else [],
     )
 
 
@@ -99,23 +126,26 @@ def default_out_dir(experiment: str) -> Path:
 
 
 def write(analysis: Analysis, out_dir: Path) -> list[Path]:
-    """report.md, table.csv (per variant), runs.csv (per run) and the two PNGs."""
+    """report.md, table.csv (per variant), comparisons.csv, runs.csv (per run) and the two PNGs."""
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = [
         save(plot_losses(analysis.curves), out_dir / "loss_curves.png"),
         save(plot_throughput(analysis.runs), out_dir / "throughput.png"),
     ]
     analysis.table.to_csv(out_dir / "table.csv", index=False)
+    analysis.comparisons_frame().to_csv(out_dir / "comparisons.csv", index=False)
     analysis.runs.to_csv(out_dir / "runs.csv", index=False)
-    markdown = analysis.markdown(figures)
-    (out_dir / "report.md").write_text(markdown)
+    (out_dir / "report.md").write_text(analysis.markdown(figures))
     (out_dir / "report.html").write_text(html_page(analysis, figures))
-    return [out_dir / "report.html", out_dir / "report.md", out_dir / "table.csv", out_dir / "runs.csv", *figures]
+    names = ("report.html", "report.md", "table.csv", "comparisons.csv", "runs.csv")
+    return [*(out_dir / n for n in names), *figures]
 
 
 def html_page(analysis: Analysis, figures: list[Path]) -> str:
     """A self-contained page (figures embedded): MLflow's artifact viewer renders it as is."""
-    table = analysis.table.to_html(index=False, float_format=lambda v: f"{v:,.4g}", na_rep="")
+    header, rows = analysis.rows()
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
     sentences = "".join(f"<li>{html.escape(s)}</li>" for s in analysis.sentences())
     images = "".join(
         f'<h3>{html.escape(p.stem)}</h3><img alt="{html.escape(p.stem)}" style="max-width:100%" '
@@ -125,16 +155,23 @@ def html_page(analysis: Analysis, figures: list[Path]) -> str:
     return (
         f"<!doctype html><meta charset='utf-8'><title>normsweep: {html.escape(analysis.experiment)}</title>"
         f"<body style='font-family:sans-serif'><h1>normsweep report: {html.escape(analysis.experiment)}</h1>"
-        f"<p>{len(analysis.runs)} runs. Cells are mean ± 95% CI over finished seeds.</p>{table}"
-        f"<h2>Comparisons</h2><ul>{sentences}</ul><h2>Figures</h2>{images}</body>"
+        f"<p>{len(analysis.runs)} runs. Cells are mean ± 95% CI over finished seeds.</p>"
+        f"<div style='overflow-x:auto'><table border=1 cellpadding=4><tr>{head}</tr>{body}</table></div>"
+        f"<h2>Comparisons</h2><p>{html.escape(analysis._heading())}</p><ul>{sentences}</ul>"
+        f"<h2>Figures</h2>{images}</body>"
     )
 
 
 def generate_report(
-    experiment: str, tracking_uri: str | None = None, out_dir: Path | None = None, log_summary: bool = True
+    experiment: str,
+    tracking_uri: str | None = None,
+    out_dir: Path | None = None,
+    log_summary: bool = True,
+    margins: Margins | None = None,
+    pairs: list[tuple[str, str]] | None = None,
 ) -> Analysis:
     """Analyze, write the files, and (optionally) log them to the sweep's parent run."""
-    analysis = analyze(experiment, tracking_uri)
+    analysis = analyze(experiment, tracking_uri, margins, pairs)
     analysis.files = write(analysis, out_dir or default_out_dir(experiment))
     if log_summary:
         analysis.report_run_id = save_summary_run(analysis.tracking_uri, analysis.experiment_id, analysis.files)

@@ -1,7 +1,8 @@
-"""`python -m src.report [overrides]`: print the sweep report and write it to reports/<experiment>/.
+"""`python -m src.report [options] [overrides]`: print the sweep report and write it to reports/<experiment>/.
 
 Positional arguments are the training config's overrides (`paths.mlflow_db=/data/mlflow.db`,
-`logger.tracking_uri=http://host:5000`), so the report reads the store that training wrote to.
+`logger.tracking_uri=http://host:5000`, `report.margin.test_loss=0.02`), so the report reads the
+store that training wrote to. The options below override the config's `report` group.
 """
 
 from __future__ import annotations
@@ -10,8 +11,11 @@ import argparse
 import sys
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
 from src import paths
 from src.report import ReportError, generate_report
+from src.report.comparisons import settings
 from src.report.status import status_text
 
 
@@ -25,6 +29,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-summary-run", action="store_true", help="do not log the files to MLflow")
     parser.add_argument("--status", action="store_true", help="list every job of the sweep with its state")
     parser.add_argument("--sweep-dir", type=Path, default=None, help="with --status: a multirun/<date>/<time> folder")
+    parser.add_argument(
+        "--margin-loss", type=float, default=None, help="equivalence margin of test loss, nats (report.margin.test_loss; 0.01)"
+    )
+    parser.add_argument(
+        "--margin-speed", type=float, default=None, help="equivalence margin of tokens/s, relative (report.margin.speed; 0.02)"
+    )
+    parser.add_argument(
+        "--pair", action="append", default=None, metavar="A:B", help="compare B against A (repeatable; replaces the study's pairs)"
+    )
     parser.add_argument("overrides", nargs="*", help="training config overrides, e.g. paths.mlflow_db=/x/mlflow.db")
     return parser.parse_args(argv)
 
@@ -33,7 +46,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         cfg = paths.compose(args.overrides)  # the store, experiment and folders that training would use
-    except Exception as err:  # a malformed override: Hydra names it
+        pairs = [p.split(":") for p in args.pair] if args.pair else None
+        margins, chosen = settings(
+            OmegaConf.to_container(cfg.get("report") or {}, resolve=True), args.margin_loss, args.margin_speed, pairs
+        )
+    except Exception as err:  # a malformed override (Hydra names it), a bad margin or pair
         print(f"report: {err}", file=sys.stderr)
         return 2
     uri = args.tracking_uri or str(cfg.logger.tracking_uri)
@@ -44,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             print(status_text(None if from_sweep_dir else experiment, uri, args.sweep_dir, float(cfg.sweep.stale_after_s)))
             return 0
         out = args.out or Path(cfg.paths.reports_dir) / experiment
-        analysis = generate_report(experiment, uri, out, log_summary=not args.no_summary_run)
+        analysis = generate_report(experiment, uri, out, log_summary=not args.no_summary_run, margins=margins, pairs=chosen)
     except ReportError as err:
         print(f"report: {err}", file=sys.stderr)
         return 1

@@ -40,7 +40,11 @@ class SweepReport(Callback):
         reports = OmegaConf.select(config, "paths.reports_dir", default=None)
         if out_dir is None and reports:
             out_dir = Path(reports) / experiment
-        analysis = generate_report(experiment, config.logger.tracking_uri, out_dir)
+        from src.report.comparisons import settings
+
+        report_cfg = OmegaConf.select(config, "report", default=None)
+        margins, pairs = settings(OmegaConf.to_container(report_cfg, resolve=True) if report_cfg else None)
+        analysis = generate_report(experiment, config.logger.tracking_uri, out_dir, margins=margins, pairs=pairs)
         print(analysis.text(), flush=True)
         print(f"\nreport written to {analysis.files[0].parent}", flush=True)
         print(f"in the MLflow UI (make ui): {analysis.ui_link()}", flush=True)

@@ -23,6 +23,13 @@ from src.sweep import PARENT_ENV, SUPERSEDED_TAG, SWEEP_TAG, latest_sweep_run
 
 REPORT_RUN_NAME = "report"  # a sweep-type run made for a report when no sweep run exists
 OUTCOMES = ("finished", "diverged", "failed", "preempted", "lost", "killed")
+# `python -m src.bench variants` logs one run per benchmark into the experiment: per variant the
+# step time ratio to INTERLEAVED_REFERENCE (median of interleaved rounds) and its 95% interval.
+BENCH_TAG = "normsweep.bench"
+BENCH_VARIANTS = "variants"  # the tag's value, and bench-variants the run name
+BENCH_RUN_NAME = "bench-variants"
+INTERLEAVED_REFERENCE = "torch_layernorm"
+RATIO_METRICS = ("ratio", "ratio_low", "ratio_high")  # logged as "<metric>/<variant>"
 METRIC_COLUMNS = {  # report column -> MLflow metric
     "train_time_s": "train_time_s",
     "tokens_per_sec": "avg_tokens_per_sec",
@@ -131,6 +138,23 @@ def load_sweep(experiment: str, tracking_uri: str | None = None) -> Sweep:
     runs = pd.DataFrame(rows).sort_values("start_time", kind="stable")
     latest = runs.drop_duplicates(["variant", "seed"], keep="last")
     return Sweep(experiment_id, latest.sort_values(["variant", "seed"]).reset_index(drop=True), len(runs) - len(latest))
+
+
+def load_interleaved(tracking_uri: str | None, experiment_id: str) -> dict[str, tuple[float, float, float]]:
+    """Step-time ratio to torch_layernorm (median, low, high) per variant from the latest
+    bench-variants run of the experiment; empty when it has none."""
+    client = MlflowClient(tracking_uri or paths.tracking_uri())
+    found = client.search_runs(
+        [experiment_id],
+        filter_string=f"tags.`{BENCH_TAG}` = '{BENCH_VARIANTS}' and attributes.status = 'FINISHED'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
+    if not found:
+        return {}
+    metrics = found[0].data.metrics
+    variants = {key.split("/", 1)[1] for key in metrics if key.startswith(f"{RATIO_METRICS[0]}/")}
+    return {v: tuple(metrics.get(f"{m}/{v}", math.nan) for m in RATIO_METRICS) for v in variants}
 
 
 def load_curves(tracking_uri: str | None, runs: pd.DataFrame, keys: Sequence[str] = CURVE_METRICS) -> pd.DataFrame:

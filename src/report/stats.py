@@ -1,9 +1,11 @@
-"""Seed statistics: mean with a t-interval, and Welch's comparison of two variants.
+"""Seed statistics: mean with a t-interval, Welch's comparison, paired tests, TOST and Holm.
 
 Every interval is a two-sided 95% interval from Student's t distribution: with 2-5 seeds per
-variant a normal approximation would be far too narrow. Two variants are compared with Welch's
-t-test (unequal variances), and the interval of their difference uses the Welch–Satterthwaite
-degrees of freedom, so the interval and the p-value tell the same story.
+variant a normal approximation would be far too narrow. Runs of one seed share initial weights and
+data order, so two variants are compared by their per-seed differences (paired t, and a paired
+bootstrap as a check that needs no normality); Welch's t-test (unequal variances, the
+Welch–Satterthwaite degrees of freedom) is left for groups that share too few seeds. Equivalence
+is tested with two one-sided tests (TOST) at a margin, and a family of tests is adjusted by Holm.
 """
 
 from __future__ import annotations
@@ -105,3 +107,175 @@ def welch(a: Sequence[float], b: Sequence[float]) -> Difference:
     half = t_quantile(df) * se
     p_value = float(stats.ttest_ind(xb, xa, equal_var=False).pvalue)
     return Difference(na, nb, mean_a, mean_b, diff, diff - half, diff + half, df, p_value)
+
+
+# --- paired comparisons ------------------------------------------------------------------------
+# Every variant of one seed starts from the same initial weights and sees the same data order, so
+# runs are paired by seed: the per-seed difference removes the seed's share of the noise, which an
+# unpaired test (Welch) throws back in.
+
+POWER = 0.80  # the power the "seeds needed" estimate aims for
+MAX_SEEDS = 10_000  # beyond this the estimate says "more than"
+BOOTSTRAP_RESAMPLES = 9_999
+BCA_MIN_N = 4  # BCa's jackknife acceleration is unstable below a handful of pairs; percentile below
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A difference (b - a, or a median) with a two-sided 95% interval and the test's p-value."""
+
+    test: str  # paired_t | paired_bootstrap | welch | bootstrap_median
+    n: int
+    diff: float
+    low: float
+    high: float
+    p_value: float = math.nan
+    se: float = math.nan  # standard error of `diff` (t-based tests)
+    df: float = math.nan  # degrees of freedom (t-based tests)
+    sd: float = math.nan  # spread of the per-seed differences (paired tests)
+
+    @property
+    def excludes_zero(self) -> bool:
+        return self.low > 0 or self.high < 0
+
+
+def paired_t(a: Sequence[float], b: Sequence[float]) -> Interval:
+    """Mean of the per-pair differences b - a, its 95% t-interval and the paired t-test p-value.
+
+    `a` and `b` are aligned (same seed at the same index); pairs with a non-finite side are dropped.
+    """
+    d = _paired_differences(a, b)
+    n = len(d)
+    if n == 0:
+        return Interval("paired_t", 0, math.nan, math.nan, math.nan)
+    mean = float(np.mean(d))
+    if n < MIN_SEEDS:
+        return Interval("paired_t", n, mean, math.nan, math.nan)
+    sd = float(np.std(d, ddof=1))
+    se = sd / math.sqrt(n)
+    if se == 0:
+        # Every seed moved by exactly the same amount: a zero-width interval, and t is infinite
+        # (p = 0) unless that amount is 0 too (nothing to test).
+        return Interval("paired_t", n, mean, mean, mean, 0.0 if mean != 0 else math.nan, 0.0, n - 1, 0.0)
+    half = t_quantile(n - 1) * se
+    p_value = float(2 * stats.t.sf(abs(mean / se), n - 1))
+    return Interval("paired_t", n, mean, mean - half, mean + half, p_value, se, n - 1, sd)
+
+
+def _paired_differences(a: Sequence[float], b: Sequence[float]) -> np.ndarray:
+    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if xa.shape != xb.shape:
+        raise ValueError(f"paired samples need equal lengths, got {len(xa)} and {len(xb)}")
+    keep = np.isfinite(xa) & np.isfinite(xb)
+    return xb[keep] - xa[keep]
+
+
+def paired_bootstrap(a: Sequence[float], b: Sequence[float], seed: int = 0) -> Interval:
+    """95% bootstrap interval of mean(b - a), resampling whole pairs (BCa from BCA_MIN_N pairs).
+
+    Seeded, so a report read twice gives the same numbers. No p-value: the interval is the result.
+    """
+    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    keep = np.isfinite(xa) & np.isfinite(xb)
+    xa, xb = xa[keep], xb[keep]
+    n = len(xa)
+    mean = float(np.mean(xb - xa)) if n else math.nan
+    if n < MIN_SEEDS:
+        return Interval("paired_bootstrap", n, mean, math.nan, math.nan)
+    if np.ptp(xb - xa) == 0:  # no spread to resample (scipy would warn and return NaN)
+        return Interval("paired_bootstrap", n, mean, mean, mean)
+
+    def mean_difference(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.mean(y - x, axis=axis)
+
+    low, high = math.nan, math.nan
+    for method in ("BCa", "percentile") if n >= BCA_MIN_N else ("percentile",):
+        res = stats.bootstrap(
+            (xa, xb), mean_difference, paired=True, vectorized=True, confidence_level=CONFIDENCE,
+            n_resamples=BOOTSTRAP_RESAMPLES, method=method, rng=np.random.default_rng(seed),
+        )  # fmt: skip
+        low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        if math.isfinite(low) and math.isfinite(high):
+            break
+    return Interval("paired_bootstrap", n, mean, low, high)
+
+
+def welch_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
+    """Welch's comparison (unpaired groups) in the same shape as the paired tests."""
+    r = welch(a, b)
+    se = (r.high - r.diff) / t_quantile(r.df) if math.isfinite(r.df) else (0.0 if r.low == r.diff else math.nan)
+    return Interval("welch", min(r.n_a, r.n_b), r.diff, r.low, r.high, r.p_value, se, r.df)
+
+
+def tost(diff: float, se: float, df: float, margin: float) -> float:
+    """Two one-sided tests of equivalence within ±margin: the larger of the two one-sided p-values.
+
+    H0: |true difference| >= margin. A small p says the difference lies inside the margin. With no
+    spread (se == 0) the answer is certain: 0 inside the margin, 1 on or outside it.
+    """
+    if not margin > 0:
+        raise ValueError(f"an equivalence margin must be > 0, got {margin}")
+    if not (math.isfinite(diff) and math.isfinite(se) and se >= 0):
+        return math.nan
+    if se == 0:
+        return 0.0 if abs(diff) < margin else 1.0
+    p_lower = float(stats.t.sf((diff + margin) / se, df))  # H0: diff <= -margin
+    p_upper = float(stats.t.cdf((diff - margin) / se, df))  # H0: diff >= +margin
+    return max(p_lower, p_upper)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment; NaN p-values stay NaN and are not counted in the family."""
+    p = np.asarray(p_values, dtype=float)
+    out = np.full(len(p), math.nan)
+    finite = np.flatnonzero(np.isfinite(p))
+    m = len(finite)
+    running = 0.0
+    for rank, idx in enumerate(finite[np.argsort(p[finite], kind="stable")]):
+        running = max(running, min(1.0, (m - rank) * p[idx]))  # monotone: never below an earlier one
+        out[idx] = running
+    return out.tolist()
+
+
+def seeds_needed(sd: float, diff: float, margin: float | None = None, alpha: float = ALPHA) -> int | None:
+    """Seeds (pairs) that would settle a comparison at 80% power, given the spread of differences.
+
+    Without a margin, to show the observed difference `diff` is real: the smallest n with
+    (t_{1-α/2} + t_{power})·sd/√n ≤ |diff|. With a margin, to show equivalence within it: the same
+    with t_{1-α} (TOST's one-sided tests) and margin - |diff| as the room to spare; when `diff` is 0
+    both one-sided tests must succeed, hence t_{1-(1-power)/2}. Both assume the true difference is
+    the observed one. `alpha` is the level the test must reach (lower it for a family of tests).
+    None when nothing can settle it (no spread measured, no room to spare).
+    """
+    effect = abs(diff) if margin is None else margin - abs(diff)
+    if not (math.isfinite(sd) and math.isfinite(effect)) or sd <= 0 or effect <= 0:
+        return None
+    alpha_q = 1 - alpha / 2 if margin is None else 1 - alpha
+    beta_q = 1 - (1 - POWER) / 2 if margin is not None and diff == 0 else POWER
+
+    def enough(n: int) -> bool:
+        return (stats.t.ppf(alpha_q, n - 1) + stats.t.ppf(beta_q, n - 1)) * sd / math.sqrt(n) <= effect
+
+    if not enough(MAX_SEEDS):
+        return MAX_SEEDS + 1
+    low, high = MIN_SEEDS - 1, MAX_SEEDS  # the left side shrinks as n grows: bisect for the first n
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(mid) else (mid, high)
+    return high
+
+
+def median_interval(values: Sequence[float], seed: int = 0) -> Interval:
+    """Median with a 95% percentile-bootstrap interval (benchmark timings: robust to stragglers)."""
+    x = _finite(values)
+    n = len(x)
+    if n == 0:
+        return Interval("bootstrap_median", 0, math.nan, math.nan, math.nan)
+    med = float(np.median(x))
+    if n < MIN_SEEDS or np.ptp(x) == 0:
+        return Interval("bootstrap_median", n, med, med if n > 1 else math.nan, med if n > 1 else math.nan)
+    res = stats.bootstrap(
+        (x,), np.median, vectorized=True, confidence_level=CONFIDENCE, n_resamples=BOOTSTRAP_RESAMPLES,
+        method="percentile", rng=np.random.default_rng(seed),
+    )  # fmt: skip
+    return Interval("bootstrap_median", n, med, float(res.confidence_interval.low), float(res.confidence_interval.high))

@@ -1,7 +1,7 @@
-"""The study's table and its pairwise comparisons, from one row per run.
+"""The study's table, from one row per run (the paired comparisons are in `comparisons`).
 
 Variant keys name their family and implementation (`<impl>_layernorm`, `<impl>_rmsnorm`), so a new
-variant such as `fast_rmsnorm` is compared against `hand_rmsnorm` without touching this module.
+variant such as `fast_rmsnorm` is timed against `hand_rmsnorm` without touching this module.
 Speeds are relative to the hand-rolled variant of the same family; test losses are relative to
 `torch_layernorm`, the baseline GPT-2 uses.
 """
@@ -9,18 +9,17 @@ Speeds are relative to the hand-rolled variant of the same family; test losses a
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
 
-from src.report.stats import MIN_SEEDS, Difference, mean_ci, welch
+from src.report.stats import mean_ci
 
 FAMILIES = ("layernorm", "rmsnorm")
 HAND = "hand"  # the implementation every other one in its family is timed against
 LOSS_REFERENCE = "torch_layernorm"
 VALUE_COLUMNS = ("train_time_s", "tokens_per_sec", "test_loss")
-COMPARED_METRICS = ("tokens_per_sec", "test_loss")  # speed and quality: the study's two questions
 METRIC_LABELS = {"train_time_s": "training time (s)", "tokens_per_sec": "tokens/s", "test_loss": "test loss"}
 
 
@@ -92,67 +91,6 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-# --- pairwise comparisons ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """One pair the study cares about, on one metric: `b` measured against `a`."""
-
-    a: str
-    b: str
-    metric: str
-    result: Difference
-
-
-def pairs(keys: Sequence[str]) -> list[tuple[str, str]]:
-    """(a, b) pairs: each variant against the hand-rolled one of its family, then
-    LayerNorm against RMSNorm of the same implementation."""
-    present = set(keys)
-    parsed = [parse_variant(k) for k in variant_order(keys)]
-    out = [(v.speed_baseline, v.key) for v in parsed if v.speed_baseline in present and v.impl != HAND]
-    for v in parsed:
-        other = f"{v.impl}_rmsnorm"
-        if v.family == "layernorm" and other in present:
-            out.append((v.key, other))
-    return out
-
-
-def compare(runs: pd.DataFrame) -> list[Comparison]:
-    finished = runs[runs.outcome == "finished"]
-    by_variant = {key: group for key, group in finished.groupby("variant")}
-    out = []
-    for a, b in pairs(list(by_variant)):
-        for metric in COMPARED_METRICS:
-            out.append(Comparison(a, b, metric, welch(by_variant[a][metric], by_variant[b][metric])))
-    return out
-
-
-def _signed(value: float, metric: str) -> str:
-    return f"{value:+,.0f}" if metric == "tokens_per_sec" else f"{value:+.4f}"
-
-
-def sentence(c: Comparison) -> str:
-    """One line that says what the difference is and whether seed noise could explain it."""
-    r = c.result
-    label = METRIC_LABELS[c.metric]
-    head = f"{c.b} vs {c.a}, {label}: {_signed(r.diff, c.metric)}"
-    if c.metric == "tokens_per_sec":
-        head += f" ({r.relative:+.1%})"
-    sizes = f"n = {r.n_b} vs {r.n_a}"
-    if min(r.n_a, r.n_b) < MIN_SEEDS:
-        return f"{head} ({sizes}); statistics need ≥{MIN_SEEDS} finished seeds per variant."
-    if not r.testable:
-        return f"{head} ({sizes}); every seed gave the same value, so there is no spread to test against."
-    detail = f"95% CI [{_signed(r.low, c.metric)}, {_signed(r.high, c.metric)}], Welch p = {r.p_value:.3g}, {sizes}"
-    verdict = (
-        "distinguishable from seed noise"
-        if r.distinguishable
-        else "not distinguishable from seed noise at this sample size"
-    )
-    return f"{head} ({detail}): {verdict}."
-
-
 # --- formatting --------------------------------------------------------------------------------
 
 _FORMATS = {"train_time_s": "{:,.1f}", "tokens_per_sec": "{:,.0f}", "test_loss": "{:.4f}"}
@@ -165,8 +103,25 @@ def _with_ci(mean: float, ci: float, fmt: str) -> str:
     return fmt.format(mean) if math.isnan(ci) else f"{fmt.format(mean)} ± {fmt.format(ci)}"
 
 
-def display_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
-    """The table as text cells: mean ± 95% CI (plain mean with one seed), dashes for no data."""
+def interleaved_cell(ratio: tuple[float, float, float] | None) -> str:
+    """Speed relative to torch_layernorm from interleaved rounds (the inverse of the step-time
+    ratio `(median, low, high)`), with its 95% interval: -9.5% is 9.5% slower."""
+    if ratio is None or math.isnan(ratio[0]):
+        return DASH
+    mid, low, high = ratio
+    if mid == 1 and low == high == 1:
+        return "ref"
+    return f"{1 / mid - 1:+.1%} [{1 / high - 1:+.1%}, {1 / low - 1:+.1%}]"
+
+
+def display_rows(
+    table: pd.DataFrame, interleaved: Mapping[str, tuple[float, float, float]] | None = None
+) -> tuple[list[str], list[list[str]]]:
+    """The table as text cells: mean ± 95% CI (plain mean with one seed), dashes for no data.
+
+    With `interleaved` (ratios from a bench-variants run of the same experiment) a column shows
+    each variant's training-step speed relative to torch_layernorm, measured in interleaved rounds.
+    """
     loss_delta = "test_loss_vs_" + LOSS_REFERENCE
     headers = [
         "variant",
@@ -184,6 +139,10 @@ def display_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
         loss = DASH if math.isnan(delta) else "ref" if r.variant == LOSS_REFERENCE else f"{delta:+.4f}"
         values = [_with_ci(getattr(r, c), getattr(r, f"{c}_ci"), _FORMATS[c]) for c in VALUE_COLUMNS]
         rows.append([r.variant, f"{r.finished}/{r.runs}", *values, speed, loss, r.notes])
+    if interleaved:
+        headers.insert(-1, f"interleaved speed vs {LOSS_REFERENCE}")
+        for row in rows:
+            row.insert(-1, interleaved_cell(interleaved.get(row[0])))
     return headers, rows
 
 

@@ -1,0 +1,248 @@
+"""Training-step speed of several norm variants, interleaved in one process so drift hits all alike.
+
+    python -m src.bench variants [--variants a,b,...] [--rounds R] [training overrides ...]
+
+Every variant is built from the training config (`model=cpu_small` by default, `model=gpt2_small
+precision=bf16_mixed cluster=gpu` on a GPU) with the same initial weights: one seed, and every
+weight the variants share copied from the first, so only the norm differs. Each then trains on the
+same random-token batches; after `--warmup` untimed steps each, `--rounds` rounds time one full
+step (forward, backward, clipping, AdamW, schedule) of every variant, the order rotating each round.
+On a shared machine a burst of foreign load then lands on every variant of that round alike, and a
+per-round ratio cancels it. Reported per variant:
+
+- the median step time with a 95% bootstrap interval;
+- the ratio to torch_layernorm's step time: median of the per-round ratios, with its interval;
+- the norm's own cost, step(variant) - step(no_norm) per round, and its share of the step.
+
+Results go to the console, `<out>/variants.json` and `.md`, and an MLflow run `bench-variants` in
+the experiment, which `python -m src.report` shows as the "interleaved speed" column.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+from mlflow.tracking import MlflowClient
+from omegaconf import DictConfig
+
+from src.bench.common import DEFAULT_OUT, synchronize, write_report
+from src.bench.steps import TrainStep, bench_config, build_module, device_of, random_batches
+from src.environment import environment_tags, git_state
+from src.model import GPTModel
+from src.paths import ConfigError
+from src.report.comparisons import known_variants
+from src.report.runs import BENCH_RUN_NAME, BENCH_TAG, BENCH_VARIANTS, INTERLEAVED_REFERENCE
+from src.report.stats import Interval, median_interval
+from src.report.table import markdown_table
+from src.tracking import ensure_experiment, flatten
+
+DEFAULT_VARIANTS = "hand_layernorm,torch_layernorm,hand_rmsnorm,torch_rmsnorm,no_norm"
+BASELINE = "no_norm"  # the norm's cost is a step's time minus the identity's
+N_BATCHES = 4  # distinct random batches, cycled: the same for every variant
+
+
+def parse_variants(text: str) -> list[str]:
+    names = [v.strip() for v in text.split(",") if v.strip()]
+    known = known_variants()
+    unknown = [v for v in names if v not in known]
+    if unknown:
+        raise ConfigError(f"--variants: unknown variant(s) {unknown}; valid choices: {known}")
+    if len(set(names)) != len(names) or not names:
+        raise ConfigError(f"--variants: name each variant once, got {names}")
+    return names
+
+
+def share_weights(models: dict[str, GPTModel]) -> None:
+    """Copy every tensor the variants share (same name and shape) from the first model into the others.
+
+    The same seed already gives the same weights when no norm draws random numbers; copying makes
+    it hold whatever a norm's initialisation does, so the variants differ in the norm alone.
+    """
+    first, *others = models.values()
+    reference = first.state_dict()
+    for model in others:
+        own = model.state_dict()
+        shared = {k: v for k, v in reference.items() if k in own and own[k].shape == v.shape}
+        model.load_state_dict(shared, strict=False)
+
+
+def build_variants(overrides: list[str], variants: list[str], batch: int | None, steps: int, seed: int) -> tuple[
+    dict[str, TrainStep], dict[str, GPTModel], DictConfig
+]:  # fmt: skip
+    """One TrainStep per variant, all from the same config and initial weights."""
+    configs = {v: bench_config([*overrides, f"norm={v}"], batch, steps) for v in variants}
+    modules = {v: build_module(cfg, seed)[0] for v, cfg in configs.items()}
+    models = {v: m.model for v, m in modules.items()}
+    share_weights(models)
+    first = configs[variants[0]]
+    device = device_of(first)
+    return {v: TrainStep(modules[v], configs[v], device) for v in variants}, models, first
+
+
+def time_rounds(steps: dict[str, TrainStep], batches: list, warmup: int, rounds: int, device: torch.device) -> dict[str, list[float]]:
+    """Seconds per step of each variant, one step each per round, the order rotating every round."""
+    names = list(steps)
+    for name in names:
+        for i in range(warmup):
+            steps[name](*batches[i % len(batches)])
+    synchronize(device)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        order = names[r % len(names):] + names[: r % len(names)]
+        for name in order:
+            x, y = batches[(warmup + r) % len(batches)]
+            synchronize(device)
+            t0 = time.perf_counter()
+            steps[name](x, y)
+            synchronize(device)
+            samples[name].append(time.perf_counter() - t0)
+        if (r + 1) % 5 == 0 or r + 1 == rounds:
+            print(f"round {r + 1}/{rounds}", flush=True)
+    return samples
+
+
+def summarize(samples: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
+    """Per variant: median step (ms), ratio to torch_layernorm and the norm's cost, with intervals."""
+    out: dict[str, dict[str, Any]] = {}
+    ref, base = samples.get(INTERLEAVED_REFERENCE), samples.get(BASELINE)
+    for name, times in samples.items():
+        row: dict[str, Any] = {"step_ms": _scaled(median_interval(times), 1e3)}
+        if ref is not None:
+            row["ratio"] = asdict(median_interval([t / r for t, r in zip(times, ref, strict=True)]))
+        if base is not None:
+            cost = _scaled(median_interval([t - b for t, b in zip(times, base, strict=True)]), 1e3)
+            row["norm_cost_ms"] = cost
+            row["norm_share"] = cost["diff"] / row["step_ms"]["diff"] if row["step_ms"]["diff"] else float("nan")
+        out[name] = row
+    return out
+
+
+def _scaled(interval: Interval, factor: float) -> dict[str, Any]:
+    d = asdict(interval)
+    for key in ("diff", "low", "high"):
+        d[key] *= factor
+    return d
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    variants = parse_variants(args.variants)
+    total = args.warmup + args.rounds
+    steps, _, cfg = build_variants(args.overrides, variants, args.batch, total, args.seed)
+    device = device_of(cfg)
+    batch = int(cfg.optim.micro_batch_size)
+    loader = random_batches(steps[variants[0]].model.cfg, int(cfg.seq_len), batch, N_BATCHES, args.seed)
+    batches = list(loader)
+    print(f"{len(variants)} variants, {args.warmup} warm-up steps each, then {args.rounds} interleaved rounds", flush=True)
+    samples = time_rounds(steps, batches, args.warmup, args.rounds, device)
+    return {
+        "benchmark": "variants",
+        "environment": environment_tags(1, device),
+        "git_commit": git_state().commit,
+        "settings": {
+            "variants": variants,
+            "model": str(cfg.model.name),
+            "precision": str(cfg.precision.name),
+            "compile": bool(cfg.compile),
+            "batch": batch,
+            "seq_len": int(cfg.seq_len),
+            "warmup": args.warmup,
+            "rounds": args.rounds,
+            "seed": args.seed,
+            "threads": torch.get_num_threads(),
+            "overrides": list(args.overrides),
+        },
+        "samples_s": samples,
+        "summary": summarize(samples),
+        "config": cfg,
+    }
+
+
+def _cell(d: dict[str, Any] | None, fmt: str) -> str:
+    if d is None:
+        return "—"
+    return f"{fmt.format(d['diff'])} [{fmt.format(d['low'])}, {fmt.format(d['high'])}]"
+
+
+def to_markdown(report: dict[str, Any]) -> str:
+    s, env = report["settings"], report["environment"]
+    headers = ["variant", "step (ms), median [95% CI]", f"step ÷ {INTERLEAVED_REFERENCE}", f"norm cost (ms) vs {BASELINE}", "norm share of step"]
+    rows = []
+    for name, r in report["summary"].items():
+        share = r.get("norm_share")
+        rows.append([name, _cell(r["step_ms"], "{:.1f}"), _cell(r.get("ratio"), "{:.3f}"),
+                     _cell(r.get("norm_cost_ms"), "{:+.1f}"), "—" if share is None else f"{share:.1%}"])  # fmt: skip
+    return "\n".join(
+        [
+            "# Interleaved training-step speed",
+            "",
+            f"- machine: {env['env.device']}, torch {env['env.torch']}, host {env['env.host']}",
+            f"- model {s['model']}, precision {s['precision']}, compile {s['compile']}, batch {s['batch']} × "
+            f"{s['seq_len']} tokens; {s['warmup']} warm-up steps each, then {s['rounds']} rounds of one step per variant",
+            f"- training config overrides: {' '.join(s['overrides']) or 'none'}",
+            "- intervals: 95% bootstrap of the median over rounds; ratios and costs are per round, so drift cancels",
+            "",
+            markdown_table(headers, rows),
+        ]
+    )
+
+
+def log_to_mlflow(report: dict[str, Any], files: list[Path]) -> str | None:
+    """The `bench-variants` run in the config's experiment: settings, per-variant metrics, the files."""
+    cfg: DictConfig = report["config"]
+    if not cfg.logger.enabled:
+        return None
+    uri = str(cfg.logger.tracking_uri)
+    experiment_id = ensure_experiment(uri, str(cfg.experiment_name), cfg.logger.artifact_location)
+    client = MlflowClient(uri)
+    tags = {BENCH_TAG: BENCH_VARIANTS, "git_commit": report["git_commit"], **report["environment"]}
+    run_id = client.create_run(experiment_id, run_name=BENCH_RUN_NAME, tags=tags).info.run_id
+    params = {f"bench.{k}": v for k, v in report["settings"].items() if k != "overrides"}
+    params.update({k: v for k, v in flatten(cfg).items() if k.split(".")[0] in ("model", "precision", "optim")})
+    for key, value in params.items():
+        client.log_param(run_id, key, str(value)[:500])
+    for name, r in report["summary"].items():
+        values: dict[str, float] = {}
+        for key, prefix in (("step_ms", "step_ms"), ("ratio", "ratio"), ("norm_cost_ms", "norm_cost_ms")):
+            if key in r:
+                values.update({prefix: r[key]["diff"], f"{prefix}_low": r[key]["low"], f"{prefix}_high": r[key]["high"]})
+        for key, value in values.items():
+            client.log_metric(run_id, f"{key}/{name}", float(value))
+    for path in files:
+        client.log_artifact(run_id, str(path))
+    client.set_terminated(run_id, "FINISHED")
+    return run_id
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--variants", default=DEFAULT_VARIANTS, help="comma-separated norm keys (default: %(default)s)")
+    parser.add_argument("--rounds", type=int, default=20, help="timed rounds, one step of every variant each")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps of each variant first")
+    parser.add_argument("--batch", type=int, help="sequences per step (default: the config's optim.micro_batch_size)")
+    parser.add_argument("--seed", type=int, default=0, help="initial weights and batches")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder for variants.json / variants.md")
+    parser.add_argument(
+        "overrides", nargs="*", help="training config overrides: model=gpt2_small precision=bf16_mixed cluster=gpu "
+        "experiment_name=norm_sweep_seeds (the MLflow experiment of the bench-variants run) logger=none ..."
+    )  # fmt: skip
+
+
+def main(args: argparse.Namespace) -> dict[str, Any]:
+    if args.rounds < 2 or args.warmup < 0:
+        raise SystemExit("--rounds must be >= 2 (an interval needs two rounds) and --warmup >= 0")
+    try:
+        report = run(args)
+    except ConfigError as err:
+        raise SystemExit(f"config error: {err}") from None
+    markdown = to_markdown(report)
+    payload = {k: v for k, v in report.items() if k != "config"}
+    json_path, md_path = write_report(args.out, "variants", payload, markdown)
+    run_id = log_to_mlflow(report, [json_path, md_path])
+    print()
+    print(markdown)
+    print(f"wrote {json_path} and {md_path}" + (f"; MLflow run {run_id} ({BENCH_RUN_NAME})" if run_id else ""))
+    return report

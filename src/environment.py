@@ -1,0 +1,128 @@
+"""What a run ran on: library versions, the device, the host, the world size, and the code's git state.
+
+Two results from different machines or different code must be told apart later, so every run
+records these as MLflow tags (`run_tags`: `env.*`, `git_dirty`, `deterministic`) and, when the
+checkout has uncommitted changes to tracked files, the diff as an artifact (`git_state`).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import subprocess
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig
+
+from src.devices import uses_cuda
+from src.paths import PROJECT_ROOT
+
+PACKAGES = {"lightning": "lightning", "hydra": "hydra-core", "mlflow": "mlflow"}  # tag -> distribution
+
+
+def _version(distribution: str) -> str:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux), else what the platform module knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def physical_cores() -> int | None:
+    """Distinct (package, core) pairs in /proc/cpuinfo; None where it cannot be read."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+    cores, package = set(), None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "physical id":
+            package = value.strip()
+        elif key == "core id":
+            cores.add((package, value.strip()))
+    return len(cores) or None
+
+
+def device_name(device: torch.device | str | None = None) -> str:
+    """The GPU's model on CUDA; on the CPU its model with cores, threads and torch's thread count."""
+    device = torch.device(device) if device is not None else None
+    if (device is None and torch.cuda.is_available()) or (device is not None and device.type == "cuda"):
+        return torch.cuda.get_device_name(device)
+    cores = physical_cores()
+    threads = os.cpu_count()
+    return f"{cpu_model()} ({cores or '?'} cores, {threads} threads; torch uses {torch.get_num_threads()})"
+
+
+def environment_tags(world_size: int = 1, device: torch.device | str | None = None) -> dict[str, str]:
+    """Versions, device, host and world size as `env.*` MLflow tags (strings)."""
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    tags = {
+        "env.python": platform.python_version(),
+        "env.torch": torch.__version__,
+        "env.cuda": torch.version.cuda or "none",
+        "env.cudnn": str(cudnn) if cudnn else "none",
+        **{f"env.{tag}": _version(dist) for tag, dist in PACKAGES.items()},
+        "env.device": device_name(device),
+        "env.host": socket.gethostname(),
+        "env.platform": platform.platform(),
+        "env.world_size": str(world_size),
+    }
+    if torch.cuda.is_available():
+        tags["env.gpu_count"] = str(torch.cuda.device_count())
+    return tags
+
+
+@dataclass(frozen=True)
+class GitState:
+    commit: str  # full hash, or "unknown" outside a checkout
+    dirty: bool
+    diff: str  # `git diff HEAD` when dirty (tracked files), else ""
+
+    def tags(self) -> dict[str, str]:
+        return {"git_commit": self.commit, "git_dirty": str(self.dirty).lower()}
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(PROJECT_ROOT), *args], capture_output=True, text=True, timeout=30
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def git_state() -> GitState:
+    """The checkout's commit, whether tracked files differ from it, and that diff."""
+    commit = (_git("rev-parse", "HEAD") or "").strip()
+    if not commit:
+        return GitState("unknown", False, "")
+    status = _git("status", "--porcelain", "--untracked-files=no") or ""
+    dirty = bool(status.strip())
+    return GitState(commit, dirty, (_git("diff", "HEAD") or "") if dirty else "")
+
+
+def run_tags(cfg: DictConfig, git: GitState) -> dict[str, str]:
+    """Every tag above for one training config, with its git state and its deterministic setting."""
+    world_size = int(cfg.cluster.devices) * int(cfg.cluster.num_nodes)
+    return {
+        **environment_tags(world_size, "cuda" if uses_cuda(cfg) else "cpu"),
+        "git_dirty": str(git.dirty).lower(),
+        "deterministic": str(bool(cfg.get("deterministic", False))).lower(),
+    }

@@ -1,0 +1,318 @@
+"""Paired comparisons of the variants that matter, with a verdict per pair and metric.
+
+Every variant of one seed starts from the same initial weights and sees the same data order, so
+two variants are compared seed by seed: the per-seed difference b - a (test loss, in nats) or
+b / a - 1 (tokens/s, relative). For each pair and metric:
+
+- `paired_t`: mean difference, 95% t-interval, p-value; `paired_bootstrap`: a 95% bootstrap
+  interval of the same mean, resampling whole seeds (BCa from 4 pairs). Groups that share fewer
+  than two seeds are compared by `welch` instead, and the output names which test ran.
+- TOST at the metric's margin (`report.margin.test_loss` nats, `report.margin.speed` relative):
+  a small `tost_p` says the difference lies within ±margin.
+- Holm's correction over the family (every pair and metric of the report) turns `p` into `p_holm`.
+- The verdict: **equivalent** (tost_p < 0.05), else **different** (p_holm < 0.05), else
+  **inconclusive**, with the seeds that the observed spread of differences says would settle it at
+  80% power (by equivalence when the observed difference is inside the margin, else by a
+  difference significant at 0.05 / the family's size, the level Holm needs at worst). Runs without a partner (a seed missing for one side, a diverged or failed run) are
+  left out of that pair and counted.
+
+The pairs are data (`PAIRS`); a pair is compared when both of its variants have runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from omegaconf import OmegaConf
+
+from src.paths import CONF_DIR, ConfigError
+from src.report.stats import (
+    ALPHA,
+    MIN_SEEDS,
+    Interval,
+    holm,
+    paired_bootstrap,
+    paired_t,
+    seeds_needed,
+    tost,
+    welch_interval,
+)
+from src.report.table import variant_order
+
+# (a, b): b is measured against a. Hand-rolled vs built-in, LayerNorm vs RMSNorm, the additions
+# against the usual LayerNorm; every variant is also compared with NO_NORM (added by `pairs_for`).
+PAIRS: tuple[tuple[str, str], ...] = (
+    ("hand_layernorm", "torch_layernorm"),
+    ("hand_rmsnorm", "torch_rmsnorm"),
+    ("hand_rmsnorm", "fast_rmsnorm"),
+    ("torch_layernorm", "torch_rmsnorm"),
+    ("hand_layernorm", "hand_rmsnorm"),
+    ("torch_layernorm", "dyt"),
+    ("dyt", "fast_dyt"),
+    ("torch_layernorm", "scalenorm"),
+    ("torch_layernorm", "torch_layernorm_nobias"),
+    ("torch_layernorm", "layernorm_noaffine"),
+)
+NO_NORM = "no_norm"
+DEFAULT_MARGINS = {"test_loss": 0.01, "speed": 0.02}  # nats; relative tokens/s (2%)
+# metric -> (margin key, label, relative?)
+METRICS: dict[str, tuple[str, str, bool]] = {
+    "test_loss": ("test_loss", "test loss", False),
+    "tokens_per_sec": ("speed", "tokens/s", True),
+}
+COLUMNS = ["pair", "metric", "test", "n", "diff", "ci_low", "ci_high", "p", "p_holm", "tost_p", "margin", "verdict"]
+
+
+@dataclass(frozen=True)
+class Margins:
+    test_loss: float = DEFAULT_MARGINS["test_loss"]
+    speed: float = DEFAULT_MARGINS["speed"]
+
+    def __post_init__(self) -> None:
+        for key in DEFAULT_MARGINS:
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ConfigError(f"report.margin.{key}: must be a number > 0, got {value!r}")
+
+    def of(self, metric: str) -> float:
+        return float(getattr(self, METRICS[metric][0]))
+
+
+def known_variants() -> list[str]:
+    """Every norm key a run can have: the `norm_type` of each conf/norm/*.yaml (read without torch)."""
+    return sorted(str(OmegaConf.load(p).norm_type) for p in (CONF_DIR / "norm").glob("*.yaml"))
+
+
+def check_pairs(pairs: Sequence[Sequence[str]], known: Sequence[str] | None = None) -> list[tuple[str, str]]:
+    """User-named pairs as (a, b) tuples; an unknown variant or a malformed pair is a ConfigError."""
+    known = list(known if known is not None else known_variants())
+    out = []
+    for pair in pairs:
+        if isinstance(pair, str) or len(pair) != 2:
+            raise ConfigError(f"report.pairs: each pair is two variants [a, b], got {pair!r}")
+        a, b = (str(v) for v in pair)
+        for name in (a, b):
+            if name not in known:
+                raise ConfigError(f"report.pairs: unknown variant {name!r} in {[a, b]}; valid choices: {known}")
+        if a == b:
+            raise ConfigError(f"report.pairs: a variant compared with itself: {[a, b]}")
+        out.append((a, b))
+    return out
+
+
+def finished_variants(runs: pd.DataFrame) -> list[str]:
+    """Variants with at least one finished run: a variant that always diverged has nothing to pair."""
+    return sorted(set(runs.loc[runs.outcome == "finished", "variant"]))
+
+
+def unmatched_pairs(runs: pd.DataFrame, pairs: Sequence[tuple[str, str]]) -> list[str]:
+    """Why each requested pair is not compared (a side without finished runs in this experiment)."""
+    have = set(finished_variants(runs))
+    return [
+        f"{b} vs {a}: no finished runs of {', '.join(v for v in (a, b) if v not in have)} in this experiment"
+        for a, b in pairs
+        if not {a, b} <= have
+    ]
+
+
+def settings(
+    report_cfg: Mapping[str, Any] | None,
+    margin_loss: float | None = None,
+    margin_speed: float | None = None,
+    pairs: Sequence[Sequence[str]] | None = None,
+) -> tuple[Margins, list[tuple[str, str]] | None]:
+    """Margins and pairs from the config's `report` group, each overridable (the CLI's options)."""
+    report_cfg = report_cfg or {}
+    margin = report_cfg.get("margin") or {}
+    margins = Margins(
+        test_loss=margin_loss if margin_loss is not None else margin.get("test_loss", DEFAULT_MARGINS["test_loss"]),
+        speed=margin_speed if margin_speed is not None else margin.get("speed", DEFAULT_MARGINS["speed"]),
+    )
+    chosen = pairs if pairs is not None else report_cfg.get("pairs")
+    return margins, (check_pairs(chosen) if chosen is not None else None)
+
+
+def pairs_for(present: Sequence[str], pairs: Sequence[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
+    """The pairs whose both sides are `present`; by default `PAIRS` plus every variant against no_norm."""
+    have = set(present)
+    if pairs is not None:
+        return [p for p in pairs if set(p) <= have]
+    out = [p for p in PAIRS if set(p) <= have]
+    if NO_NORM in have:
+        # Sorted like the table (LayerNorms, RMSNorms, others) so the report reads in one order.
+        out += [(NO_NORM, v) for v in variant_order(list(have)) if v != NO_NORM]
+    return out
+
+
+@dataclass(frozen=True)
+class Result:
+    """One pair on one metric: the primary test, the bootstrap check, TOST, Holm and the verdict."""
+
+    a: str
+    b: str
+    metric: str
+    primary: Interval  # paired_t, or welch when the seed sets do not overlap enough
+    bootstrap: Interval | None  # the paired bootstrap (None for welch)
+    margin: float
+    tost_p: float
+    p_holm: float
+    n_a: int  # finished runs of a with a value
+    n_b: int
+    left_out: int  # runs of a or b (any outcome) not in the comparison
+    verdict: str  # equivalent | different | inconclusive | untested
+    seeds: int | None  # for inconclusive: seeds (pairs) that would settle it at 80% power
+    reason: str = ""  # for untested: why
+
+    @property
+    def pair(self) -> str:
+        return f"{self.b} vs {self.a}"
+
+    @property
+    def relative(self) -> bool:
+        return METRICS[self.metric][2]
+
+    def verdict_text(self) -> str:
+        if self.verdict == "equivalent":
+            return f"equivalent within ±{_fmt(self.margin, self.relative)}"
+        if self.verdict == "inconclusive":
+            if self.seeds is None:
+                return "inconclusive"
+            many = f"more than {self.seeds - 1:,}" if self.seeds > 10_000 else f"about {self.seeds}"
+            return f"inconclusive: {many} seeds would settle it"
+        if self.verdict == "untested":
+            return f"not tested: {self.reason}"
+        return self.verdict
+
+
+def _values(runs: pd.DataFrame, variant: str, metric: str) -> pd.Series:
+    """The metric of each finished run of one variant, indexed by seed (NaNs dropped)."""
+    rows = runs[(runs.variant == variant) & (runs.outcome == "finished")]
+    return rows.set_index("seed")[metric].astype(float).dropna()
+
+
+def _compare_one(runs: pd.DataFrame, a: str, b: str, metric: str, margin: float) -> dict[str, Any]:
+    va, vb = _values(runs, a, metric), _values(runs, b, metric)
+    total = int(((runs.variant == a) | (runs.variant == b)).sum())
+    common = sorted(set(va.index) & set(vb.index))
+    relative = METRICS[metric][2]
+    if len(common) >= MIN_SEEDS or min(len(va), len(vb)) < MIN_SEEDS:
+        xa, xb = va.loc[common].to_numpy(), vb.loc[common].to_numpy()
+        if relative:  # per-seed relative change: b/a - 1, tested against 0
+            xa, xb = np.zeros(len(common)), xb / xa - 1
+        primary, boot = paired_t(xa, xb), paired_bootstrap(xa, xb)
+        used, sd = 2 * len(common), primary.sd
+    else:  # the seed sets barely overlap: compare the groups unpaired
+        primary, boot = welch_interval(va.to_numpy(), vb.to_numpy()), None
+        if relative:
+            scale = float(va.mean())
+            primary = Interval("welch", primary.n, primary.diff / scale, primary.low / scale, primary.high / scale,
+                               primary.p_value, primary.se / scale, primary.df)  # fmt: skip
+        used, sd = len(va) + len(vb), primary.se * math.sqrt(min(len(va), len(vb)))
+    tost_p = tost(primary.diff, primary.se, primary.df, margin)
+    return {"a": a, "b": b, "metric": metric, "primary": primary, "bootstrap": boot, "margin": margin,
+            "tost_p": tost_p, "n_a": len(va), "n_b": len(vb), "left_out": total - used, "sd": sd}  # fmt: skip
+
+
+def _verdict(item: Mapping[str, Any], p_holm: float, family: int) -> tuple[str, int | None, str]:
+    primary: Interval = item["primary"]
+    if primary.test == "paired_t" and primary.n < MIN_SEEDS:
+        return "untested", None, f"{primary.n} seed(s) with both variants finished; needs ≥{MIN_SEEDS}"
+    if not math.isfinite(primary.low):
+        return "untested", None, f"needs ≥{MIN_SEEDS} finished seeds per variant (n = {item['n_b']} vs {item['n_a']})"
+    if item["tost_p"] < ALPHA:
+        return "equivalent", None, ""
+    if p_holm < ALPHA or (primary.se == 0 and primary.diff != 0):
+        return "different", None, ""
+    margin, diff = item["margin"], primary.diff
+    if abs(diff) < margin:  # settled by showing equivalence (TOST is not adjusted)
+        seeds = seeds_needed(item["sd"], diff, margin)
+    else:  # settled by a difference that survives Holm: at worst the Bonferroni level α/family
+        seeds = seeds_needed(item["sd"], diff, alpha=ALPHA / max(family, 1))
+    # The estimate assumes the observed spread; it can never be fewer seeds than already failed.
+    return "inconclusive", None if seeds is None else max(seeds, primary.n + 1), ""
+
+
+def compare(
+    runs: pd.DataFrame, margins: Margins | None = None, pairs: Sequence[tuple[str, str]] | None = None
+) -> list[Result]:
+    """Every pair with runs on both sides, on test loss and tokens/s; Holm over the whole family."""
+    margins = margins or Margins()
+    items = [
+        _compare_one(runs, a, b, metric, margins.of(metric))
+        for a, b in pairs_for(finished_variants(runs), pairs)
+        for metric in METRICS
+    ]
+    adjusted = holm([i["primary"].p_value for i in items])
+    family = sum(math.isfinite(p) for p in adjusted)
+    out = []
+    for item, p_holm in zip(items, adjusted, strict=True):
+        verdict, seeds, reason = _verdict(item, p_holm, family)
+        fields = {k: v for k, v in item.items() if k != "sd"}
+        out.append(Result(**fields, p_holm=p_holm, verdict=verdict, seeds=seeds, reason=reason))
+    return out
+
+
+def to_frame(results: Sequence[Result]) -> pd.DataFrame:
+    """comparisons.csv: one row per pair, metric and test (the bootstrap shares its pair's verdict)."""
+    rows = []
+    for r in results:
+        for test in (r.primary, r.bootstrap):
+            if test is None:
+                continue
+            primary = test is r.primary
+            rows.append(
+                {
+                    "pair": r.pair, "metric": r.metric, "test": test.test, "n": test.n if test.test != "welch" else r.n_a + r.n_b,
+                    "diff": test.diff, "ci_low": test.low, "ci_high": test.high,
+                    "p": test.p_value, "p_holm": r.p_holm if primary else math.nan,
+                    "tost_p": r.tost_p if primary else math.nan, "margin": r.margin, "verdict": r.verdict_text(),
+                }
+            )  # fmt: skip
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _fmt(value: float, relative: bool) -> str:
+    return f"{value * 100:g}%" if relative else f"{value:g}"
+
+
+def _signed(value: float, relative: bool) -> str:
+    return f"{value:+.1%}" if relative else f"{value:+.4f}"
+
+
+def _clause(r: Result) -> str:
+    label, p = METRICS[r.metric][1], r.primary
+    if r.verdict == "untested":
+        return f"{label} {r.verdict_text()}"
+    ci = f"[{_signed(p.low, r.relative)}, {_signed(p.high, r.relative)}]"
+    stats = f"Δ {_signed(p.diff, r.relative)}, 95% CI {ci}"
+    if r.verdict == "different":
+        held = "every seed moved by the same amount" if p.se == 0 else f"Holm p = {r.p_holm:.2g}"
+        return f"{label} different ({stats}, {held})"
+    if r.verdict == "equivalent":
+        return f"{label} {r.verdict_text()} ({stats}, TOST p = {r.tost_p:.2g})"
+    settle = f"; {r.verdict_text().split(': ', 1)[1]}" if r.seeds is not None else ""
+    return f"{label} inconclusive ({stats}, Holm p = {r.p_holm:.2g}{settle})"
+
+
+def sentences(results: Sequence[Result]) -> list[str]:
+    """One sentence per pair: how it was tested, then each metric's verdict with its numbers."""
+    by_pair: dict[tuple[str, str], list[Result]] = {}
+    for r in results:
+        by_pair.setdefault((r.a, r.b), []).append(r)
+    out = []
+    for (a, b), rs in by_pair.items():
+        first = rs[0]
+        if first.primary.test == "welch":
+            how = f"unpaired (Welch; seed sets differ), n = {first.n_b} vs {first.n_a}"
+        else:
+            how = f"paired by seed, n = {first.primary.n}"
+        left = max(r.left_out for r in rs)
+        if left:
+            how += f", {left} run(s) without a partner left out"
+        out.append(f"{b} vs {a} ({how}): " + "; ".join(_clause(r) for r in rs) + ".")
+    return out

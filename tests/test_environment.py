@@ -1,0 +1,49 @@
+"""Every run records what it ran on: versions, device, host, world size, git state, determinism."""
+
+from __future__ import annotations
+
+import subprocess
+
+import torch
+from mlflow.tracking import MlflowClient
+
+from src.environment import GitState, environment_tags, git_state, physical_cores
+from src.paths import PROJECT_ROOT, compose
+from src.train import train
+
+ENV_TAGS = {"env.torch", "env.cuda", "env.cudnn", "env.lightning", "env.hydra", "env.mlflow", "env.device",
+            "env.host", "env.world_size", "env.python"}  # fmt: skip
+
+
+def test_environment_tags_name_versions_and_device() -> None:
+    tags = environment_tags(world_size=4, device="cpu")
+    assert set(tags) >= ENV_TAGS and all(isinstance(v, str) and v for v in tags.values())
+    assert tags["env.torch"] == torch.__version__ and tags["env.world_size"] == "4"
+    assert tags["env.lightning"][0].isdigit() and tags["env.mlflow"][0].isdigit()
+    assert f"torch uses {torch.get_num_threads()})" in tags["env.device"]  # CPU: model, cores, threads
+    assert (physical_cores() or 1) >= 1
+
+
+def test_git_state_matches_git() -> None:
+    state = git_state()
+    head = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    assert state.commit == head.stdout.strip()
+    assert state.dirty == bool(state.diff)  # a dirty checkout carries its diff; a clean one none
+    assert GitState("abc", True, "d").tags() == {"git_commit": "abc", "git_dirty": "true"}
+
+
+def test_run_records_environment_and_deterministic_mode(tiny_overrides: list[str], store: dict[str, str]) -> None:
+    cfg = compose([*tiny_overrides, "experiment_name=env", "deterministic=true", "optim.max_steps=2", "val_every_n_steps=1"])
+    try:
+        result = train(cfg)
+        # Lightning's deterministic mode switched torch's flag on for this run.
+        assert torch.are_deterministic_algorithms_enabled()
+    finally:
+        torch.use_deterministic_algorithms(False)  # the process goes on to other tests
+    client = MlflowClient(store["uri"])
+    tags = client.get_run(result.run_id).data.tags
+    assert set(tags) >= ENV_TAGS
+    assert tags["deterministic"] == "true" and tags["env.world_size"] == "1"
+    assert tags["git_dirty"] in ("true", "false")
+    artifacts = {a.path for a in client.list_artifacts(result.run_id, "git")}
+    assert artifacts == ({"git/diff.patch"} if tags["git_dirty"] == "true" else set())
