@@ -27,6 +27,7 @@ NON_RESULT_KEYS = (
     "ckpt_path",
     "resume",
     "sweep",  # what to do with existing runs
+    "report",  # how results are compared afterwards
     "experiment_name",  # the search scope itself
     "run_name",  # derived from norm and seed
     "progress_bar",
