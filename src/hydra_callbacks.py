@@ -68,7 +68,7 @@ class MlflowSetup(Callback):
         key = config.experiment_name + "".join(sorted(j["fingerprint"] for j in jobs)) if jobs else os.urandom(8).hex()
         sweep_id = hashlib.sha256(key.encode()).hexdigest()[:16]
         client = MlflowClient(config.logger.tracking_uri)
-        found = client.search_runs([experiment_id], filter_string=f"tags.`{sweep.SWEEP_ID_TAG}` = '{sweep_id}'", max_results=1)
+        found = sweep.runs_tagged(client, experiment_id, sweep.SWEEP_ID_TAG, sweep_id, most=1)
         # Credentials in a tracking URI given on the command line never reach MLflow.
         command = redact_text("python -m src.train -m " + " ".join(shlex.quote(o) for o in config.hydra.overrides.task))
         if found:
@@ -111,7 +111,7 @@ class MlflowSetup(Callback):
 
         client = MlflowClient(config.logger.tracking_uri)
         experiment_id = client.get_run(run_id).info.experiment_id
-        children = client.search_runs([experiment_id], filter_string=f"tags.`{sweep.PARENT_TAG}` = '{run_id}'", max_results=5000)
+        children = sweep.runs_tagged(client, experiment_id, sweep.PARENT_TAG, run_id, most=5000)
         states = [sweep.job_state(r, float(config.sweep.stale_after_s)) for r in children if sweep.SUPERSEDED_TAG not in r.data.tags]
         ok = all(s in sweep.RESULT_OUTCOMES for s in states)
         counts = ", ".join(f"{states.count(s)} {s}" for s in sorted(set(states)))

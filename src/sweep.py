@@ -87,16 +87,20 @@ def is_alive(run: Run, stale_after_s: float) -> bool:
     return heartbeat_age_s(run) < stale_after_s
 
 
-def runs_with_fingerprint(client: MlflowClient, experiment_id: str, fp: str) -> list[Run]:
-    """Training runs of this identity, latest first, superseded ones left out."""
-    runs = client.search_runs(
+def runs_tagged(client: MlflowClient, experiment_id: str, tag: str, value: str, most: int = 1000) -> list[Run]:
+    """The experiment's live runs with `tag` = `value`, latest first."""
+    return client.search_runs(
         [experiment_id],
-        filter_string=f"tags.`{FINGERPRINT_TAG}` = '{fp}'",
+        filter_string=f"tags.`{tag}` = '{value}'",
         run_view_type=ViewType.ACTIVE_ONLY,
         order_by=["attributes.start_time DESC"],
-        max_results=1000,
+        max_results=most,
     )
-    return [r for r in runs if SUPERSEDED_TAG not in r.data.tags]
+
+
+def runs_with_fingerprint(client: MlflowClient, experiment_id: str, fp: str) -> list[Run]:
+    """Training runs of this identity, latest first, superseded ones left out."""
+    return [r for r in runs_tagged(client, experiment_id, FINGERPRINT_TAG, fp) if SUPERSEDED_TAG not in r.data.tags]
 
 
 def mark_lost(client: MlflowClient, run: Run) -> None:
@@ -203,11 +207,5 @@ def fingerprint_groups(client: MlflowClient, experiment_id: str) -> list[dict[st
 
 
 def latest_sweep_run(client: MlflowClient, experiment_id: str) -> Run | None:
-    runs = client.search_runs(
-        [experiment_id],
-        filter_string=f"tags.`{SWEEP_TAG}` = 'true'",
-        run_view_type=ViewType.ACTIVE_ONLY,
-        order_by=["attributes.start_time DESC"],
-        max_results=1,
-    )
+    runs = runs_tagged(client, experiment_id, SWEEP_TAG, "true", most=1)
     return runs[0] if runs else None
