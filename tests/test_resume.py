@@ -9,11 +9,10 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
 
 import src.train as train_module
-from src.paths import CONF_DIR, register_resolvers
+from src.paths import compose
 from src.train import RunResult, train
 
 pytestmark = pytest.mark.slow  # real fits: left out of `make test-fast`, run by `make test`
@@ -22,20 +21,17 @@ STEPS = 8
 
 
 def _cfg(overrides: list[str], tmp_path: Path, *extra: str):
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(
-            "train",
-            overrides=[
-                *overrides,
-                f"optim.max_steps={STEPS}",
-                "optim.lr=3e-3",
-                "checkpoint.enabled=true",
-                "checkpoint.every_n_steps=3",
-                f"checkpoint.dir={tmp_path / 'ckpt'}",
-                *extra,
-            ],
-        )
+    return compose(
+        [
+            *overrides,
+            f"optim.max_steps={STEPS}",
+            "optim.lr=3e-3",
+            "checkpoint.enabled=true",
+            "checkpoint.every_n_steps=3",
+            f"checkpoint.dir={tmp_path / 'ckpt'}",
+            *extra,
+        ]
+    )
 
 
 class _At(L.Callback):

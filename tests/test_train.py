@@ -15,11 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import REPO, run_cli
-from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
 
 from src.lit_module import GPTLitModule
-from src.paths import CONF_DIR, ConfigError, register_resolvers
+from src.paths import ConfigError, compose
 from src.sweep import SWEEP_TAG
 from src.train import train
 
@@ -39,9 +38,7 @@ def _runs(uri: str, experiment: str) -> list:
 
 @pytest.mark.parametrize("norm", NORMS)
 def test_fit_and_test_every_norm(norm: str, tiny_overrides: list[str], store: dict[str, str]) -> None:
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("train", overrides=[*tiny_overrides, f"norm={norm}", "experiment_name=per_norm"])
+    cfg = compose([*tiny_overrides, f"norm={norm}", "experiment_name=per_norm"])
     result = train(cfg)
 
     (run,) = _runs(store["uri"], "per_norm")
@@ -65,9 +62,7 @@ def test_fit_and_test_every_norm(norm: str, tiny_overrides: list[str], store: di
 
 
 def test_loss_falls(tiny_overrides: list[str], store: dict[str, str]) -> None:
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("train", overrides=[*tiny_overrides, "optim.max_steps=30", "optim.lr=3e-3", "logger=none"])
+    cfg = compose([*tiny_overrides, "optim.max_steps=30", "optim.lr=3e-3", "logger=none"])
     result = train(cfg)
     assert result.run_id is None  # logger=none records nothing
     assert result.final_train_loss < result.first_train_loss - 1.0
@@ -85,9 +80,7 @@ def test_failed_run_is_marked_failed(
         return original(self, batch, batch_idx)
 
     monkeypatch.setattr(GPTLitModule, "training_step", failing_step)
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("train", overrides=[*tiny_overrides, "experiment_name=crash"])
+    cfg = compose([*tiny_overrides, "experiment_name=crash"])
     with pytest.raises(RuntimeError, match="injected failure"):
         train(cfg)
     (run,) = _runs(store["uri"], "crash")
@@ -166,9 +159,7 @@ def _get(url: str, body: dict | None = None) -> dict:
 
 def test_mlflow_server_lists_the_run(tiny_overrides: list[str], store: dict[str, str]) -> None:
     """What a user browsing `make ui` sees: the real server, over its REST API."""
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("train", overrides=[*tiny_overrides, "norm=hand_rmsnorm", "experiment_name=ui"])
+    cfg = compose([*tiny_overrides, "norm=hand_rmsnorm", "experiment_name=ui"])
     result = train(cfg)
     port = _free_port()
     mlflow_bin = Path(sys.executable).parent / "mlflow"
@@ -216,9 +207,7 @@ def test_device_and_precision_errors_before_training(
 ) -> None:
     if torch.cuda.is_available():
         pytest.skip("checks the CPU-only refusals")
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("train", overrides=[*tiny_overrides, override])
+    cfg = compose([*tiny_overrides, override])
     with pytest.raises(ConfigError, match=message):
         train(cfg)
     assert not Path(store["db"]).exists()  # refused before any run was opened
@@ -226,13 +215,9 @@ def test_device_and_precision_errors_before_training(
 
 def test_compile_trains_the_same_model(tiny_overrides: list[str], store: dict[str, str]) -> None:
     """compile=true: regional torch.compile, same losses, first (compiling) step reported apart."""
-    register_resolvers()
     results = {}
     for compiled in (False, True):
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = compose(
-                "train", overrides=[*tiny_overrides, f"compile={compiled}", f"experiment_name=compile_{compiled}"]
-            )
+        cfg = compose([*tiny_overrides, f"compile={compiled}", f"experiment_name=compile_{compiled}"])
         results[compiled] = train(cfg)
     assert results[True].final_train_loss == pytest.approx(results[False].final_train_loss, rel=1e-4)
     assert results[True].test_loss == pytest.approx(results[False].test_loss, rel=1e-4)
