@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import TINY_MODEL
+from helpers import TINY_MODEL, TinySweep, build_tiny_sweep
+from mlflow.tracking import MlflowClient
 
 
 @pytest.fixture(scope="session")
@@ -37,3 +38,14 @@ def tiny_overrides(token_cache_dir: Path, store: dict[str, str], tmp_path: Path)
         f"hydra.run.dir={tmp_path / 'outputs'}",
         f"hydra.sweep.dir={tmp_path / 'multirun'}",
     ]
+
+
+@pytest.fixture(scope="session")
+def tiny_sweep(tmp_path_factory: pytest.TempPathFactory, token_cache_dir: Path) -> TinySweep:
+    """Two real multiruns into one experiment (see helpers.build_tiny_sweep), shared by the session."""
+    return build_tiny_sweep(tmp_path_factory.getbasetemp() / "tiny_sweep", token_cache_dir)
+
+
+@pytest.fixture(scope="session")
+def tiny_client(tiny_sweep: TinySweep) -> MlflowClient:
+    return MlflowClient(tiny_sweep.uri)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,4 +42,51 @@ def run_cli(module: str, *args: str, timeout: float = 600) -> subprocess.Complet
         capture_output=True,
         text=True,
         timeout=timeout,
+    )
+
+
+# --- a real tiny sweep (python -m src.train -m), made once per session by conftest's fixture ----
+
+EXPERIMENT = "tiny_sweep"
+# Adam moves every weight by ~lr on its first step: at 1e6, the un-normalized residual stream
+# overflows float32 on the second forward pass.
+DIVERGING = ["norm=no_norm", "optim.lr=1e6", "optim.warmup_fraction=0", "seed=0,1"]
+
+
+@dataclass
+class TinySweep:
+    uri: str
+    report_dir: Path
+    outputs: list[str]  # stdout + stderr of each multirun
+    returncodes: list[int]
+
+
+def _multirun(root: Path, cache: Path, name: str, *overrides: str) -> tuple[int, str]:
+    proc = run_cli(
+        "src.train",
+        "-m",
+        *TINY_MODEL,
+        "optim.max_steps=5",
+        "val_every_n_steps=5",
+        f"experiment_name={EXPERIMENT}",
+        f"paths.cache_dir={cache}",
+        f"paths.mlflow_db={root / 'mlflow.db'}",
+        f"paths.mlflow_artifacts={root / 'mlartifacts'}",
+        f"hydra.sweep.dir={root / name}",
+        "++hydra.callbacks.sweep_report._target_=src.report.hydra_callback.SweepReport",
+        f"++hydra.callbacks.sweep_report.out_dir={root / 'report'}",
+        *overrides,
+    )
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def build_tiny_sweep(root: Path, cache: Path) -> TinySweep:
+    """2 norms x 2 seeds, then a multirun of two diverging no_norm jobs, in one experiment."""
+    root.mkdir(parents=True, exist_ok=True)
+    results = [
+        _multirun(root, cache, "normal", "norm=hand_layernorm,torch_layernorm", "seed=0,1"),
+        _multirun(root, cache, "diverging", *DIVERGING),
+    ]
+    return TinySweep(
+        f"sqlite:///{root / 'mlflow.db'}", root / "report", [out for _, out in results], [rc for rc, _ in results]
     )

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import nbformat
 import pytest
-from helpers import REPO
+from helpers import EXPERIMENT, REPO, TinySweep
 from nbclient import NotebookClient
-from test_report import EXPERIMENT, TinySweep, tiny_sweep  # noqa: F401 - the session sweep, made once
 
 NOTEBOOK = REPO / "notebooks" / "analysis.ipynb"
 
@@ -17,7 +16,7 @@ def test_notebook_is_saved_without_outputs() -> None:
     assert code and all(not c.outputs and c.execution_count is None for c in code)
 
 
-def test_notebook_runs_and_draws_figures(tiny_sweep: TinySweep, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+def test_notebook_runs_and_draws_figures(tiny_sweep: TinySweep, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NORMSWEEP_EXPERIMENT", EXPERIMENT)
     monkeypatch.setenv("NORMSWEEP_TRACKING_URI", tiny_sweep.uri)
     nb = nbformat.read(NOTEBOOK, as_version=4)

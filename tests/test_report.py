@@ -6,18 +6,16 @@ Most tests write runs with MlflowClient following the tracking schema (fast, exa
 
 from __future__ import annotations
 
-import functools
 import math
 import subprocess
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import REPO, TINY_MODEL, run_cli
+from helpers import EXPERIMENT, REPO, TinySweep
 from mlflow.tracking import MlflowClient
 
 from src.paths import ConfigError
@@ -272,62 +270,6 @@ def test_report_does_not_import_torch() -> None:
 
 
 # --- real runs: python -m src.train -m ------------------------------------------------------------
-
-EXPERIMENT = "tiny_sweep"
-# Adam moves every weight by ~lr on its first step: at 1e6, the un-normalized residual stream
-# overflows float32 on the second forward pass.
-DIVERGING = ["norm=no_norm", "optim.lr=1e6", "optim.warmup_fraction=0", "seed=0,1"]
-
-
-@dataclass
-class TinySweep:
-    uri: str
-    report_dir: Path
-    outputs: list[str]  # stdout + stderr of each multirun
-    returncodes: list[int]
-
-
-def _multirun(root: Path, cache: Path, name: str, *overrides: str) -> tuple[int, str]:
-    proc = run_cli(
-        "src.train",
-        "-m",
-        *TINY_MODEL,
-        "optim.max_steps=5",
-        "val_every_n_steps=5",
-        f"experiment_name={EXPERIMENT}",
-        f"paths.cache_dir={cache}",
-        f"paths.mlflow_db={root / 'mlflow.db'}",
-        f"paths.mlflow_artifacts={root / 'mlartifacts'}",
-        f"hydra.sweep.dir={root / name}",
-        "++hydra.callbacks.sweep_report._target_=src.report.hydra_callback.SweepReport",
-        f"++hydra.callbacks.sweep_report.out_dir={root / 'report'}",
-        *overrides,
-    )
-    return proc.returncode, proc.stdout + proc.stderr
-
-
-@functools.cache  # test_notebook imports the fixture too: one sweep per session all the same
-def build_tiny_sweep(root: Path, cache: Path) -> TinySweep:
-    """2 norms x 2 seeds, then a multirun of two diverging no_norm jobs, in one experiment."""
-    root.mkdir(parents=True, exist_ok=True)
-    results = [
-        _multirun(root, cache, "normal", "norm=hand_layernorm,torch_layernorm", "seed=0,1"),
-        _multirun(root, cache, "diverging", *DIVERGING),
-    ]
-    return TinySweep(
-        f"sqlite:///{root / 'mlflow.db'}", root / "report", [out for _, out in results], [rc for rc, _ in results]
-    )
-
-
-@pytest.fixture(scope="session")
-def tiny_sweep(tmp_path_factory: pytest.TempPathFactory, token_cache_dir: Path) -> TinySweep:
-    return build_tiny_sweep(tmp_path_factory.getbasetemp() / "tiny_sweep", token_cache_dir)
-
-
-@pytest.fixture(scope="session")
-def tiny_client(tiny_sweep: TinySweep) -> MlflowClient:
-    return MlflowClient(tiny_sweep.uri)
-
 
 def test_multirun_with_diverging_jobs_exits_zero_and_records_all(tiny_sweep: TinySweep, tiny_client: MlflowClient) -> None:
     assert tiny_sweep.returncodes == [0, 0], tiny_sweep.outputs[-1][-3000:]
