@@ -130,9 +130,9 @@ NORM_REGISTRY: dict[str, NormFactory] = {
     "fast_rmsnorm": lambda dim, eps: FastRMSNorm(dim, eps=eps),
     "torch_layernorm_nobias": lambda dim, eps: nn.LayerNorm(dim, eps=eps, elementwise_affine=True, bias=False),
     "layernorm_noaffine": lambda dim, eps: nn.LayerNorm(dim, eps=eps, elementwise_affine=False),
-    "scalenorm": lambda dim, eps: ScaleNorm(dim, eps=eps),
-    "dyt": lambda dim, alpha_init=0.5, bias=True: DyT(dim, alpha_init=alpha_init, bias=bias),
-    "fast_dyt": lambda dim, alpha_init=0.5, bias=True: FastDyT(dim, alpha_init=alpha_init, bias=bias),
+    "scalenorm": ScaleNorm,
+    "dyt": DyT,  # options: alpha_init, bias (the constructor's keyword arguments)
+    "fast_dyt": FastDyT,
 }
 
 

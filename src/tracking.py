@@ -100,6 +100,7 @@ class Tracker:
         ensure_experiment(uri, cfg.experiment_name, cfg.logger.artifact_location)
         tags = {
             "norm": cfg.norm.norm_type,
+            "norm_family": cfg.norm.family,  # from conf/norm/<key>.yaml: the report groups by it
             "model": cfg.model.name,
             "precision": cfg.precision.name,
             "cluster": cfg.cluster.name,

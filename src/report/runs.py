@@ -1,8 +1,9 @@
 """Read a sweep's runs from MLflow (the only source of results) and keep its summary run.
 
-One row per training run with its variant, seed, outcome and final metrics, following the schema
-`src.tracking` writes. Runs without a `norm` tag (not training jobs) and the report's own summary
-run are left out; when a variant and seed were run more than once, the latest run counts.
+One row per training run with its variant, family (the `norm_family` tag), learning rate, seed,
+outcome and final metrics, following the schema `src.tracking` writes. Runs without a `norm` tag
+(not training jobs) and the report's own summary run are left out; when a variant, learning rate
+and seed were run more than once, the latest run counts.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ METRIC_COLUMNS = {  # report column -> MLflow metric
     "diverged_at_step": "diverged_at_step",
 }
 CURVE_METRICS = ("train/loss", "val/loss")
+UNKNOWN_FAMILY = "unknown"  # a run recorded without a norm_family tag
+RUN_KEY = ["variant", "lr", "seed"]  # one run counts per key: the latest
 
 
 class ReportError(Exception):
@@ -110,6 +113,8 @@ def _row(client: MlflowClient, run: Run) -> dict[str, object]:
         "run_id": run.info.run_id,
         "run_name": run.info.run_name,
         "variant": tags["norm"],
+        "family": tags.get("norm_family", UNKNOWN_FAMILY),
+        "lr": float(run.data.params.get("optim.lr", math.nan)),
         "seed": int(tags.get("seed", run.data.params.get("seed", -1))),
         "outcome": outcome,
         "status": run.info.status,
@@ -126,16 +131,17 @@ def _row(client: MlflowClient, run: Run) -> dict[str, object]:
 
 
 def load_sweep(experiment: str, tracking_uri: str | None = None) -> Sweep:
-    """The experiment's training runs, latest per (variant, seed). Raises ReportError if missing."""
+    """The experiment's training runs, latest per (variant, lr, seed). Raises ReportError if missing."""
     uri = tracking_uri or paths.tracking_uri()
     client = open_client(uri)
     experiment_id = find_experiment(client, uri, experiment)
     rows = [_row(client, r) for r in _all_runs(client, experiment_id) if "norm" in r.data.tags and not is_summary(r)]
     if not rows:
-        return Sweep(experiment_id, pd.DataFrame(columns=["run_id", "variant", "seed", "outcome"]), 0)
+        return Sweep(experiment_id, pd.DataFrame(columns=["run_id", "variant", "family", "lr", "seed", "outcome"]), 0)
     runs = pd.DataFrame(rows).sort_values("start_time", kind="stable")
-    latest = runs.drop_duplicates(["variant", "seed"], keep="last")
-    return Sweep(experiment_id, latest.sort_values(["variant", "seed"]).reset_index(drop=True), len(runs) - len(latest))
+    # NaN learning rates (runs without params) must still match each other.
+    latest = runs.drop_duplicates(RUN_KEY, keep="last")
+    return Sweep(experiment_id, latest.sort_values(RUN_KEY).reset_index(drop=True), len(runs) - len(latest))
 
 
 def load_curves(tracking_uri: str | None, runs: pd.DataFrame, keys: Sequence[str] = CURVE_METRICS) -> pd.DataFrame:
