@@ -16,6 +16,8 @@ import pandas as pd
 from src import paths
 from src.report.plots import plot_losses, plot_throughput, save
 from src.report.runs import ReportError, load_curves, load_sweep, save_summary_run
+from src.report.stability import by_learning_rate, is_lr_sweep, plot_stability
+from src.report.stability import sentences as stability_sentences
 from src.report.table import (
     Comparison,
     compare,
@@ -38,7 +40,8 @@ class Analysis:
     curves: pd.DataFrame  # step metrics, long format
     table: pd.DataFrame  # one row per variant
     comparisons: list[Comparison]
-    superseded: int  # repeated (variant, seed) runs of which only the latest counts
+    superseded: int  # repeated (variant, lr, seed) runs of which only the latest counts
+    stability: pd.DataFrame | None = None  # per (variant, lr), when the sweep varied the learning rate
     files: list[Path] = field(default_factory=list)
 
     def sentences(self) -> list[str]:
@@ -48,6 +51,8 @@ class Analysis:
         """The report for a terminal: aligned table, then one sentence per comparison."""
         lines = [f"normsweep report: experiment {self.experiment!r} ({len(self.runs)} runs)", ""]
         lines += [text_table(*display_rows(self.table)), "", *self.sentences()]
+        if self.stability is not None:
+            lines += ["", *stability_sentences(self.stability)]
         if self.superseded:
             lines += ["", f"({self.superseded} older runs of a repeated variant and seed were left out.)"]
         return "\n".join(lines)
@@ -59,6 +64,11 @@ class Analysis:
             markdown_table(*display_rows(self.table)),
             "## Is it more than seed noise? (Welch's t-test, 95% CI of the difference)",
             "\n".join(f"- {s}" for s in self.sentences()) or "No pairs to compare.",
+            *(
+                ["## Learning-rate stability", "\n".join(f"- {s}" for s in stability_sentences(self.stability))]
+                if self.stability is not None
+                else []
+            ),
             "## Figures",
             "\n".join(f"![{p.stem}]({p.name})" for p in figures),
         ]
@@ -82,6 +92,7 @@ def analyze(experiment: str, tracking_uri: str | None = None) -> Analysis:
         table=summarize(runs),
         comparisons=compare(runs),
         superseded=sweep.superseded,
+        stability=by_learning_rate(runs) if is_lr_sweep(runs) else None,
     )
 
 
@@ -90,16 +101,20 @@ def default_out_dir(experiment: str) -> Path:
 
 
 def write(analysis: Analysis, out_dir: Path) -> list[Path]:
-    """report.md, table.csv (per variant), runs.csv (per run) and the two PNGs."""
+    """report.md, table.csv (per variant), runs.csv (per run), the PNGs; stability.csv/png for a learning-rate sweep."""
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = [
         save(plot_losses(analysis.curves), out_dir / "loss_curves.png"),
         save(plot_throughput(analysis.runs), out_dir / "throughput.png"),
     ]
+    if analysis.stability is not None:
+        figures.append(save(plot_stability(analysis.stability), out_dir / "stability.png"))
+        analysis.stability.to_csv(out_dir / "stability.csv", index=False)
     analysis.table.to_csv(out_dir / "table.csv", index=False)
     analysis.runs.to_csv(out_dir / "runs.csv", index=False)
     (out_dir / "report.md").write_text(analysis.markdown(figures))
-    return [out_dir / "report.md", out_dir / "table.csv", out_dir / "runs.csv", *figures]
+    tables = ["table.csv", "runs.csv"] + (["stability.csv"] if analysis.stability is not None else [])
+    return [out_dir / "report.md", *(out_dir / t for t in tables), *figures]
 
 
 def generate_report(

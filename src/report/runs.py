@@ -145,15 +145,15 @@ def load_sweep(experiment: str, tracking_uri: str | None = None) -> Sweep:
 
 
 def load_curves(tracking_uri: str | None, runs: pd.DataFrame, keys: Sequence[str] = CURVE_METRICS) -> pd.DataFrame:
-    """Step metrics of the given runs, long format: run_id, variant, seed, metric, step, value."""
+    """Step metrics of the given runs, long format: run_id, variant, family, seed, metric, step, value."""
     client = MlflowClient(tracking_uri or paths.tracking_uri())
     records = [
-        (r.run_id, r.variant, r.seed, key, m.step, m.value)
+        (r.run_id, r.variant, r.family, r.seed, key, m.step, m.value)
         for r in runs.itertuples(index=False)
         for key in keys
         for m in client.get_metric_history(r.run_id, key)
     ]
-    return pd.DataFrame(records, columns=["run_id", "variant", "seed", "metric", "step", "value"])
+    return pd.DataFrame(records, columns=["run_id", "variant", "family", "seed", "metric", "step", "value"])
 
 
 def save_summary_run(tracking_uri: str | None, experiment_id: str, files: Iterable[Path]) -> str:
