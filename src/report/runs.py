@@ -19,6 +19,7 @@ from mlflow.entities import Run, ViewType
 from mlflow.tracking import MlflowClient
 
 from src import paths
+from src.report.table import UNKNOWN as UNKNOWN_FAMILY
 
 SUMMARY_TAG = "normsweep.summary"
 SUMMARY_RUN_NAME = "summary"
@@ -33,7 +34,6 @@ METRIC_COLUMNS = {  # report column -> MLflow metric
     "diverged_at_step": "diverged_at_step",
 }
 CURVE_METRICS = ("train/loss", "val/loss")
-UNKNOWN_FAMILY = "unknown"  # a run recorded without a norm_family tag
 RUN_KEY = ["variant", "lr", "seed"]  # one run counts per key: the latest
 
 
@@ -113,7 +113,7 @@ def _row(client: MlflowClient, run: Run) -> dict[str, object]:
         "run_id": run.info.run_id,
         "run_name": run.info.run_name,
         "variant": tags["norm"],
-        "family": tags.get("norm_family", UNKNOWN_FAMILY),
+        "family": tags.get("norm_family", UNKNOWN_FAMILY),  # older runs have no such tag
         "lr": float(run.data.params.get("optim.lr", math.nan)),
         "seed": int(tags.get("seed", run.data.params.get("seed", -1))),
         "outcome": outcome,

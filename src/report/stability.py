@@ -53,8 +53,8 @@ def largest_stable_lr(table: pd.DataFrame) -> dict[str, float]:
 
 
 def sentences(table: pd.DataFrame) -> list[str]:
-    """One line per variant: its largest stable learning rate and where it broke above it."""
-    out = []
+    """A caveat, then one line per variant: its largest stable learning rate and where it broke above it."""
+    out = ["The learning rate was swept: the table and comparisons above pool every learning rate; per learning rate:"]
     for variant, best in largest_stable_lr(table).items():
         rows = table[table.variant == variant]
         broke = rows[rows.finished < rows.runs]

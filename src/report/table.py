@@ -26,7 +26,7 @@ LOSS_REFERENCE = "torch_layernorm"
 VALUE_COLUMNS = ("train_time_s", "tokens_per_sec", "test_loss")
 COMPARED_METRICS = ("tokens_per_sec", "test_loss")  # speed and quality: the study's two questions
 METRIC_LABELS = {"train_time_s": "training time (s)", "tokens_per_sec": "tokens/s", "test_loss": "test loss"}
-UNKNOWN = "unknown"  # a run recorded without a family
+UNKNOWN = "unknown"  # the family of a run recorded without a norm_family tag
 
 
 @dataclass(frozen=True)
