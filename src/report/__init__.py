@@ -54,7 +54,7 @@ class Analysis:
         if self.stability is not None:
             lines += ["", *stability_sentences(self.stability)]
         if self.superseded:
-            lines += ["", f"({self.superseded} older runs of a repeated variant and seed were left out.)"]
+            lines += ["", f"({self.superseded} older runs of a repeated variant, learning rate and seed were left out.)"]
         return "\n".join(lines)
 
     def markdown(self, figures: list[Path]) -> str:
