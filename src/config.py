@@ -6,11 +6,10 @@ naming the field, and nothing is recorded for it.
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from src.identity import safe_folder_name
 from src.model import GPTConfig
-from src.norms import check_norm_type
 from src.paths import ConfigError
 from src.sweep import POLICIES
 from src.tokenizer import VOCAB_SIZE
@@ -25,11 +24,19 @@ NUMERIC_OPTIM_FIELDS = (
     "max_steps", "global_batch_size", "token_budget", "tokens_per_param",
 )
 OPTIONAL_OPTIM_FIELDS = ("grad_clip", "global_batch_size", "token_budget", "tokens_per_param")
+# Keys of the norm group that are not options of the norm: `family` labels it for the report.
+NORM_KEYS = ("norm_type", "eps", "family")
 
 
 def model_config(cfg: DictConfig) -> GPTConfig:
-    """The GPTConfig of a composed training config (model group + norm group)."""
+    """The GPTConfig of a composed training config (model group + norm group).
+
+    Every check of the norm (its key, eps, options) happens once, in `src.norms.NormSpec`, which
+    GPTConfig builds; its ValueError names the `norm.` field and becomes a ConfigError here.
+    """
     m = cfg.model
+    norm = OmegaConf.to_container(cfg.norm, resolve=True)
+    assert isinstance(norm, dict)
     try:
         return GPTConfig(
             vocab_size=m.vocab_size,
@@ -40,8 +47,11 @@ def model_config(cfg: DictConfig) -> GPTConfig:
             drop_rate=float(m.drop_rate),
             qkv_bias=bool(m.qkv_bias),
             tie_weights=bool(m.tie_weights),
-            norm_type=cfg.norm.norm_type,
-            norm_eps=float(cfg.norm.eps),
+            norm_type=norm["norm_type"],
+            norm_eps=norm["eps"],
+            norm_options={k: v for k, v in norm.items() if k not in NORM_KEYS},
+            norm_placement=m.norm_placement,
+            qk_norm=m.qk_norm,
         )
     except ValueError as err:
         raise ConfigError(str(err)) from err
@@ -69,15 +79,17 @@ def validate(cfg: DictConfig) -> GPTConfig:
     """Check every value that would otherwise fail mid-training; returns the model config."""
     _require(_is_int(cfg.get("seed")), "seed", f"must be an integer, got {cfg.get('seed')!r}")
     validate_names(cfg)
-    try:
-        check_norm_type(cfg.norm.norm_type)
-    except ValueError as err:
-        raise ConfigError(f"norm.norm_type: {err}") from err
     model_cfg = model_config(cfg)
     _require(
         _is_int(cfg.model.vocab_size) and cfg.model.vocab_size >= VOCAB_SIZE,
         "model.vocab_size",
         f"must be an integer >= the tokenizer's {VOCAB_SIZE} tokens, got {cfg.model.vocab_size!r}",
+    )
+    family = cfg.norm.get("family")
+    _require(
+        isinstance(family, str) and family != "",
+        "norm.family",
+        f"every conf/norm YAML names its family (layernorm, rmsnorm, dyt, scalenorm, none, or a new one), got {family!r}",
     )
     o = cfg.optim
     for field in NUMERIC_OPTIM_FIELDS:

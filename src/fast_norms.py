@@ -1,4 +1,4 @@
-"""A fast RMSNorm for the CPU, registered as `fast_rmsnorm`.
+"""Fused norms: a fast RMSNorm for the CPU (`fast_rmsnorm`) and a compiled Dynamic Tanh (`fast_dyt`).
 
 `nn.RMSNorm` on the CPU runs the composite pow/mean/rsqrt/mul graph, and autograd differentiates
 through every node of it: many passes over memory and many allocations, ~10x slower than the
@@ -26,6 +26,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from types import ModuleType
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -81,38 +82,35 @@ def dw_chunk(rows: int) -> int:
 
 
 class _Kernels:
-    """The forward/backward pair, compiled by inductor; the eager functions if compiling fails.
+    """A forward/backward pair, compiled by inductor; the eager functions if compiling fails.
 
     Kernels are specialised per (rows, width, dtype): a training run, whose norms all see the same
     shape, compiles each once (seconds, less with inductor's on-disk cache). Past dynamo's
     recompile limit (8 shapes) a function runs eagerly, correct but slower.
     """
 
-    def __init__(self) -> None:
-        self.forward: Callable[..., tuple[torch.Tensor, torch.Tensor]] = torch.compile(
-            rms_norm_forward, dynamic=False, fullgraph=True
-        )
-        self.backward: Callable[..., tuple[torch.Tensor, torch.Tensor]] = torch.compile(
-            rms_norm_backward, dynamic=False, fullgraph=True
-        )
+    def __init__(self, name: str, forward: Callable[..., Any], backward: Callable[..., Any]) -> None:
+        self.name, self.eager = name, (forward, backward)
+        self.forward: Callable[..., Any] = torch.compile(forward, dynamic=False, fullgraph=True)
+        self.backward: Callable[..., Any] = torch.compile(backward, dynamic=False, fullgraph=True)
         self.compiled = True
 
-    def run(self, name: str, *args: object) -> tuple[torch.Tensor, torch.Tensor]:
+    def run(self, name: str, *args: object) -> Any:
         if self.compiled:
             try:
                 return getattr(self, name)(*args)
             except Exception as exc:  # no C++ compiler, unsupported platform, ...: stay correct
                 warnings.warn(
-                    f"fast_rmsnorm: torch.compile failed ({exc!r}); using eager kernels", stacklevel=3
+                    f"{self.name}: torch.compile failed ({exc!r}); using eager kernels", stacklevel=3
                 )
                 self.use_eager()
         return getattr(self, name)(*args)
 
     def use_eager(self) -> None:
-        self.forward, self.backward, self.compiled = rms_norm_forward, rms_norm_backward, False
+        (self.forward, self.backward), self.compiled = self.eager, False
 
 
-KERNELS = _Kernels()
+KERNELS = _Kernels("fast_rmsnorm", rms_norm_forward, rms_norm_backward)
 
 
 def _native_kernels(x: torch.Tensor, weight: torch.Tensor) -> ModuleType | None:
@@ -163,3 +161,77 @@ class FastRMSNorm(nn.RMSNorm):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return fast_rms_norm(x, self.weight, self.eps)
+
+
+# --- Dynamic Tanh --------------------------------------------------------------------------------
+#
+#     forward:   y = w * tanh(a * x) + b
+#     backward:  t = tanh(a * x),  s = dy * w * (1 - t^2)
+#                dx = a * s,  da = sum(s * x),  dw = sum over rows of dy * t,  db = sum over rows of dy
+#
+# Eager PyTorch runs the forward as four kernels (mul, tanh, mul, add), each a full pass over the
+# activations, and autograd saves their intermediates; the compiled pair below makes one pass for
+# the forward and one for the backward, saving only x (tanh is recomputed, it is cheap next to a
+# memory pass). This is the fused implementation `fast_dyt` is timed with.
+
+
+def _acc(t: torch.Tensor) -> torch.Tensor:
+    """`t` in the accumulation dtype: fp32 for fp32 and narrower types, fp64 stays fp64."""
+    return t.to(torch.promote_types(t.dtype, torch.float32))
+
+
+def dyt_forward(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """y for a 2-D `x`, computed in fp32 (fp64 for fp64 inputs) whatever the dtype."""
+    y = _acc(weight) * torch.tanh(_acc(alpha) * _acc(x))
+    if bias is not None:
+        y = y + _acc(bias)
+    return y.to(x.dtype)
+
+
+def dyt_backward(
+    dy: torch.Tensor, x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor, chunk: int = 1
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dx, dalpha, dweight and dbias of DyT for 2-D `dy`, `x`; `chunk` rows per partial sum (see DW_CHUNK_ROWS)."""
+    d = x.shape[-1]
+    a = _acc(alpha)
+    xf = _acc(x).view(-1, chunk, d)
+    dyf = _acc(dy).view(-1, chunk, d)
+    t = torch.tanh(a * xf)
+    s = dyf * _acc(weight) * (1 - t * t)
+    dx = (a * s).view(x.shape).to(x.dtype)
+    dalpha = (s * xf).sum().reshape(1).to(alpha.dtype)
+    dw = (dyf * t).sum(dim=1).sum(dim=0).to(weight.dtype)
+    db = dyf.sum(dim=1).sum(dim=0).to(weight.dtype)
+    return dx, dalpha, dw, db
+
+
+DYT_KERNELS = _Kernels("fast_dyt", dyt_forward, dyt_backward)
+
+
+class _DyTFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx, x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+    ) -> torch.Tensor:
+        x2 = x.reshape(-1, x.shape[-1]).contiguous()
+        y = DYT_KERNELS.run("forward", x2, alpha, weight, bias)
+        ctx.save_for_backward(x2, alpha, weight)
+        ctx.has_bias = bias is not None
+        return y.view(x.shape)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
+        x2, alpha, weight = ctx.saved_tensors
+        dy2 = dy.reshape(x2.shape).contiguous()
+        dx, dalpha, dw, db = DYT_KERNELS.run("backward", dy2, x2, alpha, weight, dw_chunk(x2.shape[0]))
+        return dx.view(dy.shape), dalpha, dw, db if ctx.has_bias else None
+
+
+def fast_dyt(x: torch.Tensor, alpha: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """Dynamic Tanh over the last dimension; output in `x.dtype`."""
+    if torch.compiler.is_compiling():
+        # Inside an outer torch.compile the plain ops are fused with their neighbours.
+        y = weight * torch.tanh(alpha * x)
+        return y if bias is None else y + bias
+    return _DyTFunction.apply(x, alpha, weight, bias)

@@ -2,20 +2,26 @@
 
 The architecture is the GPTModel of "Build a Large Language Model (From Scratch)": token and
 learned position embeddings, dropout, pre-norm transformer blocks, a final norm and an output head
-without bias. Every norm is built by `make_norm`, so the model is identical across variants except
-for the norm. Attention goes through `F.scaled_dot_product_attention(is_causal=True)` so that
+without bias. Every norm is built from one checked `NormSpec`, so the model is identical across
+variants except for the norm. Two axes move norms around, orthogonal to which norm it is:
+`norm_placement` (pre / post / peri, see `TransformerBlock`) and `qk_norm` (the norm applied per
+head to queries and keys); their defaults (pre, off) are the study's model. Attention goes through `F.scaled_dot_product_attention(is_causal=True)` so that
 attention speed is the same fused kernel for every variant and the comparison isolates the norm.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from src.norms import DEFAULT_EPS, check_norm_type, make_norm
+from src.norms import DEFAULT_EPS, NormSpec
+
+PLACEMENTS = ("pre", "post", "peri")
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,10 @@ class GPTConfig:
     tie_weights: bool = False  # the study's models are untied: 163,009,536 parameters
     norm_type: str = "torch_layernorm"
     norm_eps: float = DEFAULT_EPS
+    norm_options: Mapping[str, Any] = field(default_factory=dict)  # e.g. DyT's alpha_init, bias
+    norm_placement: str = "pre"
+    qk_norm: bool = False
+    norm: NormSpec = field(init=False, repr=False, compare=False)  # the checked norm, built from the three above
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers"):
@@ -42,9 +52,13 @@ class GPTConfig:
             )
         if not 0.0 <= self.drop_rate < 1.0:
             raise ValueError(f"model.drop_rate must be in [0, 1), got {self.drop_rate!r}")
-        if not self.norm_eps > 0:
-            raise ValueError(f"norm.eps must be positive, got {self.norm_eps!r}")
-        check_norm_type(self.norm_type)
+        if self.norm_placement not in PLACEMENTS:
+            raise ValueError(
+                f"model.norm_placement: {self.norm_placement!r} is not one of {', '.join(PLACEMENTS)}"
+            )
+        if not isinstance(self.qk_norm, bool):
+            raise ValueError(f"model.qk_norm: must be true or false, got {self.qk_norm!r}")
+        object.__setattr__(self, "norm", NormSpec(self.norm_type, self.norm_eps, dict(self.norm_options)))
 
 
 class CausalSelfAttention(nn.Module):
@@ -56,6 +70,12 @@ class CausalSelfAttention(nn.Module):
         self.W_key = nn.Linear(cfg.emb_dim, cfg.emb_dim, bias=cfg.qkv_bias)
         self.W_value = nn.Linear(cfg.emb_dim, cfg.emb_dim, bias=cfg.qkv_bias)
         self.out_proj = nn.Linear(cfg.emb_dim, cfg.emb_dim)
+        if cfg.qk_norm:
+            # QK-norm: queries and keys normalized per head (over head_dim) before their dot product.
+            head_dim = cfg.emb_dim // cfg.n_heads
+            self.q_norm = cfg.norm.build(head_dim, "attn")
+            self.k_norm = cfg.norm.build(head_dim, "attn")
+        self.qk_norm = cfg.qk_norm
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, d = x.shape
@@ -64,6 +84,8 @@ class CausalSelfAttention(nn.Module):
             w(x).view(b, t, self.n_heads, d // self.n_heads).transpose(1, 2)
             for w in (self.W_query, self.W_key, self.W_value)
         )
+        if self.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
         dropout = self.drop_rate if self.training else 0.0
         y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)
         return self.out_proj(y.transpose(1, 2).contiguous().view(b, t, d))
@@ -83,17 +105,32 @@ class FeedForward(nn.Module):
 
 
 class TransformerBlock(nn.Module):
-    """Pre-norm block: x + attn(norm(x)), then x + ffn(norm(x))."""
+    """One block; `cfg.norm_placement` says where its norms sit around each sublayer f:
+
+    pre:   x + f(norm(x))            GPT-2, the default
+    post:  norm(x + f(x))            the original Transformer (the model then has no final norm)
+    peri:  x + norm_out(f(norm(x)))  Peri-LN: the sublayer's input and its output are normalized
+    """
 
     def __init__(self, cfg: GPTConfig) -> None:
         super().__init__()
-        self.norm1 = make_norm(cfg.norm_type, cfg.emb_dim, cfg.norm_eps)
+        self.placement = cfg.norm_placement
+        self.norm1 = cfg.norm.build(cfg.emb_dim, "attn")
         self.att = CausalSelfAttention(cfg)
-        self.norm2 = make_norm(cfg.norm_type, cfg.emb_dim, cfg.norm_eps)
+        self.norm2 = cfg.norm.build(cfg.emb_dim, "ffn")
         self.ff = FeedForward(cfg)
         self.drop_shortcut = nn.Dropout(cfg.drop_rate)
+        if self.placement == "peri":
+            self.norm1_out = cfg.norm.build(cfg.emb_dim, "attn")
+            self.norm2_out = cfg.norm.build(cfg.emb_dim, "ffn")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.placement == "post":
+            x = self.norm1(x + self.drop_shortcut(self.att(x)))
+            return self.norm2(x + self.drop_shortcut(self.ff(x)))
+        if self.placement == "peri":
+            x = x + self.drop_shortcut(self.norm1_out(self.att(self.norm1(x))))
+            return x + self.drop_shortcut(self.norm2_out(self.ff(self.norm2(x))))
         x = x + self.drop_shortcut(self.att(self.norm1(x)))
         return x + self.drop_shortcut(self.ff(self.norm2(x)))
 
@@ -106,7 +143,8 @@ class GPTModel(nn.Module):
         self.pos_emb = nn.Embedding(cfg.context_length, cfg.emb_dim)
         self.drop_emb = nn.Dropout(cfg.drop_rate)
         self.trf_blocks = nn.Sequential(*[TransformerBlock(cfg) for _ in range(cfg.n_layers)])
-        self.final_norm = make_norm(cfg.norm_type, cfg.emb_dim, cfg.norm_eps)
+        # Post-norm blocks already end in a norm: a final one would normalize twice.
+        self.final_norm = nn.Identity() if cfg.norm_placement == "post" else cfg.norm.build(cfg.emb_dim, "final")
         self.out_head = nn.Linear(cfg.emb_dim, cfg.vocab_size, bias=False)
         if cfg.tie_weights:
             self.out_head.weight = self.tok_emb.weight

@@ -87,6 +87,7 @@ class Tracker:
         self.git = git_state()
         tags = {
             "norm": cfg.norm.norm_type,
+            "norm_family": cfg.norm.family,  # from conf/norm/<key>.yaml: the report groups by it
             "model": cfg.model.name,
             "precision": cfg.precision.name,
             "cluster": cfg.cluster.name,

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from src.norms import NORM_REGISTRY, HandLayerNorm, HandRMSNorm, make_norm, norm_types
+from src.norms import NORM_REGISTRY, HandLayerNorm, HandRMSNorm, make_norm, norm_types, takes_eps
 
 SHAPES = [(4, 16), (2, 7, 32), (3, 5, 768)]
 PAIRS = [("hand_layernorm", "torch_layernorm"), ("hand_rmsnorm", "torch_rmsnorm")]
@@ -62,6 +62,8 @@ def test_eps_reaches_every_variant() -> None:
         norm = make_norm(key, 8, eps=3e-4)
         if key == "no_norm":
             assert isinstance(norm, nn.Identity)
+        elif not takes_eps(key):  # Dynamic Tanh is element-wise: nothing to divide by, no eps
+            assert not hasattr(norm, "eps"), key
         else:
             assert norm.eps == 3e-4, key
 

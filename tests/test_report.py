@@ -6,6 +6,7 @@ Most tests write runs with MlflowClient following the tracking schema (fast, exa
 
 from __future__ import annotations
 
+import functools
 import math
 import subprocess
 import sys
@@ -18,10 +19,12 @@ import pytest
 from helpers import EXPERIMENT, REPO, TinySweep
 from mlflow.tracking import MlflowClient
 
+from src import paths
 from src.paths import ConfigError
 from src.report import ReportError, analyze, generate_report
 from src.report.__main__ import main as report_main
 from src.report.comparisons import PAIRS, Margins, check_pairs, pairs_for
+from src.report.stability import by_learning_rate, largest_stable_lr
 from src.report.table import parse_variant, summarize
 from src.sweep import SWEEP_TAG
 
@@ -37,6 +40,12 @@ STUDY = {
 # --- runs written with MlflowClient --------------------------------------------------------------
 
 
+@functools.cache
+def family_of(norm: str) -> str:
+    """The family training would tag the run with: `family` of conf/norm/<norm>.yaml."""
+    return str(paths.compose([f"norm={norm}"]).norm.family)
+
+
 def log_run(
     client: MlflowClient,
     experiment_id: str,
@@ -44,12 +53,15 @@ def log_run(
     seed: int,
     metrics: Mapping[str, float],
     outcome: str | None = "finished",
+    lr: float | None = None,
 ) -> str:
-    tags = {"norm": norm, "seed": str(seed), "model": "cpu_small"}
+    tags = {"norm": norm, "norm_family": family_of(norm), "seed": str(seed), "model": "cpu_small"}
     if outcome:
         tags["outcome"] = outcome
     time.sleep(0.005)  # distinct start times: the latest run of a (variant, seed) is the one that counts
     run_id = client.create_run(experiment_id, run_name=f"{norm}-s{seed}", tags=tags).info.run_id
+    if lr is not None:
+        client.log_param(run_id, "optim.lr", lr)
     for key, value in metrics.items():
         client.log_metric(run_id, key, value, step=int(metrics.get("steps_done", 0)))
     client.set_terminated(run_id, "FINISHED" if outcome == "finished" else "FAILED")
@@ -136,10 +148,12 @@ def test_multi_seed_statistics_and_bookkeeping(client: MlflowClient, store: dict
     assert len(analyze("seeds", store["uri"]).runs) == 8
 
 
-def test_variant_families_come_from_the_key() -> None:
-    assert parse_variant("fast_rmsnorm").speed_baseline == "hand_rmsnorm"
-    assert parse_variant("torch_layernorm").speed_baseline == "hand_layernorm"
-    assert parse_variant("no_norm").speed_baseline is None
+def test_variant_families_come_from_the_tag() -> None:
+    keys = ["no_norm", "torch_rmsnorm", "fast_rmsnorm", "hand_rmsnorm", "torch_layernorm", "hand_layernorm"]
+    families = {k: family_of(k) for k in keys}
+    assert parse_variant("fast_rmsnorm", families).impl == "fast"
+    assert parse_variant("hand_layernorm", families).is_reference
+    assert not parse_variant("no_norm", families).is_reference
 
 
 def test_the_pairs_that_matter() -> None:
@@ -165,6 +179,48 @@ def test_the_pairs_that_matter() -> None:
     for bad in (0, -0.01, "x", True):
         with pytest.raises(ConfigError, match="report.margin.test_loss: must be a number > 0"):
             Margins(test_loss=bad)
+
+
+def test_zoo_is_grouped_by_family_and_compares_dyt(client: MlflowClient, store: dict[str, str], tmp_path: Path) -> None:
+    exp = client.create_experiment("zoo")
+    zoo = ["dyt", "fast_dyt", "scalenorm", "torch_layernorm", "layernorm_noaffine", "hand_layernorm", "no_norm"]
+    for seed in (0, 1):
+        for i, norm in enumerate(zoo):
+            log_run(client, exp, norm, seed, finished(10.0 + i, 1000.0 + 10 * i + seed, 6.0 + 0.01 * i - 0.02 * seed))
+    analysis = generate_report("zoo", store["uri"], tmp_path / "out", log_summary=False)
+    table = analysis.table
+    assert list(table.variant) == [
+        "hand_layernorm", "torch_layernorm", "layernorm_noaffine", "dyt", "fast_dyt", "scalenorm", "no_norm"
+    ]  # fmt: skip
+    assert list(table.family) == ["layernorm"] * 3 + ["dyt"] * 2 + ["scalenorm", "none"]
+    compared = {(c.a, c.b) for c in analysis.comparisons}
+    assert {("torch_layernorm", "dyt"), ("dyt", "fast_dyt"), ("torch_layernorm", "scalenorm")} <= compared
+    assert "fast_dyt vs dyt, tokens/s" in analysis.text() and "dyt vs torch_layernorm, test loss" in analysis.text()
+    speed = table.set_index("variant").speed_vs_hand
+    assert speed["fast_dyt"] == pytest.approx(1010.5 / 1000.5) and math.isnan(speed["no_norm"])
+    assert analysis.stability is None  # one learning rate
+
+
+def test_learning_rate_sweep_report(client: MlflowClient, store: dict[str, str], tmp_path: Path) -> None:
+    exp = client.create_experiment("lr")
+    grid = [1e-4, 1e-3, 1e-2]
+    for lr in grid:
+        log_run(client, exp, "torch_layernorm", 0, finished(1.0, 100.0, 6.5 - lr * 10), lr=lr)
+        if lr < 1e-2:
+            log_run(client, exp, "no_norm", 0, finished(1.0, 100.0, 6.8), lr=lr)
+        else:
+            log_run(client, exp, "no_norm", 0, {"diverged_at_step": 23.0, "steps_done": 22.0}, outcome="diverged", lr=lr)
+    analysis = generate_report("lr", store["uri"], tmp_path / "out", log_summary=False)
+    assert len(analysis.runs) == 6  # one run per variant, learning rate and seed: none superseded
+    stability = analysis.stability
+    assert list(stability.lr[stability.variant == "no_norm"]) == grid
+    assert largest_stable_lr(stability) == {"torch_layernorm": 1e-2, "no_norm": 1e-3}
+    text = analysis.text()
+    assert "no_norm: largest stable learning rate 1.0e-03; did not finish at 1.0e-02 (step 23)." in text
+    assert "torch_layernorm: largest stable learning rate 1.0e-02; stable over the whole grid" in text
+    assert (tmp_path / "out" / "stability.png").stat().st_size > 0
+    assert "## Learning-rate stability" in (tmp_path / "out" / "report.md").read_text()
+    assert by_learning_rate(analysis.runs).equals(stability)
 
 
 def test_summarize_keeps_all_diverged_variants() -> None:

@@ -16,15 +16,16 @@ import pytest
 import torch
 from helpers import REPO, run_cli
 from mlflow.tracking import MlflowClient
+from omegaconf import OmegaConf
 
 from src.lit_module import GPTLitModule
-from src.paths import ConfigError, compose
+from src.paths import CONF_DIR, ConfigError, compose
 from src.sweep import SWEEP_TAG
 from src.train import train
 
 pytestmark = pytest.mark.slow  # real fits: left out of `make test-fast`, run by `make test`
 
-NORMS = ["hand_layernorm", "torch_layernorm", "hand_rmsnorm", "torch_rmsnorm", "no_norm"]
+NORMS = OmegaConf.load(CONF_DIR / "train.yaml").norm_sets.study.split(",")  # the study's five, stated once
 FINAL_METRICS = {"train_time_s", "avg_tokens_per_sec", "peak_memory_mb", "n_params", "test_loss", "final_train_loss"}
 
 

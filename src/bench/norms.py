@@ -39,6 +39,7 @@ from src.bench.common import (
     write_report,
 )
 from src.norms import DEFAULT_EPS, HandLayerNorm, HandRMSNorm, make_norm, norm_types
+from src.paths import compose
 from src.report.table import markdown_table
 
 # The identity moves no bytes and normalizes nothing: there is no kernel to measure.
@@ -60,9 +61,14 @@ def build(variant: str, width: int, eps: float = DEFAULT_EPS) -> nn.Module:
     return make_norm(variant, width, eps)
 
 
+# fp32 statistics a norm saves per row for its backward, by family (`family:` in conf/norm/<key>.yaml):
+# LayerNorm mean and rstd; RMSNorm and ScaleNorm rstd; DyT none (element-wise).
+STATS_PER_ROW = {"layernorm": 2, "rmsnorm": 1, "scalenorm": 1, "dyt": 0, "none": 0}
+
+
 def stats_per_row(variant: str) -> int:
-    """fp32 statistics a norm saves per row for its backward: LayerNorm mean and rstd, RMSNorm rstd."""
-    return 2 if "layernorm" in variant else 1
+    key = variant.removeprefix("compiled_")
+    return STATS_PER_ROW.get(str(compose([f"norm={key}"]).norm.family), 1)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ from src import paths
 from src.report.comparisons import Margins, Result, compare, sentences, to_frame, unmatched_pairs
 from src.report.plots import plot_losses, plot_throughput, save
 from src.report.runs import ReportError, load_curves, load_interleaved, load_sweep, save_summary_run
+from src.report.stability import by_learning_rate, is_lr_sweep, plot_stability
+from src.report.stability import sentences as stability_sentences
 from src.report.table import display_rows, markdown_table, summarize, text_table
 from src.store import UI_TRAINING_VIEW
 
@@ -36,9 +38,10 @@ class Analysis:
     table: pd.DataFrame  # one row per variant
     comparisons: list[Result]  # per pair and metric (see src.report.comparisons)
     margins: Margins
-    superseded: int  # repeated (variant, seed) runs of which only the latest counts
+    superseded: int  # repeated (variant, lr, seed) runs of which only the latest counts
     interleaved: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # bench-variants ratios
     notes: list[str] = field(default_factory=list)  # requested pairs that could not be compared
+    stability: pd.DataFrame | None = None  # per (variant, lr), when the sweep varied the learning rate
     files: list[Path] = field(default_factory=list)
     report_run_id: str | None = None  # the MLflow run holding the files
 
@@ -71,8 +74,10 @@ class Analysis:
             lines += [f"{self._heading()}:", *self.sentences()]
         else:
             lines += ["No pairs to compare."]
+        if self.stability is not None:
+            lines += ["", *stability_sentences(self.stability)]
         if self.superseded:
-            lines += ["", f"({self.superseded} older runs of a repeated variant and seed were left out.)"]
+            lines += ["", f"({self.superseded} older runs of a repeated variant, learning rate and seed were left out.)"]
         return "\n".join(lines)
 
     def markdown(self, figures: list[Path]) -> str:
@@ -83,6 +88,11 @@ class Analysis:
             "## Is it more than seed noise? Paired comparisons",
             self._heading() + " (all pairs in `comparisons.csv`).",
             "\n".join(f"- {s}" for s in self.sentences()) or "No pairs to compare.",
+            *(
+                ["## Learning-rate stability", "\n".join(f"- {s}" for s in stability_sentences(self.stability))]
+                if self.stability is not None
+                else []
+            ),
             "## Figures",
             "\n".join(f"![{p.stem}]({p.name})" for p in figures),
         ]
@@ -118,6 +128,7 @@ def analyze(
         superseded=sweep.superseded,
         interleaved=load_interleaved(uri, sweep.experiment_id),
         notes=unmatched_pairs(runs, pairs) if pairs is not None else [],
+        stability=by_learning_rate(runs) if is_lr_sweep(runs) else None,
     )
 
 
@@ -126,18 +137,23 @@ def default_out_dir(experiment: str) -> Path:
 
 
 def write(analysis: Analysis, out_dir: Path) -> list[Path]:
-    """report.md, table.csv (per variant), comparisons.csv, runs.csv (per run) and the two PNGs."""
+    """report.html, report.md, table.csv (per variant), comparisons.csv, runs.csv (per run), the PNGs;
+    stability.csv/png for a learning-rate sweep."""
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = [
         save(plot_losses(analysis.curves), out_dir / "loss_curves.png"),
         save(plot_throughput(analysis.runs), out_dir / "throughput.png"),
     ]
+    if analysis.stability is not None:
+        figures.append(save(plot_stability(analysis.stability), out_dir / "stability.png"))
+        analysis.stability.to_csv(out_dir / "stability.csv", index=False)
     analysis.table.to_csv(out_dir / "table.csv", index=False)
     analysis.comparisons_frame().to_csv(out_dir / "comparisons.csv", index=False)
     analysis.runs.to_csv(out_dir / "runs.csv", index=False)
     (out_dir / "report.md").write_text(analysis.markdown(figures))
     (out_dir / "report.html").write_text(html_page(analysis, figures))
-    names = ("report.html", "report.md", "table.csv", "comparisons.csv", "runs.csv")
+    names = ["report.html", "report.md", "table.csv", "comparisons.csv", "runs.csv"]
+    names += ["stability.csv"] if analysis.stability is not None else []
     return [*(out_dir / n for n in names), *figures]
 
 

@@ -21,13 +21,13 @@ from src.report.table import variant_order
 CURVE_TITLES = {"train/train_loss": "train loss", "val/val_loss": "validation loss"}
 
 
-def _figure(width: float, height: float, ncols: int = 1) -> tuple[Figure, list[Axes]]:
+def new_figure(width: float, height: float, ncols: int = 1) -> tuple[Figure, list[Axes]]:
     fig = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(fig)
     return fig, list(np.atleast_1d(fig.subplots(1, ncols)))
 
 
-def _colors(variants: list[str]) -> dict[str, tuple]:
+def variant_colors(variants: list[str]) -> dict[str, tuple]:
     # One colour per variant, the same in every figure.
     palette = colormaps["tab10"]
     return {v: palette(i % 10) for i, v in enumerate(variants)}
@@ -55,8 +55,8 @@ def _loss_axis(ax: Axes, curves: pd.DataFrame, metric: str, colors: dict[str, tu
 
 def plot_losses(curves: pd.DataFrame) -> Figure:
     """Train and validation loss per variant: mean over seeds, shaded min–max across seeds."""
-    colors = _colors(variant_order(curves.variant))
-    fig, axes = _figure(11, 4, ncols=2)
+    colors = variant_colors(variant_order(curves))
+    fig, axes = new_figure(11, 4, ncols=2)
     for ax, metric in zip(axes, CURVE_TITLES, strict=True):
         _loss_axis(ax, curves, metric, colors)
     if axes[0].get_legend_handles_labels()[0]:  # runs without step metrics draw nothing
@@ -68,9 +68,9 @@ def plot_losses(curves: pd.DataFrame) -> Figure:
 def plot_throughput(runs: pd.DataFrame) -> Figure:
     """Tokens/s per variant over its finished runs: bar = mean, error bar = 95% CI, dots = seeds."""
     finished = runs[runs.outcome == "finished"]
-    variants = variant_order(finished.variant)
-    colors = _colors(variant_order(runs.variant))
-    fig, (ax,) = _figure(7, 4)
+    variants = variant_order(finished)
+    colors = variant_colors(variant_order(runs))
+    fig, (ax,) = new_figure(7, 4)
     for i, variant in enumerate(variants):
         values = finished.loc[finished.variant == variant, "tokens_per_sec"].to_numpy(dtype=float)
         est = mean_ci(values)

@@ -1,8 +1,9 @@
 """Read a sweep's runs from MLflow (the only source of results); file the report on its parent run.
 
-One row per training run with its variant, seed, outcome and final metrics, following the schema
-`src.tracking` writes. Runs without a `norm` tag (not training jobs) and the report's own summary
-run are left out; when a variant and seed were run more than once, the latest run counts.
+One row per training run with its variant, family (the `norm_family` tag), learning rate, seed,
+outcome and final metrics, following the schema `src.tracking` writes. Runs without a `norm` tag
+(not training jobs) and the report's own summary run are left out; when a variant, learning rate
+and seed were run more than once, the latest run counts.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from mlflow.entities import Run, ViewType
 from mlflow.tracking import MlflowClient
 
 from src import paths, store
+from src.report.table import UNKNOWN as UNKNOWN_FAMILY
 from src.store import sqlite_path
 from src.sweep import PARENT_ENV, SUPERSEDED_TAG, SWEEP_TAG, latest_sweep_run
 
@@ -40,6 +42,7 @@ METRIC_COLUMNS = {  # report column -> MLflow metric
     "diverged_at_step": "diverged_at_step",
 }
 CURVE_METRICS = ("train/train_loss", "val/val_loss")
+RUN_KEY = ["variant", "lr", "seed"]  # one run counts per key: the latest
 
 
 class ReportError(Exception):
@@ -112,6 +115,8 @@ def _row(client: MlflowClient, run: Run) -> dict[str, object]:
         "run_id": run.info.run_id,
         "run_name": run.info.run_name,
         "variant": tags["norm"],
+        "family": tags.get("norm_family", UNKNOWN_FAMILY),  # older runs have no such tag
+        "lr": float(run.data.params.get("optim.lr", math.nan)),
         "seed": int(tags.get("seed", run.data.params.get("seed", -1))),
         "outcome": outcome,
         "status": run.info.status,
@@ -128,16 +133,17 @@ def _row(client: MlflowClient, run: Run) -> dict[str, object]:
 
 
 def load_sweep(experiment: str, tracking_uri: str | None = None) -> Sweep:
-    """The experiment's training runs, latest per (variant, seed). Raises ReportError if missing."""
+    """The experiment's training runs, latest per (variant, lr, seed). Raises ReportError if missing."""
     uri = tracking_uri or paths.tracking_uri()
     client = open_client(uri)
     experiment_id = find_experiment(client, uri, experiment)
     rows = [_row(client, r) for r in _all_runs(client, experiment_id) if is_training_run(r)]
     if not rows:
-        return Sweep(experiment_id, pd.DataFrame(columns=["run_id", "variant", "seed", "outcome"]), 0)
+        return Sweep(experiment_id, pd.DataFrame(columns=["run_id", "variant", "family", "lr", "seed", "outcome"]), 0)
     runs = pd.DataFrame(rows).sort_values("start_time", kind="stable")
-    latest = runs.drop_duplicates(["variant", "seed"], keep="last")
-    return Sweep(experiment_id, latest.sort_values(["variant", "seed"]).reset_index(drop=True), len(runs) - len(latest))
+    # NaN learning rates (runs without params) must still match each other.
+    latest = runs.drop_duplicates(RUN_KEY, keep="last")
+    return Sweep(experiment_id, latest.sort_values(RUN_KEY).reset_index(drop=True), len(runs) - len(latest))
 
 
 def load_interleaved(tracking_uri: str | None, experiment_id: str) -> dict[str, tuple[float, float, float]]:
@@ -158,15 +164,15 @@ def load_interleaved(tracking_uri: str | None, experiment_id: str) -> dict[str, 
 
 
 def load_curves(tracking_uri: str | None, runs: pd.DataFrame, keys: Sequence[str] = CURVE_METRICS) -> pd.DataFrame:
-    """Step metrics of the given runs, long format: run_id, variant, seed, metric, step, value."""
+    """Step metrics of the given runs, long format: run_id, variant, family, seed, metric, step, value."""
     client = MlflowClient(tracking_uri or paths.tracking_uri())
     records = [
-        (r.run_id, r.variant, r.seed, key, m.step, m.value)
+        (r.run_id, r.variant, r.family, r.seed, key, m.step, m.value)
         for r in runs.itertuples(index=False)
         for key in keys
         for m in client.get_metric_history(r.run_id, key)
     ]
-    return pd.DataFrame(records, columns=["run_id", "variant", "seed", "metric", "step", "value"])
+    return pd.DataFrame(records, columns=["run_id", "variant", "family", "seed", "metric", "step", "value"])
 
 
 def save_summary_run(

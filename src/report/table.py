@@ -1,9 +1,11 @@
 """The study's table, from one row per run (the paired comparisons are in `comparisons`).
 
-Variant keys name their family and implementation (`<impl>_layernorm`, `<impl>_rmsnorm`), so a new
-variant such as `fast_rmsnorm` is timed against `hand_rmsnorm` without touching this module.
-Speeds are relative to the hand-rolled variant of the same family; test losses are relative to
-`torch_layernorm`, the baseline GPT-2 uses.
+Each run carries its variant's family (the `norm_family` tag, from `family:` in conf/norm/<key>.yaml),
+and the table is grouped by it. Within a family the written-out variant (`hand_<family>`, or the
+family's own name: `dyt`, `scalenorm`) is the reference every other implementation is timed and
+compared against, so a new variant such as `fast_dyt` is compared against `dyt` without touching
+this module. Test losses are relative to `torch_layernorm`, the baseline GPT-2 uses, and the
+reference of each family proposed to replace it (`ALTERNATIVES`) is compared against it.
 """
 
 from __future__ import annotations
@@ -16,41 +18,61 @@ import pandas as pd
 
 from src.report.stats import mean_ci
 
-FAMILIES = ("layernorm", "rmsnorm")
+FAMILIES = ("layernorm", "rmsnorm", "dyt", "scalenorm", "none")  # the table's order; others follow
+NO_KERNEL = ("none",)  # families with nothing to time (the identity)
+ALTERNATIVES = ("dyt", "scalenorm")  # families proposed to replace LayerNorm
 HAND = "hand"  # the implementation every other one in its family is timed against
 LOSS_REFERENCE = "torch_layernorm"
 VALUE_COLUMNS = ("train_time_s", "tokens_per_sec", "test_loss")
 METRIC_LABELS = {"train_time_s": "training time (s)", "tokens_per_sec": "tokens/s", "test_loss": "test loss"}
+UNKNOWN = "unknown"  # the family of a run recorded without a norm_family tag
 
 
 @dataclass(frozen=True)
 class Variant:
     key: str
-    family: str | None  # "layernorm", "rmsnorm", or None (no_norm, or a key outside both families)
-    impl: str  # "hand", "torch", "fast", ...
+    family: str  # the run's norm_family tag: "layernorm", "rmsnorm", "dyt", "none", ...
 
     @property
-    def speed_baseline(self) -> str | None:
-        return f"{HAND}_{self.family}" if self.family else None
+    def impl(self) -> str:
+        """"hand", "torch", "fast", ...: the key before `_<family>`; the family's own name is written out."""
+        if self.key == self.family:
+            return HAND
+        suffix = f"_{self.family}"
+        return self.key[: -len(suffix)] if self.key.endswith(suffix) else self.key
+
+    @property
+    def is_reference(self) -> bool:
+        return self.impl == HAND and self.family not in NO_KERNEL
 
 
-def parse_variant(key: str) -> Variant:
-    for family in FAMILIES:
-        if key.endswith(family):
-            return Variant(key, family, key[: -len(family)].rstrip("_") or key)
-    return Variant(key, None, key)
+def families_of(frame: pd.DataFrame) -> dict[str, str]:
+    """variant -> family from a frame with `variant` (and `family`) columns."""
+    if "family" not in frame:
+        return dict.fromkeys(frame.variant, UNKNOWN)
+    return dict(zip(frame.variant, frame.family.fillna(UNKNOWN), strict=True))
 
 
-def variant_order(keys: Sequence[str]) -> list[str]:
-    """The study's order: LayerNorms, then RMSNorms (hand-rolled, built-in, others), then the rest."""
+def parse_variant(key: str, families: Mapping[str, str]) -> Variant:
+    return Variant(key, families.get(key, UNKNOWN))
 
-    def rank(key: str) -> tuple[int, int, str]:
-        v = parse_variant(key)
-        family = FAMILIES.index(v.family) if v.family else len(FAMILIES)
+
+def references(families: Mapping[str, str]) -> dict[str, str]:
+    """family -> its reference variant, among the variants present."""
+    return {v.family: v.key for v in (parse_variant(k, families) for k in families) if v.is_reference}
+
+
+def variant_order(frame: pd.DataFrame) -> list[str]:
+    """Grouped by family (LayerNorm, RMSNorm, DyT, ScaleNorm, none, others), written-out first, then built-in."""
+    families = families_of(frame)
+
+    def rank(key: str) -> tuple[int, str, int, str]:
+        v = parse_variant(key, families)
+        family = FAMILIES.index(v.family) if v.family in FAMILIES else len(FAMILIES)
         impl = {HAND: 0, "torch": 1}.get(v.impl, 2)
-        return family, impl, key
+        return family, v.family, impl, key
 
-    return sorted(set(keys), key=rank)
+    return sorted(families, key=rank)
 
 
 def _stopped_note(runs: pd.DataFrame) -> str:
@@ -70,7 +92,9 @@ def _stopped_note(runs: pd.DataFrame) -> str:
 def summarize(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per variant: mean and 95% CI half-width of each column over its finished runs."""
     rows = []
-    for key in variant_order(runs.variant):
+    families = families_of(runs)
+    refs = references(families)
+    for key in variant_order(runs):
         of_variant = runs[runs.variant == key]
         finished = of_variant[of_variant.outcome == "finished"]
         row: dict[str, object] = {"variant": key, "runs": len(of_variant), "finished": len(finished)}
@@ -78,6 +102,8 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
             est = mean_ci(finished[column])
             row[column], row[f"{column}_ci"] = est.mean, est.ci
         row["notes"] = _stopped_note(of_variant)
+        row["family"] = families[key]
+        row["speed_reference"] = refs.get(families[key])
         rows.append(row)
     table = pd.DataFrame(rows)
     means = table.set_index("variant")
@@ -85,7 +111,7 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
     loss_ref = means.test_loss.get(LOSS_REFERENCE, math.nan)
     table["speed_vs_hand"] = [
         speed[key] / speed[base] if base in speed else math.nan
-        for key, base in ((k, parse_variant(k).speed_baseline) for k in table.variant)
+        for key, base in zip(table.variant, table.speed_reference, strict=True)
     ]
     table["test_loss_vs_" + LOSS_REFERENCE] = table.test_loss - loss_ref
     return table
@@ -130,19 +156,21 @@ def display_rows(
         "speed vs hand-rolled",
         f"test loss vs {LOSS_REFERENCE}",
         "notes",
+        "family",
     ]
     rows = []
     for r in table.itertuples(index=False):
-        baseline = parse_variant(r.variant).speed_baseline
+        baseline = r.speed_reference
         speed = DASH if math.isnan(r.speed_vs_hand) else "ref" if r.variant == baseline else f"{r.speed_vs_hand - 1:+.1%}"
         delta = getattr(r, loss_delta)
         loss = DASH if math.isnan(delta) else "ref" if r.variant == LOSS_REFERENCE else f"{delta:+.4f}"
         values = [_with_ci(getattr(r, c), getattr(r, f"{c}_ci"), _FORMATS[c]) for c in VALUE_COLUMNS]
-        rows.append([r.variant, f"{r.finished}/{r.runs}", *values, speed, loss, r.notes])
+        rows.append([r.variant, f"{r.finished}/{r.runs}", *values, speed, loss, r.notes, r.family])
     if interleaved:
-        headers.insert(-1, f"interleaved speed vs {LOSS_REFERENCE}")
+        at = headers.index("notes")
+        headers.insert(at, f"interleaved speed vs {LOSS_REFERENCE}")
         for row in rows:
-            row.insert(-1, interleaved_cell(interleaved.get(row[0])))
+            row.insert(at, interleaved_cell(interleaved.get(row[0])))
     return headers, rows
 
 

@@ -1,0 +1,94 @@
+"""Learning-rate stability: final loss against learning rate per variant, and where each one breaks.
+
+A sweep over `optim.lr` (`experiment=lr_stability`) holds several learning rates per variant; this
+module turns its runs (one row each, with `lr`, `outcome`, `test_loss`, `stopped_at_step`) into
+one row per variant and learning rate, each variant's largest stable learning rate, and a figure:
+test loss against learning rate on a log axis, diverged runs marked with the step they stopped at.
+A learning rate counts as stable when every seed run at it finished.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from src.report.plots import new_figure, variant_colors
+from src.report.table import variant_order
+
+
+def is_lr_sweep(runs: pd.DataFrame) -> bool:
+    """Whether some variant was trained at more than one learning rate."""
+    return "lr" in runs and bool((runs.dropna(subset=["lr"]).groupby("variant").lr.nunique() > 1).any())
+
+
+def by_learning_rate(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per (variant, lr): runs, finished, mean test loss of the finished, first diverged step."""
+    rows = []
+    for (variant, lr), group in runs.groupby(["variant", "lr"], sort=False):
+        finished = group[group.outcome == "finished"]
+        stopped = group[group.outcome != "finished"].stopped_at_step.dropna()
+        rows.append(
+            {
+                "variant": variant,
+                "lr": float(lr),
+                "runs": len(group),
+                "finished": len(finished),
+                "test_loss": float(finished.test_loss.mean()) if len(finished) else math.nan,
+                "stopped_at_step": float(stopped.min()) if len(stopped) else math.nan,
+            }
+        )
+    rank = {v: i for i, v in enumerate(variant_order(runs))}  # grouped by family, as the main table
+    table = pd.DataFrame(rows)
+    table = table.assign(rank=table.variant.map(rank)).sort_values(["rank", "lr"])
+    return table.drop(columns="rank").reset_index(drop=True)
+
+
+def largest_stable_lr(table: pd.DataFrame) -> dict[str, float]:
+    """variant -> the largest learning rate at which every run finished (NaN if none did)."""
+    stable = table[table.finished == table.runs]
+    return {v: float(stable[stable.variant == v].lr.max()) if (stable.variant == v).any() else math.nan for v in table.variant.unique()}
+
+
+def sentences(table: pd.DataFrame) -> list[str]:
+    """A caveat, then one line per variant: its largest stable learning rate and where it broke above it."""
+    out = ["The learning rate was swept: the table and comparisons above pool every learning rate; per learning rate:"]
+    for variant, best in largest_stable_lr(table).items():
+        rows = table[table.variant == variant]
+        broke = rows[rows.finished < rows.runs]
+        where = ", ".join(
+            f"{r.lr:.1e}" + (f" (step {int(r.stopped_at_step)})" if not math.isnan(r.stopped_at_step) else "")
+            for r in broke.itertuples()
+        )
+        head = f"{variant}: largest stable learning rate {best:.1e}" if not math.isnan(best) else f"{variant}: no stable learning rate"
+        tail = f"; did not finish at {where}" if where else f"; stable over the whole grid ({rows.lr.min():.1e} to {rows.lr.max():.1e})"
+        out.append(head + tail + ".")
+    return out
+
+
+def plot_stability(table: pd.DataFrame) -> Figure:
+    """Test loss against learning rate per variant; a cross (at the top) where a run did not finish."""
+    colors = variant_colors(list(dict.fromkeys(table.variant)))
+    fig, (ax,) = new_figure(7, 4.5)
+    finite = table.test_loss.dropna()
+    top = float(finite.max()) + 0.1 * max(float(finite.max() - finite.min()), 0.1) if len(finite) else 1.0
+    for variant, color in colors.items():
+        rows = table[table.variant == variant]
+        ax.plot(rows.lr, rows.test_loss, color=color, marker="o", ms=4, label=variant)
+        broke = rows[rows.finished < rows.runs]
+        ax.scatter(broke.lr, np.full(len(broke), top), color=color, marker="x", s=50, zorder=3)
+        for r in broke.itertuples():
+            if not math.isnan(r.stopped_at_step):
+                ax.annotate(f"{int(r.stopped_at_step)}", (r.lr, top), textcoords="offset points", xytext=(4, 4), fontsize=7, color=color)
+    ax.set_xscale("log")
+    ax.set(
+        title="Final test loss vs learning rate (x: diverged, at the step shown)",
+        xlabel="peak learning rate",
+        ylabel="test loss",
+    )
+    ax.grid(alpha=0.3, which="both")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize="small")
+    return fig

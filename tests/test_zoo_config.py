@@ -1,0 +1,124 @@
+"""The zoo from the command line: norm YAMLs, shared keys stated once, bad values refused with the
+field and the choices, the zoo and stability experiments, and the norm_family tag in MLflow."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hydra import compose, initialize_config_dir
+from mlflow.tracking import MlflowClient
+from omegaconf import DictConfig, OmegaConf
+
+from src.config import validate
+from src.norms import DEFAULT_EPS, norm_types
+from src.paths import CONF_DIR, ConfigError, register_resolvers
+from src.train import train
+
+NORM_FILES = sorted((CONF_DIR / "norm").glob("*.yaml"))
+STUDY_EXPERIMENTS = ["norm_sweep", "norm_sweep_seeds", "no_norm_collapse", "gpt2_small_study"]
+
+
+def _compose(*overrides: str) -> DictConfig:
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose("train", overrides=list(overrides), return_hydra_config=True)
+
+
+def test_every_registry_key_has_one_yaml_and_back() -> None:
+    assert sorted(f.stem for f in NORM_FILES) == sorted(norm_types())
+    for f in NORM_FILES:
+        assert _compose(f"norm={f.stem}").norm.norm_type == f.stem
+
+
+@pytest.mark.parametrize("path", NORM_FILES, ids=[f.stem for f in NORM_FILES])
+def test_norm_yaml_holds_only_what_differs(path) -> None:
+    raw = OmegaConf.load(path)
+    assert "eps" not in raw  # one eps for every variant: conf/train.yaml
+    cfg = _compose(f"norm={path.stem}")
+    assert cfg.norm.eps == DEFAULT_EPS
+    assert cfg.norm.family in ("layernorm", "rmsnorm", "dyt", "scalenorm", "none")
+    validate(cfg)
+
+
+def test_shared_keys_are_overridable_and_reach_the_model() -> None:
+    model = validate(_compose("norm=scalenorm", "norm.eps=1e-6", "model.norm_placement=peri", "model.qk_norm=true"))
+    assert (model.norm_eps, model.norm_placement, model.qk_norm) == (1e-6, "peri", True)
+    dyt = validate(_compose("norm=fast_dyt", "norm.alpha_init={attn:0.8,ffn:0.2,final:0.2}", "norm.bias=false"))
+    assert dyt.norm.norm_type == "fast_dyt"
+    assert dyt.norm.options_at("ffn") == {"alpha_init": 0.2, "bias": False}
+
+
+@pytest.mark.parametrize(
+    "overrides,match",
+    [
+        (["norm=dyt", "norm.alpha_init=0"], r"norm\.alpha_init: must be a number > 0"),
+        (["norm=fast_dyt", "norm.alpha_init=-1"], r"norm\.alpha_init"),
+        (["norm=dyt", "norm.alpha_init={attn:1}"], r"norm\.alpha_init: .*attn, ffn, final"),
+        (["model.norm_placement=side"], r"model\.norm_placement: 'side' is not one of pre, post, peri"),
+        (["model.qk_norm=maybe"], r"model\.qk_norm"),
+        (["norm.family=null"], r"norm\.family"),
+        (["+norm.alpha_init=0.5"], r"norm\.alpha_init: not an option of torch_layernorm"),
+        (["norm.norm_type=batchnorm"], r"norm\.norm_type: .*valid choices: hand_layernorm, .*dyt, fast_dyt"),
+    ],
+)
+def test_bad_values_are_config_errors_naming_field_and_choices(overrides: list[str], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        validate(_compose(*overrides))
+
+
+def test_bad_value_is_refused_before_anything_is_recorded(tiny_overrides: list[str], store: dict[str, str]) -> None:
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=[*tiny_overrides, "norm=dyt", "norm.alpha_init=-0.5"])
+    with pytest.raises(ConfigError, match="norm.alpha_init"):
+        train(cfg)
+    assert MlflowClient(store["uri"]).search_experiments(filter_string="name = 'normsweep'") == []
+
+
+def test_the_study_list_is_stated_once() -> None:
+    study = _compose().norm_sets.study
+    for name in STUDY_EXPERIMENTS:
+        raw = OmegaConf.load(CONF_DIR / "experiment" / f"{name}.yaml")
+        assert OmegaConf.to_container(raw)["hydra"]["sweeper"]["params"]["norm"] == "${norm_sets.study}", name
+        assert _compose(f"experiment={name}").hydra.sweeper.params.norm == study
+
+
+def test_norm_zoo_sweeps_every_variant_and_seeds() -> None:
+    params = _compose("experiment=norm_zoo").hydra.sweeper.params
+    assert (params.norm, params.seed) == ("glob(*)", "0,1,2")
+
+
+def test_lr_stability_grid() -> None:
+    cfg = _compose("experiment=lr_stability")
+    default_lr = _compose().optim.lr
+    grid = [float(v) for v in cfg.hydra.sweeper.params["optim.lr"].split(",")]
+    assert len(grid) == 6 and grid == sorted(grid)
+    assert grid[0] == pytest.approx(default_lr / 10) and grid[-1] == pytest.approx(default_lr * 10)
+    steps = [math.log10(b / a) for a, b in zip(grid, grid[1:], strict=False)]
+    assert steps == pytest.approx([0.4] * 5, abs=0.01)  # log-spaced
+    assert cfg.optim.grad_clip is None and cfg.optim.min_lr <= grid[0]
+    assert set(cfg.hydra.sweeper.params.norm.split(",")) <= set(norm_types())
+    assert {"no_norm", "dyt"} <= set(cfg.hydra.sweeper.params.norm.split(","))
+    validate(cfg)
+
+
+def test_norm_zoo_study_is_the_study_preset_with_every_variant() -> None:
+    zoo, study = _compose("experiment=norm_zoo_study"), _compose("experiment=gpt2_small_study")
+    assert zoo.hydra.sweeper.params.norm == "glob(*)" and zoo.experiment_name == "norm_zoo_study"
+    for key in ("model", "data", "optim", "precision", "seq_len"):
+        assert zoo[key] == study[key], key
+
+
+def test_a_zoo_variant_trains_and_is_tagged_with_its_family(tiny_overrides: list[str], store: dict[str, str]) -> None:
+    register_resolvers()
+    overrides = ["norm=fast_dyt", "model.norm_placement=peri", "model.qk_norm=true", "experiment_name=zoo"]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=[*tiny_overrides, *overrides])
+    result = train(cfg)
+    run = MlflowClient(store["uri"]).get_run(result.run_id)
+    assert run.info.status == "FINISHED" and run.data.tags["outcome"] == "finished"
+    assert (run.data.tags["norm"], run.data.tags["norm_family"]) == ("fast_dyt", "dyt")
+    p = run.data.params
+    assert (p["norm.alpha_init"], p["model.norm_placement"], p["model.qk_norm"]) == ("0.5", "peri", "True")
+    assert math.isfinite(result.test_loss)
