@@ -171,11 +171,11 @@ def train(cfg: DictConfig) -> RunResult:
     datamodule = prepare_datamodule(cfg, budget)
 
     tracker = open_tracker(cfg, fp, plan) if cfg.logger.enabled else None
-    if tracker:
-        tracker.log_inputs({"n_params": module.stats.n_params, "flops_per_token": module.stats.flops_per_token,
-                            **{f"budget.{k}": v for k, v in asdict(budget).items()}})
     callbacks = RunCallbacks(cfg, tracker, fp, identity)
     try:
+        if tracker:
+            stats = {"n_params": module.stats.n_params, "flops_per_token": module.stats.flops_per_token}
+            tracker.log_inputs({**stats, **{f"budget.{k}": v for k, v in asdict(budget).items()}})
         trainer = build_trainer(cfg, budget, tracker.logger if tracker else False, callbacks.all())
         trainer.fit(module, datamodule=datamodule, ckpt_path=plan.ckpt_path, weights_only=True)
         result = fit_result(cfg, module, callbacks, trainer.global_step * budget.tokens_per_step)
