@@ -19,7 +19,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from src.paths import register_resolvers
+from src.paths import ConfigError, register_resolvers
 
 
 def sweep_jobs(config: DictConfig) -> list[dict[str, Any]]:
@@ -28,6 +28,7 @@ def sweep_jobs(config: DictConfig) -> list[dict[str, Any]]:
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    from src.config import validate
     from src.identity import fingerprint
     from src.paths import compose
 
@@ -38,6 +39,7 @@ def sweep_jobs(config: DictConfig) -> list[dict[str, Any]]:
     jobs = []
     for overrides in (job for batch in batches for job in batch):
         cfg = compose(overrides)
+        validate(cfg)  # a job that would be refused: no sweep run is recorded for it
         jobs.append({"num": len(jobs), "overrides": list(overrides), "run_name": cfg.run_name, "fingerprint": fingerprint(cfg)})
     return jobs
 
@@ -59,12 +61,15 @@ class MlflowSetup(Callback):
         from src.store import ensure_experiment, redact_text
         from src.tracking import git_commit
 
-        experiment_id = ensure_experiment(config.logger.tracking_uri, config.experiment_name, config.logger.artifact_location)
         try:
             jobs = sweep_jobs(config)
+        except ConfigError as err:  # Hydra turns a callback's exception into a warning: say it, record nothing
+            print(f"[normsweep] config error: {err}; no sweep run recorded", file=sys.stderr)
+            return
         except Exception as err:  # another sweeper plugin: no job list, status groups runs instead
             print(f"[normsweep] note: sweep job list unavailable ({type(err).__name__}: {err})", file=sys.stderr)
             jobs = []
+        experiment_id = ensure_experiment(config.logger.tracking_uri, config.experiment_name, config.logger.artifact_location)
         key = config.experiment_name + "".join(sorted(j["fingerprint"] for j in jobs)) if jobs else os.urandom(8).hex()
         sweep_id = hashlib.sha256(key.encode()).hexdigest()[:16]
         client = MlflowClient(config.logger.tracking_uri)

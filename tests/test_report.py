@@ -158,7 +158,8 @@ def test_variant_families_come_from_the_tag() -> None:
 
 def test_the_pairs_that_matter() -> None:
     keys = ["no_norm", "torch_rmsnorm", "fast_rmsnorm", "hand_rmsnorm", "torch_layernorm", "hand_layernorm"]
-    assert pairs_for(keys) == [
+    families = {k: family_of(k) for k in keys}
+    assert pairs_for(families) == [
         ("hand_layernorm", "torch_layernorm"),
         ("hand_rmsnorm", "torch_rmsnorm"),
         ("hand_rmsnorm", "fast_rmsnorm"),
@@ -167,8 +168,9 @@ def test_the_pairs_that_matter() -> None:
         *(("no_norm", k) for k in ["hand_layernorm", "torch_layernorm", "hand_rmsnorm", "torch_rmsnorm", "fast_rmsnorm"]),
     ]
     assert ("torch_layernorm", "dyt") in PAIRS and ("dyt", "fast_dyt") in PAIRS
-    assert pairs_for(["torch_layernorm", "dyt", "fast_dyt"]) == [("torch_layernorm", "dyt"), ("dyt", "fast_dyt")]
-    assert pairs_for(["hand_layernorm", "torch_layernorm"], [("torch_layernorm", "hand_layernorm")]) == [
+    zoo = {k: family_of(k) for k in ("torch_layernorm", "dyt", "fast_dyt")}
+    assert pairs_for(zoo) == [("torch_layernorm", "dyt"), ("dyt", "fast_dyt")]
+    assert pairs_for(families, [("torch_layernorm", "hand_layernorm")]) == [
         ("torch_layernorm", "hand_layernorm")
     ]
     known = ["hand_layernorm", "torch_layernorm"]
@@ -195,7 +197,8 @@ def test_zoo_is_grouped_by_family_and_compares_dyt(client: MlflowClient, store: 
     assert list(table.family) == ["layernorm"] * 3 + ["dyt"] * 2 + ["scalenorm", "none"]
     compared = {(c.a, c.b) for c in analysis.comparisons}
     assert {("torch_layernorm", "dyt"), ("dyt", "fast_dyt"), ("torch_layernorm", "scalenorm")} <= compared
-    assert "fast_dyt vs dyt, tokens/s" in analysis.text() and "dyt vs torch_layernorm, test loss" in analysis.text()
+    assert "fast_dyt vs dyt (paired by seed, n = 2)" in analysis.text()
+    assert "dyt vs torch_layernorm (paired by seed, n = 2)" in analysis.text()
     speed = table.set_index("variant").speed_vs_hand
     assert speed["fast_dyt"] == pytest.approx(1010.5 / 1000.5) and math.isnan(speed["no_norm"])
     assert analysis.stability is None  # one learning rate

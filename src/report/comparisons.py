@@ -42,7 +42,7 @@ from src.report.stats import (
     tost,
     welch_interval,
 )
-from src.report.table import variant_order
+from src.report.table import families_of, order_of
 
 # (a, b): b is measured against a. Hand-rolled vs built-in, LayerNorm vs RMSNorm, the additions
 # against the usual LayerNorm; every variant is also compared with NO_NORM (added by `pairs_for`).
@@ -105,9 +105,9 @@ def check_pairs(pairs: Sequence[Sequence[str]], known: Sequence[str] | None = No
     return out
 
 
-def finished_variants(runs: pd.DataFrame) -> list[str]:
-    """Variants with at least one finished run: a variant that always diverged has nothing to pair."""
-    return sorted(set(runs.loc[runs.outcome == "finished", "variant"]))
+def finished_variants(runs: pd.DataFrame) -> dict[str, str]:
+    """Variants with at least one finished run, with their family: one that always diverged has nothing to pair."""
+    return families_of(runs[runs.outcome == "finished"])
 
 
 def unmatched_pairs(runs: pd.DataFrame, pairs: Sequence[tuple[str, str]]) -> list[str]:
@@ -137,15 +137,16 @@ def settings(
     return margins, (check_pairs(chosen) if chosen is not None else None)
 
 
-def pairs_for(present: Sequence[str], pairs: Sequence[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
-    """The pairs whose both sides are `present`; by default `PAIRS` plus every variant against no_norm."""
+def pairs_for(present: Mapping[str, str], pairs: Sequence[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
+    """The pairs whose both sides are `present` (variant -> family); by default `PAIRS` plus every
+    variant against no_norm."""
     have = set(present)
     if pairs is not None:
         return [p for p in pairs if set(p) <= have]
     out = [p for p in PAIRS if set(p) <= have]
     if NO_NORM in have:
         # Sorted like the table (LayerNorms, RMSNorms, others) so the report reads in one order.
-        out += [(NO_NORM, v) for v in variant_order(list(have)) if v != NO_NORM]
+        out += [(NO_NORM, v) for v in order_of(present) if v != NO_NORM]
     return out
 
 

@@ -63,8 +63,12 @@ def references(families: Mapping[str, str]) -> dict[str, str]:
 
 
 def variant_order(frame: pd.DataFrame) -> list[str]:
+    """The variants of a frame with `variant` (and `family`) columns, in the table's order."""
+    return order_of(families_of(frame))
+
+
+def order_of(families: Mapping[str, str]) -> list[str]:
     """Grouped by family (LayerNorm, RMSNorm, DyT, ScaleNorm, none, others), written-out first, then built-in."""
-    families = families_of(frame)
 
     def rank(key: str) -> tuple[int, str, int, str]:
         v = parse_variant(key, families)
