@@ -180,6 +180,8 @@ def status_rows(
     client: MlflowClient, experiment_id: str, jobs: Sequence[dict[str, Any]], stale_after_s: float
 ) -> list[dict[str, str]]:
     """One row per job of the sweep definition: its run (latest of its fingerprint) and state."""
+    # The overrides every job shares (paths, the experiment, ...) are the command's, not the job's.
+    shared = set.intersection(*(set(j.get("overrides", [])) for j in jobs)) if len(jobs) > 1 else set()
     rows = []
     for job in jobs:
         runs = runs_with_fingerprint(client, experiment_id, job["fingerprint"])
@@ -188,7 +190,7 @@ def status_rows(
             {
                 "job": str(job.get("num", len(rows))),
                 "run_name": job.get("run_name", ""),
-                "overrides": " ".join(job.get("overrides", [])),
+                "overrides": " ".join(o for o in job.get("overrides", []) if o not in shared),
                 "state": job_state(run, stale_after_s),
                 "run_id": run.info.run_id if run else "-",
             }

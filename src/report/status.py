@@ -7,6 +7,7 @@ diverged, running (heartbeat age), preempted, lost, killed, failed, missing.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from mlflow.tracking import MlflowClient
@@ -26,6 +27,7 @@ def load_definition(client: MlflowClient, experiment_id: str, sweep_dir: Path | 
         return sweep.read_definition(path.read_text())
     parent = sweep.latest_sweep_run(client, experiment_id)
     if parent is not None:
+        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one small file: no bar
         try:
             text = Path(client.download_artifacts(parent.info.run_id, sweep.JOBS_ARTIFACT)).read_text()
             return sweep.read_definition(text)
