@@ -156,7 +156,7 @@ def fast_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Te
 class FastRMSNorm(nn.RMSNorm):
     """`nn.RMSNorm(dim, eps)` with fused CPU kernels; same parameters, same state dict."""
 
-    def __init__(self, dim: int, eps: float = 1e-5) -> None:
+    def __init__(self, dim: int, eps: float) -> None:  # eps is explicit: nn.RMSNorm(eps=None) is not 1e-5
         super().__init__(dim, eps=eps, elementwise_affine=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
