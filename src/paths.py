@@ -27,17 +27,18 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("project_root", lambda: str(PROJECT_ROOT))
 
 
-def compose(overrides: Sequence[str] = (), config_name: str = "train") -> DictConfig:
-    """The training config as `python -m src.train <overrides>` would see it (without running it)."""
+def compose(overrides: Sequence[str] = (), config_name: str = "train", with_hydra: bool = False) -> DictConfig:
+    """The training config as `python -m src.train <overrides>` would see it (without running it);
+    `with_hydra` keeps the `hydra` node (sweeper parameters, launcher)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
     register_resolvers()
     if GlobalHydra.instance().is_initialized():  # inside a Hydra app or another compose
-        return hydra_compose(config_name, overrides=list(overrides))
+        return hydra_compose(config_name, overrides=list(overrides), return_hydra_config=with_hydra)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return hydra_compose(config_name, overrides=list(overrides))
+        return hydra_compose(config_name, overrides=list(overrides), return_hydra_config=with_hydra)
 
 
 def tracking_uri(overrides: Sequence[str] = ()) -> str:

@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from src.budget import resolve_budget
 from src.config import validate
-from src.paths import CONF_DIR, ConfigError, register_resolvers
+from src.paths import CONF_DIR, ConfigError, compose
 from src.schedule import warmup_cosine, warmup_steps_for
 from src.tracking import flatten
 
@@ -22,9 +21,7 @@ REQUIRED = {("data", "text_files"): ["data.paths=/tmp/none/*.txt"]}
 
 
 def _compose(overrides: list[str]) -> DictConfig:
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose("train", overrides=overrides, return_hydra_config=True)
+    return compose(overrides, with_hydra=True)
 
 
 def test_discovers_every_group() -> None:

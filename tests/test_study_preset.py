@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
 from src.budget import resolve_budget
 from src.config import validate
 from src.model import GPTModel, count_params
-from src.paths import CONF_DIR, register_resolvers
+from src.paths import CONF_DIR, compose
 from src.schedule import warmup_cosine, warmup_steps_for
 
 NORMS = OmegaConf.load(CONF_DIR / "train.yaml").norm_sets.study.split(",")  # the study's five, stated once
@@ -19,11 +18,7 @@ TOKENS = 3_260_252_160
 
 
 def _compose(*overrides: str) -> DictConfig:
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(
-            "train", overrides=["experiment=gpt2_small_study", *overrides], return_hydra_config=True
-        )
+    return compose(["experiment=gpt2_small_study", *overrides], with_hydra=True)
 
 
 def _n_params(cfg: DictConfig) -> int:

@@ -6,13 +6,12 @@ from __future__ import annotations
 import math
 
 import pytest
-from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
 from src.config import validate
 from src.norms import DEFAULT_EPS, norm_types
-from src.paths import CONF_DIR, ConfigError, register_resolvers
+from src.paths import CONF_DIR, ConfigError, compose
 from src.train import train
 
 NORM_FILES = sorted((CONF_DIR / "norm").glob("*.yaml"))
@@ -20,9 +19,7 @@ STUDY_EXPERIMENTS = ["norm_sweep", "norm_sweep_seeds", "no_norm_collapse", "gpt2
 
 
 def _compose(*overrides: str) -> DictConfig:
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose("train", overrides=list(overrides), return_hydra_config=True)
+    return compose(list(overrides), with_hydra=True)
 
 
 def test_every_registry_key_has_one_yaml_and_back() -> None:
@@ -68,9 +65,7 @@ def test_bad_values_are_config_errors_naming_field_and_choices(overrides: list[s
 
 
 def test_bad_value_is_refused_before_anything_is_recorded(tiny_overrides: list[str], store: dict[str, str]) -> None:
-    register_resolvers()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("train", overrides=[*tiny_overrides, "norm=dyt", "norm.alpha_init=-0.5"])
+    cfg = compose([*tiny_overrides, "norm=dyt", "norm.alpha_init=-0.5"])
     with pytest.raises(ConfigError, match="norm.alpha_init"):
         train(cfg)
     assert MlflowClient(store["uri"]).search_experiments(filter_string="name = 'normsweep'") == []
@@ -111,10 +106,8 @@ def test_norm_zoo_study_is_the_study_preset_with_every_variant() -> None:
 
 
 def test_a_zoo_variant_trains_and_is_tagged_with_its_family(tiny_overrides: list[str], store: dict[str, str]) -> None:
-    register_resolvers()
     overrides = ["norm=fast_dyt", "model.norm_placement=peri", "model.qk_norm=true", "experiment_name=zoo"]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("train", overrides=[*tiny_overrides, *overrides])
+    cfg = compose([*tiny_overrides, *overrides])
     result = train(cfg)
     run = MlflowClient(store["uri"]).get_run(result.run_id)
     assert run.info.status == "FINISHED" and run.data.tags["outcome"] == "finished"
