@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Both benchmarks on one CUDA GPU, sized to finish within 8 minutes: a reduced norm grid in fp32 and bf16, then
-# the GPT-2 small training benchmark (bf16 autocast) with nn.LayerNorm and with fast_rmsnorm.
+# The benchmarks on one CUDA GPU, sized to finish within 10 minutes: a reduced norm grid in fp32 and bf16, the
+# GPT-2 small training benchmark (bf16 autocast) with nn.LayerNorm and fast_rmsnorm, then interleaved variants.
 # Results go to $OUT when set (else reports/bench-gpu); PYTHON picks the interpreter (a CUDA build of torch).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,4 +22,9 @@ for norm in torch_layernorm fast_rmsnorm; do
         --steps 40 --warmup 10 --rounds 2 --precision bf16-mixed --out "$OUT_DIR/train-$norm" 2>&1 \
         | tee "$OUT_DIR/train-$norm.log"
 done
+# The study's question on the real model: full training steps of three variants, interleaved round by round.
+# Last, so that the results above survive if it fails.
+timeout 150 "$PY" -m src.bench variants --variants hand_layernorm,torch_layernorm,no_norm --rounds 30 \
+    --out "$OUT_DIR/variants" model=gpt2_small precision=bf16_mixed cluster=gpu optim.micro_batch_size=8 logger=none \
+    2>&1 | tee "$OUT_DIR/variants.log"
 echo "results in $OUT_DIR"
