@@ -7,6 +7,7 @@ against the config before any MLflow run is touched, so a mismatch changes no on
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,7 @@ from omegaconf import DictConfig
 
 from src.checkpointing import LAST, check_checkpoint, checkpoint_dir, read_run_state, resolve_ckpt_path
 from src.paths import ConfigError
-from src.sweep import POLICIES, decide
+from src.sweep import decide
 from src.tracking import ensure_experiment
 
 
@@ -95,17 +96,19 @@ def plan_run(cfg: DictConfig, fingerprint: str, in_multirun: bool) -> RunPlan:
         return RunPlan(explicit, run_id)
     if not (in_multirun and cfg.logger.enabled):
         return RunPlan()
-    policy = cfg.sweep.on_existing
-    if policy not in POLICIES:
-        raise ConfigError(f"sweep.on_existing: {policy!r}; valid choices: {', '.join(POLICIES)}")
     last = checkpoint_dir(cfg) / LAST
 
+    @functools.cache  # read at most once: the decision and the check below share it
+    def last_state() -> dict:
+        return read_run_state(last) if last.is_file() else {}
+
     def checkpoint_of(run: Run) -> bool:
-        return last.is_file() and read_run_state(last).get("mlflow_run_id") == run.info.run_id
+        return last_state().get("mlflow_run_id") == run.info.run_id
 
     client = MlflowClient(cfg.logger.tracking_uri)
     experiment_id = ensure_experiment(cfg.logger.tracking_uri, cfg.experiment_name, cfg.logger.artifact_location)
-    d = decide(client, experiment_id, fingerprint, policy, float(cfg.sweep.stale_after_s), checkpoint_of)
+    # sweep.on_existing and stale_after_s were checked by config.validate.
+    d = decide(client, experiment_id, fingerprint, cfg.sweep.on_existing, float(cfg.sweep.stale_after_s), checkpoint_of)
     name = cfg.run_name
     if d.action in ("skip", "busy"):
         assert d.run is not None
@@ -113,7 +116,7 @@ def plan_run(cfg: DictConfig, fingerprint: str, in_multirun: bool) -> RunPlan:
         return RunPlan(done=RunResult.from_run(d.run), message=f"{name}: {note}, run {d.run.info.run_id} {d.reason}")
     if d.action == "resume":
         assert d.run is not None
-        check_checkpoint(last, cfg, read_run_state(last))
+        check_checkpoint(last, cfg, last_state())
         return RunPlan(last, d.run.info.run_id, message=f"{name}: run {d.run.info.run_id} {d.reason}")
     message = f"{name}: run {d.run.info.run_id} {d.reason}" if d.run is not None else ""
     return RunPlan(supersede=d.supersede, message=message)

@@ -18,7 +18,7 @@ import pandas as pd
 from mlflow.entities import Run, ViewType
 from mlflow.tracking import MlflowClient
 
-from src import paths, store
+from src import store
 from src.report.table import UNKNOWN as UNKNOWN_FAMILY
 from src.store import sqlite_path
 from src.sweep import PARENT_ENV, SUPERSEDED_TAG, SWEEP_TAG, latest_sweep_run
@@ -132,11 +132,10 @@ def _row(client: MlflowClient, run: Run) -> dict[str, object]:
     return row
 
 
-def load_sweep(experiment: str, tracking_uri: str | None = None) -> Sweep:
+def load_sweep(experiment: str, tracking_uri: str) -> Sweep:
     """The experiment's training runs, latest per (variant, lr, seed). Raises ReportError if missing."""
-    uri = tracking_uri or paths.tracking_uri()
-    client = open_client(uri)
-    experiment_id = find_experiment(client, uri, experiment)
+    client = open_client(tracking_uri)
+    experiment_id = find_experiment(client, tracking_uri, experiment)
     rows = [_row(client, r) for r in _all_runs(client, experiment_id) if is_training_run(r)]
     if not rows:
         return Sweep(experiment_id, pd.DataFrame(columns=["run_id", "variant", "family", "lr", "seed", "outcome"]), 0)
@@ -146,10 +145,10 @@ def load_sweep(experiment: str, tracking_uri: str | None = None) -> Sweep:
     return Sweep(experiment_id, latest.sort_values(RUN_KEY).reset_index(drop=True), len(runs) - len(latest))
 
 
-def load_interleaved(tracking_uri: str | None, experiment_id: str) -> dict[str, tuple[float, float, float]]:
+def load_interleaved(tracking_uri: str, experiment_id: str) -> dict[str, tuple[float, float, float]]:
     """Step-time ratio to torch_layernorm (median, low, high) per variant from the latest
     bench-variants run of the experiment; empty when it has none."""
-    client = MlflowClient(tracking_uri or paths.tracking_uri())
+    client = MlflowClient(tracking_uri)
     found = client.search_runs(
         [experiment_id],
         filter_string=f"tags.`{BENCH_TAG}` = '{BENCH_VARIANTS}' and attributes.status = 'FINISHED'",
@@ -163,9 +162,9 @@ def load_interleaved(tracking_uri: str | None, experiment_id: str) -> dict[str, 
     return {v: tuple(metrics.get(f"{m}/{v}", math.nan) for m in RATIO_METRICS) for v in variants}
 
 
-def load_curves(tracking_uri: str | None, runs: pd.DataFrame, keys: Sequence[str] = CURVE_METRICS) -> pd.DataFrame:
+def load_curves(tracking_uri: str, runs: pd.DataFrame, keys: Sequence[str] = CURVE_METRICS) -> pd.DataFrame:
     """Step metrics of the given runs, long format: run_id, variant, family, seed, metric, step, value."""
-    client = MlflowClient(tracking_uri or paths.tracking_uri())
+    client = MlflowClient(tracking_uri)
     records = [
         (r.run_id, r.variant, r.family, r.seed, key, m.step, m.value)
         for r in runs.itertuples(index=False)
@@ -176,11 +175,11 @@ def load_curves(tracking_uri: str | None, runs: pd.DataFrame, keys: Sequence[str
 
 
 def save_summary_run(
-    tracking_uri: str | None, experiment_id: str, files: Iterable[Path], run_id: str | None = None
+    tracking_uri: str, experiment_id: str, files: Iterable[Path], run_id: str | None = None
 ) -> str:
     """Log the report's files to the sweep's parent run: the given one, the running sweep's, or the
     experiment's latest; an experiment of single runs gets one `report` run of the same kind."""
-    client = MlflowClient(tracking_uri or paths.tracking_uri())
+    client = MlflowClient(tracking_uri)
     run_id = run_id or os.environ.get(PARENT_ENV)
     if run_id is None:
         latest = latest_sweep_run(client, experiment_id)
