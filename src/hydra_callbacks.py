@@ -115,8 +115,8 @@ class MlflowSetup(Callback):
         from mlflow.tracking import MlflowClient
 
         client = MlflowClient(config.logger.tracking_uri)
-        experiment_id = client.get_run(run_id).info.experiment_id
-        children = sweep.runs_tagged(client, experiment_id, sweep.PARENT_TAG, run_id, most=5000)
+        parent = client.get_run(run_id)
+        children = sweep.runs_tagged(client, parent.info.experiment_id, sweep.PARENT_TAG, run_id, most=5000)
         states = [sweep.job_state(r, float(config.sweep.stale_after_s)) for r in children if sweep.SUPERSEDED_TAG not in r.data.tags]
         ok = all(s in sweep.RESULT_OUTCOMES for s in states)
         counts = ", ".join(f"{states.count(s)} {s}" for s in sorted(set(states)))
@@ -125,7 +125,7 @@ class MlflowSetup(Callback):
         client.set_tag(
             run_id,
             "mlflow.note.content",
-            f"Sweep of {len(states)} jobs ({counts or 'none'}): `{client.get_run(run_id).data.tags.get('sweep.command', '')}`. "
+            f"Sweep of {len(states)} jobs ({counts or 'none'}): `{parent.data.tags.get('sweep.command', '')}`. "
             "Unfold this row to see its jobs; the study's table and figures are under Artifacts → report/report.html.",
         )
         client.set_terminated(run_id, "FINISHED" if ok else "FAILED")
