@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))  # `import src` from the checkout this script live
 
 from src import paths  # noqa: E402
 from src.report.runs import ReportError, find_experiment, open_client  # noqa: E402
-from src.sweep import latest_sweep_run  # noqa: E402
+from src.tracking.sweep import latest_sweep_run  # noqa: E402
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 CHROMIUM_HINT = "headless Chromium is needed: on Debian/Ubuntu `sudo apt-get install -y chromium`"

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
 
-from src.identity import safe_folder_name
-from src.model import GPTConfig
+from src.data.tokenizer import VOCAB_SIZE
+from src.model.gpt import GPTConfig
 from src.paths import ConfigError
-from src.sweep import POLICIES
-from src.tokenizer import VOCAB_SIZE
+from src.tracking.identity import safe_folder_name
+from src.tracking.sweep import POLICIES
 
 LIGHTNING_PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "bf16-true")
 MATMUL_PRECISIONS = ("highest", "high", "medium")
@@ -31,7 +31,7 @@ NORM_KEYS = ("norm_type", "eps", "family")
 def model_config(cfg: DictConfig) -> GPTConfig:
     """The GPTConfig of a composed training config (model group + norm group).
 
-    Every check of the norm (its key, eps, options) happens once, in `src.norms.NormSpec`, which
+    Every check of the norm (its key, eps, options) happens once, in `src.model.norms.NormSpec`, which
     GPTConfig builds; its ValueError names the `norm.` field and becomes a ConfigError here.
     """
     m = cfg.model

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import resource
-import warnings
 from dataclasses import asdict
 from typing import Any
 
@@ -19,45 +18,28 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
-from lightning.pytorch.callbacks import TQDMProgressBar
-from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
-from src.budget import Budget, resolve_budget
-from src.callbacks import RunTracking
-from src.checkpointing import LAST, SaveOnSigterm, checkpoint_dir, periodic_checkpoint
 from src.config import validate
 from src.data import build_datamodule
 from src.data.datamodule import TokenDataModule
 from src.devices import check_device, configure_matmul_precision
-from src.divergence import DivergenceMonitor
-from src.identity import fingerprint, identity_config
-from src.lit_module import GPTLitModule
-from src.model import GPTModel, count_params
+from src.model.gpt import GPTModel, count_params
 from src.paths import ConfigError, register_resolvers
-from src.resume import RunPlan, RunResult, plan_run
-from src.store import check_store
-from src.sweep import PARENT_ENV, supersede
-from src.tracking import Tracker
+from src.tracking.identity import fingerprint, identity_config
+from src.tracking.store import check_store
+from src.tracking.sweep import PARENT_ENV, supersede
+from src.tracking.tracker import Tracker
+from src.training.budget import Budget, resolve_budget
+from src.training.callbacks import RunTracking
+from src.training.checkpointing import LAST, SaveOnSigterm, checkpoint_dir, periodic_checkpoint
+from src.training.divergence import DivergenceMonitor
+from src.training.lit_module import GPTLitModule
+from src.training.resume import RunPlan, RunResult, plan_run
+from src.training.trainer import ProgressBar, build_trainer, compile_blocks, quiet_lightning
 
 log = logging.getLogger(__name__)
-
-
-def quiet_lightning() -> None:
-    # Noise only on the CPU defaults: one in-process loader is deliberate (memmapped windows are cheap).
-    for pattern in (
-        ".*does not have many workers.*",
-        ".*The number of training batches.*",
-        ".*GPU available but not used.*",
-        ".*Checkpoint directory.*exists and is not empty.*",
-        # Our loader resumes through ResumableRankSampler, which Lightning's check cannot see.
-        ".*your dataloader is not resumable.*",
-        ".*isinstance\\(treespec, LeafSpec\\)` is deprecated.*",  # Lightning vs newer torch, harmless
-    ):
-        warnings.filterwarnings("ignore", message=pattern)
-    logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
-    logging.getLogger("lightning.fabric.utilities.seed").setLevel(logging.WARNING)
 
 
 def peak_memory_mb(device: torch.device) -> float:
@@ -74,46 +56,6 @@ def hydra_context() -> tuple[list[str], int | None]:
         return [], None
     hc = HydraConfig.get()
     return list(hc.overrides.task), OmegaConf.select(hc, "job.num", default=None)
-
-
-class ProgressBar(TQDMProgressBar):
-    """Lightning's bar without `v_num` (the MLflow run id's tail, noise next to loss and tok/s)."""
-
-    def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, int | str | float]:
-        metrics = super().get_metrics(trainer, pl_module)
-        metrics.pop("v_num", None)
-        return metrics
-
-
-def build_trainer(cfg: DictConfig, budget: Budget, logger: Logger | bool, callbacks: list[L.Callback]) -> L.Trainer:
-    return L.Trainer(
-        accelerator=cfg.cluster.accelerator,
-        devices=cfg.cluster.devices,
-        num_nodes=cfg.cluster.num_nodes,
-        strategy=cfg.cluster.strategy,
-        precision=cfg.precision.lightning,
-        deterministic=bool(cfg.get("deterministic", False)),  # also torch's deterministic algorithms
-        max_steps=budget.max_steps,
-        max_epochs=-1,
-        accumulate_grad_batches=budget.grad_accum,
-        # Clipping happens in GPTLitModule.configure_gradient_clipping (it also records the norm).
-        val_check_interval=cfg.val_every_n_steps * budget.grad_accum,
-        check_val_every_n_epoch=None,
-        num_sanity_val_steps=0,
-        # The datamodule shards training samples itself (ResumableRankSampler), resumable mid-run.
-        use_distributed_sampler=False,
-        logger=logger,
-        callbacks=callbacks,
-        enable_checkpointing=cfg.checkpoint.enabled,
-        enable_progress_bar=cfg.progress_bar,
-        enable_model_summary=False,
-    )
-
-
-def compile_blocks(model: GPTModel) -> None:
-    """Regional compilation: each transformer block compiles once and is reused by all of them."""
-    for block in model.trf_blocks:
-        block.compile()
 
 
 def check_not_relaunching_sweep(world_size: int) -> None:

@@ -12,7 +12,7 @@ import shutil
 import sys
 
 from src import paths
-from src.store import UI_TRAINING_VIEW, open_client, sqlite_path
+from src.tracking.store import UI_TRAINING_VIEW, open_client, sqlite_path
 
 
 def main(argv: list[str] | None = None) -> int:

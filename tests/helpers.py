@@ -73,7 +73,7 @@ def _multirun(root: Path, cache: Path, name: str, *overrides: str) -> tuple[int,
         f"paths.mlflow_db={root / 'mlflow.db'}",
         f"paths.mlflow_artifacts={root / 'mlartifacts'}",
         f"hydra.sweep.dir={root / name}",
-        "++hydra.callbacks.sweep_report._target_=src.report.hydra_callback.SweepReport",
+        "++hydra.callbacks.sweep_report._target_=src.launch.report_hook.SweepReport",
         f"++hydra.callbacks.sweep_report.out_dir={root / 'report'}",
         *overrides,
     )

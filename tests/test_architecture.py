@@ -12,10 +12,10 @@ from mlflow.tracking import MlflowClient
 
 from src.paths import compose, tracking_uri
 from src.report.__main__ import main as report_main
-from src.tracking import ensure_experiment
+from src.tracking.tracker import ensure_experiment
 
 
-@pytest.mark.parametrize("modules", ["src.report, src.report.status", "src.paths, src.identity, src.sweep, src.budget"])
+@pytest.mark.parametrize("modules", ["src.report, src.report.status", "src.paths, src.tracking.identity, src.tracking.sweep, src.training.budget"])
 def test_late_stages_do_not_import_torch(modules: str) -> None:
     code = f"import sys; import {modules}; assert 'torch' not in sys.modules, 'torch imported'"
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from src.checkpointing import checkpoint_dir
 from src.config import validate
 from src.paths import ConfigError, compose
-from src.store import redact_text, redact_uri
-from src.tracking import ensure_experiment, redacted_config
+from src.tracking.store import redact_text, redact_uri
+from src.tracking.tracker import ensure_experiment, redacted_config
 from src.train import train
+from src.training.checkpointing import checkpoint_dir
 
 
 @pytest.mark.parametrize(

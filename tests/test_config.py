@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig
 
-from src.budget import resolve_budget
 from src.config import validate
 from src.paths import CONF_DIR, ConfigError, compose
-from src.schedule import warmup_cosine, warmup_steps_for
-from src.tracking import flatten
+from src.tracking.tracker import flatten
+from src.training.budget import resolve_budget
+from src.training.schedule import warmup_cosine, warmup_steps_for
 
 # Groups whose options are discovered from conf/, so a new YAML file is covered automatically.
 GROUPS = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir() and p.name != "hydra")

@@ -28,8 +28,8 @@ from src.data.shakespeare import (
 )
 from src.data.sources import DATA_SOURCES, build_source
 from src.data.text_files import TextFilesSource
+from src.data.tokenizer import EOT_ID
 from src.data.windows import FixedWindows, RandomWindows, ResumableRankSampler
-from src.tokenizer import EOT_ID
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf" / "data"
 

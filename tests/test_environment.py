@@ -7,8 +7,8 @@ import subprocess
 import torch
 from mlflow.tracking import MlflowClient
 
-from src.environment import GitState, environment_tags, git_state, physical_cores
 from src.paths import PROJECT_ROOT, compose
+from src.tracking.environment import GitState, environment_tags, git_state, physical_cores
 from src.train import train
 
 ENV_TAGS = {"env.torch", "env.cuda", "env.cudnn", "env.lightning", "env.hydra", "env.mlflow", "env.device",

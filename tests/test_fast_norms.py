@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from src.cpu_kernels import rms_norm_extension
-from src.fast_norms import FastRMSNorm, dw_chunk, rms_norm_backward, rms_norm_forward
-from src.norms import make_norm
+from src.model.cpu_kernels import rms_norm_extension
+from src.model.fast_norms import FastRMSNorm, dw_chunk, rms_norm_backward, rms_norm_forward
+from src.model.norms import make_norm
 
 EPS = 1e-5
 # bf16 keeps 8 bits of mantissa: one rounding of the output is ~0.4% relative; inputs and

@@ -14,7 +14,7 @@ from helpers import run_cli
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
-from src.store import (
+from src.tracking.store import (
     EXPERIMENT_TAGS,
     FIELD,
     StoreError,

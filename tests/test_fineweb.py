@@ -22,7 +22,7 @@ from src.data.cache import ShardedTokens, is_valid_cache, load_split, read_meta
 from src.data.datamodule import build_datamodule
 from src.data.fineweb import MANIFEST_FILE, FineWebSource
 from src.data.sources import build_source
-from src.tokenizer import EOT_ID, gpt2_encoding
+from src.data.tokenizer import EOT_ID, gpt2_encoding
 
 VAL_FRACTION = 0.1
 SHARD_TOKENS = 2000  # ~6 shards of ~50 documents for the corpus below

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from src.model import GPTConfig, GPTModel, count_params, model_stats
+from src.model.gpt import GPTConfig, GPTModel, count_params, model_stats
 
 SMALL = {"context_length": 16, "emb_dim": 32, "n_heads": 4, "n_layers": 2, "vocab_size": 97}
 

@@ -7,10 +7,10 @@ import pytest
 import torch
 from torch import nn
 
-from src import fast_norms
-from src.fast_norms import dyt_backward, dyt_forward, fast_dyt
-from src.model import GPTConfig, GPTModel, count_params, model_stats
-from src.norms import POSITIONS, DyT, FastDyT, NormSpec, ScaleNorm, make_norm
+from src.model import fast_norms
+from src.model.fast_norms import dyt_backward, dyt_forward, fast_dyt
+from src.model.gpt import GPTConfig, GPTModel, count_params, model_stats
+from src.model.norms import POSITIONS, DyT, FastDyT, NormSpec, ScaleNorm, make_norm
 
 EPS = 1e-5
 F64 = torch.float64

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from src.norms import NORM_REGISTRY, HandLayerNorm, HandRMSNorm, make_norm, norm_types, takes_eps
+from src.model.norms import NORM_REGISTRY, HandLayerNorm, HandRMSNorm, make_norm, norm_types, takes_eps
 
 SHAPES = [(4, 16), (2, 7, 32), (3, 5, 768)]
 PAIRS = [("hand_layernorm", "torch_layernorm"), ("hand_rmsnorm", "torch_rmsnorm")]

@@ -11,9 +11,9 @@ from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
 from src.config import validate
+from src.launch.pool import core_share
 from src.paths import ConfigError, compose
-from src.pool import core_share
-from src.sweep import SWEEP_TAG
+from src.tracking.sweep import SWEEP_TAG
 
 pytestmark = pytest.mark.slow  # real fits: left out of `make test-fast`, run by `make test`
 

@@ -26,7 +26,7 @@ from src.report.__main__ import main as report_main
 from src.report.comparisons import PAIRS, Margins, check_pairs, pairs_for
 from src.report.stability import by_learning_rate, largest_stable_lr
 from src.report.table import parse_variant, summarize
-from src.sweep import SWEEP_TAG
+from src.tracking.sweep import SWEEP_TAG
 
 # The study's numbers (architecture.md): one seed per variant, no_norm NaN by step 530.
 STUDY = {

@@ -6,11 +6,11 @@ import pytest
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from src.budget import resolve_budget
 from src.config import validate
-from src.model import GPTModel, count_params
+from src.model.gpt import GPTModel, count_params
 from src.paths import CONF_DIR, compose
-from src.schedule import warmup_cosine, warmup_steps_for
+from src.training.budget import resolve_budget
+from src.training.schedule import warmup_cosine, warmup_steps_for
 
 NORMS = OmegaConf.load(CONF_DIR / "train.yaml").norm_sets.study.split(",")  # the study's five, stated once
 STEPS = 33_165

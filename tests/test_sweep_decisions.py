@@ -11,7 +11,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from src.paths import ConfigError
-from src.sweep import (
+from src.tracking.sweep import (
     FINGERPRINT_TAG,
     HEARTBEAT_TAG,
     HOST_TAG,
@@ -21,7 +21,7 @@ from src.sweep import (
     runs_with_fingerprint,
     supersede,
 )
-from src.tracking import ensure_experiment
+from src.tracking.tracker import ensure_experiment
 
 FP = "0123456789abcdef"
 STALE_S = 300.0

@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 
 from src.paths import compose
 from src.report.__main__ import main as report_main
-from src.sweep import FINGERPRINT_TAG, SWEEP_TAG
+from src.tracking.sweep import FINGERPRINT_TAG, SWEEP_TAG
 from src.train import train
 
 pytestmark = pytest.mark.slow

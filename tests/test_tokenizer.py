@@ -8,7 +8,7 @@ import pytest
 from tiktoken.load import load_tiktoken_bpe
 
 from src.data.shakespeare import markdown_to_text, play_files
-from src.tokenizer import EOT_ID, EOT_TOKEN, RANKS_FILE, RANKS_SHA256, VOCAB_SIZE, gpt2_encoding
+from src.data.tokenizer import EOT_ID, EOT_TOKEN, RANKS_FILE, RANKS_SHA256, VOCAB_SIZE, gpt2_encoding
 
 
 def test_known_ids() -> None:

@@ -18,10 +18,10 @@ from helpers import REPO, run_cli
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 
-from src.lit_module import GPTLitModule
 from src.paths import CONF_DIR, ConfigError, compose
-from src.sweep import SWEEP_TAG
+from src.tracking.sweep import SWEEP_TAG
 from src.train import train
+from src.training.lit_module import GPTLitModule
 
 pytestmark = pytest.mark.slow  # real fits: left out of `make test-fast`, run by `make test`
 

@@ -10,7 +10,7 @@ from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
 from src.config import validate
-from src.norms import DEFAULT_EPS, norm_types
+from src.model.norms import DEFAULT_EPS, norm_types
 from src.paths import CONF_DIR, ConfigError, compose
 from src.train import train
 

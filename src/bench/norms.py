@@ -38,7 +38,7 @@ from src.bench.common import (
     time_interleaved,
     write_report,
 )
-from src.norms import DEFAULT_EPS, HandLayerNorm, HandRMSNorm, make_norm, norm_types
+from src.model.norms import DEFAULT_EPS, HandLayerNorm, HandRMSNorm, make_norm, norm_types
 from src.paths import compose
 from src.report.table import markdown_table
 

@@ -6,7 +6,7 @@ clipping) on the same random-token batches; the Lightning path runs under the Tr
 `src.train.build_trainer` makes, so their ratio is the framework's overhead. Random tokens keep
 data loading out of the measurement: the benchmark isolates compute.
 
-    MFU = tokens/s × training FLOPs per token (src.model.model_stats) ÷ peak FLOP/s
+    MFU = tokens/s × training FLOPs per token (src.model.gpt.model_stats) ÷ peak FLOP/s
 
 The peak must be an upper bound. On a known GPU it is the datasheet's dense peak; on a CPU it is
 the best of repeated large matmuls measured before and after the rounds (the machine's speed
@@ -28,11 +28,11 @@ import torch
 
 from src.bench.common import DEFAULT_OUT, machine_info, resolve_device, synchronize, time_fn, write_report
 from src.bench.steps import TrainStep, bench_config, build_module, random_batches
-from src.lit_module import GPTLitModule
 from src.paths import ConfigError
 from src.report.stats import median_interval
 from src.report.table import markdown_table
-from src.train import build_trainer
+from src.training.lit_module import GPTLitModule
+from src.training.trainer import build_trainer
 
 # Dense peak TFLOP/s per matmul precision, from NVIDIA's datasheets (their "with sparsity"
 # figures are twice these). Keys are matched against torch.cuda.get_device_name(), most specific first.

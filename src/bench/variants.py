@@ -32,14 +32,14 @@ from omegaconf import DictConfig
 
 from src.bench.common import DEFAULT_OUT, synchronize, write_report
 from src.bench.steps import TrainStep, bench_config, build_module, device_of, random_batches
-from src.environment import environment_tags, git_state
-from src.model import GPTModel
+from src.model.gpt import GPTModel
 from src.paths import ConfigError
 from src.report.comparisons import known_variants
 from src.report.runs import BENCH_RUN_NAME, BENCH_TAG, BENCH_VARIANTS, INTERLEAVED_REFERENCE
 from src.report.stats import Interval, median_interval
 from src.report.table import markdown_table
-from src.tracking import ensure_experiment, flatten
+from src.tracking.environment import environment_tags, git_state
+from src.tracking.tracker import ensure_experiment, flatten
 
 DEFAULT_VARIANTS = "hand_layernorm,torch_layernorm,hand_rmsnorm,torch_rmsnorm,no_norm"
 BASELINE = "no_norm"  # the norm's cost is a step's time minus the identity's

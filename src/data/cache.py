@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..tokenizer import EOT_ID, TOKENIZER_NAME, gpt2_encoding
+from .tokenizer import EOT_ID, TOKENIZER_NAME, gpt2_encoding
 
 META_FILE = "meta.json"
 TOKEN_DTYPE = np.uint16  # GPT-2's 50,257 ids fit; half the bytes of int32

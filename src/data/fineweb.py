@@ -43,7 +43,6 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ..paths import ConfigError
-from ..tokenizer import TOKENIZER_NAME
 from .base import DataSource, fingerprint, match_files, read_documents, unit_interval
 from .cache import (
     TOKEN_DTYPE,
@@ -57,6 +56,7 @@ from .cache import (
     write_json,
     write_tokens,
 )
+from .tokenizer import TOKENIZER_NAME
 
 log = logging.getLogger(__name__)
 

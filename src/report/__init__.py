@@ -23,7 +23,7 @@ from src.report.runs import ReportError, load_curves, load_interleaved, load_swe
 from src.report.stability import by_learning_rate, is_lr_sweep, plot_stability
 from src.report.stability import sentences as stability_sentences
 from src.report.table import display_rows, markdown_table, summarize, text_table
-from src.store import UI_TRAINING_VIEW
+from src.tracking.store import UI_TRAINING_VIEW
 
 __all__ = ["Analysis", "Margins", "ReportError", "analyze", "default_out_dir", "generate_report", "write"]
 

@@ -1,7 +1,7 @@
 """Read a sweep's runs from MLflow (the only source of results); file the report on its parent run.
 
 One row per training run with its variant, family (the `norm_family` tag), learning rate, seed,
-outcome and final metrics, following the schema `src.tracking` writes. Runs without a `norm` tag
+outcome and final metrics, following the schema `src.tracking.tracker` writes. Runs without a `norm` tag
 (not training jobs) and the report's own summary run are left out; when a variant, learning rate
 and seed were run more than once, the latest run counts.
 """
@@ -18,10 +18,10 @@ import pandas as pd
 from mlflow.entities import Run, ViewType
 from mlflow.tracking import MlflowClient
 
-from src import store
 from src.report.table import UNKNOWN as UNKNOWN_FAMILY
-from src.store import sqlite_path
-from src.sweep import PARENT_ENV, SUPERSEDED_TAG, SWEEP_TAG, latest_sweep_run
+from src.tracking import store
+from src.tracking.store import sqlite_path
+from src.tracking.sweep import PARENT_ENV, SUPERSEDED_TAG, SWEEP_TAG, latest_sweep_run
 
 REPORT_RUN_NAME = "report"  # a sweep-type run made for a report when no sweep run exists
 OUTCOMES = ("finished", "diverged", "failed", "preempted", "lost", "killed")

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from src import sweep
 from src.report.runs import ReportError, find_experiment, open_client
 from src.report.table import text_table
+from src.tracking import sweep
 
 DONE = sweep.RESULT_OUTCOMES
 

@@ -1,6 +1,6 @@
 """A sweep as the unit of work: find what a job already produced, decide what is left, show status.
 
-Every training run carries its identity (`src.identity.fingerprint`) as a tag, with the host, pid,
+Every training run carries its identity (`src.tracking.identity.fingerprint`) as a tag, with the host, pid,
 start time and a heartbeat. Before a multirun job trains, `decide` searches the experiment for the
 latest run with the same fingerprint (not superseded) and returns one action:
 

@@ -11,9 +11,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from src.budget import Budget
-from src.model import GPTModel, model_stats
-from src.schedule import warmup_cosine, warmup_steps_for
+from src.model.gpt import GPTModel, model_stats
+from src.training.budget import Budget
+from src.training.schedule import warmup_cosine, warmup_steps_for
 
 STATE_KEY = "normsweep"  # the module's entry in a checkpoint
 

@@ -29,8 +29,8 @@ def sweep_jobs(config: DictConfig) -> list[dict[str, Any]]:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     from src.config import validate
-    from src.identity import fingerprint
     from src.paths import compose
+    from src.tracking.identity import fingerprint
 
     params = OmegaConf.select(config, "hydra.sweeper.params", default=None) or {}
     arguments = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
@@ -57,9 +57,9 @@ class MlflowSetup(Callback):
             return
         from mlflow.tracking import MlflowClient  # imported late: MLflow is slow to import
 
-        from src import sweep
-        from src.store import ensure_experiment, redact_text
-        from src.tracking import git_commit
+        from src.tracking import sweep
+        from src.tracking.store import ensure_experiment, redact_text
+        from src.tracking.tracker import git_commit
 
         try:
             jobs = sweep_jobs(config)
@@ -107,7 +107,7 @@ class MlflowSetup(Callback):
         print(f"[normsweep] sweep run {run_id}: {len(jobs)} jobs; re-run the same command to finish what is left", flush=True)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from src import sweep
+        from src.tracking import sweep
 
         run_id = os.environ.pop(sweep.PARENT_ENV, None)
         if run_id is None:

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from src.cpu_kernels import rms_norm_extension
+from src.model.cpu_kernels import rms_norm_extension
 
 
 def rms_norm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:

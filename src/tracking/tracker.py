@@ -16,12 +16,12 @@ from lightning.pytorch.loggers import MLFlowLogger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from src import store
-from src.environment import git_state, run_tags
-from src.identity import identity_config
 from src.paths import PROJECT_ROOT
-from src.store import redact_text, redact_uri, with_retry
-from src.sweep import FINGERPRINT_TAG, HEARTBEAT_TAG, PARENT_TAG, liveness_tags
+from src.tracking import store
+from src.tracking.environment import git_state, run_tags
+from src.tracking.identity import identity_config
+from src.tracking.store import redact_text, redact_uri, with_retry
+from src.tracking.sweep import FINGERPRINT_TAG, HEARTBEAT_TAG, PARENT_TAG, liveness_tags
 
 # MLflow's run statuses as Lightning's finalize() names them.
 OUTCOME_STATUS = {

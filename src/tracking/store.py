@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from src.identity import safe_folder_name
 from src.paths import ConfigError
+from src.tracking.identity import safe_folder_name
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient

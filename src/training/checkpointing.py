@@ -22,8 +22,8 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
-from src.identity import differing_keys, fingerprint, identity_config, safe_folder_name
 from src.paths import ConfigError
+from src.tracking.identity import differing_keys, fingerprint, identity_config, safe_folder_name
 
 LAST = "last.ckpt"
 RUN_STATE_KEY = "RunTracking"  # the tracking callback's entry in checkpoint["callbacks"]

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from src.norms import DEFAULT_EPS, NormSpec
+from src.model.norms import DEFAULT_EPS, NormSpec
 
 PLACEMENTS = ("pre", "post", "peri")
 

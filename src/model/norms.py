@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from src.fast_norms import FastRMSNorm, fast_dyt
+from src.model.fast_norms import FastRMSNorm, fast_dyt
 
 # The Python API's default; conf/train.yaml's `norm.eps` is the config's (a test keeps them equal).
 DEFAULT_EPS = 1e-5
@@ -93,7 +93,7 @@ class DyT(nn.Module):
 
 
 class FastDyT(DyT):
-    """DyT with a compiled one-pass forward and backward (`src.fast_norms`); same parameters as `DyT`."""
+    """DyT with a compiled one-pass forward and backward (`src.model.fast_norms`); same parameters as `DyT`."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return fast_dyt(x, self.alpha, self.weight, self.bias)

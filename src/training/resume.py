@@ -1,7 +1,7 @@
 """Before a job trains: is there something to continue, something already done, or nothing?
 
 `plan_run` looks at an explicit `ckpt_path` / `resume=true`, and, for the jobs of a multirun, at the
-runs of the same identity already in MLflow (`src.sweep.decide`). Every checkpoint is checked
+runs of the same identity already in MLflow (`src.tracking.sweep.decide`). Every checkpoint is checked
 against the config before any MLflow run is touched, so a mismatch changes no one's record.
 """
 
@@ -17,10 +17,16 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig
 
-from src.checkpointing import LAST, check_checkpoint, checkpoint_dir, read_run_state, resolve_ckpt_path
 from src.paths import ConfigError
-from src.sweep import decide
-from src.tracking import ensure_experiment
+from src.tracking.sweep import decide
+from src.tracking.tracker import ensure_experiment
+from src.training.checkpointing import (
+    LAST,
+    check_checkpoint,
+    checkpoint_dir,
+    read_run_state,
+    resolve_ckpt_path,
+)
 
 
 @dataclass

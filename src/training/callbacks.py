@@ -12,8 +12,8 @@ from typing import Any
 
 import lightning as L
 
-from src.checkpointing import RUN_STATE_KEY
-from src.tracking import Tracker
+from src.tracking.tracker import Tracker
+from src.training.checkpointing import RUN_STATE_KEY
 
 
 class RunTracking(L.Callback):

@@ -1,0 +1,70 @@
+"""The Lightning Trainer as every run and benchmark builds it, and the settings around it."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+import lightning as L
+from lightning.pytorch.callbacks import TQDMProgressBar
+from lightning.pytorch.loggers import Logger
+from omegaconf import DictConfig
+
+from src.model.gpt import GPTModel
+from src.training.budget import Budget
+
+
+def quiet_lightning() -> None:
+    # Noise only on the CPU defaults: one in-process loader is deliberate (memmapped windows are cheap).
+    for pattern in (
+        ".*does not have many workers.*",
+        ".*The number of training batches.*",
+        ".*GPU available but not used.*",
+        ".*Checkpoint directory.*exists and is not empty.*",
+        # Our loader resumes through ResumableRankSampler, which Lightning's check cannot see.
+        ".*your dataloader is not resumable.*",
+        ".*isinstance\\(treespec, LeafSpec\\)` is deprecated.*",  # Lightning vs newer torch, harmless
+    ):
+        warnings.filterwarnings("ignore", message=pattern)
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
+    logging.getLogger("lightning.fabric.utilities.seed").setLevel(logging.WARNING)
+
+
+class ProgressBar(TQDMProgressBar):
+    """Lightning's bar without `v_num` (the MLflow run id's tail, noise next to loss and tok/s)."""
+
+    def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, int | str | float]:
+        metrics = super().get_metrics(trainer, pl_module)
+        metrics.pop("v_num", None)
+        return metrics
+
+
+def build_trainer(cfg: DictConfig, budget: Budget, logger: Logger | bool, callbacks: list[L.Callback]) -> L.Trainer:
+    return L.Trainer(
+        accelerator=cfg.cluster.accelerator,
+        devices=cfg.cluster.devices,
+        num_nodes=cfg.cluster.num_nodes,
+        strategy=cfg.cluster.strategy,
+        precision=cfg.precision.lightning,
+        deterministic=bool(cfg.get("deterministic", False)),  # also torch's deterministic algorithms
+        max_steps=budget.max_steps,
+        max_epochs=-1,
+        accumulate_grad_batches=budget.grad_accum,
+        # Clipping happens in GPTLitModule.configure_gradient_clipping (it also records the norm).
+        val_check_interval=cfg.val_every_n_steps * budget.grad_accum,
+        check_val_every_n_epoch=None,
+        num_sanity_val_steps=0,
+        # The datamodule shards training samples itself (ResumableRankSampler), resumable mid-run.
+        use_distributed_sampler=False,
+        logger=logger,
+        callbacks=callbacks,
+        enable_checkpointing=cfg.checkpoint.enabled,
+        enable_progress_bar=cfg.progress_bar,
+        enable_model_summary=False,
+    )
+
+
+def compile_blocks(model: GPTModel) -> None:
+    """Regional compilation: each transformer block compiles once and is reused by all of them."""
+    for block in model.trf_blocks:
+        block.compile()
