@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import resource
+import sys
 from dataclasses import asdict
 from typing import Any
 
@@ -24,13 +25,14 @@ from omegaconf import DictConfig, OmegaConf
 from src.config import validate
 from src.data import build_datamodule
 from src.data.datamodule import TokenDataModule
-from src.devices import check_device, configure_matmul_precision
+from src.devices import check_device, configure_matmul_precision, uses_cuda
 from src.model.gpt import GPTModel, count_params
 from src.paths import ConfigError, register_resolvers
 from src.tracking.identity import fingerprint, identity_config
-from src.tracking.store import check_store
+from src.tracking.store import Store, refuse_credentials
 from src.tracking.sweep import PARENT_ENV, supersede
-from src.tracking.tracker import Tracker
+from src.tracking.tags import DIVERGED, FAILED, FINISHED, KILLED, PREEMPTED
+from src.tracking.tracker import RunSpec, Tracker
 from src.training.budget import Budget, resolve_budget
 from src.training.callbacks import RunTracking
 from src.training.checkpointing import LAST, SaveOnSigterm, checkpoint_dir, periodic_checkpoint
@@ -88,13 +90,13 @@ def train(cfg: DictConfig) -> RunResult:
     """Validate, build, fit, test and close one run. Raises ConfigError before anything is recorded."""
     quiet_lightning()
     model_cfg = validate(cfg)
-    if cfg.logger.enabled:
-        check_store(cfg.logger.tracking_uri)  # seconds, not minutes, and before any data is prepared
+    # Checked in seconds, not minutes, and before any data is prepared; opened once for the whole job.
+    store = Store.connect(cfg.logger.tracking_uri) if cfg.logger.enabled else None
     check_device(cfg)
     world_size = cfg.cluster.devices * cfg.cluster.num_nodes
     check_not_relaunching_sweep(world_size)
     fp, identity = fingerprint(cfg), identity_config(cfg)
-    plan = plan_run(cfg, fp, in_multirun())
+    plan = plan_run(cfg, fp, in_multirun(), store)
     if plan.message:
         print(f"[normsweep] {plan.message}", flush=True)
     if plan.done is not None:
@@ -112,7 +114,7 @@ def train(cfg: DictConfig) -> RunResult:
         compile_blocks(model)
     datamodule = prepare_datamodule(cfg, budget)
 
-    tracker = open_tracker(cfg, fp, plan) if cfg.logger.enabled else None
+    tracker = open_tracker(cfg, store, fp, plan) if store is not None else None
     callbacks = RunCallbacks(cfg, tracker, fp, identity)
     try:
         if tracker:
@@ -132,14 +134,14 @@ def train(cfg: DictConfig) -> RunResult:
     except SIGTERMException:
         saved = callbacks.sigterm.saved
         if tracker:
-            tracker.close("preempted")
+            tracker.close(PREEMPTED)
         where = f"checkpoint saved at {saved}; re-run the command (or ckpt_path=last) to resume" if saved else (
             "no checkpoint (checkpoint.enabled=false)")
         print(f"[normsweep] {cfg.run_name} stopped by SIGTERM: {where}", flush=True)
         raise SystemExit(0) from None
     except BaseException as err:
         if tracker:
-            tracker.close("killed" if isinstance(err, (KeyboardInterrupt, SystemExit)) else "failed")
+            tracker.close(KILLED if isinstance(err, (KeyboardInterrupt, SystemExit)) else FAILED)
         raise
     print(result.summary(), flush=True)
     return result
@@ -162,12 +164,13 @@ def prepare_datamodule(cfg: DictConfig, budget: Budget) -> TokenDataModule:
     return datamodule
 
 
-def open_tracker(cfg: DictConfig, fp: str, plan: RunPlan) -> Tracker:
+def open_tracker(cfg: DictConfig, store: Store, fp: str, plan: RunPlan) -> Tracker:
     overrides, job_num = hydra_context()
     parent = os.environ.get(PARENT_ENV) if in_multirun() else None
-    tracker = Tracker(cfg, overrides, job_num, fp, run_id=plan.run_id, parent_run_id=parent)
+    spec = RunSpec.from_config(cfg, "cuda" if uses_cuda(cfg) else "cpu", overrides, job_num)
+    tracker = Tracker(store, spec, fp, run_id=plan.run_id, parent_run_id=parent)
     if plan.supersede and tracker.run_id:
-        supersede(tracker.logger.experiment, plan.supersede, tracker.run_id)
+        supersede(store, plan.supersede, tracker.run_id)
     return tracker
 
 
@@ -192,7 +195,7 @@ def fit_result(cfg: DictConfig, module: GPTLitModule, callbacks: RunCallbacks, t
     train_time_s = callbacks.tracking.train_time_s()
     return RunResult(
         norm=cfg.norm.norm_type,
-        outcome="diverged" if monitor.diverged else "finished",
+        outcome=DIVERGED if monitor.diverged else FINISHED,
         train_time_s=train_time_s,
         tokens_per_sec=tokens_trained / train_time_s,
         first_train_loss=module.first_train_loss,
@@ -206,7 +209,7 @@ def fit_result(cfg: DictConfig, module: GPTLitModule, callbacks: RunCallbacks, t
 def describe(result: RunResult) -> str:
     """The run's one-paragraph description (its note in the MLflow UI)."""
     test = f"test loss {result.test_loss:.4f}" if result.test_loss is not None else "no test loss"
-    outcome = f"diverged at step {result.diverged_at_step}" if result.outcome == "diverged" else result.outcome
+    outcome = f"diverged at step {result.diverged_at_step}" if result.outcome == DIVERGED else result.outcome
     return (
         f"**{result.norm}**: {outcome}; {test}; trained {result.train_time_s:,.1f} s at "
         f"{result.tokens_per_sec:,.0f} tokens/s (run average)."
@@ -248,4 +251,5 @@ def main(cfg: DictConfig) -> float | None:
 register_resolvers()  # before Hydra composes: paths use ${project_root:}
 
 if __name__ == "__main__":
+    refuse_credentials(sys.argv[1:])  # before Hydra writes the command line into .hydra/ and multirun.yaml
     main()

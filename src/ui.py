@@ -12,7 +12,7 @@ import shutil
 import sys
 
 from src import paths
-from src.tracking.store import UI_TRAINING_VIEW, open_client, sqlite_path
+from src.tracking.store import UI_TRAINING_VIEW, Store, StoreError, redact_uri, sqlite_path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,14 +23,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     uri = paths.tracking_uri(args.overrides)
     db = sqlite_path(uri)
-    if db is not None and db.exists():
-        open_client(uri)  # upgrade an older schema under the store's lock, not inside the UI's server
+    try:
+        # Checked like a training job's store; an existing SQLite file is upgraded under the store's
+        # lock here, not inside the UI's server.
+        Store.connect(uri)
+    except StoreError as err:
+        print(f"ui: {err}", file=sys.stderr)
+        return 1
+    if db is not None and not db.exists():
+        print(f"ui: no MLflow database at {db} yet; the UI starts on an empty store", file=sys.stderr)
     mlflow = shutil.which("mlflow", path=os.path.dirname(sys.executable)) or shutil.which("mlflow")
     if mlflow is None:
         print("ui: the mlflow command is not installed (pip install -e .)", file=sys.stderr)
         return 1
     # The query selects MLflow's training view (a fresh browser starts in its GenAI view).
-    print(f"MLflow UI for {uri} at http://{args.host}:{args.port}/#/experiments?{UI_TRAINING_VIEW}", flush=True)
+    print(f"MLflow UI for {redact_uri(uri)} at http://{args.host}:{args.port}/#/experiments?{UI_TRAINING_VIEW}", flush=True)
     os.execv(mlflow, [mlflow, "ui", "--backend-store-uri", uri, "--host", args.host, "--port", str(args.port)])
     return 0  # unreachable: execv replaces the process
 

@@ -12,7 +12,7 @@ from mlflow.tracking import MlflowClient
 
 from src.paths import compose, tracking_uri
 from src.report.__main__ import main as report_main
-from src.tracking.tracker import ensure_experiment
+from src.tracking.store import Store
 
 
 @pytest.mark.parametrize("modules", ["src.report, src.report.status", "src.paths, src.tracking.identity, src.tracking.sweep, src.training.budget"])
@@ -27,7 +27,7 @@ def test_store_override_reaches_the_report(tmp_path: Path, capsys: pytest.Captur
     uri = tracking_uri([f"paths.mlflow_db={db}"])
     assert uri == f"sqlite:///{db}" == compose([f"paths.mlflow_db={db}"]).logger.tracking_uri
     client = MlflowClient(uri)
-    exp = ensure_experiment(uri, "moved", str(tmp_path / "artifacts"))
+    exp = Store.connect(uri).experiment_id("moved", str(tmp_path / "artifacts"))
     run = client.create_run(exp, run_name="torch_layernorm-s0", tags={"norm": "torch_layernorm", "seed": "0", "outcome": "finished"})
     for key, value in {"train_time_s": 2.0, "avg_tokens_per_sec": 100.0, "test_loss": 5.5, "steps_done": 4.0}.items():
         client.log_metric(run.info.run_id, key, value, step=4)

@@ -9,8 +9,8 @@ from mlflow.tracking import MlflowClient
 
 from src.config import validate
 from src.paths import ConfigError, compose
-from src.tracking.store import redact_text, redact_uri
-from src.tracking.tracker import ensure_experiment, redacted_config
+from src.tracking.store import Store, redact_text, redact_uri
+from src.tracking.tracker import redacted_config
 from src.train import train
 from src.training.checkpointing import checkpoint_dir
 
@@ -44,7 +44,7 @@ def test_names_that_become_paths_stay_inside(name: str, tiny_overrides: list[str
     root = Path(cfg.paths.checkpoints_dir).resolve()
     folder = checkpoint_dir(cfg).resolve()
     assert folder.parent.parent == root  # <checkpoints>/<safe experiment>/<run>-<fingerprint>
-    ensure_experiment(store["uri"], name, store["artifacts"])
+    Store.connect(store["uri"]).experiment_id(name, store["artifacts"])
     exp = MlflowClient(store["uri"]).get_experiment_by_name(name)
     assert exp.name == name  # MLflow keeps the name as written
     location = Path(exp.artifact_location.removeprefix("file://")).resolve()

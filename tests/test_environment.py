@@ -8,7 +8,8 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from src.paths import PROJECT_ROOT, compose
-from src.tracking.environment import GitState, environment_tags, git_state, physical_cores
+from src.tracking.environment import environment_tags, physical_cores
+from src.tracking.git import GitState, git_state
 from src.train import train
 
 ENV_TAGS = {"env.torch", "env.cuda", "env.cudnn", "env.lightning", "env.hydra", "env.mlflow", "env.device",

@@ -17,9 +17,8 @@ from mlflow.tracking import MlflowClient
 from src.tracking.store import (
     EXPERIMENT_TAGS,
     FIELD,
+    Store,
     StoreError,
-    check_store,
-    ensure_experiment,
     lock_path,
     redact_uri,
 )
@@ -97,7 +96,7 @@ def test_half_migrated_empty_store_is_rebuilt(tmp_path: Path, caplog: pytest.Log
     with pytest.raises(Exception, match="_alembic_tmp_latest_metrics"):
         MlflowClient(uri).search_experiments()  # MLflow alone cannot open it, now or ever
 
-    experiment_id = ensure_experiment(uri, "after_repair", str(tmp_path / "artifacts"))
+    experiment_id = Store.connect(uri).experiment_id("after_repair", str(tmp_path / "artifacts"))
 
     assert "rebuilt" in caplog.text and "_alembic_tmp_latest_metrics" in caplog.text
     assert not [t for t in _tables(db) if t.startswith("_alembic_tmp_")]
@@ -117,7 +116,7 @@ def test_half_migrated_store_with_data_is_refused(tmp_path: Path) -> None:
     before = db.read_bytes()
 
     with pytest.raises(StoreError) as err:
-        check_store(f"sqlite:///{db}")
+        Store.connect(f"sqlite:///{db}")
 
     message = str(err.value)
     assert FIELD in message and str(db) in message and "half-migrated" in message
@@ -127,8 +126,8 @@ def test_half_migrated_store_with_data_is_refused(tmp_path: Path) -> None:
 
 def test_new_experiment_is_tagged_as_model_training(tmp_path: Path) -> None:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    experiment_id = ensure_experiment(uri, "kind", None)
-    assert ensure_experiment(uri, "kind", None) == experiment_id  # found, not created twice
+    experiment_id = Store.connect(uri).experiment_id("kind", None)
+    assert Store.connect(uri).experiment_id("kind", None) == experiment_id  # found, not created twice
     tags = MlflowClient(uri).get_experiment(experiment_id).tags
     assert tags.items() >= EXPERIMENT_TAGS.items()
 
@@ -190,6 +189,6 @@ def test_redact_uri() -> None:
 
 def test_store_errors_never_show_the_password() -> None:
     with pytest.raises(StoreError) as err:
-        check_store("http://alice:s3cret@127.0.0.1:9")
+        Store.connect("http://alice:s3cret@127.0.0.1:9")
     assert "s3cret" not in str(err.value) and "alice" not in str(err.value)
-    assert f"{FIELD}=http://127.0.0.1:9" in str(err.value)
+    assert f"{FIELD}=http://127.0.0.1:9" in str(err.value) and "MLFLOW_TRACKING_PASSWORD" in str(err.value)

@@ -8,9 +8,9 @@ import sys
 import time
 
 import pytest
-from mlflow.tracking import MlflowClient
 
 from src.paths import ConfigError
+from src.tracking.store import Store
 from src.tracking.sweep import (
     FINGERPRINT_TAG,
     HEARTBEAT_TAG,
@@ -21,7 +21,6 @@ from src.tracking.sweep import (
     runs_with_fingerprint,
     supersede,
 )
-from src.tracking.tracker import ensure_experiment
 
 FP = "0123456789abcdef"
 STALE_S = 300.0
@@ -34,15 +33,16 @@ def shared_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
 
 
 @pytest.fixture
-def client(shared_store: tuple[str, str], request: pytest.FixtureRequest) -> tuple[MlflowClient, str]:
+def client(shared_store: tuple[str, str], request: pytest.FixtureRequest) -> tuple[Store, str]:
     uri, artifacts = shared_store
-    return MlflowClient(uri), ensure_experiment(uri, request.node.name, artifacts)
+    store = Store.connect(uri)
+    return store, store.experiment_id(request.node.name, artifacts)
 
 
-def _run(client: MlflowClient, exp: str, status: str, outcome: str, **tags: str) -> str:
-    run_id = client.create_run(exp, tags={FINGERPRINT_TAG: FP, "outcome": outcome, "norm": "x", **tags}).info.run_id
+def _run(store: Store, exp: str, status: str, outcome: str, **tags: str) -> str:
+    run_id = store.create_run(exp, "", {FINGERPRINT_TAG: FP, "outcome": outcome, "norm": "x", **tags})
     if status != "RUNNING":
-        client.set_terminated(run_id, status)
+        store.terminate(run_id, status)
     return run_id
 
 
@@ -52,7 +52,7 @@ def _dead_pid() -> int:
     return proc.pid
 
 
-def _decide(client: MlflowClient, exp: str, policy: str = "resume", has_checkpoint: bool = False):
+def _decide(client: Store, exp: str, policy: str = "resume", has_checkpoint: bool = False):
     return decide(client, exp, FP, policy, STALE_S, lambda run: has_checkpoint)
 
 
@@ -104,7 +104,7 @@ def test_running_elsewhere_fresh_is_left_alone_stale_is_lost(client) -> None:
     d = _decide(c, exp)
     assert (d.action, d.run.info.run_id) == ("busy", fresh)
     assert c.get_run(fresh).info.status == "RUNNING"
-    c.set_tag(fresh, HEARTBEAT_TAG, f"{time.time() - STALE_S - 1:.0f}")
+    c.set_tags(fresh, {HEARTBEAT_TAG: f"{time.time() - STALE_S - 1:.0f}"})
     d = _decide(c, exp)
     assert d.action == "new" and d.supersede == [fresh] and c.get_run(fresh).data.tags["outcome"] == "lost"
 

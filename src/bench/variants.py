@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig
 
 from src.bench.common import DEFAULT_OUT, synchronize, write_report
@@ -35,11 +34,14 @@ from src.bench.steps import TrainStep, bench_config, build_module, device_of, ra
 from src.model.gpt import GPTModel
 from src.paths import ConfigError
 from src.report.comparisons import known_variants
-from src.report.runs import BENCH_RUN_NAME, BENCH_TAG, BENCH_VARIANTS, INTERLEAVED_REFERENCE
+from src.report.runs import BENCH_RUN_NAME, BENCH_VARIANTS, INTERLEAVED_REFERENCE
 from src.report.stats import Interval, median_interval
 from src.report.table import markdown_table
-from src.tracking.environment import environment_tags, git_state
-from src.tracking.tracker import ensure_experiment, flatten
+from src.tracking.environment import environment_tags
+from src.tracking.git import git_state
+from src.tracking.store import Store
+from src.tracking.tags import BENCH_TAG, GIT_COMMIT_TAG
+from src.tracking.tracker import flatten
 
 DEFAULT_VARIANTS = "hand_layernorm,torch_layernorm,hand_rmsnorm,torch_rmsnorm,no_norm"
 BASELINE = "no_norm"  # the norm's cost is a step's time minus the identity's
@@ -196,25 +198,22 @@ def log_to_mlflow(report: dict[str, Any], files: list[Path]) -> str | None:
     cfg: DictConfig = report["config"]
     if not cfg.logger.enabled:
         return None
-    uri = str(cfg.logger.tracking_uri)
-    experiment_id = ensure_experiment(uri, str(cfg.experiment_name), cfg.logger.artifact_location)
-    client = MlflowClient(uri)
-    tags = {BENCH_TAG: BENCH_VARIANTS, "git_commit": report["git_commit"], **report["environment"]}
-    run_id = client.create_run(experiment_id, run_name=BENCH_RUN_NAME, tags=tags).info.run_id
+    store = Store.connect(str(cfg.logger.tracking_uri))
+    experiment_id = store.experiment_id(str(cfg.experiment_name), cfg.logger.artifact_location)
+    tags = {BENCH_TAG: BENCH_VARIANTS, GIT_COMMIT_TAG: report["git_commit"], **report["environment"]}
+    run_id = store.create_run(experiment_id, BENCH_RUN_NAME, tags)
     params = {f"bench.{k}": v for k, v in report["settings"].items() if k != "overrides"}
     params.update({k: v for k, v in flatten(cfg).items() if k.split(".")[0] in ("model", "precision", "optim")})
-    for key, value in params.items():
-        client.log_param(run_id, key, str(value)[:500])
+    store.log_params(run_id, params)
+    values: dict[str, float] = {}
     for name, r in report["summary"].items():
-        values: dict[str, float] = {}
-        for key, prefix in (("step_ms", "step_ms"), ("ratio", "ratio"), ("norm_cost_ms", "norm_cost_ms")):
+        for key in ("step_ms", "ratio", "norm_cost_ms"):
             if key in r:
-                values.update({prefix: r[key]["diff"], f"{prefix}_low": r[key]["low"], f"{prefix}_high": r[key]["high"]})
-        for key, value in values.items():
-            client.log_metric(run_id, f"{key}/{name}", float(value))
-    for path in files:
-        client.log_artifact(run_id, str(path))
-    client.set_terminated(run_id, "FINISHED")
+                values.update({f"{key}/{name}": r[key]["diff"], f"{key}_low/{name}": r[key]["low"],
+                               f"{key}_high/{name}": r[key]["high"]})  # fmt: skip
+    store.log_metrics(run_id, values)
+    store.log_files(run_id, files)
+    store.terminate(run_id, "FINISHED")
     return run_id
 
 

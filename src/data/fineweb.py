@@ -26,14 +26,13 @@ Prepare once before training, with the overrides a training job will use:
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import multiprocessing
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from functools import partial
 from itertools import islice
 from pathlib import Path
@@ -42,6 +41,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..locks import exclusive
 from ..paths import ConfigError
 from .base import DataSource, fingerprint, match_files, read_documents, unit_interval
 from .cache import (
@@ -183,17 +183,6 @@ def shard_file(split: str, index: int) -> str:
     return f"{split}_{index:06d}.bin"
 
 
-@contextmanager
-def _exclusive(folder: Path) -> Iterator[None]:
-    # One preparer per folder at a time; the others wait and then find the shards ready.
-    with open(folder / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 # --- the data source ---------------------------------------------------------------------------
 
 
@@ -266,7 +255,7 @@ class FineWebSource(DataSource):
         if folder in self._ready:
             return folder
         folder.mkdir(parents=True, exist_ok=True)
-        with _exclusive(folder):
+        with exclusive(folder / ".lock", what="preparing this token cache"):  # one preparer per folder
             if not is_valid_cache(folder, check_hash=self.verify_checksums, splits=self.splits):
                 self._build(folder, on_shard)
         self._ready.add(folder)

@@ -47,20 +47,32 @@ def sweep_jobs(config: DictConfig) -> list[dict[str, Any]]:
 class MlflowSetup(Callback):
     """Open (or reopen) the sweep's parent run before any job starts; close it when the sweep ends.
 
-    Each job opens the store again under its lock (src/store.py), which also protects processes
-    this callback never sees (a second terminal, torchrun ranks, SLURM tasks).
+    The store is checked first, as each job checks it (src.tracking.store): a URI with credentials,
+    a database path that is a folder, or a server that does not answer stops the sweep within
+    seconds, before any job starts. Each job opens the store again under its lock, which also
+    protects processes this callback never sees (a second terminal, torchrun ranks, SLURM tasks).
     """
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         register_resolvers()
         if not config.logger.enabled or int(os.environ.get("RANK", "0")) != 0:
             return
-        from mlflow.tracking import MlflowClient  # imported late: MLflow is slow to import
-
         from src.tracking import sweep
-        from src.tracking.store import ensure_experiment, redact_text
-        from src.tracking.tracker import git_commit
+        from src.tracking.git import git_state
+        from src.tracking.store import Store, StoreError, redact_text
+        from src.tracking.tags import (
+            NOTE_TAG,
+            OUTCOME_TAG,
+            RUNNING,
+            SWEEP_COMMAND_TAG,
+            SWEEP_ID_TAG,
+            SWEEP_TAG,
+        )
 
+        try:
+            store = Store.connect(config.logger.tracking_uri)
+        except StoreError as err:  # Hydra turns an Exception here into a warning: stop the sweep instead
+            raise SystemExit(f"config error: {err}") from None
         try:
             jobs = sweep_jobs(config)
         except ConfigError as err:  # Hydra turns a callback's exception into a warning: say it, record nothing
@@ -69,37 +81,33 @@ class MlflowSetup(Callback):
         except Exception as err:  # another sweeper plugin: no job list, status groups runs instead
             print(f"[normsweep] note: sweep job list unavailable ({type(err).__name__}: {err})", file=sys.stderr)
             jobs = []
-        experiment_id = ensure_experiment(config.logger.tracking_uri, config.experiment_name, config.logger.artifact_location)
+        experiment_id = store.experiment_id(config.experiment_name, config.logger.artifact_location)
         key = config.experiment_name + "".join(sorted(j["fingerprint"] for j in jobs)) if jobs else os.urandom(8).hex()
         sweep_id = hashlib.sha256(key.encode()).hexdigest()[:16]
-        client = MlflowClient(config.logger.tracking_uri)
-        found = sweep.runs_tagged(client, experiment_id, sweep.SWEEP_ID_TAG, sweep_id, most=1)
-        # Credentials in a tracking URI given on the command line never reach MLflow.
+        found = store.runs_tagged(experiment_id, SWEEP_ID_TAG, sweep_id, most=1)
+        # Credentials in a tracking URI never reach MLflow (they are refused anyway; redacting is cheap).
         command = redact_text("python -m src.train -m " + " ".join(shlex.quote(o) for o in config.hydra.overrides.task))
         if found:
             run_id = found[0].info.run_id
-            client.update_run(run_id, status="RUNNING")
-            client.set_tag(run_id, "outcome", "running")
+            store.reopen(run_id)
+            store.set_tags(run_id, {OUTCOME_TAG: RUNNING})
         else:
-            run = client.create_run(
+            run_id = store.create_run(
                 experiment_id,
-                run_name=f"sweep-{config.experiment_name}",
-                tags={
-                    sweep.SWEEP_TAG: "true",
-                    sweep.SWEEP_ID_TAG: sweep_id,
-                    "outcome": "running",
-                    "git_commit": git_commit(),
-                    "mlflow.note.content": f"Sweep of {len(jobs)} jobs: `{command}`. Its jobs are nested below it.",
+                f"sweep-{config.experiment_name}",
+                {
+                    SWEEP_TAG: "true",
+                    SWEEP_ID_TAG: sweep_id,
+                    OUTCOME_TAG: RUNNING,
+                    **git_state().tags(),
+                    NOTE_TAG: f"Sweep of {len(jobs)} jobs: `{command}`. Its jobs are nested below it.",
                 },
             )
-            run_id = run.info.run_id
             params = OmegaConf.select(config, "hydra.sweeper.params", default=None) or {}
-            for name, values in params.items():
-                client.log_param(run_id, f"sweep.{name}", str(values))
-            client.log_param(run_id, "sweep.n_jobs", len(jobs))
-        client.set_tag(run_id, "sweep.command", command)
+            store.log_params(run_id, {**{f"sweep.{k}": str(v) for k, v in params.items()}, "sweep.n_jobs": len(jobs)})
+        store.set_tags(run_id, {SWEEP_COMMAND_TAG: command})
         definition = sweep.sweep_definition(config.experiment_name, command, run_id, jobs)
-        client.log_text(run_id, definition, sweep.JOBS_ARTIFACT)
+        store.log_text(run_id, definition, sweep.JOBS_ARTIFACT)
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         (sweep_dir / sweep.JOBS_FILE).write_text(definition)
@@ -112,20 +120,34 @@ class MlflowSetup(Callback):
         run_id = os.environ.pop(sweep.PARENT_ENV, None)
         if run_id is None:
             return
-        from mlflow.tracking import MlflowClient
-
-        client = MlflowClient(config.logger.tracking_uri)
-        parent = client.get_run(run_id)
-        children = sweep.runs_tagged(client, parent.info.experiment_id, sweep.PARENT_TAG, run_id, most=5000)
-        states = [sweep.job_state(r, float(config.sweep.stale_after_s)) for r in children if sweep.SUPERSEDED_TAG not in r.data.tags]
-        ok = all(s in sweep.RESULT_OUTCOMES for s in states)
-        counts = ", ".join(f"{states.count(s)} {s}" for s in sorted(set(states)))
-        client.set_tag(run_id, "outcome", "finished" if ok else "incomplete")
-        client.set_tag(run_id, "sweep.jobs", counts or "none")
-        client.set_tag(
-            run_id,
-            "mlflow.note.content",
-            f"Sweep of {len(states)} jobs ({counts or 'none'}): `{parent.data.tags.get('sweep.command', '')}`. "
-            "Unfold this row to see its jobs; the study's table and figures are under Artifacts → report/report.html.",
+        from src.tracking.store import Store
+        from src.tracking.tags import (
+            FINISHED,
+            INCOMPLETE,
+            NOTE_TAG,
+            OUTCOME_TAG,
+            PARENT_TAG,
+            RESULT_OUTCOMES,
+            SUPERSEDED_TAG,
+            SWEEP_COMMAND_TAG,
+            SWEEP_JOBS_TAG,
         )
-        client.set_terminated(run_id, "FINISHED" if ok else "FAILED")
+
+        store = Store.connect(config.logger.tracking_uri)
+        parent = store.get_run(run_id)
+        if parent is None:  # the store was replaced during the sweep: nothing to close
+            return
+        children = store.runs_tagged(parent.info.experiment_id, PARENT_TAG, run_id)
+        states = [sweep.job_state(r, float(config.sweep.stale_after_s)) for r in children if SUPERSEDED_TAG not in r.data.tags]
+        ok = all(s in RESULT_OUTCOMES for s in states)
+        counts = ", ".join(f"{states.count(s)} {s}" for s in sorted(set(states)))
+        store.set_tags(
+            run_id,
+            {
+                OUTCOME_TAG: FINISHED if ok else INCOMPLETE,
+                SWEEP_JOBS_TAG: counts or "none",
+                NOTE_TAG: f"Sweep of {len(states)} jobs ({counts or 'none'}): `{parent.data.tags.get(SWEEP_COMMAND_TAG, '')}`. "
+                "Unfold this row to see its jobs; the study's table and figures are under Artifacts → report/report.html.",
+            },
+        )
+        store.terminate(run_id, "FINISHED" if ok else "FAILED")

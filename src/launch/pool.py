@@ -19,18 +19,20 @@ Nothing here imports torch at module level: Hydra instantiates the callback in t
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import time
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
 from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-_claimed: tuple[int, int, str] | None = None  # (slot, lock descriptor, what it pinned): held until exit
+from src.locks import try_hold
+
+_claimed: tuple[int, FileLock, str] | None = None  # (slot, its lock, what it pinned): held until exit
 
 
 def core_share(cores: list[int], workers: int, slot: int) -> list[int]:
@@ -41,19 +43,15 @@ def core_share(cores: list[int], workers: int, slot: int) -> list[int]:
     return cores[start:stop]
 
 
-def claim_slot(slots_dir: Path, workers: int, first_choice: int = 0) -> tuple[int, int]:
-    """A free slot in 0..workers-1 and the descriptor whose lock holds it (keep it open)."""
+def claim_slot(slots_dir: Path, workers: int, first_choice: int = 0) -> tuple[int, FileLock]:
+    """A free slot in 0..workers-1 and the lock that holds it (keep it: released when the process exits)."""
     slots_dir.mkdir(parents=True, exist_ok=True)
     while True:  # a worker replaced by loky may briefly wait for its predecessor to exit
         for i in range(workers):
             slot = (first_choice + i) % workers
-            fd = os.open(slots_dir / f"slot-{slot}.lock", os.O_RDWR | os.O_CREAT, 0o666)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                continue
-            return slot, fd
+            lock = try_hold(slots_dir / f"slot-{slot}.lock")
+            if lock is not None:
+                return slot, lock
         time.sleep(0.1)
 
 
@@ -91,7 +89,7 @@ class PoolSlot(Callback):
         cluster = config.cluster
         job_num = int(config.hydra.job.num)
         if _claimed is None:  # this worker's first job: claim a slot and pin the process once
-            slot, fd = claim_slot(Path(config.hydra.sweep.dir) / ".slots", cluster.workers, first_choice=job_num)
+            slot, lock = claim_slot(Path(config.hydra.sweep.dir) / ".slots", cluster.workers, first_choice=job_num)
             if cluster.accelerator in ("gpu", "cuda"):
                 gpus = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
                 where = "no GPU visible"
@@ -103,6 +101,6 @@ class PoolSlot(Callback):
                 cores = core_share(sorted(os.sched_getaffinity(0)), cluster.workers, slot)
                 pin_cores(cores)
                 where = f"core(s) {','.join(map(str, cores))}"
-            _claimed = (slot, fd, where)
+            _claimed = (slot, lock, where)
         slot, _, where = _claimed
         print(f"[normsweep] job {job_num} in worker slot {slot} (pid {os.getpid()}): {where}", flush=True)

@@ -19,11 +19,19 @@ import pandas as pd
 from src import paths
 from src.report.comparisons import Margins, Result, compare, sentences, to_frame, unmatched_pairs
 from src.report.plots import plot_losses, plot_throughput, save
-from src.report.runs import ReportError, load_curves, load_interleaved, load_sweep, save_summary_run
+from src.report.runs import (
+    ReportError,
+    load_curves,
+    load_interleaved,
+    load_sweep,
+    open_store,
+    save_summary_run,
+)
 from src.report.stability import by_learning_rate, is_lr_sweep, plot_stability
 from src.report.stability import sentences as stability_sentences
 from src.report.table import display_rows, markdown_table, summarize, text_table
-from src.tracking.store import UI_TRAINING_VIEW
+from src.tracking.store import UI_TRAINING_VIEW, Store
+from src.tracking.tags import FINISHED
 
 __all__ = ["Analysis", "Margins", "ReportError", "analyze", "default_out_dir", "generate_report", "write"]
 
@@ -44,6 +52,7 @@ class Analysis:
     stability: pd.DataFrame | None = None  # per (variant, lr), when the sweep varied the learning rate
     files: list[Path] = field(default_factory=list)
     report_run_id: str | None = None  # the MLflow run holding the files
+    store: Store | None = field(default=None, repr=False)  # where it was read, opened once
 
     def ui_link(self, base: str = "http://127.0.0.1:5000") -> str:
         run = f"/runs/{self.report_run_id}" if self.report_run_id else "/runs"
@@ -110,9 +119,10 @@ def analyze(
     `pairs` (validated by `comparisons.check_pairs`) replaces the study's pairs when given.
     """
     uri = tracking_uri or paths.tracking_uri()
-    sweep = load_sweep(experiment, uri)
+    store = open_store(uri)
+    sweep = load_sweep(experiment, store)
     runs = sweep.runs
-    if not (runs.outcome == "finished").any():
+    if not (runs.outcome == FINISHED).any():
         counts = ", ".join(f"{n} {o}" for o, n in runs.outcome.value_counts().items()) or "no training runs"
         raise ReportError(f"MLflow experiment {experiment!r} has no finished runs yet ({counts})")
     margins = margins or Margins()
@@ -121,14 +131,15 @@ def analyze(
         tracking_uri=uri,
         experiment_id=sweep.experiment_id,
         runs=runs,
-        curves=load_curves(uri, runs),
+        curves=load_curves(store, runs),
         table=summarize(runs),
         comparisons=compare(runs, margins, pairs),
         margins=margins,
         superseded=sweep.superseded,
-        interleaved=load_interleaved(uri, sweep.experiment_id),
+        interleaved=load_interleaved(store, sweep.experiment_id),
         notes=unmatched_pairs(runs, pairs) if pairs is not None else [],
         stability=by_learning_rate(runs) if is_lr_sweep(runs) else None,
+        store=store,
     )
 
 
@@ -190,5 +201,6 @@ def generate_report(
     analysis = analyze(experiment, tracking_uri, margins, pairs)
     analysis.files = write(analysis, out_dir or default_out_dir(experiment))
     if log_summary:
-        analysis.report_run_id = save_summary_run(analysis.tracking_uri, analysis.experiment_id, analysis.files)
+        store = analysis.store or open_store(analysis.tracking_uri)
+        analysis.report_run_id = save_summary_run(store, analysis.experiment_id, analysis.files)
     return analysis

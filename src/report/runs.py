@@ -13,21 +13,36 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
-from mlflow.entities import Run, ViewType
-from mlflow.tracking import MlflowClient
 
 from src.report.table import UNKNOWN as UNKNOWN_FAMILY
-from src.tracking import store
-from src.tracking.store import sqlite_path
-from src.tracking.sweep import PARENT_ENV, SUPERSEDED_TAG, SWEEP_TAG, latest_sweep_run
+from src.tracking.store import Store, redact_uri, sqlite_path
+from src.tracking.sweep import PARENT_ENV, latest_sweep_run
+from src.tracking.tags import (
+    BENCH_TAG,
+    DIVERGED,
+    FAILED,
+    FINISHED,
+    NORM_FAMILY_TAG,
+    NORM_TAG,
+    NOTE_TAG,
+    OUTCOME_TAG,
+    RUN_OUTCOMES,
+    RUNNING,
+    SEED_TAG,
+    SUPERSEDED_TAG,
+    SWEEP_TAG,
+)
+
+if TYPE_CHECKING:
+    from src.tracking.store import Run
 
 REPORT_RUN_NAME = "report"  # a sweep-type run made for a report when no sweep run exists
-OUTCOMES = ("finished", "diverged", "failed", "preempted", "lost", "killed")
-# `python -m src.bench variants` logs one run per benchmark into the experiment: per variant the
-# step time ratio to INTERLEAVED_REFERENCE (median of interleaved rounds) and its 95% interval.
-BENCH_TAG = "normsweep.bench"
+REPORT_ARTIFACT_DIR = "report"  # the report's files on the sweep's run
+# `python -m src.bench variants` logs one run per benchmark into the experiment (tagged BENCH_TAG): per
+# variant the step time ratio to INTERLEAVED_REFERENCE (median of interleaved rounds) and its 95% interval.
 BENCH_VARIANTS = "variants"  # the tag's value, and bench-variants the run name
 BENCH_RUN_NAME = "bench-variants"
 INTERLEAVED_REFERENCE = "torch_layernorm"
@@ -56,68 +71,56 @@ class Sweep:
     superseded: int  # older runs of a repeated (variant, seed), left out
 
 
-def open_client(tracking_uri: str) -> MlflowClient:
+def open_store(tracking_uri: str) -> Store:
+    """The store to read; a missing SQLite file is reported as missing (opening it would create it)."""
     db = sqlite_path(tracking_uri)
-    # A client on a missing SQLite file creates an empty store there; say it is missing instead.
-    if db is not None and not db.exists():
-        raise ReportError(f"no MLflow database at {db} (tracking URI {tracking_uri}); run a sweep first")
-    return store.open_client(tracking_uri)
+    if db is not None and not db.is_file():
+        raise ReportError(f"no MLflow database at {db} (tracking URI {redact_uri(tracking_uri)}); run a sweep first")
+    return Store.connect(tracking_uri)
 
 
-def find_experiment(client: MlflowClient, tracking_uri: str, name: str) -> str:
-    experiment = client.get_experiment_by_name(name)
-    if experiment is None or experiment.lifecycle_stage == "deleted":
-        names = sorted(e.name for e in client.search_experiments())
-        listed = ", ".join(names) if names else "none"
-        raise ReportError(f"MLflow experiment {name!r} not found at {tracking_uri} (experiments there: {listed})")
-    return experiment.experiment_id
-
-
-def _all_runs(client: MlflowClient, experiment_id: str) -> list[Run]:
-    runs: list[Run] = []
-    token = None
-    while True:
-        page = client.search_runs(
-            [experiment_id], run_view_type=ViewType.ACTIVE_ONLY, max_results=1000, page_token=token
+def find_experiment(store: Store, name: str) -> str:
+    experiment = store.find_experiment(name)
+    if experiment is None:
+        listed = ", ".join(store.experiment_names()) or "none"
+        raise ReportError(
+            f"MLflow experiment {name!r} not found at {redact_uri(store.uri)} (experiments there: {listed})"
         )
-        runs.extend(page)
-        token = page.token
-        if not token:
-            return runs
+    return experiment.experiment_id
 
 
 def is_training_run(run: Run) -> bool:
     """A job's run that counts: not a sweep's parent run, not replaced by a later run of its config."""
     tags = run.data.tags
-    return "norm" in tags and tags.get(SWEEP_TAG) != "true" and SUPERSEDED_TAG not in tags
+    return NORM_TAG in tags and tags.get(SWEEP_TAG) != "true" and SUPERSEDED_TAG not in tags
 
 
 def outcome_of(run: Run) -> str:
     """The `outcome` tag, or the run status when the job died before it could set one."""
-    tag = run.data.tags.get("outcome")
-    if tag in OUTCOMES:
+    tag = run.data.tags.get(OUTCOME_TAG)
+    if tag in RUN_OUTCOMES:
         return tag
     status = run.info.status
     if status in ("RUNNING", "SCHEDULED"):
-        return "running"
-    return "finished" if status == "FINISHED" else "failed"
+        return RUNNING
+    return FINISHED if status == "FINISHED" else FAILED
 
 
-def _last_step(client: MlflowClient, run_id: str) -> float:
-    history = client.get_metric_history(run_id, CURVE_METRICS[0])
+def _last_step(store: Store, run_id: str) -> float:
+    history = store.metric_history(run_id, CURVE_METRICS[0])
     return float(max(m.step for m in history)) if history else math.nan
 
 
-def _row(client: MlflowClient, run: Run) -> dict[str, object]:
+def _row(store: Store, run: Run) -> dict[str, object]:
     metrics, tags = run.data.metrics, run.data.tags
     outcome = outcome_of(run)
     row: dict[str, object] = {
         "run_id": run.info.run_id,
         "run_name": run.info.run_name,
-        "variant": tags["norm"],
-        "family": tags.get("norm_family", UNKNOWN_FAMILY),  # older runs have no such tag
+        "variant": tags[NORM_TAG],
+        "family": tags.get(NORM_FAMILY_TAG, UNKNOWN_FAMILY),  # older runs have no such tag
         "lr": float(run.data.params.get("optim.lr", math.nan)),
-        "seed": int(tags.get("seed", run.data.params.get("seed", -1))),
+        "seed": int(tags.get(SEED_TAG, run.data.params.get("seed", -1))),
         "outcome": outcome,
         "status": run.info.status,
         "start_time": pd.to_datetime(run.info.start_time, unit="ms"),
@@ -125,18 +128,17 @@ def _row(client: MlflowClient, run: Run) -> dict[str, object]:
     for column, key in METRIC_COLUMNS.items():
         row[column] = metrics.get(key, math.nan)
     # Where an unfinished run stopped: the divergence step, else the steps it completed.
-    stopped = row["diverged_at_step"] if outcome == "diverged" else row["steps_done"]
-    if outcome != "finished" and math.isnan(stopped):
-        stopped = _last_step(client, run.info.run_id)
-    row["stopped_at_step"] = stopped if outcome != "finished" else math.nan
+    stopped = row["diverged_at_step"] if outcome == DIVERGED else row["steps_done"]
+    if outcome != FINISHED and math.isnan(stopped):
+        stopped = _last_step(store, run.info.run_id)
+    row["stopped_at_step"] = stopped if outcome != FINISHED else math.nan
     return row
 
 
-def load_sweep(experiment: str, tracking_uri: str) -> Sweep:
+def load_sweep(experiment: str, store: Store) -> Sweep:
     """The experiment's training runs, latest per (variant, lr, seed). Raises ReportError if missing."""
-    client = open_client(tracking_uri)
-    experiment_id = find_experiment(client, tracking_uri, experiment)
-    rows = [_row(client, r) for r in _all_runs(client, experiment_id) if is_training_run(r)]
+    experiment_id = find_experiment(store, experiment)
+    rows = [_row(store, r) for r in store.runs(experiment_id) if is_training_run(r)]
     if not rows:
         return Sweep(experiment_id, pd.DataFrame(columns=["run_id", "variant", "family", "lr", "seed", "outcome"]), 0)
     runs = pd.DataFrame(rows).sort_values("start_time", kind="stable")
@@ -145,15 +147,14 @@ def load_sweep(experiment: str, tracking_uri: str) -> Sweep:
     return Sweep(experiment_id, latest.sort_values(RUN_KEY).reset_index(drop=True), len(runs) - len(latest))
 
 
-def load_interleaved(tracking_uri: str, experiment_id: str) -> dict[str, tuple[float, float, float]]:
+def load_interleaved(store: Store, experiment_id: str) -> dict[str, tuple[float, float, float]]:
     """Step-time ratio to torch_layernorm (median, low, high) per variant from the latest
     bench-variants run of the experiment; empty when it has none."""
-    client = MlflowClient(tracking_uri)
-    found = client.search_runs(
-        [experiment_id],
-        filter_string=f"tags.`{BENCH_TAG}` = '{BENCH_VARIANTS}' and attributes.status = 'FINISHED'",
-        order_by=["attributes.start_time DESC"],
-        max_results=1,
+    found = store.runs(
+        experiment_id,
+        f"tags.`{BENCH_TAG}` = '{BENCH_VARIANTS}' and attributes.status = 'FINISHED'",
+        ["attributes.start_time DESC"],
+        most=1,
     )
     if not found:
         return {}
@@ -162,32 +163,27 @@ def load_interleaved(tracking_uri: str, experiment_id: str) -> dict[str, tuple[f
     return {v: tuple(metrics.get(f"{m}/{v}", math.nan) for m in RATIO_METRICS) for v in variants}
 
 
-def load_curves(tracking_uri: str, runs: pd.DataFrame, keys: Sequence[str] = CURVE_METRICS) -> pd.DataFrame:
+def load_curves(store: Store, runs: pd.DataFrame, keys: Sequence[str] = CURVE_METRICS) -> pd.DataFrame:
     """Step metrics of the given runs, long format: run_id, variant, family, seed, metric, step, value."""
-    client = MlflowClient(tracking_uri)
     records = [
         (r.run_id, r.variant, r.family, r.seed, key, m.step, m.value)
         for r in runs.itertuples(index=False)
         for key in keys
-        for m in client.get_metric_history(r.run_id, key)
+        for m in store.metric_history(r.run_id, key)
     ]
     return pd.DataFrame(records, columns=["run_id", "variant", "family", "seed", "metric", "step", "value"])
 
 
-def save_summary_run(
-    tracking_uri: str, experiment_id: str, files: Iterable[Path], run_id: str | None = None
-) -> str:
+def save_summary_run(store: Store, experiment_id: str, files: Iterable[Path], run_id: str | None = None) -> str:
     """Log the report's files to the sweep's parent run: the given one, the running sweep's, or the
     experiment's latest; an experiment of single runs gets one `report` run of the same kind."""
-    client = MlflowClient(tracking_uri)
     run_id = run_id or os.environ.get(PARENT_ENV)
     if run_id is None:
-        latest = latest_sweep_run(client, experiment_id)
+        latest = latest_sweep_run(store, experiment_id)
         run_id = latest.info.run_id if latest else None
     if run_id is None:
-        tags = {SWEEP_TAG: "true", "mlflow.note.content": "The sweep report of this experiment's runs."}
-        run_id = client.create_run(experiment_id, run_name=REPORT_RUN_NAME, tags=tags).info.run_id
-        client.set_terminated(run_id, "FINISHED")
-    for path in files:
-        client.log_artifact(run_id, str(path), "report")
+        tags = {SWEEP_TAG: "true", NOTE_TAG: "The sweep report of this experiment's runs."}
+        run_id = store.create_run(experiment_id, REPORT_RUN_NAME, tags)
+        store.terminate(run_id, "FINISHED")
+    store.log_files(run_id, files, REPORT_ARTIFACT_DIR)
     return run_id

@@ -1,8 +1,7 @@
 """What a run ran on: library versions, the device, the host, the world size, and the code's git state.
 
 Two results from different machines or different code must be told apart later, so every run
-records these as MLflow tags (`run_tags`: `env.*`, `git_dirty`, `deterministic`) and, when the
-checkout has uncommitted changes to tracked files, the diff as an artifact (`git_state`).
+records these as MLflow tags (`env.*`); the code's state is src.tracking.git's.
 """
 
 from __future__ import annotations
@@ -10,16 +9,10 @@ from __future__ import annotations
 import os
 import platform
 import socket
-import subprocess
-from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig
-
-from src.devices import uses_cuda
-from src.paths import PROJECT_ROOT
 
 PACKAGES = {"lightning": "lightning", "hydra": "hydra-core", "mlflow": "mlflow"}  # tag -> distribution
 
@@ -86,43 +79,3 @@ def environment_tags(world_size: int = 1, device: torch.device | str | None = No
     if torch.cuda.is_available():
         tags["env.gpu_count"] = str(torch.cuda.device_count())
     return tags
-
-
-@dataclass(frozen=True)
-class GitState:
-    commit: str  # full hash, or "unknown" outside a checkout
-    dirty: bool
-    diff: str  # `git diff HEAD` when dirty (tracked files), else ""
-
-    def tags(self) -> dict[str, str]:
-        return {"git_commit": self.commit, "git_dirty": str(self.dirty).lower()}
-
-
-def _git(*args: str) -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(PROJECT_ROOT), *args], capture_output=True, text=True, timeout=30
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout if out.returncode == 0 else None
-
-
-def git_state() -> GitState:
-    """The checkout's commit, whether tracked files differ from it, and that diff."""
-    commit = (_git("rev-parse", "HEAD") or "").strip()
-    if not commit:
-        return GitState("unknown", False, "")
-    status = _git("status", "--porcelain", "--untracked-files=no") or ""
-    dirty = bool(status.strip())
-    return GitState(commit, dirty, (_git("diff", "HEAD") or "") if dirty else "")
-
-
-def run_tags(cfg: DictConfig, git: GitState) -> dict[str, str]:
-    """Every tag above for one training config, with its git state and its deterministic setting."""
-    world_size = int(cfg.cluster.devices) * int(cfg.cluster.num_nodes)
-    return {
-        **environment_tags(world_size, "cuda" if uses_cuda(cfg) else "cpu"),
-        "git_dirty": str(git.dirty).lower(),
-        "deterministic": str(bool(cfg.get("deterministic", False))).lower(),
-    }

@@ -1,39 +1,48 @@
-"""Opening the MLflow store: safe when many processes open it at once, quick and clear when it cannot work.
+"""The one door to the MLflow store: every read and write of a job, a sweep, the report and the bench.
+
+`Store.connect(uri)` checks the store once, in the first seconds, before any data is prepared:
+
+- the URI's form: credentials in it are refused (Hydra writes the command line to disk before any
+  code of ours runs, and MLflow prints the URI); MLflow reads them from MLFLOW_TRACKING_USERNAME /
+  MLFLOW_TRACKING_PASSWORD / MLFLOW_TRACKING_TOKEN instead;
+- SQLite: the database path is a file (not a folder) in a writable folder, and an existing store
+  opens (its schema upgraded, a half-migrated one rebuilt when it holds no data, else refused);
+- HTTP(S): a tracking server answers within seconds (MLflow's own client retries for minutes).
 
 A new SQLite store gets its schema from MLflow's alembic migrations the first time a process opens
 it. Processes opening a fresh file at the same moment race in those migrations and can leave it
 half-migrated (leftover `_alembic_tmp_*` tables) so that every later open fails; retrying cannot
-fix that. Here every process takes an exclusive lock file beside the database (`mlflow.db.lock`)
-while the schema is created or upgraded and the experiment is found or created; afterwards parallel
-writers only meet SQLite's ordinary write lock, which `with_retry` rides out. The lock file is
-never deleted: removing it while another process waits on it would let a third one in.
+fix that. So every process takes an exclusive lock file beside the database (`mlflow.db.lock`,
+src.locks) while the schema is created or upgraded and while an experiment is found or created;
+afterwards parallel writers only meet SQLite's ordinary write lock, which SQLite's busy timeout
+(MLflow sets 20 s) and `with_retry` ride out. A new store is created by the first write, not by the
+check, so a run refused later for another reason leaves nothing behind.
 
-`check_store` runs before any data is prepared: a tracking server that does not answer, or a
-SQLite file that cannot be written, fails within seconds with a `ConfigError` naming
-`logger.tracking_uri` (MLflow's own HTTP client retries for minutes).
-
-Torch-free: the Hydra callbacks, the report and the UI import it without loading the model.
+Only this module constructs an `MlflowClient`; Lightning's MLFlowLogger (src.tracking.tracker) is
+given the same URI. Torch-free: the Hydra callbacks, the report and the UI import it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import re
 import sqlite3
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from src.locks import LockTimeout, exclusive
 from src.paths import ConfigError
 from src.tracking.identity import safe_folder_name
+from src.tracking.tags import EXPERIMENT_KIND_TAG, NOTE_TAG
 
 if TYPE_CHECKING:
+    from mlflow.entities import Experiment, Metric, Run
     from mlflow.tracking import MlflowClient
 
 log = logging.getLogger(__name__)
@@ -41,11 +50,12 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 FIELD = "logger.tracking_uri"
-# MLflow 3's UI opens an experiment on its training runs (not on GenAI traces) with this tag.
+DB_FIELD = "paths.mlflow_db"
+CREDENTIAL_ENV = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN")
 EXPERIMENT_TAGS = {
-    "mlflow.experimentKind": "custom_model_development",
+    EXPERIMENT_KIND_TAG: "custom_model_development",  # MLflow 3's UI: training runs, not GenAI traces
     # The experiment's description on MLflow's home page.
-    "mlflow.note.content": "normsweep: one run per training job, each sweep a parent run with its jobs "
+    NOTE_TAG: "normsweep: one run per training job, each sweep a parent run with its jobs "
     "nested below; a sweep run's Artifacts hold report/report.html.",
 }
 # MLflow 3.17 opens an experiment on its GenAI pages unless the link (or the sidebar) says otherwise.
@@ -53,19 +63,30 @@ UI_TRAINING_VIEW = "workflowType=machine_learning"
 LOCK_WAIT_S = 600.0  # a schema upgrade of a large store can take minutes; a dead holder frees it at once
 PROBE_TIMEOUT_S = 4.0  # per attempt, connect and read
 PROBE_RETRIES = 2  # with 0.5 s and 1 s back-off: at most ~14 s for a server that never answers
+RETRY_ATTEMPTS = 8  # with 0.25 s doubling: ~1 min on top of SQLite's own busy timeout
+RETRY_DELAY_S = 0.25
 TMP_TABLE_PREFIX = "_alembic_tmp_"  # alembic's copy of a table being rebuilt on SQLite
 # Tables MLflow fills in every new store; rows there are not user data.
 STORE_METADATA_TABLES = {"alembic_version", "workspaces"}
 DEFAULT_EXPERIMENT_ID = 0
+BATCH_MAX = 100  # params per log_batch call (MLflow's limit)
+PARAM_VALUE_MAX = 6000  # characters of a param's value (MLflow 3's limit)
+SQLITE_BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
+ALREADY_EXISTS = "RESOURCE_ALREADY_EXISTS"  # MLflow's error code: another process created it first
+# The userinfo of a URI (`user:password@`, `token@`): never on disk, never printed.
+_USERINFO = re.compile(r"(://)[^/@\s]+@")
 
 
 class StoreError(ConfigError):
     """The tracking store cannot be used; the message names `logger.tracking_uri` and the cause."""
 
 
+# --- credentials ---------------------------------------------------------------------------------
+
+
 def redact_text(text: str) -> str:
     """`text` (a command line, a list of overrides) with every URI's `user:password@` removed."""
-    return re.sub(r"(://)[^/@\s]+@", r"\1", text)
+    return _USERINFO.sub(r"\1", text)
 
 
 def redact_uri(uri: str) -> str:
@@ -76,22 +97,59 @@ def redact_uri(uri: str) -> str:
     return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
 
 
-# SQLite's write lock, and the marks of a schema change by a process that does not take our lock.
-TRANSIENT_ERRORS = ("database is locked", "duplicate column", "already exists")
+def has_credentials(text: str) -> bool:
+    return _USERINFO.search(text) is not None
 
 
-def with_retry(
-    fn: Callable[[], T], attempts: int = 8, delay_s: float = 0.25, transient: tuple[str, ...] = TRANSIENT_ERRORS
-) -> T:
-    """Retry `fn` while SQLite reports a lock or a concurrent schema change (~1 min at most)."""
+def credentials_error(where: str) -> str:
+    return (
+        f"{where}: credentials in the tracking URI would be written to disk (Hydra saves the command line) "
+        f"and printed; remove the `user:password@` and set {CREDENTIAL_ENV[0]} and {CREDENTIAL_ENV[1]} "
+        f"(or {CREDENTIAL_ENV[2]}) in the environment instead"
+    )
+
+
+def refuse_credentials(arguments: Sequence[str]) -> None:
+    """Stop before Hydra starts when a command-line argument holds a URI with credentials."""
+    for argument in arguments:
+        if has_credentials(argument):
+            raise SystemExit("config error: " + credentials_error(redact_text(argument)))
+
+
+# --- retries, decided by the exception's type ----------------------------------------------------
+
+
+def _is_sqlite_busy(err: BaseException) -> bool:
+    """SQLite's write lock, however MLflow and SQLAlchemy wrapped it (`__cause__`, `.orig`)."""
+    seen: set[int] = set()
+    node: BaseException | None = err
+    while node is not None and id(node) not in seen:
+        seen.add(id(node))
+        if isinstance(node, sqlite3.OperationalError):
+            # sqlite_errorcode exists from Python 3.11; before it every OperationalError counts.
+            return getattr(node, "sqlite_errorcode", sqlite3.SQLITE_BUSY) in SQLITE_BUSY_CODES
+        node = getattr(node, "orig", None) or node.__cause__ or node.__context__
+    return False
+
+
+def is_transient(err: BaseException) -> bool:
+    """Worth another try: SQLite's write lock, or another process creating the same thing first."""
+    return _is_sqlite_busy(err) or getattr(err, "error_code", None) == ALREADY_EXISTS
+
+
+def with_retry(fn: Callable[[], T], attempts: int = RETRY_ATTEMPTS, delay_s: float = RETRY_DELAY_S) -> T:
+    """Call `fn`, again after a back-off while the error `is_transient` (~1 min at most)."""
     for attempt in range(attempts):
         try:
             return fn()
-        except Exception as err:  # sqlalchemy's OperationalError arrives wrapped in MlflowException
-            if not any(s in str(err).lower() for s in transient) or attempt == attempts - 1:
+        except Exception as err:
+            if not is_transient(err) or attempt == attempts - 1:
                 raise
             time.sleep(delay_s * (2**attempt))
     raise AssertionError("unreachable")
+
+
+# --- SQLite: the file, its lock, its repair ------------------------------------------------------
 
 
 def sqlite_path(tracking_uri: str) -> Path | None:
@@ -110,31 +168,17 @@ def lock_path(db: Path) -> Path:
 def store_lock(db: Path, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
     """Hold the exclusive inter-process lock of the SQLite store `db` (not re-entrant)."""
     path = lock_path(db)
+    held = exclusive(path, wait_s, what="opening the MLflow store")
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        held.__enter__()
+    except LockTimeout as err:
+        raise StoreError(f"{FIELD}: {err} (opening the store); is one stuck? (`fuser {path}` names it)") from None
     except OSError as err:
         raise StoreError(f"{FIELD}: cannot create the lock file {path} of the SQLite store: {err.strerror}") from err
     try:
-        started = time.monotonic()
-        waiting_logged = False
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                waited = time.monotonic() - started
-                if waited > wait_s:
-                    raise StoreError(
-                        f"{FIELD}: waited {wait_s:.0f} s for {path}, held by another process opening the store; "
-                        "is one stuck? (`fuser` names it)"
-                    ) from None
-                if waited > 2 and not waiting_logged:  # a schema upgrade, or a stuck process
-                    log.info("waiting for %s: another process is opening the MLflow store", path)
-                    waiting_logged = True
-                time.sleep(0.05)
         yield
     finally:
-        os.close(fd)  # releases the lock
+        held.__exit__(None, None, None)
 
 
 def _user_rows(con: sqlite3.Connection) -> dict[str, int]:
@@ -218,9 +262,12 @@ def _repair_half_migrated(db: Path, uri: str) -> None:
         )
 
 
-def _check_sqlite_writable(db: Path, uri: str) -> None:
-    """SQLite writes the file and, for its journal, the folder beside it. Creates nothing."""
+def _check_sqlite_path(db: Path, uri: str) -> None:
+    """The database must be a file, and SQLite writes it and, for its journal, the folder beside it.
+    Creates nothing."""
     where = f"{FIELD}={redact_uri(uri)}"
+    if db.is_dir():
+        raise StoreError(f"{where}: {DB_FIELD}={db} is a directory, not a database file; point it at a file such as {db / 'mlflow.db'}")
     folder = db.parent.absolute()
     while not folder.exists():  # the folders are made when the store is created; check where they would be
         folder = folder.parent
@@ -232,13 +279,13 @@ def _check_sqlite_writable(db: Path, uri: str) -> None:
     except OSError as err:
         raise StoreError(
             f"{where}: the folder {folder} is not writable ({err.strerror}); SQLite writes the database and "
-            "its journal there: point paths.mlflow_db at a writable place"
+            f"its journal there: point {DB_FIELD} at a writable place"
         ) from err
     if db.exists() and not os.access(db, os.W_OK):
-        raise StoreError(f"{where}: the SQLite store {db} is read-only: point paths.mlflow_db at a writable file")
+        raise StoreError(f"{where}: the SQLite store {db} is read-only: point {DB_FIELD} at a writable file")
 
 
-def _open_client(uri: str, db: Path) -> MlflowClient:
+def _open_sqlite_client(uri: str, db: Path) -> MlflowClient:
     """A client whose store is open: the first query creates or upgrades the schema (hold the lock).
 
     A store that still cannot be opened is rebuilt when it holds no data, and refused otherwise.
@@ -250,36 +297,20 @@ def _open_client(uri: str, db: Path) -> MlflowClient:
         client.search_experiments(max_results=1)
         return client
 
-    # Under the lock nobody else migrates: only SQLite's write lock is worth waiting for.
+    _repair_half_migrated(db, uri)
     try:
-        return with_retry(open_client, transient=("database is locked",))
+        return with_retry(open_client)
     except Exception as err:
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         if db.exists() and _rebuild_if_empty(db, f"could not be opened ({first_line})"):
-            return with_retry(open_client, transient=("database is locked",))
+            return with_retry(open_client)
         raise StoreError(
             f"{FIELD}={redact_uri(uri)}: MLflow cannot open the SQLite store {db}: {first_line}; "
             f"{_recovery_advice(db, [])}"
         ) from err
 
 
-def _with_sqlite_store(uri: str, db: Path, action: Callable[[MlflowClient], T]) -> T:
-    """Open the SQLite store `db` and run `action` on it, holding the store's lock throughout."""
-    with store_lock(db):
-        _repair_half_migrated(db, uri)
-        client = _open_client(uri, db)
-        return with_retry(lambda: action(client))
-
-
-def open_client(tracking_uri: str) -> MlflowClient:
-    """A client whose store is ready: a SQLite schema is created or upgraded under the store's lock,
-    so a reader (the report, the UI) never races a writer's first open."""
-    db = sqlite_path(tracking_uri)
-    if db is not None:
-        return _with_sqlite_store(tracking_uri, db, lambda client: client)
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(tracking_uri)
+# --- a tracking server ---------------------------------------------------------------------------
 
 
 def _short_cause(text: str, uri: str) -> str:
@@ -289,15 +320,12 @@ def _short_cause(text: str, uri: str) -> str:
         return errno.group(1).strip()
     if "timed out" in text.lower() or "timeout" in text.lower():
         return f"no answer within {PROBE_TIMEOUT_S:.0f} s, {PROBE_RETRIES} retries"
-    return text.replace(uri, redact_uri(uri))[-200:]  # MLflow's message quotes the full URL
+    return redact_text(text.replace(uri, redact_uri(uri)))[-200:]  # MLflow's message quotes the full URL
 
 
 def _probe_server(uri: str) -> None:
     """One small API call with bounded retries: does an MLflow tracking server answer at `uri`?"""
-    try:
-        from mlflow.utils.credentials import get_default_host_creds
-    except ImportError:  # MLflow 2.x
-        from mlflow.tracking._tracking_service.utils import _get_default_host_creds as get_default_host_creds
+    from mlflow.utils.credentials import get_default_host_creds
     from mlflow.utils.rest_utils import http_request
 
     where = f"{FIELD}={redact_uri(uri)}"
@@ -321,7 +349,7 @@ def _probe_server(uri: str) -> None:
     if response.status_code in (401, 403):
         raise StoreError(
             f"{where}: the tracking server refused the credentials (HTTP {response.status_code}); "
-            "set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN)"
+            f"set {CREDENTIAL_ENV[0]} and {CREDENTIAL_ENV[1]} (or {CREDENTIAL_ENV[2]})"
         )
     if response.status_code != 200:
         raise StoreError(
@@ -330,48 +358,176 @@ def _probe_server(uri: str) -> None:
         )
 
 
-def check_store(tracking_uri: str) -> None:
-    """Fail fast, before any data is prepared, when the store cannot take this run's records.
+# --- the door ------------------------------------------------------------------------------------
 
-    SQLite: the folder must be writable, and an existing store must open (under the lock, where a
-    half-migrated one is rebuilt or refused); a new one is not created yet, so a run refused later
-    for another reason leaves nothing behind. HTTP(S): a tracking server must answer. Other stores
-    are left to MLflow.
+
+class Store:
+    """One MLflow store, checked once (`connect`) and opened once (the first use of `client`).
+
+    The methods are what the project reads and writes; each write rides out SQLite's write lock.
     """
-    db = sqlite_path(tracking_uri)
-    if db is not None:
-        _check_sqlite_writable(db, tracking_uri)
-        if db.exists():
-            _with_sqlite_store(tracking_uri, db, lambda client: None)
-    elif tracking_uri.startswith(("http://", "https://")):
-        _probe_server(tracking_uri)
 
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        self.db = sqlite_path(uri)
+        self._client: MlflowClient | None = None
+        self._experiments: dict[str, str] = {}
 
-def ensure_experiment(tracking_uri: str, name: str, artifact_location: str | None) -> str:
-    """Find or create the experiment `name` and return its id; a new one is tagged as model training."""
-    if artifact_location and "://" not in artifact_location:
-        Path(artifact_location).mkdir(parents=True, exist_ok=True)
-        artifact_location = Path(artifact_location).resolve().as_uri()
+    @classmethod
+    def connect(cls, uri: str) -> Store:
+        """Check the store in the first seconds (see the module's docstring); raises `StoreError`."""
+        where = f"{FIELD}={redact_uri(uri)}"
+        if has_credentials(uri):
+            raise StoreError(credentials_error(where))
+        store = cls(uri)
+        if store.db is not None:
+            _check_sqlite_path(store.db, uri)
+            if store.db.exists():
+                store.client  # noqa: B018 - open it now: upgrade, repair or refuse before any data is prepared
+        elif uri.startswith(("http://", "https://")):
+            _probe_server(uri)
+        return store
 
-    def get_or_create(client: MlflowClient) -> str:
-        found = client.get_experiment_by_name(name)
-        if found is not None:
-            if found.lifecycle_stage == "deleted":
-                raise ConfigError(
-                    f"experiment_name={name}: this MLflow experiment is deleted; restore it in the UI "
-                    "or choose another experiment_name"
-                )
-            return found.experiment_id
-        # The folder is a safe name (no separators, no `..`); the experiment keeps the name as written.
-        folder = safe_folder_name(name, "experiment_name")
-        experiment_location = f"{artifact_location}/{folder}" if artifact_location else None
-        return client.create_experiment(name, artifact_location=experiment_location, tags=EXPERIMENT_TAGS)
+    @property
+    def client(self) -> MlflowClient:
+        """The store's client; a SQLite store is created or upgraded under its lock on first use."""
+        if self._client is None:
+            if self.db is not None:
+                self.db.parent.mkdir(parents=True, exist_ok=True)
+                with store_lock(self.db):
+                    self._client = _open_sqlite_client(self.uri, self.db)
+            else:
+                from mlflow.tracking import MlflowClient
 
-    db = sqlite_path(tracking_uri)
-    if db is not None:
-        db.parent.mkdir(parents=True, exist_ok=True)
-        return _with_sqlite_store(tracking_uri, db, get_or_create)
+                self._client = MlflowClient(self.uri)
+        return self._client
 
-    from mlflow.tracking import MlflowClient
+    def __repr__(self) -> str:
+        return f"Store({redact_uri(self.uri)!r})"
 
-    return with_retry(lambda: get_or_create(MlflowClient(tracking_uri)))
+    # --- experiments ---
+
+    def experiment_id(self, name: str, artifact_location: str | None) -> str:
+        """Find or create the experiment `name`; a new one is tagged as model training."""
+        if name in self._experiments:
+            return self._experiments[name]
+        if artifact_location and "://" not in artifact_location:
+            Path(artifact_location).mkdir(parents=True, exist_ok=True)
+            artifact_location = Path(artifact_location).resolve().as_uri()
+
+        def get_or_create() -> str:
+            found = self.client.get_experiment_by_name(name)
+            if found is not None:
+                if found.lifecycle_stage == "deleted":
+                    raise ConfigError(
+                        f"experiment_name={name}: this MLflow experiment is deleted; restore it in the UI "
+                        "or choose another experiment_name"
+                    )
+                return found.experiment_id
+            # The folder is a safe name (no separators, no `..`); the experiment keeps the name as written.
+            folder = safe_folder_name(name, "experiment_name")
+            location = f"{artifact_location}/{folder}" if artifact_location else None
+            return self.client.create_experiment(name, artifact_location=location, tags=EXPERIMENT_TAGS)
+
+        self.client  # noqa: B018 - open first: store_lock is not re-entrant
+        if self.db is not None:  # two processes creating one experiment: the second finds it under the lock
+            with store_lock(self.db):
+                found = with_retry(get_or_create)
+        else:  # a server: the second creator gets RESOURCE_ALREADY_EXISTS, and its retry finds it
+            found = with_retry(get_or_create)
+        self._experiments[name] = found
+        return found
+
+    def find_experiment(self, name: str) -> Experiment | None:
+        """The live experiment `name`, or None."""
+        found = self.client.get_experiment_by_name(name)
+        return None if found is None or found.lifecycle_stage == "deleted" else found
+
+    def experiment_names(self) -> list[str]:
+        return sorted(e.name for e in self.client.search_experiments())
+
+    # --- reading runs ---
+
+    def get_run(self, run_id: str) -> Run | None:
+        """The run, or None when the store has no such run."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            return self.client.get_run(run_id)
+        except MlflowException:
+            return None
+
+    def runs(
+        self, experiment_id: str, filter_string: str = "", order_by: Sequence[str] = (), most: int | None = None
+    ) -> list[Run]:
+        """The experiment's live runs matching `filter_string`, every page (or the first `most`)."""
+        from mlflow.entities import ViewType
+
+        runs: list[Run] = []
+        token = None
+        while True:
+            page = self.client.search_runs(
+                [experiment_id],
+                filter_string=filter_string,
+                run_view_type=ViewType.ACTIVE_ONLY,
+                order_by=list(order_by) or None,
+                max_results=min(most - len(runs), 1000) if most else 1000,
+                page_token=token,
+            )
+            runs.extend(page)
+            token = page.token
+            if not token or (most and len(runs) >= most):
+                return runs
+
+    def runs_tagged(self, experiment_id: str, tag: str, value: str, most: int | None = None) -> list[Run]:
+        """The experiment's live runs with `tag` = `value`, latest first."""
+        return self.runs(experiment_id, f"tags.`{tag}` = '{value}'", ["attributes.start_time DESC"], most)
+
+    def metric_history(self, run_id: str, key: str) -> list[Metric]:
+        return self.client.get_metric_history(run_id, key)
+
+    def read_text(self, run_id: str, artifact_path: str) -> str:
+        """A small text artifact of the run."""
+        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one small file: no bar
+        with tempfile.TemporaryDirectory() as tmp:
+            return Path(self.client.download_artifacts(run_id, artifact_path, tmp)).read_text()
+
+    # --- writing runs ---
+
+    def create_run(self, experiment_id: str, run_name: str, tags: Mapping[str, str]) -> str:
+        return with_retry(lambda: self.client.create_run(experiment_id, run_name=run_name, tags=dict(tags))).info.run_id
+
+    def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
+        for key, value in tags.items():
+            with_retry(lambda k=key, v=value: self.client.set_tag(run_id, k, v))
+
+    def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
+        """Params, once each (MLflow params are immutable), in batches of MLflow's limit."""
+        from mlflow.entities import Param
+
+        items = [Param(key, str(value)[:PARAM_VALUE_MAX]) for key, value in params.items()]
+        for i in range(0, len(items), BATCH_MAX):
+            with_retry(lambda chunk=items[i : i + BATCH_MAX]: self.client.log_batch(run_id, params=chunk))
+
+    def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int = 0) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        items = [Metric(key, float(value), now, step) for key, value in metrics.items()]
+        for i in range(0, len(items), BATCH_MAX):
+            with_retry(lambda chunk=items[i : i + BATCH_MAX]: self.client.log_batch(run_id, metrics=chunk))
+
+    def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
+        with_retry(lambda: self.client.log_text(run_id, text, artifact_file))
+
+    def log_files(self, run_id: str, paths: Iterable[Path], folder: str | None = None) -> None:
+        for path in paths:
+            with_retry(lambda p=path: self.client.log_artifact(run_id, str(p), folder))
+
+    def reopen(self, run_id: str) -> None:
+        """Mark a closed run RUNNING again (a resumed job, a re-run sweep)."""
+        with_retry(lambda: self.client.update_run(run_id, status="RUNNING"))
+
+    def terminate(self, run_id: str, status: str) -> None:
+        """Close the run: FINISHED, FAILED or KILLED."""
+        with_retry(lambda: self.client.set_terminated(run_id, status))

@@ -24,28 +24,34 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from mlflow.entities import Run, ViewType
-from mlflow.tracking import MlflowClient
+from typing import TYPE_CHECKING, Any
 
 from src.paths import ConfigError
+from src.tracking.store import Store
+from src.tracking.tags import (
+    FAILED,
+    FINGERPRINT_TAG,
+    FINISHED,
+    HEARTBEAT_TAG,
+    HOST_TAG,
+    INTERRUPTED_OUTCOMES,
+    KILLED,
+    LOST,
+    OUTCOME_TAG,
+    PID_TAG,
+    RESULT_OUTCOMES,
+    STARTED_TAG,
+    SUPERSEDED_TAG,
+    SWEEP_TAG,
+)
 
-FINGERPRINT_TAG = "normsweep.fingerprint"
-HEARTBEAT_TAG = "normsweep.heartbeat"  # unix time of the last sign of life
-HOST_TAG = "normsweep.host"
-PID_TAG = "normsweep.pid"
-STARTED_TAG = "normsweep.started_at"
-SUPERSEDED_TAG = "normsweep.superseded_by"
-SWEEP_TAG = "normsweep.sweep"  # "true" on a sweep's parent run (not a training run)
-SWEEP_ID_TAG = "normsweep.sweep_id"
-PARENT_TAG = "mlflow.parentRunId"  # MLflow's own nesting tag
+if TYPE_CHECKING:
+    from mlflow.entities import Run
+
 PARENT_ENV = "NORMSWEEP_PARENT_RUN_ID"  # the parent run of the jobs this process launches
 JOBS_ARTIFACT = "sweep/jobs.json"
 JOBS_FILE = "normsweep_jobs.json"  # the same list in the multirun folder
 POLICIES = ("resume", "rerun", "fail")
-RESULT_OUTCOMES = ("finished", "diverged")
-INTERRUPTED_OUTCOMES = ("preempted", "lost", "killed")
 
 
 @dataclass
@@ -87,34 +93,24 @@ def is_alive(run: Run, stale_after_s: float) -> bool:
     return heartbeat_age_s(run) < stale_after_s
 
 
-def runs_tagged(client: MlflowClient, experiment_id: str, tag: str, value: str, most: int = 1000) -> list[Run]:
-    """The experiment's live runs with `tag` = `value`, latest first."""
-    return client.search_runs(
-        [experiment_id],
-        filter_string=f"tags.`{tag}` = '{value}'",
-        run_view_type=ViewType.ACTIVE_ONLY,
-        order_by=["attributes.start_time DESC"],
-        max_results=most,
-    )
-
-
-def runs_with_fingerprint(client: MlflowClient, experiment_id: str, fp: str) -> list[Run]:
+def runs_with_fingerprint(store: Store, experiment_id: str, fp: str) -> list[Run]:
     """Training runs of this identity, latest first, superseded ones left out."""
-    return [r for r in runs_tagged(client, experiment_id, FINGERPRINT_TAG, fp) if SUPERSEDED_TAG not in r.data.tags]
+    runs = store.runs_tagged(experiment_id, FINGERPRINT_TAG, fp, most=1000)
+    return [r for r in runs if SUPERSEDED_TAG not in r.data.tags]
 
 
-def mark_lost(client: MlflowClient, run: Run) -> None:
-    client.set_tag(run.info.run_id, "outcome", "lost")
-    client.set_terminated(run.info.run_id, "KILLED")
+def mark_lost(store: Store, run: Run) -> None:
+    store.set_tags(run.info.run_id, {OUTCOME_TAG: LOST})
+    store.terminate(run.info.run_id, "KILLED")
 
 
-def supersede(client: MlflowClient, old_run_ids: Sequence[str], new_run_id: str) -> None:
+def supersede(store: Store, old_run_ids: Sequence[str], new_run_id: str) -> None:
     for run_id in old_run_ids:
-        client.set_tag(run_id, SUPERSEDED_TAG, new_run_id)
+        store.set_tags(run_id, {SUPERSEDED_TAG: new_run_id})
 
 
 def decide(
-    client: MlflowClient,
+    store: Store,
     experiment_id: str,
     fp: str,
     policy: str,
@@ -122,7 +118,7 @@ def decide(
     checkpoint_of: Callable[[Run], bool],
 ) -> Decision:
     """What a job with fingerprint `fp` should do; `checkpoint_of(run)`: a checkpoint of that run exists."""
-    runs = runs_with_fingerprint(client, experiment_id, fp)
+    runs = runs_with_fingerprint(store, experiment_id, fp)
     if not runs:
         return Decision("new")
     latest = runs[0]
@@ -133,21 +129,21 @@ def decide(
         )
     if policy == "rerun":
         return Decision("new", latest, "sweep.on_existing=rerun", [r.info.run_id for r in runs if r.info.status != "RUNNING"])
-    outcome = latest.data.tags.get("outcome", "")
+    outcome = latest.data.tags.get(OUTCOME_TAG, "")
     if latest.info.status == "RUNNING":
         if is_alive(latest, stale_after_s):
             age = heartbeat_age_s(latest)
             host = latest.data.tags.get(HOST_TAG, "?")
             return Decision("busy", latest, f"running on {host} (heartbeat {age:.0f} s ago)")
-        mark_lost(client, latest)
-        outcome = "lost"
+        mark_lost(store, latest)
+        outcome = LOST
     if latest.info.status == "FINISHED" or outcome in RESULT_OUTCOMES:
-        return Decision("skip", latest, f"already {outcome or 'finished'}")
+        return Decision("skip", latest, f"already {outcome or FINISHED}")
     if outcome in INTERRUPTED_OUTCOMES or latest.info.status == "KILLED":
         if checkpoint_of(latest):
-            return Decision("resume", latest, f"{outcome or 'killed'}; resuming from its checkpoint")
-        return Decision("new", latest, f"{outcome or 'killed'} without a checkpoint", [latest.info.run_id])
-    return Decision("new", latest, f"{outcome or 'failed'}; starting a new run", [latest.info.run_id])
+            return Decision("resume", latest, f"{outcome or KILLED}; resuming from its checkpoint")
+        return Decision("new", latest, f"{outcome or KILLED} without a checkpoint", [latest.info.run_id])
+    return Decision("new", latest, f"{outcome or FAILED}; starting a new run", [latest.info.run_id])
 
 
 # --- the sweep's job list and status ---------------------------------------------------------
@@ -166,25 +162,25 @@ def read_definition(text: str) -> dict[str, Any]:
 def job_state(run: Run | None, stale_after_s: float) -> str:
     if run is None:
         return "missing"
-    outcome = run.data.tags.get("outcome", "")
+    outcome = run.data.tags.get(OUTCOME_TAG, "")
     if run.info.status == "RUNNING":
         if is_alive(run, stale_after_s):
             return f"running (heartbeat {heartbeat_age_s(run):.0f} s ago)"
-        return "lost (no heartbeat; a re-run resumes it)"
+        return f"{LOST} (no heartbeat; a re-run resumes it)"
     if run.info.status == "FINISHED":
-        return "finished"
-    return outcome if outcome in (*RESULT_OUTCOMES, *INTERRUPTED_OUTCOMES, "failed") else "failed"
+        return FINISHED
+    return outcome if outcome in (*RESULT_OUTCOMES, *INTERRUPTED_OUTCOMES, FAILED) else FAILED
 
 
 def status_rows(
-    client: MlflowClient, experiment_id: str, jobs: Sequence[dict[str, Any]], stale_after_s: float
+    store: Store, experiment_id: str, jobs: Sequence[dict[str, Any]], stale_after_s: float
 ) -> list[dict[str, str]]:
     """One row per job of the sweep definition: its run (latest of its fingerprint) and state."""
     # The overrides every job shares (paths, the experiment, ...) are the command's, not the job's.
     shared = set.intersection(*(set(j.get("overrides", [])) for j in jobs)) if len(jobs) > 1 else set()
     rows = []
     for job in jobs:
-        runs = runs_with_fingerprint(client, experiment_id, job["fingerprint"])
+        runs = runs_with_fingerprint(store, experiment_id, job["fingerprint"])
         run = runs[0] if runs else None
         rows.append(
             {
@@ -198,16 +194,16 @@ def status_rows(
     return rows
 
 
-def fingerprint_groups(client: MlflowClient, experiment_id: str) -> list[dict[str, Any]]:
+def fingerprint_groups(store: Store, experiment_id: str) -> list[dict[str, Any]]:
     """Without a job list: one pseudo-job per fingerprint seen in the experiment."""
     seen: dict[str, dict[str, Any]] = {}
-    for run in client.search_runs([experiment_id], run_view_type=ViewType.ACTIVE_ONLY, max_results=5000):
+    for run in store.runs(experiment_id):
         fp = run.data.tags.get(FINGERPRINT_TAG)
         if fp and fp not in seen:
             seen[fp] = {"num": len(seen), "fingerprint": fp, "run_name": run.info.run_name, "overrides": []}
     return list(seen.values())
 
 
-def latest_sweep_run(client: MlflowClient, experiment_id: str) -> Run | None:
-    runs = runs_tagged(client, experiment_id, SWEEP_TAG, "true", most=1)
+def latest_sweep_run(store: Store, experiment_id: str) -> Run | None:
+    runs = store.runs_tagged(experiment_id, SWEEP_TAG, "true", most=1)
     return runs[0] if runs else None

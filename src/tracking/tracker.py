@@ -3,53 +3,90 @@
 Lightning's MLFlowLogger reads MLFLOW_TRACKING_URI when it is imported, and it closes the run at the
 end of `fit` (before `test`) and again on errors. The tracker below passes the URI explicitly and
 closes the run itself, once, with the real outcome: FINISHED, or FAILED for a crash or a divergence.
+
+The tracker takes a `RunSpec`, the few resolved values a run's record needs, and the job's `Store`
+(already checked); the training config itself stays with the entry point (`RunSpec.from_config`).
 """
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from lightning.pytorch.loggers import MLFlowLogger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from src.paths import PROJECT_ROOT
-from src.tracking import store
-from src.tracking.environment import git_state, run_tags
+from src.tracking.environment import environment_tags
+from src.tracking.git import git_state
 from src.tracking.identity import identity_config
-from src.tracking.store import redact_text, redact_uri, with_retry
-from src.tracking.sweep import FINGERPRINT_TAG, HEARTBEAT_TAG, PARENT_TAG, liveness_tags
+from src.tracking.store import Store, redact_text, redact_uri
+from src.tracking.sweep import liveness_tags
+from src.tracking.tags import (
+    CLUSTER_TAG,
+    FINGERPRINT_TAG,
+    HEARTBEAT_TAG,
+    JOB_NUM_TAG,
+    MODEL_TAG,
+    NORM_FAMILY_TAG,
+    NORM_TAG,
+    NOTE_TAG,
+    OUTCOME_STATUS,
+    OUTCOME_TAG,
+    PARENT_TAG,
+    PRECISION_TAG,
+    RESUMED_TAG,
+    RUNNING,
+    SEED_TAG,
+)
 
-# MLflow's run statuses as Lightning's finalize() names them.
-OUTCOME_STATUS = {
-    "finished": "success",  # FINISHED
-    "diverged": "failed",  # FAILED: a result, but not a trained model
-    "failed": "failed",  # FAILED: an exception escaped
-    "killed": "KILLED",  # Ctrl+C
-    "preempted": "KILLED",  # SIGTERM with a checkpoint to resume from
-}
-NOTE_TAG = "mlflow.note.content"  # the run's description in the MLflow UI
+CONFIG_ARTIFACT = "config/config.yaml"
+OVERRIDES_ARTIFACT = "config/overrides.txt"
+DIFF_ARTIFACT = "git/diff.patch"
 
 
-def ensure_experiment(tracking_uri: str, name: str, artifact_location: str | None) -> str:
-    """Create (or find) the experiment and return its id; src/store.py opens the store safely."""
-    return store.ensure_experiment(tracking_uri, name, artifact_location)
+@dataclass(frozen=True)
+class RunSpec:
+    """What a training run's MLflow record is made of, resolved once from the config."""
 
+    experiment_name: str
+    run_name: str
+    artifact_location: str | None
+    tags: dict[str, str]  # norm, family, model, precision, cluster, seed, deterministic
+    params: dict[str, Any]  # the experiment's variables (identity config), flat
+    config_yaml: str  # the resolved config, credentials removed
+    world_size: int
+    device: str  # "cuda" or "cpu": the device named in the env.* tags
+    overrides: list[str] = field(default_factory=list)  # the command line's (Hydra's task overrides)
+    job_num: int | None = None
 
-def git_commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(PROJECT_ROOT), "describe", "--always", "--dirty", "--abbrev=12"],
-            capture_output=True,
-            text=True,
-            timeout=10,
+    @classmethod
+    def from_config(
+        cls, cfg: DictConfig, device: str, overrides: list[str] | None = None, job_num: int | None = None
+    ) -> RunSpec:
+        return cls(
+            experiment_name=str(cfg.experiment_name),
+            run_name=str(cfg.run_name),
+            artifact_location=cfg.logger.artifact_location,
+            tags={
+                NORM_TAG: str(cfg.norm.norm_type),
+                NORM_FAMILY_TAG: str(cfg.norm.family),  # from conf/norm/<key>.yaml: the report groups by it
+                MODEL_TAG: str(cfg.model.name),
+                PRECISION_TAG: str(cfg.precision.name),
+                CLUSTER_TAG: str(cfg.cluster.name),
+                SEED_TAG: str(cfg.seed),
+                "deterministic": str(bool(cfg.get("deterministic", False))).lower(),
+            },
+            # Machine-local paths and the tracking location are not params: the experiment's variables only.
+            params=flatten(identity_config(cfg)),
+            config_yaml=OmegaConf.to_yaml(redacted_config(cfg)),
+            world_size=int(cfg.cluster.devices) * int(cfg.cluster.num_nodes),
+            device=device,
+            overrides=list(overrides or []),
+            job_num=job_num,
         )
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 class _ClosedByTracker(MLFlowLogger):
@@ -75,48 +112,41 @@ class Tracker:
 
     def __init__(
         self,
-        cfg: DictConfig,
-        hydra_overrides: list[str],
-        job_num: int | None,
+        store: Store,
+        spec: RunSpec,
         fingerprint: str,
         run_id: str | None = None,
         parent_run_id: str | None = None,
     ) -> None:
-        uri = cfg.logger.tracking_uri
-        ensure_experiment(uri, cfg.experiment_name, cfg.logger.artifact_location)
+        store.experiment_id(spec.experiment_name, spec.artifact_location)
+        self.store = store
+        self.spec = spec
         self.git = git_state()
         tags = {
-            "norm": cfg.norm.norm_type,
-            "norm_family": cfg.norm.family,  # from conf/norm/<key>.yaml: the report groups by it
-            "model": cfg.model.name,
-            "precision": cfg.precision.name,
-            "cluster": cfg.cluster.name,
-            "seed": str(cfg.seed),
-            "git_commit": git_commit(),
-            "outcome": "running",
+            **spec.tags,
+            **self.git.tags(),
+            **environment_tags(spec.world_size, spec.device),  # versions, device, host, world size
+            OUTCOME_TAG: RUNNING,
             FINGERPRINT_TAG: fingerprint,
             **liveness_tags(),
-            **run_tags(cfg, self.git),  # versions, device, host, world size, git_dirty, deterministic
         }
-        if job_num is not None:
-            tags["hydra_job_num"] = str(job_num)
+        if spec.job_num is not None:
+            tags[JOB_NUM_TAG] = str(spec.job_num)
         if parent_run_id and not run_id:
             tags[PARENT_TAG] = parent_run_id
         self.logger = _ClosedByTracker(
-            experiment_name=cfg.experiment_name,
-            run_name=cfg.run_name,
-            tracking_uri=uri,
+            experiment_name=spec.experiment_name,
+            run_name=spec.run_name,
+            tracking_uri=store.uri,
             tags=tags,
             run_id=run_id,
         )
         self.resumed = run_id is not None
         if self.resumed and rank_zero_only.rank == 0:
             # The run was closed (KILLED) when its last segment stopped; it is live again.
-            self.logger.experiment.update_run(run_id, status="RUNNING")
-            self.set_tags({"outcome": "running", "resumed": "true", **liveness_tags()})
+            store.reopen(run_id)
+            self.set_tags({OUTCOME_TAG: RUNNING, RESUMED_TAG: "true", **liveness_tags()})
             self.logger.log_after_step = self.last_logged_step()
-        self.cfg = cfg
-        self.overrides = hydra_overrides
         self.closed = False
         self._last_beat = time.monotonic()
 
@@ -129,22 +159,18 @@ class Tracker:
         """Params (once: MLflow params are immutable) and the config artifacts. A resumed run has them."""
         if self.resumed:
             return
-        # The experiment's variables only: machine-local paths and the tracking location are not params.
-        params = flatten(identity_config(self.cfg))
-        params.update(extra_params)
-        with_retry(lambda: self.logger.log_hyperparams(params))
-        client, run_id = self.logger.experiment, self.logger.run_id
-        client.log_text(run_id, OmegaConf.to_yaml(redacted_config(self.cfg)), "config/config.yaml")
-        client.log_text(run_id, redact_text("\n".join(self.overrides)) + "\n", "config/overrides.txt")
+        run_id = self.logger.run_id
+        self.store.log_params(run_id, {**self.spec.params, **extra_params})
+        self.store.log_text(run_id, self.spec.config_yaml, CONFIG_ARTIFACT)
+        self.store.log_text(run_id, redact_text("\n".join(self.spec.overrides)) + "\n", OVERRIDES_ARTIFACT)
         if self.git.dirty:  # the commit alone does not say what ran
-            client.log_text(run_id, self.git.diff, "git/diff.patch")
+            self.store.log_text(run_id, self.git.diff, DIFF_ARTIFACT)
 
     def last_logged_step(self, key: str = "train/train_loss") -> int:
         """The highest step of `key` already in MLflow (0 if none): a resumed run logs after it."""
         if rank_zero_only.rank != 0:
             return 0
-        history = self.logger.experiment.get_metric_history(self.logger.run_id, key)
-        return max((m.step for m in history), default=0)
+        return max((m.step for m in self.store.metric_history(self.logger.run_id, key)), default=0)
 
     @rank_zero_only
     def heartbeat(self, every_s: float) -> None:
@@ -159,15 +185,14 @@ class Tracker:
 
     @rank_zero_only
     def set_tags(self, tags: Mapping[str, str]) -> None:
-        for key, value in tags.items():
-            self.logger.experiment.set_tag(self.logger.run_id, key, value)
+        self.store.set_tags(self.logger.run_id, tags)
 
     def close(self, outcome: str, note: str | None = None) -> None:
         """End the run: FINISHED for `finished`, FAILED for `diverged` or `failed`. Idempotent."""
         if self.closed:
             return
         self.closed = True
-        self.set_tags({"outcome": outcome, **({NOTE_TAG: note} if note else {})})
+        self.set_tags({OUTCOME_TAG: outcome, **({NOTE_TAG: note} if note else {})})
         if rank_zero_only.rank == 0:
             self.logger.close(OUTCOME_STATUS[outcome])
 

@@ -11,15 +11,14 @@ import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mlflow.entities import Run
-from mlflow.exceptions import MlflowException
-from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig
 
 from src.paths import ConfigError
+from src.tracking.store import Store, redact_uri
 from src.tracking.sweep import decide
-from src.tracking.tracker import ensure_experiment
+from src.tracking.tags import DIVERGED, FINISHED, NORM_TAG, OUTCOME_TAG
 from src.training.checkpointing import (
     LAST,
     check_checkpoint,
@@ -27,6 +26,9 @@ from src.training.checkpointing import (
     read_run_state,
     resolve_ckpt_path,
 )
+
+if TYPE_CHECKING:
+    from src.tracking.store import Run
 
 
 @dataclass
@@ -45,7 +47,7 @@ class RunResult:
         def fmt(v: float | None) -> str:
             return "n/a" if v is None else f"{v:.4f}"
 
-        status = f"DIVERGED at step {self.diverged_at_step}" if self.outcome == "diverged" else "ok"
+        status = f"DIVERGED at step {self.diverged_at_step}" if self.outcome == DIVERGED else "ok"
         return (
             f"[normsweep] {self.norm} {status} | train {self.train_time_s:.1f} s | {self.tokens_per_sec:,.0f} tok/s"
             f" | train loss {fmt(self.first_train_loss)} -> {fmt(self.final_train_loss)}"
@@ -63,8 +65,8 @@ class RunResult:
 
         diverged = get("diverged_at_step")
         return cls(
-            norm=tags.get("norm", "?"),
-            outcome=tags.get("outcome", "finished"),
+            norm=tags.get(NORM_TAG, "?"),
+            outcome=tags.get(OUTCOME_TAG, FINISHED),
             train_time_s=get("train_time_s") or 0.0,
             tokens_per_sec=get("avg_tokens_per_sec") or 0.0,
             first_train_loss=None,
@@ -84,23 +86,24 @@ class RunPlan:
     message: str = ""
 
 
-def plan_run(cfg: DictConfig, fingerprint: str, in_multirun: bool) -> RunPlan:
+def plan_run(cfg: DictConfig, fingerprint: str, in_multirun: bool, store: Store | None = None) -> RunPlan:
+    """`store`: the job's MLflow store (None without tracking)."""
     explicit = resolve_ckpt_path(cfg)
     if explicit is not None:
         state = read_run_state(explicit)
         check_checkpoint(explicit, cfg, state)
-        run_id = state.get("mlflow_run_id") if cfg.logger.enabled else None
+        run_id = state.get("mlflow_run_id") if store is not None else None
         if run_id:
-            try:
-                run = MlflowClient(cfg.logger.tracking_uri).get_run(run_id)
-            except MlflowException:
+            assert store is not None
+            run = store.get_run(run_id)
+            if run is None:
                 raise ConfigError(
-                    f"ckpt_path: {explicit} belongs to MLflow run {run_id}, which is not in {cfg.logger.tracking_uri}"
-                ) from None
+                    f"ckpt_path: {explicit} belongs to MLflow run {run_id}, which is not in {redact_uri(store.uri)}"
+                )
             if run.info.status == "FINISHED":
                 return RunPlan(done=RunResult.from_run(run), message=f"run {run_id} already finished; nothing to resume")
         return RunPlan(explicit, run_id)
-    if not (in_multirun and cfg.logger.enabled):
+    if not in_multirun or store is None:
         return RunPlan()
     last = checkpoint_dir(cfg) / LAST
 
@@ -111,10 +114,9 @@ def plan_run(cfg: DictConfig, fingerprint: str, in_multirun: bool) -> RunPlan:
     def checkpoint_of(run: Run) -> bool:
         return last_state().get("mlflow_run_id") == run.info.run_id
 
-    client = MlflowClient(cfg.logger.tracking_uri)
-    experiment_id = ensure_experiment(cfg.logger.tracking_uri, cfg.experiment_name, cfg.logger.artifact_location)
+    experiment_id = store.experiment_id(cfg.experiment_name, cfg.logger.artifact_location)
     # sweep.on_existing and stale_after_s were checked by config.validate.
-    d = decide(client, experiment_id, fingerprint, cfg.sweep.on_existing, float(cfg.sweep.stale_after_s), checkpoint_of)
+    d = decide(store, experiment_id, fingerprint, cfg.sweep.on_existing, float(cfg.sweep.stale_after_s), checkpoint_of)
     name = cfg.run_name
     if d.action in ("skip", "busy"):
         assert d.run is not None

@@ -1,0 +1,64 @@
+"""The vocabulary of our MLflow records, written once: tag names, outcome values, MLflow's own keys.
+
+Every writer (the tracker, the sweep callbacks, the bench) and every reader (the sweep decisions,
+the report, the status table) names a tag or an outcome through these constants, so a renamed tag
+cannot leave a reader looking for the old name. Torch-free and MLflow-free.
+"""
+
+from __future__ import annotations
+
+# --- MLflow's own keys ---------------------------------------------------------------------------
+NOTE_TAG = "mlflow.note.content"  # a run's (or an experiment's) description in the MLflow UI
+PARENT_TAG = "mlflow.parentRunId"  # MLflow's nesting of a job's run under its sweep's run
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"  # MLflow 3 opens the experiment on training runs with it
+
+# --- what every training run says about itself -----------------------------------------------
+OUTCOME_TAG = "outcome"
+NORM_TAG = "norm"  # the variant (conf/norm/<key>.yaml)
+NORM_FAMILY_TAG = "norm_family"  # the report groups variants by it
+MODEL_TAG = "model"
+PRECISION_TAG = "precision"
+CLUSTER_TAG = "cluster"
+SEED_TAG = "seed"
+GIT_COMMIT_TAG = "git_commit"
+GIT_DIRTY_TAG = "git_dirty"
+JOB_NUM_TAG = "hydra_job_num"
+RESUMED_TAG = "resumed"
+
+# --- sweep bookkeeping (src.tracking.sweep) ------------------------------------------------------
+FINGERPRINT_TAG = "normsweep.fingerprint"
+HEARTBEAT_TAG = "normsweep.heartbeat"  # unix time of the last sign of life
+HOST_TAG = "normsweep.host"
+PID_TAG = "normsweep.pid"
+STARTED_TAG = "normsweep.started_at"
+SUPERSEDED_TAG = "normsweep.superseded_by"
+SWEEP_TAG = "normsweep.sweep"  # "true" on a sweep's parent run (not a training run)
+SWEEP_ID_TAG = "normsweep.sweep_id"
+SWEEP_COMMAND_TAG = "sweep.command"
+SWEEP_JOBS_TAG = "sweep.jobs"  # "3 finished, 1 failed" on a closed sweep run
+
+# --- the `bench-variants` run (src.bench.variants) ----------------------------------------------
+BENCH_TAG = "normsweep.bench"
+
+# --- outcomes: the value of OUTCOME_TAG ----------------------------------------------------------
+RUNNING = "running"
+FINISHED = "finished"
+DIVERGED = "diverged"  # a result, but not a trained model
+FAILED = "failed"  # an exception escaped
+PREEMPTED = "preempted"  # SIGTERM with a checkpoint to resume from
+KILLED = "killed"  # Ctrl+C
+LOST = "lost"  # RUNNING in MLflow, but its process is gone
+INCOMPLETE = "incomplete"  # a sweep run whose jobs did not all produce a result
+
+RESULT_OUTCOMES = (FINISHED, DIVERGED)
+INTERRUPTED_OUTCOMES = (PREEMPTED, LOST, KILLED)
+RUN_OUTCOMES = (FINISHED, DIVERGED, FAILED, PREEMPTED, LOST, KILLED)  # a training run's, once closed
+
+# MLflow's run status for each outcome, as Lightning's finalize() names it.
+OUTCOME_STATUS = {
+    FINISHED: "success",  # FINISHED
+    DIVERGED: "failed",  # FAILED
+    FAILED: "failed",  # FAILED
+    KILLED: "KILLED",
+    PREEMPTED: "KILLED",
+}
