@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -38,3 +39,49 @@ def test_store_override_reaches_the_report(tmp_path: Path, capsys: pytest.Captur
     out = capsys.readouterr().out
     assert "torch_layernorm" in out and "5.5000" in out
     assert (tmp_path / "r" / "moved" / "report.md").is_file()
+
+
+SRC = REPO / "src"
+TRACKING = SRC / "tracking"
+STORE_MODULE = TRACKING / "store.py"
+
+
+def _imported_modules(tree: ast.AST) -> list[str]:
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module)
+    return names
+
+
+def _calls_named(tree: ast.AST, name: str) -> int:
+    return sum(
+        isinstance(node, ast.Call)
+        and ((isinstance(node.func, ast.Name) and node.func.id == name)
+             or (isinstance(node.func, ast.Attribute) and node.func.attr == name))
+        for node in ast.walk(tree)
+    )  # fmt: skip
+
+
+def test_the_store_has_one_door() -> None:
+    """Only src/tracking talks to MLflow, only its store module builds a client, and file locks go
+    through one library (src.locks): no hand-written flock anywhere."""
+    sources = sorted(SRC.rglob("*.py"))
+    assert STORE_MODULE in sources and len(sources) > 30  # the scan sees the package
+    outside, clients, flock = [], [], []
+    for path in sources:
+        text = path.read_text()
+        tree = ast.parse(text, str(path))
+        where = str(path.relative_to(REPO))
+        if TRACKING not in path.parents and any(m.split(".")[0] == "mlflow" for m in _imported_modules(tree)):
+            outside.append(where)
+        if path != STORE_MODULE and _calls_named(tree, "MlflowClient"):
+            clients.append(where)
+        if "fcntl" in _imported_modules(tree) or "flock(" in text:
+            flock.append(where)
+    assert not outside, f"MLflow imported outside src/tracking (use src.tracking.store.Store): {outside}"
+    assert not clients, f"MlflowClient built outside src/tracking/store.py: {clients}"
+    assert not flock, f"hand-written file locks (use src.locks): {flock}"
+    assert _calls_named(ast.parse(STORE_MODULE.read_text()), "MlflowClient") >= 1  # the door itself is found

@@ -1,0 +1,172 @@
+"""Store-side faults that must fail in the first seconds, with one line, and never leak a secret:
+a database path that is a folder, an unreachable server under a multirun, credentials in the URI."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from helpers import run_cli
+
+from src.paths import ConfigError, compose
+from src.tracking.store import CREDENTIAL_ENV, Store, StoreError
+from src.train import train
+
+SECRET = "Sup3r-s3cret-pw"  # the password under test: it must appear nowhere
+SERVER_START_S = 300  # a guard against a hang only: the auth server migrates two fresh databases
+
+
+def _files_containing(root: Path, needle: str) -> list[str]:
+    found = []
+    for path in root.rglob("*"):
+        if path.is_file() and needle.encode() in path.read_bytes():
+            found.append(str(path.relative_to(root)))
+    return found
+
+
+def test_store_path_that_is_a_directory_is_refused_naming_it(tiny_overrides: list[str], tmp_path: Path) -> None:
+    folder = tmp_path / "not_a_db"
+    folder.mkdir()
+    cache = tmp_path / "fresh_cache"
+    cfg = compose([*tiny_overrides, f"paths.mlflow_db={folder}", f"paths.cache_dir={cache}"])
+    with pytest.raises(StoreError) as err:
+        train(cfg)
+    message = str(err.value)
+    assert "paths.mlflow_db" in message and "is a directory" in message and str(folder) in message
+    assert "\n" not in message and "mlflow db upgrade" not in message
+    assert not cache.exists()  # refused before any data was prepared
+    assert list(folder.iterdir()) == []  # and nothing was written into the folder
+
+
+@pytest.mark.slow  # a subprocess multirun
+def test_multirun_with_unreachable_server_stops_in_the_sweep_callback(tiny_overrides: list[str], tmp_path: Path) -> None:
+    # The timeout only guards against a hang: the callback used to retry for more than 200 s.
+    proc = run_cli("src.train", "-m", *tiny_overrides, "seed=0,1", "logger.tracking_uri=http://127.0.0.1:9", timeout=150)
+    assert proc.returncode != 0
+    assert "no MLflow tracking server answers" in proc.stderr and "logger.tracking_uri=http://127.0.0.1:9" in proc.stderr
+    assert "Launching 2 jobs" not in proc.stdout + proc.stderr  # stopped before Hydra launched any job
+    assert not (tmp_path / "multirun" / "0").exists()
+
+
+@pytest.mark.slow  # two CLI processes
+@pytest.mark.parametrize("mode", [[], ["-m", "seed=0,1"]], ids=["single", "multirun"])
+def test_credentials_in_the_tracking_uri_are_refused_before_hydra_writes(
+    mode: list[str], tiny_overrides: list[str], tmp_path: Path
+) -> None:
+    uri = f"http://alice:{SECRET}@127.0.0.1:9"
+    proc = run_cli("src.train", *mode, *tiny_overrides, f"logger.tracking_uri={uri}", timeout=150)
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("config error: logger.tracking_uri=http://127.0.0.1:9")
+    assert all(name in lines[0] for name in CREDENTIAL_ENV)
+    assert SECRET not in proc.stdout + proc.stderr and "alice" not in proc.stdout + proc.stderr
+    assert not (tmp_path / "outputs").exists() and not (tmp_path / "multirun").exists()  # Hydra wrote nothing
+    assert _files_containing(tmp_path, SECRET) == []
+
+
+def test_credentials_in_a_config_file_are_refused_too() -> None:
+    # Not from the command line (a YAML, an environment interpolation): the store check refuses them.
+    with pytest.raises(ConfigError) as err:
+        Store.connect(f"https://bob:{SECRET}@mlflow.example.com")
+    assert SECRET not in str(err.value) and "MLFLOW_TRACKING_TOKEN" in str(err.value)
+
+
+# --- a real MLflow server with basic auth, credentials through the environment ---------------------
+
+
+@dataclass
+class AuthServer:
+    uri: str
+    root: Path  # its backend store, auth database and artifacts
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_healthy(uri: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + SERVER_START_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"mlflow server exited: {log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(1)
+    pytest.fail(f"mlflow server did not answer within {SERVER_START_S} s: {log.read_text()[-2000:]}")
+
+
+@pytest.fixture
+def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthServer]:
+    """`mlflow server --app-name basic-auth` on 127.0.0.1, admin password SECRET (needs Flask-WTF)."""
+    pytest.importorskip("flask_wtf", reason="mlflow's basic-auth app needs Flask-WTF (pip install mlflow[auth])")
+    root = tmp_path_factory.mktemp("server")
+    # The server's own config is the one file that holds the password on purpose: kept out of `root`.
+    ini = tmp_path_factory.mktemp("server_config") / "auth.ini"
+    ini.write_text(
+        "[mlflow]\ndefault_permission = READ\n"
+        f"database_uri = sqlite:///{root / 'auth.db'}\nadmin_username = admin\nadmin_password = {SECRET}\n"
+        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+    )
+    port = _free_port()
+    env = {**os.environ, "MLFLOW_AUTH_CONFIG_PATH": str(ini), "MLFLOW_FLASK_SERVER_SECRET_KEY": "test-only-key"}
+    log = root / "server.log"
+    mlflow = Path(sys.executable).parent / "mlflow"
+    command = [str(mlflow), "server", "--app-name", "basic-auth", "--host", "127.0.0.1", "--port", str(port),
+               "--workers", "1", "--backend-store-uri", f"sqlite:///{root / 'backend.db'}",
+               "--artifacts-destination", str(root / "artifacts")]  # fmt: skip
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        uri = f"http://127.0.0.1:{port}"
+        _wait_healthy(uri, proc, log)
+        yield AuthServer(uri, root)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+
+
+@pytest.mark.slow  # a real server and a subprocess sweep
+def test_basic_auth_server_through_env_credentials_leaks_nothing(
+    auth_server: AuthServer, tiny_overrides: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(CREDENTIAL_ENV[0], raising=False)
+    monkeypatch.delenv(CREDENTIAL_ENV[1], raising=False)
+    with pytest.raises(StoreError, match="refused the credentials"):  # the server does demand them
+        Store.connect(auth_server.uri)
+
+    monkeypatch.setenv(CREDENTIAL_ENV[0], "admin")
+    monkeypatch.setenv(CREDENTIAL_ENV[1], SECRET)
+    proc = run_cli(
+        "src.train", "-m", *tiny_overrides, "seed=0", "experiment_name=auth_sweep",
+        f"logger.tracking_uri={auth_server.uri}", timeout=600,
+    )  # fmt: skip
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-3000:]
+
+    store = Store.connect(auth_server.uri)
+    experiment = store.find_experiment("auth_sweep")
+    assert experiment is not None
+    runs = store.runs(experiment.experiment_id)
+    assert sorted(r.info.status for r in runs) == ["FINISHED", "FINISHED"]  # the job and its sweep run
+    assert "report/report.md" in [a.path for a in store.client.list_artifacts(
+        next(r.info.run_id for r in runs if "norm" not in r.data.tags), "report")]  # fmt: skip
+
+    assert SECRET not in output
+    # The server's store and artifacts, the multirun folder, the reports: every file this run touched.
+    assert _files_containing(auth_server.root, SECRET) == []
+    assert (tmp_path / "multirun").is_dir() and (tmp_path / "reports").is_dir()
+    assert _files_containing(tmp_path, SECRET) == []
