@@ -135,7 +135,7 @@ def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthServer
         _wait_healthy(uri, proc, log)
         yield AuthServer(uri, root)
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
+        os.killpg(proc.pid, signal.SIGKILL)  # a throw-away server: no graceful shutdown needed
         proc.wait(timeout=60)
 
 

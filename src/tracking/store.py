@@ -61,8 +61,8 @@ EXPERIMENT_TAGS = {
 # MLflow 3.17 opens an experiment on its GenAI pages unless the link (or the sidebar) says otherwise.
 UI_TRAINING_VIEW = "workflowType=machine_learning"
 LOCK_WAIT_S = 600.0  # a schema upgrade of a large store can take minutes; a dead holder frees it at once
-PROBE_TIMEOUT_S = 4.0  # per attempt, connect and read
-PROBE_RETRIES = 2  # with 0.5 s and 1 s back-off: at most ~14 s for a server that never answers
+PROBE_TIMEOUT_S = 8.0  # per attempt, connect and read (a basic-auth server hashes each password: slow on a busy host)
+PROBE_RETRIES = 2  # with 0.5 s and 1 s back-off: at most ~26 s for a server that never answers
 RETRY_ATTEMPTS = 8  # with 0.25 s doubling: ~1 min on top of SQLite's own busy timeout
 RETRY_DELAY_S = 0.25
 TMP_TABLE_PREFIX = "_alembic_tmp_"  # alembic's copy of a table being rebuilt on SQLite
