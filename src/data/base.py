@@ -17,11 +17,13 @@ import hashlib
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
-from ..paths import ConfigError
+from omegaconf import OmegaConf
+
+from ..paths import CONF_DIR, ConfigError
 from .cache import cache_folder, ensure_token_cache
 
 # The splits a corpus may have, in the order they are written and reported. A source with fewer
@@ -32,6 +34,13 @@ SPLITS = ("train", "val", "test")
 class NoFilesMatched(ConfigError, FileNotFoundError):
     """A glob of a config field matched no file: a config error, and a missing file."""
 
+
+
+@cache
+def config_default(source: str, key: str) -> Any:
+    """`key` as conf/data/<source>.yaml sets it: a source built without the config (a test, a
+    notebook) gets the same default as `data=<source>`, written once, in the YAML."""
+    return OmegaConf.load(CONF_DIR / "data" / f"{source}.yaml")[key]
 
 class DataSource(ABC):
     """A corpus split into documents per split, cached under a key that names them."""

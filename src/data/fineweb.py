@@ -43,7 +43,7 @@ from tqdm.auto import tqdm
 
 from ..locks import exclusive
 from ..paths import ConfigError
-from .base import DataSource, fingerprint, match_files, read_documents, unit_interval
+from .base import DataSource, config_default, fingerprint, match_files, read_documents, unit_interval
 from .cache import (
     TOKEN_DTYPE,
     begin_cache,
@@ -60,8 +60,6 @@ from .tokenizer import TOKENIZER_NAME
 
 log = logging.getLogger(__name__)
 
-HUB_DATASET = "HuggingFaceFW/fineweb"
-HUB_SUBSET = "sample-10BT"
 FIELD = "data.files"  # the config field that names local files, in every error about them
 SUFFIXES = (".parquet", ".jsonl")
 MANIFEST_FILE = "manifest.json"
@@ -179,6 +177,10 @@ class _Shard:
         return {"index": self.index, "documents": [self.first_doc, self.next_doc], "files": files}
 
 
+def _default(key: str) -> Any:
+    return config_default("fineweb", key)
+
+
 def shard_file(split: str, index: int) -> str:
     return f"{split}_{index:06d}.bin"
 
@@ -194,13 +196,20 @@ class FineWebSource(DataSource):
     def __init__(
         self,
         files: str | Sequence[str] | None = None,
-        dataset: str = HUB_DATASET,
-        subset: str = HUB_SUBSET,
-        val_fraction: float = 0.01,
-        shard_tokens: int = 100_000_000,
-        num_proc: int = 1,
-        verify_checksums: bool = True,
+        dataset: str | None = None,
+        subset: str | None = None,
+        val_fraction: float | None = None,
+        shard_tokens: int | None = None,
+        num_proc: int | None = None,
+        verify_checksums: bool | None = None,
     ) -> None:
+        # None: the value in conf/data/fineweb.yaml, the one owner of every default.
+        dataset = dataset or str(_default("dataset"))
+        subset = subset or str(_default("subset"))
+        val_fraction = float(_default("val_fraction") if val_fraction is None else val_fraction)
+        shard_tokens = int(_default("shard_tokens") if shard_tokens is None else shard_tokens)
+        num_proc = int(_default("num_proc") if num_proc is None else num_proc)
+        verify_checksums = bool(_default("verify_checksums") if verify_checksums is None else verify_checksums)
         if not 0 < val_fraction < 1:
             raise ConfigError(f"data.val_fraction must be in (0, 1), got {val_fraction}")
         if shard_tokens < 1:
@@ -218,15 +227,8 @@ class FineWebSource(DataSource):
 
     @classmethod
     def from_config(cls, data_cfg: Mapping[str, Any]) -> FineWebSource:
-        return cls(
-            files=data_cfg.get("files"),
-            dataset=data_cfg.get("dataset") or HUB_DATASET,
-            subset=data_cfg.get("subset") or HUB_SUBSET,
-            val_fraction=float(data_cfg.get("val_fraction", 0.01)),
-            shard_tokens=int(data_cfg.get("shard_tokens", 100_000_000)),
-            num_proc=int(data_cfg.get("num_proc", 1)),
-            verify_checksums=bool(data_cfg.get("verify_checksums", True)),
-        )
+        keys = ("files", "dataset", "subset", "val_fraction", "shard_tokens", "num_proc", "verify_checksums")
+        return cls(**{key: data_cfg.get(key) for key in keys})
 
     def make_cache_key(self) -> str:
         # The shard size is not in the key: it moves shard boundaries, never which tokens are where.

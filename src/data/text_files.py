@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..paths import ConfigError
-from .base import DataSource, fingerprint, match_files, read_documents, unit_interval
+from .base import DataSource, config_default, fingerprint, match_files, read_documents, unit_interval
 
 FIELD = "data.paths"  # the config field that names the files, in every error about them
 SUFFIXES = (".txt", ".jsonl")
@@ -22,7 +22,10 @@ _SPLIT_SCHEME = "hash1"  # part of the cache key; bump if the assignment rule be
 class TextFilesSource(DataSource):
     """Documents from local `.txt` / `.jsonl` files matched by one or more glob patterns."""
 
-    def __init__(self, paths: str | Sequence[str], val_fraction: float = 0.05, test_fraction: float = 0.05):
+    def __init__(self, paths: str | Sequence[str], val_fraction: float | None = None, test_fraction: float | None = None):
+        # None: the value in conf/data/text_files.yaml, the one owner of the defaults.
+        val_fraction = float(config_default("text_files", "val_fraction") if val_fraction is None else val_fraction)
+        test_fraction = float(config_default("text_files", "test_fraction") if test_fraction is None else test_fraction)
         patterns = [paths] if isinstance(paths, str) else list(paths)
         if not (val_fraction > 0 and test_fraction > 0 and val_fraction + test_fraction < 1):
             raise ConfigError(
@@ -39,8 +42,8 @@ class TextFilesSource(DataSource):
             raise ConfigError(f"{FIELD} is required for source 'text_files' (a glob of .txt / .jsonl files)")
         return cls(
             data_cfg["paths"],
-            val_fraction=float(data_cfg.get("val_fraction", 0.05)),
-            test_fraction=float(data_cfg.get("test_fraction", 0.05)),
+            val_fraction=data_cfg.get("val_fraction"),
+            test_fraction=data_cfg.get("test_fraction"),
         )
 
     def make_cache_key(self) -> str:
