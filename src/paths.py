@@ -8,8 +8,10 @@ the notebook alike. Nothing here imports torch, Lightning or the model.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -39,6 +41,13 @@ def compose(overrides: Sequence[str] = (), config_name: str = "train", with_hydr
         return hydra_compose(config_name, overrides=list(overrides), return_hydra_config=with_hydra)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return hydra_compose(config_name, overrides=list(overrides), return_hydra_config=with_hydra)
+
+
+@functools.cache
+def conf_default(config_file: str, key: str) -> Any:
+    """`key` (dotted) as `conf/<config_file>.yaml` writes it, unresolved: the default of an object built
+    without a composed config (a test, a notebook) is the config's own, written once, in the YAML."""
+    return OmegaConf.select(OmegaConf.load(CONF_DIR / f"{config_file}.yaml"), key, throw_on_missing=True)
 
 
 def tracking_uri(overrides: Sequence[str] = ()) -> str:

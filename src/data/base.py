@@ -17,13 +17,11 @@ import hashlib
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from functools import cache, cached_property
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
-from ..paths import CONF_DIR, ConfigError
+from ..paths import ConfigError, conf_default
 from .cache import cache_folder, ensure_token_cache
 
 # The splits a corpus may have, in the order they are written and reported. A source with fewer
@@ -36,11 +34,10 @@ class NoFilesMatched(ConfigError, FileNotFoundError):
 
 
 
-@cache
 def config_default(source: str, key: str) -> Any:
     """`key` as conf/data/<source>.yaml sets it: a source built without the config (a test, a
-    notebook) gets the same default as `data=<source>`, written once, in the YAML."""
-    return OmegaConf.load(CONF_DIR / "data" / f"{source}.yaml")[key]
+    notebook) gets the same default as `data=<source>`."""
+    return conf_default(f"data/{source}", key)
 
 class DataSource(ABC):
     """A corpus split into documents per split, cached under a key that names them."""

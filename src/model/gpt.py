@@ -20,25 +20,37 @@ import torch.nn.functional as F
 from torch import nn
 
 from src.model.norms import DEFAULT_EPS, NormSpec
+from src.paths import conf_default
 
 PLACEMENTS = ("pre", "post", "peri")
 
 
+def _small(key: str) -> Any:
+    return conf_default("model/gpt2_small", key)
+
+
+def _default_choice(group: str) -> str:
+    """The option of `group` that conf/train.yaml's defaults list picks (e.g. norm: torch_layernorm)."""
+    return next(str(e[group]) for e in conf_default("train", "defaults") if isinstance(e, Mapping) and group in e)
+
+
 @dataclass(frozen=True)
 class GPTConfig:
-    vocab_size: int = 50257
-    context_length: int = 1024
-    emb_dim: int = 768
-    n_heads: int = 12
-    n_layers: int = 12
-    drop_rate: float = 0.0
-    qkv_bias: bool = False
-    tie_weights: bool = False  # the study's models are untied: 163,009,536 parameters
-    norm_type: str = "torch_layernorm"
+    # Unset fields are GPT-2 small as conf/model/gpt2_small.yaml writes it (the study's model: untied,
+    # 163,009,536 parameters), and the placement as conf/train.yaml's: each default written once, there.
+    vocab_size: int = field(default_factory=lambda: _small("vocab_size"))
+    context_length: int = field(default_factory=lambda: _small("context_length"))
+    emb_dim: int = field(default_factory=lambda: _small("emb_dim"))
+    n_heads: int = field(default_factory=lambda: _small("n_heads"))
+    n_layers: int = field(default_factory=lambda: _small("n_layers"))
+    drop_rate: float = field(default_factory=lambda: _small("drop_rate"))
+    qkv_bias: bool = field(default_factory=lambda: _small("qkv_bias"))
+    tie_weights: bool = field(default_factory=lambda: _small("tie_weights"))
+    norm_type: str = field(default_factory=lambda: _default_choice("norm"))
     norm_eps: float = DEFAULT_EPS
     norm_options: Mapping[str, Any] = field(default_factory=dict)  # e.g. DyT's alpha_init, bias
-    norm_placement: str = "pre"
-    qk_norm: bool = False
+    norm_placement: str = field(default_factory=lambda: conf_default("train", "model.norm_placement"))
+    qk_norm: bool = field(default_factory=lambda: conf_default("train", "model.qk_norm"))
     norm: NormSpec = field(init=False, repr=False, compare=False)  # the checked norm, built from the three above
 
     def __post_init__(self) -> None:

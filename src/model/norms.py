@@ -24,9 +24,10 @@ import torch
 from torch import nn
 
 from src.model.fast_norms import FastRMSNorm, fast_dyt
+from src.paths import conf_default
 
 # The Python API's default; conf/train.yaml's `norm.eps` is the config's (a test keeps them equal).
-DEFAULT_EPS = 1e-5
+DEFAULT_EPS = float(conf_default("train", "norm.eps"))  # the same explicit eps for every variant
 # Where a norm sits in the model: in the attention path (its input, output for peri-norm, and the
 # per-head query/key norms), in the feed-forward path, or the final norm before the output head.
 POSITIONS = ("attn", "ffn", "final")

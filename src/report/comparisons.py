@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
-from src.paths import CONF_DIR, ConfigError
+from src.paths import CONF_DIR, ConfigError, conf_default
 from src.report.stats import (
     ALPHA,
     MIN_SEEDS,
@@ -43,6 +43,7 @@ from src.report.stats import (
     welch_interval,
 )
 from src.report.table import families_of, order_of
+from src.tracking.tags import FINISHED
 
 # (a, b): b is measured against a. Hand-rolled vs built-in, LayerNorm vs RMSNorm, the additions
 # against the usual LayerNorm; every variant is also compared with NO_NORM (added by `pairs_for`).
@@ -59,7 +60,14 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("torch_layernorm", "layernorm_noaffine"),
 )
 NO_NORM = "no_norm"
-DEFAULT_MARGINS = {"test_loss": 0.01, "speed": 0.02}  # nats; relative tokens/s (2%)
+MARGIN_KEYS = ("test_loss", "speed")  # nats; relative tokens/s
+
+
+def default_margin(key: str) -> float:
+    """`report.margin.<key>` as conf/train.yaml sets it: the one owner of the default margins."""
+    return float(conf_default("train", f"report.margin.{key}"))
+
+
 # metric -> (margin key, label, relative?)
 METRICS: dict[str, tuple[str, str, bool]] = {
     "test_loss": ("test_loss", "test loss", False),
@@ -70,11 +78,11 @@ COLUMNS = ["pair", "metric", "test", "n", "diff", "ci_low", "ci_high", "p", "p_h
 
 @dataclass(frozen=True)
 class Margins:
-    test_loss: float = DEFAULT_MARGINS["test_loss"]
-    speed: float = DEFAULT_MARGINS["speed"]
+    test_loss: float = field(default_factory=lambda: default_margin("test_loss"))
+    speed: float = field(default_factory=lambda: default_margin("speed"))
 
     def __post_init__(self) -> None:
-        for key in DEFAULT_MARGINS:
+        for key in MARGIN_KEYS:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ConfigError(f"report.margin.{key}: must be a number > 0, got {value!r}")
@@ -107,7 +115,7 @@ def check_pairs(pairs: Sequence[Sequence[str]], known: Sequence[str] | None = No
 
 def finished_variants(runs: pd.DataFrame) -> dict[str, str]:
     """Variants with at least one finished run, with their family: one that always diverged has nothing to pair."""
-    return families_of(runs[runs.outcome == "finished"])
+    return families_of(runs[runs.outcome == FINISHED])
 
 
 def unmatched_pairs(runs: pd.DataFrame, pairs: Sequence[tuple[str, str]]) -> list[str]:
@@ -129,10 +137,10 @@ def settings(
     """Margins and pairs from the config's `report` group, each overridable (the CLI's options)."""
     report_cfg = report_cfg or {}
     margin = report_cfg.get("margin") or {}
-    margins = Margins(
-        test_loss=margin_loss if margin_loss is not None else margin.get("test_loss", DEFAULT_MARGINS["test_loss"]),
-        speed=margin_speed if margin_speed is not None else margin.get("speed", DEFAULT_MARGINS["speed"]),
-    )
+    chosen_margins = {"test_loss": margin_loss, "speed": margin_speed}
+    margins = Margins(**{
+        key: value if value is not None else margin.get(key, default_margin(key)) for key, value in chosen_margins.items()
+    })  # fmt: skip
     chosen = pairs if pairs is not None else report_cfg.get("pairs")
     return margins, (check_pairs(chosen) if chosen is not None else None)
 
@@ -192,7 +200,7 @@ class Result:
 
 def _values(runs: pd.DataFrame, variant: str, metric: str) -> pd.Series:
     """The metric of each finished run of one variant, indexed by seed (NaNs dropped)."""
-    rows = runs[(runs.variant == variant) & (runs.outcome == "finished")]
+    rows = runs[(runs.variant == variant) & (runs.outcome == FINISHED)]
     return rows.set_index("seed")[metric].astype(float).dropna()
 
 

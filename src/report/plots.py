@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 
 from src.report.stats import mean_ci
 from src.report.table import variant_order
+from src.tracking.tags import FINISHED
 
 CURVE_TITLES = {"train/train_loss": "train loss", "val/val_loss": "validation loss"}
 
@@ -67,7 +68,7 @@ def plot_losses(curves: pd.DataFrame) -> Figure:
 
 def plot_throughput(runs: pd.DataFrame) -> Figure:
     """Tokens/s per variant over its finished runs: bar = mean, error bar = 95% CI, dots = seeds."""
-    finished = runs[runs.outcome == "finished"]
+    finished = runs[runs.outcome == FINISHED]
     variants = variant_order(finished)
     colors = variant_colors(variant_order(runs))
     fig, (ax,) = new_figure(7, 4)

@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 
 from src.report.plots import new_figure, variant_colors
 from src.report.table import variant_order
+from src.tracking.tags import FINISHED
 
 
 def is_lr_sweep(runs: pd.DataFrame) -> bool:
@@ -28,8 +29,8 @@ def by_learning_rate(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per (variant, lr): runs, finished, mean test loss of the finished, first diverged step."""
     rows = []
     for (variant, lr), group in runs.groupby(["variant", "lr"], sort=False):
-        finished = group[group.outcome == "finished"]
-        stopped = group[group.outcome != "finished"].stopped_at_step.dropna()
+        finished = group[group.outcome == FINISHED]
+        stopped = group[group.outcome != FINISHED].stopped_at_step.dropna()
         rows.append(
             {
                 "variant": variant,

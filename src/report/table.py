@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from src.report.stats import mean_ci
+from src.tracking.tags import DIVERGED, FAILED, FINISHED, RUNNING
 
 FAMILIES = ("layernorm", "rmsnorm", "dyt", "scalenorm", "none")  # the table's order; others follow
 NO_KERNEL = ("none",)  # families with nothing to time (the identity)
@@ -82,7 +83,7 @@ def order_of(families: Mapping[str, str]) -> list[str]:
 def _stopped_note(runs: pd.DataFrame) -> str:
     """'diverged at step 530', or '2/3 diverged (steps 120, 340)'; failed runs alike."""
     notes = []
-    for outcome in ("diverged", "failed", "running"):
+    for outcome in (DIVERGED, FAILED, RUNNING):
         hit = runs[runs.outcome == outcome]
         if hit.empty:
             continue
@@ -100,7 +101,7 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
     refs = references(families)
     for key in variant_order(runs):
         of_variant = runs[runs.variant == key]
-        finished = of_variant[of_variant.outcome == "finished"]
+        finished = of_variant[of_variant.outcome == FINISHED]
         row: dict[str, object] = {"variant": key, "runs": len(of_variant), "finished": len(finished)}
         for column in VALUE_COLUMNS:
             est = mean_ci(finished[column])
