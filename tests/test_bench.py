@@ -160,13 +160,18 @@ def test_variants_start_from_identical_weights() -> None:
 
 
 def test_variants_bench_writes_reports_and_an_mlflow_run(tmp_path: Path, store: dict[str, str]) -> None:
+    # No --out: the reports go under paths.root_dir like every other output, not into the working directory.
+    in_cwd = Path("reports/bench/variants.json")
+    before = in_cwd.stat().st_mtime_ns if in_cwd.exists() else None
     args = argparse.Namespace(
-        variants="hand_layernorm,torch_layernorm,no_norm", rounds=2, warmup=1, batch=None, seed=0, out=tmp_path,
+        variants="hand_layernorm,torch_layernorm,no_norm", rounds=2, warmup=1, batch=None, seed=0, out=None,
         overrides=[*TINY_BENCH, f"paths.mlflow_db={store['db']}", f"paths.mlflow_artifacts={store['artifacts']}",
-                   "experiment_name=bench"],
+                   "experiment_name=bench", f"paths.root_dir={tmp_path / 'elsewhere'}"],
     )  # fmt: skip
     report = variant_bench.main(args)
-    saved = json.loads((tmp_path / "variants.json").read_text())
+    assert (in_cwd.stat().st_mtime_ns if in_cwd.exists() else None) == before
+    out = tmp_path / "elsewhere" / "reports" / "bench"
+    saved = json.loads((out / "variants.json").read_text())
     assert saved["settings"]["rounds"] == 2 and set(saved["samples_s"]) == {"hand_layernorm", "torch_layernorm", "no_norm"}
     assert all(len(v) == 2 and min(v) > 0 for v in saved["samples_s"].values())
     ref = saved["summary"]["torch_layernorm"]["ratio"]
@@ -175,7 +180,7 @@ def test_variants_bench_writes_reports_and_an_mlflow_run(tmp_path: Path, store: 
     ratios = [h / t for h, t in zip(hand, report["samples_s"]["torch_layernorm"], strict=True)]
     assert saved["summary"]["hand_layernorm"]["ratio"]["diff"] == pytest.approx(sum(ratios) / 2)  # median of two
     assert saved["summary"]["no_norm"]["norm_cost_ms"]["diff"] == 0.0
-    assert (tmp_path / "variants.md").read_text().startswith("# Interleaved training-step speed")
+    assert (out / "variants.md").read_text().startswith("# Interleaved training-step speed")
 
     client = MlflowClient(store["uri"])
     exp = client.get_experiment_by_name("bench")

@@ -14,10 +14,11 @@ from typing import Any
 
 import torch
 
+from src.paths import compose
 from src.tracking.environment import cpu_model
 
 DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16}
-DEFAULT_OUT = Path("reports/bench")
+BENCH_DIR = "bench"  # under paths.reports_dir
 _malloc = {"tuned": False}  # set by keep_freed_memory, reported by machine_info
 
 
@@ -180,6 +181,11 @@ def fmt(value: Any, digits: int = 3) -> str:
 def cells(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> list[list[str]]:
     """Rows of dicts as text cells for `src.report.table.markdown_table`, the one table writer."""
     return [[fmt(row.get(c)) for c in columns] for row in rows]
+
+
+def default_out_dir(overrides: Sequence[str] = ()) -> Path:
+    """`<paths.reports_dir>/bench` of the training config with these overrides (`paths.root_dir=...`)."""
+    return Path(compose(overrides).paths.reports_dir) / BENCH_DIR
 
 
 def write_report(out_dir: Path, name: str, payload: dict[str, Any], markdown: str) -> tuple[Path, Path]:

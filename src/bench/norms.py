@@ -24,11 +24,11 @@ import torch
 from torch import nn
 
 from src.bench.common import (
-    DEFAULT_OUT,
     DTYPES,
     cells,
     copy_bandwidth,
     copy_reference,
+    default_out_dir,
     last_level_cache_bytes,
     machine_info,
     median,
@@ -314,7 +314,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=int, default=3, help="untimed calls per case (compiles happen here)")
     parser.add_argument("--variants", help="comma-separated subset of the variants (default: all)")
     parser.add_argument("--quick", action="store_true", help="one shape (4096x768), fp32, 5 repeats")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder for norms.json / norms.md")
+    parser.add_argument("--out", type=Path, help="folder for norms.json / norms.md (default: <paths.reports_dir>/bench)")
 
 
 def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -336,7 +336,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"unknown variant(s) {bad}; choose from {variants()}")
     report = run(widths, rows, dtypes, device, args.warmup, repeats, only)
     markdown = to_markdown(report)
-    json_path, md_path = write_report(args.out, "norms", report, markdown)
+    json_path, md_path = write_report(args.out or default_out_dir(), "norms", report, markdown)
     print()
     print(markdown_table(TABLE_COLUMNS, cells(report["results"], TABLE_COLUMNS)))
     for e in report["errors"]:

@@ -26,7 +26,7 @@ from typing import Any
 import lightning as L
 import torch
 
-from src.bench.common import DEFAULT_OUT, machine_info, resolve_device, synchronize, time_fn, write_report
+from src.bench.common import default_out_dir, machine_info, resolve_device, synchronize, time_fn, write_report
 from src.bench.steps import TrainStep, bench_config, build_module, random_batches
 from src.paths import ConfigError
 from src.report.stats import median_interval
@@ -282,7 +282,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--rounds", type=int, default=2, help="alternate plain and Lightning runs this many times (median)"
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder for train.json / train.md")
+    parser.add_argument("--out", type=Path, help="folder for train.json / train.md (default: <paths.reports_dir>/bench)")
 
 
 def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -292,7 +292,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     args.precision = args.precision or ("bf16-mixed" if cuda else "fp32")
     report = run(args)
     markdown = to_markdown(report)
-    json_path, md_path = write_report(args.out, "train", report, markdown)
+    json_path, md_path = write_report(args.out or default_out_dir(), "train", report, markdown)
     print()
     print(markdown)
     print(f"wrote {json_path} and {md_path}")

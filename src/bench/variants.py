@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from src.bench.common import DEFAULT_OUT, synchronize, write_report
+from src.bench.common import default_out_dir, synchronize, write_report
 from src.bench.steps import TrainStep, bench_config, build_module, device_of, random_batches
 from src.model.gpt import GPTModel
 from src.paths import ConfigError
@@ -223,7 +223,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps of each variant first")
     parser.add_argument("--batch", type=int, help="sequences per step (default: the config's optim.micro_batch_size)")
     parser.add_argument("--seed", type=int, default=0, help="initial weights and batches")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder for variants.json / variants.md")
+    parser.add_argument("--out", type=Path, help="folder for variants.json / variants.md (default: <paths.reports_dir>/bench)")
     parser.add_argument(
         "overrides", nargs="*", help="training config overrides: model=gpt2_small precision=bf16_mixed cluster=gpu "
         "experiment_name=norm_sweep_seeds (the MLflow experiment of the bench-variants run) logger=none ..."
@@ -239,7 +239,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"config error: {err}") from None
     markdown = to_markdown(report)
     payload = {k: v for k, v in report.items() if k != "config"}
-    json_path, md_path = write_report(args.out, "variants", payload, markdown)
+    json_path, md_path = write_report(args.out or default_out_dir(args.overrides), "variants", payload, markdown)
     run_id = log_to_mlflow(report, [json_path, md_path])
     print()
     print(markdown)
