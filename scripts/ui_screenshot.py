@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # `import src` from the checkout this script lives in
 
 from src import paths  # noqa: E402
-from src.report.runs import ReportError, find_experiment, open_client  # noqa: E402
+from src.report.runs import ReportError, find_experiment, open_store  # noqa: E402
 from src.tracking.sweep import latest_sweep_run  # noqa: E402
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
@@ -204,11 +204,11 @@ def main(argv: list[str] | None = None) -> int:
     uri = paths.tracking_uri(args.overrides)
     experiment = str(paths.compose(args.overrides).experiment_name)
     try:
-        client = open_client(uri)
-        experiment_id = find_experiment(client, uri, experiment)
+        store = open_store(uri)
+        experiment_id = find_experiment(store, experiment)
     except ReportError as error:  # no store there, or no such experiment: say so, no traceback
         raise SystemExit(f"ui_screenshot: {error}") from None
-    sweep = latest_sweep_run(client, experiment_id)
+    sweep = latest_sweep_run(store, experiment_id)
     sweep_id = sweep.info.run_id if sweep else None
     size = (args.width, args.height)
     if sweep is None:
