@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))  # `import src` from the checkout this script live
 
 from src import paths  # noqa: E402
 from src.report.runs import ReportError, find_experiment, open_store  # noqa: E402
+from src.tracking.store import StoreError  # noqa: E402
 from src.tracking.sweep import latest_sweep_run  # noqa: E402
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
@@ -206,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         store = open_store(uri)
         experiment_id = find_experiment(store, experiment)
-    except ReportError as error:  # no store there, or no such experiment: say so, no traceback
+    except (ReportError, StoreError) as error:  # no store there, or no such experiment: say so, no traceback
         raise SystemExit(f"ui_screenshot: {error}") from None
     sweep = latest_sweep_run(store, experiment_id)
     sweep_id = sweep.info.run_id if sweep else None

@@ -17,6 +17,7 @@ from src import paths
 from src.report import ReportError, generate_report
 from src.report.comparisons import settings
 from src.report.status import status_text
+from src.tracking.store import StoreError
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         out = args.out or Path(cfg.paths.reports_dir) / experiment
         analysis = generate_report(experiment, uri, out, log_summary=not args.no_summary_run, margins=margins, pairs=chosen)
-    except ReportError as err:
+    except (ReportError, StoreError) as err:  # no such store or experiment; a store that cannot be read
         print(f"report: {err}", file=sys.stderr)
         return 1
     print(analysis.text())
