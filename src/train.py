@@ -214,7 +214,7 @@ def describe(result: RunResult) -> str:
 
 
 def final_metrics(result: RunResult, module: GPTLitModule, steps_done: int, budget: Budget) -> dict[str, float]:
-    """The run's headline numbers, logged once at its last step."""
+    """The run's headline numbers and its test loss, logged once at its last step."""
     final = {
         "train_time_s": result.train_time_s,
         "avg_tokens_per_sec": result.tokens_per_sec,  # the study's definition: tokens / training time
@@ -229,6 +229,8 @@ def final_metrics(result: RunResult, module: GPTLitModule, steps_done: int, budg
         final["avg_tokens_per_sec_after_first_step"] = (steps_done - 1) * budget.tokens_per_step / max(steady_time, 1e-9)
     if result.final_train_loss is not None:
         final["final_train_loss"] = result.final_train_loss
+    if result.test_loss is not None:
+        final["test_loss"] = result.test_loss
     if result.diverged_at_step is not None:
         final["diverged_at_step"] = float(result.diverged_at_step)
     return final

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lightning.pytorch.loggers import MLFlowLogger
+from mlflow.entities import Metric
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
@@ -32,6 +33,8 @@ OUTCOME_STATUS = {
     "preempted": "KILLED",  # SIGTERM with a checkpoint to resume from
 }
 NOTE_TAG = "mlflow.note.content"  # the run's description in the MLflow UI
+# A run is FINISHED only once these are in MLflow: without them the report would miss its seed.
+REQUIRED_FINAL_METRICS = ("test_loss", "final_train_loss", "steps_done", "train_time_s")
 
 
 def ensure_experiment(tracking_uri: str, name: str, artifact_location: str | None) -> str:
@@ -155,7 +158,25 @@ class Tracker:
 
     @rank_zero_only
     def log_final(self, metrics: Mapping[str, float], step: int) -> None:
-        self.logger.log_metrics(dict(metrics), step=step)
+        """The run's final results, exactly once, in one batch.
+
+        Written by the client, past the resume filter (a resumed run's last step is "already
+        logged", but its results may not be); a key already in MLflow (written before a kill) is
+        not written again.
+        """
+        client, run_id = self.logger.experiment, self.logger.run_id
+        stored = client.get_run(run_id).data.metrics
+        now_ms = int(time.time() * 1000)
+        missing = [Metric(k, float(v), now_ms, step) for k, v in metrics.items() if k not in stored]
+        if missing:
+            with_retry(lambda: client.log_batch(run_id, metrics=missing))
+
+    def missing_final_metrics(self) -> list[str]:
+        """The required final metrics not (yet) in MLflow ([] on ranks other than 0)."""
+        if rank_zero_only.rank != 0:
+            return []
+        stored = self.logger.experiment.get_run(self.logger.run_id).data.metrics
+        return [k for k in REQUIRED_FINAL_METRICS if k not in stored]
 
     @rank_zero_only
     def set_tags(self, tags: Mapping[str, str]) -> None:
@@ -163,9 +184,15 @@ class Tracker:
             self.logger.experiment.set_tag(self.logger.run_id, key, value)
 
     def close(self, outcome: str, note: str | None = None) -> None:
-        """End the run: FINISHED for `finished`, FAILED for `diverged` or `failed`. Idempotent."""
+        """End the run: FINISHED for `finished`, FAILED for `diverged` or `failed`. Idempotent.
+
+        `finished` without its final metrics in MLflow ends the run as `failed`, saying which are missing.
+        """
         if self.closed:
             return
+        missing = self.missing_final_metrics() if outcome == "finished" else []
+        if missing:
+            outcome, note = "failed", f"final metrics missing from MLflow: {', '.join(missing)}"
         self.closed = True
         self.set_tags({"outcome": outcome, **({NOTE_TAG: note} if note else {})})
         if rank_zero_only.rank == 0:

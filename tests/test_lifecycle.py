@@ -1,0 +1,153 @@
+"""A run's life from start to final results: whatever point it is stopped at, the re-run or
+`resume=true` ends FINISHED with every final metric in MLflow, written exactly once."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import lightning as L
+import pytest
+from helpers import REPO, cli_env, run_cli
+from mlflow.tracking import MlflowClient
+
+import src.train as train_module
+from src.paths import compose
+from src.tracking.sweep import SWEEP_TAG
+from src.tracking.tracker import REQUIRED_FINAL_METRICS, Tracker
+from src.train import RunResult, train
+
+STEPS = 8
+FINAL = (*REQUIRED_FINAL_METRICS, "avg_tokens_per_sec", "n_params", "peak_memory_mb")
+
+
+class Stopped(BaseException):
+    """A stop that no `except Exception` catches, like a kill: the run is left as it was."""
+
+
+def _cfg(overrides: list[str], tmp_path: Path, *extra: str):
+    return compose(
+        [
+            *overrides,
+            f"optim.max_steps={STEPS}",
+            "optim.lr=3e-3",
+            "checkpoint.enabled=true",
+            "checkpoint.every_n_steps=3",
+            f"checkpoint.dir={tmp_path / 'ckpt'}",
+            *extra,
+        ]
+    )
+
+
+class StopAtTrainEnd(L.Callback):
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        raise Stopped("after the last step, before the end-of-training checkpoint")
+
+
+class StopDuringTest(L.Callback):
+    def on_test_batch_start(self, *args: object) -> None:
+        raise Stopped("during the test phase")
+
+
+def _stop_after_final_logging(monkeypatch: pytest.MonkeyPatch) -> None:
+    log_final = Tracker.log_final
+
+    def stop(self: Tracker, *args: object, **kwargs: object) -> None:
+        log_final(self, *args, **kwargs)
+        raise Stopped("after the final metrics, before the run is closed")
+
+    monkeypatch.setattr(Tracker, "log_final", stop)
+
+
+def _with_callback(monkeypatch: pytest.MonkeyPatch, fault: L.Callback) -> None:
+    class WithFault(train_module.RunCallbacks):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)
+            self.extra.append(fault)
+
+    monkeypatch.setattr(train_module, "RunCallbacks", WithFault)
+
+
+def _assert_final_once(client: MlflowClient, run_id: str, reference: RunResult) -> None:
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED" and run.data.tags["outcome"] == "finished"
+    for key in FINAL:
+        assert len(client.get_metric_history(run_id, key)) == 1, key
+    assert run.data.metrics["test_loss"] == pytest.approx(reference.test_loss, rel=1e-5)
+    assert run.data.metrics["final_train_loss"] == pytest.approx(reference.final_train_loss, rel=1e-5)
+    assert run.data.metrics["steps_done"] == STEPS
+    steps = [m.step for m in client.get_metric_history(run_id, "train/train_loss")]
+    assert sorted(steps) == list(range(1, STEPS + 1))
+
+
+@pytest.fixture
+def reference(tiny_overrides: list[str], tmp_path: Path) -> RunResult:
+    return train(_cfg(tiny_overrides, tmp_path / "ref", "logger=none"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["end_of_training", "test", "final_logging"])
+def test_stopped_at_a_phase_boundary_then_resumed_logs_final_results_once(
+    point: str,
+    reference: RunResult,
+    tiny_overrides: list[str],
+    store: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if point == "end_of_training":
+        _with_callback(monkeypatch, StopAtTrainEnd())
+    elif point == "test":
+        _with_callback(monkeypatch, StopDuringTest())
+    else:
+        _stop_after_final_logging(monkeypatch)
+    with pytest.raises(Stopped):
+        train(_cfg(tiny_overrides, tmp_path, "experiment_name=stopped"))
+    client = MlflowClient(store["uri"])
+    (stopped,) = client.search_runs([client.get_experiment_by_name("stopped").experiment_id])
+    assert stopped.info.status != "FINISHED"
+
+    monkeypatch.undo()
+    resumed = train(_cfg(tiny_overrides, tmp_path, "experiment_name=stopped", "resume=true"))
+    assert resumed.run_id == stopped.info.run_id
+    assert resumed.test_loss == pytest.approx(reference.test_loss, rel=1e-5)
+    _assert_final_once(client, stopped.info.run_id, reference)
+
+
+def _sweep_args(tiny_overrides: list[str], experiment: str) -> list[str]:
+    return [
+        "-m",
+        "norm=hand_layernorm",
+        *tiny_overrides,
+        f"experiment_name={experiment}",
+        f"optim.max_steps={STEPS}",
+        "optim.lr=3e-3",
+        "checkpoint.enabled=true",
+        "checkpoint.every_n_steps=3",
+    ]
+
+
+def _killed_at(point: str, args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(REPO / "tests" / "fault_job.py"), point, *args],
+        cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=600,
+    )
+
+
+@pytest.mark.slow
+def test_sigkill_during_test_phase_then_rerun_records_final_metrics(
+    reference: RunResult, tiny_overrides: list[str], store: dict[str, str]
+) -> None:
+    args = _sweep_args(tiny_overrides, "killed_in_test")
+    killed = _killed_at("test", args)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    client = MlflowClient(store["uri"])
+    exp = client.get_experiment_by_name("killed_in_test")
+    (job,) = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get(SWEEP_TAG) != "true"]
+    assert job.info.status == "RUNNING" and "test_loss" not in job.data.metrics
+
+    again = run_cli("src.train", *args)  # the identical command
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "resuming from its checkpoint" in again.stdout
+    _assert_final_once(client, job.info.run_id, reference)
