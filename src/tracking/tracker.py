@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from lightning.pytorch.loggers import MLFlowLogger
-from mlflow.entities import Metric
 from lightning.pytorch.utilities import rank_zero_only
+from mlflow.entities import Metric
 from omegaconf import DictConfig, OmegaConf
 
 from src.paths import PROJECT_ROOT
