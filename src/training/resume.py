@@ -15,18 +15,12 @@ from pathlib import Path
 from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
-from omegaconf import DictConfig
 
 from src.paths import ConfigError
 from src.tracking.sweep import decide
 from src.tracking.tracker import ensure_experiment
-from src.training.checkpointing import (
-    LAST,
-    check_checkpoint,
-    checkpoint_dir,
-    read_run_state,
-    resolve_ckpt_path,
-)
+from src.training.checkpointing import check_checkpoint, read_run_state, resolve_ckpt_path
+from src.training.run_spec import RunSpec
 
 
 @dataclass
@@ -84,25 +78,26 @@ class RunPlan:
     message: str = ""
 
 
-def plan_run(cfg: DictConfig, fingerprint: str, in_multirun: bool) -> RunPlan:
-    explicit = resolve_ckpt_path(cfg)
+def plan_run(spec: RunSpec, in_multirun: bool) -> RunPlan:
+    ck, store, identity = spec.checkpoint, spec.store, spec.identity
+    explicit = resolve_ckpt_path(ck)
     if explicit is not None:
         state = read_run_state(explicit)
-        check_checkpoint(explicit, cfg, state)
-        run_id = state.get("mlflow_run_id") if cfg.logger.enabled else None
+        check_checkpoint(explicit, identity.fingerprint, identity.config, state)
+        run_id = state.get("mlflow_run_id") if store.enabled else None
         if run_id:
             try:
-                run = MlflowClient(cfg.logger.tracking_uri).get_run(run_id)
+                run = MlflowClient(store.tracking_uri).get_run(run_id)
             except MlflowException:
                 raise ConfigError(
-                    f"ckpt_path: {explicit} belongs to MLflow run {run_id}, which is not in {cfg.logger.tracking_uri}"
+                    f"ckpt_path: {explicit} belongs to MLflow run {run_id}, which is not in {store.tracking_uri}"
                 ) from None
             if run.info.status == "FINISHED":
                 return RunPlan(done=RunResult.from_run(run), message=f"run {run_id} already finished; nothing to resume")
         return RunPlan(explicit, run_id)
-    if not (in_multirun and cfg.logger.enabled):
+    if not (in_multirun and store.enabled):
         return RunPlan()
-    last = checkpoint_dir(cfg) / LAST
+    last = ck.last
 
     @functools.cache  # read at most once: the decision and the check below share it
     def last_state() -> dict:
@@ -111,18 +106,17 @@ def plan_run(cfg: DictConfig, fingerprint: str, in_multirun: bool) -> RunPlan:
     def checkpoint_of(run: Run) -> bool:
         return last_state().get("mlflow_run_id") == run.info.run_id
 
-    client = MlflowClient(cfg.logger.tracking_uri)
-    experiment_id = ensure_experiment(cfg.logger.tracking_uri, cfg.experiment_name, cfg.logger.artifact_location)
-    # sweep.on_existing and stale_after_s were checked by config.validate.
-    d = decide(client, experiment_id, fingerprint, cfg.sweep.on_existing, float(cfg.sweep.stale_after_s), checkpoint_of)
-    name = cfg.run_name
+    client = MlflowClient(store.tracking_uri)
+    experiment_id = ensure_experiment(store.tracking_uri, store.experiment_name, store.artifact_location)
+    d = decide(client, experiment_id, identity.fingerprint, store.on_existing, store.stale_after_s, checkpoint_of)
+    name = spec.run_name
     if d.action in ("skip", "busy"):
         assert d.run is not None
         note = "skipped" if d.action == "skip" else "warning: skipped"
         return RunPlan(done=RunResult.from_run(d.run), message=f"{name}: {note}, run {d.run.info.run_id} {d.reason}")
     if d.action == "resume":
         assert d.run is not None
-        check_checkpoint(last, cfg, last_state())
+        check_checkpoint(last, identity.fingerprint, identity.config, last_state())
         return RunPlan(last, d.run.info.run_id, message=f"{name}: run {d.run.info.run_id} {d.reason}")
     message = f"{name}: run {d.run.info.run_id} {d.reason}" if d.run is not None else ""
     return RunPlan(supersede=d.supersede, message=message)
