@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from src.data import build_datamodule
 from src.data.datamodule import TokenDataModule
 from src.devices import check_device, configure_matmul_precision
+from src.launch.sweep_end import job_failed
 from src.model.gpt import GPTModel, count_params
 from src.paths import ConfigError, register_resolvers
 from src.tracking.store import check_store
@@ -211,11 +212,12 @@ def final_metrics(result: RunResult, module: GPTLitModule, steps_done: int, budg
 def main(cfg: DictConfig) -> float | None:
     try:
         result = train(cfg)
-    except ConfigError as err:
-        # A clear one-line message; Hydra prints the traceback only with HYDRA_FULL_ERROR=1.
-        raise SystemExit(f"config error: {err}") from None
-    except CheckpointSpaceError as err:  # the run is closed as failed; the previous checkpoint is intact
-        raise SystemExit(f"error: {err}") from None
+    except (ConfigError, CheckpointSpaceError) as err:
+        # A clear one-line message; Hydra prints the traceback only with HYDRA_FULL_ERROR=1. A full
+        # checkpoint disk has closed the run as failed, and the previous checkpoint is intact.
+        message = f"config error: {err}" if isinstance(err, ConfigError) else f"error: {err}"
+        job_failed(f"{cfg.get('run_name', '?')}: {message}")  # the sweep's parent run records why it ended
+        raise SystemExit(message) from None
     # Hydra sweepers that optimise read this return value.
     return result.test_loss
 

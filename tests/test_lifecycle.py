@@ -13,6 +13,7 @@ from helpers import REPO, cli_env, run_cli
 from mlflow.tracking import MlflowClient
 
 import src.train as train_module
+from src.launch.sweep_end import REASON_TAG
 from src.paths import compose
 from src.tracking.sweep import SWEEP_TAG
 from src.tracking.tracker import REQUIRED_FINAL_METRICS, Tracker
@@ -151,3 +152,35 @@ def test_sigkill_during_test_phase_then_rerun_records_final_metrics(
     assert again.returncode == 0, again.stderr[-3000:]
     assert "resuming from its checkpoint" in again.stdout
     _assert_final_once(client, job.info.run_id, reference)
+    (parent,) = _sweep_parents(client)  # left RUNNING by the kill, reopened and closed by the re-run
+    assert parent.info.status == "FINISHED" and parent.data.tags["outcome"] == "finished"
+
+
+def _sweep_parents(client: MlflowClient) -> list:
+    return [r for r in client.search_runs([e.experiment_id for e in client.search_experiments()])
+            if r.data.tags.get(SWEEP_TAG) == "true"]
+
+
+@pytest.mark.slow
+def test_refused_seed_under_multirun_names_it_and_leaves_nothing_running(
+    tiny_overrides: list[str], store: dict[str, str]
+) -> None:
+    proc = run_cli("src.train", "-m", *tiny_overrides, "seed=-1", "experiment_name=bad_seed")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "seed: must be an integer in [0, 4294967295], got -1" in out and "Traceback" not in out
+    if Path(store["db"]).exists():
+        client = MlflowClient(store["uri"])
+        assert [r for r in _sweep_parents(client) if r.info.status == "RUNNING"] == []
+
+
+@pytest.mark.slow
+def test_job_refused_after_the_sweep_started_closes_its_parent_with_the_reason(
+    tiny_overrides: list[str], store: dict[str, str]
+) -> None:
+    # Valid as a config (the sweep-start checks pass, the parent run opens), refused by the job itself.
+    proc = run_cli("src.train", "-m", *tiny_overrides, "cluster.devices=2", "experiment_name=refused_job")
+    assert proc.returncode == 1 and "config error: cluster: 2 processes inside a multirun" in proc.stderr
+    (parent,) = _sweep_parents(MlflowClient(store["uri"]))
+    assert parent.info.status == "FAILED" and parent.data.tags["outcome"] == "failed"
+    assert "cluster: 2 processes inside a multirun" in parent.data.tags[REASON_TAG]

@@ -104,28 +104,26 @@ class MlflowSetup(Callback):
         sweep_dir.mkdir(parents=True, exist_ok=True)
         (sweep_dir / sweep.JOBS_FILE).write_text(definition)
         os.environ[sweep.PARENT_ENV] = run_id  # the jobs (in this process or launched from it) nest under it
+        from src.launch.sweep_end import open_parent
+
+        open_parent(config.logger.tracking_uri, run_id, float(config.sweep.stale_after_s))  # closed on every exit path
         print(f"[normsweep] sweep run {run_id}: {len(jobs)} jobs; re-run the same command to finish what is left", flush=True)
 
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        from hydra.core.utils import JobStatus
+
+        from src.launch import sweep_end
+
+        if job_return.status == JobStatus.FAILED:
+            err = job_return._return_value  # the exception (reading .return_value would raise it)
+            sweep_end.job_failed(f"{sweep_end.describe_job(config)} failed: {type(err).__name__}: {err}")
+
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from src.launch import sweep_end
         from src.tracking import sweep
 
-        run_id = os.environ.pop(sweep.PARENT_ENV, None)
-        if run_id is None:
-            return
-        from mlflow.tracking import MlflowClient
-
-        client = MlflowClient(config.logger.tracking_uri)
-        parent = client.get_run(run_id)
-        children = sweep.runs_tagged(client, parent.info.experiment_id, sweep.PARENT_TAG, run_id, most=5000)
-        states = [sweep.job_state(r, float(config.sweep.stale_after_s)) for r in children if sweep.SUPERSEDED_TAG not in r.data.tags]
-        ok = all(s in sweep.RESULT_OUTCOMES for s in states)
-        counts = ", ".join(f"{states.count(s)} {s}" for s in sorted(set(states)))
-        client.set_tag(run_id, "outcome", "finished" if ok else "incomplete")
-        client.set_tag(run_id, "sweep.jobs", counts or "none")
-        client.set_tag(
-            run_id,
-            "mlflow.note.content",
-            f"Sweep of {len(states)} jobs ({counts or 'none'}): `{parent.data.tags.get('sweep.command', '')}`. "
-            "Unfold this row to see its jobs; the study's table and figures are under Artifacts → report/report.html.",
-        )
-        client.set_terminated(run_id, "FINISHED" if ok else "FAILED")
+        os.environ.pop(sweep.PARENT_ENV, None)
+        parent = sweep_end.armed()
+        if parent is not None:
+            parent.close_at_end()
+            sweep_end.disarm()
