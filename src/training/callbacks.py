@@ -15,6 +15,7 @@ import lightning as L
 from src.tracking.tracker import Tracker
 from src.training.checkpointing import RUN_STATE_KEY, SaveOnSigterm, periodic_checkpoint
 from src.training.divergence import DivergenceMonitor
+from src.training.preemption import AgreedSigterm
 from src.training.run_spec import RunSpec
 from src.training.trainer import ProgressBar
 
@@ -65,9 +66,10 @@ class RunCallbacks:
         self.tracking = RunTracking(tracker, fp, identity, heartbeat_s=spec.store.heartbeat_s)
         self.periodic = periodic_checkpoint(spec.checkpoint)
         self.sigterm = SaveOnSigterm(spec.checkpoint.write_folder)
+        self.agreed_sigterm = AgreedSigterm()
         self.progress = ProgressBar() if progress_bar else None
         self.extra: list[L.Callback] = []  # e.g. fault injection in the tests
 
     def all(self) -> list[L.Callback]:
-        found = [*self.extra, self.divergence, self.tracking, self.periodic, self.sigterm, self.progress]
+        found = [*self.extra, self.divergence, self.tracking, self.periodic, self.sigterm, self.agreed_sigterm, self.progress]
         return [c for c in found if c is not None]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from types import TracebackType
 
+from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from src.tracking.tracker import Tracker
@@ -55,7 +56,8 @@ class RunClosing:
                 if saved
                 else "no checkpoint (checkpoint.enabled=false)"
             )
-            print(f"[normsweep] {self.run_name} stopped by SIGTERM: {where}", flush=True)
+            if rank_zero_only.rank == 0:  # one line, not one per DDP rank
+                print(f"[normsweep] {self.run_name} stopped by SIGTERM: {where}", flush=True)
             raise SystemExit(0) from None
         elif isinstance(err, (KeyboardInterrupt, SystemExit)):
             self._close("killed")
