@@ -12,12 +12,13 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lightning.pytorch.utilities import rank_zero_only
 from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from src.paths import ConfigError
-from src.tracking.sweep import decide
+from src.tracking.sweep import decide, settle_lost
 from src.tracking.tracker import ensure_experiment
 from src.training.checkpointing import check_checkpoint, read_run_state, resolve_ckpt_path
 from src.training.run_spec import RunSpec
@@ -95,7 +96,13 @@ def plan_run(spec: RunSpec, in_multirun: bool) -> RunPlan:
             if run.info.status == "FINISHED":
                 return RunPlan(done=RunResult.from_run(run), message=f"run {run_id} already finished; nothing to resume")
         return RunPlan(explicit, run_id)
-    if not (in_multirun and store.enabled):
+    if not store.enabled:
+        return RunPlan()
+    if not in_multirun:
+        if rank_zero_only.rank == 0:
+            client = MlflowClient(store.tracking_uri)
+            experiment_id = ensure_experiment(store.tracking_uri, store.experiment_name, store.artifact_location)
+            settle_lost(client, experiment_id, identity.fingerprint, store.stale_after_s)
         return RunPlan()
     last = ck.last
 
