@@ -5,7 +5,7 @@ the end of whichever batch it is in. With several DDP ranks (all signalled by `k
 group, or by rank 0 forwarding the signal) the ranks stop at different steps, their collectives no
 longer pair up, and every rank hangs (measured: three gloo ranks on the CPU still hung 60 s after
 SIGTERM, with no checkpoint and the run left RUNNING). Here the handler only records the request;
-at the end of each batch the ranks agree (one all-reduce of a flag) and all stop at that same batch,
+before each optimizer step the ranks agree (one all-reduce of a flag) and all stop at that same step,
 so the checkpoint save that follows (`SaveOnSigterm`, written by rank 0) is a collective every
 rank joins.
 """
@@ -44,7 +44,11 @@ class AgreedSigterm(L.Callback):
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._on_sigterm)
 
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int) -> None:
+        # Checked before an optimizer step's first micro-batch: the step before it is complete,
+        # logged and in the checkpoint; no accumulated gradient is thrown away.
+        if batch_idx % trainer.accumulate_grad_batches:
+            return
         stop = self.requested
         if trainer.world_size > 1:  # every rank calls this at the same batch: a collective is safe
             flag = torch.tensor(float(stop), device=trainer.strategy.root_device)
