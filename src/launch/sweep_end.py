@@ -74,36 +74,50 @@ class SweepParent:
         )
         client.set_terminated(self.run_id, STATUS[outcome])
 
-    def close_at_end(self) -> None:
-        """Every job returned: FINISHED if each has a result, else FAILED (incomplete), with the counts."""
+    def _job_states(self) -> tuple[list[str], str]:
+        """Each job's state (the latest run of each, superseded ones left out) and their counts."""
         client = MlflowClient(self.tracking_uri)
         experiment_id = client.get_run(self.run_id).info.experiment_id
         children = sweep.runs_tagged(client, experiment_id, sweep.PARENT_TAG, self.run_id, most=5000)
         live = [r for r in children if sweep.SUPERSEDED_TAG not in r.data.tags]
         states = [sweep.job_state(r, self.stale_after_s) for r in live]
-        ok = all(s in sweep.RESULT_OUTCOMES for s in states)
         counts = ", ".join(f"{states.count(s)} {s}" for s in sorted(set(states))) or "none"
         client.set_tag(self.run_id, "sweep.jobs", counts)
+        return states, counts
+
+    def close_at_end(self) -> None:
+        """Every job returned: FINISHED if each has a result, else FAILED (incomplete), with the counts."""
+        states, counts = self._job_states()
+        ok = all(s in sweep.RESULT_OUTCOMES for s in states)
         self.close("finished" if ok else "incomplete", f"{len(states)} jobs ({counts})")
 
     def close_at_exit(self) -> None:
         """The interpreter is exiting and the sweep's end was never reached."""
         if self.closed:
             return
+        states, counts = self._job_states()
         if self.sigterm:
-            self.close("preempted", "stopped by SIGTERM; re-run the same command to finish what is left")
-        elif self.failures:
-            self.close("failed", "; ".join(self.failures))
+            self.close("preempted", f"stopped by SIGTERM with {counts}; re-run the same command to finish it")
+        elif self.failures or "failed" in states:
+            # Jobs in other processes (a pool's workers) report only through their runs.
+            why = "; ".join(self.failures) or f"a job failed ({counts})"
+            self.close("failed", why)
         else:
             error = getattr(sys, "last_value", None)  # an exception nobody caught (the interpreter printed it)
             what = f"{type(error).__name__}: {error}" if error is not None else "the process exited"
-            self.close("killed", f"stopped before its end ({what}); re-run the same command to finish it")
+            self.close("killed", f"stopped before its end ({what}) with {counts}; re-run the same command to finish it")
 
     def arm(self) -> None:
         previous = signal.getsignal(signal.SIGTERM)
         if previous in (signal.SIG_DFL, None):  # keep a handler someone else installed
             signal.signal(signal.SIGTERM, self._handler)
-        atexit.register(self.close_at_exit)
+        atexit.register(self._close_at_exit_or_warn)
+
+    def _close_at_exit_or_warn(self) -> None:
+        try:
+            self.close_at_exit()
+        except Exception as err:  # e.g. the store went away: say so in one line, not a traceback at exit
+            print(f"[normsweep] warning: sweep run {self.run_id} not closed: {type(err).__name__}: {err}", file=sys.stderr)
 
 
 def open_parent(tracking_uri: str, run_id: str, stale_after_s: float) -> SweepParent:
@@ -124,7 +138,7 @@ def armed() -> SweepParent | None:
 def disarm() -> None:
     global _armed
     if _armed is not None:
-        atexit.unregister(_armed.close_at_exit)
+        atexit.unregister(_armed._close_at_exit_or_warn)
         if signal.getsignal(signal.SIGTERM) is _armed._handler:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _armed = None
