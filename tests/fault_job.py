@@ -1,6 +1,6 @@
 """`python -m src.train` with a real SIGKILL at a chosen point: `python tests/fault_job.py <point> <hydra args>`.
 
-Points: `test` (the first test batch), `sweep_end` (the sweep's end-of-run hooks, on the parent run).
+Point: `test` (the first test batch).
 The process dies as under `kill -9`: no handler, no cleanup, nothing closed.
 """
 
@@ -19,16 +19,11 @@ import hydra  # noqa: E402
 import lightning as L  # noqa: E402
 
 import src.train as train_module  # noqa: E402
-from src.launch.callbacks import MlflowSetup  # noqa: E402
-
-
-def die(*_: Any, **__: Any) -> None:
-    os.kill(os.getpid(), signal.SIGKILL)
 
 
 class KillDuringTest(L.Callback):
     def on_test_batch_start(self, *args: Any) -> None:
-        die()
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def install(point: str) -> None:
@@ -41,8 +36,6 @@ def install(point: str) -> None:
                 self.extra.append(KillDuringTest())
 
         train_module.RunCallbacks = WithKill  # type: ignore[misc]
-    elif point == "sweep_end":
-        MlflowSetup.on_multirun_end = die  # type: ignore[method-assign]
     else:
         raise SystemExit(f"unknown fault point {point!r}")
 
