@@ -10,7 +10,7 @@ from pathlib import Path
 
 import lightning as L
 import pytest
-from helpers import REPO, cli_env, run_cli
+from helpers import REPO, TINY_MODEL, cli_env, run_cli
 from mlflow.tracking import MlflowClient
 
 import src.train as train_module
@@ -83,9 +83,12 @@ def _assert_final_once(client: MlflowClient, run_id: str, reference: RunResult) 
     assert sorted(steps) == list(range(1, STEPS + 1))
 
 
-@pytest.fixture
-def reference(tiny_overrides: list[str], tmp_path: Path) -> RunResult:
-    return train(_cfg(tiny_overrides, tmp_path / "ref", "logger=none"))
+@pytest.fixture(scope="module")
+def reference(token_cache_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> RunResult:
+    """The same run uninterrupted, untracked: trained once for the module."""
+    root = tmp_path_factory.mktemp("reference")
+    paths = [f"paths.cache_dir={token_cache_dir}", f"paths.checkpoints_dir={root}", f"paths.reports_dir={root}"]
+    return train(_cfg([*TINY_MODEL, *paths], root, "logger=none"))
 
 
 @pytest.mark.slow
@@ -120,7 +123,6 @@ def test_stopped_at_a_phase_boundary_then_resumed_logs_final_results_once(
 def _sweep_args(tiny_overrides: list[str], experiment: str) -> list[str]:
     return [
         "-m",
-        "norm=hand_layernorm",
         *tiny_overrides,
         f"experiment_name={experiment}",
         f"optim.max_steps={STEPS}",

@@ -49,13 +49,13 @@ class CheckpointSpec:
         return self.folder if self.enabled else None
 
 
-def checkpoint_dir(cfg: DictConfig) -> Path:
-    """`checkpoint.dir`, or the folder that follows from the run's identity."""
+def checkpoint_dir(cfg: DictConfig, fp: str | None = None) -> Path:
+    """`checkpoint.dir`, or the folder that follows from the run's identity (`fp`: its fingerprint, if known)."""
     if cfg.checkpoint.get("dir"):
         return Path(cfg.checkpoint.dir)
     experiment = safe_folder_name(cfg.experiment_name, "experiment_name")
     run = safe_folder_name(cfg.run_name, "run_name")
-    return Path(cfg.paths.checkpoints_dir) / experiment / f"{run}-{fingerprint(cfg)}"
+    return Path(cfg.paths.checkpoints_dir) / experiment / f"{run}-{fp or fingerprint(cfg)}"
 
 
 def resolve_ckpt_path(spec: CheckpointSpec) -> Path | None:

@@ -57,16 +57,17 @@ def resolve(cfg: DictConfig) -> RunSpec:
     model = validate(cfg)
     ck = cfg.checkpoint
     wanted = cfg.get("ckpt_path")
+    fp = fingerprint(cfg)
     return RunSpec(
         run_name=cfg.run_name,
         norm=cfg.norm.norm_type,
         seed=cfg.seed,
         model=model,
-        identity=Identity(fingerprint(cfg), identity_config(cfg)),
+        identity=Identity(fp, identity_config(cfg)),
         checkpoint=CheckpointSpec(
             enabled=bool(ck.enabled),
             every_n_steps=int(ck.every_n_steps),
-            folder=checkpoint_dir(cfg),
+            folder=checkpoint_dir(cfg, fp),
             resume_from="last" if wanted is None and cfg.get("resume") else wanted,
         ),
         devices=DeviceSpec.of(cfg),
