@@ -17,6 +17,8 @@ from src.tracking.sweep import POLICIES
 LIGHTNING_PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "bf16-true")
 MATMUL_PRECISIONS = ("highest", "high", "medium")
 MAX_NAME_CHARS = 250  # MLflow's experiment and run names are stored as strings of at most 256
+# Seeds seed numpy too, whose generator takes an unsigned 32-bit integer.
+SEED_RANGE = (0, 2**32 - 1)
 
 
 NUMERIC_OPTIM_FIELDS = (
@@ -77,7 +79,12 @@ def validate_names(cfg: DictConfig) -> None:
 
 def validate(cfg: DictConfig) -> GPTConfig:
     """Check every value that would otherwise fail mid-training; returns the model config."""
-    _require(_is_int(cfg.get("seed")), "seed", f"must be an integer, got {cfg.get('seed')!r}")
+    seed = cfg.get("seed")
+    _require(
+        _is_int(seed) and SEED_RANGE[0] <= seed <= SEED_RANGE[1],
+        "seed",
+        f"must be an integer in [{SEED_RANGE[0]}, {SEED_RANGE[1]}], got {seed!r}",
+    )
     validate_names(cfg)
     model_cfg = model_config(cfg)
     _require(

@@ -11,7 +11,6 @@ import os
 import resource
 import sys
 from dataclasses import asdict
-from typing import Any
 
 import hydra
 import lightning as L
@@ -19,27 +18,26 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
-from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
-from src.config import validate
 from src.data import build_datamodule
 from src.data.datamodule import TokenDataModule
-from src.devices import check_device, configure_matmul_precision, uses_cuda
+from src.devices import check_device, configure_matmul_precision
+from src.launch.sweep_end import job_failed
 from src.model.gpt import GPTModel, count_params
 from src.paths import ConfigError, register_resolvers
-from src.tracking.identity import fingerprint, identity_config
 from src.tracking.store import Store, refuse_credentials
 from src.tracking.sweep import PARENT_ENV, supersede
-from src.tracking.tags import DIVERGED, FAILED, FINISHED, KILLED, PREEMPTED
-from src.tracking.tracker import RunSpec, Tracker
+from src.tracking.tags import DIVERGED, FINISHED
+from src.tracking.tracker import RecordSpec, Tracker
+from src.training.atomic_io import CheckpointSpaceError
 from src.training.budget import Budget, resolve_budget
-from src.training.callbacks import RunTracking
-from src.training.checkpointing import LAST, SaveOnSigterm, checkpoint_dir, periodic_checkpoint
-from src.training.divergence import DivergenceMonitor
+from src.training.callbacks import RunCallbacks
+from src.training.closing import RunClosing
 from src.training.lit_module import GPTLitModule
 from src.training.resume import RunPlan, RunResult, plan_run
-from src.training.trainer import ProgressBar, build_trainer, compile_blocks, quiet_lightning
+from src.training.run_spec import RunSpec, resolve
+from src.training.trainer import build_trainer, compile_blocks, quiet_lightning
 
 log = logging.getLogger(__name__)
 
@@ -89,60 +87,45 @@ def in_multirun() -> bool:
 def train(cfg: DictConfig) -> RunResult:
     """Validate, build, fit, test and close one run. Raises ConfigError before anything is recorded."""
     quiet_lightning()
-    model_cfg = validate(cfg)
+    spec = resolve(cfg)
     # Checked in seconds, not minutes, and before any data is prepared; opened once for the whole job.
-    store = Store.connect(cfg.logger.tracking_uri) if cfg.logger.enabled else None
-    check_device(cfg)
-    world_size = cfg.cluster.devices * cfg.cluster.num_nodes
-    check_not_relaunching_sweep(world_size)
-    fp, identity = fingerprint(cfg), identity_config(cfg)
-    plan = plan_run(cfg, fp, in_multirun(), store)
+    store = Store.connect(spec.store.tracking_uri) if spec.store.enabled else None
+    check_device(spec.devices)
+    check_not_relaunching_sweep(spec.devices.world_size)
+    plan = plan_run(spec, in_multirun(), store)
     if plan.message:
         print(f"[normsweep] {plan.message}", flush=True)
     if plan.done is not None:
         return plan.done
 
-    configure_matmul_precision(cfg.precision.matmul_precision)
+    configure_matmul_precision(spec.devices.matmul_precision)
     # Same seed -> same initial weights and data order for every norm variant.
-    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    L.seed_everything(spec.seed, workers=True, verbose=False)
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()  # sequential multirun jobs share the process
-    model = GPTModel(model_cfg)
-    budget = resolve_budget(cfg.optim, cfg.seq_len, world_size, count_params(model))
+    model = GPTModel(spec.model)
+    budget = resolve_budget(cfg.optim, cfg.seq_len, spec.devices.world_size, count_params(model))
     module = GPTLitModule(model, cfg.optim, budget, log_every_n_steps=cfg.log_every_n_steps)
     if cfg.compile:
         compile_blocks(model)
     datamodule = prepare_datamodule(cfg, budget)
 
-    tracker = open_tracker(cfg, store, fp, plan) if store is not None else None
-    callbacks = RunCallbacks(cfg, tracker, fp, identity)
-    try:
+    tracker = open_tracker(cfg, spec, store, plan) if store is not None else None
+    callbacks = RunCallbacks(spec, tracker, progress_bar=cfg.progress_bar)
+    with RunClosing(tracker, spec.run_name, callbacks.sigterm) as run:
         if tracker:
-            stats = {"n_params": module.stats.n_params, "flops_per_token": module.stats.flops_per_token}
-            tracker.log_inputs({**stats, **{f"budget.{k}": v for k, v in asdict(budget).items()}})
+            log_inputs(tracker, module, budget)
         trainer = build_trainer(cfg, budget, tracker.logger if tracker else False, callbacks.all())
         trainer.fit(module, datamodule=datamodule, ckpt_path=plan.ckpt_path, weights_only=True)
-        result = fit_result(cfg, module, callbacks, trainer.global_step * budget.tokens_per_step)
-        if cfg.checkpoint.enabled and not callbacks.divergence.diverged:
-            trainer.save_checkpoint(checkpoint_dir(cfg) / LAST)  # the end state, for later evaluation
+        result = fit_result(spec, module, callbacks, trainer.global_step * budget.tokens_per_step)
         if not callbacks.divergence.diverged:
+            if spec.checkpoint.enabled:
+                trainer.save_checkpoint(spec.checkpoint.last)  # the end state, for later evaluation
             trainer.test(module, datamodule=datamodule, verbose=False)
             result.test_loss = module.test_loss
         if tracker:
             tracker.log_final(final_metrics(result, module, trainer.global_step, budget), step=trainer.global_step)
-            tracker.close(result.outcome, note=describe(result))
-    except SIGTERMException:
-        saved = callbacks.sigterm.saved
-        if tracker:
-            tracker.close(PREEMPTED)
-        where = f"checkpoint saved at {saved}; re-run the command (or ckpt_path=last) to resume" if saved else (
-            "no checkpoint (checkpoint.enabled=false)")
-        print(f"[normsweep] {cfg.run_name} stopped by SIGTERM: {where}", flush=True)
-        raise SystemExit(0) from None
-    except BaseException as err:
-        if tracker:
-            tracker.close(KILLED if isinstance(err, (KeyboardInterrupt, SystemExit)) else FAILED)
-        raise
+        run.finish(result.outcome, describe(result))
     print(result.summary(), flush=True)
     return result
 
@@ -164,37 +147,26 @@ def prepare_datamodule(cfg: DictConfig, budget: Budget) -> TokenDataModule:
     return datamodule
 
 
-def open_tracker(cfg: DictConfig, store: Store, fp: str, plan: RunPlan) -> Tracker:
+def open_tracker(cfg: DictConfig, spec: RunSpec, store: Store, plan: RunPlan) -> Tracker:
     overrides, job_num = hydra_context()
     parent = os.environ.get(PARENT_ENV) if in_multirun() else None
-    spec = RunSpec.from_config(cfg, "cuda" if uses_cuda(cfg) else "cpu", overrides, job_num)
-    tracker = Tracker(store, spec, fp, run_id=plan.run_id, parent_run_id=parent)
+    record = RecordSpec.from_config(cfg, spec.devices.device_type, overrides, job_num)
+    tracker = Tracker(store, record, spec.identity.fingerprint, run_id=plan.run_id, parent_run_id=parent)
     if plan.supersede and tracker.run_id:
         supersede(store, plan.supersede, tracker.run_id)
     return tracker
 
 
-class RunCallbacks:
-    """The run's callbacks, held by name (Lightning reorders and extends the list it is given)."""
-
-    def __init__(self, cfg: DictConfig, tracker: Tracker | None, fp: str, identity: dict[str, Any]) -> None:
-        self.divergence = DivergenceMonitor()
-        self.tracking = RunTracking(tracker, fp, identity, heartbeat_s=float(cfg.sweep.heartbeat_s))
-        self.periodic = periodic_checkpoint(cfg)
-        self.sigterm = SaveOnSigterm(checkpoint_dir(cfg) if cfg.checkpoint.enabled else None)
-        self.progress = ProgressBar() if cfg.progress_bar else None
-        self.extra: list[L.Callback] = []  # e.g. fault injection in the tests
-
-    def all(self) -> list[L.Callback]:
-        found = [*self.extra, self.divergence, self.tracking, self.periodic, self.sigterm, self.progress]
-        return [c for c in found if c is not None]
+def log_inputs(tracker: Tracker, module: GPTLitModule, budget: Budget) -> None:
+    stats = {"n_params": module.stats.n_params, "flops_per_token": module.stats.flops_per_token}
+    tracker.log_inputs({**stats, **{f"budget.{k}": v for k, v in asdict(budget).items()}})
 
 
-def fit_result(cfg: DictConfig, module: GPTLitModule, callbacks: RunCallbacks, tokens_trained: int) -> RunResult:
+def fit_result(spec: RunSpec, module: GPTLitModule, callbacks: RunCallbacks, tokens_trained: int) -> RunResult:
     monitor = callbacks.divergence
     train_time_s = callbacks.tracking.train_time_s()
     return RunResult(
-        norm=cfg.norm.norm_type,
+        norm=spec.norm,
         outcome=DIVERGED if monitor.diverged else FINISHED,
         train_time_s=train_time_s,
         tokens_per_sec=tokens_trained / train_time_s,
@@ -217,7 +189,7 @@ def describe(result: RunResult) -> str:
 
 
 def final_metrics(result: RunResult, module: GPTLitModule, steps_done: int, budget: Budget) -> dict[str, float]:
-    """The run's headline numbers, logged once at its last step."""
+    """The run's headline numbers and its test loss, logged once at its last step."""
     final = {
         "train_time_s": result.train_time_s,
         "avg_tokens_per_sec": result.tokens_per_sec,  # the study's definition: tokens / training time
@@ -232,6 +204,8 @@ def final_metrics(result: RunResult, module: GPTLitModule, steps_done: int, budg
         final["avg_tokens_per_sec_after_first_step"] = (steps_done - 1) * budget.tokens_per_step / max(steady_time, 1e-9)
     if result.final_train_loss is not None:
         final["final_train_loss"] = result.final_train_loss
+    if result.test_loss is not None:
+        final["test_loss"] = result.test_loss
     if result.diverged_at_step is not None:
         final["diverged_at_step"] = float(result.diverged_at_step)
     return final
@@ -241,9 +215,12 @@ def final_metrics(result: RunResult, module: GPTLitModule, steps_done: int, budg
 def main(cfg: DictConfig) -> float | None:
     try:
         result = train(cfg)
-    except ConfigError as err:
-        # A clear one-line message; Hydra prints the traceback only with HYDRA_FULL_ERROR=1.
-        raise SystemExit(f"config error: {err}") from None
+    except (ConfigError, CheckpointSpaceError) as err:
+        # A clear one-line message; Hydra prints the traceback only with HYDRA_FULL_ERROR=1. A full
+        # checkpoint disk has closed the run as failed, and the previous checkpoint is intact.
+        message = f"config error: {err}" if isinstance(err, ConfigError) else f"error: {err}"
+        job_failed(f"{cfg.get('run_name', '?')}: {message}")  # the sweep's parent run records why it ended
+        raise SystemExit(message) from None
     # Hydra sweepers that optimise read this return value.
     return result.test_loss
 

@@ -20,6 +20,8 @@ from src.training.checkpointing import checkpoint_dir
     [
         ("seed=abc", "seed"),
         ("seed=1.5", "seed"),
+        ("seed=-1", "seed"),
+        ("seed=4294967296", "seed"),
         (f"experiment_name={'x' * 300}", "experiment_name"),
         ("experiment_name=' '", "experiment_name"),
         ("model.vocab_size=1000", "model.vocab_size"),

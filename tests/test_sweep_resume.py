@@ -130,6 +130,9 @@ def test_sigterm_on_defaults_preempts_and_rerun_resumes(
     assert proc.returncode == 0
     (run,) = _runs(client, "preempted_sweep")
     assert run.info.status == "KILLED" and run.data.tags["outcome"] == "preempted"
+    exp_id = client.get_experiment_by_name("preempted_sweep").experiment_id
+    (parent,) = [r for r in client.search_runs([exp_id]) if r.data.tags.get(SWEEP_TAG) == "true"]
+    assert parent.info.status == "KILLED" and parent.data.tags["outcome"] == "preempted"  # not left RUNNING
 
     out = _run(args)
     assert "resuming from its checkpoint" in out

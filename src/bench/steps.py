@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 from torch.utils.data import DataLoader, TensorDataset
 
 from src.config import validate
-from src.devices import check_device, configure_matmul_precision, uses_cuda
+from src.devices import DeviceSpec, check_device, configure_matmul_precision, uses_cuda
 from src.model.gpt import GPTConfig, GPTModel, count_params
 from src.paths import CONF_DIR, ConfigError, compose
 from src.training.budget import resolve_budget
@@ -60,7 +60,7 @@ def device_of(cfg: DictConfig) -> torch.device:
 def build_module(cfg: DictConfig, seed: int) -> tuple[GPTLitModule, GPTConfig]:
     """The model of `cfg` with the initial weights of `seed`, in the project's LightningModule."""
     model_cfg = validate(cfg)
-    check_device(cfg)
+    check_device(DeviceSpec.of(cfg))
     configure_matmul_precision(cfg.precision.matmul_precision)
     torch.manual_seed(seed)
     model = GPTModel(model_cfg)

@@ -112,42 +112,26 @@ class MlflowSetup(Callback):
         sweep_dir.mkdir(parents=True, exist_ok=True)
         (sweep_dir / sweep.JOBS_FILE).write_text(definition)
         os.environ[sweep.PARENT_ENV] = run_id  # the jobs (in this process or launched from it) nest under it
+        from src.launch.sweep_end import open_parent
+
+        open_parent(store, run_id, float(config.sweep.stale_after_s))  # closed on every exit path
         print(f"[normsweep] sweep run {run_id}: {len(jobs)} jobs; re-run the same command to finish what is left", flush=True)
 
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        from hydra.core.utils import JobStatus
+
+        from src.launch import sweep_end
+
+        if job_return.status == JobStatus.FAILED:
+            err = job_return._return_value  # the exception (reading .return_value would raise it)
+            sweep_end.job_failed(f"{sweep_end.describe_job(config)} failed: {type(err).__name__}: {err}")
+
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from src.launch import sweep_end
         from src.tracking import sweep
 
-        run_id = os.environ.pop(sweep.PARENT_ENV, None)
-        if run_id is None:
-            return
-        from src.tracking.store import Store
-        from src.tracking.tags import (
-            FINISHED,
-            INCOMPLETE,
-            NOTE_TAG,
-            OUTCOME_TAG,
-            PARENT_TAG,
-            RESULT_OUTCOMES,
-            SUPERSEDED_TAG,
-            SWEEP_COMMAND_TAG,
-            SWEEP_JOBS_TAG,
-        )
-
-        store = Store.connect(config.logger.tracking_uri)
-        parent = store.get_run(run_id)
-        if parent is None:  # the store was replaced during the sweep: nothing to close
-            return
-        children = store.runs_tagged(parent.info.experiment_id, PARENT_TAG, run_id)
-        states = [sweep.job_state(r, float(config.sweep.stale_after_s)) for r in children if SUPERSEDED_TAG not in r.data.tags]
-        ok = all(s in RESULT_OUTCOMES for s in states)
-        counts = ", ".join(f"{states.count(s)} {s}" for s in sorted(set(states)))
-        store.set_tags(
-            run_id,
-            {
-                OUTCOME_TAG: FINISHED if ok else INCOMPLETE,
-                SWEEP_JOBS_TAG: counts or "none",
-                NOTE_TAG: f"Sweep of {len(states)} jobs ({counts or 'none'}): `{parent.data.tags.get(SWEEP_COMMAND_TAG, '')}`. "
-                "Unfold this row to see its jobs; the study's table and figures are under Artifacts → report/report.html.",
-            },
-        )
-        store.terminate(run_id, "FINISHED" if ok else "FAILED")
+        os.environ.pop(sweep.PARENT_ENV, None)
+        parent = sweep_end.armed()
+        if parent is not None:
+            parent.close_at_end()
+            sweep_end.disarm()

@@ -104,6 +104,19 @@ def mark_lost(store: Store, run: Run) -> None:
     store.terminate(run.info.run_id, "KILLED")
 
 
+def settle_lost(store: Store, experiment_id: str, fp: str, stale_after_s: float) -> list[str]:
+    """Mark KILLED (`outcome=lost`) the RUNNING runs of this identity whose process is gone.
+
+    A SIGKILL leaves a run RUNNING; the next run of its config (a single run as well as a sweep's
+    job, through `decide`) settles it instead of leaving it RUNNING forever.
+    """
+    lost = [r for r in runs_with_fingerprint(store, experiment_id, fp) if r.info.status == "RUNNING"]
+    lost = [r for r in lost if not is_alive(r, stale_after_s)]
+    for run in lost:
+        mark_lost(store, run)
+    return [r.info.run_id for r in lost]
+
+
 def supersede(store: Store, old_run_ids: Sequence[str], new_run_id: str) -> None:
     for run_id in old_run_ids:
         store.set_tags(run_id, {SUPERSEDED_TAG: new_run_id})

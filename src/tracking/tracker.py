@@ -4,8 +4,8 @@ Lightning's MLFlowLogger reads MLFLOW_TRACKING_URI when it is imported, and it c
 end of `fit` (before `test`) and again on errors. The tracker below passes the URI explicitly and
 closes the run itself, once, with the real outcome: FINISHED, or FAILED for a crash or a divergence.
 
-The tracker takes a `RunSpec`, the few resolved values a run's record needs, and the job's `Store`
-(already checked); the training config itself stays with the entry point (`RunSpec.from_config`).
+The tracker takes a `RecordSpec`, the few resolved values a run's record needs, and the job's `Store`
+(already checked); the training config itself stays with the entry point (`RecordSpec.from_config`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ from src.tracking.store import Store, redact_text, redact_uri
 from src.tracking.sweep import liveness_tags
 from src.tracking.tags import (
     CLUSTER_TAG,
+    FAILED,
     FINGERPRINT_TAG,
+    FINISHED,
     HEARTBEAT_TAG,
     JOB_NUM_TAG,
     MODEL_TAG,
@@ -45,10 +47,12 @@ from src.tracking.tags import (
 CONFIG_ARTIFACT = "config/config.yaml"
 OVERRIDES_ARTIFACT = "config/overrides.txt"
 DIFF_ARTIFACT = "git/diff.patch"
+# A run is FINISHED only once these are in MLflow: without them the report would miss its seed.
+REQUIRED_FINAL_METRICS = ("test_loss", "final_train_loss", "steps_done", "train_time_s")
 
 
 @dataclass(frozen=True)
-class RunSpec:
+class RecordSpec:
     """What a training run's MLflow record is made of, resolved once from the config."""
 
     experiment_name: str
@@ -65,7 +69,7 @@ class RunSpec:
     @classmethod
     def from_config(
         cls, cfg: DictConfig, device: str, overrides: list[str] | None = None, job_num: int | None = None
-    ) -> RunSpec:
+    ) -> RecordSpec:
         return cls(
             experiment_name=str(cfg.experiment_name),
             run_name=str(cfg.run_name),
@@ -113,7 +117,7 @@ class Tracker:
     def __init__(
         self,
         store: Store,
-        spec: RunSpec,
+        spec: RecordSpec,
         fingerprint: str,
         run_id: str | None = None,
         parent_run_id: str | None = None,
@@ -181,16 +185,42 @@ class Tracker:
 
     @rank_zero_only
     def log_final(self, metrics: Mapping[str, float], step: int) -> None:
-        self.logger.log_metrics(dict(metrics), step=step)
+        """The run's final results, exactly once, in one batch.
+
+        Written through the store, past the resume filter (a resumed run's last step is "already
+        logged", but its results may not be); a key already in MLflow (written before a kill) is
+        not written again.
+        """
+        stored = self._stored_metrics()
+        missing = {k: float(v) for k, v in metrics.items() if k not in stored}
+        if missing:
+            self.store.log_metrics(self.logger.run_id, missing, step=step)
+
+    def missing_final_metrics(self) -> list[str]:
+        """The required final metrics not (yet) in MLflow ([] on ranks other than 0)."""
+        if rank_zero_only.rank != 0:
+            return []
+        stored = self._stored_metrics()
+        return [k for k in REQUIRED_FINAL_METRICS if k not in stored]
+
+    def _stored_metrics(self) -> dict[str, float]:
+        run = self.store.get_run(self.logger.run_id)
+        return run.data.metrics if run is not None else {}
 
     @rank_zero_only
     def set_tags(self, tags: Mapping[str, str]) -> None:
         self.store.set_tags(self.logger.run_id, tags)
 
     def close(self, outcome: str, note: str | None = None) -> None:
-        """End the run: FINISHED for `finished`, FAILED for `diverged` or `failed`. Idempotent."""
+        """End the run: FINISHED for `finished`, FAILED for `diverged` or `failed`. Idempotent.
+
+        `finished` without its final metrics in MLflow ends the run as `failed`, saying which are missing.
+        """
         if self.closed:
             return
+        missing = self.missing_final_metrics() if outcome == FINISHED else []
+        if missing:
+            outcome, note = FAILED, f"final metrics missing from MLflow: {', '.join(missing)}"
         self.closed = True
         self.set_tags({OUTCOME_TAG: outcome, **({NOTE_TAG: note} if note else {})})
         if rank_zero_only.rank == 0:

@@ -13,7 +13,11 @@ from typing import Any
 import lightning as L
 
 from src.tracking.tracker import Tracker
-from src.training.checkpointing import RUN_STATE_KEY
+from src.training.checkpointing import RUN_STATE_KEY, SaveOnSigterm, periodic_checkpoint
+from src.training.divergence import DivergenceMonitor
+from src.training.preemption import AgreedSigterm
+from src.training.run_spec import RunSpec
+from src.training.trainer import ProgressBar
 
 
 class RunTracking(L.Callback):
@@ -51,3 +55,21 @@ class RunTracking(L.Callback):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.prior_train_time_s = float(state_dict.get("train_time_s", 0.0))
+
+
+class RunCallbacks:
+    """The run's callbacks, held by name (Lightning reorders and extends the list it is given)."""
+
+    def __init__(self, spec: RunSpec, tracker: Tracker | None, progress_bar: bool) -> None:
+        self.divergence = DivergenceMonitor()
+        fp, identity = spec.identity.fingerprint, spec.identity.config
+        self.tracking = RunTracking(tracker, fp, identity, heartbeat_s=spec.store.heartbeat_s)
+        self.periodic = periodic_checkpoint(spec.checkpoint)
+        self.sigterm = SaveOnSigterm(spec.checkpoint.write_folder)
+        self.agreed_sigterm = AgreedSigterm()
+        self.progress = ProgressBar() if progress_bar else None
+        self.extra: list[L.Callback] = []  # e.g. fault injection in the tests
+
+    def all(self) -> list[L.Callback]:
+        found = [*self.extra, self.divergence, self.tracking, self.periodic, self.sigterm, self.agreed_sigterm, self.progress]
+        return [c for c in found if c is not None]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pickle
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,29 +24,45 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
 from src.paths import ConfigError
-from src.tracking.identity import differing_keys, fingerprint, identity_config, safe_folder_name
+from src.tracking.identity import differing_keys, fingerprint, safe_folder_name
 
 LAST = "last.ckpt"
 RUN_STATE_KEY = "RunTracking"  # the tracking callback's entry in checkpoint["callbacks"]
 
 
-def checkpoint_dir(cfg: DictConfig) -> Path:
-    """`checkpoint.dir`, or the folder that follows from the run's identity."""
+@dataclass(frozen=True)
+class CheckpointSpec:
+    """The `checkpoint` group and `ckpt_path`/`resume`, resolved (the folder follows from the identity)."""
+
+    enabled: bool
+    every_n_steps: int
+    folder: Path
+    resume_from: str | None = None  # "last" or a .ckpt path; None: start fresh
+
+    @property
+    def last(self) -> Path:
+        return self.folder / LAST
+
+    @property
+    def write_folder(self) -> Path | None:
+        """Where this run writes checkpoints; None when checkpointing is off."""
+        return self.folder if self.enabled else None
+
+
+def checkpoint_dir(cfg: DictConfig, fp: str | None = None) -> Path:
+    """`checkpoint.dir`, or the folder that follows from the run's identity (`fp`: its fingerprint, if known)."""
     if cfg.checkpoint.get("dir"):
         return Path(cfg.checkpoint.dir)
     experiment = safe_folder_name(cfg.experiment_name, "experiment_name")
     run = safe_folder_name(cfg.run_name, "run_name")
-    return Path(cfg.paths.checkpoints_dir) / experiment / f"{run}-{fingerprint(cfg)}"
+    return Path(cfg.paths.checkpoints_dir) / experiment / f"{run}-{fp or fingerprint(cfg)}"
 
 
-def resolve_ckpt_path(cfg: DictConfig) -> Path | None:
+def resolve_ckpt_path(spec: CheckpointSpec) -> Path | None:
     """The checkpoint to resume from: `ckpt_path=last` / `resume=true` mean this run's last.ckpt."""
-    wanted = cfg.get("ckpt_path")
-    if cfg.get("resume") and wanted is None:
-        wanted = "last"
-    if wanted is None:
+    if spec.resume_from is None:
         return None
-    path = checkpoint_dir(cfg) / LAST if wanted == "last" else Path(wanted)
+    path = spec.last if spec.resume_from == "last" else Path(spec.resume_from)
     if not path.is_file():
         raise ConfigError(f"ckpt_path: no checkpoint at {path} (run with checkpoint.enabled=true to write one)")
     return path
@@ -63,13 +80,13 @@ def read_run_state(path: Path) -> dict[str, Any]:
     return ckpt.get("callbacks", {}).get(RUN_STATE_KEY, {})
 
 
-def check_checkpoint(path: Path, cfg: DictConfig, state: dict[str, Any]) -> None:
+def check_checkpoint(path: Path, fingerprint: str, identity: dict[str, Any], state: dict[str, Any]) -> None:
     """Refuse a checkpoint trained with another config, before any MLflow run is touched."""
     saved = state.get("identity")
     if saved is None:
         raise ConfigError(f"ckpt_path: {path} carries no run identity (written by another version); start a new run")
-    if state.get("fingerprint") != fingerprint(cfg):
-        keys = differing_keys(saved, identity_config(cfg))
+    if state.get("fingerprint") != fingerprint:
+        keys = differing_keys(saved, identity)
         raise ConfigError(
             f"ckpt_path: {path} was trained with another config; differing keys: {', '.join(keys) or '?'}"
         )
@@ -88,14 +105,13 @@ class SaveOnSigterm(L.Callback):
             trainer.save_checkpoint(self.saved)
 
 
-def periodic_checkpoint(cfg: DictConfig) -> ModelCheckpoint | None:
+def periodic_checkpoint(spec: CheckpointSpec) -> ModelCheckpoint | None:
     """Periodic `last.ckpt`, when enabled."""
-    ck = cfg.checkpoint
-    if not ck.enabled:
+    if not spec.enabled:
         return None
     return ModelCheckpoint(
-        dirpath=checkpoint_dir(cfg),
-        every_n_train_steps=ck.every_n_steps,
+        dirpath=spec.folder,
+        every_n_train_steps=spec.every_n_steps,
         save_top_k=0,  # keep only last.ckpt: a 163M model with AdamW state is ~2 GB per file
         save_last=True,
         enable_version_counter=False,

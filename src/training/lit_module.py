@@ -64,13 +64,19 @@ class GPTLitModule(L.LightningModule):
         if self.logger is not None:
             self.logger.log_metrics(metrics, step=self.trainer.global_step)
 
-    # The run's first loss and first step time survive a resume (they are results of segment one).
+    # The run's first and last losses and first step time survive a resume: a run resumed from its
+    # end-of-training checkpoint trains no step, yet still reports its final train loss.
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint[STATE_KEY] = {"first_train_loss": self.first_train_loss, "first_step_s": self.first_step_s}
+        checkpoint[STATE_KEY] = {
+            "first_train_loss": self.first_train_loss,
+            "last_train_loss": self.last_train_loss,
+            "first_step_s": self.first_step_s,
+        }
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         state = checkpoint.get(STATE_KEY, {})
         self.first_train_loss = state.get("first_train_loss")
+        self.last_train_loss = state.get("last_train_loss")
         self.first_step_s = state.get("first_step_s")
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
@@ -128,13 +134,14 @@ class GPTLitModule(L.LightningModule):
         self._eval_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         self._eval_count = 0
 
-    def _eval_end(self, key: str) -> float:
+    def _eval_end(self, key: str, to_logger: bool = True) -> float:
         total = self.trainer.strategy.reduce(self._eval_sum, reduce_op="sum")
         count = self.trainer.strategy.reduce(
             torch.tensor(self._eval_count, dtype=torch.float64, device=self.device), reduce_op="sum"
         )
         value = float(total / count)
-        self._log_metrics({key: value})
+        if to_logger:
+            self._log_metrics({key: value})
         self.log(key, value, prog_bar=True, logger=False)
         return value
 
@@ -154,7 +161,8 @@ class GPTLitModule(L.LightningModule):
         self._eval_step(batch)
 
     def on_test_epoch_end(self) -> None:
-        self.test_loss = self._eval_end("test_loss")
+        # Not logged here: the test loss is a final result, written once with the others (src/train.py).
+        self.test_loss = self._eval_end("test_loss", to_logger=False)
 
     # --- optimizer ---------------------------------------------------------------------------
     def configure_optimizers(self) -> dict[str, Any]:

@@ -13,19 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from omegaconf import DictConfig
+from lightning.pytorch.utilities import rank_zero_only
 
 from src.paths import ConfigError
 from src.tracking.store import Store, redact_uri
-from src.tracking.sweep import decide
+from src.tracking.sweep import decide, settle_lost
 from src.tracking.tags import DIVERGED, FINISHED, NORM_TAG, OUTCOME_TAG
-from src.training.checkpointing import (
-    LAST,
-    check_checkpoint,
-    checkpoint_dir,
-    read_run_state,
-    resolve_ckpt_path,
-)
+from src.training.checkpointing import check_checkpoint, read_run_state, resolve_ckpt_path
+from src.training.run_spec import RunSpec
 
 if TYPE_CHECKING:
     from src.tracking.store import Run
@@ -86,12 +81,13 @@ class RunPlan:
     message: str = ""
 
 
-def plan_run(cfg: DictConfig, fingerprint: str, in_multirun: bool, store: Store | None = None) -> RunPlan:
-    """`store`: the job's MLflow store (None without tracking)."""
-    explicit = resolve_ckpt_path(cfg)
+def plan_run(spec: RunSpec, in_multirun: bool, store: Store | None) -> RunPlan:
+    """`store`: the job's MLflow store, opened once (None without tracking)."""
+    ck, identity = spec.checkpoint, spec.identity
+    explicit = resolve_ckpt_path(ck)
     if explicit is not None:
         state = read_run_state(explicit)
-        check_checkpoint(explicit, cfg, state)
+        check_checkpoint(explicit, identity.fingerprint, identity.config, state)
         run_id = state.get("mlflow_run_id") if store is not None else None
         if run_id:
             assert store is not None
@@ -103,9 +99,15 @@ def plan_run(cfg: DictConfig, fingerprint: str, in_multirun: bool, store: Store 
             if run.info.status == "FINISHED":
                 return RunPlan(done=RunResult.from_run(run), message=f"run {run_id} already finished; nothing to resume")
         return RunPlan(explicit, run_id)
-    if not in_multirun or store is None:
+    if store is None:
         return RunPlan()
-    last = checkpoint_dir(cfg) / LAST
+    where = spec.store
+    if not in_multirun:
+        if rank_zero_only.rank == 0:
+            experiment_id = store.experiment_id(where.experiment_name, where.artifact_location)
+            settle_lost(store, experiment_id, identity.fingerprint, where.stale_after_s)
+        return RunPlan()
+    last = ck.last
 
     @functools.cache  # read at most once: the decision and the check below share it
     def last_state() -> dict:
@@ -114,17 +116,16 @@ def plan_run(cfg: DictConfig, fingerprint: str, in_multirun: bool, store: Store 
     def checkpoint_of(run: Run) -> bool:
         return last_state().get("mlflow_run_id") == run.info.run_id
 
-    experiment_id = store.experiment_id(cfg.experiment_name, cfg.logger.artifact_location)
-    # sweep.on_existing and stale_after_s were checked by config.validate.
-    d = decide(store, experiment_id, fingerprint, cfg.sweep.on_existing, float(cfg.sweep.stale_after_s), checkpoint_of)
-    name = cfg.run_name
+    experiment_id = store.experiment_id(where.experiment_name, where.artifact_location)
+    d = decide(store, experiment_id, identity.fingerprint, where.on_existing, where.stale_after_s, checkpoint_of)
+    name = spec.run_name
     if d.action in ("skip", "busy"):
         assert d.run is not None
         note = "skipped" if d.action == "skip" else "warning: skipped"
         return RunPlan(done=RunResult.from_run(d.run), message=f"{name}: {note}, run {d.run.info.run_id} {d.reason}")
     if d.action == "resume":
         assert d.run is not None
-        check_checkpoint(last, cfg, last_state())
+        check_checkpoint(last, identity.fingerprint, identity.config, last_state())
         return RunPlan(last, d.run.info.run_id, message=f"{name}: run {d.run.info.run_id} {d.reason}")
     message = f"{name}: run {d.run.info.run_id} {d.reason}" if d.run is not None else ""
     return RunPlan(supersede=d.supersede, message=message)

@@ -11,6 +11,7 @@ from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig
 
 from src.model.gpt import GPTModel
+from src.training.atomic_io import AtomicCheckpointIO
 from src.training.budget import Budget
 
 
@@ -61,6 +62,7 @@ def build_trainer(cfg: DictConfig, budget: Budget, logger: Logger | bool, callba
         enable_checkpointing=cfg.checkpoint.enabled,
         enable_progress_bar=cfg.progress_bar,
         enable_model_summary=False,
+        plugins=[AtomicCheckpointIO()],  # a failed write never destroys the previous last.ckpt
     )
 
 

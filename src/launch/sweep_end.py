@@ -1,0 +1,167 @@
+"""Every exit path of a multirun closes its parent sweep run, once, with the reason.
+
+Hydra calls `on_multirun_end` only when every job returned. A job that raises (after the basic
+sweeper's batch), a job refused by its own checks (`SystemExit` with a one-line message), Ctrl+C,
+or SIGTERM outside a training step all end the sweep without it, and the parent run would stay
+RUNNING. `SweepParent` is armed when the parent run opens and closes it at interpreter exit unless
+the normal end closed it first:
+
+    all jobs returned                  -> FINISHED (outcome finished) or FAILED (incomplete: some
+                                          job has no result), with the jobs' counts
+    a job failed or was refused        -> FAILED, outcome failed, the job's one-line error as reason
+    SIGTERM (pre-emption, scancel)     -> KILLED, outcome preempted
+    anything else (Ctrl+C, an exit)    -> KILLED, outcome killed
+
+Only a SIGKILL runs no code: the parent then carries the pid and host of its process
+(`normsweep.pid`/`normsweep.host`), and re-running the command reopens and closes it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import signal
+import sys
+from types import FrameType
+from typing import Any
+
+from src.tracking import sweep
+from src.tracking.store import Store
+from src.tracking.tags import (
+    FAILED,
+    FINISHED,
+    INCOMPLETE,
+    KILLED,
+    NOTE_TAG,
+    OUTCOME_TAG,
+    PARENT_TAG,
+    PREEMPTED,
+    RESULT_OUTCOMES,
+    SUPERSEDED_TAG,
+    SWEEP_COMMAND_TAG,
+    SWEEP_JOBS_TAG,
+)
+
+REASON_TAG = "sweep.end_reason"
+STATUS = {FINISHED: "FINISHED", INCOMPLETE: "FAILED", FAILED: "FAILED", PREEMPTED: "KILLED", KILLED: "KILLED"}
+
+_armed: SweepParent | None = None  # the open parent run of the multirun in this process
+
+
+class SweepParent:
+    def __init__(self, store: Store, run_id: str, stale_after_s: float) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.stale_after_s = stale_after_s
+        self.failures: list[str] = []
+        self.sigterm = False
+        self.closed = False
+        self._handler = self._on_sigterm  # one bound method, so it can be recognised later
+
+    # --- what happened -------------------------------------------------------------------------
+    def job_failed(self, reason: str) -> None:
+        self.failures.append(reason)
+
+    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        self.sigterm = True
+        # Inside a fit Lightning calls this from its own handler and stops after the step (the job
+        # saves its checkpoint); outside one, nothing would: end the sweep here.
+        if signal.getsignal(signal.SIGTERM) is self._handler:
+            raise SystemExit(128 + signum)
+
+    # --- closing -------------------------------------------------------------------------------
+    def close(self, outcome: str, reason: str) -> None:
+        """Close the parent once: outcome tag, reason, note, MLflow status."""
+        if self.closed:
+            return
+        self.closed = True
+        parent = self.store.get_run(self.run_id)
+        if parent is None:  # the store was replaced during the sweep: nothing to close
+            return
+        command = parent.data.tags.get(SWEEP_COMMAND_TAG, "")
+        note = (
+            f"Sweep {outcome}: {reason}. `{command}`. Unfold this row to see its jobs; the study's table and "
+            "figures are under Artifacts → report/report.html."
+        )
+        self.store.set_tags(self.run_id, {OUTCOME_TAG: outcome, REASON_TAG: reason, NOTE_TAG: note})
+        self.store.terminate(self.run_id, STATUS[outcome])
+
+    def _job_states(self) -> tuple[list[str], str]:
+        """Each job's state (the latest run of each, superseded ones left out) and their counts."""
+        parent = self.store.get_run(self.run_id)
+        if parent is None:
+            return [], "none"
+        children = self.store.runs_tagged(parent.info.experiment_id, PARENT_TAG, self.run_id)
+        live = [r for r in children if SUPERSEDED_TAG not in r.data.tags]
+        states = [sweep.job_state(r, self.stale_after_s) for r in live]
+        counts = ", ".join(f"{states.count(s)} {s}" for s in sorted(set(states))) or "none"
+        self.store.set_tags(self.run_id, {SWEEP_JOBS_TAG: counts})
+        return states, counts
+
+    def close_at_end(self) -> None:
+        """Every job returned: FINISHED if each has a result, else FAILED (incomplete), with the counts."""
+        states, counts = self._job_states()
+        ok = all(s in RESULT_OUTCOMES for s in states)
+        self.close(FINISHED if ok else INCOMPLETE, f"{len(states)} jobs ({counts})")
+
+    def close_at_exit(self) -> None:
+        """The interpreter is exiting and the sweep's end was never reached."""
+        if self.closed:
+            return
+        states, counts = self._job_states()
+        if self.sigterm:
+            self.close(PREEMPTED, f"stopped by SIGTERM with {counts}; re-run the same command to finish it")
+        elif self.failures or FAILED in states:
+            # Jobs in other processes (a pool's workers) report only through their runs.
+            why = "; ".join(self.failures) or f"a job failed ({counts})"
+            self.close(FAILED, why)
+        else:
+            error = getattr(sys, "last_value", None)  # an exception nobody caught (the interpreter printed it)
+            what = f"{type(error).__name__}: {error}" if error is not None else "the process exited"
+            self.close(KILLED, f"stopped before its end ({what}) with {counts}; re-run the same command to finish it")
+
+    def arm(self) -> None:
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous in (signal.SIG_DFL, None):  # keep a handler someone else installed
+            signal.signal(signal.SIGTERM, self._handler)
+        atexit.register(self._close_at_exit_or_warn)
+
+    def _close_at_exit_or_warn(self) -> None:
+        try:
+            self.close_at_exit()
+        except Exception as err:  # e.g. the store went away: say so in one line, not a traceback at exit
+            print(f"[normsweep] warning: sweep run {self.run_id} not closed: {type(err).__name__}: {err}", file=sys.stderr)
+
+
+def open_parent(store: Store, run_id: str, stale_after_s: float) -> SweepParent:
+    """Arm the exit paths for the parent run just opened (or reopened) by the sweep-start callback."""
+    global _armed
+    store.set_tags(run_id, sweep.liveness_tags())
+    _armed = SweepParent(store, run_id, stale_after_s)
+    _armed.arm()
+    return _armed
+
+
+def armed() -> SweepParent | None:
+    return _armed
+
+
+def disarm() -> None:
+    global _armed
+    if _armed is not None:
+        atexit.unregister(_armed._close_at_exit_or_warn)
+        if signal.getsignal(signal.SIGTERM) is _armed._handler:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _armed = None
+
+
+def job_failed(reason: str) -> None:
+    """A job of the running sweep failed or was refused (its one-line reason); no-op outside a sweep."""
+    if _armed is not None:
+        _armed.job_failed(reason)
+
+
+def describe_job(config: Any) -> str:
+    """`job 3 (hand_rmsnorm-s1)` for a job's config, as far as it is known."""
+    num = getattr(getattr(getattr(config, "hydra", None), "job", None), "num", None)
+    name = config.get("run_name", "?") if hasattr(config, "get") else "?"
+    return f"job {num} ({name})"

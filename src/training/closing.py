@@ -1,0 +1,66 @@
+"""The end of a run's MLflow record, whatever way training ends.
+
+`RunClosing` is the context `train()` fits and tests in: leaving it closes the run once, with the
+outcome the body reported (`finish`), or with the one the exception implies:
+
+    SIGTERM (pre-emption)       -> preempted (KILLED); exits 0 so a requeued job resumes
+    Ctrl+C, SystemExit          -> killed (KILLED)
+    a full checkpoint disk      -> failed (FAILED), its one-line message as the run's note
+    any other exception         -> failed (FAILED)
+
+A SIGKILL runs no code at all: the run stays RUNNING with a heartbeat that stops, and the next run
+of the sweep (or `python -m src.report --status`) sees it as lost (src/tracking/sweep.py).
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from lightning.pytorch.utilities import rank_zero_only
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+from src.tracking.tracker import Tracker
+from src.training.atomic_io import CheckpointSpaceError
+from src.training.checkpointing import SaveOnSigterm
+
+
+class RunClosing:
+    def __init__(self, tracker: Tracker | None, run_name: str, sigterm: SaveOnSigterm) -> None:
+        self.tracker = tracker
+        self.run_name = run_name
+        self.sigterm = sigterm  # knows, after the fact, where the state was saved
+        self.outcome: str | None = None
+        self.note: str | None = None
+
+    def finish(self, outcome: str, note: str) -> None:
+        """The body's own result: closed with it when the context is left without an exception."""
+        self.outcome, self.note = outcome, note
+
+    def _close(self, outcome: str, note: str | None = None) -> None:
+        if self.tracker is not None:
+            self.tracker.close(outcome, note=note)
+
+    def __enter__(self) -> RunClosing:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
+    ) -> bool:
+        if err is None:
+            self._close(self.outcome or "failed", self.note)
+        elif isinstance(err, SIGTERMException):
+            self._close("preempted")
+            saved = self.sigterm.saved
+            where = (
+                f"checkpoint saved at {saved}; re-run the command (or ckpt_path=last) to resume"
+                if saved
+                else "no checkpoint (checkpoint.enabled=false)"
+            )
+            if rank_zero_only.rank == 0:  # one line, not one per DDP rank
+                print(f"[normsweep] {self.run_name} stopped by SIGTERM: {where}", flush=True)
+            raise SystemExit(0) from None
+        elif isinstance(err, (KeyboardInterrupt, SystemExit)):
+            self._close("killed")
+        else:
+            self._close("failed", str(err) if isinstance(err, CheckpointSpaceError) else None)
+        return False
