@@ -120,6 +120,7 @@ def test_norms_headline_picks_fastest_rmsnorm() -> None:
     assert (h["fastest_rmsnorm"], h["ratio"], h["torch_rmsnorm_ms"]) == ("fast_rmsnorm", 0.75, 20.0)
 
 
+@pytest.mark.slow
 def test_train_bench_in_process(tmp_path: Path) -> None:
     args = argparse.Namespace(
         norm="fast_rmsnorm", model="cpu_small", steps=2, warmup=1, batch=2, context=16, device="cpu",

@@ -322,6 +322,7 @@ def test_report_cli_rejects_bad_margins_and_pairs(
 
 # --- real runs: python -m src.train -m ------------------------------------------------------------
 
+@pytest.mark.slow
 def test_multirun_with_diverging_jobs_exits_zero_and_records_all(tiny_sweep: TinySweep, tiny_client: MlflowClient) -> None:
     assert tiny_sweep.returncodes == [0, 0], tiny_sweep.outputs[-1][-3000:]
     exp = tiny_client.get_experiment_by_name(EXPERIMENT)
@@ -331,6 +332,7 @@ def test_multirun_with_diverging_jobs_exits_zero_and_records_all(tiny_sweep: Tin
     )
 
 
+@pytest.mark.slow
 def test_diverging_run_stops_within_one_step(tiny_sweep: TinySweep, tiny_client: MlflowClient) -> None:
     exp = tiny_client.get_experiment_by_name(EXPERIMENT)
     for run in tiny_client.search_runs([exp.experiment_id], filter_string="tags.norm = 'no_norm'"):
@@ -346,6 +348,7 @@ def test_diverging_run_stops_within_one_step(tiny_sweep: TinySweep, tiny_client:
         assert run.data.metrics["steps_done"] <= at
 
 
+@pytest.mark.slow
 def test_report_matches_mlflow_for_real_runs(tiny_sweep: TinySweep, tiny_client: MlflowClient) -> None:
     analysis = analyze(EXPERIMENT, tiny_sweep.uri)
     for row in analysis.runs.itertuples():
@@ -365,6 +368,7 @@ def test_report_matches_mlflow_for_real_runs(tiny_sweep: TinySweep, tiny_client:
     assert set(curves.metric) == {"train/train_loss", "val/val_loss"} and len(curves.run_id.unique()) == 6
 
 
+@pytest.mark.slow
 def test_sweep_callback_reports_at_the_end(tiny_sweep: TinySweep, tiny_client: MlflowClient) -> None:
     last = tiny_sweep.outputs[-1]
     assert "normsweep report: experiment 'tiny_sweep'" in last and "diverged (steps" in last
@@ -382,6 +386,7 @@ def test_sweep_callback_reports_at_the_end(tiny_sweep: TinySweep, tiny_client: M
         assert {"report/report.html", "report/table.csv", "report/loss_curves.png"} <= files
 
 
+@pytest.mark.slow
 def test_cli_on_real_runs(tiny_sweep: TinySweep, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["--experiment", EXPERIMENT, "--tracking-uri", tiny_sweep.uri, "--out", str(tmp_path), "--no-summary-run"]
     assert report_main(args) == 0
