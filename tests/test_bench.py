@@ -73,6 +73,7 @@ def test_table_and_list_helpers() -> None:
     assert table.splitlines() == ["| a | b |", "|---|---|", "| 1 | 0.5 |"]
 
 
+@pytest.mark.slow
 def test_norms_cli_writes_reports(tmp_path: Path) -> None:
     out = tmp_path / "bench"
     cmd = [sys.executable, "-m", "src.bench", "norms", "--widths", "64", "--rows", "128",

@@ -78,6 +78,7 @@ def test_pool_jobs_are_single_process(option: str) -> None:
         validate(compose([f"cluster={option}", "cluster.workers=0"]))
 
 
+@pytest.mark.slow
 def test_multi_device_pool_sweep_is_refused(tiny_overrides: list[str], store: dict[str, str]) -> None:
     proc = run_cli(
         "src.train", "-m", *tiny_overrides, "cluster=cpu_pool", "cluster.devices=2", "seed=0,1", "experiment_name=refused"

@@ -113,6 +113,7 @@ def test_experiment_config_runs_the_sweep(tiny_overrides: list[str], store: dict
     assert len(_runs(store["uri"], "norm_sweep")) == 5
 
 
+@pytest.mark.slow
 def test_multi_device_job_inside_multirun_is_refused(tiny_overrides: list[str], store: dict[str, str]) -> None:
     # Lightning's DDP launcher would re-run `-m ...` in every rank: each would restart the sweep.
     proc = run_cli("src.train", "-m", "cluster.devices=2", "cluster.strategy=ddp", *tiny_overrides)
