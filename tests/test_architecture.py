@@ -18,16 +18,19 @@ from src.tracking.tracker import ensure_experiment
 
 SRC = REPO / "src"
 
-# The house, drawn from the imports (floor 0 at the bottom). A room may import only from rooms on
-# lower floors: nothing runs back up, and rooms on one floor do not lean on each other.
+# The house, drawn from the imports (floor 0 at the bottom). A module may import only from rooms on
+# lower floors: nothing runs back up, and the two rooms that share a floor do not lean on each other.
 #
-#   6  entry points   train  ui  preflight          (python -m src.<module>)
-#   5  around a run   launch  bench                 (Hydra's sweep callbacks and pool; benchmarks)
-#   4  readers        config  report                (validation of a composed config; the report)
-#   3  training       training                      (LightningModule, callbacks, checkpoints, run plan)
-#   2  stages         data  model  tracking         (tokens; the GPT and its norms; the MLflow store)
+#   9  entry points   train  ui  preflight       python -m src.<module>
+#   8  around a run   launch  bench              Hydra's sweep callbacks, pool and report hook; benchmarks
+#   7  report         report                     MLflow runs -> table, comparisons, figures
+#   6  config         config                     validation of a composed config against every registry
+#   5  training       training                   LightningModule, callbacks, checkpoints, the run plan, Trainer
+#   4  tracking       tracking                   the MLflow store, the run tracker, identity, sweep bookkeeping
+#   3  model          model                      the GPT, its norms and their kernels
+#   2  data           data                       sources, tokenizer, token cache, windows, DataModule
 #   1  hardware       devices
-#   0  locations      paths                         (+ the package itself, src/__init__.py)
+#   0  locations      paths  (and src/__init__)  where everything lives, ConfigError
 #
 # Data flows config -> data -> model -> training -> tracking -> report, but training *calls*
 # tracking (its callbacks log through the Tracker, the run plan asks the store what already ran),
@@ -38,16 +41,16 @@ FLOORS: dict[str, int] = {
     "paths": 0,
     "devices": 1,
     "data": 2,
-    "model": 2,
-    "tracking": 2,
-    "training": 3,
-    "config": 4,
-    "report": 4,
-    "launch": 5,
-    "bench": 5,
-    "train": 6,
-    "ui": 6,
-    "preflight": 6,
+    "model": 3,
+    "tracking": 4,
+    "training": 5,
+    "config": 6,
+    "report": 7,
+    "launch": 8,
+    "bench": 8,
+    "train": 9,
+    "ui": 9,
+    "preflight": 9,
 }
 
 # Modules a reader or a bookkeeping step imports without a model: loading torch (seconds) there
