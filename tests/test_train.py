@@ -142,9 +142,16 @@ def test_unknown_norm_lists_options_and_records_nothing(tiny_overrides: list[str
 def test_invalid_value_fails_before_training(
     override: str, field: str, tiny_overrides: list[str], store: dict[str, str]
 ) -> None:
-    proc = run_cli("src.train", *override.split(), *tiny_overrides)
-    assert proc.returncode != 0
-    assert field in proc.stderr and "Traceback" not in proc.stderr
+    with pytest.raises(ConfigError, match=field):
+        train(compose([*tiny_overrides, *override.split()]))
+    assert not Path(store["db"]).exists()  # nothing recorded
+
+
+def test_invalid_value_on_the_command_line_is_one_line(tiny_overrides: list[str], store: dict[str, str]) -> None:
+    # The command line turns every ConfigError above into the same single line (one process is enough).
+    proc = run_cli("src.train", "optim.lr=-1e-3", *tiny_overrides)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "config error: optim.lr: must be > 0, got -0.001"
     assert "Epoch" not in proc.stderr + proc.stdout
     assert not Path(store["db"]).exists()  # nothing recorded
 

