@@ -5,7 +5,7 @@
 The overrides are the training config's (`experiment=norm_sweep paths.mlflow_db=/x/mlflow.db`): they
 pick the store, exactly as for `python -m src.ui`, and the experiment (its `experiment_name`). The
 script starts `python -m src.ui` on a free localhost port, waits until it answers, and clicks
-through the UI the way the README tells a user to:
+through the UI the way docs/mlflow-ui.md tells a user to:
 
 - `runs.png`: the experiment's training runs, the sweep run expanded to show its jobs,
 - `charts.png`: the same runs in the chart view (every metric's curves, one colour per run),

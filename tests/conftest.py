@@ -49,3 +49,18 @@ def tiny_sweep(tmp_path_factory: pytest.TempPathFactory, token_cache_dir: Path) 
 @pytest.fixture(scope="session")
 def tiny_client(tiny_sweep: TinySweep) -> MlflowClient:
     return MlflowClient(tiny_sweep.uri)
+
+
+# Fixtures that run real multiruns in subprocesses: a test that uses one is slow by definition, and
+# one left unmarked would silently bring a sweep back into `make test-fast`.
+SWEEP_FIXTURES = frozenset({"tiny_sweep", "tiny_client"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    unmarked = [
+        item.nodeid
+        for item in items
+        if SWEEP_FIXTURES & set(getattr(item, "fixturenames", ())) and item.get_closest_marker("slow") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError(f"mark these @pytest.mark.slow (they run real sweeps): {unmarked}")

@@ -1,4 +1,5 @@
-"""Each value has one owner: the store location reaches every reader; the late stages do not load torch."""
+"""The architecture, checked: the stages import top-down, the late stages do not load torch, and each
+value has one owner (the store location reaches every reader)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,141 @@ from src.paths import compose, tracking_uri
 from src.report.__main__ import main as report_main
 from src.tracking.store import Store
 
+SRC = REPO / "src"
 
-@pytest.mark.parametrize("modules", ["src.report, src.report.status", "src.paths, src.tracking.identity, src.tracking.sweep, src.training.budget"])
-def test_late_stages_do_not_import_torch(modules: str) -> None:
-    code = f"import sys; import {modules}; assert 'torch' not in sys.modules, 'torch imported'"
+# The house, drawn from the imports (floor 0 at the bottom). A module may import only from rooms on
+# lower floors: nothing runs back up, and the two rooms that share a floor do not lean on each other.
+#
+#   9  entry points   train  ui  preflight       python -m src.<module>
+#   8  around a run   launch  bench              Hydra's sweep callbacks, pool and report hook; benchmarks
+#   7  report         report                     MLflow runs -> table, comparisons, figures
+#   6  config         config                     validation of a composed config against every registry
+#   5  training       training                   LightningModule, callbacks, checkpoints, the run plan, Trainer
+#   4  tracking       tracking                   the MLflow store, the run tracker, identity, sweep bookkeeping
+#   3  model          model                      the GPT, its norms and their kernels
+#   2  data           data                       sources, tokenizer, token cache, windows, DataModule
+#   1  hardware       devices
+#   0  locations      paths  (and src/__init__)  where everything lives, ConfigError
+#
+# Data flows config -> data -> model -> training -> tracking -> report, but training *calls*
+# tracking (its callbacks log through the Tracker, the run plan asks the store what already ran),
+# so tracking sits below training; config validates against the data, model and tracking
+# registries, so it sits above them. A new room (a top-level module or subpackage) gets a floor here.
+FLOORS: dict[str, int] = {
+    "src": 0,
+    "paths": 0,
+    "devices": 1,
+    "data": 2,
+    "model": 3,
+    "tracking": 4,
+    "training": 5,
+    "config": 6,
+    "report": 7,
+    "launch": 8,
+    "bench": 8,
+    "train": 9,
+    "ui": 9,
+    "preflight": 9,
+}
+
+# Modules a reader or a bookkeeping step imports without a model: loading torch (seconds) there
+# would slow every report, `python -m src.data` and the Hydra sweep callbacks.
+TORCH_FREE = [
+    "src.paths",
+    "src.report",
+    "src.report.__main__",
+    "src.report.comparisons",
+    "src.report.status",
+    "src.tracking.identity",
+    "src.tracking.sweep",
+    "src.training.budget",
+    "src.data",
+    "src.data.base",
+    "src.data.cache",
+    "src.data.sources",
+    "src.data.shakespeare",
+    "src.data.text_files",
+    "src.data.fineweb",
+    "src.data.__main__",
+]
+
+
+def module_name(path: Path) -> str:
+    """'src.data.cache' for src/data/cache.py, 'src.data' for src/data/__init__.py."""
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_module(dotted: str) -> bool:
+    path = REPO.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def src_imports(path: Path) -> set[str]:
+    """The modules of src/ that one file imports, as absolute dotted names, at any depth: an import
+    inside a function (imported late to stay fast) is a dependency all the same."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: `from ..paths import x` climbs node.level - 1 packages
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join([*base, node.module] if node.module else base)
+            else:
+                module = node.module or ""
+            # `from src import paths` names a module; `from src.paths import compose` a name in one
+            found.update(f"{module}.{a.name}" if _is_module(f"{module}.{a.name}") else module for a in node.names)
+    return {m for m in found if m == "src" or m.startswith("src.")}
+
+
+def room(module: str) -> str:
+    """The stage a module belongs to: 'data' for src.data.cache, 'train' for src.train."""
+    return module.split(".")[1] if "." in module else module
+
+
+def test_stages_import_top_down() -> None:
+    files = sorted(SRC.rglob("*.py"))
+    assert len(files) > 30, "the source tree was not found"
+    unplaced = sorted({room(module_name(f)) for f in files} - FLOORS.keys())
+    assert not unplaced, f"give these rooms a floor in FLOORS: {unplaced}"
+    upward = [
+        f"{module_name(f)} (floor {FLOORS[room(module_name(f))]}) imports {target} (floor {FLOORS[room(target)]})"
+        for f in files
+        for target in sorted(src_imports(f))
+        if room(target) != room(module_name(f)) and FLOORS[room(target)] >= FLOORS[room(module_name(f))]
+    ]
+    assert not upward, "imports running up or sideways:\n" + "\n".join(upward)
+
+
+def test_data_modules_import_one_way() -> None:
+    """Inside the data stage: the cache knows no source; sources know the base, never the registry."""
+    graph = {
+        path.stem: {m.split(".")[2] for m in src_imports(path) if m.startswith("src.data.")}
+        for path in (SRC / "data").glob("*.py")
+    }
+    assert graph["cache"] == {"tokenizer"}  # the BPE that turns text into tokens
+    assert graph["base"] == {"cache"}
+    assert graph["tokenizer"] == set()
+    for source in ("shakespeare", "text_files", "fineweb"):
+        assert "sources" not in graph[source] and graph[source] <= {"base", "cache", "tokenizer"}, source
+    visiting: list[str] = []
+
+    def visit(module: str) -> None:
+        assert module not in visiting, f"import cycle: {' -> '.join([*visiting, module])}"
+        visiting.append(module)
+        for dep in graph.get(module, ()):
+            visit(dep)
+        visiting.pop()
+
+    for module in graph:
+        visit(module)
+
+
+def test_late_stages_do_not_import_torch() -> None:
+    code = f"import sys; import {', '.join(TORCH_FREE)}; assert 'torch' not in sys.modules, 'torch imported'"
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
 

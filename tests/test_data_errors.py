@@ -1,16 +1,13 @@
 """Bad data input fails while the data is prepared, before anything is recorded: one line, a
-`ConfigError` naming the field (and the file). Also: the data layer's import graph (no torch)."""
+`ConfigError` naming the field (and the file)."""
 
 from __future__ import annotations
 
-import ast
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, run_cli
+from helpers import run_cli
 
 from src.data.__main__ import main as data_main
 from src.data.base import NoFilesMatched
@@ -189,55 +186,3 @@ def test_data_command_reports_config_errors_in_one_line(tmp_path: Path) -> None:
     bad = _bad_corpus("empty", tmp_path / "corpus")
     with pytest.raises(SystemExit, match=r"^config error: data\.paths: the corpus is empty"):
         data_main(["text_files", *bad[1:], f"paths.cache_dir={tmp_path / 'cache'}"])
-
-
-# --- imports -------------------------------------------------------------------------------------
-
-TORCH_FREE = [
-    "src.data",
-    "src.data.base",
-    "src.data.cache",
-    "src.data.sources",
-    "src.data.shakespeare",
-    "src.data.text_files",
-    "src.data.fineweb",
-    "src.data.__main__",
-]
-
-
-def test_sources_cache_and_command_do_not_import_torch() -> None:
-    code = f"import {', '.join(TORCH_FREE)}; import sys; assert 'torch' not in sys.modules, 'torch imported'"
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-
-
-def _relative_imports(path: Path) -> set[str]:
-    """The sibling modules a module of src/data imports at any depth (`from .x import ...`)."""
-    tree = ast.parse(path.read_text())
-    return {
-        node.module.split(".")[0]
-        for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
-    }
-
-
-def test_data_modules_import_one_way() -> None:
-    folder = REPO / "src" / "data"
-    graph = {path.stem: _relative_imports(path) for path in folder.glob("*.py")}
-    # The layers: cache knows no source; sources know base, never the registry that lists them.
-    assert graph["cache"] == {"tokenizer"}  # the BPE that turns text into tokens
-    assert graph["base"] == {"cache"}
-    assert graph["tokenizer"] == set()
-    for source in ("shakespeare", "text_files", "fineweb"):
-        assert "sources" not in graph[source] and graph[source] <= {"base", "cache", "tokenizer"}, source
-    visiting: list[str] = []
-
-    def visit(module: str) -> None:
-        assert module not in visiting, f"import cycle: {' -> '.join([*visiting, module])}"
-        visiting.append(module)
-        for dep in graph.get(module, ()):
-            visit(dep)
-        visiting.pop()
-
-    for module in graph:
-        visit(module)

@@ -12,8 +12,6 @@ import pytest
 from helpers import run_cli
 from mlflow.tracking import MlflowClient
 
-pytestmark = pytest.mark.slow  # real fits: left out of `make test-fast`, run by `make test`
-
 STEPS, GLOBAL_BATCH, SEQ_LEN = 4, 4, 32  # TINY_MODEL's max_steps and context; 4 = 1 x 4 = 2 x 2
 
 # Same windows per step and the same math; only the order of float32 additions differs (DDP
@@ -33,6 +31,7 @@ def _run(uri: str, experiment: str):
     return run, history
 
 
+@pytest.mark.slow
 def test_two_ranks_match_one_process_and_only_rank_zero_logs(
     tiny_overrides: list[str], store: dict[str, str]
 ) -> None:

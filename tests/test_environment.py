@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
@@ -33,6 +34,7 @@ def test_git_state_matches_git() -> None:
     assert GitState("abc", True, "d").tags() == {"git_commit": "abc", "git_dirty": "true"}
 
 
+@pytest.mark.slow
 def test_run_records_environment_and_deterministic_mode(tiny_overrides: list[str], store: dict[str, str]) -> None:
     cfg = compose([*tiny_overrides, "experiment_name=env", "deterministic=true", "optim.max_steps=2", "val_every_n_steps=1"])
     try:

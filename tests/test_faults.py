@@ -23,8 +23,6 @@ from src.tracking.store import (
     redact_uri,
 )
 
-pytestmark = pytest.mark.slow  # real fits: left out of `make test-fast`, run by `make test`
-
 RACE_ROUNDS = 5
 RACE_JOBS = 3
 
@@ -41,6 +39,7 @@ def _finished_runs(uri: str, experiment: str) -> list[str]:
     return sorted(r.info.status for r in runs)
 
 
+@pytest.mark.slow
 def test_simultaneous_first_runs_on_a_fresh_store(tiny_overrides: list[str], tmp_path: Path) -> None:
     """Three trainings start at the same instant on a new SQLite file, five times over: no run lost."""
     for round_ in range(RACE_ROUNDS):

@@ -16,6 +16,7 @@ def test_notebook_is_saved_without_outputs() -> None:
     assert code and all(not c.outputs and c.execution_count is None for c in code)
 
 
+@pytest.mark.slow
 def test_notebook_runs_and_draws_figures(tiny_sweep: TinySweep, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NORMSWEEP_EXPERIMENT", EXPERIMENT)
     monkeypatch.setenv("NORMSWEEP_TRACKING_URI", tiny_sweep.uri)

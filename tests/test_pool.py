@@ -15,12 +15,11 @@ from src.launch.pool import core_share
 from src.paths import ConfigError, compose
 from src.tracking.sweep import SWEEP_TAG
 
-pytestmark = pytest.mark.slow  # real fits: left out of `make test-fast`, run by `make test`
-
 POOL_ROUNDS = 3
 SLOT_LINE = re.compile(r"\[normsweep\] job (\d+) in worker slot (\d+) \(pid (\d+)\): core\(s\) ([\d,]+)")
 
 
+@pytest.mark.slow
 def test_four_jobs_on_two_workers_into_a_fresh_store(tiny_overrides: list[str], tmp_path: Path) -> None:
     """Three times over: a fresh SQLite store, four jobs two at a time, every run FINISHED."""
     base = [o for o in tiny_overrides if not o.startswith(("paths.mlflow_db=", "hydra.sweep.dir="))]
@@ -79,6 +78,7 @@ def test_pool_jobs_are_single_process(option: str) -> None:
         validate(compose([f"cluster={option}", "cluster.workers=0"]))
 
 
+@pytest.mark.slow
 def test_multi_device_pool_sweep_is_refused(tiny_overrides: list[str], store: dict[str, str]) -> None:
     proc = run_cli(
         "src.train", "-m", *tiny_overrides, "cluster=cpu_pool", "cluster.devices=2", "seed=0,1", "experiment_name=refused"

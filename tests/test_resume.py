@@ -15,8 +15,6 @@ import src.train as train_module
 from src.paths import compose
 from src.train import RunResult, train
 
-pytestmark = pytest.mark.slow  # real fits: left out of `make test-fast`, run by `make test`
-
 STEPS = 8
 
 
@@ -68,6 +66,7 @@ def reference(tiny_overrides: list[str], tmp_path: Path) -> RunResult:
     return train(_cfg(tiny_overrides, tmp_path / "ref", "logger=none"))
 
 
+@pytest.mark.slow
 def test_crash_after_checkpoint_then_resume(
     reference: RunResult, tiny_overrides: list[str], store: dict[str, str], tmp_path: Path, monkeypatch
 ) -> None:
@@ -98,6 +97,7 @@ def test_crash_after_checkpoint_then_resume(
     assert final.data.metrics["train_time_s"] > 0
 
 
+@pytest.mark.slow
 def test_sigterm_saves_and_exits_cleanly(
     reference: RunResult, tiny_overrides: list[str], store: dict[str, str], tmp_path: Path, monkeypatch
 ) -> None:
@@ -126,6 +126,7 @@ def test_missing_checkpoint_is_a_config_error(tiny_overrides: list[str], tmp_pat
         train(_cfg(tiny_overrides, tmp_path, "ckpt_path=last"))
 
 
+@pytest.mark.slow
 def test_foreign_checkpoint_is_refused_before_any_run_is_touched(
     tiny_overrides: list[str], store: dict[str, str], tmp_path: Path
 ) -> None:

@@ -18,7 +18,6 @@ from src.report.__main__ import main as report_main
 from src.tracking.sweep import FINGERPRINT_TAG, SWEEP_TAG
 from src.train import train
 
-pytestmark = pytest.mark.slow
 STEPS = 30
 SWEEP = ["norm=hand_layernorm,torch_layernorm", "seed=0,1"]
 
@@ -79,6 +78,7 @@ def _status(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     return capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_sigkill_then_rerun_finishes_what_is_left(
     tiny_overrides: list[str], store: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -119,6 +119,7 @@ def test_sigkill_then_rerun_finishes_what_is_left(
     assert len(_runs(client, "killed_sweep")) == 4
 
 
+@pytest.mark.slow
 def test_sigterm_on_defaults_preempts_and_rerun_resumes(
     tiny_overrides: list[str], store: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

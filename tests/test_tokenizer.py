@@ -7,7 +7,7 @@ from importlib import resources
 import pytest
 from tiktoken.load import load_tiktoken_bpe
 
-from src.data.shakespeare import markdown_to_text, play_files
+from src.data.shakespeare import markdown_to_text, plays
 from src.data.tokenizer import EOT_ID, EOT_TOKEN, RANKS_FILE, RANKS_SHA256, VOCAB_SIZE, gpt2_encoding
 
 
@@ -21,7 +21,7 @@ def test_known_ids() -> None:
 
 def test_round_trip_of_whole_corpus() -> None:
     enc = gpt2_encoding()
-    text = "".join(markdown_to_text(path.read_text(encoding="utf-8")) for path in play_files().values())
+    text = "".join(markdown_to_text(markdown) for markdown in plays().values())
     ids = enc.encode_ordinary(text)
     assert max(ids) < 2**16  # the cache stores uint16
     assert enc.decode(ids) == text

@@ -23,8 +23,6 @@ from src.tracking.sweep import SWEEP_TAG
 from src.train import train
 from src.training.lit_module import GPTLitModule
 
-pytestmark = pytest.mark.slow  # real fits: left out of `make test-fast`, run by `make test`
-
 NORMS = OmegaConf.load(CONF_DIR / "train.yaml").norm_sets.study.split(",")  # the study's five, stated once
 FINAL_METRICS = {"train_time_s", "avg_tokens_per_sec", "peak_memory_mb", "n_params", "test_loss", "final_train_loss"}
 
@@ -37,6 +35,7 @@ def _runs(uri: str, experiment: str) -> list:
     return [r for r in runs if r.data.tags.get(SWEEP_TAG) != "true"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("norm", NORMS)
 def test_fit_and_test_every_norm(norm: str, tiny_overrides: list[str], store: dict[str, str]) -> None:
     cfg = compose([*tiny_overrides, f"norm={norm}", "experiment_name=per_norm"])
@@ -62,6 +61,7 @@ def test_fit_and_test_every_norm(norm: str, tiny_overrides: list[str], store: di
     assert artifacts == {"config/config.yaml", "config/overrides.txt"}
 
 
+@pytest.mark.slow
 def test_loss_falls(tiny_overrides: list[str], store: dict[str, str]) -> None:
     cfg = compose([*tiny_overrides, "optim.max_steps=30", "optim.lr=3e-3", "logger=none"])
     result = train(cfg)
@@ -69,6 +69,7 @@ def test_loss_falls(tiny_overrides: list[str], store: dict[str, str]) -> None:
     assert result.final_train_loss < result.first_train_loss - 1.0
 
 
+@pytest.mark.slow
 def test_failed_run_is_marked_failed(
     tiny_overrides: list[str], store: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -90,6 +91,7 @@ def test_failed_run_is_marked_failed(
     assert len(MlflowClient(store["uri"]).get_metric_history(run.info.run_id, "train/train_loss")) == 1
 
 
+@pytest.mark.slow
 def test_multirun_all_norms_one_experiment(tiny_overrides: list[str], store: dict[str, str]) -> None:
     proc = run_cli("src.train", "-m", "norm=" + ",".join(NORMS), "experiment_name=sweep", *tiny_overrides)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -104,12 +106,14 @@ def test_multirun_all_norms_one_experiment(tiny_overrides: list[str], store: dic
     assert all(n in report for n in NORMS)
 
 
+@pytest.mark.slow
 def test_experiment_config_runs_the_sweep(tiny_overrides: list[str], store: dict[str, str]) -> None:
     proc = run_cli("src.train", "-m", "experiment=norm_sweep", "optim.max_steps=1", *tiny_overrides)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(_runs(store["uri"], "norm_sweep")) == 5
 
 
+@pytest.mark.slow
 def test_multi_device_job_inside_multirun_is_refused(tiny_overrides: list[str], store: dict[str, str]) -> None:
     # Lightning's DDP launcher would re-run `-m ...` in every rank: each would restart the sweep.
     proc = run_cli("src.train", "-m", "cluster.devices=2", "cluster.strategy=ddp", *tiny_overrides)
@@ -138,9 +142,16 @@ def test_unknown_norm_lists_options_and_records_nothing(tiny_overrides: list[str
 def test_invalid_value_fails_before_training(
     override: str, field: str, tiny_overrides: list[str], store: dict[str, str]
 ) -> None:
-    proc = run_cli("src.train", *override.split(), *tiny_overrides)
-    assert proc.returncode != 0
-    assert field in proc.stderr and "Traceback" not in proc.stderr
+    with pytest.raises(ConfigError, match=field):
+        train(compose([*tiny_overrides, *override.split()]))
+    assert not Path(store["db"]).exists()  # nothing recorded
+
+
+def test_invalid_value_on_the_command_line_is_one_line(tiny_overrides: list[str], store: dict[str, str]) -> None:
+    # The command line turns every ConfigError above into the same single line (one process is enough).
+    proc = run_cli("src.train", "optim.lr=-1e-3", *tiny_overrides)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "config error: optim.lr: must be > 0, got -0.001"
     assert "Epoch" not in proc.stderr + proc.stdout
     assert not Path(store["db"]).exists()  # nothing recorded
 
@@ -158,6 +169,7 @@ def _get(url: str, body: dict | None = None) -> dict:
         return json.loads(resp.read())
 
 
+@pytest.mark.slow
 def test_mlflow_server_lists_the_run(tiny_overrides: list[str], store: dict[str, str]) -> None:
     """What a user browsing `make ui` sees: the real server, over its REST API."""
     cfg = compose([*tiny_overrides, "norm=hand_rmsnorm", "experiment_name=ui"])
@@ -214,6 +226,7 @@ def test_device_and_precision_errors_before_training(
     assert not Path(store["db"]).exists()  # refused before any run was opened
 
 
+@pytest.mark.slow
 def test_compile_trains_the_same_model(tiny_overrides: list[str], store: dict[str, str]) -> None:
     """compile=true: regional torch.compile, same losses, first (compiling) step reported apart."""
     results = {}

@@ -105,6 +105,7 @@ def test_norm_zoo_study_is_the_study_preset_with_every_variant() -> None:
         assert zoo[key] == study[key], key
 
 
+@pytest.mark.slow
 def test_a_zoo_variant_trains_and_is_tagged_with_its_family(tiny_overrides: list[str], store: dict[str, str]) -> None:
     overrides = ["norm=fast_dyt", "model.norm_placement=peri", "model.qk_norm=true", "experiment_name=zoo"]
     cfg = compose([*tiny_overrides, *overrides])

