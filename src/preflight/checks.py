@@ -34,7 +34,8 @@ class Finding:
 
 
 def gib(n_bytes: float) -> str:
-    return f"{n_bytes / GIB:,.1f} GiB"
+    """Bytes for a person: GiB with one decimal, MiB below one GiB."""
+    return f"{n_bytes / GIB:,.1f} GiB" if n_bytes >= GIB else f"{n_bytes / 2**20:,.0f} MiB"
 
 
 def check_memory(cfg: DictConfig, estimate: MemoryEstimate, card: Card, devices_per_pass: int) -> Finding:

@@ -3,8 +3,10 @@
 The job's exact model (full size, its context length), its AdamW, schedule, clipping, precision and
 compile setting run `preflight.steps` optimizer steps of the training step the benchmarks use
 (`src.bench.steps.TrainStep`) on random tokens, with the micro-batch reduced to what fits here. A
-precision this device cannot run is replaced by the nearest one it can: fp16 with loss scaling is
-CUDA-only, so the CPU rehearses it in bf16 (the same 2-byte activations).
+precision this device cannot run at speed is replaced: fp16 with loss scaling is CUDA-only, and a
+CPU without native bf16 (AVX512-BF16 or AMX) emulates bf16 matmuls far slower than fp32 (measured
+here, AVX2: one GPT-2 small step did not finish in 15 minutes), so such a CPU rehearses 16-bit runs
+in fp32, and the estimate it is compared with is made for fp32 too.
 
 Measured peak memory:
 - CUDA: `torch.cuda.max_memory_allocated` after resetting the peak, minus what was allocated
@@ -37,7 +39,7 @@ from src.preflight.memory import MemoryEstimate, estimate_memory
 from src.training.budget import Budget
 from src.training.lit_module import GPTLitModule
 
-CPU_STAND_IN = {"16-mixed": "bf16-mixed"}  # precisions the CPU cannot run -> the nearest it can
+NATIVE_BF16_CPUS = ("AVX512_BF16", "AMX")  # torch.backends.cpu.get_cpu_capability() values with bf16 matmuls
 STATUS = Path("/proc/self/status")
 
 
@@ -100,7 +102,12 @@ def available_bytes(cfg: DictConfig) -> int:
 
 
 def rehearsal_precision(precision: str, device: torch.device) -> str:
-    return CPU_STAND_IN.get(precision, precision) if device.type == "cpu" else precision
+    """The run's precision where this device runs it at speed; else the CPU's nearest."""
+    if device.type != "cpu" or precision == "32-true":
+        return precision
+    if not any(c in torch.backends.cpu.get_cpu_capability() for c in NATIVE_BF16_CPUS):
+        return "32-true"
+    return "bf16-mixed" if precision == "16-mixed" else precision  # fp16 with loss scaling is CUDA-only
 
 
 def rehearse(cfg: DictConfig, model_cfg: GPTConfig, budget: Budget, micro_batch: int, steps: int) -> Rehearsal:

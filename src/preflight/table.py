@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from src.preflight.checks import gib
 from src.preflight.job import JobReport
 from src.preflight.rehearsal import Rehearsal
 from src.report.table import text_table
@@ -72,7 +73,7 @@ def render(jobs: Sequence[JobReport], rehearsals: dict[int, Rehearsal]) -> str:
         rows = [
             [
                 jobs[i].name, r.device, r.precision, str(r.micro_batch), f"{r.seconds_per_step:,.2f}",
-                f"{r.measured_bytes / 2**30:,.2f} GiB", f"{r.estimate.total / 2**30:,.2f} GiB", f"{r.ratio:.2f}",
+                gib(r.measured_bytes), gib(r.estimate.total), f"{r.ratio:.2f}",
             ]  # fmt: skip
             for i, r in sorted(rehearsals.items())
         ]
