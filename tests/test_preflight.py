@@ -47,7 +47,8 @@ def test_memory_model_counts_states_exactly_and_activations_by_batch() -> None:
     assert one.params == n_bytes and one.optimizer == 2 * n_bytes  # fp32 weights, AdamW's two moments
     assert 3.5 < (four.activations + four.temporaries) / (one.activations + one.temporaries) <= 4.0
     mixed = estimate_memory(cfg, 4, 32, "bf16-mixed")
-    assert mixed.params == n_bytes and mixed.activations < four.activations  # 2-byte activations, fp32 master weights
+    # fp32 master weights; autocast is replayed (bf16 copies of weights and activations, fp32 logits for the loss)
+    assert mixed.params == n_bytes and mixed.activations != four.activations
     ddp = estimate_memory(cfg, 4, 32, "32-true", ddp=True)
     assert ddp.total - four.total == n_bytes  # DDP's gradient buckets
 

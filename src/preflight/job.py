@@ -32,7 +32,7 @@ from src.training.checkpointing import checkpoint_dir
 @dataclass
 class JobReport:
     overrides: list[str]
-    name: str = "?"
+    name: str
     cfg: DictConfig | None = None
     stats: ModelStats | None = None
     budget: Budget | None = None
@@ -75,7 +75,7 @@ def compose_job(overrides: Sequence[str]) -> tuple[DictConfig, int]:
 
 def inspect_job(overrides: Sequence[str], ledger: CheckpointLedger) -> JobReport:
     """Every estimate and check of one job; a config error stops at the first and is the finding."""
-    report = JobReport(list(overrides))
+    report = JobReport(list(overrides), name=" ".join(overrides) or "(defaults)")  # until the run name is known
     try:
         _inspect(report, ledger)
     except ConfigError as err:

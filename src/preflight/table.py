@@ -31,7 +31,7 @@ def _status(job: JobReport) -> str:
 def job_row(job: JobReport) -> list[str]:
     cells = {name: finding.cell for name, finding in job.findings.items()}
     if job.stats is None or job.budget is None:
-        return [job.name, *["—"] * (len(HEADERS) - 3), "FAIL"]
+        return [job.name, *["—"] * (len(HEADERS) - 2), "FAIL"]
     b, s = job.budget, job.stats
     hours = job.time.device_hours if job.time else None
     return [
