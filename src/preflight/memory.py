@@ -62,7 +62,13 @@ def _forward_backward_peak(cfg: GPTConfig, micro_batch: int, seq_len: int, preci
     """Bytes by kind at the peak of one fake forward + backward pass."""
     key = repr((cfg, cfg.norm_options, micro_batch, seq_len, precision, device))
     if key not in _PEAKS:
-        _PEAKS[key] = _replay(cfg, micro_batch, seq_len, precision, device)
+        try:
+            _PEAKS[key] = _replay(cfg, micro_batch, seq_len, precision, device)
+        except RuntimeError:
+            if device == "cpu":
+                raise
+            # A fake CUDA op without a meta kernel: the CPU's autocast is the next best replay.
+            _PEAKS[key] = _replay(cfg, micro_batch, seq_len, precision, "cpu")
     return _PEAKS[key]
 
 
