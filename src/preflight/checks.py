@@ -44,7 +44,7 @@ def check_memory(cfg: DictConfig, estimate: MemoryEstimate, card: Card, devices_
     if not (isinstance(headroom, (int, float)) and 0 < headroom <= 1):
         raise ConfigError(f"preflight.memory_headroom must be in (0, 1], got {headroom!r}")
     usable = int(card.memory_bytes * headroom)
-    cell = f"{gib(estimate.total)} of {card.memory_gib:,.1f} ({estimate.total / card.memory_bytes:.0%})"
+    cell = f"{gib(estimate.total)} of {gib(card.memory_bytes)} ({estimate.total / card.memory_bytes:.0%})"
     if estimate.total <= usable:
         return Finding(OK, cell)
     micro = int(cfg.optim.micro_batch_size)
@@ -57,7 +57,7 @@ def check_memory(cfg: DictConfig, estimate: MemoryEstimate, card: Card, devices_
     return Finding.failed(
         cell,
         f"optim.micro_batch_size={micro}: needs ~{gib(estimate.total)} per device, more than "
-        f"{headroom:.0%} of the {card.name}'s {card.memory_gib:,.1f} GiB (preflight.gpu, preflight.gpu_memory_gb); {advice}",
+        f"{headroom:.0%} of {gib(card.memory_bytes)} ({card.name}: preflight.gpu, preflight.gpu_memory_gb); {advice}",
     )
 
 
