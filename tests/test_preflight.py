@@ -31,13 +31,23 @@ def _fail_lines(out: str) -> list[str]:
 
 def test_sweep_expands_like_hydras_basic_sweeper() -> None:
     # The experiment's own sweep list comes first, then the command line's, later keys varying fastest.
-    study = expand_jobs(["experiment=gpt2_small_study", "cluster=gpu_node"], multirun=True)
+    study = expand_jobs(["experiment=gpt2_small_study", "cluster=gpu_node"], multirun=True).jobs
     assert [job[0] for job in study] == [f"norm={n}" for n in STUDY_NORMS]
     assert all(job[1:] == ["experiment=gpt2_small_study", "cluster=gpu_node"] for job in study)
-    jobs = expand_jobs(["norm=glob(torch_*)", "seed=0,1"], multirun=True)
+    jobs = expand_jobs(["norm=glob(torch_*)", "seed=0,1"], multirun=True).jobs
     torch_norms = sorted(p.stem for p in (CONF_DIR / "norm").glob("torch_*.yaml"))
     assert jobs == [[f"norm={n}", f"seed={s}"] for n in torch_norms for s in (0, 1)]
-    assert expand_jobs(["seed=0,1"], multirun=False) == [["seed=0,1"]]
+    assert expand_jobs(["seed=0,1"], multirun=False).jobs == [["seed=0,1"]]
+
+
+def test_a_sequential_sweeper_is_expanded_to_its_first_round() -> None:
+    # A sweeper that chooses the seeds itself (hydra/sweeper=sequential: first_seeds up to max_seeds).
+    sequential = ["hydra.sweeper._target_=some.SequentialSweeper", "+hydra.sweeper.first_seeds=2", "+hydra.sweeper.max_seeds=6"]
+    sweep = expand_jobs(["norm=hand_rmsnorm,torch_rmsnorm", *sequential], multirun=True)
+    assert sweep.rounds is not None and (sweep.rounds.first_seeds, sweep.rounds.max_seeds) == (2, 6)
+    assert [(j[0], j[-1]) for j in sweep.jobs] == [
+        (f"norm={n}", f"seed={s}") for n in ("hand_rmsnorm", "torch_rmsnorm") for s in (0, 1)
+    ]
 
 
 def test_memory_model_counts_states_exactly_and_activations_by_batch() -> None:

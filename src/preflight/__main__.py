@@ -69,13 +69,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     multirun = any(a in MULTIRUN_FLAGS for a in args)
     overrides = [a for a in args if a not in MULTIRUN_FLAGS]
     try:
-        jobs = expand_jobs(overrides, multirun)
+        sweep = expand_jobs(overrides, multirun)
     except ConfigError as err:
         print(f"preflight: config error: {err}", file=sys.stderr)
         return 2
     ledger = CheckpointLedger()
     reports: list[JobReport] = []
     rehearsals: dict[int, Rehearsal] = {}
+    jobs = sweep.jobs
     for index, job_overrides in enumerate(jobs):
         report = inspect_job(job_overrides, ledger)
         rehearsal = maybe_rehearse(report)
@@ -83,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             rehearsals[index] = rehearsal
         reports.append(report)
         print(f"[preflight] job {index + 1}/{len(jobs)} {report.name}: checked", file=sys.stderr, flush=True)
-    print(render(reports, rehearsals))
+    print(render(reports, rehearsals, sweep.rounds))
     return 1 if any(r.failures for r in reports) else 0
 
 

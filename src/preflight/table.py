@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from src.preflight.checks import gib
 from src.preflight.job import JobReport
+from src.preflight.jobs import SeedRounds
 from src.preflight.rehearsal import Rehearsal
 from src.report.table import text_table
 
@@ -51,7 +52,7 @@ def job_row(job: JobReport) -> list[str]:
     ]
 
 
-def sweep_summary(jobs: Sequence[JobReport]) -> list[str]:
+def sweep_summary(jobs: Sequence[JobReport], rounds: SeedRounds | None = None) -> list[str]:
     timed = [j for j in jobs if j.time and j.time.seconds is not None]
     if not timed:
         return []
@@ -60,15 +61,24 @@ def sweep_summary(jobs: Sequence[JobReport]) -> list[str]:
     total = sum(j.time.seconds for j in timed if j.time and j.time.seconds)
     hours = sum(j.time.device_hours for j in timed if j.time and j.time.device_hours)
     at_once = min(first.at_once, len(timed))
-    return [
+    lines = [
         f"{len(jobs)} job(s) on {first.card.name}, {first.time.devices} device(s) each, at "
         f"{first.time.mfu:.0%} MFU of {first.time.peak_tflops:,.1f} TFLOP/s (preflight.mfu, preflight.peak_tflops): "
         f"{duration(total / at_once)} wall time with {at_once} job(s) at once, {hours:,.1f} device-hours"
     ]
+    if rounds is not None:
+        # Every variant needs at most max_seeds seeds; the sweeper stops earlier once all is decided.
+        most = rounds.max_seeds / rounds.first_seeds
+        lines.append(
+            f"sequential sweeper: these are its first round ({rounds.first_seeds} seeds per variant); "
+            f"if every comparison stays undecided up to {rounds.max_seeds} seeds: {duration(total * most / at_once)}, "
+            f"{hours * most:,.1f} device-hours"
+        )
+    return lines
 
 
-def render(jobs: Sequence[JobReport], rehearsals: dict[int, Rehearsal]) -> str:
-    lines = [text_table(list(HEADERS), [job_row(j) for j in jobs]), *sweep_summary(jobs)]
+def render(jobs: Sequence[JobReport], rehearsals: dict[int, Rehearsal], rounds: SeedRounds | None = None) -> str:
+    lines = [text_table(list(HEADERS), [job_row(j) for j in jobs]), *sweep_summary(jobs, rounds)]
     if rehearsals:
         rows = [
             [
