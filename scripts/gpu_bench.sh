@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The benchmarks on one CUDA GPU, sized to finish within 10 minutes: a reduced norm grid in fp32 and bf16, the
-# GPT-2 small training benchmark (bf16 autocast) with nn.LayerNorm and fast_rmsnorm, then interleaved variants.
+# GPT-2 small training benchmark (bf16 autocast) with nn.LayerNorm and fast_rmsnorm, preflight's memory estimate
+# against the measured peak, then interleaved variants.
 # Results go to $OUT when set (else reports/bench-gpu); PYTHON picks the interpreter (a CUDA build of torch).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +23,15 @@ for norm in torch_layernorm fast_rmsnorm; do
         --steps 40 --warmup 10 --rounds 2 --precision bf16-mixed --out "$OUT_DIR/train-$norm" 2>&1 \
         | tee "$OUT_DIR/train-$norm.log"
 done
+# Preflight's memory model against the device: the study's jobs (fp16, micro-batch 12, context 1024) estimated on
+# fake tensors, then 3 real optimizer steps each, measured with torch.cuda.max_memory_allocated (est./measured).
+# Its own store and checkpoint folder under $OUT_DIR; a failed check is reported, not fatal to the rest.
+PF_DIR="$(cd "$OUT_DIR" && pwd)/preflight"
+mkdir -p "$PF_DIR"
+timeout 240 "$PY" -m src.preflight -m experiment=gpt2_small_study norm=hand_layernorm,torch_rmsnorm cluster=gpu \
+    preflight.gpu=h200 preflight.steps=3 preflight.rehearsal_micro_batch=12 \
+    paths.mlflow_db="$PF_DIR/mlflow.db" paths.checkpoints_dir="$PF_DIR/ckpt" 2>&1 \
+    | tee "$OUT_DIR/preflight.log" || echo "preflight: exit status $? (see $OUT_DIR/preflight.log)"
 # The study's question on the real model: full training steps of three variants, interleaved round by round.
 # Last, so that the results above survive if it fails.
 timeout 150 "$PY" -m src.bench variants --variants hand_layernorm,torch_layernorm,no_norm --rounds 30 \

@@ -28,6 +28,7 @@ NON_RESULT_KEYS = (
     "resume",
     "sweep",  # what to do with existing runs
     "report",  # how results are compared afterwards
+    "preflight",  # estimates made before a run (python -m src.preflight)
     "norm_sets",  # named lists of norms for sweeps to expand
     "experiment_name",  # the search scope itself
     "run_name",  # derived from norm and seed

@@ -1,0 +1,92 @@
+"""Check a run or a sweep before it starts, and estimate its memory, time and cost.
+
+    python -m src.preflight experiment=gpt2_small_study cluster=gpu_node
+    python -m src.preflight -m experiment=gpt2_small_study cluster=slurm      every job of the sweep
+    python -m src.preflight -m norm='glob(*)' seed=0,1,2 preflight.gpu=h100-80gb
+    python -m src.preflight experiment=gpt2_small_study preflight.steps=1     + a dress rehearsal here
+
+The arguments are those of `python -m src.train` (with `-m`/`--multirun`, the jobs Hydra's sweeper
+would run). `preflight.*` sets the card, the assumed MFU and the rehearsal (conf/train.yaml).
+Nothing is trained or recorded. Exit status: 0 when every job passes, 1 when one would fail (each
+reason on one line, naming the field), 2 when the command line itself is wrong.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from src.paths import ConfigError
+from src.preflight.checks import Finding
+from src.preflight.job import CheckpointLedger, JobReport, inspect_job
+from src.preflight.jobs import expand_jobs
+from src.preflight.memory import largest_fitting_micro_batch
+from src.preflight.rehearsal import Rehearsal, available_bytes, rehearse
+from src.preflight.table import render
+
+MULTIRUN_FLAGS = ("-m", "--multirun")
+
+
+def rehearsal_micro_batch(job: JobReport) -> int:
+    """`preflight.rehearsal_micro_batch`, else the largest micro-batch (up to the run's) that fits here."""
+    assert job.cfg is not None and job.memory is not None
+    pf, micro = job.cfg.preflight, int(job.cfg.optim.micro_batch_size)
+    if pf.rehearsal_micro_batch is not None:
+        if not (isinstance(pf.rehearsal_micro_batch, int) and pf.rehearsal_micro_batch >= 1):
+            raise ConfigError(f"preflight.rehearsal_micro_batch must be an integer >= 1 or null, got {pf.rehearsal_micro_batch!r}")
+        return int(pf.rehearsal_micro_batch)
+    fits = largest_fitting_micro_batch(micro, job.memory, int(available_bytes(job.cfg) * pf.memory_headroom))
+    if fits < 1:
+        raise ConfigError("preflight.steps: not even one sequence fits this machine's free memory; the rehearsal needs more")
+    return min(micro, fits)
+
+
+def maybe_rehearse(job: JobReport) -> Rehearsal | None:
+    if job.cfg is None or job.memory is None or job.budget is None or "config" in job.findings:
+        return None
+    steps = job.cfg.preflight.steps
+    if not (isinstance(steps, int) and steps >= 0):
+        job.findings["rehearsal"] = Finding.failed("invalid", f"preflight.steps must be an integer >= 0, got {steps!r}")
+        return None
+    if steps == 0:
+        return None
+    from src.config import validate
+
+    try:
+        return rehearse(job.cfg, validate(job.cfg), job.budget, rehearsal_micro_batch(job), steps)
+    except ConfigError as err:
+        job.findings["rehearsal"] = Finding.failed("failed", str(err))
+    except RuntimeError as err:  # out of memory, a kernel this device lacks
+        job.findings["rehearsal"] = Finding.failed("failed", f"preflight.steps: the rehearsal failed: {str(err).splitlines()[0]}")
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] in (["-h"], ["--help"]):
+        print(__doc__.strip())
+        return 0
+    multirun = any(a in MULTIRUN_FLAGS for a in args)
+    overrides = [a for a in args if a not in MULTIRUN_FLAGS]
+    try:
+        sweep = expand_jobs(overrides, multirun)
+    except ConfigError as err:
+        print(f"preflight: config error: {err}", file=sys.stderr)
+        return 2
+    ledger = CheckpointLedger()
+    reports: list[JobReport] = []
+    rehearsals: dict[int, Rehearsal] = {}
+    jobs = sweep.jobs
+    for index, job_overrides in enumerate(jobs):
+        report = inspect_job(job_overrides, ledger)
+        rehearsal = maybe_rehearse(report)
+        if rehearsal is not None:
+            rehearsals[index] = rehearsal
+        reports.append(report)
+        print(f"[preflight] job {index + 1}/{len(jobs)} {report.name}: checked", file=sys.stderr, flush=True)
+    print(render(reports, rehearsals, sweep.rounds))
+    return 1 if any(r.failures for r in reports) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""Wall time and device-hours of a job, from its FLOPs, its tokens and an assumed utilization.
+
+    seconds = training FLOPs ÷ (devices × peak FLOP/s × MFU)
+
+Training FLOPs are `flops_per_token` (6·N + 12·L·d·T, `src.model.gpt.model_stats`) times the tokens
+of the budget; evaluation adds a forward pass (a third of that per token) over every validation
+and the test windows. The peak is the card's dense bf16 rate for 16-bit runs and half of it for
+fp32 runs that multiply in TF32 (`precision.matmul_precision` high or medium): the ratio on the
+cards of `cards.CARDS`. True fp32 matmuls (`highest`) and CPUs have no peak here:
+`preflight.peak_tflops` gives one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from omegaconf import DictConfig
+
+from src.paths import ConfigError
+from src.preflight.cards import Card
+from src.training.budget import Budget
+
+TF32_SHARE = 0.5  # TF32 / bf16 dense peak on A100, H100, H200, L40S, L4, A10G
+FORWARD_SHARE = 1 / 3  # a forward pass: 2N of training's 6N FLOPs per token
+
+
+@dataclass(frozen=True)
+class TimeEstimate:
+    seconds: float | None  # None: no peak is known for this device and precision
+    devices: int
+    peak_tflops: float | None
+    mfu: float
+
+    @property
+    def device_hours(self) -> float | None:
+        return None if self.seconds is None else self.seconds * self.devices / 3600
+
+
+def peak_tflops(cfg: DictConfig, card: Card) -> float | None:
+    """The peak a job's MFU is taken against: `preflight.peak_tflops`, else the card's for the precision."""
+    given = cfg.preflight.peak_tflops
+    if given is not None:
+        if not (isinstance(given, (int, float)) and given > 0):
+            raise ConfigError(f"preflight.peak_tflops must be a number > 0 or null, got {given!r}")
+        return float(given)
+    if card.bf16_tflops is None:
+        return None
+    if str(cfg.precision.lightning).startswith(("16", "bf16")):
+        return card.bf16_tflops
+    return card.bf16_tflops * TF32_SHARE if cfg.precision.matmul_precision != "highest" else None
+
+
+def eval_tokens(cfg: DictConfig, budget: Budget) -> int:
+    """Tokens evaluated over the run: every validation and the test, where their window caps are set."""
+    windows = (budget.max_steps // cfg.val_every_n_steps) * (cfg.data.get("val_max_windows") or 0)
+    windows += cfg.data.get("test_max_windows") or 0
+    return windows * cfg.seq_len
+
+
+def estimate_time(cfg: DictConfig, budget: Budget, flops_per_token: int, card: Card) -> TimeEstimate:
+    mfu = cfg.preflight.mfu
+    if not (isinstance(mfu, (int, float)) and 0 < mfu <= 1):
+        raise ConfigError(f"preflight.mfu must be in (0, 1], got {mfu!r}")
+    devices = int(cfg.cluster.devices * cfg.cluster.num_nodes)
+    peak = peak_tflops(cfg, card)
+    if peak is None:
+        return TimeEstimate(None, devices, None, float(mfu))
+    flops = flops_per_token * (budget.total_tokens + FORWARD_SHARE * eval_tokens(cfg, budget))
+    return TimeEstimate(flops / (devices * peak * 1e12 * mfu), devices, peak, float(mfu))
+
+
+def jobs_at_once(cfg: DictConfig) -> int:
+    """How many jobs of a sweep run side by side: a pool's workers, a SLURM array's parallelism, else 1."""
+    if "workers" in cfg.cluster:
+        return int(cfg.cluster.workers)
+    parallel = cfg.get("hydra", {}).get("launcher", {}).get("array_parallelism")
+    return int(parallel) if parallel else 1

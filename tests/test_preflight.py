@@ -1,0 +1,130 @@
+"""`python -m src.preflight`: sweep expansion, the memory model, every check, and the dress rehearsal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import TINY_MODEL, run_cli
+from omegaconf import OmegaConf
+
+from src.config import validate
+from src.data import build_source
+from src.paths import CONF_DIR, compose
+from src.preflight.__main__ import main
+from src.preflight.jobs import expand_jobs
+from src.preflight.memory import estimate_memory, parameter_bytes
+
+STUDY_NORMS = OmegaConf.load(CONF_DIR / "train.yaml").norm_sets.study.split(",")
+
+
+@pytest.fixture
+def prepared(token_cache_dir: Path, tiny_overrides: list[str]) -> list[str]:
+    """The tiny run's overrides with its Shakespeare token cache prepared."""
+    build_source(compose(tiny_overrides).data).prepare(token_cache_dir)
+    return tiny_overrides
+
+
+def _fail_lines(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line.startswith("FAIL ")]
+
+
+def test_sweep_expands_like_hydras_basic_sweeper() -> None:
+    # The experiment's own sweep list comes first, then the command line's, later keys varying fastest.
+    study = expand_jobs(["experiment=gpt2_small_study", "cluster=gpu_node"], multirun=True).jobs
+    assert [job[0] for job in study] == [f"norm={n}" for n in STUDY_NORMS]
+    assert all(job[1:] == ["experiment=gpt2_small_study", "cluster=gpu_node"] for job in study)
+    jobs = expand_jobs(["norm=glob(torch_*)", "seed=0,1"], multirun=True).jobs
+    torch_norms = sorted(p.stem for p in (CONF_DIR / "norm").glob("torch_*.yaml"))
+    assert jobs == [[f"norm={n}", f"seed={s}"] for n in torch_norms for s in (0, 1)]
+    assert expand_jobs(["seed=0,1"], multirun=False).jobs == [["seed=0,1"]]
+
+
+def test_a_sequential_sweeper_is_expanded_to_its_first_round() -> None:
+    # A sweeper that chooses the seeds itself (hydra/sweeper=sequential: first_seeds up to max_seeds).
+    sequential = ["hydra.sweeper._target_=some.SequentialSweeper", "+hydra.sweeper.first_seeds=2", "+hydra.sweeper.max_seeds=6"]
+    sweep = expand_jobs(["norm=hand_rmsnorm,torch_rmsnorm", *sequential], multirun=True)
+    assert sweep.rounds is not None and (sweep.rounds.first_seeds, sweep.rounds.max_seeds) == (2, 6)
+    assert [(j[0], j[-1]) for j in sweep.jobs] == [
+        (f"norm={n}", f"seed={s}") for n in ("hand_rmsnorm", "torch_rmsnorm") for s in (0, 1)
+    ]
+
+
+def test_memory_model_counts_states_exactly_and_activations_by_batch() -> None:
+    cfg = validate(compose(TINY_MODEL))
+    one, four = (estimate_memory(cfg, b, 32, "32-true") for b in (1, 4))
+    n_bytes = parameter_bytes(cfg, "32-true")
+    assert one.params == n_bytes and one.optimizer == 2 * n_bytes  # fp32 weights, AdamW's two moments
+    assert 3.5 < (four.activations + four.temporaries) / (one.activations + one.temporaries) <= 4.0
+    mixed = estimate_memory(cfg, 4, 32, "bf16-mixed")
+    # fp32 master weights; autocast is replayed (bf16 copies of weights and activations, fp32 logits for the loss)
+    assert mixed.params == n_bytes and mixed.activations != four.activations
+    ddp = estimate_memory(cfg, 4, 32, "32-true", ddp=True)
+    assert ddp.total - four.total == n_bytes  # DDP's gradient buckets
+
+
+def test_tiny_run_passes_with_a_table(prepared: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*prepared, "checkpoint.enabled=true"]) == 0
+    out = capsys.readouterr().out
+    assert "torch_layernorm-s0" in out and "3,230,144" in out  # the tiny model's parameters
+    assert "1,391,189 train tokens" in out and "sqlite, writable" in out and "free" in out
+    assert not _fail_lines(out)
+
+
+def test_micro_batch_that_cannot_fit_names_the_field(prepared: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # cluster=gpu: weighed against the card preflight names, with no GPU needed here.
+    assert main([*prepared, "cluster=gpu", "preflight.gpu_memory_gb=0.05"]) == 1
+    (line,) = _fail_lines(capsys.readouterr().out)
+    assert "optim.micro_batch_size=4: needs" in line and "preflight.gpu_memory_gb" in line and "fits" in line
+
+
+def test_budget_beyond_the_data_names_the_field(prepared: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*prepared, "optim.max_steps=20000"]) == 1  # 20,000 x 4 x 32 = 2,560,000 > 1,391,189 tokens
+    (line,) = _fail_lines(capsys.readouterr().out)
+    assert "optim.max_steps: the run trains 2,560,000 tokens" in line and "1,391,189" in line
+
+
+def test_checkpoints_beyond_the_free_disk_name_the_field(prepared: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # A vocabulary of 10^12 tokens: ~190 TB of checkpoint, built on fake tensors only.
+    huge = ["model.vocab_size=1000000000000", "checkpoint.enabled=true", "preflight.gpu_memory_gb=1e15"]
+    assert main([*prepared, *huge]) == 1
+    lines = _fail_lines(capsys.readouterr().out)
+    assert any("paths.checkpoints_dir: the checkpoints need" in line and "free" in line for line in lines), lines
+
+
+@pytest.mark.parametrize(
+    "override,field",
+    [("preflight.gpu=tpu", "preflight.gpu"), ("preflight.mfu=2", "preflight.mfu"), ("norm=batchnorm", "norm")],
+)
+def test_bad_settings_fail_in_one_line(prepared: list[str], override: str, field: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*prepared, "cluster=gpu", override]) == 1
+    (line,) = _fail_lines(capsys.readouterr().out)
+    assert field in line
+
+
+def test_dress_rehearsal_measures_the_estimate(prepared: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*prepared, "preflight.steps=2"]) == 0
+    out = capsys.readouterr().out
+    row = out.split("dress rehearsal (preflight.steps):")[1].splitlines()[2].split()
+    assert row[:4] == ["torch_layernorm-s0", "cpu", "32-true", "4"]
+    assert 0.5 < float(row[-1]) < 2.0  # estimate / measured peak
+
+
+@pytest.mark.slow
+def test_study_sweep_on_gpu_nodes_with_a_cpu_rehearsal(tmp_path: Path) -> None:
+    """The issue's command for the five study norms, plus one real step of each at full size here."""
+    proc = run_cli(
+        "src.preflight", "-m", "experiment=gpt2_small_study", "cluster=gpu_node",
+        "preflight.steps=1", "preflight.rehearsal_micro_batch=1",
+        f"paths.mlflow_db={tmp_path / 'mlflow.db'}", f"paths.checkpoints_dir={tmp_path / 'ckpt'}",
+        f"paths.cache_dir={tmp_path / 'cache'}",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    table, rehearsal = proc.stdout.split("dress rehearsal (preflight.steps):")
+    rows = {line.split()[0]: line for line in table.splitlines() if line.split()[:1] and "-s0" in line.split()[0]}
+    assert list(rows) == [f"{n}-s0" for n in STUDY_NORMS]
+    assert "163,009,536" in rows["torch_layernorm-s0"] and "162,990,336" in rows["torch_rmsnorm-s0"]
+    assert all("33,165" in r and "12 x 1 x 8 = 96" in r and "of 80.0" in r for r in rows.values())
+    assert "device-hours" in table and "not prepared" in table
+    ratios = [float(line.split()[-1]) for line in rehearsal.splitlines() if "-s0" in line]
+    assert len(ratios) == 5 and all(0.7 < r < 1.5 for r in ratios), rehearsal
