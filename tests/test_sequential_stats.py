@@ -55,7 +55,9 @@ def test_the_vectorised_rule_decides_like_the_per_look_rule() -> None:
 def _report(label: str, errors: int) -> tuple[float, float, float]:
     low, high = clopper_pearson(errors, SWEEPS)
     rate = errors / SWEEPS
-    print(f"{label}: {rate:.4f} (95% Clopper-Pearson [{low:.4f}, {high:.4f}]) over {SWEEPS:,} sweeps, alpha {ALPHA}")
+    print(
+        f"{label}: {rate:.4f} (95% Clopper-Pearson [{low:.4f}, {high:.4f}]) over {SWEEPS:,} sweeps, alpha {ALPHA}"
+    )
     return rate, low, high
 
 
@@ -64,8 +66,12 @@ def test_error_rates_hold_alpha_under_repeated_looks(capsys: pytest.CaptureFixtu
     at_margin = simulate(DESIGN, MARGIN, SD, MARGIN, SWEEPS, seed=2)  # effect at the margin: "equivalent" is
     with capsys.disabled():
         print()
-        _, low_d, _ = _report("false 'different' under no effect", int(np.sum(null.decision == CODES[DIFFERENT])))
-        _, low_e, _ = _report("false 'equivalent' at the margin", int(np.sum(at_margin.decision == CODES[EQUIVALENT])))
+        _, low_d, _ = _report(
+            "false 'different' under no effect", int(np.sum(null.decision == CODES[DIFFERENT]))
+        )
+        _, low_e, _ = _report(
+            "false 'equivalent' at the margin", int(np.sum(at_margin.decision == CODES[EQUIVALENT]))
+        )
     assert low_d <= ALPHA and low_e <= ALPHA
 
 
@@ -73,19 +79,26 @@ def test_testing_every_look_at_alpha_would_fail_the_check() -> None:
     """The check above can fail: the naive rule (each look at the fixed-n level) breaks it."""
     rng = np.random.default_rng(3)
     naive = simulate_differences(
-        DESIGN, SD * rng.standard_normal((SWEEPS, DESIGN.max_seeds)), MARGIN, levels=[ALPHA] * len(DESIGN.looks())
+        DESIGN,
+        SD * rng.standard_normal((SWEEPS, DESIGN.max_seeds)),
+        MARGIN,
+        levels=[ALPHA] * len(DESIGN.looks()),
     )
     low, _ = clopper_pearson(int(np.sum(naive.decision == CODES[DIFFERENT])), SWEEPS)
     assert low > ALPHA
 
 
-def test_sequential_uses_fewer_seeds_than_a_fixed_design_of_equal_power(capsys: pytest.CaptureFixture[str]) -> None:
+def test_sequential_uses_fewer_seeds_than_a_fixed_design_of_equal_power(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     # Truly equivalent variants (the difference is 0, seed noise half the margin).
     sd = MARGIN / 2
     seq = simulate(DESIGN, 0.0, sd, MARGIN, SWEEPS, seed=4)
     power = seq.rate(CODES[EQUIVALENT])
     fixed = fixed_seeds_for_power(power, 0.0, sd, MARGIN, ALPHA, SWEEPS, most=DESIGN.max_seeds, seed=5)
     with capsys.disabled():
-        print(f"\nequivalence, sd = margin/2: sequential power {power:.3f} with {seq.seeds.mean():.2f} seeds on average"
-              f" (median {np.median(seq.seeds):.0f}); a fixed design needs {fixed} seeds for the same power")
+        print(
+            f"\nequivalence, sd = margin/2: sequential power {power:.3f} with {seq.seeds.mean():.2f} seeds on average"
+            f" (median {np.median(seq.seeds):.0f}); a fixed design needs {fixed} seeds for the same power"
+        )
     assert fixed is not None and seq.seeds.mean() < fixed

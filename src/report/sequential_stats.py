@@ -154,7 +154,12 @@ def simulate_differences(
 
 
 def simulate(
-    design: Design, delta: float | np.ndarray, sd: float | np.ndarray, margin: float, sweeps: int, seed: int = 0
+    design: Design,
+    delta: float | np.ndarray,
+    sd: float | np.ndarray,
+    margin: float,
+    sweeps: int,
+    seed: int = 0,
 ) -> Simulated:
     """`sweeps` sequential comparisons with normal seed differences of mean `delta` and spread `sd`
     (scalars, or one value per sweep)."""
@@ -172,7 +177,9 @@ def clopper_pearson(successes: int, trials: int, confidence: float = 0.95) -> tu
     return low, high
 
 
-def fixed_power(n: int, delta: float, sd: float, margin: float, alpha: float, sweeps: int, seed: int = 0) -> float:
+def fixed_power(
+    n: int, delta: float, sd: float, margin: float, alpha: float, sweeps: int, seed: int = 0
+) -> float:
     """Power of a fixed design of n seeds, one look at level alpha, to decide correctly.
 
     Correct means equivalent when |delta| < margin, else different (simulated like `simulate`).
@@ -183,7 +190,14 @@ def fixed_power(n: int, delta: float, sd: float, margin: float, alpha: float, sw
 
 
 def fixed_seeds_for_power(
-    power: float, delta: float, sd: float, margin: float, alpha: float, sweeps: int, most: int = 1000, seed: int = 0
+    power: float,
+    delta: float,
+    sd: float,
+    margin: float,
+    alpha: float,
+    sweeps: int,
+    most: int = 1000,
+    seed: int = 0,
 ) -> int | None:
     """The fewest seeds a single-look design needs to match `power` (None if `most` is not enough)."""
     if fixed_power(most, delta, sd, margin, alpha, sweeps, seed) < power:
@@ -191,5 +205,7 @@ def fixed_seeds_for_power(
     low, high = MIN_SEEDS - 1, most  # power grows with n: bisect for the first n that reaches it
     while high - low > 1:
         mid = (low + high) // 2
-        low, high = (low, mid) if fixed_power(mid, delta, sd, margin, alpha, sweeps, seed) >= power else (mid, high)
+        low, high = (
+            (low, mid) if fixed_power(mid, delta, sd, margin, alpha, sweeps, seed) >= power else (mid, high)
+        )
     return high
