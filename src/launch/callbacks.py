@@ -30,10 +30,9 @@ def sweep_jobs(config: DictConfig) -> list[dict[str, Any]]:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     from src.config import validate
+    from src.launch.sequential import first_round_overrides
     from src.paths import compose
     from src.tracking.identity import fingerprint
-
-    from src.launch.sequential import first_round_overrides
 
     params = OmegaConf.select(config, "hydra.sweeper.params", default=None) or {}
     # The sequential sweeper chooses the seeds: its job list is the first round's.

@@ -66,7 +66,9 @@ def check_settings(first_seeds: Any, seeds_per_round: Any, max_seeds: Any, alpha
     chosen = [metrics] if isinstance(metrics, str) else list(metrics or [])
     bad = [m for m in chosen if m not in METRIC_CHOICES]
     if not chosen or bad:
-        raise ConfigError(f"hydra.sweeper.metrics: {bad or chosen!r} not allowed; valid choices: {list(METRIC_CHOICES)}")
+        raise ConfigError(
+            f"hydra.sweeper.metrics: {bad or chosen!r} not allowed; valid choices: {list(METRIC_CHOICES)}"
+        )
 
 
 def _check_no_seed(arguments: Sequence[str]) -> None:
@@ -85,7 +87,9 @@ def first_round_overrides(config: DictConfig) -> list[str]:
     if not is_sequential(sweeper):
         return []
     s = OmegaConf.to_container(sweeper, resolve=True)
-    check_settings(s.get("first_seeds"), s.get("seeds_per_round"), s.get("max_seeds"), s.get("alpha"), s.get("metrics"))
+    check_settings(
+        s.get("first_seeds"), s.get("seeds_per_round"), s.get("max_seeds"), s.get("alpha"), s.get("metrics")
+    )
     params = s.get("params") or {}
     _check_no_seed([*(f"{k}={v}" for k, v in params.items()), *config.hydra.overrides.task])
     return [f"seed={','.join(str(i) for i in range(s['first_seeds']))}"]
@@ -148,13 +152,17 @@ class SequentialSweeper(Sweeper):
         assert self.hydra_context is not None
         everything = [f"{k}={v}" for k, v in self.params.items()] + list(arguments)
         _check_no_seed(everything)
-        parsed = OverridesParser.create(config_loader=self.hydra_context.config_loader).parse_overrides(everything)
+        parsed = OverridesParser.create(config_loader=self.hydra_context.config_loader).parse_overrides(
+            everything
+        )
         lists: dict[str, list[str]] = {}  # by key: the command line overrides hydra.sweeper.params
         for override in parsed:
             key = override.get_key_element()
             if override.is_sweep_override():
                 if not override.is_discrete_sweep():
-                    raise ConfigError(f"{key}: the sequential sweeper takes lists of values (a,b,c), not ranges or intervals")
+                    raise ConfigError(
+                        f"{key}: the sequential sweeper takes lists of values (a,b,c), not ranges or intervals"
+                    )
                 lists[key] = [f"{key}={v}" for v in override.sweep_string_iterator()]
             else:
                 lists[key] = [f"{key}={override.get_value_element_as_str()}"]
@@ -173,11 +181,15 @@ class SequentialSweeper(Sweeper):
         assert self.hydra_context is not None and self.config is not None
         return self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
 
-    def _comparisons(self, variants: Mapping[str, Sequence[str]], families: Mapping[str, str]) -> list[Comparison]:
+    def _comparisons(
+        self, variants: Mapping[str, Sequence[str]], families: Mapping[str, str]
+    ) -> list[Comparison]:
         from src.report.comparisons import pairs_for, settings
 
         assert self.config is not None
-        report_cfg = OmegaConf.to_container(self.config.report, resolve=True) if "report" in self.config else None
+        report_cfg = (
+            OmegaConf.to_container(self.config.report, resolve=True) if "report" in self.config else None
+        )
         margins, pairs = settings(report_cfg)
         chosen = pairs_for({v: families.get(v, "unknown") for v in variants}, pairs)
         if not chosen:
@@ -195,7 +207,9 @@ class SequentialSweeper(Sweeper):
 
         assert self.config is not None and self.launcher is not None
         if not self.config.logger.enabled:
-            raise ConfigError("logger.enabled: the sequential sweeper reads each round's results from MLflow; must be true")
+            raise ConfigError(
+                "logger.enabled: the sequential sweeper reads each round's results from MLflow; must be true"
+            )
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
@@ -204,8 +218,14 @@ class SequentialSweeper(Sweeper):
         first = self._job_config(next(iter(variants.values())))
         families = {v: str(self._job_config(o).norm.get("family", "unknown")) for v, o in variants.items()}
         comparisons = self._comparisons(variants, families)
-        design = Design(self.first_seeds, self.seeds_per_round, self.max_seeds, self.alpha, family=len(comparisons))
-        uri, experiment, lr = str(first.logger.tracking_uri), str(first.experiment_name), float(first.optim.lr)
+        design = Design(
+            self.first_seeds, self.seeds_per_round, self.max_seeds, self.alpha, family=len(comparisons)
+        )
+        uri, experiment, lr = (
+            str(first.logger.tracking_uri),
+            str(first.experiment_name),
+            float(first.optim.lr),
+        )
         from src.tracking.sweep import PARENT_ENV  # imported late: Hydra imports this module at start-up
 
         parent = os.environ.get(PARENT_ENV)
@@ -222,7 +242,10 @@ class SequentialSweeper(Sweeper):
             results = self._results(uri, experiment, lr)
             missing = [(v, s) for v in needed for s in range(n) if (v, s) not in results]
             if missing:
-                say(f"look {k}: launching {len(missing)} job(s): " + ", ".join(f"{v}-s{s}" for v, s in missing))
+                say(
+                    f"look {k}: launching {len(missing)} job(s): "
+                    + ", ".join(f"{v}-s{s}" for v, s in missing)
+                )
                 returns.append(self._launch(variants, missing))
                 results = self._results(uri, experiment, lr)
             else:
@@ -272,7 +295,9 @@ class SequentialSweeper(Sweeper):
             print(f"[normsweep] job failed: {r.overrides}: {r._return_value!r}", file=sys.stderr)
         return returns
 
-    def _decide(self, c: Comparison, results: Mapping[tuple[str, int], Mapping[str, float]], n: int, level: float) -> None:
+    def _decide(
+        self, c: Comparison, results: Mapping[tuple[str, int], Mapping[str, float]], n: int, level: float
+    ) -> None:
         from src.report.sequential_stats import decide
 
         diffs = []
@@ -304,7 +329,14 @@ class SequentialSweeper(Sweeper):
         seeds = {v: sum(1 for (var, s) in results if var == v and s < n) for v in needed}
         rows = [{"comparison": c.name, "margin": c.margin, "decision": c.decision, "decided_at_seeds": c.seeds, **c.last}
                 for c in comparisons]  # fmt: skip
-        return {"look": k, "seeds": n, "level": level, "seeds_per_variant": seeds, "comparisons": rows, "stop_reason": reason}
+        return {
+            "look": k,
+            "seeds": n,
+            "level": level,
+            "seeds_per_variant": seeds,
+            "comparisons": rows,
+            "stop_reason": reason,
+        }
 
     @staticmethod
     def _file_looks(
@@ -344,4 +376,4 @@ def describe(c: Comparison) -> str:
 
 
 def say(text: str) -> None:
-    print(f"[normsweep] {text}", flush=True)
+    print("\n".join(f"[normsweep] {line}" for line in text.splitlines()), flush=True)
