@@ -129,7 +129,7 @@ def simulate_differences(
 ) -> Simulated:
     """Run the sequential rule on many sweeps at once; `differences` is (sweeps, max_seeds).
 
-    Vectorised over sweeps: per look, the t and TOST p-values of every sweep's first n_k values.
+    Vectorised over sweeps: per look, the t and TOST statistics of every open sweep's first n_k values.
     `levels` replaces the design's per-look levels (to show what naive repeated testing does).
     """
     d = np.asarray(differences, dtype=float)
@@ -138,18 +138,19 @@ def simulate_differences(
     seeds = np.full(sweeps, design.max_seeds)
     csum, csq = np.cumsum(d, axis=1), np.cumsum(d * d, axis=1)
     for n, level in zip(design.looks(), levels or design.levels(), strict=True):
-        mean = csum[:, n - 1] / n
-        var = np.maximum(csq[:, n - 1] - n * mean * mean, 0.0) / (n - 1)
-        se = np.sqrt(var / n)
-        df = n - 1
+        rows = np.flatnonzero(decision == 0)  # the sweeps still looking
+        if not len(rows):
+            break
+        mean = csum[rows, n - 1] / n
+        se = np.sqrt(np.maximum(csq[rows, n - 1] - n * mean * mean, 0.0) / (n - 1) / n)
+        # p < level as critical values: |t| beyond t(1 - level/2) for the t-test; for TOST both
+        # one-sided statistics beyond t(1 - level).
+        q_two, q_one = stats.t.ppf(1 - level / 2, n - 1), stats.t.ppf(1 - level, n - 1)
         with np.errstate(divide="ignore", invalid="ignore"):
-            p = 2 * stats.t.sf(np.abs(mean) / se, df)
-            tost_p = np.maximum(stats.t.sf((mean + margin) / se, df), stats.t.cdf((mean - margin) / se, df))
-        open_ = decision == 0
-        equivalent = open_ & (tost_p < level)
-        different = open_ & ~equivalent & (p < level)
-        decision[equivalent], decision[different] = CODES[EQUIVALENT], CODES[DIFFERENT]
-        seeds[equivalent | different] = n
+            equivalent = ((mean + margin) / se > q_one) & ((mean - margin) / se < -q_one)
+            different = ~equivalent & (np.abs(mean) / se > q_two)
+        decision[rows[equivalent]], decision[rows[different]] = CODES[EQUIVALENT], CODES[DIFFERENT]
+        seeds[rows[equivalent | different]] = n
     return Simulated(decision, seeds)
 
 
