@@ -129,3 +129,18 @@ def test_a_sequential_sweep_settles_at_the_first_look_and_a_rerun_adds_nothing(
     assert json.loads(
         Path(client.download_artifacts(parent.info.run_id, LOOKS_ARTIFACT, str(tmp_path))).read_text()
     )
+
+
+def test_the_job_list_is_the_first_round_and_seed_lists_are_refused() -> None:
+    from omegaconf import OmegaConf
+
+    from src.launch.sequential import first_round_overrides
+
+    cfg = compose(["experiment=norm_sweep_settle"], with_hydra=True)
+    assert first_round_overrides(cfg) == ["seed=0,1,2"]
+    assert (
+        first_round_overrides(compose(["experiment=norm_sweep_seeds"], with_hydra=True)) == []
+    )  # basic sweeper
+    OmegaConf.update(cfg, "hydra.sweeper.params.seed", "0,1", force_add=True)
+    with pytest.raises(ConfigError, match="seed: the sequential sweeper chooses the seeds"):
+        first_round_overrides(cfg)
