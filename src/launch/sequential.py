@@ -23,7 +23,6 @@ subclass of this one in hydra_plugins/normsweep_sweepers/sequential.py.
 from __future__ import annotations
 
 import itertools
-import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -136,6 +135,7 @@ class SequentialSweeper(Sweeper):
         self.config: DictConfig | None = None
         self.launcher: Any = None
         self.job_idx = 0
+        self._fingerprint_cache: dict[str, dict[int, str]] = {}
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         from hydra.core.plugins import Plugins
@@ -221,11 +221,7 @@ class SequentialSweeper(Sweeper):
         design = Design(
             self.first_seeds, self.seeds_per_round, self.max_seeds, self.alpha, family=len(comparisons)
         )
-        uri, experiment, lr = (
-            str(first.logger.tracking_uri),
-            str(first.experiment_name),
-            float(first.optim.lr),
-        )
+        uri, experiment = str(first.logger.tracking_uri), str(first.experiment_name)
         from src.tracking.sweep import PARENT_ENV  # imported late: Hydra imports this module at start-up
 
         parent = os.environ.get(PARENT_ENV)
@@ -239,7 +235,7 @@ class SequentialSweeper(Sweeper):
         reason = ""
         for k, (n, level) in enumerate(zip(design.looks(), design.levels(), strict=True), start=1):
             needed = sorted({v for c in comparisons if c.open for v in (c.a, c.b)})
-            results = self._results(uri, experiment, lr)
+            results = self._results(uri, experiment, variants, n)
             missing = [(v, s) for v in needed for s in range(n) if (v, s) not in results]
             if missing:
                 say(
@@ -247,7 +243,7 @@ class SequentialSweeper(Sweeper):
                     + ", ".join(f"{v}-s{s}" for v, s in missing)
                 )
                 returns.append(self._launch(variants, missing))
-                results = self._results(uri, experiment, lr)
+                results = self._results(uri, experiment, variants, n)
             else:
                 say(f"look {k}: every seed below {n} of {', '.join(needed)} already has a result in MLflow")
             lacking = [f"{v}-s{s}" for v, s in missing if (v, s) not in results]
@@ -274,16 +270,30 @@ class SequentialSweeper(Sweeper):
         self._file_looks(uri, parent, looks, (reason, summary))
         return returns
 
-    def _results(self, uri: str, experiment: str, lr: float) -> dict[tuple[str, int], dict[str, float]]:
-        """(variant, seed) -> its metrics, for the runs with a result at this sweep's learning rate."""
+    def _results(
+        self, uri: str, experiment: str, variants: Mapping[str, Sequence[str]], n: int
+    ) -> dict[tuple[str, int], dict[str, float]]:
+        """(variant, seed < n) -> its metrics, for the runs with a result of exactly that job's config."""
         from src.report.runs import load_sweep
 
-        runs = load_sweep(experiment, uri).runs
+        wanted = {v: self._fingerprints(v, o, n) for v, o in variants.items()}
         out: dict[tuple[str, int], dict[str, float]] = {}
-        for row in runs.itertuples(index=False):
-            if row.outcome in RESULT_OUTCOMES and math.isclose(float(row.lr), lr, rel_tol=1e-9):
-                out[(str(row.variant), int(row.seed))] = {m: float(getattr(row, m)) for m in METRIC_CHOICES}
+        for row in load_sweep(experiment, uri).runs.itertuples(index=False):
+            variant, seed = str(row.variant), int(row.seed)
+            if row.outcome in RESULT_OUTCOMES and wanted.get(variant, {}).get(seed) == row.fingerprint:
+                out[(variant, seed)] = {m: float(getattr(row, m)) for m in METRIC_CHOICES}
         return out
+
+    def _fingerprints(self, variant: str, overrides: Sequence[str], n: int) -> dict[int, str]:
+        """seed (< n) -> the fingerprint of that job, as its run records it (composed once per job)."""
+        from src.paths import compose
+        from src.tracking.identity import fingerprint
+
+        known = self._fingerprint_cache.setdefault(variant, {})
+        for seed in range(n):
+            if seed not in known:
+                known[seed] = fingerprint(compose([*overrides, f"seed={seed}"]))
+        return known
 
     def _launch(self, variants: Mapping[str, Sequence[str]], jobs: Sequence[tuple[str, int]]) -> Any:
         batch = [[*variants[v], f"seed={s}"] for v, s in jobs]

@@ -21,7 +21,7 @@ from mlflow.tracking import MlflowClient
 from src.report.table import UNKNOWN as UNKNOWN_FAMILY
 from src.tracking import store
 from src.tracking.store import sqlite_path
-from src.tracking.sweep import PARENT_ENV, SUPERSEDED_TAG, SWEEP_TAG, latest_sweep_run
+from src.tracking.sweep import FINGERPRINT_TAG, PARENT_ENV, SUPERSEDED_TAG, SWEEP_TAG, latest_sweep_run
 
 REPORT_RUN_NAME = "report"  # a sweep-type run made for a report when no sweep run exists
 OUTCOMES = ("finished", "diverged", "failed", "preempted", "lost", "killed")
@@ -128,6 +128,7 @@ def _row(client: MlflowClient, run: Run) -> dict[str, object]:
         "status": run.info.status,
         "start_time": pd.to_datetime(run.info.start_time, unit="ms"),
         "devices": _devices(run.data.params),
+        "fingerprint": tags.get(FINGERPRINT_TAG, ""),  # the config's identity (src.tracking.identity)
     }
     for column, key in METRIC_COLUMNS.items():
         row[column] = metrics.get(key, math.nan)
