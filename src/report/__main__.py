@@ -41,7 +41,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--plan", action="store_true", help="from the experiment's runs as a pilot: seeds and device-hours to decide each comparison"
     )
-    parser.add_argument("overrides", nargs="*", help="training config overrides, e.g. paths.mlflow_db=/x/mlflow.db")
+    parser.add_argument(
+        "overrides", nargs="*", help="training config overrides, e.g. paths.mlflow_db=/x/mlflow.db (with --plan also hydra.sweeper.*)"
+    )
     return parser.parse_args(argv)
 
 
@@ -60,7 +62,10 @@ def plan(experiment: str, uri: str, overrides: list[str], margins: Margins, pair
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        cfg = paths.compose(args.overrides)  # the store, experiment and folders that training would use
+        # --plan also takes the sweeper's settings (hydra.sweeper.*), which only the sweeper's config has.
+        sweeper = [o for o in args.overrides if o.startswith("hydra.sweeper.")] if args.plan else []
+        overrides = [o for o in args.overrides if o not in sweeper]
+        cfg = paths.compose(overrides)  # the store, experiment and folders that training would use
         pairs = [p.split(":") for p in args.pair] if args.pair else None
         margins, chosen = settings(
             OmegaConf.to_container(cfg.get("report") or {}, resolve=True), args.margin_loss, args.margin_speed, pairs
@@ -73,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     experiment = args.experiment or str(cfg.experiment_name)
     try:
         if args.plan:
-            print(plan(experiment, uri, args.overrides, margins, chosen))
+            print(plan(experiment, uri, [*overrides, *sweeper], margins, chosen))
             return 0
         if args.status or args.sweep_dir:
             print(status_text(None if from_sweep_dir else experiment, uri, args.sweep_dir, float(cfg.sweep.stale_after_s)))
