@@ -136,6 +136,7 @@ class SequentialSweeper(Sweeper):
         self.launcher: Any = None
         self.job_idx = 0
         self._fingerprint_cache: dict[str, dict[int, str]] = {}
+        self.families: dict[str, str] = {}  # norm key -> its family (conf/norm/<key>.yaml)
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         from hydra.core.plugins import Plugins
@@ -168,7 +169,9 @@ class SequentialSweeper(Sweeper):
                 lists[key] = [f"{key}={override.get_value_element_as_str()}"]
         variants: dict[str, list[str]] = {}
         for combo in itertools.product(*lists.values()):
-            norm = str(self._job_config(list(combo)).norm.norm_type)
+            job = self._job_config(list(combo))
+            norm = str(job.norm.norm_type)
+            self.families[norm] = str(job.norm.get("family", "unknown"))
             if norm in variants:
                 raise ConfigError(
                     f"hydra.sweeper.params: {variants[norm]} and {list(combo)} are both {norm!r}; the sequential "
@@ -216,8 +219,7 @@ class SequentialSweeper(Sweeper):
 
         variants = self._variants(arguments)
         first = self._job_config(next(iter(variants.values())))
-        families = {v: str(self._job_config(o).norm.get("family", "unknown")) for v, o in variants.items()}
-        comparisons = self._comparisons(variants, families)
+        comparisons = self._comparisons(variants, self.families)
         design = Design(
             self.first_seeds, self.seeds_per_round, self.max_seeds, self.alpha, family=len(comparisons)
         )
@@ -255,7 +257,10 @@ class SequentialSweeper(Sweeper):
                 self._decide(c, results, n, level)
             undecided = [c for c in comparisons if c.open]
             if not undecided:
-                reason = f"every comparison decided after {n} seeds"
+                untestable = sum(c.decision == "untestable" for c in comparisons)
+                reason = f"every comparison decided after {n} seeds" + (
+                    f" ({untestable} not testable)" if untestable else ""
+                )
             elif n == design.max_seeds:
                 reason = f"max_seeds={n} reached with {len(undecided)} comparison(s) undecided"
             looks.append(self._look(k, n, level, needed, results, comparisons, reason or None))
