@@ -102,3 +102,21 @@ def test_sequential_uses_fewer_seeds_than_a_fixed_design_of_equal_power(
             f" (median {np.median(seq.seeds):.0f}); a fixed design needs {fixed} seeds for the same power"
         )
     assert fixed is not None and seq.seeds.mean() < fixed
+
+
+def test_the_family_error_rate_holds_alpha(capsys: pytest.CaptureFixture[str]) -> None:
+    """Four comparisons under no effect share alpha (Bonferroni): any false 'different' is an error.
+
+    Each comparison stops on its own (a decided one keeps its verdict), so the sweeps are simulated
+    per comparison and an error anywhere in the family counts once.
+    """
+    family = Design(3, 3, 30, ALPHA, family=4)
+    rng = np.random.default_rng(9)
+    wrong = np.zeros(SWEEPS, dtype=bool)
+    for _ in range(4):
+        sim = simulate_differences(family, SD * rng.standard_normal((SWEEPS, family.max_seeds)), MARGIN)
+        wrong |= sim.decision == CODES[DIFFERENT]
+    with capsys.disabled():
+        print()
+        _, low, _ = _report("family of 4: any false 'different' under no effect", int(wrong.sum()))
+    assert low <= ALPHA
