@@ -23,17 +23,20 @@ from src.paths import ConfigError, register_resolvers
 
 
 def sweep_jobs(config: DictConfig) -> list[dict[str, Any]]:
-    """Every job of the sweep as the basic sweeper will launch it: overrides, run name, fingerprint."""
+    """Every job of the sweep as the basic sweeper will launch it (the sequential one: its first round):
+    overrides, run name, fingerprint."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     from src.config import validate
+    from src.launch.sequential import first_round_overrides
     from src.paths import compose
     from src.tracking.identity import fingerprint
 
     params = OmegaConf.select(config, "hydra.sweeper.params", default=None) or {}
-    arguments = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
+    # The sequential sweeper chooses the seeds: its job list is the first round's.
+    arguments = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task) + first_round_overrides(config)
     parser = OverridesParser.create(config_loader=GlobalHydra.instance().config_loader())
     batches = BasicSweeper.split_arguments(parser.parse_overrides(arguments), max_batch_size=None)
     jobs = []

@@ -27,7 +27,7 @@ from src.report.runs import (
     open_store,
     save_summary_run,
 )
-from src.report.stability import by_learning_rate, is_lr_sweep, plot_stability
+from src.report.stability import by_learning_rate, initial_losses, is_lr_sweep, lr_sensitivity, plot_stability
 from src.report.stability import sentences as stability_sentences
 from src.report.table import display_rows, markdown_table, summarize, text_table
 from src.tracking.store import UI_TRAINING_VIEW, Store
@@ -50,6 +50,7 @@ class Analysis:
     interleaved: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # bench-variants ratios
     notes: list[str] = field(default_factory=list)  # requested pairs that could not be compared
     stability: pd.DataFrame | None = None  # per (variant, lr), when the sweep varied the learning rate
+    sensitivity: pd.DataFrame | None = None  # per variant, Wortsman et al.'s LR sensitivity (same condition)
     files: list[Path] = field(default_factory=list)
     report_run_id: str | None = None  # the MLflow run holding the files
     store: Store | None = field(default=None, repr=False)  # where it was read, opened once
@@ -84,7 +85,7 @@ class Analysis:
         else:
             lines += ["No pairs to compare."]
         if self.stability is not None:
-            lines += ["", *stability_sentences(self.stability)]
+            lines += ["", *stability_sentences(self.stability, self.sensitivity)]
         if self.superseded:
             lines += ["", f"({self.superseded} older runs of a repeated variant, learning rate and seed were left out.)"]
         return "\n".join(lines)
@@ -98,7 +99,7 @@ class Analysis:
             self._heading() + " (all pairs in `comparisons.csv`).",
             "\n".join(f"- {s}" for s in self.sentences()) or "No pairs to compare.",
             *(
-                ["## Learning-rate stability", "\n".join(f"- {s}" for s in stability_sentences(self.stability))]
+                ["## Learning-rate stability", "\n".join(f"- {s}" for s in stability_sentences(self.stability, self.sensitivity))]
                 if self.stability is not None
                 else []
             ),
@@ -126,19 +127,22 @@ def analyze(
         counts = ", ".join(f"{n} {o}" for o, n in runs.outcome.value_counts().items()) or "no training runs"
         raise ReportError(f"MLflow experiment {experiment!r} has no finished runs yet ({counts})")
     margins = margins or Margins()
+    curves = load_curves(store, runs)
+    lr_swept = is_lr_sweep(runs)
     return Analysis(
         experiment=experiment,
         tracking_uri=uri,
         experiment_id=sweep.experiment_id,
         runs=runs,
-        curves=load_curves(store, runs),
+        curves=curves,
         table=summarize(runs),
         comparisons=compare(runs, margins, pairs),
         margins=margins,
         superseded=sweep.superseded,
         interleaved=load_interleaved(store, sweep.experiment_id),
         notes=unmatched_pairs(runs, pairs) if pairs is not None else [],
-        stability=by_learning_rate(runs) if is_lr_sweep(runs) else None,
+        stability=by_learning_rate(runs) if lr_swept else None,
+        sensitivity=lr_sensitivity(runs, initial_losses(curves)) if lr_swept else None,
         store=store,
     )
 
@@ -158,6 +162,8 @@ def write(analysis: Analysis, out_dir: Path) -> list[Path]:
     if analysis.stability is not None:
         figures.append(save(plot_stability(analysis.stability), out_dir / "stability.png"))
         analysis.stability.to_csv(out_dir / "stability.csv", index=False)
+    if analysis.sensitivity is not None:
+        analysis.sensitivity.to_csv(out_dir / "lr_sensitivity.csv", index=False)
     analysis.table.to_csv(out_dir / "table.csv", index=False)
     analysis.comparisons_frame().to_csv(out_dir / "comparisons.csv", index=False)
     analysis.runs.to_csv(out_dir / "runs.csv", index=False)
@@ -165,6 +171,7 @@ def write(analysis: Analysis, out_dir: Path) -> list[Path]:
     (out_dir / "report.html").write_text(html_page(analysis, figures))
     names = ["report.html", "report.md", "table.csv", "comparisons.csv", "runs.csv"]
     names += ["stability.csv"] if analysis.stability is not None else []
+    names += ["lr_sensitivity.csv"] if analysis.sensitivity is not None else []
     return [*(out_dir / n for n in names), *figures]
 
 

@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from src import paths
 from src.report import ReportError, generate_report
-from src.report.comparisons import settings
+from src.report.comparisons import Margins, settings
 from src.report.status import status_text
 from src.tracking.store import StoreError
 
@@ -39,14 +39,34 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--pair", action="append", default=None, metavar="A:B", help="compare B against A (repeatable; replaces the study's pairs)"
     )
-    parser.add_argument("overrides", nargs="*", help="training config overrides, e.g. paths.mlflow_db=/x/mlflow.db")
+    parser.add_argument(
+        "--plan", action="store_true", help="from the experiment's runs as a pilot: seeds and device-hours to decide each comparison"
+    )
+    parser.add_argument(
+        "overrides", nargs="*", help="training config overrides, e.g. paths.mlflow_db=/x/mlflow.db (with --plan also hydra.sweeper.*)"
+    )
     return parser.parse_args(argv)
+
+
+def plan(experiment: str, uri: str, overrides: list[str], margins: Margins, pairs: list[tuple[str, str]] | None) -> str:
+    """The sequential sweep's forecast from the experiment's runs (src/report/plan.py)."""
+    from src.report.plan import forecast, plan_text
+    from src.report.runs import load_sweep
+
+    # The sweeper's settings as `hydra/sweeper=sequential` composes them (with any hydra.sweeper.* override).
+    design = paths.compose([*overrides, "hydra/sweeper=sequential"], with_hydra=True).hydra.sweeper
+    settings_ = {k: design[k] for k in ("first_seeds", "seeds_per_round", "alpha")}
+    runs = load_sweep(experiment, uri).runs
+    return plan_text(experiment, forecast(runs, margins, **settings_, pairs=pairs), margins, settings_)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        cfg = paths.compose(args.overrides)  # the store, experiment and folders that training would use
+        # --plan also takes the sweeper's settings (hydra.sweeper.*), which only the sweeper's config has.
+        sweeper = [o for o in args.overrides if o.startswith("hydra.sweeper.")] if args.plan else []
+        overrides = [o for o in args.overrides if o not in sweeper]
+        cfg = paths.compose(overrides)  # the store, experiment and folders that training would use
         pairs = [p.split(":") for p in args.pair] if args.pair else None
         margins, chosen = settings(
             OmegaConf.to_container(cfg.get("report") or {}, resolve=True), args.margin_loss, args.margin_speed, pairs
@@ -58,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     from_sweep_dir = args.sweep_dir is not None and args.experiment is None
     experiment = args.experiment or str(cfg.experiment_name)
     try:
+        if args.plan:
+            print(plan(experiment, uri, [*overrides, *sweeper], margins, chosen))
+            return 0
         if args.status or args.sweep_dir:
             print(status_text(None if from_sweep_dir else experiment, uri, args.sweep_dir, float(cfg.sweep.stale_after_s)))
             return 0

@@ -24,6 +24,7 @@ from src.tracking.tags import (
     BENCH_TAG,
     DIVERGED,
     FAILED,
+    FINGERPRINT_TAG,
     FINISHED,
     NORM_FAMILY_TAG,
     NORM_TAG,
@@ -111,6 +112,12 @@ def _last_step(store: Store, run_id: str) -> float:
     return float(max(m.step for m in history)) if history else math.nan
 
 
+def _devices(params: dict[str, str]) -> float:
+    """Devices one run trained on (devices per node x nodes); NaN when not a count (e.g. "auto")."""
+    per_node, nodes = params.get("cluster.devices", ""), params.get("cluster.num_nodes", "1")
+    return float(int(per_node) * int(nodes)) if per_node.isdigit() and nodes.isdigit() else math.nan
+
+
 def _row(store: Store, run: Run) -> dict[str, object]:
     metrics, tags = run.data.metrics, run.data.tags
     outcome = outcome_of(run)
@@ -124,6 +131,8 @@ def _row(store: Store, run: Run) -> dict[str, object]:
         "outcome": outcome,
         "status": run.info.status,
         "start_time": pd.to_datetime(run.info.start_time, unit="ms"),
+        "devices": _devices(run.data.params),
+        "fingerprint": tags.get(FINGERPRINT_TAG, ""),  # the config's identity (src.tracking.identity)
     }
     for column, key in METRIC_COLUMNS.items():
         row[column] = metrics.get(key, math.nan)

@@ -5,6 +5,12 @@ module turns its runs (one row each, with `lr`, `outcome`, `test_loss`, `stopped
 one row per variant and learning rate, each variant's largest stable learning rate, and a figure:
 test loss against learning rate on a log axis, diverged runs marked with the step they stopped at.
 A learning rate counts as stable when every seed run at it finished.
+
+Each variant also gets the LR-sensitivity score of Wortsman et al. 2023 ("Small-scale proxies for
+large-scale Transformer training instabilities", ICLR 2024): the expectation over the swept
+(log-spaced) learning rates of min(final loss, initial loss) − the best final loss. A run that
+diverged or failed counts at its initial loss, so a variant that trains well over the whole grid
+scores near 0. It is computed per seed and then averaged, with a t-interval when there are several.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from src.report.plots import new_figure, variant_colors
+from src.report.stats import mean_ci
 from src.report.table import variant_order
 from src.tracking.tags import FINISHED
 
@@ -53,9 +60,37 @@ def largest_stable_lr(table: pd.DataFrame) -> dict[str, float]:
     return {v: float(stable[stable.variant == v].lr.max()) if (stable.variant == v).any() else math.nan for v in table.variant.unique()}
 
 
-def sentences(table: pd.DataFrame) -> list[str]:
-    """A caveat, then one line per variant: its largest stable learning rate and where it broke above it."""
+def initial_losses(curves: pd.DataFrame, metric: str = "train/train_loss") -> dict[str, float]:
+    """run_id -> its first logged training loss (the loss the run started from)."""
+    rows = curves[curves.metric == metric] if len(curves) else curves
+    if not len(rows):
+        return {}
+    first = rows.sort_values("step", kind="stable").drop_duplicates("run_id")
+    return dict(zip(first.run_id, first.value.astype(float), strict=True))
+
+
+def lr_sensitivity(runs: pd.DataFrame, initial: dict[str, float]) -> pd.DataFrame:
+    """Per variant: Wortsman et al.'s LR sensitivity (mean over seeds, 95% half-width, seeds)."""
+    rows = []
+    for variant, group in runs.groupby("variant", sort=False):
+        scores = []
+        for _, seed_runs in group.groupby("seed"):
+            start = seed_runs.run_id.map(initial).astype(float)
+            ok = (seed_runs.outcome == "finished") & np.isfinite(seed_runs.test_loss.astype(float))
+            final = seed_runs.test_loss.astype(float).where(ok, np.inf)  # diverged: no better than the start
+            if seed_runs.lr.nunique() < 2 or not ok.any() or start.isna().any():
+                continue
+            scores.append(float(np.minimum(final, start).mean() - final[ok].min()))
+        est = mean_ci(scores)
+        rows.append({"variant": variant, "lr_sensitivity": est.mean, "ci": est.ci, "seeds": est.n})
+    return pd.DataFrame(rows, columns=["variant", "lr_sensitivity", "ci", "seeds"])
+
+
+def sentences(table: pd.DataFrame, sensitivity: pd.DataFrame | None = None) -> list[str]:
+    """A caveat, then one line per variant: its largest stable learning rate, where it broke above it,
+    and its LR sensitivity when given."""
     out = ["The learning rate was swept: the table and comparisons above pool every learning rate; per learning rate:"]
+    scores = {} if sensitivity is None else {r.variant: r for r in sensitivity.itertuples()}
     for variant, best in largest_stable_lr(table).items():
         rows = table[table.variant == variant]
         broke = rows[rows.finished < rows.runs]
@@ -65,6 +100,10 @@ def sentences(table: pd.DataFrame) -> list[str]:
         )
         head = f"{variant}: largest stable learning rate {best:.1e}" if not math.isnan(best) else f"{variant}: no stable learning rate"
         tail = f"; did not finish at {where}" if where else f"; stable over the whole grid ({rows.lr.min():.1e} to {rows.lr.max():.1e})"
+        score = scores.get(variant)
+        if score is not None and math.isfinite(score.lr_sensitivity):
+            spread = f" ± {score.ci:.3f}" if math.isfinite(score.ci) else ""
+            tail += f"; LR sensitivity {score.lr_sensitivity:.3f}{spread} nats ({score.seeds} seed(s))"
         out.append(head + tail + ".")
     return out
 

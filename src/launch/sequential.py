@@ -1,0 +1,394 @@
+"""A Hydra sweeper that adds seeds until every comparison is decided (`hydra/sweeper=sequential`).
+
+    python -m src.train -m norm=hand_layernorm,torch_layernorm hydra/sweeper=sequential \\
+        hydra.sweeper.first_seeds=3 hydra.sweeper.max_seeds=6
+
+The swept parameters (`norm: ...`, from the command line or `hydra.sweeper.params`) name the
+variants; the seeds are the sweeper's own. It launches round 1 (`first_seeds` seeds of every
+variant) through the configured launcher (basic, joblib, submitit: a round runs in parallel where
+the launcher does), reads the finished runs from MLflow, decides each comparison (the report's
+pairs, on each of `metrics`) with the rule in `src.report.sequential_stats`, and launches the next
+`seeds_per_round` seeds only for variants that an undecided comparison still needs. It stops when
+every comparison is decided or at `max_seeds`, and says which and why.
+
+The looks are a function of the seeds' results alone, so re-running the identical command replays
+them from MLflow: seeds already finished count and are not launched again, a killed round launches
+only its missing jobs (which resume from their checkpoints), a finished sweep launches nothing.
+Each look is filed on the sweep's parent run (`src.tracking.looks`).
+
+Hydra instantiates sweepers only from the `hydra_plugins` package, so the class Hydra sees is a
+subclass of this one in hydra_plugins/normsweep_sweepers/sequential.py.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.utils import JobStatus
+from hydra.plugins.sweeper import Sweeper
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf
+
+from src.paths import ConfigError
+
+SWEEPER_CLASS = "SequentialSweeper"
+RESULT_OUTCOMES = ("finished", "diverged")  # a seed with a result, whatever the metric says
+# The metrics a comparison can be decided on (the report's run columns); speed only where it was
+# measured paired and on a quiet machine, which is why it is not the default (docs/sequential.md).
+METRIC_CHOICES = ("test_loss", "tokens_per_sec")
+
+
+def is_sequential(sweeper_cfg: Any) -> bool:
+    target = OmegaConf.select(sweeper_cfg, "_target_", default="") if sweeper_cfg is not None else ""
+    return str(target).endswith(f".{SWEEPER_CLASS}")
+
+
+def check_settings(first_seeds: Any, seeds_per_round: Any, max_seeds: Any, alpha: Any, metrics: Any) -> None:
+    """Bad sweeper settings -> ConfigError naming the field and what it accepts."""
+
+    def whole(name: str, value: Any, least: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ConfigError(f"hydra.sweeper.{name}: must be an integer >= {least}, got {value!r}")
+
+    whole("first_seeds", first_seeds, 2)  # a paired interval needs two seeds
+    whole("seeds_per_round", seeds_per_round, 1)
+    whole("max_seeds", max_seeds, first_seeds)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise ConfigError(f"hydra.sweeper.alpha: must be a number in (0, 1), got {alpha!r}")
+    chosen = [metrics] if isinstance(metrics, str) else list(metrics or [])
+    bad = [m for m in chosen if m not in METRIC_CHOICES]
+    if not chosen or bad:
+        raise ConfigError(
+            f"hydra.sweeper.metrics: {bad or chosen!r} not allowed; valid choices: {list(METRIC_CHOICES)}"
+        )
+
+
+def _check_no_seed(arguments: Sequence[str]) -> None:
+    for arg in arguments:
+        key = arg.split("=", 1)[0].lstrip("+~")
+        if key == "seed":
+            raise ConfigError(
+                f"seed: the sequential sweeper chooses the seeds (0, 1, ... up to hydra.sweeper.max_seeds); remove {arg!r}"
+            )
+
+
+def first_round_overrides(config: DictConfig) -> list[str]:
+    """For the sweep's job list (src.launch.callbacks): the first round's seeds, after validating the
+    settings, so a bad setting is refused before the parent run is recorded. [] for other sweepers."""
+    sweeper = OmegaConf.select(config, "hydra.sweeper", default=None)
+    if not is_sequential(sweeper):
+        return []
+    s = OmegaConf.to_container(sweeper, resolve=True)
+    check_settings(
+        s.get("first_seeds"), s.get("seeds_per_round"), s.get("max_seeds"), s.get("alpha"), s.get("metrics")
+    )
+    params = s.get("params") or {}
+    _check_no_seed([*(f"{k}={v}" for k, v in params.items()), *config.hydra.overrides.task])
+    return [f"seed={','.join(str(i) for i in range(s['first_seeds']))}"]
+
+
+@dataclass
+class Comparison:
+    """One pair on one metric, followed across looks until decided."""
+
+    a: str
+    b: str
+    metric: str
+    margin: float
+    decision: str = "undecided"  # equivalent | different | undecided | untestable
+    seeds: int | None = None  # seeds per variant at the look that decided it
+    last: dict[str, Any] = field(default_factory=dict)  # the latest look's numbers
+
+    @property
+    def name(self) -> str:
+        return f"{self.b} vs {self.a} ({self.metric})"
+
+    @property
+    def open(self) -> bool:
+        return self.decision == "undecided"
+
+
+class SequentialSweeper(Sweeper):
+    def __init__(
+        self,
+        first_seeds: int,
+        seeds_per_round: int,
+        max_seeds: int,
+        alpha: float,
+        metrics: Sequence[str],
+        params: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__()
+        metrics = list(metrics) if not isinstance(metrics, str) else [metrics]
+        check_settings(first_seeds, seeds_per_round, max_seeds, alpha, metrics)
+        self.first_seeds, self.seeds_per_round, self.max_seeds = first_seeds, seeds_per_round, max_seeds
+        self.alpha, self.metrics = float(alpha), metrics
+        self.params = dict(params or {})
+        self.hydra_context: HydraContext | None = None
+        self.config: DictConfig | None = None
+        self.launcher: Any = None
+        self.job_idx = 0
+        self._fingerprint_cache: dict[str, dict[int, str]] = {}
+        self.families: dict[str, str] = {}  # norm key -> its family (conf/norm/<key>.yaml)
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        from hydra.core.plugins import Plugins
+
+        self.hydra_context, self.config = hydra_context, config
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config
+        )
+
+    # --- the variants and the comparisons ----------------------------------------------------------
+
+    def _variants(self, arguments: Sequence[str]) -> dict[str, list[str]]:
+        """norm key -> the overrides of that variant (swept values plus the fixed overrides)."""
+        assert self.hydra_context is not None
+        everything = [f"{k}={v}" for k, v in self.params.items()] + list(arguments)
+        _check_no_seed(everything)
+        parsed = OverridesParser.create(config_loader=self.hydra_context.config_loader).parse_overrides(
+            everything
+        )
+        lists: dict[str, list[str]] = {}  # by key: the command line overrides hydra.sweeper.params
+        for override in parsed:
+            key = override.get_key_element()
+            if override.is_sweep_override():
+                if not override.is_discrete_sweep():
+                    raise ConfigError(
+                        f"{key}: the sequential sweeper takes lists of values (a,b,c), not ranges or intervals"
+                    )
+                lists[key] = [f"{key}={v}" for v in override.sweep_string_iterator()]
+            else:
+                lists[key] = [f"{key}={override.get_value_element_as_str()}"]
+        variants: dict[str, list[str]] = {}
+        for combo in itertools.product(*lists.values()):
+            job = self._job_config(list(combo))
+            norm = str(job.norm.norm_type)
+            self.families[norm] = str(job.norm.get("family", "unknown"))
+            if norm in variants:
+                raise ConfigError(
+                    f"hydra.sweeper.params: {variants[norm]} and {list(combo)} are both {norm!r}; the sequential "
+                    "sweeper compares norms, so sweep only `norm` (fix the other parameters)"
+                )
+            variants[norm] = list(combo)
+        return variants
+
+    def _job_config(self, overrides: list[str]) -> DictConfig:
+        assert self.hydra_context is not None and self.config is not None
+        return self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
+
+    def _comparisons(
+        self, variants: Mapping[str, Sequence[str]], families: Mapping[str, str]
+    ) -> list[Comparison]:
+        from src.report.comparisons import pairs_for, settings
+
+        assert self.config is not None
+        report_cfg = (
+            OmegaConf.to_container(self.config.report, resolve=True) if "report" in self.config else None
+        )
+        margins, pairs = settings(report_cfg)
+        chosen = pairs_for({v: families.get(v, "unknown") for v in variants}, pairs)
+        if not chosen:
+            raise ConfigError(
+                f"report.pairs: no pair to compare among the swept variants {list(variants)}; sweep a pair of the study's "
+                "(e.g. norm=hand_layernorm,torch_layernorm) or name one in report.pairs=[[a,b]]"
+            )
+        metric_margin = {"test_loss": margins.test_loss, "tokens_per_sec": margins.speed}
+        return [Comparison(a, b, m, metric_margin[m]) for a, b in chosen for m in self.metrics]
+
+    # --- the loop ----------------------------------------------------------------------------------
+
+    def sweep(self, arguments: list[str]) -> Any:
+        from src.report.sequential_stats import Design
+
+        assert self.config is not None and self.launcher is not None
+        if not self.config.logger.enabled:
+            raise ConfigError(
+                "logger.enabled: the sequential sweeper reads each round's results from MLflow; must be true"
+            )
+        sweep_dir = Path(self.config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+
+        variants = self._variants(arguments)
+        first = self._job_config(next(iter(variants.values())))
+        comparisons = self._comparisons(variants, self.families)
+        design = Design(
+            self.first_seeds, self.seeds_per_round, self.max_seeds, self.alpha, family=len(comparisons)
+        )
+        uri, experiment = str(first.logger.tracking_uri), str(first.experiment_name)
+        from src.tracking.sweep import PARENT_ENV  # imported late: Hydra imports this module at start-up
+
+        parent = os.environ.get(PARENT_ENV)
+        say(
+            f"sequential sweep of {len(variants)} variants ({', '.join(variants)}), {len(comparisons)} comparison(s), "
+            f"looks at {design.looks()} seeds, alpha {self.alpha} (per look and comparison: "
+            f"{', '.join(f'{x:.2g}' for x in design.levels())})"
+        )
+        looks: list[dict[str, Any]] = []
+        returns = []
+        reason = ""
+        for k, (n, level) in enumerate(zip(design.looks(), design.levels(), strict=True), start=1):
+            needed = sorted({v for c in comparisons if c.open for v in (c.a, c.b)})
+            results = self._results(uri, experiment, variants, n)
+            missing = [(v, s) for v in needed for s in range(n) if (v, s) not in results]
+            if missing:
+                say(
+                    f"look {k}: launching {len(missing)} job(s): "
+                    + ", ".join(f"{v}-s{s}" for v, s in missing)
+                )
+                returns.append(self._launch(variants, missing))
+                results = self._results(uri, experiment, variants, n)
+            else:
+                say(f"look {k}: every seed below {n} of {', '.join(needed)} already has a result in MLflow")
+            lacking = [f"{v}-s{s}" for v, s in missing if (v, s) not in results]
+            if lacking:
+                reason = f"round {k} incomplete: {', '.join(lacking)} without a result; re-run the same command to resume"
+                looks.append(self._look(k, n, level, needed, results, comparisons, reason))
+                break
+            for c in (c for c in comparisons if c.open):
+                self._decide(c, results, n, level)
+            undecided = [c for c in comparisons if c.open]
+            if not undecided:
+                untestable = sum(c.decision == "untestable" for c in comparisons)
+                reason = f"every comparison decided after {n} seeds" + (
+                    f" ({untestable} not testable)" if untestable else ""
+                )
+            elif n == design.max_seeds:
+                reason = f"max_seeds={n} reached with {len(undecided)} comparison(s) undecided"
+            looks.append(self._look(k, n, level, needed, results, comparisons, reason or None))
+            self._file_looks(uri, parent, looks, None)
+            for c in comparisons:
+                if c.last.get("look") == k:
+                    say(f"  {describe(c)}")
+            if reason:
+                break
+        summary = "\n".join([f"stopped: {reason}", *(describe(c) for c in comparisons)])
+        say(summary)
+        self._file_looks(uri, parent, looks, (reason, summary))
+        return returns
+
+    def _results(
+        self, uri: str, experiment: str, variants: Mapping[str, Sequence[str]], n: int
+    ) -> dict[tuple[str, int], dict[str, float]]:
+        """(variant, seed < n) -> its metrics, for the runs with a result of exactly that job's config."""
+        from src.report.runs import load_sweep
+
+        wanted = {v: self._fingerprints(v, o, n) for v, o in variants.items()}
+        out: dict[tuple[str, int], dict[str, float]] = {}
+        for row in load_sweep(experiment, uri).runs.itertuples(index=False):
+            variant, seed = str(row.variant), int(row.seed)
+            if row.outcome in RESULT_OUTCOMES and wanted.get(variant, {}).get(seed) == row.fingerprint:
+                out[(variant, seed)] = {m: float(getattr(row, m)) for m in METRIC_CHOICES}
+        return out
+
+    def _fingerprints(self, variant: str, overrides: Sequence[str], n: int) -> dict[int, str]:
+        """seed (< n) -> the fingerprint of that job, as its run records it (composed once per job)."""
+        from src.paths import compose
+        from src.tracking.identity import fingerprint
+
+        known = self._fingerprint_cache.setdefault(variant, {})
+        for seed in range(n):
+            if seed not in known:
+                known[seed] = fingerprint(compose([*overrides, f"seed={seed}"]))
+        return known
+
+    def _launch(self, variants: Mapping[str, Sequence[str]], jobs: Sequence[tuple[str, int]]) -> Any:
+        batch = [[*variants[v], f"seed={s}"] for v, s in jobs]
+        self.validate_batch_is_legal(batch)
+        returns = self.launcher.launch(batch, initial_job_idx=self.job_idx)
+        self.job_idx += len(batch)
+        failed = [r for r in returns if r.status == JobStatus.FAILED]
+        for r in failed:  # the job's own error is on its log; the look reports the missing result
+            print(f"[normsweep] job failed: {r.overrides}: {r._return_value!r}", file=sys.stderr)
+        return returns
+
+    def _decide(
+        self, c: Comparison, results: Mapping[tuple[str, int], Mapping[str, float]], n: int, level: float
+    ) -> None:
+        from src.report.sequential_stats import decide
+
+        diffs = []
+        for s in range(n):
+            va, vb = results[(c.a, s)][c.metric], results[(c.b, s)][c.metric]
+            # Loss in nats (b - a); speed as a relative change (b / a - 1), like the report.
+            diffs.append(vb - va if c.metric == "test_loss" else vb / va - 1)
+        look = decide(diffs, c.margin, level)
+        c.last = {"look": None, **asdict(look)}
+        if look.n < 2:
+            c.decision, c.seeds = "untestable", n
+            c.last["reason"] = f"{look.n} seed(s) with a finite {c.metric} on both sides (diverged runs)"
+        elif look.decision != "undecided":
+            c.decision, c.seeds = look.decision, n
+
+    def _look(
+        self,
+        k: int,
+        n: int,
+        level: float,
+        needed: Sequence[str],
+        results: Mapping[tuple[str, int], Any],
+        comparisons: Sequence[Comparison],
+        reason: str | None,
+    ) -> dict[str, Any]:
+        for c in comparisons:
+            if c.last and c.last["look"] is None:
+                c.last["look"] = k
+        seeds = {v: sum(1 for (var, s) in results if var == v and s < n) for v in needed}
+        rows = [{"comparison": c.name, "margin": c.margin, "decision": c.decision, "decided_at_seeds": c.seeds, **c.last}
+                for c in comparisons]  # fmt: skip
+        return {
+            "look": k,
+            "seeds": n,
+            "level": level,
+            "seeds_per_variant": seeds,
+            "comparisons": rows,
+            "stop_reason": reason,
+        }
+
+    @staticmethod
+    def _file_looks(
+        uri: str, parent: str | None, looks: Sequence[Mapping[str, Any]], stop: tuple[str, str] | None
+    ) -> None:
+        """Rewrite the looks on the parent run (none when MLflow logging made no parent), and the stop."""
+        if not parent:
+            return
+        from src.tracking.looks import record_looks, record_stop
+
+        record_looks(uri, parent, looks)
+        if stop:
+            record_stop(uri, parent, stop[0], stop[1] + "\n")
+
+
+def describe(c: Comparison) -> str:
+    """One line: the comparison, its verdict and the seeds it took, with the last look's interval."""
+    last = c.last
+    if not last:
+        return f"{c.name}: not looked at"
+    if c.decision == "untestable":
+        return f"{c.name}: not testable: {last.get('reason', '')}"
+    relative = c.metric == "tokens_per_sec"
+
+    def fmt(x: float) -> str:
+        return f"{x:+.2%}" if relative else f"{x:+.4f}"
+
+    interval = f"Δ {fmt(last['diff'])}, {1 - last['level']:.2%} CI [{fmt(last['low'])}, {fmt(last['high'])}]"
+    margin = f"{c.margin:.0%}" if relative else f"{c.margin:g}"
+    if c.decision == "equivalent":
+        verdict = f"equivalent within ±{margin} after {c.seeds} seeds"
+    elif c.decision == "different":
+        verdict = f"different after {c.seeds} seeds"
+    else:
+        verdict = f"undecided after {last['n']} seeds"
+    return f"{c.name}: {verdict} ({interval}, p {last['p']:.2g}, TOST p {last['tost_p']:.2g}, level {last['level']:.2g})"
+
+
+def say(text: str) -> None:
+    print("\n".join(f"[normsweep] {line}" for line in text.splitlines()), flush=True)
