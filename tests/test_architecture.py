@@ -24,27 +24,29 @@ SRC = REPO / "src"
 #   9  entry points   train  ui  preflight       python -m src.<module>
 #   8  around a run   launch  bench              Hydra's sweep callbacks, pool and report hook; benchmarks
 #   7  report         report                     MLflow runs -> table, comparisons, figures
-#   6  config         config                     validation of a composed config against every registry
-#   5  training       training                   LightningModule, callbacks, checkpoints, the run plan, Trainer
+#   6  training       training                   the run spec, LightningModule, callbacks, checkpoints, the run plan, Trainer
+#   5  config         config                     validation of a composed config against every registry
 #   4  tracking       tracking                   the MLflow store, the run tracker, identity, sweep bookkeeping
 #   3  model          model                      the GPT, its norms and their kernels
 #   2  data           data                       sources, tokenizer, token cache, windows, DataModule
-#   1  hardware       devices
+#   1  hardware       devices  locks             the devices a run asks for; file locks between processes
 #   0  locations      paths  (and src/__init__)  where everything lives, ConfigError
 #
 # Data flows config -> data -> model -> training -> tracking -> report, but training *calls*
 # tracking (its callbacks log through the Tracker, the run plan asks the store what already ran),
 # so tracking sits below training; config validates against the data, model and tracking
-# registries, so it sits above them. A new room (a top-level module or subpackage) gets a floor here.
+# registries, so it sits above them, and training resolves its config through it (training.run_spec),
+# so training sits above config. A new room (a top-level module or subpackage) gets a floor here.
 FLOORS: dict[str, int] = {
     "src": 0,
     "paths": 0,
     "devices": 1,
+    "locks": 1,
     "data": 2,
     "model": 3,
     "tracking": 4,
-    "training": 5,
-    "config": 6,
+    "config": 5,
+    "training": 6,
     "report": 7,
     "launch": 8,
     "bench": 8,

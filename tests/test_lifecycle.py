@@ -16,8 +16,9 @@ from mlflow.tracking import MlflowClient
 import src.train as train_module
 from src.launch.sweep_end import REASON_TAG
 from src.paths import compose
+from src.tracking.store import Store
 from src.tracking.sweep import FINGERPRINT_TAG, PID_TAG, SWEEP_TAG, liveness_tags, settle_lost
-from src.tracking.tracker import REQUIRED_FINAL_METRICS, Tracker, ensure_experiment
+from src.tracking.tracker import REQUIRED_FINAL_METRICS, Tracker
 from src.train import RunResult, train
 
 STEPS = 8
@@ -191,7 +192,8 @@ def test_job_refused_after_the_sweep_started_closes_its_parent_with_the_reason(
 
 def test_a_run_left_running_by_sigkill_is_settled_by_the_next_run_of_its_config(store: dict[str, str]) -> None:
     client = MlflowClient(store["uri"])
-    exp = ensure_experiment(store["uri"], "settle", store["artifacts"])
+    door = Store.connect(store["uri"])
+    exp = door.experiment_id("settle", store["artifacts"])
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
 
@@ -200,6 +202,6 @@ def test_a_run_left_running_by_sigkill_is_settled_by_the_next_run_of_its_config(
         return client.create_run(exp, tags=tags).info.run_id
 
     killed, alive = running(dead.pid), running(os.getppid())  # the parent process of this test is alive
-    assert settle_lost(client, exp, "fp", stale_after_s=300) == [killed]
+    assert settle_lost(door, exp, "fp", stale_after_s=300) == [killed]
     assert client.get_run(killed).info.status == "KILLED" and client.get_run(killed).data.tags["outcome"] == "lost"
     assert client.get_run(alive).info.status == "RUNNING"

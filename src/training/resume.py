@@ -13,11 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lightning.pytorch.utilities import rank_zero_only
-
 from src.paths import ConfigError
 from src.tracking.store import Store, redact_uri
-from src.tracking.sweep import decide, settle_lost
+from src.tracking.sweep import decide
 from src.tracking.tags import DIVERGED, FINISHED, NORM_TAG, OUTCOME_TAG
 from src.training.checkpointing import check_checkpoint, read_run_state, resolve_ckpt_path
 from src.training.run_spec import RunSpec
@@ -103,9 +101,8 @@ def plan_run(spec: RunSpec, in_multirun: bool, store: Store | None) -> RunPlan:
         return RunPlan()
     where = spec.store
     if not in_multirun:
-        if rank_zero_only.rank == 0:
-            experiment_id = store.experiment_id(where.experiment_name, where.artifact_location)
-            settle_lost(store, experiment_id, identity.fingerprint, where.stale_after_s)
+        # A single run settles its config's runs left RUNNING by a SIGKILL when it opens its own
+        # (train.open_tracker): nothing is written to the store before the data checks pass.
         return RunPlan()
     last = ck.last
 
