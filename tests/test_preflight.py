@@ -117,7 +117,7 @@ def test_study_sweep_on_gpu_nodes_with_a_cpu_rehearsal(tmp_path: Path) -> None:
         "src.preflight", "-m", "experiment=gpt2_small_study", "cluster=gpu_node",
         "preflight.steps=1", "preflight.rehearsal_micro_batch=1",
         f"paths.mlflow_db={tmp_path / 'mlflow.db'}", f"paths.checkpoints_dir={tmp_path / 'ckpt'}",
-        f"paths.cache_dir={tmp_path / 'cache'}",
+        f"paths.cache_dir={tmp_path / 'cache'}", timeout=1800,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     table, rehearsal = proc.stdout.split("dress rehearsal (preflight.steps):")
