@@ -78,6 +78,14 @@ def test_micro_batch_that_cannot_fit_names_the_field(prepared: list[str], capsys
     assert "optim.micro_batch_size=4: needs" in line and "preflight.gpu_memory_gb" in line and "fits" in line
 
 
+def test_cpu_processes_share_the_machines_memory(prepared: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # One tiny fp32 job needs ~0.12 GiB: it fits 0.2 GiB alone, but not as two DDP ranks on one CPU.
+    assert main([*prepared, "preflight.gpu_memory_gb=0.2"]) == 0
+    assert main([*prepared, "preflight.gpu_memory_gb=0.2", "cluster.devices=2", "cluster.strategy=ddp"]) == 1
+    (line,) = _fail_lines(capsys.readouterr().out)
+    assert "per device for 2 processes" in line
+
+
 def test_budget_beyond_the_data_names_the_field(prepared: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*prepared, "optim.max_steps=20000"]) == 1  # 20,000 x 4 x 32 = 2,560,000 > 1,391,189 tokens
     (line,) = _fail_lines(capsys.readouterr().out)
