@@ -78,6 +78,14 @@ def test_micro_batch_that_cannot_fit_names_the_field(prepared: list[str], capsys
     assert "optim.micro_batch_size=4: needs" in line and "preflight.gpu_memory_gb" in line and "fits" in line
 
 
+def test_cpu_processes_share_the_machines_memory(prepared: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # One tiny fp32 job needs ~0.12 GiB: it fits 0.2 GiB alone, but not as two DDP ranks on one CPU.
+    assert main([*prepared, "preflight.gpu_memory_gb=0.2"]) == 0
+    assert main([*prepared, "preflight.gpu_memory_gb=0.2", "cluster.devices=2", "cluster.strategy=ddp"]) == 1
+    (line,) = _fail_lines(capsys.readouterr().out)
+    assert "per device for 2 processes" in line
+
+
 def test_budget_beyond_the_data_names_the_field(prepared: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*prepared, "optim.max_steps=20000"]) == 1  # 20,000 x 4 x 32 = 2,560,000 > 1,391,189 tokens
     (line,) = _fail_lines(capsys.readouterr().out)
@@ -117,7 +125,7 @@ def test_study_sweep_on_gpu_nodes_with_a_cpu_rehearsal(tmp_path: Path) -> None:
         "src.preflight", "-m", "experiment=gpt2_small_study", "cluster=gpu_node",
         "preflight.steps=1", "preflight.rehearsal_micro_batch=1",
         f"paths.mlflow_db={tmp_path / 'mlflow.db'}", f"paths.checkpoints_dir={tmp_path / 'ckpt'}",
-        f"paths.cache_dir={tmp_path / 'cache'}",
+        f"paths.cache_dir={tmp_path / 'cache'}", timeout=1800,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     table, rehearsal = proc.stdout.split("dress rehearsal (preflight.steps):")
@@ -128,3 +136,28 @@ def test_study_sweep_on_gpu_nodes_with_a_cpu_rehearsal(tmp_path: Path) -> None:
     assert "device-hours" in table and "not prepared" in table
     ratios = [float(line.split()[-1]) for line in rehearsal.splitlines() if "-s0" in line]
     assert len(ratios) == 5 and all(0.7 < r < 1.5 for r in ratios), rehearsal
+
+
+def test_time_and_cost_of_the_study_on_a100s() -> None:
+    import torch
+
+    from src.model.gpt import GPTModel, model_stats
+    from src.preflight.cards import card_for
+    from src.preflight.cost import estimate_time
+    from src.training.budget import resolve_budget
+
+    cfg = compose(["experiment=gpt2_small_study", "cluster=gpu_node"])
+    with torch.device("meta"):
+        stats = model_stats(GPTModel(validate(cfg)))
+    budget = resolve_budget(cfg.optim, cfg.seq_len, 8, stats.n_params)
+    card = card_for(cfg, on_gpu=True)
+    t = estimate_time(cfg, budget, stats.flops_per_token, card)
+    # 132 validations of 960 windows and 19,200 test windows of 1024 tokens, forward only (1/3 of the FLOPs).
+    evaluated = (33_165 // 250 * 960 + 19_200) * 1024
+    flops = stats.flops_per_token * (3_260_252_160 + evaluated / 3)
+    assert t.seconds == pytest.approx(flops / (8 * 312e12 * 0.15))
+    assert 2.5 < t.seconds / 3600 < 3.0 and t.device_hours == pytest.approx(8 * t.seconds / 3600)  # the study: 2.3-2.6 h
+    fp32 = compose(["experiment=gpt2_small_study", "cluster=gpu_node", "precision=fp32", "precision.matmul_precision=highest"])
+    assert estimate_time(fp32, budget, stats.flops_per_token, card).seconds is None  # true fp32: no peak known
+    tf32 = compose(["experiment=gpt2_small_study", "cluster=gpu_node", "precision=fp32", "precision.matmul_precision=high"])
+    assert estimate_time(tf32, budget, stats.flops_per_token, card).seconds == pytest.approx(2 * t.seconds)

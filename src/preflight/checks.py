@@ -38,13 +38,18 @@ def gib(n_bytes: float) -> str:
     return f"{n_bytes / GIB:,.1f} GiB" if n_bytes >= GIB else f"{n_bytes / 2**20:,.0f} MiB"
 
 
-def check_memory(cfg: DictConfig, estimate: MemoryEstimate, card: Card, devices_per_pass: int) -> Finding:
-    """The estimate against the card's memory times `preflight.memory_headroom`."""
+def check_memory(
+    cfg: DictConfig, estimate: MemoryEstimate, card: Card, devices_per_pass: int, sharing: int = 1
+) -> Finding:
+    """The estimate against the card's memory times `preflight.memory_headroom`; `sharing` processes
+    hold one estimate each in that memory (CPU jobs: the DDP ranks and pool workers of one machine)."""
     headroom = cfg.preflight.memory_headroom
     if not (isinstance(headroom, (int, float)) and 0 < headroom <= 1):
         raise ConfigError(f"preflight.memory_headroom must be in (0, 1], got {headroom!r}")
-    usable = int(card.memory_bytes * headroom)
-    cell = f"{gib(estimate.total)} of {gib(card.memory_bytes)} ({estimate.total / card.memory_bytes:.0%})"
+    usable = int(card.memory_bytes * headroom) // sharing
+    total = estimate.total * sharing
+    processes = f" for {sharing} processes" if sharing > 1 else ""
+    cell = f"{gib(total)}{processes} of {gib(card.memory_bytes)} ({total / card.memory_bytes:.0%})"
     if estimate.total <= usable:
         return Finding(OK, cell)
     micro = int(cfg.optim.micro_batch_size)
@@ -56,7 +61,7 @@ def check_memory(cfg: DictConfig, estimate: MemoryEstimate, card: Card, devices_
         advice = f"optim.micro_batch_size={divisors[0]} fits and divides {per_pass} (= global batch / devices)"
     return Finding.failed(
         cell,
-        f"optim.micro_batch_size={micro}: needs ~{gib(estimate.total)} per device, more than "
+        f"optim.micro_batch_size={micro}: needs ~{gib(estimate.total)} per device{processes}, more than "
         f"{headroom:.0%} of {gib(card.memory_bytes)} ({card.name}: preflight.gpu, preflight.gpu_memory_gb); {advice}",
     )
 

@@ -97,7 +97,9 @@ def _inspect(report: JobReport, ledger: CheckpointLedger) -> None:
     precision = str(cfg.precision.lightning)
     ddp = report.devices > 1 and "ddp" in str(cfg.cluster.strategy)
     report.memory = estimate_memory(model_cfg, int(cfg.optim.micro_batch_size), int(cfg.seq_len), precision, ddp)
-    report.findings["memory"] = check_memory(cfg, report.memory, card, report.devices)
+    # A CPU's memory is shared by the job's DDP ranks on this machine and by a pool's other workers.
+    sharing = 1 if on_gpu else int(cfg.cluster.devices) * int(cfg.cluster.get("workers", 1))
+    report.findings["memory"] = check_memory(cfg, report.memory, card, report.devices, sharing)
     report.time = estimate_time(cfg, budget, report.stats.flops_per_token, card)
     report.findings["data"] = check_data(cfg, budget)
     report.findings["store"] = check_tracking(cfg)
