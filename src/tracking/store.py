@@ -63,6 +63,7 @@ UI_TRAINING_VIEW = "workflowType=machine_learning"
 LOCK_WAIT_S = 600.0  # a schema upgrade of a large store can take minutes; a dead holder frees it at once
 PROBE_TIMEOUT_S = 8.0  # per attempt, connect and read (a basic-auth server hashes each password: slow on a busy host)
 PROBE_RETRIES = 2  # with 0.5 s and 1 s back-off: at most ~26 s for a server that never answers
+PROBE_BACKOFF_S = 0.5
 RETRY_ATTEMPTS = 8  # with 0.25 s doubling: ~1 min on top of SQLite's own busy timeout
 RETRY_DELAY_S = 0.25
 TMP_TABLE_PREFIX = "_alembic_tmp_"  # alembic's copy of a table being rebuilt on SQLite
@@ -329,23 +330,28 @@ def _probe_server(uri: str) -> None:
     from mlflow.utils.rest_utils import http_request
 
     where = f"{FIELD}={redact_uri(uri)}"
-    try:
-        response = http_request(
-            get_default_host_creds(uri),
-            "/api/2.0/mlflow/experiments/search",
-            "POST",
-            json={"max_results": 1},
-            max_retries=PROBE_RETRIES,
-            backoff_factor=0.5,
-            timeout=PROBE_TIMEOUT_S,
-            raise_on_status=False,
-        )
-    except Exception as err:  # connection refused, DNS, TLS, timeouts after the retries
-        raise StoreError(
-            f"{where}: no MLflow tracking server answers there ({_short_cause(str(err), uri)}); start it "
-            "(`mlflow server --backend-store-uri ...`), fix the address, or drop the override to track in "
-            "the local SQLite store"
-        ) from err
+    # Our own attempts, one request each: urllib3's retries count connect and read failures apart,
+    # so their total time is not bounded by one number.
+    for attempt in range(PROBE_RETRIES + 1):
+        try:
+            response = http_request(
+                get_default_host_creds(uri),
+                "/api/2.0/mlflow/experiments/search",
+                "POST",
+                json={"max_results": 1},
+                max_retries=0,
+                timeout=PROBE_TIMEOUT_S,
+                raise_on_status=False,
+            )
+            break
+        except Exception as err:  # connection refused, DNS, TLS, a timeout
+            if attempt == PROBE_RETRIES:
+                raise StoreError(
+                    f"{where}: no MLflow tracking server answers there ({_short_cause(str(err), uri)}); start it "
+                    "(`mlflow server --backend-store-uri ...`), fix the address, or drop the override to track "
+                    "in the local SQLite store"
+                ) from err
+            time.sleep(PROBE_BACKOFF_S * 2**attempt)
     if response.status_code in (401, 403):
         raise StoreError(
             f"{where}: the tracking server refused the credentials (HTTP {response.status_code}); "
