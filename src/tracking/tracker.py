@@ -22,7 +22,13 @@ from src.tracking import store
 from src.tracking.environment import git_state, run_tags
 from src.tracking.identity import identity_config
 from src.tracking.store import redact_text, redact_uri, with_retry
-from src.tracking.sweep import FINGERPRINT_TAG, HEARTBEAT_TAG, PARENT_TAG, liveness_tags
+from src.tracking.sweep import (
+    FINGERPRINT_TAG,
+    HEARTBEAT_TAG,
+    PARENT_TAG,
+    REQUIRED_FINAL_METRICS,
+    liveness_tags,
+)
 
 # MLflow's run statuses as Lightning's finalize() names them.
 OUTCOME_STATUS = {
@@ -33,8 +39,6 @@ OUTCOME_STATUS = {
     "preempted": "KILLED",  # SIGTERM with a checkpoint to resume from
 }
 NOTE_TAG = "mlflow.note.content"  # the run's description in the MLflow UI
-# A run is FINISHED only once these are in MLflow: without them the report would miss its seed.
-REQUIRED_FINAL_METRICS = ("test_loss", "final_train_loss", "steps_done", "train_time_s")
 
 
 def ensure_experiment(tracking_uri: str, name: str, artifact_location: str | None) -> str:
