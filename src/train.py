@@ -33,7 +33,7 @@ from src.training.budget import Budget, resolve_budget
 from src.training.callbacks import RunCallbacks
 from src.training.closing import RunClosing
 from src.training.lit_module import GPTLitModule
-from src.training.resume import RunPlan, RunResult, plan_run
+from src.training.resume import RunPlan, RunResult, plan_run, settle_lost_runs
 from src.training.run_spec import RunSpec, resolve
 from src.training.trainer import build_trainer, compile_blocks, quiet_lightning
 
@@ -146,6 +146,8 @@ def prepare_datamodule(cfg: DictConfig, budget: Budget) -> TokenDataModule:
 
 
 def open_tracker(cfg: DictConfig, spec: RunSpec, plan: RunPlan) -> Tracker:
+    if not in_multirun() and plan.run_id is None:
+        settle_lost_runs(spec)
     overrides, job_num = hydra_context()
     parent = os.environ.get(PARENT_ENV) if in_multirun() else None
     tracker = Tracker(cfg, overrides, job_num, spec.identity.fingerprint, run_id=plan.run_id, parent_run_id=parent)

@@ -96,13 +96,7 @@ def plan_run(spec: RunSpec, in_multirun: bool) -> RunPlan:
             if run.info.status == "FINISHED":
                 return RunPlan(done=RunResult.from_run(run), message=f"run {run_id} already finished; nothing to resume")
         return RunPlan(explicit, run_id)
-    if not store.enabled:
-        return RunPlan()
-    if not in_multirun:
-        if rank_zero_only.rank == 0:
-            client = MlflowClient(store.tracking_uri)
-            experiment_id = ensure_experiment(store.tracking_uri, store.experiment_name, store.artifact_location)
-            settle_lost(client, experiment_id, identity.fingerprint, store.stale_after_s)
+    if not (in_multirun and store.enabled):
         return RunPlan()
     last = ck.last
 
@@ -127,3 +121,14 @@ def plan_run(spec: RunSpec, in_multirun: bool) -> RunPlan:
         return RunPlan(last, d.run.info.run_id, message=f"{name}: run {d.run.info.run_id} {d.reason}")
     message = f"{name}: run {d.run.info.run_id} {d.reason}" if d.run is not None else ""
     return RunPlan(supersede=d.supersede, message=message)
+
+
+def settle_lost_runs(spec: RunSpec) -> None:
+    """Before a single run opens its MLflow run: mark KILLED (`lost`) the runs of its config left
+    RUNNING by a process that is gone (a sweep's jobs do this in `decide`). After every check of the
+    config, so a refused run still records nothing."""
+    store = spec.store
+    if not store.enabled or rank_zero_only.rank != 0:
+        return
+    experiment_id = ensure_experiment(store.tracking_uri, store.experiment_name, store.artifact_location)
+    settle_lost(MlflowClient(store.tracking_uri), experiment_id, spec.identity.fingerprint, store.stale_after_s)
