@@ -18,7 +18,6 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
-from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from src.data import build_datamodule
@@ -28,7 +27,7 @@ from src.launch.sweep_end import job_failed
 from src.model.gpt import GPTModel, count_params
 from src.paths import ConfigError, register_resolvers
 from src.tracking.store import Store, refuse_credentials
-from src.tracking.sweep import PARENT_ENV, settle_lost, supersede
+from src.tracking.sweep import PARENT_ENV, supersede
 from src.tracking.tags import DIVERGED, FINISHED
 from src.tracking.tracker import RecordSpec, Tracker
 from src.training.atomic_io import CheckpointSpaceError
@@ -36,7 +35,7 @@ from src.training.budget import Budget, resolve_budget
 from src.training.callbacks import RunCallbacks
 from src.training.closing import RunClosing
 from src.training.lit_module import GPTLitModule
-from src.training.resume import RunPlan, RunResult, plan_run
+from src.training.resume import RunPlan, RunResult, plan_run, settle_lost_runs
 from src.training.run_spec import RunSpec, resolve
 from src.training.trainer import build_trainer, compile_blocks, quiet_lightning
 
@@ -152,10 +151,8 @@ def open_tracker(cfg: DictConfig, spec: RunSpec, store: Store, plan: RunPlan) ->
     overrides, job_num = hydra_context()
     parent = os.environ.get(PARENT_ENV) if in_multirun() else None
     record = RecordSpec.from_config(cfg, spec.devices.device_type, overrides, job_num)
-    if not in_multirun() and rank_zero_only.rank == 0:  # a sweep job settles them through its run plan (decide)
-        where = spec.store
-        experiment_id = store.experiment_id(where.experiment_name, where.artifact_location)
-        settle_lost(store, experiment_id, spec.identity.fingerprint, where.stale_after_s)
+    if not in_multirun() and plan.run_id is None:  # a sweep's job settles them in its run plan (decide)
+        settle_lost_runs(spec, store)
     tracker = Tracker(store, record, spec.identity.fingerprint, run_id=plan.run_id, parent_run_id=parent)
     if plan.supersede and tracker.run_id:
         supersede(store, plan.supersede, tracker.run_id)

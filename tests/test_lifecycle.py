@@ -17,8 +17,16 @@ import src.train as train_module
 from src.launch.sweep_end import REASON_TAG
 from src.paths import compose
 from src.tracking.store import Store
-from src.tracking.sweep import FINGERPRINT_TAG, PID_TAG, SWEEP_TAG, liveness_tags, settle_lost
-from src.tracking.tracker import REQUIRED_FINAL_METRICS, Tracker
+from src.tracking.sweep import (
+    FINGERPRINT_TAG,
+    PID_TAG,
+    REQUIRED_FINAL_METRICS,
+    SWEEP_TAG,
+    decide,
+    liveness_tags,
+    settle_lost,
+)
+from src.tracking.tracker import Tracker
 from src.train import RunResult, train
 
 STEPS = 8
@@ -205,3 +213,17 @@ def test_a_run_left_running_by_sigkill_is_settled_by_the_next_run_of_its_config(
     assert settle_lost(door, exp, "fp", stale_after_s=300) == [killed]
     assert client.get_run(killed).info.status == "KILLED" and client.get_run(killed).data.tags["outcome"] == "lost"
     assert client.get_run(alive).info.status == "RUNNING"
+
+
+def test_a_run_finished_without_its_final_metrics_is_not_skipped(store: dict[str, str]) -> None:
+    client = MlflowClient(store["uri"])
+    door = Store.connect(store["uri"])
+    exp = door.experiment_id("no_results", store["artifacts"])
+    run_id = client.create_run(exp, tags={FINGERPRINT_TAG: "fp", "outcome": "finished"}).info.run_id
+    client.log_metric(run_id, "train_time_s", 1.0)
+    client.set_terminated(run_id, "FINISHED")  # as older versions closed a run killed in its test phase
+
+    with_checkpoint = decide(door, exp, "fp", "resume", 300, lambda run: True)
+    assert with_checkpoint.action == "resume" and "without test_loss" in with_checkpoint.reason
+    without = decide(door, exp, "fp", "resume", 300, lambda run: False)
+    assert without.action == "new" and without.supersede == [run_id]

@@ -52,6 +52,8 @@ PARENT_ENV = "NORMSWEEP_PARENT_RUN_ID"  # the parent run of the jobs this proces
 JOBS_ARTIFACT = "sweep/jobs.json"
 JOBS_FILE = "normsweep_jobs.json"  # the same list in the multirun folder
 POLICIES = ("resume", "rerun", "fail")
+# A run is FINISHED only once these are in MLflow: without them the report would miss its seed.
+REQUIRED_FINAL_METRICS = ("test_loss", "final_train_loss", "steps_done", "train_time_s")
 
 
 @dataclass
@@ -150,6 +152,13 @@ def decide(
             return Decision("busy", latest, f"running on {host} (heartbeat {age:.0f} s ago)")
         mark_lost(store, latest)
         outcome = LOST
+    missing = [k for k in REQUIRED_FINAL_METRICS if k not in latest.data.metrics]
+    if latest.info.status == "FINISHED" and outcome == FINISHED and missing:
+        # Closed FINISHED without its results (older versions did, after a kill in the test phase).
+        outcome = f"finished without {', '.join(missing)}"
+        if checkpoint_of(latest):
+            return Decision("resume", latest, f"{outcome}; resuming from its checkpoint")
+        return Decision("new", latest, f"{outcome}; starting a new run", [latest.info.run_id])
     if latest.info.status == "FINISHED" or outcome in RESULT_OUTCOMES:
         return Decision("skip", latest, f"already {outcome or FINISHED}")
     if outcome in INTERRUPTED_OUTCOMES or latest.info.status == "KILLED":

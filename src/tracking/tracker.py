@@ -23,7 +23,7 @@ from src.tracking.environment import environment_tags
 from src.tracking.git import git_state
 from src.tracking.identity import identity_config
 from src.tracking.store import Store, redact_text, redact_uri
-from src.tracking.sweep import liveness_tags
+from src.tracking.sweep import REQUIRED_FINAL_METRICS, liveness_tags
 from src.tracking.tags import (
     CLUSTER_TAG,
     FAILED,
@@ -47,8 +47,6 @@ from src.tracking.tags import (
 CONFIG_ARTIFACT = "config/config.yaml"
 OVERRIDES_ARTIFACT = "config/overrides.txt"
 DIFF_ARTIFACT = "git/diff.patch"
-# A run is FINISHED only once these are in MLflow: without them the report would miss its seed.
-REQUIRED_FINAL_METRICS = ("test_loss", "final_train_loss", "steps_done", "train_time_s")
 
 
 @dataclass(frozen=True)

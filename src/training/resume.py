@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lightning.pytorch.utilities import rank_zero_only
+
 from src.paths import ConfigError
 from src.tracking.store import Store, redact_uri
-from src.tracking.sweep import decide
+from src.tracking.sweep import decide, settle_lost
 from src.tracking.tags import DIVERGED, FINISHED, NORM_TAG, OUTCOME_TAG
 from src.training.checkpointing import check_checkpoint, read_run_state, resolve_ckpt_path
 from src.training.run_spec import RunSpec
@@ -126,3 +128,14 @@ def plan_run(spec: RunSpec, in_multirun: bool, store: Store | None) -> RunPlan:
         return RunPlan(last, d.run.info.run_id, message=f"{name}: run {d.run.info.run_id} {d.reason}")
     message = f"{name}: run {d.run.info.run_id} {d.reason}" if d.run is not None else ""
     return RunPlan(supersede=d.supersede, message=message)
+
+
+def settle_lost_runs(spec: RunSpec, store: Store) -> None:
+    """Before a single run opens its MLflow run: mark KILLED (`lost`) the runs of its config left
+    RUNNING by a process that is gone (a sweep's jobs do this in `decide`). After every check of the
+    config, so a refused run still records nothing."""
+    if rank_zero_only.rank != 0:
+        return
+    where = spec.store
+    experiment_id = store.experiment_id(where.experiment_name, where.artifact_location)
+    settle_lost(store, experiment_id, spec.identity.fingerprint, where.stale_after_s)
