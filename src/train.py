@@ -127,7 +127,7 @@ def train(cfg: DictConfig) -> RunResult:
             trainer.test(module, datamodule=datamodule, verbose=False)
             result.test_loss = module.test_loss
         if tracker:
-            tracker.log_final(final_metrics(result, module, trainer.global_step, budget), step=trainer.global_step)
+            tracker.log_final(final_metrics(result, module, trainer.global_step, budget))
             tracker.close(result.outcome, note=describe(result))
     except SIGTERMException:
         saved = callbacks.sigterm.saved
@@ -214,7 +214,7 @@ def describe(result: RunResult) -> str:
 
 
 def final_metrics(result: RunResult, module: GPTLitModule, steps_done: int, budget: Budget) -> dict[str, float]:
-    """The run's headline numbers, logged once at its last step."""
+    """The run's headline numbers, logged once (at the tracker's summary step)."""
     final = {
         "train_time_s": result.train_time_s,
         "avg_tokens_per_sec": result.tokens_per_sec,  # the study's definition: tokens / training time
@@ -227,6 +227,8 @@ def final_metrics(result: RunResult, module: GPTLitModule, steps_done: int, budg
         steady_time = result.train_time_s - module.first_step_s
         final["first_step_s"] = module.first_step_s
         final["avg_tokens_per_sec_after_first_step"] = (steps_done - 1) * budget.tokens_per_step / max(steady_time, 1e-9)
+    if result.test_loss is not None:
+        final["test_loss"] = result.test_loss
     if result.final_train_loss is not None:
         final["final_train_loss"] = result.final_train_loss
     if result.diverged_at_step is not None:

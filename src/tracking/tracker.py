@@ -32,6 +32,10 @@ OUTCOME_STATUS = {
     "preempted": "KILLED",  # SIGTERM with a checkpoint to resume from
 }
 NOTE_TAG = "mlflow.note.content"  # the run's description in the MLflow UI
+# A run's one-off results (test loss, tokens/s, ...) are logged at step 0: MLflow 3.17's chart view
+# draws a metric whose every run has it at step 0 as a bar per run, and one logged at a later step
+# as a single-dot line on the step axis.
+SUMMARY_STEP = 0
 
 
 def ensure_experiment(tracking_uri: str, name: str, artifact_location: str | None) -> str:
@@ -154,8 +158,10 @@ class Tracker:
             self.set_tags({HEARTBEAT_TAG: f"{time.time():.0f}"})
 
     @rank_zero_only
-    def log_final(self, metrics: Mapping[str, float], step: int) -> None:
-        self.logger.log_metrics(dict(metrics), step=step)
+    def log_final(self, metrics: Mapping[str, float]) -> None:
+        """The run's headline numbers, once, at SUMMARY_STEP (past the resume filter, which would
+        drop step 0 on a resumed run and leave it FINISHED without results)."""
+        MLFlowLogger.log_metrics(self.logger, dict(metrics), step=SUMMARY_STEP)
 
     @rank_zero_only
     def set_tags(self, tags: Mapping[str, str]) -> None:

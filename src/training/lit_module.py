@@ -128,13 +128,14 @@ class GPTLitModule(L.LightningModule):
         self._eval_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         self._eval_count = 0
 
-    def _eval_end(self, key: str) -> float:
+    def _eval_end(self, key: str, log: bool = True) -> float:
         total = self.trainer.strategy.reduce(self._eval_sum, reduce_op="sum")
         count = self.trainer.strategy.reduce(
             torch.tensor(self._eval_count, dtype=torch.float64, device=self.device), reduce_op="sum"
         )
         value = float(total / count)
-        self._log_metrics({key: value})
+        if log:
+            self._log_metrics({key: value})
         self.log(key, value, prog_bar=True, logger=False)
         return value
 
@@ -154,7 +155,8 @@ class GPTLitModule(L.LightningModule):
         self._eval_step(batch)
 
     def on_test_epoch_end(self) -> None:
-        self.test_loss = self._eval_end("test_loss")
+        # Not logged here: the run logs it with its other results, once (Tracker.log_final).
+        self.test_loss = self._eval_end("test_loss", log=False)
 
     # --- optimizer ---------------------------------------------------------------------------
     def configure_optimizers(self) -> dict[str, Any]:
