@@ -59,7 +59,9 @@ class MlflowSetup(Callback):
 
         from src.tracking import sweep
         from src.tracking.store import ensure_experiment, redact_text
+        from src.tracking.summary import log_sweep_definition
         from src.tracking.tracker import git_commit
+        from src.tracking.ui_view import publish_view
 
         try:
             jobs = sweep_jobs(config)
@@ -73,6 +75,7 @@ class MlflowSetup(Callback):
         key = config.experiment_name + "".join(sorted(j["fingerprint"] for j in jobs)) if jobs else os.urandom(8).hex()
         sweep_id = hashlib.sha256(key.encode()).hexdigest()[:16]
         client = MlflowClient(config.logger.tracking_uri)
+        publish_view(client, experiment_id)  # what the links printed for this sweep open on
         found = sweep.runs_tagged(client, experiment_id, sweep.SWEEP_ID_TAG, sweep_id, most=1)
         # Credentials in a tracking URI given on the command line never reach MLflow.
         command = redact_text("python -m src.train -m " + " ".join(shlex.quote(o) for o in config.hydra.overrides.task))
@@ -93,10 +96,7 @@ class MlflowSetup(Callback):
                 },
             )
             run_id = run.info.run_id
-            params = OmegaConf.select(config, "hydra.sweeper.params", default=None) or {}
-            for name, values in params.items():
-                client.log_param(run_id, f"sweep.{name}", str(values))
-            client.log_param(run_id, "sweep.n_jobs", len(jobs))
+            log_sweep_definition(client, run_id, jobs)
         client.set_tag(run_id, "sweep.command", command)
         definition = sweep.sweep_definition(config.experiment_name, command, run_id, jobs)
         client.log_text(run_id, definition, sweep.JOBS_ARTIFACT)
@@ -108,6 +108,7 @@ class MlflowSetup(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from src.tracking import sweep
+        from src.tracking.summary import VERDICT_TAG, sweep_note
 
         run_id = os.environ.pop(sweep.PARENT_ENV, None)
         if run_id is None:
@@ -122,10 +123,10 @@ class MlflowSetup(Callback):
         counts = ", ".join(f"{states.count(s)} {s}" for s in sorted(set(states)))
         client.set_tag(run_id, "outcome", "finished" if ok else "incomplete")
         client.set_tag(run_id, "sweep.jobs", counts or "none")
-        client.set_tag(
-            run_id,
-            "mlflow.note.content",
+        jobs_sentence = (
             f"Sweep of {len(states)} jobs ({counts or 'none'}): `{parent.data.tags.get('sweep.command', '')}`. "
-            "Unfold this row to see its jobs; the study's table and figures are under Artifacts → report/report.html.",
+            "Its jobs are nested below it; the study's table and figures are under Artifacts → report/report.html."
         )
+        # The report (Hydra ends callbacks in reverse order: it ran before this) put the verdict first.
+        client.set_tag(run_id, "mlflow.note.content", sweep_note(jobs_sentence, parent.data.tags.get(VERDICT_TAG)))
         client.set_terminated(run_id, "FINISHED" if ok else "FAILED")

@@ -47,4 +47,6 @@ class SweepReport(Callback):
         analysis = generate_report(experiment, config.logger.tracking_uri, out_dir, margins=margins, pairs=pairs)
         print(analysis.text(), flush=True)
         print(f"\nreport written to {analysis.files[0].parent}", flush=True)
-        print(f"in the MLflow UI (make ui): {analysis.ui_link()}", flush=True)
+        from src.tracking.ui_view import ui_base
+
+        print("in the MLflow UI (make ui):", *analysis.ui_links(ui_base(config.logger)), sep="\n  ", flush=True)

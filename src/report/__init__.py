@@ -19,11 +19,19 @@ import pandas as pd
 from src import paths
 from src.report.comparisons import Margins, Result, compare, sentences, to_frame, unmatched_pairs
 from src.report.plots import plot_losses, plot_throughput, save
-from src.report.runs import ReportError, load_curves, load_interleaved, load_sweep, save_summary_run
+from src.report.runs import (
+    ReportError,
+    load_curves,
+    load_interleaved,
+    load_sweep,
+    open_client,
+    save_summary_run,
+)
 from src.report.stability import by_learning_rate, is_lr_sweep, plot_stability
 from src.report.stability import sentences as stability_sentences
-from src.report.table import display_rows, markdown_table, summarize, text_table
-from src.tracking.store import UI_TRAINING_VIEW
+from src.report.table import display_rows, markdown_table, summarize, text_table, with_ci
+from src.tracking.summary import log_sweep_summary
+from src.tracking.ui_view import ui_link
 
 __all__ = ["Analysis", "Margins", "ReportError", "analyze", "default_out_dir", "generate_report", "write"]
 
@@ -45,9 +53,22 @@ class Analysis:
     files: list[Path] = field(default_factory=list)
     report_run_id: str | None = None  # the MLflow run holding the files
 
-    def ui_link(self, base: str = "http://127.0.0.1:5000") -> str:
-        run = f"/runs/{self.report_run_id}" if self.report_run_id else "/runs"
-        return f"{base}/#/experiments/{self.experiment_id}{run}?{UI_TRAINING_VIEW}"
+    def ui_links(self, base: str) -> list[str]:
+        """Where to look in the MLflow UI at `base`: the sweep run (its verdict), then every run."""
+        links = [f"the sweep's verdict: {ui_link(base, self.experiment_id, self.report_run_id)}"] if self.report_run_id else []
+        return [*links, f"every run, grouped by norm: {ui_link(base, self.experiment_id)}"]
+
+    def verdict(self) -> str:
+        """The answer in a few lines of markdown: per variant its headline numbers, then each pair's
+        verdict (the sweep run's description in MLflow)."""
+        lines = [f"**normsweep verdict, experiment `{self.experiment}`** ({self._heading()}):", ""]
+        for r in self.table.itertuples(index=False):
+            loss = with_ci(r.test_loss, r.test_loss_ci, "{:.4f}")
+            speed = with_ci(r.tokens_per_sec, r.tokens_per_sec_ci, "{:,.0f}")
+            notes = f"; {r.notes}" if r.notes else ""
+            lines.append(f"- `{r.variant}`: test loss {loss}, {speed} tokens/s ({r.finished} seed(s) finished{notes})")
+        lines += [f"- {s}" for s in self.sentences()] or ["- No pairs to compare."]
+        return "\n".join(lines)
 
     def sentences(self) -> list[str]:
         """One sentence per compared pair, then why any requested pair was not compared."""
@@ -191,4 +212,13 @@ def generate_report(
     analysis.files = write(analysis, out_dir or default_out_dir(experiment))
     if log_summary:
         analysis.report_run_id = save_summary_run(analysis.tracking_uri, analysis.experiment_id, analysis.files)
+        headers, rows = analysis.rows()
+        log_sweep_summary(
+            open_client(analysis.tracking_uri),
+            analysis.report_run_id,
+            analysis.table.to_dict("records"),
+            pd.DataFrame(rows, columns=headers),
+            analysis.comparisons_frame(),
+            analysis.verdict(),
+        )
     return analysis

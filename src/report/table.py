@@ -127,7 +127,7 @@ _FORMATS = {"train_time_s": "{:,.1f}", "tokens_per_sec": "{:,.0f}", "test_loss":
 DASH = "—"
 
 
-def _with_ci(mean: float, ci: float, fmt: str) -> str:
+def with_ci(mean: float, ci: float, fmt: str) -> str:
     if math.isnan(mean):
         return DASH
     return fmt.format(mean) if math.isnan(ci) else f"{fmt.format(mean)} ± {fmt.format(ci)}"
@@ -168,7 +168,7 @@ def display_rows(
         speed = DASH if math.isnan(r.speed_vs_hand) else "ref" if r.variant == baseline else f"{r.speed_vs_hand - 1:+.1%}"
         delta = getattr(r, loss_delta)
         loss = DASH if math.isnan(delta) else "ref" if r.variant == LOSS_REFERENCE else f"{delta:+.4f}"
-        values = [_with_ci(getattr(r, c), getattr(r, f"{c}_ci"), _FORMATS[c]) for c in VALUE_COLUMNS]
+        values = [with_ci(getattr(r, c), getattr(r, f"{c}_ci"), _FORMATS[c]) for c in VALUE_COLUMNS]
         rows.append([r.variant, f"{r.finished}/{r.runs}", *values, speed, loss, r.notes, r.family])
     if interleaved:
         at = headers.index("notes")

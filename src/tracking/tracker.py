@@ -21,6 +21,7 @@ from src.tracking import store
 from src.tracking.environment import git_state, run_tags
 from src.tracking.identity import identity_config
 from src.tracking.store import redact_text, redact_uri, with_retry
+from src.tracking.summary import NOTE_TAG, SUMMARY_STEP
 from src.tracking.sweep import FINGERPRINT_TAG, HEARTBEAT_TAG, PARENT_TAG, liveness_tags
 
 # MLflow's run statuses as Lightning's finalize() names them.
@@ -31,11 +32,6 @@ OUTCOME_STATUS = {
     "killed": "KILLED",  # Ctrl+C
     "preempted": "KILLED",  # SIGTERM with a checkpoint to resume from
 }
-NOTE_TAG = "mlflow.note.content"  # the run's description in the MLflow UI
-# A run's one-off results (test loss, tokens/s, ...) are logged at step 0: MLflow 3.17's chart view
-# draws a metric whose every run has it at step 0 as a bar per run, and one logged at a later step
-# as a single-dot line on the step axis.
-SUMMARY_STEP = 0
 
 
 def ensure_experiment(tracking_uri: str, name: str, artifact_location: str | None) -> str:
