@@ -30,7 +30,7 @@ from src.paths import ConfigError, register_resolvers
 from src.tracking.identity import fingerprint, identity_config
 from src.tracking.store import check_store
 from src.tracking.sweep import PARENT_ENV, supersede
-from src.tracking.tracker import Tracker
+from src.tracking.tracker import TokenCacheRef, Tracker
 from src.training.budget import Budget, resolve_budget
 from src.training.callbacks import RunTracking
 from src.training.checkpointing import LAST, SaveOnSigterm, checkpoint_dir, periodic_checkpoint
@@ -117,7 +117,10 @@ def train(cfg: DictConfig) -> RunResult:
     try:
         if tracker:
             stats = {"n_params": module.stats.n_params, "flops_per_token": module.stats.flops_per_token}
-            tracker.log_inputs({**stats, **{f"budget.{k}": v for k, v in asdict(budget).items()}})
+            tracker.log_inputs(
+                {**stats, **{f"budget.{k}": v for k, v in asdict(budget).items()}},
+                TokenCacheRef(datamodule.source.cache_key, datamodule.folder, datamodule.used_splits),
+            )
         trainer = build_trainer(cfg, budget, tracker.logger if tracker else False, callbacks.all())
         trainer.fit(module, datamodule=datamodule, ckpt_path=plan.ckpt_path, weights_only=True)
         result = fit_result(cfg, module, callbacks, trainer.global_step * budget.tokens_per_step)

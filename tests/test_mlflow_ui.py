@@ -30,6 +30,7 @@ from src.tracking.sweep import SWEEP_TAG
 from src.tracking.ui_view import ui_link
 
 UP_TIMEOUT_S = 300  # the UI's first start on a loaded 2-core machine
+SCROLLS = 40  # wheel turns down the chart view before a chart counts as missing
 NO_ASSISTANT = "localStorage.setItem('mlflow.assistant.fab.autoOpenedOnFirstLoad_v1', 'true')"
 
 
@@ -124,7 +125,13 @@ def test_the_ui_shows_the_answer(tiny_sweep: TinySweep, tiny_client: MlflowClien
         assert len(states) >= len(jobs) and all(states), f"{states.count(False)} of {len(states)} rows hidden"
         page.get_by_placeholder("Search metric charts").fill("test_loss")
         card = page.locator("[data-testid='experiment-view-compare-runs-card']", has=page.locator("h4[title='test_loss']"))
-        card.scroll_into_view_if_needed()  # charts are drawn when they come into view
+        for _ in range(SCROLLS):  # a section's charts are put on the page as it scrolls into view
+            if card.count():
+                break
+            page.mouse.move(1000, 700)
+            page.mouse.wheel(0, 600)
+            page.wait_for_timeout(300)
+        card.scroll_into_view_if_needed()
         card.locator(".js-plotly-plot").wait_for()
         assert card.locator(".barlayer .point").count() >= 1, "test_loss is not drawn as bars"
 

@@ -19,6 +19,7 @@ from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 
 from src.paths import CONF_DIR, ConfigError, compose
+from src.tracking.summary import SUMMARY_STEP
 from src.tracking.sweep import SWEEP_TAG
 from src.train import train
 from src.training.lit_module import GPTLitModule
@@ -59,7 +60,18 @@ def test_fit_and_test_every_norm(norm: str, tiny_overrides: list[str], store: di
     assert [h.step for h in history] == [1, 2, 3, 4]  # one point per optimizer step, no duplicates
     assert [h.step for h in client.get_metric_history(run.info.run_id, "val/val_loss")] == [2, 4]
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "config")}
-    assert artifacts == {"config/config.yaml", "config/overrides.txt"}
+    assert artifacts == {"config/config.yaml", "config/machine_paths.yaml", "config/overrides.txt"}
+    # The headline numbers are one value each (the UI draws them as bars), not a point on the step axis.
+    assert [h.step for h in client.get_metric_history(run.info.run_id, "test_loss")] == [SUMMARY_STEP]
+    # The config another machine can reuse has none of this machine's paths; they are kept apart.
+    portable = Path(client.download_artifacts(run.info.run_id, "config/config.yaml")).read_text()
+    assert "cache_dir" not in portable and store["db"] not in portable and "paths:" not in portable
+    machine = Path(client.download_artifacts(run.info.run_id, "config/machine_paths.yaml")).read_text()
+    assert store["db"] in machine
+    # What it read: one dataset input per split, with the token count of each.
+    inputs = {d.tags[0].value: d.dataset for d in run.inputs.dataset_inputs}
+    assert set(inputs) == {"train", "val", "test"}
+    assert all(json.loads(d.profile)["num_tokens"] > 0 and len(d.digest) == 12 for d in inputs.values())
 
 
 def test_loss_falls(tiny_overrides: list[str], store: dict[str, str]) -> None:

@@ -10,20 +10,28 @@ from __future__ import annotations
 import subprocess
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from lightning.pytorch.loggers import MLFlowLogger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
+from src.data.cache import read_meta
 from src.paths import PROJECT_ROOT
 from src.tracking import store
+from src.tracking.datasets import log_datasets
 from src.tracking.environment import git_state, run_tags
 from src.tracking.identity import identity_config
 from src.tracking.store import redact_text, redact_uri, with_retry
 from src.tracking.summary import NOTE_TAG, SUMMARY_STEP
 from src.tracking.sweep import FINGERPRINT_TAG, HEARTBEAT_TAG, PARENT_TAG, liveness_tags
 
+CONFIG_ARTIFACT = "config/config.yaml"  # the resolved config, without this machine's paths
+MACHINE_PATHS_ARTIFACT = "config/machine_paths.yaml"  # where this run read and wrote, on its machine
+# Keys whose values are places on the machine that ran the job (identity.py leaves them out too).
+MACHINE_PATH_KEYS = ("paths", "logger.tracking_uri", "logger.artifact_location", "data.cache_dir", "checkpoint.dir", "ckpt_path")
 # MLflow's run statuses as Lightning's finalize() names them.
 OUTCOME_STATUS = {
     "finished": "success",  # FINISHED
@@ -50,6 +58,15 @@ def git_commit() -> str:
         return out.stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+
+
+@dataclass(frozen=True)
+class TokenCacheRef:
+    """The token cache a run reads: its key (corpus, split, tokenizer), folder and the splits used."""
+
+    cache_key: str
+    folder: Path
+    splits: tuple[str, ...]
 
 
 class _ClosedByTracker(MLFlowLogger):
@@ -125,8 +142,9 @@ class Tracker:
         return self.logger.run_id
 
     @rank_zero_only
-    def log_inputs(self, extra_params: Mapping[str, Any]) -> None:
-        """Params (once: MLflow params are immutable) and the config artifacts. A resumed run has them."""
+    def log_inputs(self, extra_params: Mapping[str, Any], data: TokenCacheRef | None = None) -> None:
+        """Params (once: MLflow params are immutable), the config artifacts and the dataset inputs
+        (`data`: the token cache the run reads). A resumed run has them."""
         if self.resumed:
             return
         # The experiment's variables only: machine-local paths and the tracking location are not params.
@@ -134,7 +152,12 @@ class Tracker:
         params.update(extra_params)
         with_retry(lambda: self.logger.log_hyperparams(params))
         client, run_id = self.logger.experiment, self.logger.run_id
-        client.log_text(run_id, OmegaConf.to_yaml(redacted_config(self.cfg)), "config/config.yaml")
+        portable, machine = split_machine_paths(redacted_config(self.cfg))
+        client.log_text(run_id, OmegaConf.to_yaml(portable), CONFIG_ARTIFACT)
+        client.log_text(run_id, OmegaConf.to_yaml(machine), MACHINE_PATHS_ARTIFACT)
+        if data is not None:
+            splits = read_meta(data.folder)["splits"]
+            log_datasets(client, run_id, data.cache_key, splits, data.splits)
         client.log_text(run_id, redact_text("\n".join(self.overrides)) + "\n", "config/overrides.txt")
         if self.git.dirty:  # the commit alone does not say what ran
             client.log_text(run_id, self.git.diff, "git/diff.patch")
@@ -172,6 +195,22 @@ class Tracker:
         self.set_tags({"outcome": outcome, **({NOTE_TAG: note} if note else {})})
         if rank_zero_only.rank == 0:
             self.logger.close(OUTCOME_STATUS[outcome])
+
+
+def split_machine_paths(cfg: DictConfig) -> tuple[DictConfig, DictConfig]:
+    """(the config without this machine's paths, those paths): the first is what another machine can
+    reuse and compare; the second says where this run read and wrote."""
+    portable = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    machine = OmegaConf.create()
+    for key in MACHINE_PATH_KEYS:
+        value = OmegaConf.select(portable, key, default=None)
+        if value is None:
+            continue
+        OmegaConf.update(machine, key, value)
+        *parents, leaf = key.split(".")
+        node = OmegaConf.select(portable, ".".join(parents)) if parents else portable
+        node.pop(leaf)
+    return portable, machine
 
 
 def redacted_config(cfg: DictConfig) -> DictConfig:
