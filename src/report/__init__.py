@@ -20,6 +20,7 @@ from src import paths
 from src.report.comparisons import Margins, Result, compare, sentences, to_frame, unmatched_pairs
 from src.report.plots import plot_losses, plot_throughput, save
 from src.report.runs import (
+    INTERLEAVED_REFERENCE,
     ReportError,
     load_curves,
     load_interleaved,
@@ -29,7 +30,15 @@ from src.report.runs import (
 )
 from src.report.stability import by_learning_rate, is_lr_sweep, plot_stability
 from src.report.stability import sentences as stability_sentences
-from src.report.table import display_rows, markdown_table, summarize, text_table, with_ci
+from src.report.table import (
+    display_rows,
+    interleaved_cell,
+    markdown_table,
+    summarize,
+    text_table,
+    variant_order,
+    with_ci,
+)
 from src.tracking.summary import log_sweep_summary
 from src.tracking.ui_view import ui_link
 
@@ -71,8 +80,19 @@ class Analysis:
         return "\n".join(lines)
 
     def sentences(self) -> list[str]:
-        """One sentence per compared pair, then why any requested pair was not compared."""
-        return sentences(self.comparisons) + self.notes
+        """One sentence per compared pair, why any requested pair was not compared, then the speed
+        measured by interleaving (when the experiment has a bench-variants run)."""
+        return sentences(self.comparisons) + self.notes + self.speed_sentences()
+
+    def speed_sentences(self) -> list[str]:
+        if not self.interleaved:
+            return []
+        cells = [f"{v} {interleaved_cell(self.interleaved[v])}" for v in variant_order(self.table) if v in self.interleaved]
+        return [
+            f"Speed, measured by interleaving the variants' training steps in one process (python -m src.bench "
+            f"variants; step speed vs {INTERLEAVED_REFERENCE}, median and 95% interval): {'; '.join(cells)}. "
+            "It replaces the tokens/s ratios of jobs run one after another, which measure the machine's load."
+        ]
 
     def comparisons_frame(self) -> pd.DataFrame:
         return to_frame(self.comparisons)
