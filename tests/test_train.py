@@ -40,7 +40,7 @@ def _runs(uri: str, experiment: str) -> list:
 
 @pytest.mark.parametrize("norm", NORMS)
 def test_fit_and_test_every_norm(norm: str, tiny_overrides: list[str], store: dict[str, str]) -> None:
-    cfg = compose([*tiny_overrides, f"norm={norm}", "experiment_name=per_norm"])
+    cfg = compose([*tiny_overrides, f"norm={norm}", "experiment_name=per_norm", "logger.system_metrics_s=1"])
     result = train(cfg)
 
     (run,) = _runs(store["uri"], "per_norm")
@@ -50,6 +50,7 @@ def test_fit_and_test_every_norm(norm: str, tiny_overrides: list[str], store: di
     assert {"model", "precision", "cluster", "git_commit"} <= set(run.data.tags)
     m = run.data.metrics
     assert set(m) >= FINAL_METRICS
+    assert "system/cpu_utilization_percentage" in m  # MLflow's system metrics, sampled every second here
     assert m["avg_tokens_per_sec"] > 0 and m["train_time_s"] > 0
     assert m["test_loss"] == pytest.approx(result.test_loss) and 0 < m["test_loss"] < 20
     assert m["avg_tokens_per_sec"] == pytest.approx(4 * 4 * 32 / m["train_time_s"])  # steps x batch x T / time
