@@ -19,7 +19,7 @@ from src.bench.common import parse_list
 from src.bench.steps import bench_config
 from src.model.gpt import GPTConfig, GPTModel, model_stats
 from src.paths import PROJECT_ROOT, ConfigError
-from src.report.runs import load_interleaved
+from src.report.runs import load_interleaved, load_norm_costs
 from src.report.table import markdown_table
 
 
@@ -185,6 +185,10 @@ def test_variants_bench_writes_reports_and_an_mlflow_run(tmp_path: Path, store: 
     assert "env.torch" in run.data.tags
     # The report shows it beside the sweep's numbers.
     assert load_interleaved(store["uri"], exp.experiment_id)["torch_layernorm"] == (1.0, 1.0, 1.0)
+    # ...with the norm's own cost and its share of the variant's step (no_norm was timed too).
+    cost, low, high, step = load_norm_costs(store["uri"], exp.experiment_id)["hand_layernorm"]
+    summary = saved["summary"]["hand_layernorm"]
+    assert (cost, step) == pytest.approx((summary["norm_cost_ms"]["diff"], summary["step_ms"]["diff"]))
 
 
 def test_variants_bench_rejects_unknown_variants() -> None:

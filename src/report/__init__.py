@@ -11,19 +11,21 @@ from __future__ import annotations
 
 import base64
 import html
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from src import paths
-from src.report.comparisons import Margins, Result, compare, sentences, to_frame, unmatched_pairs
+from src.report.comparisons import NO_NORM, Margins, Result, compare, sentences, to_frame, unmatched_pairs
 from src.report.plots import plot_losses, plot_throughput, save
 from src.report.runs import (
     INTERLEAVED_REFERENCE,
     ReportError,
     load_curves,
     load_interleaved,
+    load_norm_costs,
     load_sweep,
     open_client,
     save_summary_run,
@@ -57,6 +59,7 @@ class Analysis:
     margins: Margins
     superseded: int  # repeated (variant, lr, seed) runs of which only the latest counts
     interleaved: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # bench-variants ratios
+    norm_costs: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)  # and norm costs
     notes: list[str] = field(default_factory=list)  # requested pairs that could not be compared
     stability: pd.DataFrame | None = None  # per (variant, lr), when the sweep varied the learning rate
     files: list[Path] = field(default_factory=list)
@@ -88,9 +91,15 @@ class Analysis:
         if not self.interleaved:
             return []
         cells = [f"{v} {interleaved_cell(self.interleaved[v])}" for v in variant_order(self.table) if v in self.interleaved]
+        costs = [
+            f"{v} {c[0]:+.1f} ms [{c[1]:+.1f}, {c[2]:+.1f}] ({c[0] / c[3]:.1%} of its {c[3]:,.0f} ms step)"
+            for v in variant_order(self.table)
+            if (c := self.norm_costs.get(v)) is not None and v != NO_NORM and all(math.isfinite(x) for x in c)
+        ]
+        share = f" The norm's own cost (step minus no_norm's, same rounds): {'; '.join(costs)}." if costs else ""
         return [
             f"Speed, measured by interleaving the variants' training steps in one process (python -m src.bench "
-            f"variants; step speed vs {INTERLEAVED_REFERENCE}, median and 95% interval): {'; '.join(cells)}. "
+            f"variants; step speed vs {INTERLEAVED_REFERENCE}, median and 95% interval): {'; '.join(cells)}.{share} "
             "It replaces the tokens/s ratios of jobs run one after another, which measure the machine's load."
         ]
 
@@ -168,6 +177,7 @@ def analyze(
         margins=margins,
         superseded=sweep.superseded,
         interleaved=load_interleaved(uri, sweep.experiment_id),
+        norm_costs=load_norm_costs(uri, sweep.experiment_id),
         notes=unmatched_pairs(runs, pairs) if pairs is not None else [],
         stability=by_learning_rate(runs) if is_lr_sweep(runs) else None,
     )
