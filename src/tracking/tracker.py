@@ -7,6 +7,7 @@ closes the run itself, once, with the real outcome: FINISHED, or FAILED for a cr
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import time
 from collections.abc import Mapping
@@ -144,6 +145,9 @@ class Tracker:
         if every_s <= 0 or rank_zero_only.rank != 0:
             return None
         from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+        # Three INFO lines per run (started, stopping, terminated) would bury the run's own summary.
+        logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)
 
         monitor = SystemMetricsMonitor(
             self.logger.run_id, sampling_interval=every_s, resume_logging=self.resumed,
