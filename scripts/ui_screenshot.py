@@ -7,8 +7,10 @@ pick the store, exactly as for `python -m src.ui`, and the experiment (its `expe
 script starts `python -m src.ui` on a free localhost port, waits until it answers, and clicks
 through the UI the way docs/mlflow-ui.md tells a user to:
 
-- `runs.png`: the experiment's training runs, the sweep run expanded to show its jobs,
-- `charts.png`: the same runs in the chart view (every metric's curves, one colour per run),
+- `runs.png`: the experiment from the link `make ui` prints: runs grouped by norm, results as columns,
+- `charts.png`: the same runs in the chart view (each norm one colour, mean with a min/max band),
+- `results.png`: the chart view searched for `test_loss`: one bar per norm, and the sweep's aggregates,
+- `sweep.png`: the sweep run's Overview, with its verdict (description) and aggregate metrics,
 - `report.png`: the sweep run's artifacts with `report/report.html` open,
 
 then stops the server. MLflow's UI is a JavaScript app, so a plain `chromium --screenshot` can only
@@ -39,17 +41,16 @@ from src import paths  # noqa: E402
 from src.report.runs import ReportError, find_experiment, open_store  # noqa: E402
 from src.tracking.store import StoreError  # noqa: E402
 from src.tracking.sweep import latest_sweep_run  # noqa: E402
+from src.tracking.ui_view import ui_link  # noqa: E402
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 CHROMIUM_HINT = "headless Chromium is needed: on Debian/Ubuntu `sudo apt-get install -y chromium`"
 PLAYWRIGHT_HINT = "Playwright drives Chromium here: `.venv/bin/pip install -e '.[screenshots]'`"
 REPORT_PATH = "report/report.html"
-# MLflow 3 opens an experiment as GenAI or as model training by the sidebar's toggle (remembered per
-# browser, GenAI in a fresh one); the URL parameter chooses training, as the toggle would.
-TRAINING_VIEW = "workflowType=machine_learning"
+TRAINING_VIEW = "workflowType=machine_learning"  # MLflow's training view (ui_link adds it too)
 # A fresh browser profile opens MLflow's assistant panel over a third of the page on its first load.
 NO_ASSISTANT = "localStorage.setItem('mlflow.assistant.fab.autoOpenedOnFirstLoad_v1', 'true')"
-EXPANDER = "button[data-component-id$='runnamecellrenderer.tsx_46']"  # the +/- before a parent run's name
+HEADLINE_METRIC = "test_loss"
 
 
 def find_chromium() -> str:
@@ -121,13 +122,8 @@ def photograph(
         context.add_init_script(NO_ASSISTANT)
         page = context.new_page()
 
-        page.goto(f"{base}/#/experiments/{experiment_id}/runs?{TRAINING_VIEW}")
+        page.goto(ui_link(base, experiment_id))  # the link `make ui` prints: normsweep's shared view
         page.locator(".ag-row").first.wait_for()
-        if sweep_run_id is not None:
-            # Jobs are nested under their sweep run, collapsed; open it as a user would.
-            sweep_row = page.locator(".ag-row", has=page.locator(f"a[href$='/runs/{sweep_run_id}']")).first
-            sweep_row.locator(EXPANDER).click()
-            page.locator(".ag-row").nth(1).wait_for()
         settle(page, settle_ms)
         shots.append(out / "runs.png")
         page.screenshot(path=shots[-1])
@@ -137,6 +133,27 @@ def photograph(
         settle(page, settle_ms)
         shots.append(out / "charts.png")
         page.screenshot(path=shots[-1])
+
+        # The headline numbers as values: the job's test loss, one bar per variant (mean of its seeds).
+        page.get_by_placeholder("Search metric charts").fill(HEADLINE_METRIC)
+        card = page.locator("[data-testid='experiment-view-compare-runs-card']", has=page.locator(f"h4[title='{HEADLINE_METRIC}']"))
+        for _ in range(40):  # a section's charts are put on the page as it scrolls into view
+            if card.count():
+                break
+            page.mouse.move(size[0] * 0.7, size[1] * 0.7)
+            page.mouse.wheel(0, 600)
+            page.wait_for_timeout(300)
+        card.scroll_into_view_if_needed()
+        settle(page, settle_ms)
+        shots.append(out / "results.png")
+        page.screenshot(path=shots[-1])
+
+        if sweep_run_id is not None:
+            page.goto(ui_link(base, experiment_id, sweep_run_id))
+            page.get_by_text("normsweep verdict").first.wait_for()
+            settle(page, settle_ms)
+            shots.append(out / "sweep.png")
+            page.screenshot(path=shots[-1], full_page=True)
 
         if sweep_run_id is not None:
             page.goto(

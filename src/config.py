@@ -126,6 +126,12 @@ def validate(cfg: DictConfig) -> GPTConfig:
         "seq_len",
         f"must be in [1, model.context_length={model_cfg.context_length}], got {cfg.seq_len}",
     )
+    rounds = OmegaConf.select(cfg, "report.speed_rounds", default=0)
+    _require(
+        _is_int(rounds) and (rounds == 0 or rounds >= 2),
+        "report.speed_rounds",
+        f"must be 0 (no speed check after a sweep) or an integer >= 2 (an interval needs two rounds), got {rounds!r}",
+    )
     _require(cfg.val_every_n_steps >= 1, "val_every_n_steps", f"must be >= 1, got {cfg.val_every_n_steps}")
     _require(cfg.log_every_n_steps >= 1, "log_every_n_steps", f"must be >= 1, got {cfg.log_every_n_steps}")
     p = cfg.precision

@@ -29,7 +29,7 @@ from src.paths import ConfigError, register_resolvers
 from src.tracking.store import Store, refuse_credentials
 from src.tracking.sweep import PARENT_ENV, supersede
 from src.tracking.tags import DIVERGED, FINISHED
-from src.tracking.tracker import RecordSpec, Tracker
+from src.tracking.tracker import RecordSpec, TokenCacheRef, Tracker
 from src.training.atomic_io import CheckpointSpaceError
 from src.training.budget import Budget, resolve_budget
 from src.training.callbacks import RunCallbacks
@@ -114,7 +114,7 @@ def train(cfg: DictConfig) -> RunResult:
     callbacks = RunCallbacks(spec, tracker, progress_bar=cfg.progress_bar)
     with RunClosing(tracker, spec.run_name, callbacks.sigterm) as run:
         if tracker:
-            log_inputs(tracker, module, budget)
+            log_inputs(tracker, module, budget, datamodule)
         trainer = build_trainer(cfg, budget, tracker.logger if tracker else False, callbacks.all())
         trainer.fit(module, datamodule=datamodule, ckpt_path=plan.ckpt_path, weights_only=True)
         result = fit_result(spec, module, callbacks, trainer.global_step * budget.tokens_per_step)
@@ -124,7 +124,7 @@ def train(cfg: DictConfig) -> RunResult:
             trainer.test(module, datamodule=datamodule, verbose=False)
             result.test_loss = module.test_loss
         if tracker:
-            tracker.log_final(final_metrics(result, module, trainer.global_step, budget), step=trainer.global_step)
+            tracker.log_final(final_metrics(result, module, trainer.global_step, budget))
         run.finish(result.outcome, describe(result))
     print(result.summary(), flush=True)
     return result
@@ -159,9 +159,12 @@ def open_tracker(cfg: DictConfig, spec: RunSpec, store: Store, plan: RunPlan) ->
     return tracker
 
 
-def log_inputs(tracker: Tracker, module: GPTLitModule, budget: Budget) -> None:
+def log_inputs(tracker: Tracker, module: GPTLitModule, budget: Budget, datamodule: TokenDataModule) -> None:
     stats = {"n_params": module.stats.n_params, "flops_per_token": module.stats.flops_per_token}
-    tracker.log_inputs({**stats, **{f"budget.{k}": v for k, v in asdict(budget).items()}})
+    tracker.log_inputs(
+        {**stats, **{f"budget.{k}": v for k, v in asdict(budget).items()}},
+        TokenCacheRef(datamodule.source.cache_key, datamodule.folder, datamodule.used_splits),
+    )
 
 
 def fit_result(spec: RunSpec, module: GPTLitModule, callbacks: RunCallbacks, tokens_trained: int) -> RunResult:
@@ -191,7 +194,7 @@ def describe(result: RunResult) -> str:
 
 
 def final_metrics(result: RunResult, module: GPTLitModule, steps_done: int, budget: Budget) -> dict[str, float]:
-    """The run's headline numbers and its test loss, logged once at its last step."""
+    """The run's headline numbers and its test loss, logged once (at the tracker's summary step)."""
     final = {
         "train_time_s": result.train_time_s,
         "avg_tokens_per_sec": result.tokens_per_sec,  # the study's definition: tokens / training time
@@ -204,10 +207,10 @@ def final_metrics(result: RunResult, module: GPTLitModule, steps_done: int, budg
         steady_time = result.train_time_s - module.first_step_s
         final["first_step_s"] = module.first_step_s
         final["avg_tokens_per_sec_after_first_step"] = (steps_done - 1) * budget.tokens_per_step / max(steady_time, 1e-9)
-    if result.final_train_loss is not None:
-        final["final_train_loss"] = result.final_train_loss
     if result.test_loss is not None:
         final["test_loss"] = result.test_loss
+    if result.final_train_loss is not None:
+        final["final_train_loss"] = result.final_train_loss
     if result.diverged_at_step is not None:
         final["diverged_at_step"] = float(result.diverged_at_step)
     return final

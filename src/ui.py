@@ -1,7 +1,10 @@
-"""`python -m src.ui [overrides]`: open the MLflow UI on the store that training writes to.
+"""`python -m src.ui [--host H] [--port P] [--workers N] [overrides]`: the MLflow UI on the store that
+training writes to.
 
 The store comes from the composed training config, so `python -m src.ui paths.mlflow_db=/x/mlflow.db`
-browses the store that `python -m src.train paths.mlflow_db=/x/mlflow.db` filled.
+browses the store that `python -m src.train paths.mlflow_db=/x/mlflow.db` filled. The address and the
+worker count default to `logger.ui` (conf/logger/mlflow.yaml). Before serving, every experiment of
+the store gets normsweep's view (src/tracking/ui_view.py), and one link per experiment is printed.
 """
 
 from __future__ import annotations
@@ -12,33 +15,56 @@ import shutil
 import sys
 
 from src import paths
-from src.tracking.store import UI_TRAINING_VIEW, Store, StoreError, redact_uri, sqlite_path
+from src.tracking.store import Store, StoreError, redact_uri, sqlite_path
+from src.tracking.ui_view import address, default_workers, publish_view, ui_link
+
+
+def experiment_links(store: Store, base: str) -> list[str]:
+    """'<name>: <link>' per experiment with runs, after writing the view on each."""
+    lines = []
+    for experiment in store.experiments():
+        if not store.runs(experiment.experiment_id, most=1):
+            continue  # the Default experiment of every store, empty ones
+        publish_view(store, experiment.experiment_id)
+        lines.append(f"  {experiment.name}: {ui_link(base, experiment.experiment_id)}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m src.ui", description=__doc__)
-    parser.add_argument("--host", default="127.0.0.1", help="bind address (default: %(default)s, this machine only)")
-    parser.add_argument("--port", type=int, default=5000)
+    parser.add_argument("--host", default=None, help="bind address (default: logger.ui.host, 127.0.0.1: this machine only)")
+    parser.add_argument("--port", type=int, default=None, help="default: logger.ui.port (5000)")
+    parser.add_argument("--workers", type=int, default=None, help="server processes (default: one per two cores)")
     parser.add_argument("overrides", nargs="*", help="training config overrides, e.g. paths.mlflow_db=/x/mlflow.db")
     args = parser.parse_args(argv)
-    uri = paths.tracking_uri(args.overrides)
+    cfg = paths.compose(args.overrides)
+    ui = cfg.logger.ui
+    host = args.host or str(ui.host)
+    port = args.port or int(ui.port)
+    workers = args.workers or (int(ui.workers) if ui.workers else default_workers())
+    uri = str(cfg.logger.tracking_uri)
     db = sqlite_path(uri)
+    fresh = db is not None and not db.exists()
     try:
         # Checked like a training job's store; an existing SQLite file is upgraded under the store's
         # lock here, not inside the UI's server.
-        Store.connect(uri)
+        store = Store.connect(uri)
     except StoreError as err:
         print(f"ui: {err}", file=sys.stderr)
         return 1
-    if db is not None and not db.exists():
+    if fresh:
         print(f"ui: no MLflow database at {db} yet; the UI starts on an empty store", file=sys.stderr)
     mlflow = shutil.which("mlflow", path=os.path.dirname(sys.executable)) or shutil.which("mlflow")
     if mlflow is None:
         print("ui: the mlflow command is not installed (pip install -e .)", file=sys.stderr)
         return 1
-    # The query selects MLflow's training view (a fresh browser starts in its GenAI view).
-    print(f"MLflow UI for {redact_uri(uri)} at http://{args.host}:{args.port}/#/experiments?{UI_TRAINING_VIEW}", flush=True)
-    os.execv(mlflow, [mlflow, "ui", "--backend-store-uri", uri, "--host", args.host, "--port", str(args.port)])
+    base = address(host, port)
+    links = [] if fresh else experiment_links(store, base)
+    print(f"MLflow UI for {redact_uri(uri)}, {workers} worker(s), at {ui_link(base)}", flush=True)
+    if links:
+        print("experiments (each link opens normsweep's view: every run charted, grouped by norm):", *links, sep="\n", flush=True)
+    command = [mlflow, "ui", "--backend-store-uri", uri, "--host", host, "--port", str(port), "--workers", str(workers)]
+    os.execv(mlflow, command)
     return 0  # unreachable: execv replaces the process
 
 

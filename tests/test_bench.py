@@ -19,7 +19,7 @@ from src.bench.common import parse_list
 from src.bench.steps import bench_config
 from src.model.gpt import GPTConfig, GPTModel, model_stats
 from src.paths import PROJECT_ROOT, ConfigError
-from src.report.runs import load_interleaved, open_store
+from src.report.runs import load_interleaved, load_norm_costs, open_store
 from src.report.table import markdown_table
 
 
@@ -191,7 +191,12 @@ def test_variants_bench_writes_reports_and_an_mlflow_run(tmp_path: Path, store: 
     assert run.data.metrics["ratio/hand_layernorm"] == pytest.approx(saved["summary"]["hand_layernorm"]["ratio"]["diff"])
     assert "env.torch" in run.data.tags
     # The report shows it beside the sweep's numbers.
-    assert load_interleaved(open_store(store["uri"]), exp.experiment_id)["torch_layernorm"] == (1.0, 1.0, 1.0)
+    door = open_store(store["uri"])
+    assert load_interleaved(door, exp.experiment_id)["torch_layernorm"] == (1.0, 1.0, 1.0)
+    # ...with the norm's own cost and its share of the variant's step (no_norm was timed too).
+    cost, low, high, step = load_norm_costs(door, exp.experiment_id)["hand_layernorm"]
+    summary = saved["summary"]["hand_layernorm"]
+    assert (cost, step) == pytest.approx((summary["norm_cost_ms"]["diff"], summary["step_ms"]["diff"]))
 
 
 def test_variants_bench_rejects_unknown_variants() -> None:

@@ -19,6 +19,7 @@ from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 
 from src.paths import CONF_DIR, ConfigError, compose
+from src.tracking.summary import SUMMARY_STEP
 from src.tracking.sweep import SWEEP_TAG
 from src.train import train
 from src.training.lit_module import GPTLitModule
@@ -38,7 +39,7 @@ def _runs(uri: str, experiment: str) -> list:
 @pytest.mark.slow
 @pytest.mark.parametrize("norm", NORMS)
 def test_fit_and_test_every_norm(norm: str, tiny_overrides: list[str], store: dict[str, str]) -> None:
-    cfg = compose([*tiny_overrides, f"norm={norm}", "experiment_name=per_norm"])
+    cfg = compose([*tiny_overrides, f"norm={norm}", "experiment_name=per_norm", "logger.system_metrics_s=1"])
     result = train(cfg)
 
     (run,) = _runs(store["uri"], "per_norm")
@@ -48,6 +49,7 @@ def test_fit_and_test_every_norm(norm: str, tiny_overrides: list[str], store: di
     assert {"model", "precision", "cluster", "git_commit"} <= set(run.data.tags)
     m = run.data.metrics
     assert set(m) >= FINAL_METRICS
+    assert "system/cpu_utilization_percentage" in m  # MLflow's system metrics, sampled every second here
     assert m["avg_tokens_per_sec"] > 0 and m["train_time_s"] > 0
     assert m["test_loss"] == pytest.approx(result.test_loss) and 0 < m["test_loss"] < 20
     assert m["avg_tokens_per_sec"] == pytest.approx(4 * 4 * 32 / m["train_time_s"])  # steps x batch x T / time
@@ -58,7 +60,18 @@ def test_fit_and_test_every_norm(norm: str, tiny_overrides: list[str], store: di
     assert [h.step for h in history] == [1, 2, 3, 4]  # one point per optimizer step, no duplicates
     assert [h.step for h in client.get_metric_history(run.info.run_id, "val/val_loss")] == [2, 4]
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "config")}
-    assert artifacts == {"config/config.yaml", "config/overrides.txt"}
+    assert artifacts == {"config/config.yaml", "config/machine_paths.yaml", "config/overrides.txt"}
+    # The headline numbers are one value each (the UI draws them as bars), not a point on the step axis.
+    assert [h.step for h in client.get_metric_history(run.info.run_id, "test_loss")] == [SUMMARY_STEP]
+    # The config another machine can reuse has none of this machine's paths; they are kept apart.
+    portable = Path(client.download_artifacts(run.info.run_id, "config/config.yaml")).read_text()
+    assert "cache_dir" not in portable and store["db"] not in portable and "paths:" not in portable
+    machine = Path(client.download_artifacts(run.info.run_id, "config/machine_paths.yaml")).read_text()
+    assert store["db"] in machine
+    # What it read: one dataset input per split, with the token count of each.
+    inputs = {d.tags[0].value: d.dataset for d in run.inputs.dataset_inputs}
+    assert set(inputs) == {"train", "val", "test"}
+    assert all(json.loads(d.profile)["num_tokens"] > 0 and len(d.digest) == 12 for d in inputs.values())
 
 
 @pytest.mark.slow

@@ -63,6 +63,7 @@ class MlflowSetup(Callback):
         from src.tracking import sweep
         from src.tracking.git import git_state
         from src.tracking.store import Store, StoreError, redact_text
+        from src.tracking.summary import log_sweep_definition
         from src.tracking.tags import (
             NOTE_TAG,
             OUTCOME_TAG,
@@ -71,6 +72,7 @@ class MlflowSetup(Callback):
             SWEEP_ID_TAG,
             SWEEP_TAG,
         )
+        from src.tracking.ui_view import publish_view
 
         try:
             store = Store.connect(config.logger.tracking_uri)
@@ -87,6 +89,7 @@ class MlflowSetup(Callback):
         experiment_id = store.experiment_id(config.experiment_name, config.logger.artifact_location)
         key = config.experiment_name + "".join(sorted(j["fingerprint"] for j in jobs)) if jobs else os.urandom(8).hex()
         sweep_id = hashlib.sha256(key.encode()).hexdigest()[:16]
+        publish_view(store, experiment_id)  # what the links printed for this sweep open on
         found = store.runs_tagged(experiment_id, SWEEP_ID_TAG, sweep_id, most=1)
         # Credentials in a tracking URI never reach MLflow (they are refused anyway; redacting is cheap).
         command = redact_text("python -m src.train -m " + " ".join(shlex.quote(o) for o in config.hydra.overrides.task))
@@ -106,8 +109,7 @@ class MlflowSetup(Callback):
                     NOTE_TAG: f"Sweep of {len(jobs)} jobs: `{command}`. Its jobs are nested below it.",
                 },
             )
-            params = OmegaConf.select(config, "hydra.sweeper.params", default=None) or {}
-            store.log_params(run_id, {**{f"sweep.{k}": str(v) for k, v in params.items()}, "sweep.n_jobs": len(jobs)})
+            log_sweep_definition(store, run_id, jobs)
         store.set_tags(run_id, {SWEEP_COMMAND_TAG: command})
         definition = sweep.sweep_definition(config.experiment_name, command, run_id, jobs)
         store.log_text(run_id, definition, sweep.JOBS_ARTIFACT)

@@ -8,17 +8,23 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+SWEEP_STARTED_ENV = "NORMSWEEP_SWEEP_STARTED"  # unix time the multirun started (set by on_multirun_start)
+
 
 class SweepReport(Callback):
     def __init__(self, out_dir: str | None = None) -> None:
         # None: reports/<experiment>/ under paths.root_dir (the project root by default).
         self.out_dir = out_dir
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        os.environ[SWEEP_STARTED_ENV] = f"{time.time():.0f}"
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         try:
@@ -29,12 +35,29 @@ class SweepReport(Callback):
         except Exception as err:  # any failure: a report must not fail a finished sweep
             print(f"[normsweep] warning: sweep report not generated: {type(err).__name__}: {err}", file=sys.stderr)
 
+    @staticmethod
+    def _speed_check(config: DictConfig, rounds: int) -> None:
+        """Interleaved steps of the swept variants, given at most as long as the jobs took."""
+        from src.launch.speed_check import MIN_TIMEOUT_S, run_speed_check
+        from src.tracking.sweep import JOBS_FILE, read_definition
+
+        jobs_file = Path(config.hydra.sweep.dir) / JOBS_FILE
+        if not jobs_file.exists():
+            return
+        started = os.environ.get(SWEEP_STARTED_ENV)
+        elapsed = time.time() - float(started) if started else MIN_TIMEOUT_S
+        out_dir = Path(config.paths.reports_dir) / config.experiment_name / "bench"
+        run_speed_check(read_definition(jobs_file.read_text())["jobs"], rounds, out_dir, max(MIN_TIMEOUT_S, elapsed))
+
     def _report(self, config: DictConfig) -> None:
         from src.paths import register_resolvers  # the paths in the config use ${project_root:}
 
         register_resolvers()
         from src.report import generate_report  # imported late: MLflow and pandas are slow to import
 
+        rounds = int(OmegaConf.select(config, "report.speed_rounds", default=0) or 0)
+        if rounds:
+            self._speed_check(config, rounds)
         experiment = config.experiment_name
         out_dir = Path(self.out_dir) if self.out_dir else None
         reports = OmegaConf.select(config, "paths.reports_dir", default=None)
@@ -47,4 +70,6 @@ class SweepReport(Callback):
         analysis = generate_report(experiment, config.logger.tracking_uri, out_dir, margins=margins, pairs=pairs)
         print(analysis.text(), flush=True)
         print(f"\nreport written to {analysis.files[0].parent}", flush=True)
-        print(f"in the MLflow UI (make ui): {analysis.ui_link()}", flush=True)
+        from src.tracking.ui_view import ui_base
+
+        print("in the MLflow UI (make ui):", *analysis.ui_links(ui_base(config.logger)), sep="\n  ", flush=True)

@@ -26,6 +26,7 @@ from typing import Any
 
 from src.tracking import sweep
 from src.tracking.store import Store
+from src.tracking.summary import VERDICT_TAG, sweep_note
 from src.tracking.tags import (
     FAILED,
     FINISHED,
@@ -78,10 +79,12 @@ class SweepParent:
         if parent is None:  # the store was replaced during the sweep: nothing to close
             return
         command = parent.data.tags.get(SWEEP_COMMAND_TAG, "")
-        note = (
+        jobs_sentence = (
             f"Sweep {outcome}: {reason}. `{command}`. Unfold this row to see its jobs; the study's table and "
             "figures are under Artifacts → report/report.html."
         )
+        # The report (Hydra ends callbacks in reverse order: it ran before this) put the verdict first.
+        note = sweep_note(jobs_sentence, parent.data.tags.get(VERDICT_TAG))
         self.store.set_tags(self.run_id, {OUTCOME_TAG: outcome, REASON_TAG: reason, NOTE_TAG: note})
         self.store.terminate(self.run_id, STATUS[outcome])
 

@@ -11,27 +11,40 @@ from __future__ import annotations
 
 import base64
 import html
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from src import paths
-from src.report.comparisons import Margins, Result, compare, sentences, to_frame, unmatched_pairs
+from src.report.comparisons import NO_NORM, Margins, Result, compare, sentences, to_frame, unmatched_pairs
 from src.report.plots import plot_losses, plot_throughput, save
 from src.report.runs import (
+    INTERLEAVED_REFERENCE,
     ReportError,
     load_curves,
     load_interleaved,
+    load_norm_costs,
     load_sweep,
     open_store,
     save_summary_run,
 )
 from src.report.stability import by_learning_rate, initial_losses, is_lr_sweep, lr_sensitivity, plot_stability
 from src.report.stability import sentences as stability_sentences
-from src.report.table import display_rows, markdown_table, summarize, text_table
-from src.tracking.store import UI_TRAINING_VIEW, Store
+from src.report.table import (
+    display_rows,
+    interleaved_cell,
+    markdown_table,
+    summarize,
+    text_table,
+    variant_order,
+    with_ci,
+)
+from src.tracking.store import Store
+from src.tracking.summary import log_sweep_summary
 from src.tracking.tags import FINISHED
+from src.tracking.ui_view import ui_link
 
 __all__ = ["Analysis", "Margins", "ReportError", "analyze", "default_out_dir", "generate_report", "write"]
 
@@ -48,6 +61,7 @@ class Analysis:
     margins: Margins
     superseded: int  # repeated (variant, lr, seed) runs of which only the latest counts
     interleaved: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # bench-variants ratios
+    norm_costs: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)  # and norm costs
     notes: list[str] = field(default_factory=list)  # requested pairs that could not be compared
     stability: pd.DataFrame | None = None  # per (variant, lr), when the sweep varied the learning rate
     sensitivity: pd.DataFrame | None = None  # per variant, Wortsman et al.'s LR sensitivity (same condition)
@@ -55,13 +69,43 @@ class Analysis:
     report_run_id: str | None = None  # the MLflow run holding the files
     store: Store | None = field(default=None, repr=False)  # where it was read, opened once
 
-    def ui_link(self, base: str = "http://127.0.0.1:5000") -> str:
-        run = f"/runs/{self.report_run_id}" if self.report_run_id else "/runs"
-        return f"{base}/#/experiments/{self.experiment_id}{run}?{UI_TRAINING_VIEW}"
+    def ui_links(self, base: str) -> list[str]:
+        """Where to look in the MLflow UI at `base`: the sweep run (its verdict), then every run."""
+        links = [f"the sweep's verdict: {ui_link(base, self.experiment_id, self.report_run_id)}"] if self.report_run_id else []
+        return [*links, f"every run, grouped by norm: {ui_link(base, self.experiment_id)}"]
+
+    def verdict(self) -> str:
+        """The answer in a few lines of markdown: per variant its headline numbers, then each pair's
+        verdict (the sweep run's description in MLflow)."""
+        lines = [f"**normsweep verdict, experiment `{self.experiment}`** ({self._heading()}):", ""]
+        for r in self.table.itertuples(index=False):
+            loss = with_ci(r.test_loss, r.test_loss_ci, "{:.4f}")
+            speed = with_ci(r.tokens_per_sec, r.tokens_per_sec_ci, "{:,.0f}")
+            notes = f"; {r.notes}" if r.notes else ""
+            lines.append(f"- `{r.variant}`: test loss {loss}, {speed} tokens/s ({r.finished} seed(s) finished{notes})")
+        lines += [f"- {s}" for s in self.sentences()] or ["- No pairs to compare."]
+        return "\n".join(lines)
 
     def sentences(self) -> list[str]:
-        """One sentence per compared pair, then why any requested pair was not compared."""
-        return sentences(self.comparisons) + self.notes
+        """One sentence per compared pair, why any requested pair was not compared, then the speed
+        measured by interleaving (when the experiment has a bench-variants run)."""
+        return sentences(self.comparisons) + self.notes + self.speed_sentences()
+
+    def speed_sentences(self) -> list[str]:
+        if not self.interleaved:
+            return []
+        cells = [f"{v} {interleaved_cell(self.interleaved[v])}" for v in variant_order(self.table) if v in self.interleaved]
+        costs = [
+            f"{v} {c[0]:+.1f} ms [{c[1]:+.1f}, {c[2]:+.1f}] ({c[0] / c[3]:.1%} of its {c[3]:,.0f} ms step)"
+            for v in variant_order(self.table)
+            if (c := self.norm_costs.get(v)) is not None and v != NO_NORM and all(math.isfinite(x) for x in c)
+        ]
+        share = f" The norm's own cost (step minus no_norm's, same rounds): {'; '.join(costs)}." if costs else ""
+        return [
+            f"Speed, measured by interleaving the variants' training steps in one process (python -m src.bench "
+            f"variants; step speed vs {INTERLEAVED_REFERENCE}, median and 95% interval): {'; '.join(cells)}.{share} "
+            "It replaces the tokens/s ratios of jobs run one after another, which measure the machine's load."
+        ]
 
     def comparisons_frame(self) -> pd.DataFrame:
         return to_frame(self.comparisons)
@@ -140,6 +184,7 @@ def analyze(
         margins=margins,
         superseded=sweep.superseded,
         interleaved=load_interleaved(store, sweep.experiment_id),
+        norm_costs=load_norm_costs(store, sweep.experiment_id),
         notes=unmatched_pairs(runs, pairs) if pairs is not None else [],
         stability=by_learning_rate(runs) if lr_swept else None,
         sensitivity=lr_sensitivity(runs, initial_losses(curves)) if lr_swept else None,
@@ -210,4 +255,13 @@ def generate_report(
     if log_summary:
         store = analysis.store or open_store(analysis.tracking_uri)
         analysis.report_run_id = save_summary_run(store, analysis.experiment_id, analysis.files)
+        headers, rows = analysis.rows()
+        log_sweep_summary(
+            store,
+            analysis.report_run_id,
+            analysis.table.to_dict("records"),
+            pd.DataFrame(rows, columns=headers),
+            analysis.comparisons_frame(),
+            analysis.verdict(),
+        )
     return analysis

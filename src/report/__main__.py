@@ -18,6 +18,7 @@ from src.report import ReportError, generate_report
 from src.report.comparisons import Margins, settings
 from src.report.status import status_text
 from src.tracking.store import StoreError
+from src.tracking.ui_view import ui_base
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -91,8 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(analysis.text())
     print(f"\nwritten to {out}")
-    if analysis.report_run_id:
-        print(f"in the MLflow UI (python -m src.ui): {analysis.ui_link()}")
+    print("in the MLflow UI (python -m src.ui):", *analysis.ui_links(ui_base(cfg.logger)), sep="\n  ")
     return 0
 
 

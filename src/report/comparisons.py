@@ -314,7 +314,10 @@ def sentences(results: Sequence[Result]) -> list[str]:
     for r in results:
         by_pair.setdefault((r.a, r.b), []).append(r)
     out = []
+    untested = [f"{b} vs {a}" for (a, b), rs in by_pair.items() if all(r.verdict == "untested" for r in rs)]
     for (a, b), rs in by_pair.items():
+        if f"{b} vs {a}" in untested:
+            continue  # said once, below
         first = rs[0]
         if first.primary.test == "welch":
             how = f"unpaired (Welch; seed sets differ), n = {first.n_b} vs {first.n_a}"
@@ -324,4 +327,17 @@ def sentences(results: Sequence[Result]) -> list[str]:
         if left:
             how += f", {left} run(s) without a partner left out"
         out.append(f"{b} vs {a} ({how}): " + "; ".join(_clause(r) for r in rs) + ".")
+    if untested:
+        out.append(untested_sentence(untested))
     return out
+
+
+def untested_sentence(pairs: Sequence[str]) -> str:
+    """The pairs that could not be compared, in one sentence that says what would settle them."""
+    return (
+        f"Not tested ({len(pairs)} pair(s): {', '.join(pairs)}): a paired comparison needs ≥{MIN_SEEDS} seeds "
+        f"finished by both variants (why each pair fell short is in comparisons.csv). Three seeds per variant "
+        "(`python -m src.train -m experiment=norm_sweep_seeds`, or `seed=0,1,2` on this sweep's command) test "
+        "them, and the report then says how many seeds each undecided pair needs; speed is settled by "
+        "interleaved steps (`python -m src.bench variants`), not by seeds."
+    )

@@ -48,6 +48,7 @@ BENCH_VARIANTS = "variants"  # the tag's value, and bench-variants the run name
 BENCH_RUN_NAME = "bench-variants"
 INTERLEAVED_REFERENCE = "torch_layernorm"
 RATIO_METRICS = ("ratio", "ratio_low", "ratio_high")  # logged as "<metric>/<variant>"
+NORM_COST_METRICS = ("norm_cost_ms", "norm_cost_ms_low", "norm_cost_ms_high", "step_ms")
 METRIC_COLUMNS = {  # report column -> MLflow metric
     "train_time_s": "train_time_s",
     "tokens_per_sec": "avg_tokens_per_sec",
@@ -156,20 +157,32 @@ def load_sweep(experiment: str, store: Store) -> Sweep:
     return Sweep(experiment_id, latest.sort_values(RUN_KEY).reset_index(drop=True), len(runs) - len(latest))
 
 
-def load_interleaved(store: Store, experiment_id: str) -> dict[str, tuple[float, float, float]]:
-    """Step-time ratio to torch_layernorm (median, low, high) per variant from the latest
-    bench-variants run of the experiment; empty when it has none."""
+def _bench_metrics(store: Store, experiment_id: str) -> dict[str, float]:
+    """The metrics of the experiment's latest finished bench-variants run; empty when it has none."""
     found = store.runs(
         experiment_id,
         f"tags.`{BENCH_TAG}` = '{BENCH_VARIANTS}' and attributes.status = 'FINISHED'",
         ["attributes.start_time DESC"],
         most=1,
     )
-    if not found:
-        return {}
-    metrics = found[0].data.metrics
-    variants = {key.split("/", 1)[1] for key in metrics if key.startswith(f"{RATIO_METRICS[0]}/")}
-    return {v: tuple(metrics.get(f"{m}/{v}", math.nan) for m in RATIO_METRICS) for v in variants}
+    return found[0].data.metrics if found else {}
+
+
+def _per_variant(metrics: dict[str, float], names: Sequence[str]) -> dict[str, tuple[float, ...]]:
+    variants = {key.split("/", 1)[1] for key in metrics if key.startswith(f"{names[0]}/")}
+    return {v: tuple(metrics.get(f"{m}/{v}", math.nan) for m in names) for v in variants}
+
+
+def load_interleaved(store: Store, experiment_id: str) -> dict[str, tuple[float, float, float]]:
+    """Step-time ratio to torch_layernorm (median, low, high) per variant from the latest
+    bench-variants run of the experiment; empty when it has none."""
+    return _per_variant(_bench_metrics(store, experiment_id), RATIO_METRICS)  # type: ignore[return-value]
+
+
+def load_norm_costs(store: Store, experiment_id: str) -> dict[str, tuple[float, float, float, float]]:
+    """Per variant from the same run, when it timed no_norm too: the norm's own cost in ms (step -
+    no_norm's step per round: median, low, high) and the variant's median step in ms."""
+    return _per_variant(_bench_metrics(store, experiment_id), NORM_COST_METRICS)  # type: ignore[return-value]
 
 
 def load_curves(store: Store, runs: pd.DataFrame, keys: Sequence[str] = CURVE_METRICS) -> pd.DataFrame:

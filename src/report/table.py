@@ -128,7 +128,7 @@ _FORMATS = {"train_time_s": "{:,.1f}", "tokens_per_sec": "{:,.0f}", "test_loss":
 DASH = "—"
 
 
-def _with_ci(mean: float, ci: float, fmt: str) -> str:
+def with_ci(mean: float, ci: float, fmt: str) -> str:
     if math.isnan(mean):
         return DASH
     return fmt.format(mean) if math.isnan(ci) else f"{fmt.format(mean)} ± {fmt.format(ci)}"
@@ -145,13 +145,19 @@ def interleaved_cell(ratio: tuple[float, float, float] | None) -> str:
     return f"{1 / mid - 1:+.1%} [{1 / high - 1:+.1%}, {1 / low - 1:+.1%}]"
 
 
+# Single runs one after another on a shared machine: their tokens/s ratio measures the machine's load
+# between jobs (the same machine gave 566 and 1,485 tok/s minutes apart), not the norm.
+SEQUENTIAL_SPEED_HEADER = "speed vs hand-rolled (one run each, one after another: machine load, not a measurement)"
+
+
 def display_rows(
     table: pd.DataFrame, interleaved: Mapping[str, tuple[float, float, float]] | None = None
 ) -> tuple[list[str], list[list[str]]]:
     """The table as text cells: mean ± 95% CI (plain mean with one seed), dashes for no data.
 
-    With `interleaved` (ratios from a bench-variants run of the same experiment) a column shows
-    each variant's training-step speed relative to torch_layernorm, measured in interleaved rounds.
+    With `interleaved` (ratios from a bench-variants run of the same experiment) the speed column is
+    each variant's training-step speed relative to torch_layernorm, measured in interleaved rounds;
+    without it, a table of single runs says that its speed ratios are not a measurement.
     """
     loss_delta = "test_loss_vs_" + LOSS_REFERENCE
     headers = [
@@ -169,13 +175,16 @@ def display_rows(
         speed = DASH if math.isnan(r.speed_vs_hand) else "ref" if r.variant == baseline else f"{r.speed_vs_hand - 1:+.1%}"
         delta = getattr(r, loss_delta)
         loss = DASH if math.isnan(delta) else "ref" if r.variant == LOSS_REFERENCE else f"{delta:+.4f}"
-        values = [_with_ci(getattr(r, c), getattr(r, f"{c}_ci"), _FORMATS[c]) for c in VALUE_COLUMNS]
+        values = [with_ci(getattr(r, c), getattr(r, f"{c}_ci"), _FORMATS[c]) for c in VALUE_COLUMNS]
         rows.append([r.variant, f"{r.finished}/{r.runs}", *values, speed, loss, r.notes, r.family])
+    sequential = headers.index("speed vs hand-rolled")
     if interleaved:
-        at = headers.index("notes")
-        headers.insert(at, f"interleaved speed vs {LOSS_REFERENCE}")
+        # The interleaved measurement replaces the ratio of sequential jobs' averages.
+        headers[sequential] = f"interleaved speed vs {LOSS_REFERENCE}"
         for row in rows:
-            row.insert(at, interleaved_cell(interleaved.get(row[0])))
+            row[sequential] = interleaved_cell(interleaved.get(row[0]))
+    elif len(table) and int(table.finished.max()) < 2:
+        headers[sequential] = SEQUENTIAL_SPEED_HEADER
     return headers, rows
 
 

@@ -449,6 +449,10 @@ class Store:
         found = self.client.get_experiment_by_name(name)
         return None if found is None or found.lifecycle_stage == "deleted" else found
 
+    def experiments(self) -> list[Experiment]:
+        """The store's live experiments."""
+        return list(self.client.search_experiments())
+
     def experiment_names(self) -> list[str]:
         return sorted(e.name for e in self.client.search_experiments())
 

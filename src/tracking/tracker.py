@@ -10,19 +10,24 @@ The tracker takes a `RecordSpec`, the few resolved values a run's record needs, 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from lightning.pytorch.loggers import MLFlowLogger
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
+from src.data.cache import read_meta
+from src.tracking.datasets import log_datasets
 from src.tracking.environment import environment_tags
 from src.tracking.git import git_state
 from src.tracking.identity import identity_config
 from src.tracking.store import Store, redact_text, redact_uri
+from src.tracking.summary import SUMMARY_STEP
 from src.tracking.sweep import REQUIRED_FINAL_METRICS, liveness_tags
 from src.tracking.tags import (
     CLUSTER_TAG,
@@ -44,7 +49,10 @@ from src.tracking.tags import (
     SEED_TAG,
 )
 
-CONFIG_ARTIFACT = "config/config.yaml"
+CONFIG_ARTIFACT = "config/config.yaml"  # the resolved config, without this machine's paths
+MACHINE_PATHS_ARTIFACT = "config/machine_paths.yaml"  # where this run read and wrote, on its machine
+# Keys whose values are places on the machine that ran the job (identity.py leaves them out too).
+MACHINE_PATH_KEYS = ("paths", "logger.tracking_uri", "logger.artifact_location", "data.cache_dir", "checkpoint.dir", "ckpt_path")
 OVERRIDES_ARTIFACT = "config/overrides.txt"
 DIFF_ARTIFACT = "git/diff.patch"
 
@@ -58,16 +66,19 @@ class RecordSpec:
     artifact_location: str | None
     tags: dict[str, str]  # norm, family, model, precision, cluster, seed, deterministic
     params: dict[str, Any]  # the experiment's variables (identity config), flat
-    config_yaml: str  # the resolved config, credentials removed
+    config_yaml: str  # the resolved config without this machine's paths, credentials removed
+    machine_paths_yaml: str  # where this run read and wrote, on its machine
     world_size: int
     device: str  # "cuda" or "cpu": the device named in the env.* tags
     overrides: list[str] = field(default_factory=list)  # the command line's (Hydra's task overrides)
     job_num: int | None = None
+    system_metrics_s: float = 0.0  # MLflow's CPU/memory/GPU sampler interval; 0 = off
 
     @classmethod
     def from_config(
         cls, cfg: DictConfig, device: str, overrides: list[str] | None = None, job_num: int | None = None
     ) -> RecordSpec:
+        portable, machine = split_machine_paths(redacted_config(cfg))
         return cls(
             experiment_name=str(cfg.experiment_name),
             run_name=str(cfg.run_name),
@@ -83,12 +94,23 @@ class RecordSpec:
             },
             # Machine-local paths and the tracking location are not params: the experiment's variables only.
             params=flatten(identity_config(cfg)),
-            config_yaml=OmegaConf.to_yaml(redacted_config(cfg)),
+            config_yaml=OmegaConf.to_yaml(portable),
+            machine_paths_yaml=OmegaConf.to_yaml(machine),
             world_size=int(cfg.cluster.devices) * int(cfg.cluster.num_nodes),
             device=device,
             overrides=list(overrides or []),
             job_num=job_num,
+            system_metrics_s=float(cfg.logger.get("system_metrics_s") or 0),
         )
+
+
+@dataclass(frozen=True)
+class TokenCacheRef:
+    """The token cache a run reads: its key (corpus, split, tokenizer), folder and the splits used."""
+
+    cache_key: str
+    folder: Path
+    splits: tuple[str, ...]
 
 
 class _ClosedByTracker(MLFlowLogger):
@@ -150,20 +172,42 @@ class Tracker:
             self.set_tags({OUTCOME_TAG: RUNNING, RESUMED_TAG: "true", **liveness_tags()})
             self.logger.log_after_step = self.last_logged_step()
         self.closed = False
+        self.system_metrics = self._start_system_metrics(spec.system_metrics_s)
         self._last_beat = time.monotonic()
+
+    def _start_system_metrics(self, every_s: float) -> Any:
+        """MLflow's own sampler of CPU, memory (and GPU) utilisation, on a thread of rank 0.
+        Measured at 0.12-0.15% of one core at one sample per 10 s (docs/mlflow-ui.md)."""
+        if every_s <= 0 or rank_zero_only.rank != 0:
+            return None
+        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+        # Three INFO lines per run (started, stopping, terminated) would bury the run's own summary.
+        logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)
+
+        monitor = SystemMetricsMonitor(
+            self.logger.run_id, sampling_interval=every_s, resume_logging=self.resumed,
+            tracking_uri=self.store.uri,
+        )  # fmt: skip
+        monitor.start()
+        return monitor
 
     @property
     def run_id(self) -> str | None:
         return self.logger.run_id
 
     @rank_zero_only
-    def log_inputs(self, extra_params: Mapping[str, Any]) -> None:
-        """Params (once: MLflow params are immutable) and the config artifacts. A resumed run has them."""
+    def log_inputs(self, extra_params: Mapping[str, Any], data: TokenCacheRef | None = None) -> None:
+        """Params (once: MLflow params are immutable), the config artifacts and the dataset inputs
+        (`data`: the token cache the run reads). A resumed run has them."""
         if self.resumed:
             return
         run_id = self.logger.run_id
         self.store.log_params(run_id, {**self.spec.params, **extra_params})
         self.store.log_text(run_id, self.spec.config_yaml, CONFIG_ARTIFACT)
+        self.store.log_text(run_id, self.spec.machine_paths_yaml, MACHINE_PATHS_ARTIFACT)
+        if data is not None:
+            log_datasets(self.store, run_id, data.cache_key, read_meta(data.folder)["splits"], data.splits)
         self.store.log_text(run_id, redact_text("\n".join(self.spec.overrides)) + "\n", OVERRIDES_ARTIFACT)
         if self.git.dirty:  # the commit alone does not say what ran
             self.store.log_text(run_id, self.git.diff, DIFF_ARTIFACT)
@@ -182,8 +226,9 @@ class Tracker:
             self.set_tags({HEARTBEAT_TAG: f"{time.time():.0f}"})
 
     @rank_zero_only
-    def log_final(self, metrics: Mapping[str, float], step: int) -> None:
-        """The run's final results, exactly once, in one batch.
+    def log_final(self, metrics: Mapping[str, float]) -> None:
+        """The run's final results, exactly once, in one batch, at SUMMARY_STEP (so MLflow's charts
+        compare them as values, not one-dot curves).
 
         Written through the store, past the resume filter (a resumed run's last step is "already
         logged", but its results may not be); a key already in MLflow (written before a kill) is
@@ -192,7 +237,7 @@ class Tracker:
         stored = self._stored_metrics()
         missing = {k: float(v) for k, v in metrics.items() if k not in stored}
         if missing:
-            self.store.log_metrics(self.logger.run_id, missing, step=step)
+            self.store.log_metrics(self.logger.run_id, missing, step=SUMMARY_STEP)
 
     def missing_final_metrics(self) -> list[str]:
         """The required final metrics not (yet) in MLflow ([] on ranks other than 0)."""
@@ -220,9 +265,27 @@ class Tracker:
         if missing:
             outcome, note = FAILED, f"final metrics missing from MLflow: {', '.join(missing)}"
         self.closed = True
+        if self.system_metrics is not None:
+            self.system_metrics.finish()
         self.set_tags({OUTCOME_TAG: outcome, **({NOTE_TAG: note} if note else {})})
         if rank_zero_only.rank == 0:
             self.logger.close(OUTCOME_STATUS[outcome])
+
+
+def split_machine_paths(cfg: DictConfig) -> tuple[DictConfig, DictConfig]:
+    """(the config without this machine's paths, those paths): the first is what another machine can
+    reuse and compare; the second says where this run read and wrote."""
+    portable = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    machine = OmegaConf.create()
+    for key in MACHINE_PATH_KEYS:
+        value = OmegaConf.select(portable, key, default=None)
+        if value is None:
+            continue
+        OmegaConf.update(machine, key, value)
+        *parents, leaf = key.split(".")
+        node = OmegaConf.select(portable, ".".join(parents)) if parents else portable
+        node.pop(leaf)
+    return portable, machine
 
 
 def redacted_config(cfg: DictConfig) -> DictConfig:

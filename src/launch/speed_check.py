@@ -1,0 +1,51 @@
+"""The speed comparison a sweep reports, measured where it can be seen: after the jobs, every swept
+variant's training step timed in interleaved rounds in one process (`python -m src.bench variants`).
+
+Sequential jobs on a shared machine measure its load between jobs (the same machine gave 566 and
+1,485 tok/s minutes apart), so the report replaces their speed ratios by this run's, which lands in
+the sweep's experiment as a `bench-variants` run. Off unless `report.speed_rounds` > 0 (the study's
+`experiment=norm_sweep` sets it); nothing here may fail the sweep.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from src.paths import PROJECT_ROOT
+from src.tracking.summary import sweep_params
+
+VARIANT_KEY = "norm"
+# Overrides of the sweep's command that the benchmark must not get: the swept ones, and what is
+# per-job or per-run only (the bench composes the training config from the rest: model, precision, ...).
+MIN_TIMEOUT_S = 120.0  # the speed check may take as long as the jobs did, and at least this
+NOT_FOR_BENCH = (VARIANT_KEY, "seed", "hydra.", "++hydra.", "+hydra.", "run_name")
+
+
+def bench_command(jobs: Sequence[Mapping[str, Any]], rounds: int, out_dir: Path) -> list[str] | None:
+    """`python -m src.bench variants ...` for the variants of `jobs`, or None when fewer than two."""
+    swept = sweep_params(jobs).get(f"sweep.{VARIANT_KEY}")
+    if not swept or rounds < 2:
+        return None
+    shared = [o for o in jobs[0].get("overrides", []) if all(not o.startswith(p) for p in NOT_FOR_BENCH)]
+    shared = [o for o in shared if f"sweep.{o.partition('=')[0].lstrip('+~')}" not in sweep_params(jobs)]
+    bench = ["--variants", swept, "--rounds", str(rounds), "--out", str(out_dir)]
+    return [sys.executable, "-m", "src.bench", "variants", *bench, *shared]
+
+
+def run_speed_check(jobs: Sequence[Mapping[str, Any]], rounds: int, out_dir: Path, timeout_s: float) -> None:
+    """Run the benchmark (its files go to `out_dir`, its results to the experiment); warn on failure."""
+    command = bench_command(jobs, rounds, out_dir)
+    if command is None:
+        return
+    print(f"[normsweep] speed: {rounds} interleaved rounds of {command[command.index('--variants') + 1]}", flush=True)
+    try:
+        done = subprocess.run(command, cwd=PROJECT_ROOT, timeout=timeout_s, capture_output=True, text=True)
+    except subprocess.TimeoutExpired:
+        print(f"[normsweep] warning: speed check stopped after {timeout_s:.0f} s (as long as the jobs took)", file=sys.stderr)
+        return
+    if done.returncode != 0:
+        print(f"[normsweep] warning: speed check failed ({done.returncode}): {done.stderr[-500:]}", file=sys.stderr)

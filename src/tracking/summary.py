@@ -1,0 +1,112 @@
+"""The sweep's answer on its parent run, where the MLflow UI shows it without opening a file.
+
+- per variant, aggregate metrics: mean, 95% CI bounds and seeds, for test loss and tokens/s,
+  named `sweep/<variant>.<metric>.<stat>` so that the run's metric list sorts by variant and the
+  chart view keeps them in one section (`sweep`), logged at step 0 (drawn as bars);
+- the per-variant table and the paired comparisons as MLflow tables (`report/*.json`, which the
+  artifact viewer shows as grids);
+- the verdict sentences as the run's description (its Overview), kept when the sweep's end
+  rewrites the description with the job counts;
+- the sweep's definition as params: every key whose value differs between the jobs, with its values.
+
+Torch-free; `store` is the job's or the report's open store (src.tracking.store.Store).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from src.tracking.store import Store
+
+NOTE_TAG = "mlflow.note.content"  # a run's description in the MLflow UI
+# One-off results (a job's test loss and tokens/s, the sweep's aggregates) are logged at step 0: MLflow
+# 3.17's chart view draws a metric that no run has at a step >= 1 as bars, one value per run, and a
+# metric logged at a later step as a single-dot line on the step axis.
+SUMMARY_STEP = 0
+SECTION = "sweep"  # the chart view's section of the parent's aggregates
+VERDICT_TAG = "normsweep.verdict"  # the verdict text, kept apart so the end-of-sweep note can repeat it
+# report column -> name in the aggregate's key; few, since every key is one more chart in the UI.
+AGGREGATED = {"test_loss": "test_loss", "tokens_per_sec": "tokens_per_sec"}
+TABLES = {"variants": "report/variants.json", "comparisons": "report/comparisons.json"}
+
+
+def aggregate_metrics(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """`sweep/<variant>.<metric>.{mean,ci_low,ci_high}` and `sweep/<variant>.n_seeds` from the report's
+    per-variant rows (`variant`, `finished`, `<metric>`, `<metric>_ci`: mean and CI half-width)."""
+    out: dict[str, float] = {}
+    for row in rows:
+        prefix = f"{SECTION}/{row['variant']}"
+        out[f"{prefix}.n_seeds"] = float(row["finished"])
+        for column, name in AGGREGATED.items():
+            mean, half = float(row[column]), float(row[f"{column}_ci"])
+            if math.isnan(mean):
+                continue  # no finished run: nothing to show rather than a NaN bar
+            out[f"{prefix}.{name}.mean"] = mean
+            if not math.isnan(half):  # one seed has no interval
+                out[f"{prefix}.{name}.ci_low"] = mean - half
+                out[f"{prefix}.{name}.ci_high"] = mean + half
+    return out
+
+
+def sweep_params(jobs: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """`sweep.<key>`: the values of every override that differs between the jobs, in job order."""
+    values: dict[str, list[str]] = {}
+    for job in jobs:
+        for override in job.get("overrides", []):
+            key, _, value = str(override).partition("=")
+            seen = values.setdefault(key.lstrip("+~"), [])
+            if value not in seen:
+                seen.append(value)
+    return {f"sweep.{key}": ",".join(vals) for key, vals in values.items() if len(vals) > 1}
+
+
+def log_sweep_definition(store: Store, run_id: str, jobs: Sequence[Mapping[str, Any]]) -> None:
+    """The swept keys and their values as params of a new sweep run (params are write-once)."""
+    client = store.client
+    for key, value in sweep_params(jobs).items():
+        client.log_param(run_id, key, value[:6000])  # MLflow's limit on a param value
+    client.log_param(run_id, "sweep.n_jobs", len(jobs))
+
+
+def sweep_note(jobs_sentence: str, verdict: str | None) -> str:
+    """The sweep run's description: the verdict first (what the user came for), then the jobs."""
+    return f"{verdict}\n\n{jobs_sentence}" if verdict else jobs_sentence
+
+
+def log_sweep_summary(
+    store: Store,
+    run_id: str,
+    rows: Iterable[Mapping[str, Any]],
+    variants: pd.DataFrame,
+    comparisons: pd.DataFrame,
+    verdict: str,
+) -> None:
+    """Aggregates, tables and the verdict on the sweep run `run_id`.
+
+    `rows`: the report's per-variant numbers (see `aggregate_metrics`); `variants`: the same table
+    as the report shows it; `comparisons`: one row per pair and metric; `verdict`: markdown, the
+    description's first part.
+    """
+    client = store.client
+    from mlflow.entities import Metric
+
+    metrics = aggregate_metrics(rows)
+    stamp = int(time.time() * 1000)
+    entries = [Metric(key, value, stamp, SUMMARY_STEP) for key, value in sorted(metrics.items())]
+    for start in range(0, len(entries), 1000):  # MLflow's batch limit
+        client.log_batch(run_id, metrics=entries[start : start + 1000])
+    client.log_table(run_id, data=variants, artifact_file=TABLES["variants"])
+    if not comparisons.empty:
+        client.log_table(run_id, data=comparisons, artifact_file=TABLES["comparisons"])
+    tags = client.get_run(run_id).data.tags
+    note, previous = tags.get(NOTE_TAG, ""), tags.get(VERDICT_TAG)
+    if previous and note.startswith(previous):  # a report made again replaces its own verdict
+        note = note[len(previous) :].lstrip()
+    client.set_tag(run_id, VERDICT_TAG, verdict)
+    client.set_tag(run_id, NOTE_TAG, sweep_note(note, verdict))

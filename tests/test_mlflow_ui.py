@@ -1,0 +1,172 @@
+"""The MLflow UI of a finished tiny sweep, opened in a real browser (Debian's chromium driven by Playwright).
+
+What a user must see from the links normsweep prints: the experiment on its training runs (not the
+GenAI view), every job drawn in the charts, the runs grouped by norm, the results as columns, a
+headline metric drawn as a value (bars, not a single-dot line), and on the sweep run's Overview the
+verdict and the per-variant aggregates. `.ci/run` installs the browser and Playwright; elsewhere the
+test skips without them, unless NORMSWEEP_REQUIRE_BROWSER=1.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from helpers import EXPERIMENT, REPO, TinySweep, cli_env
+from mlflow.tracking import MlflowClient
+
+from src.tracking.summary import SECTION, aggregate_metrics, sweep_params
+from src.tracking.sweep import SWEEP_TAG
+from src.tracking.ui_view import ui_link
+
+UP_TIMEOUT_S = 300  # the UI's first start on a loaded 2-core machine
+SCROLLS = 40  # wheel turns down the chart view before a chart counts as missing
+NO_ASSISTANT = "localStorage.setItem('mlflow.assistant.fab.autoOpenedOnFirstLoad_v1', 'true')"
+
+
+def chromium_or_skip() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        found = None
+    if found is None:
+        if os.environ.get("NORMSWEEP_REQUIRE_BROWSER") == "1":
+            pytest.fail("chromium and Playwright are required here (.ci/run installs them)")
+        pytest.skip("needs chromium (apt-get install chromium) and Playwright (pip install -e '.[screenshots]')")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def mlflow_ui(tiny_sweep: TinySweep, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """`python -m src.ui` on the tiny sweep's store: (base URL, what it printed)."""
+    port = free_port()
+    db = tiny_sweep.uri.removeprefix("sqlite:///")
+    log = tmp_path_factory.mktemp("ui") / "ui.log"
+    with log.open("w") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "src.ui", "--port", str(port), f"paths.mlflow_db={db}"],
+            cwd=REPO, env=cli_env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + UP_TIMEOUT_S
+        while True:
+            assert server.poll() is None, f"the UI exited:\n{log.read_text()[-3000:]}"
+            try:
+                with urllib.request.urlopen(f"{base}/health", timeout=5):
+                    break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                assert time.monotonic() < deadline, f"the UI did not answer within {UP_TIMEOUT_S} s"
+                time.sleep(1)
+        yield base, log.read_text()
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)  # the server and the worker it started
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_the_ui_shows_the_answer(tiny_sweep: TinySweep, tiny_client: MlflowClient, mlflow_ui: tuple[str, str]) -> None:
+    chromium = chromium_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    base, printed = mlflow_ui
+    experiment_id = tiny_client.get_experiment_by_name(EXPERIMENT).experiment_id
+    runs = tiny_client.search_runs([experiment_id])
+    jobs = [r for r in runs if "norm" in r.data.tags]
+    variants = sorted({r.data.tags["norm"] for r in jobs})
+    sweep_run = next(r for r in runs if r.data.tags.get(SWEEP_TAG) == "true" and r.data.metrics)
+    # One worker on a 2-core machine (MLflow's default is 4), and the link printed is the one served.
+    workers = max(1, len(os.sched_getaffinity(0)) // 2)
+    assert f"{workers} worker(s), at {base}/#/experiments?workflowType=machine_learning" in printed
+    assert f"{EXPERIMENT}: {ui_link(base, experiment_id)}" in printed
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+        context = browser.new_context(viewport={"width": 1600, "height": 1000})
+        context.set_default_timeout(120_000)
+        context.add_init_script(NO_ASSISTANT)
+        page = context.new_page()
+
+        # The experiment link: the training runs, grouped by norm, with the results as columns.
+        page.goto(ui_link(base, experiment_id))
+        page.locator(".ag-row").first.wait_for()
+        # The GenAI view lists these runs under "Training runs"; the training view calls them "Runs".
+        assert page.get_by_text("Training runs", exact=True).count() == 0, "the experiment opened on the GenAI view"
+        for variant in variants:
+            page.locator(f".ag-row[row-id^='tag.norm.{variant}.']").first.wait_for()
+        headers = page.locator(".ag-header-cell").all_inner_texts()
+        assert {"test_loss", "avg_tokens_per_sec"} <= set(headers), headers
+
+        # The chart view: no run hidden (MLflow draws the first 10 by default), test loss as bars.
+        page.locator("label", has=page.locator("input[value=CHART]")).click()
+        toggles = page.locator("input.is-visibility-toggle-checkbox")
+        toggles.first.wait_for(state="attached")  # the checkbox itself is drawn as an eye icon
+        states = [toggles.nth(i).is_checked() for i in range(toggles.count())]
+        assert len(states) >= len(jobs) and all(states), f"{states.count(False)} of {len(states)} rows hidden"
+        page.get_by_placeholder("Search metric charts").fill("test_loss")
+        card = page.locator("[data-testid='experiment-view-compare-runs-card']", has=page.locator("h4[title='test_loss']"))
+        for _ in range(SCROLLS):  # a section's charts are put on the page as it scrolls into view
+            if card.count():
+                break
+            page.mouse.move(1000, 700)
+            page.mouse.wheel(0, 600)
+            page.wait_for_timeout(300)
+        card.scroll_into_view_if_needed()
+        card.locator(".js-plotly-plot").wait_for()
+        assert card.locator(".barlayer .point").count() >= 1, "test_loss is not drawn as bars"
+
+        # The sweep run's Overview: the verdict (its description) and the per-variant aggregates.
+        page.goto(ui_link(base, experiment_id, sweep_run.info.run_id))
+        page.get_by_text("normsweep verdict").first.wait_for()
+        body = page.locator("body").inner_text()
+        for variant in variants:
+            assert f"{SECTION}/{variant}.n_seeds" in body or variant not in _finished(jobs), variant
+        browser.close()
+
+
+def _finished(jobs: list) -> set[str]:
+    return {r.data.tags["norm"] for r in jobs if r.info.status == "FINISHED"}
+
+
+def test_printed_links_carry_the_view() -> None:
+    """Without a browser: every experiment link selects the training view and the shared view."""
+    link = ui_link("http://host:5077", "3")
+    assert link == "http://host:5077/#/experiments/3/runs?workflowType=machine_learning&viewStateShareKey=normsweep"
+    assert ui_link("http://host:5077", "3", "abc").endswith("/experiments/3/runs/abc?workflowType=machine_learning")
+
+
+def test_sweep_definition_and_aggregates() -> None:
+    """The parent's params are the keys that vary between jobs; its aggregates skip what is undefined."""
+    jobs = [{"overrides": ["norm=a", f"seed={s}", "paths.mlflow_db=/x"]} for s in (0, 1)]
+    jobs.append({"overrides": ["norm=b", "seed=0", "paths.mlflow_db=/x"]})
+    assert sweep_params(jobs) == {"sweep.norm": "a,b", "sweep.seed": "0,1"}
+    rows = [
+        {"variant": "a", "finished": 2, "test_loss": 5.0, "test_loss_ci": 0.5, "tokens_per_sec": 100.0, "tokens_per_sec_ci": 10.0},
+        {"variant": "b", "finished": 1, "test_loss": 6.0, "test_loss_ci": math.nan, "tokens_per_sec": math.nan, "tokens_per_sec_ci": math.nan},
+    ]
+    assert aggregate_metrics(rows) == {
+        "sweep/a.n_seeds": 2.0, "sweep/a.test_loss.mean": 5.0, "sweep/a.test_loss.ci_low": 4.5,
+        "sweep/a.test_loss.ci_high": 5.5, "sweep/a.tokens_per_sec.mean": 100.0,
+        "sweep/a.tokens_per_sec.ci_low": 90.0, "sweep/a.tokens_per_sec.ci_high": 110.0,
+        "sweep/b.n_seeds": 1.0, "sweep/b.test_loss.mean": 6.0,
+    }  # fmt: skip
