@@ -20,7 +20,6 @@ from hydra.types import RunMode
 from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
 from omegaconf import DictConfig, OmegaConf
 
-from src.data import build_datamodule
 from src.data.datamodule import TokenDataModule
 from src.devices import check_device, configure_matmul_precision
 from src.launch.sweep_end import job_failed
@@ -37,7 +36,7 @@ from src.training.closing import RunClosing
 from src.training.lit_module import GPTLitModule
 from src.training.resume import RunPlan, RunResult, plan_run, settle_lost_runs
 from src.training.run_spec import RunSpec, resolve
-from src.training.trainer import build_trainer, compile_blocks, quiet_lightning
+from src.training.trainer import build_trainer, compile_blocks, quiet_lightning, run_datamodule
 
 log = logging.getLogger(__name__)
 
@@ -132,14 +131,7 @@ def train(cfg: DictConfig) -> RunResult:
 
 def prepare_datamodule(cfg: DictConfig, budget: Budget) -> TokenDataModule:
     try:
-        datamodule = build_datamodule(
-            cfg.data,
-            context_length=cfg.seq_len,
-            micro_batch_size=cfg.optim.micro_batch_size,
-            global_batch_size=budget.global_batch_size,
-            max_steps=budget.max_steps,
-            seed=cfg.seed,
-        )
+        datamodule = run_datamodule(cfg, budget)
     except (ValueError, FileNotFoundError) as err:  # an unknown source, a glob matching nothing, ...
         raise ConfigError(str(err)) from err
     if is_local_rank_zero():

@@ -92,3 +92,15 @@ def build_tiny_sweep(root: Path, cache: Path) -> TinySweep:
     return TinySweep(
         f"sqlite:///{root / 'mlflow.db'}", root / "report", [out for _, out in results], [rc for rc, _ in results]
     )
+
+
+def checkpointed(overrides: list[str], tmp_path: Path, steps: int) -> list[str]:
+    """A tiny run of `steps` steps that checkpoints every 3 into tmp_path/ckpt (the resume tests')."""
+    return [
+        *overrides,
+        f"optim.max_steps={steps}",
+        "optim.lr=3e-3",
+        "checkpoint.enabled=true",
+        "checkpoint.every_n_steps=3",
+        f"checkpoint.dir={tmp_path / 'ckpt'}",
+    ]

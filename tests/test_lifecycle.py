@@ -10,7 +10,7 @@ from pathlib import Path
 
 import lightning as L
 import pytest
-from helpers import REPO, TINY_MODEL, cli_env, run_cli
+from helpers import REPO, TINY_MODEL, checkpointed, cli_env, run_cli
 from mlflow.tracking import MlflowClient
 
 import src.train as train_module
@@ -38,17 +38,7 @@ class Stopped(BaseException):
 
 
 def _cfg(overrides: list[str], tmp_path: Path, *extra: str):
-    return compose(
-        [
-            *overrides,
-            f"optim.max_steps={STEPS}",
-            "optim.lr=3e-3",
-            "checkpoint.enabled=true",
-            "checkpoint.every_n_steps=3",
-            f"checkpoint.dir={tmp_path / 'ckpt'}",
-            *extra,
-        ]
-    )
+    return compose([*checkpointed(overrides, tmp_path, STEPS), *extra])
 
 
 class StopAtTrainEnd(L.Callback):

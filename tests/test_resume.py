@@ -9,6 +9,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+from helpers import checkpointed
 from mlflow.tracking import MlflowClient
 
 import src.train as train_module
@@ -19,17 +20,7 @@ STEPS = 8
 
 
 def _cfg(overrides: list[str], tmp_path: Path, *extra: str):
-    return compose(
-        [
-            *overrides,
-            f"optim.max_steps={STEPS}",
-            "optim.lr=3e-3",
-            "checkpoint.enabled=true",
-            "checkpoint.every_n_steps=3",
-            f"checkpoint.dir={tmp_path / 'ckpt'}",
-            *extra,
-        ]
-    )
+    return compose([*checkpointed(overrides, tmp_path, STEPS), *extra])
 
 
 class _At(L.Callback):

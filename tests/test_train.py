@@ -21,6 +21,7 @@ from omegaconf import OmegaConf
 from src.paths import CONF_DIR, ConfigError, compose
 from src.tracking.summary import SUMMARY_STEP
 from src.tracking.sweep import SWEEP_TAG
+from src.tracking.tags import BENCH_TAG
 from src.train import train
 from src.training.lit_module import GPTLitModule
 
@@ -29,11 +30,11 @@ FINAL_METRICS = {"train_time_s", "avg_tokens_per_sec", "peak_memory_mb", "n_para
 
 
 def _runs(uri: str, experiment: str) -> list:
-    """The training runs of an experiment (not the report's summary run)."""
+    """The training runs of an experiment (not the sweep's run, not the end-of-sweep speed check's)."""
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name(experiment)
     runs = [] if exp is None else client.search_runs([exp.experiment_id])
-    return [r for r in runs if r.data.tags.get(SWEEP_TAG) != "true"]
+    return [r for r in runs if r.data.tags.get(SWEEP_TAG) != "true" and BENCH_TAG not in r.data.tags]
 
 
 @pytest.mark.slow
@@ -121,9 +122,11 @@ def test_multirun_all_norms_one_experiment(tiny_overrides: list[str], store: dic
 
 @pytest.mark.slow
 def test_experiment_config_runs_the_sweep(tiny_overrides: list[str], store: dict[str, str]) -> None:
-    proc = run_cli("src.train", "-m", "experiment=norm_sweep", "optim.max_steps=1", *tiny_overrides)
+    # The experiment's own end-of-sweep speed check runs too, shortened to two interleaved rounds.
+    proc = run_cli("src.train", "-m", "experiment=norm_sweep", "optim.max_steps=1", "report.speed_rounds=2", *tiny_overrides)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(_runs(store["uri"], "norm_sweep")) == 5
+    assert "Speed, measured by interleaving" in proc.stdout
 
 
 @pytest.mark.slow

@@ -75,8 +75,9 @@ def budget_field(cfg: DictConfig) -> str:
 
 def check_data(cfg: DictConfig, budget: Budget) -> Finding:
     """Prepared or not, tokens available against the budget, the splits' other needs, size on disk."""
-    from src.data import build_datamodule, build_source, read_meta
+    from src.data import build_source, read_meta
     from src.data.cache import is_valid_cache
+    from src.training.trainer import run_datamodule
 
     try:
         source = build_source(cfg.data)
@@ -100,14 +101,7 @@ def check_data(cfg: DictConfig, budget: Budget) -> Finding:
             f"{budget_field(cfg)}: the run trains {budget.total_tokens:,} tokens but the train split of {folder.name} "
             f"holds {tokens.get('train', 0):,}; lower the budget or prepare more data",
         )
-    datamodule = build_datamodule(
-        cfg.data,
-        context_length=cfg.seq_len,
-        micro_batch_size=cfg.optim.micro_batch_size,
-        global_batch_size=budget.global_batch_size,
-        max_steps=budget.max_steps,
-        seed=cfg.seed,
-    )
+    datamodule = run_datamodule(cfg, budget)
     try:
         datamodule.check(tokens)  # validation and test windows: the checks training makes once prepared
     except ConfigError as err:

@@ -192,6 +192,18 @@ class Tracker:
         monitor.start()
         return monitor
 
+    def _stop_system_metrics(self) -> None:
+        """Join the sampler, then record one last sample: a run shorter than one sampling interval
+        would otherwise end with none. System metrics never fail a run."""
+        monitor = self.system_metrics
+        try:
+            monitor.finish()
+            monitor.collect_metrics()
+            monitor.publish_metrics(monitor.aggregate_metrics())
+            monitor.mlflow_logger.flush()
+        except Exception as err:
+            logging.getLogger(__name__).warning("system metrics not recorded: %s: %s", type(err).__name__, err)
+
     @property
     def run_id(self) -> str | None:
         return self.logger.run_id
@@ -266,7 +278,7 @@ class Tracker:
             outcome, note = FAILED, f"final metrics missing from MLflow: {', '.join(missing)}"
         self.closed = True
         if self.system_metrics is not None:
-            self.system_metrics.finish()
+            self._stop_system_metrics()
         self.set_tags({OUTCOME_TAG: outcome, **({NOTE_TAG: note} if note else {})})
         if rank_zero_only.rank == 0:
             self.logger.close(OUTCOME_STATUS[outcome])

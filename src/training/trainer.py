@@ -10,6 +10,7 @@ from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig
 
+from src.data.datamodule import TokenDataModule, build_datamodule
 from src.model.gpt import GPTModel
 from src.training.atomic_io import AtomicCheckpointIO
 from src.training.budget import Budget
@@ -70,3 +71,15 @@ def compile_blocks(model: GPTModel) -> None:
     """Regional compilation: each transformer block compiles once and is reused by all of them."""
     for block in model.trf_blocks:
         block.compile()
+
+
+def run_datamodule(cfg: DictConfig, budget: Budget) -> TokenDataModule:
+    """The DataModule a run trains on: its data config, context length, batch sizes, steps and seed."""
+    return build_datamodule(
+        cfg.data,
+        context_length=cfg.seq_len,
+        micro_batch_size=cfg.optim.micro_batch_size,
+        global_batch_size=budget.global_batch_size,
+        max_steps=budget.max_steps,
+        seed=cfg.seed,
+    )
