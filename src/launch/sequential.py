@@ -279,11 +279,11 @@ class SequentialSweeper(Sweeper):
         self, uri: str, experiment: str, variants: Mapping[str, Sequence[str]], n: int
     ) -> dict[tuple[str, int], dict[str, float]]:
         """(variant, seed < n) -> its metrics, for the runs with a result of exactly that job's config."""
-        from src.report.runs import load_sweep
+        from src.report.runs import load_sweep, open_store
 
         wanted = {v: self._fingerprints(v, o, n) for v, o in variants.items()}
         out: dict[tuple[str, int], dict[str, float]] = {}
-        for row in load_sweep(experiment, uri).runs.itertuples(index=False):
+        for row in load_sweep(experiment, open_store(uri)).runs.itertuples(index=False):
             variant, seed = str(row.variant), int(row.seed)
             if row.outcome in RESULT_OUTCOMES and wanted.get(variant, {}).get(seed) == row.fingerprint:
                 out[(variant, seed)] = {m: float(getattr(row, m)) for m in METRIC_CHOICES}

@@ -52,12 +52,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def plan(experiment: str, uri: str, overrides: list[str], margins: Margins, pairs: list[tuple[str, str]] | None) -> str:
     """The sequential sweep's forecast from the experiment's runs (src/report/plan.py)."""
     from src.report.plan import forecast, plan_text
-    from src.report.runs import load_sweep
+    from src.report.runs import load_sweep, open_store
 
     # The sweeper's settings as `hydra/sweeper=sequential` composes them (with any hydra.sweeper.* override).
     design = paths.compose([*overrides, "hydra/sweeper=sequential"], with_hydra=True).hydra.sweeper
     settings_ = {k: design[k] for k in ("first_seeds", "seeds_per_round", "alpha")}
-    runs = load_sweep(experiment, uri).runs
+    runs = load_sweep(experiment, open_store(uri)).runs
     return plan_text(experiment, forecast(runs, margins, **settings_, pairs=pairs), margins, settings_)
 
 
