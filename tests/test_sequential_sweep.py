@@ -54,6 +54,14 @@ def test_bad_settings_name_the_field(settings: tuple, field: str) -> None:
         check_settings(*settings)
 
 
+def test_bad_setting_on_the_command_line_is_one_line(tiny_overrides: list[str], store: dict[str, str]) -> None:
+    args = ["-m", "norm=hand_layernorm,torch_layernorm", "hydra/sweeper=sequential", "hydra.sweeper.max_seeds=2"]
+    proc = run_cli("src.train", *args, *tiny_overrides)
+    assert proc.returncode != 0 and "HYDRA_FULL_ERROR" not in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "config error: hydra.sweeper.max_seeds: must be an integer >= 3, got 2"
+    assert not any(MlflowClient(store["uri"]).search_runs([e.experiment_id for e in MlflowClient(store["uri"]).search_experiments()]))
+
+
 def _pilot(pairs: dict[str, tuple[float, float]], seeds: int, seconds: float = 36.0) -> pd.DataFrame:
     """Runs of hand_layernorm (the reference) and the given variants: (mean difference, spread)."""
     rng = np.random.default_rng(11)

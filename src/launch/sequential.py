@@ -127,7 +127,10 @@ class SequentialSweeper(Sweeper):
     ) -> None:
         super().__init__()
         metrics = list(metrics) if not isinstance(metrics, str) else [metrics]
-        check_settings(first_seeds, seeds_per_round, max_seeds, alpha, metrics)
+        try:
+            check_settings(first_seeds, seeds_per_round, max_seeds, alpha, metrics)
+        except ConfigError as err:  # Hydra would wrap it in an instantiation error with a traceback hint
+            raise SystemExit(f"config error: {err}") from None
         self.first_seeds, self.seeds_per_round, self.max_seeds = first_seeds, seeds_per_round, max_seeds
         self.alpha, self.metrics = float(alpha), metrics
         self.params = dict(params or {})
