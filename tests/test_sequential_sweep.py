@@ -17,6 +17,7 @@ from src.paths import ConfigError, compose
 from src.report.comparisons import Margins
 from src.report.plan import forecast, plan_text
 from src.tracking.looks import LOOKS_ARTIFACT, STOP_TAG, read_looks
+from src.tracking.store import Store
 from src.tracking.sweep import SWEEP_TAG
 
 TARGET = "hydra_plugins.normsweep_sweepers.sequential.SequentialSweeper"
@@ -114,7 +115,7 @@ def test_a_sequential_sweep_settles_at_the_first_look_and_a_rerun_adds_nothing(
     assert training_runs() == expected
     (parent,) = [r for r in client.search_runs([experiment]) if r.data.tags.get(SWEEP_TAG) == "true"]
     assert parent.data.tags[STOP_TAG] == "every comparison decided after 3 seeds"
-    (look,) = read_looks(store["uri"], parent.info.run_id)
+    (look,) = read_looks(Store.connect(store["uri"]), parent.info.run_id)
     assert look["seeds"] == 3 and look["seeds_per_variant"] == {"hand_layernorm": 3, "torch_layernorm": 3}
     (row,) = look["comparisons"]
     assert (

@@ -28,7 +28,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobStatus
@@ -37,6 +37,9 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 from src.paths import ConfigError
+
+if TYPE_CHECKING:
+    from src.tracking.store import Store
 
 SWEEPER_CLASS = "SequentialSweeper"
 RESULT_OUTCOMES = ("finished", "diverged")  # a seed with a result, whatever the metric says
@@ -226,8 +229,11 @@ class SequentialSweeper(Sweeper):
         design = Design(
             self.first_seeds, self.seeds_per_round, self.max_seeds, self.alpha, family=len(comparisons)
         )
-        uri, experiment = str(first.logger.tracking_uri), str(first.experiment_name)
-        from src.tracking.sweep import PARENT_ENV  # imported late: Hydra imports this module at start-up
+        experiment = str(first.experiment_name)
+        from src.tracking.store import Store  # imported late: Hydra imports this module at start-up
+        from src.tracking.sweep import PARENT_ENV
+
+        store = Store.connect(str(first.logger.tracking_uri))  # opened once for every look
 
         parent = os.environ.get(PARENT_ENV)
         say(
@@ -240,7 +246,7 @@ class SequentialSweeper(Sweeper):
         reason = ""
         for k, (n, level) in enumerate(zip(design.looks(), design.levels(), strict=True), start=1):
             needed = sorted({v for c in comparisons if c.open for v in (c.a, c.b)})
-            results = self._results(uri, experiment, variants, n)
+            results = self._results(store, experiment, variants, n)
             missing = [(v, s) for v in needed for s in range(n) if (v, s) not in results]
             if missing:
                 say(
@@ -248,7 +254,7 @@ class SequentialSweeper(Sweeper):
                     + ", ".join(f"{v}-s{s}" for v, s in missing)
                 )
                 returns.append(self._launch(variants, missing))
-                results = self._results(uri, experiment, variants, n)
+                results = self._results(store, experiment, variants, n)
             else:
                 say(f"look {k}: every seed below {n} of {', '.join(needed)} already has a result in MLflow")
             lacking = [f"{v}-s{s}" for v, s in missing if (v, s) not in results]
@@ -267,7 +273,7 @@ class SequentialSweeper(Sweeper):
             elif n == design.max_seeds:
                 reason = f"max_seeds={n} reached with {len(undecided)} comparison(s) undecided"
             looks.append(self._look(k, n, level, needed, results, comparisons, reason or None))
-            self._file_looks(uri, parent, looks, None)
+            self._file_looks(store, parent, looks, None)
             for c in comparisons:
                 if c.last.get("look") == k:
                     say(f"  {describe(c)}")
@@ -275,18 +281,18 @@ class SequentialSweeper(Sweeper):
                 break
         summary = "\n".join([f"stopped: {reason}", *(describe(c) for c in comparisons)])
         say(summary)
-        self._file_looks(uri, parent, looks, (reason, summary))
+        self._file_looks(store, parent, looks, (reason, summary))
         return returns
 
     def _results(
-        self, uri: str, experiment: str, variants: Mapping[str, Sequence[str]], n: int
+        self, store: Store, experiment: str, variants: Mapping[str, Sequence[str]], n: int
     ) -> dict[tuple[str, int], dict[str, float]]:
         """(variant, seed < n) -> its metrics, for the runs with a result of exactly that job's config."""
-        from src.report.runs import load_sweep, open_store
+        from src.report.runs import load_sweep
 
         wanted = {v: self._fingerprints(v, o, n) for v, o in variants.items()}
         out: dict[tuple[str, int], dict[str, float]] = {}
-        for row in load_sweep(experiment, open_store(uri)).runs.itertuples(index=False):
+        for row in load_sweep(experiment, store).runs.itertuples(index=False):
             variant, seed = str(row.variant), int(row.seed)
             if row.outcome in RESULT_OUTCOMES and wanted.get(variant, {}).get(seed) == row.fingerprint:
                 out[(variant, seed)] = {m: float(getattr(row, m)) for m in METRIC_CHOICES}
@@ -358,16 +364,16 @@ class SequentialSweeper(Sweeper):
 
     @staticmethod
     def _file_looks(
-        uri: str, parent: str | None, looks: Sequence[Mapping[str, Any]], stop: tuple[str, str] | None
+        store: Store, parent: str | None, looks: Sequence[Mapping[str, Any]], stop: tuple[str, str] | None
     ) -> None:
         """Rewrite the looks on the parent run (none when MLflow logging made no parent), and the stop."""
         if not parent:
             return
         from src.tracking.looks import record_looks, record_stop
 
-        record_looks(uri, parent, looks)
+        record_looks(store, parent, looks)
         if stop:
-            record_stop(uri, parent, stop[0], stop[1] + "\n")
+            record_stop(store, parent, stop[0], stop[1] + "\n")
 
 
 def describe(c: Comparison) -> str:

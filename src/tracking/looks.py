@@ -19,21 +19,18 @@ STOP_TAG = "sequential.stop_reason"
 LOOKS_TAG = "sequential.looks"
 
 
-def record_looks(tracking_uri: str, run_id: str, looks: Sequence[Mapping[str, Any]]) -> None:
-    store = Store.connect(tracking_uri)
+def record_looks(store: Store, run_id: str, looks: Sequence[Mapping[str, Any]]) -> None:
     store.log_text(run_id, json.dumps(list(looks), indent=1), LOOKS_ARTIFACT)
     store.set_tags(run_id, {LOOKS_TAG: str(len(looks))})
 
 
-def record_stop(tracking_uri: str, run_id: str, reason: str, summary: str) -> None:
-    store = Store.connect(tracking_uri)
+def record_stop(store: Store, run_id: str, reason: str, summary: str) -> None:
     store.set_tags(run_id, {STOP_TAG: reason})
     store.log_text(run_id, summary, SUMMARY_ARTIFACT)
 
 
-def read_looks(tracking_uri: str, run_id: str) -> list[dict[str, Any]]:
+def read_looks(store: Store, run_id: str) -> list[dict[str, Any]]:
     """The looks filed on a parent run ([] when it has none)."""
-    store = Store.connect(tracking_uri)
     try:
         return json.loads(store.read_text(run_id, LOOKS_ARTIFACT))
     except Exception:  # no such artifact: the sweep never looked
