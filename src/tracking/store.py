@@ -58,8 +58,6 @@ EXPERIMENT_TAGS = {
     NOTE_TAG: "normsweep: one run per training job, each sweep a parent run with its jobs "
     "nested below; a sweep run's Artifacts hold report/report.html.",
 }
-# MLflow 3.17 opens an experiment on its GenAI pages unless the link (or the sidebar) says otherwise.
-UI_TRAINING_VIEW = "workflowType=machine_learning"
 LOCK_WAIT_S = 600.0  # a schema upgrade of a large store can take minutes; a dead holder frees it at once
 PROBE_TIMEOUT_S = 8.0  # per attempt, connect and read (a basic-auth server hashes each password: slow on a busy host)
 PROBE_RETRIES = 2  # with 0.5 s and 1 s back-off: at most ~26 s for a server that never answers
