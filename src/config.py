@@ -12,7 +12,7 @@ from src.data.tokenizer import VOCAB_SIZE
 from src.model.gpt import GPTConfig
 from src.paths import ConfigError
 from src.tracking.identity import safe_folder_name
-from src.tracking.sweep import POLICIES
+from src.tracking.sweep import CODE_POLICIES, POLICIES
 
 LIGHTNING_PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "bf16-true")
 MATMUL_PRECISIONS = ("highest", "high", "medium")
@@ -152,6 +152,11 @@ def validate(cfg: DictConfig) -> GPTConfig:
     )
     sw = cfg.sweep
     _require(sw.on_existing in POLICIES, "sweep.on_existing", f"{sw.on_existing!r}; valid choices: {', '.join(POLICIES)}")
+    _require(
+        sw.get("on_code_change") in CODE_POLICIES,
+        "sweep.on_code_change",
+        f"{sw.get('on_code_change')!r}; valid choices: {', '.join(CODE_POLICIES)}",
+    )
     for field in ("heartbeat_s", "stale_after_s"):
         value = sw.get(field)
         _require(isinstance(value, (int, float)) and value > 0, f"sweep.{field}", f"must be a number > 0, got {value!r}")

@@ -47,6 +47,26 @@ def sweep_jobs(config: DictConfig) -> list[dict[str, Any]]:
     return jobs
 
 
+def stop_on_code_change(store: Any, experiment_id: str, jobs: list[dict[str, Any]], config: DictConfig) -> None:
+    """Before the first job trains: stop, in one line naming them all, if jobs would reuse or resume
+    runs that other code made (each job's own decision, `sweep.decide`, is the same rule, one run at
+    a time: it would stop only after the jobs before it had trained)."""
+    sw = config.sweep
+    if not jobs or sw.on_existing != "resume" or sw.on_code_change != "fail":
+        return
+    from src.tracking import sweep
+    from src.tracking.code import code_state
+
+    # Which checkpoint belongs to which run is read job by job; here, with checkpoints on, an
+    # interrupted run counts as one a job would resume.
+    found = sweep.code_conflicts(
+        store, experiment_id, [j["fingerprint"] for j in jobs], code_state(), float(sw.stale_after_s),
+        lambda run: bool(config.checkpoint.enabled),
+    )  # fmt: skip
+    if found:
+        raise SystemExit(f"config error: {sweep.code_change_message(store, found, code_state())}")
+
+
 class MlflowSetup(Callback):
     """Open (or reopen) the sweep's parent run before any job starts; close it when the sweep ends.
 
@@ -61,6 +81,7 @@ class MlflowSetup(Callback):
         if not config.logger.enabled or int(os.environ.get("RANK", "0")) != 0:
             return
         from src.tracking import sweep
+        from src.tracking.code import code_state
         from src.tracking.git import git_state
         from src.tracking.store import Store, StoreError, redact_text
         from src.tracking.summary import log_sweep_definition
@@ -87,6 +108,7 @@ class MlflowSetup(Callback):
             print(f"[normsweep] note: sweep job list unavailable ({type(err).__name__}: {err})", file=sys.stderr)
             jobs = []
         experiment_id = store.experiment_id(config.experiment_name, config.logger.artifact_location)
+        stop_on_code_change(store, experiment_id, jobs, config)
         key = config.experiment_name + "".join(sorted(j["fingerprint"] for j in jobs)) if jobs else os.urandom(8).hex()
         sweep_id = hashlib.sha256(key.encode()).hexdigest()[:16]
         publish_view(store, experiment_id)  # what the links printed for this sweep open on
@@ -110,7 +132,7 @@ class MlflowSetup(Callback):
                 },
             )
             log_sweep_definition(store, run_id, jobs)
-        store.set_tags(run_id, {SWEEP_COMMAND_TAG: command})
+        store.set_tags(run_id, {SWEEP_COMMAND_TAG: command, **code_state().tags()})  # the code deciding this time
         definition = sweep.sweep_definition(config.experiment_name, command, run_id, jobs)
         store.log_text(run_id, definition, sweep.JOBS_ARTIFACT)
         sweep_dir = Path(config.hydra.sweep.dir)

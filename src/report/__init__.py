@@ -20,6 +20,7 @@ import pandas as pd
 from src import paths
 from src.report.comparisons import NO_NORM, Margins, Result, compare, sentences, to_frame, unmatched_pairs
 from src.report.plots import plot_losses, plot_throughput, save
+from src.report.provenance import code_sentence, mark_rows, reference_code
 from src.report.runs import (
     INTERLEAVED_REFERENCE,
     ReportError,
@@ -68,6 +69,7 @@ class Analysis:
     files: list[Path] = field(default_factory=list)
     report_run_id: str | None = None  # the MLflow run holding the files
     store: Store | None = field(default=None, repr=False)  # where it was read, opened once
+    code_note: str = ""  # the runs come from more than one code (src.report.provenance)
 
     def ui_links(self, base: str) -> list[str]:
         """Where to look in the MLflow UI at `base`: the sweep run (its verdict), then every run."""
@@ -84,6 +86,7 @@ class Analysis:
             notes = f"; {r.notes}" if r.notes else ""
             lines.append(f"- `{r.variant}`: test loss {loss}, {speed} tokens/s ({r.finished} seed(s) finished{notes})")
         lines += [f"- {s}" for s in self.sentences()] or ["- No pairs to compare."]
+        lines += [f"- {self.code_note}"] if self.code_note else []
         return "\n".join(lines)
 
     def sentences(self) -> list[str]:
@@ -124,6 +127,7 @@ class Analysis:
         """The report for a terminal: aligned table, then one sentence per comparison."""
         lines = [f"normsweep report: experiment {self.experiment!r} ({len(self.runs)} runs)", ""]
         lines += [text_table(*self.rows()), ""]
+        lines += [self.code_note, ""] if self.code_note else []
         if self.comparisons or self.notes:
             lines += [f"{self._heading()}:", *self.sentences()]
         else:
@@ -139,6 +143,7 @@ class Analysis:
             f"# normsweep report: `{self.experiment}`",
             f"{len(self.runs)} runs from `{self.tracking_uri}`. Cells are mean ± 95% CI (t) over finished seeds.",
             markdown_table(*self.rows()),
+            *([self.code_note] if self.code_note else []),
             "## Is it more than seed noise? Paired comparisons",
             self._heading() + " (all pairs in `comparisons.csv`).",
             "\n".join(f"- {s}" for s in self.sentences()) or "No pairs to compare.",
@@ -173,13 +178,14 @@ def analyze(
     margins = margins or Margins()
     curves = load_curves(store, runs)
     lr_swept = is_lr_sweep(runs)
+    code = reference_code(store, sweep.experiment_id, runs)
     return Analysis(
         experiment=experiment,
         tracking_uri=uri,
         experiment_id=sweep.experiment_id,
         runs=runs,
         curves=curves,
-        table=summarize(runs),
+        table=mark_rows(summarize(runs), runs, code),
         comparisons=compare(runs, margins, pairs),
         margins=margins,
         superseded=sweep.superseded,
@@ -189,6 +195,7 @@ def analyze(
         stability=by_learning_rate(runs) if lr_swept else None,
         sensitivity=lr_sensitivity(runs, initial_losses(curves)) if lr_swept else None,
         store=store,
+        code_note=code_sentence(runs, code),
     )
 
 
@@ -236,6 +243,7 @@ def html_page(analysis: Analysis, figures: list[Path]) -> str:
         f"<body style='font-family:sans-serif'><h1>normsweep report: {html.escape(analysis.experiment)}</h1>"
         f"<p>{len(analysis.runs)} runs. Cells are mean ± 95% CI over finished seeds.</p>"
         f"<div style='overflow-x:auto'><table border=1 cellpadding=4><tr>{head}</tr>{body}</table></div>"
+        f"{f'<p>{html.escape(analysis.code_note)}</p>' if analysis.code_note else ''}"
         f"<h2>Comparisons</h2><p>{html.escape(analysis._heading())}</p><ul>{sentences}</ul>"
         f"<h2>Figures</h2>{images}</body>"
     )

@@ -22,10 +22,13 @@ from src.tracking.store import Store, redact_uri, sqlite_path
 from src.tracking.sweep import PARENT_ENV, latest_sweep_run
 from src.tracking.tags import (
     BENCH_TAG,
+    CODE_FINGERPRINT_TAG,
     DIVERGED,
     FAILED,
     FINGERPRINT_TAG,
     FINISHED,
+    GIT_COMMIT_TAG,
+    GIT_DIRTY_TAG,
     NORM_FAMILY_TAG,
     NORM_TAG,
     NOTE_TAG,
@@ -134,6 +137,8 @@ def _row(store: Store, run: Run) -> dict[str, object]:
         "start_time": pd.to_datetime(run.info.start_time, unit="ms"),
         "devices": _devices(run.data.params),
         "fingerprint": tags.get(FINGERPRINT_TAG, ""),  # the config's identity (src.tracking.identity)
+        "code": tags.get(CODE_FINGERPRINT_TAG, ""),  # the code that made it (src.tracking.code); "" before them
+        "commit": tags.get(GIT_COMMIT_TAG, "")[:7] + ("-dirty" if tags.get(GIT_DIRTY_TAG) == "true" else ""),
     }
     for column, key in METRIC_COLUMNS.items():
         row[column] = metrics.get(key, math.nan)

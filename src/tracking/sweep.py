@@ -12,7 +12,11 @@ latest run with the same fingerprint (not superseded) and returns one action:
     failed                              -> start a new run; the old one is tagged superseded_by
 
 `sweep.on_existing=rerun` always starts new runs (a changed method), `fail` refuses to run a config
-that already has runs. A sweep's parent run (MLflow nested runs) holds the job list, so `status`
+that already has runs. A run to skip on or resume into that was made by other code (its code
+fingerprint, src.tracking.code, differs from this process's; a run recorded before code
+fingerprints counts as other code) follows `sweep.on_code_change`: `fail` stops, naming the runs, their
+commit and the files that differ; `rerun` starts a new run that supersedes it; `keep` reuses it.
+`code_conflicts` finds them for a whole sweep before its first job trains. A sweep's parent run (MLflow nested runs) holds the job list, so `status`
 can also name the jobs that never started. Torch-free.
 """
 
@@ -27,11 +31,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from src.paths import ConfigError
+from src.tracking.code import MANIFEST_ARTIFACT, CodeState, differences, read_manifest
 from src.tracking.store import Store
 from src.tracking.tags import (
+    CODE_FINGERPRINT_TAG,
     FAILED,
     FINGERPRINT_TAG,
     FINISHED,
+    GIT_COMMIT_TAG,
+    GIT_DIRTY_TAG,
     HEARTBEAT_TAG,
     HOST_TAG,
     INTERRUPTED_OUTCOMES,
@@ -52,6 +60,9 @@ PARENT_ENV = "NORMSWEEP_PARENT_RUN_ID"  # the parent run of the jobs this proces
 JOBS_ARTIFACT = "sweep/jobs.json"
 JOBS_FILE = "normsweep_jobs.json"  # the same list in the multirun folder
 POLICIES = ("resume", "rerun", "fail")
+CODE_POLICIES = ("fail", "rerun", "keep")  # sweep.on_code_change
+REUSES = ("skip", "resume")  # the decisions that take a recorded run's result or state as this job's
+MAX_NAMED_FILES = 6  # files named in the code-change message; the rest are counted
 # A run is FINISHED only once these are in MLflow: without them the report would miss its seed.
 REQUIRED_FINAL_METRICS = ("test_loss", "final_train_loss", "steps_done", "train_time_s")
 
@@ -62,6 +73,7 @@ class Decision:
     run: Run | None = None  # the existing run it concerns
     reason: str = ""
     supersede: list[str] = field(default_factory=list)  # runs the new run replaces
+    lost: bool = False  # `run` was RUNNING with its process gone: mark it lost
 
 
 def liveness_tags() -> dict[str, str]:
@@ -131,8 +143,13 @@ def decide(
     policy: str,
     stale_after_s: float,
     checkpoint_of: Callable[[Run], bool],
+    code: CodeState | None = None,
+    on_code_change: str = "fail",
 ) -> Decision:
-    """What a job with fingerprint `fp` should do; `checkpoint_of(run)`: a checkpoint of that run exists."""
+    """What a job with fingerprint `fp` should do; `checkpoint_of(run)`: a checkpoint of that run exists.
+
+    `code`: this process's code; a run to reuse that other code made follows `on_code_change`
+    (None: no code check)."""
     runs = runs_with_fingerprint(store, experiment_id, fp)
     if not runs:
         return Decision("new")
@@ -144,14 +161,29 @@ def decide(
         )
     if policy == "rerun":
         return Decision("new", latest, "sweep.on_existing=rerun", [r.info.run_id for r in runs if r.info.status != "RUNNING"])
+    d = by_state(latest, stale_after_s, checkpoint_of)
+    if d.lost:
+        mark_lost(store, latest)
+    if code is None or d.action not in REUSES or not made_by_other_code(latest, code):
+        return d
+    if on_code_change == "fail":
+        raise ConfigError(code_change_message(store, [latest], code))
+    at = made_at(latest)
+    if on_code_change == "rerun":
+        return Decision("new", latest, f"made by other code ({at}); training it again (sweep.on_code_change=rerun)", [latest.info.run_id])
+    return Decision(d.action, latest, f"{d.reason}; made by other code ({at}), kept (sweep.on_code_change=keep)")
+
+
+def by_state(latest: Run, stale_after_s: float, checkpoint_of: Callable[[Run], bool]) -> Decision:
+    """The decision the latest run of a config calls for (under on_existing=resume); changes no record."""
     outcome = latest.data.tags.get(OUTCOME_TAG, "")
+    lost = False
     if latest.info.status == "RUNNING":
         if is_alive(latest, stale_after_s):
             age = heartbeat_age_s(latest)
             host = latest.data.tags.get(HOST_TAG, "?")
             return Decision("busy", latest, f"running on {host} (heartbeat {age:.0f} s ago)")
-        mark_lost(store, latest)
-        outcome = LOST
+        outcome, lost = LOST, True
     missing = [k for k in REQUIRED_FINAL_METRICS if k not in latest.data.metrics]
     if latest.info.status == "FINISHED" and outcome == FINISHED and missing:
         # Closed FINISHED without its results (older versions did, after a kill in the test phase).
@@ -163,9 +195,81 @@ def decide(
         return Decision("skip", latest, f"already {outcome or FINISHED}")
     if outcome in INTERRUPTED_OUTCOMES or latest.info.status == "KILLED":
         if checkpoint_of(latest):
-            return Decision("resume", latest, f"{outcome or KILLED}; resuming from its checkpoint")
-        return Decision("new", latest, f"{outcome or KILLED} without a checkpoint", [latest.info.run_id])
-    return Decision("new", latest, f"{outcome or FAILED}; starting a new run", [latest.info.run_id])
+            return Decision("resume", latest, f"{outcome or KILLED}; resuming from its checkpoint", lost=lost)
+        return Decision("new", latest, f"{outcome or KILLED} without a checkpoint", [latest.info.run_id], lost=lost)
+    return Decision("new", latest, f"{outcome or FAILED}; starting a new run", [latest.info.run_id], lost=lost)
+
+
+# --- the code that made a run (src.tracking.code) ----------------------------------------------
+
+
+def made_by_other_code(run: Run, code: CodeState) -> bool:
+    """A run without a code fingerprint predates them: its code is unknown, so it counts as other code."""
+    return run.data.tags.get(CODE_FINGERPRINT_TAG) != code.fingerprint
+
+
+def made_at(run: Run) -> str:
+    """'commit 401e44d', '... with uncommitted changes', or 'commit unknown' (no checkout)."""
+    commit = run.data.tags.get(GIT_COMMIT_TAG, "unknown")
+    dirty = " with uncommitted changes" if run.data.tags.get(GIT_DIRTY_TAG) == "true" else ""
+    return f"commit {commit[:7] if commit != 'unknown' else commit}{dirty}"
+
+
+def code_conflicts(
+    store: Store,
+    experiment_id: str,
+    fingerprints: Sequence[str],
+    code: CodeState,
+    stale_after_s: float,
+    checkpoint_of: Callable[[Run], bool],
+) -> list[Run]:
+    """The runs made by other code that jobs of these config fingerprints would skip on or resume
+    into (what `decide` would find, job by job), without changing any record."""
+    found = []
+    for fp in dict.fromkeys(fingerprints):
+        runs = runs_with_fingerprint(store, experiment_id, fp)
+        if runs and by_state(runs[0], stale_after_s, checkpoint_of).action in REUSES and made_by_other_code(runs[0], code):
+            found.append(runs[0])
+    return found
+
+
+def _recorded_code(store: Store, run: Run) -> CodeState | None:
+    try:
+        return read_manifest(store.read_text(run.info.run_id, MANIFEST_ARTIFACT))
+    except Exception:  # no such artifact (a run that stopped before writing it), an unreachable artifact store
+        return None
+
+
+def _what_differs(store: Store, runs: Sequence[Run], code: CodeState) -> str:
+    if not runs[0].data.tags.get(CODE_FINGERPRINT_TAG):
+        return "recorded before code fingerprints, code unknown"
+    recorded = _recorded_code(store, runs[0])  # one manifest per code fingerprint: they are the same
+    if recorded is None:
+        return "no code manifest recorded"
+    changed = differences(recorded, code)
+    more = len(changed) - MAX_NAMED_FILES
+    if not changed:
+        return "same files and versions, recorded differently"
+    named = ", ".join(changed[:MAX_NAMED_FILES]) + (f" and {more} more" if more > 0 else "")
+    return f"{named} {'differs' if len(changed) == 1 else 'differ'}"
+
+
+def code_change_message(store: Store, runs: Sequence[Run], code: CodeState, policy: str = "fail") -> str:
+    """One line: how many runs other code made, at which commit, which files differ, and the setting."""
+    groups: dict[str, list[Run]] = {}
+    for run in runs:
+        groups.setdefault(run.data.tags.get(CODE_FINGERPRINT_TAG, ""), []).append(run)
+    parts = []
+    for group in groups.values():
+        commits = ", ".join(dict.fromkeys(made_at(r) for r in group))
+        parts.append(f"{len(group)} at {commits} ({_what_differs(store, group, code)})")
+    n = len(runs)
+    return (
+        f"sweep.on_code_change={policy}: {n} finished or resumable run{'s' if n != 1 else ''} of this sweep "
+        f"{'were' if n != 1 else 'was'} made by other code: {'; '.join(parts)}; "
+        "set sweep.on_code_change=rerun to train them again (the old runs stay, marked superseded) "
+        f"or =keep to reuse them (the report marks them); valid choices: {', '.join(CODE_POLICIES)}"
+    )
 
 
 # --- the sweep's job list and status ---------------------------------------------------------

@@ -27,6 +27,7 @@ RESUMED_TAG = "resumed"
 
 # --- sweep bookkeeping (src.tracking.sweep) ------------------------------------------------------
 FINGERPRINT_TAG = "normsweep.fingerprint"
+CODE_FINGERPRINT_TAG = "normsweep.code_fingerprint"  # the code that made the run (src.tracking.code)
 HEARTBEAT_TAG = "normsweep.heartbeat"  # unix time of the last sign of life
 HOST_TAG = "normsweep.host"
 PID_TAG = "normsweep.pid"

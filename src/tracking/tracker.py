@@ -22,6 +22,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from src.data.cache import read_meta
+from src.tracking.code import MANIFEST_ARTIFACT, code_state
 from src.tracking.datasets import log_datasets
 from src.tracking.environment import environment_tags
 from src.tracking.git import git_state
@@ -149,6 +150,7 @@ class Tracker:
         tags = {
             **spec.tags,
             **self.git.tags(),
+            **code_state().tags(),  # the code that can change the result (files, torch, Lightning)
             **environment_tags(spec.world_size, spec.device),  # versions, device, host, world size
             OUTCOME_TAG: RUNNING,
             FINGERPRINT_TAG: fingerprint,
@@ -221,6 +223,7 @@ class Tracker:
         if data is not None:
             log_datasets(self.store, run_id, data.cache_key, read_meta(data.folder)["splits"], data.splits)
         self.store.log_text(run_id, redact_text("\n".join(self.spec.overrides)) + "\n", OVERRIDES_ARTIFACT)
+        self.store.log_text(run_id, code_state().manifest_json(), MANIFEST_ARTIFACT)  # names the files a later code changed
         if self.git.dirty:  # the commit alone does not say what ran
             self.store.log_text(run_id, self.git.diff, DIFF_ARTIFACT)
 

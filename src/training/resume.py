@@ -2,7 +2,8 @@
 
 `plan_run` looks at an explicit `ckpt_path` / `resume=true`, and, for the jobs of a multirun, at the
 runs of the same identity already in MLflow (`src.tracking.sweep.decide`). Every checkpoint is checked
-against the config before any MLflow run is touched, so a mismatch changes no one's record.
+against the config before any MLflow run is touched, so a mismatch changes no one's record. A run
+to resume or skip on that other code made follows `sweep.on_code_change` (src.tracking.code).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from typing import TYPE_CHECKING
 from lightning.pytorch.utilities import rank_zero_only
 
 from src.paths import ConfigError
+from src.tracking.code import code_state
 from src.tracking.store import Store, redact_uri
-from src.tracking.sweep import decide, settle_lost
+from src.tracking.sweep import code_change_message, decide, made_by_other_code, settle_lost
 from src.tracking.tags import DIVERGED, FINISHED, NORM_TAG, OUTCOME_TAG
 from src.training.checkpointing import check_checkpoint, read_run_state, resolve_ckpt_path
 from src.training.run_spec import RunSpec
@@ -96,6 +98,13 @@ def plan_run(spec: RunSpec, in_multirun: bool, store: Store | None) -> RunPlan:
                 raise ConfigError(
                     f"ckpt_path: {explicit} belongs to MLflow run {run_id}, which is not in {redact_uri(store.uri)}"
                 )
+            if spec.store.on_code_change != "keep" and made_by_other_code(run, code_state()):
+                # Continuing (or reporting) a run of other code is the user's call; `rerun` means a
+                # new run, which an explicit checkpoint cannot be.
+                raise ConfigError(
+                    f"ckpt_path: {explicit}: {code_change_message(store, [run], code_state(), spec.store.on_code_change)}"
+                    "; with ckpt_path only =keep applies (drop ckpt_path to train it again)"
+                )
             if run.info.status == "FINISHED":
                 return RunPlan(done=RunResult.from_run(run), message=f"run {run_id} already finished; nothing to resume")
         return RunPlan(explicit, run_id)
@@ -116,7 +125,10 @@ def plan_run(spec: RunSpec, in_multirun: bool, store: Store | None) -> RunPlan:
         return last_state().get("mlflow_run_id") == run.info.run_id
 
     experiment_id = store.experiment_id(where.experiment_name, where.artifact_location)
-    d = decide(store, experiment_id, identity.fingerprint, where.on_existing, where.stale_after_s, checkpoint_of)
+    d = decide(
+        store, experiment_id, identity.fingerprint, where.on_existing, where.stale_after_s, checkpoint_of,
+        code_state(), where.on_code_change,
+    )  # fmt: skip
     name = spec.run_name
     if d.action in ("skip", "busy"):
         assert d.run is not None

@@ -36,6 +36,7 @@ class StoreSpec:
     artifact_location: str | None
     experiment_name: str
     on_existing: str  # resume | rerun | fail (checked by config.validate)
+    on_code_change: str  # fail | rerun | keep: a run to reuse was made by other code (src.tracking.code)
     stale_after_s: float
     heartbeat_s: float
 
@@ -77,6 +78,7 @@ def resolve(cfg: DictConfig) -> RunSpec:
             artifact_location=cfg.logger.get("artifact_location"),
             experiment_name=cfg.experiment_name,
             on_existing=cfg.sweep.on_existing,
+            on_code_change=cfg.sweep.on_code_change,
             stale_after_s=float(cfg.sweep.stale_after_s),
             heartbeat_s=float(cfg.sweep.heartbeat_s),
         ),
