@@ -26,6 +26,7 @@ from src.training.checkpointing import checkpoint_dir
         ("experiment_name=' '", "experiment_name"),
         ("model.vocab_size=1000", "model.vocab_size"),
         ("sweep.on_existing=skip", "sweep.on_existing"),
+        ("sweep.on_code_change=ignore", "sweep.on_code_change"),
         ("sweep.stale_after_s=0", "sweep.stale_after_s"),
         ("sweep.heartbeat_s=-1", "sweep.heartbeat_s"),
     ],

@@ -10,14 +10,20 @@ import time
 import pytest
 
 from src.paths import ConfigError
+from src.tracking.code import CodeState
 from src.tracking.store import Store
 from src.tracking.sweep import (
+    CODE_FINGERPRINT_TAG,
     FINGERPRINT_TAG,
+    GIT_COMMIT_TAG,
+    GIT_DIRTY_TAG,
     HEARTBEAT_TAG,
     HOST_TAG,
     PID_TAG,
     REQUIRED_FINAL_METRICS,
     SUPERSEDED_TAG,
+    code_change_message,
+    code_conflicts,
     decide,
     runs_with_fingerprint,
     supersede,
@@ -119,3 +125,41 @@ def test_policies(client) -> None:
     assert d.action == "new" and d.supersede == [done]
     with pytest.raises(ConfigError, match=r"sweep.on_existing=fail: run .* already has this config"):
         _decide(c, exp, policy="fail")
+
+
+CODE = CodeState("c0de000000000000", {"src/model/gpt.py": "1"}, {"torch": "2.13.0"})
+
+
+def _decide_code(client: Store, exp: str, on_code_change: str, has_checkpoint: bool = False):
+    return decide(client, exp, FP, "resume", STALE_S, lambda run: has_checkpoint, CODE, on_code_change)
+
+
+def test_a_result_of_other_code_follows_on_code_change(client) -> None:
+    c, exp = client
+    old = _run(c, exp, "FINISHED", "finished", **{CODE_FINGERPRINT_TAG: "0ther", GIT_COMMIT_TAG: "401e44dabc", GIT_DIRTY_TAG: "true"})
+    with pytest.raises(ConfigError) as err:
+        _decide_code(c, exp, "fail")
+    assert str(err.value) == (
+        "sweep.on_code_change=fail: 1 finished or resumable run of this sweep was made by other code: 1 at commit "
+        "401e44d with uncommitted changes (no code manifest recorded); set sweep.on_code_change=rerun to train them "
+        "again (the old runs stay, marked superseded) or =keep to reuse them (the report marks them); valid choices: "
+        "fail, rerun, keep"
+    )
+    kept = _decide_code(c, exp, "keep")
+    assert (kept.action, kept.run.info.run_id) == ("skip", old) and "kept (sweep.on_code_change=keep)" in kept.reason
+    again = _decide_code(c, exp, "rerun")
+    assert again.action == "new" and again.supersede == [old]
+    assert c.get_run(old).data.tags["outcome"] == "finished"  # deciding changed nothing
+    c.set_tags(old, {CODE_FINGERPRINT_TAG: CODE.fingerprint})
+    assert _decide_code(c, exp, "fail").action == "skip"  # the same code: skipped as before
+
+
+def test_runs_before_code_fingerprints_count_as_other_code(client) -> None:
+    c, exp = client
+    done = _run(c, exp, "FINISHED", "finished", **{GIT_COMMIT_TAG: "38b7e0f123"})  # no code fingerprint tag
+    found = code_conflicts(c, exp, [FP, FP], CODE, STALE_S, lambda run: False)
+    assert [r.info.run_id for r in found] == [done]
+    assert "1 at commit 38b7e0f (recorded before code fingerprints, code unknown)" in code_change_message(c, found, CODE)
+    cut = _run(c, exp, "KILLED", "preempted")  # now the latest: resumed only from a checkpoint of its own
+    assert code_conflicts(c, exp, [FP], CODE, STALE_S, lambda run: False) == []  # a new run would train
+    assert [r.info.run_id for r in code_conflicts(c, exp, [FP], CODE, STALE_S, lambda run: True)] == [cut]

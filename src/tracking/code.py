@@ -5,7 +5,7 @@ code*. Fix a bug in the model and the same config no longer promises the same nu
 sweep must not reuse the old result silently (src.tracking.sweep.decide applies
 `sweep.on_code_change`). The fingerprint is computed from file contents, not from git, so it holds
 for an installed copy too; the commit is recorded beside it by src.tracking.git. Torch-free: it
-reads versions from the installed distributions' metadata. Computed once per process (~10 ms).
+reads versions from the installed distributions' metadata. Computed once per process (docs/sweeps.md).
 """
 
 from __future__ import annotations
