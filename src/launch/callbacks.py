@@ -14,12 +14,15 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from src.paths import ConfigError, register_resolvers
+
+if TYPE_CHECKING:
+    from src.tracking.store import Store
 
 
 def sweep_jobs(config: DictConfig) -> list[dict[str, Any]]:
@@ -47,7 +50,7 @@ def sweep_jobs(config: DictConfig) -> list[dict[str, Any]]:
     return jobs
 
 
-def stop_on_code_change(store: Any, experiment_id: str, jobs: list[dict[str, Any]], config: DictConfig) -> None:
+def stop_on_code_change(store: Store, experiment_id: str, jobs: list[dict[str, Any]], config: DictConfig) -> None:
     """Before the first job trains: stop, in one line naming them all, if jobs would reuse or resume
     runs that other code made (each job's own decision, `sweep.decide`, is the same rule, one run at
     a time: it would stop only after the jobs before it had trained)."""
