@@ -112,4 +112,3 @@ def differences(old: CodeState, new: CodeState) -> list[str]:
         if old.versions.get(name) != new.versions.get(name)
     ]
     return changed
-
