@@ -15,7 +15,8 @@ from mlflow.tracking import MlflowClient
 from src.launch.sequential import check_settings
 from src.paths import ConfigError, compose
 from src.report.comparisons import Margins
-from src.report.plan import forecast, plan_text
+from src.report.plan import forecast, pilot_hours, plan_text
+from src.report.sequential_stats import Design
 from src.tracking.looks import LOOKS_ARTIFACT, STOP_TAG, read_looks
 from src.tracking.store import Store
 from src.tracking.sweep import SWEEP_TAG
@@ -43,16 +44,28 @@ def test_hydra_finds_the_sweeper_class() -> None:
 @pytest.mark.parametrize(
     "settings,field",
     [
-        ((1, 2, 6, 0.05, ["test_loss"]), "first_seeds"),
-        ((3, 0, 6, 0.05, ["test_loss"]), "seeds_per_round"),
-        ((3, 2, 2, 0.05, ["test_loss"]), "max_seeds"),
-        ((3, 2, 6, 1.5, ["test_loss"]), "alpha"),
-        ((3, 2, 6, 0.05, ["val_loss"]), "metrics"),
+        ((1, 2, 6, 0.05, ["test_loss"], "pocock", 0.1), "first_seeds"),
+        ((3, 0, 6, 0.05, ["test_loss"], "pocock", 0.1), "seeds_per_round"),
+        ((3, 2, 2, 0.05, ["test_loss"], "pocock", 0.1), "max_seeds"),
+        ((3, 2, 6, 1.5, ["test_loss"], "pocock", 0.1), "alpha"),
+        ((3, 2, 6, 0.05, ["val_loss"], "pocock", 0.1), "metrics"),
+        ((3, 2, 6, 0.05, ["test_loss"], "haybittle", 0.1), "spending"),
+        ((3, 2, 6, 0.05, ["test_loss"], "pocock", 1.0), "futility"),
     ],
 )
 def test_bad_settings_name_the_field(settings: tuple, field: str) -> None:
-    with pytest.raises(ConfigError, match=f"hydra.sweeper.{field}"):
+    with pytest.raises(ConfigError, match=f"hydra.sweeper.{field}") as err:
         check_settings(*settings)
+    if field == "spending":  # the valid choices are named
+        assert str(err.value) == "hydra.sweeper.spending: 'haybittle' not allowed; valid choices: ['pocock', 'obrien_fleming']"
+
+
+def test_a_bad_spending_for_the_plan_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from src.report.__main__ import main as report_main
+
+    assert report_main(["--plan", "--experiment", "x", "hydra.sweeper.spending=linear"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == "report: config error: hydra.sweeper.spending: 'linear' not allowed; valid choices: ['pocock', 'obrien_fleming']"
 
 
 def test_bad_setting_on_the_command_line_is_one_line(tiny_overrides: list[str], store: dict[str, str]) -> None:
@@ -75,21 +88,25 @@ def _pilot(pairs: dict[str, tuple[float, float]], seeds: int, seconds: float = 3
     return frame.assign(outcome="finished", train_time_s=seconds, devices=2.0, lr=1e-3)
 
 
-def test_the_plan_forecasts_seeds_and_device_hours_from_a_pilot() -> None:
+def test_the_plan_forecasts_each_design_from_a_pilot() -> None:
     runs = _pilot({"torch_layernorm": (0.0, 1e-5), "hand_rmsnorm": (0.008, 0.02)}, seeds=4)
-    out = {
-        f.pair: f
-        for f in forecast(runs, Margins(), first_seeds=3, seeds_per_round=2, alpha=0.05, sweeps=2000)
-    }
-    easy, hard = out["torch_layernorm vs hand_layernorm"], out["hand_rmsnorm vs hand_layernorm"]
-    assert easy.median_seeds == 3 and easy.equivalent > 0.99  # decided at the first look
-    assert hard.median_seeds > 20 and hard.p90_seeds >= hard.median_seeds
-    # Two variants x 36 s x 2 devices per seed = 0.04 device-hours per seed.
-    assert math.isclose(easy.device_hours_median, 3 * 0.04)
-    text = plan_text(
-        "pilot", list(out.values()), Margins(), {"first_seeds": 3, "seeds_per_round": 2, "alpha": 0.05}
-    )
-    assert "hydra/sweeper=sequential" in text and "norm=hand_layernorm,hand_rmsnorm,torch_layernorm" in text
+    design = Design(3, 2, 10, 0.05, "obrien_fleming", 0.1)
+    hours = pilot_hours(runs, ["hand_layernorm", "torch_layernorm", "hand_rmsnorm"])
+    plan = forecast(runs, Margins(), design, hours, sweeps=2000)
+    out = {(f.spending, f.pair): f for f in plan.forecasts}
+    assert {s for s, _ in out} == {"pocock", "obrien_fleming"}
+    for spending in ("pocock", "obrien_fleming"):
+        easy, hard = out[(spending, "torch_layernorm vs hand_layernorm")], out[(spending, "hand_rmsnorm vs hand_layernorm")]
+        assert easy.verdicts["equivalent"] > 0.99 and easy.mean_seeds == 3  # decided at the first look
+        assert math.isclose(sum(hard.verdicts.values()), 1) and hard.verdicts["undecidable"] > 0.3  # 10 seeds cannot settle it
+        assert hard.p90_seeds >= hard.mean_seeds and hard.mean_seeds < 10  # futility stops it before max_seeds
+        # 36 s x 2 devices = 0.02 device-hours per seed of each variant, two variants per comparison.
+        assert math.isclose(easy.device_hours, 3 * 0.04)
+        # The sweep counts hand_layernorm once: at most 10 seeds of three variants.
+        assert plan.totals[spending][0] <= 10 * 3 * 0.02 and plan.totals[spending][1] >= plan.totals[spending][0]
+    text = plan_text("pilot", plan, Margins())
+    assert "P(undecidable)" in text and "hydra/sweeper=sequential" in text and "hydra.sweeper.spending=" in text
+    assert "norm=hand_layernorm,hand_rmsnorm,torch_layernorm" in text
 
 
 @pytest.mark.slow
