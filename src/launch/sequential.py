@@ -23,6 +23,7 @@ subclass of this one in hydra_plugins/normsweep_sweepers/sequential.py.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -410,7 +411,8 @@ def describe(c: Comparison) -> str:
 
     interval = f"Δ {fmt(last['diff'])}, {1 - last['level']:.2%} CI [{fmt(last['low'])}, {fmt(last['high'])}]"
     margin = f"{c.margin:.0%}" if relative else f"{c.margin:g}"
-    where = f"at look {c.look} with {c.seeds if c.seeds is not None else last['n']} seeds per variant, level spent {c.spent:.2g}"
+    seeds = c.seeds if c.seeds is not None else last["n"]
+    where = f"at look {c.look} with {seeds} seeds per variant, level spent {c.spent:.2g}" if c.look is not None else ""
     if c.decision == "equivalent":
         verdict = f"equivalent within ±{margin} {where}"
     elif c.decision == "different":
@@ -420,9 +422,12 @@ def describe(c: Comparison) -> str:
                    f"(< futility {last['futility']:g}); max_seeds={last['max_seeds']} detects |Δ| ≥ {abs(last['detectable']):.2g} "
                    f"(80% power)")  # fmt: skip
     elif c.look is not None:
-        verdict = (f"undecided at max_seeds {where}; it detects |Δ| ≥ {abs(last['detectable']):.2g} (80% power)")
+        verdict = f"undecided at max_seeds {where}; it detects |Δ| ≥ {abs(last['detectable']):.2g} (80% power)"
     else:
-        verdict = f"undecided after {last['n']} seeds"
+        chance = last.get("chance")
+        verdict = f"undecided after {seeds} seeds" + (
+            f" (a later look decides with probability ≥ {chance:.0%})" if chance is not None and math.isfinite(chance) else ""
+        )
     return f"{c.name}: {verdict} ({interval}, p {last['p']:.2g}, TOST p {last['tost_p']:.2g}, level {last['level']:.2g})"
 
 
