@@ -66,11 +66,14 @@ def plan(experiment: str, uri: str, overrides: list[str], margins: Margins, pair
     runs = load_sweep(experiment, open_store(uri)).runs
     variants = sorted({v for pair in planned_pairs(runs, pairs) for v in pair})
     cluster = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") == "cluster"]
+    # Priced at another scale: the job's overrides (not where the pilot is stored, not the sweeper's).
+    elsewhere = [o for o in overrides if not o.startswith(("hydra.sweeper.", "paths.", "logger."))] if cluster else []
     if cluster:
-        hours, source = preflight_hours(overrides, variants), f"preflight's cost model, {' '.join(cluster)}"
+        hours, source = preflight_hours(overrides, variants), f"preflight's cost model, {' '.join(elsewhere)}"
     else:
         hours, source = pilot_hours(runs, variants), "the pilot's recorded train time x devices"
-    return plan_text(experiment, forecast(runs, margins, design, hours, pairs, hours_source=source), margins)
+    plan_ = forecast(runs, margins, design, hours, pairs, hours_source=source)
+    return plan_text(experiment, plan_, margins, elsewhere)
 
 
 def preflight_hours(overrides: list[str], variants: list[str]) -> dict[str, float]:

@@ -167,9 +167,10 @@ def recommended(plan: Plan) -> str:
     return max(SPENDING, key=score)
 
 
-def plan_text(experiment: str, plan: Plan, margins: Margins) -> str:
+def plan_text(experiment: str, plan: Plan, margins: Margins, elsewhere: Sequence[str] = ()) -> str:
     """The plan as printed: per design and comparison the verdicts, seeds and device-hours, the
-    sweep's total per design, then the command that runs the recommended design."""
+    sweep's total per design, then the command that runs the recommended design: into the pilot's
+    experiment, or, with `elsewhere` (the overrides of another scale, e.g. a cluster), at that scale."""
     d = plan.design
     rows = [
         {
@@ -201,8 +202,14 @@ def plan_text(experiment: str, plan: Plan, margins: Margins) -> str:
         f"hydra.sweeper.max_seeds={d.max_seeds}",
         f"hydra.sweeper.spending={best}",
         f"hydra.sweeper.futility={d.futility:g}",
-        shlex.quote(f"experiment_name={experiment}"),
+        *(shlex.quote(o) for o in elsewhere),
+        *([] if elsewhere else [shlex.quote(f"experiment_name={experiment}")]),
     ])  # fmt: skip
+    how = (
+        "run it at that scale (check it first: python -m src.preflight -m <the same arguments>):"
+        if elsewhere
+        else "run it (with the pilot's other overrides; the pilot's finished seeds count, nothing is trained twice):"
+    )
     totals = [f"  {s}: {_num(plan.totals[s][0], '.3g')} expected, {_num(plan.totals[s][1], '.3g')} at the 90th percentile"
               for s in SPENDING]  # fmt: skip
     hours = ", ".join(f"{v} {_num(h, '.3g')}" for v, h in plan.hours.items())
@@ -216,7 +223,6 @@ def plan_text(experiment: str, plan: Plan, margins: Margins) -> str:
         "the sweep's device-hours (a variant shared by several comparisons counted once):",
         *totals,
         "",
-        f"recommended: {best} (more verdicts expected{'' if best == d.spending else ', unlike the configured ' + d.spending}); "
-        "run it (with the pilot's other overrides; the pilot's finished seeds count, nothing is trained twice):",
+        f"recommended: {best} (more verdicts expected{'' if best == d.spending else ', unlike the configured ' + d.spending}); {how}",
         f"  {command}",
     ])  # fmt: skip
