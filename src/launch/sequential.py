@@ -409,6 +409,9 @@ def describe(c: Comparison) -> str:
     def fmt(x: float) -> str:
         return f"{x:+.2%}" if relative else f"{x:+.4f}"
 
+    def least(x: float) -> str:
+        return f"{abs(x):.0%}" if relative else f"{abs(x):.2g}"
+
     interval = f"Δ {fmt(last['diff'])}, {1 - last['level']:.2%} CI [{fmt(last['low'])}, {fmt(last['high'])}]"
     margin = f"{c.margin:.0%}" if relative else f"{c.margin:g}"
     seeds = c.seeds if c.seeds is not None else last["n"]
@@ -419,10 +422,10 @@ def describe(c: Comparison) -> str:
         verdict = f"different {where}"
     elif c.decision == "undecidable":
         verdict = (f"undecidable at this budget {where}: a later look decides with probability {last['chance']:.0%} "
-                   f"(< futility {last['futility']:g}); max_seeds={last['max_seeds']} detects |Δ| ≥ {abs(last['detectable']):.2g} "
+                   f"(< futility {last['futility']:g}); max_seeds={last['max_seeds']} detects |Δ| ≥ {least(last['detectable'])} "
                    f"(80% power)")  # fmt: skip
     elif c.look is not None:
-        verdict = f"undecided at max_seeds {where}; it detects |Δ| ≥ {abs(last['detectable']):.2g} (80% power)"
+        verdict = f"undecided at max_seeds {where}; it detects |Δ| ≥ {least(last['detectable'])} (80% power)"
     else:
         chance = last.get("chance")
         verdict = f"undecided after {seeds} seeds" + (

@@ -38,7 +38,8 @@ class SequentialVerdict:
 
     def sentence(self) -> str:
         where = f"at look {self.look}" if self.look is not None else "not settled when the sweep stopped"
-        least = f"; the budget detects |Δ| ≥ {self.detectable:.2g}" if math.isfinite(self.detectable) and self.verdict in ("undecidable", "undecided") else ""
+        size = f"{self.detectable:.0%}" if self.metric == "tokens_per_sec" else f"{self.detectable:.2g}"  # speed: relative
+        least = f"; the budget detects |Δ| ≥ {size}" if math.isfinite(self.detectable) and self.verdict in ("undecidable", "undecided") else ""
         return f"{self.pair} ({self.metric}): {self.label} {where}, {self.seeds} seeds per variant, level spent {self.spent:.2g}{least}"  # fmt: skip
 
 
