@@ -229,3 +229,22 @@ def test_the_job_list_is_the_first_round_and_seed_lists_are_refused() -> None:
     OmegaConf.update(cfg, "hydra.sweeper.params.seed", "0,1", force_add=True)
     with pytest.raises(ConfigError, match="seed: the sequential sweeper chooses the seeds"):
         first_round_overrides(cfg)
+
+
+def test_a_comparison_the_budget_cannot_decide_stops_as_undecidable() -> None:
+    """The sweeper's own look on seed results: a difference of half the margin with seed noise twice
+    the margin cannot be settled by 6 seeds, and the line says what the budget could detect."""
+    from hydra_plugins.normsweep_sweepers.sequential import SequentialSweeper
+    from src.launch.sequential import Comparison, describe
+
+    sweeper = SequentialSweeper(3, 2, 6, 0.05, ["test_loss"], "obrien_fleming", 0.1)
+    design = Design(3, 2, 6, 0.05, "obrien_fleming", 0.1)
+    diffs = 0.005 + 0.02 * np.random.default_rng(3).standard_normal(3)
+    results = {(v, s): {"test_loss": 5.0 + (diffs[s] if v == "b" else 0.0), "tokens_per_sec": 1.0}
+               for v in ("a", "b") for s in range(3)}  # fmt: skip
+    c = Comparison("a", "b", "test_loss", 0.01)
+    sweeper._decide(c, results, design, 1)
+    assert (c.decision, c.look, c.seeds) == ("undecidable", 1, 3) and c.spent == design.spent_by()[0]
+    line = describe(c)
+    assert line.startswith("b vs a (test_loss): undecidable at this budget at look 1 with 3 seeds per variant")
+    assert f"max_seeds=6 detects |Δ| ≥ {c.last['detectable']:.2g}" in line and c.last["chance"] < 0.1
