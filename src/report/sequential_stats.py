@@ -34,7 +34,7 @@ spend max_seeds for nothing. At look k (n seeds, mean m, spread s) the rule comp
 *predictive probability* that a later look decides, either way (Spiegelhalter, Freedman and
 Blackburn, "Monitoring clinical trials: conditional or predictive power?", Controlled Clinical
 Trials 7:8–17, 1986; C. Jennison and B. W. Turnbull, *Group Sequential Methods with Applications
-to Clinical Trials*, Chapman & Hall/CRC 2000, ch. 10 "Stochastic curtailment", §10.3). Under a
+to Clinical Trials*, Chapman & Hall/CRC 2000, ch. 10 "Stochastic curtailment"). Under a
 flat prior on the true difference and σ, the mean at a later look n_j is predicted as
 m + s·√((n_j − n)/(n_j·n))·T with T ~ t(n − 1); look j decides if that mean falls outside
 ±t(1 − a_j/2)·s/√n_j (different) or inside ±(margin − t(1 − a_j)·s/√n_j) (equivalent), taking the
@@ -45,7 +45,7 @@ that lower bound is what is compared with `futility`: below it, the comparison s
 detected (`detectable`): the least |Δ| that one of the remaining looks' t-tests finds with 80%
 power at spread s.
 
-The futility rule is non-binding (Jennison and Turnbull §10.6): the levels a_k are those of the
+The futility rule is non-binding: the levels a_k are those of the
 design without it, and stopping a comparison only removes chances to declare something, so the
 union bound above holds whether or not futility stops are taken; `simulate` shows the error rates
 with it on.
