@@ -21,6 +21,8 @@ SRC = REPO / "src"
 # The house, drawn from the imports (floor 0 at the bottom). A module may import only from rooms on
 # lower floors: nothing runs back up, and the two rooms that share a floor do not lean on each other.
 #
+#  10  entry points   <package>.__main__         python -m src.<package>: may join any stages (report --plan
+#                                                uses preflight's cost model)
 #   9  entry points   train  ui  preflight       python -m src.<module>
 #   8  around a run   launch  bench              Hydra's sweep callbacks, pool and report hook; benchmarks
 #   7  report         report                     MLflow runs -> table, comparisons, figures
@@ -53,6 +55,7 @@ FLOORS: dict[str, int] = {
     "train": 9,
     "ui": 9,
     "preflight": 9,
+    "__main__": 10,
 }
 
 # Modules a reader or a bookkeeping step imports without a model: loading torch (seconds) there
@@ -109,7 +112,10 @@ def src_imports(path: Path) -> set[str]:
 
 
 def room(module: str) -> str:
-    """The stage a module belongs to: 'data' for src.data.cache, 'train' for src.train."""
+    """The stage a module belongs to: 'data' for src.data.cache, 'train' for src.train, '__main__'
+    for a package's command line (src.report.__main__)."""
+    if module.endswith(".__main__"):
+        return "__main__"
     return module.split(".")[1] if "." in module else module
 
 

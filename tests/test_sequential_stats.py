@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,18 +12,28 @@ from src.report.sequential_stats import (
     CODES,
     DIFFERENT,
     EQUIVALENT,
+    OBRIEN_FLEMING,
+    POCOCK,
+    SPENDING,
+    UNDECIDABLE,
+    UNDECIDED,
     Design,
     clopper_pearson,
-    decide,
+    correct_code,
     fixed_seeds_for_power,
+    look_at,
     simulate,
     simulate_differences,
+    spent,
 )
 
 ALPHA, MARGIN, SD = 0.05, 0.01, 0.01
 SWEEPS = 10_000
 # Ten looks (3, 6, ..., 30 seeds): many chances to stop early on noise.
-DESIGN = Design(first_seeds=3, seeds_per_round=3, max_seeds=30, alpha=ALPHA)
+DESIGN = Design(first_seeds=3, seeds_per_round=3, max_seeds=30, alpha=ALPHA, spending=POCOCK, futility=0.0)
+FUTILITY = 0.1  # conf/hydra/sweeper/sequential.yaml's default, checked below against the file
+# The sweeper's default schedule (3, 5, 7, 9, 10 seeds), where futility and the spending function matter most.
+DEFAULT = Design(3, 2, 10, ALPHA, OBRIEN_FLEMING, FUTILITY)
 
 
 def test_levels_spend_the_budget_over_the_looks_and_the_family() -> None:
@@ -31,25 +42,43 @@ def test_levels_spend_the_budget_over_the_looks_and_the_family() -> None:
     assert all(level > 0 for level in DESIGN.levels())
     # Pocock-type spending: the first look gets the largest share, so early stops are possible.
     assert DESIGN.levels()[0] == max(DESIGN.levels())
-    shared = Design(3, 3, 30, ALPHA, family=4)
+    shared = Design(3, 3, 30, ALPHA, POCOCK, 0.0, family=4)
     assert math.isclose(sum(shared.levels()), ALPHA / 4)
-    assert Design(3, 2, 6, ALPHA).looks() == [3, 5, 6]  # the last round is cut at max_seeds
+    assert Design(3, 2, 6, ALPHA, POCOCK, 0.0).looks() == [3, 5, 6]  # the last round is cut at max_seeds
 
 
 def test_the_vectorised_rule_decides_like_the_per_look_rule() -> None:
+    """The simulation and the sweeper's per-look decision (`look_at`, futility included) agree."""
+    design = Design(3, 3, 30, ALPHA, POCOCK, FUTILITY)
     rng = np.random.default_rng(7)
     deltas = rng.choice([0.0, 0.004, 0.01, 0.02], size=200)
-    d = deltas[:, None] + SD * rng.standard_normal((200, DESIGN.max_seeds))
-    sim = simulate_differences(DESIGN, d, MARGIN)
+    d = deltas[:, None] + SD * rng.standard_normal((200, design.max_seeds))
+    sim = simulate_differences(design, d, MARGIN)
     for row, code, seeds in zip(d, sim.decision, sim.seeds, strict=True):
-        expected = (0, DESIGN.max_seeds)
-        for n, level in zip(DESIGN.looks(), DESIGN.levels(), strict=True):
-            look = decide(row[:n], MARGIN, level)
-            if look.decision != "undecided":
+        expected = (0, design.max_seeds)
+        for k, n in enumerate(design.looks()):
+            look = look_at(design, k, row[:n], MARGIN)
+            if look.decision != UNDECIDED:
                 expected = (CODES[look.decision], n)
                 break
         assert (int(code), int(seeds)) == expected
-    assert len(set(sim.decision.tolist())) == 3  # the sample exercises every outcome
+    assert len(set(sim.decision.tolist())) == 4  # the sample exercises every outcome, futility included
+
+
+def test_the_spending_functions_and_the_defaults() -> None:
+    for spending in SPENDING:
+        levels = Design(3, 2, 10, ALPHA, spending, 0.0).levels()
+        assert math.isclose(sum(levels), ALPHA) and all(x > 0 for x in levels)
+        assert math.isclose(spent(ALPHA, 1.0, spending), ALPHA) and spent(ALPHA, 0.0, spending) == 0
+    pocock, obf = (Design(3, 2, 10, ALPHA, s, 0.0).levels() for s in (POCOCK, OBRIEN_FLEMING))
+    assert obf[0] < pocock[0] / 10 and obf[-1] > pocock[-1]  # O'Brien-Fleming keeps its budget for the end
+    # Lan-DeMets O'Brien-Fleming type at t = 1/4: 2 - 2 Phi(1.95996 / 0.5) = 8.9e-5 for alpha 0.05.
+    assert spent(ALPHA, 0.25, OBRIEN_FLEMING) == pytest.approx(8.87e-5, rel=1e-2)
+    from src.paths import compose
+
+    sweeper = compose(["hydra/sweeper=sequential"], with_hydra=True).hydra.sweeper
+    assert (sweeper.spending, sweeper.futility) == (DEFAULT.spending, DEFAULT.futility)
+    assert (sweeper.first_seeds, sweeper.seeds_per_round, sweeper.max_seeds) == (3, 2, 10)
 
 
 def _report(label: str, errors: int) -> tuple[float, float, float]:
@@ -110,7 +139,7 @@ def test_the_family_error_rate_holds_alpha(capsys: pytest.CaptureFixture[str]) -
     Each comparison stops on its own (a decided one keeps its verdict), so the sweeps are simulated
     per comparison and an error anywhere in the family counts once.
     """
-    family = Design(3, 3, 30, ALPHA, family=4)
+    family = Design(3, 3, 30, ALPHA, POCOCK, FUTILITY, family=4)
     rng = np.random.default_rng(9)
     wrong = np.zeros(SWEEPS, dtype=bool)
     for _ in range(4):
@@ -120,3 +149,56 @@ def test_the_family_error_rate_holds_alpha(capsys: pytest.CaptureFixture[str]) -
         print()
         _, low, _ = _report("family of 4: any false 'different' under no effect", int(wrong.sum()))
     assert low <= ALPHA
+
+
+def test_futility_is_non_binding_and_keeps_the_error_rates(capsys: pytest.CaptureFixture[str]) -> None:
+    """On the same draws, a sweep that errs with futility on errs the same way without it: stopping
+    for futility only removes chances to decide. And the rates stay within alpha (10,000 sweeps each)."""
+    rng = np.random.default_rng(12)
+    for schedule in ((3, 2, 10), (3, 3, 30)):
+        for spending in SPENDING:
+            with_f = Design(*schedule, ALPHA, spending, FUTILITY)
+            without = Design(*schedule, ALPHA, spending, 0.0)
+            for delta, wrong in ((0.0, DIFFERENT), (MARGIN, EQUIVALENT)):
+                d = delta + SD * rng.standard_normal((SWEEPS, with_f.max_seeds))
+                on, off = simulate_differences(with_f, d, MARGIN), simulate_differences(without, d, MARGIN)
+                err_on, err_off = on.decision == CODES[wrong], off.decision == CODES[wrong]
+                assert not np.any(err_on & ~err_off)
+                with capsys.disabled():
+                    print() if (schedule, spending, delta) == ((3, 2, 10), POCOCK, 0.0) else None
+                    _, low, _ = _report(f"{schedule} {spending}, futility {FUTILITY}: false {wrong!r} at Δ = {delta}",
+                                        int(err_on.sum()))  # fmt: skip
+                assert low <= ALPHA
+
+
+def _summary(design: Design, delta: float, sd: float, seed: int) -> tuple[float, float, float]:
+    sim = simulate(design, delta, sd, MARGIN, SWEEPS, seed=seed)
+    return float(sim.seeds.mean()), sim.rate(correct_code(delta, MARGIN)), sim.rate(CODES[UNDECIDABLE])
+
+
+def test_futility_saves_seeds_at_half_the_margin(capsys: pytest.CaptureFixture[str]) -> None:
+    """Δ = margin/2 with seed noise = margin: ten seeds cannot settle it, and futility says so early,
+    at a small cost in decisions where the budget would have sufficed."""
+    off = Design(3, 2, 10, ALPHA, OBRIEN_FLEMING, 0.0)
+    rows = {delta: (_summary(off, delta, SD, 20), _summary(DEFAULT, delta, SD, 20)) for delta in (MARGIN / 2, 0.0, 2 * MARGIN)}
+    with capsys.disabled():
+        print()
+        for delta, ((s0, c0, _), (s1, c1, u1)) in rows.items():
+            print(f"Δ {delta}: mean seeds {s0:.2f} -> {s1:.2f} with futility {FUTILITY} (right verdict {c0:.3f} -> {c1:.3f}, "
+                  f"undecidable {u1:.3f})")  # fmt: skip
+    (s0, c0, _), (s1, c1, u1) = rows[MARGIN / 2]
+    assert s1 < 0.9 * s0 and u1 > 0.3 and c0 - c1 < 0.03
+    for delta in (0.0, 2 * MARGIN):
+        (s0, c0, _), (s1, c1, _) = rows[delta]
+        assert s1 <= s0 and c0 - c1 < 0.06
+
+
+def test_pocock_against_obrien_fleming_at_three_effect_sizes(capsys: pytest.CaptureFixture[str]) -> None:
+    """Why O'Brien-Fleming is the default for the default schedule: more power at every effect size,
+    for about one more seed per variant; Pocock stops sooner."""
+    with capsys.disabled():
+        print()
+        for delta in (0.0, MARGIN, 2 * MARGIN):
+            (sp, cp, _), (so, co, _) = (_summary(replace(DEFAULT, spending=s), delta, SD, 30) for s in (POCOCK, OBRIEN_FLEMING))
+            print(f"Δ {delta}, σ {SD}: Pocock {sp:.2f} seeds, power {cp:.3f}; O'Brien-Fleming {so:.2f} seeds, power {co:.3f}")
+            assert co > cp and sp < so

@@ -23,6 +23,7 @@ subclass of this one in hydra_plugins/normsweep_sweepers/sequential.py.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -39,6 +40,7 @@ from omegaconf import DictConfig, OmegaConf
 from src.paths import ConfigError
 
 if TYPE_CHECKING:
+    from src.report.sequential_stats import Design
     from src.tracking.store import Store
 
 SWEEPER_CLASS = "SequentialSweeper"
@@ -46,6 +48,8 @@ RESULT_OUTCOMES = ("finished", "diverged")  # a seed with a result, whatever the
 # The metrics a comparison can be decided on (the report's run columns); speed only where it was
 # measured paired and on a quiet machine, which is why it is not the default (docs/sequential.md).
 METRIC_CHOICES = ("test_loss", "tokens_per_sec")
+# The sweeper's settings, in check_settings' order (conf/hydra/sweeper/sequential.yaml holds the defaults).
+SETTINGS = ("first_seeds", "seeds_per_round", "max_seeds", "alpha", "metrics", "spending", "futility")
 
 
 def is_sequential(sweeper_cfg: Any) -> bool:
@@ -53,8 +57,11 @@ def is_sequential(sweeper_cfg: Any) -> bool:
     return str(target).endswith(f".{SWEEPER_CLASS}")
 
 
-def check_settings(first_seeds: Any, seeds_per_round: Any, max_seeds: Any, alpha: Any, metrics: Any) -> None:
+def check_settings(
+    first_seeds: Any, seeds_per_round: Any, max_seeds: Any, alpha: Any, metrics: Any, spending: Any, futility: Any
+) -> None:
     """Bad sweeper settings -> ConfigError naming the field and what it accepts."""
+    from src.report.sequential_stats import SPENDING
 
     def whole(name: str, value: Any, least: int) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
@@ -65,6 +72,10 @@ def check_settings(first_seeds: Any, seeds_per_round: Any, max_seeds: Any, alpha
     whole("max_seeds", max_seeds, first_seeds)
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
         raise ConfigError(f"hydra.sweeper.alpha: must be a number in (0, 1), got {alpha!r}")
+    if spending not in SPENDING:
+        raise ConfigError(f"hydra.sweeper.spending: {spending!r} not allowed; valid choices: {list(SPENDING)}")
+    if isinstance(futility, bool) or not isinstance(futility, (int, float)) or not 0 <= futility < 1:
+        raise ConfigError(f"hydra.sweeper.futility: must be a number in [0, 1) (0: never stop for futility), got {futility!r}")
     chosen = [metrics] if isinstance(metrics, str) else list(metrics or [])
     bad = [m for m in chosen if m not in METRIC_CHOICES]
     if not chosen or bad:
@@ -89,9 +100,7 @@ def first_round_overrides(config: DictConfig) -> list[str]:
     if not is_sequential(sweeper):
         return []
     s = OmegaConf.to_container(sweeper, resolve=True)
-    check_settings(
-        s.get("first_seeds"), s.get("seeds_per_round"), s.get("max_seeds"), s.get("alpha"), s.get("metrics")
-    )
+    check_settings(*(s.get(k) for k in SETTINGS))
     params = s.get("params") or {}
     _check_no_seed([*(f"{k}={v}" for k, v in params.items()), *config.hydra.overrides.task])
     return [f"seed={','.join(str(i) for i in range(s['first_seeds']))}"]
@@ -105,8 +114,10 @@ class Comparison:
     b: str
     metric: str
     margin: float
-    decision: str = "undecided"  # equivalent | different | undecided | untestable
+    decision: str = "undecided"  # equivalent | different | undecidable | undecided | untestable
     seeds: int | None = None  # seeds per variant at the look that decided it
+    look: int | None = None  # the look (1-based) that decided it
+    spent: float | None = None  # the level this comparison had spent by that look (of alpha / family)
     last: dict[str, Any] = field(default_factory=dict)  # the latest look's numbers
 
     @property
@@ -126,16 +137,19 @@ class SequentialSweeper(Sweeper):
         max_seeds: int,
         alpha: float,
         metrics: Sequence[str],
+        spending: str,
+        futility: float,
         params: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__()
         metrics = list(metrics) if not isinstance(metrics, str) else [metrics]
         try:
-            check_settings(first_seeds, seeds_per_round, max_seeds, alpha, metrics)
+            check_settings(first_seeds, seeds_per_round, max_seeds, alpha, metrics, spending, futility)
         except ConfigError as err:  # Hydra would wrap it in an instantiation error with a traceback hint
             raise SystemExit(f"config error: {err}") from None
         self.first_seeds, self.seeds_per_round, self.max_seeds = first_seeds, seeds_per_round, max_seeds
         self.alpha, self.metrics = float(alpha), metrics
+        self.spending, self.futility = spending, float(futility)
         self.params = dict(params or {})
         self.hydra_context: HydraContext | None = None
         self.config: DictConfig | None = None
@@ -227,7 +241,8 @@ class SequentialSweeper(Sweeper):
         first = self._job_config(next(iter(variants.values())))
         comparisons = self._comparisons(variants, self.families)
         design = Design(
-            self.first_seeds, self.seeds_per_round, self.max_seeds, self.alpha, family=len(comparisons)
+            self.first_seeds, self.seeds_per_round, self.max_seeds, self.alpha, self.spending, self.futility,
+            family=len(comparisons),
         )
         experiment = str(first.experiment_name)
         from src.tracking.store import Store  # imported late: Hydra imports this module at start-up
@@ -238,8 +253,8 @@ class SequentialSweeper(Sweeper):
         parent = os.environ.get(PARENT_ENV)
         say(
             f"sequential sweep of {len(variants)} variants ({', '.join(variants)}), {len(comparisons)} comparison(s), "
-            f"looks at {design.looks()} seeds, alpha {self.alpha} (per look and comparison: "
-            f"{', '.join(f'{x:.2g}' for x in design.levels())})"
+            f"looks at {design.looks()} seeds, alpha {self.alpha} spent {self.spending.replace('_', '-')}-type (per look and "
+            f"comparison: {', '.join(f'{x:.2g}' for x in design.levels())}), futility below {self.futility:g}"
         )
         looks: list[dict[str, Any]] = []
         returns = []
@@ -263,13 +278,13 @@ class SequentialSweeper(Sweeper):
                 looks.append(self._look(k, n, level, needed, results, comparisons, reason))
                 break
             for c in (c for c in comparisons if c.open):
-                self._decide(c, results, n, level)
+                self._decide(c, results, design, k)
             undecided = [c for c in comparisons if c.open]
             if not undecided:
-                untestable = sum(c.decision == "untestable" for c in comparisons)
-                reason = f"every comparison decided after {n} seeds" + (
-                    f" ({untestable} not testable)" if untestable else ""
-                )
+                counts = [(sum(c.decision == d for c in comparisons), label) for d, label in
+                          (("undecidable", "undecidable at this budget"), ("untestable", "not testable"))]  # fmt: skip
+                notes = ", ".join(f"{count} {label}" for count, label in counts if count)
+                reason = f"every comparison decided after {n} seeds" + (f" ({notes})" if notes else "")
             elif n == design.max_seeds:
                 reason = f"max_seeds={n} reached with {len(undecided)} comparison(s) undecided"
             looks.append(self._look(k, n, level, needed, results, comparisons, reason or None))
@@ -320,22 +335,26 @@ class SequentialSweeper(Sweeper):
         return returns
 
     def _decide(
-        self, c: Comparison, results: Mapping[tuple[str, int], Mapping[str, float]], n: int, level: float
+        self, c: Comparison, results: Mapping[tuple[str, int], Mapping[str, float]], design: Design, k: int
     ) -> None:
-        from src.report.sequential_stats import decide
+        """Look k (1-based) at comparison c: decided, stopped for futility, or still open."""
+        from src.report.sequential_stats import look_at
 
+        n = design.looks()[k - 1]
         diffs = []
         for s in range(n):
             va, vb = results[(c.a, s)][c.metric], results[(c.b, s)][c.metric]
             # Loss in nats (b - a); speed as a relative change (b / a - 1), like the report.
             diffs.append(vb - va if c.metric == "test_loss" else vb / va - 1)
-        look = decide(diffs, c.margin, level)
-        c.last = {"look": None, **asdict(look)}
+        look = look_at(design, k - 1, diffs, c.margin)
+        c.last = {"look": None, **asdict(look), "futility": design.futility, "max_seeds": design.max_seeds}
         if look.n < 2:
             c.decision, c.seeds = "untestable", n
             c.last["reason"] = f"{look.n} seed(s) with a finite {c.metric} on both sides (diverged runs)"
         elif look.decision != "undecided":
             c.decision, c.seeds = look.decision, n
+        if c.decision != "undecided" or n == design.max_seeds:  # its verdict, or the end of the budget
+            c.look, c.spent = k, design.spent_by()[k - 1]
 
     def _look(
         self,
@@ -351,7 +370,8 @@ class SequentialSweeper(Sweeper):
             if c.last and c.last["look"] is None:
                 c.last["look"] = k
         seeds = {v: sum(1 for (var, s) in results if var == v and s < n) for v in needed}
-        rows = [{"comparison": c.name, "margin": c.margin, "decision": c.decision, "decided_at_seeds": c.seeds, **c.last}
+        rows = [{"comparison": c.name, "a": c.a, "b": c.b, "metric": c.metric, "margin": c.margin, "decision": c.decision,
+                 "decided_at_seeds": c.seeds, "decided_at_look": c.look, "spent": c.spent, **c.last}
                 for c in comparisons]  # fmt: skip
         return {
             "look": k,
@@ -377,7 +397,8 @@ class SequentialSweeper(Sweeper):
 
 
 def describe(c: Comparison) -> str:
-    """One line: the comparison, its verdict and the seeds it took, with the last look's interval."""
+    """One line: the comparison, its verdict, the look and seeds it took and the level spent by then,
+    with the last look's interval (and, for one the budget cannot settle, what it could detect)."""
     last = c.last
     if not last:
         return f"{c.name}: not looked at"
@@ -388,14 +409,28 @@ def describe(c: Comparison) -> str:
     def fmt(x: float) -> str:
         return f"{x:+.2%}" if relative else f"{x:+.4f}"
 
+    def least(x: float) -> str:
+        return f"{abs(x):.0%}" if relative else f"{abs(x):.2g}"
+
     interval = f"Δ {fmt(last['diff'])}, {1 - last['level']:.2%} CI [{fmt(last['low'])}, {fmt(last['high'])}]"
     margin = f"{c.margin:.0%}" if relative else f"{c.margin:g}"
+    seeds = c.seeds if c.seeds is not None else last["n"]
+    where = f"at look {c.look} with {seeds} seeds per variant, level spent {c.spent:.2g}" if c.look is not None else ""
     if c.decision == "equivalent":
-        verdict = f"equivalent within ±{margin} after {c.seeds} seeds"
+        verdict = f"equivalent within ±{margin} {where}"
     elif c.decision == "different":
-        verdict = f"different after {c.seeds} seeds"
+        verdict = f"different {where}"
+    elif c.decision == "undecidable":
+        verdict = (f"undecidable at this budget {where}: a later look decides with probability {last['chance']:.0%} "
+                   f"(< futility {last['futility']:g}); max_seeds={last['max_seeds']} detects |Δ| ≥ {least(last['detectable'])} "
+                   f"(80% power)")  # fmt: skip
+    elif c.look is not None:
+        verdict = f"undecided at max_seeds {where}; it detects |Δ| ≥ {least(last['detectable'])} (80% power)"
     else:
-        verdict = f"undecided after {last['n']} seeds"
+        chance = last.get("chance")
+        verdict = f"undecided after {seeds} seeds" + (
+            f" (a later look decides with probability ≥ {chance:.0%})" if chance is not None and math.isfinite(chance) else ""
+        )
     return f"{c.name}: {verdict} ({interval}, p {last['p']:.2g}, TOST p {last['tost_p']:.2g}, level {last['level']:.2g})"
 
 

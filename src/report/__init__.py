@@ -31,6 +31,8 @@ from src.report.runs import (
     open_store,
     save_summary_run,
 )
+from src.report.sequential_verdicts import SequentialVerdict, load_verdicts, with_verdicts
+from src.report.sequential_verdicts import heading as sequential_heading
 from src.report.stability import by_learning_rate, initial_losses, is_lr_sweep, lr_sensitivity, plot_stability
 from src.report.stability import sentences as stability_sentences
 from src.report.table import (
@@ -70,6 +72,7 @@ class Analysis:
     report_run_id: str | None = None  # the MLflow run holding the files
     store: Store | None = field(default=None, repr=False)  # where it was read, opened once
     code_note: str = ""  # the runs come from more than one code (src.report.provenance)
+    sequential: list[SequentialVerdict] = field(default_factory=list)  # a sequential sweep's verdicts
 
     def ui_links(self, base: str) -> list[str]:
         """Where to look in the MLflow UI at `base`: the sweep run (its verdict), then every run."""
@@ -87,6 +90,8 @@ class Analysis:
             lines.append(f"- `{r.variant}`: test loss {loss}, {speed} tokens/s ({r.finished} seed(s) finished{notes})")
         lines += [f"- {s}" for s in self.sentences()] or ["- No pairs to compare."]
         lines += [f"- {self.code_note}"] if self.code_note else []
+        if self.sequential:
+            lines += ["", f"{sequential_heading()}:", *(f"- {v.sentence()}" for v in self.sequential)]
         return "\n".join(lines)
 
     def sentences(self) -> list[str]:
@@ -111,7 +116,7 @@ class Analysis:
         ]
 
     def comparisons_frame(self) -> pd.DataFrame:
-        return to_frame(self.comparisons)
+        return with_verdicts(to_frame(self.comparisons), self.sequential)
 
     def rows(self) -> tuple[list[str], list[list[str]]]:
         return display_rows(self.table, self.interleaved)
@@ -132,6 +137,8 @@ class Analysis:
             lines += [f"{self._heading()}:", *self.sentences()]
         else:
             lines += ["No pairs to compare."]
+        if self.sequential:
+            lines += ["", f"{sequential_heading()}:", *(f"  {v.sentence()}" for v in self.sequential)]
         if self.stability is not None:
             lines += ["", *stability_sentences(self.stability, self.sensitivity)]
         if self.superseded:
@@ -147,6 +154,11 @@ class Analysis:
             "## Is it more than seed noise? Paired comparisons",
             self._heading() + " (all pairs in `comparisons.csv`).",
             "\n".join(f"- {s}" for s in self.sentences()) or "No pairs to compare.",
+            *(
+                [f"## {sequential_heading()}", "\n".join(f"- {v.sentence()}" for v in self.sequential)]
+                if self.sequential
+                else []
+            ),
             *(
                 ["## Learning-rate stability", "\n".join(f"- {s}" for s in stability_sentences(self.stability, self.sensitivity))]
                 if self.stability is not None
@@ -196,6 +208,7 @@ def analyze(
         sensitivity=lr_sensitivity(runs, initial_losses(curves)) if lr_swept else None,
         store=store,
         code_note=code_sentence(runs, code),
+        sequential=load_verdicts(store, sweep.experiment_id),
     )
 
 
@@ -233,6 +246,13 @@ def html_page(analysis: Analysis, figures: list[Path]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
     sentences = "".join(f"<li>{html.escape(s)}</li>" for s in analysis.sentences())
+    sequential = (
+        f"<h2>{html.escape(sequential_heading())}</h2><ul>"
+        + "".join(f"<li>{html.escape(v.sentence())}</li>" for v in analysis.sequential)
+        + "</ul>"
+        if analysis.sequential
+        else ""
+    )
     images = "".join(
         f'<h3>{html.escape(p.stem)}</h3><img alt="{html.escape(p.stem)}" style="max-width:100%" '
         f'src="data:image/png;base64,{base64.b64encode(p.read_bytes()).decode()}">'
@@ -244,7 +264,7 @@ def html_page(analysis: Analysis, figures: list[Path]) -> str:
         f"<p>{len(analysis.runs)} runs. Cells are mean ± 95% CI over finished seeds.</p>"
         f"<div style='overflow-x:auto'><table border=1 cellpadding=4><tr>{head}</tr>{body}</table></div>"
         f"{f'<p>{html.escape(analysis.code_note)}</p>' if analysis.code_note else ''}"
-        f"<h2>Comparisons</h2><p>{html.escape(analysis._heading())}</p><ul>{sentences}</ul>"
+        f"<h2>Comparisons</h2><p>{html.escape(analysis._heading())}</p><ul>{sentences}</ul>{sequential}"
         f"<h2>Figures</h2>{images}</body>"
     )
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from src import paths
+from src.paths import ConfigError
 from src.report import ReportError, generate_report
 from src.report.comparisons import Margins, settings
 from src.report.status import status_text
@@ -50,15 +51,44 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def plan(experiment: str, uri: str, overrides: list[str], margins: Margins, pairs: list[tuple[str, str]] | None) -> str:
-    """The sequential sweep's forecast from the experiment's runs (src/report/plan.py)."""
-    from src.report.plan import forecast, plan_text
+    """Each design's forecast from the experiment's runs (src/report/plan.py); device-hours from
+    the pilot's train time, or from preflight's cost model when the overrides name a cluster."""
+    from src.launch.sequential import SETTINGS, check_settings
+    from src.report.plan import forecast, pilot_hours, plan_text, planned_pairs
     from src.report.runs import load_sweep, open_store
+    from src.report.sequential_stats import Design
 
     # The sweeper's settings as `hydra/sweeper=sequential` composes them (with any hydra.sweeper.* override).
-    design = paths.compose([*overrides, "hydra/sweeper=sequential"], with_hydra=True).hydra.sweeper
-    settings_ = {k: design[k] for k in ("first_seeds", "seeds_per_round", "alpha")}
+    sweeper = paths.compose([*overrides, "hydra/sweeper=sequential"], with_hydra=True).hydra.sweeper
+    settings_ = OmegaConf.to_container(sweeper, resolve=True)
+    check_settings(*(settings_.get(k) for k in SETTINGS))
+    design = Design(*(settings_[k] for k in ("first_seeds", "seeds_per_round", "max_seeds", "alpha", "spending", "futility")))
     runs = load_sweep(experiment, open_store(uri)).runs
-    return plan_text(experiment, forecast(runs, margins, **settings_, pairs=pairs), margins, settings_)
+    variants = sorted({v for pair in planned_pairs(runs, pairs) for v in pair})
+    cluster = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") == "cluster"]
+    # Priced at another scale: the job's overrides (not where the pilot is stored, not the sweeper's).
+    elsewhere = [o for o in overrides if not o.startswith(("hydra.sweeper.", "paths.", "logger."))] if cluster else []
+    if cluster:
+        hours, source = preflight_hours(overrides, variants), f"preflight's cost model, {' '.join(elsewhere)}"
+    else:
+        hours, source = pilot_hours(runs, variants), "the pilot's recorded train time x devices"
+    plan_ = forecast(runs, margins, design, hours, pairs, hours_source=source)
+    return plan_text(experiment, plan_, margins, elsewhere)
+
+
+def preflight_hours(overrides: list[str], variants: list[str]) -> dict[str, float]:
+    """Device-hours of one seed of each variant under `overrides`, by preflight's estimate."""
+    from src.preflight.job import CheckpointLedger, inspect_job
+
+    out = {}
+    for v in variants:
+        job = inspect_job([*overrides, f"norm={v}"], CheckpointLedger())
+        hours = job.time.device_hours if job.time is not None else None
+        if hours is None:
+            why = "; ".join(job.failures) or "no peak FLOP/s for this device and precision (preflight.peak_tflops)"
+            raise ReportError(f"preflight cannot estimate the time of a {v} job: {why}")
+        out[v] = hours
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,7 +110,11 @@ def main(argv: list[str] | None = None) -> int:
     experiment = args.experiment or str(cfg.experiment_name)
     try:
         if args.plan:
-            print(plan(experiment, uri, [*overrides, *sweeper], margins, chosen))
+            try:
+                print(plan(experiment, uri, [*overrides, *sweeper], margins, chosen))
+            except ConfigError as err:  # a bad hydra.sweeper.* setting: one line naming it
+                print(f"report: config error: {err}", file=sys.stderr)
+                return 2
             return 0
         if args.status or args.sweep_dir:
             print(status_text(None if from_sweep_dir else experiment, uri, args.sweep_dir, float(cfg.sweep.stale_after_s)))

@@ -1,16 +1,21 @@
-"""Plan a sequential sweep before launching it: seeds and device-hours per comparison, from a pilot.
+"""Plan a sequential sweep before launching it: each design's verdicts, seeds and device-hours per
+comparison, from a pilot.
 
-    python -m src.report --plan --experiment NAME
+    python -m src.report --plan --experiment NAME [hydra.sweeper.max_seeds=20] [cluster=gpu_node ...]
 
 The pilot is the experiment's finished runs (at least two seeds with both variants of a pair).
-For each comparison (the report's pairs on test loss) the planner simulates `SWEEPS` sequential
-sweeps under the sweeper's own rule (`src.report.sequential_stats`, the design of
-conf/hydra/sweeper/sequential.yaml, the family being every planned comparison) with the look
-schedule run out to `PLAN_MAX_SEEDS` so that the forecast is not cut short. Each simulated sweep
-draws its true difference and spread from what the pilot allows (σ² ~ (n−1)s²/χ²(n−1),
-Δ ~ N(mean, σ²/n)), so a pilot of three seeds gives a wide forecast rather than a confident one.
-The seeds to decide are the median and 90th percentile of the simulated stopping points; the cost is
-seeds × the pair's two variants × the pilot's mean recorded train time × devices per run.
+For each comparison (the report's pairs on test loss) and each spending function
+(`sequential_stats.SPENDING`) the planner simulates `SWEEPS` sequential sweeps under the sweeper's
+own rule and settings (conf/hydra/sweeper/sequential.yaml with any `hydra.sweeper.*` override: the
+schedule, alpha, futility; the family being every planned comparison). Each simulated sweep draws
+its true difference and spread from what the pilot allows (σ² ~ (n−1)s²/χ²(n−1), Δ ~ N(mean, σ²/n)),
+so a pilot of three seeds gives a wide forecast rather than a confident one. Per comparison: the
+probability of each verdict (equivalent, different, undecidable at this budget, undecided at
+max_seeds), the expected and 90th-percentile seeds per variant, and the expected device-hours:
+seeds × the device-hours of one seed of each of the pair's variants, which the caller gives (the
+pilot's recorded train time × devices, or preflight's cost model for another cluster). The sweep's
+own total counts a variant shared by several comparisons once, at the most seeds any of them took
+(comparisons simulated independently).
 """
 
 from __future__ import annotations
@@ -25,32 +30,49 @@ import pandas as pd
 
 from src.report.comparisons import Margins, finished_variants, pairs_for
 from src.report.runs import ReportError
-from src.report.sequential_stats import CODES, UNDECIDED, Design, simulate
+from src.report.sequential_stats import (
+    CODES,
+    DIFFERENT,
+    EQUIVALENT,
+    SPENDING,
+    UNDECIDABLE,
+    UNDECIDED,
+    Design,
+    simulate,
+)
 from src.report.stats import MIN_SEEDS
 
-PLAN_MAX_SEEDS = 1000  # the look schedule the forecast runs out to (per variant)
-SWEEPS = 4000  # simulated sweeps per comparison
+SWEEPS = 4000  # simulated sweeps per comparison and design
 PLAN_METRIC = "test_loss"  # speed is measured by interleaving (python -m src.bench variants), not by seeds
+VERDICTS = (EQUIVALENT, DIFFERENT, UNDECIDABLE, UNDECIDED)
 
 
 @dataclass(frozen=True)
 class Forecast:
     a: str
     b: str
+    spending: str
     pilot_seeds: int
     diff: float  # the pilot's mean difference b - a
     sd: float  # the pilot's spread of per-seed differences
-    median_seeds: float  # per variant, to decide (NaN when the pilot cannot say)
+    verdicts: dict[str, float]  # verdict -> probability
+    mean_seeds: float  # per variant, when it stops (NaN when the pilot cannot say)
     p90_seeds: float
-    decided: float  # share of simulated sweeps decided within PLAN_MAX_SEEDS
-    equivalent: float  # share decided equivalent
-    device_hours_median: float
-    device_hours_p90: float
+    device_hours: float  # expected: mean seeds x both variants' device-hours per seed
     note: str = ""
 
     @property
     def pair(self) -> str:
         return f"{self.b} vs {self.a}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    forecasts: list[Forecast]
+    totals: dict[str, tuple[float, float]]  # spending -> the sweep's device-hours (expected, 90th pct)
+    design: Design  # the sweeper's settings (its own spending among those planned)
+    hours: dict[str, float]  # variant -> device-hours per seed
+    hours_source: str
 
 
 def _pilot_differences(runs: pd.DataFrame, a: str, b: str) -> np.ndarray:
@@ -61,121 +83,146 @@ def _pilot_differences(runs: pd.DataFrame, a: str, b: str) -> np.ndarray:
     return (vb.loc[common] - va.loc[common]).to_numpy()
 
 
-def _hours_per_seed(runs: pd.DataFrame, variants: Sequence[str]) -> float:
-    """Device-hours one seed of every variant costs: mean train time x devices, summed."""
-    total = 0.0
+def pilot_hours(runs: pd.DataFrame, variants: Sequence[str]) -> dict[str, float]:
+    """Device-hours one seed of each variant cost in the pilot: mean train time x devices."""
+    out = {}
     for v in variants:
         rows = runs[(runs.variant == v) & (runs.outcome == "finished")]
         devices = rows.devices.dropna() if "devices" in rows else pd.Series(dtype=float)
-        total += float(rows.train_time_s.mean()) * (float(devices.mean()) if len(devices) else 1.0) / 3600
-    return total
+        out[v] = float(rows.train_time_s.mean()) * (float(devices.mean()) if len(devices) else 1.0) / 3600
+    return out
+
+
+def planned_pairs(runs: pd.DataFrame, pairs: Sequence[tuple[str, str]] | None) -> list[tuple[str, str]]:
+    chosen = pairs_for(finished_variants(runs), pairs)
+    if not chosen:
+        raise ReportError("no pair of variants with finished runs to plan; run a pilot of at least two seeds first")
+    return chosen
 
 
 def forecast(
     runs: pd.DataFrame,
     margins: Margins,
-    first_seeds: int,
-    seeds_per_round: int,
-    alpha: float,
+    design: Design,
+    hours: Mapping[str, float],
     pairs: Sequence[tuple[str, str]] | None = None,
-    max_seeds: int = PLAN_MAX_SEEDS,
     sweeps: int = SWEEPS,
-) -> list[Forecast]:
-    """One forecast per pair present in the pilot (see the module's docstring)."""
-    chosen = pairs_for(finished_variants(runs), pairs)
-    if not chosen:
-        raise ReportError(
-            "no pair of variants with finished runs to plan; run a pilot of at least two seeds first"
-        )
+    hours_source: str = "the pilot's recorded train time x devices",
+) -> Plan:
+    """Every spending function's forecast for every pair present in the pilot (see the module's docstring).
+
+    `design` gives the schedule, alpha and futility (its family is replaced by the planned pairs');
+    `hours` the device-hours of one seed of each variant."""
+    chosen = planned_pairs(runs, pairs)
     margin = margins.test_loss
-    design = Design(first_seeds, seeds_per_round, max(max_seeds, first_seeds), alpha, family=len(chosen))
+    out: list[Forecast] = []
+    totals: dict[str, tuple[float, float]] = {}
+    draws = {}  # pair -> (delta, sigma) per simulated sweep, shared by the designs so they compare like for like
     rng = np.random.default_rng(0)  # seeded: a plan read twice gives the same numbers
-    out = []
     for a, b in chosen:
         d = _pilot_differences(runs, a, b)
         d = d[np.isfinite(d)]
-        n = len(d)
-        hours = _hours_per_seed(runs, (a, b))
-        if n < MIN_SEEDS:
-            out.append(Forecast(a, b, n, math.nan, math.nan, math.nan, math.nan, 0.0, 0.0, math.nan, math.nan,
-                                f"needs ≥{MIN_SEEDS} seeds with both variants finished in the pilot"))  # fmt: skip
+        if len(d) < MIN_SEEDS:
             continue
-        mean, sd = float(np.mean(d)), float(np.std(d, ddof=1))
+        n, mean, sd = len(d), float(np.mean(d)), float(np.std(d, ddof=1))
         # Posterior draws of the spread and the true difference (flat prior on both, normal seeds).
         sigma = sd * np.sqrt((n - 1) / rng.chisquare(n - 1, sweeps)) if sd > 0 else np.zeros(sweeps)
-        delta = mean + sigma / math.sqrt(n) * rng.standard_normal(sweeps)
-        sim = simulate(design, delta, sigma, margin, sweeps, seed=int(rng.integers(2**31)))
-        decided = sim.decision != CODES[UNDECIDED]
-        # An undecided sweep counts at the schedule's end: the percentiles then say "at least".
-        med, p90 = (float(np.percentile(sim.seeds, q)) for q in (50, 90))
-        out.append(
-            Forecast(a, b, n, mean, sd, med, p90, float(decided.mean()), sim.rate(CODES["equivalent"]),
-                     med * hours, p90 * hours)
-        )  # fmt: skip
-    return out
+        draws[(a, b)] = (n, mean, sd, mean + sigma / math.sqrt(n) * rng.standard_normal(sweeps), sigma)
+    for spending in SPENDING:
+        planned = Design(design.first_seeds, design.seeds_per_round, design.max_seeds, design.alpha, spending,
+                         design.futility, family=len(chosen))  # fmt: skip
+        per_variant: dict[str, np.ndarray] = {}  # the most seeds any comparison asked of the variant, per sweep
+        for i, (a, b) in enumerate(chosen):
+            cost = hours.get(a, math.nan) + hours.get(b, math.nan)
+            if (a, b) not in draws:
+                pilot = int(np.isfinite(_pilot_differences(runs, a, b)).sum())
+                out.append(Forecast(a, b, spending, pilot, math.nan, math.nan, {}, math.nan, math.nan, math.nan,
+                                    f"needs ≥{MIN_SEEDS} seeds with both variants finished in the pilot"))  # fmt: skip
+                continue
+            n, mean, sd, delta, sigma = draws[(a, b)]
+            sim = simulate(planned, delta, sigma, margin, sweeps, seed=1000 + i)
+            for v in (a, b):
+                per_variant[v] = np.maximum(per_variant.get(v, np.zeros(sweeps)), sim.seeds)
+            mean_seeds = float(sim.seeds.mean())
+            out.append(Forecast(a, b, spending, n, mean, sd, {v: sim.rate(CODES[v]) for v in VERDICTS}, mean_seeds,
+                                float(np.percentile(sim.seeds, 90)), mean_seeds * cost))  # fmt: skip
+        total = sum((seeds * hours.get(v, math.nan) for v, seeds in per_variant.items()), np.zeros(sweeps))
+        totals[spending] = (float(np.mean(total)), float(np.percentile(total, 90))) if per_variant else (math.nan, math.nan)
+    return Plan(out, totals, design, dict(hours), hours_source)
 
 
-def _seeds(value: float, max_seeds: int) -> str:
-    if not math.isfinite(value):
-        return "-"
-    return f">{max_seeds}" if value >= max_seeds else f"{math.ceil(value)}"
+def _num(value: float, fmt: str) -> str:
+    return "-" if not math.isfinite(value) else format(value, fmt)
 
 
-def _hours(value: float) -> str:
-    return "-" if not math.isfinite(value) else f"{value:.3g}"
+def recommended(plan: Plan) -> str:
+    """The design with the larger expected number of verdicts (equivalent or different) over the
+    comparisons; within half a point, the cheaper one."""
+
+    def score(spending: str) -> tuple[float, float]:
+        rows = [f for f in plan.forecasts if f.spending == spending and f.verdicts]
+        decided = sum(f.verdicts[EQUIVALENT] + f.verdicts[DIFFERENT] for f in rows) / max(len(rows), 1)
+        return round(decided * 200) / 200, -plan.totals[spending][0] if math.isfinite(plan.totals[spending][0]) else 0.0
+
+    return max(SPENDING, key=score)
 
 
-def plan_text(
-    experiment: str,
-    forecasts: Sequence[Forecast],
-    margins: Margins,
-    design: Mapping[str, float],
-    max_seeds: int = PLAN_MAX_SEEDS,
-) -> str:
-    """The plan as printed: one line per comparison, then the command that runs it."""
+def plan_text(experiment: str, plan: Plan, margins: Margins, elsewhere: Sequence[str] = ()) -> str:
+    """The plan as printed: per design and comparison the verdicts, seeds and device-hours, the
+    sweep's total per design, then the command that runs the recommended design: into the pilot's
+    experiment, or, with `elsewhere` (the overrides of another scale, e.g. a cluster), at that scale."""
+    d = plan.design
     rows = [
         {
+            "design": f.spending,
             "comparison": f.pair,
             "pilot seeds": f.pilot_seeds,
-            "Δ test loss": f"{f.diff:+.4f}" if math.isfinite(f.diff) else "-",
-            "sd": f"{f.sd:.4f}" if math.isfinite(f.sd) else "-",
-            "seeds p50": _seeds(f.median_seeds, max_seeds),
-            "seeds p90": _seeds(f.p90_seeds, max_seeds),
-            "decided": f"{f.decided:.0%}",
-            "as equivalent": f"{f.equivalent:.0%}",
-            "device-h p50": _hours(f.device_hours_median),
-            "device-h p90": _hours(f.device_hours_p90),
+            "Δ test loss": _num(f.diff, "+.4f"),
+            "sd": _num(f.sd, ".4f"),
+            **{label: (f"{f.verdicts[v]:.0%}" if f.verdicts else "-") for v, label in
+               zip(VERDICTS, ("P(equiv)", "P(diff)", "P(undecidable)", "P(undecided)"), strict=True)},
+            "E seeds": _num(f.mean_seeds, ".1f"),
+            "p90 seeds": _num(f.p90_seeds, ".0f"),
+            "E device-h": _num(f.device_hours, ".3g"),
             "note": f.note,
         }
-        for f in forecasts
-    ]
-    table = pd.DataFrame(rows).to_string(index=False)
-    variants = sorted({v for f in forecasts for v in (f.a, f.b)})
-    p90 = [f.p90_seeds for f in forecasts if math.isfinite(f.p90_seeds)]
-    cap = (
-        min(max(math.ceil(max(p90)), int(design["first_seeds"])), max_seeds)
-        if p90
-        else int(design["first_seeds"])
+        for f in plan.forecasts
+    ]  # fmt: skip
+    table = pd.DataFrame(rows)
+    if not table.note.any():
+        table = table.drop(columns="note")
+    best = recommended(plan)
+    variants = sorted({v for f in plan.forecasts for v in (f.a, f.b)})
+    command = " ".join([
+        "python -m src.train -m",
+        f"norm={','.join(variants)}",
+        "hydra/sweeper=sequential",
+        f"hydra.sweeper.first_seeds={d.first_seeds}",
+        f"hydra.sweeper.seeds_per_round={d.seeds_per_round}",
+        f"hydra.sweeper.max_seeds={d.max_seeds}",
+        f"hydra.sweeper.spending={best}",
+        f"hydra.sweeper.futility={d.futility:g}",
+        *(shlex.quote(o) for o in elsewhere),
+        *([] if elsewhere else [shlex.quote(f"experiment_name={experiment}")]),
+    ])  # fmt: skip
+    how = (
+        "run it at that scale (check it first: python -m src.preflight -m <the same arguments>):"
+        if elsewhere
+        else "run it (with the pilot's other overrides; the pilot's finished seeds count, nothing is trained twice):"
     )
-    command = " ".join(
-        [
-            "python -m src.train -m",
-            f"norm={','.join(variants)}",
-            "hydra/sweeper=sequential",
-            f"hydra.sweeper.first_seeds={int(design['first_seeds'])}",
-            f"hydra.sweeper.seeds_per_round={int(design['seeds_per_round'])}",
-            f"hydra.sweeper.max_seeds={cap}",
-            shlex.quote(f"experiment_name={experiment}"),
-        ]
-    )
-    return "\n".join(
-        [
-            f"plan for experiment {experiment!r}: seeds per variant (median, 90th percentile) and device-hours to decide "
-            f"each comparison of test loss (equivalence margin ±{margins.test_loss:g} nats, alpha {design['alpha']:g} over the family), "
-            f"by {SWEEPS:,} simulated sequential sweeps from the pilot's paired differences",
-            table,
-            "",
-            "run it (with the pilot's other overrides; the pilot's finished seeds count, nothing is trained twice):",
-            f"  {command}",
-        ]
-    )
+    totals = [f"  {s}: {_num(plan.totals[s][0], '.3g')} expected, {_num(plan.totals[s][1], '.3g')} at the 90th percentile"
+              for s in SPENDING]  # fmt: skip
+    hours = ", ".join(f"{v} {_num(h, '.3g')}" for v, h in plan.hours.items())
+    return "\n".join([
+        f"plan for experiment {experiment!r}: each design's verdicts, seeds per variant and device-hours per comparison of "
+        f"test loss (margin ±{margins.test_loss:g} nats; looks at {d.looks()} seeds, alpha {d.alpha:g} over the family, "
+        f"futility below {d.futility:g}), by {SWEEPS:,} simulated sequential sweeps from the pilot's paired differences",
+        table.to_string(index=False),
+        "",
+        f"device-hours per seed ({plan.hours_source}): {hours}",
+        "the sweep's device-hours (a variant shared by several comparisons counted once):",
+        *totals,
+        "",
+        f"recommended: {best} (more verdicts expected{'' if best == d.spending else ', unlike the configured ' + d.spending}); {how}",
+        f"  {command}",
+    ])  # fmt: skip

@@ -7,61 +7,99 @@ at 0.05 each give a false "different" about 14% of the time under no effect). Th
 **Group-sequential alpha spending with Bonferroni across the family and the looks.**
 The look schedule is fixed before launch: n_1 = first_seeds, n_k = n_{k-1} + seeds_per_round, up
 to n_K = max_seeds (seeds per variant). The error rate α is split evenly over the family's m
-comparisons (Bonferroni: α/m each), and each comparison's share is spent over the looks with the
-Lan–DeMets spending function of Pocock type, α(t) = α/m · ln(1 + (e − 1)·t) with t = n_k / n_K
-(K. K. G. Lan and D. L. DeMets, "Discrete sequential boundaries for clinical trials",
-Biometrika 70(3):659–663, 1983). Look k gets the increment α_k = α(t_k) − α(t_{k−1}), and runs two
-exact fixed-n tests on the n_k paired differences at that level:
+comparisons (Bonferroni: α/m each), and each comparison's share a = α/m is spent over the looks
+with a spending function of Lan and DeMets (K. K. G. Lan and D. L. DeMets, "Discrete sequential
+boundaries for clinical trials", Biometrika 70(3):659–663, 1983), t = n_k / n_K:
 
-- **equivalent** when TOST at the margin gives p < α_k (the (1 − 2α_k) interval lies within ±margin),
-- else **different** when the paired t-test gives p < α_k (the (1 − α_k) interval excludes 0).
+- Pocock type:          a(t) = a · ln(1 + (e − 1)·t)           (spends early: easy comparisons stop at once)
+- O'Brien–Fleming type: a(t) = 2 − 2·Φ(z_{1−a/2} / √t)        (keeps the budget for the last looks)
+
+Look k gets the increment a_k = a(t_k) − a(t_{k−1}), and runs two exact fixed-n tests on the n_k
+paired differences at that level:
+
+- **equivalent** when TOST at the margin gives p < a_k (the (1 − 2a_k) interval lies within ±margin),
+- else **different** when the paired t-test gives p < a_k (the (1 − a_k) interval excludes 0).
 
 Why it holds: for one comparison only one of the two errors is possible (a false "different"
 needs a true difference of 0; a false "equivalent" needs |true difference| ≥ margin), and each
-look's test has size at most α_k, so by the union bound over looks the comparison errs with
-probability at most Σ α_k = α/m, and the family (union over comparisons) at most α. The bound
+look's test has size at most a_k, so by the union bound over looks the comparison errs with
+probability at most Σ a_k = α/m, and the family (union over comparisons) at most α. The bound
 uses no joint-normal approximation of the looks' statistics, which matters here: Student's t is
 exact for normal seed differences at n = 2 or 3, where the usual group-sequential boundaries
-(built for known variance) are not. It is conservative; `simulate` measures by how much, and the
-test suite runs ≥10,000 simulated sweeps under no effect and under an effect at the margin.
-Pocock-type spending front-loads the error budget so that an early look can already decide.
+(built for known variance) are not. It is conservative; `simulate` measures by how much.
 
-Torch-free and MLflow-free: numbers in, decisions out.
+**Futility: stop what the budget cannot decide (non-binding).** When the true difference lies
+between 0 and the margin and the seeds are noisy, no look may ever decide, and the sweep would
+spend max_seeds for nothing. At look k (n seeds, mean m, spread s) the rule computes the
+*predictive probability* that a later look decides, either way (Spiegelhalter, Freedman and
+Blackburn, "Monitoring clinical trials: conditional or predictive power?", Controlled Clinical
+Trials 7:8–17, 1986; C. Jennison and B. W. Turnbull, *Group Sequential Methods with Applications
+to Clinical Trials*, Chapman & Hall/CRC 2000, ch. 10 "Stochastic curtailment"). Under a
+flat prior on the true difference and σ, the mean at a later look n_j is predicted as
+m + s·√((n_j − n)/(n_j·n))·T with T ~ t(n − 1); look j decides if that mean falls outside
+±t(1 − a_j/2)·s/√n_j (different) or inside ±(margin − t(1 − a_j)·s/√n_j) (equivalent), taking the
+spread at look j to be s. The probability of deciding by the last look is at least the largest of
+these per-look probabilities (a path that reaches look j decides there or has decided before), and
+that lower bound is what is compared with `futility`: below it, the comparison stops as
+*undecidable at this budget*. With it comes the smallest difference the budget could still have
+detected (`detectable`): the least |Δ| that one of the remaining looks' t-tests finds with 80%
+power at spread s.
+
+The futility rule is non-binding: the levels a_k are those of the
+design without it, and stopping a comparison only removes chances to declare something, so the
+union bound above holds whether or not futility stops are taken; `simulate` shows the error rates
+with it on.
+
+Torch-free and MLflow-free: numbers in, decisions out. `python -m src.report.sequential_stats`
+prints the operating characteristics (error rates, seeds, power) that docs/sequential.md quotes.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats
 
-from src.report.stats import MIN_SEEDS, paired_t, tost
+from src.report.stats import MIN_SEEDS, POWER, paired_t, tost
 
-EQUIVALENT, DIFFERENT, UNDECIDED = "equivalent", "different", "undecided"
+EQUIVALENT, DIFFERENT, UNDECIDED, UNDECIDABLE = "equivalent", "different", "undecided", "undecidable"
+POCOCK, OBRIEN_FLEMING = "pocock", "obrien_fleming"
+SPENDING = (POCOCK, OBRIEN_FLEMING)  # the spending functions a design may use (hydra.sweeper.spending)
 
 
-def spent(alpha: float, fraction: float) -> float:
-    """Error spent by information fraction `fraction` (0..1): Lan–DeMets' Pocock-type function."""
-    return alpha * math.log(1 + (math.e - 1) * min(max(fraction, 0.0), 1.0))
+def spent(alpha: float, fraction: float, spending: str = POCOCK) -> float:
+    """Error spent by information fraction `fraction` (0..1), Lan–DeMets' function of the given type."""
+    t = min(max(fraction, 0.0), 1.0)
+    if spending == POCOCK:
+        return alpha * math.log(1 + (math.e - 1) * t)
+    if spending == OBRIEN_FLEMING:
+        if t == 0:
+            return 0.0
+        return float(2 * stats.norm.sf(stats.norm.isf(alpha / 2) / math.sqrt(t)))
+    raise ValueError(f"spending must be one of {SPENDING}, got {spending!r}")
 
 
 @dataclass(frozen=True)
 class Design:
-    """The look schedule and error budget of a sequential sweep (fixed before the first seed)."""
+    """The look schedule, error budget and futility threshold of a sequential sweep (fixed before
+    the first seed)."""
 
     first_seeds: int
     seeds_per_round: int
     max_seeds: int
     alpha: float
+    spending: str  # POCOCK | OBRIEN_FLEMING
+    futility: float  # stop as undecidable when the chance of a later decision is below this; 0: never
     family: int = 1  # comparisons (pairs x metrics) sharing alpha
 
     def __post_init__(self) -> None:
         # Callers validate user input (ConfigError naming hydra.sweeper.*); this guards the math.
         if not (MIN_SEEDS <= self.first_seeds <= self.max_seeds and self.seeds_per_round >= 1):
             raise ValueError(f"invalid look schedule: {self}")
-        if not (0 < self.alpha < 1 and self.family >= 1):
+        if not (0 < self.alpha < 1 and self.family >= 1 and self.spending in SPENDING and 0 <= self.futility < 1):
             raise ValueError(f"invalid error budget: {self}")
 
     def looks(self) -> list[int]:
@@ -69,10 +107,14 @@ class Design:
         out = list(range(self.first_seeds, self.max_seeds, self.seeds_per_round))
         return [*out, self.max_seeds]
 
+    def spent_by(self) -> list[float]:
+        """The level spent per comparison by each look, cumulatively (the last is alpha / family)."""
+        share = self.alpha / self.family
+        return [spent(share, n / self.max_seeds, self.spending) for n in self.looks()]
+
     def levels(self) -> list[float]:
         """The level each look tests at, per comparison (they sum to alpha / family)."""
-        share = self.alpha / self.family
-        cumulative = [spent(share, n / self.max_seeds) for n in self.looks()]
+        cumulative = self.spent_by()
         return [b - a for a, b in zip([0.0, *cumulative[:-1]], cumulative, strict=True)]
 
     def level_at(self, n: int) -> float:
@@ -90,7 +132,9 @@ class LookResult:
     p: float  # paired t-test, H0: no difference
     tost_p: float  # TOST, H0: |difference| >= margin
     level: float
-    decision: str  # equivalent | different | undecided
+    decision: str  # equivalent | different | undecided | undecidable
+    chance: float = math.nan  # predictive probability that a later look decides (when it was computed)
+    detectable: float = math.nan  # for an open or undecidable comparison: the least |Δ| the budget detects
 
 
 def decide(differences: np.ndarray, margin: float, level: float) -> LookResult:
@@ -107,6 +151,56 @@ def decide(differences: np.ndarray, margin: float, level: float) -> LookResult:
     return LookResult(t.n, t.diff, t.diff - half, t.diff + half, p, tost_p, level, decision)
 
 
+def decision_chance(
+    design: Design, look: int, mean: np.ndarray | float, sd: np.ndarray | float, margin: float
+) -> np.ndarray:
+    """Predictive probability (a lower bound) that a look after `look` (0-based) decides, given the
+    mean and spread of the differences at `look` (see the module's docstring). 1 at the last look."""
+    looks, levels = design.looks(), design.levels()
+    n = looks[look]
+    m = np.abs(np.asarray(mean, dtype=float))  # the rule is symmetric in the sign of the difference
+    s = np.asarray(sd, dtype=float)
+    best = np.zeros(np.broadcast(m, s).shape) if look < len(looks) - 1 else np.ones(np.broadcast(m, s).shape)
+    for n_j, a_j in zip(looks[look + 1 :], levels[look + 1 :], strict=True):
+        se = s / math.sqrt(n_j)
+        far = stats.t.ppf(1 - a_j / 2, n_j - 1) * se  # |mean| beyond this: different
+        near = margin - stats.t.ppf(1 - a_j, n_j - 1) * se  # |mean| within this: equivalent
+        spread = s * math.sqrt((n_j - n) / (n_j * n))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = [stats.t.cdf((x - m) / spread, n - 1) for x in (-far, far, -near, near)]
+            beyond = np.where(spread > 0, z[0] + 1 - z[1], (m >= far).astype(float))
+            within = np.where(spread > 0, z[3] - z[2], (m <= near).astype(float))
+        chance = np.where(near >= far, 1.0, beyond + np.where(near > 0, within, 0.0))
+        best = np.maximum(best, chance)
+    return best
+
+
+def detectable(design: Design, look: int, sd: float) -> float:
+    """The least |Δ| that one of the looks after `look` (the last look, at the end) detects as
+    different with 80% power when the seed differences spread by `sd` (t quantiles, spread known)."""
+    looks, levels = design.looks(), design.levels()
+    later = range(min(look + 1, len(looks) - 1), len(looks))
+    return min(
+        float((stats.t.ppf(1 - levels[j] / 2, looks[j] - 1) + stats.t.ppf(POWER, looks[j] - 1)) * sd / math.sqrt(looks[j]))
+        for j in later
+    )
+
+
+def look_at(design: Design, look: int, differences: np.ndarray, margin: float) -> LookResult:
+    """The sweeper's decision at look `look` (0-based): `decide` at that look's level, then, for a
+    comparison still open before the last look, the futility check."""
+    result = decide(differences, margin, design.levels()[look])
+    if result.decision != UNDECIDED or result.n < MIN_SEEDS:
+        return result
+    d = np.asarray(differences, dtype=float)
+    sd = float(np.std(d[np.isfinite(d)], ddof=1))
+    last = look == len(design.looks()) - 1
+    chance = math.nan if last else float(decision_chance(design, look, result.diff, sd, margin))
+    futile = not last and chance < design.futility
+    return replace(result, decision=UNDECIDABLE if futile else UNDECIDED, chance=chance,
+                   detectable=detectable(design, look, sd))  # fmt: skip
+
+
 # --- simulation: error rates, seeds used, and the planner's forecasts ---------------------------
 
 
@@ -114,35 +208,38 @@ def decide(differences: np.ndarray, margin: float, level: float) -> LookResult:
 class Simulated:
     """Outcomes of simulated sequential comparisons: decision code and seeds used per sweep."""
 
-    decision: np.ndarray  # 0 undecided, 1 equivalent, 2 different
+    decision: np.ndarray  # CODES: 0 undecided at max_seeds, 1 equivalent, 2 different, 3 undecidable
     seeds: np.ndarray  # seeds per variant when it stopped (max_seeds when undecided)
 
     def rate(self, code: int) -> float:
         return float(np.mean(self.decision == code))
 
 
-CODES = {UNDECIDED: 0, EQUIVALENT: 1, DIFFERENT: 2}
+CODES = {UNDECIDED: 0, EQUIVALENT: 1, DIFFERENT: 2, UNDECIDABLE: 3}
 
 
 def simulate_differences(
-    design: Design, differences: np.ndarray, margin: float, levels: list[float] | None = None
+    design: Design, differences: np.ndarray, margin: float, levels: Sequence[float] | None = None
 ) -> Simulated:
     """Run the sequential rule on many sweeps at once; `differences` is (sweeps, max_seeds).
 
-    Vectorised over sweeps: per look, the t and TOST statistics of every open sweep's first n_k values.
-    `levels` replaces the design's per-look levels (to show what naive repeated testing does).
+    Vectorised over sweeps: per look, the t and TOST statistics of every open sweep's first n_k
+    values, then the futility check (`decision_chance`) of those still open. `levels` replaces the
+    design's per-look levels (to show what naive repeated testing does).
     """
     d = np.asarray(differences, dtype=float)
     sweeps = d.shape[0]
     decision = np.zeros(sweeps, dtype=np.int8)
     seeds = np.full(sweeps, design.max_seeds)
     csum, csq = np.cumsum(d, axis=1), np.cumsum(d * d, axis=1)
-    for n, level in zip(design.looks(), levels or design.levels(), strict=True):
+    looks = design.looks()
+    for k, (n, level) in enumerate(zip(looks, levels or design.levels(), strict=True)):
         rows = np.flatnonzero(decision == 0)  # the sweeps still looking
         if not len(rows):
             break
         mean = csum[rows, n - 1] / n
-        se = np.sqrt(np.maximum(csq[rows, n - 1] - n * mean * mean, 0.0) / (n - 1) / n)
+        sd = np.sqrt(np.maximum(csq[rows, n - 1] - n * mean * mean, 0.0) / (n - 1))
+        se = sd / math.sqrt(n)
         # p < level as critical values: |t| beyond t(1 - level/2) for the t-test; for TOST both
         # one-sided statistics beyond t(1 - level).
         q_two, q_one = stats.t.ppf(1 - level / 2, n - 1), stats.t.ppf(1 - level, n - 1)
@@ -151,6 +248,11 @@ def simulate_differences(
             different = ~equivalent & (np.abs(mean) / se > q_two)
         decision[rows[equivalent]], decision[rows[different]] = CODES[EQUIVALENT], CODES[DIFFERENT]
         seeds[rows[equivalent | different]] = n
+        if design.futility > 0 and k < len(looks) - 1:
+            open_ = ~(equivalent | different)
+            futile = decision_chance(design, k, mean[open_], sd[open_], margin) < design.futility
+            stopped = rows[open_][futile]
+            decision[stopped], seeds[stopped] = CODES[UNDECIDABLE], n
     return Simulated(decision, seeds)
 
 
@@ -178,6 +280,11 @@ def clopper_pearson(successes: int, trials: int, confidence: float = 0.95) -> tu
     return low, high
 
 
+def correct_code(delta: float, margin: float) -> int:
+    """The right verdict for a true difference: equivalent within the margin, else different."""
+    return CODES[EQUIVALENT] if abs(delta) < margin else CODES[DIFFERENT]
+
+
 def fixed_power(
     n: int, delta: float, sd: float, margin: float, alpha: float, sweeps: int, seed: int = 0
 ) -> float:
@@ -186,8 +293,8 @@ def fixed_power(
     Correct means equivalent when |delta| < margin, else different (simulated like `simulate`).
     """
     n = max(n, MIN_SEEDS)
-    result = simulate(Design(n, 1, n, alpha), delta, sd, margin, sweeps, seed)  # one look spends all of alpha
-    return result.rate(CODES[EQUIVALENT] if abs(delta) < margin else CODES[DIFFERENT])
+    one_look = Design(n, 1, n, alpha, POCOCK, 0.0)  # one look spends all of alpha, whatever the function
+    return simulate(one_look, delta, sd, margin, sweeps, seed).rate(correct_code(delta, margin))
 
 
 def fixed_seeds_for_power(
@@ -210,3 +317,59 @@ def fixed_seeds_for_power(
             (low, mid) if fixed_power(mid, delta, sd, margin, alpha, sweeps, seed) >= power else (mid, high)
         )
     return high
+
+
+# --- operating characteristics: the tables of docs/sequential.md --------------------------------
+
+MARGIN, SD, SWEEPS = 0.01, 0.01, 10_000  # the tables' margin and seed spread (nats), sweeps per case
+
+
+def _row(design: Design, delta: float, sd: float, seed: int) -> dict[str, float]:
+    sim = simulate(design, delta, sd, MARGIN, SWEEPS, seed)
+    return {
+        "mean seeds": float(sim.seeds.mean()),
+        "p90 seeds": float(np.percentile(sim.seeds, 90)),
+        **{name: sim.rate(code) for name, code in CODES.items()},
+        "correct": sim.rate(correct_code(delta, MARGIN)),
+    }
+
+
+def tables(default: Design) -> str:
+    """Markdown: error rates with futility on, seeds with and without futility at half the margin,
+    and both spending functions at three effect sizes, for `default`'s schedule (10,000 sweeps each)."""
+    out = [f"Schedule {default.looks()} seeds, alpha {default.alpha}, margin {MARGIN} nats, {SWEEPS:,} sweeps per row.", ""]
+    out += ["| spending | futility | truth | error counted | rate | 95% Clopper–Pearson |", "|---|---|---|---|---|---|"]
+    for spending in SPENDING:
+        design = replace(default, spending=spending)
+        for delta, wrong in ((0.0, DIFFERENT), (MARGIN, EQUIVALENT)):
+            errors = int(np.sum(simulate(design, delta, SD, MARGIN, SWEEPS, seed=1).decision == CODES[wrong]))
+            low, high = clopper_pearson(errors, SWEEPS)
+            out.append(f"| {spending} | {design.futility:g} | Δ = {delta:g}, σ = {SD:g} | false *{wrong}* | "
+                       f"{errors / SWEEPS:.4f} | [{low:.4f}, {high:.4f}] |")  # fmt: skip
+    out += ["", "| spending | futility | Δ | σ | mean seeds | p90 | equivalent | different | undecidable | undecided |",
+            "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for spending in SPENDING:
+        for delta in (MARGIN / 2, 0.0, 2 * MARGIN):
+            for futility in (0.0, default.futility):
+                r = _row(replace(default, spending=spending, futility=futility), delta, SD, seed=2)
+                out.append(f"| {spending} | {futility:g} | {delta:g} | {SD:g} | {r['mean seeds']:.2f} | {r['p90 seeds']:.0f} | "
+                           f"{r[EQUIVALENT]:.3f} | {r[DIFFERENT]:.3f} | {r[UNDECIDABLE]:.3f} | {r[UNDECIDED]:.3f} |")  # fmt: skip
+    out += ["", "| σ | Δ | right verdict | Pocock: mean seeds | Pocock: power | O'Brien–Fleming: mean seeds | O'Brien–Fleming: power |",
+            "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for sd in (SD / 2, SD):
+        for delta in (0.0, MARGIN, 2 * MARGIN):
+            p, o = (_row(replace(default, spending=s), delta, sd, seed=3) for s in SPENDING)
+            right = EQUIVALENT if abs(delta) < MARGIN else DIFFERENT
+            out.append(f"| {sd:g} | {delta:g} | {right} | {p['mean seeds']:.2f} | {p['correct']:.3f} | "
+                       f"{o['mean seeds']:.2f} | {o['correct']:.3f} |")  # fmt: skip
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    import sys
+
+    from src.paths import compose
+
+    sweeper = compose(["hydra/sweeper=sequential", *sys.argv[1:]], with_hydra=True).hydra.sweeper
+    print(tables(Design(sweeper.first_seeds, sweeper.seeds_per_round, sweeper.max_seeds, sweeper.alpha,
+                        sweeper.spending, sweeper.futility)))  # fmt: skip

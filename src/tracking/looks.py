@@ -35,3 +35,11 @@ def read_looks(store: Store, run_id: str) -> list[dict[str, Any]]:
         return json.loads(store.read_text(run_id, LOOKS_ARTIFACT))
     except Exception:  # no such artifact: the sweep never looked
         return []
+
+
+def latest_looks(store: Store, experiment_id: str) -> tuple[str, list[dict[str, Any]]] | None:
+    """The latest sequential sweep of the experiment that looked: its parent run and its looks."""
+    runs = store.runs(experiment_id, f"tags.`{LOOKS_TAG}` LIKE '%'", ["attributes.start_time DESC"], most=1)
+    if not runs:
+        return None
+    return runs[0].info.run_id, read_looks(store, runs[0].info.run_id)

@@ -1,0 +1,85 @@
+"""The sequential sweeper's verdicts in the report: per comparison, the look that settled it, the
+seeds per variant it took and the level it had spent by then (from the looks on the sweep's parent
+run, `src.tracking.looks`).
+
+The report's own comparisons are fixed-n tests over every seed run; these are the decisions the
+sweep stopped on, with error control over its looks (src/report/sequential_stats.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from src.tracking.looks import latest_looks
+from src.tracking.store import Store
+
+COLUMNS = ["sequential_verdict", "decided_at_look", "seeds_used", "level_spent"]  # added to comparisons.csv
+LABELS = {"undecidable": "undecidable at this budget", "undecided": "undecided", "untestable": "not testable"}
+
+
+@dataclass(frozen=True)
+class SequentialVerdict:
+    pair: str  # "b vs a", as the report names a pair
+    metric: str
+    verdict: str  # equivalent | different | undecidable | undecided | untestable
+    look: int | None  # the look that settled it (None: the sweep stopped before it was settled)
+    seeds: int  # seeds per variant when it was settled, else at the sweep's last look
+    spent: float  # the level spent on it by then
+    detectable: float  # for undecidable/undecided: the least |Δ| the budget detects (80% power)
+
+    @property
+    def label(self) -> str:
+        return LABELS.get(self.verdict, self.verdict)
+
+    def sentence(self) -> str:
+        where = f"at look {self.look}" if self.look is not None else "not settled when the sweep stopped"
+        size = f"{self.detectable:.0%}" if self.metric == "tokens_per_sec" else f"{self.detectable:.2g}"  # speed: relative
+        least = f"; the budget detects |Δ| ≥ {size}" if math.isfinite(self.detectable) and self.verdict in ("undecidable", "undecided") else ""
+        return f"{self.pair} ({self.metric}): {self.label} {where}, {self.seeds} seeds per variant, level spent {self.spent:.2g}{least}"  # fmt: skip
+
+
+def verdicts_of(looks: Sequence[Mapping[str, Any]]) -> list[SequentialVerdict]:
+    """Each comparison's standing at the sweep's last look."""
+    if not looks:
+        return []
+    last = looks[-1]
+    out = []
+    for row in last.get("comparisons", []):
+        pair, _, metric = str(row["comparison"]).rpartition(" (")
+        look = row.get("decided_at_look")
+        seeds = row.get("decided_at_seeds") or last.get("seeds")
+        spent = row.get("spent")
+        out.append(SequentialVerdict(
+            pair, metric.rstrip(")"), str(row["decision"]), int(look) if look is not None else None, int(seeds),
+            float(spent) if spent is not None else math.nan, abs(float(row.get("detectable", math.nan) or math.nan)),
+        ))  # fmt: skip
+    return out
+
+
+def load_verdicts(store: Store, experiment_id: str) -> list[SequentialVerdict]:
+    """The verdicts of the experiment's latest sequential sweep ([] when it had none)."""
+    found = latest_looks(store, experiment_id)
+    return verdicts_of(found[1]) if found else []
+
+
+def with_verdicts(comparisons: pd.DataFrame, verdicts: Sequence[SequentialVerdict]) -> pd.DataFrame:
+    """comparisons.csv with the sequential columns (empty where the sweep did not compare that pair)."""
+    if not verdicts:
+        return comparisons
+    extra = pd.DataFrame(
+        [{"pair": v.pair, "metric": v.metric, "sequential_verdict": v.label, "decided_at_look": v.look,
+          "seeds_used": v.seeds, "level_spent": v.spent} for v in verdicts]  # fmt: skip
+    )
+    merged = comparisons.merge(extra, on=["pair", "metric"], how="left")
+    merged["decided_at_look"] = merged["decided_at_look"].astype("Int64")
+    merged["seeds_used"] = merged["seeds_used"].astype("Int64")
+    return merged
+
+
+def heading() -> str:
+    return "Seeds per verdict (the sequential sweep's own decisions, error-controlled over its looks)"
