@@ -79,7 +79,9 @@ def capture_norm_calls(model: nn.Module, x: torch.Tensor, context: Context) -> l
 class NormWork:
     """The norm forward+backward of one training step of one variant, on private copies and inputs."""
 
-    def __init__(self, calls: list[NormCall], device: torch.device, context: Context, compile: bool, seed: int = 0) -> None:
+    def __init__(
+        self, calls: list[NormCall], device: torch.device, context: Context, compile: bool = False, seed: int = 0
+    ) -> None:
         gen = torch.Generator(device=device).manual_seed(seed)
         self.calls = calls
         self.fns: list[Callable[[], None]] = []
