@@ -68,7 +68,8 @@ def capture_norm_calls(model: nn.Module, x: torch.Tensor, context: Context) -> l
 
     handles = [m.register_forward_pre_hook(hook) for _, m in norm_modules(model)]
     try:
-        with torch.no_grad(), context():
+        # Eager, so that the hooks see every call of a compiled run's blocks too.
+        with torch.no_grad(), context(), torch.compiler.set_stance("force_eager"):
             model(x)
     finally:
         for h in handles:

@@ -159,11 +159,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     print(f"{len(variants)} variants: their norms' forward+backward at the run's shapes for {args.kernel_seconds:g} s", flush=True)
     threads = args.kernel_threads if device.type == "cpu" else None
     with cpu_threads(threads):
-        with torch.compiler.set_stance("force_eager"):  # the capture's hooks see every norm call, compiled or not
-            kernel, dispatch = kernel_check(
-                {v: s.model for v, s in steps.items()}, batches[0][0].to(device), steps[variants[0]].autocast_context,
-                bool(cfg.compile), args.kernel_seconds, device,
-            )  # fmt: skip
+        kernel, dispatch = kernel_check(
+            {v: s.model for v, s in steps.items()}, batches[0][0].to(device), steps[variants[0]].autocast_context,
+            bool(cfg.compile), args.kernel_seconds, device,
+        )  # fmt: skip
         # The prediction divides the norms' cost by a whole step at the same thread count.
         reference = INTERLEAVED_REFERENCE if INTERLEAVED_REFERENCE in steps else variants[0]
         kernel["reference"] = reference
