@@ -114,8 +114,15 @@ def _in_context(fn: Callable[[], None], context: Context) -> Callable[[], None]:
     return run
 
 
+def clock(device: torch.device) -> Callable[[], float]:
+    """The CPU time of this thread when torch runs on it alone (one CPU thread): time the scheduler
+    gives to other processes is not counted, so a long sample and a short one are measured alike on
+    a loaded machine. Wall-clock otherwise."""
+    return time.thread_time if device.type == "cpu" and torch.get_num_threads() == 1 else time.perf_counter
+
+
 def _timed(fn: Callable[[], None], device: torch.device, repeats: int) -> float:
-    """Seconds for `repeats` calls (CUDA: events, read after synchronizing)."""
+    """Seconds for `repeats` calls (CUDA: events, read after synchronizing; CPU: `clock`)."""
     if device.type == "cuda":
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
@@ -124,10 +131,11 @@ def _timed(fn: Callable[[], None], device: torch.device, repeats: int) -> float:
         end.record()
         end.synchronize()
         return start.elapsed_time(end) / 1e3
-    t0 = time.perf_counter()
+    now = clock(device)
+    t0 = now()
     for _ in range(repeats):
         fn()
-    return time.perf_counter() - t0
+    return now() - t0
 
 
 def load() -> list[float] | None:
@@ -184,6 +192,7 @@ def time_norm_work(
         "load": {"before": load_before, "after": load()},
         "calls": {name: [c.describe() for c in work.calls] for name, work in works.items()},
         "threads": torch.get_num_threads() if device.type == "cpu" else None,
+        "clock": "thread_cpu" if clock(device) is time.thread_time else "wall",
     }
 
 

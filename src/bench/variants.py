@@ -30,7 +30,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from src.bench.common import default_out_dir, synchronize, write_report
-from src.bench.kernels import cpu_threads, kernel_check, load
+from src.bench.kernels import clock, cpu_threads, kernel_check, load
 from src.bench.steps import TrainStep, bench_config, build_module, device_of, random_batches
 from src.model.gpt import GPTModel
 from src.paths import ConfigError, conf_default
@@ -90,14 +90,15 @@ def build_variants(overrides: list[str], variants: list[str], batch: int | None,
 
 
 def reference_step_s(step: TrainStep, batches: list, device: torch.device) -> float:
-    """Median seconds of REFERENCE_STEPS whole steps (after one untimed), at the current thread count."""
-    times = []
+    """Median seconds of REFERENCE_STEPS whole steps (after one untimed), at the current thread count
+    and on the kernel rounds' clock."""
+    times, now = [], clock(device)
     for i in range(REFERENCE_STEPS + 1):
         synchronize(device)
-        t0 = time.perf_counter()
+        t0 = now()
         step(*batches[i % len(batches)])
         synchronize(device)
-        times.append(time.perf_counter() - t0)
+        times.append(now() - t0)
     return float(sorted(times[1:])[REFERENCE_STEPS // 2])
 
 

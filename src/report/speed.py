@@ -133,6 +133,7 @@ def header(check: Mapping[str, Any], reference: str | None) -> str:
     k_spread = spread(kernel.get("samples_s", {}).get(reference, [])) if reference else math.nan
     s_spread = spread(check.get("samples_s", {}).get(reference, [])) if reference else math.nan
     threads = f" on {kernel['threads']} thread(s)" if kernel.get("threads") else ""
+    threads += ", timed by the thread's CPU clock" if kernel.get("clock") == "thread_cpu" else ""
     return (
         f"Speed (python -m src.bench variants, variants interleaved in one process; precision {s.get('precision', '?')}, "
         f"compile {s.get('compile', '?')}): each norm's forward+backward at the run's calls per step ({shapes}), "
