@@ -9,6 +9,9 @@ every variant per round, the order rotating, for a budget of seconds. A sample i
 one training step, sum over distinct calls of (calls per step × seconds per call), so the
 difference between two variants' samples predicts their step-time difference directly.
 
+On the CPU the rounds run on one thread and read that thread's CPU clock (`cpu_threads`, `clock`),
+which other processes on the machine neither stall nor get counted in.
+
 Each variant's dispatched kernels are recorded on its most frequent norm call (`src.model.dispatch`).
 """
 
