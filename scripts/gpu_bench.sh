@@ -3,12 +3,35 @@
 # GPT-2 small training benchmark (bf16 autocast) with nn.LayerNorm and fast_rmsnorm, preflight's memory estimate
 # against the measured peak, then interleaved variants.
 # Results go to $OUT when set (else reports/bench-gpu); PYTHON picks the interpreter (a CUDA build of torch).
+# ONLY=speed runs the speed check alone: the study's norms' forward+backward at gpt2_small's shapes and the kernels
+# they dispatched, in fp32 and under bf16 autocast (SPEED_PRECISIONS), then interleaved whole steps. DEVICE=cpu runs
+# that step on the CPU (SPEED_MODEL: the model overrides, e.g. a tiny one), which is how the tests run it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 OUT_DIR="${OUT:-reports/bench-gpu}"
 PY="${PYTHON:-python3}"
+DEVICE="${DEVICE:-cuda}"
 mkdir -p "$OUT_DIR"
+
+speed_check() {
+    local cluster=gpu
+    [ "$DEVICE" = cpu ] && cluster=cpu
+    for precision in ${SPEED_PRECISIONS:-fp32 bf16_mixed}; do
+        # shellcheck disable=SC2086  # SPEED_MODEL is a list of overrides
+        timeout "${SPEED_TIMEOUT:-150}" "$PY" -m src.bench variants \
+            --variants "${SPEED_VARIANTS:-hand_layernorm,torch_layernorm,hand_rmsnorm,torch_rmsnorm,fast_rmsnorm,no_norm}" \
+            --rounds "${SPEED_ROUNDS:-10}" --kernel-seconds "${SPEED_KERNEL_S:-20}" --out "$OUT_DIR/speed-$precision" \
+            ${SPEED_MODEL:-model=gpt2_small optim.micro_batch_size=8} precision="$precision" cluster="$cluster" logger=none \
+            2>&1 | tee "$OUT_DIR/speed-$precision.log"
+    done
+}
+
+if [ "${ONLY:-}" = speed ]; then
+    speed_check
+    echo "results in $OUT_DIR"
+    exit 0
+fi
 
 "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'no CUDA device visible to torch')"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee "$OUT_DIR/nvidia-smi.csv"
@@ -32,9 +55,6 @@ timeout 240 "$PY" -m src.preflight -m experiment=gpt2_small_study norm=hand_laye
     preflight.gpu=h200 preflight.steps=3 preflight.rehearsal_micro_batch=12 \
     paths.mlflow_db="$PF_DIR/mlflow.db" paths.checkpoints_dir="$PF_DIR/ckpt" 2>&1 \
     | tee "$OUT_DIR/preflight.log" || echo "preflight: exit status $? (see $OUT_DIR/preflight.log)"
-# The study's question on the real model: full training steps of three variants, interleaved round by round.
-# Last, so that the results above survive if it fails.
-timeout 150 "$PY" -m src.bench variants --variants hand_layernorm,torch_layernorm,no_norm --rounds 30 \
-    --out "$OUT_DIR/variants" model=gpt2_small precision=bf16_mixed cluster=gpu optim.micro_batch_size=8 logger=none \
-    2>&1 | tee "$OUT_DIR/variants.log"
+# The study's question on the real model: the speed check (above). Last, so that the results above survive if it fails.
+speed_check
 echo "results in $OUT_DIR"

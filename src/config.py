@@ -132,6 +132,12 @@ def validate(cfg: DictConfig) -> GPTConfig:
         "report.speed_rounds",
         f"must be 0 (no speed check after a sweep) or an integer >= 2 (an interval needs two rounds), got {rounds!r}",
     )
+    kernel_s = OmegaConf.select(cfg, "report.speed_kernel_s", default=0)
+    _require(
+        isinstance(kernel_s, (int, float)) and not isinstance(kernel_s, bool) and kernel_s >= 0,
+        "report.speed_kernel_s",
+        f"must be a number of seconds >= 0, got {kernel_s!r}",
+    )
     _require(cfg.val_every_n_steps >= 1, "val_every_n_steps", f"must be >= 1, got {cfg.val_every_n_steps}")
     _require(cfg.log_every_n_steps >= 1, "log_every_n_steps", f"must be >= 1, got {cfg.log_every_n_steps}")
     p = cfg.precision

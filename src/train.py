@@ -34,6 +34,7 @@ from src.training.budget import Budget, resolve_budget
 from src.training.callbacks import RunCallbacks
 from src.training.closing import RunClosing
 from src.training.lit_module import GPTLitModule
+from src.training.norm_dispatch import NormDispatch
 from src.training.resume import RunPlan, RunResult, plan_run, settle_lost_runs
 from src.training.run_spec import RunSpec, resolve
 from src.training.trainer import build_trainer, compile_blocks, quiet_lightning, run_datamodule
@@ -111,6 +112,8 @@ def train(cfg: DictConfig) -> RunResult:
 
     tracker = open_tracker(cfg, spec, store, plan) if store is not None else None
     callbacks = RunCallbacks(spec, tracker, progress_bar=cfg.progress_bar)
+    if tracker:  # which kernels the norm ran, recorded once the model is on its device
+        callbacks.extra.append(NormDispatch(tracker, int(cfg.optim.micro_batch_size) * int(cfg.seq_len), bool(cfg.compile)))
     with RunClosing(tracker, spec.run_name, callbacks.sigterm) as run:
         if tracker:
             log_inputs(tracker, module, budget, datamodule)

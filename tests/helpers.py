@@ -86,7 +86,8 @@ def build_tiny_sweep(root: Path, cache: Path) -> TinySweep:
     root.mkdir(parents=True, exist_ok=True)
     results = [
         # ...ending with the variants' steps interleaved (2 rounds): the speed the report gives.
-        _multirun(root, cache, "normal", "norm=hand_layernorm,torch_layernorm", "seed=0,1", "report.speed_rounds=2"),
+        _multirun(root, cache, "normal", "norm=hand_layernorm,torch_layernorm", "seed=0,1", "report.speed_rounds=2",
+                  "report.speed_kernel_s=1"),
         _multirun(root, cache, "diverging", *DIVERGING),
     ]
     return TinySweep(

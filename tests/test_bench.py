@@ -167,6 +167,7 @@ def test_variants_bench_writes_reports_and_an_mlflow_run(tmp_path: Path, store: 
     before = in_cwd.stat().st_mtime_ns if in_cwd.exists() else None
     args = argparse.Namespace(
         variants="hand_layernorm,torch_layernorm,no_norm", rounds=2, warmup=1, batch=None, seed=0, out=None,
+        kernel_seconds=0.1, kernel_threads=1,
         overrides=[*TINY_BENCH, f"paths.mlflow_db={store['db']}", f"paths.mlflow_artifacts={store['artifacts']}",
                    "experiment_name=bench", f"paths.root_dir={tmp_path / 'elsewhere'}"],
     )  # fmt: skip
@@ -183,6 +184,13 @@ def test_variants_bench_writes_reports_and_an_mlflow_run(tmp_path: Path, store: 
     assert saved["summary"]["hand_layernorm"]["ratio"]["diff"] == pytest.approx(sum(ratios) / 2)  # median of two
     assert saved["summary"]["no_norm"]["norm_cost_ms"]["diff"] == 0.0
     assert (out / "variants.md").read_text().startswith("# Interleaved training-step speed")
+    # First the norms' own forward+backward at the run's shape (1 block: 3 norm calls of 2 x 16 rows, 32 wide).
+    kernel = saved["kernel"]
+    assert kernel["rounds"] >= 10 and kernel["threads"] == 1 and kernel["reference"] == "torch_layernorm"
+    assert kernel["calls"]["hand_layernorm"] == [{"module": "HandLayerNorm", "shape": [2, 16, 32], "dtype": "float32", "calls": 3}]
+    assert all(len(v) == kernel["rounds"] and min(v) > 0 for v in kernel["samples_s"].values())
+    assert saved["dispatch"]["torch_layernorm"]["summary"] == "fwd=fused bwd=fused"
+    assert set(saved["time_s"]) == {"build", "kernel", "steps"}
 
     client = MlflowClient(store["uri"])
     exp = client.get_experiment_by_name("bench")

@@ -3,15 +3,25 @@ jobs' own tokens/s (one after another on a shared machine, that measures the mac
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
 import sys
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 from helpers import TinySweep
+from mlflow.tracking import MlflowClient
 
+from src.bench.kernels import NormCall, NormWork, cpu_threads, time_norm_work
 from src.config import validate
 from src.launch.speed_check import bench_command
+from src.model.dispatch import classify, record_dispatch
+from src.model.norms import make_norm
 from src.paths import ConfigError, compose
+from src.report.speed import compare_speed, sentence
 
 JOBS = [
     {"overrides": [f"norm={n}", f"seed={s}", "model.n_layers=1", "experiment_name=x", "++hydra.x=1"]}
@@ -32,13 +42,126 @@ def test_bench_command_times_the_swept_variants_on_the_sweeps_config(tmp_path: P
 def test_speed_rounds_is_checked_before_anything_runs() -> None:
     with pytest.raises(ConfigError, match=r"report.speed_rounds: must be 0 .* or an integer >= 2"):
         validate(compose(["report.speed_rounds=1"]))
+    with pytest.raises(ConfigError, match=r"report.speed_kernel_s: must be a number of seconds >= 0, got -1"):
+        validate(compose(["report.speed_kernel_s=-1"]))
     assert compose(["experiment=norm_sweep"]).report.speed_rounds > 0  # `make sweep` measures speed
 
 
 @pytest.mark.slow
 def test_the_sweep_reports_interleaved_speed(tiny_sweep: TinySweep) -> None:
     first = tiny_sweep.outputs[0]  # the multirun with report.speed_rounds=2
-    assert "[normsweep] speed: 2 interleaved rounds of hand_layernorm,torch_layernorm" in first
-    assert "warning: speed check" not in first
-    assert "Speed, measured by interleaving the variants' training steps" in first
+    assert "[normsweep] speed: 1 s of their norms' kernels, then 2 interleaved rounds of hand_layernorm,torch_layernorm" in first
+    assert "warning: speed check" not in first and "[normsweep] speed check took" in first
     assert "interleaved speed vs torch_layernorm" in first  # the table's speed column is that measurement
+    # A verdict for the pair, predicted from the norms' kernels and checked by whole steps, with the load.
+    assert "Speed (python -m src.bench variants" in first and "load average" in first
+    (line,) = [x for x in first.splitlines() if x.startswith("torch_layernorm vs hand_layernorm:")]
+    assert any(f": {v}" in line for v in ("faster", "slower", "equivalent within ±2%", "unresolved"))
+    assert "predicted from the norms' own cost" in line and "whole steps measured" in line
+    assert "hand_layernorm fwd=composite bwd=composite; torch_layernorm fwd=fused bwd=fused" in first
+
+
+@pytest.mark.slow
+def test_each_training_run_records_the_kernels_its_norm_ran(tiny_sweep: TinySweep, tiny_client: MlflowClient) -> None:
+    exp = tiny_client.get_experiment_by_name("tiny_sweep")
+    runs = [r for r in tiny_client.search_runs([exp.experiment_id]) if r.data.tags.get("norm") in ("hand_layernorm", "torch_layernorm")]
+    assert len(runs) == 4
+    for run in runs:
+        want = "fwd=fused bwd=fused" if run.data.tags["norm"] == "torch_layernorm" else "fwd=composite bwd=composite"
+        assert run.data.tags["normsweep.norm_dispatch"] == want
+    saved = tiny_client.download_artifacts(runs[0].info.run_id, "norm_dispatch.json", str(tiny_sweep.report_dir.parent))
+    assert '"backward"' in Path(saved).read_text()
+
+
+# --- which kernels ran -----------------------------------------------------------------------------
+
+
+def test_dispatch_is_read_from_the_ops_that_ran() -> None:
+    x = torch.randn(64, 32)
+    for context in (contextlib.nullcontext, lambda: torch.autocast("cpu", dtype=torch.bfloat16)):
+        got = {k: record_dispatch(make_norm(k, 32, 1e-5), x, context) for k in ("hand_layernorm", "torch_layernorm", "no_norm")}
+        assert got["torch_layernorm"].summary() == "fwd=fused bwd=fused"
+        assert "aten::native_layer_norm_backward" in got["torch_layernorm"].backward
+        assert got["hand_layernorm"].summary() == "fwd=composite bwd=composite"
+        assert got["no_norm"].summary() == "fwd=none bwd=none"
+        assert all(d.warning(k) is None for k, d in got.items())
+    # On this torch's CPU build nn.RMSNorm calls aten::_fused_rms_norm, which runs pow, mean, rsqrt... one by one.
+    rms = record_dispatch(make_norm("torch_rmsnorm", 32, 1e-5), x)
+    assert "aten::_fused_rms_norm" in rms.forward and rms.fwd == "composite"
+    assert rms.warning("torch_rmsnorm").startswith("torch_rmsnorm: RMSNorm names a fused kernel but its forward and backward ran a composite path")
+    assert classify(["Torch-Compiled Region: 0/0", "aten::mul", "aten::add"]) == "compiled"
+    assert classify(["_RMSNormFunctionBackward", "aten::empty", "aten::sum"]) == "fused"  # its own kernel, partials summed
+
+
+# --- the verdicts ----------------------------------------------------------------------------------
+
+
+def test_speed_verdicts_by_hand() -> None:
+    rng = np.random.default_rng(0)
+    n, step = 200, 0.1
+    norm = 0.004 * (1 + rng.normal(0, 0.02, n))  # norm seconds per step, 2% noise per round
+    steps = step * (1 + rng.normal(0, 0.01, n))
+    check = {
+        "samples_s": {"a": steps, "same": steps * (1 + rng.normal(0, 0.01, n)), "costly": steps + 0.01,
+                      "contradicting": steps * 0.8, "noisy": steps},
+        "kernel": {"step_s": step, "samples_s": {"a": norm, "same": norm * (1 + rng.normal(0, 0.02, n)), "costly": norm + 0.01,
+                   "contradicting": norm + 0.01, "noisy": norm + 0.0015 + rng.normal(0, 0.03, n)}},
+    }  # fmt: skip
+    pairs = [("a", b) for b in ("same", "costly", "contradicting", "noisy")]
+    got = {v.b: v for v in compare_speed(check, pairs, margin=0.02)}
+    assert got["same"].verdict == "equivalent" and got["same"].agree
+    assert got["costly"].verdict == "slower" and got["costly"].agree  # +10 ms of a 100 ms step
+    assert np.expm1(got["costly"].predicted.diff) == pytest.approx(0.1, rel=1e-6)
+    assert np.exp(got["costly"].norm_ratio.diff) == pytest.approx(3.5, rel=0.01)
+    assert not got["contradicting"].agree
+    assert sentence(got["contradicting"]).endswith("they disagree; the step-level measurement was too noisy to use.")
+    noisy = got["noisy"]
+    assert noisy.verdict == "unresolved" and noisy.rounds_needed > n
+    assert f"about {noisy.rounds_needed} kernel rounds would settle it" in sentence(noisy)
+
+
+class _ExtraPass(torch.nn.Module):
+    """nn.LayerNorm plus `extra` more LayerNorms of the same input: a known, injected extra cost."""
+
+    def __init__(self, width: int, extra: int) -> None:
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(width)
+        self.extra = extra
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.norm(x)
+        for _ in range(self.extra):
+            y = y + self.norm(x)
+        return y
+
+
+def _verdicts(seconds: float) -> dict[str, str]:
+    shape = (1024, 128)
+    works = {
+        name: NormWork([NormCall(module, shape, torch.float32, calls=9)], torch.device("cpu"), contextlib.nullcontext)
+        for name, module in (("ln", torch.nn.LayerNorm(128)), ("ln_again", torch.nn.LayerNorm(128)), ("ln_plus", _ExtraPass(128, 2)))
+    }  # fmt: skip
+    with cpu_threads(1):  # as the speed check runs it on the CPU
+        kernel = time_norm_work(works, torch.device("cpu"), seconds)
+    # A step 20× the plain norm's cost: the extra passes (~2-3× the norm) are ~+10% of it.
+    kernel["step_s"] = 20 * float(np.median(kernel["samples_s"]["ln"]))
+    check = {"samples_s": {"ln": [kernel["step_s"]]}, "kernel": kernel}
+    return {v.b: v.verdict for v in compare_speed(check, [("ln", "ln_again"), ("ln", "ln_plus")], margin=0.02)}
+
+
+@pytest.mark.slow
+def test_kernel_verdicts_survive_a_cpu_hog() -> None:
+    quiet = _verdicts(1.5)
+    # A busy process on one core, started here: the same variant under two names is never
+    # faster or slower, and the injected extra work is found, as on the quiet machine.
+    hog = subprocess.Popen([sys.executable, "-c", "import os; os.sched_setaffinity(0, {0})\nwhile True: pass"])
+    try:
+        time.sleep(0.2)
+        loaded = _verdicts(1.5)
+    finally:
+        hog.kill()
+        hog.wait()
+    for verdicts in (quiet, loaded):
+        assert verdicts["ln_again"] in ("equivalent", "unresolved"), (quiet, loaded)
+        assert verdicts["ln_plus"] == "slower", (quiet, loaded)
+

@@ -15,6 +15,7 @@ from src.report.stats import (
     paired_t,
     seeds_needed,
     tost,
+    trimmed_mean_interval,
     welch,
 )
 
@@ -170,3 +171,16 @@ def test_median_interval() -> None:
     assert r.diff == 3.0 and 1.0 <= r.low <= 3.0 <= r.high <= 5.0
     assert median_interval([2.0, 2.0]).low == 2.0
     assert math.isnan(median_interval([2.0]).low)
+
+
+def test_trimmed_mean_interval_by_hand() -> None:
+    """Yuen's trimmed mean: the mean of the middle 60%, its t-interval from the winsorized spread."""
+    x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 1000.0]  # one burst
+    r = trimmed_mean_interval(x)
+    assert r.diff == pytest.approx(stats.trim_mean(x, 0.2)) == pytest.approx(5.5)  # the burst moves nothing
+    winsorized = [3.0, 3.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 8.0, 8.0]
+    se = stats.tstd(winsorized) / (0.6 * math.sqrt(10))
+    assert (r.se, r.df) == pytest.approx((se, 5))
+    assert (r.low, r.high) == pytest.approx((5.5 - stats.t.ppf(0.975, 5) * se, 5.5 + stats.t.ppf(0.975, 5) * se))
+    assert r.sd == pytest.approx(se * math.sqrt(10))  # what seeds_needed takes
+    assert math.isnan(trimmed_mean_interval([1.0]).low)

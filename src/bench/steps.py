@@ -102,9 +102,13 @@ class TrainStep:
         self.scaler = torch.amp.GradScaler(device.type) if self.autocast == torch.float16 else None
         self.model.train()
 
+    def autocast_context(self) -> torch.autocast:
+        """The run's autocast (disabled for true fp32 and bf16-true)."""
+        return torch.autocast(self.device.type, dtype=self.autocast or torch.float32, enabled=self.autocast is not None)
+
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> float:
         x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
-        with torch.autocast(self.device.type, dtype=self.autocast or torch.float32, enabled=self.autocast is not None):
+        with self.autocast_context():
             # As in GPTLitModule.training_step, the loss is computed inside autocast.
             loss = F.cross_entropy(self.model(x).flatten(0, 1), y.flatten())
         if self.scaler:

@@ -27,14 +27,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from src.bench.common import default_out_dir, synchronize, write_report
+from src.bench.kernels import clock, cpu_threads, kernel_check, load
 from src.bench.steps import TrainStep, bench_config, build_module, device_of, random_batches
 from src.model.gpt import GPTModel
-from src.paths import ConfigError
-from src.report.comparisons import known_variants
+from src.paths import ConfigError, conf_default
+from src.report.comparisons import known_variants, pairs_for, settings
 from src.report.runs import BENCH_RUN_NAME, BENCH_VARIANTS, INTERLEAVED_REFERENCE
+from src.report.speed import speed_lines
 from src.report.stats import Interval, median_interval
 from src.report.table import markdown_table
 from src.tracking.environment import environment_tags
@@ -46,6 +48,7 @@ from src.tracking.tracker import flatten
 DEFAULT_VARIANTS = "hand_layernorm,torch_layernorm,hand_rmsnorm,torch_rmsnorm,no_norm"
 BASELINE = "no_norm"  # the norm's cost is a step's time minus the identity's
 N_BATCHES = 4  # distinct random batches, cycled: the same for every variant
+REFERENCE_STEPS = 3  # whole steps of the reference at the kernel check's thread count (median)
 
 
 def parse_variants(text: str) -> list[str]:
@@ -84,6 +87,19 @@ def build_variants(overrides: list[str], variants: list[str], batch: int | None,
     first = configs[variants[0]]
     device = device_of(first)
     return {v: TrainStep(modules[v], configs[v], device) for v in variants}, models, first
+
+
+def reference_step_s(step: TrainStep, batches: list, device: torch.device) -> float:
+    """Median seconds of REFERENCE_STEPS whole steps (after one untimed), at the current thread count
+    and on the kernel rounds' clock."""
+    times, now = [], clock(device)
+    for i in range(REFERENCE_STEPS + 1):
+        synchronize(device)
+        t0 = now()
+        step(*batches[i % len(batches)])
+        synchronize(device)
+        times.append(now() - t0)
+    return float(sorted(times[1:])[REFERENCE_STEPS // 2])
 
 
 def time_rounds(steps: dict[str, TrainStep], batches: list, warmup: int, rounds: int, device: torch.device) -> dict[str, list[float]]:
@@ -133,14 +149,30 @@ def _scaled(interval: Interval, factor: float) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     variants = parse_variants(args.variants)
-    total = args.warmup + args.rounds
+    total = args.warmup + args.rounds + REFERENCE_STEPS + 1
+    clock = {"start": time.perf_counter()}
     steps, _, cfg = build_variants(args.overrides, variants, args.batch, total, args.seed)
     device = device_of(cfg)
     batch = int(cfg.optim.micro_batch_size)
     loader = random_batches(steps[variants[0]].model.cfg, int(cfg.seq_len), batch, N_BATCHES, args.seed)
     batches = list(loader)
-    print(f"{len(variants)} variants, {args.warmup} warm-up steps each, then {args.rounds} interleaved rounds", flush=True)
+    clock["kernel"] = time.perf_counter()
+    print(f"{len(variants)} variants: their norms' forward+backward at the run's shapes for {args.kernel_seconds:g} s", flush=True)
+    threads = args.kernel_threads if device.type == "cpu" else None
+    with cpu_threads(threads):
+        kernel, dispatch = kernel_check(
+            {v: s.model for v, s in steps.items()}, batches[0][0].to(device), steps[variants[0]].autocast_context,
+            bool(cfg.compile), args.kernel_seconds, device,
+        )  # fmt: skip
+        # The prediction divides the norms' cost by a whole step at the same thread count.
+        reference = INTERLEAVED_REFERENCE if INTERLEAVED_REFERENCE in steps else variants[0]
+        kernel["reference"] = reference
+        kernel["step_s"] = reference_step_s(steps[reference], batches, device)
+    clock["steps"] = time.perf_counter()
+    print(f"then {args.warmup} warm-up steps each and {args.rounds} interleaved rounds of whole steps", flush=True)
+    load_before = load()
     samples = time_rounds(steps, batches, args.warmup, args.rounds, device)
+    clock["end"] = time.perf_counter()
     return {
         "benchmark": "variants",
         "environment": environment_tags(1, device),
@@ -154,14 +186,35 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "seq_len": int(cfg.seq_len),
             "warmup": args.warmup,
             "rounds": args.rounds,
+            "kernel_seconds": args.kernel_seconds,
+            "kernel_threads": threads,
             "seed": args.seed,
             "threads": torch.get_num_threads(),
             "overrides": list(args.overrides),
         },
         "samples_s": samples,
         "summary": summarize(samples),
+        "load": {"before": load_before, "after": load()},
+        "kernel": kernel,
+        "dispatch": {v: {**d.as_dict(), "warning": d.warning(v)} for v, d in dispatch.items()},
+        "time_s": {  # where the check's time went
+            "build": clock["kernel"] - clock["start"],
+            "kernel": clock["steps"] - clock["kernel"],
+            "steps": clock["end"] - clock["steps"],
+        },
         "config": cfg,
     }
+
+
+def verdict_lines(report: dict[str, Any]) -> list[str]:
+    """The speed verdicts the sweep report gives (its pairs and margin, from the training config)."""
+    cfg: DictConfig = report["config"]
+    report_cfg = OmegaConf.to_container(cfg.report, resolve=True) if "report" in cfg else None
+    margins, pairs = settings(report_cfg)  # type: ignore[arg-type]
+    variants = report["settings"]["variants"]
+    chosen = pairs_for(dict.fromkeys(variants, ""), pairs)
+    reference = INTERLEAVED_REFERENCE if INTERLEAVED_REFERENCE in variants else variants[0]
+    return speed_lines(report, chosen, margins.speed, reference)
 
 
 def _cell(d: dict[str, Any] | None, fmt: str) -> str:
@@ -221,6 +274,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variants", default=DEFAULT_VARIANTS, help="comma-separated norm keys (default: %(default)s)")
     parser.add_argument("--rounds", type=int, default=20, help="timed rounds, one step of every variant each")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps of each variant first")
+    parser.add_argument(
+        "--kernel-seconds", type=float, default=float(conf_default("train", "report.speed_kernel_s")),
+        help="seconds of interleaved rounds of the variants' norm forward+backward at the run's shapes (default: %(default)s)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--kernel-threads", type=int, default=1,
+        help="CPU threads of the norm-kernel rounds (default 1: robust to other processes; 0 = torch's choice)",
+    )  # fmt: skip
     parser.add_argument("--batch", type=int, help="sequences per step (default: the config's optim.micro_batch_size)")
     parser.add_argument("--seed", type=int, default=0, help="initial weights and batches")
     parser.add_argument("--out", type=Path, help="folder for variants.json / variants.md (default: <paths.reports_dir>/bench)")
@@ -231,8 +292,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> dict[str, Any]:
-    if args.rounds < 2 or args.warmup < 0:
-        raise SystemExit("--rounds must be >= 2 (an interval needs two rounds) and --warmup >= 0")
+    if args.rounds < 2 or args.warmup < 0 or not args.kernel_seconds >= 0:
+        raise SystemExit("--rounds must be >= 2 (an interval needs two rounds), --warmup >= 0 and --kernel-seconds >= 0")
     try:
         report = run(args)
     except ConfigError as err:
@@ -243,5 +304,7 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
     run_id = log_to_mlflow(report, [json_path, md_path])
     print()
     print(markdown)
+    print()
+    print("\n".join(verdict_lines(report)))
     print(f"wrote {json_path} and {md_path}" + (f"; MLflow run {run_id} ({BENCH_RUN_NAME})" if run_id else ""))
     return report

@@ -1,5 +1,7 @@
 """The speed comparison a sweep reports, measured where it can be seen: after the jobs, every swept
-variant's training step timed in interleaved rounds in one process (`python -m src.bench variants`).
+variant's norm forward+backward at the run's shapes (`report.speed_kernel_s` seconds), then its
+training step, each timed in interleaved rounds in one process (`python -m src.bench variants`).
+The first predicts each pair's step-time difference; the second checks it (src/report/speed.py).
 
 Sequential jobs on a shared machine measure its load between jobs (the same machine gave 566 and
 1,485 tok/s minutes apart), so the report replaces their speed ratios by this run's, which lands in
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,11 +24,13 @@ from src.tracking.summary import sweep_params
 VARIANT_KEY = "norm"
 # Overrides of the sweep's command that the benchmark must not get: the swept ones, and what is
 # per-job or per-run only (the bench composes the training config from the rest: model, precision, ...).
-MIN_TIMEOUT_S = 120.0  # the speed check may take as long as the jobs did, and at least this
+MIN_TIMEOUT_S = 300.0  # the speed check may take as long as the jobs did, and at least this (a loaded machine)
 NOT_FOR_BENCH = (VARIANT_KEY, "seed", "hydra.", "++hydra.", "+hydra.", "run_name")
 
 
-def bench_command(jobs: Sequence[Mapping[str, Any]], rounds: int, out_dir: Path) -> list[str] | None:
+def bench_command(
+    jobs: Sequence[Mapping[str, Any]], rounds: int, out_dir: Path, kernel_s: float | None = None
+) -> list[str] | None:
     """`python -m src.bench variants ...` for the variants of `jobs`, or None when fewer than two."""
     swept = sweep_params(jobs).get(f"sweep.{VARIANT_KEY}")
     if not swept or rounds < 2:
@@ -33,15 +38,21 @@ def bench_command(jobs: Sequence[Mapping[str, Any]], rounds: int, out_dir: Path)
     shared = [o for o in jobs[0].get("overrides", []) if all(not o.startswith(p) for p in NOT_FOR_BENCH)]
     shared = [o for o in shared if f"sweep.{o.partition('=')[0].lstrip('+~')}" not in sweep_params(jobs)]
     bench = ["--variants", swept, "--rounds", str(rounds), "--out", str(out_dir)]
+    if kernel_s is not None:
+        bench += ["--kernel-seconds", f"{kernel_s:g}"]
     return [sys.executable, "-m", "src.bench", "variants", *bench, *shared]
 
 
-def run_speed_check(jobs: Sequence[Mapping[str, Any]], rounds: int, out_dir: Path, timeout_s: float) -> None:
+def run_speed_check(
+    jobs: Sequence[Mapping[str, Any]], rounds: int, out_dir: Path, timeout_s: float, kernel_s: float | None = None
+) -> None:
     """Run the benchmark (its files go to `out_dir`, its results to the experiment); warn on failure."""
-    command = bench_command(jobs, rounds, out_dir)
+    command = bench_command(jobs, rounds, out_dir, kernel_s)
     if command is None:
         return
-    print(f"[normsweep] speed: {rounds} interleaved rounds of {command[command.index('--variants') + 1]}", flush=True)
+    kernel = f"{kernel_s:g} s of their norms' kernels, then " if kernel_s else ""
+    print(f"[normsweep] speed: {kernel}{rounds} interleaved rounds of {command[command.index('--variants') + 1]}", flush=True)
+    started = time.perf_counter()
     try:
         done = subprocess.run(command, cwd=PROJECT_ROOT, timeout=timeout_s, capture_output=True, text=True)
     except subprocess.TimeoutExpired:
@@ -49,3 +60,5 @@ def run_speed_check(jobs: Sequence[Mapping[str, Any]], rounds: int, out_dir: Pat
         return
     if done.returncode != 0:
         print(f"[normsweep] warning: speed check failed ({done.returncode}): {done.stderr[-500:]}", file=sys.stderr)
+        return
+    print(f"[normsweep] speed check took {time.perf_counter() - started:.0f} s", flush=True)

@@ -18,7 +18,16 @@ from pathlib import Path
 import pandas as pd
 
 from src import paths
-from src.report.comparisons import NO_NORM, Margins, Result, compare, sentences, to_frame, unmatched_pairs
+from src.report.comparisons import (
+    NO_NORM,
+    Margins,
+    Result,
+    compare,
+    pairs_for,
+    sentences,
+    to_frame,
+    unmatched_pairs,
+)
 from src.report.plots import plot_losses, plot_throughput, save
 from src.report.provenance import code_sentence, mark_rows, reference_code
 from src.report.runs import (
@@ -27,12 +36,14 @@ from src.report.runs import (
     load_curves,
     load_interleaved,
     load_norm_costs,
+    load_speed_check,
     load_sweep,
     open_store,
     save_summary_run,
 )
 from src.report.sequential_verdicts import SequentialVerdict, load_verdicts, with_verdicts
 from src.report.sequential_verdicts import heading as sequential_heading
+from src.report.speed import speed_lines
 from src.report.stability import by_learning_rate, initial_losses, is_lr_sweep, lr_sensitivity, plot_stability
 from src.report.stability import sentences as stability_sentences
 from src.report.table import (
@@ -66,6 +77,7 @@ class Analysis:
     interleaved: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # bench-variants ratios
     norm_costs: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)  # and norm costs
     notes: list[str] = field(default_factory=list)  # requested pairs that could not be compared
+    speed: list[str] = field(default_factory=list)  # the speed check's verdicts (src.report.speed), when it has them
     stability: pd.DataFrame | None = None  # per (variant, lr), when the sweep varied the learning rate
     sensitivity: pd.DataFrame | None = None  # per variant, Wortsman et al.'s LR sensitivity (same condition)
     files: list[Path] = field(default_factory=list)
@@ -100,6 +112,8 @@ class Analysis:
         return sentences(self.comparisons) + self.notes + self.speed_sentences()
 
     def speed_sentences(self) -> list[str]:
+        if self.speed:  # a speed check with the norms' kernels: a verdict per pair
+            return self.speed
         if not self.interleaved:
             return []
         cells = [f"{v} {interleaved_cell(self.interleaved[v])}" for v in variant_order(self.table) if v in self.interleaved]
@@ -204,12 +218,23 @@ def analyze(
         interleaved=load_interleaved(store, sweep.experiment_id),
         norm_costs=load_norm_costs(store, sweep.experiment_id),
         notes=unmatched_pairs(runs, pairs) if pairs is not None else [],
+        speed=_speed(store, sweep.experiment_id, margins, pairs),
         stability=by_learning_rate(runs) if lr_swept else None,
         sensitivity=lr_sensitivity(runs, initial_losses(curves)) if lr_swept else None,
         store=store,
         code_note=code_sentence(runs, code),
         sequential=load_verdicts(store, sweep.experiment_id),
     )
+
+
+def _speed(store: Store, experiment_id: str, margins: Margins, pairs: list[tuple[str, str]] | None) -> list[str]:
+    """The speed section from the experiment's latest speed check (empty without one)."""
+    check = load_speed_check(store, experiment_id)
+    variants = (check.get("settings") or {}).get("variants") or []
+    if not check.get("kernel") or not variants:
+        return []
+    reference = INTERLEAVED_REFERENCE if INTERLEAVED_REFERENCE in variants else variants[0]
+    return speed_lines(check, pairs_for(dict.fromkeys(variants, ""), pairs), margins.speed, reference)
 
 
 def default_out_dir(experiment: str) -> Path:

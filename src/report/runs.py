@@ -8,12 +8,13 @@ and seed were run more than once, the latest run counts.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -176,6 +177,26 @@ def _bench_metrics(store: Store, experiment_id: str) -> dict[str, float]:
 def _per_variant(metrics: dict[str, float], names: Sequence[str]) -> dict[str, tuple[float, ...]]:
     variants = {key.split("/", 1)[1] for key in metrics if key.startswith(f"{names[0]}/")}
     return {v: tuple(metrics.get(f"{m}/{v}", math.nan) for m in names) for v in variants}
+
+
+SPEED_CHECK_ARTIFACT = "variants.json"  # the bench-variants run's per-round samples, load and dispatched kernels
+
+
+def load_speed_check(store: Store, experiment_id: str) -> dict[str, Any]:
+    """The latest finished bench-variants run's `variants.json` (per-round samples of whole steps and
+    of the norms' kernels, load, dispatched kernels); empty when there is none or it cannot be read."""
+    found = store.runs(
+        experiment_id,
+        f"tags.`{BENCH_TAG}` = '{BENCH_VARIANTS}' and attributes.status = 'FINISHED'",
+        ["attributes.start_time DESC"],
+        most=1,
+    )
+    if not found:
+        return {}
+    try:
+        return dict(json.loads(store.read_text(found[0].info.run_id, SPEED_CHECK_ARTIFACT)))
+    except Exception:  # an older run without the file, a store that lost it: the report goes on without it
+        return {}
 
 
 def load_interleaved(store: Store, experiment_id: str) -> dict[str, tuple[float, float, float]]:

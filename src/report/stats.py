@@ -279,3 +279,36 @@ def median_interval(values: Sequence[float], seed: int = 0) -> Interval:
         method="percentile", rng=np.random.default_rng(seed),
     )  # fmt: skip
     return Interval("bootstrap_median", n, med, float(res.confidence_interval.low), float(res.confidence_interval.high))
+
+
+# --- robust intervals for benchmark rounds ---------------------------------------------------------
+TRIM = 0.2  # share of rounds cut from each tail: Wilcox's default, efficient and robust to bursts
+
+
+def trimmed_mean_interval(values: Sequence[float], trim: float = TRIM) -> Interval:
+    """Trimmed mean with Yuen's 95% t-interval (the winsorized variance; df = n - 2g - 1).
+
+    Made for per-round differences of interleaved benchmark rounds: a burst of foreign load that
+    spoils up to `trim` of the rounds on either side is cut off instead of pulling the estimate,
+    and the interval is a t-interval, so it plugs into `tost` and `seeds_needed` (with `sd`, the
+    spread per round that gives `se` = sd / sqrt(n)) like the paired tests do.
+    """
+    x = np.sort(_finite(values))
+    n = len(x)
+    g = int(math.floor(trim * n))
+    if n == 0:
+        return Interval("yuen_trimmed", 0, math.nan, math.nan, math.nan)
+    kept = x[g : n - g]
+    mean = float(np.mean(kept))
+    h = len(kept)
+    if n < MIN_SEEDS or h < MIN_SEEDS:
+        return Interval("yuen_trimmed", n, mean, math.nan, math.nan)
+    winsorized = np.clip(x, x[g], x[n - g - 1])
+    sw = float(np.std(winsorized, ddof=1))
+    se = sw / ((1 - 2 * g / n) * math.sqrt(n))
+    df = h - 1
+    if se == 0:
+        return Interval("yuen_trimmed", n, mean, mean, mean, 0.0 if mean != 0 else math.nan, 0.0, df, 0.0)
+    half = t_quantile(df) * se
+    p_value = float(2 * stats.t.sf(abs(mean / se), df))
+    return Interval("yuen_trimmed", n, mean, mean - half, mean + half, p_value, se, df, se * math.sqrt(n))

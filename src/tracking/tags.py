@@ -39,6 +39,7 @@ SWEEP_COMMAND_TAG = "sweep.command"
 SWEEP_JOBS_TAG = "sweep.jobs"  # "3 finished, 1 failed" on a closed sweep run
 
 # --- the `bench-variants` run (src.bench.variants) ----------------------------------------------
+NORM_DISPATCH_TAG = "normsweep.norm_dispatch"  # the kernels the run's norm ran: "fwd=fused bwd=composite"
 BENCH_TAG = "normsweep.bench"
 
 # --- outcomes: the value of OUTCOME_TAG ----------------------------------------------------------

@@ -1,0 +1,172 @@
+"""The speed verdict of each pair, from the end-of-sweep speed check (`python -m src.bench variants`).
+
+Two measurements, taken in one process with the variants interleaved round by round:
+
+- **kernel level**: each variant's norm forward+backward at the run's shapes, as norm seconds per
+  training step (calls per step × seconds per call). Per round, the predicted step-time change of
+  b against a is log(1 + (norm_b - norm_a) / step_a), with step_a a's median whole step;
+- **step level**: whole training steps, per round log(step_b / step_a): the check of the prediction.
+
+Each is summarised by its 20% trimmed mean with Yuen's interval (`stats.trimmed_mean_interval`): a
+burst of foreign load that spoils a few rounds is cut off, not averaged in. The pair's verdict is
+taken on the prediction, like the loss verdict: **equivalent within ±margin** (TOST on the per-round
+log ratios, margin `report.margin.speed`), else **faster/slower** (interval excludes 0), else
+**unresolved**, with the rounds that would settle it. The two levels **agree** when their
+intervals overlap; where they do not, the step level was too noisy to use (a norm of a few ms
+cannot move a step by more than its own cost).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from src.report.stats import ALPHA, Interval, seeds_needed, tost, trimmed_mean_interval
+
+KINDS_ORDER = ("fwd", "bwd")
+
+
+@dataclass(frozen=True)
+class SpeedVerdict:
+    a: str
+    b: str
+    predicted: Interval  # log step-time ratio b/a predicted from the norms' own cost
+    measured: Interval | None  # log step-time ratio b/a of whole steps (None without step rounds)
+    norm_ratio: Interval | None  # log of norm time b/a (None when a's norm does no work)
+    verdict: str  # equivalent | faster | slower | unresolved
+    rounds_needed: int | None  # kernel rounds that would settle an unresolved pair
+    margin: float  # relative
+    tost_p: float
+
+    @property
+    def agree(self) -> bool | None:
+        m, p = self.measured, self.predicted
+        if m is None or not (math.isfinite(m.low) and math.isfinite(p.low)):
+            return None
+        return m.low <= p.high and p.low <= m.high
+
+    def verdict_text(self) -> str:
+        if self.verdict == "equivalent":
+            return f"equivalent within ±{self.margin:.0%}"
+        if self.verdict == "unresolved":
+            return "unresolved" + (f": about {self.rounds_needed} kernel rounds would settle it" if self.rounds_needed else "")
+        return self.verdict
+
+
+def _pct(i: Interval) -> str:
+    return f"{math.expm1(i.diff):+.1%} [{math.expm1(i.low):+.1%}, {math.expm1(i.high):+.1%}]"
+
+
+def decide(interval: Interval, margin: float) -> tuple[str, float, int | None]:
+    """Verdict, TOST p and (unresolved) rounds needed for a log-ratio interval at a relative margin."""
+    log_margin = math.log1p(margin)
+    p = tost(interval.diff, interval.se, interval.df, log_margin)
+    if math.isfinite(p) and p < ALPHA:
+        return "equivalent", p, None
+    if interval.excludes_zero:
+        return ("slower" if interval.diff > 0 else "faster"), p, None
+    if abs(interval.diff) < log_margin:
+        needed = seeds_needed(interval.sd, interval.diff, log_margin)
+    else:
+        needed = seeds_needed(interval.sd, interval.diff)
+    return "unresolved", p, None if needed is None else max(needed, interval.n + 1)
+
+
+def _aligned(x: Sequence[float], y: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    n = min(len(x), len(y))
+    return np.asarray(x[:n], dtype=float), np.asarray(y[:n], dtype=float)
+
+
+def compare_speed(check: Mapping[str, Any], pairs: Sequence[tuple[str, str]], margin: float) -> list[SpeedVerdict]:
+    """A verdict per pair (b vs a) from a speed check's per-round samples (`variants.json`)."""
+    steps: Mapping[str, list[float]] = check.get("samples_s") or {}
+    kernel = check.get("kernel") or {}
+    norms: Mapping[str, list[float]] = kernel.get("samples_s") or {}
+    out = []
+    for a, b in pairs:
+        if a not in norms or b not in norms or a not in steps:
+            continue
+        # A whole step at the kernels' thread count, when measured (the reference's); else a's.
+        step_a = float(kernel.get("step_s") or np.median(steps[a]))
+        na, nb = _aligned(norms[a], norms[b])
+        # A burst can make one round's a-sample longer than a whole step: an extreme round, kept for
+        # the trimming to cut (clipped at -99.9%), not dropped as NaN from one side only.
+        predicted = trimmed_mean_interval(np.log(np.maximum(1 + (nb - na) / step_a, 1e-3)))
+        norm_ratio = trimmed_mean_interval(np.log(nb / na)) if np.all(na > 0) and np.all(nb > 0) and np.median(na) > 1e-6 else None
+        measured = None
+        if b in steps:
+            sa, sb = _aligned(steps[a], steps[b])
+            measured = trimmed_mean_interval(np.log(sb / sa))
+        verdict, p, needed = decide(predicted, margin)
+        out.append(SpeedVerdict(a, b, predicted, measured, norm_ratio, verdict, needed, margin, p))
+    return out
+
+
+def spread(samples: Sequence[float]) -> float:
+    """Round-to-round spread of one variant's samples: median absolute deviation ÷ median."""
+    x = np.asarray(samples, dtype=float)
+    if len(x) < 2:
+        return math.nan
+    med = float(np.median(x))
+    return float(np.median(np.abs(x - med)) / med) if med else math.nan
+
+
+def load_text(load: Mapping[str, Any] | None) -> str:
+    if not load:
+        return "load average unknown"
+    before, after = load.get("before"), load.get("after")
+    if not before:
+        return "load average unknown"
+    return f"load average {before[0]:.2f}" + (f" → {after[0]:.2f}" if after else "")
+
+
+def header(check: Mapping[str, Any], reference: str | None) -> str:
+    """How the check was made: rounds, time, load, the reference's round-to-round spread."""
+    kernel = check.get("kernel") or {}
+    s = check.get("settings") or {}
+    calls = kernel.get("calls", {}).get(reference) or next(iter(kernel.get("calls", {}).values()), [])
+    shapes = ", ".join(f"{c['calls']}× {'x'.join(map(str, c['shape']))} {c['dtype']}" for c in calls) or "none"
+    k_spread = spread(kernel.get("samples_s", {}).get(reference, [])) if reference else math.nan
+    s_spread = spread(check.get("samples_s", {}).get(reference, [])) if reference else math.nan
+    threads = f" on {kernel['threads']} thread(s)" if kernel.get("threads") else ""
+    threads += ", timed by the thread's CPU clock" if kernel.get("clock") == "thread_cpu" else ""
+    return (
+        f"Speed (python -m src.bench variants, variants interleaved in one process; precision {s.get('precision', '?')}, "
+        f"compile {s.get('compile', '?')}): each norm's forward+backward at the run's calls per step ({shapes}), "
+        f"{kernel.get('rounds', 0)} rounds in {kernel.get('seconds', 0):.0f} s{threads} ({load_text(kernel.get('load'))}); whole steps, "
+        f"{s.get('rounds', 0)} rounds ({load_text(check.get('load'))}). Round-to-round spread of {reference}: "
+        f"{k_spread:.1%} (norm), {s_spread:.1%} (step). Step time of b vs a, 20% trimmed mean and 95% interval:"
+    )
+
+
+def sentence(v: SpeedVerdict) -> str:
+    norm = f", its norm {math.exp(v.norm_ratio.diff):.2f}× [{math.exp(v.norm_ratio.low):.2f}, {math.exp(v.norm_ratio.high):.2f}]" if v.norm_ratio else ""
+    text = f"{v.b} vs {v.a}: {v.verdict_text()} — step time {_pct(v.predicted)} predicted from the norms' own cost{norm}"
+    if v.measured is None:
+        return text + "."
+    measured = f"; whole steps measured {_pct(v.measured)}"
+    if v.agree:
+        return text + measured + ": the two agree."
+    return text + measured + ": they disagree; the step-level measurement was too noisy to use."
+
+
+def dispatch_lines(dispatch: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """`Kernels that ran: a fwd=fused bwd=fused; ...` and one warning per fused-named composite."""
+    if not dispatch:
+        return []
+    lines = ["Kernels that ran (norm forward / backward: fused, composite or compiled): "
+             + "; ".join(f"{v} {d['summary']}" for v, d in dispatch.items()) + "."]  # fmt: skip
+    lines += [f"warning: {d['warning']}" for d in dispatch.values() if d.get("warning")]
+    return lines
+
+
+def speed_lines(check: Mapping[str, Any], pairs: Sequence[tuple[str, str]], margin: float, reference: str | None) -> list[str]:
+    """The report's speed section: how it was measured, one verdict per pair, the kernels that ran."""
+    verdicts = compare_speed(check, pairs, margin)
+    if not verdicts and not check.get("dispatch"):
+        return []
+    return [header(check, reference), *(sentence(v) for v in verdicts), *dispatch_lines(check.get("dispatch") or {})]
