@@ -101,7 +101,7 @@ def test_sigterm_saves_and_exits_cleanly(
     (run,) = client.search_runs([client.get_experiment_by_name("preempt").experiment_id])
     assert run.info.status == "KILLED" and run.data.tags["outcome"] == "preempted"
     assert torch.load(tmp_path / "ckpt" / "last.ckpt", weights_only=True, mmap=True)["global_step"] == 4
-    assert "re-run the same command (or add resume=true) to resume" in capsys.readouterr().out
+    assert "re-run the same command to resume" in capsys.readouterr().out
 
     # The identical command resumes the pre-empted run (a single run as a sweep's job does); Ctrl+C
     # at step 6 stops it again, before that step's checkpoint, and says how to go on.
@@ -115,7 +115,7 @@ def test_sigterm_saves_and_exits_cleanly(
     assert exit_info.value.code == 1
     out = capsys.readouterr().out
     assert "resuming from its checkpoint" in out
-    assert f"interrupted (Ctrl+C): run closed as killed; re-run the same command (or add resume=true) to continue from {tmp_path / 'ckpt' / 'last.ckpt'}" in out
+    assert f"interrupted (Ctrl+C): run closed as killed; re-run the same command to continue from {tmp_path / 'ckpt' / 'last.ckpt'}" in out
     assert client.get_run(run.info.run_id).data.tags["outcome"] == "killed"
 
     monkeypatch.undo()

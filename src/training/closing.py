@@ -43,7 +43,7 @@ class RunClosing:
     def _resume_hint(self) -> str:
         folder = self.sigterm.dirpath
         if folder is not None and (folder / LAST).is_file():
-            return f"run closed as killed; re-run the same command (or add resume=true) to continue from {folder / LAST}"
+            return f"run closed as killed; re-run the same command to continue from {folder / LAST}"
         return "run closed as killed; no checkpoint (checkpoint.enabled=false), so a re-run starts over"
 
     def __enter__(self) -> RunClosing:
@@ -58,7 +58,7 @@ class RunClosing:
             self._close("preempted")
             saved = self.sigterm.saved
             where = (
-                f"checkpoint saved at {saved}; re-run the same command (or add resume=true) to resume"
+                f"checkpoint saved at {saved}; re-run the same command to resume"
                 if saved
                 else "no checkpoint (checkpoint.enabled=false)"
             )
