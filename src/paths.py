@@ -54,6 +54,3 @@ def tracking_uri(overrides: Sequence[str] = ()) -> str:
     """The MLflow store training writes to, for these overrides (`paths.mlflow_db=...`, ...)."""
     return str(compose(overrides).logger.tracking_uri)
 
-
-def reports_dir(experiment: str, overrides: Sequence[str] = ()) -> Path:
-    return Path(compose(overrides).paths.reports_dir) / experiment

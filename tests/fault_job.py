@@ -1,6 +1,7 @@
 """`python -m src.train` with a real SIGKILL at a chosen point: `python tests/fault_job.py <point> <hydra args>`.
 
-Point: `test` (the first test batch).
+Points: `test` (the first test batch); `end_checkpoint_write` (writing the end-of-training checkpoint,
+its temporary file complete, before the rename: every step is logged, the test is not).
 The process dies as under `kill -9`: no handler, no cleanup, nothing closed.
 """
 
@@ -26,14 +27,26 @@ class KillDuringTest(L.Callback):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+class KillInNextCheckpointWrite(L.Callback):
+    """After the last step: the next checkpoint written (the end-of-training one) dies at its fsync."""
+
+    def on_train_end(self, *args: Any) -> None:
+        def die(fd: int) -> None:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        os.fsync = die
+
+
 def install(point: str) -> None:
-    if point == "test":
+    kills = {"test": KillDuringTest, "end_checkpoint_write": KillInNextCheckpointWrite}
+    if point in kills:
         base = train_module.RunCallbacks
+        kill = kills[point]
 
         class WithKill(base):  # type: ignore[misc, valid-type]
             def __init__(self, *args: Any, **kwargs: Any) -> None:
                 super().__init__(*args, **kwargs)
-                self.extra.append(KillDuringTest())
+                self.extra.append(kill())
 
         train_module.RunCallbacks = WithKill  # type: ignore[misc]
     else:

@@ -158,6 +158,29 @@ def test_sigkill_during_test_phase_then_rerun_records_final_metrics(
     assert parent.info.status == "FINISHED" and parent.data.tags["outcome"] == "finished"
 
 
+@pytest.mark.slow
+def test_sigkill_writing_the_end_checkpoint_then_resume_reports_the_last_steps_loss(
+    reference: RunResult, tiny_overrides: list[str], store: dict[str, str], tmp_path: Path
+) -> None:
+    # Every 4 of 8 steps: the periodic checkpoint of the last step is what the resume starts from.
+    args = [*tiny_overrides, "experiment_name=killed_writing", f"optim.max_steps={STEPS}", "optim.lr=3e-3",
+            "checkpoint.enabled=true", "checkpoint.every_n_steps=4", f"checkpoint.dir={tmp_path / 'ckpt'}"]
+    killed = _killed_at("end_checkpoint_write", args)  # a single run, killed after its last step
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    partial = lambda: list((tmp_path / "ckpt").glob(".last.ckpt.*.partial"))  # noqa: E731
+    assert len(partial()) == 1  # the write the kill cut short
+    client = MlflowClient(store["uri"])
+    (run,) = client.search_runs([client.get_experiment_by_name("killed_writing").experiment_id])
+    assert run.info.status == "RUNNING" and "test_loss" not in run.data.metrics
+
+    resumed = train(compose([*args, "resume=true"]))
+    assert resumed.run_id == run.info.run_id
+    # The last step's loss (it came out as the step before's when the checkpoint was written first).
+    assert resumed.final_train_loss == pytest.approx(reference.final_train_loss, rel=1e-5)
+    assert partial() == []  # removed when the run started again in its folder
+    _assert_final_once(client, run.info.run_id, reference)
+
+
 def _sweep_parents(client: MlflowClient) -> list:
     return [r for r in client.search_runs([e.experiment_id for e in client.search_experiments()])
             if r.data.tags.get(SWEEP_TAG) == "true"]
@@ -217,3 +240,17 @@ def test_a_run_finished_without_its_final_metrics_is_not_skipped(store: dict[str
     assert with_checkpoint.action == "resume" and "without test_loss" in with_checkpoint.reason
     without = decide(door, exp, "fp", "resume", 300, lambda run: False)
     assert without.action == "new" and without.supersede == [run_id]
+
+
+def test_a_failed_single_run_gives_the_sweep_callback_nothing_to_raise() -> None:
+    """Outside a multirun Hydra still calls on_job_end, and `hydra.job.num` is missing (`???`)."""
+    from hydra.core.utils import JobReturn, JobStatus
+
+    from src.launch.callbacks import MlflowSetup
+    from src.launch.sweep_end import describe_job
+
+    cfg = compose([], with_hydra=True)  # a single run's config: hydra.job.num is ???
+    failed = JobReturn()
+    failed.status, failed.return_value = JobStatus.FAILED, RuntimeError("out of memory")
+    MlflowSetup().on_job_end(cfg, failed)  # raised MissingMandatoryValue (Hydra printed it as a warning)
+    assert describe_job(cfg) == "the job (torch_layernorm-s0)"

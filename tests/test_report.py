@@ -311,6 +311,25 @@ def test_paired_comparisons_by_hand(client: MlflowClient, store: dict[str, str],
     assert "hand_rmsnorm vs hand_layernorm (unpaired (Welch; seed sets differ), n = 2 vs 4)" in text
 
 
+def test_an_experiment_name_with_separators_stays_inside_the_reports_folder(
+    client: MlflowClient, store: dict[str, str], tmp_path: Path
+) -> None:
+    """`experiment_name=../../evil`: the MLflow experiment keeps its name, folders get a safe one."""
+    from src.launch.report_hook import SweepReport
+
+    evil = "../../evil"
+    exp = client.create_experiment(evil)
+    for norm, values in list(STUDY.items())[:2]:
+        log_run(client, exp, norm, 0, finished(*values))
+    reports = tmp_path / "root" / "reports"
+    overrides = [f"experiment_name={evil}", f"paths.mlflow_db={store['db']}", f"paths.reports_dir={reports}"]
+    assert report_main(["--no-summary-run", *overrides]) == 0  # the command-line report
+    SweepReport().on_multirun_end(paths.compose(overrides))  # the one a sweep writes at its end
+    (folder,) = reports.iterdir()
+    assert folder.name.startswith("evil-") and (folder / "report.md").is_file()
+    assert not (tmp_path / "evil").exists()  # <reports_dir>/../../evil, where both wrote before
+
+
 def test_report_cli_rejects_bad_margins_and_pairs(
     client: MlflowClient, store: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -90,7 +90,7 @@ def test_crash_after_checkpoint_then_resume(
 
 @pytest.mark.slow
 def test_sigterm_saves_and_exits_cleanly(
-    reference: RunResult, tiny_overrides: list[str], store: dict[str, str], tmp_path: Path, monkeypatch
+    reference: RunResult, tiny_overrides: list[str], store: dict[str, str], tmp_path: Path, monkeypatch, capsys
 ) -> None:
     _with_fault(monkeypatch, _At(4, lambda: os.kill(os.getpid(), signal.SIGTERM)))
     with pytest.raises(SystemExit) as exit_info:
@@ -101,10 +101,27 @@ def test_sigterm_saves_and_exits_cleanly(
     (run,) = client.search_runs([client.get_experiment_by_name("preempt").experiment_id])
     assert run.info.status == "KILLED" and run.data.tags["outcome"] == "preempted"
     assert torch.load(tmp_path / "ckpt" / "last.ckpt", weights_only=True, mmap=True)["global_step"] == 4
+    assert "re-run the same command to resume" in capsys.readouterr().out
+
+    # The identical command resumes the pre-empted run (a single run as a sweep's job does); Ctrl+C
+    # at step 6 stops it again, before that step's checkpoint, and says how to go on.
+    monkeypatch.undo()
+    _with_fault(monkeypatch, _At(6, lambda: os.kill(os.getpid(), signal.SIGINT)))
+    try:
+        with pytest.raises(SystemExit) as exit_info:  # Lightning turns Ctrl+C into sys.exit(1)
+            train(_cfg(tiny_overrides, tmp_path, "experiment_name=preempt"))
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # Lightning ignores SIGINT from then on
+    assert exit_info.value.code == 1
+    out = capsys.readouterr().out
+    assert "resuming from its checkpoint" in out
+    assert f"interrupted (Ctrl+C): run closed as killed; re-run the same command to continue from {tmp_path / 'ckpt' / 'last.ckpt'}" in out
+    assert client.get_run(run.info.run_id).data.tags["outcome"] == "killed"
 
     monkeypatch.undo()
-    resumed = train(_cfg(tiny_overrides, tmp_path, "experiment_name=preempt", "resume=true"))
+    resumed = train(_cfg(tiny_overrides, tmp_path, "experiment_name=preempt"))
     assert resumed.run_id == run.info.run_id
+    assert len(client.search_runs([run.info.experiment_id])) == 1
     assert resumed.test_loss == pytest.approx(reference.test_loss, rel=1e-5)
     steps = [s for s, _ in _history(store["uri"], run.info.run_id, "train/train_loss")]
     assert steps == list(range(1, STEPS + 1))
@@ -130,6 +147,13 @@ def test_foreign_checkpoint_is_refused_before_any_run_is_touched(
     owner = client.get_run(done.run_id)
     assert owner.info.status == "FINISHED" and owner.data.tags["outcome"] == "finished"
     assert client.get_experiment_by_name("other") is None  # nothing recorded for the refused job
+
+    # A new run of the same config would overwrite the finished run's checkpoint: refused in one line.
+    before = (tmp_path / "ckpt" / "last.ckpt").stat()
+    with pytest.raises(ConfigError, match=rf"checkpoint.dir: .* holds the checkpoint of run {done.run_id} \(finished\)"):
+        train(_cfg(tiny_overrides, tmp_path, "experiment_name=owner"))
+    assert len(client.search_runs([owner.info.experiment_id])) == 1
+    assert (tmp_path / "ckpt" / "last.ckpt").stat().st_mtime_ns == before.st_mtime_ns
 
     # Resuming the finished run is a no-op that says so: no step or final metric logged twice.
     again = train(_cfg(tiny_overrides, tmp_path, "experiment_name=owner", "ckpt_path=last"))

@@ -67,6 +67,24 @@ def _stop_during(proc: subprocess.Popen[str], client: MlflowClient, experiment: 
     raise AssertionError("job never reached step 3")
 
 
+def _job_started(proc: subprocess.Popen[str], client: MlflowClient, experiment: str, job: str) -> None:
+    """Wait until job number `job` has its MLflow run (the jobs before it have ended)."""
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        assert proc.poll() is None, "the sweep ended first"
+        exp = client.get_experiment_by_name(experiment)
+        if exp and client.search_runs([exp.experiment_id], filter_string=f"tags.hydra_job_num = '{job}'"):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"job {job} never started")
+
+
+def _sweep_run(client: MlflowClient, experiment: str):
+    exp_id = client.get_experiment_by_name(experiment).experiment_id
+    (parent,) = [r for r in client.search_runs([exp_id]) if r.data.tags.get(SWEEP_TAG) == "true"]
+    return parent
+
+
 def _steps_unique(client: MlflowClient, run_id: str) -> None:
     steps = [m.step for m in client.get_metric_history(run_id, "train/train_loss")]
     assert sorted(steps) == list(range(1, STEPS + 1))
@@ -85,6 +103,15 @@ def test_sigkill_then_rerun_finishes_what_is_left(
     args = [*SWEEP, *_overrides(tiny_overrides, "killed_sweep")]
     client = MlflowClient(store["uri"])
     proc = _launch(args)
+    # A report taken while the sweep runs (job 0 done) reads it: printed, nothing written into it.
+    _job_started(proc, client, "killed_sweep", "1")
+    report_args = ["--experiment", "killed_sweep", f"paths.mlflow_db={store['db']}", f"paths.reports_dir={tmp_path / 'reports'}"]
+    capsys.readouterr()
+    assert report_main(report_args) == 0
+    assert "is still running" in capsys.readouterr().out
+    parent = _sweep_run(client, "killed_sweep")
+    assert parent.info.status == "RUNNING" and not [k for k in parent.data.metrics if k.startswith("sweep/")]
+    assert not client.list_artifacts(parent.info.run_id, "report") and not (tmp_path / "reports").exists()
     _stop_during(proc, client, "killed_sweep", "2", signal.SIGKILL)
     before = {r.data.tags["hydra_job_num"]: r for r in _runs(client, "killed_sweep")}
     assert sorted(before) == ["0", "1", "2"] and before["2"].info.status == "RUNNING"  # left RUNNING by the kill
@@ -114,9 +141,15 @@ def test_sigkill_then_rerun_finishes_what_is_left(
     assert m["final_train_loss"] == pytest.approx(reference.final_train_loss, abs=1e-5)
     assert m["test_loss"] == pytest.approx(reference.test_loss, abs=1e-5)
 
+    aggregates = [k for k in _sweep_run(client, "killed_sweep").data.metrics if k.startswith("sweep/")]
+    assert aggregates  # the report at the sweep's end
     out = _run(args)  # a third run: nothing left to do
     assert out.count("skipped, run") == 4
     assert len(_runs(client, "killed_sweep")) == 4
+    parent = _sweep_run(client, "killed_sweep")
+    assert parent.info.status == "FINISHED"
+    for key in aggregates:  # the same report again: no second row of the same numbers
+        assert len(client.get_metric_history(parent.info.run_id, key)) == 1, key
 
 
 @pytest.mark.slow

@@ -152,7 +152,8 @@ class MlflowSetup(Callback):
 
         from src.launch import sweep_end
 
-        if job_return.status == JobStatus.FAILED:
+        # A single run (no -m) has no sweep to tell, and no hydra.job.num to name it by.
+        if job_return.status == JobStatus.FAILED and sweep_end.armed() is not None:
             err = job_return._return_value  # the exception (reading .return_value would raise it)
             sweep_end.job_failed(f"{sweep_end.describe_job(config)} failed: {type(err).__name__}: {err}")
 

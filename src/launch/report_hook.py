@@ -46,7 +46,9 @@ class SweepReport(Callback):
             return
         started = os.environ.get(SWEEP_STARTED_ENV)
         elapsed = time.time() - float(started) if started else MIN_TIMEOUT_S
-        out_dir = Path(config.paths.reports_dir) / config.experiment_name / "bench"
+        from src.report import report_folder
+
+        out_dir = report_folder(config.paths.reports_dir, config.experiment_name) / "bench"
         kernel_s = float(OmegaConf.select(config, "report.speed_kernel_s", default=0) or 0)
         jobs = read_definition(jobs_file.read_text())["jobs"]
         run_speed_check(jobs, rounds, out_dir, max(MIN_TIMEOUT_S, elapsed) + kernel_s, kernel_s)
@@ -55,7 +57,7 @@ class SweepReport(Callback):
         from src.paths import register_resolvers  # the paths in the config use ${project_root:}
 
         register_resolvers()
-        from src.report import generate_report  # imported late: MLflow and pandas are slow to import
+        from src.report import generate_report, report_folder  # late: MLflow and pandas are slow to import
 
         rounds = int(OmegaConf.select(config, "report.speed_rounds", default=0) or 0)
         if rounds:
@@ -64,7 +66,7 @@ class SweepReport(Callback):
         out_dir = Path(self.out_dir) if self.out_dir else None
         reports = OmegaConf.select(config, "paths.reports_dir", default=None)
         if out_dir is None and reports:
-            out_dir = Path(reports) / experiment
+            out_dir = report_folder(reports, experiment)
         from src.report.comparisons import settings
 
         report_cfg = OmegaConf.select(config, "report", default=None)

@@ -24,6 +24,8 @@ import sys
 from types import FrameType
 from typing import Any
 
+from omegaconf import DictConfig, OmegaConf
+
 from src.tracking import sweep
 from src.tracking.store import Store
 from src.tracking.summary import VERDICT_TAG, sweep_note
@@ -165,6 +167,7 @@ def job_failed(reason: str) -> None:
 
 def describe_job(config: Any) -> str:
     """`job 3 (hand_rmsnorm-s1)` for a job's config, as far as it is known."""
-    num = getattr(getattr(getattr(config, "hydra", None), "job", None), "num", None)
+    # select, not attribute access: outside a multirun hydra.job.num is missing (`???`) and raises.
+    num = OmegaConf.select(config, "hydra.job.num", default=None) if isinstance(config, DictConfig) else None
     name = config.get("run_name", "?") if hasattr(config, "get") else "?"
-    return f"job {num} ({name})"
+    return f"job {num} ({name})" if num is not None else f"the job ({name})"

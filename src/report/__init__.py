@@ -55,12 +55,15 @@ from src.report.table import (
     variant_order,
     with_ci,
 )
+from src.tracking.identity import safe_folder_name
 from src.tracking.store import Store
 from src.tracking.summary import log_sweep_summary
 from src.tracking.tags import FINISHED
 from src.tracking.ui_view import ui_link
 
-__all__ = ["Analysis", "Margins", "ReportError", "analyze", "default_out_dir", "generate_report", "write"]
+__all__ = [
+    "Analysis", "Margins", "ReportError", "analyze", "default_out_dir", "generate_report", "report_folder", "write"
+]
 
 
 @dataclass
@@ -237,8 +240,14 @@ def _speed(store: Store, experiment_id: str, margins: Margins, pairs: list[tuple
     return speed_lines(check, pairs_for(dict.fromkeys(variants, ""), pairs), margins.speed, reference)
 
 
+def report_folder(reports_dir: str | Path, experiment: str) -> Path:
+    """`<reports_dir>/<experiment>/`, the experiment's name made a safe folder name (no separators,
+    no `..`): a report never lands outside `reports_dir`."""
+    return Path(reports_dir) / safe_folder_name(experiment, "experiment_name")
+
+
 def default_out_dir(experiment: str) -> Path:
-    return paths.reports_dir(experiment)
+    return report_folder(paths.compose().paths.reports_dir, experiment)
 
 
 def write(analysis: Analysis, out_dir: Path) -> list[Path]:

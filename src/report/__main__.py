@@ -1,5 +1,8 @@
 """`python -m src.report [options] [overrides]`: print the sweep report and write it to reports/<experiment>/.
 
+While the experiment's sweep is still running, the report is printed only (read, never written into
+the running sweep's run or over reports/<experiment>/); --out DIR writes that partial report to DIR.
+
 Positional arguments are the training config's overrides (`paths.mlflow_db=/data/mlflow.db`,
 `logger.tracking_uri=http://host:5000`, `report.margin.test_loss=0.02`), so the report reads the
 store that training wrote to. The options below override the config's `report` group.
@@ -10,16 +13,23 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omegaconf import OmegaConf
 
 from src import paths
 from src.paths import ConfigError
-from src.report import ReportError, generate_report
+from src.report import ReportError, analyze, generate_report, report_folder, write
 from src.report.comparisons import Margins, settings
+from src.report.runs import open_store
 from src.report.status import status_text
 from src.tracking.store import StoreError
+from src.tracking.sweep import running_sweep
+from src.tracking.tags import HOST_TAG, PID_TAG
 from src.tracking.ui_view import ui_base
+
+if TYPE_CHECKING:
+    from src.tracking.store import Run
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -91,6 +101,33 @@ def preflight_hours(overrides: list[str], variants: list[str]) -> dict[str, floa
     return out
 
 
+def running_sweep_of(experiment: str, uri: str, stale_after_s: float) -> Run | None:
+    """The experiment's sweep run that a live process is still running (None: no such experiment)."""
+    store = open_store(uri)
+    found = store.find_experiment(experiment)
+    return running_sweep(store, found.experiment_id, stale_after_s) if found is not None else None
+
+
+def partial_report(
+    experiment: str, uri: str, sweep: Run, out: Path | None, margins: Margins, pairs: list[tuple[str, str]] | None
+) -> int:
+    """A report taken while the sweep runs: read only. It is printed (and written only to an explicit
+    --out); the sweep's run and reports/<experiment>/ get the full report when the sweep ends."""
+    analysis = analyze(experiment, uri, margins, pairs)
+    print(analysis.text())
+    if out is not None:
+        write(analysis, out)
+        print(f"\nwritten to {out}")
+    tags = sweep.data.tags
+    where = f"pid {tags.get(PID_TAG, '?')} on {tags.get(HOST_TAG, '?')}"
+    print(
+        f"\nnote: sweep run {sweep.info.run_id} of {experiment!r} is still running ({where}): this report is partial "
+        f"({len(analysis.runs)} runs so far); nothing was written to the sweep run or to the reports folder, which get "
+        "the full report when the sweep ends (--out DIR saves this one)"
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
@@ -119,7 +156,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.status or args.sweep_dir:
             print(status_text(None if from_sweep_dir else experiment, uri, args.sweep_dir, float(cfg.sweep.stale_after_s)))
             return 0
-        out = args.out or Path(cfg.paths.reports_dir) / experiment
+        out = args.out or report_folder(cfg.paths.reports_dir, experiment)
+        running = running_sweep_of(experiment, uri, float(cfg.sweep.stale_after_s))
+        if running is not None:
+            return partial_report(experiment, uri, running, args.out, margins, chosen)
         analysis = generate_report(experiment, uri, out, log_summary=not args.no_summary_run, margins=margins, pairs=chosen)
     except (ReportError, StoreError) as err:  # no such store or experiment; a store that cannot be read
         print(f"report: {err}", file=sys.stderr)

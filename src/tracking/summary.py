@@ -2,7 +2,8 @@
 
 - per variant, aggregate metrics: mean, 95% CI bounds and seeds, for test loss and tokens/s,
   named `sweep/<variant>.<metric>.<stat>` so that the run's metric list sorts by variant and the
-  chart view keeps them in one section (`sweep`), logged at step 0 (drawn as bars);
+  chart view keeps them in one section (`sweep`), logged at step 0 (drawn as bars), and only
+  when they changed since the last report;
 - the per-variant table and the paired comparisons as MLflow tables (`report/*.json`, which the
   artifact viewer shows as grids);
 - the verdict sentences as the run's description (its Overview), kept when the sweep's end
@@ -96,7 +97,10 @@ def log_sweep_summary(
     client = store.client
     from mlflow.entities import Metric
 
-    metrics = aggregate_metrics(rows)
+    stored = client.get_run(run_id).data.metrics  # each key's latest value
+    # Only what changed: a report made again over the same runs (a re-run of a finished sweep) adds
+    # no second row of the same numbers.
+    metrics = {k: v for k, v in aggregate_metrics(rows).items() if stored.get(k) != v}
     stamp = int(time.time() * 1000)
     entries = [Metric(key, value, stamp, SUMMARY_STEP) for key, value in sorted(metrics.items())]
     for start in range(0, len(entries), 1000):  # MLflow's batch limit

@@ -46,6 +46,7 @@ from src.tracking.tags import (
     KILLED,
     LOST,
     OUTCOME_TAG,
+    PARENT_TAG,
     PID_TAG,
     RESULT_OUTCOMES,
     STARTED_TAG,
@@ -333,3 +334,22 @@ def fingerprint_groups(store: Store, experiment_id: str) -> list[dict[str, Any]]
 def latest_sweep_run(store: Store, experiment_id: str) -> Run | None:
     runs = store.runs_tagged(experiment_id, SWEEP_TAG, "true", most=1)
     return runs[0] if runs else None
+
+
+def running_sweep(store: Store, experiment_id: str, stale_after_s: float) -> Run | None:
+    """A sweep run of the experiment that a live process (not this one) is still running, or None.
+
+    A sweep's run carries the pid and host of its process but no heartbeat of its own: on this host
+    the pid says it; elsewhere a fresh heartbeat of one of its jobs does.
+    """
+    for parent in store.runs(experiment_id, f"tags.`{SWEEP_TAG}` = 'true' and attributes.status = 'RUNNING'"):
+        tags = parent.data.tags
+        if tags.get(HOST_TAG) == socket.gethostname() and tags.get(PID_TAG, "").isdigit():
+            pid = int(tags[PID_TAG])
+            if pid != os.getpid() and pid_alive(pid):
+                return parent
+            continue
+        jobs = store.runs_tagged(experiment_id, PARENT_TAG, parent.info.run_id)
+        if any(r.info.status == "RUNNING" and is_alive(r, stale_after_s) for r in jobs):
+            return parent
+    return None

@@ -26,6 +26,20 @@ class CheckpointSpaceError(RuntimeError):
     """The checkpoint's filesystem has no room for the new checkpoint (the previous one is intact)."""
 
 
+def partial_name_glob(path: Path) -> str:
+    """The names of `atomic_write`'s temporary files for `path` (one is left when a SIGKILL cuts a write short)."""
+    return f".{path.name}.*.partial"
+
+
+def remove_partial_writes(path: Path) -> list[Path]:
+    """Delete the temporary files of writes of `path` that never finished; only safe while no other
+    process writes `path` (a run calls it once it knows it alone trains into the folder)."""
+    found = sorted(path.parent.glob(partial_name_glob(path))) if path.parent.is_dir() else []
+    for tmp in found:
+        tmp.unlink(missing_ok=True)
+    return found
+
+
 def atomic_write(path: Path, data: bytes | memoryview) -> None:
     """Write `data` to `path` so that a reader sees either the old file or the complete new one."""
     path.parent.mkdir(parents=True, exist_ok=True)

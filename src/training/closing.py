@@ -4,7 +4,7 @@
 outcome the body reported (`finish`), or with the one the exception implies:
 
     SIGTERM (pre-emption)       -> preempted (KILLED); exits 0 so a requeued job resumes
-    Ctrl+C, SystemExit          -> killed (KILLED)
+    Ctrl+C, SystemExit          -> killed (KILLED); Ctrl+C says how to resume
     a full checkpoint disk      -> failed (FAILED), its one-line message as the run's note
     any other exception         -> failed (FAILED)
 
@@ -21,7 +21,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from src.tracking.tracker import Tracker
 from src.training.atomic_io import CheckpointSpaceError
-from src.training.checkpointing import SaveOnSigterm
+from src.training.checkpointing import LAST, SaveOnSigterm
 
 
 class RunClosing:
@@ -40,6 +40,12 @@ class RunClosing:
         if self.tracker is not None:
             self.tracker.close(outcome, note=note)
 
+    def _resume_hint(self) -> str:
+        folder = self.sigterm.dirpath
+        if folder is not None and (folder / LAST).is_file():
+            return f"run closed as killed; re-run the same command to continue from {folder / LAST}"
+        return "run closed as killed; no checkpoint (checkpoint.enabled=false), so a re-run starts over"
+
     def __enter__(self) -> RunClosing:
         return self
 
@@ -52,7 +58,7 @@ class RunClosing:
             self._close("preempted")
             saved = self.sigterm.saved
             where = (
-                f"checkpoint saved at {saved}; re-run the command (or ckpt_path=last) to resume"
+                f"checkpoint saved at {saved}; re-run the same command to resume"
                 if saved
                 else "no checkpoint (checkpoint.enabled=false)"
             )
@@ -61,6 +67,10 @@ class RunClosing:
             raise SystemExit(0) from None
         elif isinstance(err, (KeyboardInterrupt, SystemExit)):
             self._close("killed")
+            # Lightning turns Ctrl+C into a silent sys.exit(1): say what happened and how to go on.
+            interrupted = isinstance(err, KeyboardInterrupt) or err.code not in (0, None)
+            if interrupted and rank_zero_only.rank == 0:
+                print(f"[normsweep] {self.run_name} interrupted (Ctrl+C): {self._resume_hint()}", flush=True)
         else:
             self._close("failed", str(err) if isinstance(err, CheckpointSpaceError) else None)
         return False

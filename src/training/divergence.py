@@ -26,10 +26,11 @@ class DivergenceMonitor(L.Callback):
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        # Runs before the module's own hook: `last_train_loss` is still the previous step's.
-        previous = getattr(pl_module, "last_train_loss", None)
-        if previous is not None and math.isfinite(previous):
-            self.last_finite_loss = previous
+        # The module books an optimizer step's loss as the step ends (before this hook): the latest
+        # step's loss, kept while finite.
+        latest = getattr(pl_module, "last_train_loss", None)
+        if latest is not None and math.isfinite(latest):
+            self.last_finite_loss = latest
         # This micro-batch's loss and the latest pre-clip gradient norm: a NaN stops within one step.
         loss = outputs["loss"] if isinstance(outputs, dict) else outputs
         grad_norm = getattr(pl_module, "last_grad_norm", None)

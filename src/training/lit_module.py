@@ -44,6 +44,7 @@ class GPTLitModule(L.LightningModule):
         self.test_loss: float | None = None
         self._step_started: float | None = None
         self._accum_loss = torch.zeros(())
+        self._step_done: tuple[float, float] | None = None  # (loss, tokens/s) of the step just taken
         self.first_step_s: float | None = None
         self._eval_sum = torch.zeros((), dtype=torch.float64)
         self._eval_count = 0
@@ -95,9 +96,12 @@ class GPTLitModule(L.LightningModule):
         max_norm = float(clip) if clip else float("inf")
         self.last_grad_norm = torch.nn.utils.clip_grad_norm_(self.parameters(), max_norm).detach()
 
-    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        if (batch_idx + 1) % self.budget.grad_accum:
-            return  # mid-accumulation: no optimizer step yet
+    def optimizer_step(self, epoch: int, batch_idx: int, optimizer: Any, optimizer_closure: Any = None) -> None:
+        # The step's loss is booked here, not in on_train_batch_end: Lightning runs the callbacks'
+        # on_train_batch_end (the periodic ModelCheckpoint among them) before the module's, so a
+        # checkpoint written at step N carried step N-1's loss, and a run resumed from it reported
+        # that as its final train loss.
+        super().optimizer_step(epoch, batch_idx, optimizer, optimizer_closure)
         now = time.perf_counter()
         elapsed = max(now - (self._step_started or now), 1e-9)
         self._step_started = None
@@ -109,7 +113,13 @@ class GPTLitModule(L.LightningModule):
             self.first_step_s = elapsed  # includes compilation and allocator warm-up
         self.last_train_loss = loss
         # Tokens of all devices over this step's wall-clock (the study counts global tokens).
-        tokens_per_sec = self.budget.tokens_per_step / elapsed
+        self._step_done = (loss, self.budget.tokens_per_step / elapsed)
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self._step_done is None:
+            return  # mid-accumulation: no optimizer step yet
+        loss, tokens_per_sec = self._step_done
+        self._step_done = None
         step = self.trainer.global_step  # already incremented: optimizer steps done
         if step % self.log_every_n_steps == 0 or step == self.budget.max_steps:
             self._log_metrics(

@@ -19,8 +19,20 @@ from lightning.pytorch.utilities import rank_zero_only
 from src.paths import ConfigError
 from src.tracking.code import code_state
 from src.tracking.store import Store, redact_uri
-from src.tracking.sweep import code_change_message, decide, made_by_other_code, settle_lost
-from src.tracking.tags import DIVERGED, FINISHED, NORM_TAG, OUTCOME_TAG
+from src.tracking.sweep import code_change_message, decide, is_alive, made_by_other_code, settle_lost
+from src.tracking.tags import (
+    DIVERGED,
+    FINISHED,
+    HOST_TAG,
+    INTERRUPTED_OUTCOMES,
+    LOST,
+    NORM_TAG,
+    OUTCOME_TAG,
+    PID_TAG,
+    RUNNING,
+    SUPERSEDED_TAG,
+)
+from src.training.atomic_io import remove_partial_writes
 from src.training.checkpointing import check_checkpoint, read_run_state, resolve_ckpt_path
 from src.training.run_spec import RunSpec
 
@@ -85,6 +97,17 @@ class RunPlan:
 
 def plan_run(spec: RunSpec, in_multirun: bool, store: Store | None) -> RunPlan:
     """`store`: the job's MLflow store, opened once (None without tracking)."""
+    plan = _plan(spec, in_multirun, store)
+    if plan.done is None and rank_zero_only.rank == 0:
+        # This run alone trains into the folder now: a write a SIGKILL cut short is garbage.
+        left = remove_partial_writes(spec.checkpoint.last)
+        if left:
+            note = f"removed {len(left)} unfinished checkpoint write(s) left by a killed process in {spec.checkpoint.folder}"
+            plan.message = f"{plan.message}; {note}" if plan.message else f"{spec.run_name}: {note}"
+    return plan
+
+
+def _plan(spec: RunSpec, in_multirun: bool, store: Store | None) -> RunPlan:
     ck, identity = spec.checkpoint, spec.identity
     explicit = resolve_ckpt_path(ck)
     if explicit is not None:
@@ -108,13 +131,11 @@ def plan_run(spec: RunSpec, in_multirun: bool, store: Store | None) -> RunPlan:
             if run.info.status == "FINISHED":
                 return RunPlan(done=RunResult.from_run(run), message=f"run {run_id} already finished; nothing to resume")
         return RunPlan(explicit, run_id)
+    if not in_multirun:
+        return plan_single_run(spec, store)
     if store is None:
         return RunPlan()
     where = spec.store
-    if not in_multirun:
-        # A single run settles its config's runs left RUNNING by a SIGKILL when it opens its own
-        # (train.open_tracker): nothing is written to the store before the data checks pass.
-        return RunPlan()
     last = ck.last
 
     @functools.cache  # read at most once: the decision and the check below share it
@@ -140,6 +161,60 @@ def plan_run(spec: RunSpec, in_multirun: bool, store: Store | None) -> RunPlan:
         return RunPlan(last, d.run.info.run_id, message=f"{name}: run {d.run.info.run_id} {d.reason}")
     message = f"{name}: run {d.run.info.run_id} {d.reason}" if d.run is not None else ""
     return RunPlan(supersede=d.supersede, message=message)
+
+
+def plan_single_run(spec: RunSpec, store: Store | None) -> RunPlan:
+    """A single run (no -m, no ckpt_path/resume): resume the run its `last.ckpt` belongs to when
+    that run was interrupted (pre-empted, Ctrl+C, lost), as a sweep's job does; otherwise start a
+    new run, which never writes over another run's checkpoint.
+
+    Decided from the checkpoint file and its run's state, so the ranks of a DDP run decide alike
+    (rank 0 may already have reopened the run when the others look: `running` counts as
+    interrupted). A single run settles its config's runs left RUNNING by a SIGKILL when it opens its
+    own (train.open_tracker): nothing is written to the store before the data checks pass.
+    """
+    ck, identity = spec.checkpoint, spec.identity
+    if not ck.last.is_file():
+        return RunPlan()
+    state = read_run_state(ck.last)
+    owner_id = state.get("mlflow_run_id")
+    owner = store.get_run(owner_id) if store is not None and owner_id else None
+    if owner is not None and state.get("fingerprint") == identity.fingerprint:
+        outcome = owner.data.tags.get(OUTCOME_TAG, "")
+        interrupted = owner.info.status != "FINISHED" and outcome in (*INTERRUPTED_OUTCOMES, RUNNING)
+        if interrupted and SUPERSEDED_TAG not in owner.data.tags:
+            if rank_zero_only.rank == 0 and owner.info.status == "RUNNING" and is_alive(owner, spec.store.stale_after_s):
+                tags = owner.data.tags
+                raise ConfigError(
+                    f"checkpoint.dir: run {owner_id} of this config is training into {ck.folder} now "
+                    f"(pid {tags.get(PID_TAG, '?')} on {tags.get(HOST_TAG, '?')}); wait for it to end, or set "
+                    "checkpoint.dir to another folder"
+                )
+            policy = spec.store.on_code_change
+            if policy != "keep" and made_by_other_code(owner, code_state()):
+                assert store is not None
+                if policy != "rerun":
+                    raise ConfigError(code_change_message(store, [owner], code_state(), policy))
+                # Train it again: the new run replaces the interrupted one and its checkpoint.
+                return RunPlan(supersede=[owner_id], message=f"{spec.run_name}: run {owner_id} was made by other code; training it again")
+            check_checkpoint(ck.last, identity.fingerprint, identity.config, state)
+            was = LOST if outcome == RUNNING else outcome
+            return RunPlan(ck.last, owner_id, message=f"{spec.run_name}: run {owner_id} {was}; resuming from its checkpoint")
+    if ck.enabled:
+        raise ConfigError(f"checkpoint.dir: {overwrite_refusal(ck.last, state, owner, identity.fingerprint)}")
+    return RunPlan()
+
+
+def overwrite_refusal(path: Path, state: dict, owner: Run | None, fp: str) -> str:
+    """Why a new run may not write where `path` is, and what to do instead."""
+    elsewhere = "set checkpoint.dir to another folder, or remove the file, to start a new run"
+    if state.get("fingerprint") != fp:
+        return f"{path} holds the checkpoint of another config; a new run would overwrite it: {elsewhere}"
+    if owner is None:
+        return f"{path} holds an earlier run's checkpoint; a new run would overwrite it: resume=true continues it, or {elsewhere}"
+    outcome = owner.data.tags.get(OUTCOME_TAG, owner.info.status.lower())
+    cont = "" if owner.info.status == "FINISHED" or outcome in (FINISHED, DIVERGED) else "resume=true continues it, or "
+    return f"{path} holds the checkpoint of run {owner.info.run_id} ({outcome}); a new run would overwrite it: {cont}{elsewhere}"
 
 
 def settle_lost_runs(spec: RunSpec, store: Store) -> None:
