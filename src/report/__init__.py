@@ -29,6 +29,7 @@ from src.report.runs import (
     load_sweep,
     open_store,
     save_summary_run,
+    tag_variants,
 )
 from src.report.stability import by_learning_rate, initial_losses, is_lr_sweep, lr_sensitivity, plot_stability
 from src.report.stability import sentences as stability_sentences
@@ -38,13 +39,13 @@ from src.report.table import (
     markdown_table,
     summarize,
     text_table,
-    variant_order,
     with_ci,
 )
 from src.tracking.store import Store
 from src.tracking.summary import log_sweep_summary
 from src.tracking.tags import FINISHED
 from src.tracking.ui_view import ui_link
+from src.tracking.variants import Axis, metric_key
 
 __all__ = ["Analysis", "Margins", "ReportError", "analyze", "default_out_dir", "generate_report", "write"]
 
@@ -59,12 +60,13 @@ class Analysis:
     table: pd.DataFrame  # one row per variant
     comparisons: list[Result]  # per pair and metric (see src.report.comparisons)
     margins: Margins
-    superseded: int  # repeated (variant, lr, seed) runs of which only the latest counts
+    superseded: int  # repeated runs of one config (fingerprint) of which only the latest counts
     interleaved: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # bench-variants ratios
     norm_costs: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)  # and norm costs
     notes: list[str] = field(default_factory=list)  # requested pairs that could not be compared
     stability: pd.DataFrame | None = None  # per (variant, lr), when the sweep varied the learning rate
     sensitivity: pd.DataFrame | None = None  # per variant, Wortsman et al.'s LR sensitivity (same condition)
+    axes: tuple[Axis, ...] = ()  # what the runs vary, seed aside (src.tracking.variants)
     files: list[Path] = field(default_factory=list)
     report_run_id: str | None = None  # the MLflow run holding the files
     store: Store | None = field(default=None, repr=False)  # where it was read, opened once
@@ -72,7 +74,7 @@ class Analysis:
     def ui_links(self, base: str) -> list[str]:
         """Where to look in the MLflow UI at `base`: the sweep run (its verdict), then every run."""
         links = [f"the sweep's verdict: {ui_link(base, self.experiment_id, self.report_run_id)}"] if self.report_run_id else []
-        return [*links, f"every run, grouped by norm: {ui_link(base, self.experiment_id)}"]
+        return [*links, f"every run, grouped by variant: {ui_link(base, self.experiment_id)}"]
 
     def verdict(self) -> str:
         """The answer in a few lines of markdown: per variant its headline numbers, then each pair's
@@ -83,7 +85,7 @@ class Analysis:
             speed = with_ci(r.tokens_per_sec, r.tokens_per_sec_ci, "{:,.0f}")
             notes = f"; {r.notes}" if r.notes else ""
             lines.append(f"- `{r.variant}`: test loss {loss}, {speed} tokens/s ({r.finished} seed(s) finished{notes})")
-        lines += [f"- {s}" for s in self.sentences()] or ["- No pairs to compare."]
+        lines += [f"- {s}" for s in self.sentences()] or [f"- {self.nothing_to_compare()}"]
         return "\n".join(lines)
 
     def sentences(self) -> list[str]:
@@ -94,11 +96,12 @@ class Analysis:
     def speed_sentences(self) -> list[str]:
         if not self.interleaved:
             return []
-        cells = [f"{v} {interleaved_cell(self.interleaved[v])}" for v in variant_order(self.table) if v in self.interleaved]
+        order = list(self.table.variant)  # the table's order
+        cells = [f"{v} {interleaved_cell(self.interleaved[metric_key(v)])}" for v in order if metric_key(v) in self.interleaved]
         costs = [
             f"{v} {c[0]:+.1f} ms [{c[1]:+.1f}, {c[2]:+.1f}] ({c[0] / c[3]:.1%} of its {c[3]:,.0f} ms step)"
-            for v in variant_order(self.table)
-            if (c := self.norm_costs.get(v)) is not None and v != NO_NORM and all(math.isfinite(x) for x in c)
+            for v in order
+            if (c := self.norm_costs.get(metric_key(v))) is not None and v != NO_NORM and all(math.isfinite(x) for x in c)
         ]
         share = f" The norm's own cost (step minus no_norm's, same rounds): {'; '.join(costs)}." if costs else ""
         return [
@@ -106,6 +109,11 @@ class Analysis:
             f"variants; step speed vs {INTERLEAVED_REFERENCE}, median and 95% interval): {'; '.join(cells)}.{share} "
             "It replaces the tokens/s ratios of jobs run one after another, which measure the machine's load."
         ]
+
+    def nothing_to_compare(self) -> str:
+        if len(self.table) == 1:  # e.g. a sweep of the seed alone
+            return f"No pairs to compare: every run is one variant ({self.table.variant.iloc[0]}); nothing but the seed varied."
+        return "No pairs to compare."
 
     def comparisons_frame(self) -> pd.DataFrame:
         return to_frame(self.comparisons)
@@ -127,11 +135,11 @@ class Analysis:
         if self.comparisons or self.notes:
             lines += [f"{self._heading()}:", *self.sentences()]
         else:
-            lines += ["No pairs to compare."]
+            lines += [self.nothing_to_compare()]
         if self.stability is not None:
             lines += ["", *stability_sentences(self.stability, self.sensitivity)]
         if self.superseded:
-            lines += ["", f"({self.superseded} older runs of a repeated variant, learning rate and seed were left out.)"]
+            lines += ["", f"({self.superseded} older runs of a config run again were left out.)"]
         return "\n".join(lines)
 
     def markdown(self, figures: list[Path]) -> str:
@@ -141,7 +149,7 @@ class Analysis:
             markdown_table(*self.rows()),
             "## Is it more than seed noise? Paired comparisons",
             self._heading() + " (all pairs in `comparisons.csv`).",
-            "\n".join(f"- {s}" for s in self.sentences()) or "No pairs to compare.",
+            "\n".join(f"- {s}" for s in self.sentences()) or self.nothing_to_compare(),
             *(
                 ["## Learning-rate stability", "\n".join(f"- {s}" for s in stability_sentences(self.stability, self.sensitivity))]
                 if self.stability is not None
@@ -158,10 +166,12 @@ def analyze(
     tracking_uri: str | None = None,
     margins: Margins | None = None,
     pairs: list[tuple[str, str]] | None = None,
+    reference: dict[str, str] | None = None,
 ) -> Analysis:
     """Read the experiment from MLflow and compute the table and the comparisons.
 
-    `pairs` (validated by `comparisons.check_pairs`) replaces the study's pairs when given.
+    `pairs` (validated by `comparisons.check_pairs`) replaces the study's pairs when given;
+    `reference` (`report.reference`: axis -> value) the reference value of an axis.
     """
     uri = tracking_uri or paths.tracking_uri()
     store = open_store(uri)
@@ -180,7 +190,7 @@ def analyze(
         runs=runs,
         curves=curves,
         table=summarize(runs),
-        comparisons=compare(runs, margins, pairs),
+        comparisons=compare(runs, margins, pairs, reference),
         margins=margins,
         superseded=sweep.superseded,
         interleaved=load_interleaved(store, sweep.experiment_id),
@@ -188,6 +198,7 @@ def analyze(
         notes=unmatched_pairs(runs, pairs) if pairs is not None else [],
         stability=by_learning_rate(runs) if lr_swept else None,
         sensitivity=lr_sensitivity(runs, initial_losses(curves)) if lr_swept else None,
+        axes=sweep.axes,
         store=store,
     )
 
@@ -248,12 +259,15 @@ def generate_report(
     log_summary: bool = True,
     margins: Margins | None = None,
     pairs: list[tuple[str, str]] | None = None,
+    reference: dict[str, str] | None = None,
 ) -> Analysis:
-    """Analyze, write the files, and (optionally) log them to the sweep's parent run."""
-    analysis = analyze(experiment, tracking_uri, margins, pairs)
+    """Analyze, write the files, and (optionally) log them to the sweep's parent run, and tag each
+    run with its variant as the report found it (the MLflow UI groups runs by that tag)."""
+    analysis = analyze(experiment, tracking_uri, margins, pairs, reference)
     analysis.files = write(analysis, out_dir or default_out_dir(experiment))
     if log_summary:
         store = analysis.store or open_store(analysis.tracking_uri)
+        tag_variants(store, analysis.runs, analysis.axes)
         analysis.report_run_id = save_summary_run(store, analysis.experiment_id, analysis.files)
         headers, rows = analysis.rows()
         log_sweep_summary(

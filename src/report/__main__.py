@@ -14,8 +14,9 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from src import paths
+from src.paths import ConfigError
 from src.report import ReportError, generate_report
-from src.report.comparisons import Margins, settings
+from src.report.comparisons import Margins, reference_setting, settings
 from src.report.status import status_text
 from src.tracking.store import StoreError
 from src.tracking.ui_view import ui_base
@@ -49,16 +50,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def plan(experiment: str, uri: str, overrides: list[str], margins: Margins, pairs: list[tuple[str, str]] | None) -> str:
+def plan(
+    experiment: str,
+    uri: str,
+    overrides: list[str],
+    margins: Margins,
+    pairs: list[tuple[str, str]] | None,
+    reference: dict[str, str] | None = None,
+) -> str:
     """The sequential sweep's forecast from the experiment's runs (src/report/plan.py)."""
-    from src.report.plan import forecast, plan_text
+    from src.report.plan import forecast, plan_text, sweep_overrides
     from src.report.runs import load_sweep, open_store
 
     # The sweeper's settings as `hydra/sweeper=sequential` composes them (with any hydra.sweeper.* override).
     design = paths.compose([*overrides, "hydra/sweeper=sequential"], with_hydra=True).hydra.sweeper
     settings_ = {k: design[k] for k in ("first_seeds", "seeds_per_round", "alpha")}
-    runs = load_sweep(experiment, open_store(uri)).runs
-    return plan_text(experiment, forecast(runs, margins, **settings_, pairs=pairs), margins, settings_)
+    sweep = load_sweep(experiment, open_store(uri))
+    forecasts = forecast(sweep.runs, margins, **settings_, pairs=pairs, reference=reference)
+    return plan_text(experiment, forecasts, margins, settings_, sweep_overrides(sweep.runs, sweep.axes))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,9 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         overrides = [o for o in args.overrides if o not in sweeper]
         cfg = paths.compose(overrides)  # the store, experiment and folders that training would use
         pairs = [p.split(":") for p in args.pair] if args.pair else None
-        margins, chosen = settings(
-            OmegaConf.to_container(cfg.get("report") or {}, resolve=True), args.margin_loss, args.margin_speed, pairs
-        )
+        report_cfg = OmegaConf.to_container(cfg.get("report") or {}, resolve=True)
+        margins, chosen = settings(report_cfg, args.margin_loss, args.margin_speed, pairs)
+        reference = reference_setting(report_cfg)
     except Exception as err:  # a malformed override (Hydra names it), a bad margin or pair
         print(f"report: {err}", file=sys.stderr)
         return 2
@@ -80,14 +89,16 @@ def main(argv: list[str] | None = None) -> int:
     experiment = args.experiment or str(cfg.experiment_name)
     try:
         if args.plan:
-            print(plan(experiment, uri, [*overrides, *sweeper], margins, chosen))
+            print(plan(experiment, uri, [*overrides, *sweeper], margins, chosen, reference))
             return 0
         if args.status or args.sweep_dir:
             print(status_text(None if from_sweep_dir else experiment, uri, args.sweep_dir, float(cfg.sweep.stale_after_s)))
             return 0
         out = args.out or Path(cfg.paths.reports_dir) / experiment
-        analysis = generate_report(experiment, uri, out, log_summary=not args.no_summary_run, margins=margins, pairs=chosen)
-    except (ReportError, StoreError) as err:  # no such store or experiment; a store that cannot be read
+        analysis = generate_report(
+            experiment, uri, out, log_summary=not args.no_summary_run, margins=margins, pairs=chosen, reference=reference
+        )
+    except (ReportError, StoreError, ConfigError) as err:  # no such store or experiment; unreadable; a reference no run has
         print(f"report: {err}", file=sys.stderr)
         return 1
     print(analysis.text())

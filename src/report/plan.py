@@ -23,10 +23,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from src.report.comparisons import Margins, finished_variants, pairs_for
+from src.report.comparisons import Margins, comparison_pairs
 from src.report.runs import ReportError
 from src.report.sequential_stats import CODES, UNDECIDED, Design, simulate
 from src.report.stats import MIN_SEEDS
+from src.report.table import AXIS_PREFIX
+from src.tracking.variants import Axis, override_of
 
 PLAN_MAX_SEEDS = 1000  # the look schedule the forecast runs out to (per variant)
 SWEEPS = 4000  # simulated sweeps per comparison
@@ -80,9 +82,10 @@ def forecast(
     pairs: Sequence[tuple[str, str]] | None = None,
     max_seeds: int = PLAN_MAX_SEEDS,
     sweeps: int = SWEEPS,
+    reference: Mapping[str, str] | None = None,
 ) -> list[Forecast]:
-    """One forecast per pair present in the pilot (see the module's docstring)."""
-    chosen = pairs_for(finished_variants(runs), pairs)
+    """One forecast per pair present in the pilot (the report's pairs: see the module's docstring)."""
+    chosen = [(a, b) for a, b, _ in comparison_pairs(runs, pairs, reference)]
     if not chosen:
         raise ReportError(
             "no pair of variants with finished runs to plan; run a pilot of at least two seeds first"
@@ -115,6 +118,12 @@ def forecast(
     return out
 
 
+def sweep_overrides(runs: pd.DataFrame, axes: Sequence[Axis]) -> list[str]:
+    """The overrides that sweep the pilot's axes again, values in the order they were run."""
+    ordered = runs.sort_values("start_time", kind="stable")
+    return [override_of(a, list(dict.fromkeys(ordered[AXIS_PREFIX + a.name]))) for a in axes]
+
+
 def _seeds(value: float, max_seeds: int) -> str:
     if not math.isfinite(value):
         return "-"
@@ -130,9 +139,11 @@ def plan_text(
     forecasts: Sequence[Forecast],
     margins: Margins,
     design: Mapping[str, float],
+    overrides: Sequence[str] | None = None,
     max_seeds: int = PLAN_MAX_SEEDS,
 ) -> str:
-    """The plan as printed: one line per comparison, then the command that runs it."""
+    """The plan as printed: one line per comparison, then the command that runs it (`overrides`: the
+    swept axes, as `sweep_overrides` gives them; default: the norms of the comparisons)."""
     rows = [
         {
             "comparison": f.pair,
@@ -160,7 +171,7 @@ def plan_text(
     command = " ".join(
         [
             "python -m src.train -m",
-            f"norm={','.join(variants)}",
+            *(shlex.quote(o) for o in overrides or [f"norm={','.join(variants)}"]),
             "hydra/sweeper=sequential",
             f"hydra.sweeper.first_seeds={int(design['first_seeds'])}",
             f"hydra.sweeper.seeds_per_round={int(design['seeds_per_round'])}",
