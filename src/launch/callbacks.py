@@ -22,10 +22,10 @@ from omegaconf import DictConfig, OmegaConf
 from src.paths import ConfigError, register_resolvers
 
 if TYPE_CHECKING:
-    from src.tracking.variants import Axis
+    from src.tracking.variants import Variants
 
 
-def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], tuple[Axis, ...]]:
+def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants]:
     """Every job of the sweep as the basic sweeper will launch it (the sequential one: its first round):
     overrides, run name, fingerprint, and its variant (what the jobs' configs differ in, seed aside)."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -52,7 +52,19 @@ def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], tuple[Axis, ..
     variants = find_variants(params)
     for job in jobs:
         job["variant"] = variants.labels[str(job["num"])]
-    return jobs, variants.axes
+    return jobs, variants
+
+
+def check_reference(config: DictConfig, variants: Variants) -> None:
+    """`report.reference` names values the sweep has: checked before any job trains, in one line."""
+    from src.report.comparisons import reference_setting, reference_values
+
+    report_cfg = OmegaConf.select(config, "report", default=None)
+    try:
+        reference = reference_setting(OmegaConf.to_container(report_cfg, resolve=True) if report_cfg else None)
+        reference_values(reference, {a.name: variants.values(a.name) for a in variants.axes})
+    except ConfigError as err:
+        raise SystemExit(f"config error: {err}") from None
 
 
 class MlflowSetup(Callback):
@@ -81,22 +93,23 @@ class MlflowSetup(Callback):
             SWEEP_TAG,
         )
         from src.tracking.ui_view import publish_view
-        from src.tracking.variants import AXES_ENV, axes_to_env
+        from src.tracking.variants import AXES_ENV, axes_to_env, find_variants
 
         try:
             store = Store.connect(config.logger.tracking_uri)
         except StoreError as err:  # Hydra turns an Exception here into a warning: stop the sweep instead
             raise SystemExit(f"config error: {err}") from None
         try:
-            jobs, axes = sweep_jobs(config)
+            jobs, variants = sweep_jobs(config)
+            check_reference(config, variants)
         except ConfigError as err:  # Hydra turns a callback's exception into a warning: say it, record nothing
             print(f"[normsweep] config error: {err}; no sweep run recorded", file=sys.stderr)
             return
         except Exception as err:  # another sweeper plugin: no job list, status groups runs instead
             print(f"[normsweep] note: sweep job list unavailable ({type(err).__name__}: {err})", file=sys.stderr)
-            jobs, axes = [], ()
+            jobs, variants = [], find_variants({})
         # Each job records its variant from these axes (src.train), whatever process runs it.
-        os.environ[AXES_ENV] = axes_to_env(axes)
+        os.environ[AXES_ENV] = axes_to_env(variants.axes)
         experiment_id = store.experiment_id(config.experiment_name, config.logger.artifact_location)
         key = config.experiment_name + "".join(sorted(j["fingerprint"] for j in jobs)) if jobs else os.urandom(8).hex()
         sweep_id = hashlib.sha256(key.encode()).hexdigest()[:16]

@@ -279,15 +279,22 @@ def _axis_named(name: str, axes: Sequence[str]) -> str | None:
 
 def check_reference(runs: pd.DataFrame, reference: Mapping[str, str] | None) -> dict[str, str]:
     """axis -> reference value, each checked against the runs; a value no run has is a ConfigError."""
-    axes, out = axes_of(runs), {}
+    if not reference:
+        return {}
+    ordered = runs.sort_values("start_time", kind="stable")
+    return reference_values(reference, {a: list(dict.fromkeys(ordered[AXIS_PREFIX + a])) for a in axes_of(runs)})
+
+
+def reference_values(reference: Mapping[str, str] | None, values: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """axis -> reference value, checked against each axis's `values` (the runs', or a sweep's jobs')."""
+    out = {}
     for name, value in (reference or {}).items():
-        axis = _axis_named(name, axes)
+        axis = _axis_named(name, list(values))
         if axis is None:
-            raise ConfigError(f"report.reference: {name!r} is not an axis of this sweep; its axes: {axes or 'none (one variant)'}")
-        have = list(dict.fromkeys(runs.sort_values("start_time", kind="stable")[AXIS_PREFIX + axis]))
-        match = next((h for h in have if h.lower() == value.lower()), None)
+            raise ConfigError(f"report.reference: {name!r} is not an axis of this sweep; its axes: {list(values) or 'none (one variant)'}")
+        match = next((h for h in values[axis] if h.lower() == value.lower()), None)
         if match is None:
-            raise ConfigError(f"report.reference: no run has {axis}={value}; its values: {', '.join(have)}")
+            raise ConfigError(f"report.reference: no run has {axis}={value}; its values: {', '.join(values[axis])}")
         out[axis] = match
     return out
 

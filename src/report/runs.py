@@ -182,7 +182,8 @@ def load_sweep(experiment: str, store: Store) -> Sweep:
     runs["variant_rank"] = variant_ranks(runs, variants)
     # One run counts per config: a later run of the same fingerprint (or, for records without one,
     # of the same variant, learning rate and seed) replaces it; a run of another config never does.
-    same = runs.fingerprint.where(runs.fingerprint != "", runs[RUN_KEY].astype(str).agg("|".join, axis=1))
+    older = ["|".join(map(str, key)) for key in runs[RUN_KEY].itertuples(index=False)]
+    same = runs.fingerprint.where(runs.fingerprint != "", pd.Series(older, index=runs.index))
     latest = runs[~same.duplicated(keep="last")]
     ordered = latest.sort_values(RUN_KEY).reset_index(drop=True)
     return Sweep(experiment_id, ordered, len(runs) - len(latest), variants.axes)
