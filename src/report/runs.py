@@ -39,7 +39,17 @@ from src.tracking.tags import (
     SWEEP_TAG,
     VARIANT_TAG,
 )
-from src.tracking.variants import NORM_AXIS, Axis, Variants, find_variants, variant_tags
+from src.tracking.variants import (
+    LR_KEY,
+    NORM_AXIS,
+    NORM_KEY,
+    SEED_KEY,
+    Axis,
+    Variants,
+    find_variants,
+    label_without,
+    variant_tags,
+)
 
 if TYPE_CHECKING:
     from src.tracking.store import Run
@@ -154,6 +164,13 @@ def _row(store: Store, run: Run, variants: Variants) -> dict[str, object]:
     return row
 
 
+def recorded_params(run: Run) -> dict[str, str]:
+    """The run's params, with the norm and seed its tags name (records that logged no such param)."""
+    tags = run.data.tags
+    seed = tags.get(SEED_TAG)
+    return {NORM_KEY: tags[NORM_TAG], **({SEED_KEY: seed} if seed is not None else {}), **run.data.params}
+
+
 def variant_ranks(runs: pd.DataFrame, variants: Variants) -> list[int]:
     """Each run's variant's place in the table: by norm as the study orders them (family, written-out
     first), then by each other axis's values in the order the sweep ran them."""
@@ -175,10 +192,10 @@ def load_sweep(experiment: str, store: Store) -> Sweep:
     training = sorted((r for r in store.runs(experiment_id) if is_training_run(r)), key=lambda r: r.info.start_time)
     if not training:
         return Sweep(experiment_id, pd.DataFrame(columns=["run_id", "variant", "family", "lr", "seed", "outcome"]), 0)
-    variants = find_variants(
-        {r.info.run_id: dict(r.data.params) for r in training}, {r.info.run_id: r.data.tags[NORM_TAG] for r in training}
-    )
+    params = {r.info.run_id: recorded_params(r) for r in training}
+    variants = find_variants(params)
     runs = pd.DataFrame([_row(store, r, variants) for r in training])
+    runs["lr_variant"] = [label_without(params[i], variants.axes, LR_KEY, str(v)) for i, v in zip(runs.run_id, runs.norm, strict=True)]
     runs["variant_rank"] = variant_ranks(runs, variants)
     # One run counts per config: a later run of the same fingerprint (or, for records without one,
     # of the same variant, learning rate and seed) replaces it; a run of another config never does.

@@ -28,6 +28,7 @@ from src.tracking.tags import VARIANT_AXES_TAG, VARIANT_TAG
 SEED_KEY = "seed"
 NORM_KEY = "norm.norm_type"  # the param that names the norm (conf/norm/<key>.yaml)
 NORM_AXIS = "norm"  # the norm group's axis, named as its override (`norm=a,b`)
+LR_KEY = "optim.lr"
 SEPARATOR = " · "
 AXES_ENV = "NORMSWEEP_VARIANT_AXES"  # the sweep's axes (JSON), for the jobs it launches
 
@@ -144,6 +145,12 @@ def find_variants(params: Mapping[str, Mapping[str, Any]], fallback: Mapping[str
         default = (fallback or {}).get(run, "")
         labels[run], parts[run] = label_of(p, axes, default) if p else (default, {a.name: "" for a in axes})
     return Variants(axes, parts, labels)
+
+
+def label_without(params: Mapping[str, Any], axes: Sequence[Axis], key: str, fallback: str = "") -> str:
+    """The run's label apart from the axis of `key` (e.g. the learning rate, which the stability
+    report traces each variant across)."""
+    return label_of(params, [a for a in axes if key not in a.keys], fallback)[0]
 
 
 def variant_tags(label: str, parts: Mapping[str, str], axes: Sequence[Axis]) -> dict[str, str]:
