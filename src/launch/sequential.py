@@ -158,6 +158,7 @@ class SequentialSweeper(Sweeper):
     def _variants(self, arguments: Sequence[str]) -> dict[str, list[str]]:
         """variant -> the overrides of that variant (swept values plus the fixed overrides); a variant is
         what the swept values change in the config (src.tracking.variants): the norm, or any other axis."""
+        from src.paths import compose
         from src.report.table import AXIS_PREFIX
         from src.tracking.identity import flatten, identity_config
         from src.tracking.variants import find_variants
@@ -181,7 +182,8 @@ class SequentialSweeper(Sweeper):
                 lists[key] = [f"{key}={override.get_value_element_as_str()}"]
         combos = [list(combo) for combo in itertools.product(*lists.values())]
         configs = [self._job_config(combo) for combo in combos]
-        found = find_variants({str(i): flatten(identity_config(job)) for i, job in enumerate(configs)})
+        # Composed as the jobs' runs record them (a sweep config's `hydra` node does not resolve here).
+        found = find_variants({str(i): flatten(identity_config(compose(combo))) for i, combo in enumerate(combos)})
         variants: dict[str, list[str]] = {}
         for i, (combo, job) in enumerate(zip(combos, configs, strict=True)):
             label, norm = found.labels[str(i)], str(job.norm.norm_type)
