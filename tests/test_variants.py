@@ -69,6 +69,8 @@ def test_a_key_that_follows_the_norm_adds_no_variant_and_a_seed_sweep_has_none()
 def test_any_key_is_an_axis_and_flags_and_numbers_carry_their_name() -> None:
     runs = {f"{w}{q}{s}": _params("torch_layernorm", s, **{"optim.weight_decay": w, "model.qk_norm": q})
             for w in ("0.0", "0.1") for q in ("False", "True") for s in (0, 1)}  # fmt: skip
+    for run in runs.values():  # what a run logs beside its config changes with the axis, never names it
+        run |= {"n_params": "7" if run["model.qk_norm"] == "True" else "6", "budget.tokens": "9"}
     found = find_variants(runs)
     assert {a.name for a in found.axes} == {"optim.weight_decay", "model.qk_norm"}
     assert set(found.labels.values()) == {

@@ -37,6 +37,7 @@ from src.tracking.tags import (
     SEED_TAG,
     SUPERSEDED_TAG,
     SWEEP_TAG,
+    VARIANT_AXES_TAG,
     VARIANT_TAG,
 )
 from src.tracking.variants import (
@@ -193,7 +194,9 @@ def load_sweep(experiment: str, store: Store) -> Sweep:
     if not training:
         return Sweep(experiment_id, pd.DataFrame(columns=["run_id", "variant", "family", "lr", "seed", "outcome"]), 0)
     params = {r.info.run_id: recorded_params(r) for r in training}
-    variants = find_variants(params)
+    # The axes the sweeps named on their runs name the report's too (else a derived n_params could).
+    named = {a for r in training for a in r.data.tags.get(VARIANT_AXES_TAG, "").split(",") if a}
+    variants = find_variants(params, preferred=[NORM_KEY if a == NORM_AXIS else a for a in named])
     runs = pd.DataFrame([_row(store, r, variants) for r in training])
     runs["lr_variant"] = [label_without(params[i], variants.axes, LR_KEY, str(v)) for i, v in zip(runs.run_id, runs.norm, strict=True)]
     runs["variant_rank"] = variant_ranks(runs, variants)

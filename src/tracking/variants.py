@@ -29,6 +29,9 @@ SEED_KEY = "seed"
 NORM_KEY = "norm.norm_type"  # the param that names the norm (conf/norm/<key>.yaml)
 NORM_AXIS = "norm"  # the norm group's axis, named as its override (`norm=a,b`)
 LR_KEY = "optim.lr"
+# Params a training run logs beside its config, computed from it (src.train.log_inputs): they change
+# with an axis but never name it.
+DERIVED_PARAMS = ("n_params", "flops_per_token", "budget.")
 SEPARATOR = " · "
 AXES_ENV = "NORMSWEEP_VARIANT_AXES"  # the sweep's axes (JSON), for the jobs it launches
 
@@ -79,8 +82,20 @@ def _axis_name(keys: Sequence[str]) -> str:
     return NORM_AXIS if NORM_KEY in keys else keys[0]
 
 
-def find_axes(params: Mapping[str, Mapping[str, Any]]) -> tuple[Axis, ...]:
-    """The axes on which runs (`run -> flat params`) differ, seed excluded; norm first."""
+def _naming_order(keys: Sequence[str], preferred: Sequence[str]) -> list[str]:
+    """A group's keys, the one that names the axis first: the norm, an axis the sweep named
+    (`preferred`), a config key, then a value derived from the config (n_params, budget.*)."""
+
+    def rank(key: str) -> tuple[int, int, str]:
+        derived = key.startswith(DERIVED_PARAMS)
+        return (key != NORM_KEY, key not in preferred, derived, key)
+
+    return sorted(keys, key=rank)
+
+
+def find_axes(params: Mapping[str, Mapping[str, Any]], preferred: Sequence[str] = ()) -> tuple[Axis, ...]:
+    """The axes on which runs (`run -> flat params`) differ, seed excluded; norm first. `preferred`:
+    keys that name an axis when they are in its group (the axes a sweep recorded on its runs)."""
     runs = list(params)
     n = len(runs)
     if n < 2:
@@ -94,6 +109,7 @@ def find_axes(params: Mapping[str, Mapping[str, Any]]) -> tuple[Axis, ...]:
         if key == SEED_KEY or column == seeds or len(set(column)) < 2:
             continue
         groups.setdefault(_partition(column), []).append(key)
+    groups = {p: _naming_order(g, preferred) for p, g in groups.items()}
     # The norm's group first, then the coarsest (fewest values), then by name.
     candidates = sorted(groups.items(), key=lambda g: (NORM_KEY not in g[1], len(set(g[0])), g[1][0]))
     total = _joint(list(groups), n)
@@ -105,8 +121,7 @@ def find_axes(params: Mapping[str, Mapping[str, Any]]) -> tuple[Axis, ...]:
             chosen.append((partition, group))
     axes = []
     for _, group in chosen:
-        ordered = [NORM_KEY, *(k for k in group if k != NORM_KEY)] if NORM_KEY in group else group
-        axes.append(Axis(_axis_name(ordered), tuple(ordered)))
+        axes.append(Axis(_axis_name(group), tuple(group)))
     return tuple(axes)
 
 
@@ -134,12 +149,15 @@ def label_of(params: Mapping[str, Any], axes: Sequence[Axis], fallback: str = ""
     return SEPARATOR.join(_shown(a.name, names[a.name], parts[a.name]) for a in axes), parts
 
 
-def find_variants(params: Mapping[str, Mapping[str, Any]], fallback: Mapping[str, str] | None = None) -> Variants:
+def find_variants(
+    params: Mapping[str, Mapping[str, Any]], fallback: Mapping[str, str] | None = None, preferred: Sequence[str] = ()
+) -> Variants:
     """Every run's variant (`params`: run -> its flat identity config or MLflow params).
 
-    `fallback` names the variant of a run without params (older records: its norm tag)."""
+    `fallback` names the variant of a run without params (older records: its norm tag); `preferred`
+    as for `find_axes`."""
     with_params = {r: p for r, p in params.items() if p}
-    axes = find_axes(with_params)
+    axes = find_axes(with_params, preferred)
     labels, parts = {}, {}
     for run, p in params.items():
         default = (fallback or {}).get(run, "")
