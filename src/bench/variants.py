@@ -75,10 +75,12 @@ def share_weights(models: dict[str, GPTModel]) -> None:
         model.load_state_dict(shared, strict=False)
 
 
-def build_variants(overrides: list[str], variants: dict[str, list[str]], batch: int | None, steps: int, seed: int) -> tuple[
+def build_variants(overrides: list[str], variants: list[str] | dict[str, list[str]], batch: int | None, steps: int, seed: int) -> tuple[
     dict[str, TrainStep], dict[str, GPTModel], DictConfig
 ]:  # fmt: skip
-    """One TrainStep per variant (name -> its own overrides), all from the same config and initial weights."""
+    """One TrainStep per variant (norm keys, or name -> its own overrides), all from the same config and initial weights."""
+    if not isinstance(variants, dict):
+        variants = {v: [f"norm={v}"] for v in variants}
     configs = {v: bench_config([*overrides, *own], batch, steps) for v, own in variants.items()}
     modules = {v: build_module(cfg, seed)[0] for v, cfg in configs.items()}
     models = {v: m.model for v, m in modules.items()}
@@ -137,7 +139,7 @@ def _scaled(interval: Interval, factor: float) -> dict[str, Any]:
 def variant_overrides(args: argparse.Namespace) -> dict[str, list[str]]:
     """name -> the overrides that make the variant: `--variant-overrides` (a sweep's variants, any
     axis), else `norm=<key>` for each of `--variants`."""
-    if args.variant_overrides:
+    if getattr(args, "variant_overrides", None):
         chosen = json.loads(args.variant_overrides)
         if not isinstance(chosen, dict) or len(chosen) < 2:
             raise ConfigError(f"--variant-overrides: a JSON object of two or more variants -> [overrides], got {chosen!r}")
