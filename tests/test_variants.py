@@ -214,3 +214,18 @@ def test_a_sweep_of_the_seed_alone_is_one_variant_with_nothing_to_compare(sweeps
     assert "experiment 'decay' (2 runs)" in out
     assert "No pairs to compare: every run is one variant (torch_layernorm); nothing but the seed varied." in out
     assert [line.split()[:2] for line in out.splitlines() if line.startswith("torch_layernorm ")] == [["torch_layernorm", "2/2"]]
+
+
+def test_the_speed_check_times_each_swept_variant_from_its_overrides(tmp_path: Path) -> None:
+    from src.launch.speed_check import bench_command
+
+    jobs = [
+        {"overrides": [f"norm={n}", f"model.norm_placement={p}", f"seed={s}", "model.n_layers=1"], "variant": f"{n} · {p}"}
+        for n in ("torch_layernorm", "torch_rmsnorm") for p in ("pre", "post") for s in (0, 1)
+    ]  # fmt: skip
+    command = bench_command(jobs, 4, tmp_path)
+    assert command is not None and command[command.index("--variant-overrides") - 1] == "variants"
+    assert json.loads(command[command.index("--variant-overrides") + 1]) == {
+        label: [f"norm={label.split(' · ')[0]}", f"model.norm_placement={label.split(' · ')[1]}"] for label in VARIANTS
+    }
+    assert command[-1] == "model.n_layers=1"  # the sweep's fixed overrides, not its swept ones or seeds
