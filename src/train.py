@@ -29,6 +29,7 @@ from src.tracking.store import Store, refuse_credentials
 from src.tracking.sweep import PARENT_ENV, supersede
 from src.tracking.tags import DIVERGED, FINISHED
 from src.tracking.tracker import RecordSpec, TokenCacheRef, Tracker
+from src.tracking.variants import AXES_ENV, axes_from_env
 from src.training.atomic_io import CheckpointSpaceError
 from src.training.budget import Budget, resolve_budget
 from src.training.callbacks import RunCallbacks
@@ -145,7 +146,8 @@ def prepare_datamodule(cfg: DictConfig, budget: Budget) -> TokenDataModule:
 def open_tracker(cfg: DictConfig, spec: RunSpec, store: Store, plan: RunPlan) -> Tracker:
     overrides, job_num = hydra_context()
     parent = os.environ.get(PARENT_ENV) if in_multirun() else None
-    record = RecordSpec.from_config(cfg, spec.devices.device_type, overrides, job_num)
+    axes = axes_from_env(os.environ.get(AXES_ENV)) if in_multirun() else ()  # the sweep's (src.launch.callbacks)
+    record = RecordSpec.from_config(cfg, spec.devices.device_type, overrides, job_num).with_variant(axes)
     if not in_multirun() and plan.run_id is None:  # a sweep's job settles them in its run plan (decide)
         settle_lost_runs(spec, store)
     tracker = Tracker(store, record, spec.identity.fingerprint, run_id=plan.run_id, parent_run_id=parent)

@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     links = [] if fresh else experiment_links(store, base)
     print(f"MLflow UI for {redact_uri(uri)}, {workers} worker(s), at {ui_link(base)}", flush=True)
     if links:
-        print("experiments (each link opens normsweep's view: every run charted, grouped by norm):", *links, sep="\n", flush=True)
+        print("experiments (each link opens normsweep's view: every run charted, grouped by variant):", *links, sep="\n", flush=True)
     command = [mlflow, "ui", "--backend-store-uri", uri, "--host", host, "--port", str(port), "--workers", str(workers)]
     os.execv(mlflow, command)
     return 0  # unreachable: execv replaces the process

@@ -1,7 +1,7 @@
 """The MLflow UI of a finished tiny sweep, opened in a real browser (Debian's chromium driven by Playwright).
 
 What a user must see from the links normsweep prints: the experiment on its training runs (not the
-GenAI view), every job drawn in the charts, the runs grouped by norm, the results as columns, a
+GenAI view), every job drawn in the charts, the runs grouped by variant, the results as columns, a
 headline metric drawn as a value (bars, not a single-dot line), and on the sweep run's Overview the
 verdict and the per-variant aggregates. `.ci/run` installs the browser and Playwright; elsewhere the
 test skips without them, unless NORMSWEEP_REQUIRE_BROWSER=1.
@@ -93,7 +93,7 @@ def test_the_ui_shows_the_answer(tiny_sweep: TinySweep, tiny_client: MlflowClien
     experiment_id = tiny_client.get_experiment_by_name(EXPERIMENT).experiment_id
     runs = tiny_client.search_runs([experiment_id])
     jobs = [r for r in runs if "norm" in r.data.tags]
-    variants = sorted({r.data.tags["norm"] for r in jobs})
+    variants = sorted({r.data.tags["variant"] for r in jobs})
     sweep_run = next(r for r in runs if r.data.tags.get(SWEEP_TAG) == "true" and r.data.metrics)
     # One worker on a 2-core machine (MLflow's default is 4), and the link printed is the one served.
     workers = max(1, len(os.sched_getaffinity(0)) // 2)
@@ -107,13 +107,13 @@ def test_the_ui_shows_the_answer(tiny_sweep: TinySweep, tiny_client: MlflowClien
         context.add_init_script(NO_ASSISTANT)
         page = context.new_page()
 
-        # The experiment link: the training runs, grouped by norm, with the results as columns.
+        # The experiment link: the training runs, grouped by variant, with the results as columns.
         page.goto(ui_link(base, experiment_id))
         page.locator(".ag-row").first.wait_for()
         # The GenAI view lists these runs under "Training runs"; the training view calls them "Runs".
         assert page.get_by_text("Training runs", exact=True).count() == 0, "the experiment opened on the GenAI view"
         for variant in variants:
-            page.locator(f".ag-row[row-id^='tag.norm.{variant}.']").first.wait_for()
+            page.locator(f".ag-row[row-id^='tag.variant.{variant}.']").first.wait_for()
         headers = page.locator(".ag-header-cell").all_inner_texts()
         assert {"test_loss", "avg_tokens_per_sec"} <= set(headers), headers
 
@@ -145,7 +145,7 @@ def test_the_ui_shows_the_answer(tiny_sweep: TinySweep, tiny_client: MlflowClien
 
 
 def _finished(jobs: list) -> set[str]:
-    return {r.data.tags["norm"] for r in jobs if r.info.status == "FINISHED"}
+    return {r.data.tags["variant"] for r in jobs if r.info.status == "FINISHED"}
 
 
 def test_printed_links_carry_the_view() -> None:

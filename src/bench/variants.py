@@ -21,6 +21,7 @@ the experiment, which `python -m src.report` shows as the "interleaved speed" co
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -44,6 +45,7 @@ from src.tracking.git import git_state
 from src.tracking.store import Store
 from src.tracking.tags import BENCH_TAG, GIT_COMMIT_TAG
 from src.tracking.tracker import flatten
+from src.tracking.variants import metric_key
 
 DEFAULT_VARIANTS = "hand_layernorm,torch_layernorm,hand_rmsnorm,torch_rmsnorm,no_norm"
 BASELINE = "no_norm"  # the norm's cost is a step's time minus the identity's
@@ -76,15 +78,17 @@ def share_weights(models: dict[str, GPTModel]) -> None:
         model.load_state_dict(shared, strict=False)
 
 
-def build_variants(overrides: list[str], variants: list[str], batch: int | None, steps: int, seed: int) -> tuple[
+def build_variants(overrides: list[str], variants: list[str] | dict[str, list[str]], batch: int | None, steps: int, seed: int) -> tuple[
     dict[str, TrainStep], dict[str, GPTModel], DictConfig
 ]:  # fmt: skip
-    """One TrainStep per variant, all from the same config and initial weights."""
-    configs = {v: bench_config([*overrides, f"norm={v}"], batch, steps) for v in variants}
+    """One TrainStep per variant (norm keys, or name -> its own overrides), all from the same config and initial weights."""
+    if not isinstance(variants, dict):
+        variants = {v: [f"norm={v}"] for v in variants}
+    configs = {v: bench_config([*overrides, *own], batch, steps) for v, own in variants.items()}
     modules = {v: build_module(cfg, seed)[0] for v, cfg in configs.items()}
     models = {v: m.model for v, m in modules.items()}
     share_weights(models)
-    first = configs[variants[0]]
+    first = next(iter(configs.values()))
     device = device_of(first)
     return {v: TrainStep(modules[v], configs[v], device) for v in variants}, models, first
 
@@ -127,7 +131,8 @@ def time_rounds(steps: dict[str, TrainStep], batches: list, warmup: int, rounds:
 def summarize(samples: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
     """Per variant: median step (ms), ratio to torch_layernorm and the norm's cost, with intervals."""
     out: dict[str, dict[str, Any]] = {}
-    ref, base = samples.get(INTERLEAVED_REFERENCE), samples.get(BASELINE)
+    # Against torch_layernorm; a sweep of other axes against its first variant.
+    ref, base = samples.get(INTERLEAVED_REFERENCE, next(iter(samples.values()))), samples.get(BASELINE)
     for name, times in samples.items():
         row: dict[str, Any] = {"step_ms": _scaled(median_interval(times), 1e3)}
         if ref is not None:
@@ -147,11 +152,23 @@ def _scaled(interval: Interval, factor: float) -> dict[str, Any]:
     return d
 
 
+def variant_overrides(args: argparse.Namespace) -> dict[str, list[str]]:
+    """name -> the overrides that make the variant: `--variant-overrides` (a sweep's variants, any
+    axis), else `norm=<key>` for each of `--variants`."""
+    if getattr(args, "variant_overrides", None):
+        chosen = json.loads(args.variant_overrides)
+        if not isinstance(chosen, dict) or len(chosen) < 2:
+            raise ConfigError(f"--variant-overrides: a JSON object of two or more variants -> [overrides], got {chosen!r}")
+        return {str(k): [str(o) for o in v] for k, v in chosen.items()}
+    return {v: [f"norm={v}"] for v in parse_variants(args.variants)}
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    variants = parse_variants(args.variants)
+    chosen = variant_overrides(args)
+    variants = list(chosen)
     total = args.warmup + args.rounds + REFERENCE_STEPS + 1
     clock = {"start": time.perf_counter()}
-    steps, _, cfg = build_variants(args.overrides, variants, args.batch, total, args.seed)
+    steps, _, cfg = build_variants(args.overrides, chosen, args.batch, total, args.seed)
     device = device_of(cfg)
     batch = int(cfg.optim.micro_batch_size)
     loader = random_batches(steps[variants[0]].model.cfg, int(cfg.seq_len), batch, N_BATCHES, args.seed)
@@ -262,8 +279,9 @@ def log_to_mlflow(report: dict[str, Any], files: list[Path]) -> str | None:
     for name, r in report["summary"].items():
         for key in ("step_ms", "ratio", "norm_cost_ms"):
             if key in r:
-                values.update({f"{key}/{name}": r[key]["diff"], f"{key}_low/{name}": r[key]["low"],
-                               f"{key}_high/{name}": r[key]["high"]})  # fmt: skip
+                named = metric_key(name)  # the report reads them back by the same key
+                values.update({f"{key}/{named}": r[key]["diff"], f"{key}_low/{named}": r[key]["low"],
+                               f"{key}_high/{named}": r[key]["high"]})  # fmt: skip
     store.log_metrics(run_id, values)
     store.log_files(run_id, files)
     store.terminate(run_id, "FINISHED")
@@ -272,6 +290,10 @@ def log_to_mlflow(report: dict[str, Any], files: list[Path]) -> str | None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variants", default=DEFAULT_VARIANTS, help="comma-separated norm keys (default: %(default)s)")
+    parser.add_argument(
+        "--variant-overrides", default=None, metavar="JSON",
+        help='variants built from overrides, as a sweep varies them: {"name": ["norm=a", "model.qk_norm=true"], ...} (replaces --variants)',
+    )  # fmt: skip
     parser.add_argument("--rounds", type=int, default=20, help="timed rounds, one step of every variant each")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps of each variant first")
     parser.add_argument(

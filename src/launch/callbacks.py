@@ -23,11 +23,12 @@ from src.paths import ConfigError, register_resolvers
 
 if TYPE_CHECKING:
     from src.tracking.store import Store
+    from src.tracking.variants import Variants
 
 
-def sweep_jobs(config: DictConfig) -> list[dict[str, Any]]:
+def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants]:
     """Every job of the sweep as the basic sweeper will launch it (the sequential one: its first round):
-    overrides, run name, fingerprint."""
+    overrides, run name, fingerprint, and its variant (what the jobs' configs differ in, seed aside)."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -35,19 +36,36 @@ def sweep_jobs(config: DictConfig) -> list[dict[str, Any]]:
     from src.config import validate
     from src.launch.sequential import first_round_overrides
     from src.paths import compose
-    from src.tracking.identity import fingerprint
+    from src.tracking.identity import fingerprint, flatten, identity_config
+    from src.tracking.variants import find_variants
 
     params = OmegaConf.select(config, "hydra.sweeper.params", default=None) or {}
     # The sequential sweeper chooses the seeds: its job list is the first round's.
     arguments = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task) + first_round_overrides(config)
     parser = OverridesParser.create(config_loader=GlobalHydra.instance().config_loader())
     batches = BasicSweeper.split_arguments(parser.parse_overrides(arguments), max_batch_size=None)
-    jobs = []
+    jobs, params = [], {}
     for overrides in (job for batch in batches for job in batch):
         cfg = compose(overrides)
         validate(cfg)  # a job that would be refused: no sweep run is recorded for it
+        params[str(len(jobs))] = flatten(identity_config(cfg))
         jobs.append({"num": len(jobs), "overrides": list(overrides), "run_name": cfg.run_name, "fingerprint": fingerprint(cfg)})
-    return jobs
+    variants = find_variants(params)
+    for job in jobs:
+        job["variant"] = variants.labels[str(job["num"])]
+    return jobs, variants
+
+
+def check_reference(config: DictConfig, variants: Variants) -> None:
+    """`report.reference` names values the sweep has: checked before any job trains, in one line."""
+    from src.report.comparisons import reference_setting, reference_values
+
+    report_cfg = OmegaConf.select(config, "report", default=None)
+    try:
+        reference = reference_setting(OmegaConf.to_container(report_cfg, resolve=True) if report_cfg else None)
+        reference_values(reference, {a.name: variants.values(a.name) for a in variants.axes})
+    except ConfigError as err:
+        raise SystemExit(f"config error: {err}") from None
 
 
 def stop_on_code_change(store: Store, experiment_id: str, jobs: list[dict[str, Any]], config: DictConfig) -> None:
@@ -97,19 +115,23 @@ class MlflowSetup(Callback):
             SWEEP_TAG,
         )
         from src.tracking.ui_view import publish_view
+        from src.tracking.variants import AXES_ENV, axes_to_env, find_variants
 
         try:
             store = Store.connect(config.logger.tracking_uri)
         except StoreError as err:  # Hydra turns an Exception here into a warning: stop the sweep instead
             raise SystemExit(f"config error: {err}") from None
         try:
-            jobs = sweep_jobs(config)
+            jobs, variants = sweep_jobs(config)
+            check_reference(config, variants)
         except ConfigError as err:  # Hydra turns a callback's exception into a warning: say it, record nothing
             print(f"[normsweep] config error: {err}; no sweep run recorded", file=sys.stderr)
             return
         except Exception as err:  # another sweeper plugin: no job list, status groups runs instead
             print(f"[normsweep] note: sweep job list unavailable ({type(err).__name__}: {err})", file=sys.stderr)
-            jobs = []
+            jobs, variants = [], find_variants({})
+        # Each job records its variant from these axes (src.train), whatever process runs it.
+        os.environ[AXES_ENV] = axes_to_env(variants.axes)
         experiment_id = store.experiment_id(config.experiment_name, config.logger.artifact_location)
         stop_on_code_change(store, experiment_id, jobs, config)
         key = config.experiment_name + "".join(sorted(j["fingerprint"] for j in jobs)) if jobs else os.urandom(8).hex()
@@ -160,8 +182,10 @@ class MlflowSetup(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from src.launch import sweep_end
         from src.tracking import sweep
+        from src.tracking.variants import AXES_ENV
 
         os.environ.pop(sweep.PARENT_ENV, None)
+        os.environ.pop(AXES_ENV, None)
         parent = sweep_end.armed()
         if parent is not None:
             parent.close_at_end()

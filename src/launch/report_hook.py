@@ -67,11 +67,15 @@ class SweepReport(Callback):
         reports = OmegaConf.select(config, "paths.reports_dir", default=None)
         if out_dir is None and reports:
             out_dir = report_folder(reports, experiment)
-        from src.report.comparisons import settings
+        from src.report.comparisons import reference_setting, settings
 
         report_cfg = OmegaConf.select(config, "report", default=None)
-        margins, pairs = settings(OmegaConf.to_container(report_cfg, resolve=True) if report_cfg else None)
-        analysis = generate_report(experiment, config.logger.tracking_uri, out_dir, margins=margins, pairs=pairs)
+        report_settings = OmegaConf.to_container(report_cfg, resolve=True) if report_cfg else None
+        margins, pairs = settings(report_settings)
+        reference = reference_setting(report_settings)
+        analysis = generate_report(
+            experiment, config.logger.tracking_uri, out_dir, margins=margins, pairs=pairs, reference=reference
+        )
         print(analysis.text(), flush=True)
         print(f"\nreport written to {analysis.files[0].parent}", flush=True)
         from src.tracking.ui_view import ui_base

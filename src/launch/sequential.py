@@ -157,6 +157,7 @@ class SequentialSweeper(Sweeper):
         self.job_idx = 0
         self._fingerprint_cache: dict[str, dict[int, str]] = {}
         self.families: dict[str, str] = {}  # norm key -> its family (conf/norm/<key>.yaml)
+        self.variant_rows: list[dict[str, Any]] = []  # per variant: label, norm, family, axis values
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         from hydra.core.plugins import Plugins
@@ -169,7 +170,13 @@ class SequentialSweeper(Sweeper):
     # --- the variants and the comparisons ----------------------------------------------------------
 
     def _variants(self, arguments: Sequence[str]) -> dict[str, list[str]]:
-        """norm key -> the overrides of that variant (swept values plus the fixed overrides)."""
+        """variant -> the overrides of that variant (swept values plus the fixed overrides); a variant is
+        what the swept values change in the config (src.tracking.variants): the norm, or any other axis."""
+        from src.paths import compose
+        from src.report.table import AXIS_PREFIX
+        from src.tracking.identity import flatten, identity_config
+        from src.tracking.variants import find_variants
+
         assert self.hydra_context is not None
         everything = [f"{k}={v}" for k, v in self.params.items()] + list(arguments)
         _check_no_seed(everything)
@@ -187,17 +194,22 @@ class SequentialSweeper(Sweeper):
                 lists[key] = [f"{key}={v}" for v in override.sweep_string_iterator()]
             else:
                 lists[key] = [f"{key}={override.get_value_element_as_str()}"]
+        combos = [list(combo) for combo in itertools.product(*lists.values())]
+        configs = [self._job_config(combo) for combo in combos]
+        # Composed as the jobs' runs record them (a sweep config's `hydra` node does not resolve here).
+        found = find_variants({str(i): flatten(identity_config(compose(combo))) for i, combo in enumerate(combos)})
         variants: dict[str, list[str]] = {}
-        for combo in itertools.product(*lists.values()):
-            job = self._job_config(list(combo))
-            norm = str(job.norm.norm_type)
+        for i, (combo, job) in enumerate(zip(combos, configs, strict=True)):
+            label, norm = found.labels[str(i)], str(job.norm.norm_type)
             self.families[norm] = str(job.norm.get("family", "unknown"))
-            if norm in variants:
+            if label in variants:
                 raise ConfigError(
-                    f"hydra.sweeper.params: {variants[norm]} and {list(combo)} are both {norm!r}; the sequential "
-                    "sweeper compares norms, so sweep only `norm` (fix the other parameters)"
+                    f"hydra.sweeper.params: {variants[label]} and {combo} are the same config ({label!r}); "
+                    "sweep values that change it"
                 )
-            variants[norm] = list(combo)
+            variants[label] = combo
+            parts = {f"{AXIS_PREFIX}{name}": value for name, value in found.parts[str(i)].items()}
+            self.variant_rows.append({"variant": label, "norm": norm, "family": self.families[norm], **parts})
         return variants
 
     def _job_config(self, overrides: list[str]) -> DictConfig:
@@ -207,14 +219,19 @@ class SequentialSweeper(Sweeper):
     def _comparisons(
         self, variants: Mapping[str, Sequence[str]], families: Mapping[str, str]
     ) -> list[Comparison]:
-        from src.report.comparisons import pairs_for, settings
+        import pandas as pd
+
+        from src.report.comparisons import comparison_pairs, reference_setting, settings
+        from src.tracking.tags import FINISHED
 
         assert self.config is not None
         report_cfg = (
             OmegaConf.to_container(self.config.report, resolve=True) if "report" in self.config else None
         )
         margins, pairs = settings(report_cfg)
-        chosen = pairs_for({v: families.get(v, "unknown") for v in variants}, pairs)
+        # The report's pairs, from one finished row per variant in the order they were swept.
+        rows = pd.DataFrame(self.variant_rows).assign(outcome=FINISHED, start_time=range(len(self.variant_rows)))
+        chosen = [(a, b) for a, b, _ in comparison_pairs(rows, pairs, reference_setting(report_cfg))]
         if not chosen:
             raise ConfigError(
                 f"report.pairs: no pair to compare among the swept variants {list(variants)}; sweep a pair of the study's "
@@ -305,12 +322,12 @@ class SequentialSweeper(Sweeper):
         """(variant, seed < n) -> its metrics, for the runs with a result of exactly that job's config."""
         from src.report.runs import load_sweep
 
-        wanted = {v: self._fingerprints(v, o, n) for v, o in variants.items()}
+        # Matched by fingerprint: a run is the job whose config it has, whatever the report names it.
+        wanted = {fp: (v, s) for v, o in variants.items() for s, fp in self._fingerprints(v, o, n).items()}
         out: dict[tuple[str, int], dict[str, float]] = {}
         for row in load_sweep(experiment, store).runs.itertuples(index=False):
-            variant, seed = str(row.variant), int(row.seed)
-            if row.outcome in RESULT_OUTCOMES and wanted.get(variant, {}).get(seed) == row.fingerprint:
-                out[(variant, seed)] = {m: float(getattr(row, m)) for m in METRIC_CHOICES}
+            if row.outcome in RESULT_OUTCOMES and row.fingerprint in wanted:
+                out[wanted[row.fingerprint]] = {m: float(getattr(row, m)) for m in METRIC_CHOICES}
         return out
 
     def _fingerprints(self, variant: str, overrides: Sequence[str], n: int) -> dict[int, str]:

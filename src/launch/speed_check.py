@@ -11,6 +11,7 @@ the sweep's experiment as a `bench-variants` run. Off unless `report.speed_round
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -28,16 +29,37 @@ MIN_TIMEOUT_S = 300.0  # the speed check may take as long as the jobs did, and a
 NOT_FOR_BENCH = (VARIANT_KEY, "seed", "hydra.", "++hydra.", "+hydra.", "run_name")
 
 
+def _key(override: str) -> str:
+    return override.partition("=")[0].lstrip("+~")
+
+
+def swept_variants(jobs: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """variant -> the swept overrides (seed aside) that make it, in the sweep's order: each job's
+    `variant` (src.launch.callbacks), else its overrides."""
+    swept = {key[len("sweep.") :] for key in sweep_params(jobs)} - {"seed"}
+    out: dict[str, list[str]] = {}
+    for job in jobs:
+        own = [o for o in job.get("overrides", []) if _key(o) in swept]
+        out.setdefault(str(job.get("variant") or " ".join(own)), own)
+    return out
+
+
 def bench_command(
     jobs: Sequence[Mapping[str, Any]], rounds: int, out_dir: Path, kernel_s: float | None = None
 ) -> list[str] | None:
-    """`python -m src.bench variants ...` for the variants of `jobs`, or None when fewer than two."""
-    swept = sweep_params(jobs).get(f"sweep.{VARIANT_KEY}")
-    if not swept or rounds < 2:
+    """`python -m src.bench variants ...` for the variants of `jobs`, or None when fewer than two:
+    `--variants a,b` when the sweep varied the norm alone, else each variant built from its overrides."""
+    variants = swept_variants(jobs)
+    if len(variants) < 2 or rounds < 2:
         return None
+    swept = {_key(o) for own in variants.values() for o in own}
     shared = [o for o in jobs[0].get("overrides", []) if all(not o.startswith(p) for p in NOT_FOR_BENCH)]
-    shared = [o for o in shared if f"sweep.{o.partition('=')[0].lstrip('+~')}" not in sweep_params(jobs)]
-    bench = ["--variants", swept, "--rounds", str(rounds), "--out", str(out_dir)]
+    shared = [o for o in shared if _key(o) not in swept and f"sweep.{_key(o)}" not in sweep_params(jobs)]
+    if swept == {VARIANT_KEY}:
+        chosen = ["--variants", ",".join(o.partition("=")[2] for own in variants.values() for o in own)]
+    else:
+        chosen = ["--variant-overrides", json.dumps(variants)]
+    bench = [*chosen, "--rounds", str(rounds), "--out", str(out_dir)]
     if kernel_s is not None:
         bench += ["--kernel-seconds", f"{kernel_s:g}"]
     return [sys.executable, "-m", "src.bench", "variants", *bench, *shared]
@@ -51,7 +73,7 @@ def run_speed_check(
     if command is None:
         return
     kernel = f"{kernel_s:g} s of their norms' kernels, then " if kernel_s else ""
-    print(f"[normsweep] speed: {kernel}{rounds} interleaved rounds of {command[command.index('--variants') + 1]}", flush=True)
+    print(f"[normsweep] speed: {kernel}{rounds} interleaved rounds of {','.join(swept_variants(jobs))}", flush=True)
     started = time.perf_counter()
     try:
         done = subprocess.run(command, cwd=PROJECT_ROOT, timeout=timeout_s, capture_output=True, text=True)

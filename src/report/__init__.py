@@ -23,7 +23,7 @@ from src.report.comparisons import (
     Margins,
     Result,
     compare,
-    pairs_for,
+    comparison_pairs,
     sentences,
     to_frame,
     unmatched_pairs,
@@ -40,6 +40,7 @@ from src.report.runs import (
     load_sweep,
     open_store,
     save_summary_run,
+    tag_variants,
 )
 from src.report.sequential_verdicts import SequentialVerdict, load_verdicts, with_verdicts
 from src.report.sequential_verdicts import heading as sequential_heading
@@ -52,7 +53,6 @@ from src.report.table import (
     markdown_table,
     summarize,
     text_table,
-    variant_order,
     with_ci,
 )
 from src.tracking.identity import safe_folder_name
@@ -60,6 +60,7 @@ from src.tracking.store import Store
 from src.tracking.summary import log_sweep_summary
 from src.tracking.tags import FINISHED
 from src.tracking.ui_view import ui_link
+from src.tracking.variants import Axis, metric_key
 
 __all__ = [
     "Analysis", "Margins", "ReportError", "analyze", "default_out_dir", "generate_report", "report_folder", "write"
@@ -76,13 +77,14 @@ class Analysis:
     table: pd.DataFrame  # one row per variant
     comparisons: list[Result]  # per pair and metric (see src.report.comparisons)
     margins: Margins
-    superseded: int  # repeated (variant, lr, seed) runs of which only the latest counts
+    superseded: int  # repeated runs of one config (fingerprint) of which only the latest counts
     interleaved: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # bench-variants ratios
     norm_costs: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)  # and norm costs
     notes: list[str] = field(default_factory=list)  # requested pairs that could not be compared
     speed: list[str] = field(default_factory=list)  # the speed check's verdicts (src.report.speed), when it has them
     stability: pd.DataFrame | None = None  # per (variant, lr), when the sweep varied the learning rate
     sensitivity: pd.DataFrame | None = None  # per variant, Wortsman et al.'s LR sensitivity (same condition)
+    axes: tuple[Axis, ...] = ()  # what the runs vary, seed aside (src.tracking.variants)
     files: list[Path] = field(default_factory=list)
     report_run_id: str | None = None  # the MLflow run holding the files
     store: Store | None = field(default=None, repr=False)  # where it was read, opened once
@@ -92,7 +94,7 @@ class Analysis:
     def ui_links(self, base: str) -> list[str]:
         """Where to look in the MLflow UI at `base`: the sweep run (its verdict), then every run."""
         links = [f"the sweep's verdict: {ui_link(base, self.experiment_id, self.report_run_id)}"] if self.report_run_id else []
-        return [*links, f"every run, grouped by norm: {ui_link(base, self.experiment_id)}"]
+        return [*links, f"every run, grouped by variant: {ui_link(base, self.experiment_id)}"]
 
     def verdict(self) -> str:
         """The answer in a few lines of markdown: per variant its headline numbers, then each pair's
@@ -103,7 +105,7 @@ class Analysis:
             speed = with_ci(r.tokens_per_sec, r.tokens_per_sec_ci, "{:,.0f}")
             notes = f"; {r.notes}" if r.notes else ""
             lines.append(f"- `{r.variant}`: test loss {loss}, {speed} tokens/s ({r.finished} seed(s) finished{notes})")
-        lines += [f"- {s}" for s in self.sentences()] or ["- No pairs to compare."]
+        lines += [f"- {s}" for s in self.sentences()] or [f"- {self.nothing_to_compare()}"]
         lines += [f"- {self.code_note}"] if self.code_note else []
         if self.sequential:
             lines += ["", f"{sequential_heading()}:", *(f"- {v.sentence()}" for v in self.sequential)]
@@ -119,11 +121,12 @@ class Analysis:
             return self.speed
         if not self.interleaved:
             return []
-        cells = [f"{v} {interleaved_cell(self.interleaved[v])}" for v in variant_order(self.table) if v in self.interleaved]
+        order = list(self.table.variant)  # the table's order
+        cells = [f"{v} {interleaved_cell(self.interleaved[metric_key(v)])}" for v in order if metric_key(v) in self.interleaved]
         costs = [
             f"{v} {c[0]:+.1f} ms [{c[1]:+.1f}, {c[2]:+.1f}] ({c[0] / c[3]:.1%} of its {c[3]:,.0f} ms step)"
-            for v in variant_order(self.table)
-            if (c := self.norm_costs.get(v)) is not None and v != NO_NORM and all(math.isfinite(x) for x in c)
+            for v in order
+            if (c := self.norm_costs.get(metric_key(v))) is not None and v != NO_NORM and all(math.isfinite(x) for x in c)
         ]
         share = f" The norm's own cost (step minus no_norm's, same rounds): {'; '.join(costs)}." if costs else ""
         return [
@@ -131,6 +134,11 @@ class Analysis:
             f"variants; step speed vs {INTERLEAVED_REFERENCE}, median and 95% interval): {'; '.join(cells)}.{share} "
             "It replaces the tokens/s ratios of jobs run one after another, which measure the machine's load."
         ]
+
+    def nothing_to_compare(self) -> str:
+        if len(self.table) == 1:  # e.g. a sweep of the seed alone
+            return f"No pairs to compare: every run is one variant ({self.table.variant.iloc[0]}); nothing but the seed varied."
+        return "No pairs to compare."
 
     def comparisons_frame(self) -> pd.DataFrame:
         return with_verdicts(to_frame(self.comparisons), self.sequential)
@@ -153,13 +161,13 @@ class Analysis:
         if self.comparisons or self.notes:
             lines += [f"{self._heading()}:", *self.sentences()]
         else:
-            lines += ["No pairs to compare."]
+            lines += [self.nothing_to_compare()]
         if self.sequential:
             lines += ["", f"{sequential_heading()}:", *(f"  {v.sentence()}" for v in self.sequential)]
         if self.stability is not None:
             lines += ["", *stability_sentences(self.stability, self.sensitivity)]
         if self.superseded:
-            lines += ["", f"({self.superseded} older runs of a repeated variant, learning rate and seed were left out.)"]
+            lines += ["", f"({self.superseded} older runs of a config run again were left out.)"]
         return "\n".join(lines)
 
     def markdown(self, figures: list[Path]) -> str:
@@ -170,7 +178,7 @@ class Analysis:
             *([self.code_note] if self.code_note else []),
             "## Is it more than seed noise? Paired comparisons",
             self._heading() + " (all pairs in `comparisons.csv`).",
-            "\n".join(f"- {s}" for s in self.sentences()) or "No pairs to compare.",
+            "\n".join(f"- {s}" for s in self.sentences()) or self.nothing_to_compare(),
             *(
                 [f"## {sequential_heading()}", "\n".join(f"- {v.sentence()}" for v in self.sequential)]
                 if self.sequential
@@ -192,10 +200,12 @@ def analyze(
     tracking_uri: str | None = None,
     margins: Margins | None = None,
     pairs: list[tuple[str, str]] | None = None,
+    reference: dict[str, str] | None = None,
 ) -> Analysis:
     """Read the experiment from MLflow and compute the table and the comparisons.
 
-    `pairs` (validated by `comparisons.check_pairs`) replaces the study's pairs when given.
+    `pairs` (validated by `comparisons.check_pairs`) replaces the study's pairs when given;
+    `reference` (`report.reference`: axis -> value) the reference value of an axis.
     """
     uri = tracking_uri or paths.tracking_uri()
     store = open_store(uri)
@@ -215,29 +225,32 @@ def analyze(
         runs=runs,
         curves=curves,
         table=mark_rows(summarize(runs), runs, code),
-        comparisons=compare(runs, margins, pairs),
+        comparisons=compare(runs, margins, pairs, reference),
         margins=margins,
         superseded=sweep.superseded,
         interleaved=load_interleaved(store, sweep.experiment_id),
         norm_costs=load_norm_costs(store, sweep.experiment_id),
         notes=unmatched_pairs(runs, pairs) if pairs is not None else [],
-        speed=_speed(store, sweep.experiment_id, margins, pairs),
+        speed=_speed(store, sweep.experiment_id, margins, [(a, b) for a, b, _ in comparison_pairs(runs, pairs, reference)]),
         stability=by_learning_rate(runs) if lr_swept else None,
         sensitivity=lr_sensitivity(runs, initial_losses(curves)) if lr_swept else None,
+        axes=sweep.axes,
         store=store,
         code_note=code_sentence(runs, code),
         sequential=load_verdicts(store, sweep.experiment_id),
     )
 
 
-def _speed(store: Store, experiment_id: str, margins: Margins, pairs: list[tuple[str, str]] | None) -> list[str]:
-    """The speed section from the experiment's latest speed check (empty without one)."""
+def _speed(store: Store, experiment_id: str, margins: Margins, pairs: list[tuple[str, str]]) -> list[str]:
+    """The speed section from the experiment's latest speed check (empty without one), for the
+    report's pairs (`pairs`) that the check timed."""
     check = load_speed_check(store, experiment_id)
     variants = (check.get("settings") or {}).get("variants") or []
     if not check.get("kernel") or not variants:
         return []
+    timed = [(a, b) for a, b in pairs if a in variants and b in variants]
     reference = INTERLEAVED_REFERENCE if INTERLEAVED_REFERENCE in variants else variants[0]
-    return speed_lines(check, pairs_for(dict.fromkeys(variants, ""), pairs), margins.speed, reference)
+    return speed_lines(check, timed, margins.speed, reference)
 
 
 def report_folder(reports_dir: str | Path, experiment: str) -> Path:
@@ -310,12 +323,15 @@ def generate_report(
     log_summary: bool = True,
     margins: Margins | None = None,
     pairs: list[tuple[str, str]] | None = None,
+    reference: dict[str, str] | None = None,
 ) -> Analysis:
-    """Analyze, write the files, and (optionally) log them to the sweep's parent run."""
-    analysis = analyze(experiment, tracking_uri, margins, pairs)
+    """Analyze, write the files, and (optionally) log them to the sweep's parent run, and tag each
+    run with its variant as the report found it (the MLflow UI groups runs by that tag)."""
+    analysis = analyze(experiment, tracking_uri, margins, pairs, reference)
     analysis.files = write(analysis, out_dir or default_out_dir(experiment))
     if log_summary:
         store = analysis.store or open_store(analysis.tracking_uri)
+        tag_variants(store, analysis.runs, analysis.axes)
         analysis.report_run_id = save_summary_run(store, analysis.experiment_id, analysis.files)
         headers, rows = analysis.rows()
         log_sweep_summary(

@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 from src import paths
 from src.paths import ConfigError
 from src.report import ReportError, analyze, generate_report, report_folder, write
-from src.report.comparisons import Margins, settings
+from src.report.comparisons import Margins, reference_setting, settings
 from src.report.runs import open_store
 from src.report.status import status_text
 from src.tracking.store import StoreError
@@ -60,11 +60,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def plan(experiment: str, uri: str, overrides: list[str], margins: Margins, pairs: list[tuple[str, str]] | None) -> str:
+def plan(
+    experiment: str,
+    uri: str,
+    overrides: list[str],
+    margins: Margins,
+    pairs: list[tuple[str, str]] | None,
+    reference: dict[str, str] | None = None,
+) -> str:
     """Each design's forecast from the experiment's runs (src/report/plan.py); device-hours from
     the pilot's train time, or from preflight's cost model when the overrides name a cluster."""
     from src.launch.sequential import SETTINGS, check_settings
-    from src.report.plan import forecast, pilot_hours, plan_text, planned_pairs
+    from src.report.plan import (
+        forecast,
+        pilot_hours,
+        plan_text,
+        planned_pairs,
+        sweep_overrides,
+        variant_overrides,
+    )
     from src.report.runs import load_sweep, open_store
     from src.report.sequential_stats import Design
 
@@ -73,26 +87,29 @@ def plan(experiment: str, uri: str, overrides: list[str], margins: Margins, pair
     settings_ = OmegaConf.to_container(sweeper, resolve=True)
     check_settings(*(settings_.get(k) for k in SETTINGS))
     design = Design(*(settings_[k] for k in ("first_seeds", "seeds_per_round", "max_seeds", "alpha", "spending", "futility")))
-    runs = load_sweep(experiment, open_store(uri)).runs
-    variants = sorted({v for pair in planned_pairs(runs, pairs) for v in pair})
+    sweep = load_sweep(experiment, open_store(uri))
+    runs = sweep.runs
+    variants = sorted({v for pair in planned_pairs(runs, pairs, reference) for v in pair})
     cluster = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") == "cluster"]
     # Priced at another scale: the job's overrides (not where the pilot is stored, not the sweeper's).
     elsewhere = [o for o in overrides if not o.startswith(("hydra.sweeper.", "paths.", "logger."))] if cluster else []
     if cluster:
-        hours, source = preflight_hours(overrides, variants), f"preflight's cost model, {' '.join(elsewhere)}"
+        made_by = variant_overrides(runs, sweep.axes)
+        hours, source = preflight_hours(overrides, {v: made_by[v] for v in variants}), f"preflight's cost model, {' '.join(elsewhere)}"
     else:
         hours, source = pilot_hours(runs, variants), "the pilot's recorded train time x devices"
-    plan_ = forecast(runs, margins, design, hours, pairs, hours_source=source)
-    return plan_text(experiment, plan_, margins, elsewhere)
+    plan_ = forecast(runs, margins, design, hours, pairs, reference=reference, hours_source=source)
+    return plan_text(experiment, plan_, margins, elsewhere, sweep_overrides(runs, sweep.axes))
 
 
-def preflight_hours(overrides: list[str], variants: list[str]) -> dict[str, float]:
-    """Device-hours of one seed of each variant under `overrides`, by preflight's estimate."""
+def preflight_hours(overrides: list[str], variants: dict[str, list[str]]) -> dict[str, float]:
+    """Device-hours of one seed of each variant (name -> the overrides that make it) under
+    `overrides`, by preflight's estimate."""
     from src.preflight.job import CheckpointLedger, inspect_job
 
     out = {}
-    for v in variants:
-        job = inspect_job([*overrides, f"norm={v}"], CheckpointLedger())
+    for v, own in variants.items():
+        job = inspect_job([*overrides, *own], CheckpointLedger())
         hours = job.time.device_hours if job.time is not None else None
         if hours is None:
             why = "; ".join(job.failures) or "no peak FLOP/s for this device and precision (preflight.peak_tflops)"
@@ -109,11 +126,17 @@ def running_sweep_of(experiment: str, uri: str, stale_after_s: float) -> Run | N
 
 
 def partial_report(
-    experiment: str, uri: str, sweep: Run, out: Path | None, margins: Margins, pairs: list[tuple[str, str]] | None
+    experiment: str,
+    uri: str,
+    sweep: Run,
+    out: Path | None,
+    margins: Margins,
+    pairs: list[tuple[str, str]] | None,
+    reference: dict[str, str] | None = None,
 ) -> int:
     """A report taken while the sweep runs: read only. It is printed (and written only to an explicit
     --out); the sweep's run and reports/<experiment>/ get the full report when the sweep ends."""
-    analysis = analyze(experiment, uri, margins, pairs)
+    analysis = analyze(experiment, uri, margins, pairs, reference=reference)
     print(analysis.text())
     if out is not None:
         write(analysis, out)
@@ -136,9 +159,9 @@ def main(argv: list[str] | None = None) -> int:
         overrides = [o for o in args.overrides if o not in sweeper]
         cfg = paths.compose(overrides)  # the store, experiment and folders that training would use
         pairs = [p.split(":") for p in args.pair] if args.pair else None
-        margins, chosen = settings(
-            OmegaConf.to_container(cfg.get("report") or {}, resolve=True), args.margin_loss, args.margin_speed, pairs
-        )
+        report_cfg = OmegaConf.to_container(cfg.get("report") or {}, resolve=True)
+        margins, chosen = settings(report_cfg, args.margin_loss, args.margin_speed, pairs)
+        reference = reference_setting(report_cfg)
     except Exception as err:  # a malformed override (Hydra names it), a bad margin or pair
         print(f"report: {err}", file=sys.stderr)
         return 2
@@ -148,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.plan:
             try:
-                print(plan(experiment, uri, [*overrides, *sweeper], margins, chosen))
+                print(plan(experiment, uri, [*overrides, *sweeper], margins, chosen, reference))
             except ConfigError as err:  # a bad hydra.sweeper.* setting: one line naming it
                 print(f"report: config error: {err}", file=sys.stderr)
                 return 2
@@ -159,9 +182,11 @@ def main(argv: list[str] | None = None) -> int:
         out = args.out or report_folder(cfg.paths.reports_dir, experiment)
         running = running_sweep_of(experiment, uri, float(cfg.sweep.stale_after_s))
         if running is not None:
-            return partial_report(experiment, uri, running, args.out, margins, chosen)
-        analysis = generate_report(experiment, uri, out, log_summary=not args.no_summary_run, margins=margins, pairs=chosen)
-    except (ReportError, StoreError) as err:  # no such store or experiment; a store that cannot be read
+            return partial_report(experiment, uri, running, args.out, margins, chosen, reference)
+        analysis = generate_report(
+            experiment, uri, out, log_summary=not args.no_summary_run, margins=margins, pairs=chosen, reference=reference
+        )
+    except (ReportError, StoreError, ConfigError) as err:  # no such store or experiment; unreadable; a reference no run has
         print(f"report: {err}", file=sys.stderr)
         return 1
     print(analysis.text())

@@ -16,7 +16,11 @@ b / a - 1 (tokens/s, relative). For each pair and metric:
   difference significant at 0.05 / the family's size, the level Holm needs at worst). Runs without a partner (a seed missing for one side, a diverged or failed run) are
   left out of that pair and counted.
 
-The pairs are data (`PAIRS`); a pair is compared when both of its variants have runs.
+The pairs are data (`PAIRS`); a pair is compared when both of its variants have runs. A variant is
+what the sweep varied (src.tracking.variants): with one swept axis the pairs are the norms' pairs
+above, or every value against the reference; with several, every pair of variants that differ in
+exactly one axis (`pre` vs `post` within each norm), labelled with that axis (`comparison_pairs`).
+`report.reference` (axis -> value) chooses an axis's reference value.
 """
 
 from __future__ import annotations
@@ -42,8 +46,9 @@ from src.report.stats import (
     tost,
     welch_interval,
 )
-from src.report.table import families_of, order_of
+from src.report.table import AXIS_PREFIX, families_of, order_of
 from src.tracking.tags import FINISHED
+from src.tracking.variants import NORM_AXIS
 
 # (a, b): b is measured against a. Hand-rolled vs built-in, LayerNorm vs RMSNorm, the additions
 # against the usual LayerNorm; every variant is also compared with NO_NORM (added by `pairs_for`).
@@ -176,6 +181,7 @@ class Result:
     verdict: str  # equivalent | different | inconclusive | untested
     seeds: int | None  # for inconclusive: seeds (pairs) that would settle it at 80% power
     reason: str = ""  # for untested: why
+    axis: str = ""  # the swept axis the pair differs in, when the sweep varied several (or not the norm)
 
     @property
     def pair(self) -> str:
@@ -246,14 +252,106 @@ def _verdict(item: Mapping[str, Any], p_holm: float, family: int) -> tuple[str, 
     return "inconclusive", None if seeds is None else max(seeds, primary.n + 1), ""
 
 
+def reference_setting(report_cfg: Mapping[str, Any] | None) -> dict[str, str] | None:
+    """`report.reference`: axis -> its reference value, or None (each axis's first value; the norms' pairs)."""
+    chosen = (report_cfg or {}).get("reference")
+    if chosen is None:
+        return None
+    if not isinstance(chosen, Mapping) or not chosen:
+        raise ConfigError(f"report.reference: a mapping of axis to value (e.g. {{model.norm_placement: pre}}) or null, got {chosen!r}")
+    return {str(k): _param_text(v) for k, v in chosen.items()}
+
+
+def _param_text(value: Any) -> str:
+    """A config value as the runs' params spell it (MLflow stores str(value): True, 0.1)."""
+    return str(value)
+
+
+def axes_of(runs: pd.DataFrame) -> list[str]:
+    """The swept axes of a runs frame (src.report.runs: an `axis.<name>` column each), in order."""
+    return [c[len(AXIS_PREFIX) :] for c in runs.columns if c.startswith(AXIS_PREFIX)]
+
+
+def _axis_named(name: str, axes: Sequence[str]) -> str | None:
+    """An axis by its name or its last dotted part (`norm_placement` for `model.norm_placement`)."""
+    return next((a for a in axes if name in (a, a.rsplit(".", 1)[-1])), None)
+
+
+def check_reference(runs: pd.DataFrame, reference: Mapping[str, str] | None) -> dict[str, str]:
+    """axis -> reference value, each checked against the runs; a value no run has is a ConfigError."""
+    if not reference:
+        return {}
+    ordered = runs.sort_values("start_time", kind="stable")
+    return reference_values(reference, {a: list(dict.fromkeys(ordered[AXIS_PREFIX + a])) for a in axes_of(runs)})
+
+
+def reference_values(reference: Mapping[str, str] | None, values: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """axis -> reference value, checked against each axis's `values` (the runs', or a sweep's jobs')."""
+    out = {}
+    for name, value in (reference or {}).items():
+        axis = _axis_named(name, list(values))
+        if axis is None:
+            raise ConfigError(f"report.reference: {name!r} is not an axis of this sweep; its axes: {list(values) or 'none (one variant)'}")
+        match = next((h for h in values[axis] if h.lower() == value.lower()), None)
+        if match is None:
+            raise ConfigError(f"report.reference: no run has {axis}={value}; its values: {', '.join(values[axis])}")
+        out[axis] = match
+    return out
+
+
+def comparison_pairs(
+    runs: pd.DataFrame, pairs: Sequence[tuple[str, str]] | None = None, reference: Mapping[str, str] | None = None
+) -> list[tuple[str, str, str]]:
+    """(a, b, axis): the pairs of variants to compare, b against a, and the axis they differ in.
+
+    Without a swept axis other than the norm: the norms' pairs (`pairs_for`), axis "". Otherwise, per
+    axis, every two variants that differ in that axis alone: for the norm its pairs (families), for
+    any other axis each value against the reference (`reference`, else the first value run).
+    """
+    axes, refs = axes_of(runs), check_reference(runs, reference)
+    if axes in ([], [NORM_AXIS]) and NORM_AXIS not in refs:
+        return [(a, b, "") for a, b in pairs_for(finished_variants(runs), pairs)]
+    finished = runs[runs.outcome == FINISHED].sort_values("start_time", kind="stable")
+    columns = [AXIS_PREFIX + a for a in axes]
+    labels = dict(zip(map(tuple, finished[columns].to_numpy()), finished.variant, strict=True))
+    families = dict(zip(finished.norm, finished.family, strict=True)) if "norm" in finished else {}
+    out: list[tuple[str, str, str]] = []
+    for i, axis in enumerate(axes):
+        groups: dict[tuple, dict[str, str]] = {}  # the other axes' values -> this axis's value -> label
+        for values, label in labels.items():
+            groups.setdefault(values[:i] + values[i + 1 :], {})[values[i]] = label
+        shown = axis.rsplit(".", 1)[-1] if len(axes) > 1 else axis
+        for by_value in groups.values():
+            out += [(by_value[a], by_value[b], shown) for a, b in _value_pairs(axis, by_value, families, pairs, refs)]
+    return out
+
+
+def _value_pairs(
+    axis: str, by_value: Mapping[str, str], families: Mapping[str, str], pairs: Sequence[tuple[str, str]] | None,
+    refs: Mapping[str, str],
+) -> list[tuple[str, str]]:  # fmt: skip
+    """Pairs of one axis's values present together: the norms' pairs, else each against the reference."""
+    values = list(by_value)
+    if axis == NORM_AXIS and axis not in refs:
+        chosen = pairs_for({v: families.get(v, "unknown") for v in values}, pairs)
+        if chosen or pairs is not None:
+            return chosen
+    ref = refs.get(axis, values[0])
+    return [(ref, v) for v in values if v != ref] if ref in by_value else []
+
+
 def compare(
-    runs: pd.DataFrame, margins: Margins | None = None, pairs: Sequence[tuple[str, str]] | None = None
+    runs: pd.DataFrame,
+    margins: Margins | None = None,
+    pairs: Sequence[tuple[str, str]] | None = None,
+    reference: Mapping[str, str] | None = None,
 ) -> list[Result]:
-    """Every pair with runs on both sides, on test loss and tokens/s; Holm over the whole family."""
+    """Every pair with runs on both sides (`comparison_pairs`), on test loss and tokens/s; Holm over
+    the whole family."""
     margins = margins or Margins()
     items = [
-        _compare_one(runs, a, b, metric, margins.of(metric))
-        for a, b in pairs_for(finished_variants(runs), pairs)
+        {**_compare_one(runs, a, b, metric, margins.of(metric)), "axis": axis}
+        for a, b, axis in comparison_pairs(runs, pairs, reference)
         for metric in METRICS
     ]
     adjusted = holm([i["primary"].p_value for i in items])
@@ -282,6 +380,9 @@ def to_frame(results: Sequence[Result]) -> pd.DataFrame:
                     "tost_p": r.tost_p if primary else math.nan, "margin": r.margin, "verdict": r.verdict_text(),
                 }
             )  # fmt: skip
+    if any(r.axis for r in results):  # a sweep of more than the norm: which axis each pair differs in
+        by_pair = {r.pair: r.axis for r in results}
+        return pd.DataFrame(rows, columns=COLUMNS).assign(axis=lambda f: f.pair.map(by_pair))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -326,6 +427,8 @@ def sentences(results: Sequence[Result]) -> list[str]:
         left = max(r.left_out for r in rs)
         if left:
             how += f", {left} run(s) without a partner left out"
+        if first.axis:
+            how = f"{first.axis}; {how}"
         out.append(f"{b} vs {a} ({how}): " + "; ".join(_clause(r) for r in rs) + ".")
     if untested:
         out.append(untested_sentence(untested))

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from src.report.comparisons import Margins, finished_variants, pairs_for
+from src.report.comparisons import Margins, comparison_pairs
 from src.report.runs import ReportError
 from src.report.sequential_stats import (
     CODES,
@@ -41,6 +41,8 @@ from src.report.sequential_stats import (
     simulate,
 )
 from src.report.stats import MIN_SEEDS
+from src.report.table import AXIS_PREFIX
+from src.tracking.variants import Axis, override_of
 
 SWEEPS = 4000  # simulated sweeps per comparison and design
 PLAN_METRIC = "test_loss"  # speed is measured by interleaving (python -m src.bench variants), not by seeds
@@ -93,8 +95,11 @@ def pilot_hours(runs: pd.DataFrame, variants: Sequence[str]) -> dict[str, float]
     return out
 
 
-def planned_pairs(runs: pd.DataFrame, pairs: Sequence[tuple[str, str]] | None) -> list[tuple[str, str]]:
-    chosen = pairs_for(finished_variants(runs), pairs)
+def planned_pairs(
+    runs: pd.DataFrame, pairs: Sequence[tuple[str, str]] | None, reference: Mapping[str, str] | None = None
+) -> list[tuple[str, str]]:
+    """The report's pairs (src.report.comparisons.comparison_pairs) that have finished runs."""
+    chosen = [(a, b) for a, b, _ in comparison_pairs(runs, pairs, reference)]
     if not chosen:
         raise ReportError("no pair of variants with finished runs to plan; run a pilot of at least two seeds first")
     return chosen
@@ -107,13 +112,14 @@ def forecast(
     hours: Mapping[str, float],
     pairs: Sequence[tuple[str, str]] | None = None,
     sweeps: int = SWEEPS,
+    reference: Mapping[str, str] | None = None,
     hours_source: str = "the pilot's recorded train time x devices",
 ) -> Plan:
     """Every spending function's forecast for every pair present in the pilot (see the module's docstring).
 
     `design` gives the schedule, alpha and futility (its family is replaced by the planned pairs');
     `hours` the device-hours of one seed of each variant."""
-    chosen = planned_pairs(runs, pairs)
+    chosen = planned_pairs(runs, pairs, reference)
     margin = margins.test_loss
     out: list[Forecast] = []
     totals: dict[str, tuple[float, float]] = {}
@@ -155,6 +161,22 @@ def _num(value: float, fmt: str) -> str:
     return "-" if not math.isfinite(value) else format(value, fmt)
 
 
+def sweep_overrides(runs: pd.DataFrame, axes: Sequence[Axis]) -> list[str]:
+    """The overrides that sweep the pilot's axes again, values in the order they were run."""
+    ordered = runs.sort_values("start_time", kind="stable")
+    return [override_of(a, list(dict.fromkeys(ordered[AXIS_PREFIX + a.name]))) for a in axes]
+
+
+def variant_overrides(runs: pd.DataFrame, axes: Sequence[Axis]) -> dict[str, list[str]]:
+    """variant -> the overrides that make it: its value on each swept axis (its norm when no axis
+    but the seed was swept)."""
+    out: dict[str, list[str]] = {}
+    for _, row in runs.iterrows():
+        own = [override_of(a, [str(row[AXIS_PREFIX + a.name])]) for a in axes] if axes else [f"norm={row['norm']}"]
+        out.setdefault(str(row["variant"]), own)
+    return out
+
+
 def recommended(plan: Plan) -> str:
     """The design with the larger expected number of verdicts (equivalent or different) over the
     comparisons; within half a point, the cheaper one."""
@@ -167,10 +189,13 @@ def recommended(plan: Plan) -> str:
     return max(SPENDING, key=score)
 
 
-def plan_text(experiment: str, plan: Plan, margins: Margins, elsewhere: Sequence[str] = ()) -> str:
+def plan_text(
+    experiment: str, plan: Plan, margins: Margins, elsewhere: Sequence[str] = (), overrides: Sequence[str] | None = None
+) -> str:
     """The plan as printed: per design and comparison the verdicts, seeds and device-hours, the
     sweep's total per design, then the command that runs the recommended design: into the pilot's
-    experiment, or, with `elsewhere` (the overrides of another scale, e.g. a cluster), at that scale."""
+    experiment, or, with `elsewhere` (the overrides of another scale, e.g. a cluster), at that scale;
+    `overrides`: the swept axes, as `sweep_overrides` gives them (default: the norms of the comparisons)."""
     d = plan.design
     rows = [
         {
@@ -195,7 +220,7 @@ def plan_text(experiment: str, plan: Plan, margins: Margins, elsewhere: Sequence
     variants = sorted({v for f in plan.forecasts for v in (f.a, f.b)})
     command = " ".join([
         "python -m src.train -m",
-        f"norm={','.join(variants)}",
+        *(shlex.quote(o) for o in overrides or [f"norm={','.join(variants)}"]),
         "hydra/sweeper=sequential",
         f"hydra.sweeper.first_seeds={d.first_seeds}",
         f"hydra.sweeper.seeds_per_round={d.seeds_per_round}",

@@ -1,9 +1,10 @@
 """Read a sweep's runs from MLflow (the only source of results); file the report on its parent run.
 
-One row per training run with its variant, family (the `norm_family` tag), learning rate, seed,
-outcome and final metrics, following the schema `src.tracking.tracker` writes. Runs without a `norm` tag
-(not training jobs) and the report's own summary run are left out; when a variant, learning rate
-and seed were run more than once, the latest run counts.
+One row per training run with its variant (what the experiment's runs differ in, seed aside:
+src.tracking.variants), family (the `norm_family` tag), learning rate, seed, outcome and final
+metrics, following the schema `src.tracking.tracker` writes. Runs without a `norm` tag (not training
+jobs) and the report's own summary run are left out; when a config (fingerprint) was run more than
+once, the latest run counts.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from src.report.table import AXIS_PREFIX, order_of
 from src.report.table import UNKNOWN as UNKNOWN_FAMILY
 from src.tracking.store import Store, redact_uri, sqlite_path
 from src.tracking.sweep import PARENT_ENV, latest_sweep_run
@@ -39,6 +41,19 @@ from src.tracking.tags import (
     SEED_TAG,
     SUPERSEDED_TAG,
     SWEEP_TAG,
+    VARIANT_AXES_TAG,
+    VARIANT_TAG,
+)
+from src.tracking.variants import (
+    LR_KEY,
+    NORM_AXIS,
+    NORM_KEY,
+    SEED_KEY,
+    Axis,
+    Variants,
+    find_variants,
+    label_without,
+    variant_tags,
 )
 
 if TYPE_CHECKING:
@@ -63,7 +78,7 @@ METRIC_COLUMNS = {  # report column -> MLflow metric
     "diverged_at_step": "diverged_at_step",
 }
 CURVE_METRICS = ("train/train_loss", "val/val_loss")
-RUN_KEY = ["variant", "lr", "seed"]  # one run counts per key: the latest
+RUN_KEY = ["variant", "lr", "seed"]  # one run counts per key, the latest, for records without a fingerprint
 
 
 class ReportError(Exception):
@@ -73,8 +88,9 @@ class ReportError(Exception):
 @dataclass
 class Sweep:
     experiment_id: str
-    runs: pd.DataFrame  # one row per (variant, seed): see _row
-    superseded: int  # older runs of a repeated (variant, seed), left out
+    runs: pd.DataFrame  # one row per config (variant, seed): see _row
+    superseded: int  # older runs of a repeated config, left out
+    axes: tuple[Axis, ...] = ()  # what the runs vary, seed aside (none: the norm alone, one variant per norm)
 
 
 def open_store(tracking_uri: str) -> Store:
@@ -123,13 +139,16 @@ def _devices(params: dict[str, str]) -> float:
     return float(int(per_node) * int(nodes)) if per_node.isdigit() and nodes.isdigit() else math.nan
 
 
-def _row(store: Store, run: Run) -> dict[str, object]:
+def _row(store: Store, run: Run, variants: Variants) -> dict[str, object]:
     metrics, tags = run.data.metrics, run.data.tags
     outcome = outcome_of(run)
+    run_id = run.info.run_id
     row: dict[str, object] = {
-        "run_id": run.info.run_id,
+        "run_id": run_id,
         "run_name": run.info.run_name,
-        "variant": tags[NORM_TAG],
+        "variant": variants.labels[run_id],
+        "norm": tags[NORM_TAG],
+        "variant_tag": tags.get(VARIANT_TAG, ""),  # as recorded at sweep time (none on older runs)
         "family": tags.get(NORM_FAMILY_TAG, UNKNOWN_FAMILY),  # older runs have no such tag
         "lr": float(run.data.params.get("optim.lr", math.nan)),
         "seed": int(tags.get(SEED_TAG, run.data.params.get("seed", -1))),
@@ -141,6 +160,7 @@ def _row(store: Store, run: Run) -> dict[str, object]:
         "code": tags.get(CODE_FINGERPRINT_TAG, ""),  # the code that made it (src.tracking.code); "" before them
         "commit": tags.get(GIT_COMMIT_TAG, "")[:7] + ("-dirty" if tags.get(GIT_DIRTY_TAG) == "true" else ""),
     }
+    row.update({f"{AXIS_PREFIX}{name}": value for name, value in variants.parts[run_id].items()})
     for column, key in METRIC_COLUMNS.items():
         row[column] = metrics.get(key, math.nan)
     # Where an unfinished run stopped: the divergence step, else the steps it completed.
@@ -151,16 +171,48 @@ def _row(store: Store, run: Run) -> dict[str, object]:
     return row
 
 
+def recorded_params(run: Run) -> dict[str, str]:
+    """The run's params, with the norm and seed its tags name (records that logged no such param)."""
+    tags = run.data.tags
+    seed = tags.get(SEED_TAG)
+    return {NORM_KEY: tags[NORM_TAG], **({SEED_KEY: seed} if seed is not None else {}), **run.data.params}
+
+
+def variant_ranks(runs: pd.DataFrame, variants: Variants) -> list[int]:
+    """Each run's variant's place in the table: by norm as the study orders them (family, written-out
+    first), then by each other axis's values in the order the sweep ran them."""
+    norms = order_of(dict(zip(runs.norm, runs.family, strict=True)))
+    others = [a.name for a in variants.axes if a.name != NORM_AXIS]
+    seen = {name: variants.values(name) for name in others}
+    keys = [
+        (norms.index(r.norm), *(seen[n].index(variants.parts[r.run_id][n]) for n in others), r.variant)
+        for r in runs.itertuples(index=False)
+    ]
+    order = {k: i for i, k in enumerate(sorted(set(keys)))}
+    return [order[k] for k in keys]
+
+
 def load_sweep(experiment: str, store: Store) -> Sweep:
-    """The experiment's training runs, latest per (variant, lr, seed). Raises ReportError if missing."""
+    """The experiment's training runs, latest per config (fingerprint), each with its variant: what
+    the runs' recorded params differ in, seed aside (src.tracking.variants). Raises ReportError if missing."""
     experiment_id = find_experiment(store, experiment)
-    rows = [_row(store, r) for r in store.runs(experiment_id) if is_training_run(r)]
-    if not rows:
+    training = sorted((r for r in store.runs(experiment_id) if is_training_run(r)), key=lambda r: r.info.start_time)
+    if not training:
         return Sweep(experiment_id, pd.DataFrame(columns=["run_id", "variant", "family", "lr", "seed", "outcome"]), 0)
-    runs = pd.DataFrame(rows).sort_values("start_time", kind="stable")
-    # NaN learning rates (runs without params) must still match each other.
-    latest = runs.drop_duplicates(RUN_KEY, keep="last")
-    return Sweep(experiment_id, latest.sort_values(RUN_KEY).reset_index(drop=True), len(runs) - len(latest))
+    params = {r.info.run_id: recorded_params(r) for r in training}
+    # The axes the sweeps named on their runs name the report's too (else a derived n_params could).
+    named = {a for r in training for a in r.data.tags.get(VARIANT_AXES_TAG, "").split(",") if a}
+    variants = find_variants(params, preferred=[NORM_KEY if a == NORM_AXIS else a for a in named])
+    runs = pd.DataFrame([_row(store, r, variants) for r in training])
+    runs["lr_variant"] = [label_without(params[i], variants.axes, LR_KEY, str(v)) for i, v in zip(runs.run_id, runs.norm, strict=True)]
+    runs["variant_rank"] = variant_ranks(runs, variants)
+    # One run counts per config: a later run of the same fingerprint (or, for records without one,
+    # of the same variant, learning rate and seed) replaces it; a run of another config never does.
+    older = ["|".join(map(str, key)) for key in runs[RUN_KEY].itertuples(index=False)]
+    same = runs.fingerprint.where(runs.fingerprint != "", pd.Series(older, index=runs.index))
+    latest = runs[~same.duplicated(keep="last")]
+    ordered = latest.sort_values(RUN_KEY).reset_index(drop=True)
+    return Sweep(experiment_id, ordered, len(runs) - len(latest), variants.axes)
 
 
 def _bench_metrics(store: Store, experiment_id: str) -> dict[str, float]:
@@ -212,14 +264,23 @@ def load_norm_costs(store: Store, experiment_id: str) -> dict[str, tuple[float, 
 
 
 def load_curves(store: Store, runs: pd.DataFrame, keys: Sequence[str] = CURVE_METRICS) -> pd.DataFrame:
-    """Step metrics of the given runs, long format: run_id, variant, family, seed, metric, step, value."""
+    """Step metrics of the given runs, long format: run_id, variant, variant_rank, family, seed, metric, step, value."""
     records = [
-        (r.run_id, r.variant, r.family, r.seed, key, m.step, m.value)
+        (r.run_id, r.variant, r.variant_rank, r.family, r.seed, key, m.step, m.value)
         for r in runs.itertuples(index=False)
         for key in keys
         for m in store.metric_history(r.run_id, key)
     ]
-    return pd.DataFrame(records, columns=["run_id", "variant", "family", "seed", "metric", "step", "value"])
+    columns = ["run_id", "variant", "variant_rank", "family", "seed", "metric", "step", "value"]
+    return pd.DataFrame(records, columns=columns)
+
+
+def tag_variants(store: Store, runs: pd.DataFrame, axes: Sequence[Axis]) -> None:
+    """Tag each run whose recorded variant differs from the report's (an older run, a run of another
+    sweep in the experiment) with the report's, so the MLflow UI groups runs as the report does."""
+    for r in runs[runs.variant != runs.variant_tag].to_dict("records"):
+        parts = {a.name: str(r[AXIS_PREFIX + a.name]) for a in axes}
+        store.set_tags(str(r["run_id"]), variant_tags(str(r["variant"]), parts, axes))
 
 
 def save_summary_run(store: Store, experiment_id: str, files: Iterable[Path], run_id: str | None = None) -> str:

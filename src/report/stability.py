@@ -27,13 +27,21 @@ from src.report.table import variant_order
 from src.tracking.tags import FINISHED
 
 
+def across_lrs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs with each one's variant apart from the learning rate (`lr_variant`, src.report.runs):
+    a learning-rate sweep's variants are its other axes, each traced across the learning rates."""
+    return runs.assign(variant=runs.lr_variant) if "lr_variant" in runs else runs
+
+
 def is_lr_sweep(runs: pd.DataFrame) -> bool:
     """Whether some variant was trained at more than one learning rate."""
+    runs = across_lrs(runs)
     return "lr" in runs and bool((runs.dropna(subset=["lr"]).groupby("variant").lr.nunique() > 1).any())
 
 
 def by_learning_rate(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per (variant, lr): runs, finished, mean test loss of the finished, first diverged step."""
+    runs = across_lrs(runs)
     rows = []
     for (variant, lr), group in runs.groupby(["variant", "lr"], sort=False):
         finished = group[group.outcome == FINISHED]
@@ -71,6 +79,7 @@ def initial_losses(curves: pd.DataFrame, metric: str = "train/train_loss") -> di
 
 def lr_sensitivity(runs: pd.DataFrame, initial: dict[str, float]) -> pd.DataFrame:
     """Per variant: Wortsman et al.'s LR sensitivity (mean over seeds, 95% half-width, seeds)."""
+    runs = across_lrs(runs)
     rows = []
     for variant, group in runs.groupby("variant", sort=False):
         scores = []
@@ -89,7 +98,7 @@ def lr_sensitivity(runs: pd.DataFrame, initial: dict[str, float]) -> pd.DataFram
 def sentences(table: pd.DataFrame, sensitivity: pd.DataFrame | None = None) -> list[str]:
     """A caveat, then one line per variant: its largest stable learning rate, where it broke above it,
     and its LR sensitivity when given."""
-    out = ["The learning rate was swept: the table and comparisons above pool every learning rate; per learning rate:"]
+    out = ["The learning rate was swept; each variant across its learning rates:"]
     scores = {} if sensitivity is None else {r.variant: r for r in sensitivity.itertuples()}
     for variant, best in largest_stable_lr(table).items():
         rows = table[table.variant == variant]

@@ -39,8 +39,9 @@ def status_text(experiment: str | None, tracking_uri: str, sweep_dir: Path | Non
     experiment_id = find_experiment(store, experiment)
     definition = load_definition(store, experiment_id, sweep_dir)
     rows = sweep.status_rows(store, experiment_id, definition["jobs"], stale_after_s)
-    header = ["job", "run", "state", "mlflow run", "overrides"]
-    table = text_table(header, [[r["job"], r["run_name"], r["state"], r["run_id"], r["overrides"]] for r in rows])
+    header = ["job", "variant", "run", "state", "mlflow run", "overrides"]
+    cells = [[r["job"], r["variant"], r["run_name"], r["state"], r["run_id"], r["overrides"]] for r in rows]
+    table = text_table(header, cells)
     left = [r for r in rows if r["state"] not in DONE]
     lines = [f"sweep status: experiment {experiment!r}, {len(rows)} jobs, {len(rows) - len(left)} done", "", table, ""]
     if not left:

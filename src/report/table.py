@@ -18,6 +18,7 @@ import pandas as pd
 
 from src.report.stats import mean_ci
 from src.tracking.tags import DIVERGED, FAILED, FINISHED, RUNNING
+from src.tracking.variants import metric_key
 
 FAMILIES = ("layernorm", "rmsnorm", "dyt", "scalenorm", "none")  # the table's order; others follow
 NO_KERNEL = ("none",)  # families with nothing to time (the identity)
@@ -27,6 +28,7 @@ LOSS_REFERENCE = "torch_layernorm"
 VALUE_COLUMNS = ("train_time_s", "tokens_per_sec", "test_loss")
 METRIC_LABELS = {"train_time_s": "training time (s)", "tokens_per_sec": "tokens/s", "test_loss": "test loss"}
 UNKNOWN = "unknown"  # the family of a run recorded without a norm_family tag
+AXIS_PREFIX = "axis."  # a runs frame's column per swept axis, with the run's value: "axis.model.norm_placement"
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,9 @@ def references(families: Mapping[str, str]) -> dict[str, str]:
 
 
 def variant_order(frame: pd.DataFrame) -> list[str]:
-    """The variants of a frame with `variant` (and `family`) columns, in the table's order."""
+    """The variants of a frame with `variant` (and `family`, or the runs' `variant_rank`) columns, in the table's order."""
+    if "variant_rank" in frame and len(frame):
+        return list(dict.fromkeys(frame.sort_values("variant_rank", kind="stable").variant))
     return order_of(families_of(frame))
 
 
@@ -182,7 +186,7 @@ def display_rows(
         # The interleaved measurement replaces the ratio of sequential jobs' averages.
         headers[sequential] = f"interleaved speed vs {LOSS_REFERENCE}"
         for row in rows:
-            row[sequential] = interleaved_cell(interleaved.get(row[0]))
+            row[sequential] = interleaved_cell(interleaved.get(metric_key(row[0])))
     elif len(table) and int(table.finished.max()) < 2:
         headers[sequential] = SEQUENTIAL_SPEED_HEADER
     return headers, rows

@@ -63,6 +63,21 @@ def fingerprint(cfg: DictConfig | Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:FINGERPRINT_CHARS]
 
 
+def flatten(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
+    """The config as {"optim.lr": 0.001, ...}: MLflow params are flat key/value pairs."""
+    out: dict[str, Any] = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                walk(value, f"{prefix}{key}.")
+        else:
+            out[prefix[:-1]] = node
+
+    walk(OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg, "")
+    return out
+
+
 def differing_keys(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -> list[str]:
     """Dotted keys whose values differ between two identity configs (for error messages)."""
     out = []

@@ -1,7 +1,8 @@
 """The sweep's answer on its parent run, where the MLflow UI shows it without opening a file.
 
 - per variant, aggregate metrics: mean, 95% CI bounds and seeds, for test loss and tokens/s,
-  named `sweep/<variant>.<metric>.<stat>` so that the run's metric list sorts by variant and the
+  named `sweep/<variant>.<metric>.<stat>` (the variant as `variants.metric_key` spells it:
+  `sweep/torch_layernorm-post.test_loss.mean`) so that the run's metric list sorts by variant and the
   chart view keeps them in one section (`sweep`), logged at step 0 (drawn as bars), and only
   when they changed since the last report;
 - the per-variant table and the paired comparisons as MLflow tables (`report/*.json`, which the
@@ -19,6 +20,8 @@ import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from src.tracking.variants import metric_key
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -42,7 +45,7 @@ def aggregate_metrics(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     per-variant rows (`variant`, `finished`, `<metric>`, `<metric>_ci`: mean and CI half-width)."""
     out: dict[str, float] = {}
     for row in rows:
-        prefix = f"{SECTION}/{row['variant']}"
+        prefix = f"{SECTION}/{metric_key(str(row['variant']))}"
         out[f"{prefix}.n_seeds"] = float(row["finished"])
         for column, name in AGGREGATED.items():
             mean, half = float(row[column]), float(row[f"{column}_ci"])

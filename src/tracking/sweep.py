@@ -52,6 +52,7 @@ from src.tracking.tags import (
     STARTED_TAG,
     SUPERSEDED_TAG,
     SWEEP_TAG,
+    VARIANT_TAG,
 )
 
 if TYPE_CHECKING:
@@ -313,6 +314,8 @@ def status_rows(
             {
                 "job": str(job.get("num", len(rows))),
                 "run_name": job.get("run_name", ""),
+                # The variant the sweep gave the job (older job lists: the one its run recorded).
+                "variant": job.get("variant") or (run.data.tags.get(VARIANT_TAG, "") if run else ""),
                 "overrides": " ".join(o for o in job.get("overrides", []) if o not in shared),
                 "state": job_state(run, stale_after_s),
                 "run_id": run.info.run_id if run else "-",
@@ -327,7 +330,8 @@ def fingerprint_groups(store: Store, experiment_id: str) -> list[dict[str, Any]]
     for run in store.runs(experiment_id):
         fp = run.data.tags.get(FINGERPRINT_TAG)
         if fp and fp not in seen:
-            seen[fp] = {"num": len(seen), "fingerprint": fp, "run_name": run.info.run_name, "overrides": []}
+            seen[fp] = {"num": len(seen), "fingerprint": fp, "run_name": run.info.run_name, "overrides": [],
+                        "variant": run.data.tags.get(VARIANT_TAG, "")}  # fmt: skip
     return list(seen.values())
 
 

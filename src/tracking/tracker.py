@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from src.tracking.code import MANIFEST_ARTIFACT, code_state
 from src.tracking.datasets import log_datasets
 from src.tracking.environment import environment_tags
 from src.tracking.git import git_state
-from src.tracking.identity import identity_config
+from src.tracking.identity import flatten, identity_config
 from src.tracking.store import Store, redact_text, redact_uri
 from src.tracking.summary import SUMMARY_STEP
 from src.tracking.sweep import REQUIRED_FINAL_METRICS, liveness_tags
@@ -49,6 +49,7 @@ from src.tracking.tags import (
     RUNNING,
     SEED_TAG,
 )
+from src.tracking.variants import Axis, label_of, variant_tags
 
 CONFIG_ARTIFACT = "config/config.yaml"  # the resolved config, without this machine's paths
 MACHINE_PATHS_ARTIFACT = "config/machine_paths.yaml"  # where this run read and wrote, on its machine
@@ -103,6 +104,14 @@ class RecordSpec:
             job_num=job_num,
             system_metrics_s=float(cfg.logger.get("system_metrics_s") or 0),
         )
+
+
+    def with_variant(self, axes: Sequence[Axis]) -> RecordSpec:
+        """The record with its variant's tags (the sweep's `axes`; none: the norm alone), and a run
+        name that tells its variant apart when the sweep varied more than the norm."""
+        label, parts = label_of(self.params, axes, self.tags[NORM_TAG])
+        run_name = self.run_name if label == self.tags[NORM_TAG] else f"{label}-s{self.tags[SEED_TAG]}"
+        return replace(self, run_name=run_name, tags={**self.tags, **variant_tags(label, parts, axes)})
 
 
 @dataclass(frozen=True)
@@ -307,19 +316,4 @@ def redacted_config(cfg: DictConfig) -> DictConfig:
     out = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
     if OmegaConf.select(out, "logger.tracking_uri"):
         out.logger.tracking_uri = redact_uri(out.logger.tracking_uri)
-    return out
-
-
-def flatten(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
-    """The config as {"optim.lr": 0.001, ...}: MLflow params are flat key/value pairs."""
-    out: dict[str, Any] = {}
-
-    def walk(node: Any, prefix: str) -> None:
-        if isinstance(node, Mapping):
-            for key, value in node.items():
-                walk(value, f"{prefix}{key}.")
-        else:
-            out[prefix[:-1]] = node
-
-    walk(OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg, "")
     return out

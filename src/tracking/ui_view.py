@@ -9,9 +9,10 @@ address or the browser's own toggle, never from an experiment tag):
 
 - every run drawn in the charts (MLflow's default draws the first 10, and a sweep's parent run
   takes one of them: a whole variant of a 12-job sweep went missing);
-- runs grouped by their `norm` tag, so each variant is one colour and its seeds are drawn as a
-  mean with a min/max band (the UI's own aggregation);
-- the results as columns on first open: test loss, tokens/s, training time, the norm, the seed.
+- runs grouped by their `variant` tag (what the sweep varied: `torch_layernorm · post`, written
+  whole, src.tracking.variants), so each variant is one colour and its seeds are drawn as a mean
+  with a min/max band (the UI's own aggregation);
+- the results as columns on first open: test loss, tokens/s, training time, the variant, the seed.
 
 Keys the UI refuses to take from a shared view (which rows are unfolded, pinned or hidden) stay
 the browser's. Torch-free.
@@ -26,6 +27,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
+from src.tracking.tags import SEED_TAG, VARIANT_TAG
+
 if TYPE_CHECKING:
     from src.tracking.store import Store
 
@@ -33,10 +36,10 @@ VIEW_KEY = "normsweep"
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."  # the UI's own prefix for a shared view
 VIEW_TAG = VIEW_TAG_PREFIX + VIEW_KEY
 TRAINING_VIEW = {"workflowType": "machine_learning"}  # the UI's GenAI | Model training toggle
-GROUP_TAG = "norm"  # the run tag that names the variant (src.tracking.tracker)
+GROUP_TAG = VARIANT_TAG  # the run tag that names the variant (src.tracking.variants)
 # Final one-off numbers, as the job logs them (src.train.final_metrics), first the two the study asks.
 RESULT_METRICS = ("test_loss", "avg_tokens_per_sec", "train_time_s")
-RESULT_TAGS = ("norm", "seed")
+RESULT_TAGS = (VARIANT_TAG, SEED_TAG)
 SHOW_ALL_RUNS = "SHOW_ALL"  # the UI's runsHiddenMode that draws every run in the charts
 
 
@@ -46,7 +49,7 @@ def column(kind: str, name: str) -> str:
 
 
 def view_state() -> dict[str, object]:
-    """The shared view: result columns first, every run charted, runs grouped (and coloured) by norm."""
+    """The shared view: result columns first, every run charted, runs grouped (and coloured) by variant."""
     return {
         "selectedColumns": [
             *(column("metrics", m) for m in RESULT_METRICS),
