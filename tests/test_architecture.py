@@ -219,3 +219,42 @@ def test_the_store_has_one_door() -> None:
     assert not clients, f"MlflowClient built outside src/tracking/store.py: {clients}"
     assert not flock, f"hand-written file locks (use src.locks): {flock}"
     assert _calls_named(ast.parse(STORE_MODULE.read_text()), "MlflowClient") >= 1  # the door itself is found
+
+
+def _third_party_imports(folder: Path) -> dict[str, list[str]]:
+    """Top-level names of the non-standard-library modules imported under `folder` -> the files."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(folder.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module]
+            else:
+                continue
+            for top in {n.split(".")[0] for n in names} - set(sys.stdlib_module_names) - {"src", "__future__"}:
+                found.setdefault(top, []).append(str(path.relative_to(REPO)))
+    return found
+
+
+def test_every_import_of_the_package_is_declared() -> None:
+    """A module the package imports is a dependency of pyproject.toml (or of one of its extras), not
+    something that happens to arrive with another package."""
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    from importlib.metadata import packages_distributions
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    specs = [*project["dependencies"], *(s for extra in project["optional-dependencies"].values() for s in extra)]
+    declared = {canonicalize_name(Requirement(spec).name) for spec in specs}
+    owners = packages_distributions()
+    imports = _third_party_imports(SRC)
+    assert {"torch", "mlflow", "pandas"} <= imports.keys()  # the scan sees the package's imports
+    undeclared = {
+        top: files
+        for top, files in imports.items()
+        if not {canonicalize_name(d) for d in owners.get(top, [top])} & declared
+    }
+    assert not undeclared, f"imported by src/ but not declared in pyproject.toml: {undeclared}"
