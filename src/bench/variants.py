@@ -32,7 +32,7 @@ from omegaconf import DictConfig
 from src.bench.common import default_out_dir, synchronize, write_report
 from src.bench.steps import TrainStep, bench_config, build_module, device_of, random_batches
 from src.model.gpt import GPTModel
-from src.paths import ConfigError
+from src.paths import ConfigError, conf_default
 from src.report.comparisons import known_variants
 from src.report.runs import BENCH_RUN_NAME, BENCH_VARIANTS, INTERLEAVED_REFERENCE
 from src.report.stats import Interval, median_interval
@@ -43,7 +43,6 @@ from src.tracking.store import Store
 from src.tracking.tags import BENCH_TAG, GIT_COMMIT_TAG
 from src.tracking.tracker import flatten
 
-DEFAULT_VARIANTS = "hand_layernorm,torch_layernorm,hand_rmsnorm,torch_rmsnorm,no_norm"
 BASELINE = "no_norm"  # the norm's cost is a step's time minus the identity's
 N_BATCHES = 4  # distinct random batches, cycled: the same for every variant
 
@@ -218,7 +217,7 @@ def log_to_mlflow(report: dict[str, Any], files: list[Path]) -> str | None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--variants", default=DEFAULT_VARIANTS, help="comma-separated norm keys (default: %(default)s)")
+    parser.add_argument("--variants", default=conf_default("train", "norm_sets.study"), help="comma-separated norm keys (default: %(default)s)")
     parser.add_argument("--rounds", type=int, default=20, help="timed rounds, one step of every variant each")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps of each variant first")
     parser.add_argument("--batch", type=int, help="sequences per step (default: the config's optim.micro_batch_size)")

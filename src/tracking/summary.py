@@ -19,12 +19,13 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from src.tracking.tags import NOTE_TAG
+
 if TYPE_CHECKING:
     import pandas as pd
 
     from src.tracking.store import Store
 
-NOTE_TAG = "mlflow.note.content"  # a run's description in the MLflow UI
 # One-off results (a job's test loss and tokens/s, the sweep's aggregates) are logged at step 0: MLflow
 # 3.17's chart view draws a metric that no run has at a step >= 1 as bars, one value per run, and a
 # metric logged at a later step as a single-dot line on the step axis.
