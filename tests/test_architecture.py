@@ -204,7 +204,7 @@ def test_the_store_has_one_door() -> None:
     through one library (src.locks): no hand-written flock anywhere."""
     sources = sorted(SRC.rglob("*.py"))
     assert STORE_MODULE in sources and len(sources) > 30  # the scan sees the package
-    outside, clients, flock = [], [], []
+    outside, clients, side_doors, flock = [], [], [], []
     for path in sources:
         text = path.read_text()
         tree = ast.parse(text, str(path))
@@ -213,10 +213,13 @@ def test_the_store_has_one_door() -> None:
             outside.append(where)
         if path != STORE_MODULE and _calls_named(tree, "MlflowClient"):
             clients.append(where)
+        if path != STORE_MODULE:  # `store.client.x(...)` would skip the store's retries and limits
+            side_doors += [f"{where}:{n.lineno}" for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "client"]
         if "fcntl" in _imported_modules(tree) or "flock(" in text:
             flock.append(where)
     assert not outside, f"MLflow imported outside src/tracking (use src.tracking.store.Store): {outside}"
     assert not clients, f"MlflowClient built outside src/tracking/store.py: {clients}"
+    assert not side_doors, f"the store's MLflow client used outside src/tracking/store.py (add a Store method): {side_doors}"
     assert not flock, f"hand-written file locks (use src.locks): {flock}"
     assert _calls_named(ast.parse(STORE_MODULE.read_text()), "MlflowClient") >= 1  # the door itself is found
 
