@@ -29,7 +29,7 @@ SRC = REPO / "src"
 #   4  tracking       tracking                   the MLflow store, the run tracker, identity, sweep bookkeeping
 #   3  model          model                      the GPT, its norms and their kernels
 #   2  data           data                       sources, tokenizer, token cache, windows, DataModule
-#   1  hardware       devices  locks             the devices a run asks for; file locks between processes
+#   1  hardware       devices  locks  atomic_io  the devices a run asks for; file locks between processes; atomic file writes
 #   0  locations      paths  (and src/__init__)  where everything lives, ConfigError
 #
 # Data flows config -> data -> model -> training -> tracking -> report, but training *calls*
@@ -42,6 +42,7 @@ FLOORS: dict[str, int] = {
     "paths": 0,
     "devices": 1,
     "locks": 1,
+    "atomic_io": 1,
     "data": 2,
     "model": 3,
     "tracking": 4,
