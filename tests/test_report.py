@@ -44,6 +44,16 @@ def family_of(norm: str) -> str:
     return str(paths.compose([f"norm={norm}"]).norm.family)
 
 
+_LAST_START_MS = [0]
+
+
+def next_start_ms() -> int:
+    """A start time later than every run logged before: the latest run of a (variant, seed) is the
+    one that counts, so runs logged within one millisecond must still be ordered."""
+    _LAST_START_MS[0] = max(int(time.time() * 1000), _LAST_START_MS[0] + 1)
+    return _LAST_START_MS[0]
+
+
 def log_run(
     client: MlflowClient,
     experiment_id: str,
@@ -56,8 +66,7 @@ def log_run(
     tags = {"norm": norm, "norm_family": family_of(norm), "seed": str(seed), "model": "cpu_small"}
     if outcome:
         tags["outcome"] = outcome
-    time.sleep(0.005)  # distinct start times: the latest run of a (variant, seed) is the one that counts
-    run_id = client.create_run(experiment_id, run_name=f"{norm}-s{seed}", tags=tags).info.run_id
+    run_id = client.create_run(experiment_id, run_name=f"{norm}-s{seed}", tags=tags, start_time=next_start_ms()).info.run_id
     if lr is not None:
         client.log_param(run_id, "optim.lr", lr)
     for key, value in metrics.items():
