@@ -4,6 +4,7 @@ value has one owner (the store location reaches every reader)."""
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -158,8 +159,9 @@ def test_late_stages_do_not_import_torch() -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
-def test_store_override_reaches_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_store_override_reaches_the_report(tmp_path: Path, store_template: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "elsewhere.db"
+    shutil.copyfile(store_template, db)  # a store with MLflow's schema made (tests/conftest.py)
     uri = tracking_uri([f"paths.mlflow_db={db}"])
     assert uri == f"sqlite:///{db}" == compose([f"paths.mlflow_db={db}"]).logger.tracking_uri
     client = MlflowClient(uri)

@@ -123,8 +123,8 @@ def test_half_migrated_store_with_data_is_refused(tmp_path: Path) -> None:
     assert db.read_bytes() == before  # untouched
 
 
-def test_new_experiment_is_tagged_as_model_training(tmp_path: Path) -> None:
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_new_experiment_is_tagged_as_model_training(migrated_store: dict[str, str]) -> None:
+    uri = migrated_store["uri"]
     experiment_id = Store.connect(uri).experiment_id("kind", None)
     assert Store.connect(uri).experiment_id("kind", None) == experiment_id  # found, not created twice
     tags = MlflowClient(uri).get_experiment(experiment_id).tags

@@ -188,6 +188,7 @@ def test_job_refused_after_the_sweep_started_closes_its_parent_with_the_reason(
     assert "cluster: 2 processes inside a multirun" in parent.data.tags[REASON_TAG]
 
 
+@pytest.mark.usefixtures("migrated_store")
 def test_a_run_left_running_by_sigkill_is_settled_by_the_next_run_of_its_config(store: dict[str, str]) -> None:
     client = MlflowClient(store["uri"])
     door = Store.connect(store["uri"])
@@ -205,6 +206,7 @@ def test_a_run_left_running_by_sigkill_is_settled_by_the_next_run_of_its_config(
     assert client.get_run(alive).info.status == "RUNNING"
 
 
+@pytest.mark.usefixtures("migrated_store")
 def test_a_run_finished_without_its_final_metrics_is_not_skipped(store: dict[str, str]) -> None:
     client = MlflowClient(store["uri"])
     door = Store.connect(store["uri"])

@@ -172,6 +172,7 @@ def test_sweep_definition_and_aggregates() -> None:
     }  # fmt: skip
 
 
+@pytest.mark.usefixtures("migrated_store")
 def test_the_sweep_summary_goes_through_the_store(store: dict[str, str]) -> None:
     """The sweep run's params, aggregates, tables and verdict, the shared view and a run's dataset
     inputs, written through the Store's methods into a real store and read back."""

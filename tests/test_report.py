@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+import shutil
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -80,8 +81,8 @@ def finished(time_s: float, tokens_per_sec: float, test_loss: float) -> dict[str
 
 
 @pytest.fixture
-def client(store: dict[str, str]) -> MlflowClient:
-    return MlflowClient(store["uri"])
+def client(migrated_store: dict[str, str]) -> MlflowClient:
+    return MlflowClient(migrated_store["uri"])
 
 
 def test_single_seed_table_matches_the_study(client: MlflowClient, store: dict[str, str], tmp_path: Path) -> None:
@@ -255,10 +256,13 @@ def test_summarize_keeps_all_diverged_variants() -> None:
     assert row.notes == "diverged (steps 12, 30)" and row.finished == 0 and math.isnan(row.test_loss)
 
 
-def test_missing_experiment_is_a_clear_message(store: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_missing_experiment_is_a_clear_message(
+    store: dict[str, str], store_template: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert report_main(["--experiment", "nope", "--tracking-uri", store["uri"]]) == 1
     err = capsys.readouterr().err
     assert err.startswith("report: no MLflow database at") and "Traceback" not in err
+    shutil.copyfile(store_template, store["db"])  # a store (its schema made), without the experiment
     MlflowClient(store["uri"]).create_experiment("other")
     assert report_main(["--experiment", "nope", "--tracking-uri", store["uri"]]) == 1
     assert "MLflow experiment 'nope' not found" in capsys.readouterr().err
