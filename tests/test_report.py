@@ -238,6 +238,8 @@ def test_learning_rate_sweep_report(client: MlflowClient, store: dict[str, str],
     assert "torch_layernorm: largest stable learning rate 1.0e-02; stable over the whole grid" in text
     assert (tmp_path / "out" / "stability.png").stat().st_size > 0
     assert "## Learning-rate stability" in (tmp_path / "out" / "report.md").read_text()
+    page = (tmp_path / "out" / "report.html").read_text()  # the HTML report says the same
+    assert "<h2>Learning-rate stability</h2>" in page and "stable over the whole grid" in page
     assert by_learning_rate(analysis.runs).equals(stability)
 
 
