@@ -139,6 +139,7 @@ def _assert_refused_before_training(proc: subprocess.CompletedProcess[str], cach
     return proc.stderr
 
 
+@pytest.mark.slow  # a CLI in a subprocess: a fresh interpreter imports torch, Lightning, Hydra and MLflow
 def test_unreachable_server_fails_fast_naming_the_field(tiny_overrides: list[str], tmp_path: Path) -> None:
     cache = tmp_path / "fresh_cache"
     # The timeout only guards against a hang: MLflow's own client would retry for minutes.
@@ -168,6 +169,7 @@ def read_only_dir(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", str(folder)], check=False)
 
 
+@pytest.mark.slow  # a CLI in a subprocess: a fresh interpreter imports torch, Lightning, Hydra and MLflow
 def test_read_only_folder_fails_fast_naming_the_field(
     tiny_overrides: list[str], tmp_path: Path, read_only_dir: Path
 ) -> None:

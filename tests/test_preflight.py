@@ -110,6 +110,7 @@ def test_bad_settings_fail_in_one_line(prepared: list[str], override: str, field
     assert field in line
 
 
+@pytest.mark.slow  # a dress rehearsal: real optimizer steps of a job
 def test_dress_rehearsal_measures_the_estimate(prepared: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*prepared, "preflight.steps=2"]) == 0
     out = capsys.readouterr().out

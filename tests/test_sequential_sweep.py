@@ -55,6 +55,7 @@ def test_bad_settings_name_the_field(settings: tuple, field: str) -> None:
         check_settings(*settings)
 
 
+@pytest.mark.slow  # a CLI in a subprocess: a fresh interpreter imports torch, Lightning, Hydra and MLflow
 def test_bad_setting_on_the_command_line_is_one_line(tiny_overrides: list[str], store: dict[str, str]) -> None:
     args = ["-m", "norm=hand_layernorm,torch_layernorm", "hydra/sweeper=sequential", "hydra.sweeper.max_seeds=2"]
     proc = run_cli("src.train", *args, *tiny_overrides)
