@@ -169,7 +169,7 @@ def validate(cfg: DictConfig) -> GPTConfig:
     _require(sw.stale_after_s > sw.heartbeat_s, "sweep.stale_after_s", f"must exceed sweep.heartbeat_s={sw.heartbeat_s}")
     _require(cfg.cluster.devices >= 1, "cluster.devices", f"must be >= 1, got {cfg.cluster.devices}")
     _require(cfg.cluster.num_nodes >= 1, "cluster.num_nodes", f"must be >= 1, got {cfg.cluster.num_nodes}")
-    if "workers" in cfg.cluster:  # cpu_pool / gpu_pool: single-process jobs side by side (src/pool.py)
+    if "workers" in cfg.cluster:  # cpu_pool / gpu_pool: single-process jobs side by side (src/launch/pool.py)
         c = cfg.cluster
         _require(c.workers >= 1, "cluster.workers", f"must be >= 1, got {c.workers}")
         # DDP ranks could not pair up across workers that pick their jobs at run time.

@@ -1,4 +1,5 @@
-"""Device checks that must fail before training starts, not in the middle of it."""
+"""Device checks that must fail before training starts, not in the middle of it, and the datasheet
+peaks of the GPUs we know (the one table the benchmark's MFU and preflight's time estimate read)."""
 
 from __future__ import annotations
 
@@ -73,3 +74,37 @@ def check_device(spec: DeviceSpec) -> None:
 def configure_matmul_precision(level: str) -> None:
     # "high" lets fp32 matmuls use TF32 tensor cores on Ampere and newer; "highest" keeps true fp32.
     torch.set_float32_matmul_precision(level)
+
+
+# Dense peak TFLOP/s per matmul precision, from NVIDIA's datasheets (their "with sparsity" figures are
+# twice these; e.g. L40S: TF32 183, 366 with sparsity). fp16 tensor cores run at the bf16 rate. Keys
+# are matched against torch.cuda.get_device_name() (and preflight's card names), most specific first.
+PEAK_TFLOPS: dict[str, dict[str, float]] = {
+    "h200 nvl": {"bf16": 835.5, "tf32": 417.5, "fp32": 60.0},
+    "h200": {"bf16": 989.4, "tf32": 494.7, "fp32": 66.9},  # SXM; same tensor cores as H100 SXM
+    "h100 pcie": {"bf16": 756.0, "tf32": 378.0, "fp32": 51.2},
+    "h100 nvl": {"bf16": 835.5, "tf32": 417.5, "fp32": 60.0},
+    "h100": {"bf16": 989.4, "tf32": 494.7, "fp32": 66.9},  # SXM (device name "H100 80GB HBM3")
+    "a100": {"bf16": 312.0, "tf32": 156.0, "fp32": 19.5},  # SXM and PCIe
+    "l40s": {"bf16": 362.05, "tf32": 183.0, "fp32": 91.6},
+    "l4": {"bf16": 121.0, "tf32": 60.0, "fp32": 30.3},
+    "a10g": {"bf16": 125.0, "tf32": 62.5, "fp32": 31.2},  # A10 datasheet; AWS's A10G is the same chip
+    "rtx 4090": {"bf16": 165.2, "tf32": 82.6, "fp32": 82.6},  # bf16 with fp32 accumulate
+}
+
+
+def gpu_peak_tflops(device_name: str, matmul: str) -> float | None:
+    """Datasheet dense peak for a GPU name and matmul precision ("bf16", "tf32", "fp32"); None if unknown."""
+    name = device_name.lower()
+    for key, peaks in PEAK_TFLOPS.items():
+        if key in name:
+            return peaks[matmul]
+    return None
+
+
+def matmul_kind(precision: str, matmul_precision: str) -> str:
+    """Which peak applies to a Lightning `precision`: 16-bit autocast (bf16 or fp16) -> bf16; fp32
+    with TF32 allowed (`matmul_precision` high or medium) -> tf32; true fp32 -> fp32."""
+    if precision.startswith(("bf16", "16")):
+        return "bf16"
+    return "fp32" if matmul_precision == "highest" else "tf32"

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 from helpers import TINY_MODEL, TinySweep, build_tiny_sweep
 from mlflow.tracking import MlflowClient
+
+from src.tracking.store import Store
 
 
 @pytest.fixture(scope="session")
@@ -23,6 +26,23 @@ def store(tmp_path: Path) -> dict[str, str]:
         "uri": f"sqlite:///{tmp_path / 'mlflow.db'}",
         "artifacts": str(tmp_path / "mlartifacts"),
     }
+
+
+@pytest.fixture(scope="session")
+def store_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An MLflow SQLite file whose schema is made once per session: MLflow's migrations take seconds
+    for every fresh file (over ten under load), a copy of a migrated one milliseconds."""
+    db = tmp_path_factory.mktemp("store_template") / "mlflow.db"
+    Store.connect(f"sqlite:///{db}").client  # noqa: B018 - the first open creates the schema
+    return db
+
+
+@pytest.fixture
+def migrated_store(store: dict[str, str], store_template: Path) -> dict[str, str]:
+    """`store` with MLflow's schema already in place (a copy of the session's template): for tests of
+    what is written to a store, not of how a store is created."""
+    shutil.copyfile(store_template, store["db"])
+    return store
 
 
 @pytest.fixture

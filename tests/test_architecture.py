@@ -4,6 +4,7 @@ value has one owner (the store location reaches every reader)."""
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,7 +32,7 @@ SRC = REPO / "src"
 #   4  tracking       tracking                   the MLflow store, the run tracker, identity, sweep bookkeeping
 #   3  model          model                      the GPT, its norms and their kernels
 #   2  data           data                       sources, tokenizer, token cache, windows, DataModule
-#   1  hardware       devices  locks             the devices a run asks for; file locks between processes
+#   1  hardware       devices  locks  atomic_io  the devices a run asks for; file locks between processes; atomic file writes
 #   0  locations      paths  (and src/__init__)  where everything lives, ConfigError
 #
 # Data flows config -> data -> model -> training -> tracking -> report, but training *calls*
@@ -44,6 +45,7 @@ FLOORS: dict[str, int] = {
     "paths": 0,
     "devices": 1,
     "locks": 1,
+    "atomic_io": 1,
     "data": 2,
     "model": 3,
     "tracking": 4,
@@ -163,8 +165,9 @@ def test_late_stages_do_not_import_torch() -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
-def test_store_override_reaches_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_store_override_reaches_the_report(tmp_path: Path, store_template: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "elsewhere.db"
+    shutil.copyfile(store_template, db)  # a store with MLflow's schema made (tests/conftest.py)
     uri = tracking_uri([f"paths.mlflow_db={db}"])
     assert uri == f"sqlite:///{db}" == compose([f"paths.mlflow_db={db}"]).logger.tracking_uri
     client = MlflowClient(uri)
@@ -210,7 +213,7 @@ def test_the_store_has_one_door() -> None:
     through one library (src.locks): no hand-written flock anywhere."""
     sources = sorted(SRC.rglob("*.py"))
     assert STORE_MODULE in sources and len(sources) > 30  # the scan sees the package
-    outside, clients, flock = [], [], []
+    outside, clients, side_doors, flock = [], [], [], []
     for path in sources:
         text = path.read_text()
         tree = ast.parse(text, str(path))
@@ -219,9 +222,51 @@ def test_the_store_has_one_door() -> None:
             outside.append(where)
         if path != STORE_MODULE and _calls_named(tree, "MlflowClient"):
             clients.append(where)
+        if path != STORE_MODULE:  # `store.client.x(...)` would skip the store's retries and limits
+            side_doors += [f"{where}:{n.lineno}" for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "client"]
         if "fcntl" in _imported_modules(tree) or "flock(" in text:
             flock.append(where)
     assert not outside, f"MLflow imported outside src/tracking (use src.tracking.store.Store): {outside}"
     assert not clients, f"MlflowClient built outside src/tracking/store.py: {clients}"
+    assert not side_doors, f"the store's MLflow client used outside src/tracking/store.py (add a Store method): {side_doors}"
     assert not flock, f"hand-written file locks (use src.locks): {flock}"
     assert _calls_named(ast.parse(STORE_MODULE.read_text()), "MlflowClient") >= 1  # the door itself is found
+
+
+def _third_party_imports(folder: Path) -> dict[str, list[str]]:
+    """Top-level names of the non-standard-library modules imported under `folder` -> the files."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(folder.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module]
+            else:
+                continue
+            for top in {n.split(".")[0] for n in names} - set(sys.stdlib_module_names) - {"src", "__future__"}:
+                found.setdefault(top, []).append(str(path.relative_to(REPO)))
+    return found
+
+
+def test_every_import_of_the_package_is_declared() -> None:
+    """A module the package imports is a dependency of pyproject.toml (or of one of its extras), not
+    something that happens to arrive with another package."""
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    from importlib.metadata import packages_distributions
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    specs = [*project["dependencies"], *(s for extra in project["optional-dependencies"].values() for s in extra)]
+    declared = {canonicalize_name(Requirement(spec).name) for spec in specs}
+    owners = packages_distributions()
+    imports = _third_party_imports(SRC)
+    assert {"torch", "mlflow", "pandas"} <= imports.keys()  # the scan sees the package's imports
+    undeclared = {
+        top: files
+        for top, files in imports.items()
+        if not {canonicalize_name(d) for d in owners.get(top, [top])} & declared
+    }
+    assert not undeclared, f"imported by src/ but not declared in pyproject.toml: {undeclared}"

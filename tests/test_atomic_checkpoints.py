@@ -23,7 +23,7 @@ from mlflow.tracking import MlflowClient
 import src.train as train_module
 from src.paths import compose
 from src.train import train
-from src.training.atomic_io import CheckpointSpaceError, atomic_write
+from src.training.atomic_io import CheckpointSpaceError, write_checkpoint
 
 STEPS = 8
 MiB = 2**20
@@ -57,10 +57,10 @@ def test_failed_write_keeps_the_previous_file(small_disk: Path | None, monkeypat
     if small_disk is None:
         pytest.skip("mounting a tmpfs needs root; the training test below injects ENOSPC instead")
     target = small_disk / "ckpt" / "last.ckpt"
-    atomic_write(target, b"good" * 1000)
+    write_checkpoint(target, b"good" * 1000)
     _fill(small_disk, leave=MiB)
     with pytest.raises(CheckpointSpaceError) as err:
-        atomic_write(target, b"x" * (4 * MiB))
+        write_checkpoint(target, b"x" * (4 * MiB))
     message = str(err.value)
     assert "\n" not in message and str(target.parent) in message and "4,194,304 bytes" in message
     assert target.read_bytes() == b"good" * 1000

@@ -41,6 +41,7 @@ def test_refused_naming_the_field(override: str, field: str, tiny_overrides: lis
 
 
 @pytest.mark.parametrize("name", ["../../../elsewhere", "a/b", "/abs/path", ".."])
+@pytest.mark.usefixtures("migrated_store")
 def test_names_that_become_paths_stay_inside(name: str, tiny_overrides: list[str], store: dict[str, str], tmp_path: Path) -> None:
     cfg = compose([*tiny_overrides, f"experiment_name='{name}'"])
     validate(cfg)

@@ -161,6 +161,7 @@ def test_variants_start_from_identical_weights() -> None:
         assert all("norm" in k for k in set(states[v]) ^ shared)
 
 
+@pytest.mark.slow  # the variants benchmark: real interleaved training steps
 def test_variants_bench_writes_reports_and_an_mlflow_run(tmp_path: Path, store: dict[str, str]) -> None:
     # No --out: the reports go under paths.root_dir like every other output, not into the working directory.
     in_cwd = Path("reports/bench/variants.json")

@@ -241,6 +241,35 @@ def test_leftover_temporary_file_is_never_trusted(corpus, tmp_path) -> None:
     assert sorted(p.name for p in folder.glob(".*.tmp")) == [leftover.name]
 
 
+def test_cache_files_are_written_durably_or_not_at_all(tmp_path, monkeypatch) -> None:
+    """The cache's writers are src.atomic_io's: the file is fsynced, then the folder (so the rename
+    survives a power cut); a writer that fails mid-stream leaves the previous file and no temporary."""
+    import errno
+    import os
+    import stat
+
+    real_fsync, synced = os.fsync, []
+
+    def spy(fd: int) -> None:
+        synced.append("folder" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    cache.write_json(tmp_path / "meta.json", {"a": 1})
+    entry = cache.write_tokens(tmp_path / "train.bin", [np.arange(5)], documents=1)
+    assert synced == ["file", "folder"] * 2
+    assert json.loads((tmp_path / "meta.json").read_text()) == {"a": 1} and entry["tokens"] == 5
+
+    def failing():
+        yield np.arange(3)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    before = (tmp_path / "train.bin").read_bytes()
+    with pytest.raises(OSError):
+        cache.write_tokens(tmp_path / "train.bin", failing(), documents=1)
+    assert (tmp_path / "train.bin").read_bytes() == before and cache.temporary_files(tmp_path) == []
+
+
 def _prepare_in_child(corpus: str, cache_dir: str) -> None:
     TextFilesSource(corpus, 0.2, 0.2).prepare(cache_dir)
 

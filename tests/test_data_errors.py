@@ -168,6 +168,7 @@ def test_training_refuses_bad_data_before_recording(
     assert not Path(store["db"]).exists()  # no MLflow run was opened
 
 
+@pytest.mark.slow  # a CLI in a subprocess: a fresh interpreter imports torch, Lightning, Hydra and MLflow
 def test_training_cli_prints_one_line(
     tiny_overrides: list[str], store: dict[str, str], tmp_path: Path
 ) -> None:

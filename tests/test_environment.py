@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+from pathlib import Path
 
 import pytest
 import torch
@@ -23,7 +25,21 @@ def test_environment_tags_name_versions_and_device() -> None:
     assert tags["env.torch"] == torch.__version__ and tags["env.world_size"] == "4"
     assert tags["env.lightning"][0].isdigit() and tags["env.mlflow"][0].isdigit()
     assert f"torch uses {torch.get_num_threads()})" in tags["env.device"]  # CPU: model, cores, threads
-    assert (physical_cores() or 1) >= 1
+
+
+def test_physical_cores_agree_with_the_kernel_topology() -> None:
+    """The cores in the CPU's tag are physical cores: /proc/cpuinfo's (package, core) pairs, the same
+    count as the kernel's sysfs topology, never more than the logical CPUs; '?' where unknown."""
+    cores, tag = physical_cores(), environment_tags(device="cpu")["env.device"]
+    cpuinfo = Path("/proc/cpuinfo")
+    if not (cpuinfo.is_file() and "core id" in cpuinfo.read_text()):
+        assert cores is None and "(? cores," in tag
+        return
+    assert cores is not None and 1 <= cores <= (os.cpu_count() or 0) and f"({cores} cores," in tag
+    topology = sorted(Path("/sys/devices/system/cpu").glob("cpu[0-9]*/topology"))
+    if topology:  # each logical CPU's package and core, as the kernel numbers them
+        pairs = {((t / "physical_package_id").read_text().strip(), (t / "core_id").read_text().strip()) for t in topology}
+        assert cores == len(pairs)
 
 
 def test_git_state_matches_git() -> None:

@@ -36,6 +36,7 @@ def forward_backward(module: nn.Module, x: torch.Tensor, dy: torch.Tensor) -> tu
 
 
 # 2-D and 3-D; row counts that give dw chunks of 8, 2 and 1 (odd widths too).
+@pytest.mark.slow  # builds (or loads) the native C++ kernel: ~20 s on two cores the first time
 @pytest.mark.parametrize("shape", [(32, 64), (2, 5, 48), (7, 33)])
 def test_matches_nn_rmsnorm_fp32(shape: tuple[int, ...]) -> None:
     fast, ref = pair(shape[-1])
@@ -66,6 +67,7 @@ def test_dw_chunk_divides_rows() -> None:
     assert [dw_chunk(n) for n in (4096, 24, 12, 10, 7)] == [8, 8, 4, 2, 1]
 
 
+@pytest.mark.slow  # compiles kernels with inductor (a C++ compiler run per shape)
 def test_bf16_inputs_and_weights() -> None:
     fast, ref = pair(64, dtype=torch.bfloat16)
     _, ref32 = pair(64)
@@ -80,6 +82,7 @@ def test_bf16_inputs_and_weights() -> None:
         torch.testing.assert_close(g.float(), want16.float(), **BF16_TOL)
 
 
+@pytest.mark.slow  # builds (or loads) the native C++ kernel: ~20 s on two cores the first time
 def test_under_bf16_autocast() -> None:
     fast, ref = pair(32)
     x, dy = torch.randn(16, 32), torch.randn(16, 32)
@@ -91,6 +94,7 @@ def test_under_bf16_autocast() -> None:
         torch.testing.assert_close(g.float(), w.float(), **BF16_TOL)
 
 
+@pytest.mark.slow  # builds (or loads) the native C++ kernel: ~20 s on two cores the first time
 def test_expanded_gradient() -> None:
     # y.sum().backward() hands the backward a stride-0 gradient.
     fast, ref = pair(16)
@@ -113,6 +117,7 @@ def test_factory_key_and_state_dict() -> None:
     other.load_state_dict(norm.state_dict())
 
 
+@pytest.mark.slow  # builds (or loads) the native C++ kernel: ~20 s on two cores the first time
 @pytest.mark.parametrize("eps", [1e-5, 1e-1])
 def test_eps_is_honoured(eps: float) -> None:
     # With tiny activations eps dominates mean(x^2): the output must follow the given eps.
@@ -121,6 +126,7 @@ def test_eps_is_honoured(eps: float) -> None:
     torch.testing.assert_close(make_norm("fast_rmsnorm", 8, eps)(x), expected, atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.slow  # builds (or loads) the native C++ kernel: ~20 s on two cores the first time
 def test_native_cpu_kernel_builds_and_matches() -> None:
     # CI and the developer machines have gcc and ninja: the fp32 path must be the native kernel.
     native = rms_norm_extension()
@@ -140,6 +146,7 @@ def test_native_cpu_kernel_builds_and_matches() -> None:
         native.rms_norm_fwd(x.detach().double(), w.detach(), EPS)
 
 
+@pytest.mark.slow  # builds (or loads) the native C++ kernel: ~20 s on two cores the first time
 def test_fp32_module_uses_the_native_kernel() -> None:
     fast = make_norm("fast_rmsnorm", 16, EPS)
     y = fast(torch.randn(4, 16, requires_grad=True))

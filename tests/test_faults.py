@@ -123,8 +123,8 @@ def test_half_migrated_store_with_data_is_refused(tmp_path: Path) -> None:
     assert db.read_bytes() == before  # untouched
 
 
-def test_new_experiment_is_tagged_as_model_training(tmp_path: Path) -> None:
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_new_experiment_is_tagged_as_model_training(migrated_store: dict[str, str]) -> None:
+    uri = migrated_store["uri"]
     experiment_id = Store.connect(uri).experiment_id("kind", None)
     assert Store.connect(uri).experiment_id("kind", None) == experiment_id  # found, not created twice
     tags = MlflowClient(uri).get_experiment(experiment_id).tags
@@ -139,6 +139,7 @@ def _assert_refused_before_training(proc: subprocess.CompletedProcess[str], cach
     return proc.stderr
 
 
+@pytest.mark.slow  # a CLI in a subprocess: a fresh interpreter imports torch, Lightning, Hydra and MLflow
 def test_unreachable_server_fails_fast_naming_the_field(tiny_overrides: list[str], tmp_path: Path) -> None:
     cache = tmp_path / "fresh_cache"
     # The timeout only guards against a hang: MLflow's own client would retry for minutes.
@@ -168,6 +169,7 @@ def read_only_dir(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", str(folder)], check=False)
 
 
+@pytest.mark.slow  # a CLI in a subprocess: a fresh interpreter imports torch, Lightning, Hydra and MLflow
 def test_read_only_folder_fails_fast_naming_the_field(
     tiny_overrides: list[str], tmp_path: Path, read_only_dir: Path
 ) -> None:

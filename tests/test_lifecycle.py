@@ -167,7 +167,7 @@ def test_sigkill_writing_the_end_checkpoint_then_resume_reports_the_last_steps_l
             "checkpoint.enabled=true", "checkpoint.every_n_steps=4", f"checkpoint.dir={tmp_path / 'ckpt'}"]
     killed = _killed_at("end_checkpoint_write", args)  # a single run, killed after its last step
     assert killed.returncode == -9, killed.stderr[-2000:]
-    partial = lambda: list((tmp_path / "ckpt").glob(".last.ckpt.*.partial"))  # noqa: E731
+    partial = lambda: list((tmp_path / "ckpt").glob(".last.ckpt.*.tmp"))  # noqa: E731
     assert len(partial()) == 1  # the write the kill cut short
     client = MlflowClient(store["uri"])
     (run,) = client.search_runs([client.get_experiment_by_name("killed_writing").experiment_id])
@@ -211,6 +211,7 @@ def test_job_refused_after_the_sweep_started_closes_its_parent_with_the_reason(
     assert "cluster: 2 processes inside a multirun" in parent.data.tags[REASON_TAG]
 
 
+@pytest.mark.usefixtures("migrated_store")
 def test_a_run_left_running_by_sigkill_is_settled_by_the_next_run_of_its_config(store: dict[str, str]) -> None:
     client = MlflowClient(store["uri"])
     door = Store.connect(store["uri"])
@@ -228,6 +229,7 @@ def test_a_run_left_running_by_sigkill_is_settled_by_the_next_run_of_its_config(
     assert client.get_run(alive).info.status == "RUNNING"
 
 
+@pytest.mark.usefixtures("migrated_store")
 def test_a_run_finished_without_its_final_metrics_is_not_skipped(store: dict[str, str]) -> None:
     client = MlflowClient(store["uri"])
     door = Store.connect(store["uri"])

@@ -170,3 +170,37 @@ def test_sweep_definition_and_aggregates() -> None:
         "sweep/a.tokens_per_sec.ci_low": 90.0, "sweep/a.tokens_per_sec.ci_high": 110.0,
         "sweep/b.n_seeds": 1.0, "sweep/b.test_loss.mean": 6.0,
     }  # fmt: skip
+
+
+@pytest.mark.usefixtures("migrated_store")
+def test_the_sweep_summary_goes_through_the_store(store: dict[str, str]) -> None:
+    """The sweep run's params, aggregates, tables and verdict, the shared view and a run's dataset
+    inputs, written through the Store's methods into a real store and read back."""
+    import pandas as pd
+
+    from src.tracking.datasets import log_datasets
+    from src.tracking.store import Store
+    from src.tracking.summary import TABLES, log_sweep_definition, log_sweep_summary
+    from src.tracking.tags import NOTE_TAG
+    from src.tracking.ui_view import VIEW_TAG, publish_view
+
+    door = Store.connect(store["uri"])
+    experiment = door.experiment_id("summary", store["artifacts"])
+    run_id = door.create_run(experiment, "sweep", {NOTE_TAG: "3 jobs finished."})
+    jobs = [{"overrides": ["norm=a", f"seed={s}"]} for s in (0, 1)] + [{"overrides": ["norm=b", "seed=0"]}]
+    log_sweep_definition(door, run_id, jobs)
+    rows = [{"variant": "a", "finished": 2, "test_loss": 5.0, "test_loss_ci": 0.5, "tokens_per_sec": 100.0, "tokens_per_sec_ci": 10.0}]
+    table = pd.DataFrame({"variant": ["a"], "test loss": [5.0]})
+    log_sweep_summary(door, run_id, rows, table, pd.DataFrame(), "a differs")
+    log_sweep_summary(door, run_id, rows, table, table, "a is equivalent")  # a report made again replaces its verdict
+    publish_view(door, experiment)
+    log_datasets(door, run_id, "corpus-r50k", {"train": {"tokens": 10, "documents": 2, "sha256": "ab"}}, ["train"])
+
+    client = MlflowClient(store["uri"])
+    run = client.get_run(run_id)
+    assert run.data.params == {"sweep.norm": "a,b", "sweep.seed": "0,1", "sweep.n_jobs": "3"}
+    assert run.data.metrics == aggregate_metrics(rows)
+    assert run.data.tags[NOTE_TAG] == "a is equivalent\n\n3 jobs finished."
+    assert {f.path for f in client.list_artifacts(run_id, "report")} == set(TABLES.values())
+    assert VIEW_TAG in client.get_experiment(experiment).tags
+    assert [(d.dataset.name, d.tags[0].value) for d in run.inputs.dataset_inputs] == [("corpus-r50k", "train")]

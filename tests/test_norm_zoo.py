@@ -3,6 +3,8 @@ the model axes (norm placement, QK-norm) computing what they say."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from torch import nn
@@ -42,7 +44,12 @@ def _formula(key: str, m: nn.Module, x: torch.Tensor) -> torch.Tensor:
 NEW = ["torch_layernorm_nobias", "layernorm_noaffine", "scalenorm", "dyt", "fast_dyt"]
 
 
-@pytest.mark.parametrize("key", NEW)
+def compiled(key: str) -> Any:
+    """fast_dyt compiles its kernels with inductor (a C++ compiler run per shape): a slow case."""
+    return pytest.param(key, marks=pytest.mark.slow) if key == "fast_dyt" else key
+
+
+@pytest.mark.parametrize("key", [compiled(k) for k in NEW])
 def test_float64_forward_and_gradients_match_the_formula(key: str) -> None:
     m = _randomize(make_norm(key, 24, EPS).to(F64))
     x = (torch.randn(3, 5, 24, dtype=F64) * 2 + 0.5).requires_grad_(True)
@@ -61,7 +68,7 @@ def test_float64_forward_and_gradients_match_the_formula(key: str) -> None:
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.parametrize("key", ["dyt", "fast_dyt", "scalenorm"])
+@pytest.mark.parametrize("key", ["dyt", compiled("fast_dyt"), "scalenorm"])
 def test_gradcheck(key: str) -> None:
     m = _randomize(make_norm(key, 6, EPS).to(F64))
     x = torch.randn(4, 6, dtype=F64, requires_grad=True)
@@ -70,6 +77,7 @@ def test_gradcheck(key: str) -> None:
     ), (x, *[p.detach().clone().requires_grad_(True) for p in m.parameters()]))
 
 
+@pytest.mark.slow  # compiles kernels with inductor (a C++ compiler run per shape)
 def test_fast_dyt_kernels_gradcheck_without_bias() -> None:
     x = torch.randn(8, 5, dtype=F64, requires_grad=True)
     a = torch.tensor([0.7], dtype=F64, requires_grad=True)
@@ -86,6 +94,7 @@ def fresh_kernels(monkeypatch: pytest.MonkeyPatch) -> fast_norms._Kernels:
 
 
 # 2-D and 3-D, an odd width, 14 rows (dw summed in chunks of 2); with and without the shift.
+@pytest.mark.slow  # compiles kernels with inductor (a C++ compiler run per shape)
 @pytest.mark.parametrize("shape,bias", [((64, 48), True), ((2, 7, 33), False)])
 def test_fast_dyt_matches_dyt_fp32(shape: tuple[int, ...], bias: bool, fresh_kernels: fast_norms._Kernels) -> None:
     ref = _randomize(DyT(shape[-1], alpha_init=0.8, bias=bias))
@@ -119,6 +128,7 @@ def test_dyt_eager_kernels_match_the_compiled_ones() -> None:
             torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow  # compiles kernels with inductor (a C++ compiler run per shape)
 def test_fast_dyt_bf16() -> None:
     ref, fast = DyT(64), FastDyT(64)
     x = torch.randn(4, 8, 64).bfloat16()

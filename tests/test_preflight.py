@@ -110,6 +110,7 @@ def test_bad_settings_fail_in_one_line(prepared: list[str], override: str, field
     assert field in line
 
 
+@pytest.mark.slow  # a dress rehearsal: real optimizer steps of a job
 def test_dress_rehearsal_measures_the_estimate(prepared: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*prepared, "preflight.steps=2"]) == 0
     out = capsys.readouterr().out
@@ -157,7 +158,22 @@ def test_time_and_cost_of_the_study_on_a100s() -> None:
     flops = stats.flops_per_token * (3_260_252_160 + evaluated / 3)
     assert t.seconds == pytest.approx(flops / (8 * 312e12 * 0.15))
     assert 2.5 < t.seconds / 3600 < 3.0 and t.device_hours == pytest.approx(8 * t.seconds / 3600)  # the study: 2.3-2.6 h
+    # fp32 runs: the A100's dense TF32 (156) and true fp32 (19.5) peaks, from the one table the bench reads too
     fp32 = compose(["experiment=gpt2_small_study", "cluster=gpu_node", "precision=fp32", "precision.matmul_precision=highest"])
-    assert estimate_time(fp32, budget, stats.flops_per_token, card).seconds is None  # true fp32: no peak known
+    assert estimate_time(fp32, budget, stats.flops_per_token, card).seconds == pytest.approx(312 / 19.5 * t.seconds)
     tf32 = compose(["experiment=gpt2_small_study", "cluster=gpu_node", "precision=fp32", "precision.matmul_precision=high"])
     assert estimate_time(tf32, budget, stats.flops_per_token, card).seconds == pytest.approx(2 * t.seconds)
+
+
+def test_every_card_has_the_benchmark_peaks() -> None:
+    """preflight's cards take their peaks from src.devices.PEAK_TFLOPS, by name: none is left without."""
+    from src.devices import PEAK_TFLOPS
+    from src.preflight.cards import CARDS, card_for
+
+    for key in CARDS:
+        card = card_for(compose([f"preflight.gpu={key}"]), on_gpu=True)
+        peaks = {kind: card.peak_tflops(kind) for kind in ("bf16", "tf32", "fp32")}
+        assert peaks in PEAK_TFLOPS.values(), (key, peaks)
+    l40s = card_for(compose(["preflight.gpu=l40s"]), on_gpu=True)
+    assert (l40s.peak_tflops("bf16"), l40s.peak_tflops("tf32")) == (362.05, 183.0)  # NVIDIA's L40S datasheet, dense
+    assert card_for(compose([]), on_gpu=False).peak_tflops("bf16") is None  # a CPU

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+import shutil
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -44,6 +45,16 @@ def family_of(norm: str) -> str:
     return str(paths.compose([f"norm={norm}"]).norm.family)
 
 
+_LAST_START_MS = [0]
+
+
+def next_start_ms() -> int:
+    """A start time later than every run logged before: the latest run of a (variant, seed) is the
+    one that counts, so runs logged within one millisecond must still be ordered."""
+    _LAST_START_MS[0] = max(int(time.time() * 1000), _LAST_START_MS[0] + 1)
+    return _LAST_START_MS[0]
+
+
 def log_run(
     client: MlflowClient,
     experiment_id: str,
@@ -56,8 +67,7 @@ def log_run(
     tags = {"norm": norm, "norm_family": family_of(norm), "seed": str(seed), "model": "cpu_small"}
     if outcome:
         tags["outcome"] = outcome
-    time.sleep(0.005)  # distinct start times: the latest run of a (variant, seed) is the one that counts
-    run_id = client.create_run(experiment_id, run_name=f"{norm}-s{seed}", tags=tags).info.run_id
+    run_id = client.create_run(experiment_id, run_name=f"{norm}-s{seed}", tags=tags, start_time=next_start_ms()).info.run_id
     if lr is not None:
         client.log_param(run_id, "optim.lr", lr)
     for key, value in metrics.items():
@@ -71,8 +81,8 @@ def finished(time_s: float, tokens_per_sec: float, test_loss: float) -> dict[str
 
 
 @pytest.fixture
-def client(store: dict[str, str]) -> MlflowClient:
-    return MlflowClient(store["uri"])
+def client(migrated_store: dict[str, str]) -> MlflowClient:
+    return MlflowClient(migrated_store["uri"])
 
 
 def test_single_seed_table_matches_the_study(client: MlflowClient, store: dict[str, str], tmp_path: Path) -> None:
@@ -228,6 +238,8 @@ def test_learning_rate_sweep_report(client: MlflowClient, store: dict[str, str],
     assert "torch_layernorm: largest stable learning rate 1.0e-02; stable over the whole grid" in text
     assert (tmp_path / "out" / "stability.png").stat().st_size > 0
     assert "## Learning-rate stability" in (tmp_path / "out" / "report.md").read_text()
+    page = (tmp_path / "out" / "report.html").read_text()  # the HTML report says the same
+    assert "<h2>Learning-rate stability</h2>" in page and "stable over the whole grid" in page
     assert by_learning_rate(analysis.runs).equals(stability)
 
 
@@ -246,10 +258,13 @@ def test_summarize_keeps_all_diverged_variants() -> None:
     assert row.notes == "diverged (steps 12, 30)" and row.finished == 0 and math.isnan(row.test_loss)
 
 
-def test_missing_experiment_is_a_clear_message(store: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_missing_experiment_is_a_clear_message(
+    store: dict[str, str], store_template: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert report_main(["--experiment", "nope", "--tracking-uri", store["uri"]]) == 1
     err = capsys.readouterr().err
     assert err.startswith("report: no MLflow database at") and "Traceback" not in err
+    shutil.copyfile(store_template, store["db"])  # a store (its schema made), without the experiment
     MlflowClient(store["uri"]).create_experiment("other")
     assert report_main(["--experiment", "nope", "--tracking-uri", store["uri"]]) == 1
     assert "MLflow experiment 'nope' not found" in capsys.readouterr().err

@@ -72,6 +72,7 @@ def test_a_bad_spending_for_the_plan_is_one_line(capsys: pytest.CaptureFixture[s
     assert line == "report: config error: hydra.sweeper.spending: 'linear' not allowed; valid choices: ['pocock', 'obrien_fleming']"
 
 
+@pytest.mark.slow  # a CLI in a subprocess: a fresh interpreter imports torch, Lightning, Hydra and MLflow
 def test_bad_setting_on_the_command_line_is_one_line(tiny_overrides: list[str], store: dict[str, str]) -> None:
     args = ["-m", "norm=hand_layernorm,torch_layernorm", "hydra/sweeper=sequential", "hydra.sweeper.max_seeds=2"]
     proc = run_cli("src.train", *args, *tiny_overrides)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -34,8 +36,9 @@ STALE_S = 300.0
 
 
 @pytest.fixture(scope="module")
-def shared_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    root = tmp_path_factory.mktemp("decisions")  # one store (schema creation is slow), one experiment per test
+def shared_store(tmp_path_factory: pytest.TempPathFactory, store_template: Path) -> tuple[str, str]:
+    root = tmp_path_factory.mktemp("decisions")  # one store, one experiment per test
+    shutil.copyfile(store_template, root / "mlflow.db")  # the schema made once per session
     return f"sqlite:///{root / 'mlflow.db'}", str(root / "mlartifacts")
 
 

@@ -141,6 +141,7 @@ def test_multi_device_job_inside_multirun_is_refused(tiny_overrides: list[str], 
     assert not _runs(store["uri"], "normsweep")
 
 
+@pytest.mark.slow  # a CLI in a subprocess: a fresh interpreter imports torch, Lightning, Hydra and MLflow
 def test_unknown_norm_lists_options_and_records_nothing(tiny_overrides: list[str], store: dict[str, str]) -> None:
     proc = run_cli("src.train", "norm=foo", *tiny_overrides)
     assert proc.returncode != 0
@@ -166,6 +167,7 @@ def test_invalid_value_fails_before_training(
     assert not Path(store["db"]).exists()  # nothing recorded
 
 
+@pytest.mark.slow  # a CLI in a subprocess: a fresh interpreter imports torch, Lightning, Hydra and MLflow
 def test_invalid_value_on_the_command_line_is_one_line(tiny_overrides: list[str], store: dict[str, str]) -> None:
     # The command line turns every ConfigError above into the same single line (one process is enough).
     proc = run_cli("src.train", "optim.lr=-1e-3", *tiny_overrides)

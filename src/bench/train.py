@@ -28,38 +28,16 @@ import torch
 
 from src.bench.common import default_out_dir, machine_info, resolve_device, synchronize, time_fn, write_report
 from src.bench.steps import TrainStep, bench_config, build_module, random_batches
+from src.devices import gpu_peak_tflops, matmul_kind
 from src.paths import ConfigError
 from src.report.stats import median_interval
 from src.report.table import markdown_table
 from src.training.lit_module import GPTLitModule
 from src.training.trainer import build_trainer
 
-# Dense peak TFLOP/s per matmul precision, from NVIDIA's datasheets (their "with sparsity"
-# figures are twice these). Keys are matched against torch.cuda.get_device_name(), most specific first.
-PEAK_TFLOPS: dict[str, dict[str, float]] = {
-    "h200 nvl": {"bf16": 835.5, "tf32": 417.5, "fp32": 60.0},
-    "h200": {"bf16": 989.4, "tf32": 494.7, "fp32": 66.9},  # SXM; same tensor cores as H100 SXM
-    "h100 pcie": {"bf16": 756.0, "tf32": 378.0, "fp32": 51.2},
-    "h100 nvl": {"bf16": 835.5, "tf32": 417.5, "fp32": 60.0},
-    "h100": {"bf16": 989.4, "tf32": 494.7, "fp32": 66.9},  # SXM (device name "H100 80GB HBM3")
-    "a100": {"bf16": 312.0, "tf32": 156.0, "fp32": 19.5},  # SXM and PCIe
-    "l40s": {"bf16": 362.05, "tf32": 183.0, "fp32": 91.6},
-    "l4": {"bf16": 121.0, "tf32": 60.0, "fp32": 30.3},
-    "a10g": {"bf16": 125.0, "tf32": 62.5, "fp32": 31.2},  # A10 datasheet; AWS's A10G is the same chip
-    "rtx 4090": {"bf16": 165.2, "tf32": 82.6, "fp32": 82.6},  # bf16 with fp32 accumulate
-}
 PRECISIONS = {"fp32": "fp32", "bf16-mixed": "bf16_mixed"}  # --precision -> conf/precision preset
 CPU_MATMUL_N = 4096  # 137 GFLOP per product: long enough that timer and launch costs vanish
 PEAK_REPEATS = 5
-
-
-def gpu_peak_tflops(device_name: str, matmul: str) -> float | None:
-    """Datasheet dense peak for a GPU name and matmul precision ("bf16", "tf32", "fp32"); None if unknown."""
-    name = device_name.lower()
-    for key, peaks in PEAK_TFLOPS.items():
-        if key in name:
-            return peaks[matmul]
-    return None
 
 
 def measure_matmul_tflops(
@@ -74,13 +52,6 @@ def measure_matmul_tflops(
     out = torch.empty(n, n, device=device, dtype=dtype)
     t = min(time_fn(lambda: torch.matmul(a, b, out=out), device, warmup=1, repeats=repeats))
     return 2 * n**3 / t / 1e12
-
-
-def matmul_kind(precision: str, matmul_precision: str) -> str:
-    """Which peak applies: bf16 autocast -> bf16; fp32 with TF32 allowed -> tf32; else fp32."""
-    if precision == "bf16-mixed":
-        return "bf16"
-    return "fp32" if matmul_precision == "highest" else "tf32"
 
 
 def mfu(tokens_per_s: float, flops_per_token: float, peak_flops: float) -> float:
@@ -163,7 +134,7 @@ def peak(device: torch.device, kind: str) -> tuple[float, str]:
         gpu = torch.cuda.get_device_name(device)
         tflops = gpu_peak_tflops(gpu, kind)
         if tflops is None:
-            raise SystemExit(f"no peak for {gpu!r} in PEAK_TFLOPS; add its dense {kind} TFLOP/s")
+            raise SystemExit(f"no peak for {gpu!r} in src.devices.PEAK_TFLOPS; add its dense {kind} TFLOP/s")
         return tflops, f"datasheet dense {kind} peak of {gpu}"
     dtype = torch.bfloat16 if kind == "bf16" else torch.float32
     return measure_matmul_tflops(device, dtype), f"best of {PEAK_REPEATS} {CPU_MATMUL_N}x{CPU_MATMUL_N} {kind} matmuls"

@@ -47,7 +47,6 @@ from src.tracking.tags import BENCH_TAG, GIT_COMMIT_TAG
 from src.tracking.tracker import flatten
 from src.tracking.variants import metric_key
 
-DEFAULT_VARIANTS = "hand_layernorm,torch_layernorm,hand_rmsnorm,torch_rmsnorm,no_norm"
 BASELINE = "no_norm"  # the norm's cost is a step's time minus the identity's
 N_BATCHES = 4  # distinct random batches, cycled: the same for every variant
 REFERENCE_STEPS = 3  # whole steps of the reference at the kernel check's thread count (median)
@@ -289,7 +288,7 @@ def log_to_mlflow(report: dict[str, Any], files: list[Path]) -> str | None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--variants", default=DEFAULT_VARIANTS, help="comma-separated norm keys (default: %(default)s)")
+    parser.add_argument("--variants", default=conf_default("train", "norm_sets.study"), help="comma-separated norm keys (default: %(default)s)")
     parser.add_argument(
         "--variant-overrides", default=None, metavar="JSON",
         help='variants built from overrides, as a sweep varies them: {"name": ["norm=a", "model.qk_norm=true"], ...} (replaces --variants)',

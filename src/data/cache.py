@@ -9,7 +9,7 @@ A corpus too large for one file per split (FineWeb) lists several shard files un
 
 This module is the one writer of that format, in this order: `begin_cache` withdraws `meta.json`,
 `write_tokens` writes each token file, `finish_cache` writes `meta.json` last. Every file is written
-to a temporary name in the same folder and moved into place with `os.replace`, which is atomic. A
+atomically (src.atomic_io: a temporary name in the same folder, fsynced, then renamed into place). A
 split file is trusted only when `meta.json` exists and the file's size and hash match it, so a crash
 mid-write, a leftover temporary file or a truncated copy is rebuilt rather than read. Two processes
 preparing at once each write their own temporary files (named by pid) and replace the targets with
@@ -23,20 +23,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from src.atomic_io import TEMP_GLOB, atomic_file, atomic_write
+
 from .tokenizer import EOT_ID, TOKENIZER_NAME, gpt2_encoding
 
 META_FILE = "meta.json"
 TOKEN_DTYPE = np.uint16  # GPT-2's 50,257 ids fit; half the bytes of int32
 _BATCH_DOCS = 64  # documents per tokenizer call: enough for its threads, bounded memory
-_TEMP_GLOB = ".*.tmp"  # what `_temp_path` names
 
 
 def cache_folder(cache_dir: str | Path, cache_key: str) -> Path:
@@ -62,14 +61,9 @@ def encode_documents(documents: Iterable[str], eot_after: bool = False) -> Itera
 # --- writing -----------------------------------------------------------------------------------
 
 
-def _temp_path(target: Path) -> Path:
-    # Unique per process and call, hidden, and never matching '<split>.bin' or 'meta.json'.
-    return target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-
-
 def temporary_files(folder: Path) -> list[Path]:
     """Temporary files of writers in `folder` (alive, or killed mid-write)."""
-    return list(folder.glob(_TEMP_GLOB))
+    return list(folder.glob(TEMP_GLOB))
 
 
 def cache_header(cache_key: str) -> dict[str, str]:
@@ -87,20 +81,13 @@ def begin_cache(folder: Path) -> None:
 def write_tokens(target: Path, chunks: Iterable[np.ndarray], documents: int) -> dict[str, Any]:
     """Stream the token chunks of `documents` documents into `target` atomically; return the file's
     entry for `meta.json` (file, tokens, bytes, sha256, documents)."""
-    tmp = _temp_path(target)
     digest, n_tokens = hashlib.sha256(), 0
-    try:
-        with open(tmp, "wb") as f:
-            for chunk in chunks:
-                data = np.ascontiguousarray(chunk, dtype=TOKEN_DTYPE).tobytes()
-                f.write(data)
-                digest.update(data)
-                n_tokens += len(chunk)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_file(target) as f:
+        for chunk in chunks:
+            data = np.ascontiguousarray(chunk, dtype=TOKEN_DTYPE).tobytes()
+            f.write(data)
+            digest.update(data)
+            n_tokens += len(chunk)
     return {
         "file": target.name,
         "tokens": n_tokens,
@@ -111,13 +98,8 @@ def write_tokens(target: Path, chunks: Iterable[np.ndarray], documents: int) -> 
 
 
 def write_json(target: Path, data: Any) -> None:
-    """Write a JSON file atomically (temporary file + `os.replace`): readers see old or new, never half."""
-    tmp = _temp_path(target)
-    try:
-        tmp.write_text(json.dumps(data, indent=2) + "\n")
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """Write a JSON file atomically: readers see old or new, never half."""
+    atomic_write(target, (json.dumps(data, indent=2) + "\n").encode())
 
 
 def _split_entry(files: Sequence[dict[str, Any]], sharded: bool) -> dict[str, Any]:

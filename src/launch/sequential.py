@@ -38,13 +38,13 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 from src.paths import ConfigError
+from src.tracking.tags import RESULT_OUTCOMES
 
 if TYPE_CHECKING:
     from src.report.sequential_stats import Design
     from src.tracking.store import Store
 
 SWEEPER_CLASS = "SequentialSweeper"
-RESULT_OUTCOMES = ("finished", "diverged")  # a seed with a result, whatever the metric says
 # The metrics a comparison can be decided on (the report's run columns); speed only where it was
 # measured paired and on a quiet machine, which is why it is not the default (docs/sequential.md).
 METRIC_CHOICES = ("test_loss", "tokens_per_sec")
@@ -355,14 +355,14 @@ class SequentialSweeper(Sweeper):
         self, c: Comparison, results: Mapping[tuple[str, int], Mapping[str, float]], design: Design, k: int
     ) -> None:
         """Look k (1-based) at comparison c: decided, stopped for futility, or still open."""
+        from src.report.comparisons import paired_difference
         from src.report.sequential_stats import look_at
 
         n = design.looks()[k - 1]
-        diffs = []
-        for s in range(n):
-            va, vb = results[(c.a, s)][c.metric], results[(c.b, s)][c.metric]
-            # Loss in nats (b - a); speed as a relative change (b / a - 1), like the report.
-            diffs.append(vb - va if c.metric == "test_loss" else vb / va - 1)
+        diffs = [
+            paired_difference(c.metric, results[(c.a, s)][c.metric], results[(c.b, s)][c.metric])
+            for s in range(n)
+        ]
         look = look_at(design, k - 1, diffs, c.margin)
         c.last = {"look": None, **asdict(look), "futility": design.futility, "max_seeds": design.max_seeds}
         if look.n < 2:

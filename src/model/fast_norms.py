@@ -6,7 +6,7 @@ fused `nn.LayerNorm` kernel although RMSNorm does strictly less work. Here a
 `torch.autograd.Function` runs an analytic forward and backward:
 
 - fp32 (the training default): native C++ row kernels (`csrc/rms_norm.cpp`, built on first use,
-  see `src/cpu_kernels.py`), which read each row once per pass like LayerNorm's kernel;
+  see `src/model/cpu_kernels.py`), which read each row once per pass like LayerNorm's kernel;
 - other dtypes, or where no compiler is available: the same math as two small functions
   compiled by `torch.compile`'s C++ backend into fused loops.
 

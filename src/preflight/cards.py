@@ -1,9 +1,8 @@
 """The device a job's memory and time are weighed against: a common GPU card, or this machine's CPU.
 
 Sources: memory is what `nvidia-smi --query-gpu=memory.total` reports for the card (MiB, so the
-figure the CUDA allocator can address before its own context); the peak is the dense bf16/fp16
-tensor-core rate of NVIDIA's datasheets (their "with sparsity" figures are twice these), the same
-figures `src.bench.train.PEAK_TFLOPS` uses for MFU.
+figure the CUDA allocator can address before its own context); the peaks per matmul precision are
+the datasheets' dense rates of `src.devices.PEAK_TFLOPS`, the table the benchmark's MFU reads too.
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ from dataclasses import dataclass
 
 from omegaconf import DictConfig
 
+from src.devices import gpu_peak_tflops
 from src.paths import ConfigError
 
 MIB = 2**20
@@ -23,24 +23,28 @@ GIB = 2**30
 class Card:
     name: str
     memory_bytes: int
-    bf16_tflops: float | None  # dense peak; None: unknown (a CPU)
+    gpu: bool  # False: this machine's CPU, whose peak is unknown
 
     @property
     def memory_gib(self) -> float:
         return self.memory_bytes / GIB
 
+    def peak_tflops(self, matmul: str) -> float | None:
+        """The dense peak for a matmul precision ("bf16", "tf32", "fp32"); None on a CPU."""
+        return gpu_peak_tflops(self.name, matmul) if self.gpu else None
 
-# key (preflight.gpu) -> (name, memory.total in MiB, dense bf16 TFLOP/s)
-CARDS: dict[str, tuple[str, int, float]] = {
-    "a100-40gb": ("A100 40GB", 40_960, 312.0),
-    "a100-80gb": ("A100 80GB", 81_920, 312.0),
-    "h100-80gb": ("H100 SXM 80GB", 81_559, 989.4),
-    "h100-pcie": ("H100 PCIe 80GB", 81_559, 756.0),
-    "h200": ("H200 SXM 141GB", 143_771, 989.4),
-    "l40s": ("L40S 48GB", 46_068, 362.05),
-    "l4": ("L4 24GB", 23_034, 121.0),
-    "a10g": ("A10G 24GB", 23_028, 125.0),
-    "rtx-4090": ("RTX 4090 24GB", 24_564, 165.2),
+
+# key (preflight.gpu) -> (name, memory.total in MiB); the name finds the card's peaks in PEAK_TFLOPS.
+CARDS: dict[str, tuple[str, int]] = {
+    "a100-40gb": ("A100 40GB", 40_960),
+    "a100-80gb": ("A100 80GB", 81_920),
+    "h100-80gb": ("H100 SXM 80GB", 81_559),
+    "h100-pcie": ("H100 PCIe 80GB", 81_559),
+    "h200": ("H200 SXM 141GB", 143_771),
+    "l40s": ("L40S 48GB", 46_068),
+    "l4": ("L4 24GB", 23_034),
+    "a10g": ("A10G 24GB", 23_028),
+    "rtx-4090": ("RTX 4090 24GB", 24_564),
 }
 
 
@@ -57,12 +61,12 @@ def card_for(cfg: DictConfig, on_gpu: bool) -> Card:
         key = str(pf.gpu)
         if key not in CARDS:
             raise ConfigError(f"preflight.gpu={key!r} is not a known card; valid choices: {', '.join(CARDS)}")
-        name, mib, tflops = CARDS[key]
-        card = Card(name, mib * MIB, tflops)
+        name, mib = CARDS[key]
+        card = Card(name, mib * MIB, gpu=True)
     else:
-        card = Card("this machine's RAM", host_memory_bytes(), None)
+        card = Card("this machine's RAM", host_memory_bytes(), gpu=False)
     if pf.gpu_memory_gb is not None:
         if not pf.gpu_memory_gb > 0:
             raise ConfigError(f"preflight.gpu_memory_gb must be > 0 or null, got {pf.gpu_memory_gb}")
-        card = Card(card.name, int(pf.gpu_memory_gb * GIB), card.bf16_tflops)
+        card = Card(card.name, int(pf.gpu_memory_gb * GIB), card.gpu)
     return card

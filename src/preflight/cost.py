@@ -4,10 +4,9 @@
 
 Training FLOPs are `flops_per_token` (6·N + 12·L·d·T, `src.model.gpt.model_stats`) times the tokens
 of the budget; evaluation adds a forward pass (a third of that per token) over every validation
-and the test windows. The peak is the card's dense bf16 rate for 16-bit runs and half of it for
-fp32 runs that multiply in TF32 (`precision.matmul_precision` high or medium): the ratio on the
-cards of `cards.CARDS`. True fp32 matmuls (`highest`) and CPUs have no peak here:
-`preflight.peak_tflops` gives one.
+and the test windows. The peak is the card's dense rate for the run's matmuls (`src.devices.matmul_kind`):
+bf16 for 16-bit runs, TF32 for fp32 runs with `precision.matmul_precision` high or medium, fp32 for
+`highest`. A CPU has no peak here: `preflight.peak_tflops` gives one.
 """
 
 from __future__ import annotations
@@ -16,11 +15,11 @@ from dataclasses import dataclass
 
 from omegaconf import DictConfig
 
+from src.devices import matmul_kind
 from src.paths import ConfigError
 from src.preflight.cards import Card
 from src.training.budget import Budget
 
-TF32_SHARE = 0.5  # TF32 / bf16 dense peak on A100, H100, H200, L40S, L4, A10G
 FORWARD_SHARE = 1 / 3  # a forward pass: 2N of training's 6N FLOPs per token
 
 
@@ -43,11 +42,7 @@ def peak_tflops(cfg: DictConfig, card: Card) -> float | None:
         if not (isinstance(given, (int, float)) and given > 0):
             raise ConfigError(f"preflight.peak_tflops must be a number > 0 or null, got {given!r}")
         return float(given)
-    if card.bf16_tflops is None:
-        return None
-    if str(cfg.precision.lightning).startswith(("16", "bf16")):
-        return card.bf16_tflops
-    return card.bf16_tflops * TF32_SHARE if cfg.precision.matmul_precision != "highest" else None
+    return card.peak_tflops(matmul_kind(str(cfg.precision.lightning), str(cfg.precision.matmul_precision)))
 
 
 def eval_tokens(cfg: DictConfig, budget: Budget) -> int:

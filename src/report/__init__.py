@@ -170,28 +170,32 @@ class Analysis:
             lines += ["", f"({self.superseded} older runs of a config run again were left out.)"]
         return "\n".join(lines)
 
+    def sections(self) -> list[tuple[str, str, list[str]]]:
+        """The prose after the table, as (heading, lead, items): both file renderers walk this one
+        list, so a section added here reaches the Markdown and the HTML report alike."""
+        found = [
+            (
+                "Is it more than seed noise? Paired comparisons",
+                self._heading() + " (all pairs in `comparisons.csv`).",
+                self.sentences() or [self.nothing_to_compare()],
+            )
+        ]
+        if self.sequential:
+            found.append((sequential_heading(), "", [v.sentence() for v in self.sequential]))
+        if self.stability is not None:
+            found.append(("Learning-rate stability", "", stability_sentences(self.stability, self.sensitivity)))
+        return found
+
     def markdown(self, figures: list[Path]) -> str:
         parts = [
             f"# normsweep report: `{self.experiment}`",
             f"{len(self.runs)} runs from `{self.tracking_uri}`. Cells are mean ± 95% CI (t) over finished seeds.",
             markdown_table(*self.rows()),
             *([self.code_note] if self.code_note else []),
-            "## Is it more than seed noise? Paired comparisons",
-            self._heading() + " (all pairs in `comparisons.csv`).",
-            "\n".join(f"- {s}" for s in self.sentences()) or self.nothing_to_compare(),
-            *(
-                [f"## {sequential_heading()}", "\n".join(f"- {v.sentence()}" for v in self.sequential)]
-                if self.sequential
-                else []
-            ),
-            *(
-                ["## Learning-rate stability", "\n".join(f"- {s}" for s in stability_sentences(self.stability, self.sensitivity))]
-                if self.stability is not None
-                else []
-            ),
-            "## Figures",
-            "\n".join(f"![{p.stem}]({p.name})" for p in figures),
         ]
+        for heading, lead, items in self.sections():
+            parts += [f"## {heading}", *([lead] if lead else []), "\n".join(f"- {s}" for s in items)]
+        parts += ["## Figures", "\n".join(f"![{p.stem}]({p.name})" for p in figures)]
         return "\n\n".join(parts) + "\n"
 
 
@@ -292,14 +296,12 @@ def html_page(analysis: Analysis, figures: list[Path]) -> str:
     header, rows = analysis.rows()
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
-    sentences = "".join(f"<li>{html.escape(s)}</li>" for s in analysis.sentences())
-    sequential = (
-        f"<h2>{html.escape(sequential_heading())}</h2><ul>"
-        + "".join(f"<li>{html.escape(v.sentence())}</li>" for v in analysis.sequential)
-        + "</ul>"
-        if analysis.sequential
-        else ""
-    )
+    sections = "".join(
+        f"<h2>{html.escape(heading)}</h2>"
+        + (f"<p>{html.escape(lead)}</p>" if lead else "")
+        + "<ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in items) + "</ul>"
+        for heading, lead, items in analysis.sections()
+    )  # fmt: skip
     images = "".join(
         f'<h3>{html.escape(p.stem)}</h3><img alt="{html.escape(p.stem)}" style="max-width:100%" '
         f'src="data:image/png;base64,{base64.b64encode(p.read_bytes()).decode()}">'
@@ -311,7 +313,7 @@ def html_page(analysis: Analysis, figures: list[Path]) -> str:
         f"<p>{len(analysis.runs)} runs. Cells are mean ± 95% CI over finished seeds.</p>"
         f"<div style='overflow-x:auto'><table border=1 cellpadding=4><tr>{head}</tr>{body}</table></div>"
         f"{f'<p>{html.escape(analysis.code_note)}</p>' if analysis.code_note else ''}"
-        f"<h2>Comparisons</h2><p>{html.escape(analysis._heading())}</p><ul>{sentences}</ul>{sequential}"
+        f"{sections}"
         f"<h2>Figures</h2>{images}</body>"
     )
 

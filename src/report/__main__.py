@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 from src import paths
 from src.paths import ConfigError
 from src.report import ReportError, analyze, generate_report, report_folder, write
-from src.report.comparisons import Margins, reference_setting, settings
+from src.report.comparisons import Margins, default_margin, reference_setting, settings
 from src.report.runs import open_store
 from src.report.status import status_text
 from src.tracking.store import StoreError
@@ -43,10 +43,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--status", action="store_true", help="list every job of the sweep with its state")
     parser.add_argument("--sweep-dir", type=Path, default=None, help="with --status: a multirun/<date>/<time> folder")
     parser.add_argument(
-        "--margin-loss", type=float, default=None, help="equivalence margin of test loss, nats (report.margin.test_loss; 0.01)"
+        "--margin-loss", type=float, default=None, help=f"equivalence margin of test loss, nats (report.margin.test_loss; {default_margin('test_loss')})"
     )
     parser.add_argument(
-        "--margin-speed", type=float, default=None, help="equivalence margin of tokens/s, relative (report.margin.speed; 0.02)"
+        "--margin-speed", type=float, default=None, help=f"equivalence margin of tokens/s, relative (report.margin.speed; {default_margin('speed')})"
     )
     parser.add_argument(
         "--pair", action="append", default=None, metavar="A:B", help="compare B against A (repeatable; replaces the study's pairs)"

@@ -78,6 +78,14 @@ METRICS: dict[str, tuple[str, str, bool]] = {
     "test_loss": ("test_loss", "test loss", False),
     "tokens_per_sec": ("speed", "tokens/s", True),
 }
+
+
+def paired_difference(metric: str, a: Any, b: Any) -> Any:
+    """b measured against a, seed by seed: b - a (test loss, nats) or b / a - 1 for a relative metric
+    (tokens/s). Scalars or arrays."""
+    return b / a - 1 if METRICS[metric][2] else b - a
+
+
 COLUMNS = ["pair", "metric", "test", "n", "diff", "ci_low", "ci_high", "p", "p_holm", "tost_p", "margin", "verdict"]
 
 
@@ -217,8 +225,8 @@ def _compare_one(runs: pd.DataFrame, a: str, b: str, metric: str, margin: float)
     relative = METRICS[metric][2]
     if len(common) >= MIN_SEEDS or min(len(va), len(vb)) < MIN_SEEDS:
         xa, xb = va.loc[common].to_numpy(), vb.loc[common].to_numpy()
-        if relative:  # per-seed relative change: b/a - 1, tested against 0
-            xa, xb = np.zeros(len(common)), xb / xa - 1
+        if relative:  # per-seed relative change, tested against 0
+            xa, xb = np.zeros(len(common)), paired_difference(metric, xa, xb)
         primary, boot = paired_t(xa, xb), paired_bootstrap(xa, xb)
         used, sd = 2 * len(common), primary.sd
     else:  # the seed sets barely overlap: compare the groups unpaired

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from src.report.table import AXIS_PREFIX, order_of
+from src.report.table import AXIS_PREFIX, LOSS_REFERENCE, order_of
 from src.report.table import UNKNOWN as UNKNOWN_FAMILY
 from src.tracking.store import Store, redact_uri, sqlite_path
 from src.tracking.sweep import PARENT_ENV, latest_sweep_run
@@ -65,7 +65,7 @@ REPORT_ARTIFACT_DIR = "report"  # the report's files on the sweep's run
 # variant the step time ratio to INTERLEAVED_REFERENCE (median of interleaved rounds) and its 95% interval.
 BENCH_VARIANTS = "variants"  # the tag's value, and bench-variants the run name
 BENCH_RUN_NAME = "bench-variants"
-INTERLEAVED_REFERENCE = "torch_layernorm"
+INTERLEAVED_REFERENCE = LOSS_REFERENCE  # one reference: the table's speed column is headed "vs" it too
 RATIO_METRICS = ("ratio", "ratio_low", "ratio_high")  # logged as "<metric>/<variant>"
 NORM_COST_METRICS = ("norm_cost_ms", "norm_cost_ms_low", "norm_cost_ms_high", "step_ms")
 METRIC_COLUMNS = {  # report column -> MLflow metric

@@ -52,5 +52,4 @@ def dataset_inputs(cache_key: str, splits: Mapping[str, Mapping[str, Any]], used
 def log_datasets(
     store: Store, run_id: str, cache_key: str, splits: Mapping[str, Mapping[str, Any]], used: Sequence[str]
 ) -> None:
-    client = store.client
-    client.log_inputs(run_id, datasets=dataset_inputs(cache_key, splits, used))
+    store.log_inputs(run_id, dataset_inputs(cache_key, splits, used))

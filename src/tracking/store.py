@@ -42,7 +42,8 @@ from src.tracking.identity import safe_folder_name
 from src.tracking.tags import EXPERIMENT_KIND_TAG, NOTE_TAG
 
 if TYPE_CHECKING:
-    from mlflow.entities import Experiment, Metric, Run
+    import pandas as pd
+    from mlflow.entities import DatasetInput, Experiment, Metric, Run
     from mlflow.tracking import MlflowClient
 
 log = logging.getLogger(__name__)
@@ -539,3 +540,19 @@ class Store:
     def terminate(self, run_id: str, status: str) -> None:
         """Close the run: FINISHED, FAILED or KILLED."""
         with_retry(lambda: self.client.set_terminated(run_id, status))
+
+    # --- experiment tags, tables, dataset inputs ---
+
+    def experiment_tags(self, experiment_id: str) -> dict[str, str]:
+        return dict(self.client.get_experiment(experiment_id).tags)
+
+    def set_experiment_tag(self, experiment_id: str, key: str, value: str) -> None:
+        with_retry(lambda: self.client.set_experiment_tag(experiment_id, key, value))
+
+    def log_table(self, run_id: str, data: pd.DataFrame, artifact_file: str) -> None:
+        """A table artifact (`*.json`) that MLflow's artifact viewer shows as a grid."""
+        with_retry(lambda: self.client.log_table(run_id, data=data, artifact_file=artifact_file))
+
+    def log_inputs(self, run_id: str, datasets: Sequence[DatasetInput]) -> None:
+        """Dataset inputs of the run (the UI's Datasets column)."""
+        with_retry(lambda: self.client.log_inputs(run_id, datasets=list(datasets)))

@@ -17,10 +17,10 @@ Torch-free; `store` is the job's or the report's open store (src.tracking.store.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from src.tracking.tags import NOTE_TAG
 from src.tracking.variants import metric_key
 
 if TYPE_CHECKING:
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
     from src.tracking.store import Store
 
-NOTE_TAG = "mlflow.note.content"  # a run's description in the MLflow UI
 # One-off results (a job's test loss and tokens/s, the sweep's aggregates) are logged at step 0: MLflow
 # 3.17's chart view draws a metric that no run has at a step >= 1 as bars, one value per run, and a
 # metric logged at a later step as a single-dot line on the step axis.
@@ -72,10 +71,7 @@ def sweep_params(jobs: Sequence[Mapping[str, Any]]) -> dict[str, str]:
 
 def log_sweep_definition(store: Store, run_id: str, jobs: Sequence[Mapping[str, Any]]) -> None:
     """The swept keys and their values as params of a new sweep run (params are write-once)."""
-    client = store.client
-    for key, value in sweep_params(jobs).items():
-        client.log_param(run_id, key, value[:6000])  # MLflow's limit on a param value
-    client.log_param(run_id, "sweep.n_jobs", len(jobs))
+    store.log_params(run_id, {**sweep_params(jobs), "sweep.n_jobs": len(jobs)})
 
 
 def sweep_note(jobs_sentence: str, verdict: str | None) -> str:
@@ -97,23 +93,18 @@ def log_sweep_summary(
     as the report shows it; `comparisons`: one row per pair and metric; `verdict`: markdown, the
     description's first part.
     """
-    client = store.client
-    from mlflow.entities import Metric
-
-    stored = client.get_run(run_id).data.metrics  # each key's latest value
+    stored = store.get_run(run_id)
     # Only what changed: a report made again over the same runs (a re-run of a finished sweep) adds
     # no second row of the same numbers.
-    metrics = {k: v for k, v in aggregate_metrics(rows).items() if stored.get(k) != v}
-    stamp = int(time.time() * 1000)
-    entries = [Metric(key, value, stamp, SUMMARY_STEP) for key, value in sorted(metrics.items())]
-    for start in range(0, len(entries), 1000):  # MLflow's batch limit
-        client.log_batch(run_id, metrics=entries[start : start + 1000])
-    client.log_table(run_id, data=variants, artifact_file=TABLES["variants"])
+    previous = stored.data.metrics if stored is not None else {}
+    metrics = {k: v for k, v in aggregate_metrics(rows).items() if previous.get(k) != v}
+    store.log_metrics(run_id, dict(sorted(metrics.items())), step=SUMMARY_STEP)
+    store.log_table(run_id, variants, TABLES["variants"])
     if not comparisons.empty:
-        client.log_table(run_id, data=comparisons, artifact_file=TABLES["comparisons"])
-    tags = client.get_run(run_id).data.tags
+        store.log_table(run_id, comparisons, TABLES["comparisons"])
+    run = store.get_run(run_id)
+    tags = run.data.tags if run is not None else {}
     note, previous = tags.get(NOTE_TAG, ""), tags.get(VERDICT_TAG)
     if previous and note.startswith(previous):  # a report made again replaces its own verdict
         note = note[len(previous) :].lstrip()
-    client.set_tag(run_id, VERDICT_TAG, verdict)
-    client.set_tag(run_id, NOTE_TAG, sweep_note(note, verdict))
+    store.set_tags(run_id, {VERDICT_TAG: verdict, NOTE_TAG: sweep_note(note, verdict)})

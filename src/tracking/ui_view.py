@@ -66,10 +66,9 @@ def view_state() -> dict[str, object]:
 
 def publish_view(store: Store, experiment_id: str) -> None:
     """Write the shared view on the experiment (idempotent: unchanged views are not rewritten)."""
-    client = store.client
     value = json.dumps(view_state(), separators=(",", ":"))
-    if client.get_experiment(experiment_id).tags.get(VIEW_TAG) != value:
-        client.set_experiment_tag(experiment_id, VIEW_TAG, value)
+    if store.experiment_tags(experiment_id).get(VIEW_TAG) != value:
+        store.set_experiment_tag(experiment_id, VIEW_TAG, value)
 
 
 def default_workers() -> int:

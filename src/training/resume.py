@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from lightning.pytorch.utilities import rank_zero_only
 
+from src.atomic_io import remove_partial_writes
 from src.paths import ConfigError
 from src.tracking.code import code_state
 from src.tracking.store import Store, redact_uri
@@ -32,7 +33,6 @@ from src.tracking.tags import (
     RUNNING,
     SUPERSEDED_TAG,
 )
-from src.training.atomic_io import remove_partial_writes
 from src.training.checkpointing import check_checkpoint, read_run_state, resolve_ckpt_path
 from src.training.run_spec import RunSpec
 
