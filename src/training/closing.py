@@ -6,7 +6,8 @@ outcome the body reported (`finish`), or with the one the exception implies:
     SIGTERM (pre-emption)       -> preempted (KILLED); exits 0 so a requeued job resumes
     Ctrl+C, SystemExit          -> killed (KILLED)
     a full checkpoint disk      -> failed (FAILED), its one-line message as the run's note
-    any other exception         -> failed (FAILED)
+    any other exception         -> failed (FAILED), re-raised as `RunFailed`: one line (src/training/failures.py)
+    the store's disk full, or its file gone -> left RUNNING (nothing can be written), `RunFailed`
 
 A SIGKILL runs no code at all: the run stays RUNNING with a heartbeat that stops, and the next run
 of the sweep (or `python -m src.report --status`) sees it as lost (src/tracking/sweep.py).
@@ -14,6 +15,7 @@ of the sweep (or `python -m src.report --status`) sees it as lost (src/tracking/
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import TracebackType
 
 from lightning.pytorch.utilities import rank_zero_only
@@ -21,7 +23,8 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from src.tracking.tracker import Tracker
 from src.training.atomic_io import CheckpointSpaceError
-from src.training.checkpointing import SaveOnSigterm
+from src.training.checkpointing import LAST, SaveOnSigterm
+from src.training.failures import failed_after_recording, keep_traceback
 
 
 class RunClosing:
@@ -39,6 +42,23 @@ class RunClosing:
     def _close(self, outcome: str, note: str | None = None) -> None:
         if self.tracker is not None:
             self.tracker.close(outcome, note=note)
+
+    def _fail(self, err: BaseException) -> None:
+        """Close the run FAILED, then raise the one line that says what happened and how to go on."""
+        tracker = self.tracker
+        db = tracker.store.db if tracker is not None else None
+        failure = failed_after_recording(err, self.run_name, tracker.run_id if tracker else None, self._checkpoint(), db)
+        if not failure.store_broken:  # a store that broke cannot record its own failure
+            try:
+                self._close("failed", str(err) if isinstance(err, CheckpointSpaceError) else None)
+            except Exception as close_err:  # the original error is the one to report
+                keep_traceback(close_err)
+        if isinstance(err, CheckpointSpaceError):
+            return  # its own line says it all (src/train.py prints it)
+        raise failure from err
+
+    def _checkpoint(self) -> Path | None:
+        return self.sigterm.dirpath / LAST if self.sigterm.dirpath is not None else None
 
     def __enter__(self) -> RunClosing:
         return self
@@ -61,6 +81,6 @@ class RunClosing:
             raise SystemExit(0) from None
         elif isinstance(err, (KeyboardInterrupt, SystemExit)):
             self._close("killed")
-        else:
-            self._close("failed", str(err) if isinstance(err, CheckpointSpaceError) else None)
+        elif isinstance(err, Exception):
+            self._fail(err)
         return False
