@@ -152,8 +152,8 @@ def small_store_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 def _fault_run(point: str, overrides: list[str], db: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """tests/fault_job.py: the store fails after step 6 of 12 (checkpoints every 3 steps)."""
-    args = [*overrides, f"paths.mlflow_db={db}", "optim.max_steps=12", "checkpoint.enabled=true",
+    """tests/fault_job.py: the store fails after step 6 of 8 (checkpoints every 3 steps)."""
+    args = [*overrides, f"paths.mlflow_db={db}", "optim.max_steps=8", "checkpoint.enabled=true",
             "checkpoint.every_n_steps=3", f"checkpoint.dir={tmp_path / 'ckpt'}"]  # fmt: skip
     command = [sys.executable, str(REPO / "tests" / "fault_job.py"), point, *args]
     return subprocess.run(command, cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300)

@@ -48,6 +48,8 @@ def _file_handlers() -> list[logging.FileHandler]:
 def route_store_errors_to_log() -> None:
     """Send MLflow's per-statement store errors to the job's log file only (see STORE_LOGGERS)."""
     handlers = _file_handlers()
+    if not handlers:  # not a Hydra job (a test, a notebook): left as MLflow set them
+        return
     for name in STORE_LOGGERS:
         logger = logging.getLogger(name)
         logger.handlers = list(handlers)
