@@ -11,6 +11,7 @@ import os
 import resource
 import sys
 from dataclasses import asdict
+from typing import NoReturn
 
 import hydra
 import lightning as L
@@ -225,6 +226,16 @@ class JobFailed(CompactHydraException):
     """A sweep job's one-line failure: Hydra prints its message alone (no traceback) at the sweep's end."""
 
 
+def end_in_one_line(message: str, store_broken: bool) -> NoReturn:
+    """Stop with `message` alone: the command ends, except that a sweep's other jobs still run
+    (Hydra ends the sweep with this line) unless the store they all write to broke."""
+    if in_multirun() and not store_broken:
+        print(f"[normsweep] {message}", file=sys.stderr, flush=True)
+        raise JobFailed(message)  # Hydra's on_job_end tells the sweep's parent run
+    job_failed(message)  # the sweep's parent run records why it ended
+    raise SystemExit(message)
+
+
 def traceback_note(err: BaseException) -> str:
     path = keep_traceback(err)
     return f" (traceback: {path})" if path else ""
@@ -241,17 +252,11 @@ def main(cfg: DictConfig) -> float | None:
         job_failed(f"{cfg.get('run_name', '?')}: {message}")  # the sweep's parent run records why it ended
         raise SystemExit(message) from None
     except RunFailed as err:  # after the run was recorded: what became of it, and how to go on
-        message = f"error: {err}{traceback_note(err.__cause__ or err)}"
-        job_failed(message)
-        if in_multirun() and not err.store_broken:
-            print(f"[normsweep] {message}", file=sys.stderr, flush=True)
-            raise JobFailed(message) from None  # the sweep's other jobs still run; Hydra ends with this line
-        raise SystemExit(message) from None
+        end_in_one_line(f"error: {err}{traceback_note(err.__cause__ or err)}", err.store_broken)
     except Exception as err:  # before the run was recorded, and no check foresaw it
-        what, _ = what_happened(err, sqlite_path(str(cfg.logger.tracking_uri)) if cfg.logger.enabled else None)
-        message = f"error: {cfg.get('run_name', '?')}: {what}; nothing was recorded for this run{traceback_note(err)}"
-        job_failed(message)
-        raise SystemExit(message) from None
+        what, store_broken = what_happened(err, sqlite_path(str(cfg.logger.tracking_uri)) if cfg.logger.enabled else None)
+        name = cfg.get("run_name", "?")
+        end_in_one_line(f"error: {name}: {what}; nothing was recorded for this run{traceback_note(err)}", store_broken)
     # Hydra sweepers that optimise read this return value.
     return result.test_loss
 
