@@ -11,12 +11,17 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import lightning as L
 import pytest
+import torch
 from helpers import REPO, cli_env, run_cli
+from mlflow.tracking import MlflowClient
 
+import src.train as train_module
 from src.paths import ConfigError, compose
 from src.tracking.store import Store, StoreError, has_credentials, redact_text, redact_uri, refuse_credentials
 from src.train import train
+from src.training.failures import RunFailed
 
 SECRET = "Sup3r-s3cret-tok"
 
@@ -179,3 +184,30 @@ def test_store_failing_mid_run_ends_in_one_line(
     assert str(tmp_path / "ckpt" / "last.ckpt") in line  # where it continues from
     log = tmp_path / "outputs" / "train.log"
     assert f"(traceback: {log})" in line and "Traceback (most recent call last)" in log.read_text()
+
+
+class _OutOfMemoryAtStep2(L.Callback):
+    def on_train_batch_end(self, trainer: L.Trainer, *args: object) -> None:
+        if trainer.global_step == 2:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+
+@pytest.mark.slow  # a real (tiny) fit
+def test_allocator_error_after_recording_is_one_line_and_a_failed_run(
+    tiny_overrides: list[str], store: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class WithFault(train_module.RunCallbacks):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)
+            self.extra.append(_OutOfMemoryAtStep2())
+
+    monkeypatch.setattr(train_module, "RunCallbacks", WithFault)
+    ckpt = tmp_path / "ckpt"
+    with pytest.raises(RunFailed) as err:
+        train(compose([*tiny_overrides, "checkpoint.enabled=true", "checkpoint.every_n_steps=1", f"checkpoint.dir={ckpt}"]))
+    line = str(err.value)
+    assert "\n" not in line and "out of memory" in line and "optim.micro_batch_size" in line
+    assert f"continue from {ckpt / 'last.ckpt'}" in line and isinstance(err.value.__cause__, torch.OutOfMemoryError)
+    client = MlflowClient(store["uri"])
+    (run,) = client.search_runs([client.get_experiment_by_name("normsweep").experiment_id])
+    assert run.info.status == "FAILED" and f"run {run.info.run_id} closed FAILED" in line

@@ -83,4 +83,6 @@ class RunClosing:
             self._close("killed")
         elif isinstance(err, Exception):
             self._fail(err)
+        else:
+            self._close("failed")
         return False
