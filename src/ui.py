@@ -10,6 +10,7 @@ the store gets normsweep's view (src/tracking/ui_view.py), and one link per expe
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import shutil
 import socket
@@ -32,7 +33,8 @@ def experiment_links(store: Store, base: str) -> list[str]:
 
 
 def port_in_use(host: str, port: int) -> str | None:
-    """Why the UI's server could not listen on host:port (another server holds it), or None.
+    """Why the UI's server could not listen on host:port (another server holds it, or no such address
+    here), naming the field, or None.
 
     Bound with SO_REUSEADDR, as uvicorn binds: a port left in TIME_WAIT is free, a listening one is not.
     """
@@ -42,7 +44,9 @@ def port_in_use(host: str, port: int) -> str | None:
         try:
             sock.bind((host, port))
         except OSError as err:
-            return f"cannot listen on {host}:{port} ({err.strerror}; is another server there?)"
+            if err.errno == errno.EADDRINUSE:
+                return f"logger.ui.port={port}: cannot listen on {host}:{port} ({err.strerror}; another server holds it)"
+            return f"logger.ui.host={host}: cannot listen on {host}:{port} ({err.strerror})"
     return None
 
 
@@ -60,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     workers = args.workers or (int(ui.workers) if ui.workers else default_workers())
     busy = port_in_use(host, port)
     if busy:
-        print(f"ui: logger.ui.port={port}: {busy}; choose another (--port or logger.ui.port=...)", file=sys.stderr)
+        print(f"ui: {busy}; choose another (--port / --host, or logger.ui.port=... / logger.ui.host=...)", file=sys.stderr)
         return 1
     uri = str(cfg.logger.tracking_uri)
     db = sqlite_path(uri)

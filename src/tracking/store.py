@@ -146,9 +146,9 @@ def check_scheme(uri: str) -> None:
     scheme = urlsplit(uri).scheme.split("+", 1)[0].lower()
     if scheme in SUPPORTED_SCHEMES or uri == "databricks":
         return
-    what = f"scheme {scheme}://" if scheme else "no scheme"
+    what = f"scheme {scheme}:// is" if scheme else "a path without a scheme is"
     raise StoreError(
-        f"{FIELD}={redact_uri(uri)}: {what} is not a tracking store; supported: "
+        f"{FIELD}={redact_uri(uri)}: {what} not a tracking store; supported: "
         f"{', '.join(s + '://' for s in SUPPORTED_SCHEMES)} (e.g. sqlite:////abs/path/mlflow.db, http://host:5000)"
     )
 
@@ -186,7 +186,8 @@ def store_fault(err: BaseException, db: Path | None) -> str | None:
     """STORE_FULL or STORE_GONE when `err` is the SQLite store `db` failing under a run, else None.
 
     Decided by the exception's type and SQLite's (extended) result code or the errno, wherever MLflow
-    and SQLAlchemy wrapped it: SQLITE_FULL or ENOSPC/EDQUOT is a full disk; SQLITE_READONLY_DBMOVED
+    and SQLAlchemy wrapped it: SQLITE_FULL (or a SQLite error raised over ENOSPC/EDQUOT) is a full disk;
+    an ENOSPC elsewhere (a checkpoint, an artifact) is not the store's; SQLITE_READONLY_DBMOVED
     (SQLite's answer once the open file was deleted or renamed), or any SQLite error once the file is
     gone (a fresh connection makes an empty file: "no such table"), is a store that disappeared.
     """
@@ -199,8 +200,8 @@ def store_fault(err: BaseException, db: Path | None) -> str | None:
                 return STORE_FULL
             if code == SQLITE_READONLY_DBMOVED or not db.exists() or _user_rows_lost(db):
                 return STORE_GONE
-        if isinstance(node, OSError) and node.errno in DISK_FULL_ERRNOS:
-            return STORE_FULL
+            if isinstance(node.__context__, OSError) and node.__context__.errno in DISK_FULL_ERRNOS:
+                return STORE_FULL  # the journal or a temporary file could not be written
     return None
 
 

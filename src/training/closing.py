@@ -45,16 +45,17 @@ class RunClosing:
 
     def _fail(self, err: BaseException) -> None:
         """Close the run FAILED, then raise the one line that says what happened and how to go on."""
+        if isinstance(err, CheckpointSpaceError):  # its own line says it all (src/train.py prints it)
+            self._close("failed", str(err))
+            return
         tracker = self.tracker
         db = tracker.store.db if tracker is not None else None
         failure = failed_after_recording(err, self.run_name, tracker.run_id if tracker else None, self._checkpoint(), db)
         if not failure.store_broken:  # a store that broke cannot record its own failure
             try:
-                self._close("failed", str(err) if isinstance(err, CheckpointSpaceError) else None)
+                self._close("failed")
             except Exception as close_err:  # the original error is the one to report
                 keep_traceback(close_err)
-        if isinstance(err, CheckpointSpaceError):
-            return  # its own line says it all (src/train.py prints it)
         raise failure from err
 
     def _checkpoint(self) -> Path | None:
