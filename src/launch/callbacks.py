@@ -46,8 +46,11 @@ def _job_overrides(parsed: list[Any]) -> list[list[str]]:
 def refuse_empty_sweep(config: DictConfig) -> None:
     """Stop a sweep of zero jobs (`norm='glob(zzz*)'`, `range(0,0)`) before anything is recorded,
     naming the overrides that expand to nothing; Hydra would launch nothing and exit 0."""
-    parsed = _parsed_overrides(config)
-    if _job_overrides(parsed):
+    try:
+        parsed = _parsed_overrides(config)
+        if _job_overrides(parsed):
+            return
+    except Exception:  # a bad sweep setting: reported below, where the job list is built (sweep_jobs)
         return
     empty = [o.input_line for o in parsed if o.is_sweep_override() and not list(o.sweep_string_iterator())]
     where = ", ".join(empty) or "the sweep's overrides"
