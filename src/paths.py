@@ -9,6 +9,7 @@ the notebook alike. Nothing here imports torch, Lightning or the model.
 from __future__ import annotations
 
 import functools
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,29 @@ CONF_DIR = PROJECT_ROOT / "conf"
 
 class ConfigError(ValueError):
     """A config value that cannot run; the message names the field."""
+
+
+def nearest_existing(path: Path) -> Path:
+    """`path`, or its nearest ancestor that exists: where the folders made later would be created."""
+    path = path.expanduser().absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def unwritable_reason(folder: Path) -> str | None:
+    """Why no file can be created in `folder` (or in its nearest existing ancestor, where the missing
+    folders would be made), or None; tries it, since permissions, read-only mounts and full quotas
+    all show only then. Creates nothing that stays."""
+    base = nearest_existing(folder)
+    if not base.is_dir():
+        return f"{base} is not a folder"
+    try:
+        with tempfile.NamedTemporaryFile(dir=base, prefix=".write-check-"):
+            pass
+    except OSError as err:
+        return f"{base} is not writable ({err.strerror})"
+    return None
 
 
 def register_resolvers() -> None:

@@ -11,11 +11,13 @@ import os
 import resource
 import sys
 from dataclasses import asdict
+from typing import NoReturn
 
 import hydra
 import lightning as L
 import torch
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import CompactHydraException
 from hydra.types import RunMode
 from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
 from omegaconf import DictConfig, OmegaConf
@@ -23,9 +25,9 @@ from omegaconf import DictConfig, OmegaConf
 from src.data.datamodule import TokenDataModule
 from src.devices import check_device, configure_matmul_precision
 from src.launch.sweep_end import job_failed
-from src.model.gpt import GPTModel, count_params
+from src.model.gpt import GPTModel
 from src.paths import ConfigError, register_resolvers
-from src.tracking.store import Store, refuse_credentials
+from src.tracking.store import Store, refuse_credentials, sqlite_path
 from src.tracking.sweep import PARENT_ENV, supersede
 from src.tracking.tags import DIVERGED, FINISHED
 from src.tracking.tracker import RecordSpec, TokenCacheRef, Tracker
@@ -33,8 +35,11 @@ from src.tracking.variants import AXES_ENV, axes_from_env
 from src.training.atomic_io import CheckpointSpaceError
 from src.training.budget import Budget, resolve_budget
 from src.training.callbacks import RunCallbacks
+from src.training.checkpointing import check_checkpoint_folder, checkpoint_field
 from src.training.closing import RunClosing
+from src.training.failures import RunFailed, keep_traceback, route_store_errors_to_log, what_happened
 from src.training.lit_module import GPTLitModule
+from src.training.memory_floor import check_memory_floor, parameter_count
 from src.training.norm_dispatch import NormDispatch
 from src.training.resume import RunPlan, RunResult, plan_run, settle_lost_runs
 from src.training.run_spec import RunSpec, resolve
@@ -88,16 +93,27 @@ def in_multirun() -> bool:
 def train(cfg: DictConfig) -> RunResult:
     """Validate, build, fit, test and close one run. Raises ConfigError before anything is recorded."""
     quiet_lightning()
+    route_store_errors_to_log()
     spec = resolve(cfg)
     # Checked in seconds, not minutes, and before any data is prepared; opened once for the whole job.
     store = Store.connect(spec.store.tracking_uri) if spec.store.enabled else None
     check_device(spec.devices)
     check_not_relaunching_sweep(spec.devices.world_size)
+    if spec.checkpoint.enabled:
+        check_checkpoint_folder(spec.checkpoint, checkpoint_field(cfg))
     plan = plan_run(spec, in_multirun(), store)
     if plan.message:
         print(f"[normsweep] {plan.message}", flush=True)
     if plan.done is not None:
         return plan.done
+
+    # Sizes and data are checked before the model is built: a model too large to fit took a minute
+    # and gigabytes to build before the data check refused its context length.
+    n_params = parameter_count(spec.model)
+    micro_batch = int(cfg.optim.micro_batch_size)
+    check_memory_floor(spec.model, n_params, micro_batch, cfg.seq_len, spec.devices.precision, spec.devices.device_type)
+    budget = resolve_budget(cfg.optim, cfg.seq_len, spec.devices.world_size, n_params)
+    datamodule = prepare_datamodule(cfg, budget)
 
     configure_matmul_precision(spec.devices.matmul_precision)
     # Same seed -> same initial weights and data order for every norm variant.
@@ -105,11 +121,9 @@ def train(cfg: DictConfig) -> RunResult:
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()  # sequential multirun jobs share the process
     model = GPTModel(spec.model)
-    budget = resolve_budget(cfg.optim, cfg.seq_len, spec.devices.world_size, count_params(model))
     module = GPTLitModule(model, cfg.optim, budget, log_every_n_steps=cfg.log_every_n_steps)
     if cfg.compile:
         compile_blocks(model)
-    datamodule = prepare_datamodule(cfg, budget)
 
     tracker = open_tracker(cfg, spec, store, plan) if store is not None else None
     callbacks = RunCallbacks(spec, tracker, progress_bar=cfg.progress_bar)
@@ -213,6 +227,25 @@ def final_metrics(result: RunResult, module: GPTLitModule, steps_done: int, budg
     return final
 
 
+class JobFailed(CompactHydraException):
+    """A sweep job's one-line failure: Hydra prints its message alone (no traceback) at the sweep's end."""
+
+
+def end_in_one_line(message: str, store_broken: bool) -> NoReturn:
+    """Stop with `message` alone: the command ends, except that a sweep's other jobs still run
+    (Hydra ends the sweep with this line) unless the store they all write to broke."""
+    if in_multirun() and not store_broken:
+        print(f"[normsweep] {message}", file=sys.stderr, flush=True)
+        raise JobFailed(message)  # Hydra's on_job_end tells the sweep's parent run
+    job_failed(message)  # the sweep's parent run records why it ended
+    raise SystemExit(message)
+
+
+def traceback_note(err: BaseException) -> str:
+    path = keep_traceback(err)
+    return f" (traceback: {path})" if path else ""
+
+
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
     try:
@@ -223,6 +256,12 @@ def main(cfg: DictConfig) -> float | None:
         message = f"config error: {err}" if isinstance(err, ConfigError) else f"error: {err}"
         job_failed(f"{cfg.get('run_name', '?')}: {message}")  # the sweep's parent run records why it ended
         raise SystemExit(message) from None
+    except RunFailed as err:  # after the run was recorded: what became of it, and how to go on
+        end_in_one_line(f"error: {err}{traceback_note(err.__cause__ or err)}", err.store_broken)
+    except Exception as err:  # before the run was recorded, and no check foresaw it
+        what, store_broken = what_happened(err, sqlite_path(str(cfg.logger.tracking_uri)) if cfg.logger.enabled else None)
+        name = cfg.get("run_name", "?")
+        end_in_one_line(f"error: {name}: {what}; nothing was recorded for this run{traceback_note(err)}", store_broken)
     # Hydra sweepers that optimise read this return value.
     return result.test_loss
 

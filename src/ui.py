@@ -10,8 +10,10 @@ the store gets normsweep's view (src/tracking/ui_view.py), and one link per expe
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import shutil
+import socket
 import sys
 
 from src import paths
@@ -30,6 +32,24 @@ def experiment_links(store: Store, base: str) -> list[str]:
     return lines
 
 
+def port_in_use(host: str, port: int) -> str | None:
+    """Why the UI's server could not listen on host:port (another server holds it, or no such address
+    here), naming the field, or None.
+
+    Bound with SO_REUSEADDR, as uvicorn binds: a port left in TIME_WAIT is free, a listening one is not.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as err:
+            if err.errno == errno.EADDRINUSE:
+                return f"logger.ui.port={port}: cannot listen on {host}:{port} ({err.strerror}; another server holds it)"
+            return f"logger.ui.host={host}: cannot listen on {host}:{port} ({err.strerror})"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m src.ui", description=__doc__)
     parser.add_argument("--host", default=None, help="bind address (default: logger.ui.host, 127.0.0.1: this machine only)")
@@ -42,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     host = args.host or str(ui.host)
     port = args.port or int(ui.port)
     workers = args.workers or (int(ui.workers) if ui.workers else default_workers())
+    busy = port_in_use(host, port)
+    if busy:
+        print(f"ui: {busy}; choose another (--port / --host, or logger.ui.port=... / logger.ui.host=...)", file=sys.stderr)
+        return 1
     uri = str(cfg.logger.tracking_uri)
     db = sqlite_path(uri)
     fresh = db is not None and not db.exists()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -58,6 +61,25 @@ def tiny_overrides(token_cache_dir: Path, store: dict[str, str], tmp_path: Path)
         f"hydra.run.dir={tmp_path / 'outputs'}",
         f"hydra.sweep.dir={tmp_path / 'multirun'}",
     ]
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path) -> Iterator[Path]:
+    """A folder nobody can write to: chmod for a user; for root, a read-only tmpfs mounted there."""
+    folder = tmp_path / "read_only"
+    folder.mkdir()
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        yield folder
+        folder.chmod(0o755)
+        return
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"root cannot be denied writes here (mount: {mounted.stderr.decode().strip()})")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)
 
 
 @pytest.fixture(scope="session")

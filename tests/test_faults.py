@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import subprocess
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -148,25 +146,6 @@ def test_unreachable_server_fails_fast_naming_the_field(tiny_overrides: list[str
     )
     stderr = _assert_refused_before_training(proc, cache)
     assert "http://127.0.0.1:9" in stderr and "no MLflow tracking server answers" in stderr
-
-
-@pytest.fixture
-def read_only_dir(tmp_path: Path) -> Iterator[Path]:
-    """A folder nobody can write to: chmod for a user; for root, a read-only tmpfs mounted there."""
-    folder = tmp_path / "read_only"
-    folder.mkdir()
-    if os.geteuid() != 0:
-        folder.chmod(0o555)
-        yield folder
-        folder.chmod(0o755)
-        return
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"root cannot be denied writes here (mount: {mounted.stderr.decode().strip()})")
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", str(folder)], check=False)
 
 
 @pytest.mark.slow  # a CLI in a subprocess: a fresh interpreter imports torch, Lightning, Hydra and MLflow

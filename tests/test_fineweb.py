@@ -23,6 +23,7 @@ from src.data.datamodule import build_datamodule
 from src.data.fineweb import MANIFEST_FILE, FineWebSource
 from src.data.sources import build_source
 from src.data.tokenizer import EOT_ID, gpt2_encoding
+from src.paths import ConfigError
 
 VAL_FRACTION = 0.1
 SHARD_TOKENS = 2000  # ~6 shards of ~50 documents for the corpus below
@@ -237,7 +238,7 @@ def test_hub_stream_is_read_lazily_and_skipped_on_resume(monkeypatch, tmp_path) 
 
 def test_hub_without_datasets_says_what_to_install(monkeypatch, tmp_path) -> None:
     monkeypatch.setitem(sys.modules, "datasets", None)  # import fails as if not installed
-    with pytest.raises(ImportError, match=r"pip install -e '\.\[fineweb\]'.*data\.files"):
+    with pytest.raises(ConfigError, match=r"^data=fineweb: .*`fineweb` extra.*pip install -e '\.\[fineweb\]'.*data\.files"):
         FineWebSource().prepare(tmp_path)
 
 

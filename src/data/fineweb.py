@@ -103,11 +103,12 @@ def iter_hub_documents(dataset: str, subset: str, skip: int = 0) -> Iterator[str
     """The documents of a hub dataset, streamed (nothing is downloaded ahead), from number `skip` on."""
     try:
         import datasets
-    except ImportError as err:
-        raise ImportError(
-            "streaming FineWeb from the hub needs the `datasets` package: pip install -e '.[fineweb]' "
-            "(or set data.files to local .parquet / .jsonl files)"
-        ) from err
+    except ImportError:
+        # A ConfigError: one line before anything is recorded, not a traceback from inside the import.
+        raise ConfigError(
+            "data=fineweb: streaming FineWeb from the hub needs the `fineweb` extra (the `datasets` package): "
+            "pip install -e '.[fineweb]' (or set data.files to local .parquet / .jsonl files)"
+        ) from None
     stream = datasets.load_dataset(dataset, name=subset, split="train", streaming=True)
     if skip:
         stream = stream.skip(skip)

@@ -26,26 +26,54 @@ if TYPE_CHECKING:
     from src.tracking.variants import Variants
 
 
-def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants]:
-    """Every job of the sweep as the basic sweeper will launch it (the sequential one: its first round):
-    overrides, run name, fingerprint, and its variant (what the jobs' configs differ in, seed aside)."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+def _parsed_overrides(config: DictConfig) -> list[Any]:
+    """The sweep's overrides as Hydra's parser reads them (the sequential sweeper's: its first round)."""
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from src.config import validate
     from src.launch.sequential import first_round_overrides
-    from src.paths import compose
-    from src.tracking.identity import fingerprint, flatten, identity_config
-    from src.tracking.variants import find_variants
 
     params = OmegaConf.select(config, "hydra.sweeper.params", default=None) or {}
     # The sequential sweeper chooses the seeds: its job list is the first round's.
     arguments = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task) + first_round_overrides(config)
     parser = OverridesParser.create(config_loader=GlobalHydra.instance().config_loader())
-    batches = BasicSweeper.split_arguments(parser.parse_overrides(arguments), max_batch_size=None)
+    return parser.parse_overrides(arguments)
+
+
+def _job_overrides(parsed: list[Any]) -> list[list[str]]:
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    batches = BasicSweeper.split_arguments(parsed, max_batch_size=None)
+    return [job for batch in batches for job in batch]
+
+
+def refuse_empty_sweep(config: DictConfig) -> None:
+    """Stop a sweep of zero jobs (`norm='glob(zzz*)'`, `range(0,0)`) before anything is recorded,
+    naming the overrides that expand to nothing; Hydra would launch nothing and exit 0."""
+    try:
+        parsed = _parsed_overrides(config)
+        if _job_overrides(parsed):
+            return
+    except Exception:  # a bad sweep setting: reported below, where the job list is built (sweep_jobs)
+        return
+    empty = [o.input_line for o in parsed if o.is_sweep_override() and not list(o.sweep_string_iterator())]
+    where = ", ".join(empty) or "the sweep's overrides"
+    raise SystemExit(
+        f"config error: {where}: the sweep has no jobs ({'it expands' if len(empty) < 2 else 'they expand'} to no "
+        "value; a glob matches the names in the group's folder, e.g. norm='glob(*rms*)'); nothing was recorded"
+    )
+
+
+def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants]:
+    """Every job of the sweep as the basic sweeper will launch it (the sequential one: its first round):
+    overrides, run name, fingerprint, and its variant (what the jobs' configs differ in, seed aside)."""
+    from src.config import validate
+    from src.paths import compose
+    from src.tracking.identity import fingerprint, flatten, identity_config
+    from src.tracking.variants import find_variants
+
     jobs, params = [], {}
-    for overrides in (job for batch in batches for job in batch):
+    for overrides in _job_overrides(_parsed_overrides(config)):
         cfg = compose(overrides)
         validate(cfg)  # a job that would be refused: no sweep run is recorded for it
         params[str(len(jobs))] = flatten(identity_config(cfg))
@@ -99,6 +127,7 @@ class MlflowSetup(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         register_resolvers()
+        refuse_empty_sweep(config)  # with or without tracking: Hydra would end a sweep of nothing with 0
         if not config.logger.enabled or int(os.environ.get("RANK", "0")) != 0:
             return
         from src.tracking import sweep

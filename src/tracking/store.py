@@ -25,19 +25,21 @@ given the same URI. Torch-free: the Hydra callbacks, the report and the UI impor
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import re
+import shutil
 import sqlite3
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from src.locks import LockTimeout, exclusive
-from src.paths import ConfigError
+from src.paths import ConfigError, nearest_existing, unwritable_reason
 from src.tracking.identity import safe_folder_name
 from src.tracking.tags import EXPERIMENT_KIND_TAG, NOTE_TAG
 
@@ -72,9 +74,21 @@ DEFAULT_EXPERIMENT_ID = 0
 BATCH_MAX = 100  # params per log_batch call (MLflow's limit)
 PARAM_VALUE_MAX = 6000  # characters of a param's value (MLflow 3's limit)
 SQLITE_BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
+# SQLite's extended code once the open database file was unlinked or renamed (named in Python >= 3.11).
+SQLITE_READONLY_DBMOVED = getattr(sqlite3, "SQLITE_READONLY_DBMOVED", 1032)
+DISK_FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
+STORE_FULL, STORE_GONE = "full", "gone"  # what store_fault finds
 ALREADY_EXISTS = "RESOURCE_ALREADY_EXISTS"  # MLflow's error code: another process created it first
 # The userinfo of a URI (`user:password@`, `token@`): never on disk, never printed.
 _USERINFO = re.compile(r"(://)[^/@\s]+@")
+# A query parameter of a URI (`?token=...`, `&password=...`): its name, then its value.
+_QUERY_PARAM = re.compile(r"([?&;])([^=&;#\s?/]+)=([^&;#\s'\"]*)")
+# Query parameters whose value is a secret, by name (lower case, `-` read as `_`): exact names, then endings.
+SECRET_PARAMS = frozenset({"pwd", "passwd", "auth", "sig", "signature", "credential", "credentials", "apikey", "key"})
+SECRET_PARAM_ENDINGS = ("token", "password", "secret", "api_key", "apikey", "access_key", "private_key")
+REDACTED = "***"
+# MLflow's tracking stores, by URI scheme (a database URI may name its driver: `postgresql+psycopg2://`).
+SUPPORTED_SCHEMES = ("sqlite", "http", "https", "postgresql", "mysql", "mssql", "databricks")
 
 
 class StoreError(ConfigError):
@@ -84,28 +98,59 @@ class StoreError(ConfigError):
 # --- credentials ---------------------------------------------------------------------------------
 
 
+def is_secret_param(name: str) -> bool:
+    """Whether a URI query parameter named `name` carries a secret (`token`, `access_token`, `password`, ...)."""
+    key = unquote(name).lower().replace("-", "_")
+    return key in SECRET_PARAMS or key.endswith(SECRET_PARAM_ENDINGS)
+
+
+def _secret_params(text: str) -> list[str]:
+    return [m.group(2) for m in _QUERY_PARAM.finditer(text) if is_secret_param(m.group(2))]
+
+
+def _mask_secret_params(text: str) -> str:
+    def mask(m: re.Match[str]) -> str:
+        return f"{m.group(1)}{m.group(2)}={REDACTED}" if is_secret_param(m.group(2)) else m.group(0)
+
+    return _QUERY_PARAM.sub(mask, text)
+
+
 def redact_text(text: str) -> str:
-    """`text` (a command line, a list of overrides) with every URI's `user:password@` removed."""
-    return _USERINFO.sub(r"\1", text)
+    """`text` (a command line, a list of overrides) with every URI's `user:password@` removed and the
+    values of its secret query parameters (`?token=...`) masked."""
+    return _mask_secret_params(_USERINFO.sub(r"\1", text))
 
 
 def redact_uri(uri: str) -> str:
-    """`uri` without the user name and password (`http://user:pw@host` -> `http://host`)."""
+    """`uri` without the user name and password (`http://user:pw@host` -> `http://host`) and with the
+    values of secret query parameters masked (`?token=abc` -> `?token=***`)."""
     parts = urlsplit(uri)
-    if "@" not in parts.netloc:
-        return uri
-    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+    if "@" in parts.netloc:  # rebuilt only then: urlunsplit would turn sqlite://// into sqlite://
+        uri = urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+    return _mask_secret_params(uri)
 
 
 def has_credentials(text: str) -> bool:
-    return _USERINFO.search(text) is not None
+    return _USERINFO.search(text) is not None or bool(_secret_params(text))
 
 
 def credentials_error(where: str) -> str:
     return (
-        f"{where}: credentials in the tracking URI would be written to disk (Hydra saves the command line) "
-        f"and printed; remove the `user:password@` and set {CREDENTIAL_ENV[0]} and {CREDENTIAL_ENV[1]} "
-        f"(or {CREDENTIAL_ENV[2]}) in the environment instead"
+        f"{where}: credentials in the tracking URI (`user:password@`, or a query parameter such as `?token=`, "
+        "`?password=`) would be written to disk (Hydra saves the command line) and printed; remove them and set "
+        f"{CREDENTIAL_ENV[0]} and {CREDENTIAL_ENV[1]} (or {CREDENTIAL_ENV[2]}) in the environment instead"
+    )
+
+
+def check_scheme(uri: str) -> None:
+    """Refuse a tracking URI whose scheme MLflow has no store for, naming the supported ones."""
+    scheme = urlsplit(uri).scheme.split("+", 1)[0].lower()
+    if scheme in SUPPORTED_SCHEMES or uri == "databricks":
+        return
+    what = f"scheme {scheme}:// is" if scheme else "a path without a scheme is"
+    raise StoreError(
+        f"{FIELD}={redact_uri(uri)}: {what} not a tracking store; supported: "
+        f"{', '.join(s + '://' for s in SUPPORTED_SCHEMES)} (e.g. sqlite:////abs/path/mlflow.db, http://host:5000)"
     )
 
 
@@ -119,17 +164,63 @@ def refuse_credentials(arguments: Sequence[str]) -> None:
 # --- retries, decided by the exception's type ----------------------------------------------------
 
 
-def _is_sqlite_busy(err: BaseException) -> bool:
-    """SQLite's write lock, however MLflow and SQLAlchemy wrapped it (`__cause__`, `.orig`)."""
+def _causes(err: BaseException) -> Iterator[BaseException]:
+    """`err` and what it wraps, however MLflow and SQLAlchemy wrapped it (`.orig`, `__cause__`, `__context__`)."""
     seen: set[int] = set()
     node: BaseException | None = err
     while node is not None and id(node) not in seen:
         seen.add(id(node))
+        yield node
+        node = getattr(node, "orig", None) or node.__cause__ or node.__context__
+
+
+def _is_sqlite_busy(err: BaseException) -> bool:
+    """SQLite's write lock, however MLflow and SQLAlchemy wrapped it."""
+    for node in _causes(err):
         if isinstance(node, sqlite3.OperationalError):
             # sqlite_errorcode exists from Python 3.11; before it every OperationalError counts.
             return getattr(node, "sqlite_errorcode", sqlite3.SQLITE_BUSY) in SQLITE_BUSY_CODES
-        node = getattr(node, "orig", None) or node.__cause__ or node.__context__
     return False
+
+
+def store_fault(err: BaseException, db: Path | None) -> str | None:
+    """STORE_FULL or STORE_GONE when `err` is the SQLite store `db` failing under a run, else None.
+
+    Decided by the exception's type and SQLite's (extended) result code or the errno, wherever MLflow
+    and SQLAlchemy wrapped it: SQLITE_FULL (or a SQLite error raised over ENOSPC/EDQUOT) is a full disk;
+    an ENOSPC elsewhere (a checkpoint, an artifact) is not the store's; SQLITE_READONLY_DBMOVED
+    (SQLite's answer once the open file was deleted or renamed), or any SQLite error once the file is
+    gone (a fresh connection makes an empty file: "no such table"), is a store that disappeared.
+    """
+    if db is None:
+        return None
+    for node in _causes(err):
+        if isinstance(node, sqlite3.Error):
+            code = getattr(node, "sqlite_errorcode", None)
+            if code == sqlite3.SQLITE_FULL:
+                return STORE_FULL
+            if code == SQLITE_READONLY_DBMOVED or not db.exists() or _user_rows_lost(db):
+                return STORE_GONE
+            if isinstance(node.__context__, OSError) and node.__context__.errno in DISK_FULL_ERRNOS:
+                return STORE_FULL  # the journal or a temporary file could not be written
+    return None
+
+
+def _user_rows_lost(db: Path) -> bool:
+    """The file at `db` has no runs table: a new, empty file stands where the store was."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)) as con:
+            return not con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'").fetchone()
+    except sqlite3.Error:
+        return False
+
+
+def describe_store_fault(fault: str, db: Path) -> str:
+    """The fault in words, for the one line a run ends with."""
+    if fault == STORE_FULL:
+        free = shutil.disk_usage(nearest_existing(db.parent)).free
+        return f"the MLflow store's disk is full ({db.parent}: {free:,} bytes free)"
+    return f"the MLflow store file {db} disappeared while the run wrote to it (deleted or moved)"
 
 
 def is_transient(err: BaseException) -> bool:
@@ -268,19 +359,13 @@ def _check_sqlite_path(db: Path, uri: str) -> None:
     where = f"{FIELD}={redact_uri(uri)}"
     if db.is_dir():
         raise StoreError(f"{where}: {DB_FIELD}={db} is a directory, not a database file; point it at a file such as {db / 'mlflow.db'}")
-    folder = db.parent.absolute()
-    while not folder.exists():  # the folders are made when the store is created; check where they would be
-        folder = folder.parent
-    if not folder.is_dir():
-        raise StoreError(f"{where}: {folder} is not a folder, so the SQLite store {db} cannot be created there")
-    try:
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-check-"):
-            pass
-    except OSError as err:
+    # The folders are made when the store is created; checked where they would be.
+    problem = unwritable_reason(db.parent)
+    if problem:
         raise StoreError(
-            f"{where}: the folder {folder} is not writable ({err.strerror}); SQLite writes the database and "
-            f"its journal there: point {DB_FIELD} at a writable place"
-        ) from err
+            f"{where}: {problem}; SQLite writes the database {db.name} and its journal there: "
+            f"point {DB_FIELD} at a writable folder"
+        )
     if db.exists() and not os.access(db, os.W_OK):
         raise StoreError(f"{where}: the SQLite store {db} is read-only: point {DB_FIELD} at a writable file")
 
@@ -384,6 +469,7 @@ class Store:
         where = f"{FIELD}={redact_uri(uri)}"
         if has_credentials(uri):
             raise StoreError(credentials_error(where))
+        check_scheme(uri)
         store = cls(uri)
         if store.db is not None:
             _check_sqlite_path(store.db, uri)

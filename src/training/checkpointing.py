@@ -23,7 +23,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
-from src.paths import ConfigError
+from src.paths import ConfigError, unwritable_reason
 from src.tracking.identity import differing_keys, fingerprint, safe_folder_name
 
 LAST = "last.ckpt"
@@ -56,6 +56,19 @@ def checkpoint_dir(cfg: DictConfig, fp: str | None = None) -> Path:
     experiment = safe_folder_name(cfg.experiment_name, "experiment_name")
     run = safe_folder_name(cfg.run_name, "run_name")
     return Path(cfg.paths.checkpoints_dir) / experiment / f"{run}-{fp or fingerprint(cfg)}"
+
+
+def checkpoint_field(cfg: DictConfig) -> str:
+    """The config field that placed the checkpoint folder."""
+    return "checkpoint.dir" if cfg.checkpoint.get("dir") else "paths.checkpoints_dir"
+
+
+def check_checkpoint_folder(spec: CheckpointSpec, field: str) -> None:
+    """Refuse a checkpoint folder that cannot be written before anything is recorded (its first write
+    would otherwise fail the run at the first checkpoint)."""
+    problem = unwritable_reason(spec.folder)
+    if problem:
+        raise ConfigError(f"{field}: {problem}; checkpoints go to {spec.folder}: point {field} at a writable folder")
 
 
 def resolve_ckpt_path(spec: CheckpointSpec) -> Path | None:

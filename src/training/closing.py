@@ -6,7 +6,8 @@ outcome the body reported (`finish`), or with the one the exception implies:
     SIGTERM (pre-emption)       -> preempted (KILLED); exits 0 so a requeued job resumes
     Ctrl+C, SystemExit          -> killed (KILLED); Ctrl+C says how to resume
     a full checkpoint disk      -> failed (FAILED), its one-line message as the run's note
-    any other exception         -> failed (FAILED)
+    any other exception         -> failed (FAILED), re-raised as `RunFailed`: one line (src/training/failures.py)
+    the store's disk full, or its file gone -> left RUNNING (nothing can be written), `RunFailed`
 
 A SIGKILL runs no code at all: the run stays RUNNING with a heartbeat that stops, and the next run
 of the sweep (or `python -m src.report --status`) sees it as lost (src/tracking/sweep.py).
@@ -14,6 +15,7 @@ of the sweep (or `python -m src.report --status`) sees it as lost (src/tracking/
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import TracebackType
 
 from lightning.pytorch.utilities import rank_zero_only
@@ -22,6 +24,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from src.tracking.tracker import Tracker
 from src.training.atomic_io import CheckpointSpaceError
 from src.training.checkpointing import LAST, SaveOnSigterm
+from src.training.failures import failed_after_recording, keep_traceback
 
 
 class RunClosing:
@@ -41,10 +44,28 @@ class RunClosing:
             self.tracker.close(outcome, note=note)
 
     def _resume_hint(self) -> str:
-        folder = self.sigterm.dirpath
-        if folder is not None and (folder / LAST).is_file():
-            return f"run closed as killed; re-run the same command to continue from {folder / LAST}"
+        last = self._checkpoint()
+        if last is not None and last.is_file():
+            return f"run closed as killed; re-run the same command to continue from {last}"
         return "run closed as killed; no checkpoint (checkpoint.enabled=false), so a re-run starts over"
+
+    def _fail(self, err: BaseException) -> None:
+        """Close the run FAILED, then raise the one line that says what happened and how to go on."""
+        if isinstance(err, CheckpointSpaceError):  # its own line says it all (src/train.py prints it)
+            self._close("failed", str(err))
+            return
+        tracker = self.tracker
+        db = tracker.store.db if tracker is not None else None
+        failure = failed_after_recording(err, self.run_name, tracker.run_id if tracker else None, self._checkpoint(), db)
+        if not failure.store_broken:  # a store that broke cannot record its own failure
+            try:
+                self._close("failed")
+            except Exception as close_err:  # the original error is the one to report
+                keep_traceback(close_err)
+        raise failure from err
+
+    def _checkpoint(self) -> Path | None:
+        return self.sigterm.dirpath / LAST if self.sigterm.dirpath is not None else None
 
     def __enter__(self) -> RunClosing:
         return self
@@ -71,6 +92,8 @@ class RunClosing:
             interrupted = isinstance(err, KeyboardInterrupt) or err.code not in (0, None)
             if interrupted and rank_zero_only.rank == 0:
                 print(f"[normsweep] {self.run_name} interrupted (Ctrl+C): {self._resume_hint()}", flush=True)
+        elif isinstance(err, Exception):
+            self._fail(err)
         else:
-            self._close("failed", str(err) if isinstance(err, CheckpointSpaceError) else None)
+            self._close("failed")
         return False

@@ -1,0 +1,118 @@
+"""One line for a run that cannot go on, whatever raised; the traceback goes to the job's log file.
+
+Before the run is recorded, every refusal is a `ConfigError` naming the field (`config error: ...`).
+After it, `RunFailed` carries one line saying what happened (the store's disk is full, its file
+disappeared, out of memory, or the exception in one line), what became of the MLflow run and the
+checkpoint, and how to continue. The full traceback is written to the job's log file (Hydra's
+`<output dir>/<job name>.log`), never to the terminal; the line names that file.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from pathlib import Path
+
+import torch
+from hydra.core.hydra_config import HydraConfig
+
+from src.tracking.store import STORE_FULL, describe_store_fault, store_fault
+
+# MLflow logs every failed SQL statement with its traceback at ERROR before raising it (13 tracebacks
+# for one full disk): the exception is reported once, as a line, and these go to the log file.
+STORE_LOGGERS = ("mlflow.store.db.utils", "mlflow.system_metrics.system_metrics_monitor")
+RESUME = "a single run: with resume=true"  # a sweep's re-run resumes its jobs by itself
+TRACEBACK_FILE = "traceback.log"  # in the job's output folder when Hydra's job logging writes no file
+
+
+class RunFailed(RuntimeError):
+    """The run stopped after it was recorded; the message is the one line to show."""
+
+    def __init__(self, line: str, store_broken: bool = False) -> None:
+        super().__init__(line)
+        self.store_broken = store_broken  # the next jobs of a sweep would meet the same store
+
+
+def is_out_of_memory(err: BaseException) -> bool:
+    """An allocator that could not allocate: CUDA's `OutOfMemoryError`; the CPU's allocator raises a plain
+    `RuntimeError` (c10::Error) whose only mark is its text."""
+    if isinstance(err, torch.OutOfMemoryError):
+        return True
+    return isinstance(err, RuntimeError) and "DefaultCPUAllocator: can't allocate memory" in str(err)
+
+
+def _file_handlers() -> list[logging.FileHandler]:
+    return [h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
+
+
+def route_store_errors_to_log() -> None:
+    """Send MLflow's per-statement store errors to the job's log file only (see STORE_LOGGERS)."""
+    handlers = _file_handlers()
+    if not handlers:  # not a Hydra job (a test, a notebook): left as MLflow set them
+        return
+    for name in STORE_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.handlers = list(handlers)
+        logger.propagate = False
+
+
+def keep_traceback(err: BaseException) -> Path | None:
+    """Write `err`'s full traceback to the job's log file; its path (None outside a Hydra job)."""
+    text = "".join(traceback.format_exception(err))
+    handlers = _file_handlers()
+    if handlers:
+        record = logging.LogRecord("normsweep", logging.ERROR, __file__, 0, "%s", (text,), None)
+        for handler in handlers:
+            handler.handle(record)
+        return Path(handlers[0].baseFilename)
+    if HydraConfig.initialized():
+        path = Path(HydraConfig.get().runtime.output_dir) / TRACEBACK_FILE
+        with open(path, "a") as f:
+            f.write(text)
+        return path
+    return None
+
+
+def first_line(err: BaseException) -> str:
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
+
+
+def what_happened(err: BaseException, db: Path | None) -> tuple[str, bool]:
+    """`err` in words, and whether it was the store that broke."""
+    fault = store_fault(err, db)
+    if fault is not None:
+        assert db is not None
+        return describe_store_fault(fault, db), True
+    if is_out_of_memory(err):
+        return (
+            f"out of memory ({first_line(err)[:160]}); lower optim.micro_batch_size (or seq_len); "
+            "`python -m src.preflight <overrides>` estimates a step's peak memory",
+            False,
+        )
+    return first_line(err), False
+
+
+def failed_after_recording(
+    err: BaseException, run_name: str, run_id: str | None, checkpoint: Path | None, db: Path | None
+) -> RunFailed:
+    """The one line for a run that failed after its MLflow run was created (see the module's docstring)."""
+    what, store_broken = what_happened(err, db)
+    saved = checkpoint is not None and checkpoint.is_file()
+    if store_broken:
+        fault = store_fault(err, db)
+        record = f"run {run_id} stays RUNNING in it (nothing more could be written)"
+        if fault == STORE_FULL:
+            fix = f"free space on {db.parent if db else 'its disk'}, then re-run the same command"
+            how = f"{fix} ({RESUME}): it continues from {checkpoint}" if saved else f"{fix}: it starts the run over"
+        else:
+            how = (
+                f"restore the file (from a backup) and re-run the same command ({RESUME}) to continue from {checkpoint}, "
+                "or re-run without it to start over in a new store"
+                if saved
+                else "restore the file (from a backup), or re-run to start over in a new store"
+            )
+    else:
+        record = f"run {run_id} closed FAILED"
+        how = f"re-run the same command ({RESUME}) to continue from {checkpoint}" if saved else "a re-run starts it over"
+    return RunFailed(f"{run_name}: {what}; {record}; {how}", store_broken)
