@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from helpers import TINY_MODEL, TinySweep, build_tiny_sweep
 from mlflow.tracking import MlflowClient
+
+from src.tracking.team_server import ServerSetupError, TeamServer, pg_tool
 
 
 @pytest.fixture(scope="session")
@@ -38,6 +43,28 @@ def tiny_overrides(token_cache_dir: Path, store: dict[str, str], tmp_path: Path)
         f"hydra.run.dir={tmp_path / 'outputs'}",
         f"hydra.sweep.dir={tmp_path / 'multirun'}",
     ]
+
+
+@pytest.fixture(scope="session")
+def team_server() -> Iterator[TeamServer]:
+    """A real PostgreSQL cluster and a real `mlflow server` on it, on free ports of 127.0.0.1, for the
+    session (src/tracking/team_server.py). Skipped where PostgreSQL or psycopg is missing, unless
+    NORMSWEEP_REQUIRE_POSTGRES=1 (CI installs both)."""
+    try:
+        import psycopg  # noqa: F401
+
+        for tool in ("initdb", "pg_ctl", "createdb"):
+            pg_tool(tool)
+    except (ImportError, ServerSetupError) as err:
+        if os.environ.get("NORMSWEEP_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"PostgreSQL is required here: {err}")
+        pytest.skip(f"no PostgreSQL for a team server: {err}")
+    server = TeamServer.start(fast=True)
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(server.state_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
