@@ -92,7 +92,9 @@ def test_two_copies_of_a_pool_sweep_split_the_work(
     assert len(parents) == 1  # both copies under one sweep run...
     assert {r.data.tags.get("mlflow.parentRunId") for r in runs} == {parents[0].info.run_id}
     # ...which holds the report's aggregates over all 8 jobs (the copy that ended last wrote them).
-    assert any(k.startswith("test_loss") for k in parents[0].data.metrics), parents[0].data.metrics
+    aggregates = parents[0].data.metrics
+    norms = FOUR_NORMS.removeprefix("norm=").split(",")
+    assert [aggregates.get(f"sweep/{n}.n_seeds") for n in norms] == [2.0] * 4, aggregates
     assert not [k for k in client.get_experiment_by_name(experiment).tags if k.startswith("normsweep.claim.")]
 
 

@@ -209,6 +209,10 @@ class Tracker:
             run_id=run_id,
             background=is_server(store.uri),  # per-step metrics never wait on the network
         )
+        if rank_zero_only.rank == 0:
+            # MLFlowLogger creates its run lazily; create it now: once this returns, another copy of
+            # the sweep sees it RUNNING (the claim on its config is released after this).
+            self.logger.run_id  # noqa: B018
         self.resumed = run_id is not None
         if self.resumed and rank_zero_only.rank == 0:
             # The run was closed (KILLED) when its last segment stopped; it is live again.
