@@ -45,8 +45,8 @@ test-fast: install  ## the inner loop: everything but the slow tests
 lint: install
 	$(VENV)/bin/ruff check .
 
-# Needs PostgreSQL (sudo apt-get install postgresql); ARGS="--port 5050 --dir /data/mlflow-team" (docs/store.md).
-server: install  ## a team tracking server: PostgreSQL + mlflow server on 127.0.0.1:5000, data in .team_server/
+# Needs PostgreSQL (sudo apt-get install postgresql); ARGS="--port 5060 --dir /data/mlflow-team" (docs/store.md).
+server: install  ## a team tracking server: PostgreSQL + mlflow server on 127.0.0.1:5050, data in .team_server/
 	$(PY) -c 'import psycopg' 2>/dev/null || $(PY) -m pip install --quiet -e '.[server]'
 	$(PY) -m src.tracking.team_server $(ARGS)
 

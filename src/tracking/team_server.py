@@ -1,7 +1,7 @@
 """A team tracking server on this machine: a PostgreSQL cluster and `mlflow server` on top of it.
 
-    python -m src.tracking.team_server                 # (make server) state in .team_server/, port 5000
-    python -m src.tracking.team_server --port 5050 --dir /data/mlflow-team
+    python -m src.tracking.team_server                 # (make server) state in .team_server/, port 5050
+    python -m src.tracking.team_server --port 5060 --dir /data/mlflow-team
 
 Many writers at once (sweeps from several nodes, a pool's workers) need a database server, not a
 SQLite file: this starts PostgreSQL (Debian's `postgresql` package; `initdb`/`pg_ctl` are found on
@@ -37,7 +37,8 @@ DB_USER = "normsweep"  # the cluster's superuser; trust authentication on 127.0.
 DB_NAME = "mlflow"
 RUN_AS_WHEN_ROOT = "nobody"
 START_WAIT_S = 120.0  # the first start migrates a new database (MLflow's ~70 schema steps)
-DEFAULT_PORT = 5000
+DEFAULT_PORT = 5050  # beside `make ui` on 5000
+DEFAULT_PG_PORT = 5433  # beside a system PostgreSQL on 5432; backups (pg_dump) connect here
 # Tracking only: no job-consumer processes for MLflow's GenAI features (seconds of start, ~GBs).
 SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 DEFAULT_DIR = PROJECT_ROOT / ".team_server"
@@ -192,9 +193,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m src.tracking.team_server", description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="where the database and artifacts live")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="the MLflow server's port on 127.0.0.1")
-    parser.add_argument("--pg-port", type=int, default=None, help="PostgreSQL's port (default: a free one)")
+    parser.add_argument("--pg-port", type=int, default=DEFAULT_PG_PORT, help="PostgreSQL's port on 127.0.0.1")
     args = parser.parse_args(argv)
-    server = TeamServer(args.dir.resolve(), args.port, args.pg_port or free_port())
+    server = TeamServer(args.dir.resolve(), args.port, args.pg_port)
     try:
         server.start_postgres()
         server.start_mlflow()
