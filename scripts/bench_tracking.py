@@ -1,6 +1,6 @@
 """What per-step MLflow logging costs a training step: off, a local SQLite file, a team server.
 
-    .venv/bin/python scripts/bench_tracking.py [--rounds 15] [--steps 20]
+    .venv/bin/python scripts/bench_tracking.py [--rounds 10] [--steps 10]
 
 Starts its own team server (PostgreSQL + `mlflow server`, src/tracking/team_server.py) and a SQLite
 store in a temporary folder, then times training steps of one small GPT-2 in rounds; in each round
@@ -48,16 +48,16 @@ def bootstrap(values: list[float], n: int = 5000, seed: int = 0) -> tuple[float,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--emb-dim", type=int, default=128, help="width of the GPT (2 layers, context 64)")
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--emb-dim", type=int, default=64, help="width of the GPT (2 layers, context 64, 4096 tokens)")
     args = parser.parse_args()
 
     torch.manual_seed(0)
-    cfg = GPTConfig(vocab_size=50257, context_length=64, emb_dim=args.emb_dim, n_heads=4, n_layers=2, drop_rate=0.0)
+    cfg = GPTConfig(vocab_size=4096, context_length=64, emb_dim=args.emb_dim, n_heads=4, n_layers=2, drop_rate=0.0)
     model = GPTModel(cfg)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    batch = torch.randint(0, 50257, (8, 65))
+    batch = torch.randint(0, 4096, (8, 65))
 
     with tempfile.TemporaryDirectory() as tmp:
         server = TeamServer.start()
@@ -84,7 +84,7 @@ def main() -> None:
                     optimizer.step()
                     step[mode] += 1
                     if mode != "off":
-                        loggers[mode].log_metrics({k: float(loss) for k in KEYS}, step[mode])
+                        loggers[mode].log_metrics({k: loss.item() for k in KEYS}, step[mode])
                 return (time.perf_counter() - start) / args.steps
 
             run_steps("off")  # warm-up

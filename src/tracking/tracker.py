@@ -333,6 +333,9 @@ class Tracker:
         """
         if self.closed:
             return
+        if not self.lost:
+            with contextlib.suppress(ServerLost):  # the metrics still queued land before the close
+                self.logger.drain()
         if self.lost:
             # Every write would wait out the retries again; the run stays RUNNING until the next run
             # of its config, with the server back, settles it as lost and resumes it (src.tracking.sweep).
