@@ -1,6 +1,6 @@
 """What per-step MLflow logging costs a training step: off, a local SQLite file, a team server.
 
-    .venv/bin/python scripts/bench_tracking.py [--rounds 10] [--steps 10]
+    .venv/bin/python scripts/bench_tracking.py [--rounds 10] [--steps 10] [--threads 1]
 
 Starts its own team server (PostgreSQL + `mlflow server`, src/tracking/team_server.py) and a SQLite
 store in a temporary folder, then times training steps of one small GPT-2 in rounds; in each round
@@ -51,7 +51,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--emb-dim", type=int, default=64, help="width of the GPT (2 layers, context 64, 4096 tokens)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1: a second busy thread on 2 loaded cores stalls 2)")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
 
     torch.manual_seed(0)
     cfg = GPTConfig(vocab_size=4096, context_length=64, emb_dim=args.emb_dim, n_heads=4, n_layers=2, drop_rate=0.0)
