@@ -76,12 +76,16 @@ PARAM_VALUE_MAX = 6000  # characters of a param's value (MLflow 3's limit)
 SQLITE_BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 # MLflow's HTTP client during a run, for http(s) stores: 3 tries 10 s each, 0 s then 2 s apart. A
 # refused connection (a dead server) fails a request in ~2 s, a server that accepts and never
-# answers in ~32 s; a slow one has 10 s per request. Set only where the user has not set them.
-HTTP_REQUEST_ENV = {
+# answers in ~32 s; a slow one has 10 s per request. The metrics queued in the background
+# (src.tracking.tracker) go out as one request per 2 s instead of one per step: measured, one per
+# step still cost a step 33% (scripts/bench_tracking.py, docs/benchmarks.md). Set only where the
+# user has not set them.
+SERVER_CLIENT_ENV = {
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
     "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
     "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0",
+    "MLFLOW_ASYNC_LOGGING_BUFFERING_SECONDS": "2",
 }
 ALREADY_EXISTS = "RESOURCE_ALREADY_EXISTS"  # MLflow's error code: another process created it first
 # The userinfo of a URI (`user:password@`, `token@`): never on disk, never printed.
@@ -102,7 +106,7 @@ def is_server(uri: str) -> bool:
 
 def bound_http_requests() -> None:
     """Bound MLflow's HTTP retries and timeouts in this process (and the processes it starts)."""
-    for name, value in HTTP_REQUEST_ENV.items():
+    for name, value in SERVER_CLIENT_ENV.items():
         os.environ.setdefault(name, value)
 
 
