@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -98,6 +99,7 @@ def main() -> None:
             loggers["server"].drain()
         finally:
             server.stop()
+            shutil.rmtree(server.state_dir, ignore_errors=True)
 
     print(f"{args.rounds} rounds x {args.steps} steps, {torch.get_num_threads()} threads")
     print("| mode | step time (ms, median) | ratio to off (mean of rounds) | 95% interval |")
