@@ -10,7 +10,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
 ARGS ?=
 
-.PHONY: install train sweep sweep-seeds collapse test test-fast lint ui ui-screenshot data bench-norms bench-train bench-variants clean
+.PHONY: install server train sweep sweep-seeds collapse test test-fast lint ui ui-screenshot data bench-norms bench-train bench-variants clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ test-fast: install  ## the inner loop: everything but the slow tests
 
 lint: install
 	$(VENV)/bin/ruff check .
+
+# Needs PostgreSQL (sudo apt-get install postgresql); ARGS="--port 5060 --dir /data/mlflow-team" (docs/store.md).
+server: install  ## a team tracking server: PostgreSQL + mlflow server on 127.0.0.1:5050, data in .team_server/
+	$(PY) -c 'import psycopg' 2>/dev/null || $(PY) -m pip install --quiet -e '.[server]'
+	$(PY) -m src.tracking.team_server $(ARGS)
 
 ui: install  ## browse every run at http://127.0.0.1:5000
 	$(PY) -m src.ui $(ARGS)

@@ -77,6 +77,23 @@ def validate_names(cfg: DictConfig) -> None:
         safe_folder_name(value, field)
 
 
+def check_store_placement(cfg: DictConfig) -> None:
+    """A SQLite file takes the writers of one machine: refuse jobs whose ranks or jobs span machines."""
+    uri = str(OmegaConf.select(cfg, "logger.tracking_uri", default=None) or "")
+    if not OmegaConf.select(cfg, "logger.enabled", default=False) or not uri.startswith("sqlite:"):
+        return
+    c = cfg.cluster
+    nodes = int(c.get("num_nodes", 1))
+    _require(
+        nodes <= 1 and not c.get("spans_machines", False),
+        "logger.tracking_uri",
+        f"{uri} is a SQLite file, but cluster={c.get('name', '?')} runs on {nodes} node(s) per job"
+        f"{' on other machines' if c.get('spans_machines', False) else ''}, and SQLite's locks do not hold on a "
+        "shared filesystem; start a team server (make server, docs/store.md#a-team-server) and set "
+        "logger.tracking_uri=http://<server>:<port>",
+    )
+
+
 def validate(cfg: DictConfig) -> GPTConfig:
     """Check every value that would otherwise fail mid-training; returns the model config."""
     seed = cfg.get("seed")
@@ -169,6 +186,7 @@ def validate(cfg: DictConfig) -> GPTConfig:
     _require(sw.stale_after_s > sw.heartbeat_s, "sweep.stale_after_s", f"must exceed sweep.heartbeat_s={sw.heartbeat_s}")
     _require(cfg.cluster.devices >= 1, "cluster.devices", f"must be >= 1, got {cfg.cluster.devices}")
     _require(cfg.cluster.num_nodes >= 1, "cluster.num_nodes", f"must be >= 1, got {cfg.cluster.num_nodes}")
+    check_store_placement(cfg)
     if "workers" in cfg.cluster:  # cpu_pool / gpu_pool: single-process jobs side by side (src/launch/pool.py)
         c = cfg.cluster
         _require(c.workers >= 1, "cluster.workers", f"must be >= 1, got {c.workers}")

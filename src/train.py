@@ -27,7 +27,7 @@ from src.devices import check_device, configure_matmul_precision
 from src.launch.sweep_end import job_failed
 from src.model.gpt import GPTModel
 from src.paths import ConfigError, register_resolvers
-from src.tracking.store import Store, refuse_credentials, sqlite_path
+from src.tracking.store import ServerLost, Store, refuse_credentials, sqlite_path
 from src.tracking.sweep import PARENT_ENV, supersede
 from src.tracking.tags import DIVERGED, FINISHED
 from src.tracking.tracker import RecordSpec, TokenCacheRef, Tracker
@@ -107,25 +107,29 @@ def train(cfg: DictConfig) -> RunResult:
     if plan.done is not None:
         return plan.done
 
-    # Sizes and data are checked before the model is built: a model too large to fit took a minute
-    # and gigabytes to build before the data check refused its context length.
-    n_params = parameter_count(spec.model)
-    micro_batch = int(cfg.optim.micro_batch_size)
-    check_memory_floor(spec.model, n_params, micro_batch, cfg.seq_len, spec.devices.precision, spec.devices.device_type)
-    budget = resolve_budget(cfg.optim, cfg.seq_len, spec.devices.world_size, n_params)
-    datamodule = prepare_datamodule(cfg, budget)
+    try:  # a claim on this config (a sweep's job) is held until its run is open
+        # Sizes and data are checked before the model is built: a model too large to fit took a minute
+        # and gigabytes to build before the data check refused its context length.
+        n_params = parameter_count(spec.model)
+        micro_batch = int(cfg.optim.micro_batch_size)
+        check_memory_floor(spec.model, n_params, micro_batch, cfg.seq_len, spec.devices.precision, spec.devices.device_type)
+        budget = resolve_budget(cfg.optim, cfg.seq_len, spec.devices.world_size, n_params)
+        datamodule = prepare_datamodule(cfg, budget)
 
-    configure_matmul_precision(spec.devices.matmul_precision)
-    # Same seed -> same initial weights and data order for every norm variant.
-    L.seed_everything(spec.seed, workers=True, verbose=False)
-    if torch.cuda.is_available():
-        torch.cuda.reset_peak_memory_stats()  # sequential multirun jobs share the process
-    model = GPTModel(spec.model)
-    module = GPTLitModule(model, cfg.optim, budget, log_every_n_steps=cfg.log_every_n_steps)
-    if cfg.compile:
-        compile_blocks(model)
+        configure_matmul_precision(spec.devices.matmul_precision)
+        # Same seed -> same initial weights and data order for every norm variant.
+        L.seed_everything(spec.seed, workers=True, verbose=False)
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()  # sequential multirun jobs share the process
+        model = GPTModel(spec.model)
+        module = GPTLitModule(model, cfg.optim, budget, log_every_n_steps=cfg.log_every_n_steps)
+        if cfg.compile:
+            compile_blocks(model)
 
-    tracker = open_tracker(cfg, spec, store, plan) if store is not None else None
+        tracker = open_tracker(cfg, spec, store, plan) if store is not None else None
+    finally:
+        if plan.claim is not None:
+            plan.claim.release()
     callbacks = RunCallbacks(spec, tracker, progress_bar=cfg.progress_bar)
     if tracker:  # which kernels the norm ran, recorded once the model is on its device
         callbacks.extra.append(NormDispatch(tracker, int(cfg.optim.micro_batch_size) * int(cfg.seq_len), bool(cfg.compile)))
@@ -250,9 +254,10 @@ def traceback_note(err: BaseException) -> str:
 def main(cfg: DictConfig) -> float | None:
     try:
         result = train(cfg)
-    except (ConfigError, CheckpointSpaceError) as err:
+    except (ConfigError, CheckpointSpaceError, ServerLost) as err:
         # A clear one-line message; Hydra prints the traceback only with HYDRA_FULL_ERROR=1. A full
-        # checkpoint disk has closed the run as failed, and the previous checkpoint is intact.
+        # checkpoint disk has closed the run as failed, and the previous checkpoint is intact; so is
+        # the last checkpoint of a run whose tracking server stopped answering.
         message = f"config error: {err}" if isinstance(err, ConfigError) else f"error: {err}"
         job_failed(f"{cfg.get('run_name', '?')}: {message}")  # the sweep's parent run records why it ended
         raise SystemExit(message) from None

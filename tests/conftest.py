@@ -13,6 +13,7 @@ from helpers import TINY_MODEL, TinySweep, build_tiny_sweep
 from mlflow.tracking import MlflowClient
 
 from src.tracking.store import Store
+from src.tracking.team_server import ServerSetupError, TeamServer, pg_tool
 
 
 @pytest.fixture(scope="session")
@@ -80,6 +81,28 @@ def read_only_dir(tmp_path: Path) -> Iterator[Path]:
         yield folder
     finally:
         subprocess.run(["umount", str(folder)], check=False)
+
+
+@pytest.fixture(scope="session")
+def team_server() -> Iterator[TeamServer]:
+    """A real PostgreSQL cluster and a real `mlflow server` on it, on free ports of 127.0.0.1, for the
+    session (src/tracking/team_server.py). Skipped where PostgreSQL or psycopg is missing, unless
+    NORMSWEEP_REQUIRE_POSTGRES=1 (CI installs both)."""
+    try:
+        import psycopg  # noqa: F401
+
+        for tool in ("initdb", "pg_ctl", "createdb"):
+            pg_tool(tool)
+    except (ImportError, ServerSetupError) as err:
+        if os.environ.get("NORMSWEEP_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"PostgreSQL is required here: {err}")
+        pytest.skip(f"no PostgreSQL for a team server: {err}")
+    server = TeamServer.start(fast=True)
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(server.state_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

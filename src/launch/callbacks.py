@@ -13,6 +13,7 @@ import hashlib
 import os
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from src.paths import ConfigError, register_resolvers
+
+PARENT_WAIT_S = 60.0  # another copy of the sweep holds the claim on its parent run: wait this long for it
 
 if TYPE_CHECKING:
     from src.tracking.store import Store
@@ -116,6 +119,23 @@ def stop_on_code_change(store: Store, experiment_id: str, jobs: list[dict[str, A
         raise SystemExit(f"config error: {sweep.code_change_message(store, found, code_state())}")
 
 
+def _claim_parent(store: Any, experiment_id: str, sweep_id: str, stale_after_s: float) -> tuple[Any, list[Any]]:
+    """(this process's claim on creating the parent, or None; the parent runs already there).
+
+    Without the claim, two copies started at once would each create a parent run, and each copy's
+    jobs and report would land under a different one."""
+    from src.tracking.sweep import claim
+    from src.tracking.tags import SWEEP_ID_TAG
+
+    deadline = time.monotonic() + PARENT_WAIT_S
+    while True:
+        held, _ = claim(store, experiment_id, f"sweep-{sweep_id}", stale_after_s)
+        found = store.runs_tagged(experiment_id, SWEEP_ID_TAG, sweep_id, most=1)
+        if held is not None or found or time.monotonic() > deadline:
+            return held, found
+        time.sleep(0.5)  # the other copy is creating it
+
+
 class MlflowSetup(Callback):
     """Open (or reopen) the sweep's parent run before any job starts; close it when the sweep ends.
 
@@ -130,6 +150,7 @@ class MlflowSetup(Callback):
         refuse_empty_sweep(config)  # with or without tracking: Hydra would end a sweep of nothing with 0
         if not config.logger.enabled or int(os.environ.get("RANK", "0")) != 0:
             return
+        from src.config import check_store_placement
         from src.tracking import sweep
         from src.tracking.code import code_state
         from src.tracking.git import git_state
@@ -146,6 +167,10 @@ class MlflowSetup(Callback):
         from src.tracking.ui_view import publish_view
         from src.tracking.variants import AXES_ENV, axes_to_env, find_variants
 
+        try:  # before the launcher submits anything
+            check_store_placement(config)
+        except ConfigError as err:
+            raise SystemExit(f"config error: {err}") from None
         try:
             store = Store.connect(config.logger.tracking_uri)
         except StoreError as err:  # Hydra turns an Exception here into a warning: stop the sweep instead
@@ -166,10 +191,13 @@ class MlflowSetup(Callback):
         key = config.experiment_name + "".join(sorted(j["fingerprint"] for j in jobs)) if jobs else os.urandom(8).hex()
         sweep_id = hashlib.sha256(key.encode()).hexdigest()[:16]
         publish_view(store, experiment_id)  # what the links printed for this sweep open on
-        found = store.runs_tagged(experiment_id, SWEEP_ID_TAG, sweep_id, most=1)
         # Credentials in a tracking URI never reach MLflow (they are refused anyway; redacting is cheap).
         command = redact_text("python -m src.train -m " + " ".join(shlex.quote(o) for o in config.hydra.overrides.task))
+        # A copy of the same sweep started at the same time (another node) shares one parent run.
+        held, found = _claim_parent(store, experiment_id, sweep_id, float(config.sweep.stale_after_s))
         if found:
+            if held is not None:
+                held.release()
             run_id = found[0].info.run_id
             store.reopen(run_id)
             store.set_tags(run_id, {OUTCOME_TAG: RUNNING})
@@ -185,6 +213,8 @@ class MlflowSetup(Callback):
                     NOTE_TAG: f"Sweep of {len(jobs)} jobs: `{command}`. Its jobs are nested below it.",
                 },
             )
+            if held is not None:
+                held.release()
             log_sweep_definition(store, run_id, jobs)
         store.set_tags(run_id, {SWEEP_COMMAND_TAG: command, **code_state().tags()})  # the code deciding this time
         definition = sweep.sweep_definition(config.experiment_name, command, run_id, jobs)

@@ -7,7 +7,9 @@
   MLFLOW_TRACKING_PASSWORD / MLFLOW_TRACKING_TOKEN instead;
 - SQLite: the database path is a file (not a folder) in a writable folder, and an existing store
   opens (its schema upgraded, a half-migrated one rebuilt when it holds no data, else refused);
-- HTTP(S): a tracking server answers within seconds (MLflow's own client retries for minutes).
+- HTTP(S): a tracking server answers within seconds (MLflow's own client retries for minutes), and
+  every later request of the process is bounded (`bound_http_requests`): a server that dies during
+  a run costs at most ~32 s per request instead of minutes of retries.
 
 A new SQLite store gets its schema from MLflow's alembic migrations the first time a process opens
 it. Processes opening a fresh file at the same moment race in those migrations and can leave it
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import importlib.util
 import logging
 import os
 import re
@@ -78,6 +81,19 @@ SQLITE_BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 SQLITE_READONLY_DBMOVED = getattr(sqlite3, "SQLITE_READONLY_DBMOVED", 1032)
 DISK_FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
 STORE_FULL, STORE_GONE = "full", "gone"  # what store_fault finds
+# MLflow's HTTP client during a run, for http(s) stores: 3 tries 10 s each, 0 s then 2 s apart. A
+# refused connection (a dead server) fails a request in ~2 s, a server that accepts and never
+# answers in ~32 s; a slow one has 10 s per request. The metrics queued in the background
+# (src.tracking.tracker) go out as one request per 2 s instead of one per step: measured, one per
+# step still cost a step 33% (scripts/bench_tracking.py, docs/benchmarks.md). Set only where the
+# user has not set them.
+SERVER_CLIENT_ENV = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0",
+    "MLFLOW_ASYNC_LOGGING_BUFFERING_SECONDS": "2",
+}
 ALREADY_EXISTS = "RESOURCE_ALREADY_EXISTS"  # MLflow's error code: another process created it first
 # The userinfo of a URI (`user:password@`, `token@`): never on disk, never printed.
 _USERINFO = re.compile(r"(://)[^/@\s]+@")
@@ -93,6 +109,30 @@ SUPPORTED_SCHEMES = ("sqlite", "http", "https", "postgresql", "mysql", "mssql", 
 
 class StoreError(ConfigError):
     """The tracking store cannot be used; the message names `logger.tracking_uri` and the cause."""
+
+
+class ServerLost(RuntimeError):
+    """The tracking server stopped answering during a run; the message names the URI and the cause."""
+
+
+def is_server(uri: str) -> bool:
+    return uri.startswith(("http://", "https://"))
+
+
+def bound_http_requests() -> None:
+    """Bound MLflow's HTTP retries and timeouts in this process (and the processes it starts)."""
+    for name, value in SERVER_CLIENT_ENV.items():
+        os.environ.setdefault(name, value)
+
+
+def server_lost(uri: str, err: BaseException, doing: str) -> ServerLost:
+    """One line: which server, what the job was doing, the cause, and what to do."""
+    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return ServerLost(
+        f"{FIELD}={redact_uri(uri)}: the tracking server stopped answering while {doing} "
+        f"({_short_cause(text, uri)}); the checkpoint is kept: once the server is back, re-run the same "
+        "command to resume"
+    )
 
 
 # --- credentials ---------------------------------------------------------------------------------
@@ -395,6 +435,35 @@ def _open_sqlite_client(uri: str, db: Path) -> MlflowClient:
         ) from err
 
 
+# --- a database URI given directly ----------------------------------------------------------------
+
+# SQLAlchemy's driver module for each database scheme MLflow accepts as a tracking URI.
+DB_DRIVERS = {
+    "postgresql": "psycopg2",
+    "postgresql+psycopg2": "psycopg2",
+    "postgresql+psycopg": "psycopg",
+    "mysql": "MySQLdb",
+    "mysql+pymysql": "pymysql",
+    "mssql": "pyodbc",
+    "mssql+pyodbc": "pyodbc",
+}
+
+
+def _check_driver(uri: str) -> None:
+    """A database URI (`postgresql://...`) needs its driver; say which one instead of a traceback."""
+    scheme = uri.split("://", 1)[0]
+    module = DB_DRIVERS.get(scheme)
+    if module is None or importlib.util.find_spec(module) is not None:
+        return
+    hint = ""
+    if scheme.startswith("postgresql"):
+        hint = (
+            "; write postgresql+psycopg://... (the `server` extra installs psycopg: pip install -e '.[server]'), "
+            "or better, point at a tracking server (make server, docs/store.md#a-team-server)"
+        )
+    raise StoreError(f"{FIELD}={redact_uri(uri)}: the database driver `{module}` for {scheme}:// is not installed{hint}")
+
+
 # --- a tracking server ---------------------------------------------------------------------------
 
 
@@ -475,8 +544,11 @@ class Store:
             _check_sqlite_path(store.db, uri)
             if store.db.exists():
                 store.client  # noqa: B018 - open it now: upgrade, repair or refuse before any data is prepared
-        elif uri.startswith(("http://", "https://")):
+        elif is_server(uri):
             _probe_server(uri)
+            bound_http_requests()
+        else:
+            _check_driver(uri)
         return store
 
     @property
@@ -537,6 +609,15 @@ class Store:
     def experiments(self) -> list[Experiment]:
         """The store's live experiments."""
         return list(self.client.search_experiments())
+
+    def experiment_tags(self, experiment_id: str) -> dict[str, str]:
+        return dict(self.client.get_experiment(experiment_id).tags)
+
+    def set_experiment_tag(self, experiment_id: str, key: str, value: str) -> None:
+        with_retry(lambda: self.client.set_experiment_tag(experiment_id, key, value))
+
+    def delete_experiment_tag(self, experiment_id: str, key: str) -> None:
+        with_retry(lambda: self.client.delete_experiment_tag(experiment_id, key))
 
     def experiment_names(self) -> list[str]:
         return sorted(e.name for e in self.client.search_experiments())
@@ -627,13 +708,7 @@ class Store:
         """Close the run: FINISHED, FAILED or KILLED."""
         with_retry(lambda: self.client.set_terminated(run_id, status))
 
-    # --- experiment tags, tables, dataset inputs ---
-
-    def experiment_tags(self, experiment_id: str) -> dict[str, str]:
-        return dict(self.client.get_experiment(experiment_id).tags)
-
-    def set_experiment_tag(self, experiment_id: str, key: str, value: str) -> None:
-        with_retry(lambda: self.client.set_experiment_tag(experiment_id, key, value))
+    # --- tables, dataset inputs ---
 
     def log_table(self, run_id: str, data: pd.DataFrame, artifact_file: str) -> None:
         """A table artifact (`*.json`) that MLflow's artifact viewer shows as a grid."""

@@ -11,6 +11,10 @@ latest run with the same fingerprint (not superseded) and returns one action:
                                            checkpoint belongs to it, else start a new run
     failed                              -> start a new run; the old one is tagged superseded_by
 
+Two copies of a sweep (two terminals, two nodes, sharing only the store) must not both train a
+config: `decide` and the creation of the run it leads to are bracketed by a claim (`claim`), a
+mutual exclusion that works through MLflow itself, on a server as on a SQLite file.
+
 `sweep.on_existing=rerun` always starts new runs (a changed method), `fail` refuses to run a config
 that already has runs. A run to skip on or resume into that was made by other code (its code
 fingerprint, src.tracking.code, differs from this process's; a run recorded before code
@@ -22,10 +26,13 @@ can also name the jobs that never started. Torch-free.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import random
 import socket
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -272,6 +279,82 @@ def code_change_message(store: Store, runs: Sequence[Run], code: CodeState, poli
         "set sweep.on_code_change=rerun to train them again (the old runs stay, marked superseded) "
         f"or =keep to reuse them (the report marks them); valid choices: {', '.join(CODE_POLICIES)}"
     )
+
+
+# --- claims: one copy of a sweep at a time decides and opens a config's run ------------------
+#
+# A claim is an experiment tag `normsweep.claim.<fingerprint>.<token>` (host, pid, time, held).
+# A job writes its own claim, then reads the experiment's tags: alone, it holds the claim (and marks
+# it held); with another live claim it withdraws (deletes its own) and either skips (the other is
+# held: someone is opening that run) or backs off a random 0.2-1.5 s and tries again (both were
+# only trying). Why two jobs cannot both win: each reads after its own write is stored, and the
+# store (PostgreSQL behind a server, or SQLite) applies writes in one order; of two claims, the one
+# written second is stored before its writer reads, and after the first writer's claim, so that
+# writer sees the first claim, which a winner never withdraws. The holder releases the claim once
+# its run is RUNNING, whose fresh heartbeat then makes `decide` answer `busy` (or `skip` once done)
+# for anyone else. A claim whose process is gone (same host) or older than `sweep.stale_after_s`
+# is ignored and removed.
+
+CLAIM_PREFIX = "normsweep.claim."
+CLAIM_ATTEMPTS = 8
+CLAIM_BACKOFF_S = (0.2, 1.5)
+
+
+@dataclass
+class Claim:
+    """A held claim on one config of an experiment; `release` once its run exists (idempotent)."""
+
+    store: Store
+    experiment_id: str
+    key: str
+    released: bool = False
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            with contextlib.suppress(Exception):  # best effort: a stale claim is ignored anyway
+                self.store.delete_experiment_tag(self.experiment_id, self.key)
+
+
+def _claim_value(held: bool) -> str:
+    return json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "time": time.time(), "held": held})
+
+
+def _claim_is_stale(value: dict[str, Any], stale_after_s: float) -> bool:
+    if value.get("host") == socket.gethostname() and not pid_alive(int(value.get("pid", 0))):
+        return True
+    return time.time() - float(value.get("time", 0)) >= stale_after_s
+
+
+def claim(store: Store, experiment_id: str, fp: str, stale_after_s: float) -> tuple[Claim | None, str]:
+    """(a held claim, "") or (None, why another copy has it)."""
+    prefix = f"{CLAIM_PREFIX}{fp}."
+    for _ in range(CLAIM_ATTEMPTS):
+        key = prefix + uuid.uuid4().hex[:12]
+        store.set_experiment_tag(experiment_id, key, _claim_value(held=False))
+        live: list[dict[str, Any]] = []
+        for other, text in store.experiment_tags(experiment_id).items():
+            if not other.startswith(prefix) or other == key:
+                continue
+            try:
+                value = json.loads(text)
+            except ValueError:
+                value = {}
+            if _claim_is_stale(value, stale_after_s):
+                with contextlib.suppress(Exception):  # another job may have removed it first
+                    store.delete_experiment_tag(experiment_id, other)
+            else:
+                live.append(value)
+        if not live:
+            store.set_experiment_tag(experiment_id, key, _claim_value(held=True))
+            return Claim(store, experiment_id, key), ""
+        store.delete_experiment_tag(experiment_id, key)
+        held = [v for v in live if v.get("held")]
+        if held:
+            v = held[0]
+            return None, f"opened by {v.get('host', '?')} (pid {v.get('pid', '?')}) {time.time() - float(v.get('time', 0)):.0f} s ago"
+        time.sleep(random.uniform(*CLAIM_BACKOFF_S))
+    return None, f"claimed by another copy of the sweep {CLAIM_ATTEMPTS} times in a row"
 
 
 # --- the sweep's job list and status ---------------------------------------------------------

@@ -10,8 +10,10 @@ The tracker takes a `RecordSpec`, the few resolved values a run's record needs, 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -27,7 +29,7 @@ from src.tracking.datasets import log_datasets
 from src.tracking.environment import environment_tags
 from src.tracking.git import git_state
 from src.tracking.identity import flatten, identity_config
-from src.tracking.store import Store, redact_text, redact_uri
+from src.tracking.store import ServerLost, Store, is_server, redact_text, redact_uri, server_lost
 from src.tracking.summary import SUMMARY_STEP
 from src.tracking.sweep import REQUIRED_FINAL_METRICS, liveness_tags
 from src.tracking.tags import (
@@ -125,14 +127,55 @@ class TokenCacheRef:
 
 class _ClosedByTracker(MLFlowLogger):
     """An MLFlowLogger that Lightning cannot close (the Tracker closes it once with the outcome),
-    and that never logs a step twice: a resumed run skips the steps already in MLflow."""
+    and that never logs a step twice: a resumed run skips the steps already in MLflow.
+
+    To a tracking server (`background=True`) the per-step metrics go through MLflow's asynchronous
+    logging queue, so a step never waits on the network; each step first looks at the writes
+    already sent, and the first one that failed (after the bounded retries of
+    `store.bound_http_requests`) stops the run with `ServerLost`. A slow server only lengthens the
+    queue.
+    """
 
     log_after_step = 0
 
+    def __init__(self, *args: Any, background: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.background = background
+        self.lost: ServerLost | None = None
+        self._pending: deque[Any] = deque()  # MLflow RunOperations, oldest first
+
+    @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         if step is not None and step <= self.log_after_step:
             return
-        super().log_metrics(dict(metrics), step)
+        if not self.background:
+            super().log_metrics(dict(metrics), step)
+            return
+        from mlflow.entities import Metric
+
+        self._raise_if_failed()
+        now = int(time.time() * 1000)
+        items = [Metric(k, float(v), now, step or 0) for k, v in metrics.items() if not isinstance(v, str)]
+        self._pending.append(self.experiment.log_batch(self.run_id, metrics=items, synchronous=False))
+
+    def _raise_if_failed(self, wait: bool = False) -> None:
+        """Drop the writes that are done; raise `ServerLost` for the first that failed."""
+        while self._pending:
+            futures = self._pending[0]._operation_futures  # concurrent.futures of one log_batch
+            if not wait and not all(f.done() for f in futures):
+                return
+            self._pending.popleft()
+            for future in futures:
+                err = future.exception()
+                if err is not None:
+                    self.lost = server_lost(self._tracking_uri, err, "logging metrics")
+                    raise self.lost
+
+    def drain(self) -> None:
+        """Wait for every metric sent in the background (each write is bounded); `ServerLost` if one failed."""
+        if self.lost is not None:
+            raise self.lost
+        self._raise_if_failed(wait=True)
 
     def finalize(self, status: str = "success") -> None:
         pass
@@ -175,7 +218,12 @@ class Tracker:
             tracking_uri=store.uri,
             tags=tags,
             run_id=run_id,
+            background=is_server(store.uri),  # per-step metrics never wait on the network
         )
+        if rank_zero_only.rank == 0:
+            # MLFlowLogger creates its run lazily; create it now: once this returns, another copy of
+            # the sweep sees it RUNNING (the claim on its config is released after this).
+            self.logger.run_id  # noqa: B018
         self.resumed = run_id is not None
         if self.resumed and rank_zero_only.rank == 0:
             # The run was closed (KILLED) when its last segment stopped; it is live again.
@@ -242,12 +290,23 @@ class Tracker:
             return 0
         return max((m.step for m in self.store.metric_history(self.logger.run_id, key)), default=0)
 
+    @property
+    def lost(self) -> bool:
+        """The tracking server stopped answering during the run: nothing more is written to it."""
+        return self.logger.lost is not None
+
     @rank_zero_only
     def heartbeat(self, every_s: float) -> None:
         """Refresh the heartbeat tag, at most every `every_s` seconds (a re-run tells live from lost)."""
         if time.monotonic() - self._last_beat >= every_s:
             self._last_beat = time.monotonic()
-            self.set_tags({HEARTBEAT_TAG: f"{time.time():.0f}"})
+            try:
+                self.set_tags({HEARTBEAT_TAG: f"{time.time():.0f}"})
+            except Exception as err:
+                if not is_server(self.store.uri):
+                    raise
+                self.logger.lost = server_lost(self.store.uri, err, "refreshing the heartbeat")
+                raise self.logger.lost from None
 
     @rank_zero_only
     def log_final(self, metrics: Mapping[str, float]) -> None:
@@ -258,6 +317,7 @@ class Tracker:
         logged", but its results may not be); a key already in MLflow (written before a kill) is
         not written again.
         """
+        self.logger.drain()  # the per-step metrics first: the summary comes after them
         stored = self._stored_metrics()
         missing = {k: float(v) for k, v in metrics.items() if k not in stored}
         if missing:
@@ -284,6 +344,17 @@ class Tracker:
         `finished` without its final metrics in MLflow ends the run as `failed`, saying which are missing.
         """
         if self.closed:
+            return
+        if not self.lost:
+            with contextlib.suppress(ServerLost):  # the metrics still queued land before the close
+                self.logger.drain()
+        if self.lost:
+            # Every write would wait out the retries again; the run stays RUNNING until the next run
+            # of its config, with the server back, settles it as lost and resumes it (src.tracking.sweep).
+            self.closed = True
+            if self.system_metrics is not None:
+                with contextlib.suppress(Exception):  # its last write is bounded too
+                    self.system_metrics.finish()
             return
         missing = self.missing_final_metrics() if outcome == FINISHED else []
         if missing:

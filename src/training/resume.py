@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,7 +21,15 @@ from src.atomic_io import remove_partial_writes
 from src.paths import ConfigError
 from src.tracking.code import code_state
 from src.tracking.store import Store, redact_uri
-from src.tracking.sweep import code_change_message, decide, is_alive, made_by_other_code, settle_lost
+from src.tracking.sweep import (
+    Claim,
+    claim,
+    code_change_message,
+    decide,
+    is_alive,
+    made_by_other_code,
+    settle_lost,
+)
 from src.tracking.tags import (
     DIVERGED,
     FINISHED,
@@ -93,6 +102,7 @@ class RunPlan:
     supersede: list[str] = field(default_factory=list)  # earlier runs the new one replaces
     done: RunResult | None = None  # nothing to train: this is the job's result
     message: str = ""
+    claim: Claim | None = None  # held until the job's run is open (train.open_tracker releases it)
 
 
 def plan_run(spec: RunSpec, in_multirun: bool, store: Store | None) -> RunPlan:
@@ -146,11 +156,33 @@ def _plan(spec: RunSpec, in_multirun: bool, store: Store | None) -> RunPlan:
         return last_state().get("mlflow_run_id") == run.info.run_id
 
     experiment_id = store.experiment_id(where.experiment_name, where.artifact_location)
-    d = decide(
-        store, experiment_id, identity.fingerprint, where.on_existing, where.stale_after_s, checkpoint_of,
-        code_state(), where.on_code_change,
-    )  # fmt: skip
     name = spec.run_name
+    # Another copy of the sweep (another terminal or node) may be deciding this config right now.
+    held, why = claim(store, experiment_id, identity.fingerprint, where.stale_after_s)
+    if held is None:
+        return RunPlan(done=RunResult(spec.norm, RUNNING, 0.0, 0.0, None, None, None, None), message=f"{name}: warning: skipped, {why}")
+    try:
+        plan = _plan_from_decision(spec, store, experiment_id, last, last_state, checkpoint_of)
+    except BaseException:
+        held.release()
+        raise
+    if plan.done is not None:
+        held.release()
+    else:
+        plan.claim = held
+    return plan
+
+
+def _plan_from_decision(
+    spec: RunSpec,
+    store: Store,
+    experiment_id: str,
+    last: Path,
+    last_state: Callable[[], dict],
+    checkpoint_of: Callable[[Run], bool],
+) -> RunPlan:
+    identity, where, name = spec.identity, spec.store, spec.run_name
+    d = decide(store, experiment_id, identity.fingerprint, where.on_existing, where.stale_after_s, checkpoint_of)
     if d.action in ("skip", "busy"):
         assert d.run is not None
         note = "skipped" if d.action == "skip" else "warning: skipped"

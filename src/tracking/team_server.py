@@ -1,0 +1,220 @@
+"""A team tracking server on this machine: a PostgreSQL cluster and `mlflow server` on top of it.
+
+    python -m src.tracking.team_server                 # (make server) state in .team_server/, port 5050
+    python -m src.tracking.team_server --port 5060 --dir /data/mlflow-team
+
+Many writers at once (sweeps from several nodes, a pool's workers) need a database server, not a
+SQLite file: this starts PostgreSQL (Debian's `postgresql` package; `initdb`/`pg_ctl` are found on
+PATH or in /usr/lib/postgresql/<version>/bin) listening on 127.0.0.1 only, creates the `mlflow`
+database, and runs `mlflow server --backend-store-uri postgresql+psycopg://...` with one worker
+and the artifacts in the state folder (the `server` extra installs the psycopg driver). The data
+survive a restart: the same command reuses the cluster. PostgreSQL refuses to run as root, so as
+root the cluster belongs to an unprivileged user (`nobody`) and lives in a folder that user owns.
+
+The tests start the same thing on free ports (`TeamServer.start`). Torch-free.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from src.paths import PROJECT_ROOT
+
+DB_USER = "normsweep"  # the cluster's superuser; trust authentication on 127.0.0.1 only
+DB_NAME = "mlflow"
+RUN_AS_WHEN_ROOT = "nobody"
+START_WAIT_S = 120.0  # the first start migrates a new database (MLflow's ~70 schema steps)
+DEFAULT_PORT = 5050  # beside `make ui` on 5000
+DEFAULT_PG_PORT = 5433  # beside a system PostgreSQL on 5432; backups (pg_dump) connect here
+# Tracking only: no job-consumer processes for MLflow's GenAI features (seconds of start, ~GBs).
+SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+DEFAULT_DIR = PROJECT_ROOT / ".team_server"
+
+
+class ServerSetupError(RuntimeError):
+    """PostgreSQL or the MLflow server cannot be started; the message says what to install or fix."""
+
+
+def pg_tool(name: str) -> str:
+    """A PostgreSQL server program: on PATH, else the newest in Debian's /usr/lib/postgresql/*/bin."""
+    found = shutil.which(name)
+    if found:
+        return found
+    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), key=lambda p: int(Path(p).parts[-3]))
+    if candidates:
+        return candidates[-1]
+    raise ServerSetupError(
+        f"PostgreSQL's `{name}` is not installed (looked on PATH and in /usr/lib/postgresql/*/bin); "
+        "install it: sudo apt-get install postgresql"
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _as_owner(cmd: list[str]) -> list[str]:
+    """`cmd` as the cluster's owner: PostgreSQL refuses to run as root."""
+    return ["runuser", "-u", RUN_AS_WHEN_ROOT, "--", *cmd] if os.geteuid() == 0 else cmd
+
+
+def _run(cmd: list[str], what: str) -> None:
+    done = subprocess.run(_as_owner(cmd), capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        raise ServerSetupError(f"{what} failed: {' / '.join(tail)}")
+
+
+@dataclass
+class TeamServer:
+    """A PostgreSQL cluster in `pgdata` and an `mlflow server` process on 127.0.0.1:`port`."""
+
+    state_dir: Path
+    port: int
+    pg_port: int
+    fast: bool = False  # tests: no fsync (a crash of the machine may lose the last writes)
+    mlflow_proc: subprocess.Popen | None = field(default=None, repr=False)
+
+    @property
+    def pgdata(self) -> Path:
+        return self.state_dir / "pgdata"
+
+    @property
+    def artifacts(self) -> Path:
+        return self.state_dir / "artifacts"
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def backend_uri(self) -> str:
+        # No user in the URI (nothing that looks like a credential); libpq reads PGUSER (PGPASSWORD).
+        return f"postgresql+psycopg://127.0.0.1:{self.pg_port}/{DB_NAME}"
+
+    # --- PostgreSQL ---
+
+    def start_postgres(self) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0:  # the owner must reach and own its folder
+            os.chmod(self.state_dir, 0o755)
+            self.pgdata.mkdir(exist_ok=True)
+            shutil.chown(self.pgdata, RUN_AS_WHEN_ROOT)
+        new = not (self.pgdata / "PG_VERSION").exists()
+        if new:
+            _run([pg_tool("initdb"), "-D", str(self.pgdata), "-U", DB_USER, "--auth=trust", "-E", "UTF8",
+                  *(["--no-sync"] if self.fast else [])], "initdb")  # fmt: skip
+        options = f"-p {self.pg_port} -k {self.pgdata} -c listen_addresses=127.0.0.1"
+        if self.fast:
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        _run([pg_tool("pg_ctl"), "-D", str(self.pgdata), "-l", str(self.pgdata / "server.log"), "-w", "-t", "60",
+              "-o", options, "start"], "starting PostgreSQL")  # fmt: skip
+        if new:
+            _run([pg_tool("createdb"), "-h", "127.0.0.1", "-p", str(self.pg_port), "-U", DB_USER, DB_NAME], "createdb")
+
+    def stop_postgres(self) -> None:
+        with contextlib.suppress(ServerSetupError):
+            _run([pg_tool("pg_ctl"), "-D", str(self.pgdata), "-m", "fast", "-w", "stop"], "stopping PostgreSQL")
+
+    # --- the MLflow server ---
+
+    def start_mlflow(self, log: Path | None = None) -> None:
+        """Start `mlflow server` (one worker) and wait until it answers."""
+        self.artifacts.mkdir(parents=True, exist_ok=True)
+        cmd = [
+            sys.executable, "-m", "mlflow", "server",
+            "--backend-store-uri", self.backend_uri,
+            "--artifacts-destination", str(self.artifacts),
+            "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
+        ]  # fmt: skip
+        out = open(log or self.state_dir / "mlflow-server.log", "ab")  # noqa: SIM115 - the child keeps it
+        # Its own process group: stopping it stops uvicorn's workers too.
+        env = {**os.environ, **SERVER_ENV, "PGUSER": DB_USER}
+        self.mlflow_proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self.wait_ready()
+
+    def wait_ready(self, wait_s: float = START_WAIT_S) -> None:
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if self.mlflow_proc is not None and self.mlflow_proc.poll() is not None:
+                raise ServerSetupError(f"mlflow server exited ({self.mlflow_proc.returncode}); see {self.state_dir}/mlflow-server.log")
+            with contextlib.suppress(OSError), urllib.request.urlopen(f"{self.uri}/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+            time.sleep(0.2)
+        raise ServerSetupError(f"mlflow server did not answer at {self.uri} within {wait_s:.0f} s")
+
+    def kill_mlflow(self, sig: int = signal.SIGKILL) -> None:
+        """Stop the MLflow server (SIGKILL: as if its machine died); PostgreSQL keeps the data."""
+        if self.mlflow_proc is not None and self.mlflow_proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.mlflow_proc.pid, sig)
+            self.mlflow_proc.wait(timeout=30)
+        self.mlflow_proc = None
+
+    # --- both ---
+
+    @classmethod
+    def start(cls, state_dir: Path | None = None, port: int | None = None, fast: bool = False) -> TeamServer:
+        """PostgreSQL and the MLflow server on free ports (or `port`); as root the state folder is
+        a new one under /tmp, where the unprivileged owner of the cluster can reach it."""
+        if state_dir is None:
+            state_dir = Path(tempfile.mkdtemp(prefix="normsweep-team-server-"))
+        server = cls(state_dir, port or free_port(), free_port(), fast=fast)
+        server.start_postgres()
+        try:
+            server.start_mlflow()
+        except BaseException:
+            server.stop_postgres()
+            raise
+        return server
+
+    def stop(self) -> None:
+        self.kill_mlflow(signal.SIGTERM)
+        self.stop_postgres()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m src.tracking.team_server", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="where the database and artifacts live")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="the MLflow server's port on 127.0.0.1")
+    parser.add_argument("--pg-port", type=int, default=DEFAULT_PG_PORT, help="PostgreSQL's port on 127.0.0.1")
+    args = parser.parse_args(argv)
+    server = TeamServer(args.dir.resolve(), args.port, args.pg_port)
+    try:
+        server.start_postgres()
+        server.start_mlflow()
+    except ServerSetupError as err:
+        server.stop_postgres()
+        raise SystemExit(f"error: {err}") from None
+    print(
+        f"[normsweep] team server at {server.uri} (PostgreSQL on 127.0.0.1:{server.pg_port}, data in {server.pgdata}, "
+        f"artifacts in {server.artifacts}); point a sweep at it with logger.tracking_uri={server.uri}; Ctrl+C stops both",
+        flush=True,
+    )
+    try:
+        assert server.mlflow_proc is not None
+        server.mlflow_proc.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

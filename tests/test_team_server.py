@@ -1,0 +1,217 @@
+"""A real team server (PostgreSQL + `mlflow server`, started by conftest's `team_server`): many
+writers at once, a server that dies and comes back, a server that stalls, and what is refused."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from helpers import REPO, TINY_MODEL, cli_env
+from mlflow.tracking import MlflowClient
+
+from src.config import validate
+from src.launch.callbacks import MlflowSetup
+from src.paths import ConfigError, compose
+from src.tracking.store import Store, StoreError
+from src.tracking.sweep import FINGERPRINT_TAG, SWEEP_TAG, claim
+from src.tracking.team_server import DB_USER, TeamServer, free_port
+from src.train import train
+
+FOUR_NORMS = "norm=hand_layernorm,torch_layernorm,hand_rmsnorm,torch_rmsnorm"
+KILL_STEPS = 24
+
+
+def _launch(cwd: Path, *args: str) -> subprocess.Popen[str]:
+    cwd.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "src.train", "-m", *args],
+        cwd=cwd, env={**cli_env(), "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+
+
+def _copy_args(root: Path, cache: Path, uri: str, experiment: str, *extra: str) -> list[str]:
+    """A sweep as a second node would start it: only the tracking server is shared."""
+    return [
+        *TINY_MODEL,
+        f"experiment_name={experiment}",
+        f"logger.tracking_uri={uri}",
+        f"logger.artifact_location={root / 'artifacts'}",
+        "logger.system_metrics_s=0",
+        f"paths.cache_dir={cache}",
+        f"paths.checkpoints_dir={root / 'checkpoints'}",
+        f"paths.reports_dir={root / 'reports'}",
+        f"hydra.sweep.dir={root / 'multirun'}",
+        *extra,
+    ]
+
+
+def _training_runs(client: MlflowClient, experiment: str) -> list:
+    exp = client.get_experiment_by_name(experiment)
+    return [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get(SWEEP_TAG) != "true"]
+
+
+def _sweep_runs(client: MlflowClient, experiment: str) -> list:
+    exp = client.get_experiment_by_name(experiment)
+    return client.search_runs([exp.experiment_id], filter_string=f"tags.`{SWEEP_TAG}` = 'true'")
+
+
+# --- many writers --------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_two_copies_of_a_pool_sweep_split_the_work(team_server: TeamServer, token_cache_dir: Path, tmp_path: Path) -> None:
+    """8 jobs x 2 copies started at once from two folders: each config trains once, in one of them.
+    (The same claims guard a SQLite store; the pool and resume tests run them there.)"""
+    uri = team_server.uri
+    experiment = "two_writers"
+    sweep = [FOUR_NORMS, "seed=0,1", "cluster=cpu_pool", "cluster.workers=2", "optim.max_steps=3", "val_every_n_steps=3"]
+    procs = [_launch(tmp_path / c, *_copy_args(tmp_path / c, token_cache_dir, uri, experiment, *sweep)) for c in "ab"]
+    outputs = [p.communicate(timeout=600)[0] for p in procs]
+    for out, proc in zip(outputs, procs, strict=True):
+        assert proc.returncode == 0, out[-3000:]
+
+    client = MlflowClient(uri)
+    runs = _training_runs(client, experiment)
+    per_config = Counter(r.data.tags[FINGERPRINT_TAG] for r in runs)
+    assert len(per_config) == 8, per_config  # nothing lost
+    assert set(per_config.values()) == {1}, per_config  # nothing trained twice
+    assert all(r.info.status == "FINISHED" and "test_loss" in r.data.metrics for r in runs)
+    trained = [sum("[normsweep]" in line and " ok |" in line for line in out.splitlines()) for out in outputs]
+    assert sum(trained) == 8, trained
+    parents = _sweep_runs(client, experiment)
+    assert len(parents) == 1  # both copies under one sweep run...
+    assert {r.data.tags.get("mlflow.parentRunId") for r in runs} == {parents[0].info.run_id}
+    # ...which holds the report's aggregates over all 8 jobs (the copy that ended last wrote them).
+    aggregates = parents[0].data.metrics
+    norms = FOUR_NORMS.removeprefix("norm=").split(",")
+    assert [aggregates.get(f"sweep/{n}.n_seeds") for n in norms] == [2.0] * 4, aggregates
+    assert not [k for k in client.get_experiment_by_name(experiment).tags if k.startswith("normsweep.claim.")]
+
+
+def _race(barrier: threading.Barrier, results: list, store: Store, experiment_id: str, fp: str) -> None:
+    barrier.wait()
+    results.append(claim(store, experiment_id, fp, stale_after_s=300)[0])
+
+
+@pytest.mark.slow
+def test_claims_race_to_exactly_one_winner(team_server: TeamServer) -> None:
+    """Four clients claim one config at the same instant, three times over: one wins each time."""
+    stores = [Store.connect(team_server.uri) for _ in range(4)]
+    experiment_id = stores[0].experiment_id("claims", None)
+    for round_ in range(3):
+        barrier = threading.Barrier(len(stores))
+        results: list = []
+        threads = [
+            threading.Thread(target=_race, args=(barrier, results, s, experiment_id, f"fp{round_}")) for s in stores
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        winners = [c for c in results if c is not None]
+        assert len(winners) == 1, results
+        winners[0].release()
+
+
+# --- a server that dies, and one that stalls -----------------------------------------------------
+
+
+def _wait_for_step(client: MlflowClient, experiment: str, step: int, proc: subprocess.Popen[str]) -> None:
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        exp = client.get_experiment_by_name(experiment)
+        runs = [r for r in client.search_runs([exp.experiment_id]) if FINGERPRINT_TAG in r.data.tags] if exp else []
+        if runs and any(m.step >= step for m in client.get_metric_history(runs[0].info.run_id, "train/train_loss")):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the job never reached step {step}: {proc.poll()}")
+
+
+@pytest.mark.slow
+def test_server_killed_mid_run_then_back(
+    team_server: TeamServer, tiny_overrides: list[str], token_cache_dir: Path, tmp_path: Path
+) -> None:
+    """SIGKILL the server at step >= 6: the job stops within the bound, in one line naming the URI;
+    the server back, the same command settles the run, resumes it, and ends where an uninterrupted
+    run ends, each step logged once. A server that stalls for 5 s stops nothing."""
+    experiment = "server_killed"
+    args = _copy_args(tmp_path, token_cache_dir, team_server.uri, experiment,
+                      "norm=torch_layernorm", "seed=0", f"optim.max_steps={KILL_STEPS}", "val_every_n_steps=12",
+                      "optim.lr=3e-3", "checkpoint.enabled=true", "checkpoint.every_n_steps=3",
+                      "sweep.heartbeat_s=1", "sweep.stale_after_s=30")  # fmt: skip
+    client = MlflowClient(team_server.uri)
+    proc = _launch(tmp_path, *args)
+    _wait_for_step(client, experiment, 6, proc)
+    team_server.kill_mlflow()
+    killed_at = time.monotonic()
+    out, _ = proc.communicate(timeout=300)
+    stopped_after_s = time.monotonic() - killed_at
+    team_server.start_mlflow()
+    print(f"job exit {stopped_after_s:.1f} s after the server was killed")
+    assert proc.returncode != 0, out[-3000:]
+    lines = [ln for ln in out.splitlines() if "the tracking server stopped answering" in ln]
+    assert lines and f"logger.tracking_uri={team_server.uri}" in lines[0], out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
+    assert stopped_after_s < 60
+    ckpt = next((tmp_path / "checkpoints").rglob("last.ckpt"))
+    assert ckpt.stat().st_size > 0
+    before = _training_runs(client, experiment)
+    assert len(before) == 1 and before[0].info.status == "RUNNING"  # a dead server could not be told
+
+    # The server back (and stalled for 5 s mid-run): the same command resumes the run to its end.
+    resumed_proc = _launch(tmp_path, *args)
+    logged = max(m.step for m in client.get_metric_history(before[0].info.run_id, "train/train_loss"))
+    _wait_for_step(client, experiment, logged + 1, resumed_proc)
+    assert team_server.mlflow_proc is not None
+    os.killpg(team_server.mlflow_proc.pid, signal.SIGSTOP)
+    time.sleep(5)
+    os.killpg(team_server.mlflow_proc.pid, signal.SIGCONT)
+    out, _ = resumed_proc.communicate(timeout=300)
+    assert resumed_proc.returncode == 0, out[-3000:]
+    assert "resuming from its checkpoint" in out
+    runs = _training_runs(client, experiment)
+    assert [r.info.run_id for r in runs] == [before[0].info.run_id]  # the same run, continued
+    run = runs[0]
+    assert run.info.status == "FINISHED" and run.data.tags["resumed"] == "true"
+    steps = [m.step for m in client.get_metric_history(run.info.run_id, "train/train_loss")]
+    assert len(steps) == len(set(steps)) and max(steps) == KILL_STEPS  # no step twice
+    assert all(r.info.status != "RUNNING" for r in client.search_runs([run.info.experiment_id]))
+
+    reference = train(compose([*tiny_overrides, "norm=torch_layernorm", "seed=0", f"optim.max_steps={KILL_STEPS}",
+                               "val_every_n_steps=12", "optim.lr=3e-3", "logger=none", "checkpoint.enabled=false"]))  # fmt: skip
+    print(f"test loss: resumed {run.data.metrics['test_loss']:.6f}, uninterrupted {reference.test_loss:.6f}")
+    assert run.data.metrics["test_loss"] == pytest.approx(reference.test_loss, abs=1e-5)
+
+
+# --- refused, in one line ------------------------------------------------------------------------
+
+
+def test_multi_node_job_on_a_sqlite_file_is_refused_before_submitting() -> None:
+    cfg = compose(["cluster=slurm", "hydra.launcher.partition=gpu"], with_hydra=True)
+    with pytest.raises(ConfigError, match=r"logger\.tracking_uri: sqlite:.*team server \(make server"):
+        validate(cfg)
+    with pytest.raises(SystemExit, match=r"config error: logger\.tracking_uri: .*SQLite"):
+        MlflowSetup().on_multirun_start(cfg)  # what runs before the launcher submits anything
+    validate(compose(["cluster=cpu_pool"]))  # the single-machine defaults are unchanged
+    validate(compose(["cluster=slurm", "logger.tracking_uri=http://mlflow.example.com:5000"], with_hydra=True))
+
+
+def test_a_database_uri_needs_its_driver(team_server: TeamServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(StoreError, match=r"logger\.tracking_uri=postgresql://.*driver `psycopg2`.*postgresql\+psycopg://"):
+        Store.connect("postgresql://127.0.0.1:1/mlflow")
+    monkeypatch.setenv("PGUSER", DB_USER)  # credentials in the environment (libpq), never in the URI
+    store = Store.connect(team_server.backend_uri)  # the database itself, through psycopg: works
+    assert store.experiment_id("direct_database", None)
+
+
+def test_a_server_uri_with_a_wrong_port_fails_fast() -> None:
+    with pytest.raises(StoreError, match=r"logger\.tracking_uri=http://127\.0\.0\.1:\d+: no MLflow tracking server answers"):
+        Store.connect(f"http://127.0.0.1:{free_port()}")
