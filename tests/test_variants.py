@@ -164,16 +164,18 @@ def test_the_runs_the_sweep_run_and_the_ui_view_carry_the_variant(sweeps: Sweeps
 def test_status_plan_and_the_reference_follow_the_axes(sweeps: Sweeps) -> None:
     from src.report import analyze
     from src.report.comparisons import Margins
-    from src.report.plan import forecast, plan_text, sweep_overrides
+    from src.report.plan import forecast, pilot_hours, plan_text, sweep_overrides
     from src.report.runs import load_sweep, open_store
+    from src.report.sequential_stats import Design
     from src.report.status import status_text
 
     status = status_text("placement", sweeps.uri, None, 600.0)
     assert "12 jobs, 12 done" in status and sum("torch_rmsnorm · post" in line for line in status.splitlines()) == 3
     sweep = load_sweep("placement", open_store(sweeps.uri))  # what `--plan` reads
-    design = {"first_seeds": 2, "seeds_per_round": 2, "alpha": 0.05}
-    forecasts = forecast(sweep.runs, Margins(), **design, sweeps=200)
-    text = plan_text("placement", forecasts, Margins(), design, sweep_overrides(sweep.runs, sweep.axes))
+    design = Design(2, 2, 6, 0.05, "obrien_fleming", 0.1)
+    hours = pilot_hours(sweep.runs, sorted(set(sweep.runs.variant)))
+    plan = forecast(sweep.runs, Margins(), design, hours, sweeps=200)
+    text = plan_text("placement", plan, Margins(), (), sweep_overrides(sweep.runs, sweep.axes))
     assert "norm=torch_layernorm,torch_rmsnorm model.norm_placement=pre,post hydra/sweeper=sequential" in text
     assert sum(pair in text for pair in ONE_AXIS_PAIRS) == 4
     # report.reference turns a pair around; a value no run has is one line naming what exists.
