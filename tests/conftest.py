@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import TINY_MODEL, TinySweep, build_tiny_sweep
+from helpers import TINY_MODEL, TinySweep, build_tiny_sweep, tmpfs
 from mlflow.tracking import MlflowClient
 
 from src.tracking.store import Store
@@ -74,13 +73,8 @@ def read_only_dir(tmp_path: Path) -> Iterator[Path]:
         yield folder
         folder.chmod(0o755)
         return
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"root cannot be denied writes here (mount: {mounted.stderr.decode().strip()})")
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", str(folder)], check=False)
+    with tmpfs(folder, "ro,size=1m", "root cannot be denied writes here") as ro:
+        yield ro
 
 
 @pytest.fixture(scope="session")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,3 +107,19 @@ def checkpointed(overrides: list[str], tmp_path: Path, steps: int) -> list[str]:
         "checkpoint.every_n_steps=3",
         f"checkpoint.dir={tmp_path / 'ckpt'}",
     ]
+
+
+@contextlib.contextmanager
+def tmpfs(folder: Path, options: str, why: str) -> Iterator[Path]:
+    """A tmpfs mounted on `folder` (a read-only or a small disk) for the block; the test is skipped,
+    saying `why` it needs one, where mounting is not allowed (not root)."""
+    import pytest
+
+    folder.mkdir(exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"{why} (mount: {mounted.stderr.decode().strip()})")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)

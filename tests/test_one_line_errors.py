@@ -14,7 +14,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-from helpers import REPO, cli_env, run_cli
+from helpers import REPO, cli_env, run_cli, tmpfs
 from mlflow.tracking import MlflowClient
 
 import src.train as train_module
@@ -140,15 +140,8 @@ def test_ui_on_a_taken_port_fails_in_one_line(taken_port: int, store: dict[str, 
 @pytest.fixture
 def small_store_disk(tmp_path: Path) -> Iterator[Path]:
     """An 8 MiB tmpfs for the store (root only: elsewhere the test is skipped)."""
-    folder = tmp_path / "store_disk"
-    folder.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(folder)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"a small disk needs a tmpfs mount (root): {mounted.stderr.decode().strip()}")
-    try:
+    with tmpfs(tmp_path / "store_disk", "size=8m", "a small disk needs a tmpfs mount (root)") as folder:
         yield folder
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], check=False)
 
 
 def _fault_run(point: str, overrides: list[str], db: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
