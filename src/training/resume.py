@@ -182,7 +182,10 @@ def _plan_from_decision(
     checkpoint_of: Callable[[Run], bool],
 ) -> RunPlan:
     identity, where, name = spec.identity, spec.store, spec.run_name
-    d = decide(store, experiment_id, identity.fingerprint, where.on_existing, where.stale_after_s, checkpoint_of)
+    d = decide(
+        store, experiment_id, identity.fingerprint, where.on_existing, where.stale_after_s, checkpoint_of,
+        code_state(), where.on_code_change,
+    )  # fmt: skip
     if d.action in ("skip", "busy"):
         assert d.run is not None
         note = "skipped" if d.action == "skip" else "warning: skipped"
