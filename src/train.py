@@ -41,7 +41,8 @@ from src.training.failures import RunFailed, keep_traceback, route_store_errors_
 from src.training.lit_module import GPTLitModule
 from src.training.memory_floor import check_memory_floor, parameter_count
 from src.training.norm_dispatch import NormDispatch
-from src.training.resume import RunPlan, RunResult, plan_run, settle_lost_runs
+from src.training.resume import RunPlan, plan_run, settle_lost_runs
+from src.training.run_result import RunResult
 from src.training.run_spec import RunSpec, resolve
 from src.training.trainer import build_trainer, compile_blocks, quiet_lightning, run_datamodule
 

@@ -33,6 +33,7 @@ SRC = REPO / "src"
 #   3  model          model                      the GPT, its norms and their kernels
 #   2  data           data                       sources, tokenizer, token cache, windows, DataModule
 #   1  hardware       devices  locks  atomic_io  the devices a run asks for; file locks between processes; atomic file writes
+#   1  statistics     stats                      intervals, paired tests, the pair convention, the sequential design
 #   0  locations      paths  (and src/__init__)  where everything lives, ConfigError
 #
 # Data flows config -> data -> model -> training -> tracking -> report, but training *calls*
@@ -46,6 +47,7 @@ FLOORS: dict[str, int] = {
     "devices": 1,
     "locks": 1,
     "atomic_io": 1,
+    "stats": 1,
     "data": 2,
     "model": 3,
     "tracking": 4,
@@ -68,6 +70,9 @@ TORCH_FREE = [
     "src.report.__main__",
     "src.report.comparisons",
     "src.report.status",
+    "src.stats.inference",
+    "src.stats.pairs",
+    "src.stats.sequential",
     "src.tracking.identity",
     "src.tracking.sweep",
     "src.training.budget",

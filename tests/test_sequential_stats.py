@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from src.report.sequential_stats import (
+from src.stats.sequential import (
     CODES,
     DIFFERENT,
     EQUIVALENT,

@@ -22,7 +22,7 @@ from src.paths import ConfigError, compose
 from src.report.__main__ import main as report_main
 from src.report.comparisons import Margins
 from src.report.plan import forecast, pilot_hours, plan_text
-from src.report.sequential_stats import Design, look_at
+from src.stats.sequential import Design, look_at
 from src.tracking.looks import read_looks
 from src.tracking.store import Store
 from src.tracking.sweep import SWEEP_TAG

@@ -7,7 +7,7 @@ import math
 import pytest
 from scipy import stats
 
-from src.report.stats import (
+from src.stats.inference import (
     holm,
     mean_ci,
     median_interval,

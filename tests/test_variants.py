@@ -166,8 +166,8 @@ def test_status_plan_and_the_reference_follow_the_axes(sweeps: Sweeps) -> None:
     from src.report.comparisons import Margins
     from src.report.plan import forecast, pilot_hours, plan_text, sweep_overrides
     from src.report.runs import load_sweep, open_store
-    from src.report.sequential_stats import Design
     from src.report.status import status_text
+    from src.stats.sequential import Design
 
     status = status_text("placement", sweeps.uri, None, 600.0)
     assert "12 jobs, 12 done" in status and sum("torch_rmsnorm · post" in line for line in status.splitlines()) == 3

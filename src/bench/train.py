@@ -30,8 +30,8 @@ from src.bench.common import default_out_dir, machine_info, resolve_device, sync
 from src.bench.steps import TrainStep, bench_config, build_module, random_batches
 from src.devices import gpu_peak_tflops, matmul_kind
 from src.paths import ConfigError
-from src.report.stats import median_interval
 from src.report.table import markdown_table
+from src.stats.inference import median_interval
 from src.training.lit_module import GPTLitModule
 from src.training.trainer import build_trainer
 

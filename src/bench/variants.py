@@ -11,7 +11,7 @@ On a shared machine a burst of foreign load then lands on every variant of that 
 per-round ratio cancels it. Reported per variant:
 
 - the median step time with a 95% bootstrap interval;
-- the ratio to torch_layernorm's step time: median of the per-round ratios, with its interval;
+- the ratio to REFERENCE_VARIANT's step time (src.tracking.variants): median of the per-round ratios, with its interval;
 - the norm's own cost, step(variant) - step(no_norm) per round, and its share of the step.
 
 Results go to the console, `<out>/variants.json` and `.md`, and an MLflow run `bench-variants` in
@@ -36,16 +36,15 @@ from src.bench.steps import TrainStep, bench_config, build_module, device_of, ra
 from src.model.gpt import GPTModel
 from src.paths import ConfigError, conf_default
 from src.report.comparisons import known_variants, pairs_for, settings
-from src.report.runs import BENCH_RUN_NAME, BENCH_VARIANTS, INTERLEAVED_REFERENCE
 from src.report.speed import speed_lines
-from src.report.stats import Interval, median_interval
 from src.report.table import markdown_table
+from src.stats.inference import Interval, median_interval
 from src.tracking.environment import environment_tags
 from src.tracking.git import git_state
 from src.tracking.store import Store
-from src.tracking.tags import BENCH_TAG, GIT_COMMIT_TAG
+from src.tracking.tags import BENCH_RUN_NAME, BENCH_TAG, BENCH_VARIANTS, GIT_COMMIT_TAG
 from src.tracking.tracker import flatten
-from src.tracking.variants import metric_key
+from src.tracking.variants import REFERENCE_VARIANT, metric_key
 
 BASELINE = "no_norm"  # the norm's cost is a step's time minus the identity's
 N_BATCHES = 4  # distinct random batches, cycled: the same for every variant
@@ -128,10 +127,10 @@ def time_rounds(steps: dict[str, TrainStep], batches: list, warmup: int, rounds:
 
 
 def summarize(samples: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
-    """Per variant: median step (ms), ratio to torch_layernorm and the norm's cost, with intervals."""
+    """Per variant: median step (ms), ratio to REFERENCE_VARIANT and the norm's cost, with intervals."""
     out: dict[str, dict[str, Any]] = {}
-    # Against torch_layernorm; a sweep of other axes against its first variant.
-    ref, base = samples.get(INTERLEAVED_REFERENCE, next(iter(samples.values()))), samples.get(BASELINE)
+    # Against REFERENCE_VARIANT; a sweep of other axes against its first variant.
+    ref, base = samples.get(REFERENCE_VARIANT, next(iter(samples.values()))), samples.get(BASELINE)
     for name, times in samples.items():
         row: dict[str, Any] = {"step_ms": _scaled(median_interval(times), 1e3)}
         if ref is not None:
@@ -181,7 +180,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             bool(cfg.compile), args.kernel_seconds, device,
         )  # fmt: skip
         # The prediction divides the norms' cost by a whole step at the same thread count.
-        reference = INTERLEAVED_REFERENCE if INTERLEAVED_REFERENCE in steps else variants[0]
+        reference = REFERENCE_VARIANT if REFERENCE_VARIANT in steps else variants[0]
         kernel["reference"] = reference
         kernel["step_s"] = reference_step_s(steps[reference], batches, device)
     clock["steps"] = time.perf_counter()
@@ -229,7 +228,7 @@ def verdict_lines(report: dict[str, Any]) -> list[str]:
     margins, pairs = settings(report_cfg)  # type: ignore[arg-type]
     variants = report["settings"]["variants"]
     chosen = pairs_for(dict.fromkeys(variants, ""), pairs)
-    reference = INTERLEAVED_REFERENCE if INTERLEAVED_REFERENCE in variants else variants[0]
+    reference = REFERENCE_VARIANT if REFERENCE_VARIANT in variants else variants[0]
     return speed_lines(report, chosen, margins.speed, reference)
 
 
@@ -241,7 +240,7 @@ def _cell(d: dict[str, Any] | None, fmt: str) -> str:
 
 def to_markdown(report: dict[str, Any]) -> str:
     s, env = report["settings"], report["environment"]
-    headers = ["variant", "step (ms), median [95% CI]", f"step ÷ {INTERLEAVED_REFERENCE}", f"norm cost (ms) vs {BASELINE}", "norm share of step"]
+    headers = ["variant", "step (ms), median [95% CI]", f"step ÷ {REFERENCE_VARIANT}", f"norm cost (ms) vs {BASELINE}", "norm share of step"]
     rows = []
     for name, r in report["summary"].items():
         share = r.get("norm_share")

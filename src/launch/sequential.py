@@ -7,7 +7,7 @@ The swept parameters (`norm: ...`, from the command line or `hydra.sweeper.param
 variants; the seeds are the sweeper's own. It launches round 1 (`first_seeds` seeds of every
 variant) through the configured launcher (basic, joblib, submitit: a round runs in parallel where
 the launcher does), reads the finished runs from MLflow, decides each comparison (the report's
-pairs, on each of `metrics`) with the rule in `src.report.sequential_stats`, and launches the next
+pairs, on each of `metrics`) with the rule in `src.stats.sequential`, and launches the next
 `seeds_per_round` seeds only for variants that an undecided comparison still needs. It stops when
 every comparison is decided or at `max_seeds`, and says which and why.
 
@@ -38,10 +38,11 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 from src.paths import ConfigError
+from src.stats.pairs import pair_label
 from src.tracking.tags import RESULT_OUTCOMES
 
 if TYPE_CHECKING:
-    from src.report.sequential_stats import Design
+    from src.stats.sequential import Design
     from src.tracking.store import Store
 
 SWEEPER_CLASS = "SequentialSweeper"
@@ -61,7 +62,7 @@ def check_settings(
     first_seeds: Any, seeds_per_round: Any, max_seeds: Any, alpha: Any, metrics: Any, spending: Any, futility: Any
 ) -> None:
     """Bad sweeper settings -> ConfigError naming the field and what it accepts."""
-    from src.report.sequential_stats import SPENDING
+    from src.stats.sequential import SPENDING
 
     def whole(name: str, value: Any, least: int) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
@@ -122,7 +123,7 @@ class Comparison:
 
     @property
     def name(self) -> str:
-        return f"{self.b} vs {self.a} ({self.metric})"
+        return f"{pair_label(self.a, self.b)} ({self.metric})"
 
     @property
     def open(self) -> bool:
@@ -243,7 +244,7 @@ class SequentialSweeper(Sweeper):
     # --- the loop ----------------------------------------------------------------------------------
 
     def sweep(self, arguments: list[str]) -> Any:
-        from src.report.sequential_stats import Design
+        from src.stats.sequential import Design
 
         assert self.config is not None and self.launcher is not None
         if not self.config.logger.enabled:
@@ -356,7 +357,7 @@ class SequentialSweeper(Sweeper):
     ) -> None:
         """Look k (1-based) at comparison c: decided, stopped for futility, or still open."""
         from src.report.comparisons import paired_difference
-        from src.report.sequential_stats import look_at
+        from src.stats.sequential import look_at
 
         n = design.looks()[k - 1]
         diffs = [

@@ -31,7 +31,6 @@ from src.report.comparisons import (
 from src.report.plots import plot_losses, plot_throughput, save
 from src.report.provenance import code_sentence, mark_rows, reference_code
 from src.report.runs import (
-    INTERLEAVED_REFERENCE,
     ReportError,
     load_curves,
     load_interleaved,
@@ -60,7 +59,7 @@ from src.tracking.store import Store
 from src.tracking.summary import log_sweep_summary
 from src.tracking.tags import FINISHED
 from src.tracking.ui_view import ui_link
-from src.tracking.variants import Axis, metric_key
+from src.tracking.variants import REFERENCE_VARIANT, Axis, metric_key
 
 __all__ = [
     "Analysis", "Margins", "ReportError", "analyze", "default_out_dir", "generate_report", "report_folder", "write"
@@ -131,7 +130,7 @@ class Analysis:
         share = f" The norm's own cost (step minus no_norm's, same rounds): {'; '.join(costs)}." if costs else ""
         return [
             f"Speed, measured by interleaving the variants' training steps in one process (python -m src.bench "
-            f"variants; step speed vs {INTERLEAVED_REFERENCE}, median and 95% interval): {'; '.join(cells)}.{share} "
+            f"variants; step speed vs {REFERENCE_VARIANT}, median and 95% interval): {'; '.join(cells)}.{share} "
             "It replaces the tokens/s ratios of jobs run one after another, which measure the machine's load."
         ]
 
@@ -253,7 +252,7 @@ def _speed(store: Store, experiment_id: str, margins: Margins, pairs: list[tuple
     if not check.get("kernel") or not variants:
         return []
     timed = [(a, b) for a, b in pairs if a in variants and b in variants]
-    reference = INTERLEAVED_REFERENCE if INTERLEAVED_REFERENCE in variants else variants[0]
+    reference = REFERENCE_VARIANT if REFERENCE_VARIANT in variants else variants[0]
     return speed_lines(check, timed, margins.speed, reference)
 
 

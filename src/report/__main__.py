@@ -80,7 +80,7 @@ def plan(
         variant_overrides,
     )
     from src.report.runs import load_sweep, open_store
-    from src.report.sequential_stats import Design
+    from src.stats.sequential import Design
 
     # The sweeper's settings as `hydra/sweeper=sequential` composes them (with any hydra.sweeper.* override).
     sweeper = paths.compose([*overrides, "hydra/sweeper=sequential"], with_hydra=True).hydra.sweeper

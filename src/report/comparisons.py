@@ -35,7 +35,9 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from src.paths import CONF_DIR, ConfigError, conf_default
-from src.report.stats import (
+from src.report.table import AXIS_PREFIX, families_of, order_of
+from src.stats import pairs as pairs_
+from src.stats.inference import (
     ALPHA,
     MIN_SEEDS,
     Interval,
@@ -46,7 +48,6 @@ from src.report.stats import (
     tost,
     welch_interval,
 )
-from src.report.table import AXIS_PREFIX, families_of, order_of
 from src.tracking.tags import FINISHED
 from src.tracking.variants import NORM_AXIS
 
@@ -81,9 +82,8 @@ METRICS: dict[str, tuple[str, str, bool]] = {
 
 
 def paired_difference(metric: str, a: Any, b: Any) -> Any:
-    """b measured against a, seed by seed: b - a (test loss, nats) or b / a - 1 for a relative metric
-    (tokens/s). Scalars or arrays."""
-    return b / a - 1 if METRICS[metric][2] else b - a
+    """b measured against a on `metric` (src.stats.pairs): nats of test loss, relative tokens/s."""
+    return pairs_.paired_difference(a, b, METRICS[metric][2])
 
 
 COLUMNS = ["pair", "metric", "test", "n", "diff", "ci_low", "ci_high", "p", "p_holm", "tost_p", "margin", "verdict"]
@@ -135,7 +135,7 @@ def unmatched_pairs(runs: pd.DataFrame, pairs: Sequence[tuple[str, str]]) -> lis
     """Why each requested pair is not compared (a side without finished runs in this experiment)."""
     have = set(finished_variants(runs))
     return [
-        f"{b} vs {a}: no finished runs of {', '.join(v for v in (a, b) if v not in have)} in this experiment"
+        f"{pairs_.pair_label(a, b)}: no finished runs of {', '.join(v for v in (a, b) if v not in have)} in this experiment"
         for a, b in pairs
         if not {a, b} <= have
     ]
@@ -193,7 +193,7 @@ class Result:
 
     @property
     def pair(self) -> str:
-        return f"{self.b} vs {self.a}"
+        return pairs_.pair_label(self.a, self.b)
 
     @property
     def relative(self) -> bool:
@@ -423,9 +423,9 @@ def sentences(results: Sequence[Result]) -> list[str]:
     for r in results:
         by_pair.setdefault((r.a, r.b), []).append(r)
     out = []
-    untested = [f"{b} vs {a}" for (a, b), rs in by_pair.items() if all(r.verdict == "untested" for r in rs)]
+    untested = [pairs_.pair_label(a, b) for (a, b), rs in by_pair.items() if all(r.verdict == "untested" for r in rs)]
     for (a, b), rs in by_pair.items():
-        if f"{b} vs {a}" in untested:
+        if pairs_.pair_label(a, b) in untested:
             continue  # said once, below
         first = rs[0]
         if first.primary.test == "welch":
@@ -437,7 +437,7 @@ def sentences(results: Sequence[Result]) -> list[str]:
             how += f", {left} run(s) without a partner left out"
         if first.axis:
             how = f"{first.axis}; {how}"
-        out.append(f"{b} vs {a} ({how}): " + "; ".join(_clause(r) for r in rs) + ".")
+        out.append(f"{pairs_.pair_label(a, b)} ({how}): " + "; ".join(_clause(r) for r in rs) + ".")
     if untested:
         out.append(untested_sentence(untested))
     return out

@@ -5,7 +5,7 @@ comparison, from a pilot.
 
 The pilot is the experiment's finished runs (at least two seeds with both variants of a pair).
 For each comparison (the report's pairs on test loss) and each spending function
-(`sequential_stats.SPENDING`) the planner simulates `SWEEPS` sequential sweeps under the sweeper's
+(`src.stats.sequential.SPENDING`) the planner simulates `SWEEPS` sequential sweeps under the sweeper's
 own rule and settings (conf/hydra/sweeper/sequential.yaml with any `hydra.sweeper.*` override: the
 schedule, alpha, futility; the family being every planned comparison). Each simulated sweep draws
 its true difference and spread from what the pilot allows (σ² ~ (n−1)s²/χ²(n−1), Δ ~ N(mean, σ²/n)),
@@ -30,7 +30,10 @@ import pandas as pd
 
 from src.report.comparisons import Margins, comparison_pairs
 from src.report.runs import ReportError
-from src.report.sequential_stats import (
+from src.report.table import AXIS_PREFIX
+from src.stats.inference import MIN_SEEDS
+from src.stats.pairs import pair_label
+from src.stats.sequential import (
     CODES,
     DIFFERENT,
     EQUIVALENT,
@@ -40,8 +43,6 @@ from src.report.sequential_stats import (
     Design,
     simulate,
 )
-from src.report.stats import MIN_SEEDS
-from src.report.table import AXIS_PREFIX
 from src.tracking.variants import Axis, override_of
 
 SWEEPS = 4000  # simulated sweeps per comparison and design
@@ -65,7 +66,7 @@ class Forecast:
 
     @property
     def pair(self) -> str:
-        return f"{self.b} vs {self.a}"
+        return pair_label(self.a, self.b)
 
 
 @dataclass(frozen=True)

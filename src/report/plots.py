@@ -15,8 +15,8 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from src.report.stats import mean_ci
 from src.report.table import variant_order
+from src.stats.inference import mean_ci
 from src.tracking.tags import FINISHED
 
 CURVE_TITLES = {"train/train_loss": "train loss", "val/val_loss": "validation loss"}

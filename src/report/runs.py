@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from src.report.table import AXIS_PREFIX, LOSS_REFERENCE, order_of
+from src.report.table import AXIS_PREFIX, order_of
 from src.report.table import UNKNOWN as UNKNOWN_FAMILY
 from src.tracking.store import Store, redact_uri, sqlite_path
 from src.tracking.sweep import PARENT_ENV, latest_sweep_run
 from src.tracking.tags import (
     BENCH_TAG,
+    BENCH_VARIANTS,
     CODE_FINGERPRINT_TAG,
     DIVERGED,
     FAILED,
@@ -61,11 +62,8 @@ if TYPE_CHECKING:
 
 REPORT_RUN_NAME = "report"  # a sweep-type run made for a report when no sweep run exists
 REPORT_ARTIFACT_DIR = "report"  # the report's files on the sweep's run
-# `python -m src.bench variants` logs one run per benchmark into the experiment (tagged BENCH_TAG): per
-# variant the step time ratio to INTERLEAVED_REFERENCE (median of interleaved rounds) and its 95% interval.
-BENCH_VARIANTS = "variants"  # the tag's value, and bench-variants the run name
-BENCH_RUN_NAME = "bench-variants"
-INTERLEAVED_REFERENCE = LOSS_REFERENCE  # one reference: the table's speed column is headed "vs" it too
+# `python -m src.bench variants` logs one run per benchmark into the experiment (BENCH_TAG = BENCH_VARIANTS):
+# per variant the step time ratio to REFERENCE_VARIANT (median of interleaved rounds) and its 95% interval.
 RATIO_METRICS = ("ratio", "ratio_low", "ratio_high")  # logged as "<metric>/<variant>"
 NORM_COST_METRICS = ("norm_cost_ms", "norm_cost_ms_low", "norm_cost_ms_high", "step_ms")
 METRIC_COLUMNS = {  # report column -> MLflow metric
@@ -252,7 +250,7 @@ def load_speed_check(store: Store, experiment_id: str) -> dict[str, Any]:
 
 
 def load_interleaved(store: Store, experiment_id: str) -> dict[str, tuple[float, float, float]]:
-    """Step-time ratio to torch_layernorm (median, low, high) per variant from the latest
+    """Step-time ratio to REFERENCE_VARIANT (median, low, high) per variant from the latest
     bench-variants run of the experiment; empty when it has none."""
     return _per_variant(_bench_metrics(store, experiment_id), RATIO_METRICS)  # type: ignore[return-value]
 

@@ -3,7 +3,7 @@ seeds per variant it took and the level it had spent by then (from the looks on 
 run, `src.tracking.looks`).
 
 The report's own comparisons are fixed-n tests over every seed run; these are the decisions the
-sweep stopped on, with error control over its looks (src/report/sequential_stats.py).
+sweep stopped on, with error control over its looks (src/stats/sequential.py).
 """
 
 from __future__ import annotations

@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from src.report.stats import ALPHA, Interval, seeds_needed, tost, trimmed_mean_interval
+from src.stats.inference import ALPHA, Interval, seeds_needed, tost, trimmed_mean_interval
+from src.stats.pairs import pair_label
 
 KINDS_ORDER = ("fwd", "bwd")
 
@@ -145,7 +146,7 @@ def header(check: Mapping[str, Any], reference: str | None) -> str:
 
 def sentence(v: SpeedVerdict) -> str:
     norm = f", its norm {math.exp(v.norm_ratio.diff):.2f}× [{math.exp(v.norm_ratio.low):.2f}, {math.exp(v.norm_ratio.high):.2f}]" if v.norm_ratio else ""
-    text = f"{v.b} vs {v.a}: {v.verdict_text()} — step time {_pct(v.predicted)} predicted from the norms' own cost{norm}"
+    text = f"{pair_label(v.a, v.b)}: {v.verdict_text()} — step time {_pct(v.predicted)} predicted from the norms' own cost{norm}"
     if v.measured is None:
         return text + "."
     measured = f"; whole steps measured {_pct(v.measured)}"

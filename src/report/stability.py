@@ -22,8 +22,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from src.report.plots import new_figure, variant_colors
-from src.report.stats import mean_ci
 from src.report.table import variant_order
+from src.stats.inference import mean_ci
 from src.tracking.tags import FINISHED
 
 

@@ -4,7 +4,7 @@ Each run carries its variant's family (the `norm_family` tag, from `family:` in 
 and the table is grouped by it. Within a family the written-out variant (`hand_<family>`, or the
 family's own name: `dyt`, `scalenorm`) is the reference every other implementation is timed and
 compared against, so a new variant such as `fast_dyt` is compared against `dyt` without touching
-this module. Test losses are relative to `torch_layernorm`, the baseline GPT-2 uses, and the
+this module. Test losses are relative to `REFERENCE_VARIANT` (src.tracking.variants), and the
 reference of each family proposed to replace it (`ALTERNATIVES`) is compared against it.
 """
 
@@ -16,15 +16,14 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from src.report.stats import mean_ci
+from src.stats.inference import mean_ci
 from src.tracking.tags import DIVERGED, FAILED, FINISHED, RUNNING
-from src.tracking.variants import metric_key
+from src.tracking.variants import REFERENCE_VARIANT, metric_key
 
 FAMILIES = ("layernorm", "rmsnorm", "dyt", "scalenorm", "none")  # the table's order; others follow
 NO_KERNEL = ("none",)  # families with nothing to time (the identity)
 ALTERNATIVES = ("dyt", "scalenorm")  # families proposed to replace LayerNorm
 HAND = "hand"  # the implementation every other one in its family is timed against
-LOSS_REFERENCE = "torch_layernorm"
 VALUE_COLUMNS = ("train_time_s", "tokens_per_sec", "test_loss")
 METRIC_LABELS = {"train_time_s": "training time (s)", "tokens_per_sec": "tokens/s", "test_loss": "test loss"}
 UNKNOWN = "unknown"  # the family of a run recorded without a norm_family tag
@@ -117,12 +116,12 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
     table = pd.DataFrame(rows)
     means = table.set_index("variant")
     speed = means.tokens_per_sec
-    loss_ref = means.test_loss.get(LOSS_REFERENCE, math.nan)
+    loss_ref = means.test_loss.get(REFERENCE_VARIANT, math.nan)
     table["speed_vs_hand"] = [
         speed[key] / speed[base] if base in speed else math.nan
         for key, base in zip(table.variant, table.speed_reference, strict=True)
     ]
-    table["test_loss_vs_" + LOSS_REFERENCE] = table.test_loss - loss_ref
+    table["test_loss_vs_" + REFERENCE_VARIANT] = table.test_loss - loss_ref
     return table
 
 
@@ -163,13 +162,13 @@ def display_rows(
     each variant's training-step speed relative to torch_layernorm, measured in interleaved rounds;
     without it, a table of single runs says that its speed ratios are not a measurement.
     """
-    loss_delta = "test_loss_vs_" + LOSS_REFERENCE
+    loss_delta = "test_loss_vs_" + REFERENCE_VARIANT
     headers = [
         "variant",
         "seeds (finished/all)",
         *(METRIC_LABELS[c] for c in VALUE_COLUMNS),
         "speed vs hand-rolled",
-        f"test loss vs {LOSS_REFERENCE}",
+        f"test loss vs {REFERENCE_VARIANT}",
         "notes",
         "family",
     ]
@@ -178,13 +177,13 @@ def display_rows(
         baseline = r.speed_reference
         speed = DASH if math.isnan(r.speed_vs_hand) else "ref" if r.variant == baseline else f"{r.speed_vs_hand - 1:+.1%}"
         delta = getattr(r, loss_delta)
-        loss = DASH if math.isnan(delta) else "ref" if r.variant == LOSS_REFERENCE else f"{delta:+.4f}"
+        loss = DASH if math.isnan(delta) else "ref" if r.variant == REFERENCE_VARIANT else f"{delta:+.4f}"
         values = [with_ci(getattr(r, c), getattr(r, f"{c}_ci"), _FORMATS[c]) for c in VALUE_COLUMNS]
         rows.append([r.variant, f"{r.finished}/{r.runs}", *values, speed, loss, r.notes, r.family])
     sequential = headers.index("speed vs hand-rolled")
     if interleaved:
         # The interleaved measurement replaces the ratio of sequential jobs' averages.
-        headers[sequential] = f"interleaved speed vs {LOSS_REFERENCE}"
+        headers[sequential] = f"interleaved speed vs {REFERENCE_VARIANT}"
         for row in rows:
             row[sequential] = interleaved_cell(interleaved.get(metric_key(row[0])))
     elif len(table) and int(table.finished.max()) < 2:

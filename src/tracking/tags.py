@@ -43,6 +43,8 @@ SWEEP_JOBS_TAG = "sweep.jobs"  # "3 finished, 1 failed" on a closed sweep run
 # --- the `bench-variants` run (src.bench.variants) ----------------------------------------------
 NORM_DISPATCH_TAG = "normsweep.norm_dispatch"  # the kernels the run's norm ran: "fwd=fused bwd=composite"
 BENCH_TAG = "normsweep.bench"
+BENCH_VARIANTS = "variants"  # BENCH_TAG's value on a `python -m src.bench variants` run
+BENCH_RUN_NAME = "bench-variants"  # that run's name
 
 # --- outcomes: the value of OUTCOME_TAG ----------------------------------------------------------
 RUNNING = "running"

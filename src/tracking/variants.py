@@ -28,6 +28,9 @@ from src.tracking.tags import VARIANT_AXES_TAG, VARIANT_TAG
 SEED_KEY = "seed"
 NORM_KEY = "norm.norm_type"  # the param that names the norm (conf/norm/<key>.yaml)
 NORM_AXIS = "norm"  # the norm group's axis, named as its override (`norm=a,b`)
+# The baseline GPT-2 uses: the report's test losses and interleaved speeds, and the benchmarks' step
+# ratios, are relative to it (a sweep without it: to its first variant).
+REFERENCE_VARIANT = "torch_layernorm"
 LR_KEY = "optim.lr"
 # Params a training run logs beside its config, computed from it (src.train.log_inputs): they change
 # with an axis but never name it.

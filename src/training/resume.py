@@ -9,7 +9,6 @@ to resume or skip on that other code made follows `sweep.on_code_change` (src.tr
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,63 +35,17 @@ from src.tracking.tags import (
     HOST_TAG,
     INTERRUPTED_OUTCOMES,
     LOST,
-    NORM_TAG,
     OUTCOME_TAG,
     PID_TAG,
     RUNNING,
     SUPERSEDED_TAG,
 )
 from src.training.checkpointing import check_checkpoint, read_run_state, resolve_ckpt_path
+from src.training.run_result import RunResult
 from src.training.run_spec import RunSpec
 
 if TYPE_CHECKING:
     from src.tracking.store import Run
-
-
-@dataclass
-class RunResult:
-    norm: str
-    outcome: str  # finished | diverged (| running: another process is training it)
-    train_time_s: float
-    tokens_per_sec: float
-    first_train_loss: float | None
-    final_train_loss: float | None
-    test_loss: float | None
-    run_id: str | None
-    diverged_at_step: int | None = None
-
-    def summary(self) -> str:
-        def fmt(v: float | None) -> str:
-            return "n/a" if v is None else f"{v:.4f}"
-
-        status = f"DIVERGED at step {self.diverged_at_step}" if self.outcome == DIVERGED else "ok"
-        return (
-            f"[normsweep] {self.norm} {status} | train {self.train_time_s:.1f} s | {self.tokens_per_sec:,.0f} tok/s"
-            f" | train loss {fmt(self.first_train_loss)} -> {fmt(self.final_train_loss)}"
-            f" | test loss {fmt(self.test_loss)} | mlflow run {self.run_id or '-'}"
-        )
-
-    @classmethod
-    def from_run(cls, run: Run) -> RunResult:
-        """The result an existing MLflow run recorded (a skipped job returns it)."""
-        m, tags = run.data.metrics, run.data.tags
-
-        def get(key: str) -> float | None:
-            value = m.get(key)
-            return None if value is None or math.isnan(value) else float(value)
-
-        diverged = get("diverged_at_step")
-        return cls(
-            norm=tags.get(NORM_TAG, "?"),
-            outcome=tags.get(OUTCOME_TAG, FINISHED),
-            train_time_s=get("train_time_s") or 0.0,
-            tokens_per_sec=get("avg_tokens_per_sec") or 0.0,
-            first_train_loss=None,
-            final_train_loss=get("final_train_loss"),
-            test_loss=get("test_loss"),
-            run_id=run.info.run_id,
-            diverged_at_step=int(diverged) if diverged is not None else None,
-        )
 
 
 @dataclass

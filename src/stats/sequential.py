@@ -50,7 +50,7 @@ design without it, and stopping a comparison only removes chances to declare som
 union bound above holds whether or not futility stops are taken; `simulate` shows the error rates
 with it on.
 
-Torch-free and MLflow-free: numbers in, decisions out. `python -m src.report.sequential_stats`
+Torch-free and MLflow-free: numbers in, decisions out. `python -m src.stats.sequential`
 prints the operating characteristics (error rates, seeds, power) that docs/sequential.md quotes.
 """
 
@@ -63,7 +63,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import stats
 
-from src.report.stats import MIN_SEEDS, POWER, paired_t, tost
+from src.stats.inference import MIN_SEEDS, POWER, paired_t, tost
 
 EQUIVALENT, DIFFERENT, UNDECIDED, UNDECIDABLE = "equivalent", "different", "undecided", "undecidable"
 POCOCK, OBRIEN_FLEMING = "pocock", "obrien_fleming"
