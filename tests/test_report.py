@@ -7,7 +7,9 @@ Most tests write runs with MlflowClient following the tracking schema (fast, exa
 from __future__ import annotations
 
 import functools
+import html
 import math
+import re
 import shutil
 import time
 from collections.abc import Mapping
@@ -20,7 +22,7 @@ from mlflow.tracking import MlflowClient
 
 from src import paths
 from src.paths import ConfigError
-from src.report import ReportError, analyze, generate_report
+from src.report import ReportError, analyze, generate_report, terminal_text
 from src.report.__main__ import main as report_main
 from src.report.comparisons import PAIRS, Margins, check_pairs, pairs_for
 from src.report.stability import by_learning_rate, largest_stable_lr
@@ -102,7 +104,7 @@ def test_single_seed_table_matches_the_study(client: MlflowClient, store: dict[s
     assert table.loc["no_norm", "notes"] == "diverged at step 530"
     assert list(table.index) == [*STUDY, "no_norm"]
 
-    text = analysis.text()
+    text = terminal_text(analysis)
     assert "+12.4%" in text  # nn.LayerNorm vs hand-rolled, the study's headline
     # ...in a column that says what one run per variant, one after another, can support.
     assert SEQUENTIAL_SPEED_HEADER in text
@@ -212,8 +214,8 @@ def test_zoo_is_grouped_by_family_and_compares_dyt(client: MlflowClient, store: 
     assert list(table.family) == ["layernorm"] * 3 + ["dyt"] * 2 + ["scalenorm", "none"]
     compared = {(c.a, c.b) for c in analysis.comparisons}
     assert {("torch_layernorm", "dyt"), ("dyt", "fast_dyt"), ("torch_layernorm", "scalenorm")} <= compared
-    assert "fast_dyt vs dyt (paired by seed, n = 2)" in analysis.text()
-    assert "dyt vs torch_layernorm (paired by seed, n = 2)" in analysis.text()
+    assert "fast_dyt vs dyt (paired by seed, n = 2)" in terminal_text(analysis)
+    assert "dyt vs torch_layernorm (paired by seed, n = 2)" in terminal_text(analysis)
     speed = table.set_index("variant").speed_vs_hand
     assert speed["fast_dyt"] == pytest.approx(1010.5 / 1000.5) and math.isnan(speed["no_norm"])
     assert analysis.stability is None  # one learning rate
@@ -233,13 +235,17 @@ def test_learning_rate_sweep_report(client: MlflowClient, store: dict[str, str],
     stability = analysis.stability
     assert list(stability.lr[stability.variant == "no_norm"]) == grid
     assert largest_stable_lr(stability) == {"torch_layernorm": 1e-2, "no_norm": 1e-3}
-    text = analysis.text()
+    text = terminal_text(analysis)
     assert "no_norm: largest stable learning rate 1.0e-03; did not finish at 1.0e-02 (step 23)." in text
     assert "torch_layernorm: largest stable learning rate 1.0e-02; stable over the whole grid" in text
     assert (tmp_path / "out" / "stability.png").stat().st_size > 0
     assert "## Learning-rate stability" in (tmp_path / "out" / "report.md").read_text()
     page = (tmp_path / "out" / "report.html").read_text()  # the HTML report says the same
     assert "<h2>Learning-rate stability</h2>" in page and "stable over the whole grid" in page
+    # Every section of one page is a section of the other, in the same order (renderers drift apart).
+    md_sections = re.findall(r"^## (.+)$", (tmp_path / "out" / "report.md").read_text(), re.M)
+    html_sections = [html.unescape(h) for h in re.findall(r"<h2>(.*?)</h2>", page)]
+    assert len(md_sections) >= 3 and md_sections == html_sections
     assert by_learning_rate(analysis.runs).equals(stability)
 
 
@@ -321,7 +327,7 @@ def test_paired_comparisons_by_hand(client: MlflowClient, store: dict[str, str],
     assert set(csv.test) == {"paired_t", "paired_bootstrap", "welch"}
     family = csv[csv.test != "paired_bootstrap"]
     assert (family.p_holm.dropna() >= family.p.dropna().loc[family.p_holm.dropna().index]).all()
-    text = analysis.text()
+    text = terminal_text(analysis)
     assert "torch_layernorm vs hand_layernorm (paired by seed, n = 3, 1 run(s) without a partner left out)" in text
     assert "hand_rmsnorm vs hand_layernorm (unpaired (Welch; seed sets differ), n = 2 vs 4)" in text
 

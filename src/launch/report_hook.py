@@ -57,7 +57,11 @@ class SweepReport(Callback):
         from src.paths import register_resolvers  # the paths in the config use ${project_root:}
 
         register_resolvers()
-        from src.report import generate_report, report_folder  # late: MLflow and pandas are slow to import
+        from src.report import (  # late: MLflow and pandas are slow to import
+            generate_report,
+            report_folder,
+            terminal_text,
+        )
 
         rounds = int(OmegaConf.select(config, "report.speed_rounds", default=0) or 0)
         if rounds:
@@ -76,7 +80,7 @@ class SweepReport(Callback):
         analysis = generate_report(
             experiment, config.logger.tracking_uri, out_dir, margins=margins, pairs=pairs, reference=reference
         )
-        print(analysis.text(), flush=True)
+        print(terminal_text(analysis), flush=True)
         print(f"\nreport written to {analysis.files[0].parent}", flush=True)
         from src.tracking.ui_view import ui_base
 

@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 
 from src import paths
 from src.paths import ConfigError
-from src.report import ReportError, analyze, generate_report, report_folder, write
+from src.report import ReportError, analyze, generate_report, report_folder, terminal_text, write
 from src.report.comparisons import Margins, default_margin, reference_setting, settings
 from src.report.runs import open_store
 from src.report.status import status_text
@@ -137,7 +137,7 @@ def partial_report(
     """A report taken while the sweep runs: read only. It is printed (and written only to an explicit
     --out); the sweep's run and reports/<experiment>/ get the full report when the sweep ends."""
     analysis = analyze(experiment, uri, margins, pairs, reference=reference)
-    print(analysis.text())
+    print(terminal_text(analysis))
     if out is not None:
         write(analysis, out)
         print(f"\nwritten to {out}")
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ReportError, StoreError, ConfigError) as err:  # no such store or experiment; unreadable; a reference no run has
         print(f"report: {err}", file=sys.stderr)
         return 1
-    print(analysis.text())
+    print(terminal_text(analysis))
     print(f"\nwritten to {out}")
     print("in the MLflow UI (python -m src.ui):", *analysis.ui_links(ui_base(cfg.logger)), sep="\n  ")
     return 0

@@ -1,0 +1,194 @@
+"""A sweep's report as data: the runs read from MLflow, the table, the paired comparisons, the speed
+check, the learning-rate stability, and the prose each renderer prints (`Analysis.sections`).
+
+`analyze` reads it; src.report.render_terminal, render_markdown and render_html turn it into text,
+and src.report.files writes the files.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from src import paths
+from src.report.comparisons import (
+    NO_NORM,
+    Margins,
+    Result,
+    compare,
+    comparison_pairs,
+    sentences,
+    to_frame,
+    unmatched_pairs,
+)
+from src.report.provenance import code_sentence, mark_rows, reference_code
+from src.report.runs import (
+    ReportError,
+    load_curves,
+    load_interleaved,
+    load_norm_costs,
+    load_speed_check,
+    load_sweep,
+    open_store,
+)
+from src.report.sequential_verdicts import SequentialVerdict, load_verdicts, with_verdicts
+from src.report.sequential_verdicts import heading as sequential_heading
+from src.report.speed import speed_lines
+from src.report.stability import by_learning_rate, initial_losses, is_lr_sweep, lr_sensitivity
+from src.report.stability import sentences as stability_sentences
+from src.report.table import display_rows, interleaved_cell, summarize
+from src.tracking.store import Store
+from src.tracking.tags import FINISHED
+from src.tracking.ui_view import ui_link
+from src.tracking.variants import REFERENCE_VARIANT, Axis, metric_key
+
+__all__ = ["Analysis", "ReportError", "analyze"]
+
+
+@dataclass
+class Analysis:
+    experiment: str
+    tracking_uri: str
+    experiment_id: str
+    runs: pd.DataFrame  # one row per training run
+    curves: pd.DataFrame  # step metrics, long format
+    table: pd.DataFrame  # one row per variant
+    comparisons: list[Result]  # per pair and metric (see src.report.comparisons)
+    margins: Margins
+    superseded: int  # repeated runs of one config (fingerprint) of which only the latest counts
+    interleaved: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # bench-variants ratios
+    norm_costs: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)  # and norm costs
+    notes: list[str] = field(default_factory=list)  # requested pairs that could not be compared
+    speed: list[str] = field(default_factory=list)  # the speed check's verdicts (src.report.speed), when it has them
+    stability: pd.DataFrame | None = None  # per (variant, lr), when the sweep varied the learning rate
+    sensitivity: pd.DataFrame | None = None  # per variant, Wortsman et al.'s LR sensitivity (same condition)
+    axes: tuple[Axis, ...] = ()  # what the runs vary, seed aside (src.tracking.variants)
+    files: list[Path] = field(default_factory=list)
+    report_run_id: str | None = None  # the MLflow run holding the files
+    store: Store | None = field(default=None, repr=False)  # where it was read, opened once
+    code_note: str = ""  # the runs come from more than one code (src.report.provenance)
+    sequential: list[SequentialVerdict] = field(default_factory=list)  # a sequential sweep's verdicts
+
+    def ui_links(self, base: str) -> list[str]:
+        """Where to look in the MLflow UI at `base`: the sweep run (its verdict), then every run."""
+        links = [f"the sweep's verdict: {ui_link(base, self.experiment_id, self.report_run_id)}"] if self.report_run_id else []
+        return [*links, f"every run, grouped by variant: {ui_link(base, self.experiment_id)}"]
+
+    def sentences(self) -> list[str]:
+        """One sentence per compared pair, why any requested pair was not compared, then the speed
+        measured by interleaving (when the experiment has a bench-variants run)."""
+        return sentences(self.comparisons) + self.notes + self.speed_sentences()
+
+    def speed_sentences(self) -> list[str]:
+        if self.speed:  # a speed check with the norms' kernels: a verdict per pair
+            return self.speed
+        if not self.interleaved:
+            return []
+        order = list(self.table.variant)  # the table's order
+        cells = [f"{v} {interleaved_cell(self.interleaved[metric_key(v)])}" for v in order if metric_key(v) in self.interleaved]
+        costs = [
+            f"{v} {c[0]:+.1f} ms [{c[1]:+.1f}, {c[2]:+.1f}] ({c[0] / c[3]:.1%} of its {c[3]:,.0f} ms step)"
+            for v in order
+            if (c := self.norm_costs.get(metric_key(v))) is not None and v != NO_NORM and all(math.isfinite(x) for x in c)
+        ]
+        share = f" The norm's own cost (step minus no_norm's, same rounds): {'; '.join(costs)}." if costs else ""
+        return [
+            f"Speed, measured by interleaving the variants' training steps in one process (python -m src.bench "
+            f"variants; step speed vs {REFERENCE_VARIANT}, median and 95% interval): {'; '.join(cells)}.{share} "
+            "It replaces the tokens/s ratios of jobs run one after another, which measure the machine's load."
+        ]
+
+    def nothing_to_compare(self) -> str:
+        if len(self.table) == 1:  # e.g. a sweep of the seed alone
+            return f"No pairs to compare: every run is one variant ({self.table.variant.iloc[0]}); nothing but the seed varied."
+        return "No pairs to compare."
+
+    def comparisons_frame(self) -> pd.DataFrame:
+        return with_verdicts(to_frame(self.comparisons), self.sequential)
+
+    def rows(self) -> tuple[list[str], list[list[str]]]:
+        return display_rows(self.table, self.interleaved)
+
+    def heading(self) -> str:
+        m = self.margins
+        return (
+            f"Paired by seed (Welch where seed sets differ); equivalence by TOST within ±{m.test_loss:g} nats "
+            f"of test loss and ±{m.speed:.0%} of tokens/s; Holm-adjusted over {len(self.comparisons)} comparisons"
+        )
+
+    def sections(self) -> list[tuple[str, str, list[str]]]:
+        """The prose after the table, as (heading, lead, items): both file renderers walk this one
+        list, so a section added here reaches the Markdown and the HTML report alike."""
+        found = [
+            (
+                "Is it more than seed noise? Paired comparisons",
+                self.heading() + " (all pairs in `comparisons.csv`).",
+                self.sentences() or [self.nothing_to_compare()],
+            )
+        ]
+        if self.sequential:
+            found.append((sequential_heading(), "", [v.sentence() for v in self.sequential]))
+        if self.stability is not None:
+            found.append(("Learning-rate stability", "", stability_sentences(self.stability, self.sensitivity)))
+        return found
+
+
+def analyze(
+    experiment: str,
+    tracking_uri: str | None = None,
+    margins: Margins | None = None,
+    pairs: list[tuple[str, str]] | None = None,
+    reference: dict[str, str] | None = None,
+) -> Analysis:
+    """Read the experiment from MLflow and compute the table and the comparisons.
+
+    `pairs` (validated by `comparisons.check_pairs`) replaces the study's pairs when given;
+    `reference` (`report.reference`: axis -> value) the reference value of an axis.
+    """
+    uri = tracking_uri or paths.tracking_uri()
+    store = open_store(uri)
+    sweep = load_sweep(experiment, store)
+    runs = sweep.runs
+    if not (runs.outcome == FINISHED).any():
+        counts = ", ".join(f"{n} {o}" for o, n in runs.outcome.value_counts().items()) or "no training runs"
+        raise ReportError(f"MLflow experiment {experiment!r} has no finished runs yet ({counts})")
+    margins = margins or Margins()
+    curves = load_curves(store, runs)
+    lr_swept = is_lr_sweep(runs)
+    code = reference_code(store, sweep.experiment_id, runs)
+    return Analysis(
+        experiment=experiment,
+        tracking_uri=uri,
+        experiment_id=sweep.experiment_id,
+        runs=runs,
+        curves=curves,
+        table=mark_rows(summarize(runs), runs, code),
+        comparisons=compare(runs, margins, pairs, reference),
+        margins=margins,
+        superseded=sweep.superseded,
+        interleaved=load_interleaved(store, sweep.experiment_id),
+        norm_costs=load_norm_costs(store, sweep.experiment_id),
+        notes=unmatched_pairs(runs, pairs) if pairs is not None else [],
+        speed=_speed(store, sweep.experiment_id, margins, [(a, b) for a, b, _ in comparison_pairs(runs, pairs, reference)]),
+        stability=by_learning_rate(runs) if lr_swept else None,
+        sensitivity=lr_sensitivity(runs, initial_losses(curves)) if lr_swept else None,
+        axes=sweep.axes,
+        store=store,
+        code_note=code_sentence(runs, code),
+        sequential=load_verdicts(store, sweep.experiment_id),
+    )
+
+
+def _speed(store: Store, experiment_id: str, margins: Margins, pairs: list[tuple[str, str]]) -> list[str]:
+    """The speed section from the experiment's latest speed check (empty without one), for the
+    report's pairs (`pairs`) that the check timed."""
+    check = load_speed_check(store, experiment_id)
+    variants = (check.get("settings") or {}).get("variants") or []
+    if not check.get("kernel") or not variants:
+        return []
+    timed = [(a, b) for a, b in pairs if a in variants and b in variants]
+    reference = REFERENCE_VARIANT if REFERENCE_VARIANT in variants else variants[0]
+    return speed_lines(check, timed, margins.speed, reference)

@@ -1,0 +1,47 @@
+"""The report's files: `<paths.reports_dir>/<experiment>/` with the pages, the CSVs and the figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from src import paths
+from src.report.analysis import Analysis
+from src.report.plots import plot_losses, plot_throughput, save
+from src.report.render_html import html_page
+from src.report.render_markdown import markdown_page
+from src.report.stability import plot_stability
+from src.tracking.identity import safe_folder_name
+
+
+def report_folder(reports_dir: str | Path, experiment: str) -> Path:
+    """`<reports_dir>/<experiment>/`, the experiment's name made a safe folder name (no separators,
+    no `..`): a report never lands outside `reports_dir`."""
+    return Path(reports_dir) / safe_folder_name(experiment, "experiment_name")
+
+
+def default_out_dir(experiment: str) -> Path:
+    return report_folder(paths.compose().paths.reports_dir, experiment)
+
+
+def write(analysis: Analysis, out_dir: Path) -> list[Path]:
+    """report.html, report.md, table.csv (per variant), comparisons.csv, runs.csv (per run), the PNGs;
+    stability.csv/png for a learning-rate sweep."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figures = [
+        save(plot_losses(analysis.curves), out_dir / "loss_curves.png"),
+        save(plot_throughput(analysis.runs), out_dir / "throughput.png"),
+    ]
+    if analysis.stability is not None:
+        figures.append(save(plot_stability(analysis.stability), out_dir / "stability.png"))
+        analysis.stability.to_csv(out_dir / "stability.csv", index=False)
+    if analysis.sensitivity is not None:
+        analysis.sensitivity.to_csv(out_dir / "lr_sensitivity.csv", index=False)
+    analysis.table.to_csv(out_dir / "table.csv", index=False)
+    analysis.comparisons_frame().to_csv(out_dir / "comparisons.csv", index=False)
+    analysis.runs.to_csv(out_dir / "runs.csv", index=False)
+    (out_dir / "report.md").write_text(markdown_page(analysis, figures))
+    (out_dir / "report.html").write_text(html_page(analysis, figures))
+    names = ["report.html", "report.md", "table.csv", "comparisons.csv", "runs.csv"]
+    names += ["stability.csv"] if analysis.stability is not None else []
+    names += ["lr_sensitivity.csv"] if analysis.sensitivity is not None else []
+    return [*(out_dir / n for n in names), *figures]

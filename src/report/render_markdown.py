@@ -1,0 +1,40 @@
+"""The report as Markdown: the page (`report.md`) and the verdict (the sweep run's description in MLflow)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from src.report.analysis import Analysis
+from src.report.sequential_verdicts import heading as sequential_heading
+from src.report.table import markdown_table, with_ci
+
+
+def markdown_page(analysis: Analysis, figures: list[Path]) -> str:
+    """`report.md`: the table, each of `Analysis.sections`, then the figures beside it."""
+    a = analysis
+    parts = [
+        f"# normsweep report: `{a.experiment}`",
+        f"{len(a.runs)} runs from `{a.tracking_uri}`. Cells are mean ± 95% CI (t) over finished seeds.",
+        markdown_table(*a.rows()),
+        *([a.code_note] if a.code_note else []),
+    ]
+    for heading, lead, items in a.sections():
+        parts += [f"## {heading}", *([lead] if lead else []), "\n".join(f"- {s}" for s in items)]
+    parts += ["## Figures", "\n".join(f"![{p.stem}]({p.name})" for p in figures)]
+    return "\n\n".join(parts) + "\n"
+
+
+def verdict(analysis: Analysis) -> str:
+    """The answer in a few lines: per variant its headline numbers, then each pair's verdict."""
+    a = analysis
+    lines = [f"**normsweep verdict, experiment `{a.experiment}`** ({a.heading()}):", ""]
+    for r in a.table.itertuples(index=False):
+        loss = with_ci(r.test_loss, r.test_loss_ci, "{:.4f}")
+        speed = with_ci(r.tokens_per_sec, r.tokens_per_sec_ci, "{:,.0f}")
+        notes = f"; {r.notes}" if r.notes else ""
+        lines.append(f"- `{r.variant}`: test loss {loss}, {speed} tokens/s ({r.finished} seed(s) finished{notes})")
+    lines += [f"- {s}" for s in a.sentences()] or [f"- {a.nothing_to_compare()}"]
+    lines += [f"- {a.code_note}"] if a.code_note else []
+    if a.sequential:
+        lines += ["", f"{sequential_heading()}:", *(f"- {v.sentence()}" for v in a.sequential)]
+    return "\n".join(lines)

@@ -1,0 +1,27 @@
+"""The report for a terminal: the aligned table, then one sentence per comparison."""
+
+from __future__ import annotations
+
+from src.report.analysis import Analysis
+from src.report.sequential_verdicts import heading as sequential_heading
+from src.report.stability import sentences as stability_sentences
+from src.report.table import text_table
+
+
+def terminal_text(analysis: Analysis) -> str:
+    """What `python -m src.report` and the end of a sweep print."""
+    a = analysis
+    lines = [f"normsweep report: experiment {a.experiment!r} ({len(a.runs)} runs)", ""]
+    lines += [text_table(*a.rows()), ""]
+    lines += [a.code_note, ""] if a.code_note else []
+    if a.comparisons or a.notes:
+        lines += [f"{a.heading()}:", *a.sentences()]
+    else:
+        lines += [a.nothing_to_compare()]
+    if a.sequential:
+        lines += ["", f"{sequential_heading()}:", *(f"  {v.sentence()}" for v in a.sequential)]
+    if a.stability is not None:
+        lines += ["", *stability_sentences(a.stability, a.sensitivity)]
+    if a.superseded:
+        lines += ["", f"({a.superseded} older runs of a config run again were left out.)"]
+    return "\n".join(lines)
