@@ -22,6 +22,7 @@ from hydra.types import RunMode
 from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
 from omegaconf import DictConfig, OmegaConf
 
+from src import cli
 from src.data.datamodule import TokenDataModule
 from src.devices import check_device, configure_matmul_precision
 from src.launch.sweep_end import job_failed
@@ -251,8 +252,13 @@ def traceback_note(err: BaseException) -> str:
     return f" (traceback: {path})" if path else ""
 
 
+_task_started = False  # Hydra composed a config and called main: a refusal before it is Hydra's (src.cli)
+
+
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
+    global _task_started
+    _task_started = True
     try:
         result = train(cfg)
     except (ConfigError, CheckpointSpaceError, ServerLost) as err:
@@ -274,6 +280,10 @@ def main(cfg: DictConfig) -> float | None:
 
 register_resolvers()  # before Hydra composes: paths use ${project_root:}
 
-if __name__ == "__main__":
+def command() -> None:
     refuse_credentials(sys.argv[1:])  # before Hydra writes the command line into .hydra/ and multirun.yaml
     main()
+
+
+if __name__ == "__main__":
+    sys.exit(cli.hydra_status(command, lambda: _task_started, multirun=bool({"-m", "--multirun"} & set(sys.argv[1:]))))

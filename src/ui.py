@@ -1,4 +1,4 @@
-"""`python -m src.ui [--host H] [--port P] [--workers N] [overrides]`: the MLflow UI on the store that
+"""`python -m src.ui [--host H] [--port P] [--workers N] [key=value ...]`: the MLflow UI on the store that
 training writes to.
 
 The store comes from the composed training config, so `python -m src.ui paths.mlflow_db=/x/mlflow.db`
@@ -16,7 +16,7 @@ import shutil
 import socket
 import sys
 
-from src import paths
+from src import cli, paths
 from src.tracking.store import Store, StoreError, redact_uri, sqlite_path
 from src.tracking.ui_view import address, default_workers, publish_view, ui_link
 
@@ -51,12 +51,15 @@ def port_in_use(host: str, port: int) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m src.ui", description=__doc__)
-    parser.add_argument("--host", default=None, help="bind address (default: logger.ui.host, 127.0.0.1: this machine only)")
-    parser.add_argument("--port", type=int, default=None, help="default: logger.ui.port (5000)")
-    parser.add_argument("--workers", type=int, default=None, help="server processes (default: one per two cores)")
-    parser.add_argument("overrides", nargs="*", help="training config overrides, e.g. paths.mlflow_db=/x/mlflow.db")
-    args = parser.parse_args(argv)
+    made = cli.parser("python -m src.ui", __doc__)
+    made.add_argument("--host", default=None, help="bind address (default: logger.ui.host, 127.0.0.1: this machine only)")
+    made.add_argument("--port", type=int, default=None, help="default: logger.ui.port (5000)")
+    made.add_argument("--workers", type=int, default=None, help="server processes (default: one per two cores)")
+    args = cli.parse(made, argv)
+    return cli.run(lambda: serve(args), failures=(StoreError,))
+
+
+def serve(args: argparse.Namespace) -> int:
     cfg = paths.compose(args.overrides)
     ui = cfg.logger.ui
     host = args.host or str(ui.host)
@@ -64,24 +67,18 @@ def main(argv: list[str] | None = None) -> int:
     workers = args.workers or (int(ui.workers) if ui.workers else default_workers())
     busy = port_in_use(host, port)
     if busy:
-        print(f"ui: {busy}; choose another (--port / --host, or logger.ui.port=... / logger.ui.host=...)", file=sys.stderr)
-        return 1
+        return cli.failed(f"{busy}; choose another (--port / --host, or logger.ui.port=... / logger.ui.host=...)")
     uri = str(cfg.logger.tracking_uri)
     db = sqlite_path(uri)
     fresh = db is not None and not db.exists()
-    try:
-        # Checked like a training job's store; an existing SQLite file is upgraded under the store's
-        # lock here, not inside the UI's server.
-        store = Store.connect(uri)
-    except StoreError as err:
-        print(f"ui: {err}", file=sys.stderr)
-        return 1
+    # Checked like a training job's store; an existing SQLite file is upgraded under the store's
+    # lock here, not inside the UI's server.
+    store = Store.connect(uri)
     if fresh:
         print(f"ui: no MLflow database at {db} yet; the UI starts on an empty store", file=sys.stderr)
     mlflow = shutil.which("mlflow", path=os.path.dirname(sys.executable)) or shutil.which("mlflow")
     if mlflow is None:
-        print("ui: the mlflow command is not installed (pip install -e .)", file=sys.stderr)
-        return 1
+        return cli.failed("the mlflow command is not installed (pip install -e .)")
     base = address(host, port)
     links = [] if fresh else experiment_links(store, base)
     print(f"MLflow UI for {redact_uri(uri)}, {workers} worker(s), at {ui_link(base)}", flush=True)
@@ -89,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         print("experiments (each link opens normsweep's view: every run charted, grouped by variant):", *links, sep="\n", flush=True)
     command = [mlflow, "ui", "--backend-store-uri", uri, "--host", host, "--port", str(port), "--workers", str(workers)]
     os.execv(mlflow, command)
-    return 0  # unreachable: execv replaces the process
+    return cli.OK  # unreachable: execv replaces the process
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ SRC = REPO / "src"
 #   3  model          model                      the GPT, its norms and their kernels
 #   2  data           data                       sources, tokenizer, token cache, windows, DataModule
 #   1  hardware       devices  locks  atomic_io  the devices a run asks for; file locks between processes; atomic file writes
+#   1  command line   cli                        one style for every entry point: options, overrides, exit codes
 #   1  statistics     stats                      intervals, paired tests, the pair convention, the sequential design
 #   0  locations      paths  (and src/__init__)  where everything lives, ConfigError
 #
@@ -48,6 +49,7 @@ FLOORS: dict[str, int] = {
     "locks": 1,
     "atomic_io": 1,
     "stats": 1,
+    "cli": 1,
     "data": 2,
     "model": 3,
     "tracking": 4,
@@ -66,6 +68,7 @@ FLOORS: dict[str, int] = {
 # would slow every report, `python -m src.data` and the Hydra sweep callbacks.
 TORCH_FREE = [
     "src.paths",
+    "src.cli",
     "src.report",
     "src.report.__main__",
     "src.report.comparisons",
@@ -182,7 +185,7 @@ def test_store_override_reaches_the_report(tmp_path: Path, store_template: Path,
         client.log_metric(run.info.run_id, key, value, step=4)
     client.set_terminated(run.info.run_id, "FINISHED")
 
-    args = ["--experiment", "moved", "--no-summary-run", f"paths.mlflow_db={db}", f"paths.reports_dir={tmp_path / 'r'}"]
+    args = ["--experiment-name", "moved", "--no-summary-run", f"paths.mlflow_db={db}", f"paths.reports_dir={tmp_path / 'r'}"]
     assert report_main(args) == 0
     out = capsys.readouterr().out
     assert "torch_layernorm" in out and "5.5000" in out

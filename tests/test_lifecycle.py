@@ -205,7 +205,7 @@ def test_job_refused_after_the_sweep_started_closes_its_parent_with_the_reason(
 ) -> None:
     # Valid as a config (the sweep-start checks pass, the parent run opens), refused by the job itself.
     proc = run_cli("src.train", "-m", *tiny_overrides, "cluster.devices=2", "experiment_name=refused_job")
-    assert proc.returncode == 1 and "config error: cluster: 2 processes inside a multirun" in proc.stderr
+    assert proc.returncode == 2 and "config error: cluster: 2 processes inside a multirun" in proc.stderr
     (parent,) = _sweep_parents(MlflowClient(store["uri"]))
     assert parent.info.status == "FAILED" and parent.data.tags["outcome"] == "failed"
     assert "cluster: 2 processes inside a multirun" in parent.data.tags[REASON_TAG]

@@ -130,7 +130,7 @@ def test_ui_on_a_taken_port_fails_in_one_line(taken_port: int, store: dict[str, 
     proc = run_cli("src.ui", "--port", str(taken_port), f"paths.mlflow_db={store['db']}", timeout=120)
     lines = _lines(proc)
     assert proc.returncode != 0
-    assert len(lines) == 1 and lines[0].startswith(f"ui: logger.ui.port={taken_port}: "), lines
+    assert len(lines) == 1 and lines[0].startswith(f"error: logger.ui.port={taken_port}: "), lines
     assert "http://" not in lines[0]  # no links
 
 

@@ -267,12 +267,12 @@ def test_summarize_keeps_all_diverged_variants() -> None:
 def test_missing_experiment_is_a_clear_message(
     store: dict[str, str], store_template: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert report_main(["--experiment", "nope", "--tracking-uri", store["uri"]]) == 1
+    assert report_main(["--experiment-name", "nope", "--tracking-uri", store["uri"]]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("report: no MLflow database at") and "Traceback" not in err
+    assert err.startswith("error: no MLflow database at") and "Traceback" not in err
     shutil.copyfile(store_template, store["db"])  # a store (its schema made), without the experiment
     MlflowClient(store["uri"]).create_experiment("other")
-    assert report_main(["--experiment", "nope", "--tracking-uri", store["uri"]]) == 1
+    assert report_main(["--experiment-name", "nope", "--tracking-uri", store["uri"]]) == 1
     assert "MLflow experiment 'nope' not found" in capsys.readouterr().err
 
 
@@ -355,7 +355,7 @@ def test_report_cli_rejects_bad_margins_and_pairs(
     client: MlflowClient, store: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     client.create_experiment("x")
-    base = ["--experiment", "x", "--tracking-uri", store["uri"], "--out", str(tmp_path), "--no-summary-run"]
+    base = ["--experiment-name", "x", "--tracking-uri", store["uri"], "--out", str(tmp_path), "--no-summary-run"]
     for extra, message in [
         (["--margin-loss", "0"], "report.margin.test_loss: must be a number > 0, got 0.0"),
         (["--margin-speed", "-0.02"], "report.margin.speed: must be a number > 0, got -0.02"),
@@ -435,7 +435,7 @@ def test_sweep_callback_reports_at_the_end(tiny_sweep: TinySweep, tiny_client: M
 
 @pytest.mark.slow
 def test_cli_on_real_runs(tiny_sweep: TinySweep, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["--experiment", EXPERIMENT, "--tracking-uri", tiny_sweep.uri, "--out", str(tmp_path), "--no-summary-run"]
+    args = ["--experiment-name", EXPERIMENT, "--tracking-uri", tiny_sweep.uri, "--out", str(tmp_path), "--no-summary-run"]
     assert report_main(args) == 0
     out = capsys.readouterr().out
     assert "hand_layernorm" in out and "torch_layernorm vs hand_layernorm (paired by seed, n = 2)" in out

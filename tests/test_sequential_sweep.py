@@ -67,9 +67,9 @@ def test_bad_settings_name_the_field(settings: tuple, field: str) -> None:
 
 
 def test_a_bad_spending_for_the_plan_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    assert report_main(["--plan", "--experiment", "x", "hydra.sweeper.spending=linear"]) == 2
+    assert report_main(["--plan", "--experiment-name", "x", "hydra.sweeper.spending=linear"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert line == "report: config error: hydra.sweeper.spending: 'linear' not allowed; valid choices: ['pocock', 'obrien_fleming']"
+    assert line == "config error: hydra.sweeper.spending: 'linear' not allowed; valid choices: ['pocock', 'obrien_fleming']"
 
 
 @pytest.mark.slow  # a CLI in a subprocess: a fresh interpreter imports torch, Lightning, Hydra and MLflow
@@ -209,7 +209,7 @@ def test_a_killed_round_is_resumed_and_decides_as_an_uninterrupted_sweep(
     assert "sequential_verdict" in table["columns"]
 
     capsys.readouterr()
-    assert report_main(["--plan", "--experiment", experiment, *tiny_overrides]) == 0
+    assert report_main(["--plan", "--experiment-name", experiment, *tiny_overrides]) == 0
     assert "P(undecidable)" in capsys.readouterr().out
 
     out = _finish(_launch(args, log), log)

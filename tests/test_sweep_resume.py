@@ -105,7 +105,7 @@ def test_sigkill_then_rerun_finishes_what_is_left(
     proc = _launch(args)
     # A report taken while the sweep runs (job 0 done) reads it: printed, nothing written into it.
     _job_started(proc, client, "killed_sweep", "1")
-    report_args = ["--experiment", "killed_sweep", f"paths.mlflow_db={store['db']}", f"paths.reports_dir={tmp_path / 'reports'}"]
+    report_args = ["--experiment-name", "killed_sweep", f"paths.mlflow_db={store['db']}", f"paths.reports_dir={tmp_path / 'reports'}"]
     capsys.readouterr()
     assert report_main(report_args) == 0
     assert "is still running" in capsys.readouterr().out
@@ -117,13 +117,13 @@ def test_sigkill_then_rerun_finishes_what_is_left(
     assert sorted(before) == ["0", "1", "2"] and before["2"].info.status == "RUNNING"  # left RUNNING by the kill
 
     # The status view names every job of the sweep: two done, one lost, one never started.
-    status = _status(capsys, "--experiment", "killed_sweep", f"paths.mlflow_db={store['db']}")
+    status = _status(capsys, "--experiment-name", "killed_sweep", f"paths.mlflow_db={store['db']}")
     assert status.count(" finished ") == 2 and "lost (no heartbeat" in status and " missing " in status
     assert "to finish it, re-run: python -m src.train -m" in status
 
     out = _run(args)
     assert out.count("skipped, run") == 2 and "resuming from its checkpoint" in out
-    assert "nothing left to do" in _status(capsys, "--experiment", "killed_sweep", f"paths.mlflow_db={store['db']}")
+    assert "nothing left to do" in _status(capsys, "--experiment-name", "killed_sweep", f"paths.mlflow_db={store['db']}")
     after = _runs(client, "killed_sweep")
     assert len(after) == 4  # jobs 1-2 skipped, job 3 resumed into its run, job 4 new
     assert {r.info.run_id for r in after} >= {r.info.run_id for r in before.values()}

@@ -1,24 +1,30 @@
-"""`python -m src.bench {norms,train,variants} ...`; `--help` on each lists its options."""
+"""`python -m src.bench {norms,train,variants} [options] [key=value ...]`; `--help` on each lists its options."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
-import torch
-
-from src.bench import norms, train, variants
-from src.bench.common import keep_freed_memory
+from src import cli
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m src.bench", description=__doc__)
+def main(argv: list[str] | None = None) -> int:
+    import torch
+
+    from src.bench import norms, train, variants
+    from src.bench.common import keep_freed_memory
+
+    parser = cli.parser("python -m src.bench", __doc__, overrides=None)
     commands = parser.add_subparsers(dest="command", required=True)
     for name, module, help_text in (
         ("norms", norms, "forward / forward+backward time, GB/s and %% of copy of every norm variant"),
         ("train", train, "tokens/s, MFU and Lightning overhead of a training loop"),
         ("variants", variants, "training-step time of several norm variants, interleaved round-robin"),
     ):
-        sub = commands.add_parser(name, help=help_text, description=module.__doc__.splitlines()[0])
+        sub = commands.add_parser(
+            name, help=help_text, description=module.__doc__.splitlines()[0], epilog=cli.EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )  # fmt: skip
         module.add_arguments(sub)
         sub.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
         sub.add_argument(
@@ -27,13 +33,18 @@ def main(argv: list[str] | None = None) -> None:
             help="keep glibc's default thresholds (see keep_freed_memory)",
         )
         sub.set_defaults(run=module.main)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # subcommands: argparse cannot intermix their options and overrides
     if not args.system_malloc:
         keep_freed_memory()
     if args.threads:
         torch.set_num_threads(args.threads)
-    args.run(args)
+
+    def bench() -> int:
+        args.run(args)  # prints and writes the benchmark's report
+        return cli.OK
+
+    return cli.run(bench)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

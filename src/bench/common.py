@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from src.paths import compose
+from src.paths import ConfigError, compose
 from src.tracking.environment import cpu_model
 
 DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -49,7 +49,7 @@ def resolve_device(name: str | None) -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("--device cuda requested but torch.cuda.is_available() is False")
+        raise ConfigError("--device cuda: requested, but torch.cuda.is_available() is False")
     return device
 
 

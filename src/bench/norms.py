@@ -39,7 +39,7 @@ from src.bench.common import (
     write_report,
 )
 from src.model.norms import DEFAULT_EPS, HandLayerNorm, HandRMSNorm, make_norm, norm_types
-from src.paths import compose
+from src.paths import ConfigError, compose
 from src.report.table import markdown_table
 
 # The identity moves no bytes and normalizes nothing: there is no kernel to measure.
@@ -330,10 +330,10 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         repeats = args.repeats or (10 if cpu else 50)
     unknown = [d for d in dtypes if d not in DTYPES]
     if unknown:
-        raise SystemExit(f"unknown dtype(s) {unknown}; choose from {list(DTYPES)}")
+        raise ConfigError(f"--dtypes: unknown dtype(s) {unknown}; choose from {list(DTYPES)}")
     only = parse_list(args.variants) if args.variants else None
     if only and (bad := [v for v in only if v not in variants()]):
-        raise SystemExit(f"unknown variant(s) {bad}; choose from {variants()}")
+        raise ConfigError(f"--variants: unknown variant(s) {bad}; choose from {variants()}")
     report = run(widths, rows, dtypes, device, args.warmup, repeats, only)
     markdown = to_markdown(report)
     json_path, md_path = write_report(args.out or default_out_dir(), "norms", report, markdown)

@@ -29,7 +29,6 @@ import torch
 from src.bench.common import default_out_dir, machine_info, resolve_device, synchronize, time_fn, write_report
 from src.bench.steps import TrainStep, bench_config, build_module, random_batches
 from src.devices import gpu_peak_tflops, matmul_kind
-from src.paths import ConfigError
 from src.report.table import markdown_table
 from src.stats.inference import median_interval
 from src.training.lit_module import GPTLitModule
@@ -134,7 +133,7 @@ def peak(device: torch.device, kind: str) -> tuple[float, str]:
         gpu = torch.cuda.get_device_name(device)
         tflops = gpu_peak_tflops(gpu, kind)
         if tflops is None:
-            raise SystemExit(f"no peak for {gpu!r} in src.devices.PEAK_TFLOPS; add its dense {kind} TFLOP/s")
+            raise SystemExit(f"error: no peak for {gpu!r} in src.devices.PEAK_TFLOPS; add its dense {kind} TFLOP/s")
         return tflops, f"datasheet dense {kind} peak of {gpu}"
     dtype = torch.bfloat16 if kind == "bf16" else torch.float32
     return measure_matmul_tflops(device, dtype), f"best of {PEAK_REPEATS} {CPU_MATMUL_N}x{CPU_MATMUL_N} {kind} matmuls"
@@ -143,10 +142,7 @@ def peak(device: torch.device, kind: str) -> tuple[float, str]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     device = resolve_device(args.device)
     total = args.warmup + args.steps
-    try:
-        cfg = bench_config(bench_overrides(args), args.batch, total)
-    except ConfigError as err:
-        raise SystemExit(f"config error: {err}") from None
+    cfg = bench_config(bench_overrides(args), args.batch, total)
     kind = matmul_kind(args.precision, args.matmul_precision)
     peak_tflops, peak_source = peak(device, kind)
 

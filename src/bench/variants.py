@@ -313,11 +313,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> dict[str, Any]:
     if args.rounds < 2 or args.warmup < 0 or not args.kernel_seconds >= 0:
-        raise SystemExit("--rounds must be >= 2 (an interval needs two rounds), --warmup >= 0 and --kernel-seconds >= 0")
-    try:
-        report = run(args)
-    except ConfigError as err:
-        raise SystemExit(f"config error: {err}") from None
+        raise ConfigError("--rounds must be >= 2 (an interval needs two rounds), --warmup >= 0 and --kernel-seconds >= 0")
+    report = run(args)
     markdown = to_markdown(report)
     payload = {k: v for k, v in report.items() if k != "config"}
     json_path, md_path = write_report(args.out or default_out_dir(args.overrides), "variants", payload, markdown)

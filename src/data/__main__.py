@@ -1,4 +1,5 @@
-"""Prepare the token cache a training job reads, and print its size.
+"""`python -m src.data [source] [key=value ...]`: prepare the token cache a training job reads, and
+print its size.
 
     python -m src.data                                          the default corpus (Shakespeare)
     python -m src.data shakespeare
@@ -19,6 +20,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from .. import cli
 from ..paths import CONF_DIR, ConfigError, compose
 from .cache import read_meta
 from .sources import build_source
@@ -54,22 +56,17 @@ def report(folder: Path) -> str:
     return "\n".join([*lines, f"cache: {folder}"])
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] in (["-h"], ["--help"]):
-        print(__doc__.strip())
-        return
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
+def main(argv: Sequence[str] | None = None) -> int:
+    made = cli.parser("python -m src.data", __doc__, "[source] then the overrides of python -m src.train")
+    args = cli.parse(made, argv)
 
-    try:
-        cfg = compose(overrides_for(args))
-        folder = build_source(cfg.data).prepare(cfg.data.cache_dir)
-    except (ConfigError, HydraException, OmegaConfBaseException) as err:
-        # One line, as training prints it: a bad override or value is not a crash.
-        raise SystemExit("config error: " + " ".join(str(err).split("\n"))) from None
-    print(report(folder))
+    def prepare() -> int:
+        cfg = compose(overrides_for(args.overrides))
+        print(report(build_source(cfg.data).prepare(cfg.data.cache_dir)))
+        return cli.OK
+
+    return cli.run(prepare)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

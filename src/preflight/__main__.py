@@ -1,4 +1,5 @@
-"""Check a run or a sweep before it starts, and estimate its memory, time and cost.
+"""`python -m src.preflight [-m] [key=value ...]`: check a run or a sweep before it starts, and
+estimate its memory, time and cost.
 
     python -m src.preflight experiment=gpt2_small_study cluster=gpu_node
     python -m src.preflight -m experiment=gpt2_small_study cluster=slurm      every job of the sweep
@@ -7,8 +8,8 @@
 
 The arguments are those of `python -m src.train` (with `-m`/`--multirun`, the jobs Hydra's sweeper
 would run). `preflight.*` sets the card, the assumed MFU and the rehearsal (conf/train.yaml).
-Nothing is trained or recorded. Exit status: 0 when every job passes, 1 when one would fail (each
-reason on one line, naming the field), 2 when the command line itself is wrong.
+Nothing is trained or recorded. Exit status 1 means a job would fail (each reason on one line,
+naming the field).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from src import cli
 from src.paths import ConfigError
 from src.preflight.checks import Finding
 from src.preflight.job import CheckpointLedger, JobReport, inspect_job
@@ -23,8 +25,6 @@ from src.preflight.jobs import expand_jobs
 from src.preflight.memory import largest_fitting_micro_batch
 from src.preflight.rehearsal import Rehearsal, available_bytes, rehearse
 from src.preflight.table import render
-
-MULTIRUN_FLAGS = ("-m", "--multirun")
 
 
 def rehearsal_micro_batch(job: JobReport) -> int:
@@ -62,17 +62,14 @@ def maybe_rehearse(job: JobReport) -> Rehearsal | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] in (["-h"], ["--help"]):
-        print(__doc__.strip())
-        return 0
-    multirun = any(a in MULTIRUN_FLAGS for a in args)
-    overrides = [a for a in args if a not in MULTIRUN_FLAGS]
-    try:
-        sweep = expand_jobs(overrides, multirun)
-    except ConfigError as err:
-        print(f"preflight: config error: {err}", file=sys.stderr)
-        return 2
+    made = cli.parser("python -m src.preflight", __doc__, "the overrides of python -m src.train (with -m: its sweep lists)")
+    made.add_argument("-m", "--multirun", action="store_true", help="every job of the sweep the overrides describe")
+    args = cli.parse(made, argv)
+    return cli.run(lambda: check(args.overrides, args.multirun))
+
+
+def check(overrides: list[str], multirun: bool) -> int:
+    sweep = expand_jobs(overrides, multirun)
     ledger = CheckpointLedger()
     reports: list[JobReport] = []
     rehearsals: dict[int, Rehearsal] = {}
@@ -85,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         reports.append(report)
         print(f"[preflight] job {index + 1}/{len(jobs)} {report.name}: checked", file=sys.stderr, flush=True)
     print(render(reports, rehearsals, sweep.rounds))
-    return 1 if any(r.failures for r in reports) else 0
+    return cli.FAILED if any(r.failures for r in reports) else cli.OK
 
 
 if __name__ == "__main__":

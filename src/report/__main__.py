@@ -1,11 +1,14 @@
-"""`python -m src.report [options] [overrides]`: print the sweep report and write it to reports/<experiment>/.
+"""`python -m src.report [options] [key=value ...]`: print the sweep report and write it to
+reports/<experiment name>/.
 
-While the experiment's sweep is still running, the report is printed only (read, never written into
-the running sweep's run or over reports/<experiment>/); --out DIR writes that partial report to DIR.
+The report reads the MLflow experiment that training with the same overrides wrote to: the config's
+`experiment_name` (set by an `experiment=` preset, or `experiment_name=...`), or --experiment-name.
+While that experiment's sweep is still running, the report is printed only (read, never written into
+the running sweep's run or over its reports folder); --out DIR writes that partial report to DIR.
 
-Positional arguments are the training config's overrides (`paths.mlflow_db=/data/mlflow.db`,
-`logger.tracking_uri=http://host:5000`, `report.margin.test_loss=0.02`), so the report reads the
-store that training wrote to. The options below override the config's `report` group.
+The `key=value` arguments are the training config's overrides (`paths.mlflow_db=/data/mlflow.db`,
+`logger.tracking_uri=http://host:5000`, `report.margin.test_loss=0.02`); the options below override
+the config's `report` group.
 """
 
 from __future__ import annotations
@@ -17,8 +20,7 @@ from typing import TYPE_CHECKING
 
 from omegaconf import OmegaConf
 
-from src import paths
-from src.paths import ConfigError
+from src import cli, paths
 from src.report import ReportError, analyze, generate_report, report_folder, terminal_text, write
 from src.report.comparisons import Margins, default_margin, reference_setting, settings
 from src.report.runs import open_store
@@ -33,31 +35,30 @@ if TYPE_CHECKING:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m src.report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--experiment", default=None, help="MLflow experiment (default: the config's experiment_name, or the --sweep-dir's)")
-    parser.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: the training config's)")
-    parser.add_argument("--out", type=Path, default=None, help="output folder (default: <paths.reports_dir>/<experiment>/)")
-    parser.add_argument("--no-summary-run", action="store_true", help="do not log the files to MLflow")
-    parser.add_argument("--status", action="store_true", help="list every job of the sweep with its state")
-    parser.add_argument("--sweep-dir", type=Path, default=None, help="with --status: a multirun/<date>/<time> folder")
-    parser.add_argument(
+    made = cli.parser("python -m src.report", __doc__, cli.OVERRIDES_HELP + "; with --plan also hydra.sweeper.*")
+    made.add_argument(
+        "--experiment-name", default=None, metavar="NAME",
+        help="the MLflow experiment to report (default: the config's experiment_name, or the --sweep-dir's)",
+    )  # fmt: skip
+    made.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: the training config's)")
+    made.add_argument("--out", type=Path, default=None, help="output folder (default: <paths.reports_dir>/<experiment name>/)")
+    made.add_argument("--no-summary-run", action="store_true", help="do not log the files to MLflow")
+    made.add_argument("--status", action="store_true", help="list every job of the sweep with its state")
+    made.add_argument("--sweep-dir", type=Path, default=None, help="with --status: a multirun/<date>/<time> folder")
+    made.add_argument(
         "--margin-loss", type=float, default=None, help=f"equivalence margin of test loss, nats (report.margin.test_loss; {default_margin('test_loss')})"
     )
-    parser.add_argument(
+    made.add_argument(
         "--margin-speed", type=float, default=None, help=f"equivalence margin of tokens/s, relative (report.margin.speed; {default_margin('speed')})"
     )
-    parser.add_argument(
+    made.add_argument(
         "--pair", action="append", default=None, metavar="A:B", help="compare B against A (repeatable; replaces the study's pairs)"
     )
-    parser.add_argument(
+    made.add_argument(
         "--plan", action="store_true", help="from the experiment's runs as a pilot: seeds and device-hours to decide each comparison"
     )
-    parser.add_argument(
-        "overrides", nargs="*", help="training config overrides, e.g. paths.mlflow_db=/x/mlflow.db (with --plan also hydra.sweeper.*)"
-    )
-    return parser.parse_args(argv)
+    argv = cli.renamed_option(argv, "--experiment", "--experiment-name", "the MLflow experiment; experiment= is the preset group")
+    return cli.parse(made, argv)
 
 
 def plan(
@@ -153,46 +154,38 @@ def partial_report(
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        # --plan also takes the sweeper's settings (hydra.sweeper.*), which only the sweeper's config has.
-        sweeper = [o for o in args.overrides if o.startswith("hydra.sweeper.")] if args.plan else []
-        overrides = [o for o in args.overrides if o not in sweeper]
-        cfg = paths.compose(overrides)  # the store, experiment and folders that training would use
-        pairs = [p.split(":") for p in args.pair] if args.pair else None
-        report_cfg = OmegaConf.to_container(cfg.get("report") or {}, resolve=True)
-        margins, chosen = settings(report_cfg, args.margin_loss, args.margin_speed, pairs)
-        reference = reference_setting(report_cfg)
-    except Exception as err:  # a malformed override (Hydra names it), a bad margin or pair
-        print(f"report: {err}", file=sys.stderr)
-        return 2
+    return cli.run(lambda: report(args), failures=(ReportError, StoreError))
+
+
+def report(args: argparse.Namespace) -> int:
+    # --plan also takes the sweeper's settings (hydra.sweeper.*), which only the sweeper's config has.
+    sweeper = [o for o in args.overrides if o.startswith("hydra.sweeper.")] if args.plan else []
+    overrides = [o for o in args.overrides if o not in sweeper]
+    cfg = paths.compose(overrides)  # the store, experiment and folders that training would use
+    pairs = [p.split(":") for p in args.pair] if args.pair else None
+    report_cfg = OmegaConf.to_container(cfg.get("report") or {}, resolve=True)
+    margins, chosen = settings(report_cfg, args.margin_loss, args.margin_speed, pairs)
+    reference = reference_setting(report_cfg)
     uri = args.tracking_uri or str(cfg.logger.tracking_uri)
-    from_sweep_dir = args.sweep_dir is not None and args.experiment is None
-    experiment = args.experiment or str(cfg.experiment_name)
-    try:
-        if args.plan:
-            try:
-                print(plan(experiment, uri, [*overrides, *sweeper], margins, chosen, reference))
-            except ConfigError as err:  # a bad hydra.sweeper.* setting: one line naming it
-                print(f"report: config error: {err}", file=sys.stderr)
-                return 2
-            return 0
-        if args.status or args.sweep_dir:
-            print(status_text(None if from_sweep_dir else experiment, uri, args.sweep_dir, float(cfg.sweep.stale_after_s)))
-            return 0
-        out = args.out or report_folder(cfg.paths.reports_dir, experiment)
-        running = running_sweep_of(experiment, uri, float(cfg.sweep.stale_after_s))
-        if running is not None:
-            return partial_report(experiment, uri, running, args.out, margins, chosen, reference)
-        analysis = generate_report(
-            experiment, uri, out, log_summary=not args.no_summary_run, margins=margins, pairs=chosen, reference=reference
-        )
-    except (ReportError, StoreError, ConfigError) as err:  # no such store or experiment; unreadable; a reference no run has
-        print(f"report: {err}", file=sys.stderr)
-        return 1
+    from_sweep_dir = args.sweep_dir is not None and args.experiment_name is None
+    experiment = args.experiment_name or str(cfg.experiment_name)
+    if args.plan:
+        print(plan(experiment, uri, [*overrides, *sweeper], margins, chosen, reference))
+        return cli.OK
+    if args.status or args.sweep_dir:
+        print(status_text(None if from_sweep_dir else experiment, uri, args.sweep_dir, float(cfg.sweep.stale_after_s)))
+        return cli.OK
+    out = args.out or report_folder(cfg.paths.reports_dir, experiment)
+    running = running_sweep_of(experiment, uri, float(cfg.sweep.stale_after_s))
+    if running is not None:
+        return partial_report(experiment, uri, running, args.out, margins, chosen, reference)
+    analysis = generate_report(
+        experiment, uri, out, log_summary=not args.no_summary_run, margins=margins, pairs=chosen, reference=reference
+    )
     print(terminal_text(analysis))
     print(f"\nwritten to {out}")
     print("in the MLflow UI (python -m src.ui):", *analysis.ui_links(ui_base(cfg.logger)), sep="\n  ")
-    return 0
+    return cli.OK
 
 
 if __name__ == "__main__":

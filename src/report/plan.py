@@ -1,7 +1,7 @@
 """Plan a sequential sweep before launching it: each design's verdicts, seeds and device-hours per
 comparison, from a pilot.
 
-    python -m src.report --plan --experiment NAME [hydra.sweeper.max_seeds=20] [cluster=gpu_node ...]
+    python -m src.report --plan --experiment-name NAME [hydra.sweeper.max_seeds=20] [cluster=gpu_node ...]
 
 The pilot is the experiment's finished runs (at least two seeds with both variants of a pair).
 For each comparison (the report's pairs on test loss) and each spending function

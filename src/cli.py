@@ -1,0 +1,129 @@
+"""One command-line style for every entry point, and its exit codes, written once.
+
+    python -m src.<command> [--option ...] [key=value ...]
+
+Options are argparse's (`--help` lists them, then the exit codes below); every positional
+`key=value` is an override of the training config, with the syntax of `python -m src.train`
+(`paths.mlflow_db=/x/mlflow.db`, `experiment=norm_sweep`, `+key=value`, `~key`), so each command
+reads the store, presets and folders that training with the same overrides uses. `python -m src.train`
+is Hydra's own command line (`-m`, `--cfg job`, `--help`) with the same overrides and exit codes.
+
+Exit codes (`EXIT_CODES`):
+
+    0  done
+    1  a run, a check or a read failed: `error: <why>` on one line (or the failed checks' lines)
+    2  the command line or the config is wrong: `config error: <key>: <why>` on one line
+       (argparse's usage errors too); nothing was run or recorded
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from hydra.errors import HydraException
+from omegaconf.errors import OmegaConfBaseException
+
+from src.paths import ConfigError
+
+OK = 0
+FAILED = 1
+USAGE = 2
+EXIT_CODES = {
+    OK: "done",
+    FAILED: "a run, a check or a read failed (`error: ...` on one line)",
+    USAGE: "the command line or the config is wrong (`config error: <key>: ...` on one line); nothing was run",
+}
+EPILOG = "exit status:\n" + "\n".join(f"  {code}  {meaning}" for code, meaning in EXIT_CODES.items())
+OVERRIDES_HELP = "training config overrides, as for python -m src.train (e.g. paths.mlflow_db=/x/mlflow.db)"
+
+# What a wrong command line or config raises: our checks (ConfigError, naming the key), Hydra's
+# override parser and composition (an unknown group option, a malformed override), OmegaConf's types.
+CONFIG_ERRORS: tuple[type[BaseException], ...] = (ConfigError, HydraException, OmegaConfBaseException)
+
+
+def parser(prog: str, doc: str | None, overrides: str | None = OVERRIDES_HELP) -> argparse.ArgumentParser:
+    """An entry point's parser: its docstring as the description, the exit codes as the epilog, and
+    (unless `overrides` is None) the trailing `key=value` overrides."""
+    made = argparse.ArgumentParser(
+        prog=prog, description=doc, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    if overrides is not None:
+        made.add_argument("overrides", nargs="*", metavar="key=value", help=overrides)
+    return made
+
+
+def parse(made: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """Options and overrides in any order (`a=1 -m b=2`); a usage error exits USAGE (argparse's)."""
+    return made.parse_intermixed_args(None if argv is None else list(argv))
+
+
+def one_line(err: BaseException) -> str:
+    return " ".join(str(err).split())
+
+
+def config_error(err: BaseException) -> int:
+    """Print `config error: <key>: ...` (one line) and give USAGE."""
+    print(f"config error: {one_line(err)}", file=sys.stderr)
+    return USAGE
+
+
+def failed(message: str) -> int:
+    """Print `error: <message>` (one line) and give FAILED."""
+    print(f"error: {message}", file=sys.stderr)
+    return FAILED
+
+
+def run(body: Callable[[], int | None], failures: tuple[type[BaseException], ...] = ()) -> int:
+    """`body()`'s exit code (None: OK), a config error -> USAGE, one of `failures` -> FAILED, each on one line."""
+    try:
+        code = body()
+    except CONFIG_ERRORS as err:
+        return config_error(err)
+    except failures as err:
+        return failed(one_line(err))
+    except SystemExit as exit_:  # a one-line refusal from deeper down
+        return exit_status(exit_)
+    return OK if code is None else code
+
+
+def renamed_option(argv: Sequence[str] | None, old: str, new: str, why: str) -> list[str]:
+    """`argv` with the old spelling of an option (`old` or `old=value`) replaced by `new`, and a
+    one-line hint on stderr when it was used."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    out = []
+    for arg in args:
+        if arg == old or arg.startswith(old + "="):
+            print(f"hint: {old} is now {new} ({why})", file=sys.stderr)
+            arg = new + arg[len(old) :]
+        out.append(arg)
+    return out
+
+
+def exit_status(exit_: SystemExit) -> int:
+    """The status of a SystemExit: a one-line message (`raise SystemExit("config error: ...")`, which
+    Python would end with 1) is printed as Python prints it and gets USAGE for a config error,
+    FAILED for any other; a number stays as it is."""
+    code = exit_.code
+    if code is None or isinstance(code, int):
+        return code or OK
+    print(code, file=sys.stderr)
+    return USAGE if str(code).startswith("config error:") else FAILED
+
+
+def hydra_status(command: Callable[[], object], task_started: Callable[[], bool], multirun: bool) -> int:
+    """Run a Hydra command line (`python -m src.train`) under the exit codes above.
+
+    Hydra prints its own refusal of an override or of the composition and exits 1; in a single run that
+    happens before the task function starts, so it is a config error (USAGE). In a sweep its launcher
+    may run the jobs in other processes, so a 1 there stays a failure. Our refusals inside Hydra (its
+    callbacks and sweeper, the task) are one-line SystemExit messages and get their status by prefix.
+    """
+    try:
+        command()
+    except SystemExit as exit_:
+        if exit_.code == FAILED and not task_started() and not multirun:
+            return USAGE
+        return exit_status(exit_)
+    return OK

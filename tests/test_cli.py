@@ -1,0 +1,82 @@
+"""One command-line style (src/cli.py): every entry point's help has the same shape and names the exit
+codes, a config error is one `config error: <key>: ...` line with status 2 everywhere, and the old
+spelling of a renamed option still works with a one-line hint."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from helpers import REPO, run_cli
+
+from src import cli
+from src.data.__main__ import main as data_main
+from src.preflight.__main__ import main as preflight_main
+from src.report.__main__ import main as report_main
+from src.ui import main as ui_main
+
+MAINS: dict[str, Callable[[list[str]], int]] = {
+    "report": report_main,
+    "ui": ui_main,
+    "preflight": preflight_main,
+    "data": data_main,
+}
+
+
+@pytest.mark.parametrize("name", list(MAINS))
+def test_every_help_has_one_shape(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        MAINS[name](["--help"])
+    assert done.value.code == cli.OK
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: python -m src.{name} [-h]")
+    assert "key=value" in out  # the training config's overrides, trailing
+    assert cli.EPILOG in out  # the exit codes, written once
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "start"),
+    [
+        ("report", ["report.margin.test_loss=-1"], "config error: report.margin.test_loss: must be a number > 0"),
+        ("ui", ["logger.ui.nope=1"], "config error: Could not override 'logger.ui.nope'"),
+        ("data", ["data.foo=1"], "config error: Could not override 'data.foo'"),
+        ("preflight", ["-m", "hydra/sweeper=nope"], "config error: In 'hydra/config': Could not find 'hydra/sweeper/nope'"),
+    ],
+)
+def test_a_config_error_is_one_line_and_status_2(
+    name: str, args: list[str], start: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert MAINS[name](args) == cli.USAGE
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(start), line
+
+
+def test_a_usage_error_is_status_2(capsys: pytest.CaptureFixture[str]) -> None:
+    for main in MAINS.values():
+        with pytest.raises(SystemExit) as done:
+            main(["--no-such-option"])
+        assert done.value.code == cli.USAGE
+    assert "unrecognized arguments: --no-such-option" in capsys.readouterr().err
+
+
+def test_the_old_experiment_flag_works_with_a_hint(store: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    # --experiment named the MLflow experiment, beside the experiment= preset group: now --experiment-name.
+    assert report_main(["--experiment", "nope", "--tracking-uri", store["uri"]]) == cli.FAILED  # no such store
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("hint: --experiment is now --experiment-name") and err[1].startswith("error: ")
+
+
+def test_the_exit_codes_are_documented_once() -> None:
+    """docs/configuration.md's table of exit codes is the one in src/cli.py."""
+    text = (REPO / "docs" / "configuration.md").read_text()
+    for code, meaning in cli.EXIT_CODES.items():
+        assert f"| {code} | {meaning} |" in text, (code, meaning)
+
+
+@pytest.mark.slow  # a CLI in a subprocess
+def test_train_refused_by_hydra_is_status_2(store: dict[str, str]) -> None:
+    """Hydra's own refusal (an option the `norm` group lacks) ends `python -m src.train` with 2, as a
+    `config error:` does, not with Hydra's 1 (a failed run's)."""
+    proc = run_cli("src.train", "norm=nope", f"paths.mlflow_db={store['db']}", timeout=300)
+    assert proc.returncode == cli.USAGE, proc.stderr[-2000:]
+    assert "Could not find 'norm/nope'" in proc.stderr and "Traceback" not in proc.stderr
