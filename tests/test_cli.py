@@ -13,6 +13,7 @@ from src import cli
 from src.data.__main__ import main as data_main
 from src.preflight.__main__ import main as preflight_main
 from src.report.__main__ import main as report_main
+from src.stats.__main__ import main as stats_main
 from src.ui import main as ui_main
 
 MAINS: dict[str, Callable[[list[str]], int]] = {
@@ -20,6 +21,7 @@ MAINS: dict[str, Callable[[list[str]], int]] = {
     "ui": ui_main,
     "preflight": preflight_main,
     "data": data_main,
+    "stats": stats_main,
 }
 
 

@@ -50,7 +50,7 @@ design without it, and stopping a comparison only removes chances to declare som
 union bound above holds whether or not futility stops are taken; `simulate` shows the error rates
 with it on.
 
-Torch-free and MLflow-free: numbers in, decisions out. `python -m src.stats.sequential`
+Torch-free and MLflow-free: numbers in, decisions out. `python -m src.stats` (its `__main__`)
 prints the operating characteristics (error rates, seeds, power) that docs/sequential.md quotes.
 """
 
@@ -364,12 +364,3 @@ def tables(default: Design) -> str:
                        f"{o['mean seeds']:.2f} | {o['correct']:.3f} |")  # fmt: skip
     return "\n".join(out)
 
-
-if __name__ == "__main__":
-    import sys
-
-    from src.paths import compose
-
-    sweeper = compose(["hydra/sweeper=sequential", *sys.argv[1:]], with_hydra=True).hydra.sweeper
-    print(tables(Design(sweeper.first_seeds, sweeper.seeds_per_round, sweeper.max_seeds, sweeper.alpha,
-                        sweeper.spending, sweeper.futility)))  # fmt: skip
