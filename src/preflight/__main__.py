@@ -70,6 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def check(overrides: list[str], multirun: bool) -> int:
     sweep = expand_jobs(overrides, multirun)
+    if not sweep.jobs:  # as python -m src.train refuses it (src.launch.callbacks)
+        raise ConfigError(f"{' '.join(overrides)}: the sweep has no jobs; nothing to check")
     ledger = CheckpointLedger()
     reports: list[JobReport] = []
     rehearsals: dict[int, Rehearsal] = {}
