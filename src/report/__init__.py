@@ -1,6 +1,6 @@
 """The sweep report: MLflow runs -> table, paired comparisons and figures -> files on the sweep's run.
 
-    python -m src.report [--mlflow-experiment NAME] [--margin-loss M] [--margin-speed M] [overrides]
+    python -m src.report [--experiment-name NAME] [--margin-loss M] [--margin-speed M] [overrides]
 
 - `analysis`: `analyze` reads everything from the tracker into an `Analysis` (the data and its prose);
 - `render_terminal`, `render_markdown`, `render_html`: the same report for a terminal, `report.md`
