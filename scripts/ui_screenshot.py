@@ -7,8 +7,8 @@ pick the store, exactly as for `python -m src.ui`, and the experiment (its `expe
 script starts `python -m src.ui` on a free localhost port, waits until it answers, and clicks
 through the UI the way docs/mlflow-ui.md tells a user to:
 
-- `runs.png`: the experiment from the link `make ui` prints: runs grouped by norm, results as columns,
-- `charts.png`: the same runs in the chart view (each norm one colour, mean with a min/max band),
+- `runs.png`: the experiment from the link `make ui` prints: runs grouped by variant, results as columns,
+- `charts.png`: the same runs in the chart view (each variant one colour, mean with a min/max band),
 - `results.png`: the chart view searched for `test_loss`: one bar per norm, and the sweep's aggregates,
 - `sweep.png`: the sweep run's Overview, with its verdict (description) and aggregate metrics,
 - `report.png`: the sweep run's artifacts with `report/report.html` open,
