@@ -7,9 +7,9 @@ pick the store, exactly as for `python -m src.ui`, and the experiment (its `expe
 script starts `python -m src.ui` on a free localhost port, waits until it answers, and clicks
 through the UI the way docs/mlflow-ui.md tells a user to:
 
-- `runs.png`: the experiment from the link `make ui` prints: runs grouped by norm, results as columns,
-- `charts.png`: the same runs in the chart view (each norm one colour, mean with a min/max band),
-- `results.png`: the chart view searched for `test_loss`: one bar per norm, and the sweep's aggregates,
+- `runs.png`: the experiment from the link `make ui` prints: runs grouped by variant, results as columns,
+- `charts.png`: the same runs in the chart view, searched for `train/` (each variant one colour, mean with a min/max band),
+- `results.png`: the chart view searched for `test_loss`: one bar per variant, and the sweep's aggregates,
 - `sweep.png`: the sweep run's Overview, with its verdict (description) and aggregate metrics,
 - `report.png`: the sweep run's artifacts with `report/report.html` open,
 
@@ -51,6 +51,9 @@ TRAINING_VIEW = "workflowType=machine_learning"  # MLflow's training view (ui_li
 # A fresh browser profile opens MLflow's assistant panel over a third of the page on its first load.
 NO_ASSISTANT = "localStorage.setItem('mlflow.assistant.fab.autoOpenedOnFirstLoad_v1', 'true')"
 HEADLINE_METRIC = "test_loss"
+# The training curves: the chart view opens on the sections in name order, where a sweep's speed
+# check (its per-variant bars, norm_cost_ms/...) comes before the curves a user looks at first.
+CURVES = "train/"
 
 
 def find_chromium() -> str:
@@ -130,6 +133,7 @@ def photograph(
 
         page.locator("label", has=page.locator("input[value=CHART]")).click()  # the chart-view button
         page.locator(".js-plotly-plot, canvas").first.wait_for()
+        page.get_by_placeholder("Search metric charts").fill(CURVES)
         settle(page, settle_ms)
         shots.append(out / "charts.png")
         page.screenshot(path=shots[-1])

@@ -4,6 +4,7 @@ jobs' own tokens/s (one after another on a shared machine, that measures the mac
 from __future__ import annotations
 
 import contextlib
+import shutil
 import subprocess
 import sys
 import time
@@ -17,11 +18,12 @@ from mlflow.tracking import MlflowClient
 
 from src.bench.kernels import NormCall, NormWork, cpu_threads, time_norm_work
 from src.config import validate
-from src.launch.speed_check import bench_command
+from src.launch.speed_check import bench_command, current_check
 from src.model.dispatch import classify, record_dispatch
 from src.model.norms import make_norm
 from src.paths import ConfigError, compose
 from src.report.speed import compare_speed, sentence
+from src.tracking.store import Store
 
 JOBS = [
     {"overrides": [f"norm={n}", f"seed={s}", "model.n_layers=1", "experiment_name=x", "++hydra.x=1"]}
@@ -71,6 +73,21 @@ def test_each_training_run_records_the_kernels_its_norm_ran(tiny_sweep: TinySwee
         assert run.data.tags["normsweep.norm_dispatch"] == want
     saved = tiny_client.download_artifacts(runs[0].info.run_id, "norm_dispatch.json", str(tiny_sweep.report_dir.parent))
     assert '"backward"' in Path(saved).read_text()
+
+
+@pytest.mark.slow
+def test_a_check_newer_than_every_result_is_kept(tiny_sweep: TinySweep, tmp_path: Path) -> None:
+    """Re-running a finished sweep keeps its speed check; a run finished since, or other variants, measure again."""
+    db = tmp_path / "mlflow.db"  # a copy: the shared sweep's store stays as it was
+    shutil.copy(tiny_sweep.uri.removeprefix("sqlite:///"), db)
+    store = Store.connect(f"sqlite:///{db}")
+    experiment_id = store.find_experiment("tiny_sweep").experiment_id
+    # The no_norm multirun after the check diverged: FAILED runs, no new result.
+    assert current_check(store, experiment_id, ["torch_layernorm", "hand_layernorm"]) is not None
+    assert current_check(store, experiment_id, ["hand_layernorm", "torch_layernorm", "no_norm"]) is None
+    assert current_check(store, experiment_id, ["hand_layernorm"]) is None
+    store.terminate(store.create_run(experiment_id, "torch_layernorm-s2", {"norm": "torch_layernorm"}), "FINISHED")
+    assert current_check(store, experiment_id, ["torch_layernorm", "hand_layernorm"]) is None
 
 
 # --- which kernels ran -----------------------------------------------------------------------------

@@ -51,7 +51,14 @@ class SweepReport(Callback):
         out_dir = report_folder(config.paths.reports_dir, config.experiment_name) / "bench"
         kernel_s = float(OmegaConf.select(config, "report.speed_kernel_s", default=0) or 0)
         jobs = read_definition(jobs_file.read_text())["jobs"]
-        run_speed_check(jobs, rounds, out_dir, max(MIN_TIMEOUT_S, elapsed) + kernel_s, kernel_s)
+        from src.tracking.store import Store
+
+        store = Store.connect(str(config.logger.tracking_uri))
+        experiment = store.find_experiment(str(config.experiment_name))
+        run_speed_check(
+            jobs, rounds, out_dir, max(MIN_TIMEOUT_S, elapsed) + kernel_s, kernel_s,
+            store, experiment.experiment_id if experiment else None,
+        )  # fmt: skip
 
     def _report(self, config: DictConfig) -> None:
         from src.paths import register_resolvers  # the paths in the config use ${project_root:}

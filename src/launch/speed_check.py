@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from src.paths import PROJECT_ROOT
+from src.tracking.store import Store
 from src.tracking.summary import sweep_params
+from src.tracking.tags import BENCH_TAG, SWEEP_TAG
 
 VARIANT_KEY = "norm"
 # Overrides of the sweep's command that the benchmark must not get: the swept ones, and what is
@@ -65,13 +67,37 @@ def bench_command(
     return [sys.executable, "-m", "src.bench", "variants", *bench, *shared]
 
 
+def current_check(store: Store, experiment_id: str, variants: Sequence[str]) -> str | None:
+    """When the experiment's latest speed check already measured these variants and no training run
+    finished after it started, that check's start time (it still describes every result); else None.
+    A sweep re-run whose jobs were all done then keeps its check instead of recording another."""
+    from src.report.runs import BENCH_VARIANTS, load_speed_check  # late: the report's readers import pandas
+
+    found = store.runs(experiment_id, f"tags.`{BENCH_TAG}` = '{BENCH_VARIANTS}' and attributes.status = 'FINISHED'",
+                       ["attributes.start_time DESC"], most=1)  # fmt: skip
+    if not found or sorted(load_speed_check(store, experiment_id).get("settings", {}).get("variants", [])) != sorted(variants):
+        return None
+    started = found[0].info.start_time
+    newer = store.runs(experiment_id, f"attributes.status = 'FINISHED' and attributes.end_time > {started}")
+    if any(BENCH_TAG not in r.data.tags and SWEEP_TAG not in r.data.tags for r in newer):
+        return None
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(started / 1000))
+
+
 def run_speed_check(
-    jobs: Sequence[Mapping[str, Any]], rounds: int, out_dir: Path, timeout_s: float, kernel_s: float | None = None
+    jobs: Sequence[Mapping[str, Any]], rounds: int, out_dir: Path, timeout_s: float, kernel_s: float | None = None,
+    store: Store | None = None, experiment_id: str | None = None,
 ) -> None:
     """Run the benchmark (its files go to `out_dir`, its results to the experiment); warn on failure."""
     command = bench_command(jobs, rounds, out_dir, kernel_s)
     if command is None:
         return
+    if store is not None and experiment_id is not None:
+        kept = current_check(store, experiment_id, list(swept_variants(jobs)))
+        if kept:
+            print(f"[normsweep] speed: kept the check of {kept} (no run finished since); "
+                  "delete its bench-variants run to measure again", flush=True)  # fmt: skip
+            return
     kernel = f"{kernel_s:g} s of their norms' kernels, then " if kernel_s else ""
     print(f"[normsweep] speed: {kernel}{rounds} interleaved rounds of {','.join(swept_variants(jobs))}", flush=True)
     started = time.perf_counter()
