@@ -22,7 +22,7 @@ from typing import Any
 from src.paths import PROJECT_ROOT
 from src.tracking.store import Store
 from src.tracking.summary import sweep_params
-from src.tracking.tags import BENCH_TAG, SWEEP_TAG
+from src.tracking.tags import BENCH_TAG, BENCH_VARIANTS, SWEEP_TAG
 
 VARIANT_KEY = "norm"
 # Overrides of the sweep's command that the benchmark must not get: the swept ones, and what is
@@ -71,7 +71,7 @@ def current_check(store: Store, experiment_id: str, variants: Sequence[str]) -> 
     """When the experiment's latest speed check already measured these variants and no training run
     finished after it started, that check's start time (it still describes every result); else None.
     A sweep re-run whose jobs were all done then keeps its check instead of recording another."""
-    from src.report.runs import BENCH_VARIANTS, load_speed_check  # late: the report's readers import pandas
+    from src.report.runs import load_speed_check  # late: the report's readers import pandas
 
     found = store.runs(experiment_id, f"tags.`{BENCH_TAG}` = '{BENCH_VARIANTS}' and attributes.status = 'FINISHED'",
                        ["attributes.start_time DESC"], most=1)  # fmt: skip
