@@ -33,7 +33,7 @@ SRC = REPO / "src"
 #   3  model          model                      the GPT, its norms and their kernels
 #   2  data           data                       sources, tokenizer, token cache, windows, DataModule
 #   1  hardware       devices  locks  atomic_io  the devices a run asks for; file locks between processes; atomic file writes
-#   0  locations      paths  (and src/__init__)  where everything lives, ConfigError
+#   0  locations      paths  schema  (src/__init__)  where everything lives, ConfigError; the config's types and defaults
 #
 # Data flows config -> data -> model -> training -> tracking -> report, but training *calls*
 # tracking (its callbacks log through the Tracker, the run plan asks the store what already ran),
@@ -43,6 +43,7 @@ SRC = REPO / "src"
 FLOORS: dict[str, int] = {
     "src": 0,
     "paths": 0,
+    "schema": 0,
     "devices": 1,
     "locks": 1,
     "atomic_io": 1,
@@ -64,6 +65,7 @@ FLOORS: dict[str, int] = {
 # would slow every report, `python -m src.data` and the Hydra sweep callbacks.
 TORCH_FREE = [
     "src.paths",
+    "src.schema",
     "src.report",
     "src.report.__main__",
     "src.report.comparisons",
