@@ -129,7 +129,7 @@ def validate(cfg: DictConfig) -> GPTConfig:
     _require(
         rounds == 0 or rounds >= 2,
         "report.speed_rounds",
-        f"must be 0 (no speed check after a sweep) or >= 2 (an interval needs two rounds), got {rounds}",
+        f"must be 0 (no speed check after a sweep) or an integer >= 2 (an interval needs two rounds), got {rounds}",
     )
     kernel_s = cfg.report.speed_kernel_s
     _require(kernel_s >= 0, "report.speed_kernel_s", f"must be a number of seconds >= 0, got {kernel_s}")

@@ -9,6 +9,7 @@ the notebook alike. Nothing here imports torch, Lightning or the model.
 from __future__ import annotations
 
 import functools
+import re
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -84,10 +85,17 @@ def compose_error_line(err: Exception) -> str:
         value, hint = getattr(cause, "value", None), str(getattr(cause, "msg", cause)).split("\n")[0]
         if any(t in hint for t in ("Union[int, float]", "Integer", "Float")):  # src.schema.Number, int, float
             hint = f"{value!r} is not {'an integer' if 'Integer' in hint else 'a number'}"
+        elif "is not Optional" in hint:
+            hint = "must not be null"
         # The key as the override wrote it (`optim.betas`, not the list index OmegaConf names).
         override = str(err).removeprefix("Error merging override ")
         key = override.split("=")[0].lstrip("+~") if override != str(err) else cause.full_key
         return f"{key}: {hint}"
+    # A group file the schema refuses: "In 'model/x': ValidationError raised while composing config:\n<why>\n    full_key: model.emb_dim ..."
+    found = re.match(r"In '([^']+)': \w+ raised while composing config:\n(.+)\n\s+full_key: (\S+)", str(err))
+    if found:
+        where, why, key = found.groups()
+        return f"{key}: {why} (conf/{where}.yaml)"
     if isinstance(err, MissingConfigException) and err.options and err.missing_cfg_file:
         group, _, name = err.missing_cfg_file.rpartition("/")
         return f"{group}: no option {name!r} (conf/{group}/); valid choices: {', '.join(err.options)}"

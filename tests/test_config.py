@@ -13,6 +13,7 @@ from src.model.gpt import GPTConfig
 from src.model.norms import DEFAULT_EPS, make_norm
 from src.paths import CONF_DIR, ConfigError, compose
 from src.schema import LIGHTNING_PRECISIONS
+from src.tracking.identity import fingerprint
 from src.tracking.tracker import flatten
 from src.training.budget import resolve_budget
 from src.training.schedule import warmup_cosine, warmup_steps_for
@@ -120,6 +121,23 @@ def test_python_defaults_are_the_schemas_not_the_yamls(monkeypatch: pytest.Monke
     assert default == composed
     assert (default.norm_type, default.norm_eps, default.norm_placement, default.qk_norm) == ("torch_layernorm", 1e-5, "pre", False)
     assert make_norm("torch_layernorm", 8).eps == DEFAULT_EPS == 1e-5
+
+
+# Fingerprints of configs as the code before the schema composed them: a re-run sweep finds its
+# recorded runs by these, so a schema that added a key or turned an int into a float would make every
+# recorded run look new. An intended change of the identity updates them knowingly.
+RECORDED_FINGERPRINTS = {
+    "": "8f44d02402f48d1f",
+    "experiment=gpt2_small_study norm=dyt": "2438e1dd5cc1fe18",
+    "model=gpt2_small norm=fast_dyt": "fe0c41d600447a68",
+    "data=fineweb": "2ced1e0ef8e45578",
+    "optim.min_lr=0 optim.tokens_per_param=20 seed=3": "bff7b74bb8c87436",  # ints stay ints
+}
+
+
+@pytest.mark.parametrize("overrides", list(RECORDED_FINGERPRINTS))
+def test_recorded_runs_keep_their_fingerprints(overrides: str) -> None:
+    assert fingerprint(compose(overrides.split())) == RECORDED_FINGERPRINTS[overrides]
 
 
 def _optim(**kw: object) -> dict[str, object]:
