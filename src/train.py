@@ -285,6 +285,8 @@ def run_command_line() -> None:
         raise SystemExit(str(err)) from None
     except (HydraException, OmegaConfBaseException) as err:
         raise SystemExit(f"config error: {compose_error_line(err)}") from None
+    except ConfigError as err:  # from a sweeper, before any job ran
+        raise SystemExit(f"config error: {err}") from None
 
 
 register_resolvers()  # before Hydra composes: paths use ${project_root:}
