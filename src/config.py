@@ -91,7 +91,7 @@ def check_store_placement(cfg: DictConfig) -> None:
 def validate(cfg: DictConfig) -> GPTConfig:
     """Check every value that would otherwise fail mid-training; returns the model config."""
     seed = cfg.seed
-    _require(SEED_RANGE[0] <= seed <= SEED_RANGE[1], "seed", f"must be in [{SEED_RANGE[0]}, {SEED_RANGE[1]}], got {seed}")
+    _require(SEED_RANGE[0] <= seed <= SEED_RANGE[1], "seed", f"must be an integer in [{SEED_RANGE[0]}, {SEED_RANGE[1]}], got {seed}")
     validate_names(cfg)
     model_cfg = model_config(cfg)
     _require(
