@@ -1,7 +1,9 @@
 """Early validation of a composed training config, and the model config it implies.
 
-Validation runs before any MLflow run is opened, so a bad value fails fast with a message
-naming the field, and nothing is recorded for it.
+Types are the schema's (src/schema.py): Hydra refuses a value of the wrong type while composing.
+What a type cannot say is checked here, before any MLflow run is opened: ranges, choices, and
+values that depend on each other or on a registry (the tokenizer, the norms, the sweep policies),
+so a bad value fails fast with a message naming the field, and nothing is recorded for it.
 """
 
 from __future__ import annotations
@@ -11,21 +13,13 @@ from omegaconf import DictConfig, OmegaConf
 from src.data.tokenizer import VOCAB_SIZE
 from src.model.gpt import GPTConfig
 from src.paths import ConfigError
+from src.schema import LIGHTNING_PRECISIONS, MATMUL_PRECISIONS
 from src.tracking.identity import safe_folder_name
 from src.tracking.sweep import CODE_POLICIES, POLICIES
 
-LIGHTNING_PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "bf16-true")
-MATMUL_PRECISIONS = ("highest", "high", "medium")
 MAX_NAME_CHARS = 250  # MLflow's experiment and run names are stored as strings of at most 256
 # Seeds seed numpy too, whose generator takes an unsigned 32-bit integer.
 SEED_RANGE = (0, 2**32 - 1)
-
-
-NUMERIC_OPTIM_FIELDS = (
-    "lr", "min_lr", "eps", "weight_decay", "warmup_fraction", "grad_clip", "micro_batch_size", "grad_accum",
-    "max_steps", "global_batch_size", "token_budget", "tokens_per_param",
-)
-OPTIONAL_OPTIM_FIELDS = ("grad_clip", "global_batch_size", "token_budget", "tokens_per_param")
 # Keys of the norm group that are not options of the norm: `family` labels it for the report.
 NORM_KEYS = ("norm_type", "eps", "family")
 
@@ -64,15 +58,15 @@ def _require(ok: bool, field: str, message: str) -> None:
         raise ConfigError(f"{field}: {message}")
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _require_choice(value: object, choices: tuple[str, ...], field: str) -> None:
+    _require(value in choices, field, f"{value!r} is not one of the valid choices: {', '.join(choices)}")
 
 
 def validate_names(cfg: DictConfig) -> None:
     """Names become MLflow names (kept as written) and folder names (mapped to safe ones)."""
     for field in ("experiment_name", "run_name"):
         value = cfg.get(field)
-        _require(isinstance(value, str) and bool(value.strip()), field, f"must be a non-empty string, got {value!r}")
+        _require(bool(value.strip()), field, f"must be a non-empty string, got {value!r}")
         _require(len(value) <= MAX_NAME_CHARS, field, f"at most {MAX_NAME_CHARS} characters, got {len(value)}")
         safe_folder_name(value, field)
 
@@ -96,34 +90,22 @@ def check_store_placement(cfg: DictConfig) -> None:
 
 def validate(cfg: DictConfig) -> GPTConfig:
     """Check every value that would otherwise fail mid-training; returns the model config."""
-    seed = cfg.get("seed")
-    _require(
-        _is_int(seed) and SEED_RANGE[0] <= seed <= SEED_RANGE[1],
-        "seed",
-        f"must be an integer in [{SEED_RANGE[0]}, {SEED_RANGE[1]}], got {seed!r}",
-    )
+    seed = cfg.seed
+    _require(SEED_RANGE[0] <= seed <= SEED_RANGE[1], "seed", f"must be an integer in [{SEED_RANGE[0]}, {SEED_RANGE[1]}], got {seed}")
     validate_names(cfg)
     model_cfg = model_config(cfg)
     _require(
-        _is_int(cfg.model.vocab_size) and cfg.model.vocab_size >= VOCAB_SIZE,
+        cfg.model.vocab_size >= VOCAB_SIZE,
         "model.vocab_size",
-        f"must be an integer >= the tokenizer's {VOCAB_SIZE} tokens, got {cfg.model.vocab_size!r}",
+        f"must be >= the tokenizer's {VOCAB_SIZE} tokens, got {cfg.model.vocab_size}",
     )
-    family = cfg.norm.get("family")
+    family = cfg.norm.get("family")  # the norm group is a mapping: each norm's keys are its own
     _require(
         isinstance(family, str) and family != "",
         "norm.family",
         f"every conf/norm YAML names its family (layernorm, rmsnorm, dyt, scalenorm, none, or a new one), got {family!r}",
     )
     o = cfg.optim
-    for field in NUMERIC_OPTIM_FIELDS:
-        value = o.get(field)
-        optional = field in OPTIONAL_OPTIM_FIELDS
-        _require(
-            (value is None and optional) or (isinstance(value, (int, float)) and not isinstance(value, bool)),
-            f"optim.{field}",
-            f"must be a number{' or null' if optional else ''}, got {value!r}",
-        )
     _require(o.lr > 0, "optim.lr", f"must be > 0, got {o.lr}")
     _require(0 <= o.min_lr <= o.lr, "optim.min_lr", f"must be in [0, optim.lr={o.lr}], got {o.min_lr}")
     _require(0 <= o.warmup_fraction < 1, "optim.warmup_fraction", f"must be in [0, 1), got {o.warmup_fraction}")
@@ -143,29 +125,18 @@ def validate(cfg: DictConfig) -> GPTConfig:
         "seq_len",
         f"must be in [1, model.context_length={model_cfg.context_length}], got {cfg.seq_len}",
     )
-    rounds = OmegaConf.select(cfg, "report.speed_rounds", default=0)
+    rounds = cfg.report.speed_rounds
     _require(
-        _is_int(rounds) and (rounds == 0 or rounds >= 2),
+        rounds == 0 or rounds >= 2,
         "report.speed_rounds",
-        f"must be 0 (no speed check after a sweep) or an integer >= 2 (an interval needs two rounds), got {rounds!r}",
+        f"must be 0 (no speed check after a sweep) or an integer >= 2 (an interval needs two rounds), got {rounds}",
     )
-    kernel_s = OmegaConf.select(cfg, "report.speed_kernel_s", default=0)
-    _require(
-        isinstance(kernel_s, (int, float)) and not isinstance(kernel_s, bool) and kernel_s >= 0,
-        "report.speed_kernel_s",
-        f"must be a number of seconds >= 0, got {kernel_s!r}",
-    )
+    kernel_s = cfg.report.speed_kernel_s
+    _require(kernel_s >= 0, "report.speed_kernel_s", f"must be a number of seconds >= 0, got {kernel_s}")
     _require(cfg.val_every_n_steps >= 1, "val_every_n_steps", f"must be >= 1, got {cfg.val_every_n_steps}")
     _require(cfg.log_every_n_steps >= 1, "log_every_n_steps", f"must be >= 1, got {cfg.log_every_n_steps}")
-    p = cfg.precision
-    _require(
-        p.lightning in LIGHTNING_PRECISIONS, "precision.lightning", f"{p.lightning!r}; valid choices: {LIGHTNING_PRECISIONS}"
-    )
-    _require(
-        p.matmul_precision in MATMUL_PRECISIONS,
-        "precision.matmul_precision",
-        f"{p.matmul_precision!r}; valid choices: {MATMUL_PRECISIONS}",
-    )
+    _require_choice(cfg.precision.lightning, LIGHTNING_PRECISIONS, "precision.lightning")
+    _require_choice(cfg.precision.matmul_precision, MATMUL_PRECISIONS, "precision.matmul_precision")
     # Spawned workers keep the results (losses, timings) in their own memory: this entry point runs
     # DDP through processes it is part of (Lightning's launcher, torchrun or SLURM).
     _require(
@@ -174,15 +145,10 @@ def validate(cfg: DictConfig) -> GPTConfig:
         f"{cfg.cluster.strategy!r} is not supported; use ddp (or auto for one device)",
     )
     sw = cfg.sweep
-    _require(sw.on_existing in POLICIES, "sweep.on_existing", f"{sw.on_existing!r}; valid choices: {', '.join(POLICIES)}")
-    _require(
-        sw.get("on_code_change") in CODE_POLICIES,
-        "sweep.on_code_change",
-        f"{sw.get('on_code_change')!r}; valid choices: {', '.join(CODE_POLICIES)}",
-    )
+    _require_choice(sw.on_existing, POLICIES, "sweep.on_existing")
+    _require_choice(sw.on_code_change, CODE_POLICIES, "sweep.on_code_change")
     for field in ("heartbeat_s", "stale_after_s"):
-        value = sw.get(field)
-        _require(isinstance(value, (int, float)) and value > 0, f"sweep.{field}", f"must be a number > 0, got {value!r}")
+        _require(sw[field] > 0, f"sweep.{field}", f"must be > 0, got {sw[field]}")
     _require(sw.stale_after_s > sw.heartbeat_s, "sweep.stale_after_s", f"must exceed sweep.heartbeat_s={sw.heartbeat_s}")
     _require(cfg.cluster.devices >= 1, "cluster.devices", f"must be >= 1, got {cfg.cluster.devices}")
     _require(cfg.cluster.num_nodes >= 1, "cluster.num_nodes", f"must be >= 1, got {cfg.cluster.num_nodes}")

@@ -9,6 +9,7 @@ the notebook alike. Nothing here imports torch, Lightning or the model.
 from __future__ import annotations
 
 import functools
+import re
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -55,16 +56,50 @@ def register_resolvers() -> None:
 
 def compose(overrides: Sequence[str] = (), config_name: str = "train", with_hydra: bool = False) -> DictConfig:
     """The training config as `python -m src.train <overrides>` would see it (without running it);
-    `with_hydra` keeps the `hydra` node (sweeper parameters, launcher)."""
+    `with_hydra` keeps the `hydra` node (sweeper parameters, launcher). A value the schema refuses
+    (`seed=abc`), an unknown option (`norm=nope`) or a bad override raises ConfigError, in one line."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
 
     register_resolvers()
-    if GlobalHydra.instance().is_initialized():  # inside a Hydra app or another compose
-        return hydra_compose(config_name, overrides=list(overrides), return_hydra_config=with_hydra)
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return hydra_compose(config_name, overrides=list(overrides), return_hydra_config=with_hydra)
+    try:
+        if GlobalHydra.instance().is_initialized():  # inside a Hydra app or another compose
+            return hydra_compose(config_name, overrides=list(overrides), return_hydra_config=with_hydra)
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            return hydra_compose(config_name, overrides=list(overrides), return_hydra_config=with_hydra)
+    except (HydraException, OmegaConfBaseException) as err:
+        raise ConfigError(compose_error_line(err)) from err
+
+
+def compose_error_line(err: Exception) -> str:
+    """Hydra's or OmegaConf's composition error as one line that names the key: `seed: 'abc' is not
+    an integer`, `norm: no option 'nope'; valid choices: dyt, ...`; Hydra's own text otherwise."""
+    from hydra.errors import MissingConfigException
+    from omegaconf.errors import ValidationError
+
+    cause = err if isinstance(err, ValidationError) else err.__cause__
+    if isinstance(cause, ValidationError) and cause.full_key:
+        value, hint = getattr(cause, "value", None), str(getattr(cause, "msg", cause)).split("\n")[0]
+        if any(t in hint for t in ("Union[int, float]", "Integer", "Float")):  # src.schema.Number, int, float
+            hint = f"{value!r} is not {'an integer' if 'Integer' in hint else 'a number'}"
+        elif "is not Optional" in hint:
+            hint = "must not be null"
+        # The key as the override wrote it (`optim.betas`, not the list index OmegaConf names).
+        override = str(err).removeprefix("Error merging override ")
+        key = override.split("=")[0].lstrip("+~") if override != str(err) else cause.full_key
+        return f"{key}: {hint}"
+    # A group file the schema refuses: "In 'model/x': ValidationError raised while composing config:\n<why>\n    full_key: model.emb_dim ..."
+    found = re.match(r"In '([^']+)': \w+ raised while composing config:\n(.+)\n\s+full_key: (\S+)", str(err))
+    if found:
+        where, why, key = found.groups()
+        return f"{key}: {why} (conf/{where}.yaml)"
+    if isinstance(err, MissingConfigException) and err.options and err.missing_cfg_file:
+        group, _, name = err.missing_cfg_file.rpartition("/")
+        return f"{group}: no option {name!r} (conf/{group}/); valid choices: {', '.join(err.options)}"
+    return " ".join(str(err).split())
 
 
 @functools.cache

@@ -17,17 +17,18 @@ import hydra
 import lightning as L
 import torch
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import CompactHydraException
+from hydra.errors import CompactHydraException, HydraException
 from hydra.types import RunMode
 from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from src import cli
 from src.data.datamodule import TokenDataModule
 from src.devices import check_device, configure_matmul_precision
 from src.launch.sweep_end import job_failed
 from src.model.gpt import GPTModel
-from src.paths import ConfigError, register_resolvers
+from src.paths import ConfigError, compose_error_line, register_resolvers
 from src.tracking.store import ServerLost, Store, refuse_credentials, sqlite_path
 from src.tracking.sweep import PARENT_ENV, supersede
 from src.tracking.tags import DIVERGED, FINISHED
@@ -278,11 +279,29 @@ def main(cfg: DictConfig) -> float | None:
     return result.test_loss
 
 
+def run_command_line() -> None:
+    """`main` with Hydra's own refusals (a value of the wrong type, an unknown option, a bad override)
+    in one `config error:` line naming the key, as every other refusal; Hydra would print several."""
+    if os.environ.get("HYDRA_FULL_ERROR") == "1":  # the user asked for Hydra's traceback
+        main()
+        return
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises its errors instead of printing them
+    try:
+        main()
+    except JobFailed as err:  # a sweep job's line, printed as Hydra prints it
+        raise SystemExit(str(err)) from None
+    except (HydraException, OmegaConfBaseException) as err:
+        raise SystemExit(f"config error: {compose_error_line(err)}") from None
+    except ConfigError as err:  # from a sweeper, before any job ran
+        raise SystemExit(f"config error: {err}") from None
+
+
 register_resolvers()  # before Hydra composes: paths use ${project_root:}
+
 
 def command() -> None:
     refuse_credentials(sys.argv[1:])  # before Hydra writes the command line into .hydra/ and multirun.yaml
-    main()
+    run_command_line()
 
 
 if __name__ == "__main__":

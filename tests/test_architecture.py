@@ -35,7 +35,7 @@ SRC = REPO / "src"
 #   1  hardware       devices  locks  atomic_io  the devices a run asks for; file locks between processes; atomic file writes
 #   1  command line   cli                        one style for every entry point: options, overrides, exit codes
 #   1  statistics     stats                      intervals, paired tests, the pair convention, the sequential design
-#   0  locations      paths  (and src/__init__)  where everything lives, ConfigError
+#   0  locations      paths  schema  (src/__init__)  where everything lives, ConfigError; the config's types and defaults
 #
 # Data flows config -> data -> model -> training -> tracking -> report, but training *calls*
 # tracking (its callbacks log through the Tracker, the run plan asks the store what already ran),
@@ -45,6 +45,7 @@ SRC = REPO / "src"
 FLOORS: dict[str, int] = {
     "src": 0,
     "paths": 0,
+    "schema": 0,
     "devices": 1,
     "locks": 1,
     "atomic_io": 1,
@@ -69,6 +70,7 @@ FLOORS: dict[str, int] = {
 TORCH_FREE = [
     "src.paths",
     "src.cli",
+    "src.schema",
     "src.report",
     "src.report.__main__",
     "src.report.comparisons",

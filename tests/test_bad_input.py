@@ -18,9 +18,7 @@ from src.training.checkpointing import checkpoint_dir
 @pytest.mark.parametrize(
     ("override", "field"),
     [
-        ("seed=abc", "seed"),
-        ("seed=1.5", "seed"),
-        ("seed=-1", "seed"),
+        ("seed=-1", "seed"),  # seed=abc and seed=1.5 fail while composing (tests/test_config.py)
         ("seed=4294967296", "seed"),
         (f"experiment_name={'x' * 300}", "experiment_name"),
         ("experiment_name=' '", "experiment_name"),

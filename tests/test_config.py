@@ -5,10 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from src.config import validate
+from src import paths
+from src.config import model_config, validate
+from src.model.gpt import GPTConfig
+from src.model.norms import DEFAULT_EPS, make_norm
 from src.paths import CONF_DIR, ConfigError, compose
+from src.schema import LIGHTNING_PRECISIONS
+from src.tracking.identity import fingerprint
 from src.tracking.tracker import flatten
 from src.training.budget import resolve_budget
 from src.training.schedule import warmup_cosine, warmup_steps_for
@@ -74,6 +79,65 @@ def test_norm_sweep_lists_the_five_variants() -> None:
 def test_invalid_values_name_the_field(override: str, field: str) -> None:
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
         validate(_compose([override]))
+
+
+@pytest.mark.parametrize(
+    "override,line",
+    [
+        ("seed=abc", "seed: 'abc' is not an integer"),
+        ("seed=1.5", "seed: 1.5 is not an integer"),
+        ("optim.lr=fast", "optim.lr: 'fast' is not a number"),
+        ("optim.betas=[0.9,x]", "optim.betas: 'x' is not a number"),
+        ("compile=maybe", "compile: "),
+        ("norm=nope", "norm: no option 'nope' (conf/norm/); valid choices: dyt, "),
+        ("experiment=nope", "experiment: no option 'nope' (conf/experiment/); valid choices: "),
+    ],
+)
+def test_schema_refuses_while_composing(override: str, line: str) -> None:
+    """Types and group options fail in compose, before validate, in one line naming the key."""
+    with pytest.raises(ConfigError) as refused:
+        compose([override])
+    assert str(refused.value).startswith(line) and "\n" not in str(refused.value), str(refused.value)
+
+
+def test_a_choice_names_the_key_and_its_choices() -> None:
+    with pytest.raises(ConfigError) as refused:
+        validate(compose(["precision.lightning=fp8"]))
+    assert str(refused.value) == f"precision.lightning: 'fp8' is not one of the valid choices: {', '.join(LIGHTNING_PRECISIONS)}"
+
+
+def test_python_defaults_are_the_schemas_not_the_yamls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GPTConfig() and the norms' eps take no default from conf/ (a notebook's model is the same
+    whatever the YAML says), and equal the composed config's GPT-2 small."""
+    composed = model_config(compose(["model=gpt2_small"]))
+
+    def no_yaml(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"a default was read from YAML: {args}")
+
+    monkeypatch.setattr(OmegaConf, "load", no_yaml)
+    if hasattr(paths, "conf_default"):
+        paths.conf_default.cache_clear()  # a cached read would hide one
+    default = GPTConfig()
+    assert default == composed
+    assert (default.norm_type, default.norm_eps, default.norm_placement, default.qk_norm) == ("torch_layernorm", 1e-5, "pre", False)
+    assert make_norm("torch_layernorm", 8).eps == DEFAULT_EPS == 1e-5
+
+
+# Fingerprints of configs as the code before the schema composed them: a re-run sweep finds its
+# recorded runs by these, so a schema that added a key or turned an int into a float would make every
+# recorded run look new. An intended change of the identity updates them knowingly.
+RECORDED_FINGERPRINTS = {
+    "": "8f44d02402f48d1f",
+    "experiment=gpt2_small_study norm=dyt": "2438e1dd5cc1fe18",
+    "model=gpt2_small norm=fast_dyt": "fe0c41d600447a68",
+    "data=fineweb": "2ced1e0ef8e45578",
+    "optim.min_lr=0 optim.tokens_per_param=20 seed=3": "bff7b74bb8c87436",  # ints stay ints
+}
+
+
+@pytest.mark.parametrize("overrides", list(RECORDED_FINGERPRINTS))
+def test_recorded_runs_keep_their_fingerprints(overrides: str) -> None:
+    assert fingerprint(compose(overrides.split())) == RECORDED_FINGERPRINTS[overrides]
 
 
 def _optim(**kw: object) -> dict[str, object]:

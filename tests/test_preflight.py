@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 from helpers import TINY_MODEL, run_cli
-from omegaconf import OmegaConf
 
 from src.config import validate
 from src.data import build_source
@@ -14,8 +13,9 @@ from src.paths import CONF_DIR, compose
 from src.preflight.__main__ import main
 from src.preflight.jobs import expand_jobs
 from src.preflight.memory import estimate_memory, parameter_bytes
+from src.schema import NormSets
 
-STUDY_NORMS = OmegaConf.load(CONF_DIR / "train.yaml").norm_sets.study.split(",")
+STUDY_NORMS = NormSets.study.split(",")
 
 
 @pytest.fixture

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import pytest
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from src.config import validate
 from src.model.gpt import GPTModel, count_params
-from src.paths import CONF_DIR, compose
+from src.paths import compose
+from src.schema import NormSets
 from src.training.budget import resolve_budget
 from src.training.schedule import warmup_cosine, warmup_steps_for
 
-NORMS = OmegaConf.load(CONF_DIR / "train.yaml").norm_sets.study.split(",")  # the study's five, stated once
+NORMS = NormSets.study.split(",")  # the study's five, stated once
 STEPS = 33_165
 TOKENS = 3_260_252_160
 

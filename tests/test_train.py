@@ -16,16 +16,16 @@ import pytest
 import torch
 from helpers import REPO, run_cli
 from mlflow.tracking import MlflowClient
-from omegaconf import OmegaConf
 
-from src.paths import CONF_DIR, ConfigError, compose
+from src.paths import ConfigError, compose
+from src.schema import NormSets
 from src.tracking.summary import SUMMARY_STEP
 from src.tracking.sweep import SWEEP_TAG
 from src.tracking.tags import BENCH_TAG
 from src.train import train
 from src.training.lit_module import GPTLitModule
 
-NORMS = OmegaConf.load(CONF_DIR / "train.yaml").norm_sets.study.split(",")  # the study's five, stated once
+NORMS = NormSets.study.split(",")  # the study's five, stated once
 FINAL_METRICS = {"train_time_s", "avg_tokens_per_sec", "peak_memory_mb", "n_params", "test_loss", "final_train_loss"}
 
 

@@ -34,10 +34,11 @@ from src.bench.common import default_out_dir, synchronize, write_report
 from src.bench.kernels import clock, cpu_threads, kernel_check, load
 from src.bench.steps import TrainStep, bench_config, build_module, device_of, random_batches
 from src.model.gpt import GPTModel
-from src.paths import ConfigError, conf_default
+from src.paths import ConfigError
 from src.report.comparisons import known_variants, pairs_for, settings
 from src.report.speed import speed_lines
 from src.report.table import markdown_table
+from src.schema import NormSets, ReportSchema
 from src.stats.inference import Interval, median_interval
 from src.tracking.environment import environment_tags
 from src.tracking.git import git_state
@@ -287,7 +288,7 @@ def log_to_mlflow(report: dict[str, Any], files: list[Path]) -> str | None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--variants", default=conf_default("train", "norm_sets.study"), help="comma-separated norm keys (default: %(default)s)")
+    parser.add_argument("--variants", default=NormSets.study, help="comma-separated norm keys (default: %(default)s)")
     parser.add_argument(
         "--variant-overrides", default=None, metavar="JSON",
         help='variants built from overrides, as a sweep varies them: {"name": ["norm=a", "model.qk_norm=true"], ...} (replaces --variants)',
@@ -295,7 +296,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=20, help="timed rounds, one step of every variant each")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps of each variant first")
     parser.add_argument(
-        "--kernel-seconds", type=float, default=float(conf_default("train", "report.speed_kernel_s")),
+        "--kernel-seconds", type=float, default=float(ReportSchema.speed_kernel_s),
         help="seconds of interleaved rounds of the variants' norm forward+backward at the run's shapes (default: %(default)s)",
     )  # fmt: skip
     parser.add_argument(

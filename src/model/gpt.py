@@ -20,37 +20,28 @@ import torch.nn.functional as F
 from torch import nn
 
 from src.model.norms import DEFAULT_EPS, NormSpec
-from src.paths import conf_default
+from src.schema import DEFAULT_NORM, ModelSchema
 
 PLACEMENTS = ("pre", "post", "peri")
 
 
-def _small(key: str) -> Any:
-    return conf_default("model/gpt2_small", key)
-
-
-def _default_choice(group: str) -> str:
-    """The option of `group` that conf/train.yaml's defaults list picks (e.g. norm: torch_layernorm)."""
-    return next(str(e[group]) for e in conf_default("train", "defaults") if isinstance(e, Mapping) and group in e)
-
-
 @dataclass(frozen=True)
 class GPTConfig:
-    # Unset fields are GPT-2 small as conf/model/gpt2_small.yaml writes it (the study's model: untied,
-    # 163,009,536 parameters), and the placement as conf/train.yaml's: each default written once, there.
-    vocab_size: int = field(default_factory=lambda: _small("vocab_size"))
-    context_length: int = field(default_factory=lambda: _small("context_length"))
-    emb_dim: int = field(default_factory=lambda: _small("emb_dim"))
-    n_heads: int = field(default_factory=lambda: _small("n_heads"))
-    n_layers: int = field(default_factory=lambda: _small("n_layers"))
-    drop_rate: float = field(default_factory=lambda: _small("drop_rate"))
-    qkv_bias: bool = field(default_factory=lambda: _small("qkv_bias"))
-    tie_weights: bool = field(default_factory=lambda: _small("tie_weights"))
-    norm_type: str = field(default_factory=lambda: _default_choice("norm"))
+    # Unset fields are the schema's (src/schema.py): GPT-2 small as the study trained it (untied,
+    # 163,009,536 parameters), pre-norm, no QK-norm, PyTorch's LayerNorm; conf/ does not change them.
+    vocab_size: int = ModelSchema.vocab_size
+    context_length: int = ModelSchema.context_length
+    emb_dim: int = ModelSchema.emb_dim
+    n_heads: int = ModelSchema.n_heads
+    n_layers: int = ModelSchema.n_layers
+    drop_rate: float = ModelSchema.drop_rate
+    qkv_bias: bool = ModelSchema.qkv_bias
+    tie_weights: bool = ModelSchema.tie_weights
+    norm_type: str = DEFAULT_NORM
     norm_eps: float = DEFAULT_EPS
     norm_options: Mapping[str, Any] = field(default_factory=dict)  # e.g. DyT's alpha_init, bias
-    norm_placement: str = field(default_factory=lambda: conf_default("train", "model.norm_placement"))
-    qk_norm: bool = field(default_factory=lambda: conf_default("train", "model.qk_norm"))
+    norm_placement: str = ModelSchema.norm_placement
+    qk_norm: bool = ModelSchema.qk_norm
     norm: NormSpec = field(init=False, repr=False, compare=False)  # the checked norm, built from the three above
 
     def __post_init__(self) -> None:

@@ -24,10 +24,9 @@ import torch
 from torch import nn
 
 from src.model.fast_norms import FastRMSNorm, fast_dyt
-from src.paths import conf_default
+from src.schema import NORM_EPS
 
-# The Python API's default; conf/train.yaml's `norm.eps` is the config's (a test keeps them equal).
-DEFAULT_EPS = float(conf_default("train", "norm.eps"))  # the same explicit eps for every variant
+DEFAULT_EPS = NORM_EPS  # the same explicit eps for every variant: the config's default `norm.eps` (src/schema.py)
 # Where a norm sits in the model: in the attention path (its input, output for peri-norm, and the
 # per-head query/key norms), in the feed-forward path, or the final norm before the output head.
 POSITIONS = ("attn", "ffn", "final")

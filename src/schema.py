@@ -1,0 +1,195 @@
+"""The training config's schema: the types and defaults of `conf/train.yaml` and its groups.
+
+Hydra composes `conf/train.yaml` onto `TrainConfig` (registered in Hydra's ConfigStore as
+`train_schema` by `register`), and each group's YAML onto its node, so a value of the wrong type
+(`seed=abc`, `optim.lr=fast`) or a key no schema knows (`model.widht=64`) fails at compose time,
+naming the key. A default is written once, here, or, for a group whose fields differ per option
+(precision, optimizer, paths), in that option's YAML; the YAML files state what differs.
+
+Groups whose keys vary per option are mappings: `norm` (each norm's options are checked against its
+factory's arguments by `src.model.norms.NormSpec`), `data` (each source's `from_config`), `cluster`
+(pools add `workers`, SLURM `spans_machines`) and `logger` (`none` has no UI settings).
+
+Range and cross-field checks stay in `src.config.validate`, which runs before anything is recorded.
+Torch-free, and nothing here reads a file: `GPTConfig()` and the norms take their defaults from these
+classes, whatever the YAML says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import MISSING
+
+# A number kept as written: `1` stays an int and `1.0` a float, since the run's fingerprint hashes
+# the composed values (a float-typed field would turn an old run's `optim.min_lr=0` into 0.0).
+Number = int | float
+
+SCHEMA_NAME = "train_schema"  # the first entry of conf/train.yaml's defaults list
+
+# Choices with no registry of their own: what Lightning's Trainer(precision=...) and
+# torch.set_float32_matmul_precision accept. src.config.validate checks them, naming the key.
+LIGHTNING_PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "bf16-true")
+MATMUL_PRECISIONS = ("highest", "high", "medium")
+
+NORM_EPS = 1e-5  # the same explicit eps for every variant (DyT and no_norm have none)
+DEFAULT_NORM = "torch_layernorm"  # GPTConfig's norm; conf/train.yaml's defaults list picks it too (a test keeps them equal)
+
+
+@dataclass
+class ModelSchema:
+    """The GPT (src.model.gpt.GPTConfig); the defaults are GPT-2 small as the study trained it:
+    untied, 163,009,536 parameters with LayerNorm. Field order is the composed config's (MLflow params)."""
+
+    norm_placement: str = "pre"  # pre (GPT-2), post (original Transformer) or peri (Peri-LN)
+    qk_norm: bool = False  # true: the chosen norm also normalizes queries and keys per head
+    name: str = MISSING  # the option's name (model=<name>)
+    vocab_size: int = 50257  # GPT-2 BPE
+    context_length: int = 1024  # learned position embeddings cover this many tokens
+    emb_dim: int = 768
+    n_heads: int = 12
+    n_layers: int = 12
+    drop_rate: Number = 0.0
+    qkv_bias: bool = False
+    tie_weights: bool = False  # the study's models are untied
+
+
+@dataclass
+class NormSets:
+    """The variant lists the experiments sweep (experiment configs interpolate `${norm_sets.study}`)."""
+
+    study: str = "hand_layernorm,torch_layernorm,hand_rmsnorm,torch_rmsnorm,no_norm"
+    stability: str = "torch_layernorm,torch_rmsnorm,scalenorm,dyt,no_norm"
+
+
+@dataclass
+class MarginSchema:
+    """Equivalence margins for TOST: a difference within ±margin counts as none."""
+
+    test_loss: Number = 0.01  # nats of test loss
+    speed: Number = 0.02  # relative tokens/s (0.02 = 2%)
+
+
+@dataclass
+class ReportSchema:
+    """How `python -m src.report` and the end-of-sweep report compare variants."""
+
+    margin: MarginSchema = field(default_factory=MarginSchema)
+    pairs: Any = None  # [[a, b], ...] compared as b vs a; null = the study's (src/report/comparisons.py)
+    # {axis: value}: the value each other value of a swept axis is compared with; null = the first run
+    # (norms: the study's pairs)
+    reference: Any = None
+    speed_rounds: int = 0  # after a sweep: interleaved training steps of its variants (src.bench variants), rounds; 0 = off
+    speed_kernel_s: Number = 8  # ...and, first, seconds of interleaved rounds of their norms' forward+backward at the run's shapes
+
+
+@dataclass
+class CheckpointSchema:
+    enabled: bool = False  # write <dir>/last.ckpt every every_n_steps, at the end and on SIGTERM
+    every_n_steps: int = 500
+    dir: str | None = None  # null: <paths.checkpoints_dir>/<experiment>/<run_name>-<fingerprint>, found again by a re-run
+
+
+@dataclass
+class SweepSchema:
+    """What a multirun job does when its config already has a run (docs/sweeps.md: re-running a sweep)."""
+
+    on_existing: str = "resume"  # resume | rerun (always a new run) | fail (src.tracking.sweep.POLICIES)
+    # a run to reuse or resume was made by other code: fail (stop) | rerun (train it again) | keep (reuse it)
+    on_code_change: str = "fail"
+    heartbeat_s: Number = 30  # a running job refreshes its heartbeat tag at most this often
+    stale_after_s: Number = 300  # a RUNNING run silent this long (or whose pid is gone on this host) is lost
+
+
+@dataclass
+class PreflightSchema:
+    """python -m src.preflight: a run's or a sweep's checks and estimates before it starts."""
+
+    gpu: str = "a100-80gb"  # the card each GPU job gets (a key of src/preflight/cards.py CARDS); the study's
+    gpu_memory_gb: Number | None = None  # null: the card's memory; a number (GiB) overrides it
+    peak_tflops: Number | None = None  # null: the card's dense peak for the run's matmuls (bf16, TF32 or fp32); CPU: needed for a time
+    mfu: Number = 0.15  # assumed model FLOPs utilization: the study measured 15.2-17.0% on 8 A100s (fp16)
+    memory_headroom: Number = 0.9  # share of device memory an estimate may fill (CUDA context, allocator fragmentation)
+    steps: int = 0  # > 0: the dress rehearsal, this many real optimizer steps of each job on this machine
+    rehearsal_micro_batch: int | None = None  # null: the largest micro-batch (at most optim.micro_batch_size) estimated to fit here
+
+
+@dataclass
+class OptimSchema:
+    """The optimizer, its schedule, the batch size and the training budget (values: conf/optim/*.yaml)."""
+
+    lr: Number = MISSING
+    min_lr: Number = MISSING
+    betas: list[float] = MISSING  # floats: OmegaConf 2.3 iterates a list of Number as its nodes
+    eps: Number = MISSING
+    weight_decay: Number = MISSING
+    decay_norm_and_bias: bool = MISSING
+    warmup_fraction: Number = MISSING
+    grad_clip: Number | None = MISSING
+    micro_batch_size: int = MISSING
+    grad_accum: int = MISSING
+    global_batch_size: int | None = MISSING
+    max_steps: int = MISSING
+    token_budget: Number | None = MISSING  # 3.26e9 reads well: rounded up to whole steps
+    tokens_per_param: Number | None = MISSING
+
+
+@dataclass
+class PrecisionSchema:
+    """Values: conf/precision/*.yaml."""
+
+    name: str = MISSING
+    lightning: str = MISSING  # Trainer(precision=...): one of LIGHTNING_PRECISIONS
+    matmul_precision: str = MISSING  # torch.set_float32_matmul_precision: one of MATMUL_PRECISIONS
+
+
+@dataclass
+class PathsSchema:
+    """Where runs write (values: conf/paths/default.yaml)."""
+
+    root_dir: str = MISSING
+    cache_dir: str = MISSING
+    mlflow_db: str = MISSING
+    mlflow_artifacts: str = MISSING
+    reports_dir: str = MISSING
+    checkpoints_dir: str = MISSING
+
+
+@dataclass
+class TrainConfig:
+    """`python -m src.train`'s config. Field order is the composed config's: it orders the MLflow
+    params and the run's config.yaml, as before the schema existed."""
+
+    norm: dict[str, Any] = field(default_factory=lambda: {"eps": NORM_EPS})  # + conf/norm/<key>.yaml
+    model: ModelSchema = field(default_factory=ModelSchema)
+    norm_sets: NormSets = field(default_factory=NormSets)
+    seed: int = 0  # in [0, 2**32 - 1]: numpy's generator takes an unsigned 32-bit integer
+    experiment_name: str = "normsweep"  # one MLflow experiment per sweep; experiment configs set their own
+    run_name: str = "${norm.norm_type}-s${seed}"
+    seq_len: int = "${model.context_length}"  # type: ignore[assignment]  # training/eval window; at most model.context_length
+    val_every_n_steps: int = 50  # optimizer steps between validations
+    log_every_n_steps: int = 1  # optimizer steps between logged train metrics
+    progress_bar: bool = True
+    compile: bool = False  # torch.compile each transformer block; the first step's time is reported apart
+    deterministic: bool = False  # Lightning's deterministic mode (torch deterministic algorithms); slower, recorded as a tag
+    report: ReportSchema = field(default_factory=ReportSchema)
+    checkpoint: CheckpointSchema = field(default_factory=CheckpointSchema)
+    ckpt_path: str | None = None  # resume: "last" (= <checkpoint.dir>/last.ckpt) or a .ckpt path
+    resume: bool = False  # same as ckpt_path=last
+    sweep: SweepSchema = field(default_factory=SweepSchema)
+    preflight: PreflightSchema = field(default_factory=PreflightSchema)
+    data: dict[str, Any] = field(default_factory=dict)  # conf/data/<source>.yaml
+    optim: OptimSchema = field(default_factory=OptimSchema)
+    cluster: dict[str, Any] = field(default_factory=dict)  # conf/cluster/<name>.yaml
+    precision: PrecisionSchema = field(default_factory=PrecisionSchema)
+    logger: dict[str, Any] = field(default_factory=dict)  # conf/logger/<name>.yaml
+    paths: PathsSchema = field(default_factory=PathsSchema)
+
+
+def register() -> None:
+    """Put the schema in Hydra's ConfigStore, where conf/train.yaml's defaults list finds it (Hydra's
+    plugin scan calls this through hydra_plugins/normsweep_schema, before any config is composed)."""
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(name=SCHEMA_NAME, node=TrainConfig)
