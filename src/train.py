@@ -189,7 +189,7 @@ def fit_result(spec: RunSpec, module: GPTLitModule, callbacks: RunCallbacks, tok
     monitor = callbacks.divergence
     train_time_s = callbacks.tracking.train_time_s()
     return RunResult(
-        norm=spec.norm,
+        name=spec.run_name,
         outcome=DIVERGED if monitor.diverged else FINISHED,
         train_time_s=train_time_s,
         tokens_per_sec=tokens_trained / train_time_s,
@@ -206,7 +206,7 @@ def describe(result: RunResult) -> str:
     test = f"test loss {result.test_loss:.4f}" if result.test_loss is not None else "no test loss"
     outcome = f"diverged at step {result.diverged_at_step}" if result.outcome == DIVERGED else result.outcome
     return (
-        f"**{result.norm}**: {outcome}; {test}; trained {result.train_time_s:,.1f} s at "
+        f"**{result.name}**: {outcome}; {test}; trained {result.train_time_s:,.1f} s at "
         f"{result.tokens_per_sec:,.0f} tokens/s (run average)."
     )
 

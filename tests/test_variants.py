@@ -122,6 +122,7 @@ def test_a_placement_sweep_reports_four_variants_and_the_four_one_axis_compariso
     out = sweeps.outputs["placement"]
     assert "experiment 'placement' (12 runs)" in out
     assert "older runs" not in out  # nothing superseded: another config never replaces a run
+    assert "[normsweep] torch_rmsnorm · post-s1 ok | train" in out  # each job's line names its variant and seed
     rows = [line for line in out.splitlines() if line.startswith(tuple(VARIANTS)) and " vs " not in line]
     assert [r.split("  ")[0] for r in rows] == VARIANTS and all("3/3" in r for r in rows)
     assert "Holm-adjusted over 8 comparisons" in out

@@ -113,7 +113,7 @@ def _plan(spec: RunSpec, in_multirun: bool, store: Store | None) -> RunPlan:
     # Another copy of the sweep (another terminal or node) may be deciding this config right now.
     held, why = claim(store, experiment_id, identity.fingerprint, where.stale_after_s)
     if held is None:
-        return RunPlan(done=RunResult(spec.norm, RUNNING, 0.0, 0.0, None, None, None, None), message=f"{name}: warning: skipped, {why}")
+        return RunPlan(done=RunResult(spec.run_name, RUNNING, 0.0, 0.0, None, None, None, None), message=f"{name}: warning: skipped, {why}")
     try:
         plan = _plan_from_decision(spec, store, experiment_id, last, last_state, checkpoint_of)
     except BaseException:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class RunResult:
-    norm: str
+    name: str  # the run's name: its variant and seed (`torch_rmsnorm · post-s1`), as in the MLflow UI
     outcome: str  # finished | diverged (| running: another process is training it)
     train_time_s: float
     tokens_per_sec: float
@@ -31,7 +31,7 @@ class RunResult:
 
         status = f"DIVERGED at step {self.diverged_at_step}" if self.outcome == DIVERGED else "ok"
         return (
-            f"[normsweep] {self.norm} {status} | train {self.train_time_s:.1f} s | {self.tokens_per_sec:,.0f} tok/s"
+            f"[normsweep] {self.name} {status} | train {self.train_time_s:.1f} s | {self.tokens_per_sec:,.0f} tok/s"
             f" | train loss {fmt(self.first_train_loss)} -> {fmt(self.final_train_loss)}"
             f" | test loss {fmt(self.test_loss)} | mlflow run {self.run_id or '-'}"
         )
@@ -47,7 +47,7 @@ class RunResult:
 
         diverged = get("diverged_at_step")
         return cls(
-            norm=tags.get(NORM_TAG, "?"),
+            name=run.info.run_name or tags.get(NORM_TAG, "?"),
             outcome=tags.get(OUTCOME_TAG, FINISHED),
             train_time_s=get("train_time_s") or 0.0,
             tokens_per_sec=get("avg_tokens_per_sec") or 0.0,
