@@ -70,6 +70,13 @@ TORCH_FREE = [
     "src.report.status",
     "src.tracking.identity",
     "src.tracking.sweep",
+    "src.tracking.store",  # and its helpers: the URI, credentials, retries, the SQLite file, a server
+    "src.tracking.store_uri",
+    "src.tracking.credentials",
+    "src.tracking.retry",
+    "src.tracking.sqlite_file",
+    "src.tracking.store_faults",
+    "src.tracking.server_client",
     "src.training.budget",
     "src.data",
     "src.data.base",
@@ -231,6 +238,59 @@ def test_the_store_has_one_door() -> None:
     assert not side_doors, f"the store's MLflow client used outside src/tracking/store.py (add a Store method): {side_doors}"
     assert not flock, f"hand-written file locks (use src.locks): {flock}"
     assert _calls_named(ast.parse(STORE_MODULE.read_text()), "MlflowClient") >= 1  # the door itself is found
+
+
+# What src/tracking may import from MLflow outside the store module: record types, MLflow's own
+# system-metrics sampler (given the store's URI), and the probe's one request to a server that is not
+# yet a store. Anything else (mlflow.tracking, `import mlflow`'s fluent API) would write around the door.
+MLFLOW_OUTSIDE_THE_DOOR = {
+    "mlflow.entities": None,  # None: any module of src/tracking
+    "mlflow.system_metrics.system_metrics_monitor": "tracker.py",
+    "mlflow.utils.credentials": "server_client.py",
+    "mlflow.utils.rest_utils": "server_client.py",
+}
+
+
+def test_every_mlflow_write_goes_through_the_store() -> None:
+    """Outside src/tracking/store.py no module imports more of MLflow than MLFLOW_OUTSIDE_THE_DOOR
+    allows, and none calls `log_batch` itself (the store applies MLflow's batch limits, once)."""
+    stray, batches = [], []
+    for path in sorted(TRACKING.glob("*.py")):
+        if path == STORE_MODULE:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        for module in _imported_modules(tree):
+            if module.split(".")[0] == "mlflow" and MLFLOW_OUTSIDE_THE_DOOR.get(module, "-") not in (None, path.name):
+                stray.append(f"{path.name}: {module}")
+        if _calls_named(tree, "log_batch"):
+            batches.append(path.name)
+    assert not stray, f"MLflow used around the store (add a Store method): {stray}"
+    assert not batches, f"log_batch called outside the store (use Store.log_params / log_metrics*): {batches}"
+
+
+def _retry_loops(path: Path) -> int:
+    """Loops that catch an exception and sleep before the next try."""
+    return sum(
+        isinstance(loop, (ast.For, ast.While))
+        and any(
+            isinstance(handler, ast.ExceptHandler) and _calls_named(handler, "sleep")
+            for node in ast.walk(loop) if isinstance(node, ast.Try) for handler in node.handlers
+        )
+        for loop in ast.walk(ast.parse(path.read_text(), str(path)))
+    )  # fmt: skip
+
+
+def test_one_retry_loop_and_one_atomic_writer() -> None:
+    """Retrying on an error is src.tracking.retry's one loop; replacing a file is src.atomic_io's."""
+    loops = {str(p.relative_to(REPO)): n for p in sorted(SRC.rglob("*.py")) if (n := _retry_loops(p))}
+    assert loops == {"src/tracking/retry.py": 1}, f"retry loops (use src.tracking.retry.retry): {loops}"
+    renames = [
+        str(p.relative_to(REPO))
+        for p in sorted(SRC.rglob("*.py"))
+        if any(_calls_named(ast.parse(p.read_text()), name) for name in ("replace", "rename", "move"))
+        and any(token in p.read_text() for token in ("os.replace(", ".rename(", "shutil.move("))
+    ]
+    assert renames == ["src/atomic_io.py"], f"files replaced outside src.atomic_io (use atomic_write): {renames}"
 
 
 def _third_party_imports(folder: Path) -> dict[str, list[str]]:

@@ -12,14 +12,10 @@ from helpers import run_cli
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
-from src.tracking.store import (
-    EXPERIMENT_TAGS,
-    FIELD,
-    Store,
-    StoreError,
-    lock_path,
-    redact_uri,
-)
+from src.tracking.credentials import redact_uri
+from src.tracking.sqlite_file import lock_path
+from src.tracking.store import EXPERIMENT_TAGS, Store
+from src.tracking.store_uri import FIELD, StoreError
 
 RACE_ROUNDS = 5
 RACE_JOBS = 3

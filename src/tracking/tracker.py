@@ -15,6 +15,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -25,11 +26,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.data.cache import read_meta
 from src.tracking.code import MANIFEST_ARTIFACT, code_state
+from src.tracking.credentials import redact_text, redact_uri
 from src.tracking.datasets import log_datasets
 from src.tracking.environment import environment_tags
 from src.tracking.git import git_state
 from src.tracking.identity import flatten, identity_config
-from src.tracking.store import ServerLost, Store, is_server, redact_text, redact_uri, server_lost
+from src.tracking.server_client import ServerLost, server_lost
+from src.tracking.store import Store
+from src.tracking.store_uri import is_server
 from src.tracking.summary import SUMMARY_STEP
 from src.tracking.sweep import REQUIRED_FINAL_METRICS, liveness_tags
 from src.tracking.tags import (
@@ -138,11 +142,12 @@ class _ClosedByTracker(MLFlowLogger):
 
     log_after_step = 0
 
-    def __init__(self, *args: Any, background: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, store: Store, background: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.store = store
         self.background = background
         self.lost: ServerLost | None = None
-        self._pending: deque[Any] = deque()  # MLflow RunOperations, oldest first
+        self._pending: deque[list[Future[Any]]] = deque()  # the futures of one write each, oldest first
 
     @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
@@ -151,17 +156,14 @@ class _ClosedByTracker(MLFlowLogger):
         if not self.background:
             super().log_metrics(dict(metrics), step)
             return
-        from mlflow.entities import Metric
-
         self._raise_if_failed()
-        now = int(time.time() * 1000)
-        items = [Metric(k, float(v), now, step or 0) for k, v in metrics.items() if not isinstance(v, str)]
-        self._pending.append(self.experiment.log_batch(self.run_id, metrics=items, synchronous=False))
+        numbers = {k: float(v) for k, v in metrics.items() if not isinstance(v, str)}
+        self._pending.append(self.store.log_metrics_in_background(self.run_id, numbers, step or 0))
 
     def _raise_if_failed(self, wait: bool = False) -> None:
         """Drop the writes that are done; raise `ServerLost` for the first that failed."""
         while self._pending:
-            futures = self._pending[0]._operation_futures  # concurrent.futures of one log_batch
+            futures = self._pending[0]
             if not wait and not all(f.done() for f in futures):
                 return
             self._pending.popleft()
@@ -216,6 +218,7 @@ class Tracker:
             experiment_name=spec.experiment_name,
             run_name=spec.run_name,
             tracking_uri=store.uri,
+            store=store,
             tags=tags,
             run_id=run_id,
             background=is_server(store.uri),  # per-step metrics never wait on the network
