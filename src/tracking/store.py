@@ -91,7 +91,8 @@ def _open_sqlite_client(uri: str, db: Path) -> MlflowClient:
 class Store:
     """One MLflow store, checked once (`connect`) and opened once (the first use of `client`).
 
-    The methods are what the project reads and writes; each write rides out SQLite's write lock.
+    The methods are what the project reads and writes; each call rides out SQLite's write lock
+    (`with_retry`), except the per-step metrics queued in the background.
     """
 
     def __init__(self, uri: str) -> None:

@@ -134,9 +134,9 @@ class _ClosedByTracker(MLFlowLogger):
     and that never logs a step twice: a resumed run skips the steps already in MLflow.
 
     To a tracking server (`background=True`) the per-step metrics go through MLflow's asynchronous
-    logging queue, so a step never waits on the network; each step first looks at the writes
-    already sent, and the first one that failed (after the bounded retries of
-    `store.bound_http_requests`) stops the run with `ServerLost`. A slow server only lengthens the
+    logging queue (`Store.log_metrics_in_background`), so a step never waits on the network; each
+    step first looks at the writes already sent, and the first one that failed (after the bounded
+    retries of `server_client.bound_http_requests`) stops the run with `ServerLost`. A slow server only lengthens the
     queue.
     """
 

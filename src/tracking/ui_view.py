@@ -82,7 +82,7 @@ def ui_base(logger: Mapping[str, Any]) -> str:
     tracking server is its own UI; a local store is served by `python -m src.ui` at `logger.ui`."""
     uri = str(logger.get("tracking_uri") or "")
     if uri.startswith(("http://", "https://")):
-        from src.tracking.store import redact_uri
+        from src.tracking.credentials import redact_uri
 
         return redact_uri(uri).rstrip("/")
     ui = logger["ui"]
