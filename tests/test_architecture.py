@@ -251,10 +251,15 @@ MLFLOW_OUTSIDE_THE_DOOR = {
 }
 
 
+LIGHTNING_WRITES = {"log_metrics", "log_hyperparams", "finalize", "log_graph", "after_save_checkpoint"}
+
+
 def test_every_mlflow_write_goes_through_the_store() -> None:
     """Outside src/tracking/store.py no module imports more of MLflow than MLFLOW_OUTSIDE_THE_DOOR
-    allows, and none calls `log_batch` itself (the store applies MLflow's batch limits, once)."""
-    stray, batches = [], []
+    allows, none calls `log_batch` itself (the store applies MLflow's batch limits, once), and none
+    lets Lightning's MLFlowLogger write with its own client (`.experiment`, `super().log_metrics()`,
+    `super().finalize()`): the run is created, fed and closed through the store, retried."""
+    stray, batches, lightning = [], [], []
     for path in sorted(TRACKING.glob("*.py")):
         if path == STORE_MODULE:
             continue
@@ -264,7 +269,16 @@ def test_every_mlflow_write_goes_through_the_store() -> None:
                 stray.append(f"{path.name}: {module}")
         if _calls_named(tree, "log_batch"):
             batches.append(path.name)
+        lightning += [
+            f"{path.name}:{node.lineno}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and (node.attr == "experiment" or (
+                node.attr in LIGHTNING_WRITES and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Name) and node.value.func.id == "super"))
+        ]  # fmt: skip
     assert not stray, f"MLflow used around the store (add a Store method): {stray}"
+    assert not lightning, f"Lightning's MLflow client writes around the store: {lightning}"
     assert not batches, f"log_batch called outside the store (use Store.log_params / log_metrics*): {batches}"
 
 

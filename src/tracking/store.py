@@ -242,7 +242,11 @@ class Store:
     # --- writing runs ---
 
     def create_run(self, experiment_id: str, run_name: str, tags: Mapping[str, str]) -> str:
-        return with_retry(lambda: self.client.create_run(experiment_id, run_name=run_name, tags=dict(tags))).info.run_id
+        """A new RUNNING run, with the context tags MLflow's own API adds (user, source: the UI's columns)."""
+        from mlflow.tracking.context.registry import resolve_tags
+
+        full = resolve_tags(dict(tags))
+        return with_retry(lambda: self.client.create_run(experiment_id, run_name=run_name, tags=full)).info.run_id
 
     def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
         for key, value in tags.items():

@@ -130,8 +130,9 @@ class TokenCacheRef:
 
 
 class _ClosedByTracker(MLFlowLogger):
-    """An MLFlowLogger that Lightning cannot close (the Tracker closes it once with the outcome),
-    and that never logs a step twice: a resumed run skips the steps already in MLflow.
+    """An MLFlowLogger that writes through the store (Lightning's own client only reads the run),
+    that Lightning cannot close (the Tracker closes the run once with the outcome), and that never
+    logs a step twice: a resumed run skips the steps already in MLflow.
 
     To a tracking server (`background=True`) the per-step metrics go through MLflow's asynchronous
     logging queue (`Store.log_metrics_in_background`), so a step never waits on the network; each
@@ -153,12 +154,16 @@ class _ClosedByTracker(MLFlowLogger):
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         if step is not None and step <= self.log_after_step:
             return
+        numbers = {k: float(v) for k, v in metrics.items() if not isinstance(v, str)}
         if not self.background:
-            super().log_metrics(dict(metrics), step)
+            self.store.log_metrics(self.run_id, numbers, step or 0)
             return
         self._raise_if_failed()
-        numbers = {k: float(v) for k, v in metrics.items() if not isinstance(v, str)}
         self._pending.append(self.store.log_metrics_in_background(self.run_id, numbers, step or 0))
+
+    @rank_zero_only
+    def log_hyperparams(self, params: Any) -> None:
+        """Nothing: the run's params are the Tracker's (`Tracker.log_inputs`), written once."""
 
     def _raise_if_failed(self, wait: bool = False) -> None:
         """Drop the writes that are done; raise `ServerLost` for the first that failed."""
@@ -182,9 +187,6 @@ class _ClosedByTracker(MLFlowLogger):
     def finalize(self, status: str = "success") -> None:
         pass
 
-    def close(self, status: str) -> None:
-        super().finalize(status)
-
 
 class Tracker:
     """The MLflow run of one training job: a new run, or an existing one continued (`run_id`)."""
@@ -197,7 +199,7 @@ class Tracker:
         run_id: str | None = None,
         parent_run_id: str | None = None,
     ) -> None:
-        store.experiment_id(spec.experiment_name, spec.artifact_location)
+        experiment_id = store.experiment_id(spec.experiment_name, spec.artifact_location)
         self.store = store
         self.spec = spec
         self.git = git_state()
@@ -214,20 +216,19 @@ class Tracker:
             tags[JOB_NUM_TAG] = str(spec.job_num)
         if parent_run_id and not run_id:
             tags[PARENT_TAG] = parent_run_id
+        self.resumed = run_id is not None
+        if run_id is None and rank_zero_only.rank == 0:
+            # Created now, through the store: once this returns, another copy of the sweep sees it
+            # RUNNING (the claim on its config is released after this).
+            run_id = store.create_run(experiment_id, spec.run_name, tags)
         self.logger = _ClosedByTracker(
             experiment_name=spec.experiment_name,
             run_name=spec.run_name,
             tracking_uri=store.uri,
             store=store,
-            tags=tags,
             run_id=run_id,
             background=is_server(store.uri),  # per-step metrics never wait on the network
         )
-        if rank_zero_only.rank == 0:
-            # MLFlowLogger creates its run lazily; create it now: once this returns, another copy of
-            # the sweep sees it RUNNING (the claim on its config is released after this).
-            self.logger.run_id  # noqa: B018
-        self.resumed = run_id is not None
         if self.resumed and rank_zero_only.rank == 0:
             # The run was closed (KILLED) when its last segment stopped; it is live again.
             store.reopen(run_id)
@@ -367,7 +368,7 @@ class Tracker:
             self._stop_system_metrics()
         self.set_tags({OUTCOME_TAG: outcome, **({NOTE_TAG: note} if note else {})})
         if rank_zero_only.rank == 0:
-            self.logger.close(OUTCOME_STATUS[outcome])
+            self.store.terminate(self.logger.run_id, OUTCOME_STATUS[outcome])
 
 
 def split_machine_paths(cfg: DictConfig) -> tuple[DictConfig, DictConfig]:
