@@ -14,8 +14,9 @@ A new store is created by the first write, not by the check, so a run refused la
 reason leaves nothing behind. Every write rides out SQLite's write lock (src.tracking.retry), and
 MLflow's batch limits are applied here, once.
 
-Only this module constructs an `MlflowClient`; Lightning's MLFlowLogger (src.tracking.tracker) is
-given the same URI. Torch-free: the Hydra callbacks, the report and the UI import it.
+Only this module constructs an `MlflowClient` of ours; Lightning's MLFlowLogger (src.tracking.tracker)
+is given the same URI and a run made here, and its own client only reads it. Torch-free: the Hydra
+callbacks, the report and the UI import it.
 """
 
 from __future__ import annotations

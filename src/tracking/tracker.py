@@ -1,8 +1,9 @@
 """MLflow tracking: one experiment per sweep, one run per job, closed exactly once.
 
 Lightning's MLFlowLogger reads MLFLOW_TRACKING_URI when it is imported, and it closes the run at the
-end of `fit` (before `test`) and again on errors. The tracker below passes the URI explicitly and
-closes the run itself, once, with the real outcome: FINISHED, or FAILED for a crash or a divergence.
+end of `fit` (before `test`) and again on errors. The tracker below creates the run through the
+store, passes the URI explicitly, sends Lightning's metrics through the store too, and closes the
+run itself, once, with the real outcome: FINISHED, or FAILED for a crash or a divergence.
 
 The tracker takes a `RecordSpec`, the few resolved values a run's record needs, and the job's `Store`
 (already checked); the training config itself stays with the entry point (`RecordSpec.from_config`).
