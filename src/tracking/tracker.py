@@ -138,8 +138,8 @@ class _ClosedByTracker(MLFlowLogger):
     To a tracking server (`background=True`) the per-step metrics go through MLflow's asynchronous
     logging queue (`Store.log_metrics_in_background`), so a step never waits on the network; each
     step first looks at the writes already sent, and the first one that failed (after the bounded
-    retries of `server_client.bound_http_requests`) stops the run with `ServerLost`. A slow server only lengthens the
-    queue.
+    retries of `server_client.bound_http_requests`) stops the run with `ServerLost`. A slow server
+    only lengthens the queue.
     """
 
     log_after_step = 0
