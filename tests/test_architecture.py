@@ -282,7 +282,7 @@ def test_every_mlflow_write_goes_through_the_store() -> None:
     assert not batches, f"log_batch called outside the store (use Store.log_params / log_metrics*): {batches}"
 
 
-def _retry_loops(path: Path) -> int:
+def _retry_loops(tree: ast.AST) -> int:
     """Loops that catch an exception and sleep before the next try."""
     return sum(
         isinstance(loop, (ast.For, ast.While))
@@ -290,20 +290,20 @@ def _retry_loops(path: Path) -> int:
             isinstance(handler, ast.ExceptHandler) and _calls_named(handler, "sleep")
             for node in ast.walk(loop) if isinstance(node, ast.Try) for handler in node.handlers
         )
-        for loop in ast.walk(ast.parse(path.read_text(), str(path)))
+        for loop in ast.walk(tree)
     )  # fmt: skip
 
 
 def test_one_retry_loop_and_one_atomic_writer() -> None:
     """Retrying on an error is src.tracking.retry's one loop; replacing a file is src.atomic_io's."""
-    loops = {str(p.relative_to(REPO)): n for p in sorted(SRC.rglob("*.py")) if (n := _retry_loops(p))}
+    loops, renames = {}, []
+    for path in sorted(SRC.rglob("*.py")):
+        text, where = path.read_text(), str(path.relative_to(REPO))
+        if "sleep" in text and (n := _retry_loops(ast.parse(text, where))):
+            loops[where] = n
+        if any(token in text for token in ("os.replace(", ".rename(", "shutil.move(")):
+            renames.append(where)
     assert loops == {"src/tracking/retry.py": 1}, f"retry loops (use src.tracking.retry.retry): {loops}"
-    renames = [
-        str(p.relative_to(REPO))
-        for p in sorted(SRC.rglob("*.py"))
-        if any(_calls_named(ast.parse(p.read_text()), name) for name in ("replace", "rename", "move"))
-        and any(token in p.read_text() for token in ("os.replace(", ".rename(", "shutil.move("))
-    ]
     assert renames == ["src/atomic_io.py"], f"files replaced outside src.atomic_io (use atomic_write): {renames}"
 
 
