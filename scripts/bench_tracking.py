@@ -65,15 +65,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         server = TeamServer.start()
         try:
-            sqlite_uri = f"sqlite:///{Path(tmp) / 'mlflow.db'}"
-            Store.connect(server.uri)  # bounds the HTTP client, as a run does
-            loggers = {
-                "sqlite": _ClosedByTracker(experiment_name="bench", run_name="sqlite", tracking_uri=sqlite_uri),
-                "server-sync": _ClosedByTracker(experiment_name="bench", run_name="sync", tracking_uri=server.uri),
-                "server": _ClosedByTracker(experiment_name="bench", run_name="async", tracking_uri=server.uri, background=True),
-            }
-            for logger in loggers.values():
-                logger.experiment  # noqa: B018 - create the run outside the timing
+            sqlite = Store.connect(f"sqlite:///{Path(tmp) / 'mlflow.db'}")
+            team = Store.connect(server.uri)  # bounds the HTTP client, as a run does
+
+            def logger(store: Store, name: str, background: bool = False) -> _ClosedByTracker:
+                """The run created outside the timing, as a Tracker creates it."""
+                run_id = store.create_run(store.experiment_id("bench", None), name, {})
+                return _ClosedByTracker(
+                    experiment_name="bench", run_name=name, tracking_uri=store.uri, store=store, run_id=run_id, background=background
+                )
+
+            loggers = {"sqlite": logger(sqlite, "sqlite"), "server-sync": logger(team, "sync"), "server": logger(team, "async", True)}
             step = {m: 0 for m in MODES}
             times: dict[str, list[float]] = {m: [] for m in MODES}
 

@@ -29,7 +29,9 @@ from src.devices import check_device, configure_matmul_precision
 from src.launch.sweep_end import job_failed
 from src.model.gpt import GPTModel
 from src.paths import ConfigError, compose_error_line, register_resolvers
-from src.tracking.store import ServerLost, Store, refuse_credentials, sqlite_path
+from src.tracking.credentials import refuse_credentials
+from src.tracking.server_client import ServerLost
+from src.tracking.store import Store, sqlite_path
 from src.tracking.sweep import PARENT_ENV, supersede
 from src.tracking.tags import DIVERGED, FINISHED
 from src.tracking.tracker import RecordSpec, TokenCacheRef, Tracker
@@ -169,8 +171,7 @@ def open_tracker(cfg: DictConfig, spec: RunSpec, store: Store, plan: RunPlan) ->
     parent = os.environ.get(PARENT_ENV) if in_multirun() else None
     axes = axes_from_env(os.environ.get(AXES_ENV)) if in_multirun() else ()  # the sweep's (src.launch.callbacks)
     record = RecordSpec.from_config(cfg, spec.devices.device_type, overrides, job_num).with_variant(axes)
-    if not in_multirun() and plan.run_id is None:  # a sweep's job settles them in its run plan (decide)
-        settle_lost_runs(spec, store)
+    settle_lost_runs(spec, store)  # under the claim of a sweep's job, like the run's creation below
     tracker = Tracker(store, record, spec.identity.fingerprint, run_id=plan.run_id, parent_run_id=parent)
     if plan.supersede and tracker.run_id:
         supersede(store, plan.supersede, tracker.run_id)

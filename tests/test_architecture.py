@@ -80,6 +80,13 @@ TORCH_FREE = [
     "src.stats.sequential",
     "src.tracking.identity",
     "src.tracking.sweep",
+    "src.tracking.store",  # and its helpers: the URI, credentials, retries, the SQLite file, a server
+    "src.tracking.store_uri",
+    "src.tracking.credentials",
+    "src.tracking.retry",
+    "src.tracking.sqlite_file",
+    "src.tracking.store_faults",
+    "src.tracking.server_client",
     "src.training.budget",
     "src.data",
     "src.data.base",
@@ -241,6 +248,73 @@ def test_the_store_has_one_door() -> None:
     assert not side_doors, f"the store's MLflow client used outside src/tracking/store.py (add a Store method): {side_doors}"
     assert not flock, f"hand-written file locks (use src.locks): {flock}"
     assert _calls_named(ast.parse(STORE_MODULE.read_text()), "MlflowClient") >= 1  # the door itself is found
+
+
+# What src/tracking may import from MLflow outside the store module: record types, MLflow's own
+# system-metrics sampler (given the store's URI), and the probe's one request to a server that is not
+# yet a store. Anything else (mlflow.tracking, `import mlflow`'s fluent API) would write around the door.
+MLFLOW_OUTSIDE_THE_DOOR = {
+    "mlflow.entities": None,  # None: any module of src/tracking
+    "mlflow.system_metrics.system_metrics_monitor": "tracker.py",
+    "mlflow.utils.credentials": "server_client.py",
+    "mlflow.utils.rest_utils": "server_client.py",
+}
+
+
+LIGHTNING_WRITES = {"log_metrics", "log_hyperparams", "finalize", "log_graph", "after_save_checkpoint"}
+
+
+def test_every_mlflow_write_goes_through_the_store() -> None:
+    """Outside src/tracking/store.py no module imports more of MLflow than MLFLOW_OUTSIDE_THE_DOOR
+    allows, none calls `log_batch` itself (the store applies MLflow's batch limits, once), and none
+    lets Lightning's MLFlowLogger write with its own client (`.experiment`, `super().log_metrics()`,
+    `super().finalize()`): the run is created, fed and closed through the store, retried."""
+    stray, batches, lightning = [], [], []
+    for path in sorted(TRACKING.glob("*.py")):
+        if path == STORE_MODULE:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        for module in _imported_modules(tree):
+            if module.split(".")[0] == "mlflow" and MLFLOW_OUTSIDE_THE_DOOR.get(module, "-") not in (None, path.name):
+                stray.append(f"{path.name}: {module}")
+        if _calls_named(tree, "log_batch"):
+            batches.append(path.name)
+        lightning += [
+            f"{path.name}:{node.lineno}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and (node.attr == "experiment" or (
+                node.attr in LIGHTNING_WRITES and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Name) and node.value.func.id == "super"))
+        ]  # fmt: skip
+    assert not stray, f"MLflow used around the store (add a Store method): {stray}"
+    assert not lightning, f"Lightning's MLflow client writes around the store: {lightning}"
+    assert not batches, f"log_batch called outside the store (use Store.log_params / log_metrics*): {batches}"
+
+
+def _retry_loops(tree: ast.AST) -> int:
+    """Loops that catch an exception and sleep before the next try."""
+    return sum(
+        isinstance(loop, (ast.For, ast.While))
+        and any(
+            isinstance(handler, ast.ExceptHandler) and _calls_named(handler, "sleep")
+            for node in ast.walk(loop) if isinstance(node, ast.Try) for handler in node.handlers
+        )
+        for loop in ast.walk(tree)
+    )  # fmt: skip
+
+
+def test_one_retry_loop_and_one_atomic_writer() -> None:
+    """Retrying on an error is src.tracking.retry's one loop; replacing a file is src.atomic_io's."""
+    loops, renames = {}, []
+    for path in sorted(SRC.rglob("*.py")):
+        text, where = path.read_text(), str(path.relative_to(REPO))
+        if "sleep" in text and (n := _retry_loops(ast.parse(text, where))):
+            loops[where] = n
+        if any(token in text for token in ("os.replace(", ".rename(", "shutil.move(")):
+            renames.append(where)
+    assert loops == {"src/tracking/retry.py": 1}, f"retry loops (use src.tracking.retry.retry): {loops}"
+    assert renames == ["src/atomic_io.py"], f"files replaced outside src.atomic_io (use atomic_write): {renames}"
 
 
 def _third_party_imports(folder: Path) -> dict[str, list[str]]:

@@ -9,7 +9,8 @@ from mlflow.tracking import MlflowClient
 
 from src.config import validate
 from src.paths import ConfigError, compose
-from src.tracking.store import Store, redact_text, redact_uri
+from src.tracking.credentials import redact_text, redact_uri
+from src.tracking.store import Store
 from src.tracking.tracker import redacted_config
 from src.train import train
 from src.training.checkpointing import checkpoint_dir

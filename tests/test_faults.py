@@ -12,14 +12,11 @@ from helpers import run_cli
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
-from src.tracking.store import (
-    EXPERIMENT_TAGS,
-    FIELD,
-    Store,
-    StoreError,
-    lock_path,
-    redact_uri,
-)
+from src.tracking.credentials import redact_uri
+from src.tracking.retry import with_retry
+from src.tracking.sqlite_file import lock_path
+from src.tracking.store import EXPERIMENT_TAGS, Store
+from src.tracking.store_uri import FIELD, StoreError
 
 RACE_ROUNDS = 5
 RACE_JOBS = 3
@@ -172,3 +169,38 @@ def test_store_errors_never_show_the_password() -> None:
         Store.connect("http://alice:s3cret@127.0.0.1:9")
     assert "s3cret" not in str(err.value) and "alice" not in str(err.value)
     assert f"{FIELD}=http://127.0.0.1:9" in str(err.value) and "MLFLOW_TRACKING_PASSWORD" in str(err.value)
+
+
+def test_retries_ride_out_sqlite_write_lock_and_nothing_else(tmp_path: Path) -> None:
+    """`with_retry` tries again while another connection holds SQLite's write lock (a real one),
+    gives up after its attempts, and raises any other error at once."""
+    db = tmp_path / "locked.db"
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN EXCLUSIVE")
+    writer = sqlite3.connect(db, timeout=0, isolation_level=None)  # no busy wait of SQLite's own
+    tries: list[int] = []
+
+    def write() -> str:
+        tries.append(1)
+        if len(tries) == 3:
+            holder.execute("COMMIT")  # the other writer is done
+        writer.execute("INSERT INTO t VALUES (1)")
+        return "written"
+
+    assert with_retry(write, delay_s=0.001) == "written" and len(tries) == 3
+    holder.execute("BEGIN EXCLUSIVE")
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        with_retry(lambda: writer.execute("INSERT INTO t VALUES (2)"), attempts=3, delay_s=0.001)
+    holder.execute("COMMIT")
+
+    def broken() -> None:
+        tries.append(1)
+        raise ValueError("not a lock")
+
+    tries.clear()
+    with pytest.raises(ValueError, match="not a lock"):
+        with_retry(broken, delay_s=0.001)
+    assert len(tries) == 1
+    holder.close()
+    writer.close()

@@ -28,6 +28,7 @@ from src.tracking.sweep import (
     code_conflicts,
     decide,
     runs_with_fingerprint,
+    settle_lost,
     supersede,
 )
 
@@ -105,7 +106,9 @@ def test_running_with_a_dead_pid_on_this_host_is_lost(client) -> None:
     now = f"{time.time():.0f}"
     old = _run(c, exp, "RUNNING", "running", **{HOST_TAG: socket.gethostname(), PID_TAG: str(_dead_pid()), HEARTBEAT_TAG: now})
     d = _decide(c, exp, has_checkpoint=True)
-    assert (d.action, d.run.info.run_id) == ("resume", old)
+    assert (d.action, d.run.info.run_id) == ("resume", old) and d.reason.startswith("lost;")
+    assert c.get_run(old).info.status == "RUNNING"  # deciding changes no record: one route settles it
+    assert settle_lost(c, exp, FP, STALE_S) == [old]
     run = c.get_run(old)
     assert run.info.status == "KILLED" and run.data.tags["outcome"] == "lost"
 
@@ -118,7 +121,8 @@ def test_running_elsewhere_fresh_is_left_alone_stale_is_lost(client) -> None:
     assert c.get_run(fresh).info.status == "RUNNING"
     c.set_tags(fresh, {HEARTBEAT_TAG: f"{time.time() - STALE_S - 1:.0f}"})
     d = _decide(c, exp)
-    assert d.action == "new" and d.supersede == [fresh] and c.get_run(fresh).data.tags["outcome"] == "lost"
+    assert d.action == "new" and d.supersede == [fresh] and c.get_run(fresh).info.status == "RUNNING"
+    assert settle_lost(c, exp, FP, STALE_S) == [fresh] and c.get_run(fresh).data.tags["outcome"] == "lost"
 
 
 def test_policies(client) -> None:

@@ -153,8 +153,9 @@ class MlflowSetup(Callback):
         from src.config import check_store_placement
         from src.tracking import sweep
         from src.tracking.code import code_state
+        from src.tracking.credentials import redact_text
         from src.tracking.git import git_state
-        from src.tracking.store import Store, StoreError, redact_text
+        from src.tracking.store import Store, StoreError
         from src.tracking.summary import log_sweep_definition
         from src.tracking.tags import (
             NOTE_TAG,

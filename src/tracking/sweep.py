@@ -6,7 +6,7 @@ latest run with the same fingerprint (not superseded) and returns one action:
 
     finished / diverged run             -> skip: the result is already recorded
     RUNNING, heartbeat fresh, pid alive -> busy: someone else is training it; skip with a warning
-    RUNNING, stale or pid gone          -> mark it KILLED/outcome=lost, then as pre-empted:
+    RUNNING, stale or pid gone          -> lost (the job settles it as KILLED, `settle_lost`), then as pre-empted:
     pre-empted / lost / killed          -> resume it from its checkpoint (same MLflow run) if the
                                            checkpoint belongs to it, else start a new run
     failed                              -> start a new run; the old one is tagged superseded_by
@@ -82,7 +82,6 @@ class Decision:
     run: Run | None = None  # the existing run it concerns
     reason: str = ""
     supersede: list[str] = field(default_factory=list)  # runs the new run replaces
-    lost: bool = False  # `run` was RUNNING with its process gone: mark it lost
 
 
 def liveness_tags() -> dict[str, str]:
@@ -122,21 +121,18 @@ def runs_with_fingerprint(store: Store, experiment_id: str, fp: str) -> list[Run
     return [r for r in runs if SUPERSEDED_TAG not in r.data.tags]
 
 
-def mark_lost(store: Store, run: Run) -> None:
-    store.set_tags(run.info.run_id, {OUTCOME_TAG: LOST})
-    store.terminate(run.info.run_id, "KILLED")
-
-
 def settle_lost(store: Store, experiment_id: str, fp: str, stale_after_s: float) -> list[str]:
     """Mark KILLED (`outcome=lost`) the RUNNING runs of this identity whose process is gone.
 
-    A SIGKILL leaves a run RUNNING; the next run of its config (a single run as well as a sweep's
-    job, through `decide`) settles it instead of leaving it RUNNING forever.
+    A SIGKILL leaves a run RUNNING; the next run of its config settles it instead of leaving it
+    RUNNING forever. The one place that does: a job, single or in a sweep, as it opens its own run
+    (src.training.resume.settle_lost_runs), after every check of its config; `decide` only reads.
     """
     lost = [r for r in runs_with_fingerprint(store, experiment_id, fp) if r.info.status == "RUNNING"]
     lost = [r for r in lost if not is_alive(r, stale_after_s)]
     for run in lost:
-        mark_lost(store, run)
+        store.set_tags(run.info.run_id, {OUTCOME_TAG: LOST})
+        store.terminate(run.info.run_id, "KILLED")
     return [r.info.run_id for r in lost]
 
 
@@ -158,7 +154,7 @@ def decide(
     """What a job with fingerprint `fp` should do; `checkpoint_of(run)`: a checkpoint of that run exists.
 
     `code`: this process's code; a run to reuse that other code made follows `on_code_change`
-    (None: no code check)."""
+    (None: no code check). Changes no record: a lost run is settled when the job opens its run."""
     runs = runs_with_fingerprint(store, experiment_id, fp)
     if not runs:
         return Decision("new")
@@ -171,8 +167,6 @@ def decide(
     if policy == "rerun":
         return Decision("new", latest, "sweep.on_existing=rerun", [r.info.run_id for r in runs if r.info.status != "RUNNING"])
     d = by_state(latest, stale_after_s, checkpoint_of)
-    if d.lost:
-        mark_lost(store, latest)
     if code is None or d.action not in REUSES or not made_by_other_code(latest, code):
         return d
     if on_code_change == "fail":
@@ -186,13 +180,12 @@ def decide(
 def by_state(latest: Run, stale_after_s: float, checkpoint_of: Callable[[Run], bool]) -> Decision:
     """The decision the latest run of a config calls for (under on_existing=resume); changes no record."""
     outcome = latest.data.tags.get(OUTCOME_TAG, "")
-    lost = False
     if latest.info.status == "RUNNING":
         if is_alive(latest, stale_after_s):
             age = heartbeat_age_s(latest)
             host = latest.data.tags.get(HOST_TAG, "?")
             return Decision("busy", latest, f"running on {host} (heartbeat {age:.0f} s ago)")
-        outcome, lost = LOST, True
+        outcome = LOST
     missing = [k for k in REQUIRED_FINAL_METRICS if k not in latest.data.metrics]
     if latest.info.status == "FINISHED" and outcome == FINISHED and missing:
         # Closed FINISHED without its results (older versions did, after a kill in the test phase).
@@ -204,9 +197,9 @@ def by_state(latest: Run, stale_after_s: float, checkpoint_of: Callable[[Run], b
         return Decision("skip", latest, f"already {outcome or FINISHED}")
     if outcome in INTERRUPTED_OUTCOMES or latest.info.status == "KILLED":
         if checkpoint_of(latest):
-            return Decision("resume", latest, f"{outcome or KILLED}; resuming from its checkpoint", lost=lost)
-        return Decision("new", latest, f"{outcome or KILLED} without a checkpoint", [latest.info.run_id], lost=lost)
-    return Decision("new", latest, f"{outcome or FAILED}; starting a new run", [latest.info.run_id], lost=lost)
+            return Decision("resume", latest, f"{outcome or KILLED}; resuming from its checkpoint")
+        return Decision("new", latest, f"{outcome or KILLED} without a checkpoint", [latest.info.run_id])
+    return Decision("new", latest, f"{outcome or FAILED}; starting a new run", [latest.info.run_id])
 
 
 # --- the code that made a run (src.tracking.code) ----------------------------------------------

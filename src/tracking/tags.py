@@ -60,11 +60,11 @@ RESULT_OUTCOMES = (FINISHED, DIVERGED)
 INTERRUPTED_OUTCOMES = (PREEMPTED, LOST, KILLED)
 RUN_OUTCOMES = (FINISHED, DIVERGED, FAILED, PREEMPTED, LOST, KILLED)  # a training run's, once closed
 
-# MLflow's run status for each outcome, as Lightning's finalize() names it.
+# MLflow's run status for each outcome.
 OUTCOME_STATUS = {
-    FINISHED: "success",  # FINISHED
-    DIVERGED: "failed",  # FAILED
-    FAILED: "failed",  # FAILED
+    FINISHED: "FINISHED",
+    DIVERGED: "FAILED",
+    FAILED: "FAILED",
     KILLED: "KILLED",
     PREEMPTED: "KILLED",
 }

@@ -1,8 +1,9 @@
 """MLflow tracking: one experiment per sweep, one run per job, closed exactly once.
 
 Lightning's MLFlowLogger reads MLFLOW_TRACKING_URI when it is imported, and it closes the run at the
-end of `fit` (before `test`) and again on errors. The tracker below passes the URI explicitly and
-closes the run itself, once, with the real outcome: FINISHED, or FAILED for a crash or a divergence.
+end of `fit` (before `test`) and again on errors. The tracker below creates the run through the
+store, passes the URI explicitly, sends Lightning's metrics through the store too, and closes the
+run itself, once, with the real outcome: FINISHED, or FAILED for a crash or a divergence.
 
 The tracker takes a `RecordSpec`, the few resolved values a run's record needs, and the job's `Store`
 (already checked); the training config itself stays with the entry point (`RecordSpec.from_config`).
@@ -15,6 +16,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -25,11 +27,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.data.cache import read_meta
 from src.tracking.code import MANIFEST_ARTIFACT, code_state
+from src.tracking.credentials import redact_text, redact_uri
 from src.tracking.datasets import log_datasets
 from src.tracking.environment import environment_tags
 from src.tracking.git import git_state
 from src.tracking.identity import flatten, identity_config
-from src.tracking.store import ServerLost, Store, is_server, redact_text, redact_uri, server_lost
+from src.tracking.server_client import ServerLost, server_lost
+from src.tracking.store import Store
+from src.tracking.store_uri import is_server
 from src.tracking.summary import SUMMARY_STEP
 from src.tracking.sweep import REQUIRED_FINAL_METRICS, liveness_tags
 from src.tracking.tags import (
@@ -126,42 +131,45 @@ class TokenCacheRef:
 
 
 class _ClosedByTracker(MLFlowLogger):
-    """An MLFlowLogger that Lightning cannot close (the Tracker closes it once with the outcome),
-    and that never logs a step twice: a resumed run skips the steps already in MLflow.
+    """An MLFlowLogger that writes through the store (Lightning's own client only reads the run),
+    that Lightning cannot close (the Tracker closes the run once with the outcome), and that never
+    logs a step twice: a resumed run skips the steps already in MLflow.
 
     To a tracking server (`background=True`) the per-step metrics go through MLflow's asynchronous
-    logging queue, so a step never waits on the network; each step first looks at the writes
-    already sent, and the first one that failed (after the bounded retries of
-    `store.bound_http_requests`) stops the run with `ServerLost`. A slow server only lengthens the
-    queue.
+    logging queue (`Store.log_metrics_in_background`), so a step never waits on the network; each
+    step first looks at the writes already sent, and the first one that failed (after the bounded
+    retries of `server_client.bound_http_requests`) stops the run with `ServerLost`. A slow server
+    only lengthens the queue.
     """
 
     log_after_step = 0
 
-    def __init__(self, *args: Any, background: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, store: Store, background: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.store = store
         self.background = background
         self.lost: ServerLost | None = None
-        self._pending: deque[Any] = deque()  # MLflow RunOperations, oldest first
+        self._pending: deque[list[Future[Any]]] = deque()  # the futures of one write each, oldest first
 
     @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         if step is not None and step <= self.log_after_step:
             return
+        numbers = {k: float(v) for k, v in metrics.items() if not isinstance(v, str)}
         if not self.background:
-            super().log_metrics(dict(metrics), step)
+            self.store.log_metrics(self.run_id, numbers, step or 0)
             return
-        from mlflow.entities import Metric
-
         self._raise_if_failed()
-        now = int(time.time() * 1000)
-        items = [Metric(k, float(v), now, step or 0) for k, v in metrics.items() if not isinstance(v, str)]
-        self._pending.append(self.experiment.log_batch(self.run_id, metrics=items, synchronous=False))
+        self._pending.append(self.store.log_metrics_in_background(self.run_id, numbers, step or 0))
+
+    @rank_zero_only
+    def log_hyperparams(self, params: Any) -> None:
+        """Nothing: the run's params are the Tracker's (`Tracker.log_inputs`), written once."""
 
     def _raise_if_failed(self, wait: bool = False) -> None:
         """Drop the writes that are done; raise `ServerLost` for the first that failed."""
         while self._pending:
-            futures = self._pending[0]._operation_futures  # concurrent.futures of one log_batch
+            futures = self._pending[0]
             if not wait and not all(f.done() for f in futures):
                 return
             self._pending.popleft()
@@ -180,9 +188,6 @@ class _ClosedByTracker(MLFlowLogger):
     def finalize(self, status: str = "success") -> None:
         pass
 
-    def close(self, status: str) -> None:
-        super().finalize(status)
-
 
 class Tracker:
     """The MLflow run of one training job: a new run, or an existing one continued (`run_id`)."""
@@ -195,7 +200,7 @@ class Tracker:
         run_id: str | None = None,
         parent_run_id: str | None = None,
     ) -> None:
-        store.experiment_id(spec.experiment_name, spec.artifact_location)
+        experiment_id = store.experiment_id(spec.experiment_name, spec.artifact_location)
         self.store = store
         self.spec = spec
         self.git = git_state()
@@ -212,19 +217,19 @@ class Tracker:
             tags[JOB_NUM_TAG] = str(spec.job_num)
         if parent_run_id and not run_id:
             tags[PARENT_TAG] = parent_run_id
+        self.resumed = run_id is not None
+        if run_id is None and rank_zero_only.rank == 0:
+            # Created now, through the store: once this returns, another copy of the sweep sees it
+            # RUNNING (the claim on its config is released after this).
+            run_id = store.create_run(experiment_id, spec.run_name, tags)
         self.logger = _ClosedByTracker(
             experiment_name=spec.experiment_name,
             run_name=spec.run_name,
             tracking_uri=store.uri,
-            tags=tags,
+            store=store,
             run_id=run_id,
             background=is_server(store.uri),  # per-step metrics never wait on the network
         )
-        if rank_zero_only.rank == 0:
-            # MLFlowLogger creates its run lazily; create it now: once this returns, another copy of
-            # the sweep sees it RUNNING (the claim on its config is released after this).
-            self.logger.run_id  # noqa: B018
-        self.resumed = run_id is not None
         if self.resumed and rank_zero_only.rank == 0:
             # The run was closed (KILLED) when its last segment stopped; it is live again.
             store.reopen(run_id)
@@ -364,7 +369,7 @@ class Tracker:
             self._stop_system_metrics()
         self.set_tags({OUTCOME_TAG: outcome, **({NOTE_TAG: note} if note else {})})
         if rank_zero_only.rank == 0:
-            self.logger.close(OUTCOME_STATUS[outcome])
+            self.store.terminate(self.logger.run_id, OUTCOME_STATUS[outcome])
 
 
 def split_machine_paths(cfg: DictConfig) -> tuple[DictConfig, DictConfig]:

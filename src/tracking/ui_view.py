@@ -27,6 +27,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
+from src.tracking.credentials import redact_uri
+from src.tracking.store_uri import is_server
 from src.tracking.tags import SEED_TAG, VARIANT_TAG
 
 if TYPE_CHECKING:
@@ -81,9 +83,7 @@ def ui_base(logger: Mapping[str, Any]) -> str:
     """http://host:port of the MLflow UI for the store of `logger` (the config's `logger` node): a
     tracking server is its own UI; a local store is served by `python -m src.ui` at `logger.ui`."""
     uri = str(logger.get("tracking_uri") or "")
-    if uri.startswith(("http://", "https://")):
-        from src.tracking.store import redact_uri
-
+    if is_server(uri):
         return redact_uri(uri).rstrip("/")
     ui = logger["ui"]
     return address(str(ui["host"]), int(ui["port"]))

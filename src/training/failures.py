@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from hydra.core.hydra_config import HydraConfig
 
-from src.tracking.store import STORE_FULL, describe_store_fault, store_fault
+from src.tracking.store_faults import STORE_FULL, describe_store_fault, store_fault
 
 # MLflow logs every failed SQL statement with its traceback at ERROR before raising it (13 tracebacks
 # for one full disk): the exception is reported once, as a line, and these go to the log file.

@@ -158,8 +158,8 @@ def plan_single_run(spec: RunSpec, store: Store | None) -> RunPlan:
 
     Decided from the checkpoint file and its run's state, so the ranks of a DDP run decide alike
     (rank 0 may already have reopened the run when the others look: `running` counts as
-    interrupted). A single run settles its config's runs left RUNNING by a SIGKILL when it opens its
-    own (train.open_tracker): nothing is written to the store before the data checks pass.
+    interrupted). Runs of its config left RUNNING by a SIGKILL are settled when it opens its own
+    (`settle_lost_runs`): nothing is written to the store before the data checks pass.
     """
     ck, identity = spec.checkpoint, spec.identity
     if not ck.last.is_file():
@@ -206,9 +206,10 @@ def overwrite_refusal(path: Path, state: dict, owner: Run | None, fp: str) -> st
 
 
 def settle_lost_runs(spec: RunSpec, store: Store) -> None:
-    """Before a single run opens its MLflow run: mark KILLED (`lost`) the runs of its config left
-    RUNNING by a process that is gone (a sweep's jobs do this in `decide`). After every check of the
-    config, so a refused run still records nothing."""
+    """Before a job (single or in a sweep) opens its MLflow run: mark KILLED (`lost`) the runs of its
+    config left RUNNING by a process that is gone, the one it resumes included (it reopens it). The
+    run plan only reads the store; this is the one place lost runs are settled, after every check
+    of the config, so a refused run still records nothing."""
     if rank_zero_only.rank != 0:
         return
     where = spec.store

@@ -1,0 +1,63 @@
+"""Retries decided by the exception's type: the one retry loop of the tracking code.
+
+`with_retry` rides out what passes by itself: SQLite's write lock (however MLflow and SQLAlchemy
+wrapped it), or another process creating the same thing first. `retry` is the loop beneath it, with
+the caller's test of what is worth another try (the server probe retries every failure a few times).
+Torch-free and MLflow-free.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+T = TypeVar("T")
+
+RETRY_ATTEMPTS = 8  # with 0.25 s doubling: ~1 min on top of SQLite's own busy timeout
+RETRY_DELAY_S = 0.25
+SQLITE_BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
+ALREADY_EXISTS = "RESOURCE_ALREADY_EXISTS"  # MLflow's error code: another process created it first
+
+
+def causes(err: BaseException) -> Iterator[BaseException]:
+    """`err` and what it wraps, however MLflow and SQLAlchemy wrapped it (`.orig`, `__cause__`, `__context__`)."""
+    seen: set[int] = set()
+    node: BaseException | None = err
+    while node is not None and id(node) not in seen:
+        seen.add(id(node))
+        yield node
+        node = getattr(node, "orig", None) or node.__cause__ or node.__context__
+
+
+def is_sqlite_busy(err: BaseException) -> bool:
+    """SQLite's write lock, however MLflow and SQLAlchemy wrapped it."""
+    for node in causes(err):
+        if isinstance(node, sqlite3.OperationalError):
+            # sqlite_errorcode exists from Python 3.11; before it every OperationalError counts.
+            return getattr(node, "sqlite_errorcode", sqlite3.SQLITE_BUSY) in SQLITE_BUSY_CODES
+    return False
+
+
+def is_transient(err: BaseException) -> bool:
+    """Worth another try: SQLite's write lock, or another process creating the same thing first."""
+    return is_sqlite_busy(err) or getattr(err, "error_code", None) == ALREADY_EXISTS
+
+
+def retry(fn: Callable[[], T], attempts: int, delay_s: float, worth_retrying: Callable[[Exception], bool]) -> T:
+    """Call `fn` up to `attempts` times, `delay_s` doubling between them, while its error is `worth_retrying`;
+    the last error (or the first one not worth retrying) is raised as it is."""
+    for attempt in range(attempts):
+        try:
+            return fn()
+        except Exception as err:
+            if attempt == attempts - 1 or not worth_retrying(err):
+                raise
+            time.sleep(delay_s * 2**attempt)
+    raise ValueError(f"attempts must be >= 1, got {attempts}")
+
+
+def with_retry(fn: Callable[[], T], attempts: int = RETRY_ATTEMPTS, delay_s: float = RETRY_DELAY_S) -> T:
+    """Call `fn`, again after a back-off while the error `is_transient` (~1 min at most)."""
+    return retry(fn, attempts, delay_s, is_transient)

@@ -1,0 +1,106 @@
+"""An HTTP tracking server as this project's client meets it: probed once, then bounded.
+
+`probe_server` asks a server one small question in the first seconds (MLflow's own client would
+retry for minutes); `bound_http_requests` bounds every later request of the process, so a server
+that dies during a run costs at most ~32 s per request; `server_lost` is the one line a run ends
+with then. Torch-free; MLflow is imported only by the probe.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from src.tracking.credentials import CREDENTIAL_ENV, redact_text, redact_uri
+from src.tracking.retry import retry
+from src.tracking.store_uri import FIELD, StoreError
+
+PROBE_TIMEOUT_S = 8.0  # per attempt, connect and read (a basic-auth server hashes each password: slow on a busy host)
+PROBE_RETRIES = 2  # with 0.5 s and 1 s back-off: at most ~26 s for a server that never answers
+PROBE_BACKOFF_S = 0.5
+# MLflow's HTTP client during a run, for http(s) stores: 3 tries 10 s each, 0 s then 2 s apart. A
+# refused connection (a dead server) fails a request in ~2 s, a server that accepts and never
+# answers in ~32 s; a slow one has 10 s per request. The metrics queued in the background
+# (src.tracking.tracker) go out as one request per 2 s instead of one per step: measured, one per
+# step still cost a step 33% (scripts/bench_tracking.py, docs/benchmarks.md). Set only where the
+# user has not set them.
+SERVER_CLIENT_ENV = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0",
+    "MLFLOW_ASYNC_LOGGING_BUFFERING_SECONDS": "2",
+}
+
+
+class ServerLost(RuntimeError):
+    """The tracking server stopped answering during a run; the message names the URI and the cause."""
+
+
+def bound_http_requests() -> None:
+    """Bound MLflow's HTTP retries and timeouts in this process (and the processes it starts)."""
+    for name, value in SERVER_CLIENT_ENV.items():
+        os.environ.setdefault(name, value)
+
+
+def server_lost(uri: str, err: BaseException, doing: str) -> ServerLost:
+    """One line: which server, what the job was doing, the cause, and what to do."""
+    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return ServerLost(
+        f"{FIELD}={redact_uri(uri)}: the tracking server stopped answering while {doing} "
+        f"({_short_cause(text, uri)}); the checkpoint is kept: once the server is back, re-run the same "
+        "command to resume"
+    )
+
+
+def _short_cause(text: str, uri: str) -> str:
+    """The reason inside urllib3's nested retry message, e.g. "Connection refused"."""
+    errno = re.search(r"\[Errno -?\d+\] ([^'\")]+)", text)
+    if errno:
+        return errno.group(1).strip()
+    if "timed out" in text.lower() or "timeout" in text.lower():
+        return f"no answer within {PROBE_TIMEOUT_S:.0f} s, {PROBE_RETRIES} retries"
+    return redact_text(text.replace(uri, redact_uri(uri)))[-200:]  # MLflow's message quotes the full URL
+
+
+def probe_server(uri: str) -> None:
+    """One small API call with bounded retries: does an MLflow tracking server answer at `uri`?"""
+    from mlflow.utils.credentials import get_default_host_creds
+    from mlflow.utils.rest_utils import http_request
+
+    where = f"{FIELD}={redact_uri(uri)}"
+
+    def ask() -> Any:
+        return http_request(
+            get_default_host_creds(uri),
+            "/api/2.0/mlflow/experiments/search",
+            "POST",
+            json={"max_results": 1},
+            max_retries=0,
+            timeout=PROBE_TIMEOUT_S,
+            raise_on_status=False,
+        )
+
+    # Our own attempts, one request each: urllib3's retries count connect and read failures apart,
+    # so their total time is not bounded by one number. Every failure to get an answer (connection
+    # refused, DNS, TLS, a timeout: MLflow wraps them all in one type) is worth another try.
+    try:
+        response = retry(ask, PROBE_RETRIES + 1, PROBE_BACKOFF_S, lambda err: True)
+    except Exception as err:
+        raise StoreError(
+            f"{where}: no MLflow tracking server answers there ({_short_cause(str(err), uri)}); start it "
+            "(`mlflow server --backend-store-uri ...`), fix the address, or drop the override to track "
+            "in the local SQLite store"
+        ) from err
+    status = response.status_code
+    if status in (401, 403):
+        raise StoreError(
+            f"{where}: the tracking server refused the credentials (HTTP {status}); "
+            f"set {CREDENTIAL_ENV[0]} and {CREDENTIAL_ENV[1]} (or {CREDENTIAL_ENV[2]})"
+        )
+    if status != 200:
+        raise StoreError(
+            f"{where}: a server answers there, but not as an MLflow tracking server "
+            f"(HTTP {status} from /api/2.0/mlflow/experiments/search)"
+        )
