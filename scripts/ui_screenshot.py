@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))  # `import src` from the checkout this script live
 
 from src import paths  # noqa: E402
 from src.report.runs import ReportError, find_experiment, open_store  # noqa: E402
-from src.tracking.store import StoreError  # noqa: E402
+from src.tracking.store_uri import StoreError  # noqa: E402
 from src.tracking.sweep import latest_sweep_run  # noqa: E402
 from src.tracking.ui_view import ui_link  # noqa: E402
 

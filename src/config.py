@@ -15,9 +15,9 @@ from src.model.gpt import GPTConfig
 from src.paths import ConfigError
 from src.schema import LIGHTNING_PRECISIONS, MATMUL_PRECISIONS
 from src.tracking.identity import safe_folder_name
+from src.tracking.store import NAME_MAX
 from src.tracking.sweep import CODE_POLICIES, POLICIES
 
-MAX_NAME_CHARS = 250  # MLflow's experiment and run names are stored as strings of at most 256
 # Seeds seed numpy too, whose generator takes an unsigned 32-bit integer.
 SEED_RANGE = (0, 2**32 - 1)
 # Keys of the norm group that are not options of the norm: `family` labels it for the report.
@@ -67,7 +67,7 @@ def validate_names(cfg: DictConfig) -> None:
     for field in ("experiment_name", "run_name"):
         value = cfg.get(field)
         _require(bool(value.strip()), field, f"must be a non-empty string, got {value!r}")
-        _require(len(value) <= MAX_NAME_CHARS, field, f"at most {MAX_NAME_CHARS} characters, got {len(value)}")
+        _require(len(value) <= NAME_MAX, field, f"at most {NAME_MAX} characters, got {len(value)}")
         safe_folder_name(value, field)
 
 

@@ -31,7 +31,8 @@ from src.model.gpt import GPTModel
 from src.paths import ConfigError, compose_error_line, register_resolvers
 from src.tracking.credentials import refuse_credentials
 from src.tracking.server_client import ServerLost
-from src.tracking.store import Store, sqlite_path
+from src.tracking.store import Store
+from src.tracking.store_uri import sqlite_path
 from src.tracking.sweep import PARENT_ENV, supersede
 from src.tracking.tags import DIVERGED, FINISHED
 from src.tracking.tracker import RecordSpec, TokenCacheRef, Tracker

@@ -17,7 +17,9 @@ import socket
 import sys
 
 from src import cli, paths
-from src.tracking.store import Store, StoreError, redact_uri, sqlite_path
+from src.tracking.credentials import redact_uri
+from src.tracking.store import Store
+from src.tracking.store_uri import StoreError, sqlite_path
 from src.tracking.ui_view import address, default_workers, publish_view, ui_link
 
 

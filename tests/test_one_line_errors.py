@@ -20,7 +20,8 @@ from mlflow.tracking import MlflowClient
 import src.train as train_module
 from src.paths import ConfigError, compose
 from src.tracking.credentials import has_credentials, redact_text, redact_uri, refuse_credentials
-from src.tracking.store import Store, StoreError
+from src.tracking.store import Store
+from src.tracking.store_uri import StoreError
 from src.train import train
 from src.training.failures import RunFailed
 

@@ -19,7 +19,8 @@ from helpers import run_cli
 
 from src.paths import ConfigError, compose
 from src.tracking.credentials import CREDENTIAL_ENV
-from src.tracking.store import Store, StoreError
+from src.tracking.store import Store
+from src.tracking.store_uri import StoreError
 from src.train import train
 
 SECRET = "Sup3r-s3cret-pw"  # the password under test: it must appear nowhere

@@ -19,7 +19,8 @@ from mlflow.tracking import MlflowClient
 from src.config import validate
 from src.launch.callbacks import MlflowSetup
 from src.paths import ConfigError, compose
-from src.tracking.store import Store, StoreError
+from src.tracking.store import Store
+from src.tracking.store_uri import StoreError
 from src.tracking.sweep import FINGERPRINT_TAG, SWEEP_TAG, claim
 from src.tracking.team_server import DB_USER, TeamServer, free_port
 from src.train import train

@@ -155,7 +155,8 @@ class MlflowSetup(Callback):
         from src.tracking.code import code_state
         from src.tracking.credentials import redact_text
         from src.tracking.git import git_state
-        from src.tracking.store import Store, StoreError
+        from src.tracking.store import Store
+        from src.tracking.store_uri import StoreError
         from src.tracking.summary import log_sweep_definition
         from src.tracking.tags import (
             NOTE_TAG,

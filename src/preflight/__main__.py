@@ -7,7 +7,7 @@ estimate its memory, time and cost.
     python -m src.preflight experiment=gpt2_small_study preflight.steps=1     + a dress rehearsal here
 
 The arguments are those of `python -m src.train` (with `-m`/`--multirun`, the jobs Hydra's sweeper
-would run). `preflight.*` sets the card, the assumed MFU and the rehearsal (conf/train.yaml).
+would run). `preflight.*` sets the card, the assumed MFU and the rehearsal (their defaults: src/schema.py).
 Nothing is trained or recorded. Exit status 1 means a job would fail (each reason on one line,
 naming the field).
 """

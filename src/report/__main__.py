@@ -25,7 +25,7 @@ from src.report import ReportError, analyze, generate_report, report_folder, ter
 from src.report.comparisons import Margins, default_margin, reference_setting, settings
 from src.report.runs import open_store
 from src.report.status import status_text
-from src.tracking.store import StoreError
+from src.tracking.store_uri import StoreError
 from src.tracking.sweep import running_sweep
 from src.tracking.tags import HOST_TAG, PID_TAG
 from src.tracking.ui_view import ui_base

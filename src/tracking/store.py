@@ -57,6 +57,7 @@ EXPERIMENT_TAGS = {
     "nested below; a sweep run's Artifacts hold report/report.html.",
 }
 BATCH_MAX = 100  # params per log_batch call (MLflow's limit)
+NAME_MAX = 250  # characters of an experiment's or a run's name (MLflow stores at most 256)
 PARAM_VALUE_MAX = 6000  # characters of a param's value (MLflow 3's limit)
 SEARCH_PAGE_MAX = 1000  # runs per search_runs page (MLflow's default page size)
 

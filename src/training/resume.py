@@ -19,7 +19,8 @@ from lightning.pytorch.utilities import rank_zero_only
 from src.atomic_io import remove_partial_writes
 from src.paths import ConfigError
 from src.tracking.code import code_state
-from src.tracking.store import Store, redact_uri
+from src.tracking.credentials import redact_uri
+from src.tracking.store import Store
 from src.tracking.sweep import (
     Claim,
     claim,
