@@ -4,7 +4,8 @@ The new content goes to a temporary file in the target's own folder (a rename wi
 is atomic, while a move across filesystems is a copy in place), is flushed and fsynced, then renamed
 over the target; the folder is fsynced last, so that the rename itself survives a power cut. Any
 failure removes the temporary file and leaves the target as it was. The one writer of the token
-cache (src.data.cache) and of checkpoints (src.training.atomic_io). Nothing here imports torch.
+cache (src.data.cache) and of checkpoints (src.training.atomic_io), and the one mover of a file kept
+aside (`move_aside`: a replaced run's checkpoint). Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -55,6 +56,14 @@ def atomic_write(target: Path, data: bytes | memoryview) -> None:
     """Write `data` to `target` atomically (see the module's docstring)."""
     with atomic_file(target) as f:
         f.write(data)
+
+
+def move_aside(path: Path, to: Path) -> None:
+    """Move `path` to `to` (a folder beside it: the same filesystem, so one atomic rename), durably."""
+    to.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(path, to)
+    fsync_folder(to.parent)
+    fsync_folder(path.parent)
 
 
 def remove_partial_writes(target: Path) -> list[Path]:

@@ -170,3 +170,33 @@ def test_runs_before_code_fingerprints_count_as_other_code(client) -> None:
     cut = _run(c, exp, "KILLED", "preempted")  # now the latest: resumed only from a checkpoint of its own
     assert code_conflicts(c, exp, [FP], CODE, STALE_S, lambda run: False) == []  # a new run would train
     assert [r.info.run_id for r in code_conflicts(c, exp, [FP], CODE, STALE_S, lambda run: True)] == [cut]
+
+
+def test_a_new_run_keeps_the_checkpoint_of_the_run_it_replaces(tmp_path: Path, store_template: Path) -> None:
+    """A sweep job that trains a failed run again writes its own checkpoint; the failed run's moves aside."""
+    import torch
+
+    from src.paths import compose
+    from src.training.checkpointing import RUN_STATE_KEY
+    from src.training.resume import plan_run
+    from src.training.run_spec import resolve
+
+    shutil.copyfile(store_template, tmp_path / "mlflow.db")
+    spec = resolve(compose([
+        "checkpoint.enabled=true", f"checkpoint.dir={tmp_path / 'ckpt'}", "experiment_name=replaced",
+        f"paths.mlflow_db={tmp_path / 'mlflow.db'}", f"paths.mlflow_artifacts={tmp_path / 'mlartifacts'}",
+    ]))  # fmt: skip
+    store = Store.connect(spec.store.tracking_uri)
+    exp = store.experiment_id(spec.store.experiment_name, spec.store.artifact_location)
+    failed = _run(store, exp, "FAILED", "failed", **{FINGERPRINT_TAG: spec.identity.fingerprint})
+    state = {"mlflow_run_id": failed, "fingerprint": spec.identity.fingerprint}
+    spec.checkpoint.folder.mkdir(parents=True)
+    torch.save({"state_dict": {"w": torch.ones(2)}, "callbacks": {RUN_STATE_KEY: state}}, spec.checkpoint.last)
+    plan = plan_run(spec, True, store)
+    assert plan.claim is not None
+    plan.claim.release()
+    kept = spec.checkpoint.folder / "replaced" / f"{failed}.ckpt"
+    assert plan.ckpt_path is None and plan.supersede == [failed]  # a new run, from scratch
+    assert plan.message.endswith(f"; its checkpoint kept as {kept}")
+    assert not spec.checkpoint.last.exists()  # the new run's checkpoints write over nothing
+    assert torch.load(kept, weights_only=True)["callbacks"][RUN_STATE_KEY] == state

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from lightning.pytorch.utilities import rank_zero_only
 
-from src.atomic_io import remove_partial_writes
+from src.atomic_io import move_aside, remove_partial_writes
 from src.paths import ConfigError
 from src.tracking.code import code_state
 from src.tracking.credentials import redact_uri
@@ -47,6 +47,8 @@ from src.training.run_spec import RunSpec
 
 if TYPE_CHECKING:
     from src.tracking.store import Run
+
+REPLACED_FOLDER = "replaced"  # beside last.ckpt: the checkpoints of the runs a new run replaced
 
 
 @dataclass
@@ -148,8 +150,22 @@ def _plan_from_decision(
         assert d.run is not None
         check_checkpoint(last, identity.fingerprint, identity.config, last_state())
         return RunPlan(last, d.run.info.run_id, message=f"{name}: run {d.run.info.run_id} {d.reason}")
-    message = f"{name}: run {d.run.info.run_id} {d.reason}" if d.run is not None else ""
-    return RunPlan(supersede=d.supersede, message=message)
+    said = [f"run {d.run.info.run_id} {d.reason}"] if d.run is not None else []
+    kept = keep_replaced_checkpoint(spec, last, last_state())
+    if kept is not None:
+        said.append(f"its checkpoint kept as {kept}")
+    return RunPlan(supersede=d.supersede, message=f"{name}: {'; '.join(said)}" if said else "")
+
+
+def keep_replaced_checkpoint(spec: RunSpec, last: Path, state: dict) -> Path | None:
+    """A new run of this config is about to checkpoint into `last`'s folder: move the file there (a
+    failed, superseded or other-code run's) to `replaced/<its run id>.ckpt`, so no run's state is
+    written over. Rank 0 moves it; a DDP job's other ranks start the new run without reading it."""
+    if not spec.checkpoint.enabled or not last.is_file() or rank_zero_only.rank != 0:
+        return None
+    to = last.parent / REPLACED_FOLDER / f"{state.get('mlflow_run_id') or 'unknown-run'}.ckpt"
+    move_aside(last, to)
+    return to
 
 
 def plan_single_run(spec: RunSpec, store: Store | None) -> RunPlan:
