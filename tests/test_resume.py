@@ -15,6 +15,8 @@ from mlflow.tracking import MlflowClient
 import src.train as train_module
 from src.paths import compose
 from src.train import RunResult, train
+from src.training.failures import RunFailed
+from src.training.lit_module import GPTLitModule
 
 STEPS = 8
 
@@ -86,6 +88,32 @@ def test_crash_after_checkpoint_then_resume(
     assert resumed.first_train_loss == pytest.approx(reference.first_train_loss, rel=1e-6)
     # The training clock spans both segments.
     assert final.data.metrics["train_time_s"] > 0
+
+
+@pytest.mark.slow
+def test_a_store_failure_logging_a_checkpointed_step_leaves_no_gap(
+    tiny_overrides: list[str], store: dict[str, str], tmp_path: Path, monkeypatch
+) -> None:
+    """Step 3's checkpoint is written before step 3's metrics are (callbacks run first); when that
+    write fails, the run resumed from the checkpoint logs them."""
+    logged = GPTLitModule.on_train_batch_end
+
+    def store_lost_at_step_3(self, *args) -> None:
+        if self.trainer.global_step == 3:
+            raise ConnectionError("store lost")
+        logged(self, *args)
+
+    monkeypatch.setattr(GPTLitModule, "on_train_batch_end", store_lost_at_step_3)
+    with pytest.raises(RunFailed, match="ConnectionError: store lost"):
+        train(_cfg(tiny_overrides, tmp_path, "experiment_name=gap"))
+    client = MlflowClient(store["uri"])
+    (run,) = client.search_runs([client.get_experiment_by_name("gap").experiment_id])
+    assert [s for s, _ in _history(store["uri"], run.info.run_id, "train/train_loss")] == [1, 2]
+
+    monkeypatch.undo()
+    train(_cfg(tiny_overrides, tmp_path, "experiment_name=gap", "ckpt_path=last"))
+    for key in ("train/train_loss", "train/lr", "perf/step_tokens_per_sec"):
+        assert [s for s, _ in _history(store["uri"], run.info.run_id, key)] == list(range(1, STEPS + 1)), key
 
 
 @pytest.mark.slow

@@ -45,6 +45,7 @@ class GPTLitModule(L.LightningModule):
         self._step_started: float | None = None
         self._accum_loss = torch.zeros(())
         self._step_done: tuple[float, float] | None = None  # (loss, tokens/s) of the step just taken
+        self._unlogged: dict[str, Any] | None = None  # a restored checkpoint's step metrics, maybe never logged
         self.first_step_s: float | None = None
         self._eval_sum = torch.zeros((), dtype=torch.float64)
         self._eval_count = 0
@@ -67,11 +68,17 @@ class GPTLitModule(L.LightningModule):
 
     # The run's first and last losses and first step time survive a resume: a run resumed from its
     # end-of-training checkpoint trains no step, yet still reports its final train loss.
+    # A periodic checkpoint at step N is written by a callback, before this module logs step N's
+    # metrics (on_train_batch_end): it carries them, and a run resumed from it logs them unless MLflow
+    # already has that step (a store failure at that write would otherwise leave a gap in the curves).
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        step = self.trainer.global_step
+        metrics = self._step_metrics(step)
         checkpoint[STATE_KEY] = {
             "first_train_loss": self.first_train_loss,
             "last_train_loss": self.last_train_loss,
             "first_step_s": self.first_step_s,
+            "unlogged": {"step": step, "metrics": metrics} if metrics else None,
         }
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -79,6 +86,13 @@ class GPTLitModule(L.LightningModule):
         self.first_train_loss = state.get("first_train_loss")
         self.last_train_loss = state.get("last_train_loss")
         self.first_step_s = state.get("first_step_s")
+        self._unlogged = state.get("unlogged")
+
+    def on_train_start(self) -> None:
+        if self._unlogged is not None and self.logger is not None:
+            # The logger skips a step MLflow already has (Tracker: log_after_step).
+            self.logger.log_metrics(self._unlogged["metrics"], step=self._unlogged["step"])
+        self._unlogged = None
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
         if self._step_started is None:
@@ -115,22 +129,28 @@ class GPTLitModule(L.LightningModule):
         # Tokens of all devices over this step's wall-clock (the study counts global tokens).
         self._step_done = (loss, self.budget.tokens_per_step / elapsed)
 
+    def _step_metrics(self, step: int) -> dict[str, float] | None:
+        """The logged metrics of optimizer step `step`, just taken; None mid-accumulation or between
+        logged steps."""
+        if self._step_done is None or not (step % self.log_every_n_steps == 0 or step == self.budget.max_steps):
+            return None
+        loss, tokens_per_sec = self._step_done
+        return {
+            "train/train_loss": loss,
+            "train/lr": self.trainer.optimizers[0].param_groups[0]["lr"],
+            "train/grad_norm": float(self.last_grad_norm),
+            "train/tokens_seen": float(step * self.budget.tokens_per_step),
+            "perf/step_tokens_per_sec": tokens_per_sec,  # this step only; the run's average is final
+        }
+
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self._step_done is None:
             return  # mid-accumulation: no optimizer step yet
+        metrics = self._step_metrics(self.trainer.global_step)  # already incremented: optimizer steps done
         loss, tokens_per_sec = self._step_done
         self._step_done = None
-        step = self.trainer.global_step  # already incremented: optimizer steps done
-        if step % self.log_every_n_steps == 0 or step == self.budget.max_steps:
-            self._log_metrics(
-                {
-                    "train/train_loss": loss,
-                    "train/lr": self.trainer.optimizers[0].param_groups[0]["lr"],
-                    "train/grad_norm": float(self.last_grad_norm),
-                    "train/tokens_seen": float(step * self.budget.tokens_per_step),
-                    "perf/step_tokens_per_sec": tokens_per_sec,  # this step only; the run's average is final
-                }
-            )
+        if metrics is not None:
+            self._log_metrics(metrics)
         self.log_dict({"loss": loss, "tok/s": tokens_per_sec}, prog_bar=True, logger=False)
 
     # --- evaluation --------------------------------------------------------------------------
