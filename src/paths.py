@@ -8,12 +8,10 @@ the notebook alike. Nothing here imports torch, Lightning or the model.
 
 from __future__ import annotations
 
-import functools
 import re
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -100,13 +98,6 @@ def compose_error_line(err: Exception) -> str:
         group, _, name = err.missing_cfg_file.rpartition("/")
         return f"{group}: no option {name!r} (conf/{group}/); valid choices: {', '.join(err.options)}"
     return " ".join(str(err).split())
-
-
-@functools.cache
-def conf_default(config_file: str, key: str) -> Any:
-    """`key` (dotted) as `conf/<config_file>.yaml` writes it, unresolved: the default of an object built
-    without a composed config (a test, a notebook) is the config's own, written once, in the YAML."""
-    return OmegaConf.select(OmegaConf.load(CONF_DIR / f"{config_file}.yaml"), key, throw_on_missing=True)
 
 
 def tracking_uri(overrides: Sequence[str] = ()) -> str:

@@ -115,6 +115,59 @@ class PreflightSchema:
     rehearsal_micro_batch: int | None = None  # null: the largest micro-batch (at most optim.micro_batch_size) estimated to fit here
 
 
+# --- the data sources (conf/data/<source>.yaml: `defaults: [/schema/data/<source>@_here_]`) --------
+# Each source's keys, with the defaults a source built in Python (a test, a notebook) gets too:
+# src.data's sources take them from here. Field order is the composed config's (MLflow params).
+
+
+@dataclass
+class ShakespeareData:
+    """Bundled corpus: Shakespeare's 38 plays (src/assets/shakespeare-*.zip), split by whole plays."""
+
+    source: str = "shakespeare"  # key in src.data.sources.DATA_SOURCES
+    cache_dir: str = "${paths.cache_dir}"  # token caches live in <cache_dir>/<corpus key>-<tokenizer>/
+    num_workers: int = 0  # DataLoader worker processes; memmapped windows are cheap to read
+    val_max_windows: int | None = 32  # cap on val windows per evaluation (null = the whole val split)
+    test_max_windows: int | None = None  # null = score the whole test split
+
+
+@dataclass
+class TextFilesData:
+    """Local corpus: a glob of .txt files (one document each) and/or .jsonl files (one {"text": ...} per line)."""
+
+    source: str = "text_files"  # key in src.data.sources.DATA_SOURCES
+    paths: Any = MISSING  # required glob (or list of globs), e.g. data.paths='corpus/**/*.txt'
+    val_fraction: Number = 0.05  # expected share of documents in val (assigned by hashing each document)
+    test_fraction: Number = 0.05  # expected share of documents in test
+    cache_dir: str = "${paths.cache_dir}"  # token caches live in <cache_dir>/<corpus key>-<tokenizer>/
+    num_workers: int = 0  # DataLoader worker processes
+    val_max_windows: int | None = 32  # cap on val windows per evaluation (null = the whole val split)
+    test_max_windows: int | None = None  # null = score the whole test split
+
+
+@dataclass
+class FineWebData:
+    """FineWeb sample-10BT as GPT-2 token shards; prepared once first: python -m src.data fineweb (docs/scaling.md)."""
+
+    source: str = "fineweb"  # key in src.data.sources.DATA_SOURCES
+    dataset: str = "HuggingFaceFW/fineweb"  # streamed from the Hugging Face hub (needs the `fineweb` extra: datasets)
+    subset: str = "sample-10BT"  # hub config: a ~10B-token sample of FineWeb
+    files: Any = None  # or a glob (or list of globs) of local .parquet / .jsonl files, read instead of the hub
+    val_fraction: Number = 0.01  # share of documents in val (99% / 1%), assigned by a hash of each document's text
+    shard_tokens: int = 100_000_000  # tokens per shard file (200 MB of uint16); shards close at document boundaries
+    num_proc: int = 8  # tokenizer processes (data.num_proc=$(nproc) on a big machine)
+    verify_checksums: bool = True  # sha256 of every shard before reuse (~20 GB: a minute or so); false = sizes only
+    cache_dir: str = "${paths.cache_dir}"  # shards live in <cache_dir>/<corpus key>-<tokenizer>/
+    num_workers: int = 2  # DataLoader worker processes per device
+    val_max_windows: int | None = 960  # validation windows from the start of val (~1M tokens per evaluation)
+    test_split: str = "val"  # FineWeb has one split: the test loss is scored on a fixed window of val ...
+    test_offset: int = 50_000_000  # ... starting at this token, far past the validation windows ...
+    test_max_windows: int | None = 19_200  # ... 19,200 windows of seq_len (19,660,800 tokens at 1024)
+
+
+DATA_SCHEMAS = {"shakespeare": ShakespeareData, "text_files": TextFilesData, "fineweb": FineWebData}
+
+
 @dataclass
 class OptimSchema:
     """The optimizer, its schedule, the batch size and the training budget (values: conf/optim/*.yaml)."""
@@ -179,7 +232,7 @@ class TrainConfig:
     resume: bool = False  # same as ckpt_path=last
     sweep: SweepSchema = field(default_factory=SweepSchema)
     preflight: PreflightSchema = field(default_factory=PreflightSchema)
-    data: dict[str, Any] = field(default_factory=dict)  # conf/data/<source>.yaml
+    data: dict[str, Any] = field(default_factory=dict)  # conf/data/<source>.yaml: one of DATA_SCHEMAS
     optim: OptimSchema = field(default_factory=OptimSchema)
     cluster: dict[str, Any] = field(default_factory=dict)  # conf/cluster/<name>.yaml
     precision: PrecisionSchema = field(default_factory=PrecisionSchema)
@@ -192,4 +245,7 @@ def register() -> None:
     plugin scan calls this through hydra_plugins/normsweep_schema, before any config is composed)."""
     from hydra.core.config_store import ConfigStore
 
-    ConfigStore.instance().store(name=SCHEMA_NAME, node=TrainConfig)
+    store = ConfigStore.instance()
+    store.store(name=SCHEMA_NAME, node=TrainConfig)
+    for name, node in DATA_SCHEMAS.items():  # conf/data/<name>.yaml: defaults: [/schema/data/<name>@_here_]
+        store.store(group="schema/data", name=name, node=node)

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
-from src import paths
 from src.config import model_config, validate
+from src.data.fineweb import FineWebSource
+from src.data.text_files import TextFilesSource
 from src.model.gpt import GPTConfig
 from src.model.norms import DEFAULT_EPS, make_norm
 from src.paths import CONF_DIR, ConfigError, compose
@@ -106,7 +107,7 @@ def test_a_choice_names_the_key_and_its_choices() -> None:
     assert str(refused.value) == f"precision.lightning: 'fp8' is not one of the valid choices: {', '.join(LIGHTNING_PRECISIONS)}"
 
 
-def test_python_defaults_are_the_schemas_not_the_yamls(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_python_defaults_are_the_schemas_not_the_yamls(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """GPTConfig() and the norms' eps take no default from conf/ (a notebook's model is the same
     whatever the YAML says), and equal the composed config's GPT-2 small."""
     composed = model_config(compose(["model=gpt2_small"]))
@@ -114,13 +115,20 @@ def test_python_defaults_are_the_schemas_not_the_yamls(monkeypatch: pytest.Monke
     def no_yaml(*args: object, **kwargs: object) -> None:
         raise AssertionError(f"a default was read from YAML: {args}")
 
+    fineweb, text_files = compose(["data=fineweb"]).data, compose(["data=text_files", "data.paths=x"]).data
     monkeypatch.setattr(OmegaConf, "load", no_yaml)
-    if hasattr(paths, "conf_default"):
-        paths.conf_default.cache_clear()  # a cached read would hide one
     default = GPTConfig()
     assert default == composed
     assert (default.norm_type, default.norm_eps, default.norm_placement, default.qk_norm) == ("torch_layernorm", 1e-5, "pre", False)
     assert make_norm("torch_layernorm", 8).eps == DEFAULT_EPS == 1e-5
+    # The data sources too: a source built in Python has the options `data=<source>` composes.
+    web = FineWebSource()
+    assert (web.dataset, web.subset, web.val_fraction, web.shard_tokens, web.num_proc, web.verify_checksums) == (
+        fineweb.dataset, fineweb.subset, fineweb.val_fraction, fineweb.shard_tokens, fineweb.num_proc, fineweb.verify_checksums
+    )
+    (tmp_path / "a.txt").write_text("a document")
+    local = TextFilesSource(str(tmp_path / "*.txt"))
+    assert (local.val_fraction, local.test_fraction) == (text_files.val_fraction, text_files.test_fraction)
 
 
 # Fingerprints of configs as the code before the schema composed them: a re-run sweep finds its

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from omegaconf import OmegaConf
 from torch.utils.data import DataLoader, DistributedSampler
 
 from src.data import cache, shakespeare
@@ -32,9 +31,7 @@ from src.data.sources import DATA_SOURCES, build_source
 from src.data.text_files import TextFilesSource
 from src.data.tokenizer import EOT_ID
 from src.data.windows import FixedWindows, RandomWindows, ResumableRankSampler
-
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf" / "data"
-
+from src.paths import compose
 
 # --- fixtures ----------------------------------------------------------------------------------
 
@@ -436,17 +433,13 @@ def test_datamodule_end_to_end(corpus, tmp_path) -> None:
 
 def test_hydra_data_configs_build(shakespeare_cache) -> None:
     cache_dir, folder = shakespeare_cache
-    cfg = OmegaConf.create(
-        {"paths": {"cache_dir": str(cache_dir)}, "data": OmegaConf.load(CONF_DIR / "shakespeare.yaml")}
-    )
+    cfg = compose(["data=shakespeare", f"paths.cache_dir={cache_dir}"])
     dm = build_datamodule(cfg.data, context_length=32, micro_batch_size=2, global_batch_size=2, max_steps=2, seed=0)
     assert isinstance(dm, TokenDataModule) and dm.folder == folder
     dm.prepare_data()  # valid cache: reused
     dm.setup("fit")
     assert len(dm.val_dataloader().dataset) == 32 and dm.test_dataloader().dataset.num_windows > 2000
-    text_cfg = OmegaConf.create(
-        {"paths": {"cache_dir": str(cache_dir)}, "data": OmegaConf.load(CONF_DIR / "text_files.yaml")}
-    )
+    text_cfg = compose(["data=text_files", f"paths.cache_dir={cache_dir}"])
     with pytest.raises(ValueError, match=r"data\.paths is required"):
         build_datamodule(text_cfg.data, context_length=32, micro_batch_size=2, global_batch_size=2, max_steps=2, seed=0)
 

@@ -23,7 +23,7 @@ from src.data.datamodule import build_datamodule
 from src.data.fineweb import MANIFEST_FILE, FineWebSource
 from src.data.sources import build_source
 from src.data.tokenizer import EOT_ID, gpt2_encoding
-from src.paths import ConfigError
+from src.paths import ConfigError, compose
 
 VAL_FRACTION = 0.1
 SHARD_TOKENS = 2000  # ~6 shards of ~50 documents for the corpus below
@@ -297,9 +297,7 @@ def test_datamodule_scores_the_test_window_inside_val(corpus, tmp_path) -> None:
 
 
 def test_config_builds_the_hub_source_and_rejects_bad_values(tmp_path) -> None:
-    from omegaconf import OmegaConf
-
-    cfg = OmegaConf.load(Path(__file__).resolve().parents[1] / "conf" / "data" / "fineweb.yaml")
+    cfg = compose(["data=fineweb"]).data
     source = build_source(cfg)
     assert isinstance(source, FineWebSource) and source.files is None
     assert (source.dataset, source.subset, source.val_fraction) == (

@@ -21,7 +21,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ..paths import ConfigError, conf_default
+from ..paths import ConfigError
 from .cache import cache_folder, ensure_token_cache
 
 # The splits a corpus may have, in the order they are written and reported. A source with fewer
@@ -32,12 +32,6 @@ SPLITS = ("train", "val", "test")
 class NoFilesMatched(ConfigError, FileNotFoundError):
     """A glob of a config field matched no file: a config error, and a missing file."""
 
-
-
-def config_default(source: str, key: str) -> Any:
-    """`key` as conf/data/<source>.yaml sets it: a source built without the config (a test, a
-    notebook) gets the same default as `data=<source>`."""
-    return conf_default(f"data/{source}", key)
 
 class DataSource(ABC):
     """A corpus split into documents per split, cached under a key that names them."""

@@ -43,7 +43,8 @@ from tqdm.auto import tqdm
 
 from ..locks import exclusive
 from ..paths import ConfigError
-from .base import DataSource, config_default, fingerprint, match_files, read_documents, unit_interval
+from ..schema import FineWebData
+from .base import DataSource, fingerprint, match_files, read_documents, unit_interval
 from .cache import (
     TOKEN_DTYPE,
     begin_cache,
@@ -178,10 +179,6 @@ class _Shard:
         return {"index": self.index, "documents": [self.first_doc, self.next_doc], "files": files}
 
 
-def _default(key: str) -> Any:
-    return config_default("fineweb", key)
-
-
 def shard_file(split: str, index: int) -> str:
     return f"{split}_{index:06d}.bin"
 
@@ -204,13 +201,13 @@ class FineWebSource(DataSource):
         num_proc: int | None = None,
         verify_checksums: bool | None = None,
     ) -> None:
-        # None: the value in conf/data/fineweb.yaml, the one owner of every default.
-        dataset = dataset or str(_default("dataset"))
-        subset = subset or str(_default("subset"))
-        val_fraction = float(_default("val_fraction") if val_fraction is None else val_fraction)
-        shard_tokens = int(_default("shard_tokens") if shard_tokens is None else shard_tokens)
-        num_proc = int(_default("num_proc") if num_proc is None else num_proc)
-        verify_checksums = bool(_default("verify_checksums") if verify_checksums is None else verify_checksums)
+        # None: the schema's default (src/schema.py FineWebData), which data=fineweb has too.
+        dataset = dataset or str(FineWebData.dataset)
+        subset = subset or str(FineWebData.subset)
+        val_fraction = float(FineWebData.val_fraction if val_fraction is None else val_fraction)
+        shard_tokens = int(FineWebData.shard_tokens if shard_tokens is None else shard_tokens)
+        num_proc = int(FineWebData.num_proc if num_proc is None else num_proc)
+        verify_checksums = bool(FineWebData.verify_checksums if verify_checksums is None else verify_checksums)
         if not 0 < val_fraction < 1:
             raise ConfigError(f"data.val_fraction must be in (0, 1), got {val_fraction}")
         if shard_tokens < 1:

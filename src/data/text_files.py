@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..paths import ConfigError
-from .base import DataSource, config_default, fingerprint, match_files, read_documents, unit_interval
+from ..schema import TextFilesData
+from .base import DataSource, fingerprint, match_files, read_documents, unit_interval
 
 FIELD = "data.paths"  # the config field that names the files, in every error about them
 SUFFIXES = (".txt", ".jsonl")
@@ -23,9 +24,9 @@ class TextFilesSource(DataSource):
     """Documents from local `.txt` / `.jsonl` files matched by one or more glob patterns."""
 
     def __init__(self, paths: str | Sequence[str], val_fraction: float | None = None, test_fraction: float | None = None):
-        # None: the value in conf/data/text_files.yaml, the one owner of the defaults.
-        val_fraction = float(config_default("text_files", "val_fraction") if val_fraction is None else val_fraction)
-        test_fraction = float(config_default("text_files", "test_fraction") if test_fraction is None else test_fraction)
+        # None: the schema's default (src/schema.py TextFilesData), which data=text_files has too.
+        val_fraction = float(TextFilesData.val_fraction if val_fraction is None else val_fraction)
+        test_fraction = float(TextFilesData.test_fraction if test_fraction is None else test_fraction)
         patterns = [paths] if isinstance(paths, str) else list(paths)
         if not (val_fraction > 0 and test_fraction > 0 and val_fraction + test_fraction < 1):
             raise ConfigError(
