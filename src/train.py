@@ -188,17 +188,17 @@ def log_inputs(tracker: Tracker, module: GPTLitModule, budget: Budget, datamodul
 
 
 def fit_result(spec: RunSpec, module: GPTLitModule, callbacks: RunCallbacks, tokens_trained: int) -> RunResult:
-    monitor = callbacks.divergence
+    monitor, tracker = callbacks.divergence, callbacks.tracking.tracker
     train_time_s = callbacks.tracking.train_time_s()
     return RunResult(
-        name=spec.run_name,
+        name=tracker.spec.run_name if tracker else spec.run_name,  # the MLflow run's: its variant, apart
         outcome=DIVERGED if monitor.diverged else FINISHED,
         train_time_s=train_time_s,
         tokens_per_sec=tokens_trained / train_time_s,
         first_train_loss=module.first_train_loss,
         final_train_loss=monitor.last_finite_loss if monitor.diverged else module.last_train_loss,
         test_loss=None,
-        run_id=callbacks.tracking.tracker.run_id if callbacks.tracking.tracker else None,
+        run_id=tracker.run_id if tracker else None,
         diverged_at_step=monitor.diverged_at_step,
     )
 
