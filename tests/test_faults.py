@@ -202,5 +202,19 @@ def test_retries_ride_out_sqlite_write_lock_and_nothing_else(tmp_path: Path) -> 
     with pytest.raises(ValueError, match="not a lock"):
         with_retry(broken, delay_s=0.001)
     assert len(tries) == 1
+
+    # Another process inserted the same row between MLflow's check and its insert (two runs logging
+    # one dataset at once): the next try finds it.
+    writer.execute("CREATE TABLE datasets (name UNIQUE)")
+
+    def insert_unless_there() -> str:
+        tries.append(1)
+        if len(tries) == 1:  # the other process's insert lands after this one's check
+            holder.execute("INSERT INTO datasets VALUES ('shakespeare')")
+            writer.execute("INSERT INTO datasets VALUES ('shakespeare')")
+        return "linked"
+
+    tries.clear()
+    assert with_retry(insert_unless_there, delay_s=0.001) == "linked" and len(tries) == 2
     holder.close()
     writer.close()

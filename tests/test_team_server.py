@@ -92,7 +92,8 @@ def test_two_copies_of_a_pool_sweep_split_the_work(team_server: TeamServer, toke
     nested = Counter(r.data.tags.get("mlflow.parentRunId") for r in runs)
     # Known intermittent defect (1 of 3 runs of this test): one of the 8 runs was left without its
     # parent tag (docs/store.md, limits). Nothing is lost or trained twice; no run nests elsewhere.
-    assert set(nested) <= {parents[0].info.run_id, None} and nested[parents[0].info.run_id] >= 7, nested
+    said = [line for out in outputs for line in out.splitlines() if "warning" in line.lower() or "error" in line.lower()]
+    assert set(nested) <= {parents[0].info.run_id, None} and nested[parents[0].info.run_id] >= 7, (nested, said[:20])
     # ...which holds the report's aggregates over all 8 jobs (the copy that ended last wrote them).
     aggregates = parents[0].data.metrics
     norms = FOUR_NORMS.removeprefix("norm=").split(",")

@@ -201,8 +201,6 @@ class MlflowSetup(Callback):
             if held is not None:
                 held.release()
             run_id = found[0].info.run_id
-            store.reopen(run_id)
-            store.set_tags(run_id, {OUTCOME_TAG: RUNNING})
         else:
             run_id = store.create_run(
                 experiment_id,
@@ -217,6 +215,13 @@ class MlflowSetup(Callback):
             )
             if held is not None:
                 held.release()
+        # The jobs (in this process or launched from it) nest under it: set before anything else is
+        # written, so a failed write below (Hydra makes it a warning) cannot leave them unnested.
+        os.environ[sweep.PARENT_ENV] = run_id
+        if found:
+            store.reopen(run_id)
+            store.set_tags(run_id, {OUTCOME_TAG: RUNNING})
+        else:
             log_sweep_definition(store, run_id, jobs)
         store.set_tags(run_id, {SWEEP_COMMAND_TAG: command, **code_state().tags()})  # the code deciding this time
         definition = sweep.sweep_definition(config.experiment_name, command, run_id, jobs)
@@ -224,7 +229,6 @@ class MlflowSetup(Callback):
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         (sweep_dir / sweep.JOBS_FILE).write_text(definition)
-        os.environ[sweep.PARENT_ENV] = run_id  # the jobs (in this process or launched from it) nest under it
         from src.launch.sweep_end import open_parent
 
         open_parent(store, run_id, float(config.sweep.stale_after_s))  # closed on every exit path

@@ -40,9 +40,15 @@ def is_sqlite_busy(err: BaseException) -> bool:
     return False
 
 
+def is_duplicate_insert(err: BaseException) -> bool:
+    """A row another process inserted first, between MLflow's check for it and its own insert (two
+    runs starting at once log the same dataset): the next try finds the row and links to it."""
+    return any(isinstance(node, sqlite3.IntegrityError) or type(node).__name__ == "UniqueViolation" for node in causes(err))
+
+
 def is_transient(err: BaseException) -> bool:
     """Worth another try: SQLite's write lock, or another process creating the same thing first."""
-    return is_sqlite_busy(err) or getattr(err, "error_code", None) == ALREADY_EXISTS
+    return is_sqlite_busy(err) or getattr(err, "error_code", None) == ALREADY_EXISTS or is_duplicate_insert(err)
 
 
 def retry(fn: Callable[[], T], attempts: int, delay_s: float, worth_retrying: Callable[[Exception], bool]) -> T:
