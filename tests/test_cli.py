@@ -42,6 +42,7 @@ def test_every_help_has_one_shape(name: str, capsys: pytest.CaptureFixture[str])
         ("report", ["report.margin.test_loss=-1"], "config error: report.margin.test_loss: must be a number > 0"),
         ("ui", ["logger.ui.nope=1"], "config error: Could not override 'logger.ui.nope'"),
         ("data", ["data.foo=1"], "config error: Could not override 'data.foo'"),
+        ("preflight", ["seed=abc"], "config error: seed: 'abc' is not an integer"),
         ("preflight", ["-m", "norm=glob(zzz*)"], "config error: norm=glob(zzz*): the sweep has no jobs"),
         ("preflight", ["-m", "hydra/sweeper=nope"], "config error: hydra/sweeper: no option 'nope' (conf/hydra/sweeper/); valid choices: basic, sequential"),
     ],

@@ -102,12 +102,20 @@ def test_checkpoints_beyond_the_free_disk_name_the_field(prepared: list[str], ca
 
 @pytest.mark.parametrize(
     "override,field",
-    [("preflight.gpu=tpu", "preflight.gpu"), ("preflight.mfu=2", "preflight.mfu"), ("norm=batchnorm", "norm")],
+    [("preflight.gpu=tpu", "preflight.gpu"), ("preflight.mfu=2", "preflight.mfu")],
 )
 def test_bad_settings_fail_in_one_line(prepared: list[str], override: str, field: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*prepared, "cluster=gpu", override]) == 1
     (line,) = _fail_lines(capsys.readouterr().out)
     assert field in line
+
+
+def test_an_unknown_option_is_a_config_error(prepared: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """Refused while composing, as python -m src.train refuses it: one line, status 2, no table."""
+    assert main([*prepared, "cluster=gpu", "norm=batchnorm"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip().startswith("config error: norm: no option 'batchnorm' (conf/norm/); valid choices:")
+    assert captured.out == ""
 
 
 @pytest.mark.slow  # a dress rehearsal: real optimizer steps of a job

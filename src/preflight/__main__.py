@@ -9,7 +9,8 @@ estimate its memory, time and cost.
 The arguments are those of `python -m src.train` (with `-m`/`--multirun`, the jobs Hydra's sweeper
 would run). `preflight.*` sets the card, the assumed MFU and the rehearsal (their defaults: src/schema.py).
 Nothing is trained or recorded. Exit status 1 means a job would fail (each reason on one line,
-naming the field).
+naming the field); 2 that the overrides do not compose (a wrong type, an unknown option), as for
+`python -m src.train`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import sys
 from collections.abc import Sequence
 
 from src import cli
-from src.paths import ConfigError
+from src.paths import ConfigError, compose
 from src.preflight.checks import Finding
 from src.preflight.job import CheckpointLedger, JobReport, inspect_job
 from src.preflight.jobs import expand_jobs
@@ -69,6 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def check(overrides: list[str], multirun: bool) -> int:
+    if not multirun:
+        compose(overrides)  # a wrong type or an unknown option: a config error (status 2), as for src.train
     sweep = expand_jobs(overrides, multirun)
     if not sweep.jobs:  # as python -m src.train refuses it (src.launch.callbacks)
         raise ConfigError(f"{' '.join(overrides)}: the sweep has no jobs; nothing to check")
