@@ -22,7 +22,7 @@ from typing import Any
 from src.paths import PROJECT_ROOT
 from src.tracking.store import Store
 from src.tracking.summary import sweep_params
-from src.tracking.tags import BENCH_TAG, BENCH_VARIANTS, SWEEP_TAG
+from src.tracking.tags import BENCH_TAG, SWEEP_TAG
 
 VARIANT_KEY = "norm"
 # Overrides of the sweep's command that the benchmark must not get: the swept ones, and what is
@@ -71,13 +71,15 @@ def current_check(store: Store, experiment_id: str, variants: Sequence[str]) -> 
     """When the experiment's latest speed check already measured these variants and no training run
     finished after it started, that check's start time (it still describes every result); else None.
     A sweep re-run whose jobs were all done then keeps its check instead of recording another."""
-    from src.report.runs import load_speed_check  # late: the report's readers import pandas
+    from src.report.runs import (  # late: the report's readers import pandas
+        latest_speed_check,
+        read_speed_check,
+    )
 
-    found = store.runs(experiment_id, f"tags.`{BENCH_TAG}` = '{BENCH_VARIANTS}' and attributes.status = 'FINISHED'",
-                       ["attributes.start_time DESC"], most=1)  # fmt: skip
-    if not found or sorted(load_speed_check(store, experiment_id).get("settings", {}).get("variants", [])) != sorted(variants):
+    check = latest_speed_check(store, experiment_id)
+    if check is None or sorted(read_speed_check(store, check).get("settings", {}).get("variants", [])) != sorted(variants):
         return None
-    started = found[0].info.start_time
+    started = check.info.start_time
     newer = store.runs(experiment_id, f"attributes.status = 'FINISHED' and attributes.end_time > {started}")
     if any(BENCH_TAG not in r.data.tags and SWEEP_TAG not in r.data.tags for r in newer):
         return None

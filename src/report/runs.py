@@ -215,15 +215,21 @@ def load_sweep(experiment: str, store: Store) -> Sweep:
     return Sweep(experiment_id, ordered, len(runs) - len(latest), variants.axes)
 
 
-def _bench_metrics(store: Store, experiment_id: str) -> dict[str, float]:
-    """The metrics of the experiment's latest finished bench-variants run; empty when it has none."""
+def latest_speed_check(store: Store, experiment_id: str) -> Run | None:
+    """The experiment's latest finished bench-variants run (the speed check the report uses), or None."""
     found = store.runs(
         experiment_id,
         f"tags.`{BENCH_TAG}` = '{BENCH_VARIANTS}' and attributes.status = 'FINISHED'",
         ["attributes.start_time DESC"],
         most=1,
     )
-    return found[0].data.metrics if found else {}
+    return found[0] if found else None
+
+
+def _bench_metrics(store: Store, experiment_id: str) -> dict[str, float]:
+    """The metrics of the experiment's latest finished bench-variants run; empty when it has none."""
+    run = latest_speed_check(store, experiment_id)
+    return run.data.metrics if run else {}
 
 
 def _per_variant(metrics: dict[str, float], names: Sequence[str]) -> dict[str, tuple[float, ...]]:
@@ -237,16 +243,14 @@ SPEED_CHECK_ARTIFACT = "variants.json"  # the bench-variants run's per-round sam
 def load_speed_check(store: Store, experiment_id: str) -> dict[str, Any]:
     """The latest finished bench-variants run's `variants.json` (per-round samples of whole steps and
     of the norms' kernels, load, dispatched kernels); empty when there is none or it cannot be read."""
-    found = store.runs(
-        experiment_id,
-        f"tags.`{BENCH_TAG}` = '{BENCH_VARIANTS}' and attributes.status = 'FINISHED'",
-        ["attributes.start_time DESC"],
-        most=1,
-    )
-    if not found:
-        return {}
+    run = latest_speed_check(store, experiment_id)
+    return read_speed_check(store, run) if run else {}
+
+
+def read_speed_check(store: Store, run: Run) -> dict[str, Any]:
+    """A bench-variants run's `variants.json`; empty when it cannot be read."""
     try:
-        return dict(json.loads(store.read_text(found[0].info.run_id, SPEED_CHECK_ARTIFACT)))
+        return dict(json.loads(store.read_text(run.info.run_id, SPEED_CHECK_ARTIFACT)))
     except Exception:  # an older run without the file, a store that lost it: the report goes on without it
         return {}
 
