@@ -62,9 +62,9 @@ class GPTLitModule(L.LightningModule):
     # Metrics go to the logger with step = optimizer steps done (1-based), the same axis for train,
     # val and the final metrics; self.log(..., logger=False) feeds only the progress bar.
     # Metric keys are unique in their last component, so MLflow's chart titles cannot collide.
-    def _log_metrics(self, metrics: dict[str, float]) -> None:
+    def _log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
         if self.logger is not None:
-            self.logger.log_metrics(metrics, step=self.trainer.global_step)
+            self.logger.log_metrics(metrics, step=self.trainer.global_step if step is None else step)
 
     # The run's first and last losses and first step time survive a resume: a run resumed from its
     # end-of-training checkpoint trains no step, yet still reports its final train loss.
@@ -89,9 +89,9 @@ class GPTLitModule(L.LightningModule):
         self._unlogged = state.get("unlogged")
 
     def on_train_start(self) -> None:
-        if self._unlogged is not None and self.logger is not None:
+        if self._unlogged is not None:
             # The logger skips a step MLflow already has (Tracker: log_after_step).
-            self.logger.log_metrics(self._unlogged["metrics"], step=self._unlogged["step"])
+            self._log_metrics(self._unlogged["metrics"], self._unlogged["step"])
         self._unlogged = None
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:

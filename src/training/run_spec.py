@@ -44,7 +44,6 @@ class StoreSpec:
 @dataclass(frozen=True)
 class RunSpec:
     run_name: str
-    norm: str
     seed: int
     model: GPTConfig
     identity: Identity
@@ -61,7 +60,6 @@ def resolve(cfg: DictConfig) -> RunSpec:
     fp = fingerprint(cfg)
     return RunSpec(
         run_name=cfg.run_name,
-        norm=cfg.norm.norm_type,
         seed=cfg.seed,
         model=model,
         identity=Identity(fp, identity_config(cfg)),
