@@ -50,6 +50,12 @@ def register_resolvers() -> None:
     # ${project_root:} lets every path default to the checkout, whatever the working directory.
     if not OmegaConf.has_resolver("project_root"):
         OmegaConf.register_new_resolver("project_root", lambda: str(PROJECT_ROOT))
+    # ${gpus_per_node:<accelerator>,<devices>}: a GPU job asks SLURM for its GPUs; a CPU job for none
+    # (sbatch refuses a gres on a partition without GPUs).
+    if not OmegaConf.has_resolver("gpus_per_node"):
+        OmegaConf.register_new_resolver(
+            "gpus_per_node", lambda accelerator, devices: int(devices) if str(accelerator) in ("gpu", "cuda") else None
+        )
 
 
 def compose(overrides: Sequence[str] = (), config_name: str = "train", with_hydra: bool = False) -> DictConfig:

@@ -43,6 +43,7 @@ from src.training.callbacks import RunCallbacks
 from src.training.checkpointing import check_checkpoint_folder, checkpoint_field
 from src.training.closing import RunClosing
 from src.training.failures import RunFailed, keep_traceback, route_store_errors_to_log, what_happened
+from src.training.job_ranks import PeerRefused, decided_once
 from src.training.lit_module import GPTLitModule
 from src.training.memory_floor import check_memory_floor, parameter_count
 from src.training.norm_dispatch import NormDispatch
@@ -107,7 +108,8 @@ def train(cfg: DictConfig) -> RunResult:
     check_not_relaunching_sweep(spec.devices.world_size)
     if spec.checkpoint.enabled:
         check_checkpoint_folder(spec.checkpoint, checkpoint_field(cfg))
-    plan = plan_run(spec, in_multirun(), store)
+    # Once per job: with several processes, rank 0 decides and the others follow (src/training/job_ranks.py).
+    plan = decided_once(lambda: plan_run(spec, in_multirun(), store), spec.devices.world_size, spec.devices.device_type)
     if plan.message:
         print(f"[normsweep] {plan.message}", flush=True)
     if plan.done is not None:
@@ -139,10 +141,10 @@ def train(cfg: DictConfig) -> RunResult:
     callbacks = RunCallbacks(spec, tracker, progress_bar=cfg.progress_bar)
     if tracker:  # which kernels the norm ran, recorded once the model is on its device
         callbacks.extra.append(NormDispatch(tracker, int(cfg.optim.micro_batch_size) * int(cfg.seq_len), bool(cfg.compile)))
-    with RunClosing(tracker, spec.run_name, callbacks.sigterm) as run:
+    with RunClosing(tracker, spec.run_name, callbacks.sigterm, callbacks.agreed_sigterm) as run:
         if tracker:
             log_inputs(tracker, module, budget, datamodule)
-        trainer = build_trainer(cfg, budget, tracker.logger if tracker else False, callbacks.all())
+        trainer = build_trainer(cfg, budget, tracker.logger if tracker else False, callbacks.all(), spec.checkpoint.folder)
         trainer.fit(module, datamodule=datamodule, ckpt_path=plan.ckpt_path, weights_only=True)
         result = fit_result(spec, module, callbacks, trainer.global_step * budget.tokens_per_step)
         if not callbacks.divergence.diverged:
@@ -264,6 +266,8 @@ def main(cfg: DictConfig) -> float | None:
     _task_started = True
     try:
         result = train(cfg)
+    except PeerRefused as err:  # rank 0 of this job refused it and says why; this rank ends with it
+        raise JobFailed(f"rank 0 refused the job: {err}") from None
     except (ConfigError, CheckpointSpaceError, ServerLost) as err:
         # A clear one-line message; Hydra prints the traceback only with HYDRA_FULL_ERROR=1. A full
         # checkpoint disk has closed the run as failed, and the previous checkpoint is intact; so is

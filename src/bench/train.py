@@ -18,6 +18,7 @@ per-round ratios (the paths alternate within each round) with a 95% bootstrap in
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -110,8 +111,9 @@ class _StepTimer(L.Callback):
 def lightning_loop(module: GPTLitModule, cfg: Any, loader: Any, warmup: int, total: int) -> float:
     """Seconds for the steps after `warmup`, trained by the Trainer that training itself builds."""
     timer = _StepTimer(warmup, total)
-    trainer = build_trainer(cfg, module.budget, logger=False, callbacks=[timer])
-    trainer.fit(module, train_dataloaders=loader)
+    with tempfile.TemporaryDirectory(prefix="normsweep-bench-") as root:  # writes nothing it keeps
+        trainer = build_trainer(cfg, module.budget, logger=False, callbacks=[timer], root_dir=Path(root))
+        trainer.fit(module, train_dataloaders=loader)
     return timer.end - timer.start
 
 

@@ -4,6 +4,7 @@
 outcome the body reported (`finish`), or with the one the exception implies:
 
     SIGTERM (pre-emption)       -> preempted (KILLED); exits 0 so a requeued job resumes
+    under SLURM, also SIGUSR1/2 -> preempted (KILLED); rank 0 asks SLURM to requeue the job
     Ctrl+C, SystemExit          -> killed (KILLED); Ctrl+C says how to resume
     a full checkpoint disk      -> failed (FAILED), its one-line message as the run's note
     any other exception         -> failed (FAILED), re-raised as `RunFailed`: one line (src/training/failures.py)
@@ -25,13 +26,15 @@ from src.tracking.tracker import Tracker
 from src.training.atomic_io import CheckpointSpaceError
 from src.training.checkpointing import LAST, SaveOnSigterm
 from src.training.failures import failed_after_recording, keep_traceback
+from src.training.preemption import AgreedSigterm, requeue_this_job, slurm_job_id
 
 
 class RunClosing:
-    def __init__(self, tracker: Tracker | None, run_name: str, sigterm: SaveOnSigterm) -> None:
+    def __init__(self, tracker: Tracker | None, run_name: str, sigterm: SaveOnSigterm, stop: AgreedSigterm) -> None:
         self.tracker = tracker
         self.run_name = run_name
         self.sigterm = sigterm  # knows, after the fact, where the state was saved
+        self.stop = stop  # knows which signal stopped the run
         self.outcome: str | None = None
         self.note: str | None = None
 
@@ -78,13 +81,11 @@ class RunClosing:
         elif isinstance(err, SIGTERMException):
             self._close("preempted")
             saved = self.sigterm.saved
-            where = (
-                f"checkpoint saved at {saved}; re-run the same command to resume"
-                if saved
-                else "no checkpoint (checkpoint.enabled=false)"
-            )
-            if rank_zero_only.rank == 0:  # one line, not one per DDP rank
-                print(f"[normsweep] {self.run_name} stopped by SIGTERM: {where}", flush=True)
+            if rank_zero_only.rank == 0:  # one line, not one per DDP rank; one requeue per job
+                then = requeue_this_job() if slurm_job_id() and saved else "re-run the same command to resume"
+                where = f"checkpoint saved at {saved}; {then}" if saved else "no checkpoint (checkpoint.enabled=false)"
+                print(f"[normsweep] {self.run_name} stopped by {self.stop.signal_name or 'SIGTERM'}: {where}", flush=True)
+            # No result is left for a launcher that waits for one (submitit): the requeued job gives it.
             raise SystemExit(0) from None
         elif isinstance(err, (KeyboardInterrupt, SystemExit)):
             self._close("killed")

@@ -1,4 +1,4 @@
-"""SIGTERM honoured by every rank at the same step.
+"""SIGTERM — and under SLURM its warning signals — honoured by every rank at the same step.
 
 Lightning's SIGTERM handler broadcasts from inside the signal handler and lets each rank raise at
 the end of whichever batch it is in. With several DDP ranks (all signalled by `kill` on the process
@@ -8,11 +8,24 @@ SIGTERM, with no checkpoint and the run left RUNNING). Here the handler only rec
 before each optimizer step the ranks agree (one all-reduce of a flag) and all stop at that same step,
 so the checkpoint save that follows (`SaveOnSigterm`, written by rank 0) is a collective every
 rank joins.
+
+Under SLURM the same path answers every signal a job is sent before it is stopped: SIGTERM
+(`scontrol requeue`, `scancel`, pre-emption), SIGUSR1 (Lightning's recipe, `--signal=USR1@90`, and
+what admins send) and SIGUSR2 (submitit's warning before the time limit). Lightning's own answer to
+SIGUSR1 (auto-requeue) is off (src/training/job_ranks.py): it wrote `hpc_ckpt_1.ckpt` into the
+working folder, which the next `fit`/`test` without `ckpt_path` loaded — a run FINISHED "ok" with
+the test loss of step-21 weights (10.4908 against 7.013996). submitit's handler for SIGUSR2 exits the
+job without a checkpoint and requeues it only `max_num_timeout` times (0 by default): a job that
+reached its time limit lost its training. Here the job checkpoints where its run's checkpoints live,
+is recorded as pre-empted, and asks SLURM to requeue it (`requeue_this_job`); it comes back to the
+same MLflow run at the same step.
 """
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
 import threading
 from types import FrameType
 from typing import Any
@@ -22,24 +35,64 @@ import torch
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 
+def slurm_job_id() -> str | None:
+    """The SLURM batch job this process runs in (an array task has its own id), or None."""
+    return os.environ.get("SLURM_JOB_ID")
+
+
+# SLURM's warnings before it stops a job; outside SLURM they keep their usual meaning.
+SLURM_WARNINGS = (signal.SIGUSR1, signal.SIGUSR2)
+
+
+def requeue_this_job() -> str:
+    """Ask SLURM to requeue this job (it starts again from the same submission); what happened, in words.
+
+    A job SLURM is already requeueing (`scontrol requeue` sent the SIGTERM) or cancelling refuses a
+    second request; that is not an error: the re-run of the sweep continues it either way."""
+    job = slurm_job_id()
+    if job is None:
+        return "not a SLURM job"
+    try:
+        done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"SLURM job {job} not requeued ({err}); re-run the same command to resume"
+    if done.returncode == 0:
+        return f"SLURM job {job} requeued"
+    reason = (done.stderr or done.stdout).strip().splitlines()
+    return f"SLURM job {job} not requeued ({reason[-1] if reason else done.returncode}); re-run the same command to resume"
+
+
 class AgreedSigterm(L.Callback):
     def __init__(self) -> None:
         self.requested = False
-        # The handler in place before the run (e.g. the sweep's, which records a pre-emption): still told.
+        self.signal_name: str | None = None  # the signal that stopped the run, once one did
+        # The handler in place before the run (e.g. submitit's, which only logs a SIGTERM): still told.
         self._outer = signal.getsignal(signal.SIGTERM)
         self._launcher: Any = None
+        if slurm_job_id() is not None and threading.current_thread() is threading.main_thread():
+            # From now on (data preparation included), not only during the fit: submitit's SIGUSR2
+            # handler would end the job without a checkpoint; Lightning's SIGUSR1 one is off.
+            for sig in SLURM_WARNINGS:
+                signal.signal(sig, self._on_warning)
+
+    def _record(self, signum: int) -> None:
+        if not self.requested:
+            self.signal_name = signal.Signals(signum).name
+        self.requested = True
+
+    def _on_warning(self, signum: int, frame: FrameType | None) -> None:
+        self._record(signum)
 
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         if not self.requested and self._launcher is not None:
             self._launcher.kill(signum)  # rank 0 of Lightning's launcher: the ranks it started stop too
-        self.requested = True
+        self._record(signum)
         if callable(self._outer):
             self._outer(signum, frame)
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # Replaces Lightning's handler for the rest of the fit; Lightning restores the previous one
-        # at teardown.
-        self.requested = False
+        # at teardown. A signal that came before the fit (during data preparation) still counts.
         self._launcher = trainer.strategy.launcher
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._on_sigterm)

@@ -232,3 +232,28 @@ def settle_lost_runs(spec: RunSpec, store: Store) -> None:
     where = spec.store
     experiment_id = store.experiment_id(where.experiment_name, where.artifact_location)
     settle_lost(store, experiment_id, spec.identity.fingerprint, where.stale_after_s)
+
+
+def already_done(spec: RunSpec, store: Store) -> tuple[RunResult, str] | None:
+    """(the result, the line a job would print) for a sweep job that needs no process at all: the
+    latest run of its identity is FINISHED (or diverged) and the sweep's rules reuse it. Read-only —
+    nothing is claimed, settled or moved — so a launcher can ask before it submits anything; any
+    other case (new, resume, busy, a code change, a refusal) is left to the job's own plan."""
+    where, last = spec.store, spec.checkpoint.last
+    if where.on_existing != "resume":
+        return None
+    experiment_id = store.experiment_id(where.experiment_name, where.artifact_location)
+
+    def checkpoint_of(run: Run) -> bool:
+        return last.is_file() and read_run_state(last).get("mlflow_run_id") == run.info.run_id
+
+    try:
+        d = decide(
+            store, experiment_id, spec.identity.fingerprint, where.on_existing, where.stale_after_s, checkpoint_of,
+            code_state(), where.on_code_change,
+        )  # fmt: skip
+    except ConfigError:  # the job itself refuses it, in its own words
+        return None
+    if d.action != "skip" or d.run is None:
+        return None
+    return RunResult.from_run(d.run), f"{spec.run_name}: skipped, run {d.run.info.run_id} {d.reason}"

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 import warnings
+from pathlib import Path
 
 import lightning as L
+from lightning.fabric.plugins.environments import SLURMEnvironment
 from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig
@@ -41,8 +43,16 @@ class ProgressBar(TQDMProgressBar):
         return metrics
 
 
-def build_trainer(cfg: DictConfig, budget: Budget, logger: Logger | bool, callbacks: list[L.Callback]) -> L.Trainer:
+def build_trainer(
+    cfg: DictConfig, budget: Budget, logger: Logger | bool, callbacks: list[L.Callback], root_dir: Path
+) -> L.Trainer:
+    """`root_dir`: the run's own checkpoint folder, never the working folder: Lightning looks there for
+    an `hpc_ckpt_*.ckpt` to load when `fit`/`test` get no `ckpt_path` under SLURM."""
+    # Under SLURM, Lightning's auto-requeue (SIGUSR1 -> hpc_ckpt in the root folder) is off: the
+    # requeue path is the run's own (src/training/preemption.py).
+    slurm = [SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else []
     return L.Trainer(
+        default_root_dir=root_dir,
         accelerator=cfg.cluster.accelerator,
         devices=cfg.cluster.devices,
         num_nodes=cfg.cluster.num_nodes,
@@ -63,7 +73,7 @@ def build_trainer(cfg: DictConfig, budget: Budget, logger: Logger | bool, callba
         enable_checkpointing=cfg.checkpoint.enabled,
         enable_progress_bar=cfg.progress_bar,
         enable_model_summary=False,
-        plugins=[AtomicCheckpointIO()],  # a failed write never destroys the previous last.ckpt
+        plugins=[AtomicCheckpointIO(), *slurm],  # a failed write never destroys the previous last.ckpt
     )
 
 

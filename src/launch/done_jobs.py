@@ -1,0 +1,79 @@
+"""Which jobs of a sweep are done before a launcher starts any (the SLURM and one-node launchers).
+
+A finished sweep's re-run allocates nothing and a partly done one starts only the rest: the store is
+asked first (`already_done` in src/training/resume.py, read-only), and one line says how many were
+skipped. Every other decision (resume, a lost run, a code change) stays the job's own, made by its
+rank 0 (src/training/job_ranks.py).
+"""
+
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.errors import CompactHydraException
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+
+from src.paths import ConfigError
+
+
+class JobLost(CompactHydraException):
+    """A job that ended without a result: one line, naming it and how to go on."""
+
+
+def job_config(launcher: Any, overrides: Sequence[str]) -> DictConfig:
+    """The job's config (without `hydra`), as the job itself will compose it."""
+    config = launcher.hydra_context.config_loader.load_sweep_config(launcher.config, list(overrides))
+    hydra_state = HydraConfig.instance().cfg
+    HydraConfig.instance().set_config(config)  # ${hydra:...} in the job's config resolves against its own
+    try:
+        cfg = copy.deepcopy(config)
+        with read_write(cfg), open_dict(cfg):
+            del cfg["hydra"]
+        OmegaConf.resolve(cfg)
+    finally:
+        if hydra_state is not None:
+            HydraConfig.instance().set_config(hydra_state)
+    return cfg
+
+
+def split_done(launcher: Any, job_overrides: Sequence[Sequence[str]], first: int) -> tuple[list[tuple[int, list[str]]], dict[int, JobReturn]]:
+    """(the jobs to start, as (number, overrides); the results of the jobs already done, by number)."""
+    from src.tracking.store import Store
+    from src.training.resume import already_done
+    from src.training.run_spec import resolve
+
+    jobs = [(first + i, list(o)) for i, o in enumerate(job_overrides)]
+    config = launcher.config
+    if not config.logger.enabled:
+        return jobs, {}
+    store = Store.connect(config.logger.tracking_uri)
+    pending, done = [], {}
+    for num, overrides in jobs:
+        try:
+            cfg = job_config(launcher, overrides)
+            found = already_done(resolve(cfg), store)
+        except ConfigError:  # the job refuses itself, in its own words
+            found = None
+        if found is None:
+            pending.append((num, overrides))
+            continue
+        result, line = found
+        print(f"[normsweep] {line}", flush=True)
+        done[num] = JobReturn(overrides, cfg, None, os.getcwd(), str(config.hydra.job.name), JobStatus.COMPLETED, result.test_loss)
+    if done:
+        print(f"[normsweep] {len(done)} of {len(jobs)} jobs already finished: not started again; starting {len(pending)}", flush=True)
+    return pending, done
+
+
+def in_order(first: int, count: int, returns: dict[int, JobReturn]) -> list[JobReturn]:
+    return [returns[first + i] for i in range(count)]
+
+
+def lost(overrides: list[str], why: str) -> JobReturn:
+    return JobReturn(overrides, None, None, None, None, JobStatus.FAILED, JobLost(why))

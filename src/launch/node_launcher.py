@@ -1,0 +1,101 @@
+"""A sweep of multi-process jobs on one node: the jobs one after another, each job's processes
+started by torchrun (`torch.distributed.run --standalone`, one per device).
+
+Lightning's own DDP launcher would re-run `sys.argv` — with `-m` and the sweep lists — in every
+rank (Lightning #11300). Under torchrun Lightning sees `TorchElasticEnvironment` and starts no
+process itself. Each worker loads the job as submitit's workers do (this launcher pickled with
+Hydra's state, src/launch/node_job.py); rank 0 decides the job's plan (src/training/job_ranks.py)
+and leaves its result for this process. A SIGTERM or Ctrl+C here reaches every worker through
+torchrun: the job checkpoints and is recorded as pre-empted, and the sweep stops; its re-run
+continues it. Hydra instantiates launchers only from `hydra_plugins`: the class Hydra sees is the
+subclass in hydra_plugins/normsweep_launchers/node.py (cluster=gpu_node sets it).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, filter_overrides, run_job, setup_globals
+from hydra.plugins.launcher import Launcher
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, open_dict
+
+from src.launch.done_jobs import in_order, lost, split_done
+
+RESULT_FILE = "result.pkl"
+JOB_FILE = "job.pkl"
+
+
+class NodeLauncher(Launcher):
+    def __init__(self, nproc_per_node: int = 1) -> None:
+        self.nproc_per_node = int(nproc_per_node)
+        self.config: DictConfig | None = None
+        self.task_function: TaskFunction | None = None
+        self.hydra_context: HydraContext | None = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        pending, returns = split_done(self, job_overrides, initial_job_idx)
+        for num, overrides in pending:
+            returns[num] = self._run(num, overrides)
+        return in_order(initial_job_idx, len(job_overrides), returns)
+
+    def _run(self, num: int, overrides: list[str]) -> JobReturn:
+        """One job: its `nproc_per_node` processes under torchrun, this process waiting for them."""
+        import cloudpickle
+
+        assert self.config is not None
+        folder = Path(str(self.config.hydra.sweep.dir)) / ".node_jobs" / str(num)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / RESULT_FILE).unlink(missing_ok=True)
+        with open(folder / JOB_FILE, "wb") as f:
+            cloudpickle.dump((self, overrides, num, Singleton.get_state()), f)
+        name = " ".join(filter_overrides(overrides))
+        print(f"[normsweep] job #{num} on {self.nproc_per_node} processes: {name}", flush=True)
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={self.nproc_per_node}",
+                   "-m", "src.launch.node_job", str(folder)]  # fmt: skip
+        stopped: list[int] = []
+        proc = subprocess.Popen(command)
+
+        def forward(signum: int, frame: Any) -> None:  # torchrun passes it on to every worker
+            stopped.append(signum)
+            proc.send_signal(signum)
+
+        previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            code = proc.wait()
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+        if stopped:  # the job saved its state as pre-empted (src/training/closing.py); the sweep stops here
+            print(f"[normsweep] sweep stopped by {signal.Signals(stopped[0]).name} in job #{num}; "
+                  "re-run the same command to continue", flush=True)  # fmt: skip
+            raise SystemExit(0)
+        result = folder / RESULT_FILE
+        if result.is_file():
+            with open(result, "rb") as f:
+                return cloudpickle.load(f)
+        return lost(overrides, f"{name}: its processes ended (torchrun exit {code}) without a result; "
+                                "re-run the same command to continue it from its checkpoint")  # fmt: skip
+
+    def run_one(self, overrides: list[str], num: int, state: dict[type, Singleton]) -> JobReturn:
+        """In each worker: the job, as Hydra's own launchers run one."""
+        assert self.hydra_context is not None and self.config is not None and self.task_function is not None
+        Singleton.set_state(state)
+        setup_globals()
+        config = self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
+        with open_dict(config.hydra.job):
+            config.hydra.job.num = num
+            config.hydra.job.id = f"node_job_{num}"
+        return run_job(
+            hydra_context=self.hydra_context, task_function=self.task_function, config=config,
+            job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir",
+        )  # fmt: skip

@@ -1,0 +1,118 @@
+"""submitit's SLURM launcher (hydra-submitit-launcher) that submits only the jobs left to do and
+watches each until it has a result, or SLURM says it ended without one.
+
+Without SLURM accounting (`sacct`) submitit cannot tell a job that ended without a result from one
+still pending, and waits for ever; `squeue` can, for as long as SLURM lists the job (MinJobAge).
+Hydra instantiates launchers only from `hydra_plugins`: the class Hydra sees is the subclass in
+hydra_plugins/normsweep_launchers/slurm.py (cluster=slurm sets it).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, filter_overrides
+from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
+from omegaconf import OmegaConf
+
+from src.launch.done_jobs import in_order, lost, split_done
+from src.paths import ConfigError
+
+# squeue's states of a job that will still produce a result (it may be requeued meanwhile).
+SLURM_ALIVE = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD",
+                         "REQUEUE_FED", "RESIZING", "SUSPENDED", "STAGE_OUT", "SIGNALING", "PREEMPTED"})  # fmt: skip
+SQUEUE_EVERY_S = 5.0  # how often a job without a result is looked up in squeue
+NO_RESULT_GRACE_S = 10.0  # a result file may lag the job's end on a shared file system
+
+
+
+def squeue_state(job_id: str) -> str | None:
+    """The job's state as squeue lists it; None once SLURM no longer lists it (or squeue fails)."""
+    try:
+        out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    states = out.stdout.split()
+    return states[0] if out.returncode == 0 and states else None
+
+
+def sbatch_field(reason: str) -> str:
+    """The launcher field an sbatch refusal is most likely about."""
+    text = reason.lower()
+    for words, name in ((("partition",), "partition"), (("gres", "generic resource", "gpu"), "gpus_per_node"),
+                        (("account",), "account"), (("qos",), "qos"), (("time limit",), "timeout_min"),
+                        (("memory",), "mem_gb"), (("cpu",), "cpus_per_task")):  # fmt: skip
+        if any(w in text for w in words):
+            return f"hydra.launcher.{name}"
+    return "hydra.launcher"
+
+
+class SlurmSweepLauncher(SlurmLauncher):
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        pending, returns = split_done(self, job_overrides, initial_job_idx)
+        if pending:
+            jobs = self._submit(pending)
+            for (num, overrides), job in zip(pending, jobs, strict=True):
+                returns[num] = self._result(job, overrides)
+        return in_order(initial_job_idx, len(job_overrides), returns)
+
+    def _executor(self) -> Any:
+        import submitit
+        from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
+
+        params = dict(self.params)
+        folder = params.pop("submitit_folder")
+        executor = submitit.AutoExecutor(cluster="slurm", folder=folder, slurm_max_num_timeout=params.pop("max_num_timeout", 0))
+        shared = set(OmegaConf.structured(BaseQueueConf).keys())  # submitit's names, without the slurm_ prefix
+        executor.update_parameters(**{k if k in shared else f"slurm_{k}": v for k, v in params.items()})
+        return executor
+
+    def _submit(self, pending: list[tuple[int, list[str]]]) -> list[Any]:
+        assert self.config is not None
+        Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+        for num, overrides in pending:
+            print(f"[normsweep] submitting #{num}: {' '.join(filter_overrides(overrides))}", flush=True)
+        state = Singleton.get_state()
+        params = [(o, "hydra.sweep.dir", num, f"job_id_for_{num}", state) for num, o in pending]
+        try:
+            return self._executor().map_array(self, *zip(*params, strict=True))
+        except Exception as err:  # sbatch refused the job (submitit's FailedJobError, or sbatch missing)
+            said = [line for line in str(err).splitlines() if "error" in line.lower()] or [str(err).strip()]
+            reason = said[-1].strip()
+            raise ConfigError(f"{sbatch_field(reason)}: sbatch refused the job: {reason}; nothing was submitted") from None
+
+    def _result(self, job: Any, overrides: list[str]) -> JobReturn:
+        """The job's result once every task has one; a failed return, in one line, if SLURM ended the
+        job without one (cancelled, killed, out of memory, a node lost)."""
+        from submitit.core.utils import UncompletedJobError
+
+        looked, gone_since = 0.0, None
+        while True:
+            if job.done():
+                try:
+                    return job.results()[0]
+                except UncompletedJobError:
+                    state = job.state
+                    break
+            now = time.monotonic()
+            if now - looked >= SQUEUE_EVERY_S:
+                looked = now
+                state = squeue_state(job.job_id)
+                if state in SLURM_ALIVE:
+                    gone_since = None
+                elif gone_since is None:
+                    gone_since = now
+                elif now - gone_since > NO_RESULT_GRACE_S:
+                    break
+            time.sleep(1.0)
+        what = f"ended ({state})" if state else "is no longer listed by SLURM"
+        return lost(
+            overrides,
+            f"{' '.join(filter_overrides(overrides))}: SLURM job {job.job_id} {what} without a result (its log: "
+            f"{job.paths.stderr}); re-run the same command to continue it from its checkpoint",
+        )
