@@ -17,16 +17,17 @@ import hydra
 import lightning as L
 import torch
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import CompactHydraException, HydraException
+from hydra.errors import HydraException
 from hydra.types import RunMode
 from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
+from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from src import cli
 from src.data.datamodule import TokenDataModule
 from src.devices import check_device, configure_matmul_precision
-from src.launch.sweep_end import job_failed
+from src.launch.sweep_end import JobFailed, job_failed
 from src.model.gpt import GPTModel
 from src.paths import ConfigError, compose_error_line, register_resolvers
 from src.tracking.credentials import refuse_credentials
@@ -155,7 +156,8 @@ def train(cfg: DictConfig) -> RunResult:
         if tracker:
             tracker.log_final(final_metrics(result, module, trainer.global_step, budget))
         run.finish(result.outcome, describe(result))
-    print(result.summary(), flush=True)
+    if rank_zero_only.rank == 0:  # one line per job, not one per process (the Trainer set the rank)
+        print(result.summary(), flush=True)
     return result
 
 
@@ -236,10 +238,6 @@ def final_metrics(result: RunResult, module: GPTLitModule, steps_done: int, budg
     if result.diverged_at_step is not None:
         final["diverged_at_step"] = float(result.diverged_at_step)
     return final
-
-
-class JobFailed(CompactHydraException):
-    """A sweep job's one-line failure: Hydra prints its message alone (no traceback) at the sweep's end."""
 
 
 def end_in_one_line(message: str, store_broken: bool) -> NoReturn:

@@ -16,14 +16,10 @@ from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, JobStatus
-from hydra.errors import CompactHydraException
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
+from src.launch.sweep_end import JobFailed
 from src.paths import ConfigError
-
-
-class JobLost(CompactHydraException):
-    """A job that ended without a result: one line, naming it and how to go on."""
 
 
 def job_config(launcher: Any, overrides: Sequence[str]) -> DictConfig:
@@ -76,4 +72,5 @@ def in_order(first: int, count: int, returns: dict[int, JobReturn]) -> list[JobR
 
 
 def lost(overrides: list[str], why: str) -> JobReturn:
-    return JobReturn(overrides, None, None, None, None, JobStatus.FAILED, JobLost(why))
+    """A job that ended without a result: one line, naming it and how to go on."""
+    return JobReturn(overrides, None, None, None, None, JobStatus.FAILED, JobFailed(why))

@@ -13,6 +13,7 @@ subclass in hydra_plugins/normsweep_launchers/node.py (cluster=gpu_node sets it)
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -63,7 +64,9 @@ class NodeLauncher(Launcher):
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={self.nproc_per_node}",
                    "-m", "src.launch.node_job", str(folder)]  # fmt: skip
         stopped: list[int] = []
-        proc = subprocess.Popen(command)
+        # torchrun's default of one thread per worker suits GPUs; on the CPU each worker gets its share.
+        threads = os.environ.get("OMP_NUM_THREADS") or str(max(1, (os.cpu_count() or 1) // self.nproc_per_node))
+        proc = subprocess.Popen(command, env={**os.environ, "OMP_NUM_THREADS": threads})
 
         def forward(signum: int, frame: Any) -> None:  # torchrun passes it on to every worker
             stopped.append(signum)

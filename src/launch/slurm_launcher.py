@@ -34,7 +34,7 @@ NO_RESULT_GRACE_S = 10.0  # a result file may lag the job's end on a shared file
 def squeue_state(job_id: str) -> str | None:
     """The job's state as squeue lists it; None once SLURM no longer lists it (or squeue fails)."""
     try:
-        out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=30)
+        out = subprocess.run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
     states = out.stdout.split()
@@ -58,7 +58,7 @@ class SlurmSweepLauncher(SlurmLauncher):
         if pending:
             jobs = self._submit(pending)
             for (num, overrides), job in zip(pending, jobs, strict=True):
-                returns[num] = self._result(job, overrides)
+                returns[num] = self._result(job, num, overrides)
         return in_order(initial_job_idx, len(job_overrides), returns)
 
     def _executor(self) -> Any:
@@ -86,7 +86,7 @@ class SlurmSweepLauncher(SlurmLauncher):
             reason = said[-1].strip()
             raise ConfigError(f"{sbatch_field(reason)}: sbatch refused the job: {reason}; nothing was submitted") from None
 
-    def _result(self, job: Any, overrides: list[str]) -> JobReturn:
+    def _result(self, job: Any, num: int, overrides: list[str]) -> JobReturn:
         """The job's result once every task has one; a failed return, in one line, if SLURM ended the
         job without one (cancelled, killed, out of memory, a node lost)."""
         from submitit.core.utils import UncompletedJobError
@@ -113,6 +113,6 @@ class SlurmSweepLauncher(SlurmLauncher):
         what = f"ended ({state})" if state else "is no longer listed by SLURM"
         return lost(
             overrides,
-            f"{' '.join(filter_overrides(overrides))}: SLURM job {job.job_id} {what} without a result (its log: "
+            f"job #{num}: SLURM job {job.job_id} {what} without a result (its log: "
             f"{job.paths.stderr}); re-run the same command to continue it from its checkpoint",
         )

@@ -24,6 +24,7 @@ import sys
 from types import FrameType
 from typing import Any
 
+from hydra.errors import CompactHydraException
 from omegaconf import DictConfig, OmegaConf
 
 from src.tracking import sweep
@@ -135,6 +136,10 @@ class SweepParent:
             self.close_at_exit()
         except Exception as err:  # e.g. the store went away: say so in one line, not a traceback at exit
             print(f"[normsweep] warning: sweep run {self.run_id} not closed: {type(err).__name__}: {err}", file=sys.stderr)
+
+
+class JobFailed(CompactHydraException):
+    """A sweep job's one-line failure: Hydra prints its message alone (no traceback) at the sweep's end."""
 
 
 def open_parent(store: Store, run_id: str, stale_after_s: float) -> SweepParent:

@@ -24,6 +24,7 @@ def quiet_lightning() -> None:
         ".*does not have many workers.*",
         ".*The number of training batches.*",
         ".*GPU available but not used.*",
+        ".*The `srun` command is available on your system but is not used.*",  # torchrun on a SLURM login node
         ".*Checkpoint directory.*exists and is not empty.*",
         # Our loader resumes through ResumableRankSampler, which Lightning's check cannot see.
         ".*your dataloader is not resumable.*",

@@ -1,0 +1,209 @@
+"""A real SLURM cluster on this one machine: `munged`, `slurmctld` and two `slurmd` "nodes".
+
+    python -m src.launch.local_slurm --dir /tmp/slurm        # prints the SLURM_CONF to export; Ctrl+C stops it
+
+The tests run every SLURM path against it (tests/test_slurm.py), and a user can try `cluster=slurm`
+on a laptop the same way. Debian's packages (`apt-get install slurm-wlm munge`) are enough: no
+systemd, no root-owned paths. Everything lives in one folder: its own munge key and socket, the
+config, the controller's state, each node's spool, pid and log (`%n`: one slurmd per node name,
+`slurmd -N node1`), on free ports of 127.0.0.1. The nodes share this machine's cores (each node
+reports them all; jobs may share them). Their names do not resolve, so DDP across them needs
+`MASTER_ADDR=127.0.0.1` in the submitting environment (sbatch passes it on). No accounting
+database: submitit's `sacct` calls fail and it falls back to the result files; the SLURM launcher
+tells a job that ended without a result from `squeue` (src/launch/slurm_launcher.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+NODES = ("node1", "node2")
+PARTITION = "cpu"
+READY_S = 30.0  # how long the daemons get to come up
+
+
+class SlurmSetupError(RuntimeError):
+    """A SLURM daemon is missing or did not start: the message says which and where its log is."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name) or next((p for p in (f"/usr/sbin/{name}", f"/usr/bin/{name}") if os.path.exists(p)), None)
+    if found is None:
+        raise SlurmSetupError(f"{name} not found: install Debian's slurm-wlm and munge (apt-get install slurm-wlm munge)")
+    return found
+
+
+def slurm_conf(folder: Path, ports: dict[str, int], cpus: int) -> str:
+    nodes = "\n".join(
+        f"NodeName={n} NodeHostname={socket.gethostname()} NodeAddr=127.0.0.1 Port={ports[n]} CPUs={cpus} "
+        "RealMemory=4000 State=UNKNOWN"
+        for n in NODES
+    )
+    return f"""\
+ClusterName=normsweep
+SlurmctldHost={socket.gethostname()}(127.0.0.1)
+SlurmctldPort={ports["slurmctld"]}
+SlurmdPort={ports[NODES[0]]}
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={folder}/munge/munge.socket
+SlurmUser={os.environ.get("USER", "root") if os.geteuid() else "root"}
+SlurmdUser=root
+StateSaveLocation={folder}/state
+SlurmdSpoolDir={folder}/spool/%n
+SlurmctldPidFile={folder}/slurmctld.pid
+SlurmdPidFile={folder}/slurmd.%n.pid
+SlurmctldLogFile={folder}/log/slurmctld.log
+SlurmdLogFile={folder}/log/slurmd.%n.log
+PlugStackConfig={folder}/plugstack.conf
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+SwitchType=switch/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=1
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+ReturnToService=2
+MailProg=/bin/true
+KillWait=10
+MinJobAge=600
+SlurmdTimeout=60
+InactiveLimit=0
+{nodes}
+PartitionName={PARTITION} Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:8
+"""
+
+
+@dataclass
+class LocalSlurm:
+    folder: Path
+    conf: Path
+    pids: list[int] = field(default_factory=list)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What a client (sbatch, squeue, a sweep) needs in its environment to use this cluster."""
+        return {**os.environ, "SLURM_CONF": str(self.conf), "MASTER_ADDR": "127.0.0.1"}
+
+    @classmethod
+    def start(cls, folder: Path) -> LocalSlurm:
+        folder = folder.resolve()
+        for sub in ("munge", "state", "spool", "log"):
+            (folder / sub).mkdir(parents=True, exist_ok=True)
+        (folder / "munge").chmod(0o700)
+        key = folder / "munge" / "munge.key"
+        if not key.exists():
+            key.write_bytes(os.urandom(1024))
+        key.chmod(0o600)
+        (folder / "plugstack.conf").touch()
+        ports = {"slurmctld": free_port(), **{n: free_port() for n in NODES}}
+        conf = folder / "slurm.conf"
+        conf.write_text(slurm_conf(folder, ports, os.cpu_count() or 1))
+        cluster = cls(folder, conf)
+        env = cluster.env
+        m = folder / "munge"
+        try:
+            cluster._daemon([_tool("munged"), "--force", f"--key-file={key}", f"--socket={m}/munge.socket",
+                             f"--pid-file={m}/munged.pid", f"--log-file={m}/munged.log", f"--seed-file={m}/seed"],
+                            m / "munged.pid", env)  # fmt: skip
+            cluster._daemon([_tool("slurmctld"), "-c", "-f", str(conf)], folder / "slurmctld.pid", env)
+            for node in NODES:
+                cluster._daemon([_tool("slurmd"), "-N", node, "-f", str(conf)], folder / f"slurmd.{node}.pid", env)
+            cluster._wait_idle()
+        except BaseException:
+            cluster.stop()
+            raise
+        return cluster
+
+    def _daemon(self, command: list[str], pid_file: Path, env: dict[str, str]) -> None:
+        """Start a daemon that forks itself; its pid is read from its pid file."""
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            raise SlurmSetupError(f"{Path(command[0]).name} did not start: {(done.stderr or done.stdout).strip()}")
+        deadline = time.monotonic() + READY_S
+        while not (pid_file.is_file() and pid_file.read_text().strip()):
+            if time.monotonic() > deadline:
+                raise SlurmSetupError(f"{Path(command[0]).name} wrote no pid file ({pid_file}); see {self.folder}/log")
+            time.sleep(0.1)
+        self.pids.append(int(pid_file.read_text().split()[0]))
+
+    def _wait_idle(self) -> None:
+        deadline = time.monotonic() + READY_S
+        while True:
+            out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=self.env, capture_output=True, text=True)
+            states = dict(line.split() for line in out.stdout.splitlines() if line.strip())
+            if out.returncode == 0 and all(states.get(n) == "idle" for n in NODES):
+                return
+            if time.monotonic() > deadline:
+                raise SlurmSetupError(f"the nodes did not come up ({out.stdout.strip() or out.stderr.strip()}); see {self.folder}/log")
+            time.sleep(0.3)
+
+    def run(self, *command: str) -> subprocess.CompletedProcess[str]:
+        """A SLURM client command (squeue, scontrol, scancel, ...) against this cluster."""
+        return subprocess.run(list(command), env=self.env, capture_output=True, text=True, timeout=60)
+
+    def stop(self) -> None:
+        """Cancel every job, then stop the daemons (the last started first)."""
+        if self.pids:
+            self.run("scancel", "--user", str(os.getuid()) if os.geteuid() else "root")
+        for pid in reversed(self.pids):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+            for _ in range(100):
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.1)
+        self.pids.clear()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m src.launch.local_slurm",
+        description="A real SLURM cluster (munged, slurmctld, two slurmd nodes) on this machine, for trying cluster=slurm.",
+        epilog="Exit status: 0 stopped by Ctrl+C or SIGTERM; 1 a daemon did not start.",
+    )
+    parser.add_argument("--dir", type=Path, default=Path(".local_slurm"), help="where its config, state and logs live")
+    args = parser.parse_args()
+    try:
+        cluster = LocalSlurm.start(args.dir)
+    except SlurmSetupError as err:
+        raise SystemExit(f"error: {err}") from None
+    print(f"[normsweep] SLURM up: nodes {', '.join(NODES)} in partition {PARTITION}; in another shell:\n"
+          f"  export SLURM_CONF={cluster.conf} MASTER_ADDR=127.0.0.1\n"
+          f"  python -m src.train -m cluster=slurm cluster.accelerator=cpu cluster.devices=1 hydra.launcher.partition={PARTITION} "
+          "logger.tracking_uri=http://127.0.0.1:5050   # a team server (make server)\n"
+          "Ctrl+C stops it", flush=True)  # fmt: skip
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    main()

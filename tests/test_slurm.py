@@ -1,0 +1,210 @@
+"""Sweeps on a real SLURM cluster (src/launch/local_slurm.py: munged, slurmctld, two slurmd nodes, started
+here) tracking to the real team server: multi-task jobs train once each, signals keep the work, a
+re-run submits nothing that is done. No part of SLURM, submitit or Lightning is mocked."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import REPO, TINY_MODEL, cli_env
+from mlflow.tracking import MlflowClient
+
+from src.launch.local_slurm import PARTITION, LocalSlurm, SlurmSetupError
+from src.tracking.team_server import TeamServer
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="session")
+def local_slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSlurm]:
+    """A real SLURM for the session; skipped where Debian's slurm-wlm/munge are missing, unless
+    NORMSWEEP_REQUIRE_SLURM=1 (CI installs them)."""
+    try:
+        cluster = LocalSlurm.start(tmp_path_factory.mktemp("slurm"))
+    except SlurmSetupError as err:
+        if os.environ.get("NORMSWEEP_REQUIRE_SLURM") == "1":
+            pytest.fail(f"SLURM is required here: {err}")
+        pytest.skip(f"no SLURM: {err}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def _sweep_args(root: Path, cache: Path, uri: str, experiment: str, *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "src.train", "-m", *TINY_MODEL,
+        "cluster=slurm", "cluster.accelerator=cpu", "cluster.devices=1", "cluster.num_nodes=1",
+        f"hydra.launcher.partition={PARTITION}", "hydra.launcher.cpus_per_task=1",
+        f"logger.tracking_uri={uri}", f"experiment_name={experiment}",
+        f"paths.cache_dir={cache}", f"paths.checkpoints_dir={root / 'checkpoints'}",
+        f"paths.reports_dir={root / 'reports'}", f"hydra.sweep.dir={root / 'multirun'}",
+        *extra,
+    ]  # fmt: skip
+
+
+def _env(cluster: LocalSlurm) -> dict[str, str]:
+    return {**cli_env(), "SLURM_CONF": cluster.env["SLURM_CONF"], "MASTER_ADDR": "127.0.0.1"}
+
+
+def _run(cluster: LocalSlurm, args: list[str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=REPO, env=_env(cluster), capture_output=True, text=True, timeout=timeout)
+
+
+def _runs(client: MlflowClient, experiment: str) -> list:
+    exp = client.get_experiment_by_name(experiment)
+    assert exp is not None
+    runs = client.search_runs([exp.experiment_id])
+    return [r for r in runs if r.data.tags.get("normsweep.sweep") != "true"]
+
+
+def _job_ids(cluster: LocalSlurm) -> set[str]:
+    return set(cluster.run("squeue", "-h", "-t", "all", "-o", "%i").stdout.split())
+
+
+def test_multi_node_sweep_trains_each_job_once_and_its_rerun_submits_nothing(
+    local_slurm: LocalSlurm, team_server: TeamServer, token_cache_dir: Path, tmp_path: Path
+) -> None:
+    experiment = "slurm_ddp"
+    args = _sweep_args(tmp_path, token_cache_dir, team_server.uri, experiment,
+                       "norm=hand_layernorm,torch_layernorm", "cluster.num_nodes=2", "cluster.strategy=ddp")  # fmt: skip
+    done = _run(local_slurm, args)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-4000:]
+    client = MlflowClient(team_server.uri)
+    runs = _runs(client, experiment)
+    # One MLflow run per job, trained by both nodes' ranks together (rank 0 decided, rank 1 followed).
+    assert sorted(r.info.run_name for r in runs) == ["hand_layernorm-s0", "torch_layernorm-s0"], out[-3000:]
+    for run in runs:
+        assert run.info.status == "FINISHED", run.data.tags
+        assert run.data.tags["env.world_size"] == "2"
+        assert run.data.metrics["steps_done"] == 4 and "test_loss" in run.data.metrics
+    assert "normsweep report: experiment 'slurm_ddp' (2 runs)" in out
+    assert "warning: skipped" not in out
+    # No file written into (or read from) the working folder: Lightning's hpc checkpoints are off.
+    assert not list(REPO.glob("hpc_ckpt_*.ckpt"))
+
+    before = _job_ids(local_slurm)
+    again = _run(local_slurm, args)
+    said = again.stdout + again.stderr
+    assert again.returncode == 0, said[-3000:]
+    assert "2 of 2 jobs already finished: not started again; starting 0" in said
+    assert _job_ids(local_slurm) == before, "a finished sweep's re-run submitted a job"
+    assert len(_runs(client, experiment)) == 2
+
+
+def test_one_node_two_tasks_train_one_run(
+    local_slurm: LocalSlurm, team_server: TeamServer, token_cache_dir: Path, tmp_path: Path
+) -> None:
+    experiment = "slurm_two_tasks"
+    args = _sweep_args(tmp_path, token_cache_dir, team_server.uri, experiment,
+                       "norm=hand_rmsnorm", "cluster.devices=2", "cluster.strategy=ddp")  # fmt: skip
+    done = _run(local_slurm, args)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    (run,) = _runs(MlflowClient(team_server.uri), experiment)
+    assert run.info.status == "FINISHED" and run.data.tags["env.world_size"] == "2"
+
+
+# Five jobs of one config (a key that changes nothing tells them apart): one left alone, four stopped
+# mid-run by what a cluster sends. Each must come back to its run and end as the one left alone did.
+SIGNALLED = {"requeue": ("scontrol", "requeue"), "usr1": ("scancel", "--signal=USR1"),
+             "usr2": ("scancel", "--signal=USR2"), "term": ("scancel", "--signal=TERM")}  # fmt: skip
+STEPS = 240
+
+
+def _wait_for_checkpoints(folder: Path, count: int, proc: subprocess.Popen[str], timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while len(list(folder.glob("*/*/last.ckpt"))) < count:
+        assert proc.poll() is None, "the sweep ended before its jobs checkpointed"
+        assert time.monotonic() < deadline, "the jobs wrote no checkpoint in time"
+        time.sleep(0.5)
+
+
+def _release_requeued(cluster: LocalSlurm, proc: subprocess.Popen[str], timeout: float = 300) -> None:
+    """SLURM holds a requeued job ~2 minutes (its BeginTime): start it now, until the sweep is over."""
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None:
+        assert time.monotonic() < deadline, "the sweep did not finish"
+        listed = cluster.run("squeue", "-h", "-t", "PD", "-o", "%i %r").stdout.splitlines()
+        for job, reason in (line.split(maxsplit=1) for line in listed if line.strip()):
+            if "BeginTime" in reason:
+                cluster.run("scontrol", "update", f"jobid={job}", "StartTime=now")
+        time.sleep(1.0)
+
+
+def test_signals_and_requeue_resume_the_same_run_with_the_uninterrupted_result(
+    local_slurm: LocalSlurm, team_server: TeamServer, token_cache_dir: Path, tmp_path: Path
+) -> None:
+    experiment = "slurm_signals"
+    probes = ["ref", *SIGNALLED]
+    args = _sweep_args(
+        tmp_path, token_cache_dir, team_server.uri, experiment, "norm=hand_layernorm",
+        f"+probe={','.join(probes)}", f"optim.max_steps={STEPS}", "val_every_n_steps=120",
+        "checkpoint.every_n_steps=40", "log_every_n_steps=10",
+    )  # fmt: skip
+    proc = subprocess.Popen(args, cwd=REPO, env=_env(local_slurm), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _wait_for_checkpoints(tmp_path / "checkpoints", len(probes), proc)
+        listed = local_slurm.run("squeue", "-h", "-o", "%i").stdout.split()
+        by_num = {int(j.split("_")[1]): j for j in listed if "_" in j}
+        assert len(by_num) == len(probes), listed
+        for num, probe in enumerate(probes):
+            if probe in SIGNALLED:
+                sent = local_slurm.run(*SIGNALLED[probe], by_num[num])
+                assert sent.returncode == 0, sent.stderr
+        _release_requeued(local_slurm, proc)
+        out = proc.communicate(timeout=60)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out[-4000:]
+
+    client = MlflowClient(team_server.uri)
+    runs = {r.data.params["probe"]: r for r in _runs(client, experiment)}
+    assert sorted(runs) == sorted(probes), "one MLflow run per job, however often it was stopped"
+    ref = runs["ref"].data.metrics
+    logs = "".join(p.read_text() for p in (tmp_path / "multirun" / ".submitit").rglob("*_0_log.out"))
+    for probe in SIGNALLED:
+        run = runs[probe]
+        assert run.info.status == "FINISHED", (probe, run.data.tags)
+        assert run.data.tags.get("resumed") == "true", probe  # it came back to the same run
+        m = run.data.metrics
+        assert m["steps_done"] == STEPS
+        assert m["test_loss"] == pytest.approx(ref["test_loss"], abs=1e-6), probe
+        assert m["final_train_loss"] == pytest.approx(ref["final_train_loss"], abs=1e-6), probe
+        steps = [h.step for h in client.get_metric_history(run.info.run_id, "train/train_loss")]
+        assert len(steps) == len(set(steps)), f"{probe}: a step was logged twice"
+    for name in ("SIGUSR1", "SIGUSR2", "SIGTERM"):
+        assert re.search(rf"stopped by {name}: checkpoint saved at .*; SLURM job \S+ requeued", logs), name
+    assert not list(REPO.glob("hpc_ckpt_*.ckpt"))
+
+
+def test_a_partition_that_does_not_exist_is_refused_in_one_line(
+    local_slurm: LocalSlurm, team_server: TeamServer, token_cache_dir: Path, tmp_path: Path
+) -> None:
+    args = _sweep_args(tmp_path, token_cache_dir, team_server.uri, "slurm_refused", "norm=hand_layernorm",
+                       "hydra.launcher.partition=nosuch")  # fmt: skip
+    done = _run(local_slurm, args, timeout=120)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode != 0
+    assert lines and lines[-1].startswith("config error: hydra.launcher.partition: sbatch refused the job:"), done.stderr[-2000:]
+    assert "invalid partition" in lines[-1].lower()
+
+
+def test_local_slurm_tools_are_named_when_missing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    if shutil.which("munged") is None and not os.path.exists("/usr/sbin/munged"):
+        pytest.skip("munged is not installed here")
+    # An empty PATH still finds Debian's /usr/sbin daemons; the error names the package otherwise.
+    from src.launch import local_slurm
+
+    with pytest.raises(SlurmSetupError, match="slurm-wlm"):
+        local_slurm._tool("no-such-slurm-daemon")
