@@ -36,7 +36,12 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 
 def slurm_job_id() -> str | None:
-    """The SLURM batch job this process runs in (an array task has its own id), or None."""
+    """The SLURM job this process runs in, or None. An array task is named `<array>_<task>`: its own
+    numeric id can equal the array's (the last task of array 4 is job 4), and `scontrol requeue 4`
+    requeues every task of the array — measured here: one signalled job restarted all five."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    if array and task:
+        return f"{array}_{task}"
     return os.environ.get("SLURM_JOB_ID")
 
 
@@ -56,7 +61,7 @@ def requeue_this_job() -> str:
         done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as err:
         return f"SLURM job {job} not requeued ({err}); re-run the same command to resume"
-    if done.returncode == 0:
+    if done.returncode == 0 or "pending execution" in done.stderr:  # pending: SLURM requeued it already
         return f"SLURM job {job} requeued"
     reason = (done.stderr or done.stdout).strip().splitlines()
     return f"SLURM job {job} not requeued ({reason[-1] if reason else done.returncode}); re-run the same command to resume"
