@@ -16,7 +16,6 @@ The tests start the same thing on free ports (`TeamServer.start`). Torch-free.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import glob
 import os
@@ -31,6 +30,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from src import cli
 from src.paths import PROJECT_ROOT
 
 DB_USER = "normsweep"  # the cluster's superuser; trust authentication on 127.0.0.1 only
@@ -190,7 +190,7 @@ class TeamServer:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m src.tracking.team_server", description=__doc__.split("\n\n")[0])
+    parser = cli.parser("python -m src.tracking.team_server", __doc__.split("\n\n")[0], overrides=None)
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="where the database and artifacts live")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="the MLflow server's port on 127.0.0.1")
     parser.add_argument("--pg-port", type=int, default=DEFAULT_PG_PORT, help="PostgreSQL's port on 127.0.0.1")
