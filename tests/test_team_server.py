@@ -3,10 +3,13 @@ writers at once, a server that dies and comes back, a server that stalls, and wh
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -225,3 +228,83 @@ def test_a_database_uri_needs_its_driver(team_server: TeamServer, monkeypatch: p
 def test_a_server_uri_with_a_wrong_port_fails_fast() -> None:
     with pytest.raises(StoreError, match=r"logger\.tracking_uri=http://127\.0\.0\.1:\d+: no MLflow tracking server answers"):
         Store.connect(f"http://127.0.0.1:{free_port()}")
+
+
+# --- the team server's own command ---------------------------------------------------------------
+
+
+def _team_server_cli(state_dir: Path, port: int, pg_port: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "src.tracking.team_server", "--dir", str(state_dir), "--port", str(port),
+         "--pg-port", str(pg_port)],
+        cwd=REPO, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+
+@pytest.mark.slow  # a CLI in a subprocess (under a second)
+@pytest.mark.parametrize("ports", ["same", "other"])
+def test_a_second_team_server_on_the_same_folder_is_refused_and_the_first_untouched(
+    team_server: TeamServer, ports: str
+) -> None:
+    """Same ports: the second failed on postmaster.pid and its cleanup fast-stopped the running
+    PostgreSQL (/health 200, every query hanging); other ports: a second cluster on the same data."""
+    port, pg_port = (team_server.port, team_server.pg_port) if ports == "same" else (free_port(), free_port())
+    started = time.monotonic()
+    out, _ = _team_server_cli(team_server.state_dir, port, pg_port).communicate(timeout=60)
+    lines = out.strip().splitlines()
+    print(f"refused in {time.monotonic() - started:.1f} s: {lines}")
+    assert len(lines) == 1 and lines[0].startswith(f"error: a team server already runs on {team_server.state_dir} (pid {os.getpid()}, "), lines
+    # The running one answers queries (its PostgreSQL was not stopped).
+    client = MlflowClient(team_server.uri)
+    assert client.search_experiments(max_results=1) is not None
+    assert Store.connect(team_server.uri).experiment_id(f"after_second_server_{ports}", None)
+
+
+def _children(pid: int) -> list:
+    import psutil
+
+    return psutil.Process(pid).children(recursive=True)
+
+
+@pytest.mark.slow  # a whole team server started twice from its command line (initdb, MLflow's migrations)
+def test_sigterm_stops_the_team_server_as_ctrl_c_and_a_dead_mlflow_server_is_said() -> None:
+    """SIGTERM left PostgreSQL and `mlflow server` running (adopted by init, holding the ports and the
+    folder); a dead `mlflow server` ended the team server silently."""
+    import psutil
+
+    state_dir = Path(tempfile.mkdtemp(prefix="normsweep-team-cli-"))  # as root: a folder `nobody` can reach
+    port, pg_port = free_port(), free_port()
+    proc, spawned = _team_server_cli(state_dir, port, pg_port), []
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first.startswith(f"[normsweep] team server at http://127.0.0.1:{port}"), first + proc.stdout.read()
+        spawned = _children(proc.pid)
+        assert spawned
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 0, rest
+        assert rest.strip().splitlines() == ["[normsweep] team server stopped (PostgreSQL and mlflow server)"]
+        assert not (state_dir / "pgdata" / "postmaster.pid").exists()  # PostgreSQL stopped
+        assert not [p for p in spawned if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], spawned
+
+        proc = _team_server_cli(state_dir, port, pg_port)  # the same command again: the same data
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("[normsweep] team server at")
+        spawned = _children(proc.pid)
+        mlflow_server = next(p for p in psutil.Process(proc.pid).children() if "mlflow" in " ".join(p.cmdline()))
+        mlflow_server.kill()
+        rest, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 1, rest
+        (line,) = rest.strip().splitlines()
+        assert line.startswith("error: mlflow server exited by itself (signal 9); PostgreSQL stopped too; see "), line
+        assert not (state_dir / "pgdata" / "postmaster.pid").exists()
+    finally:  # whatever the test left: a cluster it started, an mlflow server left behind
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        TeamServer(state_dir, port, pg_port, postgres_started=True).stop_postgres()
+        for left in spawned:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                left.kill()
+        shutil.rmtree(state_dir, ignore_errors=True)
