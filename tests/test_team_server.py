@@ -204,6 +204,39 @@ def test_server_killed_mid_run_then_back(
     assert run.data.metrics["test_loss"] == pytest.approx(reference.test_loss, abs=1e-5)
 
 
+def test_two_jobs_logging_one_dataset_at_once_both_succeed(team_server: TeamServer) -> None:
+    """Issue 33: on the team server one job in six failed with `RestException: BAD_REQUEST:
+    (psycopg.errors.UniqueViolation) duplicate key ... "dataset_pk"`: the retry for this race looked
+    for the exception's type, and over HTTP only its text arrives. Here two jobs (a Store each) log a
+    new dataset at the same moment, round after round (without the retry, ~9 rounds in 10 raced)."""
+    from src.tracking.datasets import dataset_inputs
+
+    jobs = [Store.connect(team_server.uri) for _ in range(2)]
+    experiment_id = jobs[0].experiment_id("one_dataset_at_once", None)
+    errors: list[BaseException] = []
+    for round_ in range(8):
+        runs = [store.create_run(experiment_id, f"job{i}-r{round_}", {}) for i, store in enumerate(jobs)]
+        split = {"tokens": 1000 + round_, "documents": 1, "sha256": f"round-{round_}"}  # a dataset new to the store
+        inputs = dataset_inputs(f"cache-{round_}", {"train": split}, ["train"])
+        barrier = threading.Barrier(2)
+
+        def log(store: Store, run_id: str, barrier: threading.Barrier = barrier, inputs: list = inputs) -> None:
+            barrier.wait()
+            try:
+                store.log_inputs(run_id, inputs)
+            except Exception as err:  # noqa: BLE001 - collected, asserted below
+                errors.append(err)
+
+        threads = [threading.Thread(target=log, args=(store, run)) for store, run in zip(jobs, runs, strict=True)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, [f"{type(e).__name__}: {str(e)[:200]}" for e in errors]
+        for run in runs:  # each job's run names the one dataset
+            assert [d.dataset.name for d in jobs[0].client.get_run(run).inputs.dataset_inputs] == [f"cache-{round_}"]
+
+
 # --- refused, in one line ------------------------------------------------------------------------
 
 
