@@ -22,6 +22,7 @@ from mlflow.tracking import MlflowClient
 from src.config import validate
 from src.launch.callbacks import MlflowSetup
 from src.paths import ConfigError, compose
+from src.tracking.server_client import DatabaseLost
 from src.tracking.store import Store
 from src.tracking.store_uri import StoreError
 from src.tracking.sweep import FINGERPRINT_TAG, SWEEP_TAG, claim
@@ -341,3 +342,25 @@ def test_sigterm_stops_the_team_server_as_ctrl_c_and_a_dead_mlflow_server_is_sai
             with contextlib.suppress(psutil.NoSuchProcess):
                 left.kill()
         shutil.rmtree(state_dir, ignore_errors=True)
+
+
+@pytest.mark.slow  # a team server of its own, whose PostgreSQL is killed
+def test_a_server_whose_database_died_is_a_fault_not_a_config_error() -> None:
+    """PostgreSQL killed under the team server: the next job was refused with `config error: ... a
+    server answers there, but not as an MLflow tracking server (HTTP 503)`, status 2."""
+    server = TeamServer.start(fast=True)
+    try:
+        postmaster = int((server.pgdata / "postmaster.pid").read_text().split()[0])
+        os.kill(postmaster, signal.SIGKILL)
+        started = time.monotonic()
+        with pytest.raises(DatabaseLost) as lost:
+            Store.connect(server.uri)
+        print(f"refused in {time.monotonic() - started:.1f} s: {lost.value}")
+        assert not isinstance(lost.value, ConfigError)  # src.train: `error: ...`, status 1
+        assert str(lost.value).startswith(f"logger.tracking_uri={server.uri}: the tracking server answers, but its database does not (")
+        assert "not as an MLflow tracking server" not in str(lost.value)
+    finally:
+        server.postgres_started = False  # killed: nothing to stop (its orphaned backends exit on their own)
+        server.kill_mlflow(signal.SIGKILL)  # on SIGTERM it would wait for requests held by the dead database
+        server.stop()
+        shutil.rmtree(server.state_dir, ignore_errors=True)

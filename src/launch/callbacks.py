@@ -177,6 +177,7 @@ class MlflowSetup(Callback):
         from src.tracking.code import code_state
         from src.tracking.credentials import redact_text
         from src.tracking.git import git_state
+        from src.tracking.server_client import ServerLost
         from src.tracking.store import Store
         from src.tracking.store_uri import StoreError
         from src.tracking.summary import log_sweep_definition
@@ -199,6 +200,8 @@ class MlflowSetup(Callback):
             store = Store.connect(config.logger.tracking_uri)
         except StoreError as err:  # Hydra turns an Exception here into a warning: stop the sweep instead
             raise SystemExit(f"config error: {err}") from None
+        except ServerLost as err:  # the server's database is down: a fault, not a config error
+            raise SystemExit(f"error: {err}") from None
         # Each job records its variant from these axes (src.train), whatever process runs it.
         os.environ[AXES_ENV] = axes_to_env(variants.axes)
         experiment_id = store.experiment_id(config.experiment_name, config.logger.artifact_location)

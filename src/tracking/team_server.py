@@ -40,6 +40,7 @@ DB_USER = "normsweep"  # the cluster's superuser; trust authentication on 127.0.
 DB_NAME = "mlflow"
 RUN_AS_WHEN_ROOT = "nobody"
 START_WAIT_S = 120.0  # the first start migrates a new database (MLflow's ~70 schema steps)
+STOP_WAIT_S = 10.0  # for `mlflow server` to stop on SIGTERM; then SIGKILL (it ignored SIGTERM with its database gone)
 DEFAULT_PORT = 5050  # beside `make ui` on 5000
 DEFAULT_PG_PORT = 5433  # beside a system PostgreSQL on 5432; backups (pg_dump) connect here
 # Tracking only: no job-consumer processes for MLflow's GenAI features (seconds of start, ~GBs).
@@ -205,7 +206,12 @@ class TeamServer:
             # The whole group, even when its leader has died: uvicorn's worker could outlive it.
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.mlflow_proc.pid, sig)
-            self.mlflow_proc.wait(timeout=30)
+            try:
+                self.mlflow_proc.wait(timeout=STOP_WAIT_S)
+            except subprocess.TimeoutExpired:  # uvicorn waits for a request held by a dead database
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.mlflow_proc.pid, signal.SIGKILL)
+                self.mlflow_proc.wait(timeout=STOP_WAIT_S)
         self.mlflow_proc = None
 
     # --- both ---
