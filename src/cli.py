@@ -13,7 +13,7 @@ Exit codes (`EXIT_CODES`):
     0  done
     1  a run, a check or a read failed: `error: <why>` on one line (or the failed checks' lines)
     2  the command line or the config is wrong: `config error: <key>: <why>` on one line
-       (argparse's usage errors too); nothing was run or recorded
+       (an unknown option too); nothing was run or recorded
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from hydra.errors import HydraException
 from omegaconf.errors import OmegaConfBaseException
@@ -43,10 +44,29 @@ OVERRIDES_HELP = "training config overrides, as for python -m src.train (e.g. pa
 CONFIG_ERRORS: tuple[type[BaseException], ...] = (ConfigError, HydraException, OmegaConfBaseException)
 
 
+def usage_error(prog: str, message: str) -> str:
+    """A usage error (`--bogus-opt`) as the one `config error:` line every refusal is, not argparse's
+    usage block: the option is named, and where the options are listed."""
+    return f"config error: {one_line(message)} ({prog} --help lists the options)"
+
+
+def exit_with(line: str) -> NoReturn:
+    """Stop with a one-line refusal; `exit_status` prints it and gives its status."""
+    raise SystemExit(line)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one `config error:` line with status USAGE."""
+
+    def error(self, message: str) -> NoReturn:
+        print(usage_error(self.prog, message), file=sys.stderr)
+        raise SystemExit(USAGE)
+
+
 def parser(prog: str, doc: str | None, overrides: str | None = OVERRIDES_HELP) -> argparse.ArgumentParser:
     """An entry point's parser: its docstring as the description, the exit codes as the epilog, and
     (unless `overrides` is None) the trailing `key=value` overrides."""
-    made = argparse.ArgumentParser(
+    made = OneLineParser(
         prog=prog, description=doc, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     if overrides is not None:

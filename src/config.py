@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from src.data.tokenizer import VOCAB_SIZE
 from src.model.gpt import GPTConfig
 from src.paths import ConfigError
-from src.schema import LIGHTNING_PRECISIONS, MATMUL_PRECISIONS
+from src.schema import LIGHTNING_PRECISIONS, MATMUL_PRECISIONS, SPEED_KERNEL_S_MAX
 from src.tracking.identity import safe_folder_name
 from src.tracking.store import NAME_MAX
 from src.tracking.sweep import CODE_POLICIES, POLICIES
@@ -132,7 +132,11 @@ def validate(cfg: DictConfig) -> GPTConfig:
         f"must be 0 (no speed check after a sweep) or an integer >= 2 (an interval needs two rounds), got {rounds}",
     )
     kernel_s = cfg.report.speed_kernel_s
-    _require(kernel_s >= 0, "report.speed_kernel_s", f"must be a number of seconds >= 0, got {kernel_s}")
+    _require(
+        0 <= kernel_s <= SPEED_KERNEL_S_MAX,
+        "report.speed_kernel_s",
+        f"must be a number of seconds in [0, {SPEED_KERNEL_S_MAX}], got {kernel_s}",
+    )
     _require(cfg.val_every_n_steps >= 1, "val_every_n_steps", f"must be >= 1, got {cfg.val_every_n_steps}")
     _require(cfg.log_every_n_steps >= 1, "log_every_n_steps", f"must be >= 1, got {cfg.log_every_n_steps}")
     _require_choice(cfg.precision.lightning, LIGHTNING_PRECISIONS, "precision.lightning")

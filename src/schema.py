@@ -71,6 +71,11 @@ class MarginSchema:
     speed: Number = 0.02  # relative tokens/s (0.02 = 2%)
 
 
+# report.speed_kernel_s at most: an hour of kernel rounds (the check measures in seconds; a larger
+# value only overflowed the check's timeout, `OverflowError: timeout is too large`, after the sweep).
+SPEED_KERNEL_S_MAX = 3600
+
+
 @dataclass
 class ReportSchema:
     """How `python -m src.report` and the end-of-sweep report compare variants."""

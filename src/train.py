@@ -303,9 +303,25 @@ def run_command_line() -> None:
 register_resolvers()  # before Hydra composes: paths use ${project_root:}
 
 
+def refuse_unknown_options(argv: list[str]) -> None:
+    """An option Hydra's command line lacks (`--bogus-opt`) in the one `config error:` line every
+    refusal is; Hydra's argparse would print its 8-line usage block."""
+    from hydra._internal.utils import get_args_parser
+
+    hydra_parser = get_args_parser()
+    hydra_parser.error = lambda message: cli.exit_with(cli.usage_error("python -m src.train", message))  # type: ignore[method-assign]
+    hydra_parser.parse_args(argv)
+
+
 def command() -> None:
     refuse_credentials(sys.argv[1:])  # before Hydra writes the command line into .hydra/ and multirun.yaml
-    run_command_line()
+    refuse_unknown_options(sys.argv[1:])
+    try:
+        run_command_line()
+    except SystemExit as exit_:
+        if exit_.code in (None, 0) and {"-h", "--help"} & set(sys.argv[1:]):  # Hydra's help, then ours
+            print(cli.EPILOG, flush=True)
+        raise
 
 
 if __name__ == "__main__":

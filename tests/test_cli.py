@@ -14,6 +14,7 @@ from src.data.__main__ import main as data_main
 from src.preflight.__main__ import main as preflight_main
 from src.report.__main__ import main as report_main
 from src.stats.__main__ import main as stats_main
+from src.tracking.team_server import main as team_server_main
 from src.ui import main as ui_main
 
 MAINS: dict[str, Callable[[list[str]], int]] = {
@@ -55,12 +56,35 @@ def test_a_config_error_is_one_line_and_status_2(
     assert line.startswith(start), line
 
 
-def test_a_usage_error_is_status_2(capsys: pytest.CaptureFixture[str]) -> None:
-    for main in MAINS.values():
-        with pytest.raises(SystemExit) as done:
-            main(["--no-such-option"])
-        assert done.value.code == cli.USAGE
-    assert "unrecognized arguments: --no-such-option" in capsys.readouterr().err
+@pytest.mark.parametrize("name", [*MAINS, "tracking.team_server"])
+def test_a_usage_error_is_one_config_error_line_and_status_2(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    main = MAINS.get(name) or team_server_main
+    with pytest.raises(SystemExit) as done:
+        main(["--no-such-option"])
+    assert done.value.code == cli.USAGE
+    # argparse printed its usage block (2-9 lines) above the error
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == f"config error: unrecognized arguments: --no-such-option (python -m src.{name} --help lists the options)"
+
+
+def test_the_team_servers_help_names_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        team_server_main(["--help"])
+    assert done.value.code == cli.OK
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m src.tracking.team_server [-h]") and cli.EPILOG in out
+
+
+@pytest.mark.slow  # two CLIs in a subprocess (~4 s each)
+def test_trains_help_names_the_exit_codes_and_an_unknown_option_is_one_line() -> None:
+    """Hydra's help and its argparse: no exit codes, and an 8-line usage block for `--bogus-opt`."""
+    helped = run_cli("src.train", "--help", timeout=300)
+    assert helped.returncode == cli.OK and helped.stdout.rstrip().endswith(cli.EPILOG), helped.stdout[-500:]
+    refused = run_cli("src.train", "--bogus-opt", "seed=1", timeout=300)
+    assert refused.returncode == cli.USAGE
+    assert refused.stdout + refused.stderr == (
+        "config error: unrecognized arguments: --bogus-opt (python -m src.train --help lists the options)\n"
+    )
 
 
 def test_the_old_experiment_flag_works_with_a_hint(store: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:

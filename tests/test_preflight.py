@@ -101,13 +101,23 @@ def test_checkpoints_beyond_the_free_disk_name_the_field(prepared: list[str], ca
 
 
 @pytest.mark.parametrize(
-    "override,field",
-    [("preflight.gpu=tpu", "preflight.gpu"), ("preflight.mfu=2", "preflight.mfu")],
+    "override,start",
+    [
+        ("preflight.gpu=nosuchcard", "config error: preflight.gpu: 'nosuchcard' is not a known card; valid choices: a100-40gb"),
+        ("preflight.mfu=2", "config error: preflight.mfu: must be in (0, 1], got 2"),
+        ("preflight.memory_headroom=0", "config error: preflight.memory_headroom: must be in (0, 1], got 0"),
+    ],
 )
-def test_bad_settings_fail_in_one_line(prepared: list[str], override: str, field: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([*prepared, "cluster=gpu", override]) == 1
-    (line,) = _fail_lines(capsys.readouterr().out)
-    assert field in line
+def test_a_bad_preflight_setting_is_a_config_error(
+    prepared: list[str], override: str, start: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The preflight's own settings are its command line, not the job's: status 2 in one line, no
+    table (was: status 1 and a FAIL row, as if the job would fail)."""
+    assert main([*prepared, "cluster=gpu", override]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = [x for x in captured.err.splitlines() if not x.startswith("[preflight]")]
+    assert line.startswith(start), line
 
 
 def test_an_unknown_option_is_a_config_error(prepared: list[str], capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,6 +22,7 @@ from src.paths import ConfigError, compose
 from src.report.__main__ import main as report_main
 from src.report.comparisons import Margins
 from src.report.plan import forecast, pilot_hours, plan_text
+from src.report.runs import ReportError
 from src.stats.sequential import Design, look_at
 from src.tracking.looks import read_looks
 from src.tracking.store import Store
@@ -112,6 +113,19 @@ def test_the_plan_forecasts_each_design_from_a_pilot() -> None:
     text = plan_text("pilot", plan, Margins())
     assert "P(undecidable)" in text and "hydra/sweeper=sequential" in text and "hydra.sweeper.spending=" in text
     assert "norm=hand_layernorm,hand_rmsnorm,torch_layernorm" in text
+
+
+def test_a_one_seed_pilot_supports_no_plan() -> None:
+    """A pilot of one seed has no spread: refused with the seeds it needs (was: a table of "-" and a
+    recommended design and command)."""
+    runs = _pilot({"torch_layernorm": (0.0, 1e-5)}, seeds=1)
+    with pytest.raises(ReportError) as refused:
+        forecast(runs, Margins(), Design(3, 2, 10, 0.05, "obrien_fleming", 0.1), {}, sweeps=200)
+    assert str(refused.value) == (
+        "the pilot cannot support a plan: a forecast needs >= 2 seeds with both variants of a pair finished (the "
+        "spread of their per-seed differences), and it has torch_layernorm vs hand_layernorm: 1; add seeds to the "
+        "pilot (seed=0,1 with its other overrides; finished seeds are skipped), then plan again"
+    )
 
 
 def _launch(args: list[str], log: Path) -> subprocess.Popen[bytes]:

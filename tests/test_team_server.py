@@ -3,10 +3,13 @@ writers at once, a server that dies and comes back, a server that stalls, and wh
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -19,6 +22,7 @@ from mlflow.tracking import MlflowClient
 from src.config import validate
 from src.launch.callbacks import MlflowSetup
 from src.paths import ConfigError, compose
+from src.tracking.server_client import DatabaseLost
 from src.tracking.store import Store
 from src.tracking.store_uri import StoreError
 from src.tracking.sweep import FINGERPRINT_TAG, SWEEP_TAG, claim
@@ -169,6 +173,12 @@ def test_server_killed_mid_run_then_back(
     assert proc.returncode != 0, out[-3000:]
     lines = [ln for ln in out.splitlines() if "the tracking server stopped answering" in ln]
     assert lines and f"logger.tracking_uri={team_server.uri}" in lines[0], out[-3000:]
+    # The library's noise (urllib3's retries, MLflow's async_logging ERRORs) went to the job's log:
+    # after the job's line only Hydra's "Error executing job" and the sweep's last line (was: the line 8th of 10).
+    after = out.strip().splitlines()[[i for i, ln in enumerate(out.splitlines()) if "stopped answering" in ln][0]:]
+    assert not [ln for ln in out.splitlines() if "urllib3" in ln or "Retrying" in ln or "async_logging" in ln], out[-3000:]
+    assert [ln for ln in after if "stopped answering" not in ln and not ln.startswith("Error executing job")] == [], after
+    assert "stopped answering" in after[-1], after
     assert "Traceback" not in out, out[-3000:]
     assert stopped_after_s < 60
     ckpt = next((tmp_path / "checkpoints").rglob("last.ckpt"))
@@ -201,6 +211,39 @@ def test_server_killed_mid_run_then_back(
     assert run.data.metrics["test_loss"] == pytest.approx(reference.test_loss, abs=1e-5)
 
 
+def test_two_jobs_logging_one_dataset_at_once_both_succeed(team_server: TeamServer) -> None:
+    """Issue 33: on the team server one job in six failed with `RestException: BAD_REQUEST:
+    (psycopg.errors.UniqueViolation) duplicate key ... "dataset_pk"`: the retry for this race looked
+    for the exception's type, and over HTTP only its text arrives. Here two jobs (a Store each) log a
+    new dataset at the same moment, round after round (without the retry, ~9 rounds in 10 raced)."""
+    from src.tracking.datasets import dataset_inputs
+
+    jobs = [Store.connect(team_server.uri) for _ in range(2)]
+    experiment_id = jobs[0].experiment_id("one_dataset_at_once", None)
+    errors: list[BaseException] = []
+    for round_ in range(8):
+        runs = [store.create_run(experiment_id, f"job{i}-r{round_}", {}) for i, store in enumerate(jobs)]
+        split = {"tokens": 1000 + round_, "documents": 1, "sha256": f"round-{round_}"}  # a dataset new to the store
+        inputs = dataset_inputs(f"cache-{round_}", {"train": split}, ["train"])
+        barrier = threading.Barrier(2)
+
+        def log(store: Store, run_id: str, barrier: threading.Barrier = barrier, inputs: list = inputs) -> None:
+            barrier.wait()
+            try:
+                store.log_inputs(run_id, inputs)
+            except Exception as err:  # noqa: BLE001 - collected, asserted below
+                errors.append(err)
+
+        threads = [threading.Thread(target=log, args=(store, run)) for store, run in zip(jobs, runs, strict=True)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, [f"{type(e).__name__}: {str(e)[:200]}" for e in errors]
+        for run in runs:  # each job's run names the one dataset
+            assert [d.dataset.name for d in jobs[0].client.get_run(run).inputs.dataset_inputs] == [f"cache-{round_}"]
+
+
 # --- refused, in one line ------------------------------------------------------------------------
 
 
@@ -225,3 +268,105 @@ def test_a_database_uri_needs_its_driver(team_server: TeamServer, monkeypatch: p
 def test_a_server_uri_with_a_wrong_port_fails_fast() -> None:
     with pytest.raises(StoreError, match=r"logger\.tracking_uri=http://127\.0\.0\.1:\d+: no MLflow tracking server answers"):
         Store.connect(f"http://127.0.0.1:{free_port()}")
+
+
+# --- the team server's own command ---------------------------------------------------------------
+
+
+def _team_server_cli(state_dir: Path, port: int, pg_port: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "src.tracking.team_server", "--dir", str(state_dir), "--port", str(port),
+         "--pg-port", str(pg_port)],
+        cwd=REPO, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+
+@pytest.mark.slow  # a CLI in a subprocess (under a second)
+@pytest.mark.parametrize("ports", ["same", "other"])
+def test_a_second_team_server_on_the_same_folder_is_refused_and_the_first_untouched(
+    team_server: TeamServer, ports: str
+) -> None:
+    """Same ports: the second failed on postmaster.pid and its cleanup fast-stopped the running
+    PostgreSQL (/health 200, every query hanging); other ports: a second cluster on the same data."""
+    port, pg_port = (team_server.port, team_server.pg_port) if ports == "same" else (free_port(), free_port())
+    started = time.monotonic()
+    out, _ = _team_server_cli(team_server.state_dir, port, pg_port).communicate(timeout=60)
+    lines = out.strip().splitlines()
+    print(f"refused in {time.monotonic() - started:.1f} s: {lines}")
+    assert len(lines) == 1 and lines[0].startswith(f"error: a team server already runs on {team_server.state_dir} (pid {os.getpid()}, "), lines
+    # The running one answers queries (its PostgreSQL was not stopped).
+    client = MlflowClient(team_server.uri)
+    assert client.search_experiments(max_results=1) is not None
+    assert Store.connect(team_server.uri).experiment_id(f"after_second_server_{ports}", None)
+
+
+def _children(pid: int) -> list:
+    import psutil
+
+    return psutil.Process(pid).children(recursive=True)
+
+
+@pytest.mark.slow  # a whole team server started twice from its command line (initdb, MLflow's migrations)
+def test_sigterm_stops_the_team_server_as_ctrl_c_and_a_dead_mlflow_server_is_said() -> None:
+    """SIGTERM left PostgreSQL and `mlflow server` running (adopted by init, holding the ports and the
+    folder); a dead `mlflow server` ended the team server silently."""
+    import psutil
+
+    state_dir = Path(tempfile.mkdtemp(prefix="normsweep-team-cli-"))  # as root: a folder `nobody` can reach
+    port, pg_port = free_port(), free_port()
+    proc, spawned = _team_server_cli(state_dir, port, pg_port), []
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first.startswith(f"[normsweep] team server at http://127.0.0.1:{port}"), first + proc.stdout.read()
+        spawned = _children(proc.pid)
+        assert spawned
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 0, rest
+        assert rest.strip().splitlines() == ["[normsweep] team server stopped (PostgreSQL and mlflow server)"]
+        assert not (state_dir / "pgdata" / "postmaster.pid").exists()  # PostgreSQL stopped
+        assert not [p for p in spawned if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], spawned
+
+        proc = _team_server_cli(state_dir, port, pg_port)  # the same command again: the same data
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("[normsweep] team server at")
+        spawned = _children(proc.pid)
+        mlflow_server = next(p for p in psutil.Process(proc.pid).children() if "mlflow" in " ".join(p.cmdline()))
+        mlflow_server.kill()
+        rest, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 1, rest
+        (line,) = rest.strip().splitlines()
+        assert line.startswith("error: mlflow server exited by itself (signal 9); PostgreSQL stopped too; see "), line
+        assert not (state_dir / "pgdata" / "postmaster.pid").exists()
+    finally:  # whatever the test left: a cluster it started, an mlflow server left behind
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        TeamServer(state_dir, port, pg_port, postgres_started=True).stop_postgres()
+        for left in spawned:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                left.kill()
+        shutil.rmtree(state_dir, ignore_errors=True)
+
+
+@pytest.mark.slow  # a team server of its own, whose PostgreSQL is killed
+def test_a_server_whose_database_died_is_a_fault_not_a_config_error() -> None:
+    """PostgreSQL killed under the team server: the next job was refused with `config error: ... a
+    server answers there, but not as an MLflow tracking server (HTTP 503)`, status 2."""
+    server = TeamServer.start(fast=True)
+    try:
+        postmaster = int((server.pgdata / "postmaster.pid").read_text().split()[0])
+        os.kill(postmaster, signal.SIGKILL)
+        started = time.monotonic()
+        with pytest.raises(DatabaseLost) as lost:
+            Store.connect(server.uri)
+        print(f"refused in {time.monotonic() - started:.1f} s: {lost.value}")
+        assert not isinstance(lost.value, ConfigError)  # src.train: `error: ...`, status 1
+        assert str(lost.value).startswith(f"logger.tracking_uri={server.uri}: the tracking server answers, but its database does not (")
+        assert "not as an MLflow tracking server" not in str(lost.value)
+    finally:
+        server.postgres_started = False  # killed: nothing to stop (its orphaned backends exit on their own)
+        server.kill_mlflow(signal.SIGKILL)  # on SIGTERM it would wait for requests held by the dead database
+        server.stop()
+        shutil.rmtree(server.state_dir, ignore_errors=True)

@@ -70,14 +70,20 @@ def refuse_empty_sweep(config: DictConfig) -> None:
 def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants]:
     """Every job of the sweep as the basic sweeper will launch it (the sequential one: its first round):
     overrides, run name, fingerprint, and its variant (what the jobs' configs differ in, seed aside)."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
     from src.config import validate
-    from src.paths import compose
+    from src.paths import compose, compose_error_line
     from src.tracking.identity import fingerprint, flatten, identity_config
     from src.tracking.variants import find_variants
 
     jobs, params = [], {}
     for overrides in _job_overrides(_parsed_overrides(config)):
-        cfg = compose(overrides)
+        try:
+            cfg = compose(overrides)
+        except (HydraException, OmegaConfBaseException) as err:  # `foo=1,2`: as `src.train` says it
+            raise ConfigError(compose_error_line(err)) from None
         validate(cfg)  # a job that would be refused: no sweep run is recorded for it
         params[str(len(jobs))] = flatten(identity_config(cfg))
         jobs.append({"num": len(jobs), "overrides": list(overrides), "run_name": cfg.run_name, "fingerprint": fingerprint(cfg)})
@@ -88,12 +94,16 @@ def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants]:
 
 
 def check_reference(config: DictConfig, variants: Variants) -> None:
-    """`report.reference` names values the sweep has: checked before any job trains, in one line."""
-    from src.report.comparisons import reference_setting, reference_values
+    """The report's settings as the sweep-end report reads them (`report.margin.*`, `report.pairs`,
+    and `report.reference` naming values the sweep has): checked before any job trains, in one line,
+    since the report is made only after the whole sweep has trained."""
+    from src.report.comparisons import reference_setting, reference_values, settings
 
     report_cfg = OmegaConf.select(config, "report", default=None)
     try:
-        reference = reference_setting(OmegaConf.to_container(report_cfg, resolve=True) if report_cfg else None)
+        report_settings = OmegaConf.to_container(report_cfg, resolve=True) if report_cfg else None
+        settings(report_settings)  # the margins (> 0) and the pairs
+        reference = reference_setting(report_settings)
         reference_values(reference, {a.name: variants.values(a.name) for a in variants.axes})
     except ConfigError as err:
         raise SystemExit(f"config error: {err}") from None
@@ -148,13 +158,26 @@ class MlflowSetup(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         register_resolvers()
         refuse_empty_sweep(config)  # with or without tracking: Hydra would end a sweep of nothing with 0
-        if not config.logger.enabled or int(os.environ.get("RANK", "0")) != 0:
+        if int(os.environ.get("RANK", "0")) != 0:
+            return
+        from src.tracking.variants import find_variants
+
+        try:  # every job's config, the sweeper's and the report's settings, before Hydra launches job 0
+            jobs, variants = sweep_jobs(config)
+            check_reference(config, variants)
+        except ConfigError as err:  # Hydra turns a callback's exception into a warning: stop here instead
+            raise SystemExit(f"config error: {err}") from None
+        except Exception as err:  # another sweeper plugin: no job list, status groups runs instead
+            print(f"[normsweep] note: sweep job list unavailable ({type(err).__name__}: {err})", file=sys.stderr)
+            jobs, variants = [], find_variants({})
+        if not config.logger.enabled:
             return
         from src.config import check_store_placement
         from src.tracking import sweep
         from src.tracking.code import code_state
         from src.tracking.credentials import redact_text
         from src.tracking.git import git_state
+        from src.tracking.server_client import ServerLost
         from src.tracking.store import Store
         from src.tracking.store_uri import StoreError
         from src.tracking.summary import log_sweep_definition
@@ -167,7 +190,7 @@ class MlflowSetup(Callback):
             SWEEP_TAG,
         )
         from src.tracking.ui_view import publish_view
-        from src.tracking.variants import AXES_ENV, axes_to_env, find_variants
+        from src.tracking.variants import AXES_ENV, axes_to_env
 
         try:  # before the launcher submits anything
             check_store_placement(config)
@@ -177,15 +200,8 @@ class MlflowSetup(Callback):
             store = Store.connect(config.logger.tracking_uri)
         except StoreError as err:  # Hydra turns an Exception here into a warning: stop the sweep instead
             raise SystemExit(f"config error: {err}") from None
-        try:
-            jobs, variants = sweep_jobs(config)
-            check_reference(config, variants)
-        except ConfigError as err:  # Hydra turns a callback's exception into a warning: say it, record nothing
-            print(f"[normsweep] config error: {err}; no sweep run recorded", file=sys.stderr)
-            return
-        except Exception as err:  # another sweeper plugin: no job list, status groups runs instead
-            print(f"[normsweep] note: sweep job list unavailable ({type(err).__name__}: {err})", file=sys.stderr)
-            jobs, variants = [], find_variants({})
+        except ServerLost as err:  # the server's database is down: a fault, not a config error
+            raise SystemExit(f"error: {err}") from None
         # Each job records its variant from these axes (src.train), whatever process runs it.
         os.environ[AXES_ENV] = axes_to_env(variants.axes)
         experiment_id = store.experiment_id(config.experiment_name, config.logger.artifact_location)

@@ -53,20 +53,26 @@ def host_memory_bytes() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
+class SettingError(ConfigError):
+    """A setting of the preflight itself (the card it assumes), not of the job it checks: the command
+    line is wrong (status 2, one `config error:` line), where a job's own fault is its FAIL row."""
+
+
 def card_for(cfg: DictConfig, on_gpu: bool) -> Card:
     """The card a job of `cfg` runs on (`preflight.gpu`), with `preflight.gpu_memory_gb` applied;
-    a CPU job gets this machine's memory and no known peak."""
+    a CPU job gets this machine's memory and no known peak. The card's key is checked either way:
+    a typo is one whatever the cluster."""
     pf = cfg.preflight
+    key = str(pf.gpu)
+    if key not in CARDS:
+        raise SettingError(f"preflight.gpu: {key!r} is not a known card; valid choices: {', '.join(CARDS)}")
     if on_gpu:
-        key = str(pf.gpu)
-        if key not in CARDS:
-            raise ConfigError(f"preflight.gpu={key!r} is not a known card; valid choices: {', '.join(CARDS)}")
         name, mib = CARDS[key]
         card = Card(name, mib * MIB, gpu=True)
     else:
         card = Card("this machine's RAM", host_memory_bytes(), gpu=False)
     if pf.gpu_memory_gb is not None:
         if not pf.gpu_memory_gb > 0:
-            raise ConfigError(f"preflight.gpu_memory_gb must be > 0 or null, got {pf.gpu_memory_gb}")
+            raise SettingError(f"preflight.gpu_memory_gb: must be > 0 or null, got {pf.gpu_memory_gb}")
         card = Card(card.name, int(pf.gpu_memory_gb * GIB), card.gpu)
     return card

@@ -15,7 +15,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from src.paths import ConfigError
-from src.preflight.cards import GIB, Card
+from src.preflight.cards import GIB, Card, SettingError
 from src.preflight.memory import MemoryEstimate, largest_fitting_micro_batch
 from src.training.budget import Budget
 
@@ -45,7 +45,7 @@ def check_memory(
     hold one estimate each in that memory (CPU jobs: the DDP ranks and pool workers of one machine)."""
     headroom = cfg.preflight.memory_headroom
     if not (isinstance(headroom, (int, float)) and 0 < headroom <= 1):
-        raise ConfigError(f"preflight.memory_headroom must be in (0, 1], got {headroom!r}")
+        raise SettingError(f"preflight.memory_headroom: must be in (0, 1], got {headroom!r}")
     usable = int(card.memory_bytes * headroom) // sharing
     total = estimate.total * sharing
     processes = f" for {sharing} processes" if sharing > 1 else ""

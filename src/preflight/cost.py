@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from omegaconf import DictConfig
 
 from src.devices import matmul_kind
-from src.paths import ConfigError
-from src.preflight.cards import Card
+from src.preflight.cards import Card, SettingError
 from src.training.budget import Budget
 
 FORWARD_SHARE = 1 / 3  # a forward pass: 2N of training's 6N FLOPs per token
@@ -40,7 +39,7 @@ def peak_tflops(cfg: DictConfig, card: Card) -> float | None:
     given = cfg.preflight.peak_tflops
     if given is not None:
         if not (isinstance(given, (int, float)) and given > 0):
-            raise ConfigError(f"preflight.peak_tflops must be a number > 0 or null, got {given!r}")
+            raise SettingError(f"preflight.peak_tflops: must be a number > 0 or null, got {given!r}")
         return float(given)
     return card.peak_tflops(matmul_kind(str(cfg.precision.lightning), str(cfg.precision.matmul_precision)))
 
@@ -55,7 +54,7 @@ def eval_tokens(cfg: DictConfig, budget: Budget) -> int:
 def estimate_time(cfg: DictConfig, budget: Budget, flops_per_token: int, card: Card) -> TimeEstimate:
     mfu = cfg.preflight.mfu
     if not (isinstance(mfu, (int, float)) and 0 < mfu <= 1):
-        raise ConfigError(f"preflight.mfu must be in (0, 1], got {mfu!r}")
+        raise SettingError(f"preflight.mfu: must be in (0, 1], got {mfu!r}")
     devices = int(cfg.cluster.devices * cfg.cluster.num_nodes)
     peak = peak_tflops(cfg, card)
     if peak is None:

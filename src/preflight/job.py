@@ -12,7 +12,7 @@ from src.config import validate
 from src.devices import uses_cuda
 from src.model.gpt import GPTModel, ModelStats, model_stats
 from src.paths import ConfigError, compose
-from src.preflight.cards import Card, card_for
+from src.preflight.cards import Card, SettingError, card_for
 from src.preflight.checks import (
     FAIL,
     Finding,
@@ -78,6 +78,8 @@ def inspect_job(overrides: Sequence[str], ledger: CheckpointLedger) -> JobReport
     report = JobReport(list(overrides), name=" ".join(overrides) or "(defaults)")  # until the run name is known
     try:
         _inspect(report, ledger)
+    except SettingError:  # the preflight's own setting: the command is refused, not the job
+        raise
     except ConfigError as err:
         report.findings["config"] = Finding.failed("invalid", str(err))
     return report

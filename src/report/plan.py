@@ -106,6 +106,19 @@ def planned_pairs(
     return chosen
 
 
+def pilot_too_small(runs: pd.DataFrame, chosen: Sequence[tuple[str, str]]) -> str:
+    """Why the pilot supports no plan, and the seeds it needs: a per-seed difference has a spread only
+    from `MIN_SEEDS` seeds on."""
+    seeds = {pair_label(a, b): int(np.isfinite(_pilot_differences(runs, a, b)).sum()) for a, b in chosen}
+    have = ", ".join(f"{pair}: {n}" for pair, n in seeds.items())
+    return (
+        f"the pilot cannot support a plan: a forecast needs >= {MIN_SEEDS} seeds with both variants of a pair "
+        f"finished (the spread of their per-seed differences), and it has {have}; add seeds to the pilot "
+        f"(seed={','.join(str(s) for s in range(MIN_SEEDS))} with its other overrides; finished seeds are skipped), "
+        "then plan again"
+    )
+
+
 def forecast(
     runs: pd.DataFrame,
     margins: Margins,
@@ -135,6 +148,8 @@ def forecast(
         # Posterior draws of the spread and the true difference (flat prior on both, normal seeds).
         sigma = sd * np.sqrt((n - 1) / rng.chisquare(n - 1, sweeps)) if sd > 0 else np.zeros(sweeps)
         draws[(a, b)] = (n, mean, sd, mean + sigma / math.sqrt(n) * rng.standard_normal(sweeps), sigma)
+    if not draws:  # no pair has a spread to draw from: a table of "-" and a design chosen from nothing
+        raise ReportError(pilot_too_small(runs, chosen))
     for spending in SPENDING:
         planned = Design(design.first_seeds, design.seeds_per_round, design.max_seeds, design.alpha, spending,
                          design.futility, family=len(chosen))  # fmt: skip

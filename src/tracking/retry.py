@@ -1,4 +1,4 @@
-"""Retries decided by the exception's type: the one retry loop of the tracking code.
+"""Retries decided by the exception's type (or, from a server, its text): the one retry loop of the tracking code.
 
 `with_retry` rides out what passes by itself: SQLite's write lock (however MLflow and SQLAlchemy
 wrapped it), or another process creating the same thing first. `retry` is the loop beneath it, with
@@ -40,10 +40,31 @@ def is_sqlite_busy(err: BaseException) -> bool:
     return False
 
 
+# How a server-side unique violation reads once it crossed HTTP: MLflow's server answers with the
+# database error's text (`BAD_REQUEST: (psycopg.errors.UniqueViolation) duplicate key value violates
+# unique constraint "dataset_pk"`), and the client raises a RestException carrying only that text.
+UNIQUE_VIOLATION_TEXTS = (
+    "UniqueViolation",  # psycopg's exception class, named in SQLAlchemy's message
+    "duplicate key value violates unique constraint",  # PostgreSQL
+    "UNIQUE constraint failed",  # SQLite behind a server
+    "Duplicate entry",  # MySQL (error 1062)
+)
+
+
+def is_reported_unique_violation(err: BaseException) -> bool:
+    """A tracking server's answer (MLflow's RestException: its `error_code` and text are all that
+    arrive) that says the database refused a duplicate row."""
+    return type(err).__name__ == "RestException" and any(text in str(err) for text in UNIQUE_VIOLATION_TEXTS)
+
+
 def is_duplicate_insert(err: BaseException) -> bool:
     """A row another process inserted first, between MLflow's check for it and its own insert (two
-    runs starting at once log the same dataset): the next try finds the row and links to it."""
-    return any(isinstance(node, sqlite3.IntegrityError) or type(node).__name__ == "UniqueViolation" for node in causes(err))
+    runs starting at once log the same dataset): the next try finds the row and links to it. Told by
+    the exception's type in this process (a database store), by its text from a server."""
+    return any(
+        isinstance(node, sqlite3.IntegrityError) or type(node).__name__ == "UniqueViolation" or is_reported_unique_violation(node)
+        for node in causes(err)
+    )
 
 
 def is_transient(err: BaseException) -> bool:

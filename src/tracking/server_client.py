@@ -64,6 +64,30 @@ def _short_cause(text: str, uri: str) -> str:
     return redact_text(text.replace(uri, redact_uri(uri)))[-200:]  # MLflow's message quotes the full URL
 
 
+class DatabaseLost(ServerLost):
+    """The MLflow server answers, but its database does not: a fault of the store, not of the config."""
+
+
+def refuse_if_database_lost(uri: str, cause: str) -> None:
+    """After the API failed (`cause`): when the server's /health still answers, it is MLflow's server
+    with its database gone (PostgreSQL killed under a team server), a fault to wait out, not a wrong
+    address; a sweep ended its next job in `config error: ... not as an MLflow tracking server (HTTP 503)`."""
+    from mlflow.utils.credentials import get_default_host_creds
+    from mlflow.utils.rest_utils import http_request
+
+    try:
+        health = http_request(get_default_host_creds(uri), "/health", "GET", max_retries=0, timeout=PROBE_TIMEOUT_S,
+                              raise_on_status=False)  # fmt: skip
+    except Exception:  # nothing answers: the caller's message says so
+        return
+    if health.status_code == 200:
+        raise DatabaseLost(
+            f"{FIELD}={redact_uri(uri)}: the tracking server answers, but its database does not ({cause}, "
+            "from its API); nothing was recorded for this run: restart the database (a team server: stop it and start it "
+            "again, make server), then re-run the same command"
+        )
+
+
 def probe_server(uri: str) -> None:
     """One small API call with bounded retries: does an MLflow tracking server answer at `uri`?"""
     from mlflow.utils.credentials import get_default_host_creds
@@ -88,6 +112,7 @@ def probe_server(uri: str) -> None:
     try:
         response = retry(ask, PROBE_RETRIES + 1, PROBE_BACKOFF_S, lambda err: True)
     except Exception as err:
+        refuse_if_database_lost(uri, _short_cause(str(err), uri))
         raise StoreError(
             f"{where}: no MLflow tracking server answers there ({_short_cause(str(err), uri)}); start it "
             "(`mlflow server --backend-store-uri ...`), fix the address, or drop the override to track "
@@ -100,6 +125,7 @@ def probe_server(uri: str) -> None:
             f"set {CREDENTIAL_ENV[0]} and {CREDENTIAL_ENV[1]} (or {CREDENTIAL_ENV[2]})"
         )
     if status != 200:
+        refuse_if_database_lost(uri, f"HTTP {status}")
         raise StoreError(
             f"{where}: a server answers there, but not as an MLflow tracking server "
             f"(HTTP {status} from /api/2.0/mlflow/experiments/search)"

@@ -16,7 +16,6 @@ The tests start the same thing on free ports (`TeamServer.start`). Torch-free.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import glob
 import os
@@ -31,12 +30,17 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from filelock import FileLock
+
+from src import cli
+from src.locks import try_hold
 from src.paths import PROJECT_ROOT
 
 DB_USER = "normsweep"  # the cluster's superuser; trust authentication on 127.0.0.1 only
 DB_NAME = "mlflow"
 RUN_AS_WHEN_ROOT = "nobody"
 START_WAIT_S = 120.0  # the first start migrates a new database (MLflow's ~70 schema steps)
+STOP_WAIT_S = 10.0  # for `mlflow server` to stop on SIGTERM; then SIGKILL (it ignored SIGTERM with its database gone)
 DEFAULT_PORT = 5050  # beside `make ui` on 5000
 DEFAULT_PG_PORT = 5433  # beside a system PostgreSQL on 5432; backups (pg_dump) connect here
 # Tracking only: no job-consumer processes for MLflow's GenAI features (seconds of start, ~GBs).
@@ -46,6 +50,14 @@ DEFAULT_DIR = PROJECT_ROOT / ".team_server"
 
 class ServerSetupError(RuntimeError):
     """PostgreSQL or the MLflow server cannot be started; the message says what to install or fix."""
+
+
+class FolderInUse(ServerSetupError):
+    """Another team server holds the state folder: nothing of it may be started or stopped from here."""
+
+
+FOLDER_LOCK = "team_server.lock"  # held by the running team server for its lifetime (src.locks)
+FOLDER_OWNER = "team_server.pid"  # its pid and address, for the refusal of a second one
 
 
 def pg_tool(name: str) -> str:
@@ -89,6 +101,30 @@ class TeamServer:
     pg_port: int
     fast: bool = False  # tests: no fsync (a crash of the machine may lose the last writes)
     mlflow_proc: subprocess.Popen | None = field(default=None, repr=False)
+    folder_lock: FileLock | None = field(default=None, repr=False)
+    postgres_started: bool = field(default=False, repr=False)  # by this process: only then does it stop it
+
+    # --- the state folder: one team server at a time ---
+
+    def take_folder(self) -> None:
+        """Hold the state folder's lock for this process's life, before anything is started: a second
+        team server on the same folder failed on PostgreSQL's postmaster.pid, and its cleanup then
+        stopped the first one's PostgreSQL (or, with other ports, started a second cluster on the data)."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.folder_lock = try_hold(self.state_dir / FOLDER_LOCK)
+        owner = self.state_dir / FOLDER_OWNER
+        if self.folder_lock is None:
+            who = owner.read_text().strip() if owner.exists() else "pid unknown"
+            raise FolderInUse(
+                f"a team server already runs on {self.state_dir} ({who}); it was left untouched: use it, "
+                "stop it (Ctrl+C or kill <pid>), or start this one with another --dir"
+            )
+        owner.write_text(f"pid {os.getpid()}, {self.uri}, PostgreSQL on 127.0.0.1:{self.pg_port}\n")
+
+    def release_folder(self) -> None:
+        if self.folder_lock is not None:
+            self.folder_lock.release()
+            self.folder_lock = None
 
     @property
     def pgdata(self) -> Path:
@@ -124,12 +160,17 @@ class TeamServer:
             options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         _run([pg_tool("pg_ctl"), "-D", str(self.pgdata), "-l", str(self.pgdata / "server.log"), "-w", "-t", "60",
               "-o", options, "start"], "starting PostgreSQL")  # fmt: skip
+        self.postgres_started = True
         if new:
             _run([pg_tool("createdb"), "-h", "127.0.0.1", "-p", str(self.pg_port), "-U", DB_USER, DB_NAME], "createdb")
 
     def stop_postgres(self) -> None:
+        """Stop the cluster this process started (a cluster it failed to start is another's, or none)."""
+        if not self.postgres_started:
+            return
         with contextlib.suppress(ServerSetupError):
             _run([pg_tool("pg_ctl"), "-D", str(self.pgdata), "-m", "fast", "-w", "stop"], "stopping PostgreSQL")
+        self.postgres_started = False
 
     # --- the MLflow server ---
 
@@ -161,10 +202,16 @@ class TeamServer:
 
     def kill_mlflow(self, sig: int = signal.SIGKILL) -> None:
         """Stop the MLflow server (SIGKILL: as if its machine died); PostgreSQL keeps the data."""
-        if self.mlflow_proc is not None and self.mlflow_proc.poll() is None:
+        if self.mlflow_proc is not None:
+            # The whole group, even when its leader has died: uvicorn's worker could outlive it.
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.mlflow_proc.pid, sig)
-            self.mlflow_proc.wait(timeout=30)
+            try:
+                self.mlflow_proc.wait(timeout=STOP_WAIT_S)
+            except subprocess.TimeoutExpired:  # uvicorn waits for a request held by a dead database
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.mlflow_proc.pid, signal.SIGKILL)
+                self.mlflow_proc.wait(timeout=STOP_WAIT_S)
         self.mlflow_proc = None
 
     # --- both ---
@@ -176,44 +223,67 @@ class TeamServer:
         if state_dir is None:
             state_dir = Path(tempfile.mkdtemp(prefix="normsweep-team-server-"))
         server = cls(state_dir, port or free_port(), free_port(), fast=fast)
-        server.start_postgres()
+        server.take_folder()
         try:
+            server.start_postgres()
             server.start_mlflow()
         except BaseException:
-            server.stop_postgres()
+            server.stop()
             raise
         return server
 
     def stop(self) -> None:
         self.kill_mlflow(signal.SIGTERM)
         self.stop_postgres()
+        self.release_folder()
+
+
+def _stop_as_ctrl_c(signum: int, frame: object) -> None:
+    """SIGTERM (kill, systemd, a scheduler) stops the team server as Ctrl+C does: both servers and the
+    folder's lock; otherwise PostgreSQL and `mlflow server` were left running, adopted by init."""
+    raise KeyboardInterrupt
+
+
+def serve(server: TeamServer) -> str:
+    """Start both servers and wait for `mlflow server` to end; the line saying why it ended. The
+    servers are stopped on every way out (Ctrl+C, SIGTERM, a failed start)."""
+    server.take_folder()  # before anything is started: a refusal touches nothing
+    try:
+        server.start_postgres()
+        server.start_mlflow()
+        print(
+            f"[normsweep] team server at {server.uri} (PostgreSQL on 127.0.0.1:{server.pg_port}, data in {server.pgdata}, "
+            f"artifacts in {server.artifacts}); point a sweep at it with logger.tracking_uri={server.uri}; "
+            "Ctrl+C (or SIGTERM) stops both",
+            flush=True,
+        )
+        assert server.mlflow_proc is not None
+        code = server.mlflow_proc.wait()
+        return (
+            f"error: mlflow server exited by itself ({'signal ' + str(-code) if code < 0 else 'status ' + str(code)}); "
+            f"PostgreSQL stopped too; see {server.state_dir / 'mlflow-server.log'}, then start the team server again"
+        )
+    except KeyboardInterrupt:
+        return "[normsweep] team server stopped (PostgreSQL and mlflow server)"
+    finally:
+        server.stop()
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m src.tracking.team_server", description=__doc__.split("\n\n")[0])
+    parser = cli.parser("python -m src.tracking.team_server", __doc__.split("\n\n")[0], overrides=None)
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="where the database and artifacts live")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="the MLflow server's port on 127.0.0.1")
     parser.add_argument("--pg-port", type=int, default=DEFAULT_PG_PORT, help="PostgreSQL's port on 127.0.0.1")
     args = parser.parse_args(argv)
     server = TeamServer(args.dir.resolve(), args.port, args.pg_port)
+    signal.signal(signal.SIGTERM, _stop_as_ctrl_c)
     try:
-        server.start_postgres()
-        server.start_mlflow()
+        said = serve(server)
     except ServerSetupError as err:
-        server.stop_postgres()
         raise SystemExit(f"error: {err}") from None
-    print(
-        f"[normsweep] team server at {server.uri} (PostgreSQL on 127.0.0.1:{server.pg_port}, data in {server.pgdata}, "
-        f"artifacts in {server.artifacts}); point a sweep at it with logger.tracking_uri={server.uri}; Ctrl+C stops both",
-        flush=True,
-    )
-    try:
-        assert server.mlflow_proc is not None
-        server.mlflow_proc.wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+    if said.startswith("error:"):
+        raise SystemExit(said)
+    print(said, flush=True)
 
 
 if __name__ == "__main__":

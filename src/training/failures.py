@@ -20,7 +20,14 @@ from src.tracking.store_faults import STORE_FULL, describe_store_fault, store_fa
 
 # MLflow logs every failed SQL statement with its traceback at ERROR before raising it (13 tracebacks
 # for one full disk): the exception is reported once, as a line, and these go to the log file.
-STORE_LOGGERS = ("mlflow.store.db.utils", "mlflow.system_metrics.system_metrics_monitor")
+STORE_LOGGERS = (
+    "mlflow.store.db.utils",
+    "mlflow.system_metrics.system_metrics_monitor",
+    # A tracking server that died: urllib3's retry warnings and the background metric queue's ERROR
+    # lines buried the run's one line (8th of 10); they belong to the job's log.
+    "urllib3",
+    "mlflow.utils.async_logging",
+)
 RESUME = "a single run: with resume=true"  # a sweep's re-run resumes its jobs by itself
 TRACEBACK_FILE = "traceback.log"  # in the job's output folder when Hydra's job logging writes no file
 

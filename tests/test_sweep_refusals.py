@@ -1,0 +1,38 @@
+"""A sweep refused for its settings says so once, before Hydra launches anything: the report's
+settings (checked before, only after the whole sweep had trained), the sweeper's, a key no config
+has, a policy that does not exist. Issue 34, items 5, 6 and 12."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import run_cli
+
+from src.schema import SPEED_KERNEL_S_MAX
+
+CASES = {
+    # exit 0 after training the whole sweep, "warning: sweep report not generated", the sweep FINISHED
+    "margin": (["report.margin.speed=0"], "config error: report.margin.speed: must be a number > 0, got 0"),
+    # accepted, then `OverflowError: timeout is too large` killed the report after the sweep
+    "kernel_s": (["report.speed_kernel_s=1e9"], f"config error: report.speed_kernel_s: must be a number of seconds in [0, {SPEED_KERNEL_S_MAX}]"),
+    # printed twice, and Hydra launched job 0 (its .hydra/ folder written) before the job refused it
+    "sweeper": (["hydra/sweeper=sequential", "hydra.sweeper.futility=1.5"], "config error: hydra.sweeper.futility: must be a number in [0, 1)"),
+    "unknown_key": (["foo=1,2"], "config error: Could not override 'foo'"),
+    "policy": (["sweep.on_code_change=nonsense"], "config error: sweep.on_code_change: 'nonsense' is not one of"),
+    "untracked": (["logger=none", "report.margin.test_loss=-1"], "config error: report.margin.test_loss: must be a number > 0"),
+}
+
+
+@pytest.mark.slow  # one CLI process per case (~4 s each on a quiet machine)
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_refused_sweep_says_it_once_before_hydra_launches_anything(
+    case: str, tiny_overrides: list[str], store: dict[str, str], tmp_path: Path
+) -> None:
+    args, start = CASES[case]
+    proc = run_cli("src.train", "-m", "norm=hand_layernorm,torch_layernorm", *tiny_overrides, *args, timeout=300)
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    assert proc.returncode == 2, lines
+    assert len(lines) == 1 and lines[0].startswith(start), lines
+    assert not (tmp_path / "multirun").exists()  # Hydra launched nothing (no job folder, no multirun.yaml)
+    assert not Path(store["db"]).exists()  # nothing recorded, not even a store
