@@ -78,6 +78,12 @@ def compose(overrides: Sequence[str] = (), config_name: str = "train", with_hydr
         raise ConfigError(compose_error_line(err)) from err
 
 
+def preset_norms(preset: str) -> list[str]:
+    """The norms `experiment=<preset>` sweeps, as its YAML lists them (`hydra.sweeper.params.norm`):
+    the preset is their one owner, so a benchmark's or a test's default follows an edit there."""
+    return [n.strip() for n in str(compose([f"experiment={preset}"], with_hydra=True).hydra.sweeper.params.norm).split(",")]
+
+
 def compose_error_line(err: Exception) -> str:
     """Hydra's or OmegaConf's composition error as one line that names the key: `seed: 'abc' is not
     an integer`, `norm: no option 'nope'; valid choices: dyt, ...`; Hydra's own text otherwise."""

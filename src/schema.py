@@ -1,18 +1,21 @@
-"""The training config's schema: the types and defaults of `conf/train.yaml` and its groups.
+"""The training config's schema: the types of `conf/train.yaml` and its groups, and the defaults no YAML sets.
 
 Hydra composes `conf/train.yaml` onto `TrainConfig` (registered in Hydra's ConfigStore as
 `train_schema` by `register`), and each group's YAML onto its node, so a value of the wrong type
 (`seed=abc`, `optim.lr=fast`) or a key no schema knows (`model.widht=64`) fails at compose time,
-naming the key. A default is written once, here, or, for a group whose fields differ per option
-(precision, optimizer, paths), in that option's YAML; the YAML files state what differs.
+naming the key. The values live where a Hydra user looks: every option of `model/`, `data/`,
+`optim/`, `precision/` and `cluster/` writes out each value it sets, so their fields here are types
+only (`MISSING`: an option that forgets one fails while composing). A default stays here only where
+no YAML sets it: the top-level keys, `norm.eps`, `model.norm_placement` and `model.qk_norm` (one for
+every model), report, checkpoint, sweep and preflight.
 
 Groups whose keys vary per option are mappings: `norm` (each norm's options are checked against its
-factory's arguments by `src.model.norms.NormSpec`), `data` (each source's `from_config`), `cluster`
-(pools add `workers`, SLURM `spans_machines`) and `logger` (`none` has no UI settings).
+factory's arguments by `src.model.norms.NormSpec`), `data` (each source's node below, and its
+`from_config`), `cluster` (pools add `workers`, SLURM `spans_machines`) and `logger` (`none` has no
+UI settings).
 
 Range and cross-field checks stay in `src.config.validate`, which runs before anything is recorded.
-Torch-free, and nothing here reads a file: `GPTConfig()` and the norms take their defaults from these
-classes, whatever the YAML says.
+Torch-free, and nothing here reads a file.
 """
 
 from __future__ import annotations
@@ -39,28 +42,20 @@ DEFAULT_NORM = "torch_layernorm"  # GPTConfig's norm; conf/train.yaml's defaults
 
 @dataclass
 class ModelSchema:
-    """The GPT (src.model.gpt.GPTConfig); the defaults are GPT-2 small as the study trained it:
-    untied, 163,009,536 parameters with LayerNorm. Field order is the composed config's (MLflow params)."""
+    """The GPT (src.model.gpt.GPTConfig). The architecture's values are each option's, conf/model/*.yaml;
+    the two norm axes are one default for every model. Field order is the composed config's (MLflow params)."""
 
     norm_placement: str = "pre"  # pre (GPT-2), post (original Transformer) or peri (Peri-LN)
     qk_norm: bool = False  # true: the chosen norm also normalizes queries and keys per head
     name: str = MISSING  # the option's name (model=<name>)
-    vocab_size: int = 50257  # GPT-2 BPE
-    context_length: int = 1024  # learned position embeddings cover this many tokens
-    emb_dim: int = 768
-    n_heads: int = 12
-    n_layers: int = 12
-    drop_rate: Number = 0.0
-    qkv_bias: bool = False
-    tie_weights: bool = False  # the study's models are untied
-
-
-@dataclass
-class NormSets:
-    """The variant lists the experiments sweep (experiment configs interpolate `${norm_sets.study}`)."""
-
-    study: str = "hand_layernorm,torch_layernorm,hand_rmsnorm,torch_rmsnorm,no_norm"
-    stability: str = "torch_layernorm,torch_rmsnorm,scalenorm,dyt,no_norm"
+    vocab_size: int = MISSING
+    context_length: int = MISSING
+    emb_dim: int = MISSING
+    n_heads: int = MISSING
+    n_layers: int = MISSING
+    drop_rate: Number = MISSING
+    qkv_bias: bool = MISSING
+    tie_weights: bool = MISSING
 
 
 @dataclass
@@ -121,53 +116,48 @@ class PreflightSchema:
 
 
 # --- the data sources (conf/data/<source>.yaml: `defaults: [/schema/data/<source>@_here_]`) --------
-# Each source's keys, with the defaults a source built in Python (a test, a notebook) gets too:
-# src.data's sources take them from here. Field order is the composed config's (MLflow params).
+# Types only: each source's values and what each means are in its YAML. Field order is the composed
+# config's (MLflow params): the keys every source shares first, then the source's own.
 
 
 @dataclass
-class ShakespeareData:
+class DataSchema:
+    """What every source has: its registry key, where its tokens are cached, how they are loaded."""
+
+    source: str = MISSING  # key in src.data.sources.DATA_SOURCES
+    cache_dir: str = MISSING
+    num_workers: int = MISSING  # DataLoader worker processes
+    val_max_windows: int | None = MISSING  # null = the whole val split
+    test_max_windows: int | None = MISSING  # null = the whole test split
+
+
+@dataclass
+class ShakespeareData(DataSchema):
     """Bundled corpus: Shakespeare's 38 plays (src/assets/shakespeare-*.zip), split by whole plays."""
 
-    source: str = "shakespeare"  # key in src.data.sources.DATA_SOURCES
-    cache_dir: str = "${paths.cache_dir}"  # token caches live in <cache_dir>/<corpus key>-<tokenizer>/
-    num_workers: int = 0  # DataLoader worker processes; memmapped windows are cheap to read
-    val_max_windows: int | None = 32  # cap on val windows per evaluation (null = the whole val split)
-    test_max_windows: int | None = None  # null = score the whole test split
-
 
 @dataclass
-class TextFilesData:
+class TextFilesData(DataSchema):
     """Local corpus: a glob of .txt files (one document each) and/or .jsonl files (one {"text": ...} per line)."""
 
-    source: str = "text_files"  # key in src.data.sources.DATA_SOURCES
-    paths: Any = MISSING  # required glob (or list of globs), e.g. data.paths='corpus/**/*.txt'
-    val_fraction: Number = 0.05  # expected share of documents in val (assigned by hashing each document)
-    test_fraction: Number = 0.05  # expected share of documents in test
-    cache_dir: str = "${paths.cache_dir}"  # token caches live in <cache_dir>/<corpus key>-<tokenizer>/
-    num_workers: int = 0  # DataLoader worker processes
-    val_max_windows: int | None = 32  # cap on val windows per evaluation (null = the whole val split)
-    test_max_windows: int | None = None  # null = score the whole test split
+    paths: Any = MISSING  # a glob or a list of globs
+    val_fraction: Number = MISSING
+    test_fraction: Number = MISSING
 
 
 @dataclass
-class FineWebData:
+class FineWebData(DataSchema):
     """FineWeb sample-10BT as GPT-2 token shards; prepared once first: python -m src.data fineweb (docs/scaling.md)."""
 
-    source: str = "fineweb"  # key in src.data.sources.DATA_SOURCES
-    dataset: str = "HuggingFaceFW/fineweb"  # streamed from the Hugging Face hub (needs the `fineweb` extra: datasets)
-    subset: str = "sample-10BT"  # hub config: a ~10B-token sample of FineWeb
-    files: Any = None  # or a glob (or list of globs) of local .parquet / .jsonl files, read instead of the hub
-    val_fraction: Number = 0.01  # share of documents in val (99% / 1%), assigned by a hash of each document's text
-    shard_tokens: int = 100_000_000  # tokens per shard file (200 MB of uint16); shards close at document boundaries
-    num_proc: int = 8  # tokenizer processes (data.num_proc=$(nproc) on a big machine)
-    verify_checksums: bool = True  # sha256 of every shard before reuse (~20 GB: a minute or so); false = sizes only
-    cache_dir: str = "${paths.cache_dir}"  # shards live in <cache_dir>/<corpus key>-<tokenizer>/
-    num_workers: int = 2  # DataLoader worker processes per device
-    val_max_windows: int | None = 960  # validation windows from the start of val (~1M tokens per evaluation)
-    test_split: str = "val"  # FineWeb has one split: the test loss is scored on a fixed window of val ...
-    test_offset: int = 50_000_000  # ... starting at this token, far past the validation windows ...
-    test_max_windows: int | None = 19_200  # ... 19,200 windows of seq_len (19,660,800 tokens at 1024)
+    dataset: str = MISSING
+    subset: str = MISSING
+    files: Any = MISSING  # null, a glob or a list of globs
+    val_fraction: Number = MISSING
+    shard_tokens: int = MISSING
+    num_proc: int = MISSING
+    verify_checksums: bool = MISSING
+    test_split: str = MISSING
+    test_offset: int = MISSING
 
 
 DATA_SCHEMAS = {"shakespeare": ShakespeareData, "text_files": TextFilesData, "fineweb": FineWebData}
@@ -221,7 +211,6 @@ class TrainConfig:
 
     norm: dict[str, Any] = field(default_factory=lambda: {"eps": NORM_EPS})  # + conf/norm/<key>.yaml
     model: ModelSchema = field(default_factory=ModelSchema)
-    norm_sets: NormSets = field(default_factory=NormSets)
     seed: int = 0  # in [0, 2**32 - 1]: numpy's generator takes an unsigned 32-bit integer
     experiment_name: str = "normsweep"  # one MLflow experiment per sweep; experiment configs set their own
     run_name: str = "${norm.norm_type}-s${seed}"

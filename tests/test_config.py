@@ -13,7 +13,7 @@ from src.data.text_files import TextFilesSource
 from src.model.gpt import GPTConfig
 from src.model.norms import DEFAULT_EPS, make_norm
 from src.paths import CONF_DIR, ConfigError, compose
-from src.schema import LIGHTNING_PRECISIONS
+from src.schema import DATA_SCHEMAS, LIGHTNING_PRECISIONS, TrainConfig
 from src.tracking.identity import fingerprint
 from src.tracking.tracker import flatten
 from src.training.budget import resolve_budget
@@ -107,9 +107,10 @@ def test_a_choice_names_the_key_and_its_choices() -> None:
     assert str(refused.value) == f"precision.lightning: 'fp8' is not one of the valid choices: {', '.join(LIGHTNING_PRECISIONS)}"
 
 
-def test_python_defaults_are_the_schemas_not_the_yamls(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """GPTConfig() and the norms' eps take no default from conf/ (a notebook's model is the same
-    whatever the YAML says), and equal the composed config's GPT-2 small."""
+def test_python_defaults_read_no_yaml_and_equal_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """GPTConfig(), the norms' eps and the data sources built in Python read no file (a notebook's
+    model is the same whatever conf/ says), and equal what `model=gpt2_small`, `data=fineweb` and
+    `data=text_files` compose: the Python API's defaults and the YAML's values cannot drift apart."""
     composed = model_config(compose(["model=gpt2_small"]))
 
     def no_yaml(*args: object, **kwargs: object) -> None:
@@ -129,6 +130,44 @@ def test_python_defaults_are_the_schemas_not_the_yamls(monkeypatch: pytest.Monke
     (tmp_path / "a.txt").write_text("a document")
     local = TextFilesSource(str(tmp_path / "*.txt"))
     assert (local.val_fraction, local.test_fraction) == (text_files.val_fraction, text_files.test_fraction)
+
+
+# The groups whose options own their values: each file writes out every value it sets, with its
+# comment, and the schema holds only the types (docs/configuration.md). Keys of these groups that no
+# option sets are one default for every option, the schema's.
+VALUE_GROUPS = ("model", "data", "optim", "precision", "cluster")
+SCHEMA_DEFAULTS = {"model": {"norm_placement", "qk_norm"}}
+VALUE_OPTIONS = [(g, o) for g, o in OPTIONS if g in VALUE_GROUPS]
+
+
+def _written(group: str, option: str) -> dict[str, object]:
+    """The values `conf/<group>/<option>.yaml` writes for its group's node (unresolved)."""
+    path = CONF_DIR / group / f"{option}.yaml"
+    raw = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    assert isinstance(raw, dict)
+    raw.pop("defaults", None)
+    is_global = "# @package _global_" in path.read_text().splitlines()[:1]
+    node = raw.get(group, {}) if is_global else raw
+    assert isinstance(node, dict)
+    return node
+
+
+@pytest.mark.parametrize("group,option", VALUE_OPTIONS, ids=[f"{g}={o}" for g, o in VALUE_OPTIONS])
+def test_each_group_file_writes_out_the_values_it_sets(group: str, option: str) -> None:
+    """Every key the option composes is written in its file with the composed value, and the schema
+    has no default of its own for it (one owner: the file a Hydra user opens)."""
+    written = _written(group, option)
+    composed = OmegaConf.to_container(compose([f"{group}={option}"])[group], resolve=False)
+    assert isinstance(composed, dict)
+    unwritten = sorted(set(composed) - set(written) - SCHEMA_DEFAULTS.get(group, set()))
+    assert not unwritten, f"conf/{group}/{option}.yaml: write out {unwritten} (each with a one-line comment)"
+    differing = {k: (written[k], composed[k]) for k in written if k in composed and written[k] != composed[k]}
+    assert not differing, f"conf/{group}/{option}.yaml: composed values differ from the file's: {differing}"
+    if group == "cluster":
+        return  # a mapping: no schema fields of its own
+    schema = OmegaConf.structured(DATA_SCHEMAS[option] if group == "data" else OmegaConf.structured(TrainConfig)[group])
+    defaulted = sorted(k for k in written if k in schema and not OmegaConf.is_missing(schema, k))
+    assert not defaulted, f"src/schema.py: {group} fields {defaulted} have a default there too; make them MISSING (type only)"
 
 
 # Fingerprints of configs as the code before the schema composed them: a re-run sweep finds its

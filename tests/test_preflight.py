@@ -9,13 +9,12 @@ from helpers import TINY_MODEL, run_cli
 
 from src.config import validate
 from src.data import build_source
-from src.paths import CONF_DIR, compose
+from src.paths import CONF_DIR, compose, preset_norms
 from src.preflight.__main__ import main
 from src.preflight.jobs import expand_jobs
 from src.preflight.memory import estimate_memory, parameter_bytes
-from src.schema import NormSets
 
-STUDY_NORMS = NormSets.study.split(",")
+STUDY_NORMS = preset_norms("norm_sweep")
 
 
 @pytest.fixture

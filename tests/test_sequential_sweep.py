@@ -18,7 +18,7 @@ from helpers import REPO, cli_env, run_cli
 from mlflow.tracking import MlflowClient
 
 from src.launch.sequential import check_settings
-from src.paths import ConfigError, compose
+from src.paths import ConfigError, compose, preset_norms
 from src.report.__main__ import main as report_main
 from src.report.comparisons import Margins
 from src.report.plan import forecast, pilot_hours, plan_text
@@ -36,7 +36,7 @@ def test_the_sweeper_composes_with_the_basic_and_the_joblib_launchers() -> None:
         cfg = compose(["experiment=norm_sweep_settle", *extra], with_hydra=True)
         assert cfg.hydra.sweeper._target_ == TARGET
         assert cfg.hydra.launcher._target_.endswith(launcher)
-        assert cfg.hydra.sweeper.params.norm == cfg.norm_sets.study
+        assert cfg.hydra.sweeper.params.norm.split(",") == preset_norms("norm_sweep")  # the study's five
 
 
 def test_hydra_finds_the_sweeper_class() -> None:

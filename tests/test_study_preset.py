@@ -8,12 +8,11 @@ from omegaconf import DictConfig
 
 from src.config import validate
 from src.model.gpt import GPTModel, count_params
-from src.paths import compose
-from src.schema import NormSets
+from src.paths import compose, preset_norms
 from src.training.budget import resolve_budget
 from src.training.schedule import warmup_cosine, warmup_steps_for
 
-NORMS = NormSets.study.split(",")  # the study's five, stated once
+NORMS = preset_norms("norm_sweep")  # the study's five, as conf/experiment/norm_sweep.yaml lists them
 STEPS = 33_165
 TOKENS = 3_260_252_160
 

@@ -17,15 +17,14 @@ import torch
 from helpers import REPO, run_cli
 from mlflow.tracking import MlflowClient
 
-from src.paths import ConfigError, compose
-from src.schema import NormSets
+from src.paths import ConfigError, compose, preset_norms
 from src.tracking.summary import SUMMARY_STEP
 from src.tracking.sweep import SWEEP_TAG
 from src.tracking.tags import BENCH_TAG
 from src.train import train
 from src.training.lit_module import GPTLitModule
 
-NORMS = NormSets.study.split(",")  # the study's five, stated once
+NORMS = preset_norms("norm_sweep")  # the study's five, as conf/experiment/norm_sweep.yaml lists them
 FINAL_METRICS = {"train_time_s", "avg_tokens_per_sec", "peak_memory_mb", "n_params", "test_loss", "final_train_loss"}
 
 

@@ -34,11 +34,11 @@ from src.bench.common import default_out_dir, synchronize, write_report
 from src.bench.kernels import clock, cpu_threads, kernel_check, load
 from src.bench.steps import TrainStep, bench_config, build_module, device_of, random_batches
 from src.model.gpt import GPTModel
-from src.paths import ConfigError
+from src.paths import ConfigError, preset_norms
 from src.report.comparisons import known_variants, pairs_for, settings
 from src.report.speed import speed_lines
 from src.report.table import markdown_table
-from src.schema import NormSets, ReportSchema
+from src.schema import ReportSchema
 from src.stats.inference import Interval, median_interval
 from src.tracking.environment import environment_tags
 from src.tracking.git import git_state
@@ -50,6 +50,7 @@ from src.tracking.variants import REFERENCE_VARIANT, metric_key
 BASELINE = "no_norm"  # the norm's cost is a step's time minus the identity's
 N_BATCHES = 4  # distinct random batches, cycled: the same for every variant
 REFERENCE_STEPS = 3  # whole steps of the reference at the kernel check's thread count (median)
+STUDY_PRESET = "norm_sweep"  # without --variants: the norms this preset sweeps (the study's five)
 
 
 def parse_variants(text: str) -> list[str]:
@@ -159,7 +160,7 @@ def variant_overrides(args: argparse.Namespace) -> dict[str, list[str]]:
         if not isinstance(chosen, dict) or len(chosen) < 2:
             raise ConfigError(f"--variant-overrides: a JSON object of two or more variants -> [overrides], got {chosen!r}")
         return {str(k): [str(o) for o in v] for k, v in chosen.items()}
-    return {v: [f"norm={v}"] for v in parse_variants(args.variants)}
+    return {v: [f"norm={v}"] for v in parse_variants(args.variants or ",".join(preset_norms(STUDY_PRESET)))}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -288,7 +289,10 @@ def log_to_mlflow(report: dict[str, Any], files: list[Path]) -> str | None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--variants", default=NormSets.study, help="comma-separated norm keys (default: %(default)s)")
+    parser.add_argument(
+        "--variants", default=None,
+        help=f"comma-separated norm keys (default: the norms experiment={STUDY_PRESET} sweeps, the study's five)",
+    )  # fmt: skip
     parser.add_argument(
         "--variant-overrides", default=None, metavar="JSON",
         help='variants built from overrides, as a sweep varies them: {"name": ["norm=a", "model.qk_norm=true"], ...} (replaces --variants)',

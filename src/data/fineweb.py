@@ -43,7 +43,6 @@ from tqdm.auto import tqdm
 
 from ..locks import exclusive
 from ..paths import ConfigError
-from ..schema import FineWebData
 from .base import DataSource, fingerprint, match_files, read_documents, unit_interval
 from .cache import (
     TOKEN_DTYPE,
@@ -64,6 +63,16 @@ log = logging.getLogger(__name__)
 FIELD = "data.files"  # the config field that names local files, in every error about them
 SUFFIXES = (".parquet", ".jsonl")
 MANIFEST_FILE = "manifest.json"
+# A source built in Python (`FineWebSource()`) gets what `data=fineweb` sets (conf/data/fineweb.yaml;
+# tests/test_config.py keeps them equal); an argument left None takes these.
+DEFAULTS: dict[str, Any] = {
+    "dataset": "HuggingFaceFW/fineweb",
+    "subset": "sample-10BT",
+    "val_fraction": 0.01,
+    "shard_tokens": 100_000_000,
+    "num_proc": 8,
+    "verify_checksums": True,
+}
 _SCHEME = "hash1-eotafter"  # part of the cache key; bump if the split rule or the EOT placement changes
 _DOCS_PER_TASK = 256  # documents per tokenizer task: large enough to amortize the inter-process copy
 
@@ -201,13 +210,12 @@ class FineWebSource(DataSource):
         num_proc: int | None = None,
         verify_checksums: bool | None = None,
     ) -> None:
-        # None: the schema's default (src/schema.py FineWebData), which data=fineweb has too.
-        dataset = dataset or str(FineWebData.dataset)
-        subset = subset or str(FineWebData.subset)
-        val_fraction = float(FineWebData.val_fraction if val_fraction is None else val_fraction)
-        shard_tokens = int(FineWebData.shard_tokens if shard_tokens is None else shard_tokens)
-        num_proc = int(FineWebData.num_proc if num_proc is None else num_proc)
-        verify_checksums = bool(FineWebData.verify_checksums if verify_checksums is None else verify_checksums)
+        dataset = dataset or str(DEFAULTS["dataset"])
+        subset = subset or str(DEFAULTS["subset"])
+        val_fraction = float(DEFAULTS["val_fraction"] if val_fraction is None else val_fraction)
+        shard_tokens = int(DEFAULTS["shard_tokens"] if shard_tokens is None else shard_tokens)
+        num_proc = int(DEFAULTS["num_proc"] if num_proc is None else num_proc)
+        verify_checksums = bool(DEFAULTS["verify_checksums"] if verify_checksums is None else verify_checksums)
         if not 0 < val_fraction < 1:
             raise ConfigError(f"data.val_fraction must be in (0, 1), got {val_fraction}")
         if shard_tokens < 1:

@@ -27,16 +27,17 @@ PLACEMENTS = ("pre", "post", "peri")
 
 @dataclass(frozen=True)
 class GPTConfig:
-    # Unset fields are the schema's (src/schema.py): GPT-2 small as the study trained it (untied,
-    # 163,009,536 parameters), pre-norm, no QK-norm, PyTorch's LayerNorm; conf/ does not change them.
-    vocab_size: int = ModelSchema.vocab_size
-    context_length: int = ModelSchema.context_length
-    emb_dim: int = ModelSchema.emb_dim
-    n_heads: int = ModelSchema.n_heads
-    n_layers: int = ModelSchema.n_layers
-    drop_rate: float = ModelSchema.drop_rate
-    qkv_bias: bool = ModelSchema.qkv_bias
-    tie_weights: bool = ModelSchema.tie_weights
+    # A GPTConfig built in Python (a test, a notebook) is GPT-2 small as the study trained it (untied,
+    # 163,009,536 parameters), whatever conf/ says: the config's `model=gpt2_small` writes the same
+    # values in conf/model/gpt2_small.yaml (tests/test_config.py keeps them equal).
+    vocab_size: int = 50257
+    context_length: int = 1024
+    emb_dim: int = 768
+    n_heads: int = 12
+    n_layers: int = 12
+    drop_rate: float = 0.0
+    qkv_bias: bool = False
+    tie_weights: bool = False
     norm_type: str = DEFAULT_NORM
     norm_eps: float = DEFAULT_EPS
     norm_options: Mapping[str, Any] = field(default_factory=dict)  # e.g. DyT's alpha_init, bias

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import DictConfig
 
-from src.paths import ConfigError
+from src.paths import ConfigError, nearest_existing, unwritable_reason
 from src.preflight.cards import GIB, Card, SettingError
 from src.preflight.memory import MemoryEstimate, largest_fitting_micro_batch
 from src.training.budget import Budget
@@ -130,25 +129,15 @@ def checkpoint_bytes(param_bytes: int) -> int:
     return 3 * param_bytes
 
 
-def existing_ancestor(path: Path) -> Path:
-    path = path.expanduser().absolute()
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
-
-
 def check_checkpoints(cfg: DictConfig, folder: Path, needed: int) -> Finding:
     """`folder` writable (its nearest existing ancestor: training creates the rest) and `needed`
     bytes free on its file system."""
     if not cfg.checkpoint.enabled:
         return Finding(OK, "off")
     field = "checkpoint.dir" if cfg.checkpoint.get("dir") else "paths.checkpoints_dir"
-    base = existing_ancestor(folder)
-    try:
-        with tempfile.NamedTemporaryFile(dir=base, prefix=".preflight-"):
-            pass
-    except OSError as err:
-        return Finding.failed("not writable", f"{field}: {base} is not writable ({err.strerror})")
+    if why := unwritable_reason(folder):
+        return Finding.failed("not writable", f"{field}: {why}")
+    base = nearest_existing(folder)
     free = shutil.disk_usage(base).free
     cell = f"{gib(needed)} needed, {gib(free)} free"
     if needed > free:
@@ -161,4 +150,4 @@ def check_checkpoints(cfg: DictConfig, folder: Path, needed: int) -> Finding:
 
 def disk_of(path: Path) -> int:
     """The file system `path` would be written on (its nearest existing ancestor's device)."""
-    return os.stat(existing_ancestor(path)).st_dev
+    return os.stat(nearest_existing(path)).st_dev

@@ -60,7 +60,8 @@ class CodeState:
         return json.dumps(body, indent=1, sort_keys=True)
 
 
-def _version(distribution: str) -> str:
+def package_version(distribution: str) -> str:
+    """An installed distribution's version, or "not installed" (a run still records that it lacked it)."""
     try:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
@@ -83,7 +84,7 @@ def _files(root: Path) -> dict[str, str]:
 def compute(root: Path) -> CodeState:
     """The code state of the project at `root` (its CODE_PATHS) with this interpreter's packages."""
     files = _files(root)
-    versions = {name: _version(name) for name in CODE_PACKAGES}
+    versions = {name: package_version(name) for name in CODE_PACKAGES}
     canonical = json.dumps({"files": files, "versions": versions}, sort_keys=True, separators=(",", ":"))
     return CodeState(hashlib.sha256(canonical.encode()).hexdigest()[:FINGERPRINT_CHARS], files, versions)
 

@@ -9,19 +9,13 @@ from __future__ import annotations
 import os
 import platform
 import socket
-from importlib import metadata
 from pathlib import Path
 
 import torch
 
+from src.tracking.code import package_version
+
 PACKAGES = {"lightning": "lightning", "hydra": "hydra-core", "mlflow": "mlflow"}  # tag -> distribution
-
-
-def _version(distribution: str) -> str:
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return "not installed"
 
 
 def cpu_model() -> str:
@@ -70,7 +64,7 @@ def environment_tags(world_size: int = 1, device: torch.device | str | None = No
         "env.torch": torch.__version__,
         "env.cuda": torch.version.cuda or "none",
         "env.cudnn": str(cudnn) if cudnn else "none",
-        **{f"env.{tag}": _version(dist) for tag, dist in PACKAGES.items()},
+        **{f"env.{tag}": package_version(dist) for tag, dist in PACKAGES.items()},
         "env.device": device_name(device),
         "env.host": socket.gethostname(),
         "env.platform": platform.platform(),

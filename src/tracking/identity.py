@@ -29,7 +29,7 @@ NON_RESULT_KEYS = (
     "sweep",  # what to do with existing runs
     "report",  # how results are compared afterwards
     "preflight",  # estimates made before a run (python -m src.preflight)
-    "norm_sets",  # named lists of norms for sweeps to expand
+    "norm_sets",  # configs before the presets wrote out their norm lists had it: their fingerprints stay
     "experiment_name",  # the search scope itself
     "run_name",  # derived from norm and seed
     "progress_bar",
