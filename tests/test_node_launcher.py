@@ -1,0 +1,67 @@
+"""One node, several processes per job, one command (`-m ... cluster=gpu_node`): each job's ranks are
+started by torchrun (src/launch/node_launcher.py), here two gloo processes on the CPU. A SIGTERM mid-job
+keeps the work, and the re-run continues the same run and starts only what is left."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import REPO, cli_env
+from mlflow.tracking import MlflowClient
+
+STEPS = 40
+
+
+def _runs(uri: str, experiment: str) -> list:
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(experiment)
+    assert exp is not None
+    return [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("normsweep.sweep") != "true"]
+
+
+@pytest.mark.slow
+def test_a_node_sweep_runs_each_job_on_its_ranks_and_a_sigterm_loses_nothing(
+    tiny_overrides: list[str], store: dict[str, str], tmp_path: Path
+) -> None:
+    experiment = "node_sweep"
+    args = [
+        sys.executable, "-m", "src.train", "-m", *tiny_overrides, f"experiment_name={experiment}",
+        "norm=hand_layernorm,torch_layernorm", "cluster=gpu_node", "cluster.accelerator=cpu", "cluster.devices=2",
+        f"optim.max_steps={STEPS}", "val_every_n_steps=20", "checkpoint.enabled=true", "checkpoint.every_n_steps=5",
+    ]  # fmt: skip
+    log = tmp_path / "first.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(args, cwd=REPO, env=cli_env(), stdout=out, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 240
+        while not list((tmp_path / "checkpoints").glob("*/hand_layernorm-*/last.ckpt")):
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "job #0 wrote no checkpoint"
+            time.sleep(0.3)
+        proc.send_signal(signal.SIGTERM)  # to the sweep's process: torchrun passes it to both ranks
+        code = proc.wait(timeout=120)
+    first = log.read_text()
+    assert code == 0, first[-3000:]
+    assert "sweep stopped by SIGTERM in job #0; re-run the same command to continue" in first
+    (stopped,) = _runs(store["uri"], experiment)
+    assert stopped.data.tags["outcome"] == "preempted" and stopped.data.tags["env.world_size"] == "2"
+
+    again = subprocess.run(args, cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=400)
+    said = again.stdout + again.stderr
+    assert again.returncode == 0, said[-3000:]
+    assert "preempted; resuming from its checkpoint" in said
+    runs = {r.info.run_name: r for r in _runs(store["uri"], experiment)}
+    assert sorted(runs) == ["hand_layernorm-s0", "torch_layernorm-s0"]  # one run per job
+    assert runs["hand_layernorm-s0"].info.run_id == stopped.info.run_id  # the same run, continued
+    for run in runs.values():
+        assert run.info.status == "FINISHED" and run.data.metrics["steps_done"] == STEPS
+        assert run.data.tags["env.world_size"] == "2"
+    assert said.count("| test loss") == 2, "one summary line per job, not one per rank"
+
+    third = subprocess.run(args, cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=200)
+    assert "2 of 2 jobs already finished: not started again; starting 0" in third.stdout + third.stderr
+    assert "on 2 processes" not in third.stdout
