@@ -84,8 +84,8 @@ def check_not_relaunching_sweep(world_size: int) -> None:
         return
     raise ConfigError(
         f"cluster: {world_size} processes inside a multirun (-m): Lightning would re-run the command line "
-        "and every process would restart the sweep; use cluster=slurm, wrap the sweep in torchrun, "
-        "or run one job per command (docs/scaling.md)"
+        "and every process would restart the sweep; use cluster=gpu_node (torchrun starts each job's "
+        "processes), cluster=slurm, or run one job per command (docs/scaling.md)"
     )
 
 

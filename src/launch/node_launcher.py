@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.singleton import Singleton
+from lightning.fabric.plugins.environments import TorchElasticEnvironment
 from hydra.core.utils import JobReturn, filter_overrides, run_job, setup_globals
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
@@ -44,6 +45,11 @@ class NodeLauncher(Launcher):
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        if TorchElasticEnvironment.detect():
+            # The whole sweep already runs under torchrun (`torchrun ... -m src.train -m ...`): each
+            # process runs the jobs in step, in itself; rank 0 of each job decides for all of them.
+            state = Singleton.get_state()
+            return [self.run_one(list(o), initial_job_idx + i, state) for i, o in enumerate(job_overrides)]
         pending, returns = split_done(self, job_overrides, initial_job_idx)
         for num, overrides in pending:
             returns[num] = self._run(num, overrides)
