@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.singleton import Singleton
-from lightning.fabric.plugins.environments import TorchElasticEnvironment
 from hydra.core.utils import JobReturn, filter_overrides, run_job, setup_globals
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
+from lightning.fabric.plugins.environments import TorchElasticEnvironment
 from omegaconf import DictConfig, open_dict
 
 from src.launch.done_jobs import in_order, lost, split_done
