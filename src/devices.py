@@ -3,6 +3,7 @@ peaks of the GPUs we know (the one table the benchmark's MFU and preflight's tim
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -59,6 +60,12 @@ def check_device(spec: DeviceSpec) -> None:
     if accelerator in ("gpu", "cuda") and spec.devices > torch.cuda.device_count():
         raise ConfigError(
             f"cluster.devices={spec.devices} but only {torch.cuda.device_count()} CUDA device(s) are visible"
+        )
+    cores = os.cpu_count() or 1
+    if not on_gpu and spec.devices > cores:
+        raise ConfigError(
+            f"cluster.devices={spec.devices} processes on the CPU, but this machine has {cores} cores; "
+            f"use cluster.devices={cores} or fewer"
         )
     if precision.startswith("16") and not on_gpu:
         raise ConfigError(

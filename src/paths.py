@@ -106,6 +106,8 @@ def compose_error_line(err: Exception) -> str:
     if found:
         where, why, key = found.groups()
         return f"{key}: {why} (conf/{where}.yaml)"
+    if isinstance(err, MissingConfigException) and (err.missing_cfg_file or "").startswith("hydra/launcher/submitit"):
+        return "cluster=slurm: Hydra's submitit launcher is not installed; pip install -e '.[slurm]'"
     if isinstance(err, MissingConfigException) and err.options and err.missing_cfg_file:
         group, _, name = err.missing_cfg_file.rpartition("/")
         return f"{group}: no option {name!r} (conf/{group}/); valid choices: {', '.join(err.options)}"

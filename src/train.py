@@ -27,7 +27,7 @@ from omegaconf.errors import OmegaConfBaseException
 from src import cli
 from src.data.datamodule import TokenDataModule
 from src.devices import check_device, configure_matmul_precision
-from src.launch.sweep_end import JobFailed, job_failed
+from src.launch.sweep_end import RESULT_AWAITED_ENV, JobFailed, job_failed
 from src.model.gpt import GPTModel
 from src.paths import ConfigError, compose_error_line, register_resolvers
 from src.tracking.credentials import refuse_credentials
@@ -272,6 +272,8 @@ def main(cfg: DictConfig) -> float | None:
         # the last checkpoint of a run whose tracking server stopped answering.
         message = f"config error: {err}" if isinstance(err, ConfigError) else f"error: {err}"
         job_failed(f"{cfg.get('run_name', '?')}: {message}")  # the sweep's parent run records why it ended
+        if in_multirun() and os.environ.get(RESULT_AWAITED_ENV):  # a launcher waits for this job's result
+            raise JobFailed(message) from None
         raise SystemExit(message) from None
     except RunFailed as err:  # after the run was recorded: what became of it, and how to go on
         end_in_one_line(f"error: {err}{traceback_note(err.__cause__ or err)}", err.store_broken)

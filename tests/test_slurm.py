@@ -52,7 +52,8 @@ def _sweep_args(root: Path, cache: Path, uri: str, experiment: str, *extra: str)
 
 
 def _env(cluster: LocalSlurm) -> dict[str, str]:
-    return {**cli_env(), "SLURM_CONF": cluster.env["SLURM_CONF"], "MASTER_ADDR": "127.0.0.1"}
+    # One thread per process: several jobs share two cores here (sbatch passes the environment on).
+    return {**cli_env(), "SLURM_CONF": cluster.env["SLURM_CONF"], "MASTER_ADDR": "127.0.0.1", "OMP_NUM_THREADS": "1"}
 
 
 def _run(cluster: LocalSlurm, args: list[str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -117,7 +118,7 @@ def test_one_node_two_tasks_train_one_run(
 # mid-run by what a cluster sends. Each must come back to its run and end as the one left alone did.
 SIGNALLED = {"requeue": ("scontrol", "requeue"), "usr1": ("scancel", "--signal=USR1"),
              "usr2": ("scancel", "--signal=USR2"), "term": ("scancel", "--signal=TERM")}  # fmt: skip
-STEPS = 120
+STEPS = 80
 
 
 def _wait_for_checkpoints(folder: Path, count: int, proc: subprocess.Popen[str], timeout: float = 240) -> None:
@@ -147,8 +148,8 @@ def test_signals_and_requeue_resume_the_same_run_with_the_uninterrupted_result(
     probes = ["ref", *SIGNALLED]
     args = _sweep_args(
         tmp_path, token_cache_dir, team_server.uri, experiment, "norm=hand_layernorm",
-        f"+probe={','.join(probes)}", f"optim.max_steps={STEPS}", "val_every_n_steps=60",
-        "checkpoint.every_n_steps=30", "log_every_n_steps=10",
+        f"+probe={','.join(probes)}", f"optim.max_steps={STEPS}", "val_every_n_steps=40",
+        "checkpoint.every_n_steps=20", "log_every_n_steps=10",
     )  # fmt: skip
     proc = subprocess.Popen(args, cwd=REPO, env=_env(local_slurm), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

@@ -29,6 +29,7 @@ from lightning.fabric.plugins.environments import TorchElasticEnvironment
 from omegaconf import DictConfig, open_dict
 
 from src.launch.done_jobs import in_order, lost, split_done
+from src.launch.sweep_end import RESULT_AWAITED_ENV
 
 RESULT_FILE = "result.pkl"
 JOB_FILE = "job.pkl"
@@ -72,7 +73,8 @@ class NodeLauncher(Launcher):
         stopped: list[int] = []
         # torchrun's default of one thread per worker suits GPUs; on the CPU each worker gets its share.
         threads = os.environ.get("OMP_NUM_THREADS") or str(max(1, (os.cpu_count() or 1) // self.nproc_per_node))
-        proc = subprocess.Popen(command, env={**os.environ, "OMP_NUM_THREADS": threads})
+        env = {**os.environ, "OMP_NUM_THREADS": threads, RESULT_AWAITED_ENV: "node"}
+        proc = subprocess.Popen(command, env=env)
 
         def forward(signum: int, frame: Any) -> None:  # torchrun passes it on to every worker
             stopped.append(signum)

@@ -44,8 +44,8 @@ def squeue_state(job_id: str) -> str | None:
 def sbatch_field(reason: str) -> str:
     """The launcher field an sbatch refusal is most likely about."""
     text = reason.lower()
-    for words, name in ((("partition",), "partition"), (("gres", "generic resource", "gpu"), "gpus_per_node"),
-                        (("account",), "account"), (("qos",), "qos"), (("time limit",), "timeout_min"),
+    for words, name in ((("account",), "account"), (("partition",), "partition"),
+                        (("gres", "generic resource", "gpu"), "gpus_per_node"), (("qos",), "qos"), (("time limit",), "timeout_min"),
                         (("memory",), "mem_gb"), (("cpu",), "cpus_per_task")):  # fmt: skip
         if any(w in text for w in words):
             return f"hydra.launcher.{name}"

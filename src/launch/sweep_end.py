@@ -138,6 +138,12 @@ class SweepParent:
             print(f"[normsweep] warning: sweep run {self.run_id} not closed: {type(err).__name__}: {err}", file=sys.stderr)
 
 
+# Set in a job whose launcher waits on another machine or process for its result (submitit sets
+# SUBMITIT_EXECUTOR; the one-node launcher sets it in its workers): a refusal there is the job's
+# failed result, not a SystemExit, which would leave no result and keep the launcher waiting.
+RESULT_AWAITED_ENV = "SUBMITIT_EXECUTOR"
+
+
 class JobFailed(CompactHydraException):
     """A sweep job's one-line failure: Hydra prints its message alone (no traceback) at the sweep's end."""
 
