@@ -3,7 +3,7 @@
 # GPT-2 small training benchmark (bf16 autocast) with nn.LayerNorm and fast_rmsnorm, preflight's memory estimate
 # against the measured peak, then interleaved variants.
 # Results go to $OUT when set (else reports/bench-gpu); PYTHON picks the interpreter (a CUDA build of torch).
-# ONLY=speed runs the speed check alone: the study's norms' forward+backward at gpt2_small's shapes and the kernels
+# ONLY=smoke runs the shortened study-preset sweep alone. ONLY=speed runs the speed check alone: the study's norms' forward+backward at gpt2_small's shapes and the kernels
 # they dispatched, in fp32 and under bf16 autocast (SPEED_PRECISIONS), then interleaved whole steps. DEVICE=cpu runs
 # that step on the CPU (SPEED_MODEL: the model overrides, e.g. a tiny one), which is how the tests run it.
 set -euo pipefail
@@ -26,6 +26,33 @@ speed_check() {
             2>&1 | tee "$OUT_DIR/speed-$precision.log"
     done
 }
+
+# The study preset's model, precision and batch for real, shortened: a 2-norm sweep of DDP jobs over every visible
+# GPU (cluster=gpu_node: torchrun per job), on the bundled corpus (no FineWeb on an offline machine), then its
+# re-run, which must start nothing. Its own store and folders under $OUT_DIR.
+smoke() {
+    local dir gpus
+    dir="$(cd "$OUT_DIR" && pwd)/smoke"
+    gpus="$(nvidia-smi -L | wc -l)"
+    mkdir -p "$dir"
+    for pass in first rerun; do
+        # The preset's model, precision and batch (its FineWeb data fields do not apply to the bundled corpus).
+        timeout 300 "$PY" -m src.train -m model=gpt2_small precision=fp16_mixed precision.matmul_precision=high seq_len=1024 \
+            norm=hand_layernorm,torch_rmsnorm cluster=gpu_node cluster.devices="$gpus" optim.micro_batch_size=12 \
+            optim.global_batch_size=$((12 * gpus)) optim.max_steps=60 optim.lr=1.4e-3 optim.grad_clip=3.5 \
+            val_every_n_steps=30 data.val_max_windows=8 data.test_max_windows=64 checkpoint.enabled=true \
+            checkpoint.every_n_steps=30 experiment_name=gpu_smoke progress_bar=false \
+            paths.mlflow_db="$dir/mlflow.db" paths.mlflow_artifacts="$dir/mlartifacts" paths.checkpoints_dir="$dir/ckpt" \
+            paths.reports_dir="$dir/reports" hydra.sweep.dir="$dir/multirun" 2>&1 | tee "$OUT_DIR/smoke-$pass.log" \
+            || echo "smoke ($pass): exit status $? (see $OUT_DIR/smoke-$pass.log)"
+    done
+}
+
+if [ "${ONLY:-}" = smoke ]; then
+    smoke
+    echo "results in $OUT_DIR"
+    exit 0
+fi
 
 if [ "${ONLY:-}" = speed ]; then
     speed_check
@@ -55,6 +82,8 @@ timeout 240 "$PY" -m src.preflight -m experiment=gpt2_small_study norm=hand_laye
     preflight.gpu=h200 preflight.steps=3 preflight.rehearsal_micro_batch=12 \
     paths.mlflow_db="$PF_DIR/mlflow.db" paths.checkpoints_dir="$PF_DIR/ckpt" 2>&1 \
     | tee "$OUT_DIR/preflight.log" || echo "preflight: exit status $? (see $OUT_DIR/preflight.log)"
+# The study preset on every GPU, shortened (above): DDP jobs under torchrun, the plan decided by rank 0.
+smoke
 # The study's question on the real model: the speed check (above). Last, so that the results above survive if it fails.
 speed_check
 echo "results in $OUT_DIR"
