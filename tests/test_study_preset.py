@@ -89,6 +89,6 @@ def test_cluster_options_compose_with_the_preset() -> None:
     assert (node.cluster.devices, node.cluster.strategy, node.cluster.num_nodes) == (8, "ddp", 1)
     slurm = _compose("cluster=slurm", "cluster.num_nodes=4", "hydra.launcher.partition=gpu")
     launcher = slurm.hydra.launcher
-    assert launcher._target_.endswith("SlurmLauncher")
+    assert launcher._target_.endswith("SlurmSweepLauncher")  # submits only the jobs left (src/launch/slurm_launcher.py)
     assert (launcher.nodes, launcher.tasks_per_node, launcher.gpus_per_node) == (4, 8, 8)
     assert launcher.partition == "gpu" and launcher.timeout_min > 0
