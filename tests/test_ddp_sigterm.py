@@ -1,4 +1,4 @@
-"""SIGTERM to a three-rank DDP run on the CPU (gloo): every rank stops at the same step, rank 0
+"""SIGTERM to a two-rank DDP run on the CPU (gloo, one rank per core): every rank stops at the same step, rank 0
 writes one checkpoint, the run ends `preempted`, and every process exits (before: all hung)."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def test_sigterm_stops_every_rank_and_checkpoints_once(tiny_overrides: list[str]
     args = [
         *[o for o in tiny_overrides if not o.startswith(("optim.max_steps=", "optim.micro_batch_size="))],
         "optim.micro_batch_size=1", "optim.max_steps=500", "val_every_n_steps=1000",
-        "cluster.accelerator=cpu", "cluster.devices=3", "cluster.strategy=ddp",
+        "cluster.accelerator=cpu", "cluster.devices=2", "cluster.strategy=ddp",
         "checkpoint.enabled=true", "checkpoint.every_n_steps=1000", f"checkpoint.dir={ckpt}", "experiment_name=ddp_sigterm",
     ]
     proc = subprocess.Popen(

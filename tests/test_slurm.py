@@ -114,10 +114,13 @@ def test_one_node_two_tasks_train_one_run(
     assert run.info.status == "FINISHED" and run.data.tags["env.world_size"] == "2"
 
 
-# Five jobs of one config (a key that changes nothing tells them apart): one left alone, four stopped
+# Six jobs of one config (a key that changes nothing tells them apart): one left alone, five stopped
 # mid-run by what a cluster sends. Each must come back to its run and end as the one left alone did.
-SIGNALLED = {"requeue": ("scontrol", "requeue"), "usr1": ("scancel", "--signal=USR1"),
-             "usr2": ("scancel", "--signal=USR2"), "term": ("scancel", "--signal=TERM")}  # fmt: skip
+# "limit": its time limit is cut to one minute while it runs, so SLURM itself warns it (submitit's
+# --signal=USR2@<signal_delay_s>) at its next time-limit check, and again after each requeue.
+SIGNALLED = {"requeue": ("scontrol", "requeue", "{job}"), "usr1": ("scancel", "--signal=USR1", "{job}"),
+             "usr2": ("scancel", "--signal=USR2", "{job}"), "term": ("scancel", "--signal=TERM", "{job}"),
+             "limit": ("scontrol", "update", "jobid={job}", "TimeLimit=1")}  # fmt: skip
 STEPS = 80
 
 
@@ -159,7 +162,7 @@ def test_signals_and_requeue_resume_the_same_run_with_the_uninterrupted_result(
         assert len(by_num) == len(probes), listed
         for num, probe in enumerate(probes):
             if probe in SIGNALLED:
-                sent = local_slurm.run(*SIGNALLED[probe], by_num[num])
+                sent = local_slurm.run(*(a.format(job=by_num[num]) for a in SIGNALLED[probe]))
                 assert sent.returncode == 0, sent.stderr
         _release_requeued(local_slurm, proc)
         out = proc.communicate(timeout=60)[0]
