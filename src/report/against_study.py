@@ -32,6 +32,7 @@ from src.report.published import (
     CLAIMS,
     EQUIVALENT,
     LOSS,
+    MODEL_AXES,
     PRESET,
     SOURCE,
     SPEED,
@@ -143,34 +144,35 @@ def published_text(claim: Claim, part: Part) -> str:
 
 
 def study_values(axes: Sequence[Axis]) -> dict[str, str | None]:
-    """axis -> the study's value of each swept axis but the norm (as a run's param spells it), None
-    where the study's configuration has no such key. Composed from the study preset only when needed."""
-    others = [a for a in axes if a.name != NORM_AXIS]
-    if not others:
-        return {}
+    """column of the runs frame -> the study's value (as a run's param spells it; None where the
+    study's configuration has no such key): each swept axis but the norm, and the model axes the
+    study fixed. Read from the study preset, the one owner of its configuration."""
     from omegaconf import OmegaConf
 
     from src import paths
 
+    keys = {AXIS_PREFIX + a.name: a.primary for a in axes if a.name != NORM_AXIS} | {k: k for k in MODEL_AXES}
     study = paths.compose([f"experiment={PRESET}"])
     out: dict[str, str | None] = {}
-    for axis in others:
-        value = OmegaConf.select(study, axis.primary, default=None, throw_on_missing=False)
-        out[axis.name] = None if value is None else text(value)
+    for column, key in keys.items():
+        value = OmegaConf.select(study, key, default=None, throw_on_missing=False)
+        out[column] = None if value is None else text(value)
     return out
 
 
 def match(norm: str, runs: pd.DataFrame, values: Mapping[str, str | None]) -> tuple[str | None, str]:
-    """The sweep's variant that is the study's `norm` (every other swept axis at the study's value),
-    or None and why not."""
+    """The sweep's variant that is the study's `norm` (every column of `values` at the study's
+    value), or None and why not."""
     of_norm = runs[runs.norm == norm]
     reasons = []
     for label, group in of_norm.groupby("variant", sort=False):
         row = group.iloc[0]
-        off = [(axis, row[AXIS_PREFIX + axis], study) for axis, study in values.items() if row[AXIS_PREFIX + axis] != study]
+        off = [(c, row[c], study) for c, study in values.items() if c in row and row[c] not in ("", study)]  # "": not recorded (older runs)
         if not off:
             return str(label), ""
-        reasons += [f"{label}: {axis}={got} (the study has {'no ' + axis if study is None else study})" for axis, got, study in off]
+        for column, got, study in off:
+            key = column.removeprefix(AXIS_PREFIX)
+            reasons.append(f"{label} has {key}={got} (the study {'has no ' + key if study is None else study})")
     return None, "not the study's setting: " + ", ".join(dict.fromkeys(reasons))
 
 
@@ -258,10 +260,11 @@ def speed_finding(claim: Claim, part: Part, a: str, b: str, e: Evidence) -> Find
         found = from_comparison(result, as_time=True, cuda=cuda)
     else:
         return Finding(part, "—", UNTESTABLE, "no speed measured for this pair")
-    if not cuda:
+    if not cuda:  # what the sweep shows instead: its figure, and the kernels each side ran here
         kind = _values_text(pair.device_type)
-        kernels = f"{a} {_dispatch(e.runs, a)}, {b} {_dispatch(e.runs, b)}"
-        return Finding(part, found.figure, UNTESTABLE, f"{kind.upper() if kind == 'cpu' else kind} run: the study's speed claims are about CUDA kernels (here {kernels})")
+        figure = f"{found.figure}, kernels {a} {_dispatch(e.runs, a)}, {b} {_dispatch(e.runs, b)}"
+        why = f"{kind.upper() if kind == 'cpu' else kind} run: the study's speed claims are about CUDA kernels"
+        return Finding(part, figure, UNTESTABLE, why)
     one = "one run each: a ratio without an interval (report.speed_rounds or seeds=0,1,2 give one)"
     return Finding(part, found.figure, *word_for(claim.test, found, one))
 
