@@ -244,7 +244,6 @@ class Evidence:
     runs: pd.DataFrame
     comparisons: Sequence[Result]
     speed: Sequence[SpeedVerdict]
-    margins: Margins
     labels: dict[str, str | None]  # study norm -> the sweep's variant that is it (None: not the study's setting)
     why_not: dict[str, str]  # study norm -> why no variant of it is
 
@@ -353,7 +352,7 @@ def against_study(
         labels[norm], why_not[norm] = match(norm, runs, values)
     pairs = [(labels[p.a], labels[p.b]) for c in CLAIMS if c.metric == SPEED for p in c.parts if labels.get(p.a) and labels.get(p.b)]
     speed = compare_speed(check, pairs, margins.speed) if check.get("kernel") else []
-    evidence = Evidence(runs, comparisons, speed, margins, labels, why_not)
+    evidence = Evidence(runs, comparisons, speed, labels, why_not)
     claims = [r for c in CLAIMS if (r := evaluate(c, evidence)) is not None]
     if not claims:
         return StudySection(absent=f"this sweep ran {', '.join(present)} of the study's variants; each claim needs another ({', '.join(sorted(set(TABLE) - set(present)))} not swept).")
