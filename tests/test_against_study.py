@@ -131,6 +131,10 @@ def test_without_a_speed_check_a_gpu_sweep_is_judged_by_its_paired_runs() -> Non
     runs.loc[runs.variant == "torch_layernorm", "tokens_per_sec"] *= 1.12  # 12% more tokens/s: -10.7% time
     claims = _claims(runs, {})
     assert claims[1].word == REPRODUCED and "-10.7% [" in claims[1].sentence() and "paired over 3 seeds" in claims[1].sentence()
+    # Two noisy seeds: a t-interval of the tokens/s change below -100% is an unbounded time.
+    noisy = runs[runs.seed < 2].copy()
+    noisy.loc[noisy.variant == "torch_layernorm", "tokens_per_sec"] = [400.0, 1500.0]
+    assert "+5.3% [-87.4%, +∞] training time, per run" in _claims(noisy, {})[1].sentence()
     one = _claims(runs[runs.seed == 0], {})
     assert one[1].word == UNTESTABLE and one[1].reason.startswith("one run each: a ratio without an interval")
     assert one[5].reason == "one seed cannot answer it (≥2 seeds do: seed=0,1,2)"

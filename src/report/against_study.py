@@ -196,7 +196,11 @@ def from_comparison(r: Result, as_time: bool, cuda: bool) -> Found:
     p = r.primary
 
     def shown(x: float) -> str:
-        return _pct(1 / (1 + x) - 1) if as_time else f"{x:+.4f}"
+        if not as_time:
+            return f"{x:+.4f}"
+        # An interval of tokens/s changes can reach -100% and below (a t-interval over few seeds):
+        # the time it stands for is then unbounded.
+        return _pct(1 / (1 + x) - 1) if x > -1 else "+∞"
 
     if r.verdict == "untested" or not math.isfinite(p.low):
         runs = "one run each" + ("" if cuda else ", one after another: the machine's load as much as the norm")
