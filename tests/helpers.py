@@ -27,6 +27,10 @@ TINY_MODEL = [
 ]
 
 
+# Fewer steps still: sweeps of many jobs (test_variants.py's 16, in three multiruns).
+FAST = [*TINY_MODEL, "optim.max_steps=2", "val_every_n_steps=2", "data.val_max_windows=2", "data.test_max_windows=2"]
+
+
 def cli_env() -> dict[str, str]:
     """A user's environment: Hydra's short errors, no tracking URI leaking in from the shell."""
     env = {**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONWARNINGS": "ignore"}
@@ -45,6 +49,18 @@ def run_cli(module: str, *args: str, timeout: float = 600) -> subprocess.Complet
         text=True,
         timeout=timeout,
     )
+
+
+def run_sweep(root: Path, cache: Path, experiment: str, *overrides: str) -> str:
+    """A FAST multirun into `root`'s store (its report in root/reports/<experiment>); its output."""
+    proc = run_cli(
+        "src.train", "-m", *FAST, f"experiment_name={experiment}", f"paths.cache_dir={cache}",
+        f"paths.mlflow_db={root / 'mlflow.db'}", f"paths.mlflow_artifacts={root / 'mlartifacts'}",
+        f"paths.reports_dir={root / 'reports'}", f"hydra.sweep.dir={root / experiment}",
+        "++hydra.callbacks.sweep_report._target_=src.launch.report_hook.SweepReport", *overrides,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout + proc.stderr
 
 
 # --- a real tiny sweep (python -m src.train -m), made once per session by conftest's fixture ----

@@ -129,6 +129,17 @@ def test_experiment_config_runs_the_sweep(tiny_overrides: list[str], store: dict
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(_runs(store["uri"], "norm_sweep")) == 5
     assert "predicted from the norms' own cost" in proc.stdout
+    # ...and ends with the published study's claims (src/report/against_study.py): one seed, one step.
+    out = proc.stdout
+    section = out[out.index("Against the published study — ") : out.index("report written to")]
+    assert out.index("Kernels that ran") < out.index("Against the published study")
+    claims = {line.split(".", 1)[0]: line for line in section.splitlines() if line[:2] in {f"{n}." for n in range(1, 7)}}
+    assert sorted(claims) == ["1", "2", "3", "4", "5", "6"]
+    for n in "123":
+        assert claims[n].endswith("→ untestable here: CPU run: the study's speed claims are about CUDA kernels.")
+    assert claims["4"].endswith("→ untestable here: one seed gives no interval (≥2 seeds do: seed=0,1,2).")
+    assert claims["5"].endswith("→ untestable here: one seed cannot answer it (≥2 seeds do: seed=0,1,2).")
+    assert "1/1 runs finished" in claims["6"] and claims["6"].endswith("steps, fewer than the 530 the study's run lasted.")
 
 
 @pytest.mark.slow

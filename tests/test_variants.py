@@ -14,14 +14,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import TINY_MODEL, run_cli
+from helpers import run_sweep
 from mlflow.tracking import MlflowClient
 
 from src.paths import ConfigError
 from src.tracking.variants import find_axes, find_variants, metric_key
 
-# Fewer steps than TINY_MODEL's: 16 jobs in three multiruns.
-FAST = [*TINY_MODEL, "optim.max_steps=2", "val_every_n_steps=2", "data.val_max_windows=2", "data.test_max_windows=2"]
 PLACEMENT = ["norm=torch_layernorm,torch_rmsnorm", "model.norm_placement=pre,post", "seed=0,1,2"]
 VARIANTS = ["torch_layernorm · pre", "torch_layernorm · post", "torch_rmsnorm · pre", "torch_rmsnorm · post"]
 ONE_AXIS_PAIRS = {  # the four pairs that differ in exactly one axis, with that axis
@@ -88,26 +86,15 @@ class Sweeps:
     outputs: dict[str, str]  # experiment -> the multirun's stdout + stderr
 
 
-def _sweep(root: Path, cache: Path, experiment: str, *overrides: str) -> str:
-    proc = run_cli(
-        "src.train", "-m", *FAST, f"experiment_name={experiment}", f"paths.cache_dir={cache}",
-        f"paths.mlflow_db={root / 'mlflow.db'}", f"paths.mlflow_artifacts={root / 'mlartifacts'}",
-        f"paths.reports_dir={root / 'reports'}", f"hydra.sweep.dir={root / experiment}",
-        "++hydra.callbacks.sweep_report._target_=src.launch.report_hook.SweepReport", *overrides,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc.stdout + proc.stderr
-
-
 @pytest.fixture(scope="module")
 def sweeps(tmp_path_factory: pytest.TempPathFactory, token_cache_dir: Path) -> Sweeps:
     root = tmp_path_factory.mktemp("variants")
     outputs = {
-        "placement": _sweep(root, token_cache_dir, "placement", *PLACEMENT),
+        "placement": run_sweep(root, token_cache_dir, "placement", *PLACEMENT),
         # The seed alone (at the default weight decay, 0.1), then the weight decay in the same
         # experiment: its 0.1 jobs are the seed sweep's runs (skipped), so two jobs train.
-        "seeds": _sweep(root, token_cache_dir, "decay", "seed=0,1"),
-        "decay": _sweep(root, token_cache_dir, "decay", "optim.weight_decay=0.1,0.0", "seed=0,1"),
+        "seeds": run_sweep(root, token_cache_dir, "decay", "seed=0,1"),
+        "decay": run_sweep(root, token_cache_dir, "decay", "optim.weight_decay=0.1,0.0", "seed=0,1"),
     }
     return Sweeps(root, f"sqlite:///{root / 'mlflow.db'}", outputs)
 
@@ -137,6 +124,26 @@ def test_a_placement_sweep_reports_four_variants_and_the_four_one_axis_compariso
     comparisons = pd.read_csv(sweeps.root / "reports" / "placement" / "comparisons.csv")
     primary = comparisons[comparisons.test == "paired_t"]
     assert dict(zip(primary.pair, primary.axis, strict=True)) == ONE_AXIS_PAIRS and primary.verdict.notna().all()
+
+
+@pytest.mark.slow
+def test_against_the_study_a_placement_sweep_counts_its_pre_norm_variants(sweeps: Sweeps) -> None:
+    from src.report import analyze
+    from src.report.against_study import NOT_REPRODUCED, REPRODUCED, UNTESTABLE
+
+    analysis = analyze("placement", sweeps.uri)
+    claims = {c.claim.number: c for c in analysis.study.claims}
+    assert sorted(claims) == [3, 4]  # the built-ins only: no hand-rolled norm, no no_norm
+    assert claims[3].word == UNTESTABLE and claims[3].reason == "CPU run: the study's speed claims are about CUDA kernels"
+    # The study's model is pre-norm: claim 4 reads the `pre` pair, paired over the three seeds.
+    pre = next(r for r in analysis.comparisons if r.metric == "test_loss" and r.pair == "torch_rmsnorm · pre vs torch_layernorm · pre")
+    expected = {"equivalent": REPRODUCED, "different": NOT_REPRODUCED, "inconclusive": UNTESTABLE}[pre.verdict]
+    assert claims[4].word == expected and "(paired over 3 seeds: " in claims[4].sentence()
+    assert f"built-in {pre.primary.diff:+.4f} [" in claims[4].sentence() and "hand-rolled not swept" in claims[4].sentence()
+    # A sweep of one study norm alone (the weight-decay sweep of torch_layernorm) says so in one line.
+    decay = analyze("decay", sweeps.uri).study
+    assert decay.lines() == ["Against the published study: this sweep ran torch_layernorm of the study's variants; each claim "
+                             "needs another (hand_layernorm, hand_rmsnorm, no_norm, torch_rmsnorm not swept)."]  # fmt: skip
 
 
 @pytest.mark.slow

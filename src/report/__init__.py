@@ -63,4 +63,5 @@ def generate_report(
             analysis.comparisons_frame(),
             verdict(analysis),
         )
+        store.set_tags(analysis.report_run_id, analysis.study.tags())  # one per claim: its word
     return analysis

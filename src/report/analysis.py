@@ -1,5 +1,6 @@
 """A sweep's report as data: the runs read from MLflow, the table, the paired comparisons, the speed
-check, the learning-rate stability, and the prose each renderer prints (`Analysis.sections`).
+check, the learning-rate stability, the published study's claims set against them (src.report.against_study),
+and the prose each renderer prints (`Analysis.sections`).
 
 `analyze` reads it; src.report.render_terminal, render_markdown and render_html turn it into text,
 and src.report.files writes the files.
@@ -10,10 +11,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from src import paths
+from src.report.against_study import HEADING as STUDY_HEADING
+from src.report.against_study import StudySection, against_study
 from src.report.comparisons import (
     NO_NORM,
     Margins,
@@ -71,6 +75,7 @@ class Analysis:
     store: Store | None = field(default=None, repr=False)  # where it was read, opened once
     code_note: str = ""  # the runs come from more than one code (src.report.provenance)
     sequential: list[SequentialVerdict] = field(default_factory=list)  # a sequential sweep's verdicts
+    study: StudySection = field(default_factory=StudySection)  # against the published study (the report's last section)
 
     def ui_links(self, base: str) -> list[str]:
         """Where to look in the MLflow UI at `base`: the sweep run (its verdict), then every run."""
@@ -133,6 +138,8 @@ class Analysis:
             found.append((sequential_heading(), "", [v.sentence() for v in self.sequential]))
         if self.stability is not None:
             found.append(("Learning-rate stability", "", stability_sentences(self.stability, self.sensitivity)))
+        study = self.study
+        found.append((STUDY_HEADING, "" if study.absent else study.lead(), study.items()))
         return found
 
 
@@ -159,6 +166,8 @@ def analyze(
     curves = load_curves(store, runs)
     lr_swept = is_lr_sweep(runs)
     code = reference_code(store, sweep.experiment_id, runs)
+    comparisons = compare(runs, margins, pairs, reference)
+    check = load_speed_check(store, sweep.experiment_id)
     return Analysis(
         experiment=experiment,
         tracking_uri=uri,
@@ -166,26 +175,26 @@ def analyze(
         runs=runs,
         curves=curves,
         table=mark_rows(summarize(runs), runs, code),
-        comparisons=compare(runs, margins, pairs, reference),
+        comparisons=comparisons,
         margins=margins,
         superseded=sweep.superseded,
         interleaved=load_interleaved(store, sweep.experiment_id),
         norm_costs=load_norm_costs(store, sweep.experiment_id),
         notes=unmatched_pairs(runs, pairs) if pairs is not None else [],
-        speed=_speed(store, sweep.experiment_id, margins, [(a, b) for a, b, _ in comparison_pairs(runs, pairs, reference)]),
+        speed=_speed(check, margins, [(a, b) for a, b, _ in comparison_pairs(runs, pairs, reference)]),
         stability=by_learning_rate(runs) if lr_swept else None,
         sensitivity=lr_sensitivity(runs, initial_losses(curves)) if lr_swept else None,
         axes=sweep.axes,
         store=store,
         code_note=code_sentence(runs, code),
         sequential=load_verdicts(store, sweep.experiment_id),
+        study=against_study(runs, sweep.axes, comparisons, check, margins),
     )
 
 
-def _speed(store: Store, experiment_id: str, margins: Margins, pairs: list[tuple[str, str]]) -> list[str]:
-    """The speed section from the experiment's latest speed check (empty without one), for the
-    report's pairs (`pairs`) that the check timed."""
-    check = load_speed_check(store, experiment_id)
+def _speed(check: dict[str, Any], margins: Margins, pairs: list[tuple[str, str]]) -> list[str]:
+    """The speed section from the experiment's latest speed check (`check`, empty without one), for
+    the report's pairs (`pairs`) that the check timed."""
     variants = (check.get("settings") or {}).get("variants") or []
     if not check.get("kernel") or not variants:
         return []

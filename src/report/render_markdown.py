@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from src.report.against_study import HEADING as STUDY_HEADING
 from src.report.analysis import Analysis
 from src.report.sequential_verdicts import heading as sequential_heading
 from src.report.table import markdown_table, with_ci
@@ -25,7 +26,7 @@ def markdown_page(analysis: Analysis, figures: list[Path]) -> str:
 
 
 def verdict(analysis: Analysis) -> str:
-    """The answer in a few lines: per variant its headline numbers, then each pair's verdict."""
+    """The answer in a few lines: per variant its headline numbers, each pair's verdict, the study's claims."""
     a = analysis
     lines = [f"**normsweep verdict, experiment `{a.experiment}`** ({a.heading()}):", ""]
     for r in a.table.itertuples(index=False):
@@ -37,4 +38,6 @@ def verdict(analysis: Analysis) -> str:
     lines += [f"- {a.code_note}"] if a.code_note else []
     if a.sequential:
         lines += ["", f"{sequential_heading()}:", *(f"- {v.sentence()}" for v in a.sequential)]
+    lines += ["", f"**{STUDY_HEADING}**" + ("" if a.study.absent else f" ({a.study.lead()})") + ":"]
+    lines += [f"- {s}" for s in a.study.items()]
     return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""The report for a terminal: the aligned table, then one sentence per comparison."""
+"""The report for a terminal: the aligned table, one sentence per comparison, then the published study's claims."""
 
 from __future__ import annotations
 
@@ -24,4 +24,5 @@ def terminal_text(analysis: Analysis) -> str:
         lines += ["", *stability_sentences(a.stability, a.sensitivity)]
     if a.superseded:
         lines += ["", f"({a.superseded} older runs of a config run again were left out.)"]
+    lines += ["", *a.study.lines()]  # last: what a sweep ends with
     return "\n".join(lines)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from src.report.published import MODEL_AXES
 from src.report.table import AXIS_PREFIX, order_of
 from src.report.table import UNKNOWN as UNKNOWN_FAMILY
 from src.tracking.credentials import redact_uri
@@ -29,12 +30,15 @@ from src.tracking.tags import (
     BENCH_TAG,
     BENCH_VARIANTS,
     CODE_FINGERPRINT_TAG,
+    DEVICE_TAG,
     DIVERGED,
     FAILED,
     FINGERPRINT_TAG,
     FINISHED,
     GIT_COMMIT_TAG,
     GIT_DIRTY_TAG,
+    GPU_COUNT_TAG,
+    NORM_DISPATCH_TAG,
     NORM_FAMILY_TAG,
     NORM_TAG,
     NOTE_TAG,
@@ -139,6 +143,37 @@ def _devices(params: dict[str, str]) -> float:
     return float(int(per_node) * int(nodes)) if per_node.isdigit() and nodes.isdigit() else math.nan
 
 
+def _number(params: dict[str, str], key: str) -> float:
+    try:
+        return float(params[key])
+    except (KeyError, ValueError):
+        return math.nan
+
+
+def device_type(params: dict[str, str], tags: dict[str, str]) -> str:
+    """"cuda" where the run's tensors lived on a CUDA device, else its accelerator ("cpu", "mps", ...):
+    `auto` counts as CUDA where the run found a GPU (it recorded their count)."""
+    accelerator = params.get("cluster.accelerator", "")
+    if accelerator in ("gpu", "cuda") or (accelerator == "auto" and GPU_COUNT_TAG in tags):
+        return "cuda"
+    return accelerator or "unknown"
+
+
+def setting_of(params: dict[str, str], tags: dict[str, str]) -> dict[str, object]:
+    """Where a run was made, for setting a sweep beside the published study (src.report.study_setting)."""
+    shape = (params.get(f"model.{k}", "?") for k in ("n_layers", "emb_dim", "context_length"))
+    return {
+        "device_type": device_type(params, tags),
+        "device_name": tags.get(DEVICE_TAG, ""),
+        "model": "{}: {} layers × {}, context {}".format(params.get("model.name", "?"), *shape),
+        "n_params": _number(params, "n_params"),
+        "tokens": _number(params, "budget.total_tokens"),
+        "precision": f"{params.get('precision.name', '?')} (matmul precision {params.get('precision.matmul_precision', '?')})",
+        "dispatch": tags.get(NORM_DISPATCH_TAG, ""),  # the kernels its norm ran (src.training.norm_dispatch)
+        **{key: params.get(key, "") for key in MODEL_AXES},  # swept or not: is it the study's model?
+    }
+
+
 def _row(store: Store, run: Run, variants: Variants) -> dict[str, object]:
     metrics, tags = run.data.metrics, run.data.tags
     outcome = outcome_of(run)
@@ -160,6 +195,7 @@ def _row(store: Store, run: Run, variants: Variants) -> dict[str, object]:
         "code": tags.get(CODE_FINGERPRINT_TAG, ""),  # the code that made it (src.tracking.code); "" before them
         "commit": tags.get(GIT_COMMIT_TAG, "")[:7] + ("-dirty" if tags.get(GIT_DIRTY_TAG) == "true" else ""),
     }
+    row.update(setting_of(run.data.params, tags))
     row.update({f"{AXIS_PREFIX}{name}": value for name, value in variants.parts[run_id].items()})
     for column, key in METRIC_COLUMNS.items():
         row[column] = metrics.get(key, math.nan)

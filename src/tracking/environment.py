@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from src.tracking.code import package_version
+from src.tracking.tags import DEVICE_TAG, GPU_COUNT_TAG
 
 PACKAGES = {"lightning": "lightning", "hydra": "hydra-core", "mlflow": "mlflow"}  # tag -> distribution
 
@@ -65,11 +66,11 @@ def environment_tags(world_size: int = 1, device: torch.device | str | None = No
         "env.cuda": torch.version.cuda or "none",
         "env.cudnn": str(cudnn) if cudnn else "none",
         **{f"env.{tag}": package_version(dist) for tag, dist in PACKAGES.items()},
-        "env.device": device_name(device),
+        DEVICE_TAG: device_name(device),
         "env.host": socket.gethostname(),
         "env.platform": platform.platform(),
         "env.world_size": str(world_size),
     }
     if torch.cuda.is_available():
-        tags["env.gpu_count"] = str(torch.cuda.device_count())
+        tags[GPU_COUNT_TAG] = str(torch.cuda.device_count())
     return tags

@@ -40,6 +40,10 @@ SWEEP_ID_TAG = "normsweep.sweep_id"
 SWEEP_COMMAND_TAG = "sweep.command"
 SWEEP_JOBS_TAG = "sweep.jobs"  # "3 finished, 1 failed" on a closed sweep run
 
+# --- what a run ran on (src.tracking.environment; the report's setting reads them back) ---------
+DEVICE_TAG = "env.device"  # the GPU's model, or the CPU's with its cores and threads
+GPU_COUNT_TAG = "env.gpu_count"  # set only where CUDA was available
+
 # --- the `bench-variants` run (src.bench.variants) ----------------------------------------------
 NORM_DISPATCH_TAG = "normsweep.norm_dispatch"  # the kernels the run's norm ran: "fwd=fused bwd=composite"
 BENCH_TAG = "normsweep.bench"

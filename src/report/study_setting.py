@@ -1,0 +1,60 @@
+"""This sweep's setting beside the published study's: device and count, model size, tokens trained,
+precision and seeds, so a reader sees at a glance how far a comparison with the study carries.
+
+Read from the runs frame (src.report.runs.setting_of puts each run's setting in its row); a value
+that differs between the runs is listed with each of its values. Torch-free.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from src.report.published import SETTING
+from src.tracking.tags import FINISHED
+
+
+def _values(column: pd.Series) -> str:
+    """The distinct values of a column, in the runs' order, joined ("?" when none)."""
+    seen = [str(v) for v in dict.fromkeys(column.dropna()) if str(v)]
+    return " / ".join(seen) or "?"
+
+
+def on_cuda(runs: pd.DataFrame) -> bool:
+    """Whether every run trained on CUDA (the study's speed claims are about CUDA kernels)."""
+    return bool(len(runs)) and bool((runs.device_type == "cuda").all())
+
+
+def device_text(runs: pd.DataFrame) -> str:
+    """`1× Intel(R) Xeon(R) ... (cpu)`: devices per run, the device's name and its type."""
+    per_run = [
+        f"{'?' if math.isnan(d) else int(d)}× {name or '?'} ({kind})"
+        for d, name, kind in zip(runs.devices, runs.device_name, runs.device_type, strict=True)
+    ]
+    return _values(pd.Series(per_run))
+
+
+def seeds_per_variant(runs: pd.DataFrame) -> int:
+    """The most finished seeds any variant has (the study: one)."""
+    finished = runs[runs.outcome == FINISHED]
+    return int(finished.groupby("variant").seed.nunique().max()) if len(finished) else 0
+
+
+def setting_lines(runs: pd.DataFrame) -> list[str]:
+    """One line per fact: `device: this sweep ...; the study ...`."""
+    s = SETTING
+    params = runs.n_params.dropna()
+    n_params = f"{int(params.max()):,} parameters" if len(params) else "? parameters"
+    if params.nunique() > 1:
+        n_params = f"{int(params.min()):,}–{n_params}"
+    tokens = runs.tokens.dropna()
+    per_param = f" ({tokens.max() / params.max():.3g} per parameter)" if len(tokens) and len(params) else ""
+    sweep_tokens = f"{int(tokens.max()):,}{per_param}" if len(tokens) else "?"
+    return [
+        f"device: this sweep {device_text(runs)}; the study {s.devices}× {s.device} ({'cuda' if s.cuda else 'cpu'})",
+        f"model: this sweep {_values(runs.model)}, {n_params}; the study {s.model}, {s.n_params:,} parameters",
+        f"tokens trained per run: this sweep {sweep_tokens}; the study {s.tokens:,} ({s.tokens / s.n_params:.3g} per parameter)",
+        f"precision: this sweep {_values(runs.precision)}; the study {s.precision}",
+        f"seeds per variant: this sweep {seeds_per_variant(runs)}; the study {s.seeds}",
+    ]
