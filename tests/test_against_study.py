@@ -32,7 +32,6 @@ from src.report.against_study import (
 )
 from src.report.comparisons import Margins, compare
 from src.report.published import CLAIMS, EQUIVALENT, LOSS, LOWER, SETTING, SPEED, STABILITY, TABLE
-from src.schema import NormSets
 from src.tracking.sweep import SWEEP_TAG
 
 # --- the study as data ------------------------------------------------------------------------------
@@ -49,7 +48,7 @@ def test_the_claims_quote_the_studys_table_and_the_preset_is_its_setting() -> No
     assert [round(p.published(LOSS), 4) for p in claims[4].parts] == [0.006, 0.0012]
     assert [round(p.published(LOSS), 3) for p in claims[5].parts] == [-0.024, -0.029]
     assert claims[6].parts[0].published(STABILITY) == 530
-    assert NormSets.study.split(",") == list(TABLE)  # the study's five, swept in its table's order
+    assert paths.preset_norms("gpt2_small_study") == list(TABLE)  # the study's five, swept in its table's order
     preset = paths.compose(["experiment=gpt2_small_study"])
     assert int(preset.optim.token_budget) == SETTING.tokens and preset.precision.name == "fp16_mixed"
     assert (preset.model.norm_placement, preset.model.qk_norm) == ("pre", False)
