@@ -279,5 +279,8 @@ class MlflowSetup(Callback):
         os.environ.pop(AXES_ENV, None)
         parent = sweep_end.armed()
         if parent is not None:
-            parent.close_at_end()
+            # Another copy of the sweep still trains some of its jobs: that copy, the last to end,
+            # closes the shared sweep run with every job's result; closing it here would say incomplete.
+            if not sweep_end.still_running_elsewhere():
+                parent.close_at_end()
             sweep_end.disarm()

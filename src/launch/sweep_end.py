@@ -103,6 +103,16 @@ class SweepParent:
         self.store.set_tags(self.run_id, {SWEEP_JOBS_TAG: counts})
         return states, counts
 
+    def other_copies_running(self) -> list[str]:
+        """The jobs of this sweep that another copy (another terminal or node, same store) is still
+        training: its RUNNING runs under this parent with a live process or a fresh heartbeat."""
+        parent = self.store.get_run(self.run_id)
+        if parent is None:
+            return []
+        children = self.store.runs_tagged(parent.info.experiment_id, PARENT_TAG, self.run_id)
+        busy = [r for r in children if r.info.status == "RUNNING" and SUPERSEDED_TAG not in r.data.tags]
+        return [r.info.run_name for r in busy if sweep.is_alive(r, self.stale_after_s)]
+
     def close_at_end(self) -> None:
         """Every job returned: FINISHED if each has a result, else FAILED (incomplete), with the counts."""
         states, counts = self._job_states()
@@ -162,6 +172,12 @@ def disarm() -> None:
         if signal.getsignal(signal.SIGTERM) is _armed._handler:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _armed = None
+
+
+def still_running_elsewhere() -> list[str]:
+    """The jobs of the armed sweep that another copy still trains ([] outside a sweep, or when this
+    copy is the last): that copy writes the report and closes the sweep run when it ends."""
+    return _armed.other_copies_running() if _armed is not None else []
 
 
 def job_failed(reason: str) -> None:
