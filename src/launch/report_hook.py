@@ -76,7 +76,7 @@ class SweepReport(Callback):
         experiment = store.find_experiment(str(config.experiment_name))
         run_speed_check(
             jobs, rounds, out_dir, max(MIN_TIMEOUT_S, elapsed) + kernel_s, kernel_s,
-            store, experiment.experiment_id if experiment else None,
+            store, experiment.experiment_id if experiment else None, float(config.sweep.stale_after_s),
         )  # fmt: skip
 
     def _report(self, config: DictConfig) -> None:
