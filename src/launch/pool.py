@@ -194,7 +194,7 @@ def lost_workers_line(slots_dir: Path, err: BaseException, n_jobs: int, first: s
     n = len(jobs)
     return (
         f"error: lost {lost}: its pool worker was killed (exit code {codes}){stopped}; "
-        f"{'their runs stay' if n != 1 else 'its run stays'} RUNNING until the re-run settles "
+        f"{'their runs, if opened, stay' if n != 1 else 'its run, if opened, stays'} RUNNING until the re-run settles "
         f"{'them' if n != 1 else 'it'}: re-run the same command (of the {n_jobs} jobs, finished ones are skipped, "
         "lost ones resume from their checkpoint or start again)"
     )
