@@ -79,22 +79,27 @@ def ride_out_restart(uri: str, fn: Callable[[], T], doing: str) -> T:
     """`fn`, tried again while a server this process reached refuses connections, for up to
     `SERVER_RESTART_S` (src/schema.py); then `ServerLost`, and later calls are not held again.
     A refusal from a server never reached is raised as it is (a wrong address: the caller says so)."""
-    deadline: float | None = None
-    while True:
-        try:
-            result = fn()
-        except Exception as err:
-            if not is_refused(err) or os.environ.get(REACHED_ENV) != uri:
-                raise
-            now = time.monotonic()
-            deadline = deadline if deadline is not None else now + SERVER_RESTART_S
-            if uri in _given_up or now >= deadline:
-                _given_up.add(uri)
-                raise server_lost(uri, err, doing) from err
-            time.sleep(RESTART_POLL_S)
-        else:
-            _given_up.discard(uri)
-            return result
+
+    def restarting() -> bool:
+        return os.environ.get(REACHED_ENV) == uri and uri not in _given_up
+
+    first_refusal: list[float] = []
+
+    def worth_waiting(err: Exception) -> bool:
+        if not is_refused(err) or not restarting():
+            return False
+        first_refusal[:] = first_refusal or [time.monotonic()]
+        return time.monotonic() - first_refusal[0] < SERVER_RESTART_S
+
+    try:
+        result = retry(fn, int(SERVER_RESTART_S / RESTART_POLL_S) + 2, RESTART_POLL_S, worth_waiting, growth=1.0)
+    except Exception as err:
+        if is_refused(err) and os.environ.get(REACHED_ENV) == uri:
+            _given_up.add(uri)
+            raise server_lost(uri, err, doing) from err
+        raise
+    _given_up.discard(uri)
+    return result
 
 
 def _short_cause(text: str, uri: str) -> str:
