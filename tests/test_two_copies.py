@@ -3,8 +3,11 @@ leaves the shared sweep run to the last one; a job's lines name its run by its v
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
-import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,16 +27,18 @@ from src.training.run_spec import resolve
 
 
 @pytest.fixture
-def other_copy() -> Iterator[subprocess.Popen[bytes]]:
-    """A live process standing for the other copy's job (its pid is what a job's liveness tags carry)."""
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    yield proc
-    proc.kill()
-    proc.wait()
+def other_copy() -> Iterator[int]:
+    """The pid of a live process standing for the other copy's job (what a job's liveness tags
+    carry); not a child of this one, which a pool worker of this copy would be."""
+    out = subprocess.run(["sh", "-c", "sleep 60 >/dev/null 2>&1 & echo $!"], capture_output=True, text=True, check=True)
+    pid = int(out.stdout)
+    yield pid
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
 
 
 def test_a_copy_that_is_not_the_last_writes_no_report_and_leaves_the_sweep_run(
-    migrated_store: dict[str, str], other_copy: subprocess.Popen[bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    migrated_store: dict[str, str], other_copy: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Before: the copy that finished first wrote a partial report (`0/1 ... running at step 5`),
     logged `sweep/<variant>.n_seeds=0` into the shared sweep run and closed it FAILED incomplete."""
@@ -41,7 +46,7 @@ def test_a_copy_that_is_not_the_last_writes_no_report_and_leaves_the_sweep_run(
     experiment_id = store.experiment_id("two_copies", migrated_store["artifacts"])
     parent = store.create_run(experiment_id, "sweep-two_copies", {SWEEP_TAG: "true"})
     job = store.create_run(experiment_id, "hand_layernorm · post-s0", {PARENT_TAG: parent, **sweep.liveness_tags()})
-    store.set_tags(job, {PID_TAG: str(other_copy.pid)})  # trained by the other copy, still alive
+    store.set_tags(job, {PID_TAG: str(other_copy)})  # trained by the other copy, still alive
     config = OmegaConf.create({"logger": {"enabled": True}, "experiment_name": "two_copies"})
     sweep_end.open_parent(store, parent, stale_after_s=300)
     try:
@@ -57,8 +62,10 @@ def test_a_copy_that_is_not_the_last_writes_no_report_and_leaves_the_sweep_run(
     assert not (tmp_path / "reports").exists()
 
     # The other copy's job ended (its process is gone): this copy is now the last one.
-    other_copy.kill()
-    other_copy.wait()
+    os.kill(other_copy, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while sweep.pid_alive(other_copy) and time.monotonic() < deadline:  # reaped by init
+        time.sleep(0.05)
     sweep_end.open_parent(store, parent, stale_after_s=300)
     try:
         assert sweep_end.still_running_elsewhere() == []
