@@ -101,6 +101,7 @@ def test_a_killed_pool_worker_is_one_line_naming_the_lost_job(
     import signal
     import subprocess
     import sys
+    import time
 
     from helpers import REPO, cli_env
 
@@ -115,6 +116,7 @@ def test_a_killed_pool_worker_is_one_line_naming_the_lost_job(
                 break
         assert found, "no job started"
         job, _, pid, _ = found.groups()
+        time.sleep(1)  # the launcher watches a worker from its job's first second (FirstDeath polls its folder)
         os.kill(int(pid), signal.SIGKILL)
         out, err = proc.communicate(timeout=300)
     finally:
