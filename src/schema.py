@@ -71,6 +71,13 @@ class MarginSchema:
 SPEED_KERNEL_S_MAX = 3600
 
 
+# A tracking server this sweep (or run) has already reached and that now refuses connections is
+# restarting (a team server stopped and started again between two jobs, back within ~10 s): every
+# request waits this long for it before the job ends with `ServerLost` (src/tracking/server_client.py).
+# A server never reached (a wrong port) is refused at once, as before.
+SERVER_RESTART_S = 20
+
+
 @dataclass
 class ReportSchema:
     """How `python -m src.report` and the end-of-sweep report compare variants."""

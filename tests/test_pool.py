@@ -89,3 +89,41 @@ def test_multi_device_pool_sweep_is_refused(tiny_overrides: list[str], store: di
     if Path(store["db"]).exists():
         client = MlflowClient(store["uri"])
         assert not client.search_runs([e.experiment_id for e in client.search_experiments()])
+
+
+@pytest.mark.slow
+def test_a_killed_pool_worker_is_one_line_naming_the_lost_job(
+    migrated_store: dict[str, str], tiny_overrides: list[str], tmp_path: Path
+) -> None:
+    """Issue 34, item 7: SIGKILL of one cpu_pool worker ended the sweep in 69 lines of joblib's
+    TerminatedWorkerError, naming neither the job nor how to go on."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from helpers import REPO, cli_env
+
+    args = [*tiny_overrides, "cluster=cpu_pool", "cluster.workers=2", "seed=0,1", "optim.max_steps=400", "experiment_name=pool_kill"]
+    proc = subprocess.Popen([sys.executable, "-m", "src.train", "-m", *args], cwd=REPO, env=cli_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # the first job to start in a worker: kill that worker
+            found = SLOT_LINE.search(line)
+            if found:
+                break
+        assert found, "no job started"
+        job, _, pid, _ = found.groups()
+        time.sleep(1)  # the launcher watches a worker from its job's first second (FirstDeath polls its folder)
+        os.kill(int(pid), signal.SIGKILL)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    errors = [line for line in err.splitlines() if line.strip()]
+    assert proc.returncode == 1, err[-3000:]
+    assert "TerminatedWorkerError" not in out + err and "Traceback" not in err, err[-3000:]
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(f"error: lost job {job} (torch_layernorm-s{job}, pid {pid}): its pool worker was killed (exit code SIGKILL(-9))"), errors
+    assert "re-run the same command" in errors[0]

@@ -4,6 +4,7 @@ jobs' own tokens/s (one after another on a shared machine, that measures the mac
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import subprocess
 import sys
@@ -185,3 +186,41 @@ def test_kernel_verdicts_survive_a_cpu_hog() -> None:
         assert verdicts["ln_again"] in ("equivalent", "unresolved"), (quiet, loaded)
         assert verdicts["ln_plus"] == "slower", (quiet, loaded)
 
+
+
+def test_a_copy_re_run_during_anothers_speed_check_waits_and_keeps_it(
+    migrated_store: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 34, item 8: a re-run started during the first copy's speed check ran a second one at the
+    same time (two bench-variants runs, each measured under the other's load). The check takes the
+    experiment's claim as a job takes its config's: this copy waits for it, then keeps its result."""
+    import threading
+
+    from src.launch.speed_check import SPEED_CLAIM, run_speed_check
+    from src.report.runs import SPEED_CHECK_ARTIFACT
+    from src.tracking.sweep import claim
+    from src.tracking.tags import BENCH_TAG, BENCH_VARIANTS
+
+    store = Store.connect(migrated_store["uri"])
+    experiment_id = store.experiment_id("speed_claim", migrated_store["artifacts"])
+    held, _ = claim(store, experiment_id, SPEED_CLAIM, 300)  # the first copy, measuring
+    assert held is not None
+
+    def first_copy_ends() -> None:
+        run_id = store.create_run(experiment_id, "bench-variants", {BENCH_TAG: BENCH_VARIANTS})
+        store.log_text(run_id, json.dumps({"settings": {"variants": ["hand_layernorm", "torch_layernorm"]}}), SPEED_CHECK_ARTIFACT)
+        store.terminate(run_id, "FINISHED")
+        held.release()
+
+    timer = threading.Timer(3.0, first_copy_ends)
+    timer.start()
+    jobs = [{"variant": n, "overrides": [f"norm={n}", "seed=0"]} for n in ("hand_layernorm", "torch_layernorm")]
+    started = time.monotonic()
+    run_speed_check(jobs, 2, tmp_path / "bench", 30, None, store, experiment_id, stale_after_s=300)
+    timer.join()
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("[normsweep] speed: waiting for the speed check another copy of the sweep is running (opened by"), out
+    assert out[1].startswith("[normsweep] speed: kept the check of"), out  # not measured a second time
+    assert len(out) == 2 and time.monotonic() - started < 20
+    assert len(store.runs(experiment_id, f"tags.`{BENCH_TAG}` = '{BENCH_VARIANTS}'")) == 1
+    assert not any(k.startswith("normsweep.claim.") for k in store.experiment_tags(experiment_id))  # released

@@ -36,3 +36,26 @@ def test_a_refused_sweep_says_it_once_before_hydra_launches_anything(
     assert len(lines) == 1 and lines[0].startswith(start), lines
     assert not (tmp_path / "multirun").exists()  # Hydra launched nothing (no job folder, no multirun.yaml)
     assert not Path(store["db"]).exists()  # nothing recorded, not even a store
+
+
+def test_unread_swept_keys_are_those_outside_the_schema() -> None:
+    from src.launch.unread_keys import unread_swept_keys
+
+    jobs = [{"overrides": [f"+foo={v}", f"norm={n}", "+probe=1", f"hydra.job.chdir={v}"]} for v, n in ((1, "a"), (2, "b"))]
+    assert unread_swept_keys(jobs) == ["foo"]  # probe is not swept here (one value); norm and hydra.* are read
+    assert unread_swept_keys([{"overrides": ["seed=0"]}, {"overrides": ["seed=1"]}]) == []
+
+
+@pytest.mark.slow  # one CLI process (~4 s on a quiet machine)
+def test_a_swept_key_nothing_reads_is_warned_about_before_training(tiny_overrides: list[str], tmp_path: Path) -> None:
+    """Issue 34, item 14: `+foo=1,2` trained two identical variants without a word. The warning comes
+    before anything trains (here a refused report setting stops the sweep right after it) and does not
+    stop the sweep itself: tests sweep an unread `+probe=...` on purpose."""
+    proc = run_cli("src.train", "-m", "+foo=1,2", *tiny_overrides, "report.margin.speed=0", timeout=300)
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    assert proc.returncode == 2, lines
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("[normsweep] warning: foo: no part of the config reads it"), lines
+    assert "the sweep goes on" in lines[0] and "seed=0,1" in lines[0]
+    assert lines[1].startswith("config error: report.margin.speed"), lines
+    assert not (tmp_path / "multirun").exists()

@@ -93,6 +93,15 @@ def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants]:
     return jobs, variants
 
 
+def warn_unread_keys(jobs: list[dict[str, Any]]) -> None:
+    """Warn (never stop: identical jobs can be meant) about swept keys that no code reads."""
+    from src.launch.unread_keys import unread_swept_keys, unread_warning
+
+    unread = unread_swept_keys(jobs)
+    if unread:
+        print(unread_warning(unread, len(jobs)), file=sys.stderr, flush=True)
+
+
 def check_reference(config: DictConfig, variants: Variants) -> None:
     """The report's settings as the sweep-end report reads them (`report.margin.*`, `report.pairs`,
     and `report.reference` naming values the sweep has): checked before any job trains, in one line,
@@ -164,6 +173,7 @@ class MlflowSetup(Callback):
 
         try:  # every job's config, the sweeper's and the report's settings, before Hydra launches job 0
             jobs, variants = sweep_jobs(config)
+            warn_unread_keys(jobs)  # before training: a swept key nothing reads makes identical jobs
             check_reference(config, variants)
         except ConfigError as err:  # Hydra turns a callback's exception into a warning: stop here instead
             raise SystemExit(f"config error: {err}") from None
@@ -269,5 +279,8 @@ class MlflowSetup(Callback):
         os.environ.pop(AXES_ENV, None)
         parent = sweep_end.armed()
         if parent is not None:
-            parent.close_at_end()
+            # Another copy of the sweep still trains some of its jobs: that copy, the last to end,
+            # closes the shared sweep run with every job's result; closing it here would say incomplete.
+            if not sweep_end.still_running_elsewhere():
+                parent.close_at_end()
             sweep_end.disarm()

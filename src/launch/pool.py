@@ -19,6 +19,7 @@ Nothing here imports torch at module level: Hydra instantiates the callback in t
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from pathlib import Path
@@ -33,6 +34,7 @@ from omegaconf import DictConfig
 from src.locks import try_hold
 
 _claimed: tuple[int, FileLock, str] | None = None  # (slot, its lock, what it pinned): held until exit
+RUNNING_DIR = "running"  # under the slots folder: job-<num>.json while a worker runs that job
 
 
 def core_share(cores: list[int], workers: int, slot: int) -> list[int]:
@@ -103,4 +105,23 @@ class PoolSlot(Callback):
                 where = f"core(s) {','.join(map(str, cores))}"
             _claimed = (slot, lock, where)
         slot, _, where = _claimed
+        mark_running(Path(config.hydra.sweep.dir) / ".slots", job_num, str(config.get("run_name", "?")))
         print(f"[normsweep] job {job_num} in worker slot {slot} (pid {os.getpid()}): {where}", flush=True)
+
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            (Path(config.hydra.sweep.dir) / ".slots" / RUNNING_DIR / f"job-{int(config.hydra.job.num)}.json").unlink(missing_ok=True)
+
+
+# --- a worker killed (SIGKILL, the OOM killer) ------------------------------------------------
+#
+# joblib then raises TerminatedWorkerError in the launching process (69 lines, naming no job) and
+# stops every other worker of the pool with it. Each worker marks the job it runs, so the launcher
+# (src/launch/pool_launcher.py) can name in one line the jobs that were lost.
+
+
+def mark_running(slots_dir: Path, job_num: int, run_name: str) -> None:
+    """Say, in the sweep folder, that this process runs job `job_num` (removed when the job ends)."""
+    folder = slots_dir / RUNNING_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"job-{job_num}.json").write_text(json.dumps({"num": job_num, "run_name": run_name, "pid": os.getpid()}))

@@ -31,9 +31,28 @@ class SweepReport(Callback):
             # Under torchrun every rank runs the sweep loop: one report is enough.
             if not config.logger.enabled or int(os.environ.get("RANK", "0")) != 0:
                 return
+            if self._another_copy_runs(config):
+                return
             self._report(config)
         except Exception as err:  # any failure: a report must not fail a finished sweep
             print(f"[normsweep] warning: sweep report not generated: {type(err).__name__}: {err}", file=sys.stderr)
+
+    @staticmethod
+    def _another_copy_runs(config: DictConfig) -> bool:
+        """Another copy of this sweep (same store) still trains some of its jobs: a report now would
+        be partial (`0/1 ... running`) and log `sweep/<variant>.n_seeds=0` into the shared sweep run.
+        The copy that ends last writes it, as `src.report` mid-sweep writes nothing."""
+        from src.launch.sweep_end import still_running_elsewhere
+
+        busy = still_running_elsewhere()
+        if busy:
+            print(
+                f"[normsweep] report: not written by this copy: another copy of the sweep still trains "
+                f"{len(busy)} of its jobs ({', '.join(busy)}); the last copy to end writes it "
+                f"(python -m src.report --experiment-name {config.experiment_name} reads it meanwhile)",
+                flush=True,
+            )
+        return bool(busy)
 
     @staticmethod
     def _speed_check(config: DictConfig, rounds: int) -> None:
@@ -57,7 +76,7 @@ class SweepReport(Callback):
         experiment = store.find_experiment(str(config.experiment_name))
         run_speed_check(
             jobs, rounds, out_dir, max(MIN_TIMEOUT_S, elapsed) + kernel_s, kernel_s,
-            store, experiment.experiment_id if experiment else None,
+            store, experiment.experiment_id if experiment else None, float(config.sweep.stale_after_s),
         )  # fmt: skip
 
     def _report(self, config: DictConfig) -> None:

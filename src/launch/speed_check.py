@@ -22,12 +22,16 @@ from typing import Any
 from src.paths import PROJECT_ROOT
 from src.tracking.store import Store
 from src.tracking.summary import sweep_params
+from src.tracking.sweep import Claim, claim, kept_fresh
 from src.tracking.tags import BENCH_TAG, SWEEP_TAG
 
 VARIANT_KEY = "norm"
 # Overrides of the sweep's command that the benchmark must not get: the swept ones, and what is
 # per-job or per-run only (the bench composes the training config from the rest: model, precision, ...).
 MIN_TIMEOUT_S = 300.0  # the speed check may take as long as the jobs did, and at least this (a loaded machine)
+SPEED_CLAIM = "speed-check"  # the claim's key in the experiment: one check at a time, whichever copy runs it
+CLAIM_POLL_S = 2.0  # how often a waiting copy asks for the claim again
+CLAIM_REFRESHES = 3  # the holder writes its claim's time this many times per sweep.stale_after_s
 NOT_FOR_BENCH = (VARIANT_KEY, "seed", "hydra.", "++hydra.", "+hydra.", "run_name")
 
 
@@ -86,20 +90,57 @@ def current_check(store: Store, experiment_id: str, variants: Sequence[str]) -> 
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(started / 1000))
 
 
+def take_speed_claim(store: Store, experiment_id: str, stale_after_s: float, wait_s: float) -> Claim | None:
+    """The experiment's speed-check claim (`src.tracking.sweep.claim`, as a job takes its config's),
+    waiting up to `wait_s` while another copy of the sweep holds it; None: it still did (skipped).
+
+    Two checks at once measure each other's load (51 s and 37 s against 29 s alone), so a copy
+    re-run during another's check waits for it, then keeps its result (`current_check`)."""
+    deadline = time.monotonic() + wait_s
+    said = False
+    while True:
+        held, why = claim(store, experiment_id, SPEED_CLAIM, stale_after_s)
+        if held is not None:
+            return held
+        if time.monotonic() >= deadline:
+            print(f"[normsweep] speed: skipped: another copy of the sweep is still measuring it after {wait_s:.0f} s "
+                  f"({why}); the report reads its bench-variants run once it ends", flush=True)  # fmt: skip
+            return None
+        if not said:
+            print(f"[normsweep] speed: waiting for the speed check another copy of the sweep is running ({why}), "
+                  f"at most {wait_s:.0f} s; then its result is kept, not measured twice at once", flush=True)  # fmt: skip
+            said = True
+        time.sleep(CLAIM_POLL_S)
+
+
 def run_speed_check(
     jobs: Sequence[Mapping[str, Any]], rounds: int, out_dir: Path, timeout_s: float, kernel_s: float | None = None,
-    store: Store | None = None, experiment_id: str | None = None,
+    store: Store | None = None, experiment_id: str | None = None, stale_after_s: float | None = None,
 ) -> None:
-    """Run the benchmark (its files go to `out_dir`, its results to the experiment); warn on failure."""
+    """Run the benchmark (its files go to `out_dir`, its results to the experiment); warn on failure.
+
+    With a store, under the experiment's speed-check claim (`stale_after_s`: `sweep.stale_after_s`),
+    waited for at most as long as the check itself may take (`timeout_s`)."""
     command = bench_command(jobs, rounds, out_dir, kernel_s)
     if command is None:
         return
-    if store is not None and experiment_id is not None:
+    if store is None or experiment_id is None or stale_after_s is None:
+        _measure(command, jobs, rounds, timeout_s, kernel_s)
+        return
+    held = take_speed_claim(store, experiment_id, stale_after_s, timeout_s)
+    if held is None:
+        return
+    with kept_fresh(held, stale_after_s / CLAIM_REFRESHES):
         kept = current_check(store, experiment_id, list(swept_variants(jobs)))
         if kept:
             print(f"[normsweep] speed: kept the check of {kept} (no run finished since); "
                   "delete its bench-variants run to measure again", flush=True)  # fmt: skip
             return
+        _measure(command, jobs, rounds, timeout_s, kernel_s)
+
+
+def _measure(command: list[str], jobs: Sequence[Mapping[str, Any]], rounds: int, timeout_s: float, kernel_s: float | None) -> None:
+    """The benchmark in its own process, stopped after `timeout_s`: a failure is a warning, never the sweep's."""
     kernel = f"{kernel_s:g} s of their norms' kernels, then " if kernel_s else ""
     print(f"[normsweep] speed: {kernel}{rounds} interleaved rounds of {','.join(swept_variants(jobs))}", flush=True)
     started = time.perf_counter()

@@ -19,8 +19,11 @@ Only a SIGKILL runs no code: the parent then carries the pid and host of its pro
 from __future__ import annotations
 
 import atexit
+import os
 import signal
+import socket
 import sys
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -33,11 +36,13 @@ from src.tracking.summary import VERDICT_TAG, sweep_note
 from src.tracking.tags import (
     FAILED,
     FINISHED,
+    HOST_TAG,
     INCOMPLETE,
     KILLED,
     NOTE_TAG,
     OUTCOME_TAG,
     PARENT_TAG,
+    PID_TAG,
     PREEMPTED,
     RESULT_OUTCOMES,
     SUPERSEDED_TAG,
@@ -102,6 +107,17 @@ class SweepParent:
         counts = ", ".join(f"{states.count(s)} {s}" for s in sorted(set(states))) or "none"
         self.store.set_tags(self.run_id, {SWEEP_JOBS_TAG: counts})
         return states, counts
+
+    def other_copies_running(self) -> list[str]:
+        """The jobs of this sweep that another copy (another terminal or node, same store) is still
+        training: its RUNNING runs under this parent with a live process or a fresh heartbeat."""
+        parent = self.store.get_run(self.run_id)
+        if parent is None:
+            return []
+        children = self.store.runs_tagged(parent.info.experiment_id, PARENT_TAG, self.run_id)
+        busy = [r for r in children if r.info.status == "RUNNING" and SUPERSEDED_TAG not in r.data.tags]
+        # A pool's idle worker (loky keeps them a while) is this copy's: a run it left RUNNING is not another copy's.
+        return [r.info.run_name for r in busy if sweep.is_alive(r, self.stale_after_s) and not _our_worker(r)]
 
     def close_at_end(self) -> None:
         """Every job returned: FINISHED if each has a result, else FAILED (incomplete), with the counts."""
@@ -168,6 +184,24 @@ def disarm() -> None:
         if signal.getsignal(signal.SIGTERM) is _armed._handler:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _armed = None
+
+
+def _our_worker(run: Any) -> bool:
+    """The run's process is a child of this one (a worker of this copy's pool), on this host."""
+    tags = run.data.tags
+    if tags.get(HOST_TAG) != socket.gethostname() or not tags.get(PID_TAG, "").isdigit():
+        return False
+    try:
+        stat = Path(f"/proc/{tags[PID_TAG]}/stat").read_text()
+    except OSError:
+        return False
+    return int(stat.rpartition(")")[2].split()[1]) == os.getpid()  # the field after the state: the parent's pid
+
+
+def still_running_elsewhere() -> list[str]:
+    """The jobs of the armed sweep that another copy still trains ([] outside a sweep, or when this
+    copy is the last): that copy writes the report and closes the sweep run when it ends."""
+    return _armed.other_copies_running() if _armed is not None else []
 
 
 def job_failed(reason: str) -> None:

@@ -72,16 +72,19 @@ def is_transient(err: BaseException) -> bool:
     return is_sqlite_busy(err) or getattr(err, "error_code", None) == ALREADY_EXISTS or is_duplicate_insert(err)
 
 
-def retry(fn: Callable[[], T], attempts: int, delay_s: float, worth_retrying: Callable[[Exception], bool]) -> T:
-    """Call `fn` up to `attempts` times, `delay_s` doubling between them, while its error is `worth_retrying`;
-    the last error (or the first one not worth retrying) is raised as it is."""
+def retry(
+    fn: Callable[[], T], attempts: int, delay_s: float, worth_retrying: Callable[[Exception], bool], growth: float = 2.0
+) -> T:
+    """Call `fn` up to `attempts` times, `delay_s` growing `growth`-fold between them (doubling; 1: a
+    steady poll), while its error is `worth_retrying`; the last error (or the first one not worth
+    retrying) is raised as it is."""
     for attempt in range(attempts):
         try:
             return fn()
         except Exception as err:
             if attempt == attempts - 1 or not worth_retrying(err):
                 raise
-            time.sleep(delay_s * 2**attempt)
+            time.sleep(delay_s * growth**attempt)
     raise ValueError(f"attempts must be >= 1, got {attempts}")
 
 

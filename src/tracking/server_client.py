@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+from src.schema import SERVER_RESTART_S
 from src.tracking.credentials import CREDENTIAL_ENV, redact_text, redact_uri
-from src.tracking.retry import retry
+from src.tracking.retry import causes, retry
 from src.tracking.store_uri import FIELD, StoreError
 
+T = TypeVar("T")
 PROBE_TIMEOUT_S = 8.0  # per attempt, connect and read (a basic-auth server hashes each password: slow on a busy host)
 PROBE_RETRIES = 2  # with 0.5 s and 1 s back-off: at most ~26 s for a server that never answers
 PROBE_BACKOFF_S = 0.5
@@ -34,6 +38,13 @@ SERVER_CLIENT_ENV = {
 }
 
 
+# A server this process, or the sweep that started it, reached once (pool workers and SLURM tasks
+# inherit it): a connection it refuses later is a restart to wait for, not a wrong address.
+REACHED_ENV = "NORMSWEEP_SERVER_REACHED"
+RESTART_POLL_S = 1.0  # between two tries while a reached server restarts (each try: MLflow's ~2 s of retries)
+_given_up: set[str] = set()  # servers that did not come back within SERVER_RESTART_S: not waited for again
+
+
 class ServerLost(RuntimeError):
     """The tracking server stopped answering during a run; the message names the URI and the cause."""
 
@@ -45,13 +56,50 @@ def bound_http_requests() -> None:
 
 
 def server_lost(uri: str, err: BaseException, doing: str) -> ServerLost:
-    """One line: which server, what the job was doing, the cause, and what to do."""
+    """One line: which server, what the job was doing, the cause, what became of the run, and what to do."""
     text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     return ServerLost(
         f"{FIELD}={redact_uri(uri)}: the tracking server stopped answering while {doing} "
-        f"({_short_cause(text, uri)}); the checkpoint is kept: once the server is back, re-run the same "
-        "command to resume"
+        f"({_short_cause(text, uri)}); its MLflow run, if it was opened, stays RUNNING and the checkpoint is "
+        "kept: once the server is back, re-run the same command to resume"
     )
+
+
+def is_refused(err: BaseException) -> bool:
+    """Nothing listens at the server's address (its process stopped): MLflow's client carries the
+    refusal only in its text (`... [Errno 111] Connection refused`)."""
+    return any(isinstance(node, ConnectionRefusedError) or "Connection refused" in str(node) for node in causes(err))
+
+
+def mark_reached(uri: str) -> None:
+    os.environ[REACHED_ENV] = uri
+
+
+def ride_out_restart(uri: str, fn: Callable[[], T], doing: str) -> T:
+    """`fn`, tried again while a server this process reached refuses connections, for up to
+    `SERVER_RESTART_S` (src/schema.py); then `ServerLost`, and later calls are not held again.
+    A refusal from a server never reached is raised as it is (a wrong address: the caller says so)."""
+
+    def restarting() -> bool:
+        return os.environ.get(REACHED_ENV) == uri and uri not in _given_up
+
+    first_refusal: list[float] = []
+
+    def worth_waiting(err: Exception) -> bool:
+        if not is_refused(err) or not restarting():
+            return False
+        first_refusal[:] = first_refusal or [time.monotonic()]
+        return time.monotonic() - first_refusal[0] < SERVER_RESTART_S
+
+    try:
+        result = retry(fn, int(SERVER_RESTART_S / RESTART_POLL_S) + 2, RESTART_POLL_S, worth_waiting, growth=1.0)
+    except Exception as err:
+        if is_refused(err) and os.environ.get(REACHED_ENV) == uri:
+            _given_up.add(uri)
+            raise server_lost(uri, err, doing) from err
+        raise
+    _given_up.discard(uri)
+    return result
 
 
 def _short_cause(text: str, uri: str) -> str:
@@ -110,7 +158,10 @@ def probe_server(uri: str) -> None:
     # so their total time is not bounded by one number. Every failure to get an answer (connection
     # refused, DNS, TLS, a timeout: MLflow wraps them all in one type) is worth another try.
     try:
-        response = retry(ask, PROBE_RETRIES + 1, PROBE_BACKOFF_S, lambda err: True)
+        response = ride_out_restart(uri, lambda: retry(ask, PROBE_RETRIES + 1, PROBE_BACKOFF_S, lambda err: True),
+                                    "starting the next job")  # fmt: skip
+    except ServerLost:  # a server this sweep reached did not come back: a fault, not a config error
+        raise
     except Exception as err:
         refuse_if_database_lost(uri, _short_cause(str(err), uri))
         raise StoreError(
@@ -130,3 +181,4 @@ def probe_server(uri: str) -> None:
             f"{where}: a server answers there, but not as an MLflow tracking server "
             f"(HTTP {status} from /api/2.0/mlflow/experiments/search)"
         )
+    mark_reached(uri)  # a refusal from it later is a restart (ride_out_restart)

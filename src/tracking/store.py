@@ -24,16 +24,16 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from src.paths import ConfigError
 from src.tracking.credentials import credentials_error, has_credentials, redact_uri
 from src.tracking.identity import safe_folder_name
 from src.tracking.retry import with_retry
-from src.tracking.server_client import bound_http_requests, probe_server
+from src.tracking.server_client import bound_http_requests, probe_server, ride_out_restart
 from src.tracking.sqlite_file import (
     check_sqlite_path,
     rebuild_if_empty,
@@ -56,6 +56,7 @@ EXPERIMENT_TAGS = {
     NOTE_TAG: "normsweep: one run per training job, each sweep a parent run with its jobs "
     "nested below; a sweep run's Artifacts hold report/report.html.",
 }
+T = TypeVar("T")
 BATCH_MAX = 100  # params per log_batch call (MLflow's limit)
 NAME_MAX = 250  # characters of an experiment's or a run's name (MLflow stores at most 256)
 PARAM_VALUE_MAX = 6000  # characters of a param's value (MLflow 3's limit)
@@ -122,6 +123,13 @@ class Store:
             check_driver(uri)
         return store
 
+    def _retry(self, fn: Callable[[], T]) -> T:
+        """`fn` through `with_retry`; to a server this process reached, also through a restart of it
+        (`ride_out_restart`: `ServerLost` once it has not come back)."""
+        if self.db is not None or not is_server(self.uri):
+            return with_retry(fn)
+        return ride_out_restart(self.uri, lambda: with_retry(fn), "recording this job")
+
     @property
     def client(self) -> MlflowClient:
         """The store's client; a SQLite store is created or upgraded under its lock on first use."""
@@ -166,29 +174,29 @@ class Store:
         self.client  # noqa: B018 - open first: store_lock is not re-entrant
         if self.db is not None:  # two processes creating one experiment: the second finds it under the lock
             with store_lock(self.db):
-                found = with_retry(get_or_create)
+                found = self._retry(get_or_create)
         else:  # a server: the second creator gets RESOURCE_ALREADY_EXISTS, and its retry finds it
-            found = with_retry(get_or_create)
+            found = self._retry(get_or_create)
         self._experiments[name] = found
         return found
 
     def find_experiment(self, name: str) -> Experiment | None:
         """The live experiment `name`, or None."""
-        found = with_retry(lambda: self.client.get_experiment_by_name(name))
+        found = self._retry(lambda: self.client.get_experiment_by_name(name))
         return None if found is None or found.lifecycle_stage == "deleted" else found
 
     def experiments(self) -> list[Experiment]:
         """The store's live experiments."""
-        return list(with_retry(self.client.search_experiments))
+        return list(self._retry(self.client.search_experiments))
 
     def experiment_tags(self, experiment_id: str) -> dict[str, str]:
-        return dict(with_retry(lambda: self.client.get_experiment(experiment_id)).tags)
+        return dict(self._retry(lambda: self.client.get_experiment(experiment_id)).tags)
 
     def set_experiment_tag(self, experiment_id: str, key: str, value: str) -> None:
-        with_retry(lambda: self.client.set_experiment_tag(experiment_id, key, value))
+        self._retry(lambda: self.client.set_experiment_tag(experiment_id, key, value))
 
     def delete_experiment_tag(self, experiment_id: str, key: str) -> None:
-        with_retry(lambda: self.client.delete_experiment_tag(experiment_id, key))
+        self._retry(lambda: self.client.delete_experiment_tag(experiment_id, key))
 
     def experiment_names(self) -> list[str]:
         return sorted(e.name for e in self.experiments())
@@ -200,7 +208,7 @@ class Store:
         from mlflow.exceptions import MlflowException
 
         try:
-            return with_retry(lambda: self.client.get_run(run_id))
+            return self._retry(lambda: self.client.get_run(run_id))
         except MlflowException:
             return None
 
@@ -213,7 +221,7 @@ class Store:
         runs: list[Run] = []
         token = None
         while True:
-            page = with_retry(
+            page = self._retry(
                 lambda token=token: self.client.search_runs(
                     [experiment_id],
                     filter_string=filter_string,
@@ -233,13 +241,13 @@ class Store:
         return self.runs(experiment_id, f"tags.`{tag}` = '{value}'", ["attributes.start_time DESC"], most)
 
     def metric_history(self, run_id: str, key: str) -> list[Metric]:
-        return with_retry(lambda: self.client.get_metric_history(run_id, key))
+        return self._retry(lambda: self.client.get_metric_history(run_id, key))
 
     def read_text(self, run_id: str, artifact_path: str) -> str:
         """A small text artifact of the run."""
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one small file: no bar
         with tempfile.TemporaryDirectory() as tmp:
-            return Path(with_retry(lambda: self.client.download_artifacts(run_id, artifact_path, tmp))).read_text()
+            return Path(self._retry(lambda: self.client.download_artifacts(run_id, artifact_path, tmp))).read_text()
 
     # --- writing runs ---
 
@@ -248,11 +256,11 @@ class Store:
         from mlflow.tracking.context.registry import resolve_tags
 
         full = resolve_tags(dict(tags))
-        return with_retry(lambda: self.client.create_run(experiment_id, run_name=run_name, tags=full)).info.run_id
+        return self._retry(lambda: self.client.create_run(experiment_id, run_name=run_name, tags=full)).info.run_id
 
     def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
         for key, value in tags.items():
-            with_retry(lambda k=key, v=value: self.client.set_tag(run_id, k, v))
+            self._retry(lambda k=key, v=value: self.client.set_tag(run_id, k, v))
 
     def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
         """Params, once each (MLflow params are immutable), in batches of MLflow's limit."""
@@ -260,7 +268,7 @@ class Store:
 
         items = [Param(key, str(value)[:PARAM_VALUE_MAX]) for key, value in params.items()]
         for i in range(0, len(items), BATCH_MAX):
-            with_retry(lambda chunk=items[i : i + BATCH_MAX]: self.client.log_batch(run_id, params=chunk))
+            self._retry(lambda chunk=items[i : i + BATCH_MAX]: self.client.log_batch(run_id, params=chunk))
 
     def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int = 0) -> None:
         from mlflow.entities import Metric
@@ -268,7 +276,7 @@ class Store:
         now = int(time.time() * 1000)
         items = [Metric(key, float(value), now, step) for key, value in metrics.items()]
         for i in range(0, len(items), BATCH_MAX):
-            with_retry(lambda chunk=items[i : i + BATCH_MAX]: self.client.log_batch(run_id, metrics=chunk))
+            self._retry(lambda chunk=items[i : i + BATCH_MAX]: self.client.log_batch(run_id, metrics=chunk))
 
     def log_metrics_in_background(self, run_id: str, metrics: Mapping[str, float], step: int) -> list[Future[Any]]:
         """Queue the metrics on MLflow's asynchronous logging queue (to a server: a training step
@@ -285,26 +293,26 @@ class Store:
         return futures
 
     def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
-        with_retry(lambda: self.client.log_text(run_id, text, artifact_file))
+        self._retry(lambda: self.client.log_text(run_id, text, artifact_file))
 
     def log_files(self, run_id: str, paths: Iterable[Path], folder: str | None = None) -> None:
         for path in paths:
-            with_retry(lambda p=path: self.client.log_artifact(run_id, str(p), folder))
+            self._retry(lambda p=path: self.client.log_artifact(run_id, str(p), folder))
 
     def reopen(self, run_id: str) -> None:
         """Mark a closed run RUNNING again (a resumed job, a re-run sweep)."""
-        with_retry(lambda: self.client.update_run(run_id, status="RUNNING"))
+        self._retry(lambda: self.client.update_run(run_id, status="RUNNING"))
 
     def terminate(self, run_id: str, status: str) -> None:
         """Close the run: FINISHED, FAILED or KILLED."""
-        with_retry(lambda: self.client.set_terminated(run_id, status))
+        self._retry(lambda: self.client.set_terminated(run_id, status))
 
     # --- tables, dataset inputs ---
 
     def log_table(self, run_id: str, data: pd.DataFrame, artifact_file: str) -> None:
         """A table artifact (`*.json`) that MLflow's artifact viewer shows as a grid."""
-        with_retry(lambda: self.client.log_table(run_id, data=data, artifact_file=artifact_file))
+        self._retry(lambda: self.client.log_table(run_id, data=data, artifact_file=artifact_file))
 
     def log_inputs(self, run_id: str, datasets: Sequence[DatasetInput]) -> None:
         """Dataset inputs of the run (the UI's Datasets column)."""
-        with_retry(lambda: self.client.log_inputs(run_id, datasets=list(datasets)))
+        self._retry(lambda: self.client.log_inputs(run_id, datasets=list(datasets)))

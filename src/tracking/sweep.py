@@ -31,9 +31,10 @@ import json
 import os
 import random
 import socket
+import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -348,6 +349,27 @@ def claim(store: Store, experiment_id: str, fp: str, stale_after_s: float) -> tu
             return None, f"opened by {v.get('host', '?')} (pid {v.get('pid', '?')}) {time.time() - float(v.get('time', 0)):.0f} s ago"
         time.sleep(random.uniform(*CLAIM_BACKOFF_S))
     return None, f"claimed by another copy of the sweep {CLAIM_ATTEMPTS} times in a row"
+
+
+@contextlib.contextmanager
+def kept_fresh(held: Claim, every_s: float) -> Iterator[Claim]:
+    """Hold `held` for longer than `sweep.stale_after_s` (a speed check can outlast it): its time is
+    written again every `every_s` until the block ends, then it is released."""
+    stop = threading.Event()
+
+    def refresh() -> None:
+        while not stop.wait(every_s):
+            with contextlib.suppress(Exception):  # best effort, as release: a missed refresh only ages it
+                held.store.set_experiment_tag(held.experiment_id, held.key, _claim_value(held=True))
+
+    thread = threading.Thread(target=refresh, name="normsweep-claim", daemon=True)
+    thread.start()
+    try:
+        yield held
+    finally:
+        stop.set()
+        thread.join()  # no refresh after the release below: it would leave a claim behind
+        held.release()
 
 
 # --- the sweep's job list and status ---------------------------------------------------------

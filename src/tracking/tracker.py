@@ -56,7 +56,7 @@ from src.tracking.tags import (
     RUNNING,
     SEED_TAG,
 )
-from src.tracking.variants import Axis, label_of, variant_tags
+from src.tracking.variants import Axis, label_of, variant_run_name, variant_tags
 
 CONFIG_ARTIFACT = "config/config.yaml"  # the resolved config, without this machine's paths
 MACHINE_PATHS_ARTIFACT = "config/machine_paths.yaml"  # where this run read and wrote, on its machine
@@ -117,7 +117,7 @@ class RecordSpec:
         """The record with its variant's tags (the sweep's `axes`; none: the norm alone), and a run
         name that tells its variant apart when the sweep varied more than the norm."""
         label, parts = label_of(self.params, axes, self.tags[NORM_TAG])
-        run_name = self.run_name if label == self.tags[NORM_TAG] else f"{label}-s{self.tags[SEED_TAG]}"
+        run_name = variant_run_name(self.run_name, self.params, axes, self.tags[NORM_TAG], self.tags[SEED_TAG])
         return replace(self, run_name=run_name, tags={**self.tags, **variant_tags(label, parts, axes)})
 
 

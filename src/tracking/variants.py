@@ -168,6 +168,14 @@ def find_variants(
     return Variants(axes, parts, labels)
 
 
+def variant_run_name(run_name: str, params: Mapping[str, Any], axes: Sequence[Axis], norm: str, seed: Any) -> str:
+    """The run's name as MLflow records it: `run_name` (`<norm>-s<seed>`) when the sweep varied the
+    norm alone, else `<variant>-s<seed>` (`hand_layernorm · pre-s0`), so runs of a norm × placement
+    sweep can be told apart."""
+    label = label_of(params, axes, norm)[0]
+    return run_name if label == norm else f"{label}-s{seed}"
+
+
 def label_without(params: Mapping[str, Any], axes: Sequence[Axis], key: str, fallback: str = "") -> str:
     """The run's label apart from the axis of `key` (e.g. the learning rate, which the stability
     report traces each variant across)."""

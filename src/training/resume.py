@@ -112,7 +112,7 @@ def _plan(spec: RunSpec, in_multirun: bool, store: Store | None) -> RunPlan:
         return last_state().get("mlflow_run_id") == run.info.run_id
 
     experiment_id = store.experiment_id(where.experiment_name, where.artifact_location)
-    name = spec.run_name
+    name = spec.shown_name or spec.run_name  # the variant's name (a norm × placement sweep: both axes)
     # Another copy of the sweep (another terminal or node) may be deciding this config right now.
     held, why = claim(store, experiment_id, identity.fingerprint, where.stale_after_s)
     if held is None:
@@ -137,7 +137,7 @@ def _plan_from_decision(
     last_state: Callable[[], dict],
     checkpoint_of: Callable[[Run], bool],
 ) -> RunPlan:
-    identity, where, name = spec.identity, spec.store, spec.run_name
+    identity, where, name = spec.identity, spec.store, spec.shown_name or spec.run_name
     d = decide(
         store, experiment_id, identity.fingerprint, where.on_existing, where.stale_after_s, checkpoint_of,
         code_state(), where.on_code_change,
@@ -256,4 +256,4 @@ def already_done(spec: RunSpec, store: Store) -> tuple[RunResult, str] | None:
         return None
     if d.action != "skip" or d.run is None:
         return None
-    return RunResult.from_run(d.run), f"{spec.run_name}: skipped, run {d.run.info.run_id} {d.reason}"
+    return RunResult.from_run(d.run), f"{spec.shown_name or spec.run_name}: skipped, run {d.run.info.run_id} {d.reason}"

@@ -7,6 +7,7 @@ model gets its `GPTConfig` and the budget its `Budget` the same way.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +16,8 @@ from omegaconf import DictConfig
 from src.config import validate
 from src.devices import DeviceSpec
 from src.model.gpt import GPTConfig
-from src.tracking.identity import fingerprint, identity_config
+from src.tracking.identity import fingerprint, flatten, identity_config
+from src.tracking.variants import AXES_ENV, axes_from_env, variant_run_name
 from src.training.checkpointing import CheckpointSpec, checkpoint_dir
 
 
@@ -50,6 +52,9 @@ class RunSpec:
     checkpoint: CheckpointSpec
     devices: DeviceSpec
     store: StoreSpec
+    # The name its MLflow run gets (src.tracking.tracker: the variant apart, `hand_layernorm · pre-s0`),
+    # which a job's lines use: `run_name` alone cannot tell the runs of a norm × placement sweep apart.
+    shown_name: str = ""
 
 
 def resolve(cfg: DictConfig) -> RunSpec:
@@ -70,6 +75,10 @@ def resolve(cfg: DictConfig) -> RunSpec:
             resume_from="last" if wanted is None and cfg.get("resume") else wanted,
         ),
         devices=DeviceSpec.of(cfg),
+        shown_name=variant_run_name(
+            str(cfg.run_name), flatten(identity_config(cfg)), axes_from_env(os.environ.get(AXES_ENV)),
+            str(cfg.norm.norm_type), cfg.seed,
+        ),
         store=StoreSpec(
             enabled=bool(cfg.logger.enabled),
             tracking_uri=cfg.logger.tracking_uri,

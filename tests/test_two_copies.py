@@ -1,0 +1,86 @@
+"""Two copies of one sweep on one store: the copy that is not the last to end writes no report and
+leaves the shared sweep run to the last one; a job's lines name its run by its variant (issue 34, item 11)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from src.launch import sweep_end
+from src.launch.callbacks import MlflowSetup
+from src.launch.report_hook import SweepReport
+from src.paths import compose
+from src.tracking import sweep
+from src.tracking.identity import flatten, identity_config
+from src.tracking.store import Store
+from src.tracking.tags import PARENT_TAG, PID_TAG, SWEEP_TAG
+from src.tracking.variants import AXES_ENV, axes_to_env, find_variants
+from src.training.run_spec import resolve
+
+
+@pytest.fixture
+def other_copy() -> Iterator[int]:
+    """The pid of a live process standing for the other copy's job (what a job's liveness tags
+    carry); not a child of this one, which a pool worker of this copy would be."""
+    out = subprocess.run(["sh", "-c", "sleep 60 >/dev/null 2>&1 & echo $!"], capture_output=True, text=True, check=True)
+    pid = int(out.stdout)
+    yield pid
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_a_copy_that_is_not_the_last_writes_no_report_and_leaves_the_sweep_run(
+    migrated_store: dict[str, str], other_copy: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: the copy that finished first wrote a partial report (`0/1 ... running at step 5`),
+    logged `sweep/<variant>.n_seeds=0` into the shared sweep run and closed it FAILED incomplete."""
+    store = Store.connect(migrated_store["uri"])
+    experiment_id = store.experiment_id("two_copies", migrated_store["artifacts"])
+    parent = store.create_run(experiment_id, "sweep-two_copies", {SWEEP_TAG: "true"})
+    job = store.create_run(experiment_id, "hand_layernorm · post-s0", {PARENT_TAG: parent, **sweep.liveness_tags()})
+    store.set_tags(job, {PID_TAG: str(other_copy)})  # trained by the other copy, still alive
+    config = OmegaConf.create({"logger": {"enabled": True}, "experiment_name": "two_copies"})
+    sweep_end.open_parent(store, parent, stale_after_s=300)
+    try:
+        SweepReport().on_multirun_end(config)
+        MlflowSetup().on_multirun_end(config)
+    finally:
+        sweep_end.disarm()
+    out = capsys.readouterr().out
+    assert "report: not written by this copy: another copy of the sweep still trains 1 of its jobs (hand_layernorm · post-s0)" in out
+    run = store.get_run(parent)
+    assert run is not None and run.info.status == "RUNNING"  # left to the last copy
+    assert not any(key.startswith("sweep/") for key in run.data.metrics)  # no n_seeds=0
+    assert not (tmp_path / "reports").exists()
+
+    # The other copy's job ended (its process is gone): this copy is now the last one.
+    os.kill(other_copy, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while sweep.pid_alive(other_copy) and time.monotonic() < deadline:  # reaped by init
+        time.sleep(0.05)
+    sweep_end.open_parent(store, parent, stale_after_s=300)
+    try:
+        assert sweep_end.still_running_elsewhere() == []
+    finally:
+        sweep_end.disarm()
+
+
+def test_a_jobs_lines_name_its_run_by_its_variant(tiny_overrides: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: a norm × placement sweep's skip warnings said `hand_layernorm-s0` for both placements."""
+    jobs = [[*tiny_overrides, "norm=hand_layernorm", f"model.norm_placement={p}"] for p in ("pre", "post")]
+    jobs += [[*tiny_overrides, "norm=torch_layernorm", f"model.norm_placement={p}"] for p in ("pre", "post")]
+    configs = [compose(overrides) for overrides in jobs]
+    variants = find_variants({str(i): flatten(identity_config(cfg)) for i, cfg in enumerate(configs)})
+    monkeypatch.setenv(AXES_ENV, axes_to_env(variants.axes))
+    names = [resolve(cfg).shown_name for cfg in configs]
+    assert names[:2] == ["hand_layernorm · pre-s0", "hand_layernorm · post-s0"], names
+    monkeypatch.delenv(AXES_ENV)  # a single run, or a sweep of the norm alone: its run_name
+    assert resolve(configs[1]).shown_name == "hand_layernorm-s0"
