@@ -16,40 +16,43 @@ from typing import NoReturn
 import hydra
 import lightning as L
 import torch
-from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
-from hydra.types import RunMode
 from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
 from lightning.pytorch.utilities import rank_zero_only
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from src import cli
+from src.core import cli
+from src.core.atomic_io import CheckpointSpaceError
+from src.core.devices import check_device, configure_matmul_precision
+from src.core.paths import ConfigError, compose_error_line, register_resolvers
 from src.data.datamodule import TokenDataModule
-from src.devices import check_device, configure_matmul_precision
 from src.launch.sweep_end import JobFailed, job_failed
 from src.model.gpt import GPTModel
-from src.paths import ConfigError, compose_error_line, register_resolvers
 from src.tracking.credentials import refuse_credentials
 from src.tracking.server_client import ServerLost
 from src.tracking.store import Store
 from src.tracking.store_uri import sqlite_path
-from src.tracking.sweep import PARENT_ENV, supersede
 from src.tracking.tags import DIVERGED, FINISHED
-from src.tracking.tracker import RecordSpec, TokenCacheRef, Tracker
-from src.tracking.variants import AXES_ENV, axes_from_env
-from src.training.atomic_io import CheckpointSpaceError
+from src.tracking.tracker import TokenCacheRef, Tracker
 from src.training.budget import Budget, resolve_budget
 from src.training.callbacks import RunCallbacks
-from src.training.checkpointing import check_checkpoint_folder, checkpoint_field
-from src.training.closing import RunClosing
+from src.training.checkpointing import check_checkpoint_folder
 from src.training.failures import RunFailed, keep_traceback, route_store_errors_to_log, what_happened
-from src.training.job_ranks import PeerRefused, decided_once
 from src.training.lit_module import GPTLitModule
 from src.training.memory_floor import check_memory_floor, parameter_count
 from src.training.norm_dispatch import NormDispatch
-from src.training.resume import RunPlan, plan_run, settle_lost_runs
-from src.training.run_result import RunResult
+from src.training.run_life import (
+    PeerRefused,
+    RunClosing,
+    RunPlan,
+    RunResult,
+    decided_once,
+    in_multirun,
+    open_tracker,
+    plan_run,
+    release,
+)
 from src.training.run_spec import RunSpec, resolve
 from src.training.trainer import build_trainer, compile_blocks, quiet_lightning, run_datamodule
 
@@ -64,21 +67,13 @@ def peak_memory_mb(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def hydra_context() -> tuple[list[str], int | None]:
-    """The command-line overrides and the multirun job number, when running under Hydra."""
-    if not HydraConfig.initialized():
-        return [], None
-    hc = HydraConfig.get()
-    return list(hc.overrides.task), OmegaConf.select(hc, "job.num", default=None)
-
-
 def check_not_relaunching_sweep(world_size: int) -> None:
     """Refuse multi-process jobs inside a multirun unless SLURM or torchrun made the processes.
 
     Lightning's DDP launcher starts the other ranks by re-running sys.argv, which inside a Hydra
     multirun holds `-m` and the sweep lists: every rank would start the whole sweep again.
     """
-    if world_size == 1 or not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+    if world_size == 1 or not in_multirun():
         return
     if SLURMEnvironment.detect() or TorchElasticEnvironment.detect():
         return
@@ -94,58 +89,25 @@ def is_local_rank_zero() -> bool:
     return int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", "0"))) == 0
 
 
-def in_multirun() -> bool:
-    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
-
-
 def train(cfg: DictConfig) -> RunResult:
-    """Validate, build, fit, test and close one run. Raises ConfigError before anything is recorded."""
-    quiet_lightning()
-    route_store_errors_to_log()
+    """Validate, plan, build, fit, test and close one run. Raises ConfigError before anything is recorded."""
     spec = resolve(cfg)
-    # Checked in seconds, not minutes, and before any data is prepared; opened once for the whole job.
-    store = Store.connect(spec.store.tracking_uri) if spec.store.enabled else None
-    check_device(spec.devices)
-    check_not_relaunching_sweep(spec.devices.world_size)
-    if spec.checkpoint.enabled:
-        check_checkpoint_folder(spec.checkpoint, checkpoint_field(cfg))
-    # Once per job: with several processes, rank 0 decides and the others follow (src/training/job_ranks.py).
-    plan = decided_once(lambda: plan_run(spec, in_multirun(), store), spec.devices.world_size, spec.devices.device_type)
-    if plan.message:
-        print(f"[normsweep] {plan.message}", flush=True)
+    store, plan = plan_job(spec)
     if plan.done is not None:
         return plan.done
-
-    try:  # a claim on this config (a sweep's job) is held until its run is open
-        # Sizes and data are checked before the model is built: a model too large to fit took a minute
-        # and gigabytes to build before the data check refused its context length.
-        n_params = parameter_count(spec.model)
-        micro_batch = int(cfg.optim.micro_batch_size)
-        check_memory_floor(spec.model, n_params, micro_batch, cfg.seq_len, spec.devices.precision, spec.devices.device_type)
-        budget = resolve_budget(cfg.optim, cfg.seq_len, spec.devices.world_size, n_params)
-        datamodule = prepare_datamodule(cfg, budget)
-
-        configure_matmul_precision(spec.devices.matmul_precision)
-        # Same seed -> same initial weights and data order for every norm variant.
-        L.seed_everything(spec.seed, workers=True, verbose=False)
-        if torch.cuda.is_available():
-            torch.cuda.reset_peak_memory_stats()  # sequential multirun jobs share the process
-        model = GPTModel(spec.model)
-        module = GPTLitModule(model, cfg.optim, budget, log_every_n_steps=cfg.log_every_n_steps)
-        if cfg.compile:
-            compile_blocks(model)
-
-        tracker = open_tracker(cfg, spec, store, plan) if store is not None else None
+    try:  # a sweep job's claim on its config is held until its run is open (open_tracker releases it)
+        budget, datamodule, module = build(spec)
+        tracker = open_tracker(spec, store, plan) if store is not None else None
     finally:
-        if plan.claim is not None:
-            plan.claim.release()
-    callbacks = RunCallbacks(spec, tracker, progress_bar=cfg.progress_bar)
+        release(plan)
+    callbacks = RunCallbacks(spec, tracker, progress_bar=spec.train.progress_bar)
     if tracker:  # which kernels the norm ran, recorded once the model is on its device
-        callbacks.extra.append(NormDispatch(tracker, int(cfg.optim.micro_batch_size) * int(cfg.seq_len), bool(cfg.compile)))
+        callbacks.extra.append(NormDispatch(tracker, spec.train.micro_batch_size * spec.train.seq_len, spec.train.compile))
     with RunClosing(tracker, spec.run_name, callbacks.sigterm, callbacks.agreed_sigterm) as run:
         if tracker:
             log_inputs(tracker, module, budget, datamodule)
-        trainer = build_trainer(cfg, budget, tracker.logger if tracker else False, callbacks.all(), spec.checkpoint.folder)
+        logger = tracker.logger if tracker else False
+        trainer = build_trainer(spec.train, spec.devices, budget, logger, callbacks.all(), spec.checkpoint.folder, spec.checkpoint.enabled)
         trainer.fit(module, datamodule=datamodule, ckpt_path=plan.ckpt_path, weights_only=True)
         result = fit_result(spec, module, callbacks, trainer.global_step * budget.tokens_per_step)
         if not callbacks.divergence.diverged:
@@ -161,26 +123,52 @@ def train(cfg: DictConfig) -> RunResult:
     return result
 
 
-def prepare_datamodule(cfg: DictConfig, budget: Budget) -> TokenDataModule:
+def plan_job(spec: RunSpec) -> tuple[Store | None, RunPlan]:
+    """The checks that take seconds, then what this job is (src/training/run_life.py), decided once per job."""
+    quiet_lightning()
+    route_store_errors_to_log()
+    # Checked in seconds, not minutes, and before any data is prepared; opened once for the whole job.
+    store = Store.connect(spec.store.tracking_uri) if spec.store.enabled else None
+    check_device(spec.devices)
+    check_not_relaunching_sweep(spec.devices.world_size)
+    if spec.checkpoint.enabled:
+        check_checkpoint_folder(spec.checkpoint)
+    # With several processes, rank 0 decides and the others follow.
+    plan = decided_once(lambda: plan_run(spec, in_multirun(), store), spec.devices.world_size, spec.devices.device_type)
+    if plan.message:
+        print(f"[normsweep] {plan.message}", flush=True)
+    return store, plan
+
+
+def build(spec: RunSpec) -> tuple[Budget, TokenDataModule, GPTLitModule]:
+    """The budget, the prepared data and the model. Sizes and data are checked before the model is
+    built: a model too large to fit took a minute and gigabytes to build before the data check
+    refused its context length."""
+    run, devices = spec.train, spec.devices
+    n_params = parameter_count(spec.model)
+    check_memory_floor(spec.model, n_params, run.micro_batch_size, run.seq_len, devices.precision, devices.device_type)
+    budget = resolve_budget(run.optim, run.seq_len, devices.world_size, n_params)
+    datamodule = prepare_datamodule(spec, budget)
+    configure_matmul_precision(devices.matmul_precision)
+    # Same seed -> same initial weights and data order for every norm variant.
+    L.seed_everything(spec.seed, workers=True, verbose=False)
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()  # sequential multirun jobs share the process
+    model = GPTModel(spec.model)
+    module = GPTLitModule(model, run.optim, budget, log_every_n_steps=run.log_every_n_steps)
+    if run.compile:
+        compile_blocks(model)
+    return budget, datamodule, module
+
+
+def prepare_datamodule(spec: RunSpec, budget: Budget) -> TokenDataModule:
     try:
-        datamodule = run_datamodule(cfg, budget)
+        datamodule = run_datamodule(spec.train, budget, spec.seed)
     except (ValueError, FileNotFoundError) as err:  # an unknown source, a glob matching nothing, ...
         raise ConfigError(str(err)) from err
     if is_local_rank_zero():
         datamodule.prepare_data()  # tokenize/cache outside the timed fit
     return datamodule
-
-
-def open_tracker(cfg: DictConfig, spec: RunSpec, store: Store, plan: RunPlan) -> Tracker:
-    overrides, job_num = hydra_context()
-    parent = os.environ.get(PARENT_ENV) if in_multirun() else None
-    axes = axes_from_env(os.environ.get(AXES_ENV)) if in_multirun() else ()  # the sweep's (src.launch.callbacks)
-    record = RecordSpec.from_config(cfg, spec.devices.device_type, overrides, job_num).with_variant(axes)
-    settle_lost_runs(spec, store)  # under the claim of a sweep's job, like the run's creation below
-    tracker = Tracker(store, record, spec.identity.fingerprint, run_id=plan.run_id, parent_run_id=parent)
-    if plan.supersede and tracker.run_id:
-        supersede(store, plan.supersede, tracker.run_id)
-    return tracker
 
 
 def log_inputs(tracker: Tracker, module: GPTLitModule, budget: Budget, datamodule: TokenDataModule) -> None:
@@ -255,7 +243,7 @@ def traceback_note(err: BaseException) -> str:
     return f" (traceback: {path})" if path else ""
 
 
-_task_started = False  # Hydra composed a config and called main: a refusal before it is Hydra's (src.cli)
+_task_started = False  # Hydra composed a config and called main: a refusal before it is Hydra's (src.core.cli)
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")

@@ -19,15 +19,15 @@ import pytest
 from helpers import REPO, TINY_MODEL, cli_env
 from mlflow.tracking import MlflowClient
 
-from src.config import validate
+from src.core.paths import ConfigError, compose
 from src.launch.callbacks import MlflowSetup
-from src.paths import ConfigError, compose
 from src.tracking.server_client import DatabaseLost
 from src.tracking.store import Store
 from src.tracking.store_uri import StoreError
 from src.tracking.sweep import FINGERPRINT_TAG, SWEEP_TAG, claim
 from src.tracking.team_server import DB_USER, TeamServer, free_port
 from src.train import train
+from src.training.run_spec import validate
 
 FOUR_NORMS = "norm=hand_layernorm,torch_layernorm,hand_rmsnorm,torch_rmsnorm"
 KILL_STEPS = 80  # long enough that the resumed job is still training when the server stalls

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from src.paths import ConfigError, compose
+from src.core.paths import ConfigError, compose
 from src.tracking.environment import cpu_model
 
 DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16}

@@ -33,12 +33,12 @@ from omegaconf import DictConfig, OmegaConf
 from src.bench.common import default_out_dir, synchronize, write_report
 from src.bench.kernels import clock, cpu_threads, kernel_check, load
 from src.bench.steps import TrainStep, bench_config, build_module, device_of, random_batches
+from src.core.paths import ConfigError, preset_norms
+from src.core.schema import ReportSchema
 from src.model.gpt import GPTModel
-from src.paths import ConfigError, preset_norms
 from src.report.comparisons import known_variants, pairs_for, settings
 from src.report.speed import speed_lines
 from src.report.table import markdown_table
-from src.schema import ReportSchema
 from src.stats.inference import Interval, median_interval
 from src.tracking.environment import environment_tags
 from src.tracking.git import git_state

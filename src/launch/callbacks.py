@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from src.paths import ConfigError, register_resolvers
+from src.core.paths import ConfigError, register_resolvers
 
 PARENT_WAIT_S = 60.0  # another copy of the sweep holds the claim on its parent run: wait this long for it
 
@@ -73,10 +73,10 @@ def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants]:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from src.config import validate
-    from src.paths import compose, compose_error_line
+    from src.core.paths import compose, compose_error_line
     from src.tracking.identity import fingerprint, flatten, identity_config
     from src.tracking.variants import find_variants
+    from src.training.run_spec import validate
 
     jobs, params = [], {}
     for overrides in _job_overrides(_parsed_overrides(config)):
@@ -172,7 +172,6 @@ class MlflowSetup(Callback):
             jobs, variants = [], find_variants({})
         if not config.logger.enabled:
             return
-        from src.config import check_store_placement
         from src.tracking import sweep
         from src.tracking.code import code_state
         from src.tracking.credentials import redact_text
@@ -191,6 +190,7 @@ class MlflowSetup(Callback):
         )
         from src.tracking.ui_view import publish_view
         from src.tracking.variants import AXES_ENV, axes_to_env
+        from src.training.run_spec import check_store_placement
 
         try:  # before the launcher submits anything
             check_store_placement(config)

@@ -37,7 +37,7 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from src.paths import ConfigError
+from src.core.paths import ConfigError
 from src.stats.pairs import pair_label
 from src.tracking.tags import RESULT_OUTCOMES
 
@@ -173,7 +173,7 @@ class SequentialSweeper(Sweeper):
     def _variants(self, arguments: Sequence[str]) -> dict[str, list[str]]:
         """variant -> the overrides of that variant (swept values plus the fixed overrides); a variant is
         what the swept values change in the config (src.tracking.variants): the norm, or any other axis."""
-        from src.paths import compose
+        from src.core.paths import compose
         from src.report.table import AXIS_PREFIX
         from src.tracking.identity import flatten, identity_config
         from src.tracking.variants import find_variants
@@ -333,7 +333,7 @@ class SequentialSweeper(Sweeper):
 
     def _fingerprints(self, variant: str, overrides: Sequence[str], n: int) -> dict[int, str]:
         """seed (< n) -> the fingerprint of that job, as its run records it (composed once per job)."""
-        from src.paths import compose
+        from src.core.paths import compose
         from src.tracking.identity import fingerprint
 
         known = self._fingerprint_cache.setdefault(variant, {})

@@ -33,7 +33,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from src.bench.steps import TrainStep, random_batches
-from src.devices import configure_matmul_precision
+from src.core.devices import configure_matmul_precision
 from src.model.gpt import GPTConfig, GPTModel
 from src.preflight.memory import MemoryEstimate, estimate_memory
 from src.training.budget import Budget

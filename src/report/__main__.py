@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from omegaconf import OmegaConf
 
-from src import cli, paths
+from src.core import cli, paths
 from src.report import ReportError, analyze, generate_report, report_folder, terminal_text, write
 from src.report.comparisons import Margins, default_margin, reference_setting, settings
 from src.report.runs import open_store

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from src import paths
+from src.core import paths
 from src.report.comparisons import (
     NO_NORM,
     Margins,

@@ -12,7 +12,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from src.paths import nearest_existing
+from src.core.paths import nearest_existing
 from src.tracking.retry import causes
 
 # SQLite's extended code once the open database file was unlinked or renamed (named in Python >= 3.11).

@@ -26,7 +26,7 @@ from typing import NoReturn
 from hydra.errors import HydraException
 from omegaconf.errors import OmegaConfBaseException
 
-from src.paths import ConfigError
+from src.core.paths import ConfigError
 
 OK = 0
 FAILED = 1
