@@ -8,80 +8,50 @@ from __future__ import annotations
 
 import logging
 import os
-import resource
 import sys
-from dataclasses import asdict
 from typing import NoReturn
 
 import hydra
 import lightning as L
 import torch
 from hydra.errors import HydraException
-from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from src.core import cli
 from src.core.atomic_io import CheckpointSpaceError
-from src.core.devices import check_device, configure_matmul_precision
+from src.core.devices import configure_matmul_precision
 from src.core.paths import ConfigError, compose_error_line, register_resolvers
 from src.data.datamodule import TokenDataModule
 from src.launch.sweep_end import JobFailed, job_failed
 from src.model.gpt import GPTModel
 from src.tracking.credentials import refuse_credentials
 from src.tracking.server_client import ServerLost
-from src.tracking.store import Store
 from src.tracking.store_uri import sqlite_path
-from src.tracking.tags import DIVERGED, FINISHED
-from src.tracking.tracker import TokenCacheRef, Tracker
 from src.training.budget import Budget, resolve_budget
 from src.training.callbacks import RunCallbacks
-from src.training.checkpointing import check_checkpoint_folder
-from src.training.failures import RunFailed, keep_traceback, route_store_errors_to_log, what_happened
+from src.training.failures import RunFailed, keep_traceback, what_happened
 from src.training.lit_module import GPTLitModule
 from src.training.memory_floor import check_memory_floor, parameter_count
 from src.training.norm_dispatch import NormDispatch
 from src.training.run_life import (
     PeerRefused,
     RunClosing,
-    RunPlan,
     RunResult,
-    decided_once,
+    describe,
+    final_metrics,
+    fit_result,
     in_multirun,
+    log_inputs,
     open_tracker,
-    plan_run,
+    plan_job,
     release,
 )
 from src.training.run_spec import RunSpec, resolve
-from src.training.trainer import build_trainer, compile_blocks, quiet_lightning, run_datamodule
+from src.training.trainer import build_trainer, compile_blocks, run_datamodule
 
 log = logging.getLogger(__name__)
-
-
-def peak_memory_mb(device: torch.device) -> float:
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**20
-    # CPU: peak resident set size of the process (Linux reports KiB); process-wide, so in a
-    # sequential multirun it is the peak so far, not only this job's.
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def check_not_relaunching_sweep(world_size: int) -> None:
-    """Refuse multi-process jobs inside a multirun unless SLURM or torchrun made the processes.
-
-    Lightning's DDP launcher starts the other ranks by re-running sys.argv, which inside a Hydra
-    multirun holds `-m` and the sweep lists: every rank would start the whole sweep again.
-    """
-    if world_size == 1 or not in_multirun():
-        return
-    if SLURMEnvironment.detect() or TorchElasticEnvironment.detect():
-        return
-    raise ConfigError(
-        f"cluster: {world_size} processes inside a multirun (-m): Lightning would re-run the command line "
-        "and every process would restart the sweep; use cluster=gpu_node (torchrun starts each job's "
-        "processes), cluster=slurm, or run one job per command (docs/scaling.md)"
-    )
 
 
 def is_local_rank_zero() -> bool:
@@ -123,23 +93,6 @@ def train(cfg: DictConfig) -> RunResult:
     return result
 
 
-def plan_job(spec: RunSpec) -> tuple[Store | None, RunPlan]:
-    """The checks that take seconds, then what this job is (src/training/run_life.py), decided once per job."""
-    quiet_lightning()
-    route_store_errors_to_log()
-    # Checked in seconds, not minutes, and before any data is prepared; opened once for the whole job.
-    store = Store.connect(spec.store.tracking_uri) if spec.store.enabled else None
-    check_device(spec.devices)
-    check_not_relaunching_sweep(spec.devices.world_size)
-    if spec.checkpoint.enabled:
-        check_checkpoint_folder(spec.checkpoint)
-    # With several processes, rank 0 decides and the others follow.
-    plan = decided_once(lambda: plan_run(spec, in_multirun(), store), spec.devices.world_size, spec.devices.device_type)
-    if plan.message:
-        print(f"[normsweep] {plan.message}", flush=True)
-    return store, plan
-
-
 def build(spec: RunSpec) -> tuple[Budget, TokenDataModule, GPTLitModule]:
     """The budget, the prepared data and the model. Sizes and data are checked before the model is
     built: a model too large to fit took a minute and gigabytes to build before the data check
@@ -169,63 +122,6 @@ def prepare_datamodule(spec: RunSpec, budget: Budget) -> TokenDataModule:
     if is_local_rank_zero():
         datamodule.prepare_data()  # tokenize/cache outside the timed fit
     return datamodule
-
-
-def log_inputs(tracker: Tracker, module: GPTLitModule, budget: Budget, datamodule: TokenDataModule) -> None:
-    stats = {"n_params": module.stats.n_params, "flops_per_token": module.stats.flops_per_token}
-    tracker.log_inputs(
-        {**stats, **{f"budget.{k}": v for k, v in asdict(budget).items()}},
-        TokenCacheRef(datamodule.source.cache_key, datamodule.folder, datamodule.used_splits),
-    )
-
-
-def fit_result(spec: RunSpec, module: GPTLitModule, callbacks: RunCallbacks, tokens_trained: int) -> RunResult:
-    monitor, tracker = callbacks.divergence, callbacks.tracking.tracker
-    train_time_s = callbacks.tracking.train_time_s()
-    return RunResult(
-        name=tracker.spec.run_name if tracker else spec.run_name,  # the MLflow run's: its variant, apart
-        outcome=DIVERGED if monitor.diverged else FINISHED,
-        train_time_s=train_time_s,
-        tokens_per_sec=tokens_trained / train_time_s,
-        first_train_loss=module.first_train_loss,
-        final_train_loss=monitor.last_finite_loss if monitor.diverged else module.last_train_loss,
-        test_loss=None,
-        run_id=tracker.run_id if tracker else None,
-        diverged_at_step=monitor.diverged_at_step,
-    )
-
-
-def describe(result: RunResult) -> str:
-    """The run's one-paragraph description (its note in the MLflow UI)."""
-    test = f"test loss {result.test_loss:.4f}" if result.test_loss is not None else "no test loss"
-    outcome = f"diverged at step {result.diverged_at_step}" if result.outcome == DIVERGED else result.outcome
-    return (
-        f"**{result.name}**: {outcome}; {test}; trained {result.train_time_s:,.1f} s at "
-        f"{result.tokens_per_sec:,.0f} tokens/s (run average)."
-    )
-
-
-def final_metrics(result: RunResult, module: GPTLitModule, steps_done: int, budget: Budget) -> dict[str, float]:
-    """The run's headline numbers and its test loss, logged once (at the tracker's summary step)."""
-    final = {
-        "train_time_s": result.train_time_s,
-        "avg_tokens_per_sec": result.tokens_per_sec,  # the study's definition: tokens / training time
-        "peak_memory_mb": peak_memory_mb(module.device),
-        "n_params": float(module.stats.n_params),
-        "steps_done": float(steps_done),
-    }
-    if module.first_step_s is not None and steps_done > 1:
-        # The first step carries compilation and warm-up; the steady rate leaves it out.
-        steady_time = result.train_time_s - module.first_step_s
-        final["first_step_s"] = module.first_step_s
-        final["avg_tokens_per_sec_after_first_step"] = (steps_done - 1) * budget.tokens_per_step / max(steady_time, 1e-9)
-    if result.test_loss is not None:
-        final["test_loss"] = result.test_loss
-    if result.final_train_loss is not None:
-        final["final_train_loss"] = result.final_train_loss
-    if result.diverged_at_step is not None:
-        final["diverged_at_step"] = float(result.diverged_at_step)
-    return final
 
 
 def end_in_one_line(message: str, store_broken: bool) -> NoReturn:

@@ -24,9 +24,10 @@ import functools
 import math
 import os
 import pickle
+import resource
 import zipfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from src.core.atomic_io import CheckpointSpaceError, move_aside, remove_partial_writes
+from src.core.devices import check_device
 from src.core.paths import ConfigError
 from src.tracking.code import CodeState, code_state
 from src.tracking.credentials import redact_uri
@@ -75,15 +77,26 @@ from src.tracking.tags import (
     RUNNING,
     SUPERSEDED_TAG,
 )
-from src.tracking.tracker import Tracker
+from src.tracking.tracker import TokenCacheRef, Tracker
 from src.tracking.variants import AXES_ENV, axes_from_env
-from src.training.checkpointing import LAST, RUN_STATE_KEY, CheckpointSpec, SaveOnSigterm
-from src.training.failures import failed_after_recording, keep_traceback
+from src.training.checkpointing import (
+    LAST,
+    RUN_STATE_KEY,
+    CheckpointSpec,
+    SaveOnSigterm,
+    check_checkpoint_folder,
+)
+from src.training.failures import failed_after_recording, keep_traceback, route_store_errors_to_log
 from src.training.preemption import AgreedSigterm, requeue_this_job, slurm_job_id
 from src.training.run_spec import RunSpec
+from src.training.trainer import quiet_lightning
 
 if TYPE_CHECKING:
+    from src.data.datamodule import TokenDataModule
     from src.tracking.store import Run
+    from src.training.budget import Budget
+    from src.training.callbacks import RunCallbacks
+    from src.training.lit_module import GPTLitModule
 
 # --- a run's result
 
@@ -502,6 +515,43 @@ def decided_once(decide: Callable[[], RunPlan], world_size: int, device_type: st
     return plan
 
 
+# --- the job's plan: the checks that take seconds, then the decision
+
+
+def check_not_relaunching_sweep(world_size: int) -> None:
+    """Refuse multi-process jobs inside a multirun unless SLURM or torchrun made the processes.
+
+    Lightning's DDP launcher starts the other ranks by re-running sys.argv, which inside a Hydra
+    multirun holds `-m` and the sweep lists: every rank would start the whole sweep again.
+    """
+    if world_size == 1 or not in_multirun():
+        return
+    if SLURMEnvironment.detect() or TorchElasticEnvironment.detect():
+        return
+    raise ConfigError(
+        f"cluster: {world_size} processes inside a multirun (-m): Lightning would re-run the command line "
+        "and every process would restart the sweep; use cluster=gpu_node (torchrun starts each job's "
+        "processes), cluster=slurm, or run one job per command (docs/scaling.md)"
+    )
+
+
+def plan_job(spec: RunSpec) -> tuple[Store | None, RunPlan]:
+    """The checks that take seconds, then what this job is (src/training/run_life.py), decided once per job."""
+    quiet_lightning()
+    route_store_errors_to_log()
+    # Checked in seconds, not minutes, and before any data is prepared; opened once for the whole job.
+    store = Store.connect(spec.store.tracking_uri) if spec.store.enabled else None
+    check_device(spec.devices)
+    check_not_relaunching_sweep(spec.devices.world_size)
+    if spec.checkpoint.enabled:
+        check_checkpoint_folder(spec.checkpoint)
+    # With several processes, rank 0 decides and the others follow.
+    plan = decided_once(lambda: plan_run(spec, in_multirun(), store), spec.devices.world_size, spec.devices.device_type)
+    if plan.message:
+        print(f"[normsweep] {plan.message}", flush=True)
+    return store, plan
+
+
 # --- the opening: the run's MLflow record, under the claim of a sweep's job
 
 
@@ -529,6 +579,75 @@ def release(plan: RunPlan) -> None:
     if plan.claim is not None:
         plan.claim.release()
         plan.claim = None
+
+
+# --- the outcome: the result of a fit, its final metrics and its note
+
+
+def log_inputs(tracker: Tracker, module: GPTLitModule, budget: Budget, datamodule: TokenDataModule) -> None:
+    stats = {"n_params": module.stats.n_params, "flops_per_token": module.stats.flops_per_token}
+    tracker.log_inputs(
+        {**stats, **{f"budget.{k}": v for k, v in asdict(budget).items()}},
+        TokenCacheRef(datamodule.source.cache_key, datamodule.folder, datamodule.used_splits),
+    )
+
+
+def fit_result(spec: RunSpec, module: GPTLitModule, callbacks: RunCallbacks, tokens_trained: int) -> RunResult:
+    monitor, tracker = callbacks.divergence, callbacks.tracking.tracker
+    train_time_s = callbacks.tracking.train_time_s()
+    return RunResult(
+        name=tracker.spec.run_name if tracker else spec.run_name,  # the MLflow run's: its variant, apart
+        outcome=DIVERGED if monitor.diverged else FINISHED,
+        train_time_s=train_time_s,
+        tokens_per_sec=tokens_trained / train_time_s,
+        first_train_loss=module.first_train_loss,
+        final_train_loss=monitor.last_finite_loss if monitor.diverged else module.last_train_loss,
+        test_loss=None,
+        run_id=tracker.run_id if tracker else None,
+        diverged_at_step=monitor.diverged_at_step,
+    )
+
+
+def describe(result: RunResult) -> str:
+    """The run's one-paragraph description (its note in the MLflow UI)."""
+    test = f"test loss {result.test_loss:.4f}" if result.test_loss is not None else "no test loss"
+    outcome = f"diverged at step {result.diverged_at_step}" if result.outcome == DIVERGED else result.outcome
+    return (
+        f"**{result.name}**: {outcome}; {test}; trained {result.train_time_s:,.1f} s at "
+        f"{result.tokens_per_sec:,.0f} tokens/s (run average)."
+    )
+
+
+def final_metrics(result: RunResult, module: GPTLitModule, steps_done: int, budget: Budget) -> dict[str, float]:
+    """The run's headline numbers and its test loss, logged once (at the tracker's summary step)."""
+    final = {
+        "train_time_s": result.train_time_s,
+        "avg_tokens_per_sec": result.tokens_per_sec,  # the study's definition: tokens / training time
+        "peak_memory_mb": peak_memory_mb(module.device),
+        "n_params": float(module.stats.n_params),
+        "steps_done": float(steps_done),
+    }
+    if module.first_step_s is not None and steps_done > 1:
+        # The first step carries compilation and warm-up; the steady rate leaves it out.
+        steady_time = result.train_time_s - module.first_step_s
+        final["first_step_s"] = module.first_step_s
+        final["avg_tokens_per_sec_after_first_step"] = (steps_done - 1) * budget.tokens_per_step / max(steady_time, 1e-9)
+    if result.test_loss is not None:
+        final["test_loss"] = result.test_loss
+    if result.final_train_loss is not None:
+        final["final_train_loss"] = result.final_train_loss
+    if result.diverged_at_step is not None:
+        final["diverged_at_step"] = float(result.diverged_at_step)
+    return final
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    # CPU: peak resident set size of the process (Linux reports KiB); process-wide, so in a
+    # sequential multirun it is the peak so far, not only this job's.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
 
 
 # --- the close: the run's outcome, whatever way training ends
