@@ -3,7 +3,7 @@
 A finished sweep's re-run allocates nothing and a partly done one starts only the rest: the store is
 asked first (`already_done` in src/training/run_life.py, read-only), and one line says how many were
 skipped. Every other decision (resume, a lost run, a code change) stays the job's own, made by its
-rank 0 (src/training/job_ranks.py).
+rank 0 (src/training/run_life.py).
 """
 
 
