@@ -14,29 +14,24 @@ from typing import NoReturn
 import hydra
 import lightning as L
 import torch
-from hydra.errors import HydraException
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig
-from omegaconf.errors import OmegaConfBaseException
 
 from src.core import cli
-from src.core.atomic_io import CheckpointSpaceError
 from src.core.devices import configure_matmul_precision
-from src.core.paths import ConfigError, compose_error_line, register_resolvers
+from src.core.paths import ConfigError, register_resolvers
 from src.data.datamodule import TokenDataModule
 from src.launch.sweep_end import JobFailed, job_failed
 from src.model.gpt import GPTModel
 from src.tracking.credentials import refuse_credentials
-from src.tracking.server_client import ServerLost
 from src.tracking.store_uri import sqlite_path
 from src.training.budget import Budget, resolve_budget
 from src.training.callbacks import RunCallbacks
-from src.training.failures import RunFailed, keep_traceback, what_happened
+from src.training.failures import Ending, job_ending
 from src.training.lit_module import GPTLitModule
 from src.training.memory_floor import check_memory_floor, parameter_count
 from src.training.norm_dispatch import NormDispatch
 from src.training.run_life import (
-    PeerRefused,
     RunClosing,
     RunResult,
     describe,
@@ -124,21 +119,6 @@ def prepare_datamodule(spec: RunSpec, budget: Budget) -> TokenDataModule:
     return datamodule
 
 
-def end_in_one_line(message: str, store_broken: bool) -> NoReturn:
-    """Stop with `message` alone: the command ends, except that a sweep's other jobs still run
-    (Hydra ends the sweep with this line) unless the store they all write to broke."""
-    if in_multirun() and not store_broken:
-        print(f"[normsweep] {message}", file=sys.stderr, flush=True)
-        raise JobFailed(message)  # Hydra's on_job_end tells the sweep's parent run
-    job_failed(message)  # the sweep's parent run records why it ended
-    raise SystemExit(message)
-
-
-def traceback_note(err: BaseException) -> str:
-    path = keep_traceback(err)
-    return f" (traceback: {path})" if path else ""
-
-
 _task_started = False  # Hydra composed a config and called main: a refusal before it is Hydra's (src.core.cli)
 
 
@@ -148,23 +128,26 @@ def main(cfg: DictConfig) -> float | None:
     _task_started = True
     try:
         result = train(cfg)
-    except PeerRefused as err:  # rank 0 of this job refused it and says why; this rank ends with it
-        raise JobFailed(f"rank 0 refused the job: {err}") from None
-    except (ConfigError, CheckpointSpaceError, ServerLost) as err:
-        # A clear one-line message; Hydra prints the traceback only with HYDRA_FULL_ERROR=1. A full
-        # checkpoint disk has closed the run as failed, and the previous checkpoint is intact; so is
-        # the last checkpoint of a run whose tracking server stopped answering.
-        message = f"config error: {err}" if isinstance(err, ConfigError) else f"error: {err}"
-        job_failed(f"{cfg.get('run_name', '?')}: {message}")  # the sweep's parent run records why it ended
-        raise SystemExit(message) from None
-    except RunFailed as err:  # after the run was recorded: what became of it, and how to go on
-        end_in_one_line(f"error: {err}{traceback_note(err.__cause__ or err)}", err.store_broken)
-    except Exception as err:  # before the run was recorded, and no check foresaw it
-        what, store_broken = what_happened(err, sqlite_path(str(cfg.logger.tracking_uri)) if cfg.logger.enabled else None)
-        name = cfg.get("run_name", "?")
-        end_in_one_line(f"error: {name}: {what}; nothing was recorded for this run{traceback_note(err)}", store_broken)
+    except Exception as err:  # in one line (src/training/failures.py), ended as the line says
+        db = lambda: sqlite_path(str(cfg.logger.tracking_uri)) if cfg.logger.enabled else None  # noqa: E731
+        end_job(job_ending(err, cfg.get("run_name", "?"), db), cfg.get("run_name", "?"))
     # Hydra sweepers that optimise read this return value.
     return result.test_loss
+
+
+def end_job(ending: Ending, run_name: str) -> NoReturn:
+    """Stop with the ending's line alone: a refusal ends the command; after a failed run a sweep's other
+    jobs still run (Hydra ends the sweep with the line) unless the store they all write to broke."""
+    if ending.how == "peer":
+        raise JobFailed(ending.line) from None
+    if ending.how == "refused":
+        job_failed(f"{run_name}: {ending.line}")  # the sweep's parent run records why it ended
+        raise SystemExit(ending.line) from None
+    if in_multirun() and not ending.store_broken:
+        print(f"[normsweep] {ending.line}", file=sys.stderr, flush=True)
+        raise JobFailed(ending.line)  # Hydra's on_job_end tells the sweep's parent run
+    job_failed(ending.line)  # the sweep's parent run records why it ended
+    raise SystemExit(ending.line)
 
 
 def run_command_line() -> None:
@@ -178,10 +161,8 @@ def run_command_line() -> None:
         main()
     except JobFailed as err:  # a sweep job's line, printed as Hydra prints it
         raise SystemExit(str(err)) from None
-    except (HydraException, OmegaConfBaseException) as err:
-        raise SystemExit(f"config error: {compose_error_line(err)}") from None
-    except ConfigError as err:  # from a sweeper, before any job ran
-        raise SystemExit(f"config error: {err}") from None
+    except cli.CONFIG_ERRORS as err:  # Hydra's, OmegaConf's, or a sweeper's before any job ran
+        raise SystemExit(cli.refusal_line(err)) from None
 
 
 register_resolvers()  # before Hydra composes: paths use ${project_root:}

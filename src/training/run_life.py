@@ -86,7 +86,12 @@ from src.training.checkpointing import (
     SaveOnSigterm,
     check_checkpoint_folder,
 )
-from src.training.failures import failed_after_recording, keep_traceback, route_store_errors_to_log
+from src.training.failures import (
+    PeerRefused,
+    failed_after_recording,
+    keep_traceback,
+    route_store_errors_to_log,
+)
 from src.training.preemption import AgreedSigterm, requeue_this_job, slurm_job_id
 from src.training.run_spec import RunSpec
 from src.training.trainer import quiet_lightning
@@ -458,10 +463,6 @@ def already_done(spec: RunSpec, store: Store) -> tuple[RunResult, str] | None:
 # --- one decision per job, however many processes it has
 # Rank 0 may wait this long for the store or another copy's claim before it broadcasts its plan.
 DECISION_TIMEOUT = datetime.timedelta(minutes=30)
-
-
-class PeerRefused(Exception):
-    """Rank 0 refused the job before it trained; this rank stops too (rank 0 says why)."""
 
 
 def launched_environment(world_size: int) -> ClusterEnvironment | None:
