@@ -179,7 +179,7 @@ def fmt(value: Any, digits: int = 3) -> str:
 
 
 def cells(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> list[list[str]]:
-    """Rows of dicts as text cells for `src.report.table.markdown_table`, the one table writer."""
+    """Rows of dicts as text cells for `src.core.tables.markdown_table`, the one table writer."""
     return [[fmt(row.get(c)) for c in columns] for row in rows]
 
 

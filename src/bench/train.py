@@ -1,7 +1,7 @@
 """Training throughput: tokens/s and MFU of one model and norm, by a plain loop and by Lightning.
 
 Both paths train the same model (same seed, same initial weights) built as training builds it
-(`src.bench.steps`: the composed config, `resolve_budget`, GPTLitModule with its AdamW, schedule and
+(`src.training.steps`: the composed config, `resolve_budget`, GPTLitModule with its AdamW, schedule and
 clipping) on the same random-token batches; the Lightning path runs under the Trainer that
 `src.train.build_trainer` makes, so their ratio is the framework's overhead. Random tokens keep
 data loading out of the measurement: the benchmark isolates compute.
@@ -28,12 +28,12 @@ import lightning as L
 import torch
 
 from src.bench.common import default_out_dir, machine_info, resolve_device, synchronize, time_fn, write_report
-from src.bench.steps import TrainStep, bench_config, build_module, random_batches
 from src.core.devices import DeviceSpec, gpu_peak_tflops, matmul_kind
-from src.report.table import markdown_table
+from src.core.tables import markdown_table
 from src.stats.inference import median_interval
 from src.training.lit_module import GPTLitModule
 from src.training.run_spec import TrainSpec
+from src.training.steps import TrainStep, bench_config, build_module, random_batches
 from src.training.trainer import build_trainer
 
 PRECISIONS = {"fp32": "fp32", "bf16-mixed": "bf16_mixed"}  # --precision -> conf/precision preset
