@@ -8,85 +8,45 @@ from __future__ import annotations
 
 import logging
 import os
-import resource
 import sys
-from dataclasses import asdict
 from typing import NoReturn
 
 import hydra
 import lightning as L
 import torch
-from hydra.core.hydra_config import HydraConfig
-from hydra.errors import HydraException
-from hydra.types import RunMode
-from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
 from lightning.pytorch.utilities import rank_zero_only
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf import DictConfig
 
-from src import cli
+from src.core import cli
+from src.core.devices import configure_matmul_precision
+from src.core.paths import ConfigError, register_resolvers
 from src.data.datamodule import TokenDataModule
-from src.devices import check_device, configure_matmul_precision
 from src.launch.sweep_end import RESULT_AWAITED_ENV, JobFailed, job_failed
 from src.model.gpt import GPTModel
-from src.paths import ConfigError, compose_error_line, register_resolvers
 from src.tracking.credentials import refuse_credentials
-from src.tracking.server_client import ServerLost
-from src.tracking.store import Store
 from src.tracking.store_uri import sqlite_path
-from src.tracking.sweep import PARENT_ENV, supersede
-from src.tracking.tags import DIVERGED, FINISHED
-from src.tracking.tracker import RecordSpec, TokenCacheRef, Tracker
-from src.tracking.variants import AXES_ENV, axes_from_env
-from src.training.atomic_io import CheckpointSpaceError
 from src.training.budget import Budget, resolve_budget
 from src.training.callbacks import RunCallbacks
-from src.training.checkpointing import check_checkpoint_folder, checkpoint_field
-from src.training.closing import RunClosing
-from src.training.failures import RunFailed, keep_traceback, route_store_errors_to_log, what_happened
-from src.training.job_ranks import PeerRefused, decided_once
+from src.training.failures import Ending, job_ending
 from src.training.lit_module import GPTLitModule
 from src.training.memory_floor import check_memory_floor, parameter_count
 from src.training.norm_dispatch import NormDispatch
-from src.training.resume import RunPlan, plan_run, settle_lost_runs
-from src.training.run_result import RunResult
+from src.training.run_life import (
+    RunClosing,
+    RunResult,
+    describe,
+    final_metrics,
+    fit_result,
+    in_multirun,
+    log_inputs,
+    open_tracker,
+    plan_job,
+    release,
+)
 from src.training.run_spec import RunSpec, resolve
-from src.training.trainer import build_trainer, compile_blocks, quiet_lightning, run_datamodule
+from src.training.trainer import build_trainer, compile_blocks, run_datamodule
 
 log = logging.getLogger(__name__)
-
-
-def peak_memory_mb(device: torch.device) -> float:
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**20
-    # CPU: peak resident set size of the process (Linux reports KiB); process-wide, so in a
-    # sequential multirun it is the peak so far, not only this job's.
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def hydra_context() -> tuple[list[str], int | None]:
-    """The command-line overrides and the multirun job number, when running under Hydra."""
-    if not HydraConfig.initialized():
-        return [], None
-    hc = HydraConfig.get()
-    return list(hc.overrides.task), OmegaConf.select(hc, "job.num", default=None)
-
-
-def check_not_relaunching_sweep(world_size: int) -> None:
-    """Refuse multi-process jobs inside a multirun unless SLURM or torchrun made the processes.
-
-    Lightning's DDP launcher starts the other ranks by re-running sys.argv, which inside a Hydra
-    multirun holds `-m` and the sweep lists: every rank would start the whole sweep again.
-    """
-    if world_size == 1 or not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
-        return
-    if SLURMEnvironment.detect() or TorchElasticEnvironment.detect():
-        return
-    raise ConfigError(
-        f"cluster: {world_size} processes inside a multirun (-m): Lightning would re-run the command line "
-        "and every process would restart the sweep; use cluster=gpu_node (torchrun starts each job's "
-        "processes), cluster=slurm, or run one job per command (docs/scaling.md)"
-    )
 
 
 def is_local_rank_zero() -> bool:
@@ -94,58 +54,25 @@ def is_local_rank_zero() -> bool:
     return int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", "0"))) == 0
 
 
-def in_multirun() -> bool:
-    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
-
-
 def train(cfg: DictConfig) -> RunResult:
-    """Validate, build, fit, test and close one run. Raises ConfigError before anything is recorded."""
-    quiet_lightning()
-    route_store_errors_to_log()
+    """Validate, plan, build, fit, test and close one run. Raises ConfigError before anything is recorded."""
     spec = resolve(cfg)
-    # Checked in seconds, not minutes, and before any data is prepared; opened once for the whole job.
-    store = Store.connect(spec.store.tracking_uri) if spec.store.enabled else None
-    check_device(spec.devices)
-    check_not_relaunching_sweep(spec.devices.world_size)
-    if spec.checkpoint.enabled:
-        check_checkpoint_folder(spec.checkpoint, checkpoint_field(cfg))
-    # Once per job: with several processes, rank 0 decides and the others follow (src/training/job_ranks.py).
-    plan = decided_once(lambda: plan_run(spec, in_multirun(), store), spec.devices.world_size, spec.devices.device_type)
-    if plan.message:
-        print(f"[normsweep] {plan.message}", flush=True)
+    store, plan = plan_job(spec)
     if plan.done is not None:
         return plan.done
-
-    try:  # a claim on this config (a sweep's job) is held until its run is open
-        # Sizes and data are checked before the model is built: a model too large to fit took a minute
-        # and gigabytes to build before the data check refused its context length.
-        n_params = parameter_count(spec.model)
-        micro_batch = int(cfg.optim.micro_batch_size)
-        check_memory_floor(spec.model, n_params, micro_batch, cfg.seq_len, spec.devices.precision, spec.devices.device_type)
-        budget = resolve_budget(cfg.optim, cfg.seq_len, spec.devices.world_size, n_params)
-        datamodule = prepare_datamodule(cfg, budget)
-
-        configure_matmul_precision(spec.devices.matmul_precision)
-        # Same seed -> same initial weights and data order for every norm variant.
-        L.seed_everything(spec.seed, workers=True, verbose=False)
-        if torch.cuda.is_available():
-            torch.cuda.reset_peak_memory_stats()  # sequential multirun jobs share the process
-        model = GPTModel(spec.model)
-        module = GPTLitModule(model, cfg.optim, budget, log_every_n_steps=cfg.log_every_n_steps)
-        if cfg.compile:
-            compile_blocks(model)
-
-        tracker = open_tracker(cfg, spec, store, plan) if store is not None else None
+    try:  # a sweep job's claim on its config is held until its run is open (open_tracker releases it)
+        budget, datamodule, module = build(spec)
+        tracker = open_tracker(spec, store, plan) if store is not None else None
     finally:
-        if plan.claim is not None:
-            plan.claim.release()
-    callbacks = RunCallbacks(spec, tracker, progress_bar=cfg.progress_bar)
+        release(plan)
+    callbacks = RunCallbacks(spec, tracker, progress_bar=spec.train.progress_bar)
     if tracker:  # which kernels the norm ran, recorded once the model is on its device
-        callbacks.extra.append(NormDispatch(tracker, int(cfg.optim.micro_batch_size) * int(cfg.seq_len), bool(cfg.compile)))
+        callbacks.extra.append(NormDispatch(tracker, spec.train.micro_batch_size * spec.train.seq_len, spec.train.compile))
     with RunClosing(tracker, spec.run_name, callbacks.sigterm, callbacks.agreed_sigterm) as run:
         if tracker:
             log_inputs(tracker, module, budget, datamodule)
-        trainer = build_trainer(cfg, budget, tracker.logger if tracker else False, callbacks.all(), spec.checkpoint.folder)
+        logger = tracker.logger if tracker else False
+        trainer = build_trainer(spec.train, spec.devices, budget, logger, callbacks.all(), spec.checkpoint.folder, spec.checkpoint.enabled)
         trainer.fit(module, datamodule=datamodule, ckpt_path=plan.ckpt_path, weights_only=True)
         result = fit_result(spec, module, callbacks, trainer.global_step * budget.tokens_per_step)
         if not callbacks.divergence.diverged:
@@ -161,9 +88,30 @@ def train(cfg: DictConfig) -> RunResult:
     return result
 
 
-def prepare_datamodule(cfg: DictConfig, budget: Budget) -> TokenDataModule:
+def build(spec: RunSpec) -> tuple[Budget, TokenDataModule, GPTLitModule]:
+    """The budget, the prepared data and the model. Sizes and data are checked before the model is
+    built: a model too large to fit took a minute and gigabytes to build before the data check
+    refused its context length."""
+    run, devices = spec.train, spec.devices
+    n_params = parameter_count(spec.model)
+    check_memory_floor(spec.model, n_params, run.micro_batch_size, run.seq_len, devices.precision, devices.device_type)
+    budget = resolve_budget(run.optim, run.seq_len, devices.world_size, n_params)
+    datamodule = prepare_datamodule(spec, budget)
+    configure_matmul_precision(devices.matmul_precision)
+    # Same seed -> same initial weights and data order for every norm variant.
+    L.seed_everything(spec.seed, workers=True, verbose=False)
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()  # sequential multirun jobs share the process
+    model = GPTModel(spec.model)
+    module = GPTLitModule(model, run.optim, budget, log_every_n_steps=run.log_every_n_steps)
+    if run.compile:
+        compile_blocks(model)
+    return budget, datamodule, module
+
+
+def prepare_datamodule(spec: RunSpec, budget: Budget) -> TokenDataModule:
     try:
-        datamodule = run_datamodule(cfg, budget)
+        datamodule = run_datamodule(spec.train, budget, spec.seed)
     except (ValueError, FileNotFoundError) as err:  # an unknown source, a glob matching nothing, ...
         raise ConfigError(str(err)) from err
     if is_local_rank_zero():
@@ -171,91 +119,7 @@ def prepare_datamodule(cfg: DictConfig, budget: Budget) -> TokenDataModule:
     return datamodule
 
 
-def open_tracker(cfg: DictConfig, spec: RunSpec, store: Store, plan: RunPlan) -> Tracker:
-    overrides, job_num = hydra_context()
-    parent = os.environ.get(PARENT_ENV) if in_multirun() else None
-    axes = axes_from_env(os.environ.get(AXES_ENV)) if in_multirun() else ()  # the sweep's (src.launch.callbacks)
-    record = RecordSpec.from_config(cfg, spec.devices.device_type, overrides, job_num).with_variant(axes)
-    settle_lost_runs(spec, store)  # under the claim of a sweep's job, like the run's creation below
-    tracker = Tracker(store, record, spec.identity.fingerprint, run_id=plan.run_id, parent_run_id=parent)
-    if plan.supersede and tracker.run_id:
-        supersede(store, plan.supersede, tracker.run_id)
-    return tracker
-
-
-def log_inputs(tracker: Tracker, module: GPTLitModule, budget: Budget, datamodule: TokenDataModule) -> None:
-    stats = {"n_params": module.stats.n_params, "flops_per_token": module.stats.flops_per_token}
-    tracker.log_inputs(
-        {**stats, **{f"budget.{k}": v for k, v in asdict(budget).items()}},
-        TokenCacheRef(datamodule.source.cache_key, datamodule.folder, datamodule.used_splits),
-    )
-
-
-def fit_result(spec: RunSpec, module: GPTLitModule, callbacks: RunCallbacks, tokens_trained: int) -> RunResult:
-    monitor, tracker = callbacks.divergence, callbacks.tracking.tracker
-    train_time_s = callbacks.tracking.train_time_s()
-    return RunResult(
-        name=tracker.spec.run_name if tracker else spec.run_name,  # the MLflow run's: its variant, apart
-        outcome=DIVERGED if monitor.diverged else FINISHED,
-        train_time_s=train_time_s,
-        tokens_per_sec=tokens_trained / train_time_s,
-        first_train_loss=module.first_train_loss,
-        final_train_loss=monitor.last_finite_loss if monitor.diverged else module.last_train_loss,
-        test_loss=None,
-        run_id=tracker.run_id if tracker else None,
-        diverged_at_step=monitor.diverged_at_step,
-    )
-
-
-def describe(result: RunResult) -> str:
-    """The run's one-paragraph description (its note in the MLflow UI)."""
-    test = f"test loss {result.test_loss:.4f}" if result.test_loss is not None else "no test loss"
-    outcome = f"diverged at step {result.diverged_at_step}" if result.outcome == DIVERGED else result.outcome
-    return (
-        f"**{result.name}**: {outcome}; {test}; trained {result.train_time_s:,.1f} s at "
-        f"{result.tokens_per_sec:,.0f} tokens/s (run average)."
-    )
-
-
-def final_metrics(result: RunResult, module: GPTLitModule, steps_done: int, budget: Budget) -> dict[str, float]:
-    """The run's headline numbers and its test loss, logged once (at the tracker's summary step)."""
-    final = {
-        "train_time_s": result.train_time_s,
-        "avg_tokens_per_sec": result.tokens_per_sec,  # the study's definition: tokens / training time
-        "peak_memory_mb": peak_memory_mb(module.device),
-        "n_params": float(module.stats.n_params),
-        "steps_done": float(steps_done),
-    }
-    if module.first_step_s is not None and steps_done > 1:
-        # The first step carries compilation and warm-up; the steady rate leaves it out.
-        steady_time = result.train_time_s - module.first_step_s
-        final["first_step_s"] = module.first_step_s
-        final["avg_tokens_per_sec_after_first_step"] = (steps_done - 1) * budget.tokens_per_step / max(steady_time, 1e-9)
-    if result.test_loss is not None:
-        final["test_loss"] = result.test_loss
-    if result.final_train_loss is not None:
-        final["final_train_loss"] = result.final_train_loss
-    if result.diverged_at_step is not None:
-        final["diverged_at_step"] = float(result.diverged_at_step)
-    return final
-
-
-def end_in_one_line(message: str, store_broken: bool) -> NoReturn:
-    """Stop with `message` alone: the command ends, except that a sweep's other jobs still run
-    (Hydra ends the sweep with this line) unless the store they all write to broke."""
-    if in_multirun() and not store_broken:
-        print(f"[normsweep] {message}", file=sys.stderr, flush=True)
-        raise JobFailed(message)  # Hydra's on_job_end tells the sweep's parent run
-    job_failed(message)  # the sweep's parent run records why it ended
-    raise SystemExit(message)
-
-
-def traceback_note(err: BaseException) -> str:
-    path = keep_traceback(err)
-    return f" (traceback: {path})" if path else ""
-
-
-_task_started = False  # Hydra composed a config and called main: a refusal before it is Hydra's (src.cli)
+_task_started = False  # Hydra composed a config and called main: a refusal before it is Hydra's (src.core.cli)
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
@@ -264,25 +128,28 @@ def main(cfg: DictConfig) -> float | None:
     _task_started = True
     try:
         result = train(cfg)
-    except PeerRefused as err:  # rank 0 of this job refused it and says why; this rank ends with it
-        raise JobFailed(f"rank 0 refused the job: {err}") from None
-    except (ConfigError, CheckpointSpaceError, ServerLost) as err:
-        # A clear one-line message; Hydra prints the traceback only with HYDRA_FULL_ERROR=1. A full
-        # checkpoint disk has closed the run as failed, and the previous checkpoint is intact; so is
-        # the last checkpoint of a run whose tracking server stopped answering.
-        message = f"config error: {err}" if isinstance(err, ConfigError) else f"error: {err}"
-        job_failed(f"{cfg.get('run_name', '?')}: {message}")  # the sweep's parent run records why it ended
-        if in_multirun() and os.environ.get(RESULT_AWAITED_ENV):  # a launcher waits for this job's result
-            raise JobFailed(message) from None
-        raise SystemExit(message) from None
-    except RunFailed as err:  # after the run was recorded: what became of it, and how to go on
-        end_in_one_line(f"error: {err}{traceback_note(err.__cause__ or err)}", err.store_broken)
-    except Exception as err:  # before the run was recorded, and no check foresaw it
-        what, store_broken = what_happened(err, sqlite_path(str(cfg.logger.tracking_uri)) if cfg.logger.enabled else None)
-        name = cfg.get("run_name", "?")
-        end_in_one_line(f"error: {name}: {what}; nothing was recorded for this run{traceback_note(err)}", store_broken)
+    except Exception as err:  # in one line (src/training/failures.py), ended as the line says
+        db = lambda: sqlite_path(str(cfg.logger.tracking_uri)) if cfg.logger.enabled else None  # noqa: E731
+        end_job(job_ending(err, cfg.get("run_name", "?"), db), cfg.get("run_name", "?"))
     # Hydra sweepers that optimise read this return value.
     return result.test_loss
+
+
+def end_job(ending: Ending, run_name: str) -> NoReturn:
+    """Stop with the ending's line alone: a refusal ends the command; after a failed run a sweep's other
+    jobs still run (Hydra ends the sweep with the line) unless the store they all write to broke."""
+    if ending.how == "peer":
+        raise JobFailed(ending.line) from None
+    if ending.how == "refused":
+        job_failed(f"{run_name}: {ending.line}")  # the sweep's parent run records why it ended
+        if in_multirun() and os.environ.get(RESULT_AWAITED_ENV):  # a launcher waits for this job's result
+            raise JobFailed(ending.line) from None
+        raise SystemExit(ending.line) from None
+    if in_multirun() and not ending.store_broken:
+        print(f"[normsweep] {ending.line}", file=sys.stderr, flush=True)
+        raise JobFailed(ending.line)  # Hydra's on_job_end tells the sweep's parent run
+    job_failed(ending.line)  # the sweep's parent run records why it ended
+    raise SystemExit(ending.line)
 
 
 def run_command_line() -> None:
@@ -296,10 +163,8 @@ def run_command_line() -> None:
         main()
     except JobFailed as err:  # a sweep job's line, printed as Hydra prints it
         raise SystemExit(str(err)) from None
-    except (HydraException, OmegaConfBaseException) as err:
-        raise SystemExit(f"config error: {compose_error_line(err)}") from None
-    except ConfigError as err:  # from a sweeper, before any job ran
-        raise SystemExit(f"config error: {err}") from None
+    except cli.CONFIG_ERRORS as err:  # Hydra's, OmegaConf's, or a sweeper's before any job ran
+        raise SystemExit(cli.refusal_line(err)) from None
 
 
 register_resolvers()  # before Hydra composes: paths use ${project_root:}

@@ -16,7 +16,7 @@ import shutil
 import socket
 import sys
 
-from src import cli, paths
+from src.core import cli, paths
 from src.tracking.credentials import redact_uri
 from src.tracking.store import Store
 from src.tracking.store_uri import StoreError, sqlite_path

@@ -19,7 +19,7 @@ import pytest
 from helpers import EXPERIMENT, TinySweep, run_sweep
 from mlflow.tracking import MlflowClient
 
-from src import paths
+from src.core import paths
 from src.report import analyze
 from src.report.against_study import (
     HEADING,

@@ -13,7 +13,7 @@ import pytest
 from helpers import REPO
 from mlflow.tracking import MlflowClient
 
-from src.paths import compose, tracking_uri
+from src.core.paths import compose, tracking_uri
 from src.report.__main__ import main as report_main
 from src.tracking.store import Store
 
@@ -22,55 +22,51 @@ SRC = REPO / "src"
 # The house, drawn from the imports (floor 0 at the bottom). A module may import only from rooms on
 # lower floors: nothing runs back up, and the two rooms that share a floor do not lean on each other.
 #
-#  10  entry points   <package>.__main__         python -m src.<package>: may join any stages (report --plan
+#   9  entry points   <package>.__main__         python -m src.<package>: may join any stages (report --plan
 #                                                uses preflight's cost model)
-#   9  entry points   train  ui  preflight       python -m src.<module>
-#   8  around a run   launch  bench              Hydra's sweep callbacks, pool and report hook; benchmarks
-#   7  report         report                     MLflow runs -> table, comparisons, figures
-#   6  training       training                   the run spec, LightningModule, callbacks, checkpoints, the run plan, Trainer
-#   5  config         config                     validation of a composed config against every registry
+#   8  entry points   train  ui  preflight       python -m src.<module>
+#   7  around a run   launch  bench              Hydra's sweep callbacks, pool and report hook; benchmarks
+#   6  report         report                     MLflow runs -> table, comparisons, figures
+#   5  training       training                   the config checked and resolved (run_spec), LightningModule,
+#                                                callbacks, a run's life (run_life: plan, open, close), Trainer
 #   4  tracking       tracking                   the MLflow store, the run tracker, identity, sweep bookkeeping
 #   3  model          model                      the GPT, its norms and their kernels
 #   2  data           data                       sources, tokenizer, token cache, windows, DataModule
-#   1  hardware       devices  locks  atomic_io  the devices a run asks for; file locks between processes; atomic file writes
-#   1  command line   cli                        one style for every entry point: options, overrides, exit codes
 #   1  statistics     stats                      intervals, paired tests, the pair convention, the sequential design
-#   0  locations      paths  schema  (src/__init__)  where everything lives, ConfigError; the config's types and defaults
+#   0  ground floor   core  (src/__init__)       where everything lives, ConfigError (paths); the config's types
+#                                                and defaults (schema); the command line and exit codes (cli);
+#                                                devices; file locks; atomic file writes
 #
 # Data flows config -> data -> model -> training -> tracking -> report, but training *calls*
-# tracking (its callbacks log through the Tracker, the run plan asks the store what already ran),
-# so tracking sits below training; config validates against the data, model and tracking
-# registries, so it sits above them, and training resolves its config through it (training.run_spec),
-# so training sits above config. A new room (a top-level module or subpackage) gets a floor here.
+# tracking (its callbacks log through the Tracker, a run's life asks the store what already ran),
+# so tracking sits below training; the config is validated against the data, model and tracking
+# registries, so its check (training.run_spec) sits above them. A new room (a top-level module or
+# subpackage) gets a floor here.
 FLOORS: dict[str, int] = {
     "src": 0,
-    "paths": 0,
-    "schema": 0,
-    "devices": 1,
-    "locks": 1,
-    "atomic_io": 1,
+    "core": 0,
     "stats": 1,
-    "cli": 1,
     "data": 2,
     "model": 3,
     "tracking": 4,
-    "config": 5,
-    "training": 6,
-    "report": 7,
-    "launch": 8,
-    "bench": 8,
-    "train": 9,
-    "ui": 9,
-    "preflight": 9,
-    "__main__": 10,
+    "training": 5,
+    "report": 6,
+    "launch": 7,
+    "bench": 7,
+    "train": 8,
+    "ui": 8,
+    "preflight": 8,
+    "__main__": 9,
 }
 
 # Modules a reader or a bookkeeping step imports without a model: loading torch (seconds) there
 # would slow every report, `python -m src.data` and the Hydra sweep callbacks.
 TORCH_FREE = [
-    "src.paths",
-    "src.cli",
-    "src.schema",
+    "src.core.paths",
+    "src.core.cli",
+    "src.core.schema",
+    "src.core.locks",
+    "src.core.atomic_io",
     "src.report",
     "src.report.__main__",
     "src.report.comparisons",
@@ -125,7 +121,7 @@ def src_imports(path: Path) -> set[str]:
                 module = ".".join([*base, node.module] if node.module else base)
             else:
                 module = node.module or ""
-            # `from src import paths` names a module; `from src.paths import compose` a name in one
+            # `from src.core import paths` names a module; `from src.core.paths import compose` a name in one
             found.update(f"{module}.{a.name}" if _is_module(f"{module}.{a.name}") else module for a in node.names)
     return {m for m in found if m == "src" or m.startswith("src.")}
 
@@ -227,7 +223,7 @@ def _calls_named(tree: ast.AST, name: str) -> int:
 
 def test_the_store_has_one_door() -> None:
     """Only src/tracking talks to MLflow, only its store module builds a client, and file locks go
-    through one library (src.locks): no hand-written flock anywhere."""
+    through one library (src.core.locks): no hand-written flock anywhere."""
     sources = sorted(SRC.rglob("*.py"))
     assert STORE_MODULE in sources and len(sources) > 30  # the scan sees the package
     outside, clients, side_doors, flock = [], [], [], []
@@ -246,7 +242,7 @@ def test_the_store_has_one_door() -> None:
     assert not outside, f"MLflow imported outside src/tracking (use src.tracking.store.Store): {outside}"
     assert not clients, f"MlflowClient built outside src/tracking/store.py: {clients}"
     assert not side_doors, f"the store's MLflow client used outside src/tracking/store.py (add a Store method): {side_doors}"
-    assert not flock, f"hand-written file locks (use src.locks): {flock}"
+    assert not flock, f"hand-written file locks (use src.core.locks): {flock}"
     assert _calls_named(ast.parse(STORE_MODULE.read_text()), "MlflowClient") >= 1  # the door itself is found
 
 
@@ -305,7 +301,7 @@ def _retry_loops(tree: ast.AST) -> int:
 
 
 def test_one_retry_loop_and_one_atomic_writer() -> None:
-    """Retrying on an error is src.tracking.retry's one loop; replacing a file is src.atomic_io's."""
+    """Retrying on an error is src.tracking.retry's one loop; replacing a file is src.core.atomic_io's."""
     loops, renames = {}, []
     for path in sorted(SRC.rglob("*.py")):
         text, where = path.read_text(), str(path.relative_to(REPO))
@@ -314,7 +310,7 @@ def test_one_retry_loop_and_one_atomic_writer() -> None:
         if any(token in text for token in ("os.replace(", ".rename(", "shutil.move(")):
             renames.append(where)
     assert loops == {"src/tracking/retry.py": 1}, f"retry loops (use src.tracking.retry.retry): {loops}"
-    assert renames == ["src/atomic_io.py"], f"files replaced outside src.atomic_io (use atomic_write): {renames}"
+    assert renames == ["src/core/atomic_io.py"], f"files replaced outside src.core.atomic_io (use atomic_write): {renames}"
 
 
 def _third_party_imports(folder: Path) -> dict[str, list[str]]:

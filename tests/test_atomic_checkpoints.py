@@ -21,9 +21,9 @@ from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from mlflow.tracking import MlflowClient
 
 import src.train as train_module
-from src.paths import compose
+from src.core.atomic_io import CheckpointSpaceError, write_checkpoint
+from src.core.paths import compose
 from src.train import train
-from src.training.atomic_io import CheckpointSpaceError, write_checkpoint
 
 STEPS = 8
 MiB = 2**20

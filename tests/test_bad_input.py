@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from src.config import validate
-from src.paths import ConfigError, compose
+from src.core.paths import ConfigError, compose
 from src.tracking.credentials import redact_text, redact_uri
 from src.tracking.store import Store
 from src.tracking.tracker import redacted_config
 from src.train import train
 from src.training.checkpointing import checkpoint_dir
+from src.training.run_spec import validate
 
 
 @pytest.mark.parametrize(

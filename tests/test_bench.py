@@ -16,11 +16,11 @@ from src.bench import norms as norm_bench
 from src.bench import train as train_bench
 from src.bench import variants as variant_bench
 from src.bench.common import parse_list
-from src.bench.steps import bench_config
+from src.core.paths import PROJECT_ROOT, ConfigError
+from src.core.tables import markdown_table
 from src.model.gpt import GPTConfig, GPTModel, model_stats
-from src.paths import PROJECT_ROOT, ConfigError
 from src.report.runs import load_interleaved, load_norm_costs, open_store
-from src.report.table import markdown_table
+from src.training.steps import bench_config
 
 
 def test_norm_bytes_by_hand() -> None:

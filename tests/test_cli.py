@@ -1,4 +1,4 @@
-"""One command-line style (src/cli.py): every entry point's help has the same shape and names the exit
+"""One command-line style (src/core/cli.py): every entry point's help has the same shape and names the exit
 codes, a config error is one `config error: <key>: ...` line with status 2 everywhere, and the old
 spelling of a renamed option still works with a one-line hint."""
 
@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 from helpers import REPO, run_cli
 
-from src import cli
+from src.core import cli
 from src.data.__main__ import main as data_main
 from src.preflight.__main__ import main as preflight_main
 from src.report.__main__ import main as report_main
@@ -95,7 +95,7 @@ def test_the_old_experiment_flag_works_with_a_hint(store: dict[str, str], capsys
 
 
 def test_the_exit_codes_are_documented_once() -> None:
-    """docs/configuration.md's table of exit codes is the one in src/cli.py."""
+    """docs/configuration.md's table of exit codes is the one in src/core/cli.py."""
     text = (REPO / "docs" / "configuration.md").read_text()
     for code, meaning in cli.EXIT_CODES.items():
         assert f"| {code} | {meaning} |" in text, (code, meaning)

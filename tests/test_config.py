@@ -7,16 +7,16 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
-from src.config import model_config, validate
+from src.core.paths import CONF_DIR, ConfigError, compose
+from src.core.schema import DATA_SCHEMAS, LIGHTNING_PRECISIONS, TrainConfig
 from src.data.fineweb import FineWebSource
 from src.data.text_files import TextFilesSource
 from src.model.gpt import GPTConfig
 from src.model.norms import DEFAULT_EPS, make_norm
-from src.paths import CONF_DIR, ConfigError, compose
-from src.schema import DATA_SCHEMAS, LIGHTNING_PRECISIONS, TrainConfig
 from src.tracking.identity import fingerprint
 from src.tracking.tracker import flatten
 from src.training.budget import resolve_budget
+from src.training.run_spec import model_config, validate
 from src.training.schedule import warmup_cosine, warmup_steps_for
 
 # Groups whose options are discovered from conf/, so a new YAML file is covered automatically.
@@ -167,7 +167,7 @@ def test_each_group_file_writes_out_the_values_it_sets(group: str, option: str) 
         return  # a mapping: no schema fields of its own
     schema = OmegaConf.structured(DATA_SCHEMAS[option] if group == "data" else OmegaConf.structured(TrainConfig)[group])
     defaulted = sorted(k for k in written if k in schema and not OmegaConf.is_missing(schema, k))
-    assert not defaulted, f"src/schema.py: {group} fields {defaulted} have a default there too; make them MISSING (type only)"
+    assert not defaulted, f"src/core/schema.py: {group} fields {defaulted} have a default there too; make them MISSING (type only)"
 
 
 # Fingerprints of configs as the code before the schema composed them: a re-run sweep finds its

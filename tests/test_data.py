@@ -14,6 +14,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, DistributedSampler
 
+from src.core.paths import compose
 from src.data import cache, shakespeare
 from src.data.__main__ import main as data_main
 from src.data.base import SPLITS
@@ -31,7 +32,6 @@ from src.data.sources import DATA_SOURCES, build_source
 from src.data.text_files import TextFilesSource
 from src.data.tokenizer import EOT_ID
 from src.data.windows import FixedWindows, RandomWindows, ResumableRankSampler
-from src.paths import compose
 
 # --- fixtures ----------------------------------------------------------------------------------
 
@@ -239,7 +239,7 @@ def test_leftover_temporary_file_is_never_trusted(corpus, tmp_path) -> None:
 
 
 def test_cache_files_are_written_durably_or_not_at_all(tmp_path, monkeypatch) -> None:
-    """The cache's writers are src.atomic_io's: the file is fsynced, then the folder (so the rename
+    """The cache's writers are src.core.atomic_io's: the file is fsynced, then the folder (so the rename
     survives a power cut); a writer that fails mid-stream leaves the previous file and no temporary."""
     import errno
     import os

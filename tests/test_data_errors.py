@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from helpers import run_cli
 
+from src.core.paths import ConfigError, compose
 from src.data.__main__ import main as data_main
 from src.data.base import NoFilesMatched
 from src.data.datamodule import build_datamodule
 from src.data.fineweb import FineWebSource
 from src.data.text_files import TextFilesSource
-from src.paths import ConfigError, compose
 
 FRACTIONS = {"val_fraction": 0.2, "test_fraction": 0.2}
 LONG_WORDS = 60  # a long document: ~120 tokens, several windows of 16 or 32
@@ -186,6 +186,6 @@ def test_data_command_reports_config_errors_in_one_line(tmp_path: Path, capsys: 
         (["data.foo=1"], "config error: Could not override 'data.foo'. To append"),
         (["text_files", *bad[1:], f"paths.cache_dir={tmp_path / 'cache'}"], "config error: data.paths: the corpus is empty"),
     ]:
-        assert data_main(args) == 2  # src.cli.USAGE
+        assert data_main(args) == 2  # src.core.cli.USAGE
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert line.startswith(start), line

@@ -10,7 +10,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from src.paths import PROJECT_ROOT, compose
+from src.core.paths import PROJECT_ROOT, compose
 from src.tracking.environment import environment_tags, physical_cores
 from src.tracking.git import GitState, git_state
 from src.train import train

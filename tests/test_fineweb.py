@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from src.core.paths import ConfigError, compose
 from src.data import fineweb
 from src.data.__main__ import main as data_main
 from src.data.base import unit_interval
@@ -23,7 +24,6 @@ from src.data.datamodule import build_datamodule
 from src.data.fineweb import MANIFEST_FILE, FineWebSource
 from src.data.sources import build_source
 from src.data.tokenizer import EOT_ID, gpt2_encoding
-from src.paths import ConfigError, compose
 
 VAL_FRACTION = 0.1
 SHARD_TOKENS = 2000  # ~6 shards of ~50 documents for the corpus below

@@ -14,20 +14,19 @@ from helpers import REPO, TINY_MODEL, checkpointed, cli_env, run_cli
 from mlflow.tracking import MlflowClient
 
 import src.train as train_module
+from src.core.paths import compose
 from src.launch.sweep_end import REASON_TAG
-from src.paths import compose
 from src.tracking.store import Store
 from src.tracking.sweep import (
     FINGERPRINT_TAG,
     PID_TAG,
     REQUIRED_FINAL_METRICS,
     SWEEP_TAG,
-    decide,
     liveness_tags,
-    settle_lost,
 )
 from src.tracking.tracker import Tracker
 from src.train import RunResult, train
+from src.training.run_life import decide, settle_lost
 
 STEPS = 8
 FINAL = (*REQUIRED_FINAL_METRICS, "avg_tokens_per_sec", "n_params", "peak_memory_mb")

@@ -18,7 +18,7 @@ from helpers import REPO, cli_env, run_cli, tmpfs
 from mlflow.tracking import MlflowClient
 
 import src.train as train_module
-from src.paths import ConfigError, compose
+from src.core.paths import ConfigError, compose
 from src.tracking.credentials import has_credentials, redact_text, redact_uri, refuse_credentials
 from src.tracking.store import Store
 from src.tracking.store_uri import StoreError
@@ -39,7 +39,7 @@ CASES = {
     "huge_micro_batch": (["optim.micro_batch_size=100000"], "config error: optim.micro_batch_size=100000: "),
     # Built a 13 GB model for ~50 s before the data check refused it.
     "huge_context": (["model.context_length=100000000"], "config error: seq_len=100000000 (= model.context_length)"),
-    # Hydra's refusal of a value the schema types (src/schema.py): four lines, the key on the third.
+    # Hydra's refusal of a value the schema types (src/core/schema.py): four lines, the key on the third.
     "wrong_type": (["seed=abc"], "config error: seed: 'abc' is not an integer"),
     # 51 lines, two tracebacks, nothing naming the field.
     "unknown_scheme": (["logger.tracking_uri=foo://bar/baz"], "config error: logger.tracking_uri=foo://bar/baz: "),

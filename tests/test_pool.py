@@ -10,10 +10,10 @@ from helpers import run_cli
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
-from src.config import validate
+from src.core.paths import ConfigError, compose
 from src.launch.pool import core_share
-from src.paths import ConfigError, compose
 from src.tracking.sweep import SWEEP_TAG
+from src.training.run_spec import validate
 
 POOL_ROUNDS = 3
 SLOT_LINE = re.compile(r"\[normsweep\] job (\d+) in worker slot (\d+) \(pid (\d+)\): core\(s\) ([\d,]+)")

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 from helpers import TINY_MODEL, run_cli
 
-from src.config import validate
+from src.core.paths import CONF_DIR, compose, preset_norms
 from src.data import build_source
-from src.paths import CONF_DIR, compose, preset_norms
 from src.preflight.__main__ import main
 from src.preflight.jobs import expand_jobs
 from src.preflight.memory import estimate_memory, parameter_bytes
+from src.training.run_spec import validate
 
 STUDY_NORMS = preset_norms("norm_sweep")
 
@@ -183,8 +183,8 @@ def test_time_and_cost_of_the_study_on_a100s() -> None:
 
 
 def test_every_card_has_the_benchmark_peaks() -> None:
-    """preflight's cards take their peaks from src.devices.PEAK_TFLOPS, by name: none is left without."""
-    from src.devices import PEAK_TFLOPS
+    """preflight's cards take their peaks from src.core.devices.PEAK_TFLOPS, by name: none is left without."""
+    from src.core.devices import PEAK_TFLOPS
     from src.preflight.cards import CARDS, card_for
 
     for key in CARDS:

@@ -20,8 +20,8 @@ import pytest
 from helpers import EXPERIMENT, TinySweep
 from mlflow.tracking import MlflowClient
 
-from src import paths
-from src.paths import ConfigError
+from src.core import paths
+from src.core.paths import ConfigError
 from src.report import ReportError, analyze, generate_report, terminal_text
 from src.report.__main__ import main as report_main
 from src.report.comparisons import PAIRS, Margins, check_pairs, pairs_for

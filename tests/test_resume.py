@@ -13,7 +13,7 @@ from helpers import checkpointed
 from mlflow.tracking import MlflowClient
 
 import src.train as train_module
-from src.paths import compose
+from src.core.paths import compose
 from src.train import RunResult, train
 from src.training.failures import RunFailed
 from src.training.lit_module import GPTLitModule
@@ -156,7 +156,7 @@ def test_sigterm_saves_and_exits_cleanly(
 
 
 def test_missing_checkpoint_is_a_config_error(tiny_overrides: list[str], tmp_path: Path) -> None:
-    from src.paths import ConfigError
+    from src.core.paths import ConfigError
 
     with pytest.raises(ConfigError, match="ckpt_path"):
         train(_cfg(tiny_overrides, tmp_path, "ckpt_path=last"))
@@ -166,7 +166,7 @@ def test_missing_checkpoint_is_a_config_error(tiny_overrides: list[str], tmp_pat
 def test_foreign_checkpoint_is_refused_before_any_run_is_touched(
     tiny_overrides: list[str], store: dict[str, str], tmp_path: Path
 ) -> None:
-    from src.paths import ConfigError
+    from src.core.paths import ConfigError
 
     done = train(_cfg(tiny_overrides, tmp_path, "experiment_name=owner"))  # FINISHED, last.ckpt at its end
     with pytest.raises(ConfigError, match=r"ckpt_path: .* another config; differing keys: model.n_layers"):

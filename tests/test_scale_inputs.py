@@ -8,9 +8,9 @@ import os
 import pytest
 from hydra.errors import MissingConfigException
 
-from src.devices import DeviceSpec, check_device
+from src.core.devices import DeviceSpec, check_device
+from src.core.paths import ConfigError, compose, compose_error_line
 from src.launch.slurm_launcher import sbatch_field
-from src.paths import ConfigError, compose, compose_error_line
 from src.training.preemption import slurm_job_id
 
 

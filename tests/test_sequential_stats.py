@@ -74,7 +74,7 @@ def test_the_spending_functions_and_the_defaults() -> None:
     assert obf[0] < pocock[0] / 10 and obf[-1] > pocock[-1]  # O'Brien-Fleming keeps its budget for the end
     # Lan-DeMets O'Brien-Fleming type at t = 1/4: 2 - 2 Phi(1.95996 / 0.5) = 8.9e-5 for alpha 0.05.
     assert spent(ALPHA, 0.25, OBRIEN_FLEMING) == pytest.approx(8.87e-5, rel=1e-2)
-    from src.paths import compose
+    from src.core.paths import compose
 
     sweeper = compose(["hydra/sweeper=sequential"], with_hydra=True).hydra.sweeper
     assert (sweeper.spending, sweeper.futility) == (DEFAULT.spending, DEFAULT.futility)

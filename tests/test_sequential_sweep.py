@@ -17,8 +17,8 @@ import pytest
 from helpers import REPO, cli_env, run_cli
 from mlflow.tracking import MlflowClient
 
+from src.core.paths import ConfigError, compose, preset_norms
 from src.launch.sequential import check_settings
-from src.paths import ConfigError, compose, preset_norms
 from src.report.__main__ import main as report_main
 from src.report.comparisons import Margins
 from src.report.plan import forecast, pilot_hours, plan_text

@@ -18,14 +18,14 @@ from helpers import TinySweep
 from mlflow.tracking import MlflowClient
 
 from src.bench.kernels import NormCall, NormWork, cpu_threads, time_norm_work
-from src.config import validate
+from src.core.paths import ConfigError, compose
+from src.core.schema import SPEED_KERNEL_S_MAX
 from src.launch.speed_check import bench_command, current_check
 from src.model.dispatch import classify, record_dispatch
 from src.model.norms import make_norm
-from src.paths import ConfigError, compose
 from src.report.speed import compare_speed, sentence
-from src.schema import SPEED_KERNEL_S_MAX
 from src.tracking.store import Store
+from src.training.run_spec import validate
 
 JOBS = [
     {"overrides": [f"norm={n}", f"seed={s}", "model.n_layers=1", "experiment_name=x", "++hydra.x=1"]}

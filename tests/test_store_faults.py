@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from helpers import run_cli
 
-from src.paths import ConfigError, compose
+from src.core.paths import ConfigError, compose
 from src.tracking.credentials import CREDENTIAL_ENV
 from src.tracking.store import Store
 from src.tracking.store_uri import StoreError

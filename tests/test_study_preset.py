@@ -6,10 +6,10 @@ import pytest
 import torch
 from omegaconf import DictConfig
 
-from src.config import validate
+from src.core.paths import compose, preset_norms
 from src.model.gpt import GPTModel, count_params
-from src.paths import compose, preset_norms
 from src.training.budget import resolve_budget
+from src.training.run_spec import validate
 from src.training.schedule import warmup_cosine, warmup_steps_for
 
 NORMS = preset_norms("norm_sweep")  # the study's five, as conf/experiment/norm_sweep.yaml lists them

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from src.paths import ConfigError
+from src.core.paths import ConfigError
 from src.tracking.code import CodeState
 from src.tracking.store import Store
 from src.tracking.sweep import (
@@ -26,11 +26,9 @@ from src.tracking.sweep import (
     SUPERSEDED_TAG,
     code_change_message,
     code_conflicts,
-    decide,
     runs_with_fingerprint,
-    settle_lost,
-    supersede,
 )
+from src.training.run_life import decide, settle_lost, supersede
 
 FP = "0123456789abcdef"
 STALE_S = 300.0
@@ -176,9 +174,9 @@ def test_a_new_run_keeps_the_checkpoint_of_the_run_it_replaces(tmp_path: Path, s
     """A sweep job that trains a failed run again writes its own checkpoint; the failed run's moves aside."""
     import torch
 
-    from src.paths import compose
+    from src.core.paths import compose
     from src.training.checkpointing import RUN_STATE_KEY
-    from src.training.resume import plan_run
+    from src.training.run_life import plan_run
     from src.training.run_spec import resolve
 
     shutil.copyfile(store_template, tmp_path / "mlflow.db")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from helpers import run_cli
 
-from src.schema import SPEED_KERNEL_S_MAX
+from src.core.schema import SPEED_KERNEL_S_MAX
 
 CASES = {
     # exit 0 after training the whole sweep, "warning: sweep report not generated", the sweep FINISHED

@@ -13,7 +13,7 @@ import pytest
 from helpers import REPO, cli_env
 from mlflow.tracking import MlflowClient
 
-from src.paths import compose
+from src.core.paths import compose
 from src.report.__main__ import main as report_main
 from src.tracking.sweep import FINGERPRINT_TAG, SWEEP_TAG
 from src.train import train

@@ -19,15 +19,15 @@ import pytest
 from helpers import REPO, TINY_MODEL, cli_env
 from mlflow.tracking import MlflowClient
 
-from src.config import validate
+from src.core.paths import ConfigError, compose
 from src.launch.callbacks import MlflowSetup
-from src.paths import ConfigError, compose
 from src.tracking.server_client import DatabaseLost
 from src.tracking.store import Store
 from src.tracking.store_uri import StoreError
 from src.tracking.sweep import FINGERPRINT_TAG, SWEEP_TAG, claim
 from src.tracking.team_server import DB_USER, TeamServer, free_port
 from src.train import train
+from src.training.run_spec import validate
 
 FOUR_NORMS = "norm=hand_layernorm,torch_layernorm,hand_rmsnorm,torch_rmsnorm"
 KILL_STEPS = 80  # long enough that the resumed job is still training when the server stalls
@@ -379,7 +379,7 @@ def test_a_team_server_restarted_between_two_jobs_is_ridden_out(team_server: Tea
     (its run left RUNNING) and the next job in `config error: ... no MLflow tracking server answers`.
     A server the sweep reached is now waited for (SERVER_RESTART_S, src/schema.py); one that does not
     come back ends the job in the ServerLost line that says the run stays RUNNING and how to resume."""
-    from src.schema import SERVER_RESTART_S
+    from src.core.schema import SERVER_RESTART_S
     from src.tracking import server_client
     from src.tracking.server_client import REACHED_ENV, ServerLost
 

@@ -17,7 +17,7 @@ import torch
 from helpers import REPO, run_cli
 from mlflow.tracking import MlflowClient
 
-from src.paths import ConfigError, compose, preset_norms
+from src.core.paths import ConfigError, compose, preset_norms
 from src.tracking.summary import SUMMARY_STEP
 from src.tracking.sweep import SWEEP_TAG
 from src.tracking.tags import BENCH_TAG

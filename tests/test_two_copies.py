@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from src.core.paths import compose
 from src.launch import sweep_end
 from src.launch.callbacks import MlflowSetup
 from src.launch.report_hook import SweepReport
-from src.paths import compose
 from src.tracking import sweep
 from src.tracking.identity import flatten, identity_config
 from src.tracking.store import Store

@@ -17,7 +17,7 @@ import pytest
 from helpers import run_sweep
 from mlflow.tracking import MlflowClient
 
-from src.paths import ConfigError
+from src.core.paths import ConfigError
 from src.tracking.variants import find_axes, find_variants, metric_key
 
 PLACEMENT = ["norm=torch_layernorm,torch_rmsnorm", "model.norm_placement=pre,post", "seed=0,1,2"]
@@ -195,8 +195,8 @@ def test_status_plan_and_the_reference_follow_the_axes(sweeps: Sweeps) -> None:
 
 def test_a_bad_reference_stops_a_sweep_before_anything_trains() -> None:
     """The sweep-start check (src.launch.callbacks) on the axes of the sweep's own job configs."""
+    from src.core.paths import compose
     from src.launch.callbacks import check_reference
-    from src.paths import compose
 
     runs = {f"{p}{s}": _params("torch_layernorm", s, **{"model.norm_placement": p}) for p in ("pre", "post") for s in (0, 1)}
     found = find_variants(runs)

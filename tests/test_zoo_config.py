@@ -9,10 +9,10 @@ import pytest
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
-from src.config import validate
+from src.core.paths import CONF_DIR, ConfigError, compose
 from src.model.norms import DEFAULT_EPS, norm_types
-from src.paths import CONF_DIR, ConfigError, compose
 from src.train import train
+from src.training.run_spec import validate
 
 NORM_FILES = sorted((CONF_DIR / "norm").glob("*.yaml"))
 STUDY_EXPERIMENTS = ["norm_sweep", "norm_sweep_seeds", "norm_sweep_settle", "no_norm_collapse", "gpt2_small_study"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from src import cli
+from src.core import cli
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from src.paths import ConfigError, compose
+from src.core.paths import ConfigError, compose
 from src.tracking.environment import cpu_model
 
 DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -179,7 +179,7 @@ def fmt(value: Any, digits: int = 3) -> str:
 
 
 def cells(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> list[list[str]]:
-    """Rows of dicts as text cells for `src.report.table.markdown_table`, the one table writer."""
+    """Rows of dicts as text cells for `src.core.tables.markdown_table`, the one table writer."""
     return [[fmt(row.get(c)) for c in columns] for row in rows]
 
 

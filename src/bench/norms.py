@@ -38,9 +38,9 @@ from src.bench.common import (
     time_interleaved,
     write_report,
 )
+from src.core.paths import ConfigError, compose
+from src.core.tables import markdown_table
 from src.model.norms import DEFAULT_EPS, HandLayerNorm, HandRMSNorm, make_norm, norm_types
-from src.paths import ConfigError, compose
-from src.report.table import markdown_table
 
 # The identity moves no bytes and normalizes nothing: there is no kernel to measure.
 SKIPPED = {"no_norm": "identity: no kernel, no bytes to move"}

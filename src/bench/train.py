@@ -1,7 +1,7 @@
 """Training throughput: tokens/s and MFU of one model and norm, by a plain loop and by Lightning.
 
 Both paths train the same model (same seed, same initial weights) built as training builds it
-(`src.bench.steps`: the composed config, `resolve_budget`, GPTLitModule with its AdamW, schedule and
+(`src.training.steps`: the composed config, `resolve_budget`, GPTLitModule with its AdamW, schedule and
 clipping) on the same random-token batches; the Lightning path runs under the Trainer that
 `src.train.build_trainer` makes, so their ratio is the framework's overhead. Random tokens keep
 data loading out of the measurement: the benchmark isolates compute.
@@ -28,11 +28,12 @@ import lightning as L
 import torch
 
 from src.bench.common import default_out_dir, machine_info, resolve_device, synchronize, time_fn, write_report
-from src.bench.steps import TrainStep, bench_config, build_module, random_batches
-from src.devices import gpu_peak_tflops, matmul_kind
-from src.report.table import markdown_table
+from src.core.devices import DeviceSpec, gpu_peak_tflops, matmul_kind
+from src.core.tables import markdown_table
 from src.stats.inference import median_interval
 from src.training.lit_module import GPTLitModule
+from src.training.run_spec import TrainSpec
+from src.training.steps import TrainStep, bench_config, build_module, random_batches
 from src.training.trainer import build_trainer
 
 PRECISIONS = {"fp32": "fp32", "bf16-mixed": "bf16_mixed"}  # --precision -> conf/precision preset
@@ -112,7 +113,10 @@ def lightning_loop(module: GPTLitModule, cfg: Any, loader: Any, warmup: int, tot
     """Seconds for the steps after `warmup`, trained by the Trainer that training itself builds."""
     timer = _StepTimer(warmup, total)
     with tempfile.TemporaryDirectory(prefix="normsweep-bench-") as root:  # writes nothing it keeps
-        trainer = build_trainer(cfg, module.budget, logger=False, callbacks=[timer], root_dir=Path(root))
+        trainer = build_trainer(
+            TrainSpec.of(cfg), DeviceSpec.of(cfg), module.budget, logger=False, callbacks=[timer], root_dir=Path(root),
+            checkpointing=bool(cfg.checkpoint.enabled),
+        )  # fmt: skip
         trainer.fit(module, train_dataloaders=loader)
     return timer.end - timer.start
 
@@ -135,7 +139,7 @@ def peak(device: torch.device, kind: str) -> tuple[float, str]:
         gpu = torch.cuda.get_device_name(device)
         tflops = gpu_peak_tflops(gpu, kind)
         if tflops is None:
-            raise SystemExit(f"error: no peak for {gpu!r} in src.devices.PEAK_TFLOPS; add its dense {kind} TFLOP/s")
+            raise SystemExit(f"error: no peak for {gpu!r} in src.core.devices.PEAK_TFLOPS; add its dense {kind} TFLOP/s")
         return tflops, f"datasheet dense {kind} peak of {gpu}"
     dtype = torch.bfloat16 if kind == "bf16" else torch.float32
     return measure_matmul_tflops(device, dtype), f"best of {PEAK_REPEATS} {CPU_MATMUL_N}x{CPU_MATMUL_N} {kind} matmuls"

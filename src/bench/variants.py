@@ -32,13 +32,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.bench.common import default_out_dir, synchronize, write_report
 from src.bench.kernels import clock, cpu_threads, kernel_check, load
-from src.bench.steps import TrainStep, bench_config, build_module, device_of, random_batches
+from src.core.paths import ConfigError, preset_norms
+from src.core.schema import ReportSchema
+from src.core.tables import markdown_table
 from src.model.gpt import GPTModel
-from src.paths import ConfigError, preset_norms
 from src.report.comparisons import known_variants, pairs_for, settings
 from src.report.speed import speed_lines
-from src.report.table import markdown_table
-from src.schema import ReportSchema
 from src.stats.inference import Interval, median_interval
 from src.tracking.environment import environment_tags
 from src.tracking.git import git_state
@@ -46,6 +45,7 @@ from src.tracking.store import Store
 from src.tracking.tags import BENCH_RUN_NAME, BENCH_TAG, BENCH_VARIANTS, GIT_COMMIT_TAG
 from src.tracking.tracker import flatten
 from src.tracking.variants import REFERENCE_VARIANT, metric_key
+from src.training.steps import TrainStep, bench_config, build_module, device_of, random_batches
 
 BASELINE = "no_norm"  # the norm's cost is a step's time minus the identity's
 N_BATCHES = 4  # distinct random batches, cycled: the same for every variant

@@ -20,8 +20,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .. import cli
-from ..paths import CONF_DIR, ConfigError, compose
+from ..core import cli
+from ..core.paths import CONF_DIR, ConfigError, compose
 from .cache import read_meta
 from .sources import build_source
 

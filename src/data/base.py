@@ -21,7 +21,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ..paths import ConfigError
+from ..core.paths import ConfigError
 from .cache import cache_folder, ensure_token_cache
 
 # The splits a corpus may have, in the order they are written and reported. A source with fewer

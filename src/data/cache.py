@@ -9,7 +9,7 @@ A corpus too large for one file per split (FineWeb) lists several shard files un
 
 This module is the one writer of that format, in this order: `begin_cache` withdraws `meta.json`,
 `write_tokens` writes each token file, `finish_cache` writes `meta.json` last. Every file is written
-atomically (src.atomic_io: a temporary name in the same folder, fsynced, then renamed into place). A
+atomically (src.core.atomic_io: a temporary name in the same folder, fsynced, then renamed into place). A
 split file is trusted only when `meta.json` exists and the file's size and hash match it, so a crash
 mid-write, a leftover temporary file or a truncated copy is rebuilt rather than read. Two processes
 preparing at once each write their own temporary files (named by pid) and replace the targets with
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from src.atomic_io import TEMP_GLOB, atomic_file, atomic_write
+from src.core.atomic_io import TEMP_GLOB, atomic_file, atomic_write
 
 from .tokenizer import EOT_ID, TOKENIZER_NAME, gpt2_encoding
 

@@ -16,7 +16,7 @@ from typing import Any
 import lightning as L
 from torch.utils.data import DataLoader, Sampler
 
-from ..paths import ConfigError
+from ..core.paths import ConfigError
 from .base import DataSource
 from .cache import load_split, split_tokens
 from .sources import build_source

@@ -14,7 +14,7 @@ cache's one writer (`cache.write_tokens`, then `cache.finish_cache`):
     meta.json         written last, once every document is in a shard: each split as a shard list
 
 A shard closes at the first document boundary after `shard_tokens` tokens; its files are written
-under temporary names and moved into place (src.atomic_io) before the manifest names them. A restart
+under temporary names and moved into place (src.core.atomic_io) before the manifest names them. A restart
 checks the finished shards against the manifest (size and sha256), keeps the valid ones up to the
 first bad one, and continues the stream after their last document: no document is tokenized twice
 or lost. A lock file serializes preparers of one folder (several nodes' rank 0 on a shared disk).
@@ -41,8 +41,8 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from ..locks import exclusive
-from ..paths import ConfigError
+from ..core.locks import exclusive
+from ..core.paths import ConfigError
 from .base import DataSource, fingerprint, match_files, read_documents, unit_interval
 from .cache import (
     TOKEN_DTYPE,

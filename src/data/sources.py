@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from importlib import import_module
 from typing import Any
 
-from ..paths import ConfigError
+from ..core.paths import ConfigError
 from .base import DataSource
 
 DATA_SOURCES: dict[str, str] = {

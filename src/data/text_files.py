@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..paths import ConfigError
+from ..core.paths import ConfigError
 from .base import DataSource, fingerprint, match_files, read_documents, unit_interval
 
 FIELD = "data.paths"  # the config field that names the files, in every error about them

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from src.paths import ConfigError, register_resolvers
+from src.core.paths import ConfigError, register_resolvers
 
 PARENT_WAIT_S = 60.0  # another copy of the sweep holds the claim on its parent run: wait this long for it
 
@@ -73,10 +73,10 @@ def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants]:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from src.config import validate
-    from src.paths import compose, compose_error_line
+    from src.core.paths import compose, compose_error_line
     from src.tracking.identity import fingerprint, flatten, identity_config
     from src.tracking.variants import find_variants
+    from src.training.run_spec import validate
 
     jobs, params = [], {}
     for overrides in _job_overrides(_parsed_overrides(config)):
@@ -120,7 +120,7 @@ def check_reference(config: DictConfig, variants: Variants) -> None:
 
 def stop_on_code_change(store: Store, experiment_id: str, jobs: list[dict[str, Any]], config: DictConfig) -> None:
     """Before the first job trains: stop, in one line naming them all, if jobs would reuse or resume
-    runs that other code made (each job's own decision, `sweep.decide`, is the same rule, one run at
+    runs that other code made (each job's own decision, `run_life.decide`, is the same rule, one run at
     a time: it would stop only after the jobs before it had trained)."""
     sw = config.sweep
     if not jobs or sw.on_existing != "resume" or sw.on_code_change != "fail":
@@ -182,7 +182,6 @@ class MlflowSetup(Callback):
             jobs, variants = [], find_variants({})
         if not config.logger.enabled:
             return
-        from src.config import check_store_placement
         from src.tracking import sweep
         from src.tracking.code import code_state
         from src.tracking.credentials import redact_text
@@ -201,6 +200,7 @@ class MlflowSetup(Callback):
         )
         from src.tracking.ui_view import publish_view
         from src.tracking.variants import AXES_ENV, axes_to_env
+        from src.training.run_spec import check_store_placement
 
         try:  # before the launcher submits anything
             check_store_placement(config)

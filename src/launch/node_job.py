@@ -12,7 +12,7 @@ from pathlib import Path
 
 import cloudpickle
 
-from src.atomic_io import atomic_write
+from src.core.atomic_io import atomic_write
 from src.launch.node_launcher import JOB_FILE, RESULT_FILE
 
 

@@ -4,7 +4,7 @@ started by torchrun (`torch.distributed.run --standalone`, one per device).
 Lightning's own DDP launcher would re-run `sys.argv` — with `-m` and the sweep lists — in every
 rank (Lightning #11300). Under torchrun Lightning sees `TorchElasticEnvironment` and starts no
 process itself. Each worker loads the job as submitit's workers do (this launcher pickled with
-Hydra's state, src/launch/node_job.py); rank 0 decides the job's plan (src/training/job_ranks.py)
+Hydra's state, src/launch/node_job.py); rank 0 decides the job's plan (src/training/run_life.py)
 and leaves its result for this process. A SIGTERM or Ctrl+C here reaches every worker through
 torchrun: the job checkpoints and is recorded as pre-empted, and the sweep stops; its re-run
 continues it. Hydra instantiates launchers only from `hydra_plugins`: the class Hydra sees is the
@@ -86,7 +86,7 @@ class NodeLauncher(Launcher):
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
-        if stopped:  # the job saved its state as pre-empted (src/training/closing.py); the sweep stops here
+        if stopped:  # the job saved its state as pre-empted (src/training/run_life.py); the sweep stops here
             print(f"[normsweep] sweep stopped by {signal.Signals(stopped[0]).name} in job #{num}; "
                   "re-run the same command to continue", flush=True)  # fmt: skip
             raise SystemExit(0)

@@ -31,7 +31,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from src.locks import try_hold
+from src.core.locks import try_hold
 
 _claimed: tuple[int, FileLock, str] | None = None  # (slot, its lock, what it pinned): held until exit
 RUNNING_DIR = "running"  # under the slots folder: job-<num>.json while a worker runs that job
@@ -72,7 +72,7 @@ class PoolSlot(Callback):
     """Give each worker process of a pool its slot, at its first job.
 
     Hydra turns an exception in a callback into a warning, so nothing here refuses a config:
-    `src.config.validate` does that in the job (cluster.devices and num_nodes must be 1).
+    `src.training.run_spec.validate` does that in the job (cluster.devices and num_nodes must be 1).
     """
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:

@@ -80,7 +80,7 @@ class SweepReport(Callback):
         )  # fmt: skip
 
     def _report(self, config: DictConfig) -> None:
-        from src.paths import register_resolvers  # the paths in the config use ${project_root:}
+        from src.core.paths import register_resolvers  # the paths in the config use ${project_root:}
 
         register_resolvers()
         from src.report import (  # late: MLflow and pandas are slow to import

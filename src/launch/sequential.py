@@ -37,8 +37,9 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from src.paths import ConfigError
+from src.core.paths import ConfigError
 from src.stats.pairs import pair_label
+from src.stats.sequential import METRIC_CHOICES, SETTINGS, check_settings  # noqa: F401  (the sweeper's settings)
 from src.tracking.tags import RESULT_OUTCOMES
 
 if TYPE_CHECKING:
@@ -46,43 +47,9 @@ if TYPE_CHECKING:
     from src.tracking.store import Store
 
 SWEEPER_CLASS = "SequentialSweeper"
-# The metrics a comparison can be decided on (the report's run columns); speed only where it was
-# measured paired and on a quiet machine, which is why it is not the default (docs/sequential.md).
-METRIC_CHOICES = ("test_loss", "tokens_per_sec")
-# The sweeper's settings, in check_settings' order (conf/hydra/sweeper/sequential.yaml holds the defaults).
-SETTINGS = ("first_seeds", "seeds_per_round", "max_seeds", "alpha", "metrics", "spending", "futility")
-
-
 def is_sequential(sweeper_cfg: Any) -> bool:
     target = OmegaConf.select(sweeper_cfg, "_target_", default="") if sweeper_cfg is not None else ""
     return str(target).endswith(f".{SWEEPER_CLASS}")
-
-
-def check_settings(
-    first_seeds: Any, seeds_per_round: Any, max_seeds: Any, alpha: Any, metrics: Any, spending: Any, futility: Any
-) -> None:
-    """Bad sweeper settings -> ConfigError naming the field and what it accepts."""
-    from src.stats.sequential import SPENDING
-
-    def whole(name: str, value: Any, least: int) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ConfigError(f"hydra.sweeper.{name}: must be an integer >= {least}, got {value!r}")
-
-    whole("first_seeds", first_seeds, 2)  # a paired interval needs two seeds
-    whole("seeds_per_round", seeds_per_round, 1)
-    whole("max_seeds", max_seeds, first_seeds)
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
-        raise ConfigError(f"hydra.sweeper.alpha: must be a number in (0, 1), got {alpha!r}")
-    if spending not in SPENDING:
-        raise ConfigError(f"hydra.sweeper.spending: {spending!r} not allowed; valid choices: {list(SPENDING)}")
-    if isinstance(futility, bool) or not isinstance(futility, (int, float)) or not 0 <= futility < 1:
-        raise ConfigError(f"hydra.sweeper.futility: must be a number in [0, 1) (0: never stop for futility), got {futility!r}")
-    chosen = [metrics] if isinstance(metrics, str) else list(metrics or [])
-    bad = [m for m in chosen if m not in METRIC_CHOICES]
-    if not chosen or bad:
-        raise ConfigError(
-            f"hydra.sweeper.metrics: {bad or chosen!r} not allowed; valid choices: {list(METRIC_CHOICES)}"
-        )
 
 
 def _check_no_seed(arguments: Sequence[str]) -> None:
@@ -173,7 +140,7 @@ class SequentialSweeper(Sweeper):
     def _variants(self, arguments: Sequence[str]) -> dict[str, list[str]]:
         """variant -> the overrides of that variant (swept values plus the fixed overrides); a variant is
         what the swept values change in the config (src.tracking.variants): the norm, or any other axis."""
-        from src.paths import compose
+        from src.core.paths import compose
         from src.report.table import AXIS_PREFIX
         from src.tracking.identity import flatten, identity_config
         from src.tracking.variants import find_variants
@@ -333,7 +300,7 @@ class SequentialSweeper(Sweeper):
 
     def _fingerprints(self, variant: str, overrides: Sequence[str], n: int) -> dict[int, str]:
         """seed (< n) -> the fingerprint of that job, as its run records it (composed once per job)."""
-        from src.paths import compose
+        from src.core.paths import compose
         from src.tracking.identity import fingerprint
 
         known = self._fingerprint_cache.setdefault(variant, {})

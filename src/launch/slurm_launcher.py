@@ -20,8 +20,8 @@ from hydra.core.utils import JobReturn, filter_overrides
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
 from omegaconf import OmegaConf
 
+from src.core.paths import ConfigError
 from src.launch.done_jobs import in_order, lost, split_done
-from src.paths import ConfigError
 
 # squeue's states of a job that will still produce a result (it may be requeued meanwhile).
 SLURM_ALIVE = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD",

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from src.paths import PROJECT_ROOT
+from src.core.paths import PROJECT_ROOT
 from src.tracking.store import Store
 from src.tracking.summary import sweep_params
 from src.tracking.sweep import Claim, claim, kept_fresh

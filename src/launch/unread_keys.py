@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from src.schema import TrainConfig
+from src.core.schema import TrainConfig
 from src.tracking.summary import sweep_params
 
 HYDRA_KEYS = ("hydra",)  # hydra.* overrides are the launcher's and the sweeper's, read by Hydra

@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from src.core.schema import DEFAULT_NORM, ModelSchema
 from src.model.norms import DEFAULT_EPS, NormSpec
-from src.schema import DEFAULT_NORM, ModelSchema
 
 PLACEMENTS = ("pre", "post", "peri")
 

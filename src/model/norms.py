@@ -23,10 +23,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from src.core.schema import NORM_EPS
 from src.model.fast_norms import FastRMSNorm, fast_dyt
-from src.schema import NORM_EPS
 
-DEFAULT_EPS = NORM_EPS  # the same explicit eps for every variant: the config's default `norm.eps` (src/schema.py)
+DEFAULT_EPS = NORM_EPS  # the same explicit eps for every variant: the config's default `norm.eps` (src/core/schema.py)
 # Where a norm sits in the model: in the attention path (its input, output for peri-norm, and the
 # per-head query/key norms), in the feed-forward path, or the final norm before the output head.
 POSITIONS = ("attn", "ffn", "final")

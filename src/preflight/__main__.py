@@ -7,7 +7,7 @@ estimate its memory, time and cost.
     python -m src.preflight experiment=gpt2_small_study preflight.steps=1     + a dress rehearsal here
 
 The arguments are those of `python -m src.train` (with `-m`/`--multirun`, the jobs Hydra's sweeper
-would run). `preflight.*` sets the card, the assumed MFU and the rehearsal (their defaults: src/schema.py).
+would run). `preflight.*` sets the card, the assumed MFU and the rehearsal (their defaults: src/core/schema.py).
 Nothing is trained or recorded. Exit status 1 means a job would fail (each reason on one line,
 naming the field); 2 that the overrides do not compose (a wrong type, an unknown option), as for
 `python -m src.train`.
@@ -18,8 +18,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from src import cli
-from src.paths import ConfigError, compose
+from src.core import cli
+from src.core.paths import ConfigError, compose
 from src.preflight.checks import Finding
 from src.preflight.job import CheckpointLedger, JobReport, inspect_job
 from src.preflight.jobs import expand_jobs
@@ -51,7 +51,7 @@ def maybe_rehearse(job: JobReport) -> Rehearsal | None:
         return None
     if steps == 0:
         return None
-    from src.config import validate
+    from src.training.run_spec import validate
 
     try:
         return rehearse(job.cfg, validate(job.cfg), job.budget, rehearsal_micro_batch(job), steps)

@@ -2,7 +2,7 @@
 
 Sources: memory is what `nvidia-smi --query-gpu=memory.total` reports for the card (MiB, so the
 figure the CUDA allocator can address before its own context); the peaks per matmul precision are
-the datasheets' dense rates of `src.devices.PEAK_TFLOPS`, the table the benchmark's MFU reads too.
+the datasheets' dense rates of `src.core.devices.PEAK_TFLOPS`, the table the benchmark's MFU reads too.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from omegaconf import DictConfig
 
-from src.devices import gpu_peak_tflops
-from src.paths import ConfigError
+from src.core.devices import gpu_peak_tflops
+from src.core.paths import ConfigError
 
 MIB = 2**20
 GIB = 2**30

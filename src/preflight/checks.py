@@ -13,7 +13,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from src.paths import ConfigError, nearest_existing, unwritable_reason
+from src.core.paths import ConfigError, nearest_existing, unwritable_reason
 from src.preflight.cards import GIB, Card, SettingError
 from src.preflight.memory import MemoryEstimate, largest_fitting_micro_batch
 from src.training.budget import Budget
@@ -76,6 +76,7 @@ def check_data(cfg: DictConfig, budget: Budget) -> Finding:
     """Prepared or not, tokens available against the budget, the splits' other needs, size on disk."""
     from src.data import build_source, read_meta
     from src.data.cache import is_valid_cache
+    from src.training.run_spec import TrainSpec
     from src.training.trainer import run_datamodule
 
     try:
@@ -100,7 +101,7 @@ def check_data(cfg: DictConfig, budget: Budget) -> Finding:
             f"{budget_field(cfg)}: the run trains {budget.total_tokens:,} tokens but the train split of {folder.name} "
             f"holds {tokens.get('train', 0):,}; lower the budget or prepare more data",
         )
-    datamodule = run_datamodule(cfg, budget)
+    datamodule = run_datamodule(TrainSpec.of(cfg), budget, cfg.seed)
     try:
         datamodule.check(tokens)  # validation and test windows: the checks training makes once prepared
     except ConfigError as err:

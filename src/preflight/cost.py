@@ -4,7 +4,7 @@
 
 Training FLOPs are `flops_per_token` (6·N + 12·L·d·T, `src.model.gpt.model_stats`) times the tokens
 of the budget; evaluation adds a forward pass (a third of that per token) over every validation
-and the test windows. The peak is the card's dense rate for the run's matmuls (`src.devices.matmul_kind`):
+and the test windows. The peak is the card's dense rate for the run's matmuls (`src.core.devices.matmul_kind`):
 bf16 for 16-bit runs, TF32 for fp32 runs with `precision.matmul_precision` high or medium, fp32 for
 `highest`. A CPU has no peak here: `preflight.peak_tflops` gives one.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from omegaconf import DictConfig
 
-from src.devices import matmul_kind
+from src.core.devices import matmul_kind
 from src.preflight.cards import Card, SettingError
 from src.training.budget import Budget
 

@@ -8,10 +8,9 @@ from dataclasses import dataclass, field
 import torch
 from omegaconf import DictConfig, open_dict
 
-from src.config import validate
-from src.devices import uses_cuda
+from src.core.devices import uses_cuda
+from src.core.paths import ConfigError, compose
 from src.model.gpt import GPTModel, ModelStats, model_stats
-from src.paths import ConfigError, compose
 from src.preflight.cards import Card, SettingError, card_for
 from src.preflight.checks import (
     FAIL,
@@ -27,6 +26,7 @@ from src.preflight.cost import TimeEstimate, estimate_time, jobs_at_once
 from src.preflight.memory import MemoryEstimate, estimate_memory, parameter_bytes
 from src.training.budget import Budget, resolve_budget
 from src.training.checkpointing import checkpoint_dir
+from src.training.run_spec import validate
 
 
 @dataclass

@@ -16,7 +16,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
-from src.paths import ConfigError, compose
+from src.core.paths import ConfigError, compose
 
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 
@@ -27,7 +27,7 @@ def expand_jobs(overrides: Sequence[str], multirun: bool) -> Sweep:
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.global_hydra import GlobalHydra
 
-    from src.paths import CONF_DIR, register_resolvers
+    from src.core.paths import CONF_DIR, register_resolvers
 
     if not multirun:
         return Sweep([list(overrides)])

@@ -2,7 +2,7 @@
 
 The job's exact model (full size, its context length), its AdamW, schedule, clipping, precision and
 compile setting run `preflight.steps` optimizer steps of the training step the benchmarks use
-(`src.bench.steps.TrainStep`) on random tokens, with the micro-batch reduced to what fits here. A
+(`src.training.steps.TrainStep`) on random tokens, with the micro-batch reduced to what fits here. A
 precision this device cannot run at speed is replaced: fp16 with loss scaling is CUDA-only, and a
 CPU without native bf16 (AVX512-BF16 or AMX) emulates bf16 matmuls far slower than fp32 (measured
 here, AVX2: one GPT-2 small step did not finish in 15 minutes), so such a CPU rehearses 16-bit runs
@@ -32,12 +32,12 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from src.bench.steps import TrainStep, random_batches
-from src.devices import configure_matmul_precision
+from src.core.devices import configure_matmul_precision
 from src.model.gpt import GPTConfig, GPTModel
 from src.preflight.memory import MemoryEstimate, estimate_memory
 from src.training.budget import Budget
 from src.training.lit_module import GPTLitModule
+from src.training.steps import TrainStep, random_batches
 
 NATIVE_BF16_CPUS = ("AVX512_BF16", "AMX")  # torch.backends.cpu.get_cpu_capability() values with bf16 matmuls
 STATUS = Path("/proc/self/status")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from src.core.tables import text_table
 from src.preflight.checks import gib
 from src.preflight.job import JobReport
 from src.preflight.jobs import SeedRounds
 from src.preflight.rehearsal import Rehearsal
-from src.report.table import text_table
 
 HEADERS = (
     "job", "params", "FLOPs/token", "steps", "tokens (per param)", "batch: micro x accum x devices",

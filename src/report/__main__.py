@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from omegaconf import OmegaConf
 
-from src import cli, paths
+from src.core import cli, paths
 from src.report import ReportError, analyze, generate_report, report_folder, terminal_text, write
 from src.report.comparisons import Margins, default_margin, reference_setting, settings
 from src.report.runs import open_store
@@ -71,7 +71,6 @@ def plan(
 ) -> str:
     """Each design's forecast from the experiment's runs (src/report/plan.py); device-hours from
     the pilot's train time, or from preflight's cost model when the overrides name a cluster."""
-    from src.launch.sequential import SETTINGS, check_settings
     from src.report.plan import (
         forecast,
         pilot_hours,
@@ -81,7 +80,7 @@ def plan(
         variant_overrides,
     )
     from src.report.runs import load_sweep, open_store
-    from src.stats.sequential import Design
+    from src.stats.sequential import SETTINGS, Design, check_settings
 
     # The sweeper's settings as `hydra/sweeper=sequential` composes them (with any hydra.sweeper.* override).
     sweeper = paths.compose([*overrides, "hydra/sweeper=sequential"], with_hydra=True).hydra.sweeper

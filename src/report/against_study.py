@@ -149,7 +149,7 @@ def study_values(axes: Sequence[Axis]) -> dict[str, str | None]:
     study fixed. Read from the study preset, the one owner of its configuration."""
     from omegaconf import OmegaConf
 
-    from src import paths
+    from src.core import paths
 
     keys = {AXIS_PREFIX + a.name: a.primary for a in axes if a.name != NORM_AXIS} | {k: k for k in MODEL_AXES}
     study = paths.compose([f"experiment={PRESET}"])

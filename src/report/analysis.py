@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from src import paths
+from src.core import paths
 from src.report.against_study import HEADING as STUDY_HEADING
 from src.report.against_study import StudySection, against_study
 from src.report.comparisons import (

@@ -34,9 +34,9 @@ import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
-from src.paths import CONF_DIR, ConfigError
+from src.core.paths import CONF_DIR, ConfigError
+from src.core.schema import MarginSchema
 from src.report.table import AXIS_PREFIX, families_of, order_of
-from src.schema import MarginSchema
 from src.stats import pairs as pairs_
 from src.stats.inference import (
     ALPHA,
@@ -71,7 +71,7 @@ MARGIN_KEYS = ("test_loss", "speed")  # nats; relative tokens/s
 
 
 def default_margin(key: str) -> float:
-    """`report.margin.<key>`'s default: the schema's (src/schema.py), the one owner of the margins."""
+    """`report.margin.<key>`'s default: the schema's (src/core/schema.py), the one owner of the margins."""
     return float(getattr(MarginSchema, key))
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from src import paths
+from src.core import paths
 from src.report.analysis import Analysis
 from src.report.plots import plot_losses, plot_throughput, save
 from src.report.render_html import html_page

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from src.core.tables import markdown_table
 from src.report.against_study import HEADING as STUDY_HEADING
 from src.report.analysis import Analysis
 from src.report.sequential_verdicts import heading as sequential_heading
-from src.report.table import markdown_table, with_ci
+from src.report.table import with_ci
 
 
 def markdown_page(analysis: Analysis, figures: list[Path]) -> str:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from src.core.tables import text_table
 from src.report.analysis import Analysis
 from src.report.sequential_verdicts import heading as sequential_heading
 from src.report.stability import sentences as stability_sentences
-from src.report.table import text_table
 
 
 def terminal_text(analysis: Analysis) -> str:

@@ -11,11 +11,12 @@ reference of each family proposed to replace it (`ALTERNATIVES`) is compared aga
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pandas as pd
 
+from src.core.tables import markdown_table, text_table  # noqa: F401  (the report's writers)
 from src.stats.inference import mean_ci
 from src.tracking.tags import DIVERGED, FAILED, FINISHED, RUNNING
 from src.tracking.variants import REFERENCE_VARIANT, metric_key
@@ -189,15 +190,3 @@ def display_rows(
     elif len(table) and int(table.finished.max()) < 2:
         headers[sequential] = SEQUENTIAL_SPEED_HEADER
     return headers, rows
-
-
-def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
-    return "\n".join(lines)
-
-
-def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Aligned columns for a terminal."""
-    widths = [max(len(str(x)) for x in column) for column in zip(headers, *rows, strict=True)]
-    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in [headers, *rows])

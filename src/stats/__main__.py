@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import sys
 
-from src import cli
-from src.paths import compose
+from src.core import cli
+from src.core.paths import compose
 from src.stats.sequential import Design, tables
 
 

@@ -2,7 +2,7 @@
 
 A run's config fingerprint (src.tracking.identity) says *what* was trained; this says *with which
 code*. Fix a bug in the model and the same config no longer promises the same numbers, so a re-run
-sweep must not reuse the old result silently (src.tracking.sweep.decide applies
+sweep must not reuse the old result silently (src.training.run_life.decide applies
 `sweep.on_code_change`). The fingerprint is computed from file contents, not from git, so it holds
 for an installed copy too; the commit is recorded beside it by src.tracking.git. Torch-free: it
 reads versions from the installed distributions' metadata. Computed once per process (docs/sweeps.md).
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from src.paths import PROJECT_ROOT
+from src.core.paths import PROJECT_ROOT
 from src.tracking.tags import CODE_FINGERPRINT_TAG
 
 # What can change a training run's numbers, relative to the project root; a folder counts every file
@@ -27,11 +27,10 @@ from src.tracking.tags import CODE_FINGERPRINT_TAG
 # conf/ is the config, covered by the config fingerprint; docs, tests and README change nothing.
 CODE_PATHS = (
     "src/model",  # the GPT, the norm registry and kernels (csrc/: the C++ built on first use)
-    "src/training",  # LightningModule, optimizer, schedule, budget, Trainer, callbacks, checkpoints, resume
+    "src/training",  # the config -> model config (run_spec), LightningModule, optimizer, schedule, budget, Trainer, callbacks, checkpoints, resume
     "src/data",  # sources, tokenizer, token cache, windows and their order
     "src/assets",  # the bundled corpus and the tokenizer's BPE ranks
-    "src/config.py",  # the config -> model config (which norm options reach the norm)
-    "src/devices.py",  # device choice and matmul precision
+    "src/core/devices.py",  # device choice and matmul precision
     "src/train.py",  # seeding, and the order in which model, data and Trainer are built
 )
 # Libraries whose version can change the numbers of the same code (kernels, loops, defaults).

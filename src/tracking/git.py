@@ -10,7 +10,7 @@ import functools
 import subprocess
 from dataclasses import dataclass
 
-from src.paths import PROJECT_ROOT
+from src.core.paths import PROJECT_ROOT
 from src.tracking.tags import GIT_COMMIT_TAG, GIT_DIRTY_TAG
 
 GIT_TIMEOUT_S = 30

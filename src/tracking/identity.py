@@ -15,7 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from src.paths import ConfigError
+from src.core.paths import ConfigError
 
 # Keys that cannot change a run's result, so they are left out of its identity (and of its MLflow
 # params): where things are written, where they are tracked, how often progress is shown or

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from src.schema import SERVER_RESTART_S
+from src.core.schema import SERVER_RESTART_S
 from src.tracking.credentials import CREDENTIAL_ENV, redact_text, redact_uri
 from src.tracking.retry import causes, retry
 from src.tracking.store_uri import FIELD, StoreError

@@ -5,7 +5,7 @@ A new SQLite store gets its schema from MLflow's alembic migrations the first ti
 it. Processes opening a fresh file at the same moment race in those migrations and can leave it
 half-migrated (leftover `_alembic_tmp_*` tables) so that every later open fails; retrying cannot
 fix that. So every process takes an exclusive lock file beside the database (`mlflow.db.lock`,
-src.locks) while the schema is created or upgraded and while an experiment is found or created;
+src.core.locks) while the schema is created or upgraded and while an experiment is found or created;
 afterwards parallel writers only meet SQLite's ordinary write lock, which SQLite's busy timeout
 (MLflow sets 20 s) and `src.tracking.retry.with_retry` ride out. A half-migrated store is rebuilt
 when it provably holds no user data, and refused otherwise, with the steps to recover it.
@@ -21,8 +21,8 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
-from src.locks import LockTimeout, exclusive
-from src.paths import unwritable_reason
+from src.core.locks import LockTimeout, exclusive
+from src.core.paths import unwritable_reason
 from src.tracking.credentials import redact_uri
 from src.tracking.store_uri import DB_FIELD, FIELD, StoreError
 

@@ -29,7 +29,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from src.paths import ConfigError
+from src.core.paths import ConfigError
 from src.tracking.credentials import credentials_error, has_credentials, redact_uri
 from src.tracking.identity import safe_folder_name
 from src.tracking.retry import with_retry

@@ -1,18 +1,16 @@
 """What a SQLite store failing under a run means: a full disk, or a store file that disappeared.
 
-A run that ends on such an error says so in one line (src.training.failures) instead of MLflow's
-tracebacks. Torch-free and MLflow-free.
+A run that ends on such an error says so in one line (src.training.failures words it) instead of
+MLflow's tracebacks. Torch-free and MLflow-free.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import shutil
 import sqlite3
 from pathlib import Path
 
-from src.paths import nearest_existing
 from src.tracking.retry import causes
 
 # SQLite's extended code once the open database file was unlinked or renamed (named in Python >= 3.11).
@@ -51,11 +49,3 @@ def _user_rows_lost(db: Path) -> bool:
             return not con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'").fetchone()
     except sqlite3.Error:
         return False
-
-
-def describe_store_fault(fault: str, db: Path) -> str:
-    """The fault in words, for the one line a run ends with."""
-    if fault == STORE_FULL:
-        free = shutil.disk_usage(nearest_existing(db.parent)).free
-        return f"the MLflow store's disk is full ({db.parent}: {free:,} bytes free)"
-    return f"the MLflow store file {db} disappeared while the run wrote to it (deleted or moved)"

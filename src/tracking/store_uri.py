@@ -10,7 +10,7 @@ import importlib.util
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from src.paths import ConfigError
+from src.core.paths import ConfigError
 from src.tracking.credentials import redact_uri
 
 FIELD = "logger.tracking_uri"

@@ -38,7 +38,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from src.paths import ConfigError
 from src.tracking.code import MANIFEST_ARTIFACT, CodeState, differences, read_manifest
 from src.tracking.store import Store
 from src.tracking.tags import (
@@ -75,14 +74,6 @@ REUSES = ("skip", "resume")  # the decisions that take a recorded run's result o
 MAX_NAMED_FILES = 6  # files named in the code-change message; the rest are counted
 # A run is FINISHED only once these are in MLflow: without them the report would miss its seed.
 REQUIRED_FINAL_METRICS = ("test_loss", "final_train_loss", "steps_done", "train_time_s")
-
-
-@dataclass
-class Decision:
-    action: str  # new | skip | resume | busy
-    run: Run | None = None  # the existing run it concerns
-    reason: str = ""
-    supersede: list[str] = field(default_factory=list)  # runs the new run replaces
 
 
 def liveness_tags() -> dict[str, str]:
@@ -122,60 +113,15 @@ def runs_with_fingerprint(store: Store, experiment_id: str, fp: str) -> list[Run
     return [r for r in runs if SUPERSEDED_TAG not in r.data.tags]
 
 
-def settle_lost(store: Store, experiment_id: str, fp: str, stale_after_s: float) -> list[str]:
-    """Mark KILLED (`outcome=lost`) the RUNNING runs of this identity whose process is gone.
-
-    A SIGKILL leaves a run RUNNING; the next run of its config settles it instead of leaving it
-    RUNNING forever. The one place that does: a job, single or in a sweep, as it opens its own run
-    (src.training.resume.settle_lost_runs), after every check of its config; `decide` only reads.
-    """
-    lost = [r for r in runs_with_fingerprint(store, experiment_id, fp) if r.info.status == "RUNNING"]
-    lost = [r for r in lost if not is_alive(r, stale_after_s)]
-    for run in lost:
-        store.set_tags(run.info.run_id, {OUTCOME_TAG: LOST})
-        store.terminate(run.info.run_id, "KILLED")
-    return [r.info.run_id for r in lost]
+# --- the code that made a run (src.tracking.code) ----------------------------------------------
 
 
-def supersede(store: Store, old_run_ids: Sequence[str], new_run_id: str) -> None:
-    for run_id in old_run_ids:
-        store.set_tags(run_id, {SUPERSEDED_TAG: new_run_id})
-
-
-def decide(
-    store: Store,
-    experiment_id: str,
-    fp: str,
-    policy: str,
-    stale_after_s: float,
-    checkpoint_of: Callable[[Run], bool],
-    code: CodeState | None = None,
-    on_code_change: str = "fail",
-) -> Decision:
-    """What a job with fingerprint `fp` should do; `checkpoint_of(run)`: a checkpoint of that run exists.
-
-    `code`: this process's code; a run to reuse that other code made follows `on_code_change`
-    (None: no code check). Changes no record: a lost run is settled when the job opens its run."""
-    runs = runs_with_fingerprint(store, experiment_id, fp)
-    if not runs:
-        return Decision("new")
-    latest = runs[0]
-    if policy == "fail":
-        raise ConfigError(
-            f"sweep.on_existing=fail: run {latest.info.run_id} ({latest.info.run_name}) already has this config "
-            f"(fingerprint {fp}); valid choices: {', '.join(POLICIES)}"
-        )
-    if policy == "rerun":
-        return Decision("new", latest, "sweep.on_existing=rerun", [r.info.run_id for r in runs if r.info.status != "RUNNING"])
-    d = by_state(latest, stale_after_s, checkpoint_of)
-    if code is None or d.action not in REUSES or not made_by_other_code(latest, code):
-        return d
-    if on_code_change == "fail":
-        raise ConfigError(code_change_message(store, [latest], code))
-    at = made_at(latest)
-    if on_code_change == "rerun":
-        return Decision("new", latest, f"made by other code ({at}); training it again (sweep.on_code_change=rerun)", [latest.info.run_id])
-    return Decision(d.action, latest, f"{d.reason}; made by other code ({at}), kept (sweep.on_code_change=keep)")
+@dataclass
+class Decision:
+    action: str  # new | skip | resume | busy
+    run: Run | None = None  # the existing run it concerns
+    reason: str = ""
+    supersede: list[str] = field(default_factory=list)  # runs the new run replaces
 
 
 def by_state(latest: Run, stale_after_s: float, checkpoint_of: Callable[[Run], bool]) -> Decision:
@@ -201,9 +147,6 @@ def by_state(latest: Run, stale_after_s: float, checkpoint_of: Callable[[Run], b
             return Decision("resume", latest, f"{outcome or KILLED}; resuming from its checkpoint")
         return Decision("new", latest, f"{outcome or KILLED} without a checkpoint", [latest.info.run_id])
     return Decision("new", latest, f"{outcome or FAILED}; starting a new run", [latest.info.run_id])
-
-
-# --- the code that made a run (src.tracking.code) ----------------------------------------------
 
 
 def made_by_other_code(run: Run, code: CodeState) -> bool:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from src.paths import ConfigError
+from src.core.paths import ConfigError
 
 
 @dataclass(frozen=True)

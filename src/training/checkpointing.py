@@ -11,20 +11,16 @@ saves `last.ckpt` and exits cleanly, so a requeued job resumes instead of starti
 
 from __future__ import annotations
 
-import pickle
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import lightning as L
-import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
-from src.paths import ConfigError, unwritable_reason
-from src.tracking.identity import differing_keys, fingerprint, safe_folder_name
+from src.core.paths import ConfigError, unwritable_reason
+from src.tracking.identity import fingerprint, safe_folder_name
 
 LAST = "last.ckpt"
 RUN_STATE_KEY = "RunTracking"  # the tracking callback's entry in checkpoint["callbacks"]
@@ -38,6 +34,7 @@ class CheckpointSpec:
     every_n_steps: int
     folder: Path
     resume_from: str | None = None  # "last" or a .ckpt path; None: start fresh
+    placed_by: str = "paths.checkpoints_dir"  # the config field that placed the folder
 
     @property
     def last(self) -> Path:
@@ -58,51 +55,13 @@ def checkpoint_dir(cfg: DictConfig, fp: str | None = None) -> Path:
     return Path(cfg.paths.checkpoints_dir) / experiment / f"{run}-{fp or fingerprint(cfg)}"
 
 
-def checkpoint_field(cfg: DictConfig) -> str:
-    """The config field that placed the checkpoint folder."""
-    return "checkpoint.dir" if cfg.checkpoint.get("dir") else "paths.checkpoints_dir"
-
-
-def check_checkpoint_folder(spec: CheckpointSpec, field: str) -> None:
+def check_checkpoint_folder(spec: CheckpointSpec) -> None:
     """Refuse a checkpoint folder that cannot be written before anything is recorded (its first write
     would otherwise fail the run at the first checkpoint)."""
+    field = spec.placed_by
     problem = unwritable_reason(spec.folder)
     if problem:
         raise ConfigError(f"{field}: {problem}; checkpoints go to {spec.folder}: point {field} at a writable folder")
-
-
-def resolve_ckpt_path(spec: CheckpointSpec) -> Path | None:
-    """The checkpoint to resume from: `ckpt_path=last` / `resume=true` mean this run's last.ckpt."""
-    if spec.resume_from is None:
-        return None
-    path = spec.last if spec.resume_from == "last" else Path(spec.resume_from)
-    if not path.is_file():
-        raise ConfigError(f"ckpt_path: no checkpoint at {path} (run with checkpoint.enabled=true to write one)")
-    return path
-
-
-def read_run_state(path: Path) -> dict[str, Any]:
-    """The tracking state a checkpoint carries ({} if it has none); ConfigError if it is no checkpoint."""
-    try:
-        # mmap: only the small entries we read leave the disk, not gigabytes of optimizer state.
-        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except (RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, EOFError, OSError) as err:
-        raise ConfigError(f"ckpt_path: {path} is not a readable checkpoint ({type(err).__name__})") from None
-    if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
-        raise ConfigError(f"ckpt_path: {path} is not a Lightning checkpoint (no state_dict)")
-    return ckpt.get("callbacks", {}).get(RUN_STATE_KEY, {})
-
-
-def check_checkpoint(path: Path, fingerprint: str, identity: dict[str, Any], state: dict[str, Any]) -> None:
-    """Refuse a checkpoint trained with another config, before any MLflow run is touched."""
-    saved = state.get("identity")
-    if saved is None:
-        raise ConfigError(f"ckpt_path: {path} carries no run identity (written by another version); start a new run")
-    if state.get("fingerprint") != fingerprint:
-        keys = differing_keys(saved, identity)
-        raise ConfigError(
-            f"ckpt_path: {path} was trained with another config; differing keys: {', '.join(keys) or '?'}"
-        )
 
 
 class SaveOnSigterm(L.Callback):

@@ -1,22 +1,33 @@
-"""One line for a run that cannot go on, whatever raised; the traceback goes to the job's log file.
+"""The one place an exception becomes the one line a job ends with; the traceback goes to the job's log file.
 
 Before the run is recorded, every refusal is a `ConfigError` naming the field (`config error: ...`).
 After it, `RunFailed` carries one line saying what happened (the store's disk is full, its file
 disappeared, out of memory, or the exception in one line), what became of the MLflow run and the
 checkpoint, and how to continue. The full traceback is written to the job's log file (Hydra's
 `<output dir>/<job name>.log`), never to the terminal; the line names that file.
+
+`job_ending` words whatever `train()` raised (a refusal, a run that failed after it was recorded,
+an error no check foresaw, rank 0's refusal reaching another rank); the entry point only acts on it
+(src/train.py), and `src.core.cli` gives a line its exit code by its prefix (`config error:` 2,
+`error:` 1). The contract is docs/faults.md's.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
 import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from hydra.core.hydra_config import HydraConfig
 
-from src.tracking.store_faults import STORE_FULL, describe_store_fault, store_fault
+from src.core.atomic_io import CheckpointSpaceError
+from src.core.paths import ConfigError, nearest_existing
+from src.tracking.server_client import ServerLost
+from src.tracking.store_faults import STORE_FULL, store_fault
 
 # MLflow logs every failed SQL statement with its traceback at ERROR before raising it (13 tracebacks
 # for one full disk): the exception is reported once, as a line, and these go to the log file.
@@ -38,6 +49,10 @@ class RunFailed(RuntimeError):
     def __init__(self, line: str, store_broken: bool = False) -> None:
         super().__init__(line)
         self.store_broken = store_broken  # the next jobs of a sweep would meet the same store
+
+
+class PeerRefused(Exception):
+    """Rank 0 refused the job before it trained; this rank stops too (rank 0 says why)."""
 
 
 def is_out_of_memory(err: BaseException) -> bool:
@@ -85,6 +100,14 @@ def first_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
 
 
+def describe_store_fault(fault: str, db: Path) -> str:
+    """The fault in words, for the one line a run ends with."""
+    if fault == STORE_FULL:
+        free = shutil.disk_usage(nearest_existing(db.parent)).free
+        return f"the MLflow store's disk is full ({db.parent}: {free:,} bytes free)"
+    return f"the MLflow store file {db} disappeared while the run wrote to it (deleted or moved)"
+
+
 def what_happened(err: BaseException, db: Path | None) -> tuple[str, bool]:
     """`err` in words, and whether it was the store that broke."""
     fault = store_fault(err, db)
@@ -123,3 +146,34 @@ def failed_after_recording(
         record = f"run {run_id} closed FAILED"
         how = f"re-run the same command ({RESUME}) to continue from {checkpoint}" if saved else "a re-run starts it over"
     return RunFailed(f"{run_name}: {what}; {record}; {how}", store_broken)
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a job that `train()` could not finish ends: its one line, and what the entry point does."""
+
+    line: str
+    how: str  # "refused": the command ends (a refusal, a full checkpoint disk, a lost server);
+    # "failed": a sweep's other jobs still run unless the store broke; "peer": rank 0 said why
+    store_broken: bool = False
+
+
+def traceback_note(err: BaseException) -> str:
+    path = keep_traceback(err)
+    return f" (traceback: {path})" if path else ""
+
+
+def job_ending(err: Exception, run_name: str, db: Callable[[], Path | None]) -> Ending:
+    """The one line for whatever `train()` raised; `db`: the SQLite store's file (None: another store)."""
+    if isinstance(err, PeerRefused):  # rank 0 of this job refused it and says why; this rank ends with it
+        return Ending(f"rank 0 refused the job: {err}", "peer")
+    if isinstance(err, (ConfigError, CheckpointSpaceError, ServerLost)):
+        # A clear one-line message; Hydra prints the traceback only with HYDRA_FULL_ERROR=1. A full
+        # checkpoint disk has closed the run as failed, and the previous checkpoint is intact; so is
+        # the last checkpoint of a run whose tracking server stopped answering.
+        return Ending(f"config error: {err}" if isinstance(err, ConfigError) else f"error: {err}", "refused")
+    if isinstance(err, RunFailed):  # after the run was recorded: what became of it, and how to go on
+        return Ending(f"error: {err}{traceback_note(err.__cause__ or err)}", "failed", err.store_broken)
+    # Before the run was recorded, and no check foresaw it.
+    what, store_broken = what_happened(err, db())
+    return Ending(f"error: {run_name}: {what}; nothing was recorded for this run{traceback_note(err)}", "failed", store_broken)

@@ -18,8 +18,8 @@ import os
 
 import torch
 
+from src.core.paths import ConfigError
 from src.model.gpt import GPTConfig, GPTModel, count_params
-from src.paths import ConfigError
 
 STATE_COPIES = 4  # weights, gradients, AdamW's exp_avg and exp_avg_sq
 LOGITS_COPIES = 2  # the logits and their gradient

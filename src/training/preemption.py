@@ -12,7 +12,7 @@ rank joins.
 Under SLURM the same path answers every signal a job is sent before it is stopped: SIGTERM
 (`scontrol requeue`, `scancel`, pre-emption), SIGUSR1 (Lightning's recipe, `--signal=USR1@90`, and
 what admins send) and SIGUSR2 (submitit's warning before the time limit). Lightning's own answer to
-SIGUSR1 (auto-requeue) is off (src/training/job_ranks.py): it wrote `hpc_ckpt_1.ckpt` into the
+SIGUSR1 (auto-requeue) is off (src/training/run_life.py): it wrote `hpc_ckpt_1.ckpt` into the
 working folder, which the next `fit`/`test` without `ckpt_path` loaded — a run FINISHED "ok" with
 the test loss of step-21 weights (10.4908 against 7.013996). submitit's handler for SIGUSR2 exits the
 job without a checkpoint and requeues it only `max_num_timeout` times (0 by default): a job that

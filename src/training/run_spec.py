@@ -1,8 +1,13 @@
-"""A training config resolved once into the typed pieces each stage needs.
+"""A training config checked and resolved once: the one object a run is built from.
+
+Types are the schema's (src/core/schema.py): Hydra refuses a value of the wrong type while composing.
+What a type cannot say is checked here (`validate`), before any MLflow run is opened: ranges, choices,
+and values that depend on each other or on a registry (the tokenizer, the norms, the sweep policies),
+so a bad value fails fast with a message naming the field, and nothing is recorded for it.
 
 `train()` receives a Hydra `DictConfig`; rather than let it travel into every helper, `resolve`
-validates it and reads, once, what checkpointing, the run plan and the device checks use. The
-model gets its `GPTConfig` and the budget its `Budget` the same way.
+validates it and reads, once, what each stage uses: the model's `GPTConfig`, the data, the optimizer,
+the Trainer's settings, checkpointing, the run plan, the device checks and the tracking record.
 """
 
 from __future__ import annotations
@@ -11,14 +16,171 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from omegaconf import DictConfig
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
 
-from src.config import validate
-from src.devices import DeviceSpec
+from src.core.devices import DeviceSpec
+from src.core.paths import ConfigError
+from src.core.schema import LIGHTNING_PRECISIONS, MATMUL_PRECISIONS, SPEED_KERNEL_S_MAX
+from src.data.tokenizer import VOCAB_SIZE
 from src.model.gpt import GPTConfig
-from src.tracking.identity import fingerprint, flatten, identity_config
+from src.tracking.identity import fingerprint, flatten, identity_config, safe_folder_name
+from src.tracking.store import NAME_MAX
+from src.tracking.sweep import CODE_POLICIES, POLICIES
+from src.tracking.tracker import RecordSpec
 from src.tracking.variants import AXES_ENV, axes_from_env, variant_run_name
 from src.training.checkpointing import CheckpointSpec, checkpoint_dir
+
+# Seeds seed numpy too, whose generator takes an unsigned 32-bit integer.
+SEED_RANGE = (0, 2**32 - 1)
+# Keys of the norm group that are not options of the norm: `family` labels it for the report.
+NORM_KEYS = ("norm_type", "eps", "family")
+
+
+def model_config(cfg: DictConfig) -> GPTConfig:
+    """The GPTConfig of a composed training config (model group + norm group).
+
+    Every check of the norm (its key, eps, options) happens once, in `src.model.norms.NormSpec`, which
+    GPTConfig builds; its ValueError names the `norm.` field and becomes a ConfigError here.
+    """
+    m = cfg.model
+    norm = OmegaConf.to_container(cfg.norm, resolve=True)
+    assert isinstance(norm, dict)
+    try:
+        return GPTConfig(
+            vocab_size=m.vocab_size,
+            context_length=m.context_length,
+            emb_dim=m.emb_dim,
+            n_heads=m.n_heads,
+            n_layers=m.n_layers,
+            drop_rate=float(m.drop_rate),
+            qkv_bias=bool(m.qkv_bias),
+            tie_weights=bool(m.tie_weights),
+            norm_type=norm["norm_type"],
+            norm_eps=norm["eps"],
+            norm_options={k: v for k, v in norm.items() if k not in NORM_KEYS},
+            norm_placement=m.norm_placement,
+            qk_norm=m.qk_norm,
+        )
+    except ValueError as err:
+        raise ConfigError(str(err)) from err
+
+
+def _require(ok: bool, field: str, message: str) -> None:
+    if not ok:
+        raise ConfigError(f"{field}: {message}")
+
+
+def _require_choice(value: object, choices: tuple[str, ...], field: str) -> None:
+    _require(value in choices, field, f"{value!r} is not one of the valid choices: {', '.join(choices)}")
+
+
+def validate_names(cfg: DictConfig) -> None:
+    """Names become MLflow names (kept as written) and folder names (mapped to safe ones)."""
+    for field in ("experiment_name", "run_name"):
+        value = cfg.get(field)
+        _require(bool(value.strip()), field, f"must be a non-empty string, got {value!r}")
+        _require(len(value) <= NAME_MAX, field, f"at most {NAME_MAX} characters, got {len(value)}")
+        safe_folder_name(value, field)
+
+
+def check_store_placement(cfg: DictConfig) -> None:
+    """A SQLite file takes the writers of one machine: refuse jobs whose ranks or jobs span machines."""
+    uri = str(OmegaConf.select(cfg, "logger.tracking_uri", default=None) or "")
+    if not OmegaConf.select(cfg, "logger.enabled", default=False) or not uri.startswith("sqlite:"):
+        return
+    c = cfg.cluster
+    nodes = int(c.get("num_nodes", 1))
+    _require(
+        nodes <= 1 and not c.get("spans_machines", False),
+        "logger.tracking_uri",
+        f"{uri} is a SQLite file, but cluster={c.get('name', '?')} runs on {nodes} node(s) per job"
+        f"{' on other machines' if c.get('spans_machines', False) else ''}, and SQLite's locks do not hold on a "
+        "shared filesystem; start a team server (make server, docs/store.md#a-team-server) and set "
+        "logger.tracking_uri=http://<server>:<port>",
+    )
+
+
+def validate(cfg: DictConfig) -> GPTConfig:
+    """Check every value that would otherwise fail mid-training; returns the model config."""
+    seed = cfg.seed
+    _require(SEED_RANGE[0] <= seed <= SEED_RANGE[1], "seed", f"must be an integer in [{SEED_RANGE[0]}, {SEED_RANGE[1]}], got {seed}")
+    validate_names(cfg)
+    model_cfg = model_config(cfg)
+    _require(
+        cfg.model.vocab_size >= VOCAB_SIZE,
+        "model.vocab_size",
+        f"must be >= the tokenizer's {VOCAB_SIZE} tokens, got {cfg.model.vocab_size}",
+    )
+    family = cfg.norm.get("family")  # the norm group is a mapping: each norm's keys are its own
+    _require(
+        isinstance(family, str) and family != "",
+        "norm.family",
+        f"every conf/norm YAML names its family (layernorm, rmsnorm, dyt, scalenorm, none, or a new one), got {family!r}",
+    )
+    o = cfg.optim
+    _require(o.lr > 0, "optim.lr", f"must be > 0, got {o.lr}")
+    _require(0 <= o.min_lr <= o.lr, "optim.min_lr", f"must be in [0, optim.lr={o.lr}], got {o.min_lr}")
+    _require(0 <= o.warmup_fraction < 1, "optim.warmup_fraction", f"must be in [0, 1), got {o.warmup_fraction}")
+    _require(o.weight_decay >= 0, "optim.weight_decay", f"must be >= 0, got {o.weight_decay}")
+    _require(
+        len(o.betas) == 2 and all(0 <= b < 1 for b in o.betas), "optim.betas", f"need two values in [0, 1), got {list(o.betas)}"
+    )
+    _require(o.grad_clip is None or o.grad_clip > 0, "optim.grad_clip", f"must be > 0 or null, got {o.grad_clip}")
+    _require(o.micro_batch_size >= 1, "optim.micro_batch_size", f"must be >= 1, got {o.micro_batch_size}")
+    _require(o.grad_accum >= 1, "optim.grad_accum", f"must be >= 1, got {o.grad_accum}")
+    _require(o.max_steps >= 1, "optim.max_steps", f"must be >= 1, got {o.max_steps}")
+    for field in ("token_budget", "tokens_per_param", "global_batch_size"):
+        value = o.get(field)
+        _require(value is None or value > 0, f"optim.{field}", f"must be > 0 or null, got {value}")
+    _require(
+        1 <= cfg.seq_len <= model_cfg.context_length,
+        "seq_len",
+        f"must be in [1, model.context_length={model_cfg.context_length}], got {cfg.seq_len}",
+    )
+    rounds = cfg.report.speed_rounds
+    _require(
+        rounds == 0 or rounds >= 2,
+        "report.speed_rounds",
+        f"must be 0 (no speed check after a sweep) or an integer >= 2 (an interval needs two rounds), got {rounds}",
+    )
+    kernel_s = cfg.report.speed_kernel_s
+    _require(
+        0 <= kernel_s <= SPEED_KERNEL_S_MAX,
+        "report.speed_kernel_s",
+        f"must be a number of seconds in [0, {SPEED_KERNEL_S_MAX}], got {kernel_s}",
+    )
+    _require(cfg.val_every_n_steps >= 1, "val_every_n_steps", f"must be >= 1, got {cfg.val_every_n_steps}")
+    _require(cfg.log_every_n_steps >= 1, "log_every_n_steps", f"must be >= 1, got {cfg.log_every_n_steps}")
+    _require_choice(cfg.precision.lightning, LIGHTNING_PRECISIONS, "precision.lightning")
+    _require_choice(cfg.precision.matmul_precision, MATMUL_PRECISIONS, "precision.matmul_precision")
+    # Spawned workers keep the results (losses, timings) in their own memory: this entry point runs
+    # DDP through processes it is part of (Lightning's launcher, torchrun or SLURM).
+    _require(
+        not any(k in str(cfg.cluster.strategy) for k in ("spawn", "fork")),
+        "cluster.strategy",
+        f"{cfg.cluster.strategy!r} is not supported; use ddp (or auto for one device)",
+    )
+    sw = cfg.sweep
+    _require_choice(sw.on_existing, POLICIES, "sweep.on_existing")
+    _require_choice(sw.on_code_change, CODE_POLICIES, "sweep.on_code_change")
+    for field in ("heartbeat_s", "stale_after_s"):
+        _require(sw[field] > 0, f"sweep.{field}", f"must be > 0, got {sw[field]}")
+    _require(sw.stale_after_s > sw.heartbeat_s, "sweep.stale_after_s", f"must exceed sweep.heartbeat_s={sw.heartbeat_s}")
+    _require(cfg.cluster.devices >= 1, "cluster.devices", f"must be >= 1, got {cfg.cluster.devices}")
+    _require(cfg.cluster.num_nodes >= 1, "cluster.num_nodes", f"must be >= 1, got {cfg.cluster.num_nodes}")
+    check_store_placement(cfg)
+    if "workers" in cfg.cluster:  # cpu_pool / gpu_pool: single-process jobs side by side (src/launch/pool.py)
+        c = cfg.cluster
+        _require(c.workers >= 1, "cluster.workers", f"must be >= 1, got {c.workers}")
+        # DDP ranks could not pair up across workers that pick their jobs at run time.
+        _require(
+            c.devices == 1 and c.num_nodes == 1,
+            "cluster.devices",
+            f"cluster={c.name} runs one process per job: cluster.devices and cluster.num_nodes must be 1, "
+            f"got {c.devices} x {c.num_nodes}; for DDP jobs use cluster=gpu_node (one job per command) or cluster=slurm",
+        )
+    return model_cfg
 
 
 @dataclass(frozen=True)
@@ -44,7 +206,45 @@ class StoreSpec:
 
 
 @dataclass(frozen=True)
+class TrainSpec:
+    """What the data, the optimizer and the Trainer read: the `data` and `optim` groups, the context
+    length, and the loop's settings."""
+
+    data: DictConfig  # the data group (src.data.datamodule.build_datamodule reads it)
+    optim: dict[str, Any]  # the optim group, resolved
+    seq_len: int
+    strategy: str
+    deterministic: bool
+    val_every_n_steps: int
+    log_every_n_steps: int
+    compile: bool
+    progress_bar: bool
+
+    @property
+    def micro_batch_size(self) -> int:
+        return int(self.optim["micro_batch_size"])
+
+    @classmethod
+    def of(cls, cfg: DictConfig) -> TrainSpec:
+        optim = OmegaConf.to_container(cfg.optim, resolve=True)
+        assert isinstance(optim, dict)
+        return cls(
+            data=cfg.data,
+            optim={str(k): v for k, v in optim.items()},
+            seq_len=int(cfg.seq_len),
+            strategy=cfg.cluster.strategy,
+            deterministic=bool(cfg.get("deterministic", False)),
+            val_every_n_steps=int(cfg.val_every_n_steps),
+            log_every_n_steps=int(cfg.log_every_n_steps),
+            compile=bool(cfg.compile),
+            progress_bar=bool(cfg.progress_bar),
+        )
+
+
+@dataclass(frozen=True)
 class RunSpec:
+    """The one object a run is built from, past `resolve`: no stage reads the DictConfig again."""
+
     run_name: str
     seed: int
     model: GPTConfig
@@ -52,9 +252,19 @@ class RunSpec:
     checkpoint: CheckpointSpec
     devices: DeviceSpec
     store: StoreSpec
+    train: TrainSpec
+    record: RecordSpec  # what the Tracker writes to MLflow: tags, params, the config as YAML
     # The name its MLflow run gets (src.tracking.tracker: the variant apart, `hand_layernorm · pre-s0`),
     # which a job's lines use: `run_name` alone cannot tell the runs of a norm × placement sweep apart.
     shown_name: str = ""
+
+
+def hydra_context() -> tuple[list[str], int | None]:
+    """The command-line overrides and the multirun job number, when running under Hydra."""
+    if not HydraConfig.initialized():
+        return [], None
+    hc = HydraConfig.get()
+    return list(hc.overrides.task), OmegaConf.select(hc, "job.num", default=None)
 
 
 def resolve(cfg: DictConfig) -> RunSpec:
@@ -63,6 +273,7 @@ def resolve(cfg: DictConfig) -> RunSpec:
     ck = cfg.checkpoint
     wanted = cfg.get("ckpt_path")
     fp = fingerprint(cfg)
+    devices = DeviceSpec.of(cfg)
     return RunSpec(
         run_name=cfg.run_name,
         seed=cfg.seed,
@@ -73,8 +284,9 @@ def resolve(cfg: DictConfig) -> RunSpec:
             every_n_steps=int(ck.every_n_steps),
             folder=checkpoint_dir(cfg, fp),
             resume_from="last" if wanted is None and cfg.get("resume") else wanted,
+            placed_by="checkpoint.dir" if ck.get("dir") else "paths.checkpoints_dir",
         ),
-        devices=DeviceSpec.of(cfg),
+        devices=devices,
         shown_name=variant_run_name(
             str(cfg.run_name), flatten(identity_config(cfg)), axes_from_env(os.environ.get(AXES_ENV)),
             str(cfg.norm.norm_type), cfg.seed,
@@ -89,5 +301,7 @@ def resolve(cfg: DictConfig) -> RunSpec:
             stale_after_s=float(cfg.sweep.stale_after_s),
             heartbeat_s=float(cfg.sweep.heartbeat_s),
         ),
+        train=TrainSpec.of(cfg),
+        record=RecordSpec.from_config(cfg, devices.device_type, *hydra_context()),
     )
 

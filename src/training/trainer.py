@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import lightning as L
+import torch
 from lightning.fabric.plugins.environments import SLURMEnvironment
+from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.loggers import Logger
-from omegaconf import DictConfig
 
+from src.core.atomic_io import write_checkpoint
+from src.core.devices import DeviceSpec
 from src.data.datamodule import TokenDataModule, build_datamodule
 from src.model.gpt import GPTModel
-from src.training.atomic_io import AtomicCheckpointIO
 from src.training.budget import Budget
+
+if TYPE_CHECKING:
+    from src.training.run_spec import TrainSpec
 
 
 def quiet_lightning() -> None:
@@ -45,7 +52,13 @@ class ProgressBar(TQDMProgressBar):
 
 
 def build_trainer(
-    cfg: DictConfig, budget: Budget, logger: Logger | bool, callbacks: list[L.Callback], root_dir: Path
+    run: TrainSpec,
+    devices: DeviceSpec,
+    budget: Budget,
+    logger: Logger | bool,
+    callbacks: list[L.Callback],
+    root_dir: Path,
+    checkpointing: bool,
 ) -> L.Trainer:
     """`root_dir`: the run's own checkpoint folder, never the working folder: Lightning looks there for
     an `hpc_ckpt_*.ckpt` to load when `fit`/`test` get no `ckpt_path` under SLURM."""
@@ -54,25 +67,25 @@ def build_trainer(
     slurm = [SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else []
     return L.Trainer(
         default_root_dir=root_dir,
-        accelerator=cfg.cluster.accelerator,
-        devices=cfg.cluster.devices,
-        num_nodes=cfg.cluster.num_nodes,
-        strategy=cfg.cluster.strategy,
-        precision=cfg.precision.lightning,
-        deterministic=bool(cfg.get("deterministic", False)),  # also torch's deterministic algorithms
+        accelerator=devices.accelerator,
+        devices=devices.devices,
+        num_nodes=devices.num_nodes,
+        strategy=run.strategy,
+        precision=devices.precision,
+        deterministic=run.deterministic,  # also torch's deterministic algorithms
         max_steps=budget.max_steps,
         max_epochs=-1,
         accumulate_grad_batches=budget.grad_accum,
         # Clipping happens in GPTLitModule.configure_gradient_clipping (it also records the norm).
-        val_check_interval=cfg.val_every_n_steps * budget.grad_accum,
+        val_check_interval=run.val_every_n_steps * budget.grad_accum,
         check_val_every_n_epoch=None,
         num_sanity_val_steps=0,
         # The datamodule shards training samples itself (ResumableRankSampler), resumable mid-run.
         use_distributed_sampler=False,
         logger=logger,
         callbacks=callbacks,
-        enable_checkpointing=cfg.checkpoint.enabled,
-        enable_progress_bar=cfg.progress_bar,
+        enable_checkpointing=checkpointing,
+        enable_progress_bar=run.progress_bar,
         enable_model_summary=False,
         plugins=[AtomicCheckpointIO(), *slurm],  # a failed write never destroys the previous last.ckpt
     )
@@ -84,13 +97,26 @@ def compile_blocks(model: GPTModel) -> None:
         block.compile()
 
 
-def run_datamodule(cfg: DictConfig, budget: Budget) -> TokenDataModule:
+def run_datamodule(run: TrainSpec, budget: Budget, seed: int) -> TokenDataModule:
     """The DataModule a run trains on: its data config, context length, batch sizes, steps and seed."""
     return build_datamodule(
-        cfg.data,
-        context_length=cfg.seq_len,
-        micro_batch_size=cfg.optim.micro_batch_size,
+        run.data,
+        context_length=run.seq_len,
+        micro_batch_size=run.micro_batch_size,
         global_batch_size=budget.global_batch_size,
         max_steps=budget.max_steps,
-        seed=cfg.seed,
+        seed=seed,
     )
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint writer, with `src.core.atomic_io.write_checkpoint` for local paths: any
+    failure leaves the previous checkpoint as it was."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
+        if "://" in str(path):  # remote storage: Lightning's own transaction
+            super().save_checkpoint(checkpoint, path, storage_options)
+            return
+        buffer = io.BytesIO()  # serialized first: its size is what the disk must hold
+        torch.save(checkpoint, buffer)
+        write_checkpoint(Path(path), buffer.getbuffer())

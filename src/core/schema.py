@@ -14,7 +14,7 @@ factory's arguments by `src.model.norms.NormSpec`), `data` (each source's node b
 `from_config`), `cluster` (pools add `workers`, SLURM `spans_machines`) and `logger` (`none` has no
 UI settings).
 
-Range and cross-field checks stay in `src.config.validate`, which runs before anything is recorded.
+Range and cross-field checks stay in `src.training.run_spec.validate`, which runs before anything is recorded.
 Torch-free, and nothing here reads a file.
 """
 
@@ -32,7 +32,7 @@ Number = int | float
 SCHEMA_NAME = "train_schema"  # the first entry of conf/train.yaml's defaults list
 
 # Choices with no registry of their own: what Lightning's Trainer(precision=...) and
-# torch.set_float32_matmul_precision accept. src.config.validate checks them, naming the key.
+# torch.set_float32_matmul_precision accept. src.training.run_spec.validate checks them, naming the key.
 LIGHTNING_PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "bf16-true")
 MATMUL_PRECISIONS = ("highest", "high", "medium")
 

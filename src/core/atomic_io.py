@@ -4,14 +4,22 @@ The new content goes to a temporary file in the target's own folder (a rename wi
 is atomic, while a move across filesystems is a copy in place), is flushed and fsynced, then renamed
 over the target; the folder is fsynced last, so that the rename itself survives a power cut. Any
 failure removes the temporary file and leaves the target as it was. The one writer of the token
-cache (src.data.cache) and of checkpoints (src.training.atomic_io), and the one mover of a file kept
-aside (`move_aside`: a replaced run's checkpoint). Nothing here imports torch.
+cache (src.data.cache) and of checkpoints (`write_checkpoint`, which Lightning's checkpoint writer in
+src.training.trainer calls), and the one mover of a file kept aside (`move_aside`: a replaced run's
+checkpoint). Nothing here imports torch.
+
+Lightning's own writer stages a checkpoint in the system's temporary folder and moves it over
+`last.ckpt`; across filesystems that move is a copy *in place*, so a disk that fills during the copy
+left a broken `last.ckpt` and the run's previous good state was gone. Written here, any failure
+leaves the previous checkpoint as it was.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,3 +81,22 @@ def remove_partial_writes(target: Path) -> list[Path]:
     for tmp in found:
         tmp.unlink(missing_ok=True)
     return found
+
+
+class CheckpointSpaceError(RuntimeError):
+    """The checkpoint's filesystem has no room for the new checkpoint (the previous one is intact)."""
+
+
+def write_checkpoint(path: Path, data: bytes | memoryview) -> None:
+    """Replace the checkpoint at `path` with `data` atomically; a full disk is a
+    `CheckpointSpaceError` naming the folder and the bytes."""
+    try:
+        atomic_write(path, data)
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        free = shutil.disk_usage(path.parent).free
+        raise CheckpointSpaceError(
+            f"checkpoint: no space left in {path.parent} for {path.name}: it needs {len(data):,} bytes, "
+            f"{free:,} are free; the previous checkpoint there is intact (free space, then resume=true)"
+        ) from None

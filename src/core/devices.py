@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 from omegaconf import DictConfig
 
-from src.paths import ConfigError
+from src.core.paths import ConfigError
 
 
 def cuda_accelerator(accelerator: str) -> bool:

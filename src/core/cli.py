@@ -26,7 +26,7 @@ from typing import NoReturn
 from hydra.errors import HydraException
 from omegaconf.errors import OmegaConfBaseException
 
-from src.paths import ConfigError
+from src.core.paths import ConfigError, compose_error_line
 
 OK = 0
 FAILED = 1
@@ -81,6 +81,14 @@ def parse(made: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse
 
 def one_line(err: BaseException) -> str:
     return " ".join(str(err).split())
+
+
+def refusal_line(err: BaseException) -> str:
+    """A refusal of the command line or the config (one of CONFIG_ERRORS) as its one line: Hydra's and
+    OmegaConf's composition errors name the key (`seed: 'abc' is not an integer`)."""
+    if isinstance(err, ConfigError):
+        return f"config error: {err}"
+    return f"config error: {compose_error_line(err)}"  # type: ignore[arg-type]
 
 
 def config_error(err: BaseException) -> int:

@@ -1,7 +1,7 @@
 """The training path, as the benchmarks use it: a composed config, the project's module, one step.
 
-Benchmarks build what training builds — the config through `src.paths.compose`, the model config
-through `src.config.validate`, the budget through `src.training.budget.resolve_budget`, `GPTLitModule` with
+Benchmarks build what training builds — the config through `src.core.paths.compose`, the model config
+through `src.training.run_spec.validate`, the budget through `src.training.budget.resolve_budget`, `GPTLitModule` with
 its AdamW and schedule — and only replace the data with random tokens (data loading stays out of
 the measurement) and Lightning's loop with `TrainStep` where a single step must be timed.
 """
@@ -16,12 +16,12 @@ import torch.nn.functional as F
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader, TensorDataset
 
-from src.config import validate
-from src.devices import DeviceSpec, check_device, configure_matmul_precision, uses_cuda
+from src.core.devices import DeviceSpec, check_device, configure_matmul_precision, uses_cuda
+from src.core.paths import CONF_DIR, ConfigError, compose
 from src.model.gpt import GPTConfig, GPTModel, count_params
-from src.paths import CONF_DIR, ConfigError, compose
 from src.training.budget import resolve_budget
 from src.training.lit_module import GPTLitModule
+from src.training.run_spec import validate
 from src.training.trainer import compile_blocks
 
 # Precision names of `conf/precision/*.yaml` (Lightning's) -> how a hand-written step runs them.

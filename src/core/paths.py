@@ -15,7 +15,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]  # src/core/paths.py -> the project root
 CONF_DIR = PROJECT_ROOT / "conf"
 
 
@@ -93,7 +93,7 @@ def compose_error_line(err: Exception) -> str:
     cause = err if isinstance(err, ValidationError) else err.__cause__
     if isinstance(cause, ValidationError) and cause.full_key:
         value, hint = getattr(cause, "value", None), str(getattr(cause, "msg", cause)).split("\n")[0]
-        if any(t in hint for t in ("Union[int, float]", "Integer", "Float")):  # src.schema.Number, int, float
+        if any(t in hint for t in ("Union[int, float]", "Integer", "Float")):  # src.core.schema.Number, int, float
             hint = f"{value!r} is not {'an integer' if 'Integer' in hint else 'a number'}"
         elif "is not Optional" in hint:
             hint = "must not be null"

@@ -1,0 +1,723 @@
+"""A run's life, owned in one place: what the run is, its claim, its opening and its close.
+
+From the run's identity, the store and the checkpoint folder, `plan_run` decides what a job is:
+
+    done        its result is recorded (FINISHED, or diverged): nothing to train, the result is returned
+    resume      pre-empted, killed or lost with a checkpoint of its own: continue the same MLflow run
+    lost        RUNNING, but its process is gone: settled as KILLED (`lost`) when the run opens, then resumed
+    superseded  failed, or `sweep.on_existing=rerun`: a new run replaces it (its checkpoint is kept aside)
+    new         nothing of this config yet
+
+An explicit `ckpt_path` / `resume=true` is checked against the config before any MLflow run is touched,
+so a mismatch changes no one's record. A run to resume or skip on that other code made follows
+`sweep.on_code_change` (src.tracking.code). A sweep's job holds a claim on its config (src.tracking.sweep)
+from the decision until its run is open (`open_tracker`), so two copies of a sweep never train one config
+twice. With several processes, rank 0 decides and the plan is broadcast (`decided_once`); a launcher
+asks `already_done` (read-only) before it submits anything. `RunClosing` closes the run with its outcome,
+whatever way training ends. The other modules ask this one; it asks the store.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import math
+import os
+import pickle
+import resource
+import zipfile
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.distributed as dist
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from lightning.fabric.plugins.environments import (
+    ClusterEnvironment,
+    SLURMEnvironment,
+    TorchElasticEnvironment,
+)
+from lightning.pytorch.utilities import rank_zero_only
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+from src.core.atomic_io import CheckpointSpaceError, move_aside, remove_partial_writes
+from src.core.devices import check_device
+from src.core.paths import ConfigError
+from src.tracking.code import CodeState, code_state
+from src.tracking.credentials import redact_uri
+from src.tracking.identity import differing_keys
+from src.tracking.store import Store
+from src.tracking.sweep import (
+    PARENT_ENV,
+    POLICIES,
+    REUSES,
+    Claim,
+    Decision,
+    by_state,
+    claim,
+    code_change_message,
+    is_alive,
+    made_at,
+    made_by_other_code,
+    runs_with_fingerprint,
+)
+from src.tracking.tags import (
+    DIVERGED,
+    FINISHED,
+    HOST_TAG,
+    INTERRUPTED_OUTCOMES,
+    LOST,
+    NORM_TAG,
+    OUTCOME_TAG,
+    PID_TAG,
+    RUNNING,
+    SUPERSEDED_TAG,
+)
+from src.tracking.tracker import TokenCacheRef, Tracker
+from src.tracking.variants import AXES_ENV, axes_from_env
+from src.training.checkpointing import (
+    LAST,
+    RUN_STATE_KEY,
+    CheckpointSpec,
+    SaveOnSigterm,
+    check_checkpoint_folder,
+)
+from src.training.failures import (
+    PeerRefused,
+    failed_after_recording,
+    keep_traceback,
+    route_store_errors_to_log,
+)
+from src.training.preemption import AgreedSigterm, requeue_this_job, slurm_job_id
+from src.training.run_spec import RunSpec
+from src.training.trainer import quiet_lightning
+
+if TYPE_CHECKING:
+    from src.data.datamodule import TokenDataModule
+    from src.tracking.store import Run
+    from src.training.budget import Budget
+    from src.training.callbacks import RunCallbacks
+    from src.training.lit_module import GPTLitModule
+
+# --- a run's result
+
+
+@dataclass
+class RunResult:
+    name: str  # the run's name: its variant and seed (`torch_rmsnorm · post-s1`), as in the MLflow UI
+    outcome: str  # finished | diverged (| running: another process is training it)
+    train_time_s: float
+    tokens_per_sec: float
+    first_train_loss: float | None
+    final_train_loss: float | None
+    test_loss: float | None
+    run_id: str | None
+    diverged_at_step: int | None = None
+
+    def summary(self) -> str:
+        def fmt(v: float | None) -> str:
+            return "n/a" if v is None else f"{v:.4f}"
+
+        status = f"DIVERGED at step {self.diverged_at_step}" if self.outcome == DIVERGED else "ok"
+        return (
+            f"[normsweep] {self.name} {status} | train {self.train_time_s:.1f} s | {self.tokens_per_sec:,.0f} tok/s"
+            f" | train loss {fmt(self.first_train_loss)} -> {fmt(self.final_train_loss)}"
+            f" | test loss {fmt(self.test_loss)} | mlflow run {self.run_id or '-'}"
+        )
+
+    @classmethod
+    def from_run(cls, run: Run) -> RunResult:
+        """The result an existing MLflow run recorded (a skipped job returns it)."""
+        m, tags = run.data.metrics, run.data.tags
+
+        def get(key: str) -> float | None:
+            value = m.get(key)
+            return None if value is None or math.isnan(value) else float(value)
+
+        diverged = get("diverged_at_step")
+        return cls(
+            name=run.info.run_name or tags.get(NORM_TAG, "?"),
+            outcome=tags.get(OUTCOME_TAG, FINISHED),
+            train_time_s=get("train_time_s") or 0.0,
+            tokens_per_sec=get("avg_tokens_per_sec") or 0.0,
+            first_train_loss=None,
+            final_train_loss=get("final_train_loss"),
+            test_loss=get("test_loss"),
+            run_id=run.info.run_id,
+            diverged_at_step=int(diverged) if diverged is not None else None,
+        )
+
+
+# --- what a checkpoint says about its run
+def resolve_ckpt_path(spec: CheckpointSpec) -> Path | None:
+    """The checkpoint to resume from: `ckpt_path=last` / `resume=true` mean this run's last.ckpt."""
+    if spec.resume_from is None:
+        return None
+    path = spec.last if spec.resume_from == "last" else Path(spec.resume_from)
+    if not path.is_file():
+        raise ConfigError(f"ckpt_path: no checkpoint at {path} (run with checkpoint.enabled=true to write one)")
+    return path
+
+
+def read_run_state(path: Path) -> dict[str, Any]:
+    """The tracking state a checkpoint carries ({} if it has none); ConfigError if it is no checkpoint."""
+    try:
+        # mmap: only the small entries we read leave the disk, not gigabytes of optimizer state.
+        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except (RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, EOFError, OSError) as err:
+        raise ConfigError(f"ckpt_path: {path} is not a readable checkpoint ({type(err).__name__})") from None
+    if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
+        raise ConfigError(f"ckpt_path: {path} is not a Lightning checkpoint (no state_dict)")
+    return ckpt.get("callbacks", {}).get(RUN_STATE_KEY, {})
+
+
+def check_checkpoint(path: Path, fingerprint: str, identity: dict[str, Any], state: dict[str, Any]) -> None:
+    """Refuse a checkpoint trained with another config, before any MLflow run is touched."""
+    saved = state.get("identity")
+    if saved is None:
+        raise ConfigError(f"ckpt_path: {path} carries no run identity (written by another version); start a new run")
+    if state.get("fingerprint") != fingerprint:
+        keys = differing_keys(saved, identity)
+        raise ConfigError(
+            f"ckpt_path: {path} was trained with another config; differing keys: {', '.join(keys) or '?'}"
+        )
+
+
+# --- what the store says: the decision for a config's latest run
+
+
+def settle_lost(store: Store, experiment_id: str, fp: str, stale_after_s: float) -> list[str]:
+    """Mark KILLED (`outcome=lost`) the RUNNING runs of this identity whose process is gone.
+
+    A SIGKILL leaves a run RUNNING; the next run of its config settles it instead of leaving it
+    RUNNING forever. The one place that does: a job, single or in a sweep, as it opens its own run
+    (`settle_lost_runs`), after every check of its config; `decide` only reads.
+    """
+    lost = [r for r in runs_with_fingerprint(store, experiment_id, fp) if r.info.status == "RUNNING"]
+    lost = [r for r in lost if not is_alive(r, stale_after_s)]
+    for run in lost:
+        store.set_tags(run.info.run_id, {OUTCOME_TAG: LOST})
+        store.terminate(run.info.run_id, "KILLED")
+    return [r.info.run_id for r in lost]
+
+
+def supersede(store: Store, old_run_ids: Sequence[str], new_run_id: str) -> None:
+    for run_id in old_run_ids:
+        store.set_tags(run_id, {SUPERSEDED_TAG: new_run_id})
+
+
+def decide(
+    store: Store,
+    experiment_id: str,
+    fp: str,
+    policy: str,
+    stale_after_s: float,
+    checkpoint_of: Callable[[Run], bool],
+    code: CodeState | None = None,
+    on_code_change: str = "fail",
+) -> Decision:
+    """What a job with fingerprint `fp` should do; `checkpoint_of(run)`: a checkpoint of that run exists.
+
+    `code`: this process's code; a run to reuse that other code made follows `on_code_change`
+    (None: no code check). Changes no record: a lost run is settled when the job opens its run."""
+    runs = runs_with_fingerprint(store, experiment_id, fp)
+    if not runs:
+        return Decision("new")
+    latest = runs[0]
+    if policy == "fail":
+        raise ConfigError(
+            f"sweep.on_existing=fail: run {latest.info.run_id} ({latest.info.run_name}) already has this config "
+            f"(fingerprint {fp}); valid choices: {', '.join(POLICIES)}"
+        )
+    if policy == "rerun":
+        return Decision("new", latest, "sweep.on_existing=rerun", [r.info.run_id for r in runs if r.info.status != "RUNNING"])
+    d = by_state(latest, stale_after_s, checkpoint_of)
+    if code is None or d.action not in REUSES or not made_by_other_code(latest, code):
+        return d
+    if on_code_change == "fail":
+        raise ConfigError(code_change_message(store, [latest], code))
+    at = made_at(latest)
+    if on_code_change == "rerun":
+        return Decision("new", latest, f"made by other code ({at}); training it again (sweep.on_code_change=rerun)", [latest.info.run_id])
+    return Decision(d.action, latest, f"{d.reason}; made by other code ({at}), kept (sweep.on_code_change=keep)")
+
+
+
+
+# --- the plan: done / resume / lost -> settle / superseded / new
+REPLACED_FOLDER = "replaced"  # beside last.ckpt: the checkpoints of the runs a new run replaced
+
+
+@dataclass
+class RunPlan:
+    ckpt_path: Path | None = None  # resume from here
+    run_id: str | None = None  # into this existing MLflow run
+    supersede: list[str] = field(default_factory=list)  # earlier runs the new one replaces
+    done: RunResult | None = None  # nothing to train: this is the job's result
+    message: str = ""
+    claim: Claim | None = None  # held until the job's run is open (`open_tracker` releases it)
+
+
+def plan_run(spec: RunSpec, in_multirun: bool, store: Store | None) -> RunPlan:
+    """`store`: the job's MLflow store, opened once (None without tracking)."""
+    plan = _plan(spec, in_multirun, store)
+    if plan.done is None and rank_zero_only.rank == 0:
+        # This run alone trains into the folder now: a write a SIGKILL cut short is garbage.
+        left = remove_partial_writes(spec.checkpoint.last)
+        if left:
+            note = f"removed {len(left)} unfinished checkpoint write(s) left by a killed process in {spec.checkpoint.folder}"
+            plan.message = f"{plan.message}; {note}" if plan.message else f"{spec.run_name}: {note}"
+    return plan
+
+
+def _plan(spec: RunSpec, in_multirun: bool, store: Store | None) -> RunPlan:
+    ck, identity = spec.checkpoint, spec.identity
+    explicit = resolve_ckpt_path(ck)
+    if explicit is not None:
+        state = read_run_state(explicit)
+        check_checkpoint(explicit, identity.fingerprint, identity.config, state)
+        run_id = state.get("mlflow_run_id") if store is not None else None
+        if run_id:
+            assert store is not None
+            run = store.get_run(run_id)
+            if run is None:
+                raise ConfigError(
+                    f"ckpt_path: {explicit} belongs to MLflow run {run_id}, which is not in {redact_uri(store.uri)}"
+                )
+            if spec.store.on_code_change != "keep" and made_by_other_code(run, code_state()):
+                # Continuing (or reporting) a run of other code is the user's call; `rerun` means a
+                # new run, which an explicit checkpoint cannot be.
+                raise ConfigError(
+                    f"ckpt_path: {explicit}: {code_change_message(store, [run], code_state(), spec.store.on_code_change)}"
+                    "; with ckpt_path only =keep applies (drop ckpt_path to train it again)"
+                )
+            if run.info.status == "FINISHED":
+                return RunPlan(done=RunResult.from_run(run), message=f"run {run_id} already finished; nothing to resume")
+        return RunPlan(explicit, run_id)
+    if not in_multirun:
+        return plan_single_run(spec, store)
+    if store is None:
+        return RunPlan()
+    where = spec.store
+    last = ck.last
+
+    @functools.cache  # read at most once: the decision and the check below share it
+    def last_state() -> dict:
+        return read_run_state(last) if last.is_file() else {}
+
+    def checkpoint_of(run: Run) -> bool:
+        return last_state().get("mlflow_run_id") == run.info.run_id
+
+    experiment_id = store.experiment_id(where.experiment_name, where.artifact_location)
+    name = spec.shown_name or spec.run_name  # the variant's name (a norm × placement sweep: both axes)
+    # Another copy of the sweep (another terminal or node) may be deciding this config right now.
+    held, why = claim(store, experiment_id, identity.fingerprint, where.stale_after_s)
+    if held is None:
+        return RunPlan(done=RunResult(spec.run_name, RUNNING, 0.0, 0.0, None, None, None, None), message=f"{name}: warning: skipped, {why}")
+    try:
+        plan = _plan_from_decision(spec, store, experiment_id, last, last_state, checkpoint_of)
+    except BaseException:
+        held.release()
+        raise
+    if plan.done is not None:
+        held.release()
+    else:
+        plan.claim = held
+    return plan
+
+
+def _plan_from_decision(
+    spec: RunSpec,
+    store: Store,
+    experiment_id: str,
+    last: Path,
+    last_state: Callable[[], dict],
+    checkpoint_of: Callable[[Run], bool],
+) -> RunPlan:
+    identity, where, name = spec.identity, spec.store, spec.shown_name or spec.run_name
+    d = decide(
+        store, experiment_id, identity.fingerprint, where.on_existing, where.stale_after_s, checkpoint_of,
+        code_state(), where.on_code_change,
+    )  # fmt: skip
+    if d.action in ("skip", "busy"):
+        assert d.run is not None
+        note = "skipped" if d.action == "skip" else "warning: skipped"
+        return RunPlan(done=RunResult.from_run(d.run), message=f"{name}: {note}, run {d.run.info.run_id} {d.reason}")
+    if d.action == "resume":
+        assert d.run is not None
+        check_checkpoint(last, identity.fingerprint, identity.config, last_state())
+        return RunPlan(last, d.run.info.run_id, message=f"{name}: run {d.run.info.run_id} {d.reason}")
+    said = [f"run {d.run.info.run_id} {d.reason}"] if d.run is not None else []
+    kept = keep_replaced_checkpoint(spec, last, last_state())
+    if kept is not None:
+        said.append(f"its checkpoint kept as {kept}")
+    return RunPlan(supersede=d.supersede, message=f"{name}: {'; '.join(said)}" if said else "")
+
+
+def keep_replaced_checkpoint(spec: RunSpec, last: Path, state: dict) -> Path | None:
+    """A new run of this config is about to checkpoint into `last`'s folder: move the file there (a
+    failed, superseded or other-code run's) to `replaced/<its run id>.ckpt`, so no run's state is
+    written over. Rank 0 moves it; a DDP job's other ranks start the new run without reading it."""
+    if not spec.checkpoint.enabled or not last.is_file() or rank_zero_only.rank != 0:
+        return None
+    to = last.parent / REPLACED_FOLDER / f"{state.get('mlflow_run_id') or 'unknown-run'}.ckpt"
+    move_aside(last, to)
+    return to
+
+
+def plan_single_run(spec: RunSpec, store: Store | None) -> RunPlan:
+    """A single run (no -m, no ckpt_path/resume): resume the run its `last.ckpt` belongs to when
+    that run was interrupted (pre-empted, Ctrl+C, lost), as a sweep's job does; otherwise start a
+    new run, which never writes over another run's checkpoint.
+
+    Decided from the checkpoint file and its run's state, so the ranks of a DDP run decide alike
+    (rank 0 may already have reopened the run when the others look: `running` counts as
+    interrupted). Runs of its config left RUNNING by a SIGKILL are settled when it opens its own
+    (`settle_lost_runs`): nothing is written to the store before the data checks pass.
+    """
+    ck, identity = spec.checkpoint, spec.identity
+    if not ck.last.is_file():
+        return RunPlan()
+    state = read_run_state(ck.last)
+    owner_id = state.get("mlflow_run_id")
+    owner = store.get_run(owner_id) if store is not None and owner_id else None
+    if owner is not None and state.get("fingerprint") == identity.fingerprint:
+        outcome = owner.data.tags.get(OUTCOME_TAG, "")
+        interrupted = owner.info.status != "FINISHED" and outcome in (*INTERRUPTED_OUTCOMES, RUNNING)
+        if interrupted and SUPERSEDED_TAG not in owner.data.tags:
+            if rank_zero_only.rank == 0 and owner.info.status == "RUNNING" and is_alive(owner, spec.store.stale_after_s):
+                tags = owner.data.tags
+                raise ConfigError(
+                    f"checkpoint.dir: run {owner_id} of this config is training into {ck.folder} now "
+                    f"(pid {tags.get(PID_TAG, '?')} on {tags.get(HOST_TAG, '?')}); wait for it to end, or set "
+                    "checkpoint.dir to another folder"
+                )
+            policy = spec.store.on_code_change
+            if policy != "keep" and made_by_other_code(owner, code_state()):
+                assert store is not None
+                if policy != "rerun":
+                    raise ConfigError(code_change_message(store, [owner], code_state(), policy))
+                # Train it again: the new run replaces the interrupted one and its checkpoint.
+                return RunPlan(supersede=[owner_id], message=f"{spec.run_name}: run {owner_id} was made by other code; training it again")
+            check_checkpoint(ck.last, identity.fingerprint, identity.config, state)
+            was = LOST if outcome == RUNNING else outcome
+            return RunPlan(ck.last, owner_id, message=f"{spec.run_name}: run {owner_id} {was}; resuming from its checkpoint")
+    if ck.enabled:
+        raise ConfigError(f"checkpoint.dir: {overwrite_refusal(ck.last, state, owner, identity.fingerprint)}")
+    return RunPlan()
+
+
+def overwrite_refusal(path: Path, state: dict, owner: Run | None, fp: str) -> str:
+    """Why a new run may not write where `path` is, and what to do instead."""
+    elsewhere = "set checkpoint.dir to another folder, or remove the file, to start a new run"
+    if state.get("fingerprint") != fp:
+        return f"{path} holds the checkpoint of another config; a new run would overwrite it: {elsewhere}"
+    if owner is None:
+        return f"{path} holds an earlier run's checkpoint; a new run would overwrite it: resume=true continues it, or {elsewhere}"
+    outcome = owner.data.tags.get(OUTCOME_TAG, owner.info.status.lower())
+    cont = "" if owner.info.status == "FINISHED" or outcome in (FINISHED, DIVERGED) else "resume=true continues it, or "
+    return f"{path} holds the checkpoint of run {owner.info.run_id} ({outcome}); a new run would overwrite it: {cont}{elsewhere}"
+
+
+def settle_lost_runs(spec: RunSpec, store: Store) -> None:
+    """Before a job (single or in a sweep) opens its MLflow run: mark KILLED (`lost`) the runs of its
+    config left RUNNING by a process that is gone, the one it resumes included (it reopens it). The
+    run plan only reads the store; this is the one place lost runs are settled, after every check
+    of the config, so a refused run still records nothing."""
+    if rank_zero_only.rank != 0:
+        return
+    where = spec.store
+    experiment_id = store.experiment_id(where.experiment_name, where.artifact_location)
+    settle_lost(store, experiment_id, spec.identity.fingerprint, where.stale_after_s)
+
+
+def already_done(spec: RunSpec, store: Store) -> tuple[RunResult, str] | None:
+    """(the result, the line a job would print) for a sweep job that needs no process at all: the
+    latest run of its identity is FINISHED (or diverged) and the sweep's rules reuse it. Read-only —
+    nothing is claimed, settled or moved — so a launcher can ask before it submits anything; any
+    other case (new, resume, busy, a code change, a refusal) is left to the job's own plan."""
+    where, last = spec.store, spec.checkpoint.last
+    if where.on_existing != "resume":
+        return None
+    experiment_id = store.experiment_id(where.experiment_name, where.artifact_location)
+
+    def checkpoint_of(run: Run) -> bool:
+        return last.is_file() and read_run_state(last).get("mlflow_run_id") == run.info.run_id
+
+    try:
+        d = decide(
+            store, experiment_id, spec.identity.fingerprint, where.on_existing, where.stale_after_s, checkpoint_of,
+            code_state(), where.on_code_change,
+        )  # fmt: skip
+    except ConfigError:  # the job itself refuses it, in its own words
+        return None
+    if d.action != "skip" or d.run is None:
+        return None
+    return RunResult.from_run(d.run), f"{spec.shown_name or spec.run_name}: skipped, run {d.run.info.run_id} {d.reason}"
+
+
+# --- one decision per job, however many processes it has
+# Rank 0 may wait this long for the store or another copy's claim before it broadcasts its plan.
+DECISION_TIMEOUT = datetime.timedelta(minutes=30)
+
+
+def launched_environment(world_size: int) -> ClusterEnvironment | None:
+    """The environment of a job whose `world_size` processes were started by SLURM or torchrun."""
+    if world_size < 2:
+        return None
+    if SLURMEnvironment.detect() and int(os.environ.get("SLURM_NTASKS", "1")) > 1:
+        return SLURMEnvironment(auto_requeue=False)  # the requeue path is ours (src/training/preemption.py)
+    if TorchElasticEnvironment.detect() and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        return TorchElasticEnvironment()
+    return None
+
+
+def join_process_group(env: ClusterEnvironment, device_type: str) -> None:
+    """The job's process group, formed once per process (sequential sweep jobs of one torchrun reuse it)."""
+    if dist.is_initialized():
+        return
+    os.environ["MASTER_ADDR"] = env.main_address
+    os.environ["MASTER_PORT"] = str(env.main_port)
+    # The plan travels over gloo; on GPUs Lightning's collectives take NCCL for CUDA tensors.
+    backend = "cpu:gloo,cuda:nccl" if device_type == "cuda" else "gloo"
+    dist.init_process_group(
+        backend, rank=env.global_rank(), world_size=env.world_size(), timeout=DECISION_TIMEOUT
+    )
+
+
+def _broadcast(message: Any) -> Any:
+    box = [message]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def decided_once(decide: Callable[[], RunPlan], world_size: int, device_type: str) -> RunPlan:
+    """`decide()` on rank 0 alone, its plan shared with every rank of the job."""
+    env = launched_environment(world_size)
+    if env is None:
+        return decide()
+    join_process_group(env, device_type)
+    if dist.get_rank() != 0:
+        kind, plan = _broadcast(None)
+        if kind == "refused":
+            raise PeerRefused(plan)
+        return plan
+    try:
+        plan = decide()
+    except BaseException as err:
+        _broadcast(("refused", f"{type(err).__name__}: {err}"))
+        raise
+    # The claim and the message are rank 0's: the others follow the decision, hold nothing, say nothing.
+    _broadcast(("plan", replace(plan, claim=None, message="")))
+    return plan
+
+
+# --- the job's plan: the checks that take seconds, then the decision
+
+
+def check_not_relaunching_sweep(world_size: int) -> None:
+    """Refuse multi-process jobs inside a multirun unless SLURM or torchrun made the processes.
+
+    Lightning's DDP launcher starts the other ranks by re-running sys.argv, which inside a Hydra
+    multirun holds `-m` and the sweep lists: every rank would start the whole sweep again.
+    """
+    if world_size == 1 or not in_multirun():
+        return
+    if SLURMEnvironment.detect() or TorchElasticEnvironment.detect():
+        return
+    raise ConfigError(
+        f"cluster: {world_size} processes inside a multirun (-m): Lightning would re-run the command line "
+        "and every process would restart the sweep; use cluster=gpu_node (torchrun starts each job's "
+        "processes), cluster=slurm, or run one job per command (docs/scaling.md)"
+    )
+
+
+def plan_job(spec: RunSpec) -> tuple[Store | None, RunPlan]:
+    """The checks that take seconds, then what this job is (src/training/run_life.py), decided once per job."""
+    quiet_lightning()
+    route_store_errors_to_log()
+    # Checked in seconds, not minutes, and before any data is prepared; opened once for the whole job.
+    store = Store.connect(spec.store.tracking_uri) if spec.store.enabled else None
+    check_device(spec.devices)
+    check_not_relaunching_sweep(spec.devices.world_size)
+    if spec.checkpoint.enabled:
+        check_checkpoint_folder(spec.checkpoint)
+    # With several processes, rank 0 decides and the others follow.
+    plan = decided_once(lambda: plan_run(spec, in_multirun(), store), spec.devices.world_size, spec.devices.device_type)
+    if plan.message:
+        print(f"[normsweep] {plan.message}", flush=True)
+    return store, plan
+
+
+# --- the opening: the run's MLflow record, under the claim of a sweep's job
+
+
+def in_multirun() -> bool:
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def open_tracker(spec: RunSpec, store: Store, plan: RunPlan) -> Tracker:
+    """Settle the lost runs of this config, open (or reopen) the run's MLflow record, and tag the runs
+    it supersedes; a sweep's job does it under its claim, which is released here."""
+    try:
+        parent = os.environ.get(PARENT_ENV) if in_multirun() else None
+        axes = axes_from_env(os.environ.get(AXES_ENV)) if in_multirun() else ()  # the sweep's (src.launch.callbacks)
+        settle_lost_runs(spec, store)  # under the claim of a sweep's job, like the run's creation below
+        tracker = Tracker(store, spec.record.with_variant(axes), spec.identity.fingerprint, run_id=plan.run_id, parent_run_id=parent)
+        if plan.supersede and tracker.run_id:
+            supersede(store, plan.supersede, tracker.run_id)
+        return tracker
+    finally:
+        release(plan)
+
+
+def release(plan: RunPlan) -> None:
+    """Let go of a sweep job's claim on its config (once its run is open, or when it stops before)."""
+    if plan.claim is not None:
+        plan.claim.release()
+        plan.claim = None
+
+
+# --- the outcome: the result of a fit, its final metrics and its note
+
+
+def log_inputs(tracker: Tracker, module: GPTLitModule, budget: Budget, datamodule: TokenDataModule) -> None:
+    stats = {"n_params": module.stats.n_params, "flops_per_token": module.stats.flops_per_token}
+    tracker.log_inputs(
+        {**stats, **{f"budget.{k}": v for k, v in asdict(budget).items()}},
+        TokenCacheRef(datamodule.source.cache_key, datamodule.folder, datamodule.used_splits),
+    )
+
+
+def fit_result(spec: RunSpec, module: GPTLitModule, callbacks: RunCallbacks, tokens_trained: int) -> RunResult:
+    monitor, tracker = callbacks.divergence, callbacks.tracking.tracker
+    train_time_s = callbacks.tracking.train_time_s()
+    return RunResult(
+        name=tracker.spec.run_name if tracker else spec.run_name,  # the MLflow run's: its variant, apart
+        outcome=DIVERGED if monitor.diverged else FINISHED,
+        train_time_s=train_time_s,
+        tokens_per_sec=tokens_trained / train_time_s,
+        first_train_loss=module.first_train_loss,
+        final_train_loss=monitor.last_finite_loss if monitor.diverged else module.last_train_loss,
+        test_loss=None,
+        run_id=tracker.run_id if tracker else None,
+        diverged_at_step=monitor.diverged_at_step,
+    )
+
+
+def describe(result: RunResult) -> str:
+    """The run's one-paragraph description (its note in the MLflow UI)."""
+    test = f"test loss {result.test_loss:.4f}" if result.test_loss is not None else "no test loss"
+    outcome = f"diverged at step {result.diverged_at_step}" if result.outcome == DIVERGED else result.outcome
+    return (
+        f"**{result.name}**: {outcome}; {test}; trained {result.train_time_s:,.1f} s at "
+        f"{result.tokens_per_sec:,.0f} tokens/s (run average)."
+    )
+
+
+def final_metrics(result: RunResult, module: GPTLitModule, steps_done: int, budget: Budget) -> dict[str, float]:
+    """The run's headline numbers and its test loss, logged once (at the tracker's summary step)."""
+    final = {
+        "train_time_s": result.train_time_s,
+        "avg_tokens_per_sec": result.tokens_per_sec,  # the study's definition: tokens / training time
+        "peak_memory_mb": peak_memory_mb(module.device),
+        "n_params": float(module.stats.n_params),
+        "steps_done": float(steps_done),
+    }
+    if module.first_step_s is not None and steps_done > 1:
+        # The first step carries compilation and warm-up; the steady rate leaves it out.
+        steady_time = result.train_time_s - module.first_step_s
+        final["first_step_s"] = module.first_step_s
+        final["avg_tokens_per_sec_after_first_step"] = (steps_done - 1) * budget.tokens_per_step / max(steady_time, 1e-9)
+    if result.test_loss is not None:
+        final["test_loss"] = result.test_loss
+    if result.final_train_loss is not None:
+        final["final_train_loss"] = result.final_train_loss
+    if result.diverged_at_step is not None:
+        final["diverged_at_step"] = float(result.diverged_at_step)
+    return final
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    # CPU: peak resident set size of the process (Linux reports KiB); process-wide, so in a
+    # sequential multirun it is the peak so far, not only this job's.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+
+# --- the close: the run's outcome, whatever way training ends
+class RunClosing:
+    def __init__(self, tracker: Tracker | None, run_name: str, sigterm: SaveOnSigterm, stop: AgreedSigterm) -> None:
+        self.tracker = tracker
+        self.run_name = run_name
+        self.sigterm = sigterm  # knows, after the fact, where the state was saved
+        self.stop = stop  # knows which signal stopped the run
+        self.outcome: str | None = None
+        self.note: str | None = None
+
+    def finish(self, outcome: str, note: str) -> None:
+        """The body's own result: closed with it when the context is left without an exception."""
+        self.outcome, self.note = outcome, note
+
+    def _close(self, outcome: str, note: str | None = None) -> None:
+        if self.tracker is not None:
+            self.tracker.close(outcome, note=note)
+
+    def _resume_hint(self) -> str:
+        last = self._checkpoint()
+        if last is not None and last.is_file():
+            return f"run closed as killed; re-run the same command to continue from {last}"
+        return "run closed as killed; no checkpoint (checkpoint.enabled=false), so a re-run starts over"
+
+    def _fail(self, err: BaseException) -> None:
+        """Close the run FAILED, then raise the one line that says what happened and how to go on."""
+        if isinstance(err, CheckpointSpaceError):  # its own line says it all (src/train.py prints it)
+            self._close("failed", str(err))
+            return
+        tracker = self.tracker
+        db = tracker.store.db if tracker is not None else None
+        failure = failed_after_recording(err, self.run_name, tracker.run_id if tracker else None, self._checkpoint(), db)
+        if not failure.store_broken:  # a store that broke cannot record its own failure
+            try:
+                self._close("failed")
+            except Exception as close_err:  # the original error is the one to report
+                keep_traceback(close_err)
+        raise failure from err
+
+    def _checkpoint(self) -> Path | None:
+        return self.sigterm.dirpath / LAST if self.sigterm.dirpath is not None else None
+
+    def __enter__(self) -> RunClosing:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
+    ) -> bool:
+        if err is None:
+            self._close(self.outcome or "failed", self.note)
+        elif isinstance(err, SIGTERMException):
+            self._close("preempted")
+            saved = self.sigterm.saved
+            if rank_zero_only.rank == 0:  # one line, not one per DDP rank; one requeue per job
+                then = requeue_this_job() if slurm_job_id() and saved else "re-run the same command to resume"
+                where = f"checkpoint saved at {saved}; {then}" if saved else "no checkpoint (checkpoint.enabled=false)"
+                print(f"[normsweep] {self.run_name} stopped by {self.stop.signal_name or 'SIGTERM'}: {where}", flush=True)
+            # No result is left for a launcher that waits for one (submitit): the requeued job gives it.
+            raise SystemExit(0) from None
+        elif isinstance(err, (KeyboardInterrupt, SystemExit)):
+            self._close("killed")
+            # Lightning turns Ctrl+C into a silent sys.exit(1): say what happened and how to go on.
+            interrupted = isinstance(err, KeyboardInterrupt) or err.code not in (0, None)
+            if interrupted and rank_zero_only.rank == 0:
+                print(f"[normsweep] {self.run_name} interrupted (Ctrl+C): {self._resume_hint()}", flush=True)
+        elif isinstance(err, Exception):
+            self._fail(err)
+        else:
+            self._close("failed")
+        return False
