@@ -32,7 +32,7 @@ TARGET = "hydra_plugins.normsweep_sweepers.sequential.SequentialSweeper"
 
 
 def test_the_sweeper_composes_with_the_basic_and_the_joblib_launchers() -> None:
-    for extra, launcher in (([], "BasicLauncher"), (["cluster=cpu_pool"], "JoblibLauncher")):
+    for extra, launcher in (([], "BasicLauncher"), (["cluster=cpu_pool"], "PoolLauncher")):
         cfg = compose(["experiment=norm_sweep_settle", *extra], with_hydra=True)
         assert cfg.hydra.sweeper._target_ == TARGET
         assert cfg.hydra.launcher._target_.endswith(launcher)

@@ -18,6 +18,7 @@ from helpers import REPO, TINY_MODEL, cli_env
 from mlflow.tracking import MlflowClient
 
 from src.launch.local_slurm import PARTITION, LocalSlurm, SlurmSetupError
+from src.tracking.tags import JOB_NUM_TAG
 from src.tracking.team_server import TeamServer
 
 pytestmark = pytest.mark.slow
@@ -121,14 +122,25 @@ def test_one_node_two_tasks_train_one_run(
 SIGNALLED = {"requeue": ("scontrol", "requeue", "{job}"), "usr1": ("scancel", "--signal=USR1", "{job}"),
              "usr2": ("scancel", "--signal=USR2", "{job}"), "term": ("scancel", "--signal=TERM", "{job}"),
              "limit": ("scontrol", "update", "jobid={job}", "TimeLimit=1")}  # fmt: skip
-STEPS = 80
+STEPS = 400
 
 
-def _wait_for_checkpoints(folder: Path, count: int, proc: subprocess.Popen[str], timeout: float = 240) -> None:
+def _signal_each_mid_run(cluster: LocalSlurm, client: MlflowClient, experiment: str, probes: list[str],
+                         submitit: Path, proc: subprocess.Popen[str], timeout: float = 240) -> None:
+    """Send each job its signal once its run has logged two training losses (it is inside the fit)."""
+    waiting = {num: probe for num, probe in enumerate(probes) if probe in SIGNALLED}
     deadline = time.monotonic() + timeout
-    while len(list(folder.glob("*/*/last.ckpt"))) < count:
-        assert proc.poll() is None, "the sweep ended before its jobs checkpointed"
-        assert time.monotonic() < deadline, "the jobs wrote no checkpoint in time"
+    while waiting:
+        assert proc.poll() is None, "the sweep ended before every job was signalled"
+        assert time.monotonic() < deadline, f"not signalled in time: {sorted(waiting.values())}"
+        exp = client.get_experiment_by_name(experiment)
+        for run in client.search_runs([exp.experiment_id]) if exp else []:
+            num = int(run.data.tags.get(JOB_NUM_TAG, -1))
+            if num in waiting and len(client.get_metric_history(run.info.run_id, "train/train_loss")) >= 2:
+                array = next(p.name for p in submitit.iterdir() if "_" in p.name).split("_")[0]
+                probe = waiting.pop(num)
+                sent = cluster.run(*(a.format(job=f"{array}_{num}") for a in SIGNALLED[probe]))
+                assert sent.returncode == 0, (probe, sent.stderr)
         time.sleep(0.5)
 
 
@@ -151,27 +163,23 @@ def test_signals_and_requeue_resume_the_same_run_with_the_uninterrupted_result(
     probes = ["ref", *SIGNALLED]
     args = _sweep_args(
         tmp_path, token_cache_dir, team_server.uri, experiment, "norm=hand_layernorm",
-        f"+probe={','.join(probes)}", f"optim.max_steps={STEPS}", "val_every_n_steps=40",
-        "checkpoint.every_n_steps=20", "log_every_n_steps=10",
+        f"+probe={','.join(probes)}", f"optim.max_steps={STEPS}", "val_every_n_steps=200",
+        "checkpoint.every_n_steps=100", "log_every_n_steps=10",
     )  # fmt: skip
-    proc = subprocess.Popen(args, cwd=REPO, env=_env(local_slurm), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        _wait_for_checkpoints(tmp_path / "checkpoints", len(probes), proc)
-        listed = local_slurm.run("squeue", "-h", "-o", "%i").stdout.split()
-        by_num = {int(j.split("_")[1]): j for j in listed if "_" in j}
-        assert len(by_num) == len(probes), listed
-        for num, probe in enumerate(probes):
-            if probe in SIGNALLED:
-                sent = local_slurm.run(*(a.format(job=by_num[num]) for a in SIGNALLED[probe]))
-                assert sent.returncode == 0, sent.stderr
-        _release_requeued(local_slurm, proc)
-        out = proc.communicate(timeout=60)[0]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    client = MlflowClient(team_server.uri)
+    log = tmp_path / "sweep.log"  # a file, not a pipe: nobody reads the controller's output meanwhile
+    with open(log, "w") as sink:
+        proc = subprocess.Popen(args, cwd=REPO, env=_env(local_slurm), stdout=sink, stderr=subprocess.STDOUT, text=True)
+        try:
+            _signal_each_mid_run(local_slurm, client, experiment, probes, tmp_path / "multirun" / ".submitit", proc)
+            _release_requeued(local_slurm, proc)
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    out = log.read_text()
     assert proc.returncode == 0, out[-4000:]
 
-    client = MlflowClient(team_server.uri)
     runs = {r.data.params["probe"]: r for r in _runs(client, experiment)}
     assert sorted(runs) == sorted(probes), "one MLflow run per job, however often it was stopped"
     assert runs["ref"].data.tags.get("resumed") != "true", "the job left alone was stopped too"
