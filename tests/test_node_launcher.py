@@ -14,7 +14,7 @@ import pytest
 from helpers import REPO, cli_env
 from mlflow.tracking import MlflowClient
 
-STEPS = 40
+STEPS = 24
 
 
 def _runs(uri: str, experiment: str) -> list:
@@ -32,7 +32,7 @@ def test_a_node_sweep_runs_each_job_on_its_ranks_and_a_sigterm_loses_nothing(
     args = [
         sys.executable, "-m", "src.train", "-m", *tiny_overrides, f"experiment_name={experiment}",
         "norm=hand_layernorm,torch_layernorm", "cluster=gpu_node", "cluster.accelerator=cpu", "cluster.devices=2",
-        f"optim.max_steps={STEPS}", "val_every_n_steps=20", "checkpoint.enabled=true", "checkpoint.every_n_steps=5",
+        f"optim.max_steps={STEPS}", "val_every_n_steps=12", "checkpoint.enabled=true", "checkpoint.every_n_steps=5",
     ]  # fmt: skip
     log = tmp_path / "first.log"
     with open(log, "w") as out:

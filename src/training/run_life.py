@@ -25,6 +25,7 @@ import math
 import os
 import pickle
 import resource
+import signal
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -92,7 +93,7 @@ from src.training.failures import (
     keep_traceback,
     route_store_errors_to_log,
 )
-from src.training.preemption import AgreedSigterm, requeue_this_job, slurm_job_id
+from src.training.preemption import SLURM_WARNINGS, AgreedSigterm, requeue_this_job, slurm_job_id
 from src.training.run_spec import RunSpec
 from src.training.trainer import quiet_lightning
 
@@ -708,6 +709,9 @@ class RunClosing:
                 then = requeue_this_job() if slurm_job_id() and saved else "re-run the same command to resume"
                 where = f"checkpoint saved at {saved}; {then}" if saved else "no checkpoint (checkpoint.enabled=false)"
                 print(f"[normsweep] {self.run_name} stopped by {self.stop.signal_name or 'SIGTERM'}: {where}", flush=True)
+            if slurm_job_id():  # stopped and saved: SLURM's repeated warnings must not kill the exit
+                for sig in SLURM_WARNINGS:
+                    signal.signal(sig, signal.SIG_IGN)
             # No result is left for a launcher that waits for one (submitit): the requeued job gives it.
             raise SystemExit(0) from None
         elif isinstance(err, (KeyboardInterrupt, SystemExit)):
