@@ -120,7 +120,8 @@ def test_one_node_two_tasks_train_one_run(
 # come back to its run and end as the one left alone did.
 SIGNALLED = {"requeue": ("scontrol", "requeue", "{job}"), "usr1": ("scancel", "--signal=USR1", "{job}"),
              "usr2": ("scancel", "--signal=USR2", "{job}"), "term": ("scancel", "--signal=TERM", "{job}")}  # fmt: skip
-STEPS = 120
+STEPS = 80
+RELEASE_AFTER_S = 5.0  # a requeued job's hold, shortened from SLURM's ~2 minutes
 
 
 def _signal_each_mid_run(cluster: LocalSlurm, client: MlflowClient, experiment: str, probes: list[str],
@@ -143,14 +144,21 @@ def _signal_each_mid_run(cluster: LocalSlurm, client: MlflowClient, experiment: 
 
 
 def _release_requeued(cluster: LocalSlurm, proc: subprocess.Popen[str], timeout: float = 300) -> None:
-    """SLURM holds a requeued job ~2 minutes (its BeginTime): start it now, until the sweep is over."""
+    """SLURM holds a requeued job ~2 minutes (its BeginTime): start it sooner, until the sweep is over.
+    Not at once: a job started within a second of its requeue found its node still revoking the old
+    credential and was killed as non-startable (measured here), which is what the hold is for."""
     deadline = time.monotonic() + timeout
+    held_since: dict[str, float] = {}
     while proc.poll() is None:
         assert time.monotonic() < deadline, "the sweep did not finish"
         listed = cluster.run("squeue", "-h", "-t", "PD", "-o", "%i %r").stdout.splitlines()
         for job, reason in (line.split(maxsplit=1) for line in listed if line.strip()):
-            if "BeginTime" in reason:
+            if "BeginTime" not in reason:
+                continue
+            since = held_since.setdefault(job, time.monotonic())
+            if time.monotonic() - since >= RELEASE_AFTER_S:
                 cluster.run("scontrol", "update", f"jobid={job}", "StartTime=now")
+                held_since.pop(job)
         time.sleep(1.0)
 
 
@@ -161,8 +169,8 @@ def test_signals_and_requeue_resume_the_same_run_with_the_uninterrupted_result(
     probes = ["ref", *SIGNALLED]
     args = _sweep_args(
         tmp_path, token_cache_dir, team_server.uri, experiment, "norm=hand_layernorm",
-        f"+probe={','.join(probes)}", f"optim.max_steps={STEPS}", "val_every_n_steps=60",
-        "checkpoint.every_n_steps=60", "log_every_n_steps=10",
+        f"+probe={','.join(probes)}", f"optim.max_steps={STEPS}", "val_every_n_steps=40",
+        "checkpoint.every_n_steps=40", "log_every_n_steps=10",
     )  # fmt: skip
     client = MlflowClient(team_server.uri)
     log = tmp_path / "sweep.log"  # a file, not a pipe: nobody reads the controller's output meanwhile
