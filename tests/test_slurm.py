@@ -136,7 +136,8 @@ def _signal_each_mid_run(cluster: LocalSlurm, client: MlflowClient, experiment: 
         for run in client.search_runs([exp.experiment_id]) if exp else []:
             num = int(run.data.tags.get(JOB_NUM_TAG, -1))
             if num in waiting and len(client.get_metric_history(run.info.run_id, "train/train_loss")) >= 2:
-                array = next(p.name for p in submitit.iterdir() if "_" in p.name).split("_")[0]
+                # The array's tasks' folders are <array>_<task> (submitit also keeps .submission_* files there).
+                array = next(p.name for p in submitit.iterdir() if re.fullmatch(r"\d+_\d+", p.name)).split("_")[0]
                 probe = waiting.pop(num)
                 sent = cluster.run(*(a.format(job=f"{array}_{num}") for a in SIGNALLED[probe]))
                 assert sent.returncode == 0, (probe, sent.stderr)
