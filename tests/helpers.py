@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -139,3 +140,12 @@ def tmpfs(folder: Path, options: str, why: str) -> Iterator[Path]:
         yield folder
     finally:
         subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def training_runs(client: Any, experiment: str) -> list:
+    """The training runs of an experiment (its sweep's parent run left out); the experiment must exist."""
+    from src.tracking.tags import SWEEP_TAG
+
+    exp = client.get_experiment_by_name(experiment)
+    assert exp is not None, f"no experiment {experiment!r}"
+    return [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get(SWEEP_TAG) != "true"]

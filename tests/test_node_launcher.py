@@ -11,17 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO, cli_env
+from helpers import REPO, cli_env, training_runs
 from mlflow.tracking import MlflowClient
 
 STEPS = 24
-
-
-def _runs(uri: str, experiment: str) -> list:
-    client = MlflowClient(uri)
-    exp = client.get_experiment_by_name(experiment)
-    assert exp is not None
-    return [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("normsweep.sweep") != "true"]
 
 
 @pytest.mark.slow
@@ -47,14 +40,14 @@ def test_a_node_sweep_runs_each_job_on_its_ranks_and_a_sigterm_loses_nothing(
     first = log.read_text()
     assert code == 0, first[-3000:]
     assert "sweep stopped by SIGTERM in job #0; re-run the same command to continue" in first
-    (stopped,) = _runs(store["uri"], experiment)
+    (stopped,) = training_runs(MlflowClient(store["uri"]), experiment)
     assert stopped.data.tags["outcome"] == "preempted" and stopped.data.tags["env.world_size"] == "2"
 
     again = subprocess.run(args, cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=400)
     said = again.stdout + again.stderr
     assert again.returncode == 0, said[-3000:]
     assert "preempted; resuming from its checkpoint" in said
-    runs = {r.info.run_name: r for r in _runs(store["uri"], experiment)}
+    runs = {r.info.run_name: r for r in training_runs(MlflowClient(store["uri"]), experiment)}
     assert sorted(runs) == ["hand_layernorm-s0", "torch_layernorm-s0"]  # one run per job
     assert runs["hand_layernorm-s0"].info.run_id == stopped.info.run_id  # the same run, continued
     for run in runs.values():

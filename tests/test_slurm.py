@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import REPO, TINY_MODEL, cli_env
+from helpers import REPO, TINY_MODEL, cli_env, training_runs
 from mlflow.tracking import MlflowClient
 
 from src.launch.local_slurm import PARTITION, LocalSlurm, SlurmSetupError
@@ -61,13 +61,6 @@ def _run(cluster: LocalSlurm, args: list[str], timeout: float = 300) -> subproce
     return subprocess.run(args, cwd=REPO, env=_env(cluster), capture_output=True, text=True, timeout=timeout)
 
 
-def _runs(client: MlflowClient, experiment: str) -> list:
-    exp = client.get_experiment_by_name(experiment)
-    assert exp is not None
-    runs = client.search_runs([exp.experiment_id])
-    return [r for r in runs if r.data.tags.get("normsweep.sweep") != "true"]
-
-
 def _job_ids(cluster: LocalSlurm) -> set[str]:
     return set(cluster.run("squeue", "-h", "-t", "all", "-o", "%i").stdout.split())
 
@@ -82,7 +75,7 @@ def test_multi_node_sweep_trains_each_job_once_and_its_rerun_submits_nothing(
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-4000:]
     client = MlflowClient(team_server.uri)
-    runs = _runs(client, experiment)
+    runs = training_runs(client, experiment)
     # One MLflow run per job, trained by both nodes' ranks together (rank 0 decided, rank 1 followed).
     assert sorted(r.info.run_name for r in runs) == ["hand_layernorm-s0", "torch_layernorm-s0"], out[-3000:]
     for run in runs:
@@ -100,7 +93,7 @@ def test_multi_node_sweep_trains_each_job_once_and_its_rerun_submits_nothing(
     assert again.returncode == 0, said[-3000:]
     assert "2 of 2 jobs already finished: not started again; starting 0" in said
     assert _job_ids(local_slurm) == before, "a finished sweep's re-run submitted a job"
-    assert len(_runs(client, experiment)) == 2
+    assert len(training_runs(client, experiment)) == 2
 
 
 def test_one_node_two_tasks_train_one_run(
@@ -111,7 +104,7 @@ def test_one_node_two_tasks_train_one_run(
                        "norm=hand_rmsnorm", "cluster.devices=2", "cluster.strategy=ddp")  # fmt: skip
     done = _run(local_slurm, args)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
-    (run,) = _runs(MlflowClient(team_server.uri), experiment)
+    (run,) = training_runs(MlflowClient(team_server.uri), experiment)
     assert run.info.status == "FINISHED" and run.data.tags["env.world_size"] == "2"
 
 
@@ -187,7 +180,7 @@ def test_signals_and_requeue_resume_the_same_run_with_the_uninterrupted_result(
     out = log.read_text()
     assert proc.returncode == 0, out[-4000:]
 
-    runs = {r.data.params["probe"]: r for r in _runs(client, experiment)}
+    runs = {r.data.params["probe"]: r for r in training_runs(client, experiment)}
     assert sorted(runs) == sorted(probes), "one MLflow run per job, however often it was stopped"
     assert runs["ref"].data.tags.get("resumed") != "true", "the job left alone was stopped too"
     ref = runs["ref"].data.metrics

@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import REPO, TINY_MODEL, cli_env
+from helpers import REPO, TINY_MODEL, cli_env, training_runs
 from mlflow.tracking import MlflowClient
 
 from src.core.paths import ConfigError, compose
@@ -58,11 +58,6 @@ def _copy_args(root: Path, cache: Path, uri: str, experiment: str, *extra: str) 
     ]
 
 
-def _training_runs(client: MlflowClient, experiment: str) -> list:
-    exp = client.get_experiment_by_name(experiment)
-    return [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get(SWEEP_TAG) != "true"]
-
-
 def _sweep_runs(client: MlflowClient, experiment: str) -> list:
     exp = client.get_experiment_by_name(experiment)
     return client.search_runs([exp.experiment_id], filter_string=f"tags.`{SWEEP_TAG}` = 'true'")
@@ -84,7 +79,7 @@ def test_two_copies_of_a_pool_sweep_split_the_work(team_server: TeamServer, toke
         assert proc.returncode == 0, out[-3000:]
 
     client = MlflowClient(uri)
-    runs = _training_runs(client, experiment)
+    runs = training_runs(client, experiment)
     per_config = Counter(r.data.tags[FINGERPRINT_TAG] for r in runs)
     assert len(per_config) == 8, per_config  # nothing lost
     assert set(per_config.values()) == {1}, per_config  # nothing trained twice
@@ -183,7 +178,7 @@ def test_server_killed_mid_run_then_back(
     assert stopped_after_s < 60
     ckpt = next((tmp_path / "checkpoints").rglob("last.ckpt"))
     assert ckpt.stat().st_size > 0
-    before = _training_runs(client, experiment)
+    before = training_runs(client, experiment)
     assert len(before) == 1 and before[0].info.status == "RUNNING"  # a dead server could not be told
 
     # The server back (and stalled for 5 s mid-run): the same command resumes the run to its end.
@@ -197,7 +192,7 @@ def test_server_killed_mid_run_then_back(
     out, _ = resumed_proc.communicate(timeout=300)
     assert resumed_proc.returncode == 0, out[-3000:]
     assert "resuming from its checkpoint" in out
-    runs = _training_runs(client, experiment)
+    runs = training_runs(client, experiment)
     assert [r.info.run_id for r in runs] == [before[0].info.run_id]  # the same run, continued
     run = runs[0]
     assert run.info.status == "FINISHED" and run.data.tags["resumed"] == "true"
