@@ -4,6 +4,7 @@ value has one owner (the store location reaches every reader)."""
 from __future__ import annotations
 
 import ast
+import os
 import shutil
 import subprocess
 import sys
@@ -18,46 +19,6 @@ from src.report.__main__ import main as report_main
 from src.tracking.store import Store
 
 SRC = REPO / "src"
-
-# The house, drawn from the imports (floor 0 at the bottom). A module may import only from rooms on
-# lower floors: nothing runs back up, and the two rooms that share a floor do not lean on each other.
-#
-#   9  entry points   <package>.__main__         python -m src.<package>: may join any stages (report --plan
-#                                                uses preflight's cost model)
-#   8  entry points   train  ui  preflight       python -m src.<module>
-#   7  around a run   launch  bench              Hydra's sweep callbacks, pool and report hook; benchmarks
-#   6  report         report                     MLflow runs -> table, comparisons, figures
-#   5  training       training                   the config checked and resolved (run_spec), LightningModule,
-#                                                callbacks, a run's life (run_life: plan, open, close), Trainer
-#   4  tracking       tracking                   the MLflow store, the run tracker, identity, sweep bookkeeping
-#   3  model          model                      the GPT, its norms and their kernels
-#   2  data           data                       sources, tokenizer, token cache, windows, DataModule
-#   1  statistics     stats                      intervals, paired tests, the pair convention, the sequential design
-#   0  ground floor   core  (src/__init__)       where everything lives, ConfigError (paths); the config's types
-#                                                and defaults (schema); the command line and exit codes (cli);
-#                                                devices; file locks; atomic file writes
-#
-# Data flows config -> data -> model -> training -> tracking -> report, but training *calls*
-# tracking (its callbacks log through the Tracker, a run's life asks the store what already ran),
-# so tracking sits below training; the config is validated against the data, model and tracking
-# registries, so its check (training.run_spec) sits above them. A new room (a top-level module or
-# subpackage) gets a floor here.
-FLOORS: dict[str, int] = {
-    "src": 0,
-    "core": 0,
-    "stats": 1,
-    "data": 2,
-    "model": 3,
-    "tracking": 4,
-    "training": 5,
-    "report": 6,
-    "launch": 7,
-    "bench": 7,
-    "train": 8,
-    "ui": 8,
-    "preflight": 8,
-    "__main__": 9,
-}
 
 # Modules a reader or a bookkeeping step imports without a model: loading torch (seconds) there
 # would slow every report, `python -m src.data` and the Hydra sweep callbacks.
@@ -126,26 +87,25 @@ def src_imports(path: Path) -> set[str]:
     return {m for m in found if m == "src" or m.startswith("src.")}
 
 
-def room(module: str) -> str:
-    """The stage a module belongs to: 'data' for src.data.cache, 'train' for src.train, '__main__'
-    for a package's command line (src.report.__main__)."""
-    if module.endswith(".__main__"):
-        return "__main__"
-    return module.split(".")[1] if "." in module else module
-
-
 def test_stages_import_top_down() -> None:
-    files = sorted(SRC.rglob("*.py"))
-    assert len(files) > 30, "the source tree was not found"
-    unplaced = sorted({room(module_name(f)) for f in files} - FLOORS.keys())
-    assert not unplaced, f"give these rooms a floor in FLOORS: {unplaced}"
-    upward = [
-        f"{module_name(f)} (floor {FLOORS[room(module_name(f))]}) imports {target} (floor {FLOORS[room(target)]})"
-        for f in files
-        for target in sorted(src_imports(f))
-        if room(target) != room(module_name(f)) and FLOORS[room(target)] >= FLOORS[room(module_name(f))]
-    ]
-    assert not upward, "imports running up or sideways:\n" + "\n".join(upward)
+    """The floors of [tool.importlinter] in pyproject.toml hold: import-linter finds no import running
+    up or sideways, no room of src without a floor, nothing importing a __main__."""
+    # The console script beside this interpreter first: the venv's, even when its bin is not on PATH.
+    lint_imports = shutil.which("lint-imports", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    assert lint_imports, "lint-imports not found: install the dev tools (pip install -e '.[dev]')"
+    # --no-cache: its cache would be a folder written into the checkout; the graph takes well under a second.
+    # COLUMNS: rich, which prints the report, would wrap it at 80 columns off a terminal.
+    proc = subprocess.run(
+        [lint_imports, "--no-cache", "--no-logo"],
+        cwd=REPO, env={**os.environ, "COLUMNS": "200"}, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        pytest.fail(
+            f"{proc.stdout}{proc.stderr}\n"
+            "The imports break the floors of tool.importlinter in pyproject.toml: move the import down, or give "
+            "a new room a floor there. `lint-imports` in the repository root reruns this check alone.",
+            pytrace=False,
+        )
 
 
 def test_data_modules_import_one_way() -> None:
