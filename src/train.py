@@ -26,23 +26,10 @@ from src.model.gpt import GPTModel
 from src.tracking.credentials import refuse_credentials
 from src.tracking.store_uri import sqlite_path
 from src.training.budget import Budget, resolve_budget
-from src.training.callbacks import RunCallbacks
 from src.training.failures import Ending, job_ending
 from src.training.lit_module import GPTLitModule
 from src.training.memory_floor import check_memory_floor, parameter_count
-from src.training.norm_dispatch import NormDispatch
-from src.training.run_life import (
-    RunClosing,
-    RunResult,
-    describe,
-    final_metrics,
-    fit_result,
-    in_multirun,
-    log_inputs,
-    open_tracker,
-    plan_job,
-    release,
-)
+from src.training.run_life import RunLife, RunResult, in_multirun
 from src.training.run_spec import RunSpec, resolve
 from src.training.trainer import build_trainer, compile_blocks, run_datamodule
 
@@ -55,34 +42,20 @@ def is_local_rank_zero() -> bool:
 
 
 def train(cfg: DictConfig) -> RunResult:
-    """Validate, plan, build, fit, test and close one run. Raises ConfigError before anything is recorded."""
+    """Resolve, plan, build, fit, test and finish one run. Raises ConfigError before anything is recorded."""
     spec = resolve(cfg)
-    store, plan = plan_job(spec)
-    if plan.done is not None:
-        return plan.done
-    try:  # a sweep job's claim on its config is held until its run is open (open_tracker releases it)
+    life = RunLife.plan(spec)  # done / resume / settle / supersede / new, decided once per job
+    if life.done is not None:
+        return life.done
+    with life:  # closed with its outcome however the fit ends (its MLflow run opens as the fit sets up)
         budget, datamodule, module = build(spec)
-        tracker = open_tracker(spec, store, plan) if store is not None else None
-    finally:
-        release(plan)
-    callbacks = RunCallbacks(spec, tracker, progress_bar=spec.train.progress_bar)
-    if tracker:  # which kernels the norm ran, recorded once the model is on its device
-        callbacks.extra.append(NormDispatch(tracker, spec.train.micro_batch_size * spec.train.seq_len, spec.train.compile))
-    with RunClosing(tracker, spec.run_name, callbacks.sigterm, callbacks.agreed_sigterm) as run:
-        if tracker:
-            log_inputs(tracker, module, budget, datamodule)
-        logger = tracker.logger if tracker else False
-        trainer = build_trainer(spec.train, spec.devices, budget, logger, callbacks.all(), spec.checkpoint.folder, spec.checkpoint.enabled)
-        trainer.fit(module, datamodule=datamodule, ckpt_path=plan.ckpt_path, weights_only=True)
-        result = fit_result(spec, module, callbacks, trainer.global_step * budget.tokens_per_step)
-        if not callbacks.divergence.diverged:
+        trainer = build_trainer(spec.train, spec.devices, budget, life.callbacks(), spec.checkpoint.folder, spec.checkpoint.enabled)
+        trainer.fit(module, datamodule=datamodule, ckpt_path=life.ckpt_path, weights_only=True)
+        if not life.diverged:
             if spec.checkpoint.enabled:
                 trainer.save_checkpoint(spec.checkpoint.last)  # the end state, for later evaluation
             trainer.test(module, datamodule=datamodule, verbose=False)
-            result.test_loss = module.test_loss
-        if tracker:
-            tracker.log_final(final_metrics(result, module, trainer.global_step, budget))
-        run.finish(result.outcome, describe(result))
+        result = life.finish(trainer, module)
     if rank_zero_only.rank == 0:  # one line per job, not one per process (the Trainer set the rank)
         print(result.summary(), flush=True)
     return result

@@ -22,6 +22,7 @@ import hydra  # noqa: E402
 import lightning as L  # noqa: E402
 
 import src.train as train_module  # noqa: E402
+import src.training.run_life as run_life_module  # noqa: E402
 
 FAULT_STEP = 6
 
@@ -81,14 +82,14 @@ def install(point: str) -> None:
         fault = StoreFault(point)
     else:
         raise SystemExit(f"unknown fault point {point!r}")
-    base = train_module.RunCallbacks
+    base = run_life_module.RunCallbacks
 
     class WithFault(base):  # type: ignore[misc, valid-type]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.extra.append(fault)
 
-    train_module.RunCallbacks = WithFault  # type: ignore[misc]
+    run_life_module.RunCallbacks = WithFault  # type: ignore[misc]
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from mlflow.tracking import MlflowClient
 
-import src.train as train_module
+import src.training.run_life as run_life_module
 from src.core.atomic_io import CheckpointSpaceError, write_checkpoint
 from src.core.paths import compose
 from src.train import train
@@ -105,13 +105,13 @@ def test_disk_full_during_checkpoint_then_resume(
     ]
     fault = FillDiskAt(3, folder, monkeypatch, real_disk=small_disk is not None)
 
-    class WithFault(train_module.RunCallbacks):
+    class WithFault(run_life_module.RunCallbacks):
         def __init__(self, *args: object, **kwargs: object) -> None:
             super().__init__(*args, **kwargs)
             self.extra.append(fault)
 
     with monkeypatch.context() as m:
-        m.setattr(train_module, "RunCallbacks", WithFault)
+        m.setattr(run_life_module, "RunCallbacks", WithFault)
         with pytest.raises(CheckpointSpaceError) as err:
             train(compose(overrides))
     message = str(err.value)

@@ -9,10 +9,10 @@ from mlflow.tracking import MlflowClient
 
 from src.core.paths import ConfigError, compose
 from src.tracking.credentials import redact_text, redact_uri
+from src.tracking.identity import Identity, checkpoint_folder
 from src.tracking.store import Store
-from src.tracking.tracker import redacted_config
+from src.tracking.tracker import RecordSpec
 from src.train import train
-from src.training.checkpointing import checkpoint_dir
 from src.training.run_spec import validate
 
 
@@ -45,7 +45,7 @@ def test_names_that_become_paths_stay_inside(name: str, tiny_overrides: list[str
     cfg = compose([*tiny_overrides, f"experiment_name='{name}'"])
     validate(cfg)
     root = Path(cfg.paths.checkpoints_dir).resolve()
-    folder = checkpoint_dir(cfg).resolve()
+    folder = checkpoint_folder(cfg).resolve()
     assert folder.parent.parent == root  # <checkpoints>/<safe experiment>/<run>-<fingerprint>
     Store.connect(store["uri"]).experiment_id(name, store["artifacts"])
     exp = MlflowClient(store["uri"]).get_experiment_by_name(name)
@@ -61,7 +61,9 @@ def test_credentials_never_logged() -> None:
         "python -m src.train -m logger.tracking_uri=http://h:5000 seed=0,1"
     )
     cfg = compose(["logger.tracking_uri=http://bob:pw@127.0.0.1:5000"])
-    assert "pw" not in str(redacted_config(cfg).logger.tracking_uri)
+    record = RecordSpec.from_config(cfg, Identity.of(cfg).params, "cpu")
+    assert "bob" not in record.machine_paths_yaml and "pw" not in record.machine_paths_yaml + record.config_yaml
+    assert "http://127.0.0.1:5000" in record.machine_paths_yaml
 
 
 def test_not_a_checkpoint_names_the_file(tiny_overrides: list[str], tmp_path: Path, store: dict[str, str]) -> None:

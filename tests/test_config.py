@@ -13,8 +13,7 @@ from src.data.fineweb import FineWebSource
 from src.data.text_files import TextFilesSource
 from src.model.gpt import GPTConfig
 from src.model.norms import DEFAULT_EPS, make_norm
-from src.tracking.identity import fingerprint
-from src.tracking.tracker import flatten
+from src.tracking.identity import fingerprint, flatten
 from src.training.budget import resolve_budget
 from src.training.run_spec import model_config, validate
 from src.training.schedule import warmup_cosine, warmup_steps_for

@@ -13,7 +13,7 @@ import pytest
 from helpers import REPO, TINY_MODEL, checkpointed, cli_env, run_cli
 from mlflow.tracking import MlflowClient
 
-import src.train as train_module
+import src.training.run_life as run_life_module
 from src.core.paths import compose
 from src.launch.sweep_end import REASON_TAG
 from src.tracking.store import Store
@@ -61,12 +61,12 @@ def _stop_after_final_logging(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _with_callback(monkeypatch: pytest.MonkeyPatch, fault: L.Callback) -> None:
-    class WithFault(train_module.RunCallbacks):
+    class WithFault(run_life_module.RunCallbacks):
         def __init__(self, *args: object, **kwargs: object) -> None:
             super().__init__(*args, **kwargs)
             self.extra.append(fault)
 
-    monkeypatch.setattr(train_module, "RunCallbacks", WithFault)
+    monkeypatch.setattr(run_life_module, "RunCallbacks", WithFault)
 
 
 def _assert_final_once(client: MlflowClient, run_id: str, reference: RunResult) -> None:

@@ -17,7 +17,7 @@ import torch
 from helpers import REPO, cli_env, run_cli, tmpfs
 from mlflow.tracking import MlflowClient
 
-import src.train as train_module
+import src.training.run_life as run_life_module
 from src.core.paths import ConfigError, compose
 from src.tracking.credentials import has_credentials, redact_text, redact_uri, refuse_credentials
 from src.tracking.store import Store
@@ -188,12 +188,12 @@ class _OutOfMemoryAtStep2(L.Callback):
 def test_allocator_error_after_recording_is_one_line_and_a_failed_run(
     tiny_overrides: list[str], store: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    class WithFault(train_module.RunCallbacks):  # type: ignore[misc, valid-type]
+    class WithFault(run_life_module.RunCallbacks):  # type: ignore[misc, valid-type]
         def __init__(self, *args: object, **kwargs: object) -> None:
             super().__init__(*args, **kwargs)
             self.extra.append(_OutOfMemoryAtStep2())
 
-    monkeypatch.setattr(train_module, "RunCallbacks", WithFault)
+    monkeypatch.setattr(run_life_module, "RunCallbacks", WithFault)
     ckpt = tmp_path / "ckpt"
     with pytest.raises(RunFailed) as err:
         train(compose([*tiny_overrides, "checkpoint.enabled=true", "checkpoint.every_n_steps=1", f"checkpoint.dir={ckpt}"]))

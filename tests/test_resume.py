@@ -12,7 +12,7 @@ import torch
 from helpers import checkpointed
 from mlflow.tracking import MlflowClient
 
-import src.train as train_module
+import src.training.run_life as run_life_module
 from src.core.paths import compose
 from src.train import RunResult, train
 from src.training.failures import RunFailed
@@ -37,12 +37,12 @@ class _At(L.Callback):
 
 
 def _with_fault(monkeypatch: pytest.MonkeyPatch, fault: L.Callback) -> None:
-    class WithFault(train_module.RunCallbacks):
+    class WithFault(run_life_module.RunCallbacks):
         def __init__(self, *args, **kwargs) -> None:
             super().__init__(*args, **kwargs)
             self.extra.append(fault)
 
-    monkeypatch.setattr(train_module, "RunCallbacks", WithFault)
+    monkeypatch.setattr(run_life_module, "RunCallbacks", WithFault)
 
 
 def _crash() -> None:

@@ -114,7 +114,7 @@ def lightning_loop(module: GPTLitModule, cfg: Any, loader: Any, warmup: int, tot
     timer = _StepTimer(warmup, total)
     with tempfile.TemporaryDirectory(prefix="normsweep-bench-") as root:  # writes nothing it keeps
         trainer = build_trainer(
-            TrainSpec.of(cfg), DeviceSpec.of(cfg), module.budget, logger=False, callbacks=[timer], root_dir=Path(root),
+            TrainSpec.of(cfg), DeviceSpec.of(cfg), module.budget, callbacks=[timer], root_dir=Path(root),
             checkpointing=bool(cfg.checkpoint.enabled),
         )  # fmt: skip
         trainer.fit(module, train_dataloaders=loader)

@@ -41,9 +41,9 @@ from src.report.speed import speed_lines
 from src.stats.inference import Interval, median_interval
 from src.tracking.environment import environment_tags
 from src.tracking.git import git_state
+from src.tracking.identity import flatten
 from src.tracking.store import Store
 from src.tracking.tags import BENCH_RUN_NAME, BENCH_TAG, BENCH_VARIANTS, GIT_COMMIT_TAG
-from src.tracking.tracker import flatten
 from src.tracking.variants import REFERENCE_VARIANT, metric_key
 from src.training.steps import TrainStep, bench_config, build_module, device_of, random_batches
 

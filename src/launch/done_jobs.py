@@ -53,7 +53,7 @@ def split_done(launcher: Any, job_overrides: Sequence[Sequence[str]], first: int
     for num, overrides in jobs:
         try:
             cfg = job_config(launcher, overrides)
-            found = already_done(resolve(cfg), store)
+            found = already_done(resolve(cfg, trains_here=False), store)
         except ConfigError:  # the job refuses itself, in its own words
             found = None
         if found is None:

@@ -24,8 +24,8 @@ from src.preflight.checks import (
 )
 from src.preflight.cost import TimeEstimate, estimate_time, jobs_at_once
 from src.preflight.memory import MemoryEstimate, estimate_memory, parameter_bytes
+from src.tracking.identity import checkpoint_folder
 from src.training.budget import Budget, resolve_budget
-from src.training.checkpointing import checkpoint_dir
 from src.training.run_spec import validate
 
 
@@ -105,6 +105,6 @@ def _inspect(report: JobReport, ledger: CheckpointLedger) -> None:
     report.time = estimate_time(cfg, budget, report.stats.flops_per_token, card)
     report.findings["data"] = check_data(cfg, budget)
     report.findings["store"] = check_tracking(cfg)
-    folder = checkpoint_dir(cfg)
+    folder = checkpoint_folder(cfg)
     needed = ledger.need(disk_of(folder), checkpoint_bytes(parameter_bytes(model_cfg, precision))) if cfg.checkpoint.enabled else 0
     report.findings["checkpoints"] = check_checkpoints(cfg, folder, needed)

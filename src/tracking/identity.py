@@ -11,6 +11,8 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -103,3 +105,30 @@ def safe_folder_name(name: str, field: str) -> str:
         digest = hashlib.sha256(name.encode()).hexdigest()[:8]
         safe = f"{safe[: MAX_FOLDER_NAME - 9]}-{digest}"
     return safe
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What makes two runs the same run: the result-changing config, its fingerprint, its flat form
+    (the run's MLflow params) and the folder its checkpoints go to, `<experiment>/<run name>-<fingerprint>`."""
+
+    fingerprint: str
+    config: dict[str, Any]
+    params: dict[str, Any]
+    folder: str
+
+    @classmethod
+    def of(cls, cfg: DictConfig) -> Identity:
+        config = identity_config(cfg)
+        fp = fingerprint(config)
+        experiment = safe_folder_name(cfg.experiment_name, "experiment_name")
+        run = safe_folder_name(cfg.run_name, "run_name")
+        return cls(fp, config, flatten(config), f"{experiment}/{run}-{fp}")
+
+
+def checkpoint_folder(cfg: DictConfig, identity: Identity | None = None) -> Path:
+    """Where a run's checkpoints go: `checkpoint.dir`, or the folder its identity names under
+    `paths.checkpoints_dir` (a re-run sweep finds it without being told)."""
+    if cfg.checkpoint.get("dir"):
+        return Path(cfg.checkpoint.dir)
+    return Path(cfg.paths.checkpoints_dir) / (identity or Identity.of(cfg)).folder

@@ -17,7 +17,7 @@ import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,6 @@ from src.tracking.credentials import redact_text, redact_uri
 from src.tracking.datasets import log_datasets
 from src.tracking.environment import environment_tags
 from src.tracking.git import git_state
-from src.tracking.identity import flatten, identity_config
 from src.tracking.server_client import ServerLost, server_lost
 from src.tracking.store import Store
 from src.tracking.store_uri import is_server
@@ -85,24 +84,37 @@ class RecordSpec:
 
     @classmethod
     def from_config(
-        cls, cfg: DictConfig, device: str, overrides: list[str] | None = None, job_num: int | None = None
+        cls,
+        cfg: DictConfig,
+        params: dict[str, Any],
+        device: str,
+        axes: Sequence[Axis] = (),
+        overrides: list[str] | None = None,
+        job_num: int | None = None,
     ) -> RecordSpec:
-        portable, machine = split_machine_paths(redacted_config(cfg))
+        """`params`: the run's identity config, flat (src.tracking.identity.Identity); `axes`: what its
+        sweep varied (none: the norm alone), which give the run its variant's tags and name."""
+        portable, machine = split_machine_paths(cfg)
+        if OmegaConf.select(machine, "logger.tracking_uri"):
+            machine.logger.tracking_uri = redact_uri(machine.logger.tracking_uri)
+        norm, seed = str(cfg.norm.norm_type), str(cfg.seed)
+        label, parts = label_of(params, axes, norm)
         return cls(
             experiment_name=str(cfg.experiment_name),
-            run_name=str(cfg.run_name),
+            run_name=variant_run_name(str(cfg.run_name), params, axes, norm, seed),
             artifact_location=cfg.logger.artifact_location,
             tags={
-                NORM_TAG: str(cfg.norm.norm_type),
+                NORM_TAG: norm,
                 NORM_FAMILY_TAG: str(cfg.norm.family),  # from conf/norm/<key>.yaml: the report groups by it
                 MODEL_TAG: str(cfg.model.name),
                 PRECISION_TAG: str(cfg.precision.name),
                 CLUSTER_TAG: str(cfg.cluster.name),
-                SEED_TAG: str(cfg.seed),
+                SEED_TAG: seed,
                 "deterministic": str(bool(cfg.get("deterministic", False))).lower(),
+                **variant_tags(label, parts, axes),
             },
             # Machine-local paths and the tracking location are not params: the experiment's variables only.
-            params=flatten(identity_config(cfg)),
+            params=params,
             config_yaml=OmegaConf.to_yaml(portable),
             machine_paths_yaml=OmegaConf.to_yaml(machine),
             world_size=int(cfg.cluster.devices) * int(cfg.cluster.num_nodes),
@@ -111,14 +123,6 @@ class RecordSpec:
             job_num=job_num,
             system_metrics_s=float(cfg.logger.get("system_metrics_s") or 0),
         )
-
-
-    def with_variant(self, axes: Sequence[Axis]) -> RecordSpec:
-        """The record with its variant's tags (the sweep's `axes`; none: the norm alone), and a run
-        name that tells its variant apart when the sweep varied more than the norm."""
-        label, parts = label_of(self.params, axes, self.tags[NORM_TAG])
-        run_name = variant_run_name(self.run_name, self.params, axes, self.tags[NORM_TAG], self.tags[SEED_TAG])
-        return replace(self, run_name=run_name, tags={**self.tags, **variant_tags(label, parts, axes)})
 
 
 @dataclass(frozen=True)
@@ -386,10 +390,3 @@ def split_machine_paths(cfg: DictConfig) -> tuple[DictConfig, DictConfig]:
         node = OmegaConf.select(portable, ".".join(parents)) if parents else portable
         node.pop(leaf)
     return portable, machine
-
-
-def redacted_config(cfg: DictConfig) -> DictConfig:
-    out = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
-    if OmegaConf.select(out, "logger.tracking_uri"):
-        out.logger.tracking_uri = redact_uri(out.logger.tracking_uri)
-    return out

@@ -15,6 +15,7 @@ import lightning as L
 from src.tracking.tracker import Tracker
 from src.training.checkpointing import RUN_STATE_KEY, SaveOnSigterm, periodic_checkpoint
 from src.training.divergence import DivergenceMonitor
+from src.training.norm_dispatch import NormDispatch
 from src.training.preemption import AgreedSigterm
 from src.training.run_spec import RunSpec
 from src.training.trainer import ProgressBar
@@ -60,16 +61,27 @@ class RunTracking(L.Callback):
 class RunCallbacks:
     """The run's callbacks, held by name (Lightning reorders and extends the list it is given)."""
 
-    def __init__(self, spec: RunSpec, tracker: Tracker | None, progress_bar: bool) -> None:
+    def __init__(self, spec: RunSpec) -> None:
         self.divergence = DivergenceMonitor()
         fp, identity = spec.identity.fingerprint, spec.identity.config
-        self.tracking = RunTracking(tracker, fp, identity, heartbeat_s=spec.store.heartbeat_s)
+        self.tracking = RunTracking(None, fp, identity, heartbeat_s=spec.store.heartbeat_s)
         self.periodic = periodic_checkpoint(spec.checkpoint)
         self.sigterm = SaveOnSigterm(spec.checkpoint.write_folder)
         self.agreed_sigterm = AgreedSigterm()
-        self.progress = ProgressBar() if progress_bar else None
+        self.progress = ProgressBar() if spec.train.progress_bar else None
+        train = spec.train
+        # Which kernels the norm ran, recorded once the model is on its device (a run with a record only).
+        self.dispatch = NormDispatch(train.micro_batch_size * train.seq_len, train.compile)
         self.extra: list[L.Callback] = []  # e.g. fault injection in the tests
 
+    def attach(self, tracker: Tracker) -> None:
+        """The run's MLflow record, once it is open, to the callbacks that write to it."""
+        self.tracking.tracker = self.dispatch.tracker = tracker
+
     def all(self) -> list[L.Callback]:
-        found = [*self.extra, self.divergence, self.tracking, self.periodic, self.sigterm, self.agreed_sigterm, self.progress]
+        found = [
+            # The dispatch record (a few ms, or one norm's compile) before the training clock starts.
+            *self.extra, self.dispatch, self.divergence, self.tracking, self.periodic, self.sigterm,
+            self.agreed_sigterm, self.progress,
+        ]  # fmt: skip
         return [c for c in found if c is not None]

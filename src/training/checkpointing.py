@@ -17,10 +17,6 @@ from pathlib import Path
 import lightning as L
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
-from omegaconf import DictConfig
-
-from src.core.paths import ConfigError, unwritable_reason
-from src.tracking.identity import fingerprint, safe_folder_name
 
 LAST = "last.ckpt"
 RUN_STATE_KEY = "RunTracking"  # the tracking callback's entry in checkpoint["callbacks"]
@@ -44,24 +40,6 @@ class CheckpointSpec:
     def write_folder(self) -> Path | None:
         """Where this run writes checkpoints; None when checkpointing is off."""
         return self.folder if self.enabled else None
-
-
-def checkpoint_dir(cfg: DictConfig, fp: str | None = None) -> Path:
-    """`checkpoint.dir`, or the folder that follows from the run's identity (`fp`: its fingerprint, if known)."""
-    if cfg.checkpoint.get("dir"):
-        return Path(cfg.checkpoint.dir)
-    experiment = safe_folder_name(cfg.experiment_name, "experiment_name")
-    run = safe_folder_name(cfg.run_name, "run_name")
-    return Path(cfg.paths.checkpoints_dir) / experiment / f"{run}-{fp or fingerprint(cfg)}"
-
-
-def check_checkpoint_folder(spec: CheckpointSpec) -> None:
-    """Refuse a checkpoint folder that cannot be written before anything is recorded (its first write
-    would otherwise fail the run at the first checkpoint)."""
-    field = spec.placed_by
-    problem = unwritable_reason(spec.folder)
-    if problem:
-        raise ConfigError(f"{field}: {problem}; checkpoints go to {spec.folder}: point {field} at a writable folder")
 
 
 class SaveOnSigterm(L.Callback):

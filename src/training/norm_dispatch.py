@@ -25,13 +25,13 @@ NORM_DISPATCH_ARTIFACT = "norm_dispatch.json"
 
 
 class NormDispatch(L.Callback):
-    def __init__(self, tracker: Tracker, rows: int, compile: bool) -> None:
-        self.tracker = tracker
+    def __init__(self, rows: int, compile: bool) -> None:
+        self.tracker: Tracker | None = None  # the run's record, once open (none: nothing to record)
         self.rows = rows
         self.compile = compile
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if not trainer.is_global_zero:
+        if not trainer.is_global_zero or self.tracker is None:
             return
         try:
             self._record(trainer, pl_module)
@@ -45,6 +45,7 @@ class NormDispatch(L.Callback):
             return
         param = next(model.parameters())
         x = torch.randn(self.rows, model.cfg.emb_dim, device=param.device, dtype=param.dtype)
+        assert self.tracker is not None
         d = record_dispatch(found[0], x, trainer.precision_plugin.forward_context, self.compile)
         warning = d.warning(str(model.cfg.norm_type))
         self.tracker.set_tags({NORM_DISPATCH_TAG: d.summary()})

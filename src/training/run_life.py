@@ -33,6 +33,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+import lightning as L
 import torch
 import torch.distributed as dist
 from hydra.core.hydra_config import HydraConfig
@@ -46,7 +47,6 @@ from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from src.core.atomic_io import CheckpointSpaceError, move_aside, remove_partial_writes
-from src.core.devices import check_device
 from src.core.paths import ConfigError
 from src.tracking.code import CodeState, code_state
 from src.tracking.credentials import redact_uri
@@ -79,29 +79,21 @@ from src.tracking.tags import (
     SUPERSEDED_TAG,
 )
 from src.tracking.tracker import TokenCacheRef, Tracker
-from src.tracking.variants import AXES_ENV, axes_from_env
-from src.training.checkpointing import (
-    LAST,
-    RUN_STATE_KEY,
-    CheckpointSpec,
-    SaveOnSigterm,
-    check_checkpoint_folder,
-)
+from src.training.callbacks import RunCallbacks
+from src.training.checkpointing import LAST, RUN_STATE_KEY, CheckpointSpec
 from src.training.failures import (
     PeerRefused,
     failed_after_recording,
     keep_traceback,
     route_store_errors_to_log,
 )
-from src.training.preemption import SLURM_WARNINGS, AgreedSigterm, requeue_this_job, slurm_job_id
+from src.training.preemption import SLURM_WARNINGS, requeue_this_job, slurm_job_id
 from src.training.run_spec import RunSpec
 from src.training.trainer import quiet_lightning
 
 if TYPE_CHECKING:
-    from src.data.datamodule import TokenDataModule
     from src.tracking.store import Run
     from src.training.budget import Budget
-    from src.training.callbacks import RunCallbacks
     from src.training.lit_module import GPTLitModule
 
 # --- a run's result
@@ -537,26 +529,6 @@ def check_not_relaunching_sweep(world_size: int) -> None:
     )
 
 
-def plan_job(spec: RunSpec) -> tuple[Store | None, RunPlan]:
-    """The checks that take seconds, then what this job is (src/training/run_life.py), decided once per job."""
-    quiet_lightning()
-    route_store_errors_to_log()
-    # Checked in seconds, not minutes, and before any data is prepared; opened once for the whole job.
-    store = Store.connect(spec.store.tracking_uri) if spec.store.enabled else None
-    check_device(spec.devices)
-    check_not_relaunching_sweep(spec.devices.world_size)
-    if spec.checkpoint.enabled:
-        check_checkpoint_folder(spec.checkpoint)
-    # With several processes, rank 0 decides and the others follow.
-    plan = decided_once(lambda: plan_run(spec, in_multirun(), store), spec.devices.world_size, spec.devices.device_type)
-    if plan.message:
-        print(f"[normsweep] {plan.message}", flush=True)
-    return store, plan
-
-
-# --- the opening: the run's MLflow record, under the claim of a sweep's job
-
-
 def in_multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
@@ -566,9 +538,8 @@ def open_tracker(spec: RunSpec, store: Store, plan: RunPlan) -> Tracker:
     it supersedes; a sweep's job does it under its claim, which is released here."""
     try:
         parent = os.environ.get(PARENT_ENV) if in_multirun() else None
-        axes = axes_from_env(os.environ.get(AXES_ENV)) if in_multirun() else ()  # the sweep's (src.launch.callbacks)
         settle_lost_runs(spec, store)  # under the claim of a sweep's job, like the run's creation below
-        tracker = Tracker(store, spec.record.with_variant(axes), spec.identity.fingerprint, run_id=plan.run_id, parent_run_id=parent)
+        tracker = Tracker(store, spec.record, spec.identity.fingerprint, run_id=plan.run_id, parent_run_id=parent)
         if plan.supersede and tracker.run_id:
             supersede(store, plan.supersede, tracker.run_id)
         return tracker
@@ -581,33 +552,6 @@ def release(plan: RunPlan) -> None:
     if plan.claim is not None:
         plan.claim.release()
         plan.claim = None
-
-
-# --- the outcome: the result of a fit, its final metrics and its note
-
-
-def log_inputs(tracker: Tracker, module: GPTLitModule, budget: Budget, datamodule: TokenDataModule) -> None:
-    stats = {"n_params": module.stats.n_params, "flops_per_token": module.stats.flops_per_token}
-    tracker.log_inputs(
-        {**stats, **{f"budget.{k}": v for k, v in asdict(budget).items()}},
-        TokenCacheRef(datamodule.source.cache_key, datamodule.folder, datamodule.used_splits),
-    )
-
-
-def fit_result(spec: RunSpec, module: GPTLitModule, callbacks: RunCallbacks, tokens_trained: int) -> RunResult:
-    monitor, tracker = callbacks.divergence, callbacks.tracking.tracker
-    train_time_s = callbacks.tracking.train_time_s()
-    return RunResult(
-        name=tracker.spec.run_name if tracker else spec.run_name,  # the MLflow run's: its variant, apart
-        outcome=DIVERGED if monitor.diverged else FINISHED,
-        train_time_s=train_time_s,
-        tokens_per_sec=tokens_trained / train_time_s,
-        first_train_loss=module.first_train_loss,
-        final_train_loss=monitor.last_finite_loss if monitor.diverged else module.last_train_loss,
-        test_loss=None,
-        run_id=tracker.run_id if tracker else None,
-        diverged_at_step=monitor.diverged_at_step,
-    )
 
 
 def describe(result: RunResult) -> str:
@@ -652,23 +596,102 @@ def peak_memory_mb(device: torch.device) -> float:
 
 
 
-# --- the close: the run's outcome, whatever way training ends
-class RunClosing:
-    def __init__(self, tracker: Tracker | None, run_name: str, sigterm: SaveOnSigterm, stop: AgreedSigterm) -> None:
-        self.tracker = tracker
-        self.run_name = run_name
-        self.sigterm = sigterm  # knows, after the fact, where the state was saved
-        self.stop = stop  # knows which signal stopped the run
+# --- the run's life as one object: planned, opened as the fit starts, closed with its outcome
+class RunLife(L.Callback):
+    """One run from its plan to its close, for `train()`:
+
+        life = RunLife.plan(spec)       # done / resume / settle / supersede / new, decided once per job
+        with life:                      # closed with its outcome however the fit ends; the claim let go
+            trainer = build_trainer(..., callbacks=life.callbacks())
+            trainer.fit(..., ckpt_path=life.ckpt_path)
+            result = life.finish(trainer, module)
+
+    As a callback it opens the run's MLflow record when Lightning sets the fit up (after the data is
+    prepared, before the first step, as Lightning's own loggers open theirs) and hands the Trainer its
+    logger; the run's other callbacks (tracking, divergence, checkpoints, pre-emption) are its own.
+    """
+
+    def __init__(self, spec: RunSpec, store: Store | None, plan: RunPlan) -> None:
+        self.spec, self.store, self.plan = spec, store, plan
+        self.tracker: Tracker | None = None
+        self.run = RunCallbacks(spec)
         self.outcome: str | None = None
         self.note: str | None = None
+        self.fitting = False  # the Trainer set the fit up: what fails from here on is the run's
 
-    def finish(self, outcome: str, note: str) -> None:
-        """The body's own result: closed with it when the context is left without an exception."""
-        self.outcome, self.note = outcome, note
+    @classmethod
+    def plan(cls, spec: RunSpec) -> RunLife:
+        """Open the store (checked in seconds, once for the whole job) and decide what this job is;
+        with several processes, rank 0 decides and the others follow."""
+        quiet_lightning()
+        route_store_errors_to_log()
+        store = Store.connect(spec.store.tracking_uri) if spec.store.enabled else None
+        devices = spec.devices
+        check_not_relaunching_sweep(devices.world_size)
+        plan = decided_once(lambda: plan_run(spec, in_multirun(), store), devices.world_size, devices.device_type)
+        if plan.message:
+            print(f"[normsweep] {plan.message}", flush=True)
+        return cls(spec, store, plan)
 
+    @property
+    def done(self) -> RunResult | None:
+        """The job's result when there is nothing to train."""
+        return self.plan.done
+
+    @property
+    def ckpt_path(self) -> Path | None:
+        return self.plan.ckpt_path
+
+    @property
+    def diverged(self) -> bool:
+        return self.run.divergence.diverged
+
+    def callbacks(self) -> list[L.Callback]:
+        return [self, *self.run.all()]
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        self.fitting = True
+        if self.store is None or self.tracker is not None:
+            return
+        self.tracker = tracker = open_tracker(self.spec, self.store, self.plan)
+        self.run.attach(tracker)
+        trainer.loggers = [tracker.logger]
+        module, data = pl_module, trainer.datamodule
+        stats = {"n_params": module.stats.n_params, "flops_per_token": module.stats.flops_per_token}
+        tracker.log_inputs(
+            {**stats, **{f"budget.{k}": v for k, v in asdict(module.budget).items()}},
+            TokenCacheRef(data.source.cache_key, data.folder, data.used_splits),
+        )
+
+    def finish(self, trainer: L.Trainer, module: GPTLitModule) -> RunResult:
+        """The run's result from its fit and test, its final metrics recorded; closed FINISHED (or
+        diverged) when the `with` block ends."""
+        budget, tracking, monitor, tracker = module.budget, self.run.tracking, self.run.divergence, self.tracker
+        train_time_s = tracking.train_time_s()
+        result = RunResult(
+            name=self.spec.shown_name,  # the MLflow run's: its variant, apart
+            outcome=DIVERGED if monitor.diverged else FINISHED,
+            train_time_s=train_time_s,
+            tokens_per_sec=trainer.global_step * budget.tokens_per_step / train_time_s,
+            first_train_loss=module.first_train_loss,
+            final_train_loss=monitor.last_finite_loss if monitor.diverged else module.last_train_loss,
+            test_loss=None if monitor.diverged else module.test_loss,
+            run_id=tracker.run_id if tracker else None,
+            diverged_at_step=monitor.diverged_at_step,
+        )
+        if tracker:
+            tracker.log_final(final_metrics(result, module, trainer.global_step, budget))
+        self.outcome, self.note = result.outcome, describe(result)
+        return result
+
+    # --- the close: the run's outcome, whatever way training ends
     def _close(self, outcome: str, note: str | None = None) -> None:
         if self.tracker is not None:
             self.tracker.close(outcome, note=note)
+
+    def _checkpoint(self) -> Path | None:
+        folder = self.run.sigterm.dirpath
+        return folder / LAST if folder is not None else None
 
     def _resume_hint(self) -> str:
         last = self._checkpoint()
@@ -682,8 +705,10 @@ class RunClosing:
             self._close("failed", str(err))
             return
         tracker = self.tracker
+        if tracker is None and (self.store is not None or not self.fitting):  # nothing was recorded
+            return
         db = tracker.store.db if tracker is not None else None
-        failure = failed_after_recording(err, self.run_name, tracker.run_id if tracker else None, self._checkpoint(), db)
+        failure = failed_after_recording(err, self.spec.run_name, tracker.run_id if tracker else None, self._checkpoint(), db)
         if not failure.store_broken:  # a store that broke cannot record its own failure
             try:
                 self._close("failed")
@@ -691,24 +716,23 @@ class RunClosing:
                 keep_traceback(close_err)
         raise failure from err
 
-    def _checkpoint(self) -> Path | None:
-        return self.sigterm.dirpath / LAST if self.sigterm.dirpath is not None else None
-
-    def __enter__(self) -> RunClosing:
+    def __enter__(self) -> RunLife:
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
     ) -> bool:
+        release(self.plan)  # a fit that stopped before its run opened still lets go of the claim
+        name = self.spec.run_name
         if err is None:
             self._close(self.outcome or "failed", self.note)
         elif isinstance(err, SIGTERMException):
             self._close("preempted")
-            saved = self.sigterm.saved
+            saved = self.run.sigterm.saved
             if rank_zero_only.rank == 0:  # one line, not one per DDP rank; one requeue per job
                 then = requeue_this_job() if slurm_job_id() and saved else "re-run the same command to resume"
                 where = f"checkpoint saved at {saved}; {then}" if saved else "no checkpoint (checkpoint.enabled=false)"
-                print(f"[normsweep] {self.run_name} stopped by {self.stop.signal_name or 'SIGTERM'}: {where}", flush=True)
+                print(f"[normsweep] {name} stopped by {self.run.agreed_sigterm.signal_name or 'SIGTERM'}: {where}", flush=True)
             if slurm_job_id():  # stopped and saved: SLURM's repeated warnings must not kill the exit
                 for sig in SLURM_WARNINGS:
                     signal.signal(sig, signal.SIG_IGN)
@@ -719,7 +743,7 @@ class RunClosing:
             # Lightning turns Ctrl+C into a silent sys.exit(1): say what happened and how to go on.
             interrupted = isinstance(err, KeyboardInterrupt) or err.code not in (0, None)
             if interrupted and rank_zero_only.rank == 0:
-                print(f"[normsweep] {self.run_name} interrupted (Ctrl+C): {self._resume_hint()}", flush=True)
+                print(f"[normsweep] {name} interrupted (Ctrl+C): {self._resume_hint()}", flush=True)
         elif isinstance(err, Exception):
             self._fail(err)
         else:

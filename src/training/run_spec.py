@@ -17,19 +17,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from src.core.devices import DeviceSpec
-from src.core.paths import ConfigError
+from src.core.devices import DeviceSpec, check_device
+from src.core.paths import ConfigError, unwritable_reason
 from src.core.schema import LIGHTNING_PRECISIONS, MATMUL_PRECISIONS, SPEED_KERNEL_S_MAX
 from src.data.tokenizer import VOCAB_SIZE
 from src.model.gpt import GPTConfig
-from src.tracking.identity import fingerprint, flatten, identity_config, safe_folder_name
+from src.tracking.identity import Identity, checkpoint_folder
 from src.tracking.store import NAME_MAX
 from src.tracking.sweep import CODE_POLICIES, POLICIES
 from src.tracking.tracker import RecordSpec
-from src.tracking.variants import AXES_ENV, axes_from_env, variant_run_name
-from src.training.checkpointing import CheckpointSpec, checkpoint_dir
+from src.tracking.variants import AXES_ENV, axes_from_env
+from src.training.checkpointing import CheckpointSpec
 
 # Seeds seed numpy too, whose generator takes an unsigned 32-bit integer.
 SEED_RANGE = (0, 2**32 - 1)
@@ -81,7 +82,6 @@ def validate_names(cfg: DictConfig) -> None:
         value = cfg.get(field)
         _require(bool(value.strip()), field, f"must be a non-empty string, got {value!r}")
         _require(len(value) <= NAME_MAX, field, f"at most {NAME_MAX} characters, got {len(value)}")
-        safe_folder_name(value, field)
 
 
 def check_store_placement(cfg: DictConfig) -> None:
@@ -184,14 +184,6 @@ def validate(cfg: DictConfig) -> GPTConfig:
 
 
 @dataclass(frozen=True)
-class Identity:
-    """What makes two runs the same run: the result-changing config and its fingerprint."""
-
-    fingerprint: str
-    config: dict[str, Any]
-
-
-@dataclass(frozen=True)
 class StoreSpec:
     """Where the run is recorded and what a multirun job does with an earlier run of its identity."""
 
@@ -203,6 +195,19 @@ class StoreSpec:
     on_code_change: str  # fail | rerun | keep: a run to reuse was made by other code (src.tracking.code)
     stale_after_s: float
     heartbeat_s: float
+
+    @classmethod
+    def of(cls, cfg: DictConfig) -> StoreSpec:
+        return cls(
+            enabled=bool(cfg.logger.enabled),
+            tracking_uri=cfg.logger.tracking_uri,
+            artifact_location=cfg.logger.get("artifact_location"),
+            experiment_name=cfg.experiment_name,
+            on_existing=cfg.sweep.on_existing,
+            on_code_change=cfg.sweep.on_code_change,
+            stale_after_s=float(cfg.sweep.stale_after_s),
+            heartbeat_s=float(cfg.sweep.heartbeat_s),
+        )
 
 
 @dataclass(frozen=True)
@@ -254,54 +259,57 @@ class RunSpec:
     store: StoreSpec
     train: TrainSpec
     record: RecordSpec  # what the Tracker writes to MLflow: tags, params, the config as YAML
-    # The name its MLflow run gets (src.tracking.tracker: the variant apart, `hand_layernorm · pre-s0`),
-    # which a job's lines use: `run_name` alone cannot tell the runs of a norm × placement sweep apart.
-    shown_name: str = ""
+
+    @property
+    def shown_name(self) -> str:
+        """The name its MLflow run gets (the variant apart, `hand_layernorm · pre-s0`), which a job's
+        lines use: `run_name` alone cannot tell the runs of a norm × placement sweep apart."""
+        return self.record.run_name
 
 
-def hydra_context() -> tuple[list[str], int | None]:
-    """The command-line overrides and the multirun job number, when running under Hydra."""
+def hydra_context() -> tuple[list[str], int | None, str | None]:
+    """The command-line overrides, the multirun job number and the sweep's axes (JSON, from the sweep's
+    callback), when running under Hydra."""
     if not HydraConfig.initialized():
-        return [], None
+        return [], None, None
     hc = HydraConfig.get()
-    return list(hc.overrides.task), OmegaConf.select(hc, "job.num", default=None)
+    multirun = hc.mode == RunMode.MULTIRUN
+    return list(hc.overrides.task), OmegaConf.select(hc, "job.num", default=None), os.environ.get(AXES_ENV) if multirun else None
 
 
-def resolve(cfg: DictConfig) -> RunSpec:
-    """Validate `cfg` (ConfigError naming the field) and split it into the stages' pieces."""
+def resolve(cfg: DictConfig, trains_here: bool = True) -> RunSpec:
+    """Validate `cfg` (ConfigError naming the field) and split it into the stages' pieces. What takes a
+    second to check on the machine that trains (the device, the checkpoint folder) is checked here too,
+    before anything is recorded; a launcher that resolves its jobs elsewhere (`trains_here=False`, a
+    SLURM login node without GPUs) leaves that to the job."""
     model = validate(cfg)
     ck = cfg.checkpoint
     wanted = cfg.get("ckpt_path")
-    fp = fingerprint(cfg)
     devices = DeviceSpec.of(cfg)
+    overrides, job_num, axes = hydra_context()
+    identity = Identity.of(cfg)
+    checkpoint = CheckpointSpec(
+        enabled=bool(ck.enabled),
+        every_n_steps=int(ck.every_n_steps),
+        folder=checkpoint_folder(cfg, identity),
+        resume_from="last" if wanted is None and cfg.get("resume") else wanted,
+        placed_by="checkpoint.dir" if ck.get("dir") else "paths.checkpoints_dir",
+    )
+    record = RecordSpec.from_config(cfg, identity.params, devices.device_type, axes_from_env(axes), overrides, job_num)
+    if trains_here:
+        check_device(devices)
+    problem = unwritable_reason(checkpoint.folder) if trains_here and checkpoint.enabled else None
+    if problem:  # its first write would otherwise fail the run at the first checkpoint
+        field = checkpoint.placed_by
+        raise ConfigError(f"{field}: {problem}; checkpoints go to {checkpoint.folder}: point {field} at a writable folder")
     return RunSpec(
         run_name=cfg.run_name,
         seed=cfg.seed,
         model=model,
-        identity=Identity(fp, identity_config(cfg)),
-        checkpoint=CheckpointSpec(
-            enabled=bool(ck.enabled),
-            every_n_steps=int(ck.every_n_steps),
-            folder=checkpoint_dir(cfg, fp),
-            resume_from="last" if wanted is None and cfg.get("resume") else wanted,
-            placed_by="checkpoint.dir" if ck.get("dir") else "paths.checkpoints_dir",
-        ),
+        identity=identity,
+        checkpoint=checkpoint,
         devices=devices,
-        shown_name=variant_run_name(
-            str(cfg.run_name), flatten(identity_config(cfg)), axes_from_env(os.environ.get(AXES_ENV)),
-            str(cfg.norm.norm_type), cfg.seed,
-        ),
-        store=StoreSpec(
-            enabled=bool(cfg.logger.enabled),
-            tracking_uri=cfg.logger.tracking_uri,
-            artifact_location=cfg.logger.get("artifact_location"),
-            experiment_name=cfg.experiment_name,
-            on_existing=cfg.sweep.on_existing,
-            on_code_change=cfg.sweep.on_code_change,
-            stale_after_s=float(cfg.sweep.stale_after_s),
-            heartbeat_s=float(cfg.sweep.heartbeat_s),
-        ),
+        store=StoreSpec.of(cfg),
         train=TrainSpec.of(cfg),
-        record=RecordSpec.from_config(cfg, devices.device_type, *hydra_context()),
+        record=record,
     )
-

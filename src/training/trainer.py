@@ -13,7 +13,6 @@ import torch
 from lightning.fabric.plugins.environments import SLURMEnvironment
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.callbacks import TQDMProgressBar
-from lightning.pytorch.loggers import Logger
 
 from src.core.atomic_io import write_checkpoint
 from src.core.devices import DeviceSpec
@@ -55,13 +54,13 @@ def build_trainer(
     run: TrainSpec,
     devices: DeviceSpec,
     budget: Budget,
-    logger: Logger | bool,
     callbacks: list[L.Callback],
     root_dir: Path,
     checkpointing: bool,
 ) -> L.Trainer:
     """`root_dir`: the run's own checkpoint folder, never the working folder: Lightning looks there for
-    an `hpc_ckpt_*.ckpt` to load when `fit`/`test` get no `ckpt_path` under SLURM."""
+    an `hpc_ckpt_*.ckpt` to load when `fit`/`test` get no `ckpt_path` under SLURM. No logger: a run's
+    own (its MLflow record) is handed over when the fit sets up (src/training/run_life.py)."""
     # Under SLURM, Lightning's auto-requeue (SIGUSR1 -> hpc_ckpt in the root folder) is off: the
     # requeue path is the run's own (src/training/preemption.py).
     slurm = [SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else []
@@ -82,7 +81,7 @@ def build_trainer(
         num_sanity_val_steps=0,
         # The datamodule shards training samples itself (ResumableRankSampler), resumable mid-run.
         use_distributed_sampler=False,
-        logger=logger,
+        logger=False,
         callbacks=callbacks,
         enable_checkpointing=checkpointing,
         enable_progress_bar=run.progress_bar,
