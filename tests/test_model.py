@@ -1,9 +1,10 @@
-"""GPT-2 model: the study's parameter counts, shapes, causality, weight tying, FLOPs."""
+"""GPT-2 model: the study's parameter counts, shapes, causality, weight tying, FLOPs, parameter order."""
 
 import pytest
 import torch
 
 from src.model.gpt import GPTConfig, GPTModel, count_params, model_stats
+from src.model.norms import POSITIONS, NormSpec, norm_types
 
 SMALL = {"context_length": 16, "emb_dim": 32, "n_heads": 4, "n_layers": 2, "vocab_size": 97}
 
@@ -64,6 +65,28 @@ def test_same_seed_same_weights_across_norms() -> None:
         torch.manual_seed(0)
         weights.append(GPTModel(GPTConfig(**SMALL, norm_type=norm_type)).trf_blocks[1].att.W_query.weight)
     torch.testing.assert_close(*weights)
+
+
+@pytest.mark.parametrize("norm_type", norm_types())
+def test_building_a_norm_draws_no_random_numbers(norm_type: str) -> None:
+    # So where a model builds its norms leaves the seeded matmul weights as they are.
+    spec = NormSpec(norm_type)
+    for position in POSITIONS:
+        before = torch.get_rng_state()
+        spec.build(32, position)
+        assert torch.equal(torch.get_rng_state(), before), position
+
+
+@pytest.mark.parametrize("placement", ["pre", "post", "peri"])
+def test_layers_registered_in_forward_order(placement: str) -> None:
+    # Optimizer state (a checkpoint's, by position) and the clipped gradient norm follow this order.
+    model = GPTModel(GPTConfig(**SMALL, norm_placement=placement, qk_norm=True))
+    block = model.trf_blocks[0]
+    peri = ["norm1_out", "norm2_out"] if placement == "peri" else []
+    top = ["tok_emb", "pos_emb", "drop_emb", "trf_blocks", "final_norm", "out_head"]
+    assert [n for n, _ in model.named_children()] == top
+    assert [n for n, _ in block.named_children()] == ["norm1", "att", "norm2", "ff", "drop_shortcut", *peri]
+    assert [n for n, _ in block.att.named_children()] == ["W_query", "W_key", "W_value", "out_proj", "q_norm", "k_norm"]
 
 
 def test_rejects_long_sequence() -> None:

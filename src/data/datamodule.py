@@ -101,8 +101,7 @@ class TokenDataModule(L.LightningDataModule):
         Training calls this before it records anything, so a corpus too small for the run is a
         `ConfigError` and not a failed run.
         """
-        self.source.prepare(self.cache_dir)
-        self.check(split_tokens(self.folder))
+        self.check(split_tokens(self.source.prepare(self.cache_dir)))  # prepare returns `self.folder`
 
     def setup(self, stage: str | None = None) -> None:
         if self.tokens:

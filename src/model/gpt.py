@@ -119,10 +119,12 @@ class TransformerBlock(nn.Module):
     def __init__(self, cfg: GPTConfig) -> None:
         super().__init__()
         self.placement = cfg.norm_placement
+        att, ff = CausalSelfAttention(cfg), FeedForward(cfg)
+        # Registered in forward order: the optimizer's state and gradient clipping follow parameter order.
         self.norm1 = cfg.norm.build(cfg.emb_dim, "attn")
-        self.att = CausalSelfAttention(cfg)
+        self.att = att
         self.norm2 = cfg.norm.build(cfg.emb_dim, "ffn")
-        self.ff = FeedForward(cfg)
+        self.ff = ff
         self.drop_shortcut = nn.Dropout(cfg.drop_rate)
         if self.placement == "peri":
             self.norm1_out = cfg.norm.build(cfg.emb_dim, "attn")
