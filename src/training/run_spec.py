@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from src.core.devices import DeviceSpec, check_device
@@ -267,14 +266,12 @@ class RunSpec:
         return self.record.run_name
 
 
-def hydra_context() -> tuple[list[str], int | None, str | None]:
-    """The command-line overrides, the multirun job number and the sweep's axes (JSON, from the sweep's
-    callback), when running under Hydra."""
+def hydra_context() -> tuple[list[str], int | None]:
+    """The command-line overrides and the multirun job number, when running under Hydra."""
     if not HydraConfig.initialized():
-        return [], None, None
+        return [], None
     hc = HydraConfig.get()
-    multirun = hc.mode == RunMode.MULTIRUN
-    return list(hc.overrides.task), OmegaConf.select(hc, "job.num", default=None), os.environ.get(AXES_ENV) if multirun else None
+    return list(hc.overrides.task), OmegaConf.select(hc, "job.num", default=None)
 
 
 def resolve(cfg: DictConfig, trains_here: bool = True) -> RunSpec:
@@ -286,7 +283,8 @@ def resolve(cfg: DictConfig, trains_here: bool = True) -> RunSpec:
     ck = cfg.checkpoint
     wanted = cfg.get("ckpt_path")
     devices = DeviceSpec.of(cfg)
-    overrides, job_num, axes = hydra_context()
+    overrides, job_num = hydra_context()
+    axes = axes_from_env(os.environ.get(AXES_ENV))  # what the sweep varied (src.launch.callbacks sets it)
     identity = Identity.of(cfg)
     checkpoint = CheckpointSpec(
         enabled=bool(ck.enabled),
@@ -295,7 +293,7 @@ def resolve(cfg: DictConfig, trains_here: bool = True) -> RunSpec:
         resume_from="last" if wanted is None and cfg.get("resume") else wanted,
         placed_by="checkpoint.dir" if ck.get("dir") else "paths.checkpoints_dir",
     )
-    record = RecordSpec.from_config(cfg, identity.params, devices.device_type, axes_from_env(axes), overrides, job_num)
+    record = RecordSpec.from_config(cfg, identity.params, devices.device_type, axes, overrides, job_num)
     if trains_here:
         check_device(devices)
     problem = unwritable_reason(checkpoint.folder) if trains_here and checkpoint.enabled else None
