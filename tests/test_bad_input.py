@@ -8,8 +8,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from src.core.paths import ConfigError, compose
-from src.tracking.credentials import redact_text, redact_uri
 from src.tracking.store import Store
+from src.tracking.store_uri import redact_text, redact_uri
 from src.tracking.tracker import redacted_config
 from src.train import train
 from src.training.checkpointing import checkpoint_dir
