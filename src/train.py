@@ -23,8 +23,7 @@ from src.core.paths import ConfigError, register_resolvers
 from src.data.datamodule import TokenDataModule
 from src.launch.sweep_end import RESULT_AWAITED_ENV, JobFailed, job_failed
 from src.model.gpt import GPTModel
-from src.tracking.credentials import refuse_credentials
-from src.tracking.store_uri import sqlite_path
+from src.tracking.store_uri import refuse_credentials, sqlite_path
 from src.training.budget import Budget, resolve_budget
 from src.training.failures import Ending, job_ending
 from src.training.lit_module import GPTLitModule

@@ -17,9 +17,8 @@ import socket
 import sys
 
 from src.core import cli, paths
-from src.tracking.credentials import redact_uri
 from src.tracking.store import Store
-from src.tracking.store_uri import StoreError, sqlite_path
+from src.tracking.store_uri import StoreError, redact_uri, sqlite_path
 from src.tracking.ui_view import address, default_workers, publish_view, ui_link
 
 

@@ -37,9 +37,8 @@ TORCH_FREE = [
     "src.stats.sequential",
     "src.tracking.identity",
     "src.tracking.sweep",
-    "src.tracking.store",  # and its helpers: the URI, credentials, retries, the SQLite file, a server
+    "src.tracking.store",  # and its helpers: the URI and its credentials, retries, the SQLite file, a server
     "src.tracking.store_uri",
-    "src.tracking.credentials",
     "src.tracking.retry",
     "src.tracking.sqlite_file",
     "src.tracking.store_faults",

@@ -19,9 +19,8 @@ from mlflow.tracking import MlflowClient
 
 import src.training.run_life as run_life_module
 from src.core.paths import ConfigError, compose
-from src.tracking.credentials import has_credentials, redact_text, redact_uri, refuse_credentials
 from src.tracking.store import Store
-from src.tracking.store_uri import StoreError
+from src.tracking.store_uri import StoreError, has_credentials, redact_text, redact_uri, refuse_credentials
 from src.train import train
 from src.training.failures import RunFailed
 

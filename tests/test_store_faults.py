@@ -18,9 +18,8 @@ import pytest
 from helpers import run_cli
 
 from src.core.paths import ConfigError, compose
-from src.tracking.credentials import CREDENTIAL_ENV
 from src.tracking.store import Store
-from src.tracking.store_uri import StoreError
+from src.tracking.store_uri import CREDENTIAL_ENV, StoreError
 from src.train import train
 
 SECRET = "Sup3r-s3cret-pw"  # the password under test: it must appear nowhere

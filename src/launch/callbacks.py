@@ -184,11 +184,10 @@ class MlflowSetup(Callback):
             return
         from src.tracking import sweep
         from src.tracking.code import code_state
-        from src.tracking.credentials import redact_text
         from src.tracking.git import git_state
         from src.tracking.server_client import ServerLost
         from src.tracking.store import Store
-        from src.tracking.store_uri import StoreError
+        from src.tracking.store_uri import StoreError, redact_text
         from src.tracking.summary import log_sweep_definition
         from src.tracking.tags import (
             NOTE_TAG,

@@ -111,8 +111,8 @@ def check_data(cfg: DictConfig, budget: Budget) -> Finding:
 
 def check_tracking(cfg: DictConfig) -> Finding:
     """The store training checks first: a server answers, a SQLite folder is writable and opens."""
-    from src.tracking.credentials import redact_uri
     from src.tracking.store import Store
+    from src.tracking.store_uri import redact_uri
 
     if not cfg.logger.enabled:
         return Finding(OK, "off (logger=none)")

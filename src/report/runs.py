@@ -22,9 +22,8 @@ import pandas as pd
 from src.report.published import MODEL_AXES
 from src.report.table import AXIS_PREFIX, order_of
 from src.report.table import UNKNOWN as UNKNOWN_FAMILY
-from src.tracking.credentials import redact_uri
 from src.tracking.store import Store
-from src.tracking.store_uri import sqlite_path
+from src.tracking.store_uri import redact_uri, sqlite_path
 from src.tracking.sweep import PARENT_ENV, latest_sweep_run
 from src.tracking.tags import (
     BENCH_TAG,

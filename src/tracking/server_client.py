@@ -15,9 +15,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from src.core.schema import SERVER_RESTART_S
-from src.tracking.credentials import CREDENTIAL_ENV, redact_text, redact_uri
 from src.tracking.retry import causes, retry
-from src.tracking.store_uri import FIELD, StoreError
+from src.tracking.store_uri import CREDENTIAL_ENV, FIELD, StoreError, redact_text, redact_uri
 
 T = TypeVar("T")
 PROBE_TIMEOUT_S = 8.0  # per attempt, connect and read (a basic-auth server hashes each password: slow on a busy host)
@@ -163,9 +162,10 @@ def probe_server(uri: str) -> None:
     except ServerLost:  # a server this sweep reached did not come back: a fault, not a config error
         raise
     except Exception as err:
-        refuse_if_database_lost(uri, _short_cause(str(err), uri))
+        cause = _short_cause(str(err), uri)
+        refuse_if_database_lost(uri, cause)
         raise StoreError(
-            f"{where}: no MLflow tracking server answers there ({_short_cause(str(err), uri)}); start it "
+            f"{where}: no MLflow tracking server answers there ({cause}); start it "
             "(`mlflow server --backend-store-uri ...`), fix the address, or drop the override to track "
             "in the local SQLite store"
         ) from err

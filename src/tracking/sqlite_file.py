@@ -1,5 +1,5 @@
-"""The SQLite store's file: checked before use, locked while its schema changes, repaired when a
-migration was cut short.
+"""The SQLite store's file: locked while its schema changes, repaired when a migration was cut short
+(its path is checked before, with the rest of the URI: src.tracking.store_uri.check_uri).
 
 A new SQLite store gets its schema from MLflow's alembic migrations the first time a process opens
 it. Processes opening a fresh file at the same moment race in those migrations and can leave it
@@ -16,15 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 from src.core.locks import LockTimeout, exclusive
-from src.core.paths import unwritable_reason
-from src.tracking.credentials import redact_uri
-from src.tracking.store_uri import DB_FIELD, FIELD, StoreError
+from src.tracking.store_uri import FIELD, StoreError, redact_uri
 
 log = logging.getLogger(__name__)
 
@@ -136,19 +133,3 @@ def repair_half_migrated(db: Path, uri: str) -> None:
             f"so it is not rebuilt automatically; {recovery_advice(db, leftovers)}"
         )
 
-
-def check_sqlite_path(db: Path, uri: str) -> None:
-    """The database must be a file, and SQLite writes it and, for its journal, the folder beside it.
-    Creates nothing."""
-    where = f"{FIELD}={redact_uri(uri)}"
-    if db.is_dir():
-        raise StoreError(f"{where}: {DB_FIELD}={db} is a directory, not a database file; point it at a file such as {db / 'mlflow.db'}")
-    # The folders are made when the store is created; checked where they would be.
-    problem = unwritable_reason(db.parent)
-    if problem:
-        raise StoreError(
-            f"{where}: {problem}; SQLite writes the database {db.name} and its journal there: "
-            f"point {DB_FIELD} at a writable folder"
-        )
-    if db.exists() and not os.access(db, os.W_OK):
-        raise StoreError(f"{where}: the SQLite store {db} is read-only: point {DB_FIELD} at a writable file")

@@ -2,11 +2,11 @@
 
 `Store.connect(uri)` checks the store once, in the first seconds, before any data is prepared:
 
-- the URI's form: credentials in it are refused (src.tracking.credentials), and so is a scheme
-  MLflow has no store for or a database driver that is not installed (src.tracking.store_uri);
-- SQLite: the database path is a file (not a folder) in a writable folder, and an existing store
-  opens (its schema upgraded under a lock file, a half-migrated one rebuilt when it holds no data,
-  else refused: src.tracking.sqlite_file);
+- the URI by itself, in one pass (src.tracking.store_uri): credentials in it are refused, and so
+  is a scheme MLflow has no store for, a SQLite database path that is a folder, read-only or in a
+  folder SQLite cannot write, and a database driver that is not installed;
+- SQLite: an existing store opens (its schema upgraded under a lock file, a half-migrated one
+  rebuilt when it holds no data, else refused: src.tracking.sqlite_file);
 - HTTP(S): a tracking server answers within seconds, and every later request of the process is
   bounded (src.tracking.server_client).
 
@@ -30,18 +30,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from src.core.paths import ConfigError
-from src.tracking.credentials import credentials_error, has_credentials, redact_uri
 from src.tracking.identity import safe_folder_name
 from src.tracking.retry import with_retry
 from src.tracking.server_client import bound_http_requests, probe_server, ride_out_restart
-from src.tracking.sqlite_file import (
-    check_sqlite_path,
-    rebuild_if_empty,
-    recovery_advice,
-    repair_half_migrated,
-    store_lock,
-)
-from src.tracking.store_uri import FIELD, StoreError, check_driver, check_scheme, is_server, sqlite_path
+from src.tracking.sqlite_file import rebuild_if_empty, recovery_advice, repair_half_migrated, store_lock
+from src.tracking.store_uri import FIELD, StoreError, check_uri, is_server, redact_uri, sqlite_path
 from src.tracking.tags import EXPERIMENT_KIND_TAG, NOTE_TAG
 
 if TYPE_CHECKING:
@@ -107,20 +100,13 @@ class Store:
     @classmethod
     def connect(cls, uri: str) -> Store:
         """Check the store in the first seconds (see the module's docstring); raises `StoreError`."""
-        where = f"{FIELD}={redact_uri(uri)}"
-        if has_credentials(uri):
-            raise StoreError(credentials_error(where))
-        check_scheme(uri)
+        check_uri(uri)
         store = cls(uri)
-        if store.db is not None:
-            check_sqlite_path(store.db, uri)
-            if store.db.exists():
-                store.client  # noqa: B018 - open it now: upgrade, repair or refuse before any data is prepared
+        if store.db is not None and store.db.exists():
+            store.client  # noqa: B018 - open it now: upgrade, repair or refuse before any data is prepared
         elif is_server(uri):
             probe_server(uri)
             bound_http_requests()
-        else:
-            check_driver(uri)
         return store
 
     def _retry(self, fn: Callable[[], T]) -> T:

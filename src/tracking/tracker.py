@@ -27,13 +27,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.data.cache import read_meta
 from src.tracking.code import MANIFEST_ARTIFACT, code_state
-from src.tracking.credentials import redact_text, redact_uri
 from src.tracking.datasets import log_datasets
 from src.tracking.environment import environment_tags
 from src.tracking.git import git_state
 from src.tracking.server_client import ServerLost, server_lost
 from src.tracking.store import Store
-from src.tracking.store_uri import is_server
+from src.tracking.store_uri import is_server, redact_text, redact_uri
 from src.tracking.summary import SUMMARY_STEP
 from src.tracking.sweep import REQUIRED_FINAL_METRICS, liveness_tags
 from src.tracking.tags import (
@@ -222,10 +221,18 @@ class Tracker:
         if parent_run_id and not run_id:
             tags[PARENT_TAG] = parent_run_id
         self.resumed = run_id is not None
-        if run_id is None and rank_zero_only.rank == 0:
-            # Created now, through the store: once this returns, another copy of the sweep sees it
-            # RUNNING (the claim on its config is released after this).
-            run_id = store.create_run(experiment_id, spec.run_name, tags)
+        logged_step = 0
+        if rank_zero_only.rank == 0:  # rank 0 writes the run through the store; the logger below only reads it
+            if run_id is None:
+                # Created now, through the store: once this returns, another copy of the sweep sees it
+                # RUNNING (the claim on its config is released after this).
+                run_id = store.create_run(experiment_id, spec.run_name, tags)
+            else:
+                # The run was closed (KILLED) when its last segment stopped; it is live again, and
+                # logs after the highest step of its loss already in MLflow.
+                store.reopen(run_id)
+                store.set_tags(run_id, {OUTCOME_TAG: RUNNING, RESUMED_TAG: "true", **liveness_tags()})
+                logged_step = max((m.step for m in store.metric_history(run_id, "train/train_loss")), default=0)
         self.logger = _ClosedByTracker(
             experiment_name=spec.experiment_name,
             run_name=spec.run_name,
@@ -234,11 +241,7 @@ class Tracker:
             run_id=run_id,
             background=is_server(store.uri),  # per-step metrics never wait on the network
         )
-        if self.resumed and rank_zero_only.rank == 0:
-            # The run was closed (KILLED) when its last segment stopped; it is live again.
-            store.reopen(run_id)
-            self.set_tags({OUTCOME_TAG: RUNNING, RESUMED_TAG: "true", **liveness_tags()})
-            self.logger.log_after_step = self.last_logged_step()
+        self.logger.log_after_step = logged_step
         self.closed = False
         self.system_metrics = self._start_system_metrics(spec.system_metrics_s)
         self._last_beat = time.monotonic()
@@ -292,12 +295,6 @@ class Tracker:
         self.store.log_text(run_id, code_state().manifest_json(), MANIFEST_ARTIFACT)  # names the files a later code changed
         if self.git.dirty:  # the commit alone does not say what ran
             self.store.log_text(run_id, self.git.diff, DIFF_ARTIFACT)
-
-    def last_logged_step(self, key: str = "train/train_loss") -> int:
-        """The highest step of `key` already in MLflow (0 if none): a resumed run logs after it."""
-        if rank_zero_only.rank != 0:
-            return 0
-        return max((m.step for m in self.store.metric_history(self.logger.run_id, key)), default=0)
 
     @property
     def lost(self) -> bool:

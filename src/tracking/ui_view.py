@@ -27,8 +27,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from src.tracking.credentials import redact_uri
-from src.tracking.store_uri import is_server
+from src.tracking.store_uri import is_server, redact_uri
 from src.tracking.tags import SEED_TAG, VARIANT_TAG
 
 if TYPE_CHECKING:

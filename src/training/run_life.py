@@ -49,9 +49,9 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from src.core.atomic_io import CheckpointSpaceError, move_aside, remove_partial_writes
 from src.core.paths import ConfigError
 from src.tracking.code import CodeState, code_state
-from src.tracking.credentials import redact_uri
 from src.tracking.identity import differing_keys
 from src.tracking.store import Store
+from src.tracking.store_uri import redact_uri
 from src.tracking.sweep import (
     PARENT_ENV,
     POLICIES,
