@@ -13,42 +13,34 @@ from typing import NoReturn
 
 import hydra
 import lightning as L
-import torch
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig
 
 from src.core import cli
-from src.core.devices import configure_matmul_precision
-from src.core.paths import ConfigError, register_resolvers
-from src.data.datamodule import TokenDataModule
+from src.core.paths import register_resolvers
 from src.launch.sweep_end import RESULT_AWAITED_ENV, JobFailed, job_failed
-from src.model.gpt import GPTModel
 from src.tracking.store_uri import refuse_credentials, sqlite_path
-from src.training.budget import Budget, resolve_budget
 from src.training.failures import Ending, job_ending
 from src.training.lit_module import GPTLitModule
-from src.training.memory_floor import check_memory_floor, parameter_count
 from src.training.run_life import RunLife, RunResult, in_multirun
-from src.training.run_spec import RunSpec, resolve
-from src.training.trainer import build_trainer, compile_blocks, run_datamodule
+from src.training.run_spec import resolve
+from src.training.trainer import build_trainer, run_datamodule
 
 log = logging.getLogger(__name__)
 
 
-def is_local_rank_zero() -> bool:
-    # LOCAL_RANK: Lightning's launcher and torchrun; SLURM_LOCALID: tasks that SLURM started.
-    return int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", "0"))) == 0
-
-
 def train(cfg: DictConfig) -> RunResult:
     """Resolve, plan, build, fit, test and finish one run. Raises ConfigError before anything is recorded."""
-    spec = resolve(cfg)
+    spec = resolve(cfg)  # checked once, with the model's size and the token budget
     life = RunLife.plan(spec)  # done / resume / settle / supersede / new, decided once per job
     if life.done is not None:
         return life.done
     with life:  # closed with its outcome however the fit ends (its MLflow run opens as the fit sets up)
-        budget, datamodule, module = build(spec)
-        trainer = build_trainer(spec.train, spec.devices, budget, life.callbacks(), spec.checkpoint.folder, spec.checkpoint.enabled)
+        datamodule = run_datamodule(spec.train, spec.budget, spec.seed)  # Lightning prepares it, first in the fit
+        L.seed_everything(spec.seed, workers=True, verbose=False)  # one seed: the same initial weights and data order for every variant
+        train = spec.train
+        module = GPTLitModule(spec.model, train.optim, spec.budget, train.log_every_n_steps, compile=train.compile)
+        trainer = build_trainer(spec.train, spec.devices, spec.budget, life.callbacks(), spec.checkpoint.folder, spec.checkpoint.enabled)
         trainer.fit(module, datamodule=datamodule, ckpt_path=life.ckpt_path, weights_only=True)
         if not life.diverged:
             if spec.checkpoint.enabled:
@@ -58,37 +50,6 @@ def train(cfg: DictConfig) -> RunResult:
     if rank_zero_only.rank == 0:  # one line per job, not one per process (the Trainer set the rank)
         print(result.summary(), flush=True)
     return result
-
-
-def build(spec: RunSpec) -> tuple[Budget, TokenDataModule, GPTLitModule]:
-    """The budget, the prepared data and the model. Sizes and data are checked before the model is
-    built: a model too large to fit took a minute and gigabytes to build before the data check
-    refused its context length."""
-    run, devices = spec.train, spec.devices
-    n_params = parameter_count(spec.model)
-    check_memory_floor(spec.model, n_params, run.micro_batch_size, run.seq_len, devices.precision, devices.device_type)
-    budget = resolve_budget(run.optim, run.seq_len, devices.world_size, n_params)
-    datamodule = prepare_datamodule(spec, budget)
-    configure_matmul_precision(devices.matmul_precision)
-    # Same seed -> same initial weights and data order for every norm variant.
-    L.seed_everything(spec.seed, workers=True, verbose=False)
-    if torch.cuda.is_available():
-        torch.cuda.reset_peak_memory_stats()  # sequential multirun jobs share the process
-    model = GPTModel(spec.model)
-    module = GPTLitModule(model, run.optim, budget, log_every_n_steps=run.log_every_n_steps)
-    if run.compile:
-        compile_blocks(model)
-    return budget, datamodule, module
-
-
-def prepare_datamodule(spec: RunSpec, budget: Budget) -> TokenDataModule:
-    try:
-        datamodule = run_datamodule(spec.train, budget, spec.seed)
-    except (ValueError, FileNotFoundError) as err:  # an unknown source, a glob matching nothing, ...
-        raise ConfigError(str(err)) from err
-    if is_local_rank_zero():
-        datamodule.prepare_data()  # tokenize/cache outside the timed fit
-    return datamodule
 
 
 _task_started = False  # Hydra composed a config and called main: a refusal before it is Hydra's (src.core.cli)

@@ -61,7 +61,7 @@ def test_credentials_never_logged() -> None:
         "python -m src.train -m logger.tracking_uri=http://h:5000 seed=0,1"
     )
     cfg = compose(["logger.tracking_uri=http://bob:pw@127.0.0.1:5000"])
-    record = RecordSpec.from_config(cfg, Identity.of(cfg).params, "cpu")
+    record = RecordSpec.from_config(cfg, Identity.of(cfg).params)
     assert "bob" not in record.machine_paths_yaml and "pw" not in record.machine_paths_yaml + record.config_yaml
     assert "http://127.0.0.1:5000" in record.machine_paths_yaml
 

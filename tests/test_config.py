@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
+from src.core.budget import resolve_budget
 from src.core.paths import CONF_DIR, ConfigError, compose
 from src.core.schema import DATA_SCHEMAS, LIGHTNING_PRECISIONS, TrainConfig
 from src.data.fineweb import FineWebSource
@@ -14,7 +15,6 @@ from src.data.text_files import TextFilesSource
 from src.model.gpt import GPTConfig
 from src.model.norms import DEFAULT_EPS, make_norm
 from src.tracking.identity import fingerprint, flatten
-from src.training.budget import resolve_budget
 from src.training.run_spec import model_config, validate
 from src.training.schedule import warmup_cosine, warmup_steps_for
 

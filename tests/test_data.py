@@ -17,7 +17,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 from src.core.paths import compose
 from src.data import cache, shakespeare
 from src.data.__main__ import main as data_main
-from src.data.base import SPLITS
+from src.data.base import DATA_SOURCES, SPLITS, build_source
 from src.data.cache import is_valid_cache, load_split, read_meta, split_path
 from src.data.datamodule import TokenDataModule, build_datamodule
 from src.data.shakespeare import (
@@ -28,7 +28,6 @@ from src.data.shakespeare import (
     plays,
     split_of_play,
 )
-from src.data.sources import DATA_SOURCES, build_source
 from src.data.text_files import TextFilesSource
 from src.data.tokenizer import EOT_ID
 from src.data.windows import FixedWindows, RandomWindows, ResumableRankSampler

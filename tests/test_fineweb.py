@@ -18,11 +18,10 @@ import pytest
 from src.core.paths import ConfigError, compose
 from src.data import fineweb
 from src.data.__main__ import main as data_main
-from src.data.base import unit_interval
+from src.data.base import build_source, unit_interval
 from src.data.cache import ShardedTokens, is_valid_cache, load_split, read_meta
 from src.data.datamodule import build_datamodule
 from src.data.fineweb import MANIFEST_FILE, FineWebSource
-from src.data.sources import build_source
 from src.data.tokenizer import EOT_ID, gpt2_encoding
 
 VAL_FRACTION = 0.1

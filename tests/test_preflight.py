@@ -159,10 +159,10 @@ def test_study_sweep_on_gpu_nodes_with_a_cpu_rehearsal(tmp_path: Path) -> None:
 def test_time_and_cost_of_the_study_on_a100s() -> None:
     import torch
 
+    from src.core.budget import resolve_budget
     from src.model.gpt import GPTModel, model_stats
     from src.preflight.cards import card_for
     from src.preflight.cost import estimate_time
-    from src.training.budget import resolve_budget
 
     cfg = compose(["experiment=gpt2_small_study", "cluster=gpu_node"])
     with torch.device("meta"):

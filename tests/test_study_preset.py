@@ -6,9 +6,9 @@ import pytest
 import torch
 from omegaconf import DictConfig
 
+from src.core.budget import resolve_budget
 from src.core.paths import compose, preset_norms
 from src.model.gpt import GPTModel, count_params
-from src.training.budget import resolve_budget
 from src.training.run_spec import validate
 from src.training.schedule import warmup_cosine, warmup_steps_for
 

@@ -131,7 +131,7 @@ class PreflightSchema:
 class DataSchema:
     """What every source has: its registry key, where its tokens are cached, how they are loaded."""
 
-    source: str = MISSING  # key in src.data.sources.DATA_SOURCES
+    source: str = MISSING  # key in src.data.base.DATA_SOURCES
     cache_dir: str = MISSING
     num_workers: int = MISSING  # DataLoader worker processes
     val_max_windows: int | None = MISSING  # null = the whole val split

@@ -8,9 +8,8 @@ window datasets, is imported on first use of its names.
 from importlib import import_module
 from typing import Any
 
-from .base import SPLITS, DataSource
+from .base import DATA_SOURCES, SPLITS, DataSource, build_source
 from .cache import cache_folder, load_split, read_meta
-from .sources import DATA_SOURCES, build_source
 
 _TORCH_SIDE = {
     "TokenDataModule": "datamodule",

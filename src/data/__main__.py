@@ -22,8 +22,8 @@ from pathlib import Path
 
 from ..core import cli
 from ..core.paths import CONF_DIR, ConfigError, compose
+from .base import build_source
 from .cache import read_meta
-from .sources import build_source
 
 
 def data_configs() -> list[str]:

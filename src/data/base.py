@@ -1,4 +1,4 @@
-"""The `DataSource` interface and the file helpers its sources share.
+"""The `DataSource` interface, the file helpers its sources share, and the registry of sources.
 
 A source answers two questions: which documents belong to each split, and under which key their
 tokens may be cached (the key must change whenever the documents or the split could). Turning
@@ -8,6 +8,11 @@ in memory (FineWeb) overrides `prepare` and streams its own token files through 
 Every problem a user can fix in their corpus (a glob matching nothing, a file that is not UTF-8, an
 empty corpus) is a `ConfigError` naming the config field and the file: training raises it while
 preparing the data, before any run is recorded. Nothing here imports torch.
+
+The registry (`DATA_SOURCES`) names each source the `data/` configs name (`data.source`) as
+"module:class"; the module is imported only when its source is built, so a source with optional
+dependencies (FineWeb reads parquet with pyarrow) costs nothing to the runs that do not use it, and
+the sources, which import this module, are never imported by it at load time.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from functools import cached_property
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -154,3 +160,24 @@ def unit_interval(text: str) -> float:
     """A uniform number in [0, 1) determined by the document's text alone: the split assignment of
     the local-file sources, so it needs no seed and is the same in any order or process."""
     return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big") / 2**64
+
+
+# --- the registry of sources
+DATA_SOURCES: dict[str, str] = {
+    "shakespeare": "shakespeare:ShakespeareSource",
+    "text_files": "text_files:TextFilesSource",
+    "fineweb": "fineweb:FineWebSource",
+}
+
+
+def source_class(name: str) -> type[DataSource]:
+    """The class registered as `data.source=name`."""
+    if name not in DATA_SOURCES:
+        raise ConfigError(f"unknown data.source {name!r}; valid choices: {sorted(DATA_SOURCES)}")
+    module, cls = DATA_SOURCES[name].split(":")
+    return getattr(import_module(f"{__package__}.{module}"), cls)
+
+
+def build_source(data_cfg: Mapping[str, Any]) -> DataSource:
+    """The source named by `data_cfg['source']`, built from the rest of the data config."""
+    return source_class(data_cfg.get("source")).from_config(data_cfg)

@@ -17,9 +17,8 @@ import lightning as L
 from torch.utils.data import DataLoader, Sampler
 
 from ..core.paths import ConfigError
-from .base import DataSource
+from .base import DataSource, build_source
 from .cache import load_split, split_tokens
-from .sources import build_source
 from .windows import FixedWindows, RandomWindows, ResumableRankSampler, TokenArray
 
 
@@ -68,7 +67,6 @@ class TokenDataModule(L.LightningDataModule):
             )
         self.source = source
         self.cache_dir = Path(cache_dir)
-        self.folder = source.folder(cache_dir)  # the cache folder holding this source's token files
         self.context_length = context_length
         self.micro_batch_size = micro_batch_size
         self.global_batch_size = global_batch_size
@@ -80,6 +78,11 @@ class TokenDataModule(L.LightningDataModule):
         self.test_split = test_split
         self.test_offset = test_offset
         self.tokens: dict[str, TokenArray] = {}
+
+    @property
+    def folder(self) -> Path:
+        """The cache folder holding this source's token files."""
+        return self.source.folder(self.cache_dir)
 
     @property
     def train_samples(self) -> int:
@@ -98,8 +101,8 @@ class TokenDataModule(L.LightningDataModule):
     def prepare_data(self) -> None:
         """Build the token cache if needed, then check that the splits hold the windows asked of them.
 
-        Training calls this before it records anything, so a corpus too small for the run is a
-        `ConfigError` and not a failed run.
+        Lightning calls it first in a fit (before the run's MLflow record opens, src/training/run_life.py),
+        so a corpus too small for the run is a `ConfigError` and not a failed run.
         """
         self.check(split_tokens(self.source.prepare(self.cache_dir)))  # prepare returns `self.folder`
 

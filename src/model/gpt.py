@@ -173,10 +173,21 @@ class GPTModel(nn.Module):
         x = self.final_norm(self.trf_blocks(x))
         return self.out_head(x)
 
+    def compile_blocks(self) -> None:
+        """Regional compilation: each transformer block compiles once and is reused by all of them."""
+        for block in self.trf_blocks:
+            block.compile()
+
 
 def count_params(model: nn.Module) -> int:
     """Unique parameters (a tied head is counted once)."""
     return sum(p.numel() for p in model.parameters())
+
+
+def parameter_count(cfg: GPTConfig) -> int:
+    """The model's parameters, counted without allocating them (on the meta device)."""
+    with torch.device("meta"):
+        return count_params(GPTModel(cfg))
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from src.core.budget import Budget
 from src.core.paths import ConfigError, nearest_existing, unwritable_reason
 from src.preflight.cards import GIB, Card, SettingError
 from src.preflight.memory import MemoryEstimate, largest_fitting_micro_batch
-from src.training.budget import Budget
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 

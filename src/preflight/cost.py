@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from omegaconf import DictConfig
 
+from src.core.budget import Budget
 from src.core.devices import matmul_kind
 from src.preflight.cards import Card, SettingError
-from src.training.budget import Budget
 
 FORWARD_SHARE = 1 / 3  # a forward pass: 2N of training's 6N FLOPs per token
 

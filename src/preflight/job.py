@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import torch
 from omegaconf import DictConfig, open_dict
 
+from src.core.budget import Budget, resolve_budget
 from src.core.devices import uses_cuda
 from src.core.paths import ConfigError, compose
 from src.model.gpt import GPTModel, ModelStats, model_stats
@@ -25,7 +26,6 @@ from src.preflight.checks import (
 from src.preflight.cost import TimeEstimate, estimate_time, jobs_at_once
 from src.preflight.memory import MemoryEstimate, estimate_memory, parameter_bytes
 from src.tracking.identity import checkpoint_folder
-from src.training.budget import Budget, resolve_budget
 from src.training.run_spec import validate
 
 

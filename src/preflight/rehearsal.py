@@ -32,10 +32,10 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from src.core.budget import Budget
 from src.core.devices import configure_matmul_precision
 from src.model.gpt import GPTConfig, GPTModel
 from src.preflight.memory import MemoryEstimate, estimate_memory
-from src.training.budget import Budget
 from src.training.lit_module import GPTLitModule
 from src.training.steps import TrainStep, random_batches
 

@@ -132,3 +132,15 @@ def checkpoint_folder(cfg: DictConfig, identity: Identity | None = None) -> Path
     if cfg.checkpoint.get("dir"):
         return Path(cfg.checkpoint.dir)
     return Path(cfg.paths.checkpoints_dir) / (identity or Identity.of(cfg)).folder
+
+
+def check_checkpoint(path: Path, fingerprint: str, identity: dict[str, Any], state: dict[str, Any]) -> None:
+    """Refuse a checkpoint trained with another config, before any MLflow run is touched."""
+    saved = state.get("identity")
+    if saved is None:
+        raise ConfigError(f"ckpt_path: {path} carries no run identity (written by another version); start a new run")
+    if state.get("fingerprint") != fingerprint:
+        keys = differing_keys(saved, identity)
+        raise ConfigError(
+            f"ckpt_path: {path} was trained with another config; differing keys: {', '.join(keys) or '?'}"
+        )

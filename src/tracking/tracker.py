@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lightning.pytorch.loggers import MLFlowLogger
 from lightning.pytorch.utilities import rank_zero_only
@@ -37,6 +38,7 @@ from src.tracking.summary import SUMMARY_STEP
 from src.tracking.sweep import REQUIRED_FINAL_METRICS, liveness_tags
 from src.tracking.tags import (
     CLUSTER_TAG,
+    DIVERGED,
     FAILED,
     FINGERPRINT_TAG,
     FINISHED,
@@ -55,6 +57,9 @@ from src.tracking.tags import (
     SEED_TAG,
 )
 from src.tracking.variants import Axis, label_of, variant_run_name, variant_tags
+
+if TYPE_CHECKING:
+    from src.tracking.store import Run
 
 CONFIG_ARTIFACT = "config/config.yaml"  # the resolved config, without this machine's paths
 MACHINE_PATHS_ARTIFACT = "config/machine_paths.yaml"  # where this run read and wrote, on its machine
@@ -76,7 +81,6 @@ class RecordSpec:
     config_yaml: str  # the resolved config without this machine's paths, credentials removed
     machine_paths_yaml: str  # where this run read and wrote, on its machine
     world_size: int
-    device: str  # "cuda" or "cpu": the device named in the env.* tags
     overrides: list[str] = field(default_factory=list)  # the command line's (Hydra's task overrides)
     job_num: int | None = None
     system_metrics_s: float = 0.0  # MLflow's CPU/memory/GPU sampler interval; 0 = off
@@ -86,7 +90,6 @@ class RecordSpec:
         cls,
         cfg: DictConfig,
         params: dict[str, Any],
-        device: str,
         axes: Sequence[Axis] = (),
         overrides: list[str] | None = None,
         job_num: int | None = None,
@@ -117,10 +120,55 @@ class RecordSpec:
             config_yaml=OmegaConf.to_yaml(portable),
             machine_paths_yaml=OmegaConf.to_yaml(machine),
             world_size=int(cfg.cluster.devices) * int(cfg.cluster.num_nodes),
-            device=device,
             overrides=list(overrides or []),
             job_num=job_num,
             system_metrics_s=float(cfg.logger.get("system_metrics_s") or 0),
+        )
+
+
+@dataclass
+class RunResult:
+    name: str  # the run's name: its variant and seed (`torch_rmsnorm · post-s1`), as in the MLflow UI
+    outcome: str  # finished | diverged (| running: another process is training it)
+    train_time_s: float
+    tokens_per_sec: float
+    first_train_loss: float | None
+    final_train_loss: float | None
+    test_loss: float | None
+    run_id: str | None
+    diverged_at_step: int | None = None
+
+    def summary(self) -> str:
+        def fmt(v: float | None) -> str:
+            return "n/a" if v is None else f"{v:.4f}"
+
+        status = f"DIVERGED at step {self.diverged_at_step}" if self.outcome == DIVERGED else "ok"
+        return (
+            f"[normsweep] {self.name} {status} | train {self.train_time_s:.1f} s | {self.tokens_per_sec:,.0f} tok/s"
+            f" | train loss {fmt(self.first_train_loss)} -> {fmt(self.final_train_loss)}"
+            f" | test loss {fmt(self.test_loss)} | mlflow run {self.run_id or '-'}"
+        )
+
+    @classmethod
+    def from_run(cls, run: Run) -> RunResult:
+        """The result an existing MLflow run recorded (a skipped job returns it)."""
+        m, tags = run.data.metrics, run.data.tags
+
+        def get(key: str) -> float | None:
+            value = m.get(key)
+            return None if value is None or math.isnan(value) else float(value)
+
+        diverged = get("diverged_at_step")
+        return cls(
+            name=run.info.run_name or tags.get(NORM_TAG, "?"),
+            outcome=tags.get(OUTCOME_TAG, FINISHED),
+            train_time_s=get("train_time_s") or 0.0,
+            tokens_per_sec=get("avg_tokens_per_sec") or 0.0,
+            first_train_loss=None,
+            final_train_loss=get("final_train_loss"),
+            test_loss=get("test_loss"),
+            run_id=run.info.run_id,
+            diverged_at_step=int(diverged) if diverged is not None else None,
         )
 
 
@@ -202,7 +250,9 @@ class Tracker:
         fingerprint: str,
         run_id: str | None = None,
         parent_run_id: str | None = None,
+        device: str = "cpu",
     ) -> None:
+        """`device`: the device the run trains on, named in the env.* tags."""
         experiment_id = store.experiment_id(spec.experiment_name, spec.artifact_location)
         self.store = store
         self.spec = spec
@@ -211,7 +261,7 @@ class Tracker:
             **spec.tags,
             **self.git.tags(),
             **code_state().tags(),  # the code that can change the result (files, torch, Lightning)
-            **environment_tags(spec.world_size, spec.device),  # versions, device, host, world size
+            **environment_tags(spec.world_size, device),  # versions, device, host, world size
             OUTCOME_TAG: RUNNING,
             FINGERPRINT_TAG: fingerprint,
             **liveness_tags(),

@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from src.model.gpt import GPTModel, model_stats
-from src.training.budget import Budget
+from src.core.budget import Budget
+from src.model.gpt import GPTConfig, GPTModel, model_stats
 from src.training.schedule import warmup_cosine, warmup_steps_for
 
 STATE_KEY = "normsweep"  # the module's entry in a checkpoint
@@ -31,13 +31,24 @@ def param_groups(model: nn.Module, weight_decay: float, decay_norm_and_bias: boo
 
 
 class GPTLitModule(L.LightningModule):
-    def __init__(self, model: GPTModel, optim: Mapping[str, Any], budget: Budget, log_every_n_steps: int = 1) -> None:
+    def __init__(
+        self,
+        model: GPTModel | GPTConfig,
+        optim: Mapping[str, Any],
+        budget: Budget,
+        log_every_n_steps: int = 1,
+        compile: bool = False,
+    ) -> None:
+        """`model`: built, or its config (built here, from the global seed); `compile`: regional
+        compilation, each transformer block compiled once and reused by all of them."""
         super().__init__()
         self.log_every_n_steps = log_every_n_steps
-        self.model = model
+        self.model = model if isinstance(model, GPTModel) else GPTModel(model)
+        if compile:
+            self.model.compile_blocks()
         self.optim = dict(optim)
         self.budget = budget
-        self.stats = model_stats(model)
+        self.stats = model_stats(self.model)
         self.first_train_loss: float | None = None
         self.last_train_loss: float | None = None
         self.last_grad_norm = torch.zeros(())

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import datetime
 import functools
-import math
 import os
 import pickle
 import resource
@@ -49,7 +48,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from src.core.atomic_io import CheckpointSpaceError, move_aside, remove_partial_writes
 from src.core.paths import ConfigError
 from src.tracking.code import CodeState, code_state
-from src.tracking.identity import differing_keys
+from src.tracking.identity import check_checkpoint
 from src.tracking.store import Store
 from src.tracking.store_uri import redact_uri
 from src.tracking.sweep import (
@@ -72,13 +71,12 @@ from src.tracking.tags import (
     HOST_TAG,
     INTERRUPTED_OUTCOMES,
     LOST,
-    NORM_TAG,
     OUTCOME_TAG,
     PID_TAG,
     RUNNING,
     SUPERSEDED_TAG,
 )
-from src.tracking.tracker import TokenCacheRef, Tracker
+from src.tracking.tracker import RunResult, TokenCacheRef, Tracker
 from src.training.callbacks import RunCallbacks
 from src.training.checkpointing import LAST, RUN_STATE_KEY, CheckpointSpec
 from src.training.failures import (
@@ -92,57 +90,11 @@ from src.training.run_spec import RunSpec
 from src.training.trainer import quiet_lightning
 
 if TYPE_CHECKING:
+    from src.core.budget import Budget
     from src.tracking.store import Run
-    from src.training.budget import Budget
     from src.training.lit_module import GPTLitModule
 
 # --- a run's result
-
-
-@dataclass
-class RunResult:
-    name: str  # the run's name: its variant and seed (`torch_rmsnorm · post-s1`), as in the MLflow UI
-    outcome: str  # finished | diverged (| running: another process is training it)
-    train_time_s: float
-    tokens_per_sec: float
-    first_train_loss: float | None
-    final_train_loss: float | None
-    test_loss: float | None
-    run_id: str | None
-    diverged_at_step: int | None = None
-
-    def summary(self) -> str:
-        def fmt(v: float | None) -> str:
-            return "n/a" if v is None else f"{v:.4f}"
-
-        status = f"DIVERGED at step {self.diverged_at_step}" if self.outcome == DIVERGED else "ok"
-        return (
-            f"[normsweep] {self.name} {status} | train {self.train_time_s:.1f} s | {self.tokens_per_sec:,.0f} tok/s"
-            f" | train loss {fmt(self.first_train_loss)} -> {fmt(self.final_train_loss)}"
-            f" | test loss {fmt(self.test_loss)} | mlflow run {self.run_id or '-'}"
-        )
-
-    @classmethod
-    def from_run(cls, run: Run) -> RunResult:
-        """The result an existing MLflow run recorded (a skipped job returns it)."""
-        m, tags = run.data.metrics, run.data.tags
-
-        def get(key: str) -> float | None:
-            value = m.get(key)
-            return None if value is None or math.isnan(value) else float(value)
-
-        diverged = get("diverged_at_step")
-        return cls(
-            name=run.info.run_name or tags.get(NORM_TAG, "?"),
-            outcome=tags.get(OUTCOME_TAG, FINISHED),
-            train_time_s=get("train_time_s") or 0.0,
-            tokens_per_sec=get("avg_tokens_per_sec") or 0.0,
-            first_train_loss=None,
-            final_train_loss=get("final_train_loss"),
-            test_loss=get("test_loss"),
-            run_id=run.info.run_id,
-            diverged_at_step=int(diverged) if diverged is not None else None,
-        )
 
 
 # --- what a checkpoint says about its run
@@ -166,18 +118,6 @@ def read_run_state(path: Path) -> dict[str, Any]:
     if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
         raise ConfigError(f"ckpt_path: {path} is not a Lightning checkpoint (no state_dict)")
     return ckpt.get("callbacks", {}).get(RUN_STATE_KEY, {})
-
-
-def check_checkpoint(path: Path, fingerprint: str, identity: dict[str, Any], state: dict[str, Any]) -> None:
-    """Refuse a checkpoint trained with another config, before any MLflow run is touched."""
-    saved = state.get("identity")
-    if saved is None:
-        raise ConfigError(f"ckpt_path: {path} carries no run identity (written by another version); start a new run")
-    if state.get("fingerprint") != fingerprint:
-        keys = differing_keys(saved, identity)
-        raise ConfigError(
-            f"ckpt_path: {path} was trained with another config; differing keys: {', '.join(keys) or '?'}"
-        )
 
 
 # --- what the store says: the decision for a config's latest run
@@ -268,35 +208,47 @@ def plan_run(spec: RunSpec, in_multirun: bool, store: Store | None) -> RunPlan:
 
 
 def _plan(spec: RunSpec, in_multirun: bool, store: Store | None) -> RunPlan:
-    ck, identity = spec.checkpoint, spec.identity
-    explicit = resolve_ckpt_path(ck)
+    """The three ways a job finds its run: the checkpoint it was given, the checkpoint in its folder (a
+    single run), or the store's runs of its config (a sweep's job)."""
+    explicit = resolve_ckpt_path(spec.checkpoint)
     if explicit is not None:
-        state = read_run_state(explicit)
-        check_checkpoint(explicit, identity.fingerprint, identity.config, state)
-        run_id = state.get("mlflow_run_id") if store is not None else None
-        if run_id:
-            assert store is not None
-            run = store.get_run(run_id)
-            if run is None:
-                raise ConfigError(
-                    f"ckpt_path: {explicit} belongs to MLflow run {run_id}, which is not in {redact_uri(store.uri)}"
-                )
-            if spec.store.on_code_change != "keep" and made_by_other_code(run, code_state()):
-                # Continuing (or reporting) a run of other code is the user's call; `rerun` means a
-                # new run, which an explicit checkpoint cannot be.
-                raise ConfigError(
-                    f"ckpt_path: {explicit}: {code_change_message(store, [run], code_state(), spec.store.on_code_change)}"
-                    "; with ckpt_path only =keep applies (drop ckpt_path to train it again)"
-                )
-            if run.info.status == "FINISHED":
-                return RunPlan(done=RunResult.from_run(run), message=f"run {run_id} already finished; nothing to resume")
-        return RunPlan(explicit, run_id)
+        return plan_explicit(spec, explicit, store)
     if not in_multirun:
         return plan_single_run(spec, store)
     if store is None:
         return RunPlan()
-    where = spec.store
-    last = ck.last
+    return plan_sweep_job(spec, store)
+
+
+def plan_explicit(spec: RunSpec, explicit: Path, store: Store | None) -> RunPlan:
+    """`ckpt_path=...` / `resume=true`: the checkpoint must be this config's; its run, if recorded, is continued."""
+    state = read_run_state(explicit)
+    identity, policy = spec.identity, spec.store.on_code_change
+    check_checkpoint(explicit, identity.fingerprint, identity.config, state)
+    run_id = state.get("mlflow_run_id") if store is not None else None
+    if not run_id:
+        return RunPlan(explicit, None)
+    assert store is not None
+    run = store.get_run(run_id)
+    if run is None:
+        raise ConfigError(f"ckpt_path: {explicit} belongs to MLflow run {run_id}, which is not in {redact_uri(store.uri)}")
+    if policy != "keep" and made_by_other_code(run, code_state()):
+        # Continuing (or reporting) a run of other code is the user's call; `rerun` means a new run,
+        # which an explicit checkpoint cannot be.
+        raise ConfigError(
+            f"ckpt_path: {explicit}: {code_change_message(store, [run], code_state(), policy)}"
+            "; with ckpt_path only =keep applies (drop ckpt_path to train it again)"
+        )
+    if run.info.status == "FINISHED":
+        return RunPlan(done=RunResult.from_run(run), message=f"run {run_id} already finished; nothing to resume")
+    return RunPlan(explicit, run_id)
+
+
+def plan_sweep_job(spec: RunSpec, store: Store) -> RunPlan:
+    """A sweep's job: the latest run of its config decides (`decide`), under the job's claim on the config."""
+    where, identity, last = spec.store, spec.identity, spec.checkpoint.last
+    name = spec.shown_name  # the variant's name (a norm × placement sweep: both axes)
+    enabled = spec.checkpoint.enabled
 
     @functools.cache  # read at most once: the decision and the check below share it
     def last_state() -> dict:
@@ -306,60 +258,36 @@ def _plan(spec: RunSpec, in_multirun: bool, store: Store | None) -> RunPlan:
         return last_state().get("mlflow_run_id") == run.info.run_id
 
     experiment_id = store.experiment_id(where.experiment_name, where.artifact_location)
-    name = spec.shown_name or spec.run_name  # the variant's name (a norm × placement sweep: both axes)
     # Another copy of the sweep (another terminal or node) may be deciding this config right now.
     held, why = claim(store, experiment_id, identity.fingerprint, where.stale_after_s)
     if held is None:
         return RunPlan(done=RunResult(spec.run_name, RUNNING, 0.0, 0.0, None, None, None, None), message=f"{name}: warning: skipped, {why}")
     try:
-        plan = _plan_from_decision(spec, store, experiment_id, last, last_state, checkpoint_of)
+        d = decide(
+            store, experiment_id, identity.fingerprint, where.on_existing, where.stale_after_s, checkpoint_of,
+            code_state(), where.on_code_change,
+        )  # fmt: skip
+        if d.action in ("skip", "busy"):
+            assert d.run is not None
+            held.release()
+            note = "skipped" if d.action == "skip" else "warning: skipped"
+            return RunPlan(done=RunResult.from_run(d.run), message=f"{name}: {note}, run {d.run.info.run_id} {d.reason}")
+        if d.action == "resume":
+            assert d.run is not None
+            check_checkpoint(last, identity.fingerprint, identity.config, last_state())
+            return RunPlan(last, d.run.info.run_id, message=f"{name}: run {d.run.info.run_id} {d.reason}", claim=held)
+        said = [f"run {d.run.info.run_id} {d.reason}"] if d.run is not None else []
+        # A new run of this config is about to checkpoint into `last`'s folder: the file there (a failed,
+        # superseded or other-code run's) moves to `replaced/<its run id>.ckpt`, so no run's state is
+        # written over. Rank 0 moves it; a DDP job's other ranks start the new run without reading it.
+        if enabled and last.is_file() and rank_zero_only.rank == 0:
+            kept = last.parent / REPLACED_FOLDER / f"{last_state().get('mlflow_run_id') or 'unknown-run'}.ckpt"
+            move_aside(last, kept)
+            said.append(f"its checkpoint kept as {kept}")
+        return RunPlan(supersede=d.supersede, message=f"{name}: {'; '.join(said)}" if said else "", claim=held)
     except BaseException:
         held.release()
         raise
-    if plan.done is not None:
-        held.release()
-    else:
-        plan.claim = held
-    return plan
-
-
-def _plan_from_decision(
-    spec: RunSpec,
-    store: Store,
-    experiment_id: str,
-    last: Path,
-    last_state: Callable[[], dict],
-    checkpoint_of: Callable[[Run], bool],
-) -> RunPlan:
-    identity, where, name = spec.identity, spec.store, spec.shown_name or spec.run_name
-    d = decide(
-        store, experiment_id, identity.fingerprint, where.on_existing, where.stale_after_s, checkpoint_of,
-        code_state(), where.on_code_change,
-    )  # fmt: skip
-    if d.action in ("skip", "busy"):
-        assert d.run is not None
-        note = "skipped" if d.action == "skip" else "warning: skipped"
-        return RunPlan(done=RunResult.from_run(d.run), message=f"{name}: {note}, run {d.run.info.run_id} {d.reason}")
-    if d.action == "resume":
-        assert d.run is not None
-        check_checkpoint(last, identity.fingerprint, identity.config, last_state())
-        return RunPlan(last, d.run.info.run_id, message=f"{name}: run {d.run.info.run_id} {d.reason}")
-    said = [f"run {d.run.info.run_id} {d.reason}"] if d.run is not None else []
-    kept = keep_replaced_checkpoint(spec, last, last_state())
-    if kept is not None:
-        said.append(f"its checkpoint kept as {kept}")
-    return RunPlan(supersede=d.supersede, message=f"{name}: {'; '.join(said)}" if said else "")
-
-
-def keep_replaced_checkpoint(spec: RunSpec, last: Path, state: dict) -> Path | None:
-    """A new run of this config is about to checkpoint into `last`'s folder: move the file there (a
-    failed, superseded or other-code run's) to `replaced/<its run id>.ckpt`, so no run's state is
-    written over. Rank 0 moves it; a DDP job's other ranks start the new run without reading it."""
-    if not spec.checkpoint.enabled or not last.is_file() or rank_zero_only.rank != 0:
-        return None
-    to = last.parent / REPLACED_FOLDER / f"{state.get('mlflow_run_id') or 'unknown-run'}.ckpt"
-    move_aside(last, to)
-    return to
 
 
 def plan_single_run(spec: RunSpec, store: Store | None) -> RunPlan:
@@ -372,48 +300,46 @@ def plan_single_run(spec: RunSpec, store: Store | None) -> RunPlan:
     interrupted). Runs of its config left RUNNING by a SIGKILL are settled when it opens its own
     (`settle_lost_runs`): nothing is written to the store before the data checks pass.
     """
-    ck, identity = spec.checkpoint, spec.identity
+    ck, identity, policy = spec.checkpoint, spec.identity, spec.store.on_code_change
     if not ck.last.is_file():
         return RunPlan()
     state = read_run_state(ck.last)
+    fp = identity.fingerprint
     owner_id = state.get("mlflow_run_id")
     owner = store.get_run(owner_id) if store is not None and owner_id else None
-    if owner is not None and state.get("fingerprint") == identity.fingerprint:
-        outcome = owner.data.tags.get(OUTCOME_TAG, "")
+    if owner is not None and state.get("fingerprint") == fp:
+        tags = owner.data.tags
+        outcome = tags.get(OUTCOME_TAG, "")
         interrupted = owner.info.status != "FINISHED" and outcome in (*INTERRUPTED_OUTCOMES, RUNNING)
-        if interrupted and SUPERSEDED_TAG not in owner.data.tags:
+        if interrupted and SUPERSEDED_TAG not in tags:
             if rank_zero_only.rank == 0 and owner.info.status == "RUNNING" and is_alive(owner, spec.store.stale_after_s):
-                tags = owner.data.tags
                 raise ConfigError(
                     f"checkpoint.dir: run {owner_id} of this config is training into {ck.folder} now "
                     f"(pid {tags.get(PID_TAG, '?')} on {tags.get(HOST_TAG, '?')}); wait for it to end, or set "
                     "checkpoint.dir to another folder"
                 )
-            policy = spec.store.on_code_change
             if policy != "keep" and made_by_other_code(owner, code_state()):
                 assert store is not None
                 if policy != "rerun":
                     raise ConfigError(code_change_message(store, [owner], code_state(), policy))
                 # Train it again: the new run replaces the interrupted one and its checkpoint.
                 return RunPlan(supersede=[owner_id], message=f"{spec.run_name}: run {owner_id} was made by other code; training it again")
-            check_checkpoint(ck.last, identity.fingerprint, identity.config, state)
+            check_checkpoint(ck.last, fp, identity.config, state)
             was = LOST if outcome == RUNNING else outcome
             return RunPlan(ck.last, owner_id, message=f"{spec.run_name}: run {owner_id} {was}; resuming from its checkpoint")
-    if ck.enabled:
-        raise ConfigError(f"checkpoint.dir: {overwrite_refusal(ck.last, state, owner, identity.fingerprint)}")
-    return RunPlan()
-
-
-def overwrite_refusal(path: Path, state: dict, owner: Run | None, fp: str) -> str:
-    """Why a new run may not write where `path` is, and what to do instead."""
-    elsewhere = "set checkpoint.dir to another folder, or remove the file, to start a new run"
+    if not ck.enabled:
+        return RunPlan()
+    # A new run would overwrite the checkpoint there: say whose it is, and what to do instead.
+    path, elsewhere = ck.last, "set checkpoint.dir to another folder, or remove the file, to start a new run"
     if state.get("fingerprint") != fp:
-        return f"{path} holds the checkpoint of another config; a new run would overwrite it: {elsewhere}"
-    if owner is None:
-        return f"{path} holds an earlier run's checkpoint; a new run would overwrite it: resume=true continues it, or {elsewhere}"
-    outcome = owner.data.tags.get(OUTCOME_TAG, owner.info.status.lower())
-    cont = "" if owner.info.status == "FINISHED" or outcome in (FINISHED, DIVERGED) else "resume=true continues it, or "
-    return f"{path} holds the checkpoint of run {owner.info.run_id} ({outcome}); a new run would overwrite it: {cont}{elsewhere}"
+        why = f"{path} holds the checkpoint of another config; a new run would overwrite it: {elsewhere}"
+    elif owner is None:
+        why = f"{path} holds an earlier run's checkpoint; a new run would overwrite it: resume=true continues it, or {elsewhere}"
+    else:
+        outcome = owner.data.tags.get(OUTCOME_TAG, owner.info.status.lower())
+        cont = "" if owner.info.status == "FINISHED" or outcome in (FINISHED, DIVERGED) else "resume=true continues it, or "
+        why = f"{path} holds the checkpoint of run {owner.info.run_id} ({outcome}); a new run would overwrite it: {cont}{elsewhere}"
+    raise ConfigError(f"checkpoint.dir: {why}")
 
 
 def settle_lost_runs(spec: RunSpec, store: Store) -> None:
@@ -533,13 +459,13 @@ def in_multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
-def open_tracker(spec: RunSpec, store: Store, plan: RunPlan) -> Tracker:
+def open_tracker(spec: RunSpec, store: Store, plan: RunPlan, device: str) -> Tracker:
     """Settle the lost runs of this config, open (or reopen) the run's MLflow record, and tag the runs
     it supersedes; a sweep's job does it under its claim, which is released here."""
     try:
         parent = os.environ.get(PARENT_ENV) if in_multirun() else None
         settle_lost_runs(spec, store)  # under the claim of a sweep's job, like the run's creation below
-        tracker = Tracker(store, spec.record, spec.identity.fingerprint, run_id=plan.run_id, parent_run_id=parent)
+        tracker = Tracker(store, spec.record, spec.identity.fingerprint, plan.run_id, parent, device)
         if plan.supersede and tracker.run_id:
             supersede(store, plan.supersede, tracker.run_id)
         return tracker
@@ -650,10 +576,12 @@ class RunLife(L.Callback):
         return [self, *self.run.all()]
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if not self.fitting and torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()  # this run's peak: sequential multirun jobs share the process
         self.fitting = True
         if self.store is None or self.tracker is not None:
             return
-        self.tracker = tracker = open_tracker(self.spec, self.store, self.plan)
+        self.tracker = tracker = open_tracker(self.spec, self.store, self.plan, trainer.strategy.root_device.type)
         self.run.attach(tracker)
         trainer.loggers = [tracker.logger]
         module, data = pl_module, trainer.datamodule
@@ -679,9 +607,9 @@ class RunLife(L.Callback):
             run_id=tracker.run_id if tracker else None,
             diverged_at_step=monitor.diverged_at_step,
         )
+        final, self.outcome, self.note = final_metrics(result, module, trainer.global_step, budget), result.outcome, describe(result)
         if tracker:
-            tracker.log_final(final_metrics(result, module, trainer.global_step, budget))
-        self.outcome, self.note = result.outcome, describe(result)
+            tracker.log_final(final)
         return result
 
     # --- the close: the run's outcome, whatever way training ends

@@ -19,11 +19,12 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from src.core.devices import DeviceSpec, check_device
+from src.core.budget import Budget, resolve_budget
+from src.core.devices import DeviceSpec, ModelSize, check_device, check_memory_floor
 from src.core.paths import ConfigError, unwritable_reason
 from src.core.schema import LIGHTNING_PRECISIONS, MATMUL_PRECISIONS, SPEED_KERNEL_S_MAX
 from src.data.tokenizer import VOCAB_SIZE
-from src.model.gpt import GPTConfig
+from src.model.gpt import GPTConfig, parameter_count
 from src.tracking.identity import Identity, checkpoint_folder
 from src.tracking.store import NAME_MAX
 from src.tracking.sweep import CODE_POLICIES, POLICIES
@@ -258,6 +259,7 @@ class RunSpec:
     store: StoreSpec
     train: TrainSpec
     record: RecordSpec  # what the Tracker writes to MLflow: tags, params, the config as YAML
+    budget: Budget  # how long it trains: steps, accumulation, tokens
 
     @property
     def shown_name(self) -> str:
@@ -275,16 +277,16 @@ def hydra_context() -> tuple[list[str], int | None]:
 
 
 def resolve(cfg: DictConfig, trains_here: bool = True) -> RunSpec:
-    """Validate `cfg` (ConfigError naming the field) and split it into the stages' pieces. What takes a
-    second to check on the machine that trains (the device, the checkpoint folder) is checked here too,
-    before anything is recorded; a launcher that resolves its jobs elsewhere (`trains_here=False`, a
-    SLURM login node without GPUs) leaves that to the job."""
+    """Validate `cfg` (ConfigError naming the field) and split it into the stages' pieces, with the
+    model's size and the token budget. What takes a second to check on the machine that trains (the
+    device, its memory, the checkpoint folder) is checked here too, before anything is recorded; a
+    launcher that resolves its jobs elsewhere (`trains_here=False`, a SLURM login node without GPUs)
+    leaves that to the job."""
     model = validate(cfg)
-    ck = cfg.checkpoint
-    wanted = cfg.get("ckpt_path")
-    devices = DeviceSpec.of(cfg)
+    train, store = TrainSpec.of(cfg), StoreSpec.of(cfg)
+    ck, wanted = cfg.checkpoint, cfg.get("ckpt_path")
     overrides, job_num = hydra_context()
-    axes = axes_from_env(os.environ.get(AXES_ENV))  # what the sweep varied (src.launch.callbacks sets it)
+    axes = os.environ.get(AXES_ENV)  # what the sweep varied (src.launch.callbacks sets it)
     identity = Identity.of(cfg)
     checkpoint = CheckpointSpec(
         enabled=bool(ck.enabled),
@@ -293,9 +295,13 @@ def resolve(cfg: DictConfig, trains_here: bool = True) -> RunSpec:
         resume_from="last" if wanted is None and cfg.get("resume") else wanted,
         placed_by="checkpoint.dir" if ck.get("dir") else "paths.checkpoints_dir",
     )
-    record = RecordSpec.from_config(cfg, identity.params, devices.device_type, axes, overrides, job_num)
+    record = RecordSpec.from_config(cfg, identity.params, axes_from_env(axes), overrides, job_num)
+    size = ModelSize(parameter_count(model), model.vocab_size, model.context_length, model.emb_dim)
+    devices = DeviceSpec.of(cfg)
     if trains_here:
         check_device(devices)
+        check_memory_floor(size, train.micro_batch_size, train.seq_len, devices.precision, devices.device_type)
+    budget = resolve_budget(train.optim, train.seq_len, devices.world_size, size.n_params)
     problem = unwritable_reason(checkpoint.folder) if trains_here and checkpoint.enabled else None
     if problem:  # its first write would otherwise fail the run at the first checkpoint
         field = checkpoint.placed_by
@@ -307,7 +313,8 @@ def resolve(cfg: DictConfig, trains_here: bool = True) -> RunSpec:
         identity=identity,
         checkpoint=checkpoint,
         devices=devices,
-        store=StoreSpec.of(cfg),
-        train=TrainSpec.of(cfg),
+        store=store,
+        train=train,
         record=record,
+        budget=budget,
     )

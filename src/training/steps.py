@@ -1,7 +1,7 @@
 """The training path, as the benchmarks use it: a composed config, the project's module, one step.
 
 Benchmarks build what training builds — the config through `src.core.paths.compose`, the model config
-through `src.training.run_spec.validate`, the budget through `src.training.budget.resolve_budget`, `GPTLitModule` with
+through `src.training.run_spec.validate`, the budget through `src.core.budget.resolve_budget`, `GPTLitModule` with
 its AdamW and schedule — and only replace the data with random tokens (data loading stays out of
 the measurement) and Lightning's loop with `TrainStep` where a single step must be timed.
 """
@@ -16,13 +16,12 @@ import torch.nn.functional as F
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader, TensorDataset
 
+from src.core.budget import resolve_budget
 from src.core.devices import DeviceSpec, check_device, configure_matmul_precision, uses_cuda
 from src.core.paths import CONF_DIR, ConfigError, compose
 from src.model.gpt import GPTConfig, GPTModel, count_params
-from src.training.budget import resolve_budget
 from src.training.lit_module import GPTLitModule
 from src.training.run_spec import validate
-from src.training.trainer import compile_blocks
 
 # Precision names of `conf/precision/*.yaml` (Lightning's) -> how a hand-written step runs them.
 AUTOCAST = {"32-true": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16, "bf16-true": None}
@@ -93,7 +92,7 @@ class TrainStep:
         if precision == "bf16-true":
             self.model.to(torch.bfloat16)
         if cfg.compile:
-            compile_blocks(self.model)
+            self.model.compile_blocks()
         module.to(device)
         optimizers: dict[str, Any] = module.configure_optimizers()
         self.optimizer = optimizers["optimizer"]

@@ -15,10 +15,10 @@ from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.callbacks import TQDMProgressBar
 
 from src.core.atomic_io import write_checkpoint
-from src.core.devices import DeviceSpec
+from src.core.budget import Budget
+from src.core.devices import DeviceSpec, configure_matmul_precision
+from src.core.paths import ConfigError
 from src.data.datamodule import TokenDataModule, build_datamodule
-from src.model.gpt import GPTModel
-from src.training.budget import Budget
 
 if TYPE_CHECKING:
     from src.training.run_spec import TrainSpec
@@ -64,6 +64,7 @@ def build_trainer(
     # Under SLURM, Lightning's auto-requeue (SIGUSR1 -> hpc_ckpt in the root folder) is off: the
     # requeue path is the run's own (src/training/preemption.py).
     slurm = [SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else []
+    configure_matmul_precision(devices.matmul_precision)
     return L.Trainer(
         default_root_dir=root_dir,
         accelerator=devices.accelerator,
@@ -90,22 +91,21 @@ def build_trainer(
     )
 
 
-def compile_blocks(model: GPTModel) -> None:
-    """Regional compilation: each transformer block compiles once and is reused by all of them."""
-    for block in model.trf_blocks:
-        block.compile()
-
-
 def run_datamodule(run: TrainSpec, budget: Budget, seed: int) -> TokenDataModule:
-    """The DataModule a run trains on: its data config, context length, batch sizes, steps and seed."""
-    return build_datamodule(
-        run.data,
-        context_length=run.seq_len,
-        micro_batch_size=run.micro_batch_size,
-        global_batch_size=budget.global_batch_size,
-        max_steps=budget.max_steps,
-        seed=seed,
-    )
+    """The DataModule a run trains on: its data config, context length, batch sizes, steps and seed.
+    Lightning prepares it as the fit starts, on one process per node: the token cache is built, and
+    the splits checked, before the run's MLflow record opens and outside the timed training."""
+    try:
+        return build_datamodule(
+            run.data,
+            context_length=run.seq_len,
+            micro_batch_size=run.micro_batch_size,
+            global_batch_size=budget.global_batch_size,
+            max_steps=budget.max_steps,
+            seed=seed,
+        )
+    except (ValueError, FileNotFoundError) as err:  # an unknown source, a glob matching nothing, ...
+        raise ConfigError(str(err)) from err
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
