@@ -1,6 +1,7 @@
 """Train one GPT-2 with one normalization variant: `python -m src.train norm=hand_rmsnorm`.
 
-Flow: config -> validation -> data (token cache) -> LightningModule -> Trainer.fit -> test -> MLflow.
+Flow: the config resolved once -> the run's plan (skip, resume or new) -> data and model -> Trainer.fit
+(the data prepared, the MLflow run opened, then trained) -> test -> the run's result, closed in MLflow.
 A sweep is a Hydra multirun: `python -m src.train -m norm='glob(*)'` or `-m experiment=norm_sweep`.
 """
 
@@ -35,16 +36,16 @@ def train(cfg: DictConfig) -> RunResult:
     life = RunLife.plan(spec)  # done / resume / settle / supersede / new, decided once per job
     if life.done is not None:
         return life.done
+    run, ck = spec.train, spec.checkpoint
     with life:  # closed with its outcome however the fit ends (its MLflow run opens as the fit sets up)
-        datamodule = run_datamodule(spec.train, spec.budget, spec.seed)  # Lightning prepares it, first in the fit
-        L.seed_everything(spec.seed, workers=True, verbose=False)  # one seed: the same initial weights and data order for every variant
-        train = spec.train
-        module = GPTLitModule(spec.model, train.optim, spec.budget, train.log_every_n_steps, compile=train.compile)
-        trainer = build_trainer(spec.train, spec.devices, spec.budget, life.callbacks(), spec.checkpoint.folder, spec.checkpoint.enabled)
+        datamodule = run_datamodule(run, spec.budget, spec.seed)  # Lightning prepares it, first in the fit
+        L.seed_everything(spec.seed, workers=True, verbose=False)  # the same initial weights and data order for every variant
+        module = GPTLitModule(spec.model, run.optim, spec.budget, run.log_every_n_steps, compile=run.compile)
+        trainer = build_trainer(run, spec.devices, spec.budget, life.callbacks(), ck.folder, ck.enabled)
         trainer.fit(module, datamodule=datamodule, ckpt_path=life.ckpt_path, weights_only=True)
         if not life.diverged:
-            if spec.checkpoint.enabled:
-                trainer.save_checkpoint(spec.checkpoint.last)  # the end state, for later evaluation
+            if ck.enabled:
+                trainer.save_checkpoint(ck.last)  # the end state, for later evaluation
             trainer.test(module, datamodule=datamodule, verbose=False)
         result = life.finish(trainer, module)
     if rank_zero_only.rank == 0:  # one line per job, not one per process (the Trainer set the rank)
