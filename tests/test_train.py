@@ -83,6 +83,19 @@ def test_loss_falls(tiny_overrides: list[str], store: dict[str, str]) -> None:
 
 
 @pytest.mark.slow
+def test_train_time_ends_with_the_fit(tiny_overrides: list[str], store: dict[str, str], tmp_path: Path) -> None:
+    """The training clock stops when the fit ends: the end-state checkpoint (saved after the fit, before
+    the test) and the result carry the same training time, and MLflow the result's. Before: the result
+    was taken after the test, whose seconds counted as training (7 s instead of 1 s for a tiny run)."""
+    ckpt = tmp_path / "ckpt"
+    result = train(compose([*tiny_overrides, "checkpoint.enabled=true", f"checkpoint.dir={ckpt}"]))
+    state = torch.load(ckpt / "last.ckpt", weights_only=True)["callbacks"]["RunTracking"]
+    assert state["train_time_s"] == result.train_time_s
+    run = MlflowClient(store["uri"]).get_run(result.run_id)
+    assert run.data.metrics["train_time_s"] == pytest.approx(result.train_time_s)
+
+
+@pytest.mark.slow
 def test_failed_run_is_marked_failed(
     tiny_overrides: list[str], store: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

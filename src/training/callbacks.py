@@ -29,18 +29,23 @@ class RunTracking(L.Callback):
         self.heartbeat_s = heartbeat_s
         self.prior_train_time_s = 0.0  # training time of earlier segments of this run
         self._fit_started: float | None = None
+        self._fit_ended: float | None = None
 
     @property
     def state_key(self) -> str:
         return RUN_STATE_KEY
 
     def train_time_s(self) -> float:
-        """Training wall-clock over every segment of this run (resumes included)."""
-        now = time.perf_counter()
+        """Training wall-clock over every segment of this run (resumes included), up to the end of the
+        fit: the test that follows is not training."""
+        now = self._fit_ended or time.perf_counter()
         return self.prior_train_time_s + (now - (self._fit_started or now))
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._fit_started = time.perf_counter()
+        self._fit_started, self._fit_ended = time.perf_counter(), None
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._fit_ended = time.perf_counter()
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
         if self.tracker is not None:

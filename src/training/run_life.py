@@ -622,6 +622,8 @@ class RunLife(L.Callback):
         return folder / LAST if folder is not None else None
 
     def _resume_hint(self) -> str:
+        if self.tracker is None and self.store is not None:  # stopped while Lightning prepared the data
+            return "its MLflow run was not open yet, so nothing was recorded; re-run the same command to start it"
         last = self._checkpoint()
         if last is not None and last.is_file():
             return f"run closed as killed; re-run the same command to continue from {last}"
