@@ -61,7 +61,11 @@ def identity_config(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
 
 def fingerprint(cfg: DictConfig | Mapping[str, Any]) -> str:
     """A stable hash of the run's identity (key order and YAML formatting do not matter)."""
-    canonical = json.dumps(identity_config(cfg), sort_keys=True, default=str, separators=(",", ":"))
+    return _digest(identity_config(cfg))
+
+
+def _digest(identity: Mapping[str, Any]) -> str:
+    canonical = json.dumps(identity, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:FINGERPRINT_CHARS]
 
 
@@ -120,7 +124,7 @@ class Identity:
     @classmethod
     def of(cls, cfg: DictConfig) -> Identity:
         config = identity_config(cfg)
-        fp = fingerprint(config)
+        fp = _digest(config)  # fingerprint(cfg), without stripping the config a second time
         experiment = safe_folder_name(cfg.experiment_name, "experiment_name")
         run = safe_folder_name(cfg.run_name, "run_name")
         return cls(fp, config, flatten(config), f"{experiment}/{run}-{fp}")

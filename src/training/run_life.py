@@ -607,7 +607,8 @@ class RunLife(L.Callback):
             run_id=tracker.run_id if tracker else None,
             diverged_at_step=monitor.diverged_at_step,
         )
-        final, self.outcome, self.note = final_metrics(result, module, trainer.global_step, budget), result.outcome, describe(result)
+        final = final_metrics(result, module, trainer.global_step, budget)
+        self.outcome, self.note = result.outcome, describe(result)  # closed with them when the `with` ends
         if tracker:
             tracker.log_final(final)
         return result
