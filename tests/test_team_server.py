@@ -372,7 +372,7 @@ def test_a_team_server_restarted_between_two_jobs_is_ridden_out(team_server: Tea
     """Issue 34, item 4: a team-server restart between two sweep jobs (back within 10 s) ended the
     job that had just opened its run in `...Connection refused...; nothing was recorded for this run`
     (its run left RUNNING) and the next job in `config error: ... no MLflow tracking server answers`.
-    A server the sweep reached is now waited for (SERVER_RESTART_S, src/schema.py); one that does not
+    A server the sweep reached is now waited for (SERVER_RESTART_S, src/core/schema.py); one that does not
     come back ends the job in the ServerLost line that says the run stays RUNNING and how to resume."""
     from src.core.schema import SERVER_RESTART_S
     from src.tracking import server_client

@@ -2,7 +2,7 @@
 
 A SIGKILLed worker (the OOM killer, `kill -9`) made joblib raise `TerminatedWorkerError`, which
 Hydra printed as 69 lines naming neither the job nor how to go on. Here it becomes one line
-(`src.launch.pool.lost_workers_line`) naming the lost jobs, recorded too as the sweep run's end
+(`lost_workers_line`) naming the lost jobs, recorded too as the sweep run's end
 reason. The class Hydra sees is the subclass in hydra_plugins/normsweep_launchers/pool.py.
 """
 

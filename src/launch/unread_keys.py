@@ -2,7 +2,7 @@
 
 Hydra accepts any key appended with `+`, and the report then compares the jobs that differ only in
 it as variants (identical losses, "equivalent"), without a word. A key is read when the schema
-(`src/schema.py` `TrainConfig`, whose fields are the config's top-level keys) has it, or when it is
+(`src/core/schema.py` `TrainConfig`, whose fields are the config's top-level keys) has it, or when it is
 Hydra's own; a key outside both is consumed by no code. Sweeping one can be meant (tests sweep an
 unread `+probe=...` on purpose to make identical jobs), so this warns and never stops the sweep.
 Torch-free.
@@ -37,7 +37,7 @@ def unread_warning(keys: Sequence[str], n_jobs: int) -> str:
     named = ", ".join(keys)
     return (
         f"[normsweep] warning: {named}: no part of the config reads {'it' if len(keys) == 1 else 'them'} "
-        "(a key outside the schema, src/schema.py, that no code consumes), so the "
+        "(a key outside the schema, src/core/schema.py, that no code consumes), so the "
         f"{n_jobs} jobs differ only in {'its' if len(keys) == 1 else 'their'} value and the report compares "
         "identical variants; the sweep goes on: if identical jobs are meant (replicates of one config), nothing "
         "more is needed; to vary the training, sweep a key the config has (e.g. seed=0,1 or optim.lr=...)"

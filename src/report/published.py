@@ -20,7 +20,7 @@ SOURCE = (
     "one seed per variant, as transcribed in issue 35"
 )
 PRESET = "gpt2_small_study"  # conf/experiment/: the study's run configuration, line by line
-# The model axes the study fixed (pre-norm, no QK-norm: src/schema.py ModelSchema): a run off them is
+# The model axes the study fixed (pre-norm, no QK-norm: src/core/schema.py ModelSchema): a run off them is
 # another model than the study's, whether its sweep varied them or not.
 MODEL_AXES = ("model.norm_placement", "model.qk_norm")
 

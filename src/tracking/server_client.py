@@ -76,7 +76,7 @@ def mark_reached(uri: str) -> None:
 
 def ride_out_restart(uri: str, fn: Callable[[], T], doing: str) -> T:
     """`fn`, tried again while a server this process reached refuses connections, for up to
-    `SERVER_RESTART_S` (src/schema.py); then `ServerLost`, and later calls are not held again.
+    `SERVER_RESTART_S` (src/core/schema.py); then `ServerLost`, and later calls are not held again.
     A refusal from a server never reached is raised as it is (a wrong address: the caller says so)."""
 
     def restarting() -> bool:

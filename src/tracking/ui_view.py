@@ -38,7 +38,7 @@ VIEW_TAG_PREFIX = "mlflow.sharedViewState."  # the UI's own prefix for a shared 
 VIEW_TAG = VIEW_TAG_PREFIX + VIEW_KEY
 TRAINING_VIEW = {"workflowType": "machine_learning"}  # the UI's GenAI | Model training toggle
 GROUP_TAG = VARIANT_TAG  # the run tag that names the variant (src.tracking.variants)
-# Final one-off numbers, as the job logs them (src.train.final_metrics), first the two the study asks.
+# Final one-off numbers, as the job logs them (src.training.run_life.final_metrics), first the two the study asks.
 RESULT_METRICS = ("test_loss", "avg_tokens_per_sec", "train_time_s")
 RESULT_TAGS = (VARIANT_TAG, SEED_TAG)
 SHOW_ALL_RUNS = "SHOW_ALL"  # the UI's runsHiddenMode that draws every run in the charts

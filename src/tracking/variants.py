@@ -32,7 +32,7 @@ NORM_AXIS = "norm"  # the norm group's axis, named as its override (`norm=a,b`)
 # ratios, are relative to it (a sweep without it: to its first variant).
 REFERENCE_VARIANT = "torch_layernorm"
 LR_KEY = "optim.lr"
-# Params a training run logs beside its config, computed from it (src.train.log_inputs): they change
+# Params a training run logs beside its config, computed from it (`RunLife.setup`, src/training/run_life.py): they change
 # with an axis but never name it.
 DERIVED_PARAMS = ("n_params", "flops_per_token", "budget.")
 SEPARATOR = " · "

@@ -13,8 +13,8 @@ so a mismatch changes no one's record. A run to resume or skip on that other cod
 `sweep.on_code_change` (src.tracking.code). A sweep's job holds a claim on its config (src.tracking.sweep)
 from the decision until its run is open (`open_tracker`), so two copies of a sweep never train one config
 twice. With several processes, rank 0 decides and the plan is broadcast (`decided_once`); a launcher
-asks `already_done` (read-only) before it submits anything. `RunClosing` closes the run with its outcome,
-whatever way training ends. The other modules ask this one; it asks the store.
+asks `already_done` (read-only) before it submits anything. `RunLife` opens the run as the fit sets up and
+closes it with its outcome, whatever way training ends. The other modules ask this one; it asks the store.
 """
 
 from __future__ import annotations
@@ -93,9 +93,6 @@ if TYPE_CHECKING:
     from src.core.budget import Budget
     from src.tracking.store import Run
     from src.training.lit_module import GPTLitModule
-
-# --- a run's result
-
 
 # --- what a checkpoint says about its run
 def resolve_ckpt_path(spec: CheckpointSpec) -> Path | None:
