@@ -202,3 +202,40 @@ def test_allocator_error_after_recording_is_one_line_and_a_failed_run(
     client = MlflowClient(store["uri"])
     (run,) = client.search_runs([client.get_experiment_by_name("normsweep").experiment_id])
     assert run.info.status == "FAILED" and f"run {run.info.run_id} closed FAILED" in line
+
+
+# `python -m src.train` itself, with an allocator error at step 2 of the sweep's job #0 only.
+_OOM_IN_JOB_0 = """
+import runpy, sys
+import lightning as L, torch
+from hydra.core.hydra_config import HydraConfig
+import src.training.run_life as run_life
+
+class OutOfMemoryInJob0(L.Callback):
+    def on_train_batch_end(self, trainer, *args):
+        if trainer.global_step == 2 and HydraConfig.get().job.num == 0:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+class WithFault(run_life.RunCallbacks):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.extra.append(OutOfMemoryInJob0())
+
+run_life.RunCallbacks = WithFault
+sys.argv = ["src.train", *sys.argv[1:]]
+runpy.run_module("src.train", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.slow  # a two-job sweep in a subprocess
+def test_a_failed_sweep_job_is_said_as_it_fails_and_once_at_the_end(tiny_overrides: list[str]) -> None:
+    """The other jobs still run; the sweep ends with the failure's line, last, and Hydra's own
+    `Error executing job with overrides: [...]` (every override of the job) is not printed."""
+    command = [sys.executable, "-c", _OOM_IN_JOB_0, "-m", "seed=0,1", *tiny_overrides]
+    proc = subprocess.run(command, cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    said = [line for line in proc.stderr.splitlines() if "out of memory" in line]
+    assert len(said) == 2 and said[0] == f"[normsweep] {said[1]}", said
+    assert said[1].startswith("error: torch_layernorm-s0: out of memory") and proc.stderr.strip().splitlines()[-1] == said[1]
+    assert "Error executing job" not in proc.stderr, proc.stderr[-3000:]
+    assert "torch_layernorm-s1 ok" in proc.stdout  # job #1 trained after job #0 failed

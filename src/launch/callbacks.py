@@ -268,6 +268,7 @@ class MlflowSetup(Callback):
         if job_return.status == JobStatus.FAILED and sweep_end.armed() is not None:
             err = job_return._return_value  # the exception (reading .return_value would raise it)
             sweep_end.job_failed(f"{sweep_end.describe_job(config)} failed: {type(err).__name__}: {err}")
+        sweep_end.without_hydra_line(job_return)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from src.launch import sweep_end

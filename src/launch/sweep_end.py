@@ -27,6 +27,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from hydra.core.utils import JobReturn, JobStatus
 from hydra.errors import CompactHydraException
 from omegaconf import DictConfig, OmegaConf
 
@@ -162,6 +163,28 @@ RESULT_AWAITED_ENV = "SUBMITIT_EXECUTOR"
 
 class JobFailed(CompactHydraException):
     """A sweep job's one-line failure: Hydra prints its message alone (no traceback) at the sweep's end."""
+
+
+class SaidFailure(JobReturn):
+    """The result of a job that failed with its own line (`JobFailed`), already printed by the job:
+    read by the sweeper at the sweep's end, it raises that failure without Hydra's line before it
+    (`Error executing job with overrides: [...]`, every override of the job)."""
+
+    @property
+    def return_value(self) -> Any:
+        if self.status == JobStatus.COMPLETED:
+            return self._return_value
+        raise self._return_value
+
+    @return_value.setter
+    def return_value(self, value: Any) -> None:
+        self._return_value = value
+
+
+def without_hydra_line(job_return: JobReturn) -> None:
+    """Make a job's failure `SaidFailure` when the job said it in its own line."""
+    if job_return.status == JobStatus.FAILED and isinstance(job_return._return_value, JobFailed):
+        job_return.__class__ = SaidFailure
 
 
 def open_parent(store: Store, run_id: str, stale_after_s: float) -> SweepParent:
