@@ -45,7 +45,7 @@ def train(cfg: DictConfig) -> RunResult:
         trainer.fit(module, datamodule=datamodule, ckpt_path=life.ckpt_path, weights_only=True)
         if not life.diverged:
             if ck.enabled:
-                trainer.save_checkpoint(ck.last)  # the end state, for later evaluation
+                trainer.save_checkpoint(ck.last, weights_only=False)  # the end state (all of it: a resume reads it)
             trainer.test(module, datamodule=datamodule, verbose=False)
         result = life.finish(trainer, module)
     if rank_zero_only.rank == 0:  # one line per job, not one per process (the Trainer set the rank)

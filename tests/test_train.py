@@ -200,6 +200,19 @@ def test_invalid_value_on_the_command_line_is_one_line(tiny_overrides: list[str]
     assert not Path(store["db"]).exists()  # nothing recorded
 
 
+@pytest.mark.slow  # a CLI in a subprocess
+def test_a_run_that_checkpoints_says_its_one_line_and_nothing_else(tiny_overrides: list[str], tmp_path: Path) -> None:
+    """Without the progress bar, the console holds the run's summary line alone (MLflow's lines as it
+    creates a new store aside): the checkpoints written, the test and the close add nothing."""
+    ck = tmp_path / "ck"
+    proc = run_cli("src.train", *tiny_overrides, "progress_bar=false", "checkpoint.enabled=true",
+                   "checkpoint.every_n_steps=2", f"checkpoint.dir={ck}")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip() and " INFO mlflow.store.db.utils: " not in ln]
+    assert len(lines) == 1 and lines[0].startswith("[normsweep] torch_layernorm-s0 ok | train "), lines
+    assert (ck / "last.ckpt").is_file()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -52,7 +52,7 @@ class SaveOnSigterm(L.Callback):
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         if isinstance(exception, SIGTERMException) and self.dirpath is not None:
             self.saved = self.dirpath / LAST
-            trainer.save_checkpoint(self.saved)
+            trainer.save_checkpoint(self.saved, weights_only=False)  # all of it: the resume reads it
 
 
 def periodic_checkpoint(spec: CheckpointSpec) -> ModelCheckpoint | None:
