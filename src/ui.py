@@ -54,8 +54,8 @@ def port_in_use(host: str, port: int) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     made = cli.parser("python -m src.ui", __doc__)
     made.add_argument("--host", default=None, help="bind address (default: logger.ui.host, 127.0.0.1: this machine only)")
-    made.add_argument("--port", type=int, default=None, help="default: logger.ui.port (5000)")
-    made.add_argument("--workers", type=int, default=None, help="server processes (default: one per two cores)")
+    made.add_argument("--port", type=cli.port_option("--port"), default=None, help="default: logger.ui.port (5000)")
+    made.add_argument("--workers", type=cli.int_option(1), default=None, help="server processes (default: one per two cores)")
     args = cli.parse(made, argv)
     return cli.run(lambda: serve(args), failures=(StoreError,))
 
@@ -64,8 +64,10 @@ def serve(args: argparse.Namespace) -> int:
     cfg = paths.compose(args.overrides)
     ui = cfg.logger.ui
     host = args.host or str(ui.host)
-    port = args.port or int(ui.port)
+    port = args.port or cli.check_port(ui.port, "logger.ui.port")
     workers = args.workers or (int(ui.workers) if ui.workers else default_workers())
+    if workers < 1:
+        raise paths.ConfigError(f"logger.ui.workers: must be >= 1 (or null: one per two cores), got {workers}")
     busy = port_in_use(host, port)
     if busy:
         return cli.failed(f"{busy}; choose another (--port / --host, or logger.ui.port=... / logger.ui.host=...)")

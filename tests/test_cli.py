@@ -67,6 +67,50 @@ def test_a_usage_error_is_one_config_error_line_and_status_2(name: str, capsys: 
     assert line == f"config error: unrecognized arguments: --no-such-option (python -m src.{name} --help lists the options)"
 
 
+@pytest.mark.parametrize(
+    ("command", "argv", "line"),
+    [
+        ("bench", ["norms", "--rows", "abc"], "argument --rows: 'abc' is not a whole number"),
+        ("bench", ["norms", "--widths", "768,0"], "argument --widths: must be >= 1, got 0"),
+        ("bench", ["norms", "--repeats", "0"], "argument --repeats: must be >= 1, got 0"),
+        ("bench", ["norms", "--warmup", "-1"], "argument --warmup: must be >= 0, got -1"),
+        ("bench", ["train", "--steps", "0"], "argument --steps: must be >= 1, got 0"),
+        ("bench", ["variants", "--rounds", "1"], "argument --rounds: must be >= 2, got 1"),
+        ("bench", ["variants", "--kernel-seconds", "nan"], "argument --kernel-seconds: must be a finite number >= 0, got nan"),
+        ("bench", ["norms", "--threads", "0"], "argument --threads: must be >= 1, got 0"),
+        ("ui", ["--port", "99999"], "argument --port: a TCP port is 1-65535, got 99999"),
+        ("ui", ["--workers", "0"], "argument --workers: must be >= 1, got 0"),
+        ("tracking.team_server", ["--pg-port", "0"], "argument --pg-port: a TCP port is 1-65535, got 0"),
+        ("tracking.team_server", ["--port", "5100", "--pg-port", "5100"], "--port and --pg-port are both 5100: the MLflow server and PostgreSQL need a port each"),
+    ],
+)  # fmt: skip
+def test_a_number_option_out_of_range_is_one_line_before_anything_runs(
+    command: str, argv: list[str], line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: `--widths 0` a ZeroDivisionError, `--rows abc` a ValueError, `--port 99999` an
+    OverflowError (tracebacks); `--repeats 0`, `--steps 0` the default run; `--pg-port 0` a server
+    that did not start, saying why in its log."""
+    from src.bench.__main__ import main as bench_main
+
+    main = {"bench": bench_main, "ui": ui_main, "tracking.team_server": team_server_main}[command]
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == cli.USAGE
+    prog = f"python -m src.{command}" + (f" {argv[0]}" if command == "bench" else "")
+    assert capsys.readouterr().err.strip().splitlines() == [f"config error: {line} ({prog} --help lists the options)"]
+
+
+@pytest.mark.parametrize(("override", "line"), [
+    ("logger.ui.port=70000", "config error: logger.ui.port: a TCP port is 1-65535, got 70000"),
+    ("logger.ui.workers=-1", "config error: logger.ui.workers: must be >= 1 (or null: one per two cores), got -1"),
+])  # fmt: skip
+def test_the_uis_config_values_are_checked_too(
+    override: str, line: str, store: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert ui_main([override, f"paths.mlflow_db={store['db']}"]) == cli.USAGE
+    assert capsys.readouterr().err.strip().splitlines() == [line]
+
+
 def test_the_team_servers_help_names_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as done:
         team_server_main(["--help"])

@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )  # fmt: skip
         module.add_arguments(sub)
-        sub.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+        sub.add_argument("--threads", type=cli.int_option(1), help="torch CPU threads (default: torch's choice)")
         sub.add_argument(
             "--system-malloc",
             action="store_true",

@@ -38,6 +38,7 @@ from src.bench.common import (
     time_interleaved,
     write_report,
 )
+from src.core import cli
 from src.core.paths import ConfigError, compose
 from src.core.tables import markdown_table
 from src.model.norms import DEFAULT_EPS, HandLayerNorm, HandRMSNorm, make_norm, norm_types
@@ -306,12 +307,12 @@ def to_markdown(report: dict[str, Any]) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--widths", help="comma-separated (default CPU 768,1600; CUDA 768,1024,1280,1600)")
-    parser.add_argument("--rows", help="comma-separated (default CPU 4096,8192; CUDA 4096,8192,16384,32768)")
+    parser.add_argument("--widths", type=cli.int_list_option(1), help="comma-separated (default CPU 768,1600; CUDA 768,1024,1280,1600)")
+    parser.add_argument("--rows", type=cli.int_list_option(1), help="comma-separated (default CPU 4096,8192; CUDA 4096,8192,16384,32768)")
     parser.add_argument("--dtypes", default="fp32,bf16", help="comma-separated subset of fp32,bf16")
     parser.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available")
-    parser.add_argument("--repeats", type=int, help="timed calls per case (default CPU 10, CUDA 50)")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed calls per case (compiles happen here)")
+    parser.add_argument("--repeats", type=cli.int_option(1), help="timed calls per case (default CPU 10, CUDA 50)")
+    parser.add_argument("--warmup", type=cli.int_option(0), default=3, help="untimed calls per case (compiles happen here)")
     parser.add_argument("--variants", help="comma-separated subset of the variants (default: all)")
     parser.add_argument("--quick", action="store_true", help="one shape (4096x768), fp32, 5 repeats")
     parser.add_argument("--out", type=Path, help="folder for norms.json / norms.md (default: <paths.reports_dir>/bench)")
@@ -324,8 +325,8 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         widths, rows, dtypes, repeats = [768], [4096], ["fp32"], args.repeats or 5
     else:
         # 2 CPU cores: a 2×2 grid per dtype finishes in a few minutes; a GPU takes the full grid.
-        widths = parse_list(args.widths or ("768,1600" if cpu else "768,1024,1280,1600"), int)
-        rows = parse_list(args.rows or ("4096,8192" if cpu else "4096,8192,16384,32768"), int)
+        widths = args.widths or ([768, 1600] if cpu else [768, 1024, 1280, 1600])
+        rows = args.rows or ([4096, 8192] if cpu else [4096, 8192, 16384, 32768])
         dtypes = parse_list(args.dtypes)
         repeats = args.repeats or (10 if cpu else 50)
     unknown = [d for d in dtypes if d not in DTYPES]

@@ -28,6 +28,7 @@ import lightning as L
 import torch
 
 from src.bench.common import default_out_dir, machine_info, resolve_device, synchronize, time_fn, write_report
+from src.core import cli
 from src.core.devices import DeviceSpec, gpu_peak_tflops, matmul_kind
 from src.core.tables import markdown_table
 from src.stats.inference import median_interval
@@ -240,11 +241,11 @@ def to_markdown(report: dict[str, Any]) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--norm", default="torch_layernorm", help="norm registry key")
     parser.add_argument("--model", help="a conf/model preset (default: cpu_small on CPU, gpt2_small on CUDA)")
-    parser.add_argument("--steps", type=int, help="timed optimizer steps (default CPU 10, CUDA 50)")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
-    parser.add_argument("--batch", type=int, default=8, help="sequences per step")
+    parser.add_argument("--steps", type=cli.int_option(1), help="timed optimizer steps (default CPU 10, CUDA 50)")
+    parser.add_argument("--warmup", type=cli.int_option(0), default=3, help="untimed steps first")
+    parser.add_argument("--batch", type=cli.int_option(1), default=8, help="sequences per step")
     parser.add_argument(
-        "--context", type=int, help="tokens per sequence (default: the preset's context_length)"
+        "--context", type=cli.int_option(1), help="tokens per sequence (default: the preset's context_length)"
     )
     parser.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available")
     parser.add_argument(
@@ -252,9 +253,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--matmul-precision", default="highest", choices=["highest", "high", "medium"])
     parser.add_argument(
-        "--rounds", type=int, default=2, help="alternate plain and Lightning runs this many times (median)"
+        "--rounds", type=cli.int_option(1), default=2, help="alternate plain and Lightning runs this many times (median)"
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=cli.int_option(0), default=0)
     parser.add_argument("--out", type=Path, help="folder for train.json / train.md (default: <paths.reports_dir>/bench)")
 
 

@@ -32,6 +32,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.bench.common import default_out_dir, synchronize, write_report
 from src.bench.kernels import clock, cpu_threads, kernel_check, load
+from src.core import cli
 from src.core.paths import ConfigError, preset_norms
 from src.core.schema import ReportSchema
 from src.core.tables import markdown_table
@@ -297,18 +298,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--variant-overrides", default=None, metavar="JSON",
         help='variants built from overrides, as a sweep varies them: {"name": ["norm=a", "model.qk_norm=true"], ...} (replaces --variants)',
     )  # fmt: skip
-    parser.add_argument("--rounds", type=int, default=20, help="timed rounds, one step of every variant each")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed steps of each variant first")
+    parser.add_argument("--rounds", type=cli.int_option(2), default=20, help="timed rounds, one step of every variant each")
+    parser.add_argument("--warmup", type=cli.int_option(0), default=3, help="untimed steps of each variant first")
     parser.add_argument(
-        "--kernel-seconds", type=float, default=float(ReportSchema.speed_kernel_s),
+        "--kernel-seconds", type=cli.number_option(0), default=float(ReportSchema.speed_kernel_s),
         help="seconds of interleaved rounds of the variants' norm forward+backward at the run's shapes (default: %(default)s)",
     )  # fmt: skip
     parser.add_argument(
-        "--kernel-threads", type=int, default=1,
+        "--kernel-threads", type=cli.int_option(0), default=1,
         help="CPU threads of the norm-kernel rounds (default 1: robust to other processes; 0 = torch's choice)",
     )  # fmt: skip
-    parser.add_argument("--batch", type=int, help="sequences per step (default: the config's optim.micro_batch_size)")
-    parser.add_argument("--seed", type=int, default=0, help="initial weights and batches")
+    parser.add_argument("--batch", type=cli.int_option(1), help="sequences per step (default: the config's optim.micro_batch_size)")
+    parser.add_argument("--seed", type=cli.int_option(0), default=0, help="initial weights and batches")
     parser.add_argument("--out", type=Path, help="folder for variants.json / variants.md (default: <paths.reports_dir>/bench)")
     parser.add_argument(
         "overrides", nargs="*", help="training config overrides: model=gpt2_small precision=bf16_mixed cluster=gpu "

@@ -19,6 +19,7 @@ Exit codes (`EXIT_CODES`):
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
@@ -72,6 +73,73 @@ def parser(prog: str, doc: str | None, overrides: str | None = OVERRIDES_HELP) -
     if overrides is not None:
         made.add_argument("overrides", nargs="*", metavar="key=value", help=overrides)
     return made
+
+
+def check_port(value: object, field: str) -> int:
+    """A TCP port to listen on (1-65535), or ConfigError naming `field`: a socket refuses one outside
+    that range with a traceback, and a server given one exits with no word of why."""
+    try:
+        port = int(str(value))
+    except ValueError:
+        raise ConfigError(f"{field}: {value!r} is not a port number") from None
+    if not 1 <= port <= 65535:
+        raise ConfigError(f"{field}: a TCP port is 1-65535, got {port}")
+    return port
+
+
+def port_option(field: str) -> Callable[[str], int]:
+    """`check_port` as an argparse `type=`: the option's error is the one `config error:` line."""
+
+    def port(text: str) -> int:
+        try:
+            return check_port(text, field)
+        except ConfigError as err:
+            raise argparse.ArgumentTypeError(str(err).removeprefix(f"{field}: ")) from None
+
+    return port
+
+
+def whole_number(text: str, minimum: int) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < minimum:
+        raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {n}")
+    return n
+
+
+def int_option(minimum: int) -> Callable[[str], int]:
+    """An argparse `type=` for a whole number of at least `minimum` (a count, a size): argparse
+    then refuses `--steps 0` or `--rows abc` in the one `config error:` line, naming the option."""
+    return lambda text: whole_number(text, minimum)
+
+
+def int_list_option(minimum: int) -> Callable[[str], list[int]]:
+    """`int_option` for a comma-separated list (`--widths 768,1600`); empty items are ignored."""
+
+    def numbers(text: str) -> list[int]:
+        found = [whole_number(item.strip(), minimum) for item in text.split(",") if item.strip()]
+        if not found:
+            raise argparse.ArgumentTypeError(f"no number in {text!r}")
+        return found
+
+    return numbers
+
+
+def number_option(minimum: float) -> Callable[[str], float]:
+    """An argparse `type=` for a finite number of at least `minimum` (seconds, say)."""
+
+    def number(text: str) -> float:
+        try:
+            x = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not (math.isfinite(x) and x >= minimum):
+            raise argparse.ArgumentTypeError(f"must be a finite number >= {minimum:g}, got {text}")
+        return x
+
+    return number
 
 
 def parse(made: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:

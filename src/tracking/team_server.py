@@ -272,9 +272,11 @@ def serve(server: TeamServer) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = cli.parser("python -m src.tracking.team_server", __doc__.split("\n\n")[0], overrides=None)
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="where the database and artifacts live")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="the MLflow server's port on 127.0.0.1")
-    parser.add_argument("--pg-port", type=int, default=DEFAULT_PG_PORT, help="PostgreSQL's port on 127.0.0.1")
+    parser.add_argument("--port", type=cli.port_option("--port"), default=DEFAULT_PORT, help="the MLflow server's port on 127.0.0.1")
+    parser.add_argument("--pg-port", type=cli.port_option("--pg-port"), default=DEFAULT_PG_PORT, help="PostgreSQL's port on 127.0.0.1")
     args = parser.parse_args(argv)
+    if args.port == args.pg_port:
+        parser.error(f"--port and --pg-port are both {args.port}: the MLflow server and PostgreSQL need a port each")
     server = TeamServer(args.dir.resolve(), args.port, args.pg_port)
     signal.signal(signal.SIGTERM, _stop_as_ctrl_c)
     try:
