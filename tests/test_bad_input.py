@@ -28,6 +28,7 @@ from src.training.run_spec import validate
         ("sweep.on_code_change=ignore", "sweep.on_code_change"),
         ("sweep.stale_after_s=0", "sweep.stale_after_s"),
         ("sweep.heartbeat_s=-1", "sweep.heartbeat_s"),
+        ("checkpoint.every_n_steps=0", "checkpoint.every_n_steps"),  # was: periodic checkpoints off, silently
     ],
 )
 def test_refused_naming_the_field(override: str, field: str, tiny_overrides: list[str], store: dict[str, str]) -> None:

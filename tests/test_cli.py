@@ -41,6 +41,8 @@ def test_every_help_has_one_shape(name: str, capsys: pytest.CaptureFixture[str])
     ("name", "args", "start"),
     [
         ("report", ["report.margin.test_loss=-1"], "config error: report.margin.test_loss: must be a number > 0"),
+        ("report", ["--out", "/proc/normsweep"], "config error: --out: /proc is not writable"),  # was: a traceback
+        ("report", ["--status", "--sweep-dir", "/nonexistent/sweep"], "config error: --sweep-dir /nonexistent/sweep: no such folder"),
         ("ui", ["logger.ui.nope=1"], "config error: Could not override 'logger.ui.nope'"),
         ("data", ["data.foo=1"], "config error: Could not override 'data.foo'"),
         ("preflight", ["seed=abc"], "config error: seed: 'abc' is not an integer"),

@@ -105,6 +105,9 @@ def test_checkpoints_beyond_the_free_disk_name_the_field(prepared: list[str], ca
         ("preflight.gpu=nosuchcard", "config error: preflight.gpu: 'nosuchcard' is not a known card; valid choices: a100-40gb"),
         ("preflight.mfu=2", "config error: preflight.mfu: must be in (0, 1], got 2"),
         ("preflight.memory_headroom=0", "config error: preflight.memory_headroom: must be in (0, 1], got 0"),
+        # was: a FAIL row (status 1) / accepted while no rehearsal ran
+        ("preflight.steps=-1", "config error: preflight.steps: must be an integer >= 0 (0: no rehearsal), got -1"),
+        ("preflight.rehearsal_micro_batch=0", "config error: preflight.rehearsal_micro_batch: must be an integer >= 1"),
     ],
 )
 def test_a_bad_preflight_setting_is_a_config_error(

@@ -180,6 +180,8 @@ def test_unknown_norm_lists_options_and_records_nothing(tiny_overrides: list[str
         ("seq_len=64", "seq_len"),
         ("norm.eps=-1", "eps"),
         ("data=text_files data.paths=/nonexistent/*.txt", "data.paths"),
+        ("data.num_workers=-1", "data.num_workers"),  # was: the DataLoader's ValueError, the run recorded FAILED
+        ("data.test_offset=-1", "data.test_offset"),
     ],
 )
 def test_invalid_value_fails_before_training(

@@ -59,6 +59,10 @@ class TokenDataModule(L.LightningDataModule):
         super().__init__()
         _check_max_windows("data.val_max_windows", val_max_windows)
         _check_max_windows("data.test_max_windows", test_max_windows)
+        if num_workers < 0:  # the DataLoader would refuse it only as the fit starts, after the run is recorded
+            raise ConfigError(f"data.num_workers: must be >= 0 (0: windows read in the training process), got {num_workers}")
+        if test_offset < 0:
+            raise ConfigError(f"data.test_offset: must be >= 0 (a token position in data.test_split), got {test_offset}")
         if test_split not in source.splits:
             raise ConfigError(f"data.test_split={test_split!r}; valid choices: {list(source.splits)}")
         if global_batch_size < 1 or max_steps < 1:

@@ -18,8 +18,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from omegaconf import DictConfig
+
 from src.core import cli
 from src.core.paths import ConfigError, compose
+from src.preflight.cards import SettingError
 from src.preflight.checks import Finding
 from src.preflight.job import CheckpointLedger, JobReport, inspect_job
 from src.preflight.jobs import expand_jobs
@@ -28,13 +31,22 @@ from src.preflight.rehearsal import Rehearsal, available_bytes, rehearse
 from src.preflight.table import render
 
 
+def rehearsal_settings(pf: DictConfig) -> tuple[int, int | None]:
+    """(`preflight.steps`, `preflight.rehearsal_micro_batch`), checked: settings of the preflight
+    itself, so a wrong one refuses the command (status 2), whether or not a rehearsal runs."""
+    steps, micro = pf.steps, pf.rehearsal_micro_batch
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise SettingError(f"preflight.steps: must be an integer >= 0 (0: no rehearsal), got {steps!r}")
+    if micro is not None and (isinstance(micro, bool) or not isinstance(micro, int) or micro < 1):
+        raise SettingError(f"preflight.rehearsal_micro_batch: must be an integer >= 1 or null (the largest that fits here), got {micro!r}")
+    return steps, micro
+
+
 def rehearsal_micro_batch(job: JobReport) -> int:
     """`preflight.rehearsal_micro_batch`, else the largest micro-batch (up to the run's) that fits here."""
     assert job.cfg is not None and job.memory is not None
     pf, micro = job.cfg.preflight, int(job.cfg.optim.micro_batch_size)
     if pf.rehearsal_micro_batch is not None:
-        if not (isinstance(pf.rehearsal_micro_batch, int) and pf.rehearsal_micro_batch >= 1):
-            raise ConfigError(f"preflight.rehearsal_micro_batch must be an integer >= 1 or null, got {pf.rehearsal_micro_batch!r}")
         return int(pf.rehearsal_micro_batch)
     fits = largest_fitting_micro_batch(micro, job.memory, int(available_bytes(job.cfg) * pf.memory_headroom))
     if fits < 1:
@@ -43,13 +55,10 @@ def rehearsal_micro_batch(job: JobReport) -> int:
 
 
 def maybe_rehearse(job: JobReport) -> Rehearsal | None:
-    if job.cfg is None or job.memory is None or job.budget is None or "config" in job.findings:
+    if job.cfg is None:
         return None
-    steps = job.cfg.preflight.steps
-    if not (isinstance(steps, int) and steps >= 0):
-        job.findings["rehearsal"] = Finding.failed("invalid", f"preflight.steps must be an integer >= 0, got {steps!r}")
-        return None
-    if steps == 0:
+    steps, _ = rehearsal_settings(job.cfg.preflight)
+    if steps == 0 or job.memory is None or job.budget is None or "config" in job.findings:
         return None
     from src.training.run_spec import validate
 

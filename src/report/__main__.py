@@ -26,7 +26,7 @@ from src.report.comparisons import Margins, default_margin, reference_setting, s
 from src.report.runs import open_store
 from src.report.status import status_text
 from src.tracking.store_uri import StoreError
-from src.tracking.sweep import running_sweep
+from src.tracking.sweep import JOBS_FILE, running_sweep
 from src.tracking.tags import HOST_TAG, PID_TAG
 from src.tracking.ui_view import ui_base
 
@@ -172,9 +172,16 @@ def report(args: argparse.Namespace) -> int:
         print(plan(experiment, uri, [*overrides, *sweeper], margins, chosen, reference))
         return cli.OK
     if args.status or args.sweep_dir:
+        if args.sweep_dir is not None and not (args.sweep_dir / JOBS_FILE).is_file():
+            what = f"holds no {JOBS_FILE} (the job list a sweep writes as it starts)" if args.sweep_dir.is_dir() else "no such folder"
+            raise paths.ConfigError(f"--sweep-dir {args.sweep_dir}: {what}; point it at a sweep's multirun/<date>/<time> folder")
         print(status_text(None if from_sweep_dir else experiment, uri, args.sweep_dir, float(cfg.sweep.stale_after_s)))
         return cli.OK
     out = args.out or report_folder(cfg.paths.reports_dir, experiment)
+    problem = paths.unwritable_reason(out)
+    if problem:  # found before the report is computed, not as its first file is written
+        field = "--out" if args.out else "paths.reports_dir"
+        raise paths.ConfigError(f"{field}: {problem}; the report's files go to {out}: choose a writable folder")
     running = running_sweep_of(experiment, uri, float(cfg.sweep.stale_after_s))
     if running is not None:
         return partial_report(experiment, uri, running, args.out, margins, chosen, reference)

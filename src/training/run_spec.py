@@ -152,6 +152,9 @@ def validate(cfg: DictConfig) -> GPTConfig:
     )
     _require(cfg.val_every_n_steps >= 1, "val_every_n_steps", f"must be >= 1, got {cfg.val_every_n_steps}")
     _require(cfg.log_every_n_steps >= 1, "log_every_n_steps", f"must be >= 1, got {cfg.log_every_n_steps}")
+    # 0 would turn the periodic checkpoints off without a word (Lightning's every_n_train_steps=0).
+    every = cfg.checkpoint.every_n_steps
+    _require(every >= 1, "checkpoint.every_n_steps", f"must be >= 1 (checkpoint.enabled=false writes none), got {every}")
     _require_choice(cfg.precision.lightning, LIGHTNING_PRECISIONS, "precision.lightning")
     _require_choice(cfg.precision.matmul_precision, MATMUL_PRECISIONS, "precision.matmul_precision")
     # Spawned workers keep the results (losses, timings) in their own memory: this entry point runs
