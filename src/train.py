@@ -104,19 +104,26 @@ def run_command_line() -> None:
 register_resolvers()  # before Hydra composes: paths use ${project_root:}
 
 
-def refuse_unknown_options(argv: list[str]) -> None:
-    """An option Hydra's command line lacks (`--bogus-opt`) in the one `config error:` line every
-    refusal is; Hydra's argparse would print its 8-line usage block."""
+def hydra_argv(argv: list[str]) -> list[str]:
+    """The command line in the order Hydra reads it: its options, then the overrides. Hydra's parser
+    takes no option after an override (`norm=x -m seed=0,1` is "unrecognized arguments: norm=x
+    seed=0,1"); every other command here takes them in any order, and so does this one. An option
+    Hydra lacks (`--bogus-opt`) is the one `config error:` line every refusal is, not argparse's
+    8-line usage block."""
     from hydra._internal.utils import get_args_parser
 
     hydra_parser = get_args_parser()
     hydra_parser.error = lambda message: cli.exit_with(cli.usage_error("python -m src.train", message))  # type: ignore[method-assign]
-    hydra_parser.parse_args(argv)
+    overrides = list(hydra_parser.parse_intermixed_args(argv).overrides)
+    options = list(argv)
+    for override in overrides:
+        options.remove(override)
+    return [*options, *overrides]
 
 
 def command() -> None:
     refuse_credentials(sys.argv[1:])  # before Hydra writes the command line into .hydra/ and multirun.yaml
-    refuse_unknown_options(sys.argv[1:])
+    sys.argv[1:] = hydra_argv(sys.argv[1:])
     try:
         run_command_line()
     except SystemExit as exit_:

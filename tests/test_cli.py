@@ -155,3 +155,15 @@ def test_train_refused_by_hydra_is_status_2(store: dict[str, str]) -> None:
     assert proc.returncode == cli.USAGE, proc.stderr[-2000:]
     assert "config error: norm: no option 'nope' (conf/norm/); valid choices: dyt," in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_hydras_options_may_follow_the_overrides() -> None:
+    """`python -m src.train norm=x -m seed=0,1` (was: `config error: unrecognized arguments: norm=x
+    seed=0,1`): Hydra reads its options first, as every other command takes them in any order."""
+    from src.train import hydra_argv
+
+    assert hydra_argv(["norm=x", "-m", "seed=0,1"]) == ["-m", "norm=x", "seed=0,1"]
+    assert hydra_argv(["a=1", "--cfg", "job", "b=2", "--multirun"]) == ["--cfg", "job", "--multirun", "a=1", "b=2"]
+    assert hydra_argv(["-m", "norm=x"]) == ["-m", "norm=x"]
+    with pytest.raises(SystemExit, match=r"^config error: unrecognized arguments: --bogus-opt \(python -m src.train --help"):
+        hydra_argv(["a=1", "--bogus-opt"])
