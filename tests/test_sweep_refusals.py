@@ -21,6 +21,8 @@ CASES = {
     "unknown_key": (["foo=1,2"], "config error: Could not override 'foo'"),
     "policy": (["sweep.on_code_change=nonsense"], "config error: sweep.on_code_change: 'nonsense' is not one of"),
     "untracked": (["logger=none", "report.margin.test_loss=-1"], "config error: report.margin.test_loss: must be a number > 0"),
+    # the whole sweep trained, then "warning: sweep report not generated: FileNotFoundError", exit 0
+    "reports_dir": (["paths.reports_dir=/proc/normsweep"], "config error: paths.reports_dir: /proc is not writable"),
 }
 
 

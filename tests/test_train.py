@@ -183,6 +183,7 @@ def test_unknown_norm_lists_options_and_records_nothing(tiny_overrides: list[str
         ("data.num_workers=-1", "data.num_workers"),  # was: the DataLoader's ValueError, the run recorded FAILED
         ("data.test_offset=-1", "data.test_offset"),
         ("paths.cache_dir=/proc/normsweep", "data.cache_dir"),  # was: FileNotFoundError from mkdir, exit 1
+        ("paths.mlflow_artifacts=/proc/normsweep", "logger.artifact_location"),  # was: likewise
     ],
 )
 def test_invalid_value_fails_before_training(

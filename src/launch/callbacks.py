@@ -175,6 +175,11 @@ class MlflowSetup(Callback):
             jobs, variants = sweep_jobs(config)
             warn_unread_keys(jobs)  # before training: a swept key nothing reads makes identical jobs
             check_reference(config, variants)
+            if config.logger.enabled:  # what the sweep writes at its start and at its end
+                from src.training.run_spec import check_artifact_location, check_report_folder
+
+                check_artifact_location(config.logger.get("artifact_location"))
+                check_report_folder(config)
         except ConfigError as err:  # Hydra turns a callback's exception into a warning: stop here instead
             raise SystemExit(f"config error: {err}") from None
         except Exception as err:  # another sweeper plugin: no job list, status groups runs instead

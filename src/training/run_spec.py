@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
@@ -271,6 +272,27 @@ class RunSpec:
         return self.record.run_name
 
 
+def check_artifact_location(location: str | None) -> None:
+    """A local artifact folder must be writable from here: MLflow writes a run's artifacts (its
+    config, a sweep's report) there from the process that records it."""
+    problem = unwritable_reason(Path(location)) if location and "://" not in location else None
+    if problem:
+        raise ConfigError(
+            f"logger.artifact_location: {problem}; MLflow writes the runs' artifacts to {location}: point "
+            "paths.mlflow_artifacts (or logger.artifact_location) at a writable folder"
+        )
+
+
+def check_report_folder(cfg: DictConfig) -> None:
+    """A sweep's report folder must be writable before its first job trains, not after its last."""
+    problem = unwritable_reason(Path(cfg.paths.reports_dir))
+    if problem:
+        raise ConfigError(
+            f"paths.reports_dir: {problem}; the sweep's report is written there when the sweep ends: "
+            "point paths.reports_dir at a writable folder"
+        )
+
+
 def hydra_context() -> tuple[list[str], int | None]:
     """The command-line overrides and the multirun job number, when running under Hydra."""
     if not HydraConfig.initialized():
@@ -309,6 +331,8 @@ def resolve(cfg: DictConfig, trains_here: bool = True) -> RunSpec:
     if problem:  # its first write would otherwise fail the run at the first checkpoint
         field = checkpoint.placed_by
         raise ConfigError(f"{field}: {problem}; checkpoints go to {checkpoint.folder}: point {field} at a writable folder")
+    if trains_here and store.enabled:
+        check_artifact_location(store.artifact_location)
     return RunSpec(
         run_name=cfg.run_name,
         seed=cfg.seed,
