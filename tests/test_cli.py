@@ -58,9 +58,11 @@ def test_a_config_error_is_one_line_and_status_2(
     assert line.startswith(start), line
 
 
-@pytest.mark.parametrize("name", [*MAINS, "tracking.team_server"])
+@pytest.mark.parametrize("name", [*MAINS, "tracking.team_server", "launch.local_slurm"])
 def test_a_usage_error_is_one_config_error_line_and_status_2(name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    main = MAINS.get(name) or team_server_main
+    from src.launch.local_slurm import main as local_slurm_main
+
+    main = MAINS.get(name) or {"tracking.team_server": team_server_main, "launch.local_slurm": local_slurm_main}[name]
     with pytest.raises(SystemExit) as done:
         main(["--no-such-option"])
     assert done.value.code == cli.USAGE
@@ -83,6 +85,7 @@ def test_a_usage_error_is_one_config_error_line_and_status_2(name: str, capsys: 
         ("ui", ["--port", "99999"], "argument --port: a TCP port is 1-65535, got 99999"),
         ("ui", ["--workers", "0"], "argument --workers: must be >= 1, got 0"),
         ("tracking.team_server", ["--pg-port", "0"], "argument --pg-port: a TCP port is 1-65535, got 0"),
+        ("launch.local_slurm", ["--dir", "/proc/slurm"], "--dir /proc/slurm: /proc is not writable (No such file or directory)"),
         ("tracking.team_server", ["--port", "5100", "--pg-port", "5100"], "--port and --pg-port are both 5100: the MLflow server and PostgreSQL need a port each"),
     ],
 )  # fmt: skip
@@ -93,8 +96,10 @@ def test_a_number_option_out_of_range_is_one_line_before_anything_runs(
     OverflowError (tracebacks); `--repeats 0`, `--steps 0` the default run; `--pg-port 0` a server
     that did not start, saying why in its log."""
     from src.bench.__main__ import main as bench_main
+    from src.launch.local_slurm import main as local_slurm_main
 
-    main = {"bench": bench_main, "ui": ui_main, "tracking.team_server": team_server_main}[command]
+    mains = {"bench": bench_main, "ui": ui_main, "tracking.team_server": team_server_main, "launch.local_slurm": local_slurm_main}
+    main = mains[command]
     with pytest.raises(SystemExit) as done:
         main(argv)
     assert done.value.code == cli.USAGE

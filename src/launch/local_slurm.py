@@ -15,7 +15,6 @@ tells a job that ended without a result from `squeue` (src/launch/slurm_launcher
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import signal
@@ -24,6 +23,9 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from src.core import cli
+from src.core.paths import unwritable_reason
 
 NODES = ("node1", "node2")
 PARTITION = "cpu"
@@ -178,14 +180,18 @@ class LocalSlurm:
         self.pids.clear()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m src.launch.local_slurm",
-        description="A real SLURM cluster (munged, slurmctld, two slurmd nodes) on this machine, for trying cluster=slurm.",
-        epilog="Exit status: 0 stopped by Ctrl+C or SIGTERM; 1 a daemon did not start.",
+def main(argv: list[str] | None = None) -> None:
+    parser = cli.parser(
+        "python -m src.launch.local_slurm",
+        "A real SLURM cluster (munged, slurmctld, two slurmd nodes) on this machine, for trying cluster=slurm;\n"
+        "it runs until Ctrl+C or SIGTERM stops it (exit 0).",
+        overrides=None,
     )
     parser.add_argument("--dir", type=Path, default=Path(".local_slurm"), help="where its config, state and logs live")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    problem = unwritable_reason(args.dir)
+    if problem:
+        parser.error(f"--dir {args.dir}: {problem}")
     try:
         cluster = LocalSlurm.start(args.dir)
     except SlurmSetupError as err:
