@@ -85,6 +85,7 @@ def test_a_usage_error_is_one_config_error_line_and_status_2(name: str, capsys: 
         ("ui", ["--port", "99999"], "argument --port: a TCP port is 1-65535, got 99999"),
         ("ui", ["--workers", "0"], "argument --workers: must be >= 1, got 0"),
         ("tracking.team_server", ["--pg-port", "0"], "argument --pg-port: a TCP port is 1-65535, got 0"),
+        ("tracking.team_server", ["--dir", "/proc/team"], "--dir /proc/team: /proc is not writable (No such file or directory)"),
         ("launch.local_slurm", ["--dir", "/proc/slurm"], "--dir /proc/slurm: /proc is not writable (No such file or directory)"),
         ("tracking.team_server", ["--port", "5100", "--pg-port", "5100"], "--port and --pg-port are both 5100: the MLflow server and PostgreSQL need a port each"),
     ],

@@ -34,7 +34,7 @@ from filelock import FileLock
 
 from src.core import cli
 from src.core.locks import try_hold
-from src.core.paths import PROJECT_ROOT
+from src.core.paths import PROJECT_ROOT, unwritable_reason
 
 DB_USER = "normsweep"  # the cluster's superuser; trust authentication on 127.0.0.1 only
 DB_NAME = "mlflow"
@@ -277,6 +277,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.port == args.pg_port:
         parser.error(f"--port and --pg-port are both {args.port}: the MLflow server and PostgreSQL need a port each")
+    problem = unwritable_reason(args.dir)
+    if problem:  # the database, the artifacts and the logs live there
+        parser.error(f"--dir {args.dir}: {problem}")
     server = TeamServer(args.dir.resolve(), args.port, args.pg_port)
     signal.signal(signal.SIGTERM, _stop_as_ctrl_c)
     try:
