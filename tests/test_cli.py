@@ -90,7 +90,7 @@ def test_a_usage_error_is_one_config_error_line_and_status_2(name: str, capsys: 
         ("tracking.team_server", ["--port", "5100", "--pg-port", "5100"], "--port and --pg-port are both 5100: the MLflow server and PostgreSQL need a port each"),
     ],
 )  # fmt: skip
-def test_a_number_option_out_of_range_is_one_line_before_anything_runs(
+def test_a_bad_option_value_is_one_line_before_anything_runs(
     command: str, argv: list[str], line: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Before: `--widths 0` a ZeroDivisionError, `--rows abc` a ValueError, `--port 99999` an
