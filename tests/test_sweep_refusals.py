@@ -23,6 +23,8 @@ CASES = {
     "untracked": (["logger=none", "report.margin.test_loss=-1"], "config error: report.margin.test_loss: must be a number > 0"),
     # the whole sweep trained, then "warning: sweep report not generated: FileNotFoundError", exit 0
     "reports_dir": (["paths.reports_dir=/proc/normsweep"], "config error: paths.reports_dir: /proc is not writable"),
+    # a sweep run recorded (left KILLED, no reason), workers started, each job refused in turn
+    "devices": (["cluster=gpu_node", "cluster.accelerator=cpu", "cluster.devices=999"], "config error: cluster.devices=999 processes on the CPU"),
 }
 
 

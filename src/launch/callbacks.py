@@ -175,6 +175,10 @@ class MlflowSetup(Callback):
             jobs, variants = sweep_jobs(config)
             warn_unread_keys(jobs)  # before training: a swept key nothing reads makes identical jobs
             check_reference(config, variants)
+            if not config.cluster.get("spans_machines", False):  # its jobs train here: the device must be here
+                from src.core.devices import DeviceSpec, check_device
+
+                check_device(DeviceSpec.of(config))
             if config.logger.enabled:  # what the sweep writes at its start and at its end
                 from src.training.run_spec import check_artifact_location, check_report_folder
 
