@@ -76,15 +76,17 @@ def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants]:
     from src.core.paths import compose, compose_error_line
     from src.tracking.identity import fingerprint, flatten, identity_config
     from src.tracking.variants import find_variants
-    from src.training.run_spec import validate
+    from src.training.run_spec import resolve
 
+    # Jobs that train on this machine are checked against it too: its device, memory and folders.
+    here = not config.cluster.get("spans_machines", False)
     jobs, params = [], {}
     for overrides in _job_overrides(_parsed_overrides(config)):
         try:
             cfg = compose(overrides)
         except (HydraException, OmegaConfBaseException) as err:  # `foo=1,2`: as `src.train` says it
             raise ConfigError(compose_error_line(err)) from None
-        validate(cfg)  # a job that would be refused: no sweep run is recorded for it
+        resolve(cfg, trains_here=here)  # a job that would be refused: no sweep run is recorded for it
         params[str(len(jobs))] = flatten(identity_config(cfg))
         jobs.append({"num": len(jobs), "overrides": list(overrides), "run_name": cfg.run_name, "fingerprint": fingerprint(cfg)})
     variants = find_variants(params)
@@ -175,10 +177,6 @@ class MlflowSetup(Callback):
             jobs, variants = sweep_jobs(config)
             warn_unread_keys(jobs)  # before training: a swept key nothing reads makes identical jobs
             check_reference(config, variants)
-            if not config.cluster.get("spans_machines", False):  # its jobs train here: the device must be here
-                from src.core.devices import DeviceSpec, check_device
-
-                check_device(DeviceSpec.of(config))
             if config.logger.enabled:  # what the sweep writes at its start and at its end
                 from src.training.run_spec import check_artifact_location, check_report_folder
 
