@@ -46,6 +46,14 @@ def unwritable_reason(folder: Path) -> str | None:
     return None
 
 
+def require_writable(folder: Path, field: str, then: str) -> None:
+    """`ConfigError("<field>: <why not>; <then>")` when no file can be created in `folder`; `then`
+    says what goes there and what to do instead."""
+    problem = unwritable_reason(folder)
+    if problem:
+        raise ConfigError(f"{field}: {problem}; {then}")
+
+
 def register_resolvers() -> None:
     # ${project_root:} lets every path default to the checkout, whatever the working directory.
     if not OmegaConf.has_resolver("project_root"):

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from src.core.atomic_io import TEMP_GLOB, atomic_file, atomic_write
-from src.core.paths import ConfigError, unwritable_reason
+from src.core.paths import require_writable
 
 from .tokenizer import EOT_ID, TOKENIZER_NAME, gpt2_encoding
 
@@ -76,12 +76,11 @@ def begin_cache(folder: Path) -> None:
     """Create `folder` and withdraw its certificate, so a crash while writing leaves a cache that
     reads as invalid. Call it before writing any token file. A folder that cannot be written is a
     ConfigError naming the field (a complete cache there is only read, and never gets here)."""
-    problem = unwritable_reason(folder)
-    if problem:
-        raise ConfigError(
-            f"data.cache_dir: {problem}; the token cache is written to {folder}: point paths.cache_dir "
-            "(or data.cache_dir) at a writable folder, or prepare the cache there first (python -m src.data)"
-        )
+    require_writable(
+        folder, "data.cache_dir",
+        f"the token cache is written to {folder}: point paths.cache_dir (or data.cache_dir) at a writable folder, "
+        "or prepare the cache there first (python -m src.data)",
+    )  # fmt: skip
     folder.mkdir(parents=True, exist_ok=True)
     (folder / META_FILE).unlink(missing_ok=True)
 

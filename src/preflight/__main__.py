@@ -31,15 +31,15 @@ from src.preflight.rehearsal import Rehearsal, available_bytes, rehearse
 from src.preflight.table import render
 
 
-def rehearsal_settings(pf: DictConfig) -> tuple[int, int | None]:
-    """(`preflight.steps`, `preflight.rehearsal_micro_batch`), checked: settings of the preflight
-    itself, so a wrong one refuses the command (status 2), whether or not a rehearsal runs."""
+def rehearsal_steps(pf: DictConfig) -> int:
+    """`preflight.steps`, with it and `preflight.rehearsal_micro_batch` checked: settings of the
+    preflight itself, so a wrong one refuses the command (status 2), whether or not a rehearsal runs."""
     steps, micro = pf.steps, pf.rehearsal_micro_batch
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise SettingError(f"preflight.steps: must be an integer >= 0 (0: no rehearsal), got {steps!r}")
     if micro is not None and (isinstance(micro, bool) or not isinstance(micro, int) or micro < 1):
         raise SettingError(f"preflight.rehearsal_micro_batch: must be an integer >= 1 or null (the largest that fits here), got {micro!r}")
-    return steps, micro
+    return steps
 
 
 def rehearsal_micro_batch(job: JobReport) -> int:
@@ -57,7 +57,7 @@ def rehearsal_micro_batch(job: JobReport) -> int:
 def maybe_rehearse(job: JobReport) -> Rehearsal | None:
     if job.cfg is None:
         return None
-    steps, _ = rehearsal_settings(job.cfg.preflight)
+    steps = rehearsal_steps(job.cfg.preflight)
     if steps == 0 or job.memory is None or job.budget is None or "config" in job.findings:
         return None
     from src.training.run_spec import validate

@@ -178,10 +178,8 @@ def report(args: argparse.Namespace) -> int:
         print(status_text(None if from_sweep_dir else experiment, uri, args.sweep_dir, float(cfg.sweep.stale_after_s)))
         return cli.OK
     out = args.out or report_folder(cfg.paths.reports_dir, experiment)
-    problem = paths.unwritable_reason(out)
-    if problem:  # found before the report is computed, not as its first file is written
-        field = "--out" if args.out else "paths.reports_dir"
-        raise paths.ConfigError(f"{field}: {problem}; the report's files go to {out}: choose a writable folder")
+    # Found before the report is computed, not as its first file is written.
+    paths.require_writable(out, "--out" if args.out else "paths.reports_dir", f"the report's files go to {out}: choose a writable folder")
     running = running_sweep_of(experiment, uri, float(cfg.sweep.stale_after_s))
     if running is not None:
         return partial_report(experiment, uri, running, args.out, margins, chosen, reference)

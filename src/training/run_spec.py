@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.core.budget import Budget, resolve_budget
 from src.core.devices import DeviceSpec, ModelSize, check_device, check_memory_floor
-from src.core.paths import ConfigError, unwritable_reason
+from src.core.paths import ConfigError, require_writable
 from src.core.schema import LIGHTNING_PRECISIONS, MATMUL_PRECISIONS, SPEED_KERNEL_S_MAX
 from src.data.tokenizer import VOCAB_SIZE
 from src.model.gpt import GPTConfig, parameter_count
@@ -275,22 +275,19 @@ class RunSpec:
 def check_artifact_location(location: str | None) -> None:
     """A local artifact folder must be writable from here: MLflow writes a run's artifacts (its
     config, a sweep's report) there from the process that records it."""
-    problem = unwritable_reason(Path(location)) if location and "://" not in location else None
-    if problem:
-        raise ConfigError(
-            f"logger.artifact_location: {problem}; MLflow writes the runs' artifacts to {location}: point "
-            "paths.mlflow_artifacts (or logger.artifact_location) at a writable folder"
-        )
+    if location and "://" not in location:
+        require_writable(
+            Path(location), "logger.artifact_location",
+            f"MLflow writes the runs' artifacts to {location}: point paths.mlflow_artifacts (or logger.artifact_location) at a writable folder",
+        )  # fmt: skip
 
 
 def check_report_folder(cfg: DictConfig) -> None:
     """A sweep's report folder must be writable before its first job trains, not after its last."""
-    problem = unwritable_reason(Path(cfg.paths.reports_dir))
-    if problem:
-        raise ConfigError(
-            f"paths.reports_dir: {problem}; the sweep's report is written there when the sweep ends: "
-            "point paths.reports_dir at a writable folder"
-        )
+    require_writable(
+        Path(cfg.paths.reports_dir), "paths.reports_dir",
+        "the sweep's report is written there when the sweep ends: point paths.reports_dir at a writable folder",
+    )  # fmt: skip
 
 
 def hydra_context() -> tuple[list[str], int | None]:
@@ -327,10 +324,9 @@ def resolve(cfg: DictConfig, trains_here: bool = True) -> RunSpec:
         check_device(devices)
         check_memory_floor(size, train.micro_batch_size, train.seq_len, devices.precision, devices.device_type)
     budget = resolve_budget(train.optim, train.seq_len, devices.world_size, size.n_params)
-    problem = unwritable_reason(checkpoint.folder) if trains_here and checkpoint.enabled else None
-    if problem:  # its first write would otherwise fail the run at the first checkpoint
+    if trains_here and checkpoint.enabled:  # its first write would otherwise fail the run at the first checkpoint
         field = checkpoint.placed_by
-        raise ConfigError(f"{field}: {problem}; checkpoints go to {checkpoint.folder}: point {field} at a writable folder")
+        require_writable(checkpoint.folder, field, f"checkpoints go to {checkpoint.folder}: point {field} at a writable folder")
     if trains_here and store.enabled:
         check_artifact_location(store.artifact_location)
     return RunSpec(
