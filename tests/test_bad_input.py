@@ -29,6 +29,10 @@ from src.training.run_spec import validate
         ("sweep.stale_after_s=0", "sweep.stale_after_s"),
         ("sweep.heartbeat_s=-1", "sweep.heartbeat_s"),
         ("checkpoint.every_n_steps=0", "checkpoint.every_n_steps"),  # was: periodic checkpoints off, silently
+        # Hydra's hint for a misspelt key (`optim.lrr=1`) is to append it: nothing read it, the run trained at the default lr
+        ("+optim.lrr=1", "optim.lrr"),
+        ("+data.folder=x", "data.folder"),
+        ("+report.margin.tst_loss=0.1", "report.margin.tst_loss"),
     ],
 )
 def test_refused_naming_the_field(override: str, field: str, tiny_overrides: list[str], store: dict[str, str]) -> None:

@@ -43,8 +43,10 @@ def test_every_help_has_one_shape(name: str, capsys: pytest.CaptureFixture[str])
         ("report", ["report.margin.test_loss=-1"], "config error: report.margin.test_loss: must be a number > 0"),
         ("report", ["--out", "/proc/normsweep"], "config error: --out: /proc is not writable"),  # was: a traceback
         ("report", ["--status", "--sweep-dir", "/nonexistent/sweep"], "config error: --sweep-dir /nonexistent/sweep: no such folder"),
-        ("ui", ["logger.ui.nope=1"], "config error: Could not override 'logger.ui.nope'"),
-        ("data", ["data.foo=1"], "config error: Could not override 'data.foo'"),
+        ("ui", ["logger.ui.nope=1"], "config error: logger.ui.nope: no such key (logger.ui's keys: "),
+        ("data", ["data.foo=1"], "config error: data.foo: no such key (data's keys: source, cache_dir, "),
+        # was Hydra's "To append to your config use +report.margin.tst_loss=1": a key nothing reads
+        ("report", ["report.margin.tst_loss=1"], "config error: report.margin.tst_loss: no such key; did you mean report.margin.test_loss? (report.margin's keys: test_loss, speed)"),
         ("preflight", ["seed=abc"], "config error: seed: 'abc' is not an integer"),
         ("preflight", ["-m", "norm=glob(zzz*)"], "config error: norm=glob(zzz*): the sweep has no jobs"),
         ("preflight", ["-m", "hydra/sweeper=nope"], "config error: hydra/sweeper: no option 'nope' (conf/hydra/sweeper/); valid choices: basic, sequential"),

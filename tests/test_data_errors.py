@@ -183,7 +183,7 @@ def test_data_command_reports_config_errors_in_one_line(tmp_path: Path, capsys: 
     bad = _bad_corpus("empty", tmp_path / "corpus")
     for args, start in [
         (["shakspeare"], "config error: unknown data source 'shakspeare'; valid choices"),
-        (["data.foo=1"], "config error: Could not override 'data.foo'. To append"),
+        (["data.foo=1"], "config error: data.foo: no such key (data's keys: source, cache_dir, "),
         (["text_files", *bad[1:], f"paths.cache_dir={tmp_path / 'cache'}"], "config error: data.paths: the corpus is empty"),
     ]:
         assert data_main(args) == 2  # src.core.cli.USAGE

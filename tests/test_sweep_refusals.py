@@ -18,7 +18,7 @@ CASES = {
     "kernel_s": (["report.speed_kernel_s=1e9"], f"config error: report.speed_kernel_s: must be a number of seconds in [0, {SPEED_KERNEL_S_MAX}]"),
     # printed twice, and Hydra launched job 0 (its .hydra/ folder written) before the job refused it
     "sweeper": (["hydra/sweeper=sequential", "hydra.sweeper.futility=1.5"], "config error: hydra.sweeper.futility: must be a number in [0, 1)"),
-    "unknown_key": (["foo=1,2"], "config error: Could not override 'foo'"),
+    "unknown_key": (["foo=1,2"], "config error: foo: no such key (the config's keys: norm, model, seed, "),
     "policy": (["sweep.on_code_change=nonsense"], "config error: sweep.on_code_change: 'nonsense' is not one of"),
     "untracked": (["logger=none", "report.margin.test_loss=-1"], "config error: report.margin.test_loss: must be a number > 0"),
     # the whole sweep trained, then "warning: sweep report not generated: FileNotFoundError", exit 0

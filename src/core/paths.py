@@ -15,6 +15,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from src.core.schema import schema_keys, unknown_key_line
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # src/core/paths.py -> the project root
 CONF_DIR = PROJECT_ROOT / "conf"
 
@@ -109,6 +111,13 @@ def compose_error_line(err: Exception) -> str:
         override = str(err).removeprefix("Error merging override ")
         key = override.split("=")[0].lstrip("+~") if override != str(err) else cause.full_key
         return f"{key}: {hint}"
+    # A key the config lacks: Hydra suggests appending it with `+`, which under a schema-typed group
+    # adds a key nothing reads (validate refuses it); name the key and the node's keys instead.
+    found = re.match(r"Could not override '([^']+)'\.", str(err))
+    if found and cause is not None and isinstance(getattr(cause, "parent_node", None), DictConfig):
+        key, node = found.group(1), cause.parent_node
+        valid = schema_keys(node)
+        return unknown_key_line(key, valid if valid is not None else [str(k) for k in node])
     # A group file the schema refuses: "In 'model/x': ValidationError raised while composing config:\n<why>\n    full_key: model.emb_dim ..."
     found = re.match(r"In '([^']+)': \w+ raised while composing config:\n(.+)\n\s+full_key: (\S+)", str(err))
     if found:

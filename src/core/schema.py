@@ -3,7 +3,7 @@
 Hydra composes `conf/train.yaml` onto `TrainConfig` (registered in Hydra's ConfigStore as
 `train_schema` by `register`), and each group's YAML onto its node, so a value of the wrong type
 (`seed=abc`, `optim.lr=fast`) or a key no schema knows (`model.widht=64`) fails at compose time,
-naming the key. The values live where a Hydra user looks: every option of `model/`, `data/`,
+naming the key, and one appended with `+` (`+optim.lrr=1`) is refused by `appended_keys`. The values live where a Hydra user looks: every option of `model/`, `data/`,
 `optim/`, `precision/` and `cluster/` writes out each value it sets, so their fields here are types
 only (`MISSING`: an option that forgets one fails while composing). A default stays here only where
 no YAML sets it: the top-level keys, `norm.eps`, `model.norm_placement` and `model.qk_norm` (one for
@@ -20,10 +20,11 @@ Torch-free, and nothing here reads a file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import difflib
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
-from omegaconf import MISSING
+from omegaconf import MISSING, DictConfig, OmegaConf
 
 # A number kept as written: `1` stays an int and `1.0` a float, since the run's fingerprint hashes
 # the composed values (a float-typed field would turn an old run's `optim.min_lr=0` into 0.0).
@@ -239,6 +240,42 @@ class TrainConfig:
     precision: PrecisionSchema = field(default_factory=PrecisionSchema)
     logger: dict[str, Any] = field(default_factory=dict)  # conf/logger/<name>.yaml
     paths: PathsSchema = field(default_factory=PathsSchema)
+
+
+def schema_keys(node: DictConfig) -> tuple[str, ...] | None:
+    """The keys a schema-typed node may hold (its dataclass's fields); None for a mapping group
+    (`norm`, `cluster`, `logger`: each option's keys are its own)."""
+    kind = OmegaConf.get_type(node)
+    return tuple(f.name for f in fields(kind)) if isinstance(kind, type) and is_dataclass(kind) else None
+
+
+def unknown_key_line(key: str, valid: tuple[str, ...] | list[str]) -> str:
+    """`optim.lrr: no such key; did you mean optim.lr? (optim's keys: lr, min_lr, ...)`."""
+    parent, _, leaf = key.rpartition(".")
+    where = f"{parent}'s" if parent else "the config's"
+    near = difflib.get_close_matches(leaf, valid, n=1)
+    guess = f"; did you mean {parent + '.' if parent else ''}{near[0]}?" if near else ""
+    return f"{key}: no such key{guess} ({where} keys: {', '.join(valid)})"
+
+
+def appended_keys(cfg: DictConfig, prefix: str = "") -> list[tuple[str, tuple[str, ...]]]:
+    """(key, its node's keys) for each key appended with `+` (`+optim.lrr=1`) under a schema-typed
+    group that its dataclass lacks: no code reads it, so the run would train as if it were not there.
+    The top level is left out: an appended top-level key is how replicates of one config are swept
+    (`+probe=1,2`), and a sweep of one is warned about (src/launch/unread_keys.py)."""
+    found: list[tuple[str, tuple[str, ...]]] = []
+    for key in cfg:
+        if not prefix and key == "hydra":  # Hydra's own config, typed by Hydra and its plugins
+            continue
+        node = cfg._get_node(key)
+        if not isinstance(node, DictConfig) or node._is_missing() or node._is_none():
+            continue
+        path = f"{prefix}{key}"
+        valid = schema_keys(node)
+        if valid is not None:
+            found += [(f"{path}.{k}", valid) for k in node if k not in valid]
+        found += appended_keys(node, f"{path}.")
+    return found
 
 
 def register() -> None:

@@ -23,7 +23,13 @@ from omegaconf import DictConfig, OmegaConf
 from src.core.budget import Budget, resolve_budget
 from src.core.devices import DeviceSpec, ModelSize, check_device, check_memory_floor
 from src.core.paths import ConfigError, require_writable
-from src.core.schema import LIGHTNING_PRECISIONS, MATMUL_PRECISIONS, SPEED_KERNEL_S_MAX
+from src.core.schema import (
+    LIGHTNING_PRECISIONS,
+    MATMUL_PRECISIONS,
+    SPEED_KERNEL_S_MAX,
+    appended_keys,
+    unknown_key_line,
+)
 from src.data.tokenizer import VOCAB_SIZE
 from src.model.gpt import GPTConfig, parameter_count
 from src.tracking.identity import Identity, checkpoint_folder
@@ -104,6 +110,8 @@ def check_store_placement(cfg: DictConfig) -> None:
 
 def validate(cfg: DictConfig) -> GPTConfig:
     """Check every value that would otherwise fail mid-training; returns the model config."""
+    for key, valid in appended_keys(cfg):  # `+optim.lrr=1`: Hydra appends it, nothing reads it
+        raise ConfigError(f"{unknown_key_line(key, valid)}; nothing reads {key}, so the run would train without it")
     seed = cfg.seed
     _require(SEED_RANGE[0] <= seed <= SEED_RANGE[1], "seed", f"must be an integer in [{SEED_RANGE[0]}, {SEED_RANGE[1]}], got {seed}")
     validate_names(cfg)
