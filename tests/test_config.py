@@ -74,6 +74,10 @@ def test_norm_sweep_lists_the_five_variants() -> None:
         ("model.emb_dim=30", "model.emb_dim"),
         ("precision.lightning=fp8", "precision.lightning"),
         ("optim.lr=fast", "optim.lr"),
+        ("cluster.strategy=bogus", "cluster.strategy"),  # was Lightning's ValueError once the run had started
+        ("cluster.accelerator=bogus", "cluster.accelerator"),
+        ("+optim.lrr=1", "optim.lrr"),  # appended under a typed group: nothing reads it
+        ("+cluster.spans_machines=true", "cluster.spans_machines"),
     ],
 )
 def test_invalid_values_name_the_field(override: str, field: str) -> None:
@@ -91,12 +95,24 @@ def test_invalid_values_name_the_field(override: str, field: str) -> None:
         ("compile=maybe", "compile: "),
         ("norm=nope", "norm: no option 'nope' (conf/norm/); valid choices: dyt, "),
         ("experiment=nope", "experiment: no option 'nope' (conf/experiment/); valid choices: "),
+        # the cluster and logger options are typed too (src/core/schema.py CLUSTER_SCHEMAS, LOGGER_SCHEMAS):
+        # 1.5 trained on int(1.5) = 1 device, 'abc' was a TypeError once the run had started
+        ("cluster.devices=1.5", "cluster.devices: 1.5 is not an integer"),
+        ("cluster.devices=abc", "cluster.devices: 'abc' is not an integer"),
+        ("cluster=cpu_pool cluster.workers=abc", "cluster.workers: 'abc' is not an integer"),
+        ("cluster=slurm cluster.spans_machines=often", "cluster.spans_machines: 'often' is not a boolean (true or false)"),
+        ("logger.enabled=maybe", "logger.enabled: 'maybe' is not a boolean (true or false)"),
+        ("logger.system_metrics_s=abc", "logger.system_metrics_s: 'abc' is not a number"),
+        ("logger.ui.port=http", "logger.ui.port: 'http' is not an integer"),
+        # a misspelt key: Hydra's own advice was to append it with `+`, which nothing would have read
+        ("optim.lrr=1", "optim.lrr: no such key; did you mean optim.lr? (optim's keys: lr, min_lr, "),
+        ("cluster.device=2", "cluster.device: no such key; did you mean cluster.devices? (cluster's keys: name, "),
     ],
 )
 def test_schema_refuses_while_composing(override: str, line: str) -> None:
     """Types and group options fail in compose, before validate, in one line naming the key."""
     with pytest.raises(ConfigError) as refused:
-        compose([override])
+        compose(override.split())
     assert str(refused.value).startswith(line) and "\n" not in str(refused.value), str(refused.value)
 
 

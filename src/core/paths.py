@@ -11,11 +11,12 @@ from __future__ import annotations
 import re
 import tempfile
 from collections.abc import Sequence
+from dataclasses import fields
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from src.core.schema import schema_keys, unknown_key_line
+from src.core.schema import schema_of, unknown_key_line
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # src/core/paths.py -> the project root
 CONF_DIR = PROJECT_ROOT / "conf"
@@ -105,6 +106,8 @@ def compose_error_line(err: Exception) -> str:
         value, hint = getattr(cause, "value", None), str(getattr(cause, "msg", cause)).split("\n")[0]
         if any(t in hint for t in ("Union[int, float]", "Integer", "Float")):  # src.core.schema.Number, int, float
             hint = f"{value!r} is not {'an integer' if 'Integer' in hint else 'a number'}"
+        elif "is not a valid bool" in hint:
+            hint = f"{value!r} is not a boolean (true or false)"
         elif "is not Optional" in hint:
             hint = "must not be null"
         # The key as the override wrote it (`optim.betas`, not the list index OmegaConf names).
@@ -116,8 +119,8 @@ def compose_error_line(err: Exception) -> str:
     found = re.match(r"Could not override '([^']+)'\.", str(err))
     if found and cause is not None and isinstance(getattr(cause, "parent_node", None), DictConfig):
         key, node = found.group(1), cause.parent_node
-        valid = schema_keys(node)
-        return unknown_key_line(key, valid if valid is not None else [str(k) for k in node])
+        kind = schema_of(node)
+        return unknown_key_line(key, [f.name for f in fields(kind)] if kind is not None else [str(k) for k in node])
     # A group file the schema refuses: "In 'model/x': ValidationError raised while composing config:\n<why>\n    full_key: model.emb_dim ..."
     found = re.match(r"In '([^']+)': \w+ raised while composing config:\n(.+)\n\s+full_key: (\S+)", str(err))
     if found:

@@ -12,7 +12,9 @@ every model), report, checkpoint, sweep and preflight.
 Groups whose keys vary per option are mappings: `norm` (each norm's options are checked against its
 factory's arguments by `src.model.norms.NormSpec`), `data` (each source's node below, and its
 `from_config`), `cluster` (pools add `workers`, SLURM `spans_machines`) and `logger` (`none` has no
-UI settings).
+UI settings); each option of the last three merges its kind's node below (`DATA_SCHEMAS`,
+`CLUSTER_SCHEMAS`, `LOGGER_SCHEMAS`), so its values are typed too. A YAML of one's own without that
+line composes untyped: its values are checked by `validate` alone.
 
 Range and cross-field checks stay in `src.training.run_spec.validate`, which runs before anything is recorded.
 Torch-free, and nothing here reads a file.
@@ -171,6 +173,69 @@ class FineWebData(DataSchema):
 DATA_SCHEMAS = {"shakespeare": ShakespeareData, "text_files": TextFilesData, "fineweb": FineWebData}
 
 
+# --- the cluster options (conf/cluster/<name>.yaml: `defaults: [/schema/cluster/<kind>@...]`) -----
+# Types only, as for the data sources: the keys of each kind and nothing more, so a composed config
+# (and the fingerprint of every recorded run, which the cluster is part of) is what it was untyped.
+
+
+@dataclass
+class ClusterSchema:
+    """Where a job's processes run: Trainer(accelerator, devices, num_nodes, strategy)."""
+
+    name: str = MISSING
+    accelerator: str = MISSING
+    devices: int = MISSING
+    num_nodes: int = MISSING
+    strategy: str = MISSING
+
+
+@dataclass
+class PoolCluster(ClusterSchema):
+    """cpu_pool / gpu_pool: `workers` single-process jobs of a multirun at once."""
+
+    workers: int = MISSING
+
+
+@dataclass
+class SlurmCluster(ClusterSchema):
+    """slurm: jobs on the cluster's nodes, not on this machine."""
+
+    spans_machines: bool = MISSING
+
+
+CLUSTER_SCHEMAS = {"base": ClusterSchema, "pool": PoolCluster, "slurm": SlurmCluster}
+
+
+# --- the logger options (conf/logger/<name>.yaml) ------------------------------------------------
+
+
+@dataclass
+class LoggerSchema:
+    """Tracking on or off, and where."""
+
+    enabled: bool = MISSING
+    tracking_uri: str | None = MISSING
+    artifact_location: str | None = MISSING
+
+
+@dataclass
+class UISchema:
+    """`python -m src.ui` (make ui)."""
+
+    host: str = MISSING
+    port: int = MISSING
+    workers: int | None = MISSING
+
+
+@dataclass
+class MlflowLogger(LoggerSchema):
+    system_metrics_s: Number = MISSING
+    ui: UISchema = MISSING
+
+
+LOGGER_SCHEMAS = {"none": LoggerSchema, "mlflow": MlflowLogger}
+
+
 @dataclass
 class OptimSchema:
     """The optimizer, its schedule, the batch size and the training budget (values: conf/optim/*.yaml)."""
@@ -236,17 +301,17 @@ class TrainConfig:
     preflight: PreflightSchema = field(default_factory=PreflightSchema)
     data: dict[str, Any] = field(default_factory=dict)  # conf/data/<source>.yaml: one of DATA_SCHEMAS
     optim: OptimSchema = field(default_factory=OptimSchema)
-    cluster: dict[str, Any] = field(default_factory=dict)  # conf/cluster/<name>.yaml
+    cluster: dict[str, Any] = field(default_factory=dict)  # conf/cluster/<name>.yaml: one of CLUSTER_SCHEMAS
     precision: PrecisionSchema = field(default_factory=PrecisionSchema)
-    logger: dict[str, Any] = field(default_factory=dict)  # conf/logger/<name>.yaml
+    logger: dict[str, Any] = field(default_factory=dict)  # conf/logger/<name>.yaml: one of LOGGER_SCHEMAS
     paths: PathsSchema = field(default_factory=PathsSchema)
 
 
-def schema_keys(node: DictConfig) -> tuple[str, ...] | None:
-    """The keys a schema-typed node may hold (its dataclass's fields); None for a mapping group
-    (`norm`, `cluster`, `logger`: each option's keys are its own)."""
+def schema_of(node: DictConfig) -> type | None:
+    """The dataclass a schema-typed node was composed onto; None for a mapping group (`norm`, or a
+    `cluster`/`logger`/`data` YAML of one's own without its schema line: each option's keys are its own)."""
     kind = OmegaConf.get_type(node)
-    return tuple(f.name for f in fields(kind)) if isinstance(kind, type) and is_dataclass(kind) else None
+    return kind if isinstance(kind, type) and is_dataclass(kind) else None
 
 
 def unknown_key_line(key: str, valid: tuple[str, ...] | list[str]) -> str:
@@ -258,22 +323,23 @@ def unknown_key_line(key: str, valid: tuple[str, ...] | list[str]) -> str:
     return f"{key}: no such key{guess} ({where} keys: {', '.join(valid)})"
 
 
-def appended_keys(cfg: DictConfig, prefix: str = "") -> list[tuple[str, tuple[str, ...]]]:
-    """(key, its node's keys) for each key appended with `+` (`+optim.lrr=1`) under a schema-typed
-    group that its dataclass lacks: no code reads it, so the run would train as if it were not there.
-    The top level is left out: an appended top-level key is how replicates of one config are swept
-    (`+probe=1,2`), and a sweep of one is warned about (src/launch/unread_keys.py)."""
-    found: list[tuple[str, tuple[str, ...]]] = []
+def appended_keys(cfg: DictConfig, prefix: str = "") -> list[tuple[str, tuple[str, ...], str]]:
+    """(key, its node's keys, its node's schema) for each key appended with `+` (`+optim.lrr=1`) under
+    a schema-typed node that its dataclass lacks: Hydra appends it, and the run would train as if it
+    were not there (code reads a typed node's fields). The top level is left out: an appended
+    top-level key is how replicates of one config are swept (`+probe=1,2`), and a sweep of one is
+    warned about (src/launch/unread_keys.py)."""
+    found: list[tuple[str, tuple[str, ...], str]] = []
     for key in cfg:
         if not prefix and key == "hydra":  # Hydra's own config, typed by Hydra and its plugins
             continue
         node = cfg._get_node(key)
         if not isinstance(node, DictConfig) or node._is_missing() or node._is_none():
             continue
-        path = f"{prefix}{key}"
-        valid = schema_keys(node)
-        if valid is not None:
-            found += [(f"{path}.{k}", valid) for k in node if k not in valid]
+        path, kind = f"{prefix}{key}", schema_of(node)
+        if kind is not None:
+            valid = tuple(f.name for f in fields(kind))
+            found += [(f"{path}.{k}", valid, kind.__name__) for k in node if k not in valid]
         found += appended_keys(node, f"{path}.")
     return found
 
@@ -285,5 +351,7 @@ def register() -> None:
 
     store = ConfigStore.instance()
     store.store(name=SCHEMA_NAME, node=TrainConfig)
-    for name, node in DATA_SCHEMAS.items():  # conf/data/<name>.yaml: defaults: [/schema/data/<name>@_here_]
-        store.store(group="schema/data", name=name, node=node)
+    groups = {"data": DATA_SCHEMAS, "cluster": CLUSTER_SCHEMAS, "logger": LOGGER_SCHEMAS}
+    for group, schemas in groups.items():  # conf/<group>/<name>.yaml: defaults: [/schema/<group>/<kind>@...]
+        for name, node in schemas.items():
+            store.store(group=f"schema/{group}", name=name, node=node)

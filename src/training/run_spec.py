@@ -83,6 +83,19 @@ def _require_choice(value: object, choices: tuple[str, ...], field: str) -> None
     _require(value in choices, field, f"{value!r} is not one of the valid choices: {', '.join(choices)}")
 
 
+def lightning_names(kind: str) -> tuple[str, ...]:
+    """What Trainer(strategy=...) / Trainer(accelerator=...) takes by name (Lightning's registries),
+    without the spawned strategies this entry point refuses."""
+    if kind == "strategy":
+        from lightning.pytorch.strategies import StrategyRegistry
+
+        names = [n for n in StrategyRegistry.available_strategies() if not any(k in n for k in ("spawn", "fork", "notebook"))]
+        return ("auto", *names)
+    from lightning.pytorch.accelerators import AcceleratorRegistry
+
+    return ("auto", "gpu", *sorted(AcceleratorRegistry.available_accelerators()))
+
+
 def validate_names(cfg: DictConfig) -> None:
     """Names become MLflow names (kept as written) and folder names (mapped to safe ones)."""
     for field in ("experiment_name", "run_name"):
@@ -110,8 +123,8 @@ def check_store_placement(cfg: DictConfig) -> None:
 
 def validate(cfg: DictConfig) -> GPTConfig:
     """Check every value that would otherwise fail mid-training; returns the model config."""
-    for key, valid in appended_keys(cfg):  # `+optim.lrr=1`: Hydra appends it, nothing reads it
-        raise ConfigError(f"{unknown_key_line(key, valid)}; nothing reads {key}, so the run would train without it")
+    for key, valid, kind in appended_keys(cfg):  # `+optim.lrr=1`: Hydra appends it, the run never reads it
+        raise ConfigError(f"{unknown_key_line(key, valid)}; `+` cannot add one: its keys are its schema's ({kind}, src/core/schema.py)")
     seed = cfg.seed
     _require(SEED_RANGE[0] <= seed <= SEED_RANGE[1], "seed", f"must be an integer in [{SEED_RANGE[0]}, {SEED_RANGE[1]}], got {seed}")
     validate_names(cfg)
@@ -173,6 +186,8 @@ def validate(cfg: DictConfig) -> GPTConfig:
         "cluster.strategy",
         f"{cfg.cluster.strategy!r} is not supported; use ddp (or auto for one device)",
     )
+    _require_choice(cfg.cluster.strategy, lightning_names("strategy"), "cluster.strategy")
+    _require_choice(cfg.cluster.accelerator, lightning_names("accelerator"), "cluster.accelerator")
     sw = cfg.sweep
     _require_choice(sw.on_existing, POLICIES, "sweep.on_existing")
     _require_choice(sw.on_code_change, CODE_POLICIES, "sweep.on_code_change")
