@@ -36,7 +36,7 @@ def overrides_for(args: Sequence[str]) -> list[str]:
     if not args or "=" in args[0]:
         return list(args)
     if args[0] not in data_configs():
-        raise ConfigError(f"unknown data source {args[0]!r}; valid choices: {data_configs()}")
+        raise ConfigError(f"data: no option {args[0]!r} (conf/data/); valid choices: {', '.join(data_configs())}")
     return [f"data={args[0]}", *args[1:]]
 
 
