@@ -192,7 +192,7 @@ def test_the_pairs_that_matter() -> None:
         ("torch_layernorm", "hand_layernorm")
     ]
     known = ["hand_layernorm", "torch_layernorm"]
-    with pytest.raises(ConfigError, match=r"unknown variant 'nope' .*valid choices: \['hand_layernorm'"):
+    with pytest.raises(ConfigError, match=r"unknown variant 'nope' .*valid choices: hand_layernorm, torch_layernorm"):
         check_pairs([["hand_layernorm", "nope"]], known)
     with pytest.raises(ConfigError, match="two variants"):
         check_pairs([["hand_layernorm"]], known)
@@ -362,6 +362,7 @@ def test_report_cli_rejects_bad_margins_and_pairs(
         (["--margin-speed", "-0.02"], "report.margin.speed: must be a number > 0, got -0.02"),
         (["report.margin.test_loss=-1"], "report.margin.test_loss: must be a number > 0, got -1"),
         (["--pair", "hand_layernorm:nope"], "report.pairs: unknown variant 'nope'"),
+        (["--pair", "hand_layernorm:torch_layernorm:x"], "--pair: each is A:B (compare variant B against variant A), got 'hand_layernorm:torch_layernorm:x'"),
     ]:
         assert report_main(base + extra) == 2
         err = capsys.readouterr().err

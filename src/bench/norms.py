@@ -331,10 +331,10 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         repeats = args.repeats or (10 if cpu else 50)
     unknown = [d for d in dtypes if d not in DTYPES]
     if unknown:
-        raise ConfigError(f"--dtypes: unknown dtype(s) {unknown}; choose from {list(DTYPES)}")
+        raise ConfigError(f"--dtypes: unknown dtype(s) {', '.join(unknown)}; valid choices: {', '.join(DTYPES)}")
     only = parse_list(args.variants) if args.variants else None
     if only and (bad := [v for v in only if v not in variants()]):
-        raise ConfigError(f"--variants: unknown variant(s) {bad}; choose from {variants()}")
+        raise ConfigError(f"--variants: unknown variant(s) {', '.join(bad)}; valid choices: {', '.join(variants())}")
     report = run(widths, rows, dtypes, device, args.warmup, repeats, only)
     markdown = to_markdown(report)
     json_path, md_path = write_report(args.out or default_out_dir(), "norms", report, markdown)

@@ -59,7 +59,7 @@ def parse_variants(text: str) -> list[str]:
     known = known_variants()
     unknown = [v for v in names if v not in known]
     if unknown:
-        raise ConfigError(f"--variants: unknown variant(s) {unknown}; valid choices: {known}")
+        raise ConfigError(f"--variants: unknown variant(s) {', '.join(unknown)}; valid choices: {', '.join(known)}")
     if len(set(names)) != len(names) or not names:
         raise ConfigError(f"--variants: name each variant once, got {names}")
     return names

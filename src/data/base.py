@@ -173,7 +173,7 @@ DATA_SOURCES: dict[str, str] = {
 def source_class(name: str) -> type[DataSource]:
     """The class registered as `data.source=name`."""
     if name not in DATA_SOURCES:
-        raise ConfigError(f"unknown data.source {name!r}; valid choices: {sorted(DATA_SOURCES)}")
+        raise ConfigError(f"unknown data.source {name!r}; valid choices: {', '.join(sorted(DATA_SOURCES))}")
     module, cls = DATA_SOURCES[name].split(":")
     return getattr(import_module(f"{__package__}.{module}"), cls)
 

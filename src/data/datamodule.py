@@ -64,7 +64,7 @@ class TokenDataModule(L.LightningDataModule):
         if test_offset < 0:
             raise ConfigError(f"data.test_offset: must be >= 0 (a token position in data.test_split), got {test_offset}")
         if test_split not in source.splits:
-            raise ConfigError(f"data.test_split={test_split!r}; valid choices: {list(source.splits)}")
+            raise ConfigError(f"data.test_split={test_split!r}; valid choices: {', '.join(source.splits)}")
         if global_batch_size < 1 or max_steps < 1:
             raise ValueError(
                 f"need global_batch_size >= 1 and max_steps >= 1, got {global_batch_size}, {max_steps}"

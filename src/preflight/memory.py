@@ -120,7 +120,7 @@ def estimate_memory(
 ) -> MemoryEstimate:
     """Peak bytes per device of a training step of `cfg` (see the module's docstring)."""
     if precision not in PRECISIONS:
-        raise ValueError(f"precision.lightning={precision!r}; valid choices: {list(PRECISIONS)}")
+        raise ValueError(f"precision.lightning={precision!r}; valid choices: {', '.join(PRECISIONS)}")
     peak = _forward_backward_peak(cfg, micro_batch, seq_len, precision, simulation_device())
     param_bytes = parameter_bytes(cfg, precision)
     return MemoryEstimate(

@@ -161,6 +161,9 @@ def report(args: argparse.Namespace) -> int:
     sweeper = [o for o in args.overrides if o.startswith("hydra.sweeper.")] if args.plan else []
     overrides = [o for o in args.overrides if o not in sweeper]
     cfg = paths.compose(overrides)  # the store, experiment and folders that training would use
+    for text in args.pair or []:
+        if len(text.split(":")) != 2 or not all(text.split(":")):
+            raise paths.ConfigError(f"--pair: each is A:B (compare variant B against variant A), got {text!r}")
     pairs = [p.split(":") for p in args.pair] if args.pair else None
     report_cfg = OmegaConf.to_container(cfg.get("report") or {}, resolve=True)
     margins, chosen = settings(report_cfg, args.margin_loss, args.margin_speed, pairs)

@@ -120,7 +120,7 @@ def check_pairs(pairs: Sequence[Sequence[str]], known: Sequence[str] | None = No
         a, b = (str(v) for v in pair)
         for name in (a, b):
             if name not in known:
-                raise ConfigError(f"report.pairs: unknown variant {name!r} in {[a, b]}; valid choices: {known}")
+                raise ConfigError(f"report.pairs: unknown variant {name!r} in {[a, b]}; valid choices: {', '.join(known)}")
         if a == b:
             raise ConfigError(f"report.pairs: a variant compared with itself: {[a, b]}")
         out.append((a, b))

@@ -389,12 +389,12 @@ def check_settings(
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
         raise ConfigError(f"hydra.sweeper.alpha: must be a number in (0, 1), got {alpha!r}")
     if spending not in SPENDING:
-        raise ConfigError(f"hydra.sweeper.spending: {spending!r} not allowed; valid choices: {list(SPENDING)}")
+        raise ConfigError(f"hydra.sweeper.spending: {spending!r} not allowed; valid choices: {', '.join(SPENDING)}")
     if isinstance(futility, bool) or not isinstance(futility, (int, float)) or not 0 <= futility < 1:
         raise ConfigError(f"hydra.sweeper.futility: must be a number in [0, 1) (0: never stop for futility), got {futility!r}")
     chosen = [metrics] if isinstance(metrics, str) else list(metrics or [])
     bad = [m for m in chosen if m not in METRIC_CHOICES]
     if not chosen or bad:
         raise ConfigError(
-            f"hydra.sweeper.metrics: {bad or chosen!r} not allowed; valid choices: {list(METRIC_CHOICES)}"
+            f"hydra.sweeper.metrics: {bad or chosen!r} not allowed; valid choices: {', '.join(METRIC_CHOICES)}"
         )

@@ -85,7 +85,7 @@ class TrainStep:
     def __init__(self, module: GPTLitModule, cfg: DictConfig, device: torch.device) -> None:
         precision = str(cfg.precision.lightning)
         if precision not in AUTOCAST:
-            raise ConfigError(f"precision.lightning: {precision!r}; valid choices: {list(AUTOCAST)}")
+            raise ConfigError(f"precision.lightning: {precision!r}; valid choices: {', '.join(AUTOCAST)}")
         self.device = device
         self.autocast = AUTOCAST[precision]
         self.model = module.model.to(device)
