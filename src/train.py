@@ -10,28 +10,35 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import hydra
-import lightning as L
-from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig
 
 from src.core import cli
 from src.core.paths import register_resolvers
 from src.launch.sweep_end import RESULT_AWAITED_ENV, JobFailed, job_failed
 from src.tracking.store_uri import refuse_credentials, sqlite_path
-from src.training.failures import Ending, job_ending
-from src.training.lit_module import GPTLitModule
-from src.training.run_life import RunLife, RunResult, in_multirun
-from src.training.run_spec import resolve
-from src.training.trainer import build_trainer, run_datamodule
+
+if TYPE_CHECKING:
+    from src.training.failures import Ending
+    from src.training.run_life import RunResult
 
 log = logging.getLogger(__name__)
 
 
 def train(cfg: DictConfig) -> RunResult:
     """Resolve, plan, build, fit, test and finish one run. Raises ConfigError before anything is recorded."""
+    # Imported here, not above: Lightning and torch take seconds to import, and a command line Hydra
+    # refuses (a misspelt key, a wrong type, --help) is answered before any of it is needed.
+    import lightning as L
+    from lightning.pytorch.utilities import rank_zero_only
+
+    from src.training.lit_module import GPTLitModule
+    from src.training.run_life import RunLife
+    from src.training.run_spec import resolve
+    from src.training.trainer import build_trainer, run_datamodule
+
     spec = resolve(cfg)  # checked once, with the model's size and the token budget
     life = RunLife.plan(spec)  # done / resume / settle / supersede / new, decided once per job
     if life.done is not None:
@@ -63,6 +70,8 @@ def main(cfg: DictConfig) -> float | None:
     try:
         result = train(cfg)
     except Exception as err:  # in one line (src/training/failures.py), ended as the line says
+        from src.training.failures import job_ending
+
         db = lambda: sqlite_path(str(cfg.logger.tracking_uri)) if cfg.logger.enabled else None  # noqa: E731
         end_job(job_ending(err, cfg.get("run_name", "?"), db), cfg.get("run_name", "?"))
     # Hydra sweepers that optimise read this return value.
@@ -72,6 +81,8 @@ def main(cfg: DictConfig) -> float | None:
 def end_job(ending: Ending, run_name: str) -> NoReturn:
     """Stop with the ending's line alone: a refusal ends the command; after a failed run a sweep's other
     jobs still run (Hydra ends the sweep with the line) unless the store they all write to broke."""
+    from src.training.run_life import in_multirun
+
     if ending.how == "peer":
         raise JobFailed(ending.line) from None
     if ending.how == "refused":

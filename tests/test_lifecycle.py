@@ -25,8 +25,8 @@ from src.tracking.sweep import (
     liveness_tags,
 )
 from src.tracking.tracker import Tracker
-from src.train import RunResult, train
-from src.training.run_life import decide, settle_lost
+from src.train import train
+from src.training.run_life import RunResult, decide, settle_lost
 
 STEPS = 8
 FINAL = (*REQUIRED_FINAL_METRICS, "avg_tokens_per_sec", "n_params", "peak_memory_mb")

@@ -25,7 +25,6 @@ from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, filter_overrides, run_job, setup_globals
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
-from lightning.fabric.plugins.environments import TorchElasticEnvironment
 from omegaconf import DictConfig, open_dict
 
 from src.launch.done_jobs import in_order, lost, split_done
@@ -46,6 +45,9 @@ class NodeLauncher(Launcher):
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        # Imported here: Hydra imports every launcher plugin at start-up, and Lightning takes seconds.
+        from lightning.fabric.plugins.environments import TorchElasticEnvironment
+
         if TorchElasticEnvironment.detect():
             # The whole sweep already runs under torchrun (`torchrun ... -m src.train -m ...`): each
             # process runs the jobs in step, in itself; rank 0 of each job decides for all of them.
