@@ -13,7 +13,7 @@ import sys
 from typing import TYPE_CHECKING, NoReturn
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from src.core import cli
 from src.core.paths import register_resolvers
@@ -67,6 +67,9 @@ _task_started = False  # Hydra composed a config and called main: a refusal befo
 def main(cfg: DictConfig) -> float | None:
     global _task_started
     _task_started = True
+    note = single_run_of_a_sweep(cfg)
+    if note:
+        print(f"[normsweep] note: {note}", flush=True)
     try:
         result = train(cfg)
     except Exception as err:  # in one line (src/training/failures.py), ended as the line says
@@ -76,6 +79,25 @@ def main(cfg: DictConfig) -> float | None:
         end_job(job_ending(err, cfg.get("run_name", "?"), db), cfg.get("run_name", "?"))
     # Hydra sweepers that optimise read this return value.
     return result.test_loss
+
+
+def single_run_of_a_sweep(cfg: DictConfig) -> str | None:
+    """What a command without -m leaves out of the sweep its preset defines (`experiment=norm_sweep`
+    sweeps the norm through `hydra.sweeper.params`, which Hydra reads under -m alone): one line, on
+    the first process only, so that one run is not mistaken for the study's sweep."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or os.environ.get("RANK", "0") != "0" or os.environ.get("LOCAL_RANK", "0") != "0":
+        return None
+    hydra_cfg = HydraConfig.get()
+    params = hydra_cfg.sweeper.get("params") or {}
+    if hydra_cfg.mode == RunMode.MULTIRUN or not params:
+        return None
+    swept = ", ".join(f"{key}={value}" for key, value in params.items())
+    choices = hydra_cfg.runtime.choices  # a config group's option by its name (norm=torch_layernorm)
+    chosen = ", ".join(f"{key}={choices.get(key) or OmegaConf.select(cfg, str(key), default='?')}" for key in params)
+    return f"this config sweeps {swept} (hydra.sweeper.params) under -m; without -m this is one run, {chosen}: add -m for the sweep"
 
 
 def end_job(ending: Ending, run_name: str) -> NoReturn:

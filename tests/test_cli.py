@@ -175,3 +175,22 @@ def test_hydras_options_may_follow_the_overrides() -> None:
     assert hydra_argv(["-m", "norm=x"]) == ["-m", "norm=x"]
     with pytest.raises(SystemExit, match=r"^config error: unrecognized arguments: --bogus-opt \(python -m src.train --help"):
         hydra_argv(["a=1", "--bogus-opt"])
+
+
+@pytest.mark.slow  # a CLI in a subprocess
+def test_a_sweep_preset_without_m_says_it_is_one_run(store: dict[str, str]) -> None:
+    """`python -m src.train experiment=norm_sweep` (no -m) trains one job, norm=torch_layernorm, into
+    the preset's experiment; it said nothing, so one run passed for the study's sweep. Now a note says
+    what -m would sweep and which job this is; under -m, and for a plain run, there is none. (The
+    runs are refused by a bad optim.lr after the note, so nothing trains.)"""
+    one = run_cli("src.train", "experiment=norm_sweep_seeds", "optim.lr=-1", f"paths.mlflow_db={store['db']}", timeout=300)
+    assert one.returncode == cli.USAGE, one.stderr[-2000:]
+    assert one.stdout.strip() == (
+        "[normsweep] note: this config sweeps norm=hand_layernorm,torch_layernorm,hand_rmsnorm,torch_rmsnorm,no_norm, "
+        "seed=0,1,2 (hydra.sweeper.params) under -m; without -m this is one run, norm=torch_layernorm, seed=0: "
+        "add -m for the sweep"
+    ), one.stdout
+    assert one.stderr.strip() == "config error: optim.lr: must be > 0, got -1", one.stderr  # the refusal still one line
+    for args in (["-m", "experiment=norm_sweep_seeds"], []):
+        other = run_cli("src.train", *args, "optim.lr=-1", f"paths.mlflow_db={store['db']}", timeout=300)
+        assert other.returncode == cli.USAGE and "note:" not in other.stdout + other.stderr, other.stdout + other.stderr
