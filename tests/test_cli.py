@@ -43,6 +43,8 @@ def test_every_help_has_one_shape(name: str, capsys: pytest.CaptureFixture[str])
         ("report", ["report.margin.test_loss=-1"], "config error: report.margin.test_loss: must be a number > 0"),
         ("report", ["--out", "/proc/normsweep"], "config error: --out: /proc is not writable"),  # was: a traceback
         ("report", ["--status", "--sweep-dir", "/nonexistent/sweep"], "config error: --sweep-dir /nonexistent/sweep: no such folder"),
+        # was named logger.tracking_uri=..., a key the user had not typed
+        ("report", ["--tracking-uri", "http://127.0.0.1:1", "--experiment-name", "x"], "config error: --tracking-uri http://127.0.0.1:1: no MLflow tracking server answers there"),
         ("ui", ["logger.ui.nope=1"], "config error: logger.ui.nope: no such key (logger.ui's keys: "),
         ("data", ["data.foo=1"], "config error: data.foo: no such key (data's keys: source, cache_dir, "),
         # was Hydra's "To append to your config use +report.margin.tst_loss=1": a key nothing reads

@@ -153,7 +153,20 @@ def partial_report(
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    return cli.run(lambda: report(args), failures=(ReportError, StoreError))
+    return cli.run(lambda: named_as_given(args), failures=(ReportError, StoreError))
+
+
+def named_as_given(args: argparse.Namespace) -> int:
+    """`report(args)`, its store's refusal naming `--tracking-uri` when that is where the URI came from
+    (the store names the config's key, `logger.tracking_uri`, which the training commands take)."""
+    try:
+        return report(args)
+    except paths.ConfigError as err:
+        key = f"logger.tracking_uri={args.tracking_uri}"
+        if args.tracking_uri and str(err).startswith(key):
+            said = str(err).replace(key, f"--tracking-uri {args.tracking_uri}", 1)
+            raise paths.ConfigError(said.replace("drop the override to track in", "drop --tracking-uri to read")) from None
+        raise
 
 
 def report(args: argparse.Namespace) -> int:
