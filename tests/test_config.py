@@ -107,6 +107,9 @@ def test_invalid_values_name_the_field(override: str, field: str) -> None:
         # a misspelt key: Hydra's own advice was to append it with `+`, which nothing would have read
         ("optim.lrr=1", "optim.lrr: no such key; did you mean optim.lr? (optim's keys: lr, min_lr, "),
         ("cluster.device=2", "cluster.device: no such key; did you mean cluster.devices? (cluster's keys: name, "),
+        # a sweep without -m: Hydra's advice included key=[a,b], which for a group merges both options
+        ("seed=0,1", "seed=0,1: a sweep, which only -m (--multirun) runs: add -m, or quote the value for one string (seed='0,1')"),
+        ("norm=glob(*)", "norm=glob(*): a sweep, which only -m (--multirun) runs: add -m"),
     ],
 )
 def test_schema_refuses_while_composing(override: str, line: str) -> None:

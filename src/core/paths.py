@@ -121,6 +121,13 @@ def compose_error_line(err: Exception) -> str:
         key, node = found.group(1), cause.parent_node
         kind = schema_of(node)
         return unknown_key_line(key, [f.name for f in fields(kind)] if kind is not None else [str(k) for k in node])
+    # A sweep on a command line without -m: Hydra's three-way advice (a list, a quoted string, --multirun)
+    # is wrong for a config group, where a list would merge the options.
+    found = re.match(r"(Ambiguous value for argument|Sweep parameters) '([^=']+)=(.+?)'", str(err))
+    if found:
+        kind, key, value = found.groups()
+        quoted = f", or quote the value for one string ({key}='{value}')" if kind.startswith("Ambiguous") else ""
+        return f"{key}={value}: a sweep, which only -m (--multirun) runs: add -m{quoted}"
     # A group file the schema refuses: "In 'model/x': ValidationError raised while composing config:\n<why>\n    full_key: model.emb_dim ..."
     found = re.match(r"In '([^']+)': \w+ raised while composing config:\n(.+)\n\s+full_key: (\S+)", str(err))
     if found:
