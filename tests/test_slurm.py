@@ -210,6 +210,24 @@ def test_a_partition_that_does_not_exist_is_refused_in_one_line(
     assert done.returncode != 0
     assert lines and lines[-1].startswith("config error: hydra.launcher.partition: sbatch refused the job:"), done.stderr[-2000:]
     assert "invalid partition" in lines[-1].lower()
+    assert not [line for line in lines if line.startswith("sbatch:")], lines  # sbatch's own lines are quoted, not printed
+
+
+def test_a_machine_without_a_slurm_controller_is_one_line(tmp_path: Path) -> None:
+    """`cluster=slurm` where sbatch finds no controller (no SLURM_CONF, no /etc/slurm/slurm.conf: it
+    looks one up in DNS): before, sbatch's four lines, then ours; now ours alone, quoting its fatal one."""
+    sbatch = shutil.which("sbatch") or ("/usr/bin/sbatch" if os.path.exists("/usr/bin/sbatch") else None)
+    if sbatch is None and os.environ.get("NORMSWEEP_REQUIRE_SLURM") != "1":
+        pytest.skip("sbatch is not installed here")
+    if os.path.exists("/etc/slurm/slurm.conf"):
+        pytest.skip("this machine has a SLURM config: sbatch would reach (or wait for) its controller")
+    env = {k: v for k, v in cli_env().items() if not k.startswith("SLURM_")}
+    args = _sweep_args(tmp_path, tmp_path / "cache", "http://127.0.0.1:1", "no_controller", "norm=hand_layernorm", "logger=none")
+    done = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("config error: hydra.launcher: sbatch refused the job: sbatch: fatal: "), lines
+    assert "this machine reaches no SLURM controller" in lines[0]
 
 
 def test_local_slurm_tools_are_named_when_missing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

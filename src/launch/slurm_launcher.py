@@ -9,9 +9,13 @@ hydra_plugins/normsweep_launchers/slurm.py (cluster=slurm sets it).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
+import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +43,44 @@ def squeue_state(job_id: str) -> str | None:
         return None
     states = out.stdout.split()
     return states[0] if out.returncode == 0 and states else None
+
+
+@contextlib.contextmanager
+def sbatch_stderr() -> Iterator[Callable[[], str]]:
+    """What sbatch writes to stderr while submitit submits (submitit leaves the child's stderr on
+    ours): held back, so that a refusal is the one `config error:` line that quotes it; replayed when
+    the submission goes through (sbatch's warnings are the user's to read)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as held:
+        os.dup2(held.fileno(), 2)
+        failed = False
+
+        def told() -> str:
+            held.seek(0)
+            return held.read().decode(errors="replace")
+
+        try:
+            yield told
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            if not failed and (text := told()):
+                sys.stderr.write(text)
+                sys.stderr.flush()
+
+
+def sbatch_reason(text: str) -> str:
+    """The line of sbatch's output that says why: its `fatal:` line, else its last `error:` line."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for mark in ("fatal", "error"):
+        said = [line for line in lines if mark in line.lower()]
+        if said:
+            return said[-1]
+    return lines[-1] if lines else "no reason given"
 
 
 def sbatch_field(reason: str) -> str:
@@ -79,12 +121,14 @@ class SlurmSweepLauncher(SlurmLauncher):
             print(f"[normsweep] submitting #{num}: {' '.join(filter_overrides(overrides))}", flush=True)
         state = Singleton.get_state()
         params = [(o, "hydra.sweep.dir", num, f"job_id_for_{num}", state) for num, o in pending]
-        try:
-            return self._executor().map_array(self, *zip(*params, strict=True))
-        except Exception as err:  # sbatch refused the job (submitit's FailedJobError, or sbatch missing)
-            said = [line for line in str(err).splitlines() if "error" in line.lower()] or [str(err).strip()]
-            reason = said[-1].strip()
-            raise ConfigError(f"{sbatch_field(reason)}: sbatch refused the job: {reason}; nothing was submitted") from None
+        with sbatch_stderr() as told:
+            try:
+                return self._executor().map_array(self, *zip(*params, strict=True))
+            except Exception as err:  # sbatch refused the job (submitit's FailedJobError, or sbatch missing)
+                reason = sbatch_reason(f"{err}\n{told()}")
+                unreached = any(s in reason.lower() for s in ("configuration source", "configuration file", "unable to contact slurm controller"))
+                hint = "; this machine reaches no SLURM controller: submit from the cluster's login node (or set SLURM_CONF)" if unreached else ""
+                raise ConfigError(f"{sbatch_field(reason)}: sbatch refused the job: {reason}{hint}; nothing was submitted") from None
 
     def _result(self, job: Any, num: int, overrides: list[str]) -> JobReturn:
         """The job's result once every task has one; a failed return, in one line, if SLURM ended the
