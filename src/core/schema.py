@@ -3,7 +3,7 @@
 Hydra composes `conf/train.yaml` onto `TrainConfig` (registered in Hydra's ConfigStore as
 `train_schema` by `register`), and each group's YAML onto its node, so a value of the wrong type
 (`seed=abc`, `optim.lr=fast`) or a key no schema knows (`model.widht=64`) fails at compose time,
-naming the key, and one appended with `+` (`+optim.lrr=1`) is refused by `appended_keys`. The values live where a Hydra user looks: every option of `model/`, `data/`,
+naming the key, and one appended with `+` (`+optim.lrr=1`) is refused by `validate`. The values live where a Hydra user looks: every option of `model/`, `data/`,
 `optim/`, `precision/` and `cluster/` writes out each value it sets, so their fields here are types
 only (`MISSING`: an option that forgets one fails while composing). A default stays here only where
 no YAML sets it: the top-level keys, `norm.eps`, `model.norm_placement` and `model.qk_norm` (one for
@@ -23,7 +23,7 @@ Torch-free, and nothing here reads a file.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, is_dataclass
 from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
@@ -321,27 +321,6 @@ def unknown_key_line(key: str, valid: tuple[str, ...] | list[str]) -> str:
     near = difflib.get_close_matches(leaf, valid, n=1)
     guess = f"; did you mean {parent + '.' if parent else ''}{near[0]}?" if near else ""
     return f"{key}: no such key{guess} ({where} keys: {', '.join(valid)})"
-
-
-def appended_keys(cfg: DictConfig, prefix: str = "") -> list[tuple[str, tuple[str, ...], str]]:
-    """(key, its node's keys, its node's schema) for each key appended with `+` (`+optim.lrr=1`) under
-    a schema-typed node that its dataclass lacks: Hydra appends it, and the run would train as if it
-    were not there (code reads a typed node's fields). The top level is left out: an appended
-    top-level key is how replicates of one config are swept (`+probe=1,2`), and a sweep of one is
-    warned about (src/launch/unread_keys.py)."""
-    found: list[tuple[str, tuple[str, ...], str]] = []
-    for key in cfg:
-        if not prefix and key == "hydra":  # Hydra's own config, typed by Hydra and its plugins
-            continue
-        node = cfg._get_node(key)
-        if not isinstance(node, DictConfig) or node._is_missing() or node._is_none():
-            continue
-        path, kind = f"{prefix}{key}", schema_of(node)
-        if kind is not None:
-            valid = tuple(f.name for f in fields(kind))
-            found += [(f"{path}.{k}", valid, kind.__name__) for k in node if k not in valid]
-        found += appended_keys(node, f"{path}.")
-    return found
 
 
 def register() -> None:

@@ -12,6 +12,7 @@ the Trainer's settings, checkpointing, the run plan, the device checks and the t
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,6 @@ from src.core.schema import (
     LIGHTNING_PRECISIONS,
     MATMUL_PRECISIONS,
     SPEED_KERNEL_S_MAX,
-    appended_keys,
     unknown_key_line,
 )
 from src.data.tokenizer import VOCAB_SIZE
@@ -81,6 +81,27 @@ def _require(ok: bool, field: str, message: str) -> None:
 
 def _require_choice(value: object, choices: tuple[str, ...], field: str) -> None:
     _require(value in choices, field, f"{value!r} is not one of the valid choices: {', '.join(choices)}")
+
+
+def appended_keys(cfg: DictConfig, prefix: str = "") -> list[tuple[str, tuple[str, ...], str]]:
+    """(key, its node's keys, its node's schema) for each key appended with `+` (`+optim.lrr=1`) under
+    a schema-typed node that its dataclass lacks: Hydra appends it, and the run would train as if it
+    were not there (code reads a typed node's fields). The top level is left out: an appended
+    top-level key is how replicates of one config are swept (`+probe=1,2`), and a sweep of one is
+    warned about (src/launch/unread_keys.py)."""
+    found: list[tuple[str, tuple[str, ...], str]] = []
+    for key in cfg:
+        if not prefix and key == "hydra":  # Hydra's own config, typed by Hydra and its plugins
+            continue
+        node = cfg._get_node(key)
+        if not isinstance(node, DictConfig) or node._is_missing() or node._is_none():
+            continue
+        path, kind = f"{prefix}{key}", OmegaConf.get_type(node)
+        if isinstance(kind, type) and dataclasses.is_dataclass(kind):  # a schema-typed node (src/core/schema.py)
+            valid = tuple(f.name for f in dataclasses.fields(kind))
+            found += [(f"{path}.{k}", valid, kind.__name__) for k in node if k not in valid]
+        found += appended_keys(node, f"{path}.")
+    return found
 
 
 def lightning_names(kind: str) -> tuple[str, ...]:
