@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import hydra
@@ -132,6 +133,13 @@ def run_command_line() -> None:
         raise SystemExit(str(err)) from None
     except cli.CONFIG_ERRORS as err:  # Hydra's, OmegaConf's, or a sweeper's before any job ran
         raise SystemExit(cli.refusal_line(err)) from None
+    except OSError as err:  # Hydra's own output folder (a job's errors are its own lines, in main)
+        from src.core.paths import unwritable_reason
+
+        key = "hydra.sweep.dir" if {"-m", "--multirun"} & set(sys.argv[1:]) else "hydra.run.dir"
+        folder = Path(err.filename or ".")
+        why = unwritable_reason(folder) or f"{folder}: {err.strerror}"
+        raise SystemExit(f"config error: {key}: {why}; Hydra writes each run's config and log there: point {key} at a writable folder") from None
 
 
 register_resolvers()  # before Hydra composes: paths use ${project_root:}

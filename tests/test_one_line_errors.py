@@ -42,6 +42,9 @@ CASES = {
     "wrong_type": (["seed=abc"], "config error: seed: 'abc' is not an integer"),
     # 51 lines, two tracebacks, nothing naming the field.
     "unknown_scheme": (["logger.tracking_uri=foo://bar/baz"], "config error: logger.tracking_uri=foo://bar/baz: "),
+    # Hydra's own output folder: a FileNotFoundError traceback from its mkdir.
+    "run_dir": (["hydra.run.dir=/proc/normsweep"], "config error: hydra.run.dir: /proc is not writable"),
+    "sweep_dir": (["-m", "seed=0,1", "hydra.sweep.dir=/proc/normsweep"], "config error: hydra.sweep.dir: /proc is not writable"),
 }
 
 

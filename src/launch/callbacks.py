@@ -95,6 +95,15 @@ def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants]:
     return jobs, variants
 
 
+def check_sweep_folder(config: DictConfig) -> None:
+    from src.core.paths import require_writable
+
+    require_writable(
+        Path(str(config.hydra.sweep.dir)), "hydra.sweep.dir",
+        "Hydra writes each job's config and log there: point hydra.sweep.dir at a writable folder",
+    )  # fmt: skip
+
+
 def warn_unread_keys(jobs: list[dict[str, Any]]) -> None:
     """Warn (never stop: identical jobs can be meant) about swept keys that no code reads."""
     from src.launch.unread_keys import unread_swept_keys, unread_warning
@@ -174,6 +183,7 @@ class MlflowSetup(Callback):
         from src.tracking.variants import find_variants
 
         try:  # every job's config, the sweeper's and the report's settings, before Hydra launches job 0
+            check_sweep_folder(config)  # Hydra makes it after this callback, once the sweep is recorded
             jobs, variants = sweep_jobs(config)
             warn_unread_keys(jobs)  # before training: a swept key nothing reads makes identical jobs
             check_reference(config, variants)
