@@ -18,12 +18,12 @@ from helpers import REPO, cli_env, run_cli
 from mlflow.tracking import MlflowClient
 
 from src.core.paths import ConfigError, compose, preset_norms
-from src.launch.sequential import check_settings
 from src.report.__main__ import main as report_main
 from src.report.comparisons import Margins
 from src.report.plan import forecast, pilot_hours, plan_text
 from src.report.runs import ReportError
 from src.stats.sequential import Design, look_at
+from src.stats.settings import check_settings
 from src.tracking.looks import read_looks
 from src.tracking.store import Store
 from src.tracking.sweep import SWEEP_TAG

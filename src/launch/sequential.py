@@ -39,7 +39,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.core.paths import ConfigError
 from src.stats.pairs import pair_label
-from src.stats.sequential import METRIC_CHOICES, SETTINGS, check_settings  # noqa: F401  (the sweeper's settings)
+from src.stats.settings import METRIC_CHOICES, SETTINGS, check_settings  # noqa: F401  (the sweeper's settings)
 from src.tracking.tags import RESULT_OUTCOMES
 
 if TYPE_CHECKING:

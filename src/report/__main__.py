@@ -80,7 +80,8 @@ def plan(
         variant_overrides,
     )
     from src.report.runs import load_sweep, open_store
-    from src.stats.sequential import SETTINGS, Design, check_settings
+    from src.stats.sequential import Design
+    from src.stats.settings import SETTINGS, check_settings
 
     # The sweeper's settings as `hydra/sweeper=sequential` composes them (with any hydra.sweeper.* override).
     sweeper = paths.compose([*overrides, "hydra/sweeper=sequential"], with_hydra=True).hydra.sweeper
