@@ -62,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def serve(args: argparse.Namespace) -> int:
     cfg = paths.compose(args.overrides)
+    if not cfg.logger.enabled:
+        raise paths.ConfigError("logger: tracking is off (logger=none), so there is no store to browse; drop logger=none (the UI serves logger.tracking_uri)")
+    if "ui" not in cfg.logger:
+        raise paths.ConfigError("logger.ui: this logger option has no UI settings (host, port, workers); add them as conf/logger/mlflow.yaml has")
     ui = cfg.logger.ui
     host = args.host or str(ui.host)
     port = args.port or cli.check_port(ui.port, "logger.ui.port")
