@@ -46,6 +46,8 @@ def test_every_help_has_one_shape(name: str, capsys: pytest.CaptureFixture[str])
         # was named logger.tracking_uri=..., a key the user had not typed
         ("report", ["--tracking-uri", "http://127.0.0.1:1", "--experiment-name", "x"], "config error: --tracking-uri http://127.0.0.1:1: no MLflow tracking server answers there"),
         ("ui", ["logger.ui.nope=1"], "config error: logger.ui.nope: no such key (logger.ui's keys: "),
+        ("report", ["logger=none"], "config error: logger: tracking is off (logger=none), so no store holds runs to report"),  # was 'logger.tracking_uri=None: a path without a scheme ...'
+        ("stats", ["hydra.sweeper.max_seeds=1"], "config error: hydra.sweeper.max_seeds: must be an integer >= 3, got 1"),  # was a ValueError traceback
         ("ui", ["logger=none"], "config error: logger: tracking is off (logger=none), so there is no store to browse"),  # was OmegaConf's 'Key ui not in ...'
         ("data", ["data.foo=1"], "config error: data.foo: no such key (data's keys: source, cache_dir, "),
         # was Hydra's "To append to your config use +report.margin.tst_loss=1": a key nothing reads

@@ -182,6 +182,8 @@ def report(args: argparse.Namespace) -> int:
     report_cfg = OmegaConf.to_container(cfg.get("report") or {}, resolve=True)
     margins, chosen = settings(report_cfg, args.margin_loss, args.margin_speed, pairs)
     reference = reference_setting(report_cfg)
+    if not args.tracking_uri and not cfg.logger.enabled:
+        raise paths.ConfigError("logger: tracking is off (logger=none), so no store holds runs to report; drop logger=none, or give --tracking-uri")
     uri = args.tracking_uri or str(cfg.logger.tracking_uri)
     from_sweep_dir = args.sweep_dir is not None and args.experiment_name is None
     experiment = args.experiment_name or str(cfg.experiment_name)

@@ -12,6 +12,7 @@ import sys
 from src.core import cli
 from src.core.paths import compose
 from src.stats.sequential import Design, tables
+from src.stats.settings import SETTINGS, check_settings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,6 +20,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def simulate() -> int:
         sweeper = compose(["hydra/sweeper=sequential", *args.overrides], with_hydra=True).hydra.sweeper
+        check_settings(*(sweeper.get(k) for k in SETTINGS))  # as the sweeper checks them: one line naming the key
         design = Design(
             sweeper.first_seeds, sweeper.seeds_per_round, sweeper.max_seeds, sweeper.alpha, sweeper.spending, sweeper.futility
         )
