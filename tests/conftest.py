@@ -49,8 +49,14 @@ def migrated_store(store: dict[str, str], store_template: Path) -> dict[str, str
 
 
 @pytest.fixture
-def tiny_overrides(token_cache_dir: Path, store: dict[str, str], tmp_path: Path) -> list[str]:
-    """Overrides for a few-step run that writes only under tmp_path and the session cache."""
+def tiny_overrides(
+    token_cache_dir: Path, store: dict[str, str], store_template: Path, tmp_path: Path, request: pytest.FixtureRequest
+) -> list[str]:
+    """Overrides for a few-step run that writes only under tmp_path and the session cache. Its store
+    has MLflow's schema in place (`migrated_store`: seconds saved per test), except in a test marked
+    `fresh_store`, which checks that a refusal writes nothing, not even the store's file."""
+    if request.node.get_closest_marker("fresh_store") is None:
+        shutil.copyfile(store_template, store["db"])
     return [
         *TINY_MODEL,
         f"paths.cache_dir={token_cache_dir}",

@@ -35,6 +35,7 @@ from src.training.run_spec import validate
         ("+report.margin.tst_loss=0.1", "report.margin.tst_loss"),
     ],
 )
+@pytest.mark.fresh_store  # asserts that no store file is written
 def test_refused_naming_the_field(override: str, field: str, tiny_overrides: list[str], store: dict[str, str]) -> None:
     cfg = compose([*tiny_overrides, override])
     with pytest.raises(ConfigError, match=f"^{field}: "):
@@ -71,6 +72,7 @@ def test_credentials_never_logged() -> None:
     assert "http://127.0.0.1:5000" in record.machine_paths_yaml
 
 
+@pytest.mark.fresh_store  # asserts that no store file is written
 def test_not_a_checkpoint_names_the_file(tiny_overrides: list[str], tmp_path: Path, store: dict[str, str]) -> None:
     bogus = tmp_path / "bogus.ckpt"
     bogus.write_text("not a checkpoint")

@@ -154,6 +154,7 @@ def _bad_corpus(kind: str, root: Path) -> list[str]:
         ("no_test_windows", "data.test_max_windows must be an integer >= 1"),
     ],
 )
+@pytest.mark.fresh_store  # asserts that no store file is written
 def test_training_refuses_bad_data_before_recording(
     kind: str, expected: str, tiny_overrides: list[str], store: dict[str, str], tmp_path: Path
 ) -> None:
@@ -168,6 +169,7 @@ def test_training_refuses_bad_data_before_recording(
     assert not Path(store["db"]).exists()  # no MLflow run was opened
 
 
+@pytest.mark.fresh_store  # asserts that no store file is written
 @pytest.mark.slow  # a CLI in a subprocess: a fresh interpreter imports torch, Lightning, Hydra and MLflow
 def test_training_cli_prints_one_line(
     tiny_overrides: list[str], store: dict[str, str], tmp_path: Path

@@ -48,6 +48,7 @@ CASES = {
 }
 
 
+@pytest.mark.fresh_store  # asserts that no store file is written
 @pytest.mark.slow  # one CLI process per case
 @pytest.mark.parametrize("case", list(CASES))
 def test_refused_in_one_line_before_anything_is_recorded(
@@ -68,6 +69,7 @@ def test_refused_in_one_line_before_anything_is_recorded(
         assert not (tmp_path / "multirun").exists()  # Hydra wrote nothing
 
 
+@pytest.mark.fresh_store  # asserts that no store file is written
 @pytest.mark.slow  # a CLI process
 def test_unwritable_checkpoint_folder_is_refused_before_recording(
     tiny_overrides: list[str], store: dict[str, str], read_only_dir: Path
@@ -110,6 +112,7 @@ def test_plain_query_parameters_are_kept() -> None:
         assert not has_credentials(uri) and redact_uri(uri) == uri
 
 
+@pytest.mark.fresh_store  # asserts that no store file is written
 def test_data_fineweb_without_the_extra_names_it(tiny_overrides: list[str], store: dict[str, str]) -> None:
     # 38 lines and two tracebacks before; now refused like any other bad value, before recording.
     if importlib.util.find_spec("datasets") is not None:

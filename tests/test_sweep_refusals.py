@@ -28,6 +28,7 @@ CASES = {
 }
 
 
+@pytest.mark.fresh_store  # asserts that no store file is written
 @pytest.mark.slow  # one CLI process per case (~4 s each on a quiet machine)
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_refused_sweep_says_it_once_before_hydra_launches_anything(

@@ -164,6 +164,7 @@ def test_multi_device_job_inside_multirun_is_refused(tiny_overrides: list[str], 
     assert not _runs(store["uri"], "normsweep")
 
 
+@pytest.mark.fresh_store  # asserts that no store file is written
 @pytest.mark.slow  # a CLI in a subprocess: a fresh interpreter imports torch, Lightning, Hydra and MLflow
 def test_unknown_norm_lists_options_and_records_nothing(tiny_overrides: list[str], store: dict[str, str]) -> None:
     proc = run_cli("src.train", "norm=foo", *tiny_overrides)
@@ -186,6 +187,7 @@ def test_unknown_norm_lists_options_and_records_nothing(tiny_overrides: list[str
         ("paths.mlflow_artifacts=/proc/normsweep", "logger.artifact_location"),  # was: likewise
     ],
 )
+@pytest.mark.fresh_store  # asserts that no store file is written
 def test_invalid_value_fails_before_training(
     override: str, field: str, tiny_overrides: list[str], store: dict[str, str]
 ) -> None:
@@ -194,6 +196,7 @@ def test_invalid_value_fails_before_training(
     assert not Path(store["db"]).exists()  # nothing recorded
 
 
+@pytest.mark.fresh_store  # asserts that no store file is written
 @pytest.mark.slow  # a CLI in a subprocess: a fresh interpreter imports torch, Lightning, Hydra and MLflow
 def test_invalid_value_on_the_command_line_is_one_line(tiny_overrides: list[str], store: dict[str, str]) -> None:
     # The command line turns every ConfigError above into the same single line (one process is enough).
@@ -276,6 +279,7 @@ def test_mlflow_server_lists_the_run(tiny_overrides: list[str], store: dict[str,
         ("cluster.strategy=ddp_spawn", "cluster.strategy"),
     ],
 )
+@pytest.mark.fresh_store  # asserts that no store file is written
 def test_device_and_precision_errors_before_training(
     override: str, message: str, tiny_overrides: list[str], store: dict[str, str]
 ) -> None:
