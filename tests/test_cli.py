@@ -186,8 +186,9 @@ def test_hydras_options_may_follow_the_overrides() -> None:
 def test_a_sweep_preset_without_m_says_it_is_one_run(store: dict[str, str]) -> None:
     """`python -m src.train experiment=norm_sweep` (no -m) trains one job, norm=torch_layernorm, into
     the preset's experiment; it said nothing, so one run passed for the study's sweep. Now a note says
-    what -m would sweep and which job this is; under -m, and for a plain run, there is none. (The
-    runs are refused by a bad optim.lr after the note, so nothing trains.)"""
+    what -m would sweep and which job this is; under -m there is none (nor for a config without a
+    sweep: every other command-line test's output). The runs are refused by a bad optim.lr after the
+    note, so nothing trains."""
     one = run_cli("src.train", "experiment=norm_sweep_seeds", "optim.lr=-1", f"paths.mlflow_db={store['db']}", timeout=300)
     assert one.returncode == cli.USAGE, one.stderr[-2000:]
     assert one.stdout.strip() == (
@@ -196,6 +197,5 @@ def test_a_sweep_preset_without_m_says_it_is_one_run(store: dict[str, str]) -> N
         "add -m for the sweep"
     ), one.stdout
     assert one.stderr.strip() == "config error: optim.lr: must be > 0, got -1", one.stderr  # the refusal still one line
-    for args in (["-m", "experiment=norm_sweep_seeds"], []):
-        other = run_cli("src.train", *args, "optim.lr=-1", f"paths.mlflow_db={store['db']}", timeout=300)
-        assert other.returncode == cli.USAGE and "note:" not in other.stdout + other.stderr, other.stdout + other.stderr
+    swept = run_cli("src.train", "-m", "experiment=norm_sweep_seeds", "optim.lr=-1", f"paths.mlflow_db={store['db']}", timeout=300)
+    assert swept.returncode == cli.USAGE and "note:" not in swept.stdout + swept.stderr, swept.stdout + swept.stderr

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
@@ -154,3 +156,17 @@ def test_fp32_module_uses_the_native_kernel() -> None:
     assert y.grad_fn.native is rms_norm_extension() is not None
     y_bf16 = make_norm("fast_rmsnorm", 16, EPS).to(torch.bfloat16)(torch.randn(4, 16, dtype=torch.bfloat16, requires_grad=True))
     assert y_bf16.grad_fn.native is None  # other dtypes take the compiled path
+
+
+def test_the_native_build_is_keyed_by_the_source_not_the_checkout(tmp_path: Path) -> None:
+    """Two checkouts of one source share one build (a fresh clone loads the library the first built,
+    instead of ~20 s of compiling); a changed source gets its own."""
+    from src.model.cpu_kernels import CSRC, build_folder
+
+    text = (CSRC / "rms_norm.cpp").read_bytes()
+    a, b, changed = tmp_path / "a" / "rms_norm.cpp", tmp_path / "b" / "rms_norm.cpp", tmp_path / "c" / "rms_norm.cpp"
+    for path, data in ((a, text), (b, text), (changed, text + b"\n// changed\n")):
+        path.parent.mkdir()
+        path.write_bytes(data)
+    assert build_folder(a) == build_folder(b) == build_folder(CSRC / "rms_norm.cpp")
+    assert build_folder(changed) != build_folder(a)

@@ -2,19 +2,36 @@
 
 `torch.utils.cpp_extension.load` builds `csrc/rms_norm.cpp` once per machine into
 `$TORCH_EXTENSIONS_DIR` (default `~/.cache/torch_extensions`), ~20 s on two cores; later imports
-load the cached library. `-march=native` lets the compiler vectorise the row loops with the
+load the cached library. The build is keyed by the source's content, not by where the checkout is:
+the source is copied into a folder named by its hash and built there, so a second checkout (a
+worktree, a fresh clone for CI) loads the library the first one built instead of building it again. `-march=native` lets the compiler vectorise the row loops with the
 widest instructions this CPU has: the build is for the machine that runs it, like inductor's.
 Without a compiler (or ninja) the loader returns None and callers use their portable path.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import sys
 import warnings
 from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
 
+from src.core.atomic_io import atomic_write
+
 CSRC = Path(__file__).resolve().parent / "csrc"
+
+
+def build_folder(source: Path) -> Path:
+    """Where `source` is built: under torch's extension root, by torch version and the source's hash."""
+    import torch
+    from torch.utils.cpp_extension import get_default_build_root
+
+    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root())
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
+    return root / f"normsweep-torch{torch.__version__}-py{sys.version_info[0]}{sys.version_info[1]}" / f"{source.stem}-{digest}"
 
 
 @lru_cache(maxsize=1)
@@ -23,9 +40,16 @@ def rms_norm_extension() -> ModuleType | None:
     try:
         from torch.utils.cpp_extension import load
 
+        source = CSRC / "rms_norm.cpp"
+        folder = build_folder(source)
+        folder.mkdir(parents=True, exist_ok=True)
+        built_from = folder / source.name  # the same path for every checkout: ninja sees one build
+        if not built_from.is_file():  # whole or absent: processes starting together may copy it at once
+            atomic_write(built_from, source.read_bytes())
         return load(
-            name="normsweep_rms_norm",
-            sources=[str(CSRC / "rms_norm.cpp")],
+            name=f"normsweep_rms_norm_{folder.name.rsplit('-', 1)[1]}",
+            sources=[str(built_from)],
+            build_directory=str(folder),
             extra_cflags=["-O3", "-march=native", "-fopenmp"],
             extra_ldflags=["-fopenmp"],
             verbose=False,
