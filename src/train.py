@@ -30,17 +30,18 @@ log = logging.getLogger(__name__)
 
 def train(cfg: DictConfig) -> RunResult:
     """Resolve, plan, build, fit, test and finish one run. Raises ConfigError before anything is recorded."""
-    # Imported here, not above: Lightning and torch take seconds to import, and a command line Hydra
-    # refuses (a misspelt key, a wrong type, --help) is answered before any of it is needed.
+    # Imported here, not above, each when first needed: what Hydra refuses (a misspelt key, --help) is
+    # answered without torch, and what the config check refuses without Lightning or MLflow.
+    from src.training.run_spec import resolve
+
+    spec = resolve(cfg)  # checked once, with the model's size and the token budget
     import lightning as L
     from lightning.pytorch.utilities import rank_zero_only
 
     from src.training.lit_module import GPTLitModule
     from src.training.run_life import RunLife
-    from src.training.run_spec import resolve
     from src.training.trainer import build_trainer, run_datamodule
 
-    spec = resolve(cfg)  # checked once, with the model's size and the token budget
     life = RunLife.plan(spec)  # done / resume / settle / supersede / new, decided once per job
     if life.done is not None:
         return life.done
@@ -104,16 +105,14 @@ def single_run_of_a_sweep(cfg: DictConfig) -> str | None:
 def end_job(ending: Ending, run_name: str) -> NoReturn:
     """Stop with the ending's line alone: a refusal ends the command; after a failed run a sweep's other
     jobs still run (Hydra ends the sweep with the line) unless the store they all write to broke."""
-    from src.training.run_life import in_multirun
-
     if ending.how == "peer":
         raise JobFailed(ending.line) from None
     if ending.how == "refused":
         job_failed(f"{run_name}: {ending.line}")  # the sweep's parent run records why it ended
-        if in_multirun() and os.environ.get(RESULT_AWAITED_ENV):  # a launcher waits for this job's result
+        if cli.in_multirun() and os.environ.get(RESULT_AWAITED_ENV):  # a launcher waits for this job's result
             raise JobFailed(ending.line) from None
         raise SystemExit(ending.line) from None
-    if in_multirun() and not ending.store_broken:
+    if cli.in_multirun() and not ending.store_broken:
         print(f"[normsweep] {ending.line}", file=sys.stderr, flush=True)
         raise JobFailed(ending.line)  # Hydra's on_job_end tells the sweep's parent run
     job_failed(ending.line)  # the sweep's parent run records why it ended

@@ -9,9 +9,9 @@ from mlflow.tracking import MlflowClient
 
 from src.core.paths import ConfigError, compose
 from src.tracking.identity import Identity, checkpoint_folder
+from src.tracking.record import RecordSpec
 from src.tracking.store import Store
 from src.tracking.store_uri import redact_text, redact_uri
-from src.tracking.tracker import RecordSpec
 from src.train import train
 from src.training.run_spec import validate
 

@@ -208,6 +208,14 @@ def exit_status(exit_: SystemExit) -> int:
     return USAGE if str(code).startswith("config error:") else FAILED
 
 
+def in_multirun() -> bool:
+    """This process runs a job of a Hydra multirun (`-m`)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
 def hydra_status(command: Callable[[], object], task_started: Callable[[], bool], multirun: bool) -> int:
     """Run a Hydra command line (`python -m src.train`) under the exit codes above.
 

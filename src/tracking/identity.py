@@ -42,6 +42,7 @@ NON_RESULT_KEYS = (
 )
 
 FINGERPRINT_CHARS = 16
+LAST = "last.ckpt"  # a run's checkpoint, in its folder: the end state, or where it stopped
 MAX_FOLDER_NAME = 80
 
 
@@ -128,6 +129,26 @@ class Identity:
         experiment = safe_folder_name(cfg.experiment_name, "experiment_name")
         run = safe_folder_name(cfg.run_name, "run_name")
         return cls(fp, config, flatten(config), f"{experiment}/{run}-{fp}")
+
+
+@dataclass(frozen=True)
+class CheckpointSpec:
+    """The `checkpoint` group and `ckpt_path`/`resume`, resolved (the folder follows from the identity)."""
+
+    enabled: bool
+    every_n_steps: int
+    folder: Path
+    resume_from: str | None = None  # "last" or a .ckpt path; None: start fresh
+    placed_by: str = "paths.checkpoints_dir"  # the config field that placed the folder
+
+    @property
+    def last(self) -> Path:
+        return self.folder / LAST
+
+    @property
+    def write_folder(self) -> Path | None:
+        """Where this run writes checkpoints; None when checkpointing is off."""
+        return self.folder if self.enabled else None
 
 
 def checkpoint_folder(cfg: DictConfig, identity: Identity | None = None) -> Path:

@@ -11,35 +11,15 @@ saves `last.ckpt` and exits cleanly, so a requeued job resumes instead of starti
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import lightning as L
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-LAST = "last.ckpt"
+from src.tracking.identity import LAST, CheckpointSpec
+
 RUN_STATE_KEY = "RunTracking"  # the tracking callback's entry in checkpoint["callbacks"]
-
-
-@dataclass(frozen=True)
-class CheckpointSpec:
-    """The `checkpoint` group and `ckpt_path`/`resume`, resolved (the folder follows from the identity)."""
-
-    enabled: bool
-    every_n_steps: int
-    folder: Path
-    resume_from: str | None = None  # "last" or a .ckpt path; None: start fresh
-    placed_by: str = "paths.checkpoints_dir"  # the config field that placed the folder
-
-    @property
-    def last(self) -> Path:
-        return self.folder / LAST
-
-    @property
-    def write_folder(self) -> Path | None:
-        """Where this run writes checkpoints; None when checkpointing is off."""
-        return self.folder if self.enabled else None
 
 
 class SaveOnSigterm(L.Callback):

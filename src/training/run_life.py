@@ -35,8 +35,6 @@ from typing import TYPE_CHECKING, Any
 import lightning as L
 import torch
 import torch.distributed as dist
-from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
 from lightning.fabric.plugins.environments import (
     ClusterEnvironment,
     SLURMEnvironment,
@@ -46,9 +44,11 @@ from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from src.core.atomic_io import CheckpointSpaceError, move_aside, remove_partial_writes
+from src.core.cli import in_multirun
 from src.core.paths import ConfigError
 from src.tracking.code import CodeState, code_state
-from src.tracking.identity import check_checkpoint
+from src.tracking.identity import LAST, CheckpointSpec, check_checkpoint
+from src.tracking.record import RunResult
 from src.tracking.store import Store
 from src.tracking.store_uri import redact_uri
 from src.tracking.sweep import (
@@ -76,9 +76,9 @@ from src.tracking.tags import (
     RUNNING,
     SUPERSEDED_TAG,
 )
-from src.tracking.tracker import RunResult, TokenCacheRef, Tracker
+from src.tracking.tracker import TokenCacheRef, Tracker
 from src.training.callbacks import RunCallbacks
-from src.training.checkpointing import LAST, RUN_STATE_KEY, CheckpointSpec
+from src.training.checkpointing import RUN_STATE_KEY
 from src.training.failures import (
     PeerRefused,
     failed_after_recording,
@@ -450,10 +450,6 @@ def check_not_relaunching_sweep(world_size: int) -> None:
         "and every process would restart the sweep; use cluster=gpu_node (torchrun starts each job's "
         "processes), cluster=slurm, or run one job per command (docs/scaling.md)"
     )
-
-
-def in_multirun() -> bool:
-    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
 def open_tracker(spec: RunSpec, store: Store, plan: RunPlan, device: str) -> Tracker:

@@ -32,12 +32,11 @@ from src.core.schema import (
 )
 from src.data.tokenizer import VOCAB_SIZE
 from src.model.gpt import GPTConfig, parameter_count
-from src.tracking.identity import Identity, checkpoint_folder
+from src.tracking.identity import CheckpointSpec, Identity, checkpoint_folder
+from src.tracking.record import RecordSpec
 from src.tracking.store import NAME_MAX
 from src.tracking.sweep import CODE_POLICIES, POLICIES
-from src.tracking.tracker import RecordSpec
 from src.tracking.variants import AXES_ENV, axes_from_env
-from src.training.checkpointing import CheckpointSpec
 
 # Seeds seed numpy too, whose generator takes an unsigned 32-bit integer.
 SEED_RANGE = (0, 2**32 - 1)

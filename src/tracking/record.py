@@ -1,0 +1,155 @@
+"""What a training run's MLflow record is made of (`RecordSpec`, resolved once from the config) and
+what a finished run says (`RunResult`).
+
+Apart from the tracker (src/tracking/tracker.py, which builds on Lightning's MLflow logger) so that a
+config is resolved and checked (src/training/run_spec.py) without importing Lightning or MLflow: a
+refused command line is answered in about two seconds, not four and a half.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from src.tracking.store_uri import redact_uri
+from src.tracking.tags import (
+    CLUSTER_TAG,
+    DIVERGED,
+    FINISHED,
+    MODEL_TAG,
+    NORM_FAMILY_TAG,
+    NORM_TAG,
+    OUTCOME_TAG,
+    PRECISION_TAG,
+    SEED_TAG,
+)
+from src.tracking.variants import Axis, label_of, variant_run_name, variant_tags
+
+if TYPE_CHECKING:
+    from src.tracking.store import Run
+
+# Keys whose values are places on the machine that ran the job (identity.py leaves them out too).
+MACHINE_PATH_KEYS = ("paths", "logger.tracking_uri", "logger.artifact_location", "data.cache_dir", "checkpoint.dir", "ckpt_path")
+
+
+@dataclass(frozen=True)
+class RecordSpec:
+    """What a training run's MLflow record is made of, resolved once from the config."""
+
+    experiment_name: str
+    run_name: str
+    artifact_location: str | None
+    tags: dict[str, str]  # norm, family, model, precision, cluster, seed, deterministic
+    params: dict[str, Any]  # the experiment's variables (identity config), flat
+    config_yaml: str  # the resolved config without this machine's paths, credentials removed
+    machine_paths_yaml: str  # where this run read and wrote, on its machine
+    world_size: int
+    overrides: list[str] = field(default_factory=list)  # the command line's (Hydra's task overrides)
+    job_num: int | None = None
+    system_metrics_s: float = 0.0  # MLflow's CPU/memory/GPU sampler interval; 0 = off
+
+    @classmethod
+    def from_config(
+        cls,
+        cfg: DictConfig,
+        params: dict[str, Any],
+        axes: Sequence[Axis] = (),
+        overrides: list[str] | None = None,
+        job_num: int | None = None,
+    ) -> RecordSpec:
+        """`params`: the run's identity config, flat (src.tracking.identity.Identity); `axes`: what its
+        sweep varied (none: the norm alone), which give the run its variant's tags and name."""
+        portable, machine = split_machine_paths(cfg)
+        if OmegaConf.select(machine, "logger.tracking_uri"):
+            machine.logger.tracking_uri = redact_uri(machine.logger.tracking_uri)
+        norm, seed = str(cfg.norm.norm_type), str(cfg.seed)
+        label, parts = label_of(params, axes, norm)
+        return cls(
+            experiment_name=str(cfg.experiment_name),
+            run_name=variant_run_name(str(cfg.run_name), params, axes, norm, seed),
+            artifact_location=cfg.logger.artifact_location,
+            tags={
+                NORM_TAG: norm,
+                NORM_FAMILY_TAG: str(cfg.norm.family),  # from conf/norm/<key>.yaml: the report groups by it
+                MODEL_TAG: str(cfg.model.name),
+                PRECISION_TAG: str(cfg.precision.name),
+                CLUSTER_TAG: str(cfg.cluster.name),
+                SEED_TAG: seed,
+                "deterministic": str(bool(cfg.get("deterministic", False))).lower(),
+                **variant_tags(label, parts, axes),
+            },
+            # Machine-local paths and the tracking location are not params: the experiment's variables only.
+            params=params,
+            config_yaml=OmegaConf.to_yaml(portable),
+            machine_paths_yaml=OmegaConf.to_yaml(machine),
+            world_size=int(cfg.cluster.devices) * int(cfg.cluster.num_nodes),
+            overrides=list(overrides or []),
+            job_num=job_num,
+            system_metrics_s=float(cfg.logger.get("system_metrics_s") or 0),
+        )
+
+
+@dataclass
+class RunResult:
+    name: str  # the run's name: its variant and seed (`torch_rmsnorm · post-s1`), as in the MLflow UI
+    outcome: str  # finished | diverged (| running: another process is training it)
+    train_time_s: float
+    tokens_per_sec: float
+    first_train_loss: float | None
+    final_train_loss: float | None
+    test_loss: float | None
+    run_id: str | None
+    diverged_at_step: int | None = None
+
+    def summary(self) -> str:
+        def fmt(v: float | None) -> str:
+            return "n/a" if v is None else f"{v:.4f}"
+
+        status = f"DIVERGED at step {self.diverged_at_step}" if self.outcome == DIVERGED else "ok"
+        return (
+            f"[normsweep] {self.name} {status} | train {self.train_time_s:.1f} s | {self.tokens_per_sec:,.0f} tok/s"
+            f" | train loss {fmt(self.first_train_loss)} -> {fmt(self.final_train_loss)}"
+            f" | test loss {fmt(self.test_loss)} | mlflow run {self.run_id or '-'}"
+        )
+
+    @classmethod
+    def from_run(cls, run: Run) -> RunResult:
+        """The result an existing MLflow run recorded (a skipped job returns it)."""
+        m, tags = run.data.metrics, run.data.tags
+
+        def get(key: str) -> float | None:
+            value = m.get(key)
+            return None if value is None or math.isnan(value) else float(value)
+
+        diverged = get("diverged_at_step")
+        return cls(
+            name=run.info.run_name or tags.get(NORM_TAG, "?"),
+            outcome=tags.get(OUTCOME_TAG, FINISHED),
+            train_time_s=get("train_time_s") or 0.0,
+            tokens_per_sec=get("avg_tokens_per_sec") or 0.0,
+            first_train_loss=None,
+            final_train_loss=get("final_train_loss"),
+            test_loss=get("test_loss"),
+            run_id=run.info.run_id,
+            diverged_at_step=int(diverged) if diverged is not None else None,
+        )
+
+
+def split_machine_paths(cfg: DictConfig) -> tuple[DictConfig, DictConfig]:
+    """(the config without this machine's paths, those paths): the first is what another machine can
+    reuse and compare; the second says where this run read and wrote."""
+    portable = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    machine = OmegaConf.create()
+    for key in MACHINE_PATH_KEYS:
+        value = OmegaConf.select(portable, key, default=None)
+        if value is None:
+            continue
+        OmegaConf.update(machine, key, value)
+        *parents, leaf = key.split(".")
+        node = OmegaConf.select(portable, ".".join(parents)) if parents else portable
+        node.pop(leaf)
+    return portable, machine
