@@ -3,7 +3,7 @@ what a finished run says (`RunResult`).
 
 Apart from the tracker (src/tracking/tracker.py, which builds on Lightning's MLflow logger) so that a
 config is resolved and checked (src/training/run_spec.py) without importing Lightning or MLflow: a
-refused command line is answered in about two seconds, not four and a half.
+refused config is answered in 3.2 s here, not 4.8 (`python -m src.train optim.lr=-1`).
 """
 
 from __future__ import annotations
