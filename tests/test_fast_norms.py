@@ -159,8 +159,8 @@ def test_fp32_module_uses_the_native_kernel() -> None:
 
 
 def test_the_native_build_is_keyed_by_the_source_not_the_checkout(tmp_path: Path) -> None:
-    """Two checkouts of one source share one build (a fresh clone loads the library the first built,
-    instead of ~20 s of compiling); a changed source gets its own."""
+    """Two checkouts of one source share one build (a worktree on the same environment loads the
+    library the first built, instead of ~20 s of compiling); a changed source gets its own."""
     from src.model.cpu_kernels import CSRC, build_folder
 
     text = (CSRC / "rms_norm.cpp").read_bytes()

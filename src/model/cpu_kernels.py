@@ -3,8 +3,9 @@
 `torch.utils.cpp_extension.load` builds `csrc/rms_norm.cpp` once per machine into
 `$TORCH_EXTENSIONS_DIR` (default `~/.cache/torch_extensions`), ~20 s on two cores; later imports
 load the cached library. The build is keyed by the source's content, not by where the checkout is:
-the source is copied into a folder named by its hash and built there, so a second checkout (a
-worktree, a fresh clone for CI) loads the library the first one built instead of building it again. `-march=native` lets the compiler vectorise the row loops with the
+the source is copied into a folder named by its hash and built there, so a second checkout that uses
+the same environment (a worktree) loads the library the first one built instead of building it
+again. Another environment builds its own: torch's headers, in its site-packages, are on the command. `-march=native` lets the compiler vectorise the row loops with the
 widest instructions this CPU has: the build is for the machine that runs it, like inductor's.
 Without a compiler (or ninja) the loader returns None and callers use their portable path.
 """
