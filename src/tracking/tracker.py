@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lightning.pytorch.loggers import MLFlowLogger
 from lightning.pytorch.utilities import rank_zero_only
@@ -49,9 +49,6 @@ from src.tracking.tags import (
     RESUMED_TAG,
     RUNNING,
 )
-
-if TYPE_CHECKING:
-    pass
 
 CONFIG_ARTIFACT = "config/config.yaml"  # the resolved config, without this machine's paths
 MACHINE_PATHS_ARTIFACT = "config/machine_paths.yaml"  # where this run read and wrote, on its machine
