@@ -12,9 +12,8 @@ the Trainer's settings, checkpointing, the run plan, the device checks and the t
 
 from __future__ import annotations
 
-import dataclasses
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from src.core.schema import (
     LIGHTNING_PRECISIONS,
     MATMUL_PRECISIONS,
     SPEED_KERNEL_S_MAX,
+    schema_of,
     unknown_key_line,
 )
 from src.data.tokenizer import VOCAB_SIZE
@@ -95,9 +95,9 @@ def appended_keys(cfg: DictConfig, prefix: str = "") -> list[tuple[str, tuple[st
         node = cfg._get_node(key)
         if not isinstance(node, DictConfig) or node._is_missing() or node._is_none():
             continue
-        path, kind = f"{prefix}{key}", OmegaConf.get_type(node)
-        if isinstance(kind, type) and dataclasses.is_dataclass(kind):  # a schema-typed node (src/core/schema.py)
-            valid = tuple(f.name for f in dataclasses.fields(kind))
+        path, kind = f"{prefix}{key}", schema_of(node)
+        if kind is not None:
+            valid = tuple(f.name for f in fields(kind))
             found += [(f"{path}.{k}", valid, kind.__name__) for k in node if k not in valid]
         found += appended_keys(node, f"{path}.")
     return found
@@ -206,8 +206,6 @@ def validate(cfg: DictConfig) -> GPTConfig:
         "cluster.strategy",
         f"{cfg.cluster.strategy!r} is not supported; use ddp (or auto for one device)",
     )
-    _require_choice(cfg.cluster.strategy, lightning_names("strategy"), "cluster.strategy")
-    _require_choice(cfg.cluster.accelerator, lightning_names("accelerator"), "cluster.accelerator")
     sw = cfg.sweep
     _require_choice(sw.on_existing, POLICIES, "sweep.on_existing")
     _require_choice(sw.on_code_change, CODE_POLICIES, "sweep.on_code_change")
@@ -227,6 +225,9 @@ def validate(cfg: DictConfig) -> GPTConfig:
             f"cluster={c.name} runs one process per job: cluster.devices and cluster.num_nodes must be 1, "
             f"got {c.devices} x {c.num_nodes}; for DDP jobs use cluster=gpu_node (one job per command) or cluster=slurm",
         )
+    # Last: Lightning's registries import Lightning, which no other check here needs.
+    _require_choice(cfg.cluster.strategy, lightning_names("strategy"), "cluster.strategy")
+    _require_choice(cfg.cluster.accelerator, lightning_names("accelerator"), "cluster.accelerator")
     return model_cfg
 
 
