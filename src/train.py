@@ -88,13 +88,13 @@ def single_run_of_a_sweep(cfg: DictConfig) -> str | None:
     sweeps the norm through `hydra.sweeper.params`, which Hydra reads under -m alone): one line, on
     the first process only, so that one run is not mistaken for the study's sweep."""
     from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
 
-    if not HydraConfig.initialized() or os.environ.get("RANK", "0") != "0" or os.environ.get("LOCAL_RANK", "0") != "0":
+    ranked = os.environ.get("RANK", "0") != "0" or os.environ.get("LOCAL_RANK", "0") != "0"
+    if not HydraConfig.initialized() or cli.in_multirun() or ranked:
         return None
     hydra_cfg = HydraConfig.get()
     params = hydra_cfg.sweeper.get("params") or {}
-    if hydra_cfg.mode == RunMode.MULTIRUN or not params:
+    if not params:
         return None
     swept = ", ".join(f"{key}={value}" for key, value in params.items())
     choices = hydra_cfg.runtime.choices  # a config group's option by its name (norm=torch_layernorm)
@@ -133,12 +133,14 @@ def run_command_line() -> None:
     except cli.CONFIG_ERRORS as err:  # Hydra's, OmegaConf's, or a sweeper's before any job ran
         raise SystemExit(cli.refusal_line(err)) from None
     except OSError as err:  # Hydra's own output folder (a job's errors are its own lines, in main)
-        from src.core.paths import unwritable_reason
+        from src.launch.callbacks import check_hydra_folder
 
         key = "hydra.sweep.dir" if {"-m", "--multirun"} & set(sys.argv[1:]) else "hydra.run.dir"
-        folder = Path(err.filename or ".")
-        why = unwritable_reason(folder) or f"{folder}: {err.strerror}"
-        raise SystemExit(f"config error: {key}: {why}; Hydra writes each run's config and log there: point {key} at a writable folder") from None
+        try:
+            check_hydra_folder(Path(err.filename or "."), key)
+        except cli.CONFIG_ERRORS as refused:
+            raise SystemExit(cli.refusal_line(refused)) from None
+        raise SystemExit(f"config error: {key}: {err.filename}: {err.strerror}") from None
 
 
 register_resolvers()  # before Hydra composes: paths use ${project_root:}

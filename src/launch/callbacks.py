@@ -95,13 +95,11 @@ def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants]:
     return jobs, variants
 
 
-def check_sweep_folder(config: DictConfig) -> None:
+def check_hydra_folder(folder: Path, key: str) -> None:
+    """Hydra's output folder (`hydra.run.dir`, `hydra.sweep.dir`) must be writable: ConfigError naming `key`."""
     from src.core.paths import require_writable
 
-    require_writable(
-        Path(str(config.hydra.sweep.dir)), "hydra.sweep.dir",
-        "Hydra writes each job's config and log there: point hydra.sweep.dir at a writable folder",
-    )  # fmt: skip
+    require_writable(folder, key, f"Hydra writes each job's config and log there: point {key} at a writable folder")
 
 
 def warn_unread_keys(jobs: list[dict[str, Any]]) -> None:
@@ -183,7 +181,7 @@ class MlflowSetup(Callback):
         from src.tracking.variants import find_variants
 
         try:  # every job's config, the sweeper's and the report's settings, before Hydra launches job 0
-            check_sweep_folder(config)  # Hydra makes it after this callback, once the sweep is recorded
+            check_hydra_folder(Path(str(config.hydra.sweep.dir)), "hydra.sweep.dir")  # Hydra makes it after this callback
             jobs, variants = sweep_jobs(config)
             warn_unread_keys(jobs)  # before training: a swept key nothing reads makes identical jobs
             check_reference(config, variants)
