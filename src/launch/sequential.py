@@ -39,7 +39,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.core.paths import ConfigError
 from src.stats.pairs import pair_label
-from src.stats.settings import METRIC_CHOICES, SETTINGS, check_settings  # noqa: F401  (the sweeper's settings)
+from src.stats.settings import METRIC_CHOICES, SETTINGS, check_settings, check_sweeper  # noqa: F401  (the sweeper's settings)
 from src.tracking.tags import RESULT_OUTCOMES
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ def first_round_overrides(config: DictConfig) -> list[str]:
     if not is_sequential(sweeper):
         return []
     s = OmegaConf.to_container(sweeper, resolve=True)
-    check_settings(*(s.get(k) for k in SETTINGS))
+    check_sweeper(s)
     params = s.get("params") or {}
     _check_no_seed([*(f"{k}={v}" for k, v in params.items()), *config.hydra.overrides.task])
     return [f"seed={','.join(str(i) for i in range(s['first_seeds']))}"]

@@ -81,12 +81,12 @@ def plan(
     )
     from src.report.runs import load_sweep, open_store
     from src.stats.sequential import Design
-    from src.stats.settings import SETTINGS, check_settings
+    from src.stats.settings import check_sweeper
 
     # The sweeper's settings as `hydra/sweeper=sequential` composes them (with any hydra.sweeper.* override).
     sweeper = paths.compose([*overrides, "hydra/sweeper=sequential"], with_hydra=True).hydra.sweeper
     settings_ = OmegaConf.to_container(sweeper, resolve=True)
-    check_settings(*(settings_.get(k) for k in SETTINGS))
+    check_sweeper(settings_)
     design = Design(*(settings_[k] for k in ("first_seeds", "seeds_per_round", "max_seeds", "alpha", "spending", "futility")))
     sweep = load_sweep(experiment, open_store(uri))
     runs = sweep.runs

@@ -12,7 +12,7 @@ import sys
 from src.core import cli
 from src.core.paths import compose
 from src.stats.sequential import Design, tables
-from src.stats.settings import SETTINGS, check_settings
+from src.stats.settings import check_sweeper
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def simulate() -> int:
         sweeper = compose(["hydra/sweeper=sequential", *args.overrides], with_hydra=True).hydra.sweeper
-        check_settings(*(sweeper.get(k) for k in SETTINGS))  # as the sweeper checks them: one line naming the key
+        check_sweeper(sweeper)  # as the sweeper checks them: one line naming the key
         design = Design(
             sweeper.first_seeds, sweeper.seeds_per_round, sweeper.max_seeds, sweeper.alpha, sweeper.spending, sweeper.futility
         )

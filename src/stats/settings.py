@@ -8,6 +8,7 @@ alone took 0.67 s of a 1.07 s refusal.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from src.core.paths import ConfigError
@@ -46,3 +47,8 @@ def check_settings(
         raise ConfigError(
             f"hydra.sweeper.metrics: {bad or chosen!r} not allowed; valid choices: {', '.join(METRIC_CHOICES)}"
         )
+
+
+def check_sweeper(settings: Mapping[str, Any]) -> None:
+    """`check_settings` on the sweeper's config (`hydra.sweeper`), its settings taken by name."""
+    check_settings(*(settings.get(k) for k in SETTINGS))
