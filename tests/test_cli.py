@@ -45,6 +45,8 @@ def test_every_help_has_one_shape(name: str, capsys: pytest.CaptureFixture[str])
         ("report", ["--status", "--sweep-dir", "/nonexistent/sweep"], "config error: --sweep-dir /nonexistent/sweep: no such folder"),
         # was named logger.tracking_uri=..., a key the user had not typed
         ("report", ["--tracking-uri", "http://127.0.0.1:1", "--experiment-name", "x"], "config error: --tracking-uri http://127.0.0.1:1: no MLflow tracking server answers there"),
+        # ...also with credentials in it (refused), which the line leaves out as every line does
+        ("report", ["--tracking-uri", "http://alice:s3cret@127.0.0.1:1", "--experiment-name", "x"], "config error: --tracking-uri http://127.0.0.1:1: credentials in the tracking URI"),
         ("ui", ["logger.ui.nope=1"], "config error: logger.ui.nope: no such key (logger.ui's keys: "),
         ("report", ["logger=none"], "config error: logger: tracking is off (logger=none), so no store holds runs to report"),  # was 'logger.tracking_uri=None: a path without a scheme ...'
         ("stats", ["hydra.sweeper.max_seeds=1"], "config error: hydra.sweeper.max_seeds: must be an integer >= 3, got 1"),  # was a ValueError traceback

@@ -25,7 +25,7 @@ from src.report import ReportError, analyze, generate_report, report_folder, ter
 from src.report.comparisons import Margins, default_margin, reference_setting, settings
 from src.report.runs import open_store
 from src.report.status import status_text
-from src.tracking.store_uri import StoreError
+from src.tracking.store_uri import StoreError, redact_uri
 from src.tracking.sweep import JOBS_FILE, running_sweep
 from src.tracking.tags import HOST_TAG, PID_TAG
 from src.tracking.ui_view import ui_base
@@ -163,9 +163,10 @@ def named_as_given(args: argparse.Namespace) -> int:
     try:
         return report(args)
     except paths.ConfigError as err:
-        key = f"logger.tracking_uri={args.tracking_uri}"
+        shown = redact_uri(args.tracking_uri or "")  # the store's messages show the URI without its secrets
+        key = f"logger.tracking_uri={shown}"
         if args.tracking_uri and str(err).startswith(key):
-            said = str(err).replace(key, f"--tracking-uri {args.tracking_uri}", 1)
+            said = str(err).replace(key, f"--tracking-uri {shown}", 1)
             raise paths.ConfigError(said.replace("drop the override to track in", "drop --tracking-uri to read")) from None
         raise
 
