@@ -22,8 +22,8 @@ from src.launch.sweep_end import RESULT_AWAITED_ENV, JobFailed, job_failed
 from src.tracking.store_uri import refuse_credentials, sqlite_path
 
 if TYPE_CHECKING:
+    from src.tracking.record import RunResult
     from src.training.failures import Ending
-    from src.training.run_life import RunResult
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +39,7 @@ def train(cfg: DictConfig) -> RunResult:
     from lightning.pytorch.utilities import rank_zero_only
 
     from src.training.lit_module import GPTLitModule
-    from src.training.run_life import RunLife
-    from src.training.trainer import build_trainer, run_datamodule
+    from src.training.run_life import RunLife, build_trainer, run_datamodule
 
     life = RunLife.plan(spec)  # done / resume / settle / supersede / new, decided once per job
     if life.done is not None:

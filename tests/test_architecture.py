@@ -26,7 +26,6 @@ TORCH_FREE = [
     "src.core.paths",
     "src.core.cli",
     "src.core.schema",
-    "src.core.locks",
     "src.core.atomic_io",
     "src.report",
     "src.report.__main__",
@@ -181,7 +180,7 @@ def _calls_named(tree: ast.AST, name: str) -> int:
 
 def test_the_store_has_one_door() -> None:
     """Only src/tracking talks to MLflow, only its store module builds a client, and file locks go
-    through one library (src.core.locks): no hand-written flock anywhere."""
+    through one library (src.core.atomic_io): no hand-written flock anywhere."""
     sources = sorted(SRC.rglob("*.py"))
     assert STORE_MODULE in sources and len(sources) > 30  # the scan sees the package
     outside, clients, side_doors, flock = [], [], [], []
@@ -200,7 +199,7 @@ def test_the_store_has_one_door() -> None:
     assert not outside, f"MLflow imported outside src/tracking (use src.tracking.store.Store): {outside}"
     assert not clients, f"MlflowClient built outside src/tracking/store.py: {clients}"
     assert not side_doors, f"the store's MLflow client used outside src/tracking/store.py (add a Store method): {side_doors}"
-    assert not flock, f"hand-written file locks (use src.core.locks): {flock}"
+    assert not flock, f"hand-written file locks (use src.core.atomic_io): {flock}"
     assert _calls_named(ast.parse(STORE_MODULE.read_text()), "MlflowClient") >= 1  # the door itself is found
 
 

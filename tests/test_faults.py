@@ -13,8 +13,7 @@ from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
 from src.tracking.retry import with_retry
-from src.tracking.sqlite_file import lock_path
-from src.tracking.store import EXPERIMENT_TAGS, Store
+from src.tracking.store import EXPERIMENT_TAGS, Store, lock_path
 from src.tracking.store_uri import FIELD, StoreError, redact_uri
 
 RACE_ROUNDS = 1  # three real trainings at once on a new file: without the lock 11 of 15 crashed (docs)

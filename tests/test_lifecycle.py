@@ -16,6 +16,8 @@ from mlflow.tracking import MlflowClient
 import src.training.run_life as run_life_module
 from src.core.paths import compose
 from src.launch.sweep_end import REASON_TAG
+from src.tracking.record import RunResult
+from src.tracking.run_plan import decide, settle_lost
 from src.tracking.store import Store
 from src.tracking.sweep import (
     FINGERPRINT_TAG,
@@ -26,7 +28,6 @@ from src.tracking.sweep import (
 )
 from src.tracking.tracker import Tracker
 from src.train import train
-from src.training.run_life import RunResult, decide, settle_lost
 
 STEPS = 8
 FINAL = (*REQUIRED_FINAL_METRICS, "avg_tokens_per_sec", "n_params", "peak_memory_mb")

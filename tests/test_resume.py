@@ -14,10 +14,10 @@ from mlflow.tracking import MlflowClient
 
 import src.training.run_life as run_life_module
 from src.core.paths import compose
+from src.tracking.record import RunResult
 from src.train import train
 from src.training.failures import RunFailed
 from src.training.lit_module import GPTLitModule
-from src.training.run_life import RunResult
 
 STEPS = 8
 

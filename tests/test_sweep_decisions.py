@@ -13,6 +13,7 @@ import pytest
 
 from src.core.paths import ConfigError
 from src.tracking.code import CodeState
+from src.tracking.run_plan import decide, settle_lost, supersede
 from src.tracking.store import Store
 from src.tracking.sweep import (
     CODE_FINGERPRINT_TAG,
@@ -28,7 +29,6 @@ from src.tracking.sweep import (
     code_conflicts,
     runs_with_fingerprint,
 )
-from src.training.run_life import decide, settle_lost, supersede
 
 FP = "0123456789abcdef"
 STALE_S = 300.0
@@ -175,8 +175,8 @@ def test_a_new_run_keeps_the_checkpoint_of_the_run_it_replaces(tmp_path: Path, s
     import torch
 
     from src.core.paths import compose
-    from src.training.checkpointing import RUN_STATE_KEY
-    from src.training.run_life import plan_run
+    from src.tracking.identity import RUN_STATE_KEY
+    from src.tracking.run_plan import plan_run
     from src.training.run_spec import resolve
 
     shutil.copyfile(store_template, tmp_path / "mlflow.db")

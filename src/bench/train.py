@@ -33,9 +33,9 @@ from src.core.devices import DeviceSpec, gpu_peak_tflops, matmul_kind
 from src.core.tables import markdown_table
 from src.stats.inference import median_interval
 from src.training.lit_module import GPTLitModule
+from src.training.run_life import build_trainer
 from src.training.run_spec import TrainSpec
 from src.training.steps import TrainStep, bench_config, build_module, random_batches
-from src.training.trainer import build_trainer
 
 PRECISIONS = {"fp32": "fp32", "bf16-mixed": "bf16_mixed"}  # --precision -> conf/precision preset
 CPU_MATMUL_N = 4096  # 137 GFLOP per product: long enough that timer and launch costs vanish

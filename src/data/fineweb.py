@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from ..core.locks import exclusive
+from ..core.atomic_io import exclusive
 from ..core.paths import ConfigError
 from .base import DataSource, fingerprint, match_files, read_documents, unit_interval
 from .cache import (

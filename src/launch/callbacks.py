@@ -129,7 +129,7 @@ def check_reference(config: DictConfig, variants: Variants) -> None:
 
 def stop_on_code_change(store: Store, experiment_id: str, jobs: list[dict[str, Any]], config: DictConfig) -> None:
     """Before the first job trains: stop, in one line naming them all, if jobs would reuse or resume
-    runs that other code made (each job's own decision, `run_life.decide`, is the same rule, one run at
+    runs that other code made (each job's own decision, `run_plan.decide`, is the same rule, one run at
     a time: it would stop only after the jobs before it had trained)."""
     sw = config.sweep
     if not jobs or sw.on_existing != "resume" or sw.on_code_change != "fail":

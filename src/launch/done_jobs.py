@@ -1,9 +1,9 @@
 """Which jobs of a sweep are done before a launcher starts any (the SLURM and one-node launchers).
 
 A finished sweep's re-run allocates nothing and a partly done one starts only the rest: the store is
-asked first (`already_done` in src/training/run_life.py, read-only), and one line says how many were
+asked first (`already_done` in src/tracking/run_plan.py, read-only), and one line says how many were
 skipped. Every other decision (resume, a lost run, a code change) stays the job's own, made by its
-rank 0 (src/training/run_life.py).
+rank 0 (src/tracking/run_plan.py).
 """
 
 
@@ -40,8 +40,8 @@ def job_config(launcher: Any, overrides: Sequence[str]) -> DictConfig:
 
 def split_done(launcher: Any, job_overrides: Sequence[Sequence[str]], first: int) -> tuple[list[tuple[int, list[str]]], dict[int, JobReturn]]:
     """(the jobs to start, as (number, overrides); the results of the jobs already done, by number)."""
+    from src.tracking.run_plan import already_done
     from src.tracking.store import Store
-    from src.training.run_life import already_done
     from src.training.run_spec import resolve
 
     jobs = [(first + i, list(o)) for i, o in enumerate(job_overrides)]

@@ -4,7 +4,7 @@ started by torchrun (`torch.distributed.run --standalone`, one per device).
 Lightning's own DDP launcher would re-run `sys.argv` — with `-m` and the sweep lists — in every
 rank (Lightning #11300). Under torchrun Lightning sees `TorchElasticEnvironment` and starts no
 process itself. Each worker loads the job as submitit's workers do (this launcher pickled with
-Hydra's state, src/launch/node_job.py); rank 0 decides the job's plan (src/training/run_life.py)
+Hydra's state, src/launch/node_job.py); rank 0 decides the job's plan (src/tracking/run_plan.py)
 and leaves its result for this process. A SIGTERM or Ctrl+C here reaches every worker through
 torchrun: the job checkpoints and is recorded as pre-empted, and the sweep stops; its re-run
 continues it. Hydra instantiates launchers only from `hydra_plugins`: the class Hydra sees is the

@@ -31,7 +31,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from src.core.locks import try_hold
+from src.core.atomic_io import try_hold
 
 _claimed: tuple[int, FileLock, str] | None = None  # (slot, its lock, what it pinned): held until exit
 RUNNING_DIR = "running"  # under the slots folder: job-<num>.json while a worker runs that job

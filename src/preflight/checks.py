@@ -76,8 +76,8 @@ def check_data(cfg: DictConfig, budget: Budget) -> Finding:
     """Prepared or not, tokens available against the budget, the splits' other needs, size on disk."""
     from src.data import build_source, read_meta
     from src.data.cache import is_valid_cache
+    from src.training.run_life import run_datamodule
     from src.training.run_spec import TrainSpec
-    from src.training.trainer import run_datamodule
 
     try:
         source = build_source(cfg.data)

@@ -43,6 +43,7 @@ NON_RESULT_KEYS = (
 
 FINGERPRINT_CHARS = 16
 LAST = "last.ckpt"  # a run's checkpoint, in its folder: the end state, or where it stopped
+RUN_STATE_KEY = "RunTracking"  # the tracking callback's entry in checkpoint["callbacks"]: its run id and identity
 MAX_FOLDER_NAME = 80
 
 

@@ -153,3 +153,30 @@ def split_machine_paths(cfg: DictConfig) -> tuple[DictConfig, DictConfig]:
         node = OmegaConf.select(portable, ".".join(parents)) if parents else portable
         node.pop(leaf)
     return portable, machine
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """Where the run is recorded and what a multirun job does with an earlier run of its identity."""
+
+    enabled: bool
+    tracking_uri: str
+    artifact_location: str | None
+    experiment_name: str
+    on_existing: str  # resume | rerun | fail (checked by config.validate)
+    on_code_change: str  # fail | rerun | keep: a run to reuse was made by other code (src.tracking.code)
+    stale_after_s: float
+    heartbeat_s: float
+
+    @classmethod
+    def of(cls, cfg: DictConfig) -> StoreSpec:
+        return cls(
+            enabled=bool(cfg.logger.enabled),
+            tracking_uri=cfg.logger.tracking_uri,
+            artifact_location=cfg.logger.get("artifact_location"),
+            experiment_name=cfg.experiment_name,
+            on_existing=cfg.sweep.on_existing,
+            on_code_change=cfg.sweep.on_code_change,
+            stale_after_s=float(cfg.sweep.stale_after_s),
+            heartbeat_s=float(cfg.sweep.heartbeat_s),
+        )

@@ -1,11 +1,12 @@
 """The SQLite store's file: locked while its schema changes, repaired when a migration was cut short
-(its path is checked before, with the rest of the URI: src.tracking.store_uri.check_uri).
+(its path is checked before, with the rest of the URI: src.tracking.store_uri.check_uri; its lock is
+the store's, `src.tracking.store.store_lock`).
 
 A new SQLite store gets its schema from MLflow's alembic migrations the first time a process opens
 it. Processes opening a fresh file at the same moment race in those migrations and can leave it
 half-migrated (leftover `_alembic_tmp_*` tables) so that every later open fails; retrying cannot
 fix that. So every process takes an exclusive lock file beside the database (`mlflow.db.lock`,
-src.core.locks) while the schema is created or upgraded and while an experiment is found or created;
+`src.tracking.store.store_lock`) while the schema is created or upgraded and while an experiment is found or created;
 afterwards parallel writers only meet SQLite's ordinary write lock, which SQLite's busy timeout
 (MLflow sets 20 s) and `src.tracking.retry.with_retry` ride out. A half-migrated store is rebuilt
 when it provably holds no user data, and refused otherwise, with the steps to recover it.
@@ -17,40 +18,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
-from src.core.locks import LockTimeout, exclusive
 from src.tracking.store_uri import FIELD, StoreError, redact_uri
 
 log = logging.getLogger(__name__)
 
-LOCK_WAIT_S = 600.0  # a schema upgrade of a large store can take minutes; a dead holder frees it at once
 TMP_TABLE_PREFIX = "_alembic_tmp_"  # alembic's copy of a table being rebuilt on SQLite
 # Tables MLflow fills in every new store; rows there are not user data.
 STORE_METADATA_TABLES = {"alembic_version", "workspaces"}
 DEFAULT_EXPERIMENT_ID = 0
-
-
-def lock_path(db: Path) -> Path:
-    return db.with_name(db.name + ".lock")
-
-
-@contextlib.contextmanager
-def store_lock(db: Path, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
-    """Hold the exclusive inter-process lock of the SQLite store `db` (not re-entrant)."""
-    path = lock_path(db)
-    held = exclusive(path, wait_s, what="opening the MLflow store")
-    try:
-        held.__enter__()
-    except LockTimeout as err:
-        raise StoreError(f"{FIELD}: {err} (opening the store); is one stuck? (`fuser {path}` names it)") from None
-    except OSError as err:
-        raise StoreError(f"{FIELD}: cannot create the lock file {path} of the SQLite store: {err.strerror}") from err
-    try:
-        yield
-    finally:
-        held.__exit__(None, None, None)
 
 
 def _user_rows(con: sqlite3.Connection) -> dict[str, int]:

@@ -21,19 +21,21 @@ callbacks, the report and the UI import it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from src.core.atomic_io import LockTimeout, exclusive
 from src.core.paths import ConfigError
 from src.tracking.identity import safe_folder_name
 from src.tracking.retry import with_retry
 from src.tracking.server_client import bound_http_requests, probe_server, ride_out_restart
-from src.tracking.sqlite_file import rebuild_if_empty, recovery_advice, repair_half_migrated, store_lock
+from src.tracking.sqlite_file import rebuild_if_empty, recovery_advice, repair_half_migrated
 from src.tracking.store_uri import FIELD, StoreError, check_uri, is_server, redact_uri, sqlite_path
 from src.tracking.tags import EXPERIMENT_KIND_TAG, NOTE_TAG
 
@@ -54,6 +56,30 @@ BATCH_MAX = 100  # params per log_batch call (MLflow's limit)
 NAME_MAX = 250  # characters of an experiment's or a run's name (MLflow stores at most 256)
 PARAM_VALUE_MAX = 6000  # characters of a param's value (MLflow 3's limit)
 SEARCH_PAGE_MAX = 1000  # runs per search_runs page (MLflow's default page size)
+
+
+LOCK_WAIT_S = 600.0  # a schema upgrade of a large store can take minutes; a dead holder frees it at once
+
+
+def lock_path(db: Path) -> Path:
+    return db.with_name(db.name + ".lock")
+
+
+@contextlib.contextmanager
+def store_lock(db: Path, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
+    """Hold the exclusive inter-process lock of the SQLite store `db` (not re-entrant)."""
+    path = lock_path(db)
+    held = exclusive(path, wait_s, what="opening the MLflow store")
+    try:
+        held.__enter__()
+    except LockTimeout as err:
+        raise StoreError(f"{FIELD}: {err} (opening the store); is one stuck? (`fuser {path}` names it)") from None
+    except OSError as err:
+        raise StoreError(f"{FIELD}: cannot create the lock file {path} of the SQLite store: {err.strerror}") from err
+    try:
+        yield
+    finally:
+        held.__exit__(None, None, None)
 
 
 def _open_sqlite_client(uri: str, db: Path) -> MlflowClient:

@@ -33,7 +33,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from src.core import cli
-from src.core.locks import try_hold
+from src.core.atomic_io import try_hold
 from src.core.paths import PROJECT_ROOT, unwritable_reason
 
 DB_USER = "normsweep"  # the cluster's superuser; trust authentication on 127.0.0.1 only
@@ -56,7 +56,7 @@ class FolderInUse(ServerSetupError):
     """Another team server holds the state folder: nothing of it may be started or stopped from here."""
 
 
-FOLDER_LOCK = "team_server.lock"  # held by the running team server for its lifetime (src.core.locks)
+FOLDER_LOCK = "team_server.lock"  # held by the running team server for its lifetime (src.core.atomic_io)
 FOLDER_OWNER = "team_server.pid"  # its pid and address, for the refusal of a second one
 
 

@@ -11,14 +11,24 @@ import time
 from typing import Any
 
 import lightning as L
+from lightning.pytorch.callbacks import TQDMProgressBar
 
+from src.tracking.identity import RUN_STATE_KEY
 from src.tracking.tracker import Tracker
-from src.training.checkpointing import RUN_STATE_KEY, SaveOnSigterm, periodic_checkpoint
+from src.training.checkpointing import SaveOnSigterm, periodic_checkpoint
 from src.training.divergence import DivergenceMonitor
 from src.training.norm_dispatch import NormDispatch
 from src.training.preemption import AgreedSigterm
 from src.training.run_spec import RunSpec
-from src.training.trainer import ProgressBar
+
+
+class ProgressBar(TQDMProgressBar):
+    """Lightning's bar without `v_num` (the MLflow run id's tail, noise next to loss and tok/s)."""
+
+    def get_metrics(self, trainer: L.Trainer, pl_module: L.LightningModule) -> dict[str, int | str | float]:
+        metrics = super().get_metrics(trainer, pl_module)
+        metrics.pop("v_num", None)
+        return metrics
 
 
 class RunTracking(L.Callback):

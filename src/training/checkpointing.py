@@ -19,8 +19,6 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from src.tracking.identity import LAST, CheckpointSpec
 
-RUN_STATE_KEY = "RunTracking"  # the tracking callback's entry in checkpoint["callbacks"]
-
 
 class SaveOnSigterm(L.Callback):
     """On SIGTERM Lightning stops after the current batch; save the state before teardown."""

@@ -26,6 +26,7 @@ from hydra.core.hydra_config import HydraConfig
 
 from src.core.atomic_io import CheckpointSpaceError
 from src.core.paths import ConfigError, nearest_existing
+from src.tracking.run_plan import PeerRefused
 from src.tracking.server_client import ServerLost
 from src.tracking.store_faults import STORE_FULL, store_fault
 
@@ -49,10 +50,6 @@ class RunFailed(RuntimeError):
     def __init__(self, line: str, store_broken: bool = False) -> None:
         super().__init__(line)
         self.store_broken = store_broken  # the next jobs of a sweep would meet the same store
-
-
-class PeerRefused(Exception):
-    """Rank 0 refused the job before it trained; this rank stops too (rank 0 says why)."""
 
 
 def is_out_of_memory(err: BaseException) -> bool:

@@ -1,438 +1,144 @@
-"""A run's life, owned in one place: what the run is, its claim, its opening and its close.
+"""One run in Lightning: the Trainer and the data it fits, and the run's life around the fit.
 
-From the run's identity, the store and the checkpoint folder, `plan_run` decides what a job is:
-
-    done        its result is recorded (FINISHED, or diverged): nothing to train, the result is returned
-    resume      pre-empted, killed or lost with a checkpoint of its own: continue the same MLflow run
-    lost        RUNNING, but its process is gone: settled as KILLED (`lost`) when the run opens, then resumed
-    superseded  failed, or `sweep.on_existing=rerun`: a new run replaces it (its checkpoint is kept aside)
-    new         nothing of this config yet
-
-An explicit `ckpt_path` / `resume=true` is checked against the config before any MLflow run is touched,
-so a mismatch changes no one's record. A run to resume or skip on that other code made follows
-`sweep.on_code_change` (src.tracking.code). A sweep's job holds a claim on its config (src.tracking.sweep)
-from the decision until its run is open (`open_tracker`), so two copies of a sweep never train one config
-twice. With several processes, rank 0 decides and the plan is broadcast (`decided_once`); a launcher
-asks `already_done` (read-only) before it submits anything. `RunLife` opens the run as the fit sets up and
-closes it with its outcome, whatever way training ends. The other modules ask this one; it asks the store.
+`RunLife.plan` asks src/tracking/run_plan.py what the job is (done / resume / settle / supersede /
+new, decided once per job); as a Lightning callback, `RunLife` opens the run's MLflow record when the
+fit sets up and closes it with the fit's outcome, whatever way training ends (finished, diverged,
+pre-empted, interrupted, failed). `build_trainer` and `run_datamodule` are the Trainer and the
+DataModule as every run (and benchmark) builds them.
 """
 
 from __future__ import annotations
 
-import datetime
-import functools
-import os
-import pickle
+import io
+import logging
 import resource
 import signal
-import zipfile
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+import warnings
+from dataclasses import asdict
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import lightning as L
 import torch
-import torch.distributed as dist
-from lightning.fabric.plugins.environments import (
-    ClusterEnvironment,
-    SLURMEnvironment,
-    TorchElasticEnvironment,
-)
+from lightning.fabric.plugins.environments import SLURMEnvironment, TorchElasticEnvironment
+from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from src.core.atomic_io import CheckpointSpaceError, move_aside, remove_partial_writes
+from src.core.atomic_io import CheckpointSpaceError, write_checkpoint
+from src.core.budget import Budget
 from src.core.cli import in_multirun
+from src.core.devices import DeviceSpec, configure_matmul_precision
 from src.core.paths import ConfigError
-from src.tracking.code import CodeState, code_state
-from src.tracking.identity import LAST, CheckpointSpec, check_checkpoint
+from src.data.datamodule import TokenDataModule, build_datamodule
+from src.tracking.identity import LAST
 from src.tracking.record import RunResult
+from src.tracking.run_plan import RunPlan, decided_once, open_tracker, plan_run, release
 from src.tracking.store import Store
-from src.tracking.store_uri import redact_uri
-from src.tracking.sweep import (
-    PARENT_ENV,
-    POLICIES,
-    REUSES,
-    Claim,
-    Decision,
-    by_state,
-    claim,
-    code_change_message,
-    is_alive,
-    made_at,
-    made_by_other_code,
-    runs_with_fingerprint,
-)
-from src.tracking.tags import (
-    DIVERGED,
-    FINISHED,
-    HOST_TAG,
-    INTERRUPTED_OUTCOMES,
-    LOST,
-    OUTCOME_TAG,
-    PID_TAG,
-    RUNNING,
-    SUPERSEDED_TAG,
-)
+from src.tracking.tags import DIVERGED, FINISHED
 from src.tracking.tracker import TokenCacheRef, Tracker
 from src.training.callbacks import RunCallbacks
-from src.training.checkpointing import RUN_STATE_KEY
-from src.training.failures import (
-    PeerRefused,
-    failed_after_recording,
-    keep_traceback,
-    route_store_errors_to_log,
-)
+from src.training.failures import failed_after_recording, keep_traceback, route_store_errors_to_log
 from src.training.preemption import SLURM_WARNINGS, requeue_this_job, slurm_job_id
-from src.training.run_spec import RunSpec
-from src.training.trainer import quiet_lightning
+from src.training.run_spec import RunSpec, TrainSpec
 
 if TYPE_CHECKING:
-    from src.core.budget import Budget
-    from src.tracking.store import Run
     from src.training.lit_module import GPTLitModule
 
-# --- what a checkpoint says about its run
-def resolve_ckpt_path(spec: CheckpointSpec) -> Path | None:
-    """The checkpoint to resume from: `ckpt_path=last` / `resume=true` mean this run's last.ckpt."""
-    if spec.resume_from is None:
-        return None
-    path = spec.last if spec.resume_from == "last" else Path(spec.resume_from)
-    if not path.is_file():
-        raise ConfigError(f"ckpt_path: no checkpoint at {path} (run with checkpoint.enabled=true to write one)")
-    return path
+
+# --- the Trainer and the DataModule, as every run and benchmark builds them
 
 
-def read_run_state(path: Path) -> dict[str, Any]:
-    """The tracking state a checkpoint carries ({} if it has none); ConfigError if it is no checkpoint."""
-    try:
-        # mmap: only the small entries we read leave the disk, not gigabytes of optimizer state.
-        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except (RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, EOFError, OSError) as err:
-        raise ConfigError(f"ckpt_path: {path} is not a readable checkpoint ({type(err).__name__})") from None
-    if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
-        raise ConfigError(f"ckpt_path: {path} is not a Lightning checkpoint (no state_dict)")
-    return ckpt.get("callbacks", {}).get(RUN_STATE_KEY, {})
+def quiet_lightning() -> None:
+    # Noise only on the CPU defaults: one in-process loader is deliberate (memmapped windows are cheap).
+    for pattern in (
+        ".*does not have many workers.*",
+        ".*The number of training batches.*",
+        ".*GPU available but not used.*",
+        ".*The `srun` command is available on your system but is not used.*",  # torchrun on a SLURM login node
+        ".*Checkpoint directory.*exists and is not empty.*",
+        # Our loader resumes through ResumableRankSampler, which Lightning's check cannot see.
+        ".*your dataloader is not resumable.*",
+        ".*isinstance\\(treespec, LeafSpec\\)` is deprecated.*",  # Lightning vs newer torch, harmless
+    ):
+        warnings.filterwarnings("ignore", message=pattern)
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
+    logging.getLogger("lightning.fabric.utilities.seed").setLevel(logging.WARNING)
 
 
-# --- what the store says: the decision for a config's latest run
-
-
-def settle_lost(store: Store, experiment_id: str, fp: str, stale_after_s: float) -> list[str]:
-    """Mark KILLED (`outcome=lost`) the RUNNING runs of this identity whose process is gone.
-
-    A SIGKILL leaves a run RUNNING; the next run of its config settles it instead of leaving it
-    RUNNING forever. The one place that does: a job, single or in a sweep, as it opens its own run
-    (`settle_lost_runs`), after every check of its config; `decide` only reads.
-    """
-    lost = [r for r in runs_with_fingerprint(store, experiment_id, fp) if r.info.status == "RUNNING"]
-    lost = [r for r in lost if not is_alive(r, stale_after_s)]
-    for run in lost:
-        store.set_tags(run.info.run_id, {OUTCOME_TAG: LOST})
-        store.terminate(run.info.run_id, "KILLED")
-    return [r.info.run_id for r in lost]
-
-
-def supersede(store: Store, old_run_ids: Sequence[str], new_run_id: str) -> None:
-    for run_id in old_run_ids:
-        store.set_tags(run_id, {SUPERSEDED_TAG: new_run_id})
-
-
-def decide(
-    store: Store,
-    experiment_id: str,
-    fp: str,
-    policy: str,
-    stale_after_s: float,
-    checkpoint_of: Callable[[Run], bool],
-    code: CodeState | None = None,
-    on_code_change: str = "fail",
-) -> Decision:
-    """What a job with fingerprint `fp` should do; `checkpoint_of(run)`: a checkpoint of that run exists.
-
-    `code`: this process's code; a run to reuse that other code made follows `on_code_change`
-    (None: no code check). Changes no record: a lost run is settled when the job opens its run."""
-    runs = runs_with_fingerprint(store, experiment_id, fp)
-    if not runs:
-        return Decision("new")
-    latest = runs[0]
-    if policy == "fail":
-        raise ConfigError(
-            f"sweep.on_existing=fail: run {latest.info.run_id} ({latest.info.run_name}) already has this config "
-            f"(fingerprint {fp}); valid choices: {', '.join(POLICIES)}"
-        )
-    if policy == "rerun":
-        return Decision("new", latest, "sweep.on_existing=rerun", [r.info.run_id for r in runs if r.info.status != "RUNNING"])
-    d = by_state(latest, stale_after_s, checkpoint_of)
-    if code is None or d.action not in REUSES or not made_by_other_code(latest, code):
-        return d
-    if on_code_change == "fail":
-        raise ConfigError(code_change_message(store, [latest], code))
-    at = made_at(latest)
-    if on_code_change == "rerun":
-        return Decision("new", latest, f"made by other code ({at}); training it again (sweep.on_code_change=rerun)", [latest.info.run_id])
-    return Decision(d.action, latest, f"{d.reason}; made by other code ({at}), kept (sweep.on_code_change=keep)")
-
-
-
-
-# --- the plan: done / resume / lost -> settle / superseded / new
-REPLACED_FOLDER = "replaced"  # beside last.ckpt: the checkpoints of the runs a new run replaced
-
-
-@dataclass
-class RunPlan:
-    ckpt_path: Path | None = None  # resume from here
-    run_id: str | None = None  # into this existing MLflow run
-    supersede: list[str] = field(default_factory=list)  # earlier runs the new one replaces
-    done: RunResult | None = None  # nothing to train: this is the job's result
-    message: str = ""
-    claim: Claim | None = None  # held until the job's run is open (`open_tracker` releases it)
-
-
-def plan_run(spec: RunSpec, in_multirun: bool, store: Store | None) -> RunPlan:
-    """`store`: the job's MLflow store, opened once (None without tracking)."""
-    plan = _plan(spec, in_multirun, store)
-    if plan.done is None and rank_zero_only.rank == 0:
-        # This run alone trains into the folder now: a write a SIGKILL cut short is garbage.
-        left = remove_partial_writes(spec.checkpoint.last)
-        if left:
-            note = f"removed {len(left)} unfinished checkpoint write(s) left by a killed process in {spec.checkpoint.folder}"
-            plan.message = f"{plan.message}; {note}" if plan.message else f"{spec.run_name}: {note}"
-    return plan
-
-
-def _plan(spec: RunSpec, in_multirun: bool, store: Store | None) -> RunPlan:
-    """The three ways a job finds its run: the checkpoint it was given, the checkpoint in its folder (a
-    single run), or the store's runs of its config (a sweep's job)."""
-    explicit = resolve_ckpt_path(spec.checkpoint)
-    if explicit is not None:
-        return plan_explicit(spec, explicit, store)
-    if not in_multirun:
-        return plan_single_run(spec, store)
-    if store is None:
-        return RunPlan()
-    return plan_sweep_job(spec, store)
-
-
-def plan_explicit(spec: RunSpec, explicit: Path, store: Store | None) -> RunPlan:
-    """`ckpt_path=...` / `resume=true`: the checkpoint must be this config's; its run, if recorded, is continued."""
-    state = read_run_state(explicit)
-    identity, policy = spec.identity, spec.store.on_code_change
-    check_checkpoint(explicit, identity.fingerprint, identity.config, state)
-    run_id = state.get("mlflow_run_id") if store is not None else None
-    if not run_id:
-        return RunPlan(explicit, None)
-    assert store is not None
-    run = store.get_run(run_id)
-    if run is None:
-        raise ConfigError(f"ckpt_path: {explicit} belongs to MLflow run {run_id}, which is not in {redact_uri(store.uri)}")
-    if policy != "keep" and made_by_other_code(run, code_state()):
-        # Continuing (or reporting) a run of other code is the user's call; `rerun` means a new run,
-        # which an explicit checkpoint cannot be.
-        raise ConfigError(
-            f"ckpt_path: {explicit}: {code_change_message(store, [run], code_state(), policy)}"
-            "; with ckpt_path only =keep applies (drop ckpt_path to train it again)"
-        )
-    if run.info.status == "FINISHED":
-        return RunPlan(done=RunResult.from_run(run), message=f"run {run_id} already finished; nothing to resume")
-    return RunPlan(explicit, run_id)
-
-
-def plan_sweep_job(spec: RunSpec, store: Store) -> RunPlan:
-    """A sweep's job: the latest run of its config decides (`decide`), under the job's claim on the config."""
-    where, identity, last = spec.store, spec.identity, spec.checkpoint.last
-    name = spec.shown_name  # the variant's name (a norm × placement sweep: both axes)
-    enabled = spec.checkpoint.enabled
-
-    @functools.cache  # read at most once: the decision and the check below share it
-    def last_state() -> dict:
-        return read_run_state(last) if last.is_file() else {}
-
-    def checkpoint_of(run: Run) -> bool:
-        return last_state().get("mlflow_run_id") == run.info.run_id
-
-    experiment_id = store.experiment_id(where.experiment_name, where.artifact_location)
-    # Another copy of the sweep (another terminal or node) may be deciding this config right now.
-    held, why = claim(store, experiment_id, identity.fingerprint, where.stale_after_s)
-    if held is None:
-        return RunPlan(done=RunResult(spec.run_name, RUNNING, 0.0, 0.0, None, None, None, None), message=f"{name}: warning: skipped, {why}")
-    try:
-        d = decide(
-            store, experiment_id, identity.fingerprint, where.on_existing, where.stale_after_s, checkpoint_of,
-            code_state(), where.on_code_change,
-        )  # fmt: skip
-        if d.action in ("skip", "busy"):
-            assert d.run is not None
-            held.release()
-            note = "skipped" if d.action == "skip" else "warning: skipped"
-            return RunPlan(done=RunResult.from_run(d.run), message=f"{name}: {note}, run {d.run.info.run_id} {d.reason}")
-        if d.action == "resume":
-            assert d.run is not None
-            check_checkpoint(last, identity.fingerprint, identity.config, last_state())
-            return RunPlan(last, d.run.info.run_id, message=f"{name}: run {d.run.info.run_id} {d.reason}", claim=held)
-        said = [f"run {d.run.info.run_id} {d.reason}"] if d.run is not None else []
-        # A new run of this config is about to checkpoint into `last`'s folder: the file there (a failed,
-        # superseded or other-code run's) moves to `replaced/<its run id>.ckpt`, so no run's state is
-        # written over. Rank 0 moves it; a DDP job's other ranks start the new run without reading it.
-        if enabled and last.is_file() and rank_zero_only.rank == 0:
-            kept = last.parent / REPLACED_FOLDER / f"{last_state().get('mlflow_run_id') or 'unknown-run'}.ckpt"
-            move_aside(last, kept)
-            said.append(f"its checkpoint kept as {kept}")
-        return RunPlan(supersede=d.supersede, message=f"{name}: {'; '.join(said)}" if said else "", claim=held)
-    except BaseException:
-        held.release()
-        raise
-
-
-def plan_single_run(spec: RunSpec, store: Store | None) -> RunPlan:
-    """A single run (no -m, no ckpt_path/resume): resume the run its `last.ckpt` belongs to when
-    that run was interrupted (pre-empted, Ctrl+C, lost), as a sweep's job does; otherwise start a
-    new run, which never writes over another run's checkpoint.
-
-    Decided from the checkpoint file and its run's state, so the ranks of a DDP run decide alike
-    (rank 0 may already have reopened the run when the others look: `running` counts as
-    interrupted). Runs of its config left RUNNING by a SIGKILL are settled when it opens its own
-    (`settle_lost_runs`): nothing is written to the store before the data checks pass.
-    """
-    ck, identity, policy = spec.checkpoint, spec.identity, spec.store.on_code_change
-    if not ck.last.is_file():
-        return RunPlan()
-    state = read_run_state(ck.last)
-    fp = identity.fingerprint
-    owner_id = state.get("mlflow_run_id")
-    owner = store.get_run(owner_id) if store is not None and owner_id else None
-    if owner is not None and state.get("fingerprint") == fp:
-        tags = owner.data.tags
-        outcome = tags.get(OUTCOME_TAG, "")
-        interrupted = owner.info.status != "FINISHED" and outcome in (*INTERRUPTED_OUTCOMES, RUNNING)
-        if interrupted and SUPERSEDED_TAG not in tags:
-            if rank_zero_only.rank == 0 and owner.info.status == "RUNNING" and is_alive(owner, spec.store.stale_after_s):
-                raise ConfigError(
-                    f"checkpoint.dir: run {owner_id} of this config is training into {ck.folder} now "
-                    f"(pid {tags.get(PID_TAG, '?')} on {tags.get(HOST_TAG, '?')}); wait for it to end, or set "
-                    "checkpoint.dir to another folder"
-                )
-            if policy != "keep" and made_by_other_code(owner, code_state()):
-                assert store is not None
-                if policy != "rerun":
-                    raise ConfigError(code_change_message(store, [owner], code_state(), policy))
-                # Train it again: the new run replaces the interrupted one and its checkpoint.
-                return RunPlan(supersede=[owner_id], message=f"{spec.run_name}: run {owner_id} was made by other code; training it again")
-            check_checkpoint(ck.last, fp, identity.config, state)
-            was = LOST if outcome == RUNNING else outcome
-            return RunPlan(ck.last, owner_id, message=f"{spec.run_name}: run {owner_id} {was}; resuming from its checkpoint")
-    if not ck.enabled:
-        return RunPlan()
-    # A new run would overwrite the checkpoint there: say whose it is, and what to do instead.
-    path, elsewhere = ck.last, "set checkpoint.dir to another folder, or remove the file, to start a new run"
-    if state.get("fingerprint") != fp:
-        why = f"{path} holds the checkpoint of another config; a new run would overwrite it: {elsewhere}"
-    elif owner is None:
-        why = f"{path} holds an earlier run's checkpoint; a new run would overwrite it: resume=true continues it, or {elsewhere}"
-    else:
-        outcome = owner.data.tags.get(OUTCOME_TAG, owner.info.status.lower())
-        cont = "" if owner.info.status == "FINISHED" or outcome in (FINISHED, DIVERGED) else "resume=true continues it, or "
-        why = f"{path} holds the checkpoint of run {owner.info.run_id} ({outcome}); a new run would overwrite it: {cont}{elsewhere}"
-    raise ConfigError(f"checkpoint.dir: {why}")
-
-
-def settle_lost_runs(spec: RunSpec, store: Store) -> None:
-    """Before a job (single or in a sweep) opens its MLflow run: mark KILLED (`lost`) the runs of its
-    config left RUNNING by a process that is gone, the one it resumes included (it reopens it). The
-    run plan only reads the store; this is the one place lost runs are settled, after every check
-    of the config, so a refused run still records nothing."""
-    if rank_zero_only.rank != 0:
-        return
-    where = spec.store
-    experiment_id = store.experiment_id(where.experiment_name, where.artifact_location)
-    settle_lost(store, experiment_id, spec.identity.fingerprint, where.stale_after_s)
-
-
-def already_done(spec: RunSpec, store: Store) -> tuple[RunResult, str] | None:
-    """(the result, the line a job would print) for a sweep job that needs no process at all: the
-    latest run of its identity is FINISHED (or diverged) and the sweep's rules reuse it. Read-only —
-    nothing is claimed, settled or moved — so a launcher can ask before it submits anything; any
-    other case (new, resume, busy, a code change, a refusal) is left to the job's own plan."""
-    where, last = spec.store, spec.checkpoint.last
-    if where.on_existing != "resume":
-        return None
-    experiment_id = store.experiment_id(where.experiment_name, where.artifact_location)
-
-    def checkpoint_of(run: Run) -> bool:
-        return last.is_file() and read_run_state(last).get("mlflow_run_id") == run.info.run_id
-
-    try:
-        d = decide(
-            store, experiment_id, spec.identity.fingerprint, where.on_existing, where.stale_after_s, checkpoint_of,
-            code_state(), where.on_code_change,
-        )  # fmt: skip
-    except ConfigError:  # the job itself refuses it, in its own words
-        return None
-    if d.action != "skip" or d.run is None:
-        return None
-    return RunResult.from_run(d.run), f"{spec.shown_name or spec.run_name}: skipped, run {d.run.info.run_id} {d.reason}"
-
-
-# --- one decision per job, however many processes it has
-# Rank 0 may wait this long for the store or another copy's claim before it broadcasts its plan.
-DECISION_TIMEOUT = datetime.timedelta(minutes=30)
-
-
-def launched_environment(world_size: int) -> ClusterEnvironment | None:
-    """The environment of a job whose `world_size` processes were started by SLURM or torchrun."""
-    if world_size < 2:
-        return None
-    if SLURMEnvironment.detect() and int(os.environ.get("SLURM_NTASKS", "1")) > 1:
-        return SLURMEnvironment(auto_requeue=False)  # the requeue path is ours (src/training/preemption.py)
-    if TorchElasticEnvironment.detect() and int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        return TorchElasticEnvironment()
-    return None
-
-
-def join_process_group(env: ClusterEnvironment, device_type: str) -> None:
-    """The job's process group, formed once per process (sequential sweep jobs of one torchrun reuse it)."""
-    if dist.is_initialized():
-        return
-    os.environ["MASTER_ADDR"] = env.main_address
-    os.environ["MASTER_PORT"] = str(env.main_port)
-    # The plan travels over gloo; on GPUs Lightning's collectives take NCCL for CUDA tensors.
-    backend = "cpu:gloo,cuda:nccl" if device_type == "cuda" else "gloo"
-    dist.init_process_group(
-        backend, rank=env.global_rank(), world_size=env.world_size(), timeout=DECISION_TIMEOUT
+def build_trainer(
+    run: TrainSpec,
+    devices: DeviceSpec,
+    budget: Budget,
+    callbacks: list[L.Callback],
+    root_dir: Path,
+    checkpointing: bool,
+) -> L.Trainer:
+    """`root_dir`: the run's own checkpoint folder, never the working folder: Lightning looks there for
+    an `hpc_ckpt_*.ckpt` to load when `fit`/`test` get no `ckpt_path` under SLURM. No logger: a run's
+    own (its MLflow record) is handed over when the fit sets up (src/training/run_life.py)."""
+    # Under SLURM, Lightning's auto-requeue (SIGUSR1 -> hpc_ckpt in the root folder) is off: the
+    # requeue path is the run's own (src/training/preemption.py).
+    slurm = [SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else []
+    configure_matmul_precision(devices.matmul_precision)
+    return L.Trainer(
+        default_root_dir=root_dir,
+        accelerator=devices.accelerator,
+        devices=devices.devices,
+        num_nodes=devices.num_nodes,
+        strategy=run.strategy,
+        precision=devices.precision,
+        deterministic=run.deterministic,  # also torch's deterministic algorithms
+        max_steps=budget.max_steps,
+        max_epochs=-1,
+        accumulate_grad_batches=budget.grad_accum,
+        # Clipping happens in GPTLitModule.configure_gradient_clipping (it also records the norm).
+        val_check_interval=run.val_every_n_steps * budget.grad_accum,
+        check_val_every_n_epoch=None,
+        num_sanity_val_steps=0,
+        # The datamodule shards training samples itself (ResumableRankSampler), resumable mid-run.
+        use_distributed_sampler=False,
+        logger=False,
+        callbacks=callbacks,
+        enable_checkpointing=checkpointing,
+        enable_progress_bar=run.progress_bar,
+        enable_model_summary=False,
+        plugins=[AtomicCheckpointIO(), *slurm],  # a failed write never destroys the previous last.ckpt
     )
 
 
-def _broadcast(message: Any) -> Any:
-    box = [message]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
-
-
-def decided_once(decide: Callable[[], RunPlan], world_size: int, device_type: str) -> RunPlan:
-    """`decide()` on rank 0 alone, its plan shared with every rank of the job."""
-    env = launched_environment(world_size)
-    if env is None:
-        return decide()
-    join_process_group(env, device_type)
-    if dist.get_rank() != 0:
-        kind, plan = _broadcast(None)
-        if kind == "refused":
-            raise PeerRefused(plan)
-        return plan
+def run_datamodule(run: TrainSpec, budget: Budget, seed: int) -> TokenDataModule:
+    """The DataModule a run trains on: its data config, context length, batch sizes, steps and seed.
+    Lightning prepares it as the fit starts, on one process per node: the token cache is built, and
+    the splits checked, before the run's MLflow record opens and outside the timed training."""
     try:
-        plan = decide()
-    except BaseException as err:
-        _broadcast(("refused", f"{type(err).__name__}: {err}"))
-        raise
-    # The claim and the message are rank 0's: the others follow the decision, hold nothing, say nothing.
-    _broadcast(("plan", replace(plan, claim=None, message="")))
-    return plan
+        return build_datamodule(
+            run.data,
+            context_length=run.seq_len,
+            micro_batch_size=run.micro_batch_size,
+            global_batch_size=budget.global_batch_size,
+            max_steps=budget.max_steps,
+            seed=seed,
+        )
+    except (ValueError, FileNotFoundError) as err:  # an unknown source, a glob matching nothing, ...
+        raise ConfigError(str(err)) from err
 
 
-# --- the job's plan: the checks that take seconds, then the decision
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint writer, with `src.core.atomic_io.write_checkpoint` for local paths: any
+    failure leaves the previous checkpoint as it was."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
+        if "://" in str(path):  # remote storage: Lightning's own transaction
+            super().save_checkpoint(checkpoint, path, storage_options)
+            return
+        buffer = io.BytesIO()  # serialized first: its size is what the disk must hold
+        torch.save(checkpoint, buffer)
+        write_checkpoint(Path(path), buffer.getbuffer())
+
+
+# --- a multirun's processes, which only SLURM or torchrun may start
 
 
 def check_not_relaunching_sweep(world_size: int) -> None:
@@ -451,26 +157,6 @@ def check_not_relaunching_sweep(world_size: int) -> None:
         "processes), cluster=slurm, or run one job per command (docs/scaling.md)"
     )
 
-
-def open_tracker(spec: RunSpec, store: Store, plan: RunPlan, device: str) -> Tracker:
-    """Settle the lost runs of this config, open (or reopen) the run's MLflow record, and tag the runs
-    it supersedes; a sweep's job does it under its claim, which is released here."""
-    try:
-        parent = os.environ.get(PARENT_ENV) if in_multirun() else None
-        settle_lost_runs(spec, store)  # under the claim of a sweep's job, like the run's creation below
-        tracker = Tracker(store, spec.record, spec.identity.fingerprint, plan.run_id, parent, device)
-        if plan.supersede and tracker.run_id:
-            supersede(store, plan.supersede, tracker.run_id)
-        return tracker
-    finally:
-        release(plan)
-
-
-def release(plan: RunPlan) -> None:
-    """Let go of a sweep job's claim on its config (once its run is open, or when it stops before)."""
-    if plan.claim is not None:
-        plan.claim.release()
-        plan.claim = None
 
 
 def describe(result: RunResult) -> str:
@@ -542,11 +228,11 @@ class RunLife(L.Callback):
     def plan(cls, spec: RunSpec) -> RunLife:
         """Open the store (checked in seconds, once for the whole job) and decide what this job is;
         with several processes, rank 0 decides and the others follow."""
+        devices = spec.devices
+        check_not_relaunching_sweep(devices.world_size)  # a refusal of the config, before the store is opened
         quiet_lightning()
         route_store_errors_to_log()
         store = Store.connect(spec.store.tracking_uri) if spec.store.enabled else None
-        devices = spec.devices
-        check_not_relaunching_sweep(devices.world_size)
         plan = decided_once(lambda: plan_run(spec, in_multirun(), store), devices.world_size, devices.device_type)
         if plan.message:
             print(f"[normsweep] {plan.message}", flush=True)

@@ -33,7 +33,7 @@ from src.core.schema import (
 from src.data.tokenizer import VOCAB_SIZE
 from src.model.gpt import GPTConfig, parameter_count
 from src.tracking.identity import CheckpointSpec, Identity, checkpoint_folder
-from src.tracking.record import RecordSpec
+from src.tracking.record import RecordSpec, StoreSpec
 from src.tracking.store import NAME_MAX
 from src.tracking.sweep import CODE_POLICIES, POLICIES
 from src.tracking.variants import AXES_ENV, axes_from_env
@@ -229,33 +229,6 @@ def validate(cfg: DictConfig) -> GPTConfig:
     _require_choice(cfg.cluster.strategy, lightning_names("strategy"), "cluster.strategy")
     _require_choice(cfg.cluster.accelerator, lightning_names("accelerator"), "cluster.accelerator")
     return model_cfg
-
-
-@dataclass(frozen=True)
-class StoreSpec:
-    """Where the run is recorded and what a multirun job does with an earlier run of its identity."""
-
-    enabled: bool
-    tracking_uri: str
-    artifact_location: str | None
-    experiment_name: str
-    on_existing: str  # resume | rerun | fail (checked by config.validate)
-    on_code_change: str  # fail | rerun | keep: a run to reuse was made by other code (src.tracking.code)
-    stale_after_s: float
-    heartbeat_s: float
-
-    @classmethod
-    def of(cls, cfg: DictConfig) -> StoreSpec:
-        return cls(
-            enabled=bool(cfg.logger.enabled),
-            tracking_uri=cfg.logger.tracking_uri,
-            artifact_location=cfg.logger.get("artifact_location"),
-            experiment_name=cfg.experiment_name,
-            on_existing=cfg.sweep.on_existing,
-            on_code_change=cfg.sweep.on_code_change,
-            stale_after_s=float(cfg.sweep.stale_after_s),
-            heartbeat_s=float(cfg.sweep.heartbeat_s),
-        )
 
 
 @dataclass(frozen=True)
