@@ -1,5 +1,5 @@
-"""The architecture, checked: the stages import top-down, the late stages do not load torch, and each
-value has one owner (the store location reaches every reader)."""
+"""The architecture, checked: the stages import top-down, the late stages do not load torch, each
+value has one owner (the store location reaches every reader), and so does a run's life."""
 
 from __future__ import annotations
 
@@ -268,6 +268,44 @@ def test_one_retry_loop_and_one_atomic_writer() -> None:
             renames.append(where)
     assert loops == {"src/tracking/retry.py": 1}, f"retry loops (use src.tracking.retry.retry): {loops}"
     assert renames == ["src/core/atomic_io.py"], f"files replaced outside src.core.atomic_io (use atomic_write): {renames}"
+
+
+RUN_OWNER = "src/tracking/run_plan.py"
+# What decides a config's fate in the store, and so belongs to the one owner of a run's life: the
+# record opened (a Tracker), a run superseded or settled as lost, a run's checkpoint kept aside.
+OWNED_CALLS = ("Tracker", "move_aside", "settle_lost", "supersede")
+OWNED_TAGS = ("SUPERSEDED_TAG", "LOST")
+
+
+def _writes_owned_tags(tree: ast.AST) -> bool:
+    """A `set_tags(..., {SUPERSEDED_TAG: ...})` or `{OUTCOME_TAG: LOST}` call."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "set_tags":
+            names = {n.id for arg in node.args for n in ast.walk(arg) if isinstance(n, ast.Name)}
+            if names & set(OWNED_TAGS):
+                return True
+    return False
+
+
+def test_a_run_s_life_has_one_owner() -> None:
+    """What a run is (done / resume / lost / superseded / new), its record opened, the runs it settles
+    or supersedes and the checkpoint it keeps aside are decided in one module; the others ask it."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        where = str(path.relative_to(REPO))
+        if where in (RUN_OWNER, "src/core/atomic_io.py"):  # the owner, and move_aside's own definition
+            continue
+        tree = ast.parse(path.read_text(), where)
+        calls = [name for name in OWNED_CALLS if _calls_named(tree, name)]
+        if _writes_owned_tags(tree):
+            calls.append("set_tags(superseded / lost)")
+        if calls:
+            found[where] = calls
+    assert not found, (
+        f"a run's life decided outside {RUN_OWNER}: {found}; ask the owner (add a function there) instead"
+    )
+    owner = ast.parse((REPO / RUN_OWNER).read_text())
+    assert all(_calls_named(owner, name) for name in OWNED_CALLS) and _writes_owned_tags(owner)  # the scan sees it
 
 
 def _third_party_imports(folder: Path) -> dict[str, list[str]]:

@@ -1,5 +1,6 @@
-"""What a training run's MLflow record is made of (`RecordSpec`, resolved once from the config) and
-what a finished run says (`RunResult`).
+"""What a training run's MLflow record is made of (`RecordSpec`, resolved once from the config), where
+it is recorded and what a sweep's job does with an earlier run of its config (`StoreSpec`), and what a
+finished run says (`RunResult`).
 
 Apart from the tracker (src/tracking/tracker.py, which builds on Lightning's MLflow logger) so that a
 config is resolved and checked (src/training/run_spec.py) without importing Lightning or MLflow: a

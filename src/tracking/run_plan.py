@@ -99,6 +99,7 @@ class PeerRefused(Exception):
     """Rank 0 refused the job before it trained; this rank stops too (rank 0 says why)."""
 
 
+
 # --- what a checkpoint says about its run
 def resolve_ckpt_path(spec: CheckpointSpec) -> Path | None:
     """The checkpoint to resume from: `ckpt_path=last` / `resume=true` mean this run's last.ckpt."""
@@ -437,6 +438,7 @@ def decided_once(decide: Callable[[], RunPlan], world_size: int, device_type: st
     return plan
 
 
+# --- the run's record opened (RunLife calls it as the fit sets up), the claim let go
 def open_tracker(spec: PlannedRun, store: Store, plan: RunPlan, device: str) -> Tracker:
     """Settle the lost runs of this config, open (or reopen) the run's MLflow record, and tag the runs
     it supersedes; a sweep's job does it under its claim, which is released here."""
