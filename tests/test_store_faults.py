@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import pytest
 from helpers import run_cli
 
 from src.core.paths import ConfigError, compose
+from src.core.ports import free_port
 from src.tracking.store import Store
 from src.tracking.store_uri import CREDENTIAL_ENV, StoreError
 from src.train import train
@@ -89,12 +89,6 @@ class AuthServer:
     root: Path  # its backend store, auth database and artifacts
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _wait_healthy(uri: str, proc: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + SERVER_START_S
     while time.monotonic() < deadline:
@@ -121,7 +115,7 @@ def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthServer
         f"database_uri = sqlite:///{root / 'auth.db'}\nadmin_username = admin\nadmin_password = {SECRET}\n"
         "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
     )
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "MLFLOW_AUTH_CONFIG_PATH": str(ini), "MLFLOW_FLASK_SERVER_SECRET_KEY": "test-only-key"}
     log = root / "server.log"
     mlflow = Path(sys.executable).parent / "mlflow"

@@ -26,6 +26,10 @@ class ConfigError(ValueError):
     """A config value that cannot run; the message names the field."""
 
 
+class PeerRefused(Exception):
+    """Rank 0 refused the job before it trained; this rank stops too (rank 0 says why)."""
+
+
 def nearest_existing(path: Path) -> Path:
     """`path`, or its nearest ancestor that exists: where the folders made later would be created."""
     path = path.expanduser().absolute()

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from src.core import cli
 from src.core.paths import unwritable_reason
+from src.core.ports import free_port
 
 NODES = ("node1", "node2")
 PARTITION = "cpu"
@@ -34,12 +35,6 @@ READY_S = 30.0  # how long the daemons get to come up
 
 class SlurmSetupError(RuntimeError):
     """A SLURM daemon is missing or did not start: the message says which and where its log is."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _tool(name: str) -> str:

@@ -41,7 +41,7 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from src.core.atomic_io import move_aside, remove_partial_writes
 from src.core.cli import in_multirun
-from src.core.paths import ConfigError
+from src.core.paths import ConfigError, PeerRefused
 from src.tracking.code import CodeState, code_state
 from src.tracking.identity import RUN_STATE_KEY, CheckpointSpec, Identity, check_checkpoint
 from src.tracking.record import RecordSpec, RunResult, StoreSpec
@@ -93,10 +93,6 @@ class PlannedRun(Protocol):
     def store(self) -> StoreSpec: ...
     @property
     def record(self) -> RecordSpec: ...
-
-
-class PeerRefused(Exception):
-    """Rank 0 refused the job before it trained; this rank stops too (rank 0 says why)."""
 
 
 

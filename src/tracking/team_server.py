@@ -21,7 +21,6 @@ import glob
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ from filelock import FileLock
 from src.core import cli
 from src.core.atomic_io import try_hold
 from src.core.paths import PROJECT_ROOT, unwritable_reason
+from src.core.ports import free_port
 
 DB_USER = "normsweep"  # the cluster's superuser; trust authentication on 127.0.0.1 only
 DB_NAME = "mlflow"
@@ -72,12 +72,6 @@ def pg_tool(name: str) -> str:
         f"PostgreSQL's `{name}` is not installed (looked on PATH and in /usr/lib/postgresql/*/bin); "
         "install it: sudo apt-get install postgresql"
     )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _as_owner(cmd: list[str]) -> list[str]:

@@ -25,8 +25,7 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 
 from src.core.atomic_io import CheckpointSpaceError
-from src.core.paths import ConfigError, nearest_existing
-from src.tracking.run_plan import PeerRefused
+from src.core.paths import ConfigError, PeerRefused, nearest_existing
 from src.tracking.server_client import ServerLost
 from src.tracking.store_faults import STORE_FULL, store_fault
 

@@ -1,0 +1,47 @@
+"""A free TCP port on 127.0.0.1 for a server we start: the team server's MLflow and PostgreSQL, the
+local SLURM's daemons.
+
+Not the kernel's pick (`bind(("127.0.0.1", 0))`): that port comes from the ephemeral range, from
+which every outgoing connection also takes its local port, so in the seconds between the pick and
+the server's own bind a client connection could take it ("address already in use": a CI run lost
+the team server so, and every test that needs it). A port below that range is never handed to a
+connection; one that something listens on, or that still has a closed connection on it, fails the
+trial bind and is passed over.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+from pathlib import Path
+
+LOWEST = 20_000  # above the ports that services commonly take (MLflow's 5000, PostgreSQL's 5432, ...)
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+DEFAULT_EPHEMERAL_LOW = 32_768  # Linux's default, where the range cannot be read
+
+
+def ephemeral_low() -> int:
+    try:
+        return int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return DEFAULT_EPHEMERAL_LOW
+
+
+def _binds(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """A port below the ephemeral range that nothing holds now (the kernel's pick where none is)."""
+    candidates = range(LOWEST, ephemeral_low())
+    for port in random.sample(candidates, k=min(len(candidates), 200)):
+        if _binds(port):
+            return port
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
