@@ -226,8 +226,8 @@ class RunLife(L.Callback):
 
     @classmethod
     def plan(cls, spec: RunSpec) -> RunLife:
-        """Open the store (checked in seconds, once for the whole job) and decide what this job is;
-        with several processes, rank 0 decides and the others follow."""
+        """Open the store (checked in seconds, once for the whole job) and ask src/tracking/run_plan.py
+        what this job is; with several processes, rank 0 decides and the others follow."""
         devices = spec.devices
         check_not_relaunching_sweep(devices.world_size)  # a refusal of the config, before the store is opened
         quiet_lightning()
