@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
-from src.core.ports import LOWEST, _binds, ephemeral_low, free_port
+from helpers import REPO, cli_env
+
+from src.core.ports import LOWEST, ephemeral_low, free_port, is_free
 
 
 def test_a_free_port_is_below_the_ephemeral_range_and_takes_a_listener() -> None:
@@ -16,7 +21,27 @@ def test_a_free_port_is_below_the_ephemeral_range_and_takes_a_listener() -> None
         port = ports.pop()
         server.bind(("127.0.0.1", port))
         server.listen()
-        assert not _binds(port)  # held: a later pick passes it over
+        assert not is_free(port)  # held: a later pick passes it over
         client = socket.create_connection(("127.0.0.1", port))
         assert client.getsockname()[1] >= low  # the connection's own port: the range the pick avoids
         client.close()
+
+
+def test_a_team_server_on_a_taken_port_is_refused_naming_the_option(tmp_path: Path) -> None:
+    """Before PostgreSQL or `mlflow server` starts: one line naming the option (was: `mlflow server
+    exited (0)`, the reason only in its log)."""
+    state = tmp_path / "team"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", free_port()))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "src.tracking.team_server", "--port", str(port), "--pg-port", str(free_port()), "--dir", str(state)],
+            cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"error: --port {port}: something already listens on 127.0.0.1:{port} (another server, or a team server on "
+        "another --dir): choose another --port"
+    ], done.stderr
+    assert not (state / "pgdata").exists() and not (state / "mlflow-server.log").exists()  # nothing was started

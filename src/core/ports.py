@@ -27,7 +27,8 @@ def ephemeral_low() -> int:
         return DEFAULT_EPHEMERAL_LOW
 
 
-def _binds(port: int) -> bool:
+def is_free(port: int) -> bool:
+    """Nothing listens on 127.0.0.1:`port`, and no closed connection holds it: a server can bind it now."""
     with socket.socket() as s:
         try:
             s.bind(("127.0.0.1", port))
@@ -40,7 +41,7 @@ def free_port() -> int:
     """A port below the ephemeral range that nothing holds now (the kernel's pick where none is)."""
     candidates = range(LOWEST, ephemeral_low())
     for port in random.sample(candidates, k=min(len(candidates), 200)):
-        if _binds(port):
+        if is_free(port):
             return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -34,7 +34,7 @@ from filelock import FileLock
 from src.core import cli
 from src.core.atomic_io import try_hold
 from src.core.paths import PROJECT_ROOT, unwritable_reason
-from src.core.ports import free_port
+from src.core.ports import free_port, is_free
 
 DB_USER = "normsweep"  # the cluster's superuser; trust authentication on 127.0.0.1 only
 DB_NAME = "mlflow"
@@ -114,6 +114,16 @@ class TeamServer:
                 "stop it (Ctrl+C or kill <pid>), or start this one with another --dir"
             )
         owner.write_text(f"pid {os.getpid()}, {self.uri}, PostgreSQL on 127.0.0.1:{self.pg_port}\n")
+
+    def check_ports(self) -> None:
+        """Both ports free, before either server starts: a taken one made `mlflow server` exit at once
+        (`mlflow server exited (0)`, the reason only in its log) or PostgreSQL fail to start."""
+        for option, port in (("--port", self.port), ("--pg-port", self.pg_port)):
+            if not is_free(port):
+                raise ServerSetupError(
+                    f"{option} {port}: something already listens on 127.0.0.1:{port} (another server, or a team "
+                    f"server on another --dir): choose another {option}"
+                )
 
     def release_folder(self) -> None:
         if self.folder_lock is not None:
@@ -243,6 +253,7 @@ def serve(server: TeamServer) -> str:
     servers are stopped on every way out (Ctrl+C, SIGTERM, a failed start)."""
     server.take_folder()  # before anything is started: a refusal touches nothing
     try:
+        server.check_ports()  # after the folder's lock: a second server on one folder is said as such
         server.start_postgres()
         server.start_mlflow()
         print(
