@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import run_cli
 from omegaconf import DictConfig, OmegaConf
 
 from src.core.budget import resolve_budget
@@ -221,6 +222,23 @@ def test_budget_derives_accumulation_from_global_batch() -> None:
 def test_budget_tokens_per_param_rounds_up_to_whole_steps() -> None:
     b = resolve_budget(_optim(global_batch_size=96, tokens_per_param=20), 1024, 8, n_params=163_009_536)
     assert b.max_steps == 33_165 and b.total_tokens == 3_260_252_160
+
+
+def test_a_budget_below_one_step_is_refused_naming_its_field() -> None:
+    # Rounded up to whole steps, 100 tokens trained one step of 12 x 1024: 123 times the budget, silently.
+    with pytest.raises(ConfigError, match=r"optim\.token_budget: a budget of 100 tokens is less than one optimizer step's 12,288"):
+        resolve_budget(_optim(token_budget=100), 1024, 1, n_params=1)
+    with pytest.raises(ConfigError, match=r"optim\.tokens_per_param: a budget of 2,000 tokens"):
+        resolve_budget(_optim(tokens_per_param=20), 1024, 1, n_params=100)
+    assert resolve_budget(_optim(token_budget=12_288), 1024, 1, n_params=1).max_steps == 1  # one step exactly
+    assert resolve_budget(_optim(token_budget=12_289), 1024, 1, n_params=1).max_steps == 2  # rounded up
+
+
+@pytest.mark.slow
+def test_a_budget_below_one_step_is_one_config_error_line() -> None:
+    done = run_cli("src.train", "optim.token_budget=100", "logger=none")  # the job's own check, before it trains
+    assert done.returncode == 2 and done.stderr.strip().startswith("config error: optim.token_budget: a budget of 100 tokens"), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
 def test_budget_rejects_indivisible_global_batch() -> None:

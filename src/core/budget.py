@@ -43,7 +43,14 @@ def resolve_budget(optim: Mapping[str, Any], seq_len: int, world_size: int, n_pa
     global_batch = micro * accum * world_size
     tokens_per_step = global_batch * seq_len
     budget = optim.get("token_budget")
+    field = "optim.token_budget"
     if optim.get("tokens_per_param"):
-        budget = optim["tokens_per_param"] * n_params
+        budget, field = optim["tokens_per_param"] * n_params, "optim.tokens_per_param"
+    if budget and budget < tokens_per_step:  # rounded up to one step, it would train many times the budget
+        raise ConfigError(
+            f"{field}: a budget of {budget:,.0f} tokens is less than one optimizer step's {tokens_per_step:,} "
+            f"({global_batch} sequences x seq_len {seq_len}), so the run would train {tokens_per_step:,}: "
+            "raise the budget, or lower optim.micro_batch_size / optim.global_batch_size"
+        )
     max_steps = math.ceil(budget / tokens_per_step) if budget else int(optim["max_steps"])
     return Budget(max_steps, accum, global_batch, tokens_per_step, max_steps * tokens_per_step)
