@@ -34,6 +34,8 @@ from typing import BinaryIO
 
 from filelock import FileLock, Timeout
 
+log = logging.getLogger(__name__)
+
 TEMP_GLOB = ".*.tmp"  # what `temp_path` names: a killed writer's leftovers, found by this pattern
 
 
@@ -112,8 +114,6 @@ def write_checkpoint(path: Path, data: bytes | memoryview) -> None:
 
 
 # --- locks: one process at a time
-log = logging.getLogger(__name__)
-
 POLL_S = 0.05
 WAIT_NOTICE_S = 2.0  # a waiter longer than this says whom it waits for (a schema upgrade, or a stuck process)
 

@@ -164,7 +164,7 @@ class StoreSpec:
     tracking_uri: str
     artifact_location: str | None
     experiment_name: str
-    on_existing: str  # resume | rerun | fail (checked by config.validate)
+    on_existing: str  # resume | rerun | fail (checked by src.training.run_spec.validate)
     on_code_change: str  # fail | rerun | keep: a run to reuse was made by other code (src.tracking.code)
     stale_after_s: float
     heartbeat_s: float

@@ -1,6 +1,6 @@
-"""The SQLite store's file: locked while its schema changes, repaired when a migration was cut short
-(its path is checked before, with the rest of the URI: src.tracking.store_uri.check_uri; its lock is
-the store's, `src.tracking.store.store_lock`).
+"""The SQLite store's file: repaired when a migration was cut short (its path is checked before, with
+the rest of the URI: src.tracking.store_uri.check_uri; the lock held while its schema changes is the
+store's, `src.tracking.store.store_lock`).
 
 A new SQLite store gets its schema from MLflow's alembic migrations the first time a process opens
 it. Processes opening a fresh file at the same moment race in those migrations and can leave it
