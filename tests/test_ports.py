@@ -9,7 +9,7 @@ from pathlib import Path
 
 from helpers import REPO, cli_env
 
-from src.core.ports import LOWEST, ephemeral_low, free_port, is_free
+from src.core.ports import LOWEST, ephemeral_low, free_port, is_free, listens
 
 
 def test_a_free_port_is_below_the_ephemeral_range_and_takes_a_listener() -> None:
@@ -21,10 +21,27 @@ def test_a_free_port_is_below_the_ephemeral_range_and_takes_a_listener() -> None
         port = ports.pop()
         server.bind(("127.0.0.1", port))
         server.listen()
-        assert not is_free(port)  # held: a later pick passes it over
+        assert not is_free(port) and listens(port)  # held: a later pick passes it over
         client = socket.create_connection(("127.0.0.1", port))
         assert client.getsockname()[1] >= low  # the connection's own port: the range the pick avoids
         client.close()
+
+
+def test_a_stopped_server_s_port_is_not_taken_though_a_closed_connection_lingers() -> None:
+    """A team server stopped and started again on its --port was refused as taken: the server side of
+    its last connection lingers in TIME_WAIT, which fails a plain trial bind but not a server's."""
+    port = free_port()
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn and PostgreSQL do
+        server.bind(("127.0.0.1", port))
+        server.listen()
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = server.accept()
+        accepted.close()  # the server closes first, as an HTTP server does: its side goes to TIME_WAIT
+        client.recv(1)
+        client.close()
+    assert not listens(port)  # a server may start here again at once
+    assert not is_free(port)  # but a fresh pick passes it over (the lingering connection)
 
 
 def test_a_team_server_on_a_taken_port_is_refused_naming_the_option(tmp_path: Path) -> None:

@@ -37,6 +37,19 @@ def is_free(port: int) -> bool:
     return True
 
 
+def listens(port: int) -> bool:
+    """Something listens on 127.0.0.1:`port`, so a server cannot start there. A closed connection
+    left in TIME_WAIT does not count: servers bind with SO_REUSEADDR (uvicorn's and PostgreSQL's do),
+    so the port of a server just stopped is theirs again at once."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
 def free_port() -> int:
     """A port below the ephemeral range that nothing holds now (the kernel's pick where none is)."""
     candidates = range(LOWEST, ephemeral_low())

@@ -34,7 +34,7 @@ from filelock import FileLock
 from src.core import cli
 from src.core.atomic_io import try_hold
 from src.core.paths import PROJECT_ROOT, unwritable_reason
-from src.core.ports import free_port, is_free
+from src.core.ports import free_port, listens
 
 DB_USER = "normsweep"  # the cluster's superuser; trust authentication on 127.0.0.1 only
 DB_NAME = "mlflow"
@@ -119,7 +119,7 @@ class TeamServer:
         """Both ports free, before either server starts: a taken one made `mlflow server` exit at once
         (`mlflow server exited (0)`, the reason only in its log) or PostgreSQL fail to start."""
         for option, port in (("--port", self.port), ("--pg-port", self.pg_port)):
-            if not is_free(port):
+            if listens(port):
                 raise ServerSetupError(
                     f"{option} {port}: something already listens on 127.0.0.1:{port} (another server, or a team "
                     f"server on another --dir): choose another {option}"
