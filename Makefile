@@ -36,8 +36,13 @@ sweep-seeds: install  ## five norms x three seeds, with statistics
 collapse: install  ## reproduce the no-norm divergence on the CPU
 	$(PY) -m src.train -m experiment=no_norm_collapse $(ARGS)
 
-test: install  ## the whole test suite (what CI runs)
-	$(PY) -m pytest -q $(ARGS)
+# The slow tests mostly wait (on subprocesses, servers, signals, SLURM): two workers overlap them
+# (tests/conftest.py keeps what shares an engine on one worker); more would crowd the trainings' cores.
+TEST_WORKERS ?= 2
+
+test: install  ## the whole test suite (what CI runs): on two workers, then the timing tests alone
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not alone" $(ARGS)
+	$(PY) -m pytest -q -m alone $(ARGS) || [ $$? -eq 5 ]  # 5: ARGS chose no such test
 
 test-fast: install  ## the inner loop: everything but the slow tests
 	$(PY) -m pytest -q -m "not slow" $(ARGS)

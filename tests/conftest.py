@@ -121,7 +121,26 @@ def tiny_client(tiny_sweep: TinySweep) -> MlflowClient:
 SWEEP_FIXTURES = frozenset({"tiny_sweep", "tiny_client"})
 
 
+# `make test` runs the suite on two pytest-xdist workers (--dist loadgroup). What a session or module
+# fixture builds (a team server, a local SLURM, the tiny sweeps, a module's trained runs) is built
+# once per worker that needs it, so each file's tests stay on one worker, and files that share a
+# session-wide engine share one worker: each engine is started once, as in a plain `pytest` run.
+SHARED_ENGINES = {"team_server": "engines", "local_slurm": "engines", "tiny_sweep": "tiny_sweep", "tiny_client": "tiny_sweep"}
+
+
+def worker_groups(items: list[pytest.Item]) -> dict[str, str]:
+    """file -> its xdist group: the file itself, or the group of a shared engine any of its tests uses."""
+    group = {item.path.name: item.path.name for item in items}
+    for item in items:
+        for fixture in SHARED_ENGINES.keys() & set(getattr(item, "fixturenames", ())):
+            group[item.path.name] = SHARED_ENGINES[fixture]
+    return group
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    group = worker_groups(items)
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(group[item.path.name]))
     unmarked = [
         item.nodeid
         for item in items

@@ -171,6 +171,7 @@ def _verdicts(seconds: float) -> dict[str, str]:
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # its hog takes one core; a second test worker must not take the other
 def test_kernel_verdicts_survive_a_cpu_hog() -> None:
     quiet = _verdicts(1.5)
     # A busy process on one core, started here: the same variant under two names is never
