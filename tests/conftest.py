@@ -137,6 +137,7 @@ def worker_groups(items: list[pytest.Item]) -> dict[str, str]:
     return group
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its own hook turns them into node ids)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     group = worker_groups(items)
     for item in items:

@@ -1,0 +1,63 @@
+"""`make test`'s two workers: what shares a fixture's engine runs on one worker, so each engine (a team
+server, a local SLURM, the tiny sweeps, a module's trained runs) is started once, as in a plain run."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+from conftest import SHARED_ENGINES, worker_groups
+from helpers import REPO
+
+
+def test_files_sharing_an_engine_share_a_group() -> None:
+    def item(file: str, *fixtures: str) -> SimpleNamespace:  # what worker_groups reads of a pytest.Item
+        return SimpleNamespace(path=REPO / "tests" / file, fixturenames=["tmp_path", *fixtures])
+
+    groups = worker_groups([
+        item("test_team_server.py", "team_server"), item("test_team_server.py"),
+        item("test_slurm.py", "local_slurm", "team_server"), item("test_report.py"), item("test_report.py", "tiny_client"),
+        item("test_mlflow_ui.py", "tiny_sweep"), item("test_tokenizer.py"),
+    ])  # fmt: skip
+    assert groups["test_tokenizer.py"] == "test_tokenizer.py"  # no shared engine: the file alone
+    assert groups["test_team_server.py"] == groups["test_slurm.py"]  # one team server for both
+    assert groups["test_report.py"] == groups["test_mlflow_ui.py"] != groups["test_slurm.py"]  # a whole file moves
+
+
+# Session fixtures cheap enough to build once per worker: a file each, made in seconds.
+PER_WORKER = {"token_cache_dir": "tokenizes the bundled corpus (~1 s)", "store_template": "one migrated SQLite file (~2 s)"}
+
+
+def test_every_session_fixture_is_shared_or_cheap() -> None:
+    """conftest.py's session fixtures, which any file may use (one that a test file defines is its own:
+    the file's tests are on one worker already)."""
+    conftest = (REPO / "tests" / "conftest.py").read_text()
+    found = set(re.findall(r'@pytest\.fixture\(scope="session"\)\s+def (\w+)', conftest))
+    assert "team_server" in found
+    unplaced = found - SHARED_ENGINES.keys() - PER_WORKER.keys()
+    assert not unplaced, (
+        f"session fixtures {sorted(unplaced)}: add each to tests/conftest.py's SHARED_ENGINES (its users' files then "
+        "run on one worker, and it is built once) or, if it takes seconds, to PER_WORKER here"
+    )
+
+
+@pytest.mark.slow  # a pytest-xdist session of its own (two worker processes)
+def test_a_files_tests_run_on_one_worker() -> None:
+    """pytest 9.2 moved the node id that pytest-xdist 3.8 suffixes with a test's group: --dist loadgroup
+    then scattered a file's tests over both workers without a word, and a module's fixture (one
+    file's trained sweeps) was built twice. Run the way `make test` runs, every test of a file is on
+    one worker."""
+    files = ["tests/test_ports.py", "tests/test_tokenizer.py"]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-v", "-p", "no:cacheprovider", *files],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:]
+    workers: dict[str, set[str]] = {}
+    for worker, path in re.findall(r"^\[(gw\d+)\] .*?PASSED (tests/[\w.]+)::", done.stdout, re.M):
+        workers.setdefault(path, set()).add(worker)
+    assert workers.keys() == set(files), done.stdout[-3000:]
+    assert all(len(ran_on) == 1 for ran_on in workers.values()), workers
