@@ -142,6 +142,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     group = worker_groups(items)
     for item in items:
         item.add_marker(pytest.mark.xdist_group(group[item.path.name]))
+    # The engines' groups first: each is the longest stretch that one worker runs, and one started
+    # last leaves the other worker idle at the end.
+    engines = list(dict.fromkeys(SHARED_ENGINES.values()))
+    items.sort(key=lambda item: engines.index(g) if (g := group[item.path.name]) in engines else len(engines))
     unmarked = [
         item.nodeid
         for item in items
