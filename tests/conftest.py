@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,21 +13,6 @@ from mlflow.tracking import MlflowClient
 
 from src.tracking.store import Store
 from src.tracking.team_server import ServerSetupError, TeamServer, pg_tool
-
-# What each test starts with: the handlers that the test process had. A run in-process can leave its
-# own behind (Lightning ignores SIGINT once it has handled a Ctrl+C), and a later test on the same
-# worker (make test's workers run the files in another order than a plain run) then could not be
-# interrupted: a failure seen once, SIGINT at step 6 of test_resume.py ignored and the run finishing.
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
-HANDLERS = {sig: signal.getsignal(sig) for sig in SIGNALS}
-
-
-@pytest.fixture(autouse=True)
-def process_signal_handlers() -> Iterator[None]:
-    for sig, handler in HANDLERS.items():
-        if handler is not None:
-            signal.signal(sig, handler)
-    yield
 
 
 @pytest.fixture(scope="session")
@@ -158,10 +142,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     group = worker_groups(items)
     for item in items:
         item.add_marker(pytest.mark.xdist_group(group[item.path.name]))
-    # The engines' groups first: each is the longest stretch that one worker runs, and one started
-    # last leaves the other worker idle at the end.
-    engines = list(dict.fromkeys(SHARED_ENGINES.values()))
-    items.sort(key=lambda item: engines.index(g) if (g := group[item.path.name]) in engines else len(engines))
     unmarked = [
         item.nodeid
         for item in items

@@ -136,9 +136,11 @@ def test_sigterm_saves_and_exits_cleanly(
     # at step 6 stops it again, before that step's checkpoint, and says how to go on.
     monkeypatch.undo()
     _with_fault(monkeypatch, _At(6, lambda: os.kill(os.getpid(), signal.SIGINT)))
-    with pytest.raises(SystemExit) as exit_info:  # Lightning turns Ctrl+C into sys.exit(1)
-        train(_cfg(tiny_overrides, tmp_path, "experiment_name=preempt"))
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # Lightning ignores SIGINT from then on
+    try:
+        with pytest.raises(SystemExit) as exit_info:  # Lightning turns Ctrl+C into sys.exit(1)
+            train(_cfg(tiny_overrides, tmp_path, "experiment_name=preempt"))
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # Lightning ignores SIGINT from then on
     assert exit_info.value.code == 1
     out = capsys.readouterr().out
     assert "resuming from its checkpoint" in out
