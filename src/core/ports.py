@@ -27,9 +27,11 @@ def ephemeral_low() -> int:
         return DEFAULT_EPHEMERAL_LOW
 
 
-def is_free(port: int) -> bool:
-    """Nothing listens on 127.0.0.1:`port`, and no closed connection holds it: a server can bind it now."""
+def _binds(port: int, reuse_address: bool) -> bool:
+    """A trial bind of 127.0.0.1:`port` succeeds now (with SO_REUSEADDR, as a server binds, or without)."""
     with socket.socket() as s:
+        if reuse_address:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
@@ -37,17 +39,16 @@ def is_free(port: int) -> bool:
     return True
 
 
+def is_free(port: int) -> bool:
+    """Nothing listens on 127.0.0.1:`port`, and no closed connection holds it: a server can bind it now."""
+    return _binds(port, reuse_address=False)
+
+
 def listens(port: int) -> bool:
     """Something listens on 127.0.0.1:`port`, so a server cannot start there. A closed connection
     left in TIME_WAIT does not count: servers bind with SO_REUSEADDR (uvicorn's and PostgreSQL's do),
     so the port of a server just stopped is theirs again at once."""
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return True
-    return False
+    return not _binds(port, reuse_address=True)
 
 
 def free_port() -> int:
