@@ -166,6 +166,24 @@ def test_multi_seed_statistics_and_bookkeeping(client: MlflowClient, store: dict
     assert len(analyze("seeds", store["uri"]).runs) == 8
 
 
+def test_a_later_run_cut_short_does_not_hide_a_result(client: MlflowClient, store: dict[str, str]) -> None:
+    """A config run again and stopped (pre-empted, Ctrl+C, a crash) keeps its earlier result in the
+    report; a later result replaces it. It was hidden: `no finished runs yet (1 preempted)`."""
+    exp = client.create_experiment("again")
+    first = log_run(client, exp, "hand_rmsnorm", 0, finished(10.0, 100.0, 5.0))
+    log_run(client, exp, "hand_rmsnorm", 0, {"steps_done": 3.0}, outcome="preempted")
+    log_run(client, exp, "hand_rmsnorm", 0, {"steps_done": 2.0}, outcome=None)  # died before its outcome tag
+    log_run(client, exp, "torch_rmsnorm", 0, finished(9.0, 120.0, 5.1))
+    latest = log_run(client, exp, "torch_rmsnorm", 0, finished(9.5, 110.0, 5.2))
+
+    analysis = analyze("again", store["uri"])
+    rows = analysis.runs.set_index("variant")
+    assert (rows.loc["hand_rmsnorm", "run_id"], rows.loc["hand_rmsnorm", "outcome"]) == (first, "finished")
+    assert rows.loc["torch_rmsnorm", "run_id"] == latest
+    assert analysis.superseded == 3
+    assert "3 other runs of a config run more than once were left out" in terminal_text(analysis)
+
+
 def test_variant_families_come_from_the_tag() -> None:
     keys = ["no_norm", "torch_rmsnorm", "fast_rmsnorm", "hand_rmsnorm", "torch_layernorm", "hand_layernorm"]
     families = {k: family_of(k) for k in keys}

@@ -62,7 +62,7 @@ class Analysis:
     table: pd.DataFrame  # one row per variant
     comparisons: list[Result]  # per pair and metric (see src.report.comparisons)
     margins: Margins
-    superseded: int  # repeated runs of one config (fingerprint) of which only the latest counts
+    superseded: int  # the other runs of a config (fingerprint) run more than once: its latest result counts
     interleaved: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # bench-variants ratios
     norm_costs: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)  # and norm costs
     notes: list[str] = field(default_factory=list)  # requested pairs that could not be compared

@@ -23,6 +23,6 @@ def terminal_text(analysis: Analysis) -> str:
     if a.stability is not None:
         lines += ["", *stability_sentences(a.stability, a.sensitivity)]
     if a.superseded:
-        lines += ["", f"({a.superseded} older runs of a config run again were left out.)"]
+        lines += ["", f"({a.superseded} other runs of a config run more than once were left out: its latest result counts.)"]
     lines += ["", *a.study.lines()]  # last: what a sweep ends with
     return "\n".join(lines)

@@ -4,7 +4,7 @@ One row per training run with its variant (what the experiment's runs differ in,
 src.tracking.variants), family (the `norm_family` tag), learning rate, seed, outcome and final
 metrics, following the schema `src.tracking.tracker` writes. Runs without a `norm` tag (not training
 jobs) and the report's own summary run are left out; when a config (fingerprint) was run more than
-once, the latest run counts.
+once, its latest run with a result counts (else its latest run).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ class ReportError(Exception):
 class Sweep:
     experiment_id: str
     runs: pd.DataFrame  # one row per config (variant, seed): see _row
-    superseded: int  # older runs of a repeated config, left out
+    superseded: int  # the other runs of a config run more than once, left out
     axes: tuple[Axis, ...] = ()  # what the runs vary, seed aside (none: the norm alone, one variant per norm)
 
 
@@ -241,11 +241,15 @@ def load_sweep(experiment: str, store: Store) -> Sweep:
     runs = pd.DataFrame([_row(store, r, variants) for r in training])
     runs["lr_variant"] = [label_without(params[i], variants.axes, LR_KEY, str(v)) for i, v in zip(runs.run_id, runs.norm, strict=True)]
     runs["variant_rank"] = variant_ranks(runs, variants)
-    # One run counts per config: a later run of the same fingerprint (or, for records without one,
-    # of the same variant, learning rate and seed) replaces it; a run of another config never does.
+    # One run counts per config (its fingerprint, or for records without one its variant, learning
+    # rate and seed): the latest with a result (finished or diverged), else the latest. A later run
+    # cut short (Ctrl+C, a crash) does not hide a result it never replaced; a later result does, and
+    # so does a run a sweep started in its place (SUPERSEDED_TAG: left out above).
     older = ["|".join(map(str, key)) for key in runs[RUN_KEY].itertuples(index=False)]
     same = runs.fingerprint.where(runs.fingerprint != "", pd.Series(older, index=runs.index))
-    latest = runs[~same.duplicated(keep="last")]
+    with_result = runs.outcome.isin((FINISHED, DIVERGED))
+    by_preference = with_result.sort_values(kind="stable").index  # start order kept within each
+    latest = runs.loc[by_preference][~same.loc[by_preference].duplicated(keep="last")]
     ordered = latest.sort_values(RUN_KEY).reset_index(drop=True)
     return Sweep(experiment_id, ordered, len(runs) - len(latest), variants.axes)
 
