@@ -17,7 +17,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from src.core import cli
-from src.core.paths import register_resolvers
+from src.core.paths import refuse_misread_overrides, register_resolvers
 from src.launch.sweep_end import RESULT_AWAITED_ENV, JobFailed, job_failed
 from src.tracking.store_uri import refuse_credentials, sqlite_path
 
@@ -165,6 +165,10 @@ def hydra_argv(argv: list[str]) -> list[str]:
 def command() -> None:
     refuse_credentials(sys.argv[1:])  # before Hydra writes the command line into .hydra/ and multirun.yaml
     sys.argv[1:] = hydra_argv(sys.argv[1:])
+    try:  # before a sweep's run is recorded: Hydra would take these (src.core.paths)
+        refuse_misread_overrides([a for a in sys.argv[1:] if not a.startswith("-") and "=" in a])
+    except cli.CONFIG_ERRORS as err:
+        raise SystemExit(cli.refusal_line(err)) from None
     try:
         run_command_line()
     except SystemExit as exit_:

@@ -111,6 +111,11 @@ def test_invalid_values_name_the_field(override: str, field: str) -> None:
         # a sweep without -m: Hydra's advice included key=[a,b], which for a group merges both options
         ("seed=0,1", "seed=0,1: a sweep, which only -m (--multirun) runs: add -m, or quote the value for one string (seed='0,1')"),
         ("norm=glob(*)", "norm=glob(*): a sweep, which only -m (--multirun) runs: add -m"),
+        # ...and that list was taken: the options merged into one config, no_norm's winning, trained alone
+        ("norm=[hand_rmsnorm,no_norm]", "norm=[hand_rmsnorm,no_norm]: a list of norm options merges them into one config (the last, no_norm, wins); a sweep of them is -m norm=hand_rmsnorm,no_norm"),
+        # a group's node given an option's name: Hydra failed inside the sweep, after recording its run
+        ("hydra.launcher=joblib", "hydra.launcher=joblib: hydra.launcher is the config that a hydra/launcher option sets, not the option's name; choose the option with hydra/launcher=joblib (valid choices: basic, joblib, node, "),
+        ("+norm=hand_rmsnorm", "+norm=hand_rmsnorm: norm has an option already; choose another without the '+': norm=hand_rmsnorm"),
     ],
 )
 def test_schema_refuses_while_composing(override: str, line: str) -> None:
@@ -118,6 +123,14 @@ def test_schema_refuses_while_composing(override: str, line: str) -> None:
     with pytest.raises(ConfigError) as refused:
         compose(override.split())
     assert str(refused.value).startswith(line) and "\n" not in str(refused.value), str(refused.value)
+
+
+def test_lists_and_dotted_keys_that_mean_what_they_say_are_kept() -> None:
+    """What the refusals of group lists and of option names on a group's node leave alone."""
+    assert compose(["norm=[hand_rmsnorm]"]).norm.norm_type == "hand_rmsnorm"  # a one-option list is that option
+    assert list(compose(["optim.betas=[0.8,0.9]"]).optim.betas) == [0.8, 0.9]  # a list value of a key
+    assert compose(["hydra/launcher=joblib"], with_hydra=True).hydra.launcher._target_.endswith("JoblibLauncher")
+    assert compose(["hydra.launcher.n_jobs=3", "hydra/launcher=joblib"], with_hydra=True).hydra.launcher.n_jobs == 3
 
 
 def test_a_choice_names_the_key_and_its_choices() -> None:

@@ -45,6 +45,11 @@ CASES = {
     # Hydra's own output folder: a FileNotFoundError traceback from its mkdir.
     "run_dir": (["hydra.run.dir=/proc/normsweep"], "config error: hydra.run.dir: /proc is not writable"),
     "sweep_dir": (["-m", "seed=0,1", "hydra.sweep.dir=/proc/normsweep"], "config error: hydra.sweep.dir: /proc is not writable"),
+    # The launcher's node given a launcher's name: a sweep run recorded, then Hydra's
+    # "Input config does not have a `_target_` field", naming nothing.
+    "launcher_name": (["-m", "hydra.launcher=joblib"], "config error: hydra.launcher=joblib: hydra.launcher is the config that a hydra/launcher option sets"),
+    # Hydra's own hint for `norm=a,b` without -m: trained no_norm alone, both options merged.
+    "group_list": (["norm=[hand_rmsnorm,no_norm]"], "config error: norm=[hand_rmsnorm,no_norm]: a list of norm options merges them"),
 }
 
 

@@ -84,6 +84,7 @@ def compose(overrides: Sequence[str] = (), config_name: str = "train", with_hydr
     from omegaconf.errors import OmegaConfBaseException
 
     register_resolvers()
+    refuse_misread_overrides(overrides)
     try:
         if GlobalHydra.instance().is_initialized():  # inside a Hydra app or another compose
             return hydra_compose(config_name, overrides=list(overrides), return_hydra_config=with_hydra)
@@ -91,6 +92,52 @@ def compose(overrides: Sequence[str] = (), config_name: str = "train", with_hydr
             return hydra_compose(config_name, overrides=list(overrides), return_hydra_config=with_hydra)
     except (HydraException, OmegaConfBaseException) as err:
         raise ConfigError(compose_error_line(err)) from err
+
+
+def group_options(group: str) -> list[str]:
+    """The options of config group `group` (`norm`, `hydra/launcher`): conf/'s files and Hydra's plugins'."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    if GlobalHydra.instance().is_initialized():
+        return sorted(GlobalHydra.instance().config_loader().get_group_options(group))
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return sorted(GlobalHydra.instance().config_loader().get_group_options(group))
+
+
+def _is_group(path: str) -> bool:
+    # conf/ holds the project's groups; Hydra's own (hydra/launcher, hydra/sweeper) come from plugins too.
+    return bool(group_options(path)) if path.startswith("hydra/") else (CONF_DIR / path).is_dir()
+
+
+def refuse_misread_overrides(overrides: Sequence[str]) -> None:
+    """Refuse, naming the override, two that Hydra takes but never as a user means them:
+    - a list for a config group, `norm=[hand_rmsnorm,no_norm]` (Hydra's own hint for `norm=a,b`
+      without -m): Hydra merges the options into one config, the last winning, and trains that alone;
+    - a group's node set to an option's name, `hydra.launcher=joblib` for `hydra/launcher=joblib`:
+      Hydra fails only inside the sweep, after its run is recorded, with "Input config does not have
+      a `_target_` field"."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except HydraException:
+        return  # malformed: Hydra refuses it itself (compose_error_line)
+    for override in parsed:
+        key, line = override.key_or_group, override.input_line
+        value = None if override.is_sweep_override() else override.value()
+        if isinstance(value, list) and len(value) > 1 and _is_group(key):
+            raise ConfigError(
+                f"{line}: a list of {key} options merges them into one config (the last, {value[-1]}, wins); "
+                f"a sweep of them is -m {key}={','.join(map(str, value))}"
+            )
+        group = key.replace(".", "/")
+        if key.count(".") == 1 and isinstance(value, str) and _is_group(group):
+            raise ConfigError(
+                f"{line}: {key} is the config that a {group} option sets, not the option's name; choose the "
+                f"option with {group}={value} (valid choices: {', '.join(group_options(group))})"
+            )
 
 
 def preset_norms(preset: str) -> list[str]:
@@ -132,6 +179,11 @@ def compose_error_line(err: Exception) -> str:
         kind, key, value = found.groups()
         quoted = f", or quote the value for one string ({key}='{value}')" if kind.startswith("Ambiguous") else ""
         return f"{key}={value}: a sweep, which only -m (--multirun) runs: add -m{quoted}"
+    # `+norm=x` for a group that has an option already: Hydra's advice is for a defaults list in YAML.
+    found = re.match(r"Multiple values for (\S+)\. To override a value use 'override \1: (.+)'", str(err))
+    if found:
+        group, option = found.groups()
+        return f"+{group}={option}: {group} has an option already; choose another without the '+': {group}={option}"
     # A group file the schema refuses: "In 'model/x': ValidationError raised while composing config:\n<why>\n    full_key: model.emb_dim ..."
     found = re.match(r"In '([^']+)': \w+ raised while composing config:\n(.+)\n\s+full_key: (\S+)", str(err))
     if found:
