@@ -9,7 +9,7 @@ import sys
 from types import SimpleNamespace
 
 import pytest
-from conftest import SHARED_ENGINES, worker_groups
+from conftest import SHARED_ENGINES, cores_per_worker, worker_groups
 from helpers import REPO
 
 
@@ -25,6 +25,12 @@ def test_files_sharing_an_engine_share_a_group() -> None:
     assert groups["test_tokenizer.py"] == "test_tokenizer.py"  # no shared engine: the file alone
     assert groups["test_team_server.py"] == groups["test_slurm.py"]  # one team server for both
     assert groups["test_report.py"] == groups["test_mlflow_ui.py"] != groups["test_slurm.py"]  # a whole file moves
+
+
+def test_each_worker_gets_its_share_of_the_cores() -> None:
+    assert cores_per_worker(2, 2) == 1 and cores_per_worker(16, 2) == 8 and cores_per_worker(16, 3) == 5
+    assert cores_per_worker(1, 2) == 1  # never none
+    assert cores_per_worker(8, 1) is None and cores_per_worker(8, 0) is None  # no xdist: torch's default
 
 
 # Session fixtures cheap enough to build once per worker: a file each, made in seconds.
