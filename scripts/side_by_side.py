@@ -59,7 +59,8 @@ def main() -> None:
         print(steps_per_second(args.one))
         return
     cores = len(os.sched_getaffinity(0))
-    for label, threads in (("default threads", None), (f"{max(1, cores // args.copies)} thread(s) each", max(1, cores // args.copies))):
+    share = max(1, cores // args.copies)
+    for label, threads in (("default threads", None), (f"{share} thread(s) each", share)):
         rates = side_by_side(args.copies, threads, args.seconds)
         print(f"{args.copies} copies on {cores} cores, {label}: " + ", ".join(f"{r:.2f}" for r in rates) + f" steps/s (sum {sum(rates):.2f})")
 

@@ -150,7 +150,8 @@ def hydra_argv(argv: list[str]) -> list[str]:
     takes no option after an override (`norm=x -m seed=0,1` is "unrecognized arguments: norm=x
     seed=0,1"); every other command here takes them in any order, and so does this one. An option
     Hydra lacks (`--bogus-opt`) is the one `config error:` line every refusal is, not argparse's
-    8-line usage block."""
+    8-line usage block; an override Hydra would misread (`norm=[a,b]`) raises ConfigError
+    (src.core.paths.refuse_misread_overrides)."""
     from hydra._internal.utils import get_args_parser
 
     hydra_parser = get_args_parser()
@@ -159,14 +160,14 @@ def hydra_argv(argv: list[str]) -> list[str]:
     options = list(argv)
     for override in overrides:
         options.remove(override)
+    refuse_misread_overrides(overrides)  # before a sweep's run is recorded: Hydra would take these
     return [*options, *overrides]
 
 
 def command() -> None:
     refuse_credentials(sys.argv[1:])  # before Hydra writes the command line into .hydra/ and multirun.yaml
-    sys.argv[1:] = hydra_argv(sys.argv[1:])
-    try:  # before a sweep's run is recorded: Hydra would take these (src.core.paths)
-        refuse_misread_overrides([a for a in sys.argv[1:] if not a.startswith("-") and "=" in a])
+    try:
+        sys.argv[1:] = hydra_argv(sys.argv[1:])
     except cli.CONFIG_ERRORS as err:
         raise SystemExit(cli.refusal_line(err)) from None
     try:

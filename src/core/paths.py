@@ -8,9 +8,10 @@ the notebook alike. Nothing here imports torch, Lightning or the model.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import fields
 from pathlib import Path
 
@@ -78,30 +79,36 @@ def compose(overrides: Sequence[str] = (), config_name: str = "train", with_hydr
     `with_hydra` keeps the `hydra` node (sweeper parameters, launcher). A value the schema refuses
     (`seed=abc`), an unknown option (`norm=nope`) or a bad override raises ConfigError, in one line."""
     from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
     register_resolvers()
     refuse_misread_overrides(overrides)
     try:
-        if GlobalHydra.instance().is_initialized():  # inside a Hydra app or another compose
-            return hydra_compose(config_name, overrides=list(overrides), return_hydra_config=with_hydra)
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        with hydra_initialized():
             return hydra_compose(config_name, overrides=list(overrides), return_hydra_config=with_hydra)
     except (HydraException, OmegaConfBaseException) as err:
         raise ConfigError(compose_error_line(err)) from err
 
 
-def group_options(group: str) -> list[str]:
-    """The options of config group `group` (`norm`, `hydra/launcher`): conf/'s files and Hydra's plugins'."""
+@contextlib.contextmanager
+def hydra_initialized() -> Iterator[None]:
+    """Hydra set up on conf/, unless it is already (inside a Hydra app or another compose)."""
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
     if GlobalHydra.instance().is_initialized():
-        return sorted(GlobalHydra.instance().config_loader().get_group_options(group))
+        yield
+        return
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        yield
+
+
+def group_options(group: str) -> list[str]:
+    """The options of config group `group` (`norm`, `hydra/launcher`): conf/'s files and Hydra's plugins'."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    with hydra_initialized():
         return sorted(GlobalHydra.instance().config_loader().get_group_options(group))
 
 
