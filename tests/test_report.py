@@ -25,7 +25,7 @@ from src.core.paths import ConfigError
 from src.report import ReportError, analyze, generate_report, terminal_text
 from src.report.__main__ import main as report_main
 from src.report.comparisons import PAIRS, Margins, check_pairs, pairs_for
-from src.report.published import TABLE
+from src.report.published import SETTING, TABLE
 from src.report.stability import by_learning_rate, largest_stable_lr
 from src.report.table import SEQUENTIAL_SPEED_HEADER, parse_variant, summarize
 from src.tracking.sweep import SWEEP_TAG
@@ -61,6 +61,7 @@ def log_run(
     metrics: Mapping[str, float],
     outcome: str | None = "finished",
     lr: float | None = None,
+    params: Mapping[str, object] | None = None,
 ) -> str:
     tags = {"norm": norm, "norm_family": family_of(norm), "seed": str(seed), "model": "cpu_small"}
     if outcome:
@@ -68,6 +69,8 @@ def log_run(
     run_id = client.create_run(experiment_id, run_name=f"{norm}-s{seed}", tags=tags, start_time=next_start_ms()).info.run_id
     if lr is not None:
         client.log_param(run_id, "optim.lr", lr)
+    for key, value in (params or {}).items():
+        client.log_param(run_id, key, value)
     for key, value in metrics.items():
         client.log_metric(run_id, key, value, step=int(metrics.get("steps_done", 0)))
     client.set_terminated(run_id, "FINISHED" if outcome == "finished" else "FAILED")
@@ -85,9 +88,13 @@ def client(migrated_store: dict[str, str]) -> MlflowClient:
 
 def test_single_seed_table_matches_the_study(client: MlflowClient, store: dict[str, str], tmp_path: Path) -> None:
     exp = client.create_experiment("study")
+    # The study's setting, as a run at it records it: on CUDA, GPT-2 small, 20 tokens per parameter, fp16.
+    setting = {"cluster.accelerator": "gpu", "n_params": SETTING.n_params, "budget.total_tokens": SETTING.tokens,
+               "precision.name": "fp16_mixed", "precision.matmul_precision": "high"}  # fmt: skip
     for norm, values in STUDY.items():
-        log_run(client, exp, norm, 0, finished(*values))
-    log_run(client, exp, "no_norm", 0, {"diverged_at_step": TABLE["no_norm"].nan_from_step, "steps_done": 529.0}, outcome="diverged")
+        log_run(client, exp, norm, 0, finished(*values), params=setting)
+    no_norm = {"diverged_at_step": TABLE["no_norm"].nan_from_step, "steps_done": 529.0}
+    log_run(client, exp, "no_norm", 0, no_norm, outcome="diverged", params=setting)
 
     analysis = generate_report("study", store["uri"], tmp_path / "out")
     table = analysis.table.set_index("variant")
@@ -120,7 +127,11 @@ def test_single_seed_table_matches_the_study(client: MlflowClient, store: dict[s
     claims = {c.claim.number: c for c in analysis.study.claims}
     assert "LayerNorm -11.1% training time (one run each" in claims[1].sentence()  # from its tokens/s: 1 / 1.124 - 1
     assert "built-in +0.0012 nats (one run each)" in claims[4].sentence()
-    assert "1/1 runs diverged (step 530). → reproduced." in claims[6].sentence()
+    assert "1/1 runs diverged (step 530). → reproduced: the normalized variants trained at the same learning rate." in claims[6].sentence()
+    assert claims[1].word == claims[5].word == "inconclusive" and "one run each: a ratio without an interval" in claims[1].reason
+    # The study's table beside the sweep's: its own numbers, row for row.
+    assert [row[2:5:2] for row in analysis.study.table[1]][:2] == [["9,358", "348,364"], ["8,324", "391,659"]]
+    assert [row[3] for row in analysis.study.table[1]][:1] == ["9,358.0"]
 
 
 def test_multi_seed_statistics_and_bookkeeping(client: MlflowClient, store: dict[str, str], tmp_path: Path) -> None:

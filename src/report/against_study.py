@@ -1,17 +1,22 @@
 """The report's "Against the published study" section: each of the study's claims (src.report.published)
-with the study's figure, this sweep's figure and one word: reproduced, not reproduced or untestable here.
+tested as its own hypothesis, with the study's figure, this sweep's figure and one word.
 
-A claim is listed when the sweep ran the norms it needs. Its figures come from what the report has
-already measured, never from a second computation:
+Per claim part: this sweep's effect with an interval (src.report.claim_evidence: the speed check's
+kernel-level prediction for speed, else the runs paired over seeds), taken simultaneous over the
+section's family of claim parts; its three readings (direction, size, equivalence) and its word,
+by the rule of src/stats/claims.py: **reproduced**, **partly reproduced**, **not reproduced**,
+**inconclusive** (with the seeds or rounds that would settle it) or **not applicable here** (outside
+the claim's domain: the line says which part of the setting, and still gives this sweep's figure).
 
-- speed claims (training time): the end-of-sweep speed check's kernel-level prediction of the step-time
-  change with its interval (src.report.speed); without one, the per-run tokens/s comparison (paired over
-  seeds, src.report.comparisons) as a training-time ratio. On anything but CUDA they are *untestable
-  here*: the study timed CUDA kernels, and the kernels a CPU runs (named from the runs' dispatch record)
-  are others; the figure still says what this sweep shows;
-- loss claims: the paired test-loss comparison of the two variants (its verdict: equivalent within
-  ±margin, different, inconclusive); one seed gives no interval, so it is *untestable here*;
-- the divergence claim: the outcome of the no_norm runs, at the normalized variants' learning rate.
+- A sequential sweep's claims take their direction and equivalence from the sweep's own decisions
+  (error-controlled over its looks), not from a fixed-n test of optionally stopped data; the size is
+  read from the fixed-n interval, as a description.
+- Claim 6 (divergence) is an event: it needs the normalized variants at no_norm's learning rate to
+  have trained without diverging.
+- Beside claim 5, the study's open question in its terms: one run's seed spread here, the study's
+  single-seed gap measured in it, and why this sweep can or cannot settle it.
+- The study's table beside this sweep's (`table`), and a forest plot of the claims
+  (src.report.claims_plot).
 
 A variant counts as the study's norm only where every other swept axis has the study's value (the
 `experiment=gpt2_small_study` preset's: pre-norm, no QK-norm, ...); `torch_layernorm · post` is not
@@ -27,51 +32,62 @@ from typing import Any
 
 import pandas as pd
 
-from src.report.comparisons import Margins, Result
+from src.core.tables import text_table
+from src.report.claim_evidence import Effect, fp32_only, from_check, from_runs, outside, seed_spread
+from src.report.comparisons import Margins
 from src.report.published import (
     CLAIMS,
-    EQUIVALENT,
+    EQUIVALENCE,
     LOSS,
     MODEL_AXES,
     PRESET,
-    SOURCE,
+    SETTING,
+    SETTING_SOURCE,
     SPEED,
     STABILITY,
     STUDY_VARIANTS,
     TABLE,
+    TABLE_SOURCE,
     Claim,
     Part,
 )
-from src.report.speed import SpeedVerdict, compare_speed
-from src.report.study_setting import on_cuda, setting_lines
-from src.report.table import AXIS_PREFIX
+from src.report.sequential_verdicts import SequentialVerdict
+from src.report.study_setting import setting_lines
+from src.report.table import AXIS_PREFIX, DASH, with_ci
+from src.stats import claims as rule
+from src.stats.claims import INCONCLUSIVE, NOT_APPLICABLE, NOT_REPRODUCED, PARTLY, REPRODUCED, Readings
+from src.stats.inference import ALPHA
+from src.stats.pairs import pair_label
 from src.tracking.tags import DIVERGED, FINISHED
 from src.tracking.variants import NORM_AXIS, Axis, text
 
+__all__ = ["HEADING", "INCONCLUSIVE", "NOT_APPLICABLE", "NOT_REPRODUCED", "PARTLY", "REPRODUCED", "against_study"]
+
 HEADING = "Against the published study"
-REPRODUCED, NOT_REPRODUCED, UNTESTABLE = "reproduced", "not reproduced", "untestable here"
 CLAIM_TAG = "normsweep.study.claim{}"  # on the sweep's run: one tag per claim, its word
-# What a comparison found for b against a, whatever measured it:
-LOWER, HIGHER, SAME, UNDECIDED, NO_INTERVAL = "lower", "higher", "equivalent", "undecided", "no interval"
-
-
-@dataclass(frozen=True)
-class Found:
-    """A comparison's outcome in the claims' terms, with the sweep's figure as text."""
-
-    outcome: str  # LOWER, HIGHER, SAME, UNDECIDED or NO_INTERVAL
-    figure: str
-    detail: str = ""  # what settles an undecided one; the margin of an equivalence
+ONE_SEED = "one seed gives no interval (≥2 seeds do: seed=0,1,2)"
+ONE_RUN = "one run each: a ratio without an interval (report.speed_rounds or seed=0,1,2 give one)"
 
 
 @dataclass(frozen=True)
 class Finding:
-    """One part of a claim (one pair) on this sweep."""
+    """One part of a claim on this sweep: its figure, its readings and its word."""
 
     part: Part
-    figure: str
+    metric: str
     word: str
     reason: str = ""
+    figure: str = DASH
+    effect: Effect | None = None
+    low: float = math.nan  # the family's interval, in the study's units
+    high: float = math.nan
+    readings: Readings | None = None
+    margin: float = math.nan  # the equivalence margin it was read against
+    outside: tuple[str, ...] = ()  # why the setting is outside the claim's domain
+
+    @property
+    def estimate(self) -> float:
+        return self.effect.diff if self.effect is not None else math.nan
 
 
 @dataclass(frozen=True)
@@ -79,23 +95,26 @@ class ClaimResult:
     claim: Claim
     findings: tuple[Finding, ...]
     not_swept: tuple[str, ...] = ()  # labels of the claim's parts whose norms this sweep did not run
+    after: str = ""  # a line that follows the claim's (claim 5: the study's open question)
 
     @property
     def word(self) -> str:
-        words = {f.word for f in self.findings}
-        if words == {UNTESTABLE}:
-            return UNTESTABLE
-        return NOT_REPRODUCED if NOT_REPRODUCED in words else REPRODUCED
+        words = [f.word for f in self.findings]
+        if set(words) == {NOT_APPLICABLE}:  # a part not swept would be outside the domain too
+            return NOT_APPLICABLE
+        return rule.claim_word(words + [INCONCLUSIVE] * len(self.not_swept))
 
     @property
     def reason(self) -> str:
-        return "; ".join(dict.fromkeys(f.reason for f in self.findings if f.reason))
+        several = len(self.findings) + len(self.not_swept) > 1
+        reasons = [f"{f.part.label}: {f.reason}" if several and f.part.label else f.reason for f in self.findings if f.reason]
+        reasons += [f"{label} not swept" for label in self.not_swept]
+        return "; ".join(dict.fromkeys(reasons))
 
     def sentence(self) -> str:
         c = self.claim
         published = "; ".join(f"{_named(p)}{published_text(c, p)}" for p in c.parts)
-        figures = [f"{_named(f.part)}{f.figure}" for f in self.findings]
-        figures += [f"{label} not swept" for label in self.not_swept]
+        figures = [f"{_named(f.part)}{f.figure}" for f in self.findings] + [f"{label} not swept" for label in self.not_swept]
         note = f" ({c.note})" if c.note else ""
         reason = f": {self.reason}" if self.reason else ""
         return f"{c.number}. {c.statement}{note}. Study: {published}. This sweep: {'; '.join(figures)}. → {self.word}{reason}."
@@ -105,39 +124,65 @@ class ClaimResult:
 class StudySection:
     claims: list[ClaimResult] = field(default_factory=list)
     setting: list[str] = field(default_factory=list)
+    table: tuple[list[str], list[list[str]]] | None = None  # the study's rows beside this sweep's
+    method: str = ""  # how the intervals were taken (the family)
     absent: str = ""  # why no claim is listed (the sweep ran none of the norms a claim needs)
 
     def lead(self) -> str:
-        return f"The study: {SOURCE}. The setting, this sweep's against the study's:"
+        return f"The study's figures: {TABLE_SOURCE}; its setting: {SETTING_SOURCE}. This sweep's setting against the study's:"
 
     def items(self) -> list[str]:
-        """The section's lines after its lead: the setting, then one line per claim (or why none)."""
+        """The section's lines after its lead and table: the setting, how intervals were taken, one
+        line per claim (and claim 5's open question), or why none."""
         if self.absent:
             return [self.absent]
-        return [*self.setting, *(c.sentence() for c in self.claims)]
+        claims = [line for c in self.claims for line in (c.sentence(), c.after) if line]
+        return [*self.setting, *([self.method] if self.method else []), *claims]
 
     def lines(self) -> list[str]:
-        """The section for a terminal or a note: the heading, the lead, the lines."""
+        """The section for a terminal or a note: the heading, the lead, the setting, the table, the claims."""
         if self.absent:
             return [f"{HEADING}: {self.absent}"]
-        return [f"{HEADING} — {self.lead()}", *(f"  {s}" for s in self.setting), *self.items()[len(self.setting) :]]
+        table = text_table(*self.table).splitlines() if self.table else []
+        rest = self.items()[len(self.setting) :]
+        return [f"{HEADING} — {self.lead()}", *(f"  {s}" for s in self.setting), *table, *rest]
 
     def tags(self) -> dict[str, str]:
         """One tag per listed claim on the sweep's run: its word (filterable in the MLflow UI)."""
         return {CLAIM_TAG.format(c.claim.number): c.word for c in self.claims}
+
+    def plotted(self) -> list[Finding]:
+        """The parts the forest plot draws: those with an interval."""
+        return [f for c in self.claims for f in c.findings if math.isfinite(f.low) and math.isfinite(f.high)]
 
 
 def _named(part: Part) -> str:
     return f"{part.label} " if part.label else ""
 
 
+def pct(x: float) -> str:
+    return "+∞" if x == math.inf else f"{x:+.1%}"
+
+
+def shown(metric: str, x: float, contrast: bool = False) -> str:
+    """A value in the study's units: a relative time change, percentage points of two, or nats."""
+    if metric == SPEED:
+        return f"{x * 100:+.1f} pp" if contrast else pct(x)
+    return f"{x:+.4f}"
+
+
 def published_text(claim: Claim, part: Part) -> str:
     value = part.published(claim.metric)
     if claim.metric == SPEED:
-        return f"{value:+.1%} training time"
+        what = f" (the built-ins' {_effect_text(part.a, part.b)} less the hand-rolled {_effect_text(*part.minus)})" if part.minus else ""
+        return f"{shown(SPEED, value, bool(part.minus))} training time{what}"
     if claim.metric == LOSS:
         return f"{value:+.4f} nats test loss"
     return f"NaN from step {value:.0f}"
+
+
+def _effect_text(a: str | None, b: str) -> str:
+    return pct(TABLE[b].train_time_s / TABLE[str(a)].train_time_s - 1)
 
 
 # --- which variant is the study's norm -------------------------------------------------------------
@@ -179,140 +224,155 @@ def match(norm: str, runs: pd.DataFrame, values: Mapping[str, str | None]) -> tu
 # --- what the sweep found ---------------------------------------------------------------------------
 
 
-def _pct(x: float) -> str:
-    return f"{x:+.1%}"
-
-
-def from_speed_check(v: SpeedVerdict) -> Found:
-    p = v.predicted
-    figure = f"{_pct(math.expm1(p.diff))} [{_pct(math.expm1(p.low))}, {_pct(math.expm1(p.high))}] step time (speed check, from the norms' kernels: {v.verdict_text()})"
-    outcome = {"faster": LOWER, "slower": HIGHER, "equivalent": SAME}.get(v.verdict, UNDECIDED)
-    settle = f"about {v.rounds_needed} kernel rounds would settle it" if v.rounds_needed else "more kernel rounds would settle it"
-    return Found(outcome, figure, settle if outcome == UNDECIDED else f"±{v.margin:.0%}")
-
-
-def from_comparison(r: Result, as_time: bool, cuda: bool) -> Found:
-    """A paired comparison's outcome; tokens/s turned into training time (b's time / a's - 1)."""
-    p = r.primary
-
-    def shown(x: float) -> str:
-        if not as_time:
-            return f"{x:+.4f}"
-        # An interval of tokens/s changes can reach -100% and below (a t-interval over few seeds):
-        # the time it stands for is then unbounded.
-        return _pct(1 / (1 + x) - 1) if x > -1 else "+∞"
-
-    if r.verdict == "untested" or not math.isfinite(p.low):
-        runs = "one run each" + ("" if cuda else ", one after another: the machine's load as much as the norm")
-        return Found(NO_INTERVAL, f"{shown(p.diff)} {'training time' if as_time else 'nats'} ({runs})")
-    low, high = (shown(p.high), shown(p.low)) if as_time else (shown(p.low), shown(p.high))
-    what = "training time, per run" if as_time else "nats"
-    figure = f"{shown(p.diff)} [{low}, {high}] {what} (paired over {p.n} seeds: {r.verdict_text()})"
-    if r.verdict == "equivalent":
-        return Found(SAME, figure, f"±{r.margin:g} nats" if not as_time else f"±{r.margin:.0%}")
-    if r.verdict == "different":
-        smaller = p.diff > 0 if as_time else p.diff < 0  # more tokens/s is less time
-        return Found(LOWER if smaller else HIGHER, figure)
-    seeds = f"about {r.seeds} seeds would settle it" if r.seeds else "more seeds would settle it"
-    return Found(UNDECIDED, figure, seeds)
-
-
-def word_for(test: str, found: Found, one_seed: str) -> tuple[str, str]:
-    """The claim's word for what the sweep found, and the reason in a few words."""
-    if found.outcome == NO_INTERVAL:
-        return UNTESTABLE, one_seed
-    if found.outcome == UNDECIDED:
-        return UNTESTABLE, f"undecided: {found.detail}"
-    if test == EQUIVALENT:
-        return (REPRODUCED, "") if found.outcome == SAME else (NOT_REPRODUCED, "they differ")
-    if found.outcome == LOWER:
-        return REPRODUCED, ""
-    if found.outcome == SAME:
-        return NOT_REPRODUCED, f"equivalent within {found.detail}"
-    return NOT_REPRODUCED, "the opposite direction"
-
-
-def _comparison(results: Sequence[Result], a: str, b: str, metric: str) -> Result | None:
-    return next((r for r in results if (r.a, r.b) == (a, b) and r.metric == metric), None)
-
-
-def _dispatch(runs: pd.DataFrame, label: str) -> str:
-    found = [d for d in runs[runs.variant == label].dispatch if d] if "dispatch" in runs else []
-    return found[0] if found else "kernels not recorded"
-
-
 @dataclass
 class Evidence:
-    """What the report measured that the claims read."""
+    """What the claims read: the runs, the speed check, a sequential sweep's decisions, the margins."""
 
     runs: pd.DataFrame
-    comparisons: Sequence[Result]
-    speed: Sequence[SpeedVerdict]
+    check: Mapping[str, Any]
     labels: dict[str, str | None]  # study norm -> the sweep's variant that is it (None: not the study's setting)
     why_not: dict[str, str]  # study norm -> why no variant of it is
+    margins: Margins
+    sequential: Sequence[SequentialVerdict] = ()
+    family: int = 1  # claim parts read from an interval: each interval is taken at 1 - ALPHA / family
+    effects: dict[tuple[str, Part], Effect | None] = field(default_factory=dict)  # measured once per part
+
+    def runs_of(self, part: Part) -> pd.DataFrame:
+        return self.runs[self.runs.variant.isin([self.labels.get(v) for v in part.variants()])]
+
+    def margin(self, metric: str) -> float:
+        return self.margins.speed if metric == SPEED else self.margins.test_loss
 
 
-def speed_finding(claim: Claim, part: Part, a: str, b: str, e: Evidence) -> Finding:
-    check = next((v for v in e.speed if (v.a, v.b) == (a, b)), None)
-    pair = e.runs[e.runs.variant.isin([a, b])]
-    cuda = on_cuda(pair)
-    result = _comparison(e.comparisons, a, b, "tokens_per_sec")
-    if check is not None:
-        found = from_speed_check(check)
-    elif result is not None:
-        found = from_comparison(result, as_time=True, cuda=cuda)
-    else:
-        return Finding(part, "—", UNTESTABLE, "no speed measured for this pair")
-    if not cuda:  # what the sweep shows instead: its figure, and the kernels each side ran here
-        kind = _values_text(pair.device_type)
-        figure = f"{found.figure}, kernels {a} {_dispatch(e.runs, a)}, {b} {_dispatch(e.runs, b)}"
-        why = f"{kind.upper() if kind == 'cpu' else kind} run: the study's speed claims are about CUDA kernels"
-        return Finding(part, figure, UNTESTABLE, why)
-    one = "one run each: a ratio without an interval (report.speed_rounds or seeds=0,1,2 give one)"
-    return Finding(part, found.figure, *word_for(claim.test, found, one))
+def effect_of(claim: Claim, part: Part, e: Evidence) -> Effect | None:
+    """The part's effect: for speed the speed check's when it timed the norms, else the paired runs'."""
+    key = (claim.metric, part)
+    if key not in e.effects:
+        found = from_check(e.check, part, e.labels) if claim.metric == SPEED else None
+        e.effects[key] = found or from_runs(e.runs, part, claim.metric, e.labels, e.margin(claim.metric))
+    return e.effects[key]
 
 
-def _values_text(column: pd.Series) -> str:
-    return "/".join(dict.fromkeys(str(v) for v in column))
+def _sequential(part: Part, metric: str, e: Evidence) -> SequentialVerdict | None:
+    """The sequential sweep's decision on this pair, where it made one (per-run evidence only)."""
+    if part.minus is not None or part.a is None:
+        return None
+    key = "tokens_per_sec" if metric == SPEED else "test_loss"
+    label = pair_label(str(e.labels[part.a]), str(e.labels[part.b]))
+    return next((v for v in e.sequential if v.pair == label and v.metric == key), None)
 
 
-def loss_finding(claim: Claim, part: Part, a: str, b: str, e: Evidence) -> Finding:
-    result = _comparison(e.comparisons, a, b, "test_loss")
-    if result is None:
-        return Finding(part, "—", UNTESTABLE, f"no finished runs of both {a} and {b}")
-    found = from_comparison(result, as_time=False, cuda=True)
-    if claim.note and found.outcome == NO_INTERVAL:
-        one = "one seed cannot answer it (≥2 seeds do: seed=0,1,2)"
-    else:
-        one = "one seed gives no interval (≥2 seeds do: seed=0,1,2)"
-    word, reason = word_for(claim.test, found, one)
-    if claim.note and found.outcome == SAME:
-        reason += ": the edge is seed noise, which settles the study's open question"
-    return Finding(part, found.figure, word, reason)
+def readings_of(part: Part, metric: str, low: float, high: float, e: Evidence, effect: Effect,
+                decision: SequentialVerdict | None) -> Readings:  # fmt: skip
+    """The three readings: from the interval, or, for a sequential sweep, direction and equivalence
+    from its decision (and the size from the interval)."""
+    found = rule.read(low, high, part.sign(metric), part.band(metric), e.margin(metric))
+    if decision is None:
+        return found
+    if decision.verdict == "different":
+        same_side = part.sign(metric) == 0 or math.copysign(1, effect.diff) == part.sign(metric)
+        return Readings(rule.HOLDS if same_side else rule.OPPOSITE, found.size, rule.UNDECIDED)
+    inside = decision.verdict == "equivalent"
+    return Readings(rule.UNDECIDED, found.size, rule.INSIDE if inside else rule.UNDECIDED)
 
 
-def divergence_finding(part: Part, b: str, e: Evidence) -> Finding:
+def reason_of(claim: Claim, part: Part, r: Readings, word: str, effect: Effect, e: Evidence) -> str:
+    """Why the part got its word, in a few words with the numbers that decided it."""
+    metric, m = claim.metric, e.margin(claim.metric)
+    margin = f"±{m:.0%}" if metric == SPEED else f"±{m:g} nats"
+    study = shown(metric, part.published(metric), bool(part.minus))
+    if part.asserts == EQUIVALENCE:
+        band = part.band(metric)
+        claimed = f"±{band[1]:.2%}" if metric == SPEED else f"±{band[1]:g}"
+        if word == REPRODUCED:
+            return f"equivalent within {margin}, and as close as the study's {claimed}"
+        if word == PARTLY:
+            return f"equivalent within {margin}, but further apart than the study's {claimed}"
+        if word == NOT_REPRODUCED:
+            return f"they differ by more than {margin}"
+        straddles = "the interval straddles the margin" if r.equivalence == rule.UNDECIDED else "undecided"
+        return f"{straddles} ({margin}): {effect.settle(m, ALPHA / (2 * e.family))}"
+    if word == REPRODUCED:
+        return f"the study's direction, and its {study} is inside the interval"
+    if word == PARTLY:
+        return f"the study's direction, by {'less' if r.size == rule.SMALLER else 'more'} than its {study} (outside the interval)"
+    if word == NOT_REPRODUCED:
+        if r.direction == rule.OPPOSITE:
+            return "the opposite direction"
+        return f"equivalent to zero within {margin}, where the study has {study}"
+    smaller = f"; the study's {study} is outside it: any effect here is smaller" if r.size == rule.SMALLER else ""
+    near = abs(effect.interval.diff) < effect.margin_units(m)
+    return f"the interval holds zero{smaller}: {effect.settle(m if near else None, ALPHA / (2 * e.family) if near else ALPHA / e.family)}"
+
+
+def _what(metric: str) -> str:
+    return "training time" if metric == SPEED else "nats"
+
+
+def part_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
+    """One part on this sweep: its figure, and its word from the domain, then the interval."""
+    metric, runs = claim.metric, e.runs_of(part)
+    off = outside(claim.domain, runs)
+    effect = effect_of(claim, part, e)
+    if effect is None:
+        why = "; ".join(off) if off else f"no finished runs of {' and '.join(str(e.labels[v]) for v in part.variants())}"
+        return Finding(part, metric, NOT_APPLICABLE if off else INCONCLUSIVE, why, outside=tuple(off))
+    contrast = bool(part.minus)
+    if not effect.has_interval:
+        figure = f"{shown(metric, effect.diff, contrast)} {_what(metric)} ({effect.how})"
+        one = ONE_RUN if metric == SPEED and effect.per == "seeds" else ONE_SEED
+        if off:
+            return Finding(part, metric, NOT_APPLICABLE, "; ".join(off) + f" (and {one.split(' (')[0]})", figure, effect, outside=tuple(off))
+        return Finding(part, metric, INCONCLUSIVE, one, figure, effect)
+    low, high = effect.at(ALPHA / e.family)
+    decision = _sequential(part, metric, e)
+    readings = readings_of(part, metric, low, high, e, effect, decision)
+    word = rule.part_word(part.asserts, readings)
+    figure = f"{shown(metric, effect.diff, contrast)} [{shown(metric, low, contrast)}, {shown(metric, high, contrast)}] {_what(metric)} ({effect.how})"
+    if off:
+        here = f"at this sweep's own setting it reads {word}"
+        return Finding(part, metric, NOT_APPLICABLE, f"{'; '.join(off)} ({here})", figure, effect, low, high, readings, e.margin(metric), tuple(off))
+    reason = reason_of(claim, part, readings, word, effect, e)
+    if decision is not None:
+        settled = f"at look {decision.look}" if decision.look is not None else "open when the sweep stopped"
+        reason += f" (direction and equivalence: the sequential sweep's decision, {decision.label} {settled}, error-controlled over its looks)"
+    return Finding(part, metric, word, reason, figure, effect, low, high, readings, e.margin(metric))
+
+
+def divergence_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
+    """Claim 6: no_norm diverges where the normalized variants, at its learning rate, train on."""
+    b = str(e.labels[part.b])
     runs = e.runs[e.runs.variant == b]
     normalized = e.runs[e.runs.variant.isin([v for n, v in e.labels.items() if v and n != part.b])]
     diverged = runs[runs.outcome == DIVERGED]
     steps = sorted(int(s) for s in diverged.stopped_at_step.dropna())
+    trained = runs.steps_done.dropna()
+    most = float(trained.max()) if len(trained) else math.nan
     if len(diverged):
         figure = f"{len(diverged)}/{len(runs)} runs diverged (step{'s' if len(steps) > 1 else ''} {', '.join(map(str, steps)) or '?'})"
     else:
-        trained = runs.steps_done.dropna()
-        figure = f"{int((runs.outcome == FINISHED).sum())}/{len(runs)} runs finished, {int(trained.max()) if len(trained) else '?'} steps"
+        figure = f"{int((runs.outcome == FINISHED).sum())}/{len(runs)} runs finished, {most:.0f} steps"
+    off = outside(claim.domain, pd.concat([runs, normalized]))
+    if off:
+        return Finding(part, STABILITY, NOT_APPLICABLE, "; ".join(off), figure, outside=tuple(off))
     own, theirs = set(runs.lr.dropna()), set(normalized.lr.dropna())
+    if not len(normalized):
+        return Finding(part, STABILITY, NOT_APPLICABLE, "no normalized variant of the study's trained beside it", figure)
     if theirs and own != theirs:
         lrs = f"{b} at lr {', '.join(f'{x:g}' for x in sorted(own))}, the normalized variants at {', '.join(f'{x:g}' for x in sorted(theirs))}"
-        return Finding(part, figure, UNTESTABLE, f"{lrs}: not like for like")
+        return Finding(part, STABILITY, NOT_APPLICABLE, f"{lrs}: not like for like", figure)
+    normalized_diverged = int((normalized.outcome == DIVERGED).sum())
+    if normalized_diverged:
+        too = f"{normalized_diverged}/{len(normalized)} runs of the normalized variants diverged too at this learning rate"
+        if len(diverged):
+            return Finding(part, STABILITY, NOT_APPLICABLE, f"{too}: the divergence is not the missing norm's", figure)
+        return Finding(part, STABILITY, NOT_REPRODUCED, f"{too}, and no_norm trained", figure)
     if len(diverged):
-        return Finding(part, figure, REPRODUCED)
+        return Finding(part, STABILITY, REPRODUCED, "the normalized variants trained at the same learning rate", figure)
     study_step = part.published(STABILITY)
-    trained = runs.steps_done.dropna()
-    most = float(trained.max()) if len(trained) else math.nan
-    if not (most >= study_step):
-        return Finding(part, figure, UNTESTABLE, f"trained {most:.0f} steps, fewer than the {study_step:.0f} the study's run lasted")
-    return Finding(part, figure, NOT_REPRODUCED, f"no NaN in {most:.0f} steps")
+    if not (most >= max(study_step, claim.domain.steps)):
+        return Finding(part, STABILITY, NOT_APPLICABLE, f"trained {most:.0f} steps, fewer than the {study_step:.0f} the study's run lasted", figure)
+    return Finding(part, STABILITY, NOT_REPRODUCED, f"no NaN in {most:.0f} steps", figure)
 
 
 def evaluate(claim: Claim, e: Evidence) -> ClaimResult | None:
@@ -320,33 +380,115 @@ def evaluate(claim: Claim, e: Evidence) -> ClaimResult | None:
     swept = set(e.runs.norm)
     findings, not_swept = [], []
     for part in claim.parts:
-        needed = [v for v in (part.a, part.b) if v is not None]
+        needed = part.variants()
         if not set(needed) <= swept:
             not_swept.append(part.label or " vs ".join(needed))
             continue
         missing = [v for v in needed if e.labels.get(v) is None]
         if missing:
-            findings.append(Finding(part, "—", UNTESTABLE, "; ".join(e.why_not[v] for v in missing)))
-            continue
-        a, b = (e.labels[part.a] if part.a else None), str(e.labels[part.b])
-        if claim.metric == SPEED:
-            findings.append(speed_finding(claim, part, str(a), b, e))
-        elif claim.metric == LOSS:
-            findings.append(loss_finding(claim, part, str(a), b, e))
+            findings.append(Finding(part, claim.metric, NOT_APPLICABLE, "; ".join(dict.fromkeys(e.why_not[v] for v in missing))))
+        elif claim.metric == STABILITY:
+            findings.append(divergence_finding(claim, part, e))
         else:
-            findings.append(divergence_finding(part, b, e))
-    return ClaimResult(claim, tuple(findings), tuple(not_swept)) if findings else None
+            findings.append(part_finding(claim, part, e))
+    if not findings:
+        return None
+    result = ClaimResult(claim, tuple(findings), tuple(not_swept))
+    return ClaimResult(claim, result.findings, result.not_swept, open_question(result, e)) if claim.note and claim.metric == LOSS else result
+
+
+# --- the study's open question (claim 5) ------------------------------------------------------------
+
+
+def open_question(result: ClaimResult, e: Evidence) -> str:
+    """Claim 5's question in the study's terms: one run's seed spread here, the study's single-seed
+    gap in that spread, the paired implementation effect, and whether this sweep can settle it."""
+    lead = "The study's open question (is the built-ins' loss edge real, or seed noise?): "
+    variants = [str(e.labels[v]) for v in sorted(result.claim.variants()) if e.labels.get(v)]
+    sd, df = seed_spread(e.runs, variants)
+    if not df:
+        return lead + "one seed per variant shows no seed spread here; ≥2 seeds (seed=0,1,2) measure it."
+    gaps = " and ".join(f"{_named(p)}{p.published(LOSS):+.4f} = {abs(p.published(LOSS)) / (math.sqrt(2) * sd):.1f}" for p in result.claim.parts)
+    spread = (f"one run's test loss varies over seeds by SD {sd:.4f} nats here (pooled over {len(variants)} variants, {df} df), "
+              f"so a gap between two single runs of different seeds spreads √2·SD = {math.sqrt(2) * sd:.4f}; the study's "
+              f"single-seed gaps are {gaps} such SDs")  # fmt: skip
+    effects = [f for f in result.findings if f.readings is not None]
+    shows = "; ".join(f"{_named(f.part)}{f.figure}" for f in effects) or "no paired effect with an interval"
+    off = list(dict.fromkeys(why for f in result.findings for why in f.outside))
+    if off:
+        same = " In fp32 the hand-rolled and built-in norms compute the same function to rounding: no implementation edge can arise here." if fp32_only(e.runs[e.runs.variant.isin(variants)]) else ""
+        return lead + f"{spread}. The paired implementation effect here: {shows}. This sweep cannot settle it: {'; '.join(off)}.{same}"
+    if effects and all(f.readings.equivalence == rule.INSIDE and f.readings.direction == rule.UNDECIDED for f in effects) and not result.not_swept:
+        return lead + f"{spread}. The paired implementation effect: {shows}: zero within ±{e.margins.test_loss:g} nats at the study's setting, which settles the study's open question: its gap was not an implementation effect."
+    if effects and all(f.readings.direction == rule.HOLDS for f in effects):
+        return lead + f"{spread}. The paired implementation effect: {shows}: real at this setting (every interval excludes zero), so the edge is not seed noise alone."
+    if effects and all(f.readings.direction == rule.OPPOSITE for f in effects):
+        return lead + f"{spread}. The paired implementation effect: {shows}: the opposite of the study's edge at this setting."
+    return lead + f"{spread}. The paired implementation effect: {shows}: not settled at this sweep's seeds ({result.reason})."
+
+
+# --- the study's table beside this sweep's ------------------------------------------------------------
+
+TABLE_COLUMNS = ["variant", "seeds (study / sweep)", "training time s (study)", "training time s (sweep)",
+                 "tokens/s (study)", "tokens/s (sweep)", "test loss (study)", "test loss (sweep)"]  # fmt: skip
+
+
+def study_table(table: pd.DataFrame, labels: Mapping[str, str | None]) -> tuple[list[str], list[list[str]]]:
+    """The study's row and this sweep's (mean ± 95% CI over finished seeds, the report's table) per
+    study variant the sweep ran as the study's."""
+    rows = []
+    by_variant = table.set_index("variant") if len(table) else table
+    for norm in STUDY_VARIANTS:
+        label = labels.get(norm)
+        if label is None or label not in by_variant.index:
+            continue
+        study, r = TABLE[norm], by_variant.loc[label]
+        ours = [with_ci(r[c], r[f"{c}_ci"], f) for c, f in (("train_time_s", "{:,.1f}"), ("tokens_per_sec", "{:,.0f}"), ("test_loss", "{:.4f}"))]
+        if r.finished == 0 and r.notes:
+            ours[-1] = str(r.notes)
+        theirs = [DASH if math.isnan(v) else f.format(v) for v, f in ((study.train_time_s, "{:,.0f}"), (study.tokens_per_sec, "{:,.0f}"), (study.test_loss, "{:.4f}"))]
+        if study.nan_from_step is not None:
+            theirs[-1] = f"NaN from step {study.nan_from_step}"
+        name = norm if label == norm else f"{norm} ({label})"
+        rows.append([name, f"{SETTING.seeds} / {int(r.finished)}", theirs[0], ours[0], theirs[1], ours[1], theirs[2], ours[2]])
+    return TABLE_COLUMNS, rows
+
+
+# --- the section ----------------------------------------------------------------------------------------
+
+
+def _family(e: Evidence) -> int:
+    """The claim parts with an interval: the family every interval of the section is taken over."""
+    count = 0
+    for claim in CLAIMS:
+        if claim.metric == STABILITY:
+            continue
+        for part in claim.parts:
+            if set(part.variants()) <= set(e.runs.norm) and all(e.labels.get(v) for v in part.variants()):
+                effect = effect_of(claim, part, e)
+                count += effect is not None and effect.has_interval
+    return max(count, 1)
+
+
+def method_line(family: int) -> str:
+    level = 1 - ALPHA / family
+    return (f"Each interval below is simultaneous over the section's {family} claim part(s) with one (Bonferroni: each at {level:.2%}), "
+            "so all the words hold together at 95%; the report's other comparisons do not change them. A claim's word "
+            "comes from three readings of its interval (direction, size against the study's figure, equivalence within "
+            "the report's margin) and the setting its figure can be expected in (docs/reproducing.md).")  # fmt: skip
 
 
 def against_study(
     runs: pd.DataFrame,
     axes: Sequence[Axis],
-    comparisons: Sequence[Result],
     check: Mapping[str, Any],
     margins: Margins,
+    table: pd.DataFrame | None = None,
+    sequential: Sequence[SequentialVerdict] = (),
 ) -> StudySection:
-    """The section for a sweep: its runs (src.report.runs), axes, paired comparisons and the latest
-    speed check (`variants.json`, empty without one)."""
+    """The section for a sweep: its runs (src.report.runs), axes, the latest speed check
+    (`variants.json`, empty without one), the report's table (src.report.table.summarize) and a
+    sequential sweep's decisions."""
     present = [n for n in STUDY_VARIANTS if n in set(runs.norm)]
     if not present:
         return StudySection(absent=f"this sweep ran none of the study's variants ({', '.join(STUDY_VARIANTS)}); nothing to compare.")
@@ -354,11 +496,10 @@ def against_study(
     labels, why_not = {}, {}
     for norm in present:
         labels[norm], why_not[norm] = match(norm, runs, values)
-    pairs = [(labels[p.a], labels[p.b]) for c in CLAIMS if c.metric == SPEED for p in c.parts if labels.get(p.a) and labels.get(p.b)]
-    speed = compare_speed(check, pairs, margins.speed) if check.get("kernel") else []
-    evidence = Evidence(runs, comparisons, speed, labels, why_not)
+    evidence = Evidence(runs, check, labels, why_not, margins, sequential)
+    evidence.family = _family(evidence)
     claims = [r for c in CLAIMS if (r := evaluate(c, evidence)) is not None]
     if not claims:
         return StudySection(absent=f"this sweep ran {', '.join(present)} of the study's variants; each claim needs another ({', '.join(sorted(set(TABLE) - set(present)))} not swept).")
-    return StudySection(claims, setting_lines(runs))
-
+    shown_table = study_table(table, labels) if table is not None else None
+    return StudySection(claims, setting_lines(runs), shown_table, method_line(evidence.family))

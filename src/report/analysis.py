@@ -49,7 +49,9 @@ from src.tracking.tags import FINISHED
 from src.tracking.ui_view import ui_link
 from src.tracking.variants import REFERENCE_VARIANT, Axis, metric_key
 
-__all__ = ["Analysis", "ReportError", "analyze"]
+__all__ = ["Analysis", "ReportError", "Section", "analyze"]
+# A section of the report after its table: heading, lead, a table of its own (headers, rows) or None, items.
+Section = tuple[str, str, tuple[list[str], list[list[str]]] | None, list[str]]
 
 
 @dataclass
@@ -124,22 +126,23 @@ class Analysis:
             f"of test loss and ±{m.speed:.0%} of tokens/s; Holm-adjusted over {len(self.comparisons)} comparisons"
         )
 
-    def sections(self) -> list[tuple[str, str, list[str]]]:
-        """The prose after the table, as (heading, lead, items): both file renderers walk this one
-        list, so a section added here reaches the Markdown and the HTML report alike."""
-        found = [
+    def sections(self) -> list[Section]:
+        """The prose after the table, as (heading, lead, table, items): both file renderers walk this
+        one list, so a section added here reaches the Markdown and the HTML report alike."""
+        found: list[Section] = [
             (
                 "Is it more than seed noise? Paired comparisons",
                 self.heading() + " (all pairs in `comparisons.csv`).",
+                None,
                 self.sentences() or [self.nothing_to_compare()],
             )
         ]
         if self.sequential:
-            found.append((sequential_heading(), "", [v.sentence() for v in self.sequential]))
+            found.append((sequential_heading(), "", None, [v.sentence() for v in self.sequential]))
         if self.stability is not None:
-            found.append(("Learning-rate stability", "", stability_sentences(self.stability, self.sensitivity)))
+            found.append(("Learning-rate stability", "", None, stability_sentences(self.stability, self.sensitivity)))
         study = self.study
-        found.append((STUDY_HEADING, "" if study.absent else study.lead(), study.items()))
+        found.append((STUDY_HEADING, "" if study.absent else study.lead(), study.table, study.items()))
         return found
 
 
@@ -168,13 +171,15 @@ def analyze(
     code = reference_code(store, sweep.experiment_id, runs)
     comparisons = compare(runs, margins, pairs, reference)
     check = load_speed_check(store, sweep.experiment_id)
+    table = summarize(runs)
+    sequential = load_verdicts(store, sweep.experiment_id)
     return Analysis(
         experiment=experiment,
         tracking_uri=uri,
         experiment_id=sweep.experiment_id,
         runs=runs,
         curves=curves,
-        table=mark_rows(summarize(runs), runs, code),
+        table=mark_rows(table, runs, code),
         comparisons=comparisons,
         margins=margins,
         superseded=sweep.superseded,
@@ -187,8 +192,8 @@ def analyze(
         axes=sweep.axes,
         store=store,
         code_note=code_sentence(runs, code),
-        sequential=load_verdicts(store, sweep.experiment_id),
-        study=against_study(runs, sweep.axes, comparisons, check, margins),
+        sequential=sequential,
+        study=against_study(runs, sweep.axes, check, margins, table, sequential),
     )
 
 

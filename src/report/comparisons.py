@@ -213,14 +213,14 @@ class Result:
         return self.verdict
 
 
-def _values(runs: pd.DataFrame, variant: str, metric: str) -> pd.Series:
+def seed_values(runs: pd.DataFrame, variant: str, metric: str) -> pd.Series:
     """The metric of each finished run of one variant, indexed by seed (NaNs dropped)."""
     rows = runs[(runs.variant == variant) & (runs.outcome == FINISHED)]
     return rows.set_index("seed")[metric].astype(float).dropna()
 
 
-def _compare_one(runs: pd.DataFrame, a: str, b: str, metric: str, margin: float) -> dict[str, Any]:
-    va, vb = _values(runs, a, metric), _values(runs, b, metric)
+def compare_one(runs: pd.DataFrame, a: str, b: str, metric: str, margin: float) -> dict[str, Any]:
+    va, vb = seed_values(runs, a, metric), seed_values(runs, b, metric)
     total = int(((runs.variant == a) | (runs.variant == b)).sum())
     common = sorted(set(va.index) & set(vb.index))
     relative = METRICS[metric][2]
@@ -359,7 +359,7 @@ def compare(
     the whole family."""
     margins = margins or Margins()
     items = [
-        {**_compare_one(runs, a, b, metric, margins.of(metric)), "axis": axis}
+        {**compare_one(runs, a, b, metric, margins.of(metric)), "axis": axis}
         for a, b, axis in comparison_pairs(runs, pairs, reference)
         for metric in METRICS
     ]

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from src.core import paths
 from src.report.analysis import Analysis
+from src.report.claims_plot import plot_claims
 from src.report.plots import plot_losses, plot_throughput, save
 from src.report.render_html import html_page
 from src.report.render_markdown import markdown_page
@@ -24,13 +25,16 @@ def default_out_dir(experiment: str) -> Path:
 
 
 def write(analysis: Analysis, out_dir: Path) -> list[Path]:
-    """report.html, report.md, table.csv (per variant), comparisons.csv, runs.csv (per run), the PNGs;
-    stability.csv/png for a learning-rate sweep."""
+    """report.html, report.md, table.csv (per variant), comparisons.csv, runs.csv (per run), the PNGs
+    (claims.png where a claim of the study has an interval); stability.csv/png for a learning-rate sweep."""
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = [
         save(plot_losses(analysis.curves), out_dir / "loss_curves.png"),
         save(plot_throughput(analysis.runs), out_dir / "throughput.png"),
     ]
+    claims = plot_claims(analysis.study)
+    if claims is not None:  # the study's claims with an interval: none in a one-seed sweep
+        figures.append(save(claims, out_dir / "claims.png"))
     if analysis.stability is not None:
         figures.append(save(plot_stability(analysis.stability), out_dir / "stability.png"))
         analysis.stability.to_csv(out_dir / "stability.csv", index=False)

@@ -1,10 +1,14 @@
-"""The published study this project reproduces, as data: its table, its setting and its six claims.
+"""The published study this project reproduces, as data: its table, its setting and its claims.
 
 This module is the one owner of what the study found. The report's "Against the published study"
 section (src.report.against_study) reads the claims from here and sets this sweep's figures beside
-them; the figures a claim quotes are computed from `TABLE`, never typed twice. The study's
-configuration (model, data, optimizer, schedule, precision) is the `experiment=gpt2_small_study`
-preset, `PRESET`: a swept axis is compared with the study where its value equals the preset's.
+them; the figures a claim quotes are computed from `TABLE`, never typed twice. Each claim is a
+hypothesis of its own: per part, the effect it speaks of (a pair and a metric, or a contrast of two
+pairs), what it asserts (a difference, an equivalence, an event), the size its words give, and the
+`Domain` in which the study's figure can be expected (device and kernels, scale, precision). How a
+sweep's interval is read against it is src/stats/claims.py. The study's configuration (model, data,
+optimizer, schedule, precision) is the `experiment=gpt2_small_study` preset, `PRESET`: a swept axis
+is compared with the study where its value equals the preset's.
 
 Torch-free and read-only: nothing here touches a store or a file.
 """
@@ -14,10 +18,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-SOURCE = (
-    "the published study's results table and run configuration (GPT-2 small, the "
-    "`8xa100m40-stacked-interventions` runs' train.json/model.json and the training script's defaults), "
-    "one seed per variant, as transcribed in issue 35"
+TABLE_SOURCE = (
+    "the study's results table, from its `8xa100m40-rmsnorm-1` … `-4` runs and its no-norm run (one seed per "
+    "variant), as transcribed in issue 35"
+)
+SETTING_SOURCE = (
+    "the `8xa100m40-stacked-interventions` runs' train.json/model.json and the training script's defaults, "
+    "as transcribed in issue 35"
 )
 PRESET = "gpt2_small_study"  # conf/experiment/: the study's run configuration, line by line
 # The model axes the study fixed (pre-norm, no QK-norm: src/core/schema.py ModelSchema): a run off them is
@@ -69,31 +76,77 @@ SETTING = Setting(
     seeds=1,
 )
 
-# How a claim is tested on a pair (b against a):
-LOWER = "lower"  # b's value is below a's (a faster step, a lower loss)
-EQUIVALENT = "equivalent"  # b and a are equivalent within the report's margin
-DIVERGES = "diverges"  # b (no normalization) diverges where the normalized variants train on
 SPEED, LOSS, STABILITY = "train_time_s", "test_loss", "divergence"  # what a claim measures
+DIFFERENCE, EQUIVALENCE, EVENT = "difference", "equivalence", "event"  # what a part asserts (src/stats/claims.py)
+# How far from the study's setting its figure can still be expected: a model within this factor of
+# its parameters, trained on at least its tokens per parameter divided by it. A norm's share of a
+# step, and a loss gap at the end of training, both move with width and with how far training got.
+SCALE_FACTOR = 2.0
+HALF_PRECISION = ("fp16_mixed", "bf16_mixed")  # 16-bit autocast, as the study's fp16 (conf/precision/)
+
+
+@dataclass(frozen=True)
+class Domain:
+    """The setting in which the study's figure can be expected; outside it a claim is *not applicable
+    here* (the sweep's own figure is still shown)."""
+
+    cuda: bool = False  # timed or computed by the study's CUDA kernels
+    params: bool = True  # the model within SCALE_FACTOR of the study's parameters
+    tokens: bool = False  # at least the study's tokens per parameter / SCALE_FACTOR
+    half_precision: bool = False  # 16-bit autocast (HALF_PRECISION)
+    steps: int = 0  # trained at least this many optimizer steps (what an event needs to show)
+
+
+SPEED_DOMAIN = Domain(cuda=True, half_precision=True)  # kernel time at the study's shapes and dtypes
+# RMSNorm against LayerNorm is the model's math: any device or precision, at the study's scale.
+MATH_LOSS_DOMAIN = Domain(tokens=True)
+# Hand-rolled against built-in is the same math: an edge can only come from the kernels' numerics in
+# 16-bit autocast on CUDA, at the end of a full-length run.
+KERNEL_LOSS_DOMAIN = Domain(cuda=True, tokens=True, half_precision=True)
+# The study's no-norm loss went NaN at step 530 in fp16 autocast: a run must last that long in 16 bits.
+DIVERGENCE_DOMAIN = Domain(half_precision=True, steps=530)
 
 
 @dataclass(frozen=True)
 class Part:
-    """One pair a claim speaks of: b against a, with a label (`LayerNorm`) when the claim has several."""
+    """One effect a claim speaks of: b against a (or, with `minus`, that effect less another pair's),
+    what it asserts of it and the size the study's words give (signed, low <= high; for an equivalence
+    the band around zero). The band a sweep is read against is that size joined with the study's own
+    figure for this part (`band`); without a size, the figure alone."""
 
     a: str | None  # None: a claim about b alone (no_norm's divergence)
     b: str
+    asserts: str  # DIFFERENCE, EQUIVALENCE or EVENT
     label: str = ""
+    size: tuple[float, float] | None = None
+    minus: tuple[str, str] | None = None  # (a', b'): the effect is (b vs a) - (b' vs a')
 
     def published(self, metric: str) -> float:
-        """The study's figure for this pair: b / a - 1 of training time, b - a of test loss, or the
+        """The study's figure for this part: b / a - 1 of training time, b - a of test loss, or the
         step b's loss went NaN."""
         row_b = TABLE[self.b]
         if metric == STABILITY:
             return float(row_b.nan_from_step) if row_b.nan_from_step is not None else math.nan
-        row_a = TABLE[str(self.a)]
-        if metric == SPEED:
-            return row_b.train_time_s / row_a.train_time_s - 1
-        return row_b.test_loss - row_a.test_loss
+        value = _effect(metric, str(self.a), self.b)
+        return value - _effect(metric, *self.minus) if self.minus else value
+
+    def band(self, metric: str) -> tuple[float, float]:
+        figure = self.published(metric)
+        low, high = self.size if self.size else (figure, figure)
+        return min(low, figure), max(high, figure)
+
+    def sign(self, metric: str) -> int:
+        """The side of zero the study claims (0 for an equivalence)."""
+        return 0 if self.asserts == EQUIVALENCE else int(math.copysign(1, self.published(metric)))
+
+    def variants(self) -> tuple[str, ...]:
+        return tuple(v for v in (self.a, self.b, *(self.minus or ())) if v is not None)
+
+
+def _effect(metric: str, a: str, b: str) -> float:
+    if metric == SPEED:
+        return TABLE[b].train_time_s / TABLE[a].train_time_s - 1
+    return TABLE[b].test_loss - TABLE[a].test_loss
 
 
 @dataclass(frozen=True)
@@ -101,25 +154,42 @@ class Claim:
     number: int
     statement: str  # as the study put it
     metric: str  # SPEED, LOSS or STABILITY
-    test: str  # LOWER, EQUIVALENT or DIVERGES
     parts: tuple[Part, ...]
+    domain: Domain
+    words: str = ""  # how the size was read from the study's words
     note: str = ""  # what the study itself said of it
 
     def variants(self) -> set[str]:
-        return {v for p in self.parts for v in (p.a, p.b) if v is not None}
+        return {v for p in self.parts for v in p.variants()}
 
 
+# The study's words give a size to the precision they are written in: "~10–11%" spans 9.5–11.5%,
+# "~2.5%" 2.45–2.55%, "~0.5%" at most 0.55%, "0.001–0.006" at most 0.0065; each part's band also
+# holds its own figure from the table (claim 1's RMSNorm is −9.25%).
+_LN, _RMS = ("hand_layernorm", "torch_layernorm"), ("hand_rmsnorm", "torch_rmsnorm")
 CLAIMS: tuple[Claim, ...] = (
-    Claim(1, "built-in kernels cut training time ~10–11% against hand-rolled ones", SPEED, LOWER,
-          (Part("hand_layernorm", "torch_layernorm", "LayerNorm"), Part("hand_rmsnorm", "torch_rmsnorm", "RMSNorm"))),
-    Claim(2, "hand-rolled RMSNorm is ~2.5% faster than hand-rolled LayerNorm", SPEED, LOWER,
-          (Part("hand_layernorm", "hand_rmsnorm"),)),
-    Claim(3, "the two built-ins differ by ~0.5%", SPEED, EQUIVALENT, (Part("torch_layernorm", "torch_rmsnorm"),)),
-    Claim(4, "RMSNorm's test loss is within ~0.001–0.006 of LayerNorm's", LOSS, EQUIVALENT,
-          (Part("hand_layernorm", "hand_rmsnorm", "hand-rolled"), Part("torch_layernorm", "torch_rmsnorm", "built-in"))),
-    Claim(5, "the built-ins' test loss is slightly better than the hand-rolled ones'", LOSS, LOWER,
-          (Part("hand_layernorm", "torch_layernorm", "LayerNorm"), Part("hand_rmsnorm", "torch_rmsnorm", "RMSNorm")),
+    Claim(1, "built-in kernels cut training time ~10–11% against hand-rolled ones", SPEED,
+          (Part(*_LN, DIFFERENCE, "LayerNorm", (-0.115, -0.095)), Part(*_RMS, DIFFERENCE, "RMSNorm", (-0.115, -0.095))),
+          SPEED_DOMAIN, words="~10–11% read as 9.5–11.5%"),
+    Claim(2, "hand-rolled RMSNorm is ~2.5% faster than hand-rolled LayerNorm", SPEED,
+          (Part("hand_layernorm", "hand_rmsnorm", DIFFERENCE, size=(-0.0255, -0.0245)),),
+          SPEED_DOMAIN, words="~2.5% read as 2.45–2.55%"),
+    Claim(3, "the two built-ins differ by ~0.5%: the hand-rolled RMSNorm's edge shrank", SPEED,
+          (Part("torch_layernorm", "torch_rmsnorm", EQUIVALENCE, "built-ins", (-0.0055, 0.0055)),
+           Part("torch_layernorm", "torch_rmsnorm", DIFFERENCE, "shrank", minus=("hand_layernorm", "hand_rmsnorm"))),
+          SPEED_DOMAIN, words="~0.5% read as at most 0.55%; shrank: the built-ins' gap less the hand-rolled gap, above zero"),
+    Claim(4, "RMSNorm's test loss is within ~0.001–0.006 of LayerNorm's", LOSS,
+          (Part("hand_layernorm", "hand_rmsnorm", EQUIVALENCE, "hand-rolled", (-0.0065, 0.0065)),
+           Part("torch_layernorm", "torch_rmsnorm", EQUIVALENCE, "built-in", (-0.0065, 0.0065))),
+          MATH_LOSS_DOMAIN, words="0.001–0.006 read as at most 0.0065"),
+    Claim(5, "the built-ins' test loss is slightly better than the hand-rolled ones'", LOSS,
+          (Part(*_LN, DIFFERENCE, "LayerNorm"), Part(*_RMS, DIFFERENCE, "RMSNorm")),
+          KERNEL_LOSS_DOMAIN, words="slightly: no size given; the study's own gap is the size",
           note="left open by the study as possibly seed noise"),
-    Claim(6, "without normalization training diverges", STABILITY, DIVERGES, (Part(None, "no_norm"),)),
+    Claim(6, "without normalization training diverges", STABILITY, (Part(None, "no_norm", EVENT),), DIVERGENCE_DOMAIN),
+    Claim(7, "the kernel effect completely overshadows the norm-math effect: built-in LayerNorm beats hand-rolled RMSNorm", SPEED,
+          (Part("hand_rmsnorm", "torch_layernorm", DIFFERENCE),),
+          SPEED_DOMAIN, words="completely overshadowing: no size given; the study's own gap is the size",
+          note="the study's headline"),
 )  # fmt: skip
 STUDY_VARIANTS = tuple(TABLE)  # the study's five, in its table's order

@@ -20,8 +20,9 @@ def markdown_page(analysis: Analysis, figures: list[Path]) -> str:
         markdown_table(*a.rows()),
         *([a.code_note] if a.code_note else []),
     ]
-    for heading, lead, items in a.sections():
-        parts += [f"## {heading}", *([lead] if lead else []), "\n".join(f"- {s}" for s in items)]
+    for heading, lead, table, items in a.sections():
+        parts += [f"## {heading}", *([lead] if lead else []), *([markdown_table(*table)] if table else [])]
+        parts += ["\n".join(f"- {s}" for s in items)]
     parts += ["## Figures", "\n".join(f"![{p.stem}]({p.name})" for p in figures)]
     return "\n\n".join(parts) + "\n"
 
@@ -40,5 +41,6 @@ def verdict(analysis: Analysis) -> str:
     if a.sequential:
         lines += ["", f"{sequential_heading()}:", *(f"- {v.sentence()}" for v in a.sequential)]
     lines += ["", f"**{STUDY_HEADING}**" + ("" if a.study.absent else f" ({a.study.lead()})") + ":"]
+    lines += ["", markdown_table(*a.study.table), ""] if a.study.table else []
     lines += [f"- {s}" for s in a.study.items()]
     return "\n".join(lines)

@@ -82,6 +82,21 @@ def _aligned(x: Sequence[float], y: Sequence[float]) -> tuple[np.ndarray, np.nda
     return np.asarray(x[:n], dtype=float), np.asarray(y[:n], dtype=float)
 
 
+def predicted_rounds(check: Mapping[str, Any], a: str, b: str) -> np.ndarray | None:
+    """Per kernel round, the step-time change of b against a predicted from the norms' own cost, as
+    a log ratio (None when the check did not time both norms and a's step)."""
+    steps: Mapping[str, list[float]] = check.get("samples_s") or {}
+    norms: Mapping[str, list[float]] = (check.get("kernel") or {}).get("samples_s") or {}
+    if a not in norms or b not in norms or a not in steps:
+        return None
+    # A whole step at the kernels' thread count, when measured (the reference's); else a's.
+    step_a = float((check.get("kernel") or {}).get("step_s") or np.median(steps[a]))
+    na, nb = _aligned(norms[a], norms[b])
+    # A burst can make one round's a-sample longer than a whole step: an extreme round, kept for
+    # the trimming to cut (clipped at -99.9%), not dropped as NaN from one side only.
+    return np.log(np.maximum(1 + (nb - na) / step_a, 1e-3))
+
+
 def compare_speed(check: Mapping[str, Any], pairs: Sequence[tuple[str, str]], margin: float) -> list[SpeedVerdict]:
     """A verdict per pair (b vs a) from a speed check's per-round samples (`variants.json`)."""
     steps: Mapping[str, list[float]] = check.get("samples_s") or {}
@@ -89,14 +104,11 @@ def compare_speed(check: Mapping[str, Any], pairs: Sequence[tuple[str, str]], ma
     norms: Mapping[str, list[float]] = kernel.get("samples_s") or {}
     out = []
     for a, b in pairs:
-        if a not in norms or b not in norms or a not in steps:
+        rounds = predicted_rounds(check, a, b)
+        if rounds is None:
             continue
-        # A whole step at the kernels' thread count, when measured (the reference's); else a's.
-        step_a = float(kernel.get("step_s") or np.median(steps[a]))
+        predicted = trimmed_mean_interval(rounds)
         na, nb = _aligned(norms[a], norms[b])
-        # A burst can make one round's a-sample longer than a whole step: an extreme round, kept for
-        # the trimming to cut (clipped at -99.9%), not dropped as NaN from one side only.
-        predicted = trimmed_mean_interval(np.log(np.maximum(1 + (nb - na) / step_a, 1e-3)))
         norm_ratio = trimmed_mean_interval(np.log(nb / na)) if np.all(na > 0) and np.all(nb > 0) and np.median(na) > 1e-6 else None
         measured = None
         if b in steps:

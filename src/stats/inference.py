@@ -139,6 +139,18 @@ class Interval:
         return self.low > 0 or self.high < 0
 
 
+def at_level(interval: Interval, alpha: float) -> tuple[float, float]:
+    """The two-sided (1 - alpha) t-interval of the same estimate (its `se` and `df`): a 95% interval
+    widened for a family of tests. NaN ends where the interval has no spread measured; a zero-width
+    interval (every seed moved by the same amount) stays one."""
+    if interval.se == 0:
+        return interval.diff, interval.diff
+    if not (math.isfinite(interval.se) and interval.df > 0):
+        return math.nan, math.nan
+    half = float(stats.t.ppf(1 - alpha / 2, interval.df)) * interval.se
+    return interval.diff - half, interval.diff + half
+
+
 def paired_t(a: Sequence[float], b: Sequence[float]) -> Interval:
     """Mean of the per-pair differences b - a, its 95% t-interval and the paired t-test p-value.
 

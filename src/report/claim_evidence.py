@@ -1,0 +1,171 @@
+"""What this sweep measured of one claim part's effect, and whether its setting is the claim's domain.
+
+An `Effect` is an interval in the units it was measured in, with the map to the study's units
+(relative training time, nats):
+
+- speed, from the end-of-sweep speed check: the norms' kernel-level prediction of the step-time change,
+  per kernel round a log ratio (src.report.speed.predicted_rounds), Yuen's trimmed-mean interval;
+- speed, without a check: the per-seed relative change of tokens/s, paired over seeds
+  (src.report.comparisons.compare_one), turned into training time (1 / (1 + x) - 1);
+- loss: the per-seed difference of test loss, paired over seeds, in nats;
+- a contrast (one pair's effect less another's, "shrank"): per round or per seed the difference of
+  the two relative changes, an interval of its own.
+
+The interval is kept with its `se` and `df`, so the section widens it for its family of claims
+(src/stats/claims.py). Torch-free.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from src.report.comparisons import compare_one, seed_values
+from src.report.published import HALF_PRECISION, SCALE_FACTOR, SETTING, SPEED, Domain, Part
+from src.report.speed import predicted_rounds
+from src.stats.inference import Interval, at_level, paired_t, seeds_needed, trimmed_mean_interval
+from src.tracking.tags import FINISHED
+
+LOG_TIME, TOKENS, DIRECT = "log step-time ratio", "relative tokens/s", "direct"  # an Effect's own units
+
+
+@dataclass(frozen=True)
+class Effect:
+    interval: Interval  # in `units`
+    units: str  # LOG_TIME, TOKENS or DIRECT (already the study's units)
+    how: str  # how it was measured, for the reader: "speed check, 30 kernel rounds", "paired over 3 seeds"
+    per: str  # what one more sample is: "seeds" or "kernel rounds"
+
+    def to_study(self, x: float) -> float:
+        if self.units == LOG_TIME:
+            return math.expm1(x)
+        if self.units == TOKENS:  # more tokens/s is less time; at -100% tokens/s the time is unbounded
+            return 1 / (1 + x) - 1 if x > -1 else math.inf
+        return x
+
+    @property
+    def diff(self) -> float:
+        return self.to_study(self.interval.diff)
+
+    @property
+    def has_interval(self) -> bool:
+        return self.interval.se == 0 or (math.isfinite(self.interval.low) and math.isfinite(self.interval.high))
+
+    def at(self, alpha: float) -> tuple[float, float]:
+        """The (1 - alpha) interval in the study's units, low <= high."""
+        low, high = (self.to_study(x) for x in at_level(self.interval, alpha))
+        return (min(low, high), max(low, high)) if not (math.isnan(low) or math.isnan(high)) else (math.nan, math.nan)
+
+    def margin_units(self, margin: float) -> float:
+        """A relative margin of training time in this effect's own units."""
+        return math.log1p(margin) if self.units == LOG_TIME else margin
+
+    def settle(self, margin: float | None, alpha: float) -> str:
+        """What would settle it: the seeds (or rounds) that the observed spread says reach `alpha`, by
+        equivalence within `margin` or (None) by a difference."""
+        i = self.interval
+        room = None if margin is None else self.margin_units(margin)
+        needed = seeds_needed(i.sd, i.diff, room, alpha=alpha)
+        if needed is None:
+            return f"more {self.per} would settle it"
+        needed = max(needed, i.n + 1)
+        return f"more than {needed - 1:,} {self.per} would settle it" if needed > 10_000 else f"about {needed} {self.per} would settle it"
+
+
+def from_check(check: Mapping[str, Any], part: Part, labels: Mapping[str, str | None]) -> Effect | None:
+    """The speed check's effect for a speed part (None when the check did not time its norms)."""
+    if not check.get("kernel"):
+        return None
+    first = predicted_rounds(check, str(labels[str(part.a)]), str(labels[part.b]))
+    if first is None:
+        return None
+    if part.minus is None:
+        return Effect(trimmed_mean_interval(first), LOG_TIME, f"speed check, {len(first)} kernel rounds", "kernel rounds")
+    second = predicted_rounds(check, str(labels[part.minus[0]]), str(labels[part.minus[1]]))
+    if second is None:
+        return None
+    n = min(len(first), len(second))
+    rounds = np.expm1(first[:n]) - np.expm1(second[:n])
+    return Effect(trimmed_mean_interval(rounds), DIRECT, f"speed check, {n} kernel rounds", "kernel rounds")
+
+
+def _time_change(runs: pd.DataFrame, a: str, b: str) -> pd.Series:
+    """Per seed, b's training time against a's as tokens/s measures it: tokens/s_a / tokens/s_b - 1."""
+    va, vb = seed_values(runs, a, "tokens_per_sec"), seed_values(runs, b, "tokens_per_sec")
+    return (va / vb - 1).dropna()
+
+
+def from_runs(runs: pd.DataFrame, part: Part, metric: str, labels: Mapping[str, str | None], margin: float) -> Effect | None:
+    """The paired per-run effect of a part (None when a side has no finished run)."""
+    a, b = str(labels[str(part.a)]), str(labels[part.b])
+    if part.minus is not None:  # a contrast of two pairs, seed by seed (speed only)
+        first, second = _time_change(runs, a, b), _time_change(runs, *(str(labels[v]) for v in part.minus))
+        both = first.index.intersection(second.index)
+        if not len(both):
+            return None
+        d = (first.loc[both] - second.loc[both]).to_numpy()
+        i = paired_t(np.zeros(len(d)), d)
+        return Effect(i, DIRECT, _paired(i.n), "seeds")
+    key = "tokens_per_sec" if metric == SPEED else "test_loss"
+    found = compare_one(runs, a, b, key, margin)
+    if not (found["n_a"] and found["n_b"]):
+        return None
+    i: Interval = found["primary"]
+    how = f"unpaired (Welch), n = {found['n_b']} vs {found['n_a']}" if i.test == "welch" else _paired(i.n)
+    return Effect(i, TOKENS if metric == SPEED else DIRECT, how, "seeds")
+
+
+def _paired(n: int) -> str:
+    return f"paired over {n} seeds" if n > 1 else "one run each"
+
+
+# --- the claim's domain ---------------------------------------------------------------------------
+
+
+def precision_name(column: pd.Series) -> set[str]:
+    """The precision config of each run (`fp16_mixed (matmul precision high)` -> fp16_mixed)."""
+    return {str(v).split(" ", 1)[0] for v in column.dropna()}
+
+
+def outside(domain: Domain, runs: pd.DataFrame) -> list[str]:
+    """Why the runs' setting is outside the claim's domain, one clause per fact ([] when inside)."""
+    why = []
+    kinds = sorted(set(runs.device_type.dropna().astype(str))) or ["unrecorded"]
+    if domain.cuda and kinds != ["cuda"]:
+        why.append(f"{'/'.join(k.upper() if k == 'cpu' else k for k in kinds)} run: the study's figure comes from its CUDA kernels")
+    params = runs.n_params.dropna()
+    if domain.params:
+        if not len(params):
+            why.append("the runs record no parameter count")
+        elif not SETTING.n_params / SCALE_FACTOR <= params.max() <= SETTING.n_params * SCALE_FACTOR:
+            why.append(f"{int(params.max()):,} parameters, not within {SCALE_FACTOR:g}× of the study's {SETTING.n_params:,}")
+    if domain.tokens:
+        tokens, study = runs.tokens.dropna(), SETTING.tokens / SETTING.n_params
+        if not (len(tokens) and len(params)):
+            why.append("the runs record no token count")
+        elif tokens.max() / params.max() < study / SCALE_FACTOR:
+            why.append(f"{tokens.max() / params.max():.3g} tokens per parameter, below the study's {study:.3g} / {SCALE_FACTOR:g}")
+    names = precision_name(runs.precision)
+    if domain.half_precision and not (names and names <= set(HALF_PRECISION)):
+        why.append(f"precision {'/'.join(sorted(names)) or 'unrecorded'}, not the study's 16-bit autocast")
+    return why
+
+
+def fp32_only(runs: pd.DataFrame) -> bool:
+    return precision_name(runs.precision) == {"fp32"}
+
+
+def seed_spread(runs: pd.DataFrame, variants: Sequence[str]) -> tuple[float, int]:
+    """The pooled SD over seeds of one variant's test loss (finished runs), and its degrees of freedom."""
+    ss, df = 0.0, 0
+    for v in variants:
+        x = runs[(runs.variant == v) & (runs.outcome == FINISHED)].test_loss.astype(float).dropna()
+        if len(x) >= 2:
+            ss += float(np.var(x, ddof=1)) * (len(x) - 1)
+            df += len(x) - 1
+    return (math.sqrt(ss / df), df) if df else (math.nan, 0)

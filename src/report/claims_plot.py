@@ -1,0 +1,60 @@
+"""`claims.png`: a forest plot of the study's claims against this sweep.
+
+One row per claim part with an interval, speed parts (training time, %) and loss parts (nats) in
+two panels: this sweep's estimate with its interval (simultaneous over the section's family), the
+study's figure, the band the claim's words give, the report's equivalence margin (for an
+equivalence) and zero. A part outside its claim's domain is drawn grey: its figure is this sweep's
+own, not a test of the claim.
+"""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+
+from src.report.against_study import Finding, StudySection
+from src.report.plots import new_figure
+from src.report.published import EQUIVALENCE, SPEED
+from src.stats.claims import INCONCLUSIVE, NOT_APPLICABLE, NOT_REPRODUCED, PARTLY, REPRODUCED
+
+COLORS = {REPRODUCED: "tab:green", PARTLY: "tab:olive", NOT_REPRODUCED: "tab:red", INCONCLUSIVE: "tab:blue", NOT_APPLICABLE: "0.55"}
+PANELS = ((SPEED, "training time, b vs a (%)", 100.0), ("test_loss", "test loss, b − a (nats)", 1.0))
+
+
+def _label(section: StudySection, f: Finding) -> str:
+    claim = next(c.claim for c in section.claims if f in c.findings)
+    name = f" {f.part.label}" if f.part.label else ""
+    pair = f"{f.part.b} vs {f.part.a}"
+    if f.part.minus:  # a contrast of two pairs' effects
+        pair = "built-ins' gap − hand-rolled gap"
+    return f"{claim.number}{name}: {pair}\n{f.word}"
+
+
+def plot_claims(section: StudySection) -> Figure | None:
+    """The forest plot, or None when no claim part has an interval (a one-seed sweep, none of the study's variants)."""
+    found = section.plotted()
+    panels = [(metric, title, scale, [f for f in found if (f.metric == SPEED) == (metric == SPEED)]) for metric, title, scale in PANELS]
+    panels = [p for p in panels if p[3]]
+    if not panels:
+        return None
+    rows = max(len(p[3]) for p in panels)
+    fig, axes = new_figure(7 * len(panels), 1.2 + 0.75 * rows, ncols=len(panels))
+    for ax, (metric, title, scale, parts) in zip(axes, panels, strict=True):
+        for y, f in enumerate(reversed(parts)):
+            color = COLORS[f.word]
+            low, high = f.part.band(metric)
+            ax.fill_betweenx([y - 0.3, y + 0.3], low * scale, high * scale, color="tab:orange", alpha=0.25, lw=0,
+                             label="the claim's size (its words and figure)" if y == 0 else None)  # fmt: skip
+            if f.part.asserts == EQUIVALENCE:
+                for x in (-f.margin, f.margin):
+                    ax.plot([x * scale] * 2, [y - 0.35, y + 0.35], color="0.3", ls=":", lw=1)
+            ax.plot([f.low * scale, f.high * scale], [y, y], color=color, lw=2.5, solid_capstyle="butt")
+            ax.plot(f.estimate * scale, y, "o", color=color, ms=6, label="this sweep (simultaneous interval)" if y == 0 else None)
+            ax.plot(f.part.published(metric) * scale, y, "D", color="black", ms=5, mfc="white", label="the study" if y == 0 else None)
+        ax.axvline(0, color="0.4", lw=0.8, ls="--")
+        ax.set_yticks(range(len(parts)), [_label(section, f) for f in reversed(parts)], fontsize="small")
+        ax.set_ylim(-0.7, len(parts) - 0.3)
+        ax.set(title=title)
+        ax.grid(axis="x", alpha=0.3)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=3, fontsize="small")
+    fig.suptitle("The study's claims against this sweep (dotted: the report's equivalence margin)")
+    return fig
