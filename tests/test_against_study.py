@@ -359,3 +359,20 @@ def test_one_seed_of_rmsnorm_by_qk_norm_without_no_norm(tmp_path: Path, token_ca
     off = next(r for r in analysis.comparisons if r.metric == "test_loss" and r.b == "torch_rmsnorm · qk_norm=false")
     assert off.a == "hand_rmsnorm · qk_norm=false" and f"{off.primary.diff:+.4f} nats" in claims[5].sentence()
     assert out.index("Paired by seed") < out.index(f"{HEADING} — ") < out.index("1. built-in kernels cut training time")
+
+
+def test_the_sweep_runs_description_keeps_a_word_per_claim_within_mlflows_limit() -> None:
+    from src.report.analysis import Analysis
+    from src.report.render_markdown import _verdict, verdict
+    from src.tracking.summary import VERDICT_MAX
+
+    # The study's five and the zoo's norms: many pairs, so the whole section would not fit.
+    zoo = ["dyt", "fast_dyt", "scalenorm", "fast_rmsnorm", "layernorm_noaffine", "torch_layernorm_nobias"]
+    runs = _study_runs({v: SEEDS + 0.001 * i for i, v in enumerate([*TABLE, *zoo])})
+    analysis = Analysis("study", "sqlite://", "0", runs, pd.DataFrame(), summarize(runs), compare(runs), Margins(), 0,
+                        study=_section(runs))  # fmt: skip
+    text = verdict(analysis)
+    assert len(_verdict(analysis, full=True)) > VERDICT_MAX >= len(text)
+    for c in analysis.study.claims:
+        assert f"- {c.claim.number}. {c.claim.statement} → {c.word}" in text
+    assert text.rstrip().endswith("report.md and claims.png on this run)")

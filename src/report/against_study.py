@@ -139,6 +139,14 @@ class StudySection:
         claims = [line for c in self.claims for line in (c.sentence(), c.after) if line]
         return [*self.setting, *([self.method] if self.method else []), *claims]
 
+    def short_items(self) -> list[str]:
+        """One line per claim, its number, statement and word: the section where space is short (the
+        sweep run's description in MLflow)."""
+        if self.absent:
+            return [self.absent]
+        full = "the full section, each figure with its interval and reason: report.md and claims.png on this run"
+        return [*(f"{c.claim.number}. {c.claim.statement} → {c.word}" for c in self.claims), f"({full})"]
+
     def lines(self) -> list[str]:
         """The section for a terminal or a note: the heading, the lead, the setting, the table, the claims."""
         if self.absent:
@@ -329,13 +337,14 @@ def part_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
     readings = readings_of(part, metric, low, high, e, effect, decision)
     word = rule.part_word(part.asserts, readings)
     figure = f"{shown(metric, effect.diff, contrast)} [{shown(metric, low, contrast)}, {shown(metric, high, contrast)}] {_what(metric)} ({effect.how})"
-    if off:
-        here = f"at this sweep's own setting it reads {word}"
-        return Finding(part, metric, NOT_APPLICABLE, f"{'; '.join(off)} ({here})", figure, effect, low, high, readings, e.margin(metric), tuple(off))
-    reason = reason_of(claim, part, readings, word, effect, e)
+    sequential = ""
     if decision is not None:
         settled = f"at look {decision.look}" if decision.look is not None else "open when the sweep stopped"
-        reason += f" (direction and equivalence: the sequential sweep's decision, {decision.label} {settled}, error-controlled over its looks)"
+        sequential = f"direction and equivalence: the sequential sweep's decision, {decision.label} {settled}, error-controlled over its looks"
+    if off:
+        here = f"at this sweep's own setting it reads {word}" + (f"; {sequential}" if sequential else "")
+        return Finding(part, metric, NOT_APPLICABLE, f"{'; '.join(off)} ({here})", figure, effect, low, high, readings, e.margin(metric), tuple(off))
+    reason = reason_of(claim, part, readings, word, effect, e) + (f" ({sequential})" if sequential else "")
     return Finding(part, metric, word, reason, figure, effect, low, high, readings, e.margin(metric))
 
 

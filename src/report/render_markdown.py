@@ -9,6 +9,7 @@ from src.report.against_study import HEADING as STUDY_HEADING
 from src.report.analysis import Analysis
 from src.report.sequential_verdicts import heading as sequential_heading
 from src.report.table import with_ci
+from src.tracking.summary import VERDICT_MAX
 
 
 def markdown_page(analysis: Analysis, figures: list[Path]) -> str:
@@ -28,7 +29,19 @@ def markdown_page(analysis: Analysis, figures: list[Path]) -> str:
 
 
 def verdict(analysis: Analysis) -> str:
-    """The answer in a few lines: per variant its headline numbers, each pair's verdict, the study's claims."""
+    """The answer in a few lines: per variant its headline numbers, each pair's verdict, the study's
+    claims; within MLflow's limit on a tag (VERDICT_MAX), the study's section shortened to a word per
+    claim first, and only then the text cut, saying so."""
+    text = _verdict(analysis, full=True)
+    if len(text) > VERDICT_MAX:
+        text = _verdict(analysis, full=False)
+    if len(text) > VERDICT_MAX:
+        cut = "\n\n… (cut at MLflow's limit on a run's description: report.md on this run has it all)"
+        text = text[: VERDICT_MAX - len(cut)] + cut
+    return text
+
+
+def _verdict(analysis: Analysis, full: bool) -> str:
     a = analysis
     lines = [f"**normsweep verdict, experiment `{a.experiment}`** ({a.heading()}):", ""]
     for r in a.table.itertuples(index=False):
@@ -40,6 +53,8 @@ def verdict(analysis: Analysis) -> str:
     lines += [f"- {a.code_note}"] if a.code_note else []
     if a.sequential:
         lines += ["", f"{sequential_heading()}:", *(f"- {v.sentence()}" for v in a.sequential)]
+    if not full:
+        return "\n".join([*lines, "", f"**{STUDY_HEADING}**:", *(f"- {s}" for s in a.study.short_items())])
     lines += ["", f"**{STUDY_HEADING}**" + ("" if a.study.absent else f" ({a.study.lead()})") + ":"]
     lines += ["", markdown_table(*a.study.table), ""] if a.study.table else []
     lines += [f"- {s}" for s in a.study.items()]

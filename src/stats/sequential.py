@@ -1,8 +1,10 @@
 """Decisions on paired seed differences that stay honest when a sweep looks after every round.
 
 A sequential sweep looks at its comparisons after each round of seeds and stops a comparison once
-it is decided. Testing every look at the fixed-n level α would inflate false decisions (five looks
-at 0.05 each give a false "different" about 14% of the time under no effect). The rule here:
+it is decided. Testing every look at the fixed-n level α would inflate false decisions: paired
+t-tests at 0.05 after 2, 4, 6, 8 and 10 seeds give a false "different" 16.1% of the time under no
+effect (`naive_looks_error`, 200,000 simulated sweeps; the 14% usually quoted is for z-tests with a
+known variance at five equally spaced looks, which the small-n t-tests exceed). The rule here:
 
 **Group-sequential alpha spending with Bonferroni across the family and the looks.**
 The look schedule is fixed before launch: n_1 = first_seeds, n_k = n_{k-1} + seeds_per_round, up
@@ -364,3 +366,14 @@ def tables(default: Design) -> str:
     return "\n".join(out)
 
 
+def naive_looks_error(looks: Sequence[int], alpha: float = 0.05, sweeps: int = 200_000, seed: int = 0) -> float:
+    """How often a paired t-test at the fixed level `alpha`, repeated at each look (seeds per
+    variant), says "different" at some look when there is no effect: the inflation this module's
+    spending avoids."""
+    x = np.random.default_rng(seed).standard_normal((sweeps, max(looks)))
+    rejected = np.zeros(sweeps, dtype=bool)
+    for n in looks:
+        d = x[:, :n]
+        t = d.mean(axis=1) / (d.std(axis=1, ddof=1) / math.sqrt(n))
+        rejected |= 2 * stats.t.sf(np.abs(t), n - 1) < alpha
+    return float(rejected.mean())

@@ -74,6 +74,11 @@ def log_sweep_definition(store: Store, run_id: str, jobs: Sequence[Mapping[str, 
     store.log_params(run_id, {**sweep_params(jobs), "sweep.n_jobs": len(jobs)})
 
 
+# MLflow cuts a tag's value at 8,000 characters (mlflow.utils.validation.MAX_TAG_VAL_LENGTH), with no
+# more than a logged warning; the verdict keeps this much, leaving the rest for the note's jobs sentence.
+VERDICT_MAX = 7_000
+
+
 def sweep_note(jobs_sentence: str, verdict: str | None) -> str:
     """The sweep run's description: the verdict first (what the user came for), then the jobs."""
     return f"{verdict}\n\n{jobs_sentence}" if verdict else jobs_sentence
