@@ -270,7 +270,7 @@ def test_outside_the_claims_domain_is_not_applicable_and_still_shows_the_figure(
         "precision bf16, not the study's 16-bit autocast",
     )
     # What the sweep shows instead: its figure with its interval, and what it reads at its own setting.
-    assert "LayerNorm -10.0% [" in cpu[1].sentence() and "(at this sweep's own setting it reads partly reproduced)" in cpu[1].reason
+    assert "LayerNorm -10.0% [" in cpu[1].sentence() and "(at this sweep's own setting it reads LayerNorm reproduced; RMSNorm partly reproduced)" in cpu[1].reason
     # The model axes: a post-norm variant is not the study's model.
     post = _claims(_runs({"torch_layernorm": "torch_layernorm", "torch_rmsnorm": "torch_rmsnorm"}, **{"model.norm_placement": "post"}))
     assert sorted(post) == [3, 4] and {c.word for c in post.values()} == {NOT_APPLICABLE}
@@ -283,8 +283,8 @@ def test_one_seed_says_which_applies_first() -> None:
     assert claims[5].word == INCONCLUSIVE and claims[5].reason.startswith("LayerNorm: one seed gives no interval")
     assert "one seed per variant shows no seed spread here" in claims[5].after
     small = _claims(_runs({"hand_layernorm": "hand_layernorm", "torch_layernorm": "torch_layernorm"}, seeds=1, device="cpu"))
-    assert small[5].word == NOT_APPLICABLE and "(and one seed gives no interval)" in small[5].reason
-    assert small[5].reason.startswith("LayerNorm: CPU run")  # the domain first
+    assert small[5].word == NOT_APPLICABLE and "it reads LayerNorm inconclusive: one seed gives no interval)" in small[5].reason
+    assert small[5].reason.startswith("CPU run")  # the domain first
 
 
 def test_the_studys_table_sits_beside_the_sweeps_and_the_plot_draws_each_part() -> None:
@@ -353,8 +353,8 @@ def test_one_seed_of_rmsnorm_by_qk_norm_without_no_norm(tmp_path: Path, token_ca
     claims = {c.claim.number: c for c in analysis.study.claims}
     assert sorted(claims) == [1, 5]  # RMSNorm's parts; LayerNorm and no_norm not swept
     assert "LayerNorm not swept" in claims[1].sentence() and "(one run each)" in claims[1].sentence()
-    assert claims[1].word == NOT_APPLICABLE and claims[1].reason.startswith("RMSNorm: CPU run")
-    assert claims[5].word == NOT_APPLICABLE and "(and one seed gives no interval)" in claims[5].reason
+    assert claims[1].word == NOT_APPLICABLE and claims[1].reason.startswith("CPU run")
+    assert claims[5].word == NOT_APPLICABLE and "it reads RMSNorm inconclusive: one seed gives no interval" in claims[5].reason
     # The figure is the QK-norm-off pair's: the study's model.
     off = next(r for r in analysis.comparisons if r.metric == "test_loss" and r.b == "torch_rmsnorm · qk_norm=false")
     assert off.a == "hand_rmsnorm · qk_norm=false" and f"{off.primary.diff:+.4f} nats" in claims[5].sentence()

@@ -134,7 +134,7 @@ def test_against_the_study_a_placement_sweep_counts_its_pre_norm_variants(sweeps
     analysis = analyze("placement", sweeps.uri)
     claims = {c.claim.number: c for c in analysis.study.claims}
     assert sorted(claims) == [3, 4]  # the built-ins only: no hand-rolled norm, no no_norm
-    assert claims[3].word == NOT_APPLICABLE and claims[3].reason.startswith("built-ins: CPU run: the study's figure comes from its CUDA kernels")
+    assert claims[3].word == NOT_APPLICABLE and claims[3].reason.startswith("CPU run: the study's figure comes from its CUDA kernels")
     # The study's model is pre-norm: claim 4 reads the `pre` pair, paired over the three seeds, at its own scale.
     pre = next(r for r in analysis.comparisons if r.metric == "test_loss" and r.pair == "torch_rmsnorm · pre vs torch_layernorm · pre")
     assert claims[4].word == NOT_APPLICABLE and "(paired over 3 seeds)" in claims[4].sentence()

@@ -84,6 +84,7 @@ class Finding:
     readings: Readings | None = None
     margin: float = math.nan  # the equivalence margin it was read against
     outside: tuple[str, ...] = ()  # why the setting is outside the claim's domain
+    here: str = ""  # outside it: what the interval reads at this sweep's own setting
 
     @property
     def estimate(self) -> float:
@@ -106,6 +107,12 @@ class ClaimResult:
 
     @property
     def reason(self) -> str:
+        off = {f.outside for f in self.findings}
+        if len(off) == 1 and off != {()} and all(f.word == NOT_APPLICABLE for f in self.findings):
+            # One setting, outside the claim's domain: said once, with what each part reads at it.
+            reads = [f"{_named(f.part)}{f.here}".strip() for f in self.findings if f.here]
+            unswept = "".join(f"; {label} not swept" for label in self.not_swept)
+            return "; ".join(next(iter(off))) + (f" (at this sweep's own setting it reads {'; '.join(reads)})" if reads else "") + unswept
         several = len(self.findings) + len(self.not_swept) > 1
         reasons = [f"{f.part.label}: {f.reason}" if several and f.part.label else f.reason for f in self.findings if f.reason]
         reasons += [f"{label} not swept" for label in self.not_swept]
@@ -129,7 +136,7 @@ class StudySection:
     absent: str = ""  # why no claim is listed (the sweep ran none of the norms a claim needs)
 
     def lead(self) -> str:
-        return f"The study's figures: {TABLE_SOURCE}; its setting: {SETTING_SOURCE}. This sweep's setting against the study's:"
+        return f"The study's figures come from {TABLE_SOURCE}, its setting from {SETTING_SOURCE}. This sweep's setting against the study's:"
 
     def items(self) -> list[str]:
         """The section's lines after its lead and table: the setting, how intervals were taken, one
@@ -245,8 +252,8 @@ class Evidence:
     family: int = 1  # claim parts read from an interval: each interval is taken at 1 - ALPHA / family
     effects: dict[tuple[str, Part], Effect | None] = field(default_factory=dict)  # measured once per part
 
-    def runs_of(self, part: Part) -> pd.DataFrame:
-        return self.runs[self.runs.variant.isin([self.labels.get(v) for v in part.variants()])]
+    def runs_of_claim(self, claim: Claim) -> pd.DataFrame:
+        return self.runs[self.runs.variant.isin([self.labels.get(v) for v in claim.variants()])]
 
     def margin(self, metric: str) -> float:
         return self.margins.speed if metric == SPEED else self.margins.test_loss
@@ -284,8 +291,9 @@ def readings_of(part: Part, metric: str, low: float, high: float, e: Evidence, e
     return Readings(rule.UNDECIDED, found.size, rule.INSIDE if inside else rule.UNDECIDED)
 
 
-def reason_of(claim: Claim, part: Part, r: Readings, word: str, effect: Effect, e: Evidence) -> str:
+def reason_of(claim: Claim, part: Part, r: Readings, word: str, effect: Effect, interval: tuple[float, float], e: Evidence) -> str:
     """Why the part got its word, in a few words with the numbers that decided it."""
+    low, high = interval
     metric, m = claim.metric, e.margin(claim.metric)
     margin = f"±{m:.0%}" if metric == SPEED else f"±{m:g} nats"
     study = shown(metric, part.published(metric), bool(part.minus))
@@ -309,8 +317,9 @@ def reason_of(claim: Claim, part: Part, r: Readings, word: str, effect: Effect, 
             return "the opposite direction"
         return f"equivalent to zero within {margin}, where the study has {study}"
     smaller = f"; the study's {study} is outside it: any effect here is smaller" if r.size == rule.SMALLER else ""
+    undecided = "the interval holds zero" if low <= 0 <= high else "the direction is undecided"
     near = abs(effect.interval.diff) < effect.margin_units(m)
-    return f"the interval holds zero{smaller}: {effect.settle(m if near else None, ALPHA / (2 * e.family) if near else ALPHA / e.family)}"
+    return f"{undecided}{smaller}: {effect.settle(m if near else None, ALPHA / (2 * e.family) if near else ALPHA / e.family)}"
 
 
 def _what(metric: str) -> str:
@@ -319,8 +328,9 @@ def _what(metric: str) -> str:
 
 def part_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
     """One part on this sweep: its figure, and its word from the domain, then the interval."""
-    metric, runs = claim.metric, e.runs_of(part)
-    off = outside(claim.domain, runs)
+    metric = claim.metric
+    # The domain is the sweep's setting, judged once per claim (its parts' models differ by a norm's weights).
+    off = outside(claim.domain, e.runs_of_claim(claim))
     effect = effect_of(claim, part, e)
     if effect is None:
         why = "; ".join(off) if off else f"no finished runs of {' and '.join(str(e.labels[v]) for v in part.variants())}"
@@ -330,7 +340,9 @@ def part_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
         figure = f"{shown(metric, effect.diff, contrast)} {_what(metric)} ({effect.how})"
         one = ONE_RUN if metric == SPEED and effect.per == "seeds" else ONE_SEED
         if off:
-            return Finding(part, metric, NOT_APPLICABLE, "; ".join(off) + f" (and {one.split(' (')[0]})", figure, effect, outside=tuple(off))
+            here = f"{INCONCLUSIVE}: {one.split(' (')[0]}"
+            return Finding(part, metric, NOT_APPLICABLE, "; ".join(off) + f" (at this sweep's own setting it reads {here})", figure,
+                           effect, outside=tuple(off), here=here)  # fmt: skip
         return Finding(part, metric, INCONCLUSIVE, one, figure, effect)
     low, high = effect.at(ALPHA / e.family)
     decision = _sequential(part, metric, e)
@@ -342,9 +354,10 @@ def part_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
         settled = f"at look {decision.look}" if decision.look is not None else "open when the sweep stopped"
         sequential = f"direction and equivalence: the sequential sweep's decision, {decision.label} {settled}, error-controlled over its looks"
     if off:
-        here = f"at this sweep's own setting it reads {word}" + (f"; {sequential}" if sequential else "")
-        return Finding(part, metric, NOT_APPLICABLE, f"{'; '.join(off)} ({here})", figure, effect, low, high, readings, e.margin(metric), tuple(off))
-    reason = reason_of(claim, part, readings, word, effect, e) + (f" ({sequential})" if sequential else "")
+        here = word + (f"; {sequential}" if sequential else "")
+        return Finding(part, metric, NOT_APPLICABLE, f"{'; '.join(off)} (at this sweep's own setting it reads {here})", figure,
+                       effect, low, high, readings, e.margin(metric), tuple(off), here)  # fmt: skip
+    reason = reason_of(claim, part, readings, word, effect, (low, high), e) + (f" ({sequential})" if sequential else "")
     return Finding(part, metric, word, reason, figure, effect, low, high, readings, e.margin(metric))
 
 
@@ -415,15 +428,16 @@ def open_question(result: ClaimResult, e: Evidence) -> str:
     lead = "The study's open question (is the built-ins' loss edge real, or seed noise?): "
     variants = [str(e.labels[v]) for v in sorted(result.claim.variants()) if e.labels.get(v)]
     sd, df = seed_spread(e.runs, variants)
+    off = list(dict.fromkeys(why for f in result.findings for why in f.outside))  # one setting: the same for every part
     if not df:
-        return lead + "one seed per variant shows no seed spread here; ≥2 seeds (seed=0,1,2) measure it."
+        cannot = f"this sweep cannot settle it: {'; '.join(off)}; and " if off else ""
+        return lead + cannot + "one seed per variant shows no seed spread here; ≥2 seeds (seed=0,1,2) measure it."
     gaps = " and ".join(f"{_named(p)}{p.published(LOSS):+.4f} = {abs(p.published(LOSS)) / (math.sqrt(2) * sd):.1f}" for p in result.claim.parts)
     spread = (f"one run's test loss varies over seeds by SD {sd:.4f} nats here (pooled over {len(variants)} variants, {df} df), "
               f"so a gap between two single runs of different seeds spreads √2·SD = {math.sqrt(2) * sd:.4f}; the study's "
               f"single-seed gaps are {gaps} such SDs")  # fmt: skip
     effects = [f for f in result.findings if f.readings is not None]
     shows = "; ".join(f"{_named(f.part)}{f.figure}" for f in effects) or "no paired effect with an interval"
-    off = list(dict.fromkeys(why for f in result.findings for why in f.outside))
     if off:
         same = " In fp32 the hand-rolled and built-in norms compute the same function to rounding: no implementation edge can arise here." if fp32_only(e.runs[e.runs.variant.isin(variants)]) else ""
         return lead + f"{spread}. The paired implementation effect here: {shows}. This sweep cannot settle it: {'; '.join(off)}.{same}"

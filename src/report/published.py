@@ -19,12 +19,12 @@ import math
 from dataclasses import dataclass
 
 TABLE_SOURCE = (
-    "the study's results table, from its `8xa100m40-rmsnorm-1` … `-4` runs and its no-norm run (one seed per "
-    "variant), as transcribed in issue 35"
+    "its results table (the `8xa100m40-rmsnorm-1` … `-4` runs and its no-norm run, one seed per variant, "
+    "as transcribed in issue 35)"
 )
 SETTING_SOURCE = (
-    "the `8xa100m40-stacked-interventions` runs' train.json/model.json and the training script's defaults, "
-    "as transcribed in issue 35"
+    "the `8xa100m40-stacked-interventions` runs' train.json/model.json and the training script's defaults "
+    "(issue 35)"
 )
 PRESET = "gpt2_small_study"  # conf/experiment/: the study's run configuration, line by line
 # The model axes the study fixed (pre-norm, no QK-norm: src/core/schema.py ModelSchema): a run off them is
