@@ -167,8 +167,8 @@ class StudySection:
         return {CLAIM_TAG.format(c.claim.number): c.word for c in self.claims}
 
     def plotted(self) -> list[Finding]:
-        """The parts the forest plot draws: those with an interval."""
-        return [f for c in self.claims for f in c.findings if math.isfinite(f.low) and math.isfinite(f.high)]
+        """The parts the forest plot draws: those with an interval (one end may be unbounded)."""
+        return [f for c in self.claims for f in c.findings if math.isfinite(f.estimate) and not (math.isnan(f.low) or math.isnan(f.high))]
 
 
 def _named(part: Part) -> str:

@@ -29,6 +29,20 @@ def _label(section: StudySection, f: Finding) -> str:
     return f"{claim.number}{name}: {pair}\n{f.word}"
 
 
+def _view(metric: str, parts: list[Finding]) -> tuple[float, float]:
+    """The x range that shows every part's study figure, band, margin and estimate, with room: a
+    two-seed interval thousands of percent wide would otherwise squash them all to a point."""
+    xs = [0.0]
+    for f in parts:
+        xs += [f.part.published(metric), *f.part.band(metric), f.estimate]
+        xs += [-f.margin, f.margin] if f.part.asserts == EQUIVALENCE else []
+        # An interval's ends count where they stay near the rest (a tight interval, on this scale).
+        xs += [x for x in (f.low, f.high) if abs(x) < 4 * max(abs(f.part.published(metric)), abs(f.estimate), f.margin if f.margin == f.margin else 0)]
+    low, high = min(xs), max(xs)
+    pad = 0.08 * (high - low or 1.0)
+    return low - pad, high + pad
+
+
 def plot_claims(section: StudySection) -> Figure | None:
     """The forest plot, or None when no claim part has an interval (a one-seed sweep, none of the study's variants)."""
     found = section.plotted()
@@ -39,6 +53,7 @@ def plot_claims(section: StudySection) -> Figure | None:
     rows = max(len(p[3]) for p in panels)
     fig, axes = new_figure(7 * len(panels), 1.2 + 0.75 * rows, ncols=len(panels))
     for ax, (metric, title, scale, parts) in zip(axes, panels, strict=True):
+        left, right = _view(metric, parts)
         for y, f in enumerate(reversed(parts)):
             color = COLORS[f.word]
             low, high = f.part.band(metric)
@@ -47,9 +62,15 @@ def plot_claims(section: StudySection) -> Figure | None:
             if f.part.asserts == EQUIVALENCE:
                 for x in (-f.margin, f.margin):
                     ax.plot([x * scale] * 2, [y - 0.35, y + 0.35], color="0.3", ls=":", lw=1)
-            ax.plot([f.low * scale, f.high * scale], [y, y], color=color, lw=2.5, solid_capstyle="butt")
+            # An interval wider than the view (two seeds, a ratio without bound) runs to its edge, arrowed.
+            low, high = max(f.low, left), min(f.high, right)
+            ax.plot([low * scale, high * scale], [y, y], color=color, lw=2.5, solid_capstyle="butt")
+            for end, edge, marker in ((f.low, left, "<"), (f.high, right, ">")):
+                if (end < edge) if marker == "<" else (end > edge):
+                    ax.plot(edge * scale, y, marker, color=color, ms=7)
             ax.plot(f.estimate * scale, y, "o", color=color, ms=6, label="this sweep (simultaneous interval)" if y == 0 else None)
             ax.plot(f.part.published(metric) * scale, y, "D", color="black", ms=5, mfc="white", label="the study" if y == 0 else None)
+        ax.set_xlim(left * scale, right * scale)
         ax.axvline(0, color="0.4", lw=0.8, ls="--")
         ax.set_yticks(range(len(parts)), [_label(section, f) for f in reversed(parts)], fontsize="small")
         ax.set_ylim(-0.7, len(parts) - 0.3)
