@@ -136,7 +136,7 @@ class StudySection:
     absent: str = ""  # why no claim is listed (the sweep ran none of the norms a claim needs)
 
     def lead(self) -> str:
-        return f"The study's figures come from {TABLE_SOURCE}, its setting from {SETTING_SOURCE}. This sweep's setting against the study's:"
+        return f"The study's figures come from {TABLE_SOURCE}, its setting from {SETTING_SOURCE}. Its table and setting beside this sweep's:"
 
     def items(self) -> list[str]:
         """The section's lines after its lead and table: the setting, how intervals were taken, one
