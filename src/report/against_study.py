@@ -374,27 +374,36 @@ def divergence_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
         figure = f"{len(diverged)}/{len(runs)} runs diverged (step{'s' if len(steps) > 1 else ''} {', '.join(map(str, steps)) or '?'})"
     else:
         figure = f"{int((runs.outcome == FINISHED).sum())}/{len(runs)} runs finished, {most:.0f} steps"
+    word, reason = _divergence_word(b, runs, normalized, most, part.published(STABILITY))
     off = outside(claim.domain, pd.concat([runs, normalized]))
-    if off:
-        return Finding(part, STABILITY, NOT_APPLICABLE, "; ".join(off), figure, outside=tuple(off))
+    if not off:
+        return Finding(part, STABILITY, word, reason, figure)
+    # Outside the domain (a CPU collapse at a raised learning rate, say): what it shows at its own setting.
+    if word == NOT_APPLICABLE:
+        return Finding(part, STABILITY, NOT_APPLICABLE, f"{'; '.join(off)}; {reason}", figure, outside=tuple(off))
+    here = f"{word}: {reason}"
+    return Finding(part, STABILITY, NOT_APPLICABLE, f"{'; '.join(off)} (at this sweep's own setting it reads {here})", figure,
+                   outside=tuple(off), here=here)  # fmt: skip
+
+
+def _divergence_word(b: str, runs: pd.DataFrame, normalized: pd.DataFrame, most: float, study_step: float) -> tuple[str, str]:
+    """The divergence claim's word and reason from the runs alone (the domain aside)."""
     own, theirs = set(runs.lr.dropna()), set(normalized.lr.dropna())
     if not len(normalized):
-        return Finding(part, STABILITY, NOT_APPLICABLE, "no normalized variant of the study's trained beside it", figure)
+        return NOT_APPLICABLE, "no normalized variant of the study's trained beside it"
     if theirs and own != theirs:
         lrs = f"{b} at lr {', '.join(f'{x:g}' for x in sorted(own))}, the normalized variants at {', '.join(f'{x:g}' for x in sorted(theirs))}"
-        return Finding(part, STABILITY, NOT_APPLICABLE, f"{lrs}: not like for like", figure)
+        return NOT_APPLICABLE, f"{lrs}: not like for like"
     normalized_diverged = int((normalized.outcome == DIVERGED).sum())
+    diverged = bool((runs.outcome == DIVERGED).any())
     if normalized_diverged:
         too = f"{normalized_diverged}/{len(normalized)} runs of the normalized variants diverged too at this learning rate"
-        if len(diverged):
-            return Finding(part, STABILITY, NOT_APPLICABLE, f"{too}: the divergence is not the missing norm's", figure)
-        return Finding(part, STABILITY, NOT_REPRODUCED, f"{too}, and no_norm trained", figure)
-    if len(diverged):
-        return Finding(part, STABILITY, REPRODUCED, "the normalized variants trained at the same learning rate", figure)
-    study_step = part.published(STABILITY)
-    if not (most >= max(study_step, claim.domain.steps)):
-        return Finding(part, STABILITY, NOT_APPLICABLE, f"trained {most:.0f} steps, fewer than the {study_step:.0f} the study's run lasted", figure)
-    return Finding(part, STABILITY, NOT_REPRODUCED, f"no NaN in {most:.0f} steps", figure)
+        return (NOT_APPLICABLE, f"{too}: the divergence is not the missing norm's") if diverged else (NOT_REPRODUCED, f"{too}, and no_norm trained")
+    if diverged:
+        return REPRODUCED, "the normalized variants trained at the same learning rate"
+    if not (most >= study_step):
+        return NOT_APPLICABLE, f"trained {most:.0f} steps, fewer than the {study_step:.0f} the study's run lasted"
+    return NOT_REPRODUCED, f"no NaN in {most:.0f} steps"
 
 
 def evaluate(claim: Claim, e: Evidence) -> ClaimResult | None:
