@@ -309,6 +309,11 @@ def test_the_studys_table_sits_beside_the_sweeps_and_the_plot_draws_each_part() 
     assert section.method.startswith("Each interval below is simultaneous over the section's 10 claim part(s)")
     fig = plot_claims(section)
     assert fig is not None and [len(ax.get_yticks()) for ax in fig.axes] == [6, 4]  # speed parts, loss parts
+    frame = section.to_frame()  # claims.csv: the plot's numbers, a row per part
+    assert len(frame) == 11 and set(frame.confidence.dropna()) == {1 - 0.05 / 10}
+    ln = frame[(frame.claim == 5) & (frame.part == "LayerNorm")].iloc[0]
+    assert (ln.study, ln.direction, ln.part_word) == (pytest.approx(3.571158 - 3.595336), "opposite", NOT_REPRODUCED)
+    assert ln.ci_low <= ln.estimate <= ln.ci_high
     assert plot_claims(against_study(_runs({"dyt": "dyt"}), (), {}, Margins())) is None
 
 
@@ -350,6 +355,8 @@ def test_two_seeds_with_a_diverging_no_norm(tiny_sweep: TinySweep, tiny_client: 
     md = (tiny_sweep.report_dir / "report.md").read_text()
     assert f"## {HEADING}" in md and "- 5. the built-ins' test loss" in md and "![claims](claims.png)" in md
     assert (tiny_sweep.report_dir / "claims.png").stat().st_size > 10_000
+    csv = pd.read_csv(tiny_sweep.report_dir / "claims.csv")
+    assert set(csv.claim) == {1, 5, 6} and set(csv.claim_word) == {NOT_APPLICABLE}
     artifacts = {a.path for a in tiny_client.list_artifacts(latest.info.run_id, "report")}
     assert "report/claims.png" in artifacts
 

@@ -133,6 +133,7 @@ class StudySection:
     setting: list[str] = field(default_factory=list)
     table: tuple[list[str], list[list[str]]] | None = None  # the study's rows beside this sweep's
     method: str = ""  # how the intervals were taken (the family)
+    family: int = 1  # claim parts with an interval: each interval is at 1 - ALPHA / family
     absent: str = ""  # why no claim is listed (the sweep ran none of the norms a claim needs)
 
     def lead(self) -> str:
@@ -165,6 +166,26 @@ class StudySection:
     def tags(self) -> dict[str, str]:
         """One tag per listed claim on the sweep's run: its word (filterable in the MLflow UI)."""
         return {CLAIM_TAG.format(c.claim.number): c.word for c in self.claims}
+
+    def to_frame(self) -> pd.DataFrame:
+        """claims.csv: one row per claim part with its figures, readings and word (the plot's numbers)."""
+        rows = []
+        for c in self.claims:
+            for f in c.findings:
+                band = f.part.band(c.claim.metric) if c.claim.metric != STABILITY else (math.nan, math.nan)
+                r = f.readings
+                rows.append({
+                    "claim": c.claim.number, "part": f.part.label, "metric": c.claim.metric, "a": f.part.a, "b": f.part.b,
+                    "minus": " vs ".join(reversed(f.part.minus)) if f.part.minus else "", "asserts": f.part.asserts,
+                    "study": f.part.published(c.claim.metric), "band_low": band[0], "band_high": band[1],
+                    "estimate": f.estimate, "ci_low": f.low, "ci_high": f.high, "confidence": 1 - ALPHA / self.family,
+                    "direction": r.direction if r else "", "size": r.size if r else "", "equivalence": r.equivalence if r else "",
+                    "margin": f.margin, "part_word": f.word, "claim_word": c.word, "reason": f.reason,
+                    "measured_by": f.effect.how if f.effect else "",
+                })  # fmt: skip
+            rows += [{"claim": c.claim.number, "part": label, "metric": c.claim.metric, "part_word": "not swept", "claim_word": c.word}
+                     for label in c.not_swept]  # fmt: skip
+        return pd.DataFrame(rows)
 
     def plotted(self) -> list[Finding]:
         """The parts the forest plot draws: those with an interval (one end may be unbounded)."""
@@ -534,4 +555,4 @@ def against_study(
     if not claims:
         return StudySection(absent=f"this sweep ran {', '.join(present)} of the study's variants; each claim needs another ({', '.join(sorted(set(TABLE) - set(present)))} not swept).")
     shown_table = study_table(table, labels) if table is not None else None
-    return StudySection(claims, setting_lines(runs), shown_table, method_line(evidence.family))
+    return StudySection(claims, setting_lines(runs), shown_table, method_line(evidence.family), family=evidence.family)

@@ -26,7 +26,7 @@ def default_out_dir(experiment: str) -> Path:
 
 def write(analysis: Analysis, out_dir: Path) -> list[Path]:
     """report.html, report.md, table.csv (per variant), comparisons.csv, runs.csv (per run), the PNGs
-    (claims.png where a claim of the study has an interval); stability.csv/png for a learning-rate sweep."""
+    (claims.png where a claim of the study has an interval; claims.csv where the sweep ran a claim's norms); stability.csv/png for a learning-rate sweep."""
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = [
         save(plot_losses(analysis.curves), out_dir / "loss_curves.png"),
@@ -43,9 +43,12 @@ def write(analysis: Analysis, out_dir: Path) -> list[Path]:
     analysis.table.to_csv(out_dir / "table.csv", index=False)
     analysis.comparisons_frame().to_csv(out_dir / "comparisons.csv", index=False)
     analysis.runs.to_csv(out_dir / "runs.csv", index=False)
+    if analysis.study.claims:
+        analysis.study.to_frame().to_csv(out_dir / "claims.csv", index=False)
     (out_dir / "report.md").write_text(markdown_page(analysis, figures))
     (out_dir / "report.html").write_text(html_page(analysis, figures))
     names = ["report.html", "report.md", "table.csv", "comparisons.csv", "runs.csv"]
+    names += ["claims.csv"] if analysis.study.claims else []
     names += ["stability.csv"] if analysis.stability is not None else []
     names += ["lr_sensitivity.csv"] if analysis.sensitivity is not None else []
     return [*(out_dir / n for n in names), *figures]
