@@ -41,7 +41,6 @@ from src.report.published import (
     LOSS,
     MODEL_AXES,
     PRESET,
-    SETTING,
     SETTING_SOURCE,
     SPEED,
     STABILITY,
@@ -52,8 +51,8 @@ from src.report.published import (
     Part,
 )
 from src.report.sequential_verdicts import SequentialVerdict
-from src.report.study_setting import setting_lines
-from src.report.table import AXIS_PREFIX, DASH, with_ci
+from src.report.study_setting import setting_lines, study_table
+from src.report.table import AXIS_PREFIX, DASH
 from src.stats import claims as rule
 from src.stats.claims import INCONCLUSIVE, NOT_APPLICABLE, NOT_REPRODUCED, PARTLY, REPRODUCED, Readings
 from src.stats.inference import ALPHA
@@ -478,33 +477,6 @@ def open_question(result: ClaimResult, e: Evidence) -> str:
     if effects and all(f.readings.direction == rule.OPPOSITE for f in effects):
         return lead + f"{spread}. The paired implementation effect: {shows}: the opposite of the study's edge at this setting."
     return lead + f"{spread}. The paired implementation effect: {shows}: not settled at this sweep's seeds ({result.reason})."
-
-
-# --- the study's table beside this sweep's ------------------------------------------------------------
-
-TABLE_COLUMNS = ["variant", "seeds (study / sweep)", "training time s (study)", "training time s (sweep)",
-                 "tokens/s (study)", "tokens/s (sweep)", "test loss (study)", "test loss (sweep)"]  # fmt: skip
-
-
-def study_table(table: pd.DataFrame, labels: Mapping[str, str | None]) -> tuple[list[str], list[list[str]]]:
-    """The study's row and this sweep's (mean ± 95% CI over finished seeds, the report's table) per
-    study variant the sweep ran as the study's."""
-    rows = []
-    by_variant = table.set_index("variant") if len(table) else table
-    for norm in STUDY_VARIANTS:
-        label = labels.get(norm)
-        if label is None or label not in by_variant.index:
-            continue
-        study, r = TABLE[norm], by_variant.loc[label]
-        ours = [with_ci(r[c], r[f"{c}_ci"], f) for c, f in (("train_time_s", "{:,.1f}"), ("tokens_per_sec", "{:,.0f}"), ("test_loss", "{:.4f}"))]
-        if r.finished == 0 and r.notes:
-            ours[-1] = str(r.notes)
-        theirs = [DASH if math.isnan(v) else f.format(v) for v, f in ((study.train_time_s, "{:,.0f}"), (study.tokens_per_sec, "{:,.0f}"), (study.test_loss, "{:.4f}"))]
-        if study.nan_from_step is not None:
-            theirs[-1] = f"NaN from step {study.nan_from_step}"
-        name = norm if label == norm else f"{norm} ({label})"
-        rows.append([name, f"{SETTING.seeds} / {int(r.finished)}", theirs[0], ours[0], theirs[1], ours[1], theirs[2], ours[2]])
-    return TABLE_COLUMNS, rows
 
 
 # --- the section ----------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""This sweep's setting beside the published study's: device and count, model size, tokens trained,
-precision and seeds, so a reader sees at a glance how far a comparison with the study carries.
+"""This sweep's setting and table beside the published study's: device and count, model size, tokens
+trained, precision and seeds, so a reader sees at a glance how far a comparison with the study
+carries; and per study variant its row next to this sweep's (`study_table`).
 
 Read from the runs frame (src.report.runs.setting_of puts each run's setting in its row); a value
 that differs between the runs is listed with each of its values. Torch-free.
@@ -8,10 +9,12 @@ that differs between the runs is listed with each of its values. Torch-free.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import pandas as pd
 
-from src.report.published import SETTING
+from src.report.published import SETTING, STUDY_VARIANTS, TABLE
+from src.report.table import DASH, with_ci
 from src.tracking.tags import FINISHED
 
 
@@ -58,3 +61,28 @@ def setting_lines(runs: pd.DataFrame) -> list[str]:
         f"precision: this sweep {_values(runs.precision)}; the study {s.precision}",
         f"seeds per variant: this sweep {seeds_per_variant(runs)}; the study {s.seeds}",
     ]
+
+
+TABLE_COLUMNS = ["variant", "seeds (study / sweep)", "training time s (study)", "training time s (sweep)",
+                 "tokens/s (study)", "tokens/s (sweep)", "test loss (study)", "test loss (sweep)"]  # fmt: skip
+
+
+def study_table(table: pd.DataFrame, labels: Mapping[str, str | None]) -> tuple[list[str], list[list[str]]]:
+    """The study's row and this sweep's (mean ± 95% CI over finished seeds, the report's table) per
+    study variant the sweep ran as the study's."""
+    rows = []
+    by_variant = table.set_index("variant") if len(table) else table
+    for norm in STUDY_VARIANTS:
+        label = labels.get(norm)
+        if label is None or label not in by_variant.index:
+            continue
+        study, r = TABLE[norm], by_variant.loc[label]
+        ours = [with_ci(r[c], r[f"{c}_ci"], f) for c, f in (("train_time_s", "{:,.1f}"), ("tokens_per_sec", "{:,.0f}"), ("test_loss", "{:.4f}"))]
+        if r.finished == 0 and r.notes:
+            ours[-1] = str(r.notes)
+        theirs = [DASH if math.isnan(v) else f.format(v) for v, f in ((study.train_time_s, "{:,.0f}"), (study.tokens_per_sec, "{:,.0f}"), (study.test_loss, "{:.4f}"))]
+        if study.nan_from_step is not None:
+            theirs[-1] = f"NaN from step {study.nan_from_step}"
+        name = norm if label == norm else f"{norm} ({label})"
+        rows.append([name, f"{SETTING.seeds} / {int(r.finished)}", theirs[0], ours[0], theirs[1], ours[1], theirs[2], ours[2]])
+    return TABLE_COLUMNS, rows
