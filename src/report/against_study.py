@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
@@ -445,7 +445,7 @@ def evaluate(claim: Claim, e: Evidence) -> ClaimResult | None:
     if not findings:
         return None
     result = ClaimResult(claim, tuple(findings), tuple(not_swept))
-    return ClaimResult(claim, result.findings, result.not_swept, open_question(result, e)) if claim.note and claim.metric == LOSS else result
+    return replace(result, after=open_question(result, e)) if claim.note and claim.metric == LOSS else result
 
 
 # --- the study's open question (claim 5) ------------------------------------------------------------

@@ -28,7 +28,7 @@ import pandas as pd
 from src.report.comparisons import compare_one, seed_values
 from src.report.published import HALF_PRECISION, SCALE_FACTOR, SETTING, SPEED, Domain, Part
 from src.report.speed import predicted_rounds
-from src.stats.inference import Interval, at_level, paired_t, seeds_needed, trimmed_mean_interval
+from src.stats.inference import MAX_SEEDS, Interval, at_level, paired_t, seeds_needed, trimmed_mean_interval
 from src.tracking.tags import FINISHED
 
 LOG_TIME, TOKENS, DIRECT = "log step-time ratio", "relative tokens/s", "direct"  # an Effect's own units
@@ -74,13 +74,11 @@ class Effect:
         if needed is None:
             return f"more {self.per} would settle it"
         needed = max(needed, i.n + 1)
-        return f"more than {needed - 1:,} {self.per} would settle it" if needed > 10_000 else f"about {needed} {self.per} would settle it"
+        return f"more than {needed - 1:,} {self.per} would settle it" if needed > MAX_SEEDS else f"about {needed} {self.per} would settle it"
 
 
 def from_check(check: Mapping[str, Any], part: Part, labels: Mapping[str, str | None]) -> Effect | None:
     """The speed check's effect for a speed part (None when the check did not time its norms)."""
-    if not check.get("kernel"):
-        return None
     first = predicted_rounds(check, str(labels[str(part.a)]), str(labels[part.b]))
     if first is None:
         return None
