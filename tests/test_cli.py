@@ -5,6 +5,7 @@ spelling of a renamed option still works with a one-line hint."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from helpers import REPO, run_cli
@@ -201,3 +202,21 @@ def test_a_sweep_preset_without_m_says_it_is_one_run(store: dict[str, str]) -> N
     assert one.stderr.strip() == "config error: optim.lr: must be > 0, got -1", one.stderr  # the refusal still one line
     swept = run_cli("src.train", "-m", "experiment=norm_sweep_seeds", "optim.lr=-1", f"paths.mlflow_db={store['db']}", timeout=300)
     assert swept.returncode == cli.USAGE and "note:" not in swept.stdout + swept.stderr, swept.stdout + swept.stderr
+
+
+def test_the_node_workers_help_is_usage_not_a_traceback(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`python -m src.launch.node_job --help` took `--help` for the job's folder: a traceback, exit 1."""
+    from src.launch.node_job import main as node_job_main
+
+    with pytest.raises(SystemExit) as done:
+        node_job_main(["--help"])
+    assert done.value.code == cli.OK
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m src.launch.node_job [-h] folder") and cli.EPILOG in out
+    with pytest.raises(SystemExit) as done:  # a folder without a job: one line, not a traceback
+        node_job_main([str(tmp_path)])
+    assert done.value.code == cli.USAGE
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"config error: {tmp_path}: no job.pkl there (the node launcher writes it before starting the workers) "
+        "(python -m src.launch.node_job --help lists the options)"
+    ]
