@@ -116,6 +116,9 @@ def test_invalid_values_name_the_field(override: str, field: str) -> None:
         # a group's node given an option's name: Hydra failed inside the sweep, after recording its run
         ("hydra.launcher=joblib", "hydra.launcher=joblib: hydra.launcher is the config that a hydra/launcher option sets, not the option's name; choose the option with hydra/launcher=joblib (valid choices: basic, joblib, node, "),
         ("+norm=hand_rmsnorm", "+norm=hand_rmsnorm: norm has an option already; choose another without the '+': norm=hand_rmsnorm"),
+        # Hydra's lexer takes no letter outside ASCII unquoted: its own line named neither quoting nor this Hydra's grammar
+        ("experiment_name=ñörm", "experiment_name=ñörm: 'ñ' is not allowed in an unquoted value; quote the value: experiment_name='ñörm' (on a shell's command line: \"experiment_name='ñörm'\"); the override grammar: https://hydra.cc/docs/"),
+        ("experiment_name=x'y", "experiment_name=x'y: \"'\" is not allowed in an unquoted value; quote the value: experiment_name=\"x'y\"; the override grammar: "),
     ],
 )
 def test_schema_refuses_while_composing(override: str, line: str) -> None:

@@ -50,6 +50,8 @@ CASES = {
     "launcher_name": (["-m", "hydra.launcher=joblib"], "config error: hydra.launcher=joblib: hydra.launcher is the config that a hydra/launcher option sets"),
     # Hydra's own hint for `norm=a,b` without -m: trained no_norm alone, both options merged.
     "group_list": (["norm=[hand_rmsnorm,no_norm]"], "config error: norm=[hand_rmsnorm,no_norm]: a list of norm options merges them"),
+    # Hydra's lexer error, a caret on a second line, and a link to version 1.2's grammar.
+    "non_ascii": (["experiment_name=ñörm"], "config error: experiment_name=ñörm: 'ñ' is not allowed in an unquoted value; quote the value: experiment_name='ñörm'"),
 }
 
 
@@ -70,6 +72,10 @@ def test_refused_in_one_line_before_anything_is_recorded(
         assert "sqlite://" in lines[0] and "http://" in lines[0]  # the supported schemes
     if case == "huge_context":
         assert "GiB" in lines[0]  # refused by size, before the model was built
+    if case == "non_ascii":  # the grammar of the Hydra installed
+        import hydra
+
+        assert f"hydra.cc/docs/{'.'.join(hydra.__version__.split('.')[:2])}/advanced/override_grammar" in lines[0]
     if case == "empty_sweep":
         assert not (tmp_path / "multirun").exists()  # Hydra wrote nothing
 

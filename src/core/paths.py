@@ -153,12 +153,54 @@ def preset_norms(preset: str) -> list[str]:
     return [n.strip() for n in str(compose([f"experiment={preset}"], with_hydra=True).hydra.sweeper.params.norm).split(",")]
 
 
+def override_grammar_url() -> str:
+    """The override grammar's page for the Hydra installed: Hydra's own errors link version 1.2's."""
+    import hydra
+
+    major, minor = hydra.__version__.split(".")[:2]
+    return f"https://hydra.cc/docs/{major}.{minor}/advanced/override_grammar/basic"
+
+
+# Characters a shell acts on inside double quotes: where a value holds one, the shell form is left out.
+_SHELL_ACTIVE_IN_DOUBLE_QUOTES = set('"$`\\!')
+
+
+def override_parse_line(override: str, message: str) -> str:
+    """Hydra's refusal of an override it cannot parse, as one line. Its lexer takes only ASCII
+    letters, digits and a few symbols outside quotes (`experiment_name=ñörm` fails), so a value it
+    stops inside is advised quoted, in the form that survives the shell too; Hydra's own text
+    (a caret on a second line, a link to another version's grammar) says neither."""
+    lines = message.splitlines()
+    key, sep, value = override.partition("=")
+    lexer = "LexerNoViableAltException: "
+    if len(lines) > 1 and lines[0].startswith(lexer) and "^" in lines[1]:
+        at = lines[1].index("^") - len(lexer)  # the caret's column in the override
+        if not 0 <= at < len(override):
+            at = len(override) - 1
+        if sep and len(key) < at and value[:1] not in ("'", '"'):
+            quote = "'" if "'" not in value else '"'
+            quoted = f"{key}={quote}{value}{quote}"
+            shell = "" if _SHELL_ACTIVE_IN_DOUBLE_QUOTES & set(quoted) else f' (on a shell\'s command line: "{quoted}")'
+            return (
+                f"{override}: {override[at]!r} is not allowed in an unquoted value; quote the value: "
+                f"{quoted}{shell}; the override grammar: {override_grammar_url()}"
+            )
+        return (
+            f"{override}: Hydra's override parser cannot read {override[at]!r} at character {at + 1}; "
+            f"the override grammar: {override_grammar_url()}"
+        )
+    why = next((line for line in lines if line.strip() and not line.startswith("See https://")), message)
+    return f"{override}: {' '.join(why.split())}; the override grammar: {override_grammar_url()}"
+
+
 def compose_error_line(err: Exception) -> str:
     """Hydra's or OmegaConf's composition error as one line that names the key: `seed: 'abc' is not
     an integer`, `norm: no option 'nope'; valid choices: dyt, ...`; Hydra's own text otherwise."""
-    from hydra.errors import MissingConfigException
+    from hydra.errors import MissingConfigException, OverrideParseException
     from omegaconf.errors import ValidationError
 
+    if isinstance(err, OverrideParseException):
+        return override_parse_line(err.override, err.message)
     cause = err if isinstance(err, ValidationError) else err.__cause__
     if isinstance(cause, ValidationError) and cause.full_key:
         value, hint = getattr(cause, "value", None), str(getattr(cause, "msg", cause)).split("\n")[0]
