@@ -63,16 +63,20 @@ CREDENTIAL_ENV = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLO
 _USERINFO = re.compile(r"(://)[^/@\s]+@")
 # A query parameter of a URI (`?token=...`, `&password=...`): its name, then its value.
 _QUERY_PARAM = re.compile(r"([?&;])([^=&;#\s?/]+)=([^&;#\s'\"]*)")
-# Query parameters whose value is a secret, by name (lower case, `-` read as `_`): exact names, then endings.
-SECRET_PARAMS = frozenset({"pwd", "passwd", "auth", "sig", "signature", "credential", "credentials", "apikey", "key"})
-SECRET_PARAM_ENDINGS = ("token", "password", "secret", "api_key", "apikey", "access_key", "private_key")
+# Query parameters whose value is a secret, by name (lower case): any name holding one of these parts
+# (`X-Auth`, `access_token`, `api-key`, `Signature`, ...), or one of the short names that hold none.
+# Matching parts rather than a list of known names errs towards masking: a proxy's own header-like
+# names (`X-Auth`) are not on any list, and a plain parameter that happens to match (`?tokens_seen=`)
+# costs only its value in a printed line, where a leaked secret costs the credential.
+SECRET_PARAM_PARTS = ("auth", "key", "token", "secret", "password", "signature", "credential")
+SECRET_PARAMS = frozenset({"pwd", "passwd", "sig"})
 REDACTED = "***"
 
 
 def is_secret_param(name: str) -> bool:
-    """Whether a URI query parameter named `name` carries a secret (`token`, `access_token`, `password`, ...)."""
-    key = unquote(name).lower().replace("-", "_")
-    return key in SECRET_PARAMS or key.endswith(SECRET_PARAM_ENDINGS)
+    """Whether a URI query parameter named `name` carries a secret (`token`, `X-Auth`, `password`, ...)."""
+    key = unquote(name).lower()
+    return key in SECRET_PARAMS or any(part in key for part in SECRET_PARAM_PARTS)
 
 
 def _secret_params(text: str) -> list[str]:
