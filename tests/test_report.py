@@ -488,3 +488,41 @@ def test_cli_on_real_runs(tiny_sweep: TinySweep, tmp_path: Path, capsys: pytest.
     assert csv.loc[(pair, "test_loss", "paired_t"), "n"] == 2
     # Both no_norm runs diverged: no pair with it is reported.
     assert not [p for p in csv.index.get_level_values("pair") if "no_norm" in p]
+
+
+def test_a_dead_running_run_is_lost_in_the_report_as_in_status(
+    client: MlflowClient, store: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A RUNNING run whose process is gone and whose heartbeat is 304 s old: the report said
+    'running at step 60', `--status` 'lost'. One judgement (src.tracking.sweep.run_state) for both."""
+    import socket
+    import subprocess
+    import sys
+
+    from src.tracking.tags import FINGERPRINT_TAG, HEARTBEAT_TAG, HOST_TAG, PID_TAG
+
+    exp = client.create_experiment("dead")
+    done = log_run(client, exp, "torch_layernorm", 0, finished(10.0, 100.0, 5.0))
+    client.set_tag(done, FINGERPRINT_TAG, "fp-done")
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    tags = {"norm": "hand_rmsnorm", "norm_family": family_of("hand_rmsnorm"), "seed": "0", FINGERPRINT_TAG: "fp-dead",
+            HOST_TAG: socket.gethostname(), PID_TAG: gone.stdout.strip(), HEARTBEAT_TAG: f"{time.time() - 304:.0f}"}  # fmt: skip
+    dead = client.create_run(exp, run_name="hand_rmsnorm-s0", tags=tags, start_time=next_start_ms()).info.run_id
+    for step in range(1, 61):
+        client.log_metric(dead, "train/train_loss", 10.0 - step / 100, step=step)
+    assert client.get_run(dead).info.status == "RUNNING"
+
+    common = ["--experiment-name", "dead", "--tracking-uri", store["uri"]]
+    assert report_main([*common, "--out", str(tmp_path / "out"), "--no-summary-run"]) == 0
+    report = capsys.readouterr().out
+    assert "lost at step 60" in report and "running at step" not in report, report
+    assert report_main([*common, "--status"]) == 0
+    status = capsys.readouterr().out
+    assert "lost (no heartbeat; a re-run resumes it)" in status and "running" not in status, status
+    # A fresh heartbeat elsewhere is running in both (a process this host cannot see).
+    client.set_tag(dead, HOST_TAG, "another-host")
+    client.set_tag(dead, HEARTBEAT_TAG, f"{time.time():.0f}")
+    assert report_main([*common, "--out", str(tmp_path / "out"), "--no-summary-run"]) == 0
+    assert "running at step 60" in capsys.readouterr().out
+    assert report_main([*common, "--status"]) == 0
+    assert "running (heartbeat" in capsys.readouterr().out

@@ -23,6 +23,7 @@ from src.report.render_markdown import verdict
 from src.report.render_terminal import terminal_text
 from src.report.runs import ReportError, open_store, save_summary_run, tag_variants
 from src.tracking.summary import log_sweep_summary
+from src.tracking.sweep import STALE_AFTER_S
 
 __all__ = [
     "Analysis",
@@ -45,10 +46,11 @@ def generate_report(
     margins: Margins | None = None,
     pairs: list[tuple[str, str]] | None = None,
     reference: dict[str, str] | None = None,
+    stale_after_s: float = STALE_AFTER_S,
 ) -> Analysis:
     """Analyze, write the files, and (optionally) log them to the sweep's parent run, and tag each
     run with its variant as the report found it (the MLflow UI groups runs by that tag)."""
-    analysis = analyze(experiment, tracking_uri, margins, pairs, reference)
+    analysis = analyze(experiment, tracking_uri, margins, pairs, reference, stale_after_s)
     analysis.files = write(analysis, out_dir or default_out_dir(experiment))
     if log_summary:
         store = analysis.store or open_store(analysis.tracking_uri)

@@ -26,7 +26,7 @@ from src.report.comparisons import Margins, default_margin, reference_setting, s
 from src.report.runs import open_store
 from src.report.status import status_text
 from src.tracking.store_uri import StoreError, redact_uri
-from src.tracking.sweep import JOBS_FILE, running_sweep
+from src.tracking.sweep import JOBS_FILE, STALE_AFTER_S, running_sweep
 from src.tracking.tags import HOST_TAG, PID_TAG
 from src.tracking.ui_view import ui_base
 
@@ -134,10 +134,11 @@ def partial_report(
     margins: Margins,
     pairs: list[tuple[str, str]] | None,
     reference: dict[str, str] | None = None,
+    stale_after_s: float = STALE_AFTER_S,
 ) -> int:
     """A report taken while the sweep runs: read only. It is printed (and written only to an explicit
     --out); the sweep's run and reports/<experiment>/ get the full report when the sweep ends."""
-    analysis = analyze(experiment, uri, margins, pairs, reference=reference)
+    analysis = analyze(experiment, uri, margins, pairs, reference=reference, stale_after_s=stale_after_s)
     print(terminal_text(analysis))
     if out is not None:
         write(analysis, out)
@@ -200,12 +201,14 @@ def report(args: argparse.Namespace) -> int:
     out = args.out or report_folder(cfg.paths.reports_dir, experiment)
     # Found before the report is computed, not as its first file is written.
     paths.require_writable(out, "--out" if args.out else "paths.reports_dir", f"the report's files go to {out}: choose a writable folder")
-    running = running_sweep_of(experiment, uri, float(cfg.sweep.stale_after_s))
+    stale_after_s = float(cfg.sweep.stale_after_s)  # the runs' states as --status judges them
+    running = running_sweep_of(experiment, uri, stale_after_s)
     if running is not None:
-        return partial_report(experiment, uri, running, args.out, margins, chosen, reference)
+        return partial_report(experiment, uri, running, args.out, margins, chosen, reference, stale_after_s)
     analysis = generate_report(
-        experiment, uri, out, log_summary=not args.no_summary_run, margins=margins, pairs=chosen, reference=reference
-    )
+        experiment, uri, out, log_summary=not args.no_summary_run, margins=margins, pairs=chosen,
+        reference=reference, stale_after_s=stale_after_s,
+    )  # fmt: skip
     print(terminal_text(analysis))
     print(f"\nwritten to {out}")
     print("in the MLflow UI (python -m src.ui):", *analysis.ui_links(ui_base(cfg.logger)), sep="\n  ")

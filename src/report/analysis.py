@@ -45,6 +45,7 @@ from src.report.stability import by_learning_rate, initial_losses, is_lr_sweep, 
 from src.report.stability import sentences as stability_sentences
 from src.report.table import display_rows, interleaved_cell, summarize
 from src.tracking.store import Store
+from src.tracking.sweep import STALE_AFTER_S
 from src.tracking.tags import FINISHED
 from src.tracking.ui_view import ui_link
 from src.tracking.variants import REFERENCE_VARIANT, Axis, metric_key
@@ -152,15 +153,17 @@ def analyze(
     margins: Margins | None = None,
     pairs: list[tuple[str, str]] | None = None,
     reference: dict[str, str] | None = None,
+    stale_after_s: float = STALE_AFTER_S,
 ) -> Analysis:
     """Read the experiment from MLflow and compute the table and the comparisons.
 
     `pairs` (validated by `comparisons.check_pairs`) replaces the study's pairs when given;
-    `reference` (`report.reference`: axis -> value) the reference value of an axis.
+    `reference` (`report.reference`: axis -> value) the reference value of an axis;
+    `stale_after_s` (`sweep.stale_after_s`) how long a silent RUNNING run counts as running.
     """
     uri = tracking_uri or paths.tracking_uri()
     store = open_store(uri)
-    sweep = load_sweep(experiment, store)
+    sweep = load_sweep(experiment, store, stale_after_s)
     runs = sweep.runs
     if not (runs.outcome == FINISHED).any():
         counts = ", ".join(f"{n} {o}" for o, n in runs.outcome.value_counts().items()) or "no training runs"

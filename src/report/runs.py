@@ -24,14 +24,13 @@ from src.report.table import AXIS_PREFIX, order_of
 from src.report.table import UNKNOWN as UNKNOWN_FAMILY
 from src.tracking.store import Store
 from src.tracking.store_uri import redact_uri, sqlite_path
-from src.tracking.sweep import PARENT_ENV, latest_sweep_run
+from src.tracking.sweep import PARENT_ENV, STALE_AFTER_S, latest_sweep_run, run_state
 from src.tracking.tags import (
     BENCH_TAG,
     BENCH_VARIANTS,
     CODE_FINGERPRINT_TAG,
     DEVICE_TAG,
     DIVERGED,
-    FAILED,
     FINGERPRINT_TAG,
     FINISHED,
     GIT_COMMIT_TAG,
@@ -41,9 +40,6 @@ from src.tracking.tags import (
     NORM_FAMILY_TAG,
     NORM_TAG,
     NOTE_TAG,
-    OUTCOME_TAG,
-    RUN_OUTCOMES,
-    RUNNING,
     SEED_TAG,
     SUPERSEDED_TAG,
     SWEEP_TAG,
@@ -120,17 +116,6 @@ def is_training_run(run: Run) -> bool:
     return NORM_TAG in tags and tags.get(SWEEP_TAG) != "true" and SUPERSEDED_TAG not in tags
 
 
-def outcome_of(run: Run) -> str:
-    """The `outcome` tag, or the run status when the job died before it could set one."""
-    tag = run.data.tags.get(OUTCOME_TAG)
-    if tag in RUN_OUTCOMES:
-        return tag
-    status = run.info.status
-    if status in ("RUNNING", "SCHEDULED"):
-        return RUNNING
-    return FINISHED if status == "FINISHED" else FAILED
-
-
 def _last_step(store: Store, run_id: str) -> float:
     history = store.metric_history(run_id, CURVE_METRICS[0])
     return float(max(m.step for m in history)) if history else math.nan
@@ -173,9 +158,9 @@ def setting_of(params: dict[str, str], tags: dict[str, str]) -> dict[str, object
     }
 
 
-def _row(store: Store, run: Run, variants: Variants) -> dict[str, object]:
+def _row(store: Store, run: Run, variants: Variants, stale_after_s: float) -> dict[str, object]:
     metrics, tags = run.data.metrics, run.data.tags
-    outcome = outcome_of(run)
+    outcome = run_state(run, stale_after_s)  # as `--status` judges it: a dead RUNNING run is lost
     run_id = run.info.run_id
     row: dict[str, object] = {
         "run_id": run_id,
@@ -227,9 +212,11 @@ def variant_ranks(runs: pd.DataFrame, variants: Variants) -> list[int]:
     return [order[k] for k in keys]
 
 
-def load_sweep(experiment: str, store: Store) -> Sweep:
+def load_sweep(experiment: str, store: Store, stale_after_s: float = STALE_AFTER_S) -> Sweep:
     """The experiment's training runs, latest per config (fingerprint), each with its variant: what
-    the runs' recorded params differ in, seed aside (src.tracking.variants). Raises ReportError if missing."""
+    the runs' recorded params differ in, seed aside (src.tracking.variants), and its state
+    (`run_state`: a RUNNING run silent for `stale_after_s`, `sweep.stale_after_s`, is lost). Raises
+    ReportError if missing."""
     experiment_id = find_experiment(store, experiment)
     training = sorted((r for r in store.runs(experiment_id) if is_training_run(r)), key=lambda r: r.info.start_time)
     if not training:
@@ -238,7 +225,7 @@ def load_sweep(experiment: str, store: Store) -> Sweep:
     # The axes the sweeps named on their runs name the report's too (else a derived n_params could).
     named = {a for r in training for a in r.data.tags.get(VARIANT_AXES_TAG, "").split(",") if a}
     variants = find_variants(params, preferred=[NORM_KEY if a == NORM_AXIS else a for a in named])
-    runs = pd.DataFrame([_row(store, r, variants) for r in training])
+    runs = pd.DataFrame([_row(store, r, variants, stale_after_s) for r in training])
     runs["lr_variant"] = [label_without(params[i], variants.axes, LR_KEY, str(v)) for i, v in zip(runs.run_id, runs.norm, strict=True)]
     runs["variant_rank"] = variant_ranks(runs, variants)
     # One run counts per config (its fingerprint, or for records without one its variant, learning

@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from src.core.schema import SweepSchema
 from src.tracking.code import MANIFEST_ARTIFACT, CodeState, differences, read_manifest
 from src.tracking.store import Store
 from src.tracking.tags import (
@@ -56,6 +57,7 @@ from src.tracking.tags import (
     PARENT_TAG,
     PID_TAG,
     RESULT_OUTCOMES,
+    RUNNING,
     STARTED_TAG,
     SUPERSEDED_TAG,
     SWEEP_TAG,
@@ -74,6 +76,7 @@ REUSES = ("skip", "resume")  # the decisions that take a recorded run's result o
 MAX_NAMED_FILES = 6  # files named in the code-change message; the rest are counted
 # A run is FINISHED only once these are in MLflow: without them the report would miss its seed.
 REQUIRED_FINAL_METRICS = ("test_loss", "final_train_loss", "steps_done", "train_time_s")
+STALE_AFTER_S = float(SweepSchema.stale_after_s)  # `sweep.stale_after_s` where a reader has no config
 
 
 def liveness_tags() -> dict[str, str]:
@@ -127,11 +130,12 @@ class Decision:
 def by_state(latest: Run, stale_after_s: float, checkpoint_of: Callable[[Run], bool]) -> Decision:
     """The decision the latest run of a config calls for (under on_existing=resume); changes no record."""
     outcome = latest.data.tags.get(OUTCOME_TAG, "")
-    if latest.info.status == "RUNNING":
-        if is_alive(latest, stale_after_s):
-            age = heartbeat_age_s(latest)
-            host = latest.data.tags.get(HOST_TAG, "?")
-            return Decision("busy", latest, f"running on {host} (heartbeat {age:.0f} s ago)")
+    state = run_state(latest, stale_after_s)
+    if state == RUNNING:
+        age = heartbeat_age_s(latest)
+        host = latest.data.tags.get(HOST_TAG, "?")
+        return Decision("busy", latest, f"running on {host} (heartbeat {age:.0f} s ago)")
+    if state == LOST:
         outcome = LOST
     missing = [k for k in REQUIRED_FINAL_METRICS if k not in latest.data.metrics]
     if latest.info.status == "FINISHED" and outcome == FINISHED and missing:
@@ -328,17 +332,29 @@ def read_definition(text: str) -> dict[str, Any]:
     return json.loads(text)
 
 
+def run_state(run: Run, stale_after_s: float) -> str:
+    """A training run's state, judged once for the report, `--status` and the sweep's decisions alike:
+    an open run (RUNNING in MLflow) is `running` while it lives (`is_alive`), else `lost`, whatever
+    outcome it tagged before its process died; a closed one is its `outcome` tag, or its MLflow status
+    where it died before tagging one."""
+    if run.info.status in ("RUNNING", "SCHEDULED"):
+        return RUNNING if is_alive(run, stale_after_s) else LOST
+    outcome = run.data.tags.get(OUTCOME_TAG, "")
+    if outcome in (*RESULT_OUTCOMES, *INTERRUPTED_OUTCOMES, FAILED):
+        return outcome
+    return FINISHED if run.info.status == "FINISHED" else FAILED
+
+
 def job_state(run: Run | None, stale_after_s: float) -> str:
+    """`run_state` as `--status` shows it, with the heartbeat's age or what a re-run does."""
     if run is None:
         return "missing"
-    outcome = run.data.tags.get(OUTCOME_TAG, "")
-    if run.info.status == "RUNNING":
-        if is_alive(run, stale_after_s):
-            return f"running (heartbeat {heartbeat_age_s(run):.0f} s ago)"
+    state = run_state(run, stale_after_s)
+    if state == RUNNING:
+        return f"{RUNNING} (heartbeat {heartbeat_age_s(run):.0f} s ago)"
+    if state == LOST and run.info.status == "RUNNING":
         return f"{LOST} (no heartbeat; a re-run resumes it)"
-    if run.info.status == "FINISHED":
-        return FINISHED
-    return outcome if outcome in (*RESULT_OUTCOMES, *INTERRUPTED_OUTCOMES, FAILED) else FAILED
+    return state
 
 
 def status_rows(
