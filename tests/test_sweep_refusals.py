@@ -4,6 +4,7 @@ has, a policy that does not exist. Issue 34, items 5, 6 and 12."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,51 @@ def test_a_swept_key_nothing_reads_is_warned_about_before_training(tiny_override
     assert "the sweep goes on" in lines[0] and "seed=0,1" in lines[0]
     assert lines[1].startswith("config error: report.margin.speed"), lines
     assert not (tmp_path / "multirun").exists()
+
+
+def _without_slurm(path: str) -> str:
+    """PATH without the folders that hold SLURM's commands (a laptop, a machine outside the cluster)."""
+    from src.launch.callbacks import SLURM_COMMANDS
+
+    return os.pathsep.join(d for d in path.split(os.pathsep) if d and not any((Path(d) / c).exists() for c in SLURM_COMMANDS))
+
+
+SLURM_REFUSAL = "config error: cluster=slurm: no sbatch or srun on PATH: this machine cannot submit to SLURM"
+
+
+def test_a_slurm_sweep_without_slurm_is_refused_before_the_store(monkeypatch: pytest.MonkeyPatch, store: dict[str, str]) -> None:
+    """`cluster=slurm` where sbatch and srun are missing: submitit refused it after 60 s, once the
+    sweep's run was recorded (and left KILLED with a garbled reason). The sweep-start callback, what
+    `python -m src.train -m` runs before anything is recorded, refuses it first."""
+    from src.core.paths import compose
+    from src.launch.callbacks import MlflowSetup
+
+    monkeypatch.setenv("PATH", _without_slurm(os.environ.get("PATH", "")))
+    cfg = compose(["cluster=slurm", "hydra.launcher.partition=gpu", "logger.tracking_uri=http://127.0.0.1:9",
+                   f"paths.mlflow_db={store['db']}"], with_hydra=True)  # fmt: skip
+    with pytest.raises(SystemExit) as refused:
+        MlflowSetup().on_multirun_start(cfg)
+    assert str(refused.value.code).startswith(SLURM_REFUSAL) and "\n" not in str(refused.value.code)
+    assert not Path(store["db"]).exists()
+
+
+@pytest.mark.fresh_store  # asserts that no store file is written
+@pytest.mark.slow  # one CLI process (refused before torch is imported)
+def test_a_slurm_sweep_without_slurm_is_one_line_in_seconds(tiny_overrides: list[str], store: dict[str, str], tmp_path: Path) -> None:
+    """The probe's command on a machine without SLURM: one line, exit 2, well within 30 s, nothing recorded."""
+    import subprocess
+    import sys
+    import time
+
+    from helpers import REPO, cli_env
+
+    env = {**cli_env(), "PATH": _without_slurm(os.environ.get("PATH", ""))}
+    args = [sys.executable, "-m", "src.train", "-m", "norm=hand_layernorm,torch_layernorm", *tiny_overrides,
+            "cluster=slurm", "cluster.accelerator=cpu", "cluster.devices=1", "cluster.num_nodes=1"]  # fmt: skip
+    started = time.monotonic()
+    proc = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - started
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(SLURM_REFUSAL), lines
+    assert took < 30, f"{took:.1f} s"
+    assert not Path(store["db"]).exists() and not (tmp_path / "multirun").exists()

@@ -73,17 +73,19 @@ def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants]:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from src.core.paths import compose, compose_error_line
+    from src.core.compositions import install, job_config
+    from src.core.paths import compose_error_line
     from src.tracking.identity import fingerprint, flatten, identity_config
     from src.tracking.variants import find_variants
     from src.training.run_spec import resolve
 
     # Jobs that train on this machine are checked against it too: its device, memory and folders.
     here = not config.cluster.get("spans_machines", False)
+    install()  # each job composed here once; Hydra's sweeper and launcher reuse it
     jobs, params = [], {}
     for overrides in _job_overrides(_parsed_overrides(config)):
         try:
-            cfg = compose(overrides)
+            cfg = job_config(config, overrides)
         except (HydraException, OmegaConfBaseException) as err:  # `foo=1,2`: as `src.train` says it
             raise ConfigError(compose_error_line(err)) from None
         resolve(cfg, trains_here=here)  # a job that would be refused: no sweep run is recorded for it
@@ -93,6 +95,29 @@ def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants]:
     for job in jobs:
         job["variant"] = variants.labels[str(job["num"])]
     return jobs, variants
+
+
+# What a SLURM launcher runs on this machine: sbatch submits; submitit looks for srun before it submits
+# anything, and each job's tasks are started by it.
+SLURM_COMMANDS = ("sbatch", "srun")
+
+
+def check_scheduler(config: DictConfig) -> None:
+    """A sweep that submits to SLURM needs SLURM's commands here: ConfigError, before the store is
+    opened or the sweep recorded (submitit found them missing only once the sweep's run existed)."""
+    import shutil
+
+    target = str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "")
+    if "slurm" not in target.rsplit(".", 1)[-1].lower():
+        return
+    missing = [name for name in SLURM_COMMANDS if shutil.which(name) is None]
+    if missing:
+        chosen = "cluster=slurm" if OmegaConf.select(config, "cluster.name", default=None) == "slurm" else "hydra/launcher"
+        raise ConfigError(
+            f"{chosen}: no {' or '.join(missing)} on PATH: this machine cannot submit to SLURM; run the sweep "
+            "from the cluster's login node, or choose a cluster that trains here (e.g. cluster=cpu_pool); "
+            "nothing was recorded"
+        )
 
 
 def check_hydra_folder(folder: Path, key: str) -> None:
@@ -181,6 +206,7 @@ class MlflowSetup(Callback):
         from src.tracking.variants import find_variants
 
         try:  # every job's config, the sweeper's and the report's settings, before Hydra launches job 0
+            check_scheduler(config)  # seconds, and before the store: a sweep SLURM cannot take records nothing
             check_hydra_folder(Path(str(config.hydra.sweep.dir)), "hydra.sweep.dir")  # Hydra makes it after this callback
             jobs, variants = sweep_jobs(config)
             warn_unread_keys(jobs)  # before training: a swept key nothing reads makes identical jobs
