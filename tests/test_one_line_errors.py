@@ -194,6 +194,8 @@ def test_store_failing_mid_run_ends_in_one_line(
         assert "the MLflow store's disk is full" in line and f"free space on {folder}" in line and "resume=true" in line
     else:
         assert f"the MLflow store file {db} disappeared" in line and "restore the file" in line
+        # starting over in a new store: a single run's checkpoint would refuse the re-run as it stands
+        assert f"(a single run: after removing {tmp_path / 'ckpt' / 'last.ckpt'})" in line
     assert str(tmp_path / "ckpt" / "last.ckpt") in line  # where it continues from
     log = tmp_path / "outputs" / "train.log"
     assert f"(traceback: {log})" in line and "Traceback (most recent call last)" in log.read_text()

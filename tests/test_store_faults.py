@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from helpers import run_cli
+from mlflow.tracking import MlflowClient
 
 from src.core.paths import ConfigError, compose
 from src.core.ports import free_port
@@ -164,3 +165,47 @@ def test_basic_auth_server_through_env_credentials_leaks_nothing(
     assert _files_containing(auth_server.root, SECRET) == []
     assert (tmp_path / "multirun").is_dir() and (tmp_path / "reports").is_dir()
     assert _files_containing(tmp_path, SECRET) == []
+
+
+def test_reading_a_store_not_created_yet_creates_nothing(tmp_path: Path) -> None:
+    """Every read a check or a refusal makes of a SQLite store whose file does not exist finds nothing
+    and leaves no file: a refused command created a fresh 954 KB mlflow.db by looking up a run."""
+    db = tmp_path / "new" / "mlflow.db"
+    store = Store.connect(f"sqlite:///{db}")
+    assert store.get_run("0" * 32) is None and store.find_experiment("normsweep") is None
+    assert store.experiments() == [] and store.experiment_names() == []
+    assert store.runs("0") == [] and store.runs_tagged("0", "norm", "x") == [] and store.metric_history("0" * 32, "k") == []
+    assert not db.exists() and not db.parent.exists()
+    store.experiment_id("made", None)  # the first write creates it
+    assert db.is_file() and store.find_experiment("made") is not None
+
+
+@pytest.mark.slow  # a tiny fit in process, one in a CLI process
+def test_after_its_store_is_lost_a_runs_checkpoint_is_refused_without_a_store_and_the_advice_works(
+    tiny_overrides: list[str], store: dict[str, str], tmp_path: Path
+) -> None:
+    """The store file deleted after a run checkpointed: the identical command was refused with advice
+    that fails (`resume=true continues it`: refused too) and created a new store file while refusing."""
+    ckpt = tmp_path / "ckpt"
+    args = [*tiny_overrides, "checkpoint.enabled=true", "checkpoint.every_n_steps=2", f"checkpoint.dir={ckpt}"]
+    train(compose(args))
+    client = MlflowClient(store["uri"])
+    run_id = client.search_runs([client.get_experiment_by_name("normsweep").experiment_id])[0].info.run_id
+    db = Path(store["db"])
+    db.unlink()  # the store is lost; the checkpoint of its run is left
+    with pytest.raises(ConfigError) as refused:  # the identical command
+        train(compose(args))
+    line = str(refused.value)
+    assert line.startswith(f"checkpoint.dir: {ckpt / 'last.ckpt'} holds the checkpoint of run {run_id}, which is not in")
+    assert "resume=true continues it" not in line and "remove the file" in line
+    assert not db.exists()
+    with pytest.raises(ConfigError, match=rf"belongs to MLflow run {run_id}, which is not in .*: restore the store"):
+        train(compose([*args, "resume=true"]))  # resume=true cannot continue it either, and says so
+    assert not db.exists()
+    (ckpt / "last.ckpt").unlink()  # as the line advises; then the identical command, in a process of its
+    # own as after a real loss (this one's MLflow keeps a connection to the deleted file's inode)
+    proc = run_cli("src.train", *args, timeout=300)
+    assert proc.returncode == 0 and db.is_file(), proc.stderr[-3000:]
+    client = MlflowClient(store["uri"])
+    (run,) = client.search_runs([client.get_experiment_by_name("normsweep").experiment_id])
+    assert run.info.status == "FINISHED"

@@ -230,7 +230,11 @@ def plan_explicit(spec: PlannedRun, explicit: Path, store: Store | None) -> RunP
     assert store is not None
     run = store.get_run(run_id)
     if run is None:
-        raise ConfigError(f"ckpt_path: {explicit} belongs to MLflow run {run_id}, which is not in {redact_uri(store.uri)}")
+        raise ConfigError(
+            f"ckpt_path: {explicit} belongs to MLflow run {run_id}, which is not in {redact_uri(store.uri)}: restore "
+            "the store that holds it to continue the run, or drop ckpt_path/resume=true and remove the file (or set "
+            "checkpoint.dir to another folder) to start a new run"
+        )
     if policy != "keep" and made_by_other_code(run, code_state()):
         # Continuing (or reporting) a run of other code is the user's call; `rerun` means a new run,
         # which an explicit checkpoint cannot be.
@@ -332,6 +336,12 @@ def plan_single_run(spec: PlannedRun, store: Store | None) -> RunPlan:
     path, elsewhere = ck.last, "set checkpoint.dir to another folder, or remove the file, to start a new run"
     if state.get("fingerprint") != fp:
         why = f"{path} holds the checkpoint of another config; a new run would overwrite it: {elsewhere}"
+    elif owner is None and store is not None and owner_id:
+        # resume=true would be refused too (plan_explicit): its run is not there to continue.
+        why = (
+            f"{path} holds the checkpoint of run {owner_id}, which is not in {redact_uri(store.uri)} (a store deleted or "
+            f"replaced since); a new run would overwrite it: {elsewhere} (to continue that run, restore the store that holds it)"
+        )
     elif owner is None:
         why = f"{path} holds an earlier run's checkpoint; a new run would overwrite it: resume=true continues it, or {elsewhere}"
     else:

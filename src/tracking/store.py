@@ -10,8 +10,8 @@
 - HTTP(S): a tracking server answers within seconds, and every later request of the process is
   bounded (src.tracking.server_client).
 
-A new store is created by the first write, not by the check, so a run refused later for another
-reason leaves nothing behind. Every write rides out SQLite's write lock (src.tracking.retry), and
+A new store is created by the first write, not by the check nor by a read (a store not created yet
+holds nothing), so a run refused later for another reason leaves nothing behind. Every write rides out SQLite's write lock (src.tracking.retry), and
 MLflow's batch limits are applied here, once.
 
 Only this module constructs an `MlflowClient` of ours; Lightning's MLFlowLogger (src.tracking.tracker)
@@ -159,6 +159,12 @@ class Store:
     def __repr__(self) -> str:
         return f"Store({redact_uri(self.uri)!r})"
 
+    @property
+    def not_created(self) -> bool:
+        """A SQLite store whose file does not exist yet: it holds nothing, and a read must not create
+        it (opening the client would), so a command refused after looking in it leaves no file."""
+        return self._client is None and self.db is not None and not self.db.exists()
+
     # --- experiments ---
 
     def experiment_id(self, name: str, artifact_location: str | None) -> str:
@@ -194,11 +200,15 @@ class Store:
 
     def find_experiment(self, name: str) -> Experiment | None:
         """The live experiment `name`, or None."""
+        if self.not_created:
+            return None
         found = self._retry(lambda: self.client.get_experiment_by_name(name))
         return None if found is None or found.lifecycle_stage == "deleted" else found
 
     def experiments(self) -> list[Experiment]:
         """The store's live experiments."""
+        if self.not_created:
+            return []
         return list(self._retry(self.client.search_experiments))
 
     def experiment_tags(self, experiment_id: str) -> dict[str, str]:
@@ -219,6 +229,8 @@ class Store:
         """The run, or None when the store has no such run."""
         from mlflow.exceptions import MlflowException
 
+        if self.not_created:
+            return None
         try:
             return self._retry(lambda: self.client.get_run(run_id))
         except MlflowException:
@@ -231,6 +243,8 @@ class Store:
         from mlflow.entities import ViewType
 
         runs: list[Run] = []
+        if self.not_created:
+            return runs
         token = None
         while True:
             page = self._retry(
@@ -253,6 +267,8 @@ class Store:
         return self.runs(experiment_id, f"tags.`{tag}` = '{value}'", ["attributes.start_time DESC"], most)
 
     def metric_history(self, run_id: str, key: str) -> list[Metric]:
+        if self.not_created:
+            return []
         return self._retry(lambda: self.client.get_metric_history(run_id, key))
 
     def read_text(self, run_id: str, artifact_path: str) -> str:

@@ -132,11 +132,13 @@ def failed_after_recording(
             fix = f"free space on {db.parent if db else 'its disk'}, then re-run the same command"
             how = f"{fix} ({RESUME}): it continues from {checkpoint}" if saved else f"{fix}: it starts the run over"
         else:
+            # A new store has no run for the checkpoint to continue: a single run refuses to write over
+            # it, so starting over takes the file out of the way (a sweep's job moves it aside itself).
             how = (
                 f"restore the file (from a backup) and re-run the same command ({RESUME}) to continue from {checkpoint}, "
-                "or re-run without it to start over in a new store"
+                f"or re-run the same command to start over in a new store (a single run: after removing {checkpoint})"
                 if saved
-                else "restore the file (from a backup), or re-run to start over in a new store"
+                else "restore the file (from a backup), or re-run the same command to start over in a new store"
             )
     else:
         record = f"run {run_id} closed FAILED"
