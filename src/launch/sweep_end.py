@@ -152,6 +152,10 @@ class SweepParent:
         try:
             self.close_at_exit()
         except Exception as err:  # e.g. the store went away: say so in one line, not a traceback at exit
+            from src.tracking.server_client import ServerLost
+
+            if isinstance(err, ServerLost) and self.failures:  # a job's line said the server died; the re-run reopens this run
+                return
             print(f"[normsweep] warning: sweep run {self.run_id} not closed: {type(err).__name__}: {err}", file=sys.stderr)
 
 
