@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NoReturn
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from src.core import cli
+from src.core import cli, compositions
 from src.core.paths import refuse_misread_overrides, register_resolvers
 from src.launch.sweep_end import RESULT_AWAITED_ENV, JobFailed, job_failed
 from src.tracking.store_uri import refuse_credentials, sqlite_path
@@ -143,6 +143,7 @@ def run_command_line() -> None:
 
 
 register_resolvers()  # before Hydra composes: paths use ${project_root:}
+compositions.install()  # each config composed once in this process (src/core/compositions.py)
 
 
 def hydra_argv(argv: list[str]) -> list[str]:

@@ -1,12 +1,14 @@
 """Device checks that must fail before training starts, not in the middle of it, and the datasheet
-peaks of the GPUs we know (the one table the benchmark's MFU and preflight's time estimate read)."""
+peaks of the GPUs we know (the one table the benchmark's MFU and preflight's time estimate read).
+
+torch is imported inside the functions that ask it: a config refused before any device is asked
+answers without torch's seconds of import."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 
-import torch
 from omegaconf import DictConfig
 
 from src.core.paths import ConfigError
@@ -14,7 +16,11 @@ from src.core.paths import ConfigError
 
 def cuda_accelerator(accelerator: str) -> bool:
     """Whether Lightning's `accelerator` puts the run on a CUDA device."""
-    return accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available())
+    if accelerator != "auto":
+        return accelerator in ("gpu", "cuda")
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def uses_cuda(cfg: DictConfig) -> bool:
@@ -50,6 +56,7 @@ class DeviceSpec:
 
 def check_device(spec: DeviceSpec) -> None:
     """Refuse an accelerator or precision this machine cannot run, naming the field."""
+    import torch
     accelerator, precision = spec.accelerator, spec.precision
     on_gpu = cuda_accelerator(accelerator)
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
@@ -105,6 +112,7 @@ class ModelSize:
 
 def device_memory_bytes(device_type: str) -> int:
     """All the memory of the run's device: the first CUDA device's, or this machine's RAM."""
+    import torch
     if device_type == "cuda":
         return torch.cuda.get_device_properties(0).total_memory
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -145,6 +153,7 @@ def check_memory_floor(size: ModelSize, micro_batch: int, seq_len: int, precisio
 
 
 def configure_matmul_precision(level: str) -> None:
+    import torch
     # "high" lets fp32 matmuls use TF32 tensor cores on Ampere and newer; "highest" keeps true fp32.
     torch.set_float32_matmul_precision(level)
 

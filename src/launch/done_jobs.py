@@ -9,33 +9,15 @@ rank 0 (src/tracking/run_plan.py).
 
 from __future__ import annotations
 
-import copy
 import os
 from collections.abc import Sequence
 from typing import Any
 
-from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, JobStatus
-from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
+from src.core.compositions import job_config
 from src.core.paths import ConfigError
 from src.launch.sweep_end import JobFailed
-
-
-def job_config(launcher: Any, overrides: Sequence[str]) -> DictConfig:
-    """The job's config (without `hydra`), as the job itself will compose it."""
-    config = launcher.hydra_context.config_loader.load_sweep_config(launcher.config, list(overrides))
-    hydra_state = HydraConfig.instance().cfg
-    HydraConfig.instance().set_config(config)  # ${hydra:...} in the job's config resolves against its own
-    try:
-        cfg = copy.deepcopy(config)
-        with read_write(cfg), open_dict(cfg):
-            del cfg["hydra"]
-        OmegaConf.resolve(cfg)
-    finally:
-        if hydra_state is not None:
-            HydraConfig.instance().set_config(hydra_state)
-    return cfg
 
 
 def split_done(launcher: Any, job_overrides: Sequence[Sequence[str]], first: int) -> tuple[list[tuple[int, list[str]]], dict[int, JobReturn]]:
@@ -52,7 +34,7 @@ def split_done(launcher: Any, job_overrides: Sequence[Sequence[str]], first: int
     pending, done = [], {}
     for num, overrides in jobs:
         try:
-            cfg = job_config(launcher, overrides)
+            cfg = job_config(config, overrides, launcher.hydra_context.config_loader)
             found = already_done(resolve(cfg, trains_here=False), store)
         except ConfigError:  # the job refuses itself, in its own words
             found = None

@@ -91,23 +91,31 @@ class _Kernels:
 
     def __init__(self, name: str, forward: Callable[..., Any], backward: Callable[..., Any]) -> None:
         self.name, self.eager = name, (forward, backward)
-        self.forward: Callable[..., Any] = torch.compile(forward, dynamic=False, fullgraph=True)
-        self.backward: Callable[..., Any] = torch.compile(backward, dynamic=False, fullgraph=True)
-        self.compiled = True
+        self.compiled: tuple[Callable[..., Any], Callable[..., Any]] | None = None
+        self.failed = False
+
+    def _compile(self) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        # On first use, not at import: `torch.compile` imports dynamo (seconds), which a process that
+        # never runs these norms (every other variant, a refused config) should not pay.
+        if self.compiled is None:
+            self.compiled = tuple(torch.compile(f, dynamic=False, fullgraph=True) for f in self.eager)  # type: ignore[assignment]
+        assert self.compiled is not None
+        return self.compiled
 
     def run(self, name: str, *args: object) -> Any:
-        if self.compiled:
+        which = ("forward", "backward").index(name)
+        if not self.failed:
             try:
-                return getattr(self, name)(*args)
+                return self._compile()[which](*args)
             except Exception as exc:  # no C++ compiler, unsupported platform, ...: stay correct
                 warnings.warn(
                     f"{self.name}: torch.compile failed ({exc!r}); using eager kernels", stacklevel=3
                 )
                 self.use_eager()
-        return getattr(self, name)(*args)
+        return self.eager[which](*args)
 
     def use_eager(self) -> None:
-        (self.forward, self.backward), self.compiled = self.eager, False
+        self.failed = True
 
 
 KERNELS = _Kernels("fast_rmsnorm", rms_norm_forward, rms_norm_backward)

@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import logging
 import shutil
+import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 from hydra.core.hydra_config import HydraConfig
 
 from src.core.atomic_io import CheckpointSpaceError
 from src.core.paths import ConfigError, PeerRefused, nearest_existing
+from src.tracking.retry import causes
 from src.tracking.server_client import ServerLost
 from src.tracking.store_faults import STORE_FULL, store_fault
 
@@ -53,8 +54,10 @@ class RunFailed(RuntimeError):
 
 def is_out_of_memory(err: BaseException) -> bool:
     """An allocator that could not allocate: CUDA's `OutOfMemoryError`; the CPU's allocator raises a plain
-    `RuntimeError` (c10::Error) whose only mark is its text."""
-    if isinstance(err, torch.OutOfMemoryError):
+    `RuntimeError` (c10::Error) whose only mark is its text. Without torch imported there was no
+    allocation (a refusal is worded without importing it)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(err, torch.OutOfMemoryError):
         return True
     return isinstance(err, RuntimeError) and "DefaultCPUAllocator: can't allocate memory" in str(err)
 
@@ -123,8 +126,19 @@ def failed_after_recording(
     err: BaseException, run_name: str, run_id: str | None, checkpoint: Path | None, db: Path | None
 ) -> RunFailed:
     """The one line for a run that failed after its MLflow run was created (see the module's docstring)."""
-    what, store_broken = what_happened(err, db)
     saved = checkpoint is not None and checkpoint.is_file()
+    lost = next((c for c in causes(err) if isinstance(c, ServerLost)), None)
+    if lost is not None:
+        # Nothing more reaches the server, the run's end included (Tracker.close writes nothing then):
+        # the run stays RUNNING until a re-run, with the server back, settles it as lost and resumes it.
+        # Every later job would meet the same server, so the line ends the command (store_broken).
+        how = f"to continue from {checkpoint}" if saved else "(no checkpoint: it starts over)"
+        return RunFailed(
+            f"{run_name}: {lost.what}; run {run_id} stays RUNNING (its end could not be recorded); once the server "
+            f"is back, re-run the same command {how}",
+            store_broken=True,
+        )
+    what, store_broken = what_happened(err, db)
     if store_broken:
         fault = store_fault(err, db)
         record = f"run {run_id} stays RUNNING in it (nothing more could be written)"

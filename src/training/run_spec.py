@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
@@ -31,12 +31,14 @@ from src.core.schema import (
     unknown_key_line,
 )
 from src.data.tokenizer import VOCAB_SIZE
-from src.model.gpt import GPTConfig, parameter_count
 from src.tracking.identity import CheckpointSpec, Identity, checkpoint_folder
 from src.tracking.record import RecordSpec, StoreSpec
 from src.tracking.store import NAME_MAX
 from src.tracking.sweep import CODE_POLICIES, POLICIES
 from src.tracking.variants import AXES_ENV, axes_from_env
+
+if TYPE_CHECKING:  # the model's module imports torch: a refused config is answered without it
+    from src.model.gpt import GPTConfig
 
 # Seeds seed numpy too, whose generator takes an unsigned 32-bit integer.
 SEED_RANGE = (0, 2**32 - 1)
@@ -50,6 +52,8 @@ def model_config(cfg: DictConfig) -> GPTConfig:
     Every check of the norm (its key, eps, options) happens once, in `src.model.norms.NormSpec`, which
     GPTConfig builds; its ValueError names the `norm.` field and becomes a ConfigError here.
     """
+    from src.model.gpt import GPTConfig
+
     m = cfg.model
     norm = OmegaConf.to_container(cfg.norm, resolve=True)
     assert isinstance(norm, dict)
@@ -103,9 +107,17 @@ def appended_keys(cfg: DictConfig, prefix: str = "") -> list[tuple[str, tuple[st
     return found
 
 
-def lightning_names(kind: str) -> tuple[str, ...]:
+# Names every Lightning 2.x takes: a config that uses one is checked without importing Lightning
+# (seconds, and torch with it). Any other name is looked up in Lightning's own registries.
+COMMON_NAMES = {"strategy": ("auto", "ddp", "fsdp", "deepspeed"), "accelerator": ("auto", "cpu", "gpu", "cuda", "mps")}
+
+
+def lightning_names(kind: str, name: str | None = None) -> tuple[str, ...]:
     """What Trainer(strategy=...) / Trainer(accelerator=...) takes by name (Lightning's registries),
-    without the spawned strategies this entry point refuses."""
+    without the spawned strategies this entry point refuses; for a `name` Lightning always takes,
+    the common names alone."""
+    if name in COMMON_NAMES[kind]:
+        return COMMON_NAMES[kind]
     if kind == "strategy":
         from lightning.pytorch.strategies import StrategyRegistry
 
@@ -148,7 +160,6 @@ def validate(cfg: DictConfig) -> GPTConfig:
     seed = cfg.seed
     _require(SEED_RANGE[0] <= seed <= SEED_RANGE[1], "seed", f"must be an integer in [{SEED_RANGE[0]}, {SEED_RANGE[1]}], got {seed}")
     validate_names(cfg)
-    model_cfg = model_config(cfg)
     _require(
         cfg.model.vocab_size >= VOCAB_SIZE,
         "model.vocab_size",
@@ -176,9 +187,9 @@ def validate(cfg: DictConfig) -> GPTConfig:
         value = o.get(field)
         _require(value is None or value > 0, f"optim.{field}", f"must be > 0 or null, got {value}")
     _require(
-        1 <= cfg.seq_len <= model_cfg.context_length,
+        1 <= cfg.seq_len <= cfg.model.context_length,
         "seq_len",
-        f"must be in [1, model.context_length={model_cfg.context_length}], got {cfg.seq_len}",
+        f"must be in [1, model.context_length={cfg.model.context_length}], got {cfg.seq_len}",
     )
     rounds = cfg.report.speed_rounds
     _require(
@@ -225,10 +236,10 @@ def validate(cfg: DictConfig) -> GPTConfig:
             f"cluster={c.name} runs one process per job: cluster.devices and cluster.num_nodes must be 1, "
             f"got {c.devices} x {c.num_nodes}; for DDP jobs use cluster=gpu_node (one job per command) or cluster=slurm",
         )
-    # Last: Lightning's registries import Lightning, which no other check here needs.
-    _require_choice(cfg.cluster.strategy, lightning_names("strategy"), "cluster.strategy")
-    _require_choice(cfg.cluster.accelerator, lightning_names("accelerator"), "cluster.accelerator")
-    return model_cfg
+    _require_choice(cfg.cluster.strategy, lightning_names("strategy", cfg.cluster.strategy), "cluster.strategy")
+    _require_choice(cfg.cluster.accelerator, lightning_names("accelerator", cfg.cluster.accelerator), "cluster.accelerator")
+    # Last: the norm's options are checked by building its layers (on the meta device), with torch.
+    return model_config(cfg)
 
 
 @dataclass(frozen=True)
@@ -335,6 +346,8 @@ def resolve(cfg: DictConfig, trains_here: bool = True) -> RunSpec:
         placed_by="checkpoint.dir" if ck.get("dir") else "paths.checkpoints_dir",
     )
     record = RecordSpec.from_config(cfg, identity.params, axes_from_env(axes), overrides, job_num)
+    from src.model.gpt import parameter_count
+
     size = ModelSize(parameter_count(model), model.vocab_size, model.context_length, model.emb_dim)
     devices = DeviceSpec.of(cfg)
     if trains_here:
