@@ -45,7 +45,14 @@ _given_up: set[str] = set()  # servers that did not come back within SERVER_REST
 
 
 class ServerLost(RuntimeError):
-    """The tracking server stopped answering during a run; the message names the URI and the cause."""
+    """The tracking server stopped answering during a run; the message names the URI and the cause.
+
+    `what` is the fault alone (which server, doing what, why): a run's own line (src.training.failures)
+    adds what became of its run and checkpoint, which only it knows."""
+
+    def __init__(self, message: str, what: str | None = None) -> None:
+        super().__init__(message)
+        self.what = what or message
 
 
 def bound_http_requests() -> None:
@@ -57,10 +64,11 @@ def bound_http_requests() -> None:
 def server_lost(uri: str, err: BaseException, doing: str) -> ServerLost:
     """One line: which server, what the job was doing, the cause, what became of the run, and what to do."""
     text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    what = f"{FIELD}={redact_uri(uri)}: the tracking server stopped answering while {doing} ({_short_cause(text, uri)})"
     return ServerLost(
-        f"{FIELD}={redact_uri(uri)}: the tracking server stopped answering while {doing} "
-        f"({_short_cause(text, uri)}); its MLflow run, if it was opened, stays RUNNING and the checkpoint is "
-        "kept: once the server is back, re-run the same command to resume"
+        f"{what}; its MLflow run, if it was opened, stays RUNNING and the checkpoint is kept: once the server is "
+        "back, re-run the same command to resume",
+        what,
     )
 
 
