@@ -451,7 +451,8 @@ def open_tracker(spec: PlannedRun, store: Store, plan: RunPlan, device: str) -> 
     try:
         parent = os.environ.get(PARENT_ENV) if in_multirun() else None
         settle_lost_runs(spec, store)  # under the claim of a sweep's job, like the run's creation below
-        tracker = Tracker(store, spec.record, spec.identity.fingerprint, plan.run_id, parent, device)
+        tracker = Tracker(store, spec.record, spec.identity.fingerprint, plan.run_id, parent, device,
+                          spec.checkpoint.write_folder)  # fmt: skip
         if plan.supersede and tracker.run_id:
             supersede(store, plan.supersede, tracker.run_id)
         return tracker

@@ -26,6 +26,7 @@ from lightning.pytorch.loggers import MLFlowLogger
 from lightning.pytorch.utilities import rank_zero_only
 
 from src.data.cache import read_meta
+from src.tracking import unsent
 from src.tracking.code import MANIFEST_ARTIFACT, code_state
 from src.tracking.datasets import log_datasets
 from src.tracking.environment import environment_tags
@@ -79,12 +80,16 @@ class _ClosedByTracker(MLFlowLogger):
 
     log_after_step = 0
 
-    def __init__(self, *args: Any, store: Store, background: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, store: Store, background: bool = False, unsent_file: Path | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.store = store
         self.background = background
+        self.unsent_file = unsent_file  # where the writes a lost server never acknowledged are kept
         self.lost: ServerLost | None = None
-        self._pending: deque[list[Future[Any]]] = deque()  # the futures of one write each, oldest first
+        # One entry per write not yet acknowledged, oldest first: its step, its metrics, its futures.
+        self._pending: deque[tuple[int, dict[str, float], list[Future[Any]]]] = deque()
 
     @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
@@ -94,25 +99,45 @@ class _ClosedByTracker(MLFlowLogger):
         if not self.background:
             self.store.log_metrics(self.run_id, numbers, step or 0)
             return
-        self._raise_if_failed()
-        self._pending.append(self.store.log_metrics_in_background(self.run_id, numbers, step or 0))
+        if self.lost is not None:  # nothing reaches the server now: kept for the resumed run to send
+            self.keep_unsent([(step or 0, numbers)])
+            return
+        try:
+            self._raise_if_failed()
+        except ServerLost:
+            self.keep_unsent([(step or 0, numbers)])  # this step too: it was never queued
+            raise
+        self._pending.append((step or 0, numbers, self.store.log_metrics_in_background(self.run_id, numbers, step or 0)))
 
     @rank_zero_only
     def log_hyperparams(self, params: Any) -> None:
         """Nothing: the run's params are the Tracker's (`Tracker.log_inputs`), written once."""
 
     def _raise_if_failed(self, wait: bool = False) -> None:
-        """Drop the writes that are done; raise `ServerLost` for the first that failed."""
+        """Drop the writes that are done; raise `ServerLost` for the first that failed, keeping on
+        disk every write not acknowledged (that one and those queued after it)."""
         while self._pending:
-            futures = self._pending[0]
+            futures = self._pending[0][2]
             if not wait and not all(f.done() for f in futures):
                 return
+            err = next((e for e in (f.exception() for f in futures) if e is not None), None)
+            if err is not None:
+                raise self.lose(server_lost(self._tracking_uri, err, "logging metrics"))
             self._pending.popleft()
-            for future in futures:
-                err = future.exception()
-                if err is not None:
-                    self.lost = server_lost(self._tracking_uri, err, "logging metrics")
-                    raise self.lost
+
+    def lose(self, lost: ServerLost) -> ServerLost:
+        """The server is lost: nothing more is sent, and what it has not acknowledged is kept."""
+        self.lost = lost
+        self.keep_unsent([])
+        return lost
+
+    def keep_unsent(self, extra: list[tuple[int, dict[str, float]]]) -> None:
+        """Write the pending writes (and `extra`) to the unsent file beside the checkpoint. A pending
+        write may still land: the resumed run sends only what MLflow does not hold by then."""
+        records = [(step, metrics) for step, metrics, _ in self._pending] + extra
+        self._pending.clear()
+        if self.unsent_file is not None and self.run_id is not None and records:
+            unsent.keep(self.unsent_file, self.run_id, records)
 
     def drain(self) -> None:
         """Wait for every metric sent in the background (each write is bounded); `ServerLost` if one failed."""
@@ -135,8 +160,10 @@ class Tracker:
         run_id: str | None = None,
         parent_run_id: str | None = None,
         device: str = "cpu",
+        checkpoint_folder: Path | None = None,
     ) -> None:
-        """`device`: the device the run trains on, named in the env.* tags."""
+        """`device`: the device the run trains on, named in the env.* tags; `checkpoint_folder`: where
+        the metrics a lost server never acknowledged are kept for the resumed run (src.tracking.unsent)."""
         experiment_id = store.experiment_id(spec.experiment_name, spec.artifact_location)
         self.store = store
         self.spec = spec
@@ -156,7 +183,11 @@ class Tracker:
             tags[PARENT_TAG] = parent_run_id
         self.resumed = run_id is not None
         logged_step = 0
+        unsent_file = unsent.unsent_path(checkpoint_folder)
         if rank_zero_only.rank == 0:  # rank 0 writes the run through the store; the logger below only reads it
+            # What a lost server never acknowledged first: a resumed run starts past those steps and
+            # would not log them again, and they count among the steps already logged below.
+            unsent.send(store, unsent_file)
             if run_id is None:
                 # Created now, through the store: once this returns, another copy of the sweep sees it
                 # RUNNING (the claim on its config is released after this).
@@ -174,6 +205,7 @@ class Tracker:
             store=store,
             run_id=run_id,
             background=is_server(store.uri),  # per-step metrics never wait on the network
+            unsent_file=unsent_file,
         )
         self.logger.log_after_step = logged_step
         self.closed = False
@@ -245,8 +277,7 @@ class Tracker:
             except Exception as err:
                 if not is_server(self.store.uri):
                     raise
-                self.logger.lost = server_lost(self.store.uri, err, "refreshing the heartbeat")
-                raise self.logger.lost from None
+                raise self.logger.lose(server_lost(self.store.uri, err, "refreshing the heartbeat")) from None
 
     @rank_zero_only
     def log_final(self, metrics: Mapping[str, float]) -> None:

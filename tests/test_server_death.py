@@ -1,0 +1,87 @@
+"""A plain `mlflow server` (SQLite behind it) killed mid-run, then started again: the job ends in one
+true line, printed once; the identical command resumes the run, and every step is in every curve
+exactly once, the steps the dead server never acknowledged included (src/tracking/unsent.py)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from helpers import training_runs
+from mlflow.tracking import MlflowClient
+from test_team_server import _copy_args, _launch
+
+from src.core.paths import compose
+from src.core.ports import free_port
+from src.tracking.team_server import TeamServer
+from src.tracking.unsent import UNSENT_FILE
+from src.train import train
+
+STEPS = 80  # long enough that the job is still training when the server dies after its first checkpoint
+EVERY = 5  # steps between checkpoints
+CURVES = ("train/train_loss", "train/lr", "train/grad_norm")
+
+
+class SqliteServer(TeamServer):
+    """`mlflow server` on a SQLite file: the team server's process handling, without PostgreSQL."""
+
+    @property
+    def backend_uri(self) -> str:
+        return f"sqlite:///{self.state_dir / 'mlflow.db'}"
+
+
+@pytest.mark.slow  # a real server, started twice, and two CLI jobs
+def test_a_server_killed_mid_run_leaves_no_hole_in_the_curves(
+    token_cache_dir: Path, tmp_path: Path, tiny_overrides: list[str]
+) -> None:
+    server = SqliteServer(tmp_path / "server", free_port(), free_port())
+    server.state_dir.mkdir(parents=True)
+    server.start_mlflow()
+    try:
+        experiment = "server_death"
+        args = _copy_args(tmp_path, token_cache_dir, server.uri, experiment, "norm=torch_layernorm", "seed=0",
+                          f"optim.max_steps={STEPS}", f"val_every_n_steps={STEPS}", "optim.lr=3e-3",
+                          "checkpoint.enabled=true", f"checkpoint.every_n_steps={EVERY}")  # fmt: skip
+        proc = _launch(tmp_path, *args)
+        deadline = time.monotonic() + 300
+        while not any((tmp_path / "checkpoints").rglob("last.ckpt")):  # the first checkpoint: step 5
+            assert proc.poll() is None and time.monotonic() < deadline, "the job ended before its first checkpoint"
+            time.sleep(0.05)
+        server.kill_mlflow()
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode != 0, out[-3000:]
+
+        # One line, once, and true: the run stays RUNNING (a dead server cannot be told it ended).
+        said = [line for line in out.splitlines() if "stopped answering" in line]
+        assert len(said) == 1, out[-3000:]
+        assert "stays RUNNING" in said[0] and "closed FAILED" not in said[0], said
+        assert f"continue from {next((tmp_path / 'checkpoints').rglob('last.ckpt'))}" in said[0], said
+        folder = next((tmp_path / "checkpoints").rglob("last.ckpt")).parent
+
+        server.start_mlflow()  # the same database: what it acknowledged is there
+        client = MlflowClient(server.uri)
+        (before,) = training_runs(client, experiment)
+        assert before.info.status == "RUNNING"
+        had = sorted(m.step for m in client.get_metric_history(before.info.run_id, "train/train_loss"))
+        print(f"before the resume: {len(had)} steps stored (last {max(had, default=0)}); unsent kept: {(folder / UNSENT_FILE).exists()}")
+
+        resumed = _launch(tmp_path, *args)
+        out, _ = resumed.communicate(timeout=300)
+        assert resumed.returncode == 0, out[-3000:]
+        (run,) = training_runs(client, experiment)
+        assert run.info.run_id == before.info.run_id and run.info.status == "FINISHED"
+        for key in CURVES:  # every step exactly once (was: a hole between the last stored and the checkpoint)
+            steps = Counter(m.step for m in client.get_metric_history(run.info.run_id, key))
+            assert sorted(steps) == list(range(1, STEPS + 1)) and set(steps.values()) == {1}, (key, steps)
+        assert not (folder / UNSENT_FILE).exists()  # sent, then removed
+
+        reference = train(compose([*tiny_overrides, "norm=torch_layernorm", "seed=0", f"optim.max_steps={STEPS}",
+                                   f"val_every_n_steps={STEPS}", "optim.lr=3e-3", "logger=none",
+                                   "checkpoint.enabled=false"]))  # fmt: skip
+        assert run.data.metrics["test_loss"] == pytest.approx(reference.test_loss, abs=1e-5)
+        history = {m.step: m.value for m in client.get_metric_history(run.info.run_id, "train/train_loss")}
+        assert history[STEPS] == pytest.approx(reference.final_train_loss, abs=1e-5)
+    finally:
+        server.kill_mlflow()
