@@ -29,8 +29,9 @@ from src.report.published import SETTING, TABLE
 from src.report.stability import by_learning_rate, largest_stable_lr
 from src.report.table import SEQUENTIAL_SPEED_HEADER, parse_variant, summarize
 from src.tracking.sweep import SWEEP_TAG
+from src.tracking.tags import DEVICE_TAG
 
-# The study's numbers (src/report/published.py): one seed per variant, no_norm NaN from step 530.
+# The study's numbers (src/report/published.py): one seed per variant, no_norm NaN by step 530.
 STUDY = {k: (r.train_time_s, r.tokens_per_sec, r.test_loss) for k, r in TABLE.items() if r.nan_from_step is None}
 
 
@@ -92,9 +93,9 @@ def test_single_seed_table_matches_the_study(client: MlflowClient, store: dict[s
     setting = {"cluster.accelerator": "gpu", "n_params": SETTING.n_params, "budget.total_tokens": SETTING.tokens,
                "precision.name": "fp16_mixed", "precision.matmul_precision": "high"}  # fmt: skip
     for norm, values in STUDY.items():
-        log_run(client, exp, norm, 0, finished(*values), params=setting)
+        client.set_tag(log_run(client, exp, norm, 0, finished(*values), params=setting), DEVICE_TAG, "NVIDIA A100-SXM4-40GB")
     no_norm = {"diverged_at_step": TABLE["no_norm"].nan_from_step, "steps_done": 529.0}
-    log_run(client, exp, "no_norm", 0, no_norm, outcome="diverged", params=setting)
+    client.set_tag(log_run(client, exp, "no_norm", 0, no_norm, outcome="diverged", params=setting), DEVICE_TAG, "NVIDIA A100-SXM4-40GB")
 
     analysis = generate_report("study", store["uri"], tmp_path / "out")
     table = analysis.table.set_index("variant")
@@ -127,7 +128,9 @@ def test_single_seed_table_matches_the_study(client: MlflowClient, store: dict[s
     claims = {c.claim.number: c for c in analysis.study.claims}
     assert "LayerNorm -11.1% training time (one run each" in claims[1].sentence()  # from its tokens/s: 1 / 1.124 - 1
     assert "built-in +0.0012 nats (one run each)" in claims[4].sentence()
-    assert "1/1 runs diverged (step 530). → reproduced: the normalized variants trained at the same learning rate." in claims[6].sentence()
+    # Claim 6 too: the normalized runs stopped at step 100, short of the step 530 where no_norm's loss went NaN.
+    assert ("1/1 runs diverged (step 530). → inconclusive: none of the normalized variants' runs counts; left out: the "
+            "normalized variants' 4 run(s) that finished before step 530, where no_norm diverged.") in claims[6].sentence()
     assert claims[1].word == claims[5].word == "inconclusive" and "one run each: a ratio without an interval" in claims[1].reason
     # The study's table beside the sweep's: its own numbers, row for row.
     assert [row[2:5:2] for row in analysis.study.table[1]][:2] == [["9,358", "348,364"], ["8,324", "391,659"]]
@@ -306,13 +309,31 @@ def test_missing_experiment_is_a_clear_message(
     assert "MLflow experiment 'nope' not found" in capsys.readouterr().err
 
 
-def test_no_finished_runs_is_a_clear_message(client: MlflowClient, store: dict[str, str]) -> None:
+def test_no_runs_with_a_result_is_a_clear_message(client: MlflowClient, store: dict[str, str]) -> None:
     exp = client.create_experiment("empty")
-    with pytest.raises(ReportError, match="has no finished runs yet"):
+    with pytest.raises(ReportError, match=r"has no runs with a result \(no training runs\)"):
         analyze("empty", store["uri"])
-    log_run(client, exp, "no_norm", 0, {"diverged_at_step": 3.0}, outcome="diverged")
-    with pytest.raises(ReportError, match=r"no finished runs yet \(1 diverged\)"):
+    log_run(client, exp, "no_norm", 0, {"steps_done": 3.0}, outcome="failed")
+    with pytest.raises(ReportError, match=r"has no runs with a result \(1 failed\)"):  # no "yet": waiting brings none
         analyze("empty", store["uri"])
+
+
+def test_a_sweep_whose_runs_all_diverged_is_reported(
+    client: MlflowClient, store: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every run diverged: `src.report` exited 1 with "has no finished runs yet (3 diverged)". A
+    divergence is a result: each variant is listed as diverged at its step."""
+    exp = client.create_experiment("all_diverged")
+    steps = {"torch_layernorm": 4, "hand_rmsnorm": 3, "no_norm": 2}
+    for norm, step in steps.items():
+        log_run(client, exp, norm, 0, {"diverged_at_step": float(step), "steps_done": float(step)}, outcome="diverged")
+    assert report_main(["--experiment-name", "all_diverged", "--tracking-uri", store["uri"], "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr()
+    assert "yet" not in out.out + out.err, out.out
+    rows = {line.split()[0]: line for line in out.out.splitlines() if line.split() and line.split()[0] in steps}
+    for norm, step in steps.items():
+        assert f"diverged at step {step}" in rows[norm], out.out
+    assert (tmp_path / "out" / "report.md").is_file()
 
 
 def test_paired_comparisons_by_hand(client: MlflowClient, store: dict[str, str], tmp_path: Path) -> None:

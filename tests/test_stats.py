@@ -13,11 +13,11 @@ from src.stats.inference import (
     median_interval,
     paired_bootstrap,
     paired_t,
-    seeds_needed,
     tost,
     trimmed_mean_interval,
     welch,
 )
+from src.stats.verdicts import needed, power_difference, power_equivalence
 
 # Welch's t-test, example 1 of the Wikipedia article (t = -2.46, df = 24.99, p = 0.021).
 A1 = [27.5, 21.0, 19.0, 23.6, 17.0, 17.9, 16.9, 20.1, 21.9, 22.6, 23.1, 19.6, 19.0, 21.7, 21.4]
@@ -148,22 +148,32 @@ def test_holm_by_hand_and_at_its_edges() -> None:
     assert holm([]) == []
 
 
-def test_seeds_needed_by_hand() -> None:
-    # Difference, sd 1, effect 1: n = 10 is the first with (t_.975 + t_.80)(n-1)/√n <= 1.
-    n = seeds_needed(sd=1.0, diff=1.0)
-    assert n == 10
-    t = stats.t
-    assert (t.ppf(0.975, n - 1) + t.ppf(0.8, n - 1)) / math.sqrt(n) <= 1.0
-    assert (t.ppf(0.975, n - 2) + t.ppf(0.8, n - 2)) / math.sqrt(n - 1) > 1.0
-    # Equivalence needs room between the observed difference and the margin.
-    n = seeds_needed(sd=1.0, diff=0.0, margin=1.0)  # both one-sided tests: t_.95 + t_.90
-    assert n == 11
-    assert (t.ppf(0.95, n - 1) + t.ppf(0.9, n - 1)) / math.sqrt(n) <= 1.0
-    assert (t.ppf(0.95, n - 2) + t.ppf(0.9, n - 2)) / math.sqrt(n - 1) > 1.0
-    assert seeds_needed(sd=1.0, diff=0.5, margin=1.0) > n  # less room to spare
-    assert seeds_needed(sd=1.0, diff=0.5, margin=0.5) is None
-    assert seeds_needed(sd=0.0, diff=1.0) is None
-    assert seeds_needed(sd=1.0, diff=1e-6) == 10_001  # "more than ten thousand"
+def test_seeds_needed_by_exact_t_power() -> None:
+    """The seeds that settle a comparison come from the t distribution's own power, not a normal
+    approximation with t quantiles."""
+    # A paired difference of -0.012 (SD 0.0136) at α = 0.005: the quantile sum said 21; the power of
+    # the noncentral t at 21 is 0.798, at 22 0.826 (scipy.stats.nct, by hand below).
+    t, nct = stats.t, stats.nct
+
+    def power(n: int) -> float:
+        c, nc = t.ppf(1 - 0.005 / 2, n - 1), 0.012 / 0.0136 * math.sqrt(n)
+        return nct.sf(c, n - 1, nc) + nct.cdf(-c, n - 1, nc)
+
+    assert power(21) == pytest.approx(0.7977, abs=1e-4) and power(22) == pytest.approx(0.8259, abs=1e-4)
+    assert needed(sd=0.0136, diff=-0.012, alpha=0.005) == 22
+    assert power_difference(22, 0.012, 0.0136, 0.005) == pytest.approx(power(22))
+    # Difference, sd 1, effect 1 at 0.05: 10 seeds (power 0.803; 9 give 0.750).
+    assert needed(sd=1.0, diff=1.0, alpha=0.05) == 10
+    # Equivalence within ±1, true difference 0, each one-sided test at 0.05: 11 (Owen's exact TOST power).
+    assert needed(sd=1.0, diff=0.0, alpha=0.05, margin=1.0) == 11
+    assert power_equivalence(11, 0.0, 1.0, 1.0, 0.05) == pytest.approx(0.849, abs=0.002)  # 200,000 simulated: 0.8493
+    assert power_equivalence(10, 0.0, 1.0, 1.0, 0.05) < 0.8
+    assert needed(sd=1.0, diff=0.5, alpha=0.05, margin=1.0) > 11  # less room to spare
+    assert needed(sd=1.0, diff=0.5, alpha=0.05, margin=0.5) is None
+    assert needed(sd=0.0, diff=1.0, alpha=0.05) is None
+    assert needed(sd=1.0, diff=1e-6, alpha=0.05) == 10_001  # "more than ten thousand"
+    # Speed-check rounds: Yuen's trimmed mean loses 2·⌊0.2n⌋ degrees of freedom, so it needs more rounds.
+    assert needed(sd=1.0, diff=1.0, alpha=0.05, trim=0.2) > 10
 
 
 def test_median_interval() -> None:
@@ -182,5 +192,5 @@ def test_trimmed_mean_interval_by_hand() -> None:
     se = stats.tstd(winsorized) / (0.6 * math.sqrt(10))
     assert (r.se, r.df) == pytest.approx((se, 5))
     assert (r.low, r.high) == pytest.approx((5.5 - stats.t.ppf(0.975, 5) * se, 5.5 + stats.t.ppf(0.975, 5) * se))
-    assert r.sd == pytest.approx(se * math.sqrt(10))  # what seeds_needed takes
+    assert r.sd == pytest.approx(se * math.sqrt(10))  # what src.stats.verdicts.needed takes
     assert math.isnan(trimmed_mean_interval([1.0]).low)

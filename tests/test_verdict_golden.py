@@ -30,7 +30,15 @@ from src.report.table import summarize
 GOLDEN = Path(__file__).with_name("golden_verdicts.json")
 
 # scenario -> key -> why its word changed on purpose (the frozen word is kept in the file).
-CHANGED: dict[str, dict[str, str]] = {}
+BEYOND = "the family's interval lies wholly beyond the claimed ≤ 0.0065: not reproduced at any seed count"
+ONE_RUN_EACH = ("one no_norm run that diverged by step 530 against four normalized runs that stopped at step 100: "
+                "none of them reached step 530, and one run each cannot tell a divergence from chance (exact p = 0.2)")
+CHANGED: dict[str, dict[str, str]] = {
+    "c_straddles": {"claim 4": BEYOND, "claim 4 part hand-rolled": BEYOND},
+    "one_seed_study": {"claim 6": ONE_RUN_EACH, "claim 6 part no_norm": ONE_RUN_EACH},
+    # Outside the domain, claim 6 now says what it reads at the sweep's own setting like every other part.
+    "cpu_check": {"claim 6 part no_norm here": "new: the reason the terminal dropped and claims.csv kept"},
+}
 
 
 def _words(runs: pd.DataFrame, check: dict[str, Any] | None = None, sequential: tuple = ()) -> dict[str, str]:  # noqa: ANN001

@@ -3,16 +3,15 @@ tested as its own hypothesis, with the study's figure, this sweep's figure and o
 
 Per claim part: this sweep's effect with an interval (src.report.claim_evidence: the speed check's
 kernel-level prediction for speed, else the runs paired over seeds), taken simultaneous over the
-section's family of claim parts; its three readings (direction, size, equivalence) and its word,
-by the rule of src/stats/claims.py: **reproduced**, **partly reproduced**, **not reproduced**,
-**inconclusive** (with the seeds or rounds that would settle it) or **not applicable here** (outside
-the claim's domain: the line says which part of the setting, and still gives this sweep's figure).
+section's family of tests; its readings and its word by the one rule, src/stats/verdicts.py
+(**not applicable here** outside the claim's domain: the line says which part of the setting, and
+still gives this sweep's figure). A claim whose variants were not swept has a line that names them.
 
 - A sequential sweep's claims take their direction and equivalence from the sweep's own decisions
   (error-controlled over its looks), not from a fixed-n test of optionally stopped data; the size is
-  read from the fixed-n interval, as a description.
-- Claim 6 (divergence) is an event: it needs the normalized variants at no_norm's learning rate to
-  have trained without diverging.
+  read from the fixed-n interval, as a description, and the method line says what that promises.
+- Claim 6 (divergence) is an event: no_norm's divergences against the normalized variants', at its
+  learning rate, counted over runs that trained or diverged (Fisher's exact test, in the family).
 - Beside claim 5, the study's open question in its terms: one run's seed spread here, the study's
   single-seed gap measured in it, and why this sweep can or cannot settle it.
 - The study's table beside this sweep's (`table`), and a forest plot of the claims
@@ -33,7 +32,7 @@ from typing import Any
 import pandas as pd
 
 from src.core.tables import text_table
-from src.report.claim_evidence import Effect, fp32_only, from_check, from_runs, outside, seed_spread
+from src.report.claim_evidence import Effect, differs, fp32_only, from_check, from_runs, outside, seed_spread
 from src.report.comparisons import Margins
 from src.report.published import (
     CLAIMS,
@@ -47,20 +46,38 @@ from src.report.published import (
     STUDY_VARIANTS,
     TABLE,
     TABLE_SOURCE,
+    TYPICAL_COLLAPSE,
     Claim,
     Part,
 )
 from src.report.sequential_verdicts import SequentialVerdict
 from src.report.study_setting import setting_lines, study_table
 from src.report.table import AXIS_PREFIX, DASH
-from src.stats import claims as rule
-from src.stats.claims import INCONCLUSIVE, NOT_APPLICABLE, NOT_REPRODUCED, PARTLY, REPRODUCED, Readings
+from src.stats import sequential as looks
 from src.stats.inference import ALPHA
 from src.stats.pairs import pair_label
+from src.stats.verdicts import (
+    ClaimWord,
+    Direction,
+    Equivalence,
+    Event,
+    Readings,
+    Size,
+    claim_word,
+    decided,
+    equivalent_text,
+    event_seeds,
+    event_word,
+    family_alpha,
+    part_word,
+    read,
+)
 from src.tracking.tags import DIVERGED, FINISHED
 from src.tracking.variants import NORM_AXIS, Axis, text
 
-__all__ = ["HEADING", "INCONCLUSIVE", "NOT_APPLICABLE", "NOT_REPRODUCED", "PARTLY", "REPRODUCED", "against_study"]
+REPRODUCED, PARTLY, NOT_REPRODUCED = ClaimWord.REPRODUCED, ClaimWord.PARTLY, ClaimWord.NOT_REPRODUCED
+INCONCLUSIVE, NOT_APPLICABLE, NOT_TESTED = ClaimWord.INCONCLUSIVE, ClaimWord.NOT_APPLICABLE, ClaimWord.NOT_TESTED
+__all__ = ["HEADING", "INCONCLUSIVE", "NOT_APPLICABLE", "NOT_REPRODUCED", "NOT_TESTED", "PARTLY", "REPRODUCED", "against_study"]
 
 HEADING = "Against the published study"
 CLAIM_TAG = "normsweep.study.claim{}"  # on the sweep's run: one tag per claim, its word
@@ -74,7 +91,7 @@ class Finding:
 
     part: Part
     metric: str
-    word: str
+    word: ClaimWord
     reason: str = ""
     figure: str = DASH
     effect: Effect | None = None
@@ -98,11 +115,8 @@ class ClaimResult:
     after: str = ""  # a line that follows the claim's (claim 5: the study's open question)
 
     @property
-    def word(self) -> str:
-        words = [f.word for f in self.findings]
-        if set(words) == {NOT_APPLICABLE}:  # a part not swept would be outside the domain too
-            return NOT_APPLICABLE
-        return rule.claim_word(words + [INCONCLUSIVE] * len(self.not_swept))
+    def word(self) -> ClaimWord:
+        return claim_word([f.word for f in self.findings], len(self.not_swept))
 
     @property
     def reason(self) -> str:
@@ -126,14 +140,27 @@ class ClaimResult:
         return f"{c.number}. {c.statement}{note}. Study: {published}. This sweep: {'; '.join(figures)}. → {self.word}{reason}."
 
 
+def unjudged_line(claim: Claim, missing: Sequence[str]) -> str:
+    """A claim this sweep ran none of the parts of: the study's figure, and the variants it needs."""
+    published = "; ".join(f"{_named(p)}{published_text(claim, p)}" for p in claim.parts)
+    return f"{claim.number}. {claim.statement}. Study: {published}. → {NOT_TESTED}: needs {', '.join(missing)} (not swept)."
+
+
 @dataclass
 class StudySection:
     claims: list[ClaimResult] = field(default_factory=list)
     setting: list[str] = field(default_factory=list)
     table: tuple[list[str], list[list[str]]] | None = None  # the study's rows beside this sweep's
-    method: str = ""  # how the intervals were taken (the family)
-    family: int = 1  # claim parts with an interval: each interval is at 1 - ALPHA / family
-    absent: str = ""  # why no claim is listed (the sweep ran none of the norms a claim needs)
+    method: str = ""  # how the intervals were taken (the family); "" when no word rests on a test
+    family: int = 0  # the tests the words rest on: each at 1 - ALPHA / family
+    absent: str = ""  # why no claim is listed (the sweep ran none of the study's variants)
+    unjudged: dict[int, tuple[Claim, tuple[str, ...]]] = field(default_factory=dict)  # number -> claim, variants it needs
+
+    def _claim_lines(self) -> list[str]:
+        """Every claim in the study's order: a judged one with its open question, an unjudged one with what it needs."""
+        judged = {c.claim.number: [line for line in (c.sentence(), c.after) if line] for c in self.claims}
+        unjudged = {n: [unjudged_line(c, missing)] for n, (c, missing) in self.unjudged.items()}
+        return [line for _, lines in sorted({**judged, **unjudged}.items()) for line in lines]
 
     def lead(self) -> str:
         return f"The study's figures come from {TABLE_SOURCE}, its setting from {SETTING_SOURCE}. Its table and setting beside this sweep's:"
@@ -143,8 +170,7 @@ class StudySection:
         line per claim (and claim 5's open question), or why none."""
         if self.absent:
             return [self.absent]
-        claims = [line for c in self.claims for line in (c.sentence(), c.after) if line]
-        return [*self.setting, *([self.method] if self.method else []), *claims]
+        return [*self.setting, *([self.method] if self.method else []), *self._claim_lines()]
 
     def short_items(self) -> list[str]:
         """One line per claim, its number, statement and word: the section where space is short (the
@@ -152,7 +178,8 @@ class StudySection:
         if self.absent:
             return [self.absent]
         full = "the full section, each figure with its interval and reason: report.md and claims.png on this run"
-        return [*(f"{c.claim.number}. {c.claim.statement} → {c.word}" for c in self.claims), f"({full})"]
+        words = {c.claim.number: (c.claim, c.word) for c in self.claims} | {n: (c, NOT_TESTED) for n, (c, _) in self.unjudged.items()}
+        return [*(f"{n}. {c.statement} → {word}" for n, (c, word) in sorted(words.items())), f"({full})"]
 
     def lines(self) -> list[str]:
         """The section for a terminal or a note: the heading, the lead, the setting, the table, the claims."""
@@ -177,7 +204,8 @@ class StudySection:
                     "claim": c.claim.number, "part": f.part.label, "metric": c.claim.metric, "a": f.part.a, "b": f.part.b,
                     "minus": " vs ".join(reversed(f.part.minus)) if f.part.minus else "", "asserts": f.part.asserts,
                     "study": f.part.published(c.claim.metric), "band_low": band[0], "band_high": band[1],
-                    "estimate": f.estimate, "ci_low": f.low, "ci_high": f.high, "confidence": 1 - ALPHA / self.family,
+                    "estimate": f.estimate, "ci_low": f.low, "ci_high": f.high,
+                    "confidence": 1 - family_alpha(ALPHA, self.family) if f.readings else math.nan,
                     "direction": r.direction if r else "", "size": r.size if r else "", "equivalence": r.equivalence if r else "",
                     "margin": f.margin, "part_word": f.word, "claim_word": c.word, "reason": f.reason,
                     "measured_by": f.effect.how if f.effect else "",
@@ -213,7 +241,7 @@ def published_text(claim: Claim, part: Part) -> str:
         return f"{shown(SPEED, value, bool(part.minus))} training time{what}"
     if claim.metric == LOSS:
         return f"{value:+.4f} nats test loss"
-    return f"NaN from step {value:.0f}"
+    return f"NaN by step {value:.0f} (training typically collapses within about {TYPICAL_COLLAPSE} steps)"
 
 
 def _effect_text(a: str | None, b: str) -> str:
@@ -269,7 +297,7 @@ class Evidence:
     why_not: dict[str, str]  # study norm -> why no variant of it is
     margins: Margins
     sequential: Sequence[SequentialVerdict] = ()
-    family: int = 1  # claim parts read from an interval: each interval is taken at 1 - ALPHA / family
+    family: int = 1  # the tests the section's words rest on: each at 1 - ALPHA / family
     effects: dict[tuple[str, Part], Effect | None] = field(default_factory=dict)  # measured once per part
 
     def runs_of_claim(self, claim: Claim) -> pd.DataFrame:
@@ -277,6 +305,10 @@ class Evidence:
 
     def margin(self, metric: str) -> float:
         return self.margins.speed if metric == SPEED else self.margins.test_loss
+
+    @property
+    def alpha(self) -> float:
+        return family_alpha(ALPHA, self.family)
 
 
 def effect_of(claim: Claim, part: Part, e: Evidence) -> Effect | None:
@@ -299,19 +331,16 @@ def _sequential(part: Part, metric: str, e: Evidence) -> SequentialVerdict | Non
 
 def readings_of(part: Part, metric: str, low: float, high: float, e: Evidence, effect: Effect,
                 decision: SequentialVerdict | None) -> Readings:  # fmt: skip
-    """The three readings: from the interval, or, for a sequential sweep, direction and equivalence
-    from its decision (and the size from the interval)."""
-    found = rule.read(low, high, part.sign(metric), part.band(metric), e.margin(metric))
+    """The readings: from the interval, or, for a sequential sweep, direction and equivalence from
+    its decision (and the size from the interval)."""
+    found = read(low, high, part.sign(metric), part.band(metric), e.margin(metric))
     if decision is None:
         return found
-    if decision.verdict == "different":
-        same_side = part.sign(metric) == 0 or math.copysign(1, effect.diff) == part.sign(metric)
-        return Readings(rule.HOLDS if same_side else rule.OPPOSITE, found.size, rule.UNDECIDED)
-    inside = decision.verdict == "equivalent"
-    return Readings(rule.UNDECIDED, found.size, rule.INSIDE if inside else rule.UNDECIDED)
+    same_side = part.sign(metric) == 0 or math.copysign(1, effect.diff) == part.sign(metric)
+    return decided(found, decision.verdict, same_side, looks.DIFFERENT, looks.EQUIVALENT)
 
 
-def reason_of(claim: Claim, part: Part, r: Readings, word: str, effect: Effect, interval: tuple[float, float], e: Evidence) -> str:
+def reason_of(claim: Claim, part: Part, r: Readings, word: ClaimWord, effect: Effect, interval: tuple[float, float], e: Evidence) -> str:
     """Why the part got its word, in a few words with the numbers that decided it."""
     low, high = interval
     metric, m = claim.metric, e.margin(claim.metric)
@@ -320,26 +349,30 @@ def reason_of(claim: Claim, part: Part, r: Readings, word: str, effect: Effect, 
     if part.asserts == EQUIVALENCE:
         band = part.band(metric)
         claimed = f"±{band[1]:.2%}" if metric == SPEED else f"±{band[1]:g}"
+        contrast = bool(part.minus)
+        remains = f"{shown(metric, effect.diff, contrast)} [{shown(metric, low, contrast)}, {shown(metric, high, contrast)}]"
+        equivalent = equivalent_text(margin.lstrip("±"), remains if r.excludes_zero else False)
         if word == REPRODUCED:
-            return f"equivalent within {margin}, and as close as the study's {claimed}"
+            return f"{equivalent}, and as close as the study's {claimed}"
         if word == PARTLY:
-            return f"equivalent within {margin}, but further apart than the study's {claimed}"
+            return f"{equivalent}, but further apart than the study's {claimed}"
         if word == NOT_REPRODUCED:
-            return f"they differ by more than {margin}"
-        straddles = "the interval straddles the margin" if r.equivalence == rule.UNDECIDED else "undecided"
-        return f"{straddles} ({margin}): {effect.settle(m, ALPHA / (2 * e.family))}"
+            if r.equivalence == Equivalence.OUTSIDE:
+                return f"they differ by more than {margin}"
+            return f"the whole interval lies beyond the study's {claimed}: no seed count makes them that close"
+        return f"the interval straddles the margin ({margin}) and holds the study's {claimed}: {effect.settle(m, e.alpha)}"
     if word == REPRODUCED:
         return f"the study's direction, and its {study} is inside the interval"
     if word == PARTLY:
-        return f"the study's direction, by {'less' if r.size == rule.SMALLER else 'more'} than its {study} (outside the interval)"
+        return f"the study's direction, by {'less' if r.size == Size.SMALLER else 'more'} than its {study} (outside the interval)"
     if word == NOT_REPRODUCED:
-        if r.direction == rule.OPPOSITE:
+        if r.direction == Direction.OPPOSITE:
             return "the opposite direction"
         return f"equivalent to zero within {margin}, where the study has {study}"
-    smaller = f"; the study's {study} is outside it: any effect here is smaller" if r.size == rule.SMALLER else ""
+    smaller = f"; the study's {study} is outside it: any effect here is smaller" if r.size == Size.SMALLER else ""
     undecided = "the interval holds zero" if low <= 0 <= high else "the direction is undecided"
     near = abs(effect.interval.diff) < effect.margin_units(m)
-    return f"{undecided}{smaller}: {effect.settle(m if near else None, ALPHA / (2 * e.family) if near else ALPHA / e.family)}"
+    return f"{undecided}{smaller}: {effect.settle(m if near else None, e.alpha)}"
 
 
 def _what(metric: str) -> str:
@@ -350,7 +383,8 @@ def part_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
     """One part on this sweep: its figure, and its word from the domain, then the interval."""
     metric = claim.metric
     # The domain is the sweep's setting, judged once per claim (its parts' models differ by a norm's weights).
-    off = outside(claim.domain, e.runs_of_claim(claim))
+    runs = e.runs_of_claim(claim)
+    off = outside(claim.domain, runs)
     effect = effect_of(claim, part, e)
     if effect is None:
         why = "; ".join(off) if off else f"no finished runs of {' and '.join(str(e.labels[v]) for v in part.variants())}"
@@ -364,10 +398,10 @@ def part_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
             return Finding(part, metric, NOT_APPLICABLE, "; ".join(off) + f" (at this sweep's own setting it reads {here})", figure,
                            effect, outside=tuple(off), here=here)  # fmt: skip
         return Finding(part, metric, INCONCLUSIVE, one, figure, effect)
-    low, high = effect.at(ALPHA / e.family)
+    low, high = effect.at(e.alpha)
     decision = _sequential(part, metric, e)
     readings = readings_of(part, metric, low, high, e, effect, decision)
-    word = rule.part_word(part.asserts, readings)
+    word = part_word(part.asserts, readings)
     figure = f"{shown(metric, effect.diff, contrast)} [{shown(metric, low, contrast)}, {shown(metric, high, contrast)}] {_what(metric)} ({effect.how})"
     sequential = ""
     if decision is not None:
@@ -377,53 +411,113 @@ def part_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
         here = word + (f"; {sequential}" if sequential else "")
         return Finding(part, metric, NOT_APPLICABLE, f"{'; '.join(off)} (at this sweep's own setting it reads {here})", figure,
                        effect, low, high, readings, e.margin(metric), tuple(off), here)  # fmt: skip
-    reason = reason_of(claim, part, readings, word, effect, (low, high), e) + (f" ({sequential})" if sequential else "")
+    notes = [n for n in (sequential, differs(claim.domain, runs)) if n]
+    reason = reason_of(claim, part, readings, word, effect, (low, high), e) + "".join(f" ({n})" for n in notes)
     return Finding(part, metric, word, reason, figure, effect, low, high, readings, e.margin(metric))
+
+
+# --- claim 6: an event ----------------------------------------------------------------------------------
+
+ENDED = (FINISHED, DIVERGED)  # a run that trained through or diverged; failed, killed or running ones did neither
+
+
+def _event_runs(part: Part, e: Evidence) -> tuple[str, pd.DataFrame, pd.DataFrame]:
+    """no_norm's label, its runs, and the runs of the study's normalized variants."""
+    b = str(e.labels[part.b])
+    return b, e.runs[e.runs.variant == b], e.runs[e.runs.variant.isin([v for n, v in e.labels.items() if v and n != part.b])]
+
+
+def _steps(runs: pd.DataFrame) -> str:
+    """` (step 530 each)`, ` (steps 23, 25)`: where the diverged runs stopped."""
+    steps = sorted(int(s) for s in runs[runs.outcome == DIVERGED].stopped_at_step.dropna())
+    if not steps:
+        return ""
+    if len(set(steps)) == 1:
+        return f" (step {steps[0]:,}{' each' if len(steps) > 1 else ''})"
+    return f" (steps {', '.join(f'{s:,}' for s in steps)})" if len(steps) <= 5 else f" (steps {steps[0]:,}–{steps[-1]:,})"
+
+
+def contrast(runs: pd.DataFrame, normalized: pd.DataFrame) -> tuple[Event, list[str]]:
+    """The runs that count on each side, and what was left out: runs that neither trained through
+    nor diverged, and normalized runs that finished before no_norm's first divergence (they never
+    reached the step in question)."""
+    own, theirs = runs[runs.outcome.isin(ENDED)], normalized[normalized.outcome.isin(ENDED)]
+    first = own[own.outcome == DIVERGED].stopped_at_step.min()
+    short = theirs[(theirs.outcome == FINISHED) & (theirs.steps_done < first)] if math.isfinite(first) else theirs.iloc[:0]
+    left = [_left_out(who, frame[~frame.outcome.isin(ENDED)]) for who, frame in (("no_norm's", runs), ("the normalized variants'", normalized))]
+    if len(short):
+        left.append(f"the normalized variants' {len(short)} run(s) that finished before step {first:,.0f}, where no_norm diverged")
+    theirs = theirs.drop(short.index)
+    count = int((own.outcome == DIVERGED).sum()), len(own), int((theirs.outcome == DIVERGED).sum()), len(theirs)
+    return Event(*count), [x for x in left if x]
+
+
+def _left_out(who: str, frame: pd.DataFrame) -> str:
+    if not len(frame):
+        return ""
+    steps = sorted({int(s) for s in frame.steps_done.dropna()})
+    at = f" at step {', '.join(f'{s:,}' for s in steps[:3])}{'…' if len(steps) > 3 else ''}" if steps else ""
+    return f"{who} {len(frame)} {'/'.join(sorted(set(frame.outcome.astype(str))))} run(s){at}, which neither trained through nor diverged"
+
+
+def _unlike(b: str, runs: pd.DataFrame, normalized: pd.DataFrame) -> str:
+    """Why no_norm and the normalized variants are not like for like (another learning rate), or ""."""
+    own, theirs = set(runs.lr.dropna()), set(normalized.lr.dropna())
+    if not theirs or own == theirs:
+        return ""
+    return f"{b} at lr {', '.join(f'{x:g}' for x in sorted(own))}, the normalized variants at {', '.join(f'{x:g}' for x in sorted(theirs))}: not like for like"
 
 
 def divergence_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
     """Claim 6: no_norm diverges where the normalized variants, at its learning rate, train on."""
-    b = str(e.labels[part.b])
-    runs = e.runs[e.runs.variant == b]
-    normalized = e.runs[e.runs.variant.isin([v for n, v in e.labels.items() if v and n != part.b])]
+    b, runs, normalized = _event_runs(part, e)
     diverged = runs[runs.outcome == DIVERGED]
-    steps = sorted(int(s) for s in diverged.stopped_at_step.dropna())
-    trained = runs.steps_done.dropna()
+    trained = runs[runs.outcome == FINISHED].steps_done.dropna()
     most = float(trained.max()) if len(trained) else math.nan
     if len(diverged):
-        figure = f"{len(diverged)}/{len(runs)} runs diverged (step{'s' if len(steps) > 1 else ''} {', '.join(map(str, steps)) or '?'})"
+        figure = f"{len(diverged)}/{len(runs)} runs diverged{_steps(runs)}"
     else:
         figure = f"{int((runs.outcome == FINISHED).sum())}/{len(runs)} runs finished, {most:.0f} steps"
-    word, reason = _divergence_word(b, runs, normalized, most, part.published(STABILITY))
+    word, reason = _divergence_word(b, runs, normalized, most, part.published(STABILITY), e.alpha)
     off = outside(claim.domain, pd.concat([runs, normalized]))
     if not off:
         return Finding(part, STABILITY, word, reason, figure)
     # Outside the domain (a CPU collapse at a raised learning rate, say): what it shows at its own setting.
-    if word == NOT_APPLICABLE:
-        return Finding(part, STABILITY, NOT_APPLICABLE, f"{'; '.join(off)}; {reason}", figure, outside=tuple(off))
     here = f"{word}: {reason}"
     return Finding(part, STABILITY, NOT_APPLICABLE, f"{'; '.join(off)} (at this sweep's own setting it reads {here})", figure,
                    outside=tuple(off), here=here)  # fmt: skip
 
 
-def _divergence_word(b: str, runs: pd.DataFrame, normalized: pd.DataFrame, most: float, study_step: float) -> tuple[str, str]:
+def _divergence_word(b: str, runs: pd.DataFrame, normalized: pd.DataFrame, most: float, study_step: float,
+                     alpha: float) -> tuple[ClaimWord, str]:  # fmt: skip
     """The divergence claim's word and reason from the runs alone (the domain aside)."""
-    own, theirs = set(runs.lr.dropna()), set(normalized.lr.dropna())
     if not len(normalized):
         return NOT_APPLICABLE, "no normalized variant of the study's trained beside it"
-    if theirs and own != theirs:
-        lrs = f"{b} at lr {', '.join(f'{x:g}' for x in sorted(own))}, the normalized variants at {', '.join(f'{x:g}' for x in sorted(theirs))}"
-        return NOT_APPLICABLE, f"{lrs}: not like for like"
-    normalized_diverged = int((normalized.outcome == DIVERGED).sum())
-    diverged = bool((runs.outcome == DIVERGED).any())
-    if normalized_diverged:
-        too = f"{normalized_diverged}/{len(normalized)} runs of the normalized variants diverged too at this learning rate"
-        return (NOT_APPLICABLE, f"{too}: the divergence is not the missing norm's") if diverged else (NOT_REPRODUCED, f"{too}, and no_norm trained")
-    if diverged:
-        return REPRODUCED, "the normalized variants trained at the same learning rate"
-    if not (most >= study_step):
-        return NOT_APPLICABLE, f"trained {most:.0f} steps, fewer than the {study_step:.0f} the study's run lasted"
-    return NOT_REPRODUCED, f"no NaN in {most:.0f} steps"
+    if unlike := _unlike(b, runs, normalized):
+        return NOT_APPLICABLE, unlike
+    event, left = contrast(runs, normalized)
+    word = event_word(event, alpha, most >= study_step)
+    counted = normalized[normalized.outcome.isin(ENDED)]
+    seen = f"{b} diverged in {event.k}/{event.n} runs{_steps(runs)}, the normalized variants in {event.k_others}/{event.n_others}{_steps(counted)}"
+    nan_by = f"step {study_step:.0f}, by which the study's no-norm loss was NaN"
+    if not (event.n and event.n_others):
+        reason = f"none of {b + chr(39) + 's' if not event.n else 'the normalized variants' + chr(39)} runs counts"
+    elif not event.k:
+        if event.k_others:
+            reason = f"{seen}: {b} trained where they diverged"
+        elif word == NOT_REPRODUCED:
+            reason = f"no NaN in {most:.0f} steps, past {nan_by}"
+        else:
+            reason = f"trained {most:.0f} steps, short of {nan_by} (it says training typically collapses within about {TYPICAL_COLLAPSE})"
+    elif word == REPRODUCED:
+        reason = f"{seen}: more often than chance allows (Fisher's exact p = {event.p:.2g})"
+    elif word == NOT_APPLICABLE:
+        reason = f"{seen}: as often, so the divergence is not the missing norm's"
+    else:
+        seeds = event_seeds(max(round(event.n_others / event.n), 1), alpha)
+        reason = (f"{seen}: too few runs to tell that from chance (Fisher's exact p = {event.p:.2g}); {seeds} seeds per "
+                  f"variant would settle it if {b} diverged in each and the others in none")  # fmt: skip
+    return word, reason + (f"; left out: {'; '.join(left)}" if left else "")
 
 
 def evaluate(claim: Claim, e: Evidence) -> ClaimResult | None:
@@ -470,11 +564,11 @@ def open_question(result: ClaimResult, e: Evidence) -> str:
     if off:
         same = " In fp32 the hand-rolled and built-in norms compute the same function to rounding: no implementation edge can arise here." if fp32_only(e.runs[e.runs.variant.isin(variants)]) else ""
         return lead + f"{spread}. The paired implementation effect here: {shows}. This sweep cannot settle it: {'; '.join(off)}.{same}"
-    if effects and all(f.readings.equivalence == rule.INSIDE and f.readings.direction == rule.UNDECIDED for f in effects) and not result.not_swept:
+    if effects and all(f.readings.equivalence == Equivalence.INSIDE and f.readings.direction == Direction.UNDECIDED for f in effects) and not result.not_swept:
         return lead + f"{spread}. The paired implementation effect: {shows}: zero within ±{e.margins.test_loss:g} nats at the study's setting, which settles the study's open question: its gap was not an implementation effect."
-    if effects and all(f.readings.direction == rule.HOLDS for f in effects):
+    if effects and all(f.readings.direction == Direction.HOLDS for f in effects):
         return lead + f"{spread}. The paired implementation effect: {shows}: real at this setting (every interval excludes zero), so the edge is not seed noise alone."
-    if effects and all(f.readings.direction == rule.OPPOSITE for f in effects):
+    if effects and all(f.readings.direction == Direction.OPPOSITE for f in effects):
         return lead + f"{spread}. The paired implementation effect: {shows}: the opposite of the study's edge at this setting."
     return lead + f"{spread}. The paired implementation effect: {shows}: not settled at this sweep's seeds ({result.reason})."
 
@@ -482,25 +576,39 @@ def open_question(result: ClaimResult, e: Evidence) -> str:
 # --- the section ----------------------------------------------------------------------------------------
 
 
-def _family(e: Evidence) -> int:
-    """The claim parts with an interval: the family every interval of the section is taken over."""
-    count = 0
+def _family(e: Evidence) -> tuple[int, bool]:
+    """The claim parts with an interval, and whether claim 6 is tested (its exact test): the family
+    every word that rests on a test is taken over."""
+    count, event = 0, False
     for claim in CLAIMS:
-        if claim.metric == STABILITY:
-            continue
         for part in claim.parts:
-            if set(part.variants()) <= set(e.runs.norm) and all(e.labels.get(v) for v in part.variants()):
+            if not (set(part.variants()) <= set(e.runs.norm) and all(e.labels.get(v) for v in part.variants())):
+                continue
+            if claim.metric == STABILITY:
+                b, runs, normalized = _event_runs(part, e)
+                found, _ = contrast(runs, normalized)
+                event = bool(found.k and found.n_others) and not _unlike(b, runs, normalized)
+            else:
                 effect = effect_of(claim, part, e)
                 count += effect is not None and effect.has_interval
-    return max(count, 1)
+    return count + event, event
 
 
-def method_line(family: int) -> str:
-    level = 1 - ALPHA / family
-    return (f"Each interval below is simultaneous over the section's {family} claim part(s) with one (Bonferroni: each at {level:.2%}), "
-            "so all the words hold together at 95%; the report's other comparisons do not change them. A claim's word "
+def method_line(family: int, event: bool, sequential: int) -> str:
+    """How the section's tests were taken, and what their words promise together ("" without a test)."""
+    if not family:
+        return ""
+    parts = [f"{family - event} claim part(s) with one"] if family > event else []
+    tests = " and ".join([*parts, *(["claim 6's exact test (Fisher)"] if event else [])])
+    line = (f"Each interval below is simultaneous over the section's {tests} (Bonferroni: each at {1 - ALPHA / family:.2%}), "
+            "so the words they decide hold together at 95%; the report's other comparisons do not change them. A claim's word "
             "comes from three readings of its interval (direction, size against the study's figure, equivalence within "
             "the report's margin) and the setting its figure can be expected in (docs/reproducing.md).")  # fmt: skip
+    if sequential:
+        line += (f" For the {sequential} part(s) the sequential sweep decided, direction and equivalence are its decisions, "
+                 "error-controlled at the sweep's own alpha over its looks, and the size describes a fixed-n interval of data "
+                 "the sweep stopped when it chose: those words rest on the sweep's alpha, not on this 95%.")  # fmt: skip
+    return line
 
 
 def against_study(
@@ -514,7 +622,8 @@ def against_study(
     """The section for a sweep: its runs (src.report.runs), axes, the latest speed check
     (`variants.json`, empty without one), the report's table (src.report.table.summarize) and a
     sequential sweep's decisions."""
-    present = [n for n in STUDY_VARIANTS if n in set(runs.norm)]
+    swept = set(runs.norm)
+    present = [n for n in STUDY_VARIANTS if n in swept]
     if not present:
         return StudySection(absent=f"this sweep ran none of the study's variants ({', '.join(STUDY_VARIANTS)}); nothing to compare.")
     values = study_values(axes)
@@ -522,9 +631,12 @@ def against_study(
     for norm in present:
         labels[norm], why_not[norm] = match(norm, runs, values)
     evidence = Evidence(runs, check, labels, why_not, margins, sequential)
-    evidence.family = _family(evidence)
-    claims = [r for c in CLAIMS if (r := evaluate(c, evidence)) is not None]
-    if not claims:
-        return StudySection(absent=f"this sweep ran {', '.join(present)} of the study's variants; each claim needs another ({', '.join(sorted(set(TABLE) - set(present)))} not swept).")
+    evidence.family, event = _family(evidence)
+    judged = {c.number: evaluate(c, evidence) for c in CLAIMS}
+    claims = [r for r in judged.values() if r is not None]
+    # A claim with no part swept still has its line: the variants it needs, in the study's table order.
+    unjudged = {c.number: (c, tuple(v for v in STUDY_VARIANTS if v in c.variants() - swept)) for c in CLAIMS if judged[c.number] is None}
+    decided_parts = sum(bool(f.readings and _sequential(f.part, c.claim.metric, evidence)) for c in claims for f in c.findings)
     shown_table = study_table(table, labels) if table is not None else None
-    return StudySection(claims, setting_lines(runs), shown_table, method_line(evidence.family), family=evidence.family)
+    return StudySection(claims, setting_lines(runs), shown_table, method_line(evidence.family, event, decided_parts),
+                        family=evidence.family, unjudged=unjudged)  # fmt: skip

@@ -12,7 +12,7 @@ An `Effect` is an interval in the units it was measured in, with the map to the 
   the two relative changes, an interval of its own.
 
 The interval is kept with its `se` and `df`, so the section widens it for its family of claims
-(src/stats/claims.py). Torch-free.
+(src/stats/verdicts.py). Torch-free.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ import numpy as np
 import pandas as pd
 
 from src.report.comparisons import compare_one, seed_values
-from src.report.published import HALF_PRECISION, SCALE_FACTOR, SETTING, SPEED, Domain, Part
+from src.report.published import FP16, SCALE_FACTOR, SETTING, SPEED, Domain, Part
 from src.report.speed import predicted_rounds
-from src.stats.inference import MAX_SEEDS, Interval, at_level, paired_t, seeds_needed, trimmed_mean_interval
+from src.stats.inference import TRIM, Interval, at_level, paired_t, trimmed_mean_interval
+from src.stats.verdicts import needed, settle_text
 from src.tracking.tags import FINISHED
 
 LOG_TIME, TOKENS, DIRECT = "log step-time ratio", "relative tokens/s", "direct"  # an Effect's own units
@@ -66,15 +67,18 @@ class Effect:
         return math.log1p(margin) if self.units == LOG_TIME else margin
 
     def settle(self, margin: float | None, alpha: float) -> str:
-        """What would settle it: the seeds (or rounds) that the observed spread says reach `alpha`, by
-        equivalence within `margin` or (None) by a difference."""
+        """The seeds (or rounds) at which the interval, taken at 1 - alpha, would settle it with 80%
+        power if the effect is the observed one: excluding zero (margin None), else inside ±margin
+        when the estimate is, else wholly beyond it."""
         i = self.interval
-        room = None if margin is None else self.margin_units(margin)
-        needed = seeds_needed(i.sd, i.diff, room, alpha=alpha)
-        if needed is None:
-            return f"more {self.per} would settle it"
-        needed = max(needed, i.n + 1)
-        return f"more than {needed - 1:,} {self.per} would settle it" if needed > MAX_SEEDS else f"about {needed} {self.per} would settle it"
+        trim = TRIM if i.test == "yuen_trimmed" else 0.0
+        if margin is None:
+            count = needed(i.sd, i.diff, alpha, trim=trim)
+        elif abs(i.diff) < (room := self.margin_units(margin)):
+            count = needed(i.sd, i.diff, alpha / 2, room, trim)  # both one-sided ends of the interval
+        else:
+            count = needed(i.sd, abs(i.diff) - room, alpha, trim=trim)
+        return settle_text(None if count is None else max(count, i.n + 1), self.per)
 
 
 def from_check(check: Mapping[str, Any], part: Part, labels: Mapping[str, str | None]) -> Effect | None:
@@ -148,10 +152,29 @@ def outside(domain: Domain, runs: pd.DataFrame) -> list[str]:
             why.append("the runs record no token count")
         elif tokens.max() / params.max() < study / SCALE_FACTOR:
             why.append(f"{tokens.max() / params.max():.3g} tokens per parameter, below the study's {study:.3g} / {SCALE_FACTOR:g}")
+    if domain.gpu and kinds == ["cuda"]:
+        names = sorted(set(runs.device_name.dropna().astype(str)) - {""}) or ["an unrecorded GPU"]
+        if not all(domain.gpu in n for n in names):
+            why.append(f"{'/'.join(names)} run: the study timed {domain.gpu}s, and a norm's share of a step moves with the chip's "
+                       "bandwidth-to-compute ratio")  # fmt: skip
     names = precision_name(runs.precision)
-    if domain.half_precision and not (names and names <= set(HALF_PRECISION)):
-        why.append(f"precision {'/'.join(sorted(names)) or 'unrecorded'}, not the study's 16-bit autocast")
+    if domain.precision and not (names and names <= set(domain.precision)):
+        shown = "/".join(sorted(names)) or "unrecorded"
+        if domain.precision == FP16:  # the study's NaN came from fp16's narrow range, which bf16 and fp32 do not share
+            why.append(f"precision {shown}, not the study's fp16 autocast (bf16 and fp32 keep fp32's exponent range)")
+        else:
+            why.append(f"precision {shown}, not the study's 16-bit autocast")
     return why
+
+
+def differs(domain: Domain, runs: pd.DataFrame) -> str:
+    """What differs from the study's setting inside a speed domain without leaving it: the process
+    count, whose all-reduce was part of the study's step time."""
+    counts = sorted({int(d) for d in runs.devices.dropna()}) if domain.gpu else []
+    if not counts or counts == [SETTING.devices]:
+        return ""
+    return (f"this sweep trained on {'/'.join(map(str, counts))} process(es), the study on {SETTING.devices}, whose all-reduce "
+            "is part of its step time and shrinks a norm's share of it")  # fmt: skip
 
 
 def fp32_only(runs: pd.DataFrame) -> bool:

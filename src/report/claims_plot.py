@@ -14,9 +14,10 @@ from matplotlib.figure import Figure
 from src.report.against_study import Finding, StudySection
 from src.report.plots import new_figure
 from src.report.published import EQUIVALENCE, SPEED
-from src.stats.claims import INCONCLUSIVE, NOT_APPLICABLE, NOT_REPRODUCED, PARTLY, REPRODUCED
+from src.stats.verdicts import ClaimWord
 
-COLORS = {REPRODUCED: "tab:green", PARTLY: "tab:olive", NOT_REPRODUCED: "tab:red", INCONCLUSIVE: "tab:blue", NOT_APPLICABLE: "0.55"}
+COLORS = {ClaimWord.REPRODUCED: "tab:green", ClaimWord.PARTLY: "tab:olive", ClaimWord.NOT_REPRODUCED: "tab:red",
+          ClaimWord.INCONCLUSIVE: "tab:blue", ClaimWord.NOT_APPLICABLE: "0.55"}
 PANELS = ((SPEED, "training time, b vs a (%)", 100.0), ("test_loss", "test loss, b − a (nats)", 1.0))
 
 

@@ -10,11 +10,10 @@ b / a - 1 (tokens/s, relative). For each pair and metric:
 - TOST at the metric's margin (`report.margin.test_loss` nats, `report.margin.speed` relative):
   a small `tost_p` says the difference lies within ±margin.
 - Holm's correction over the family (every pair and metric of the report) turns `p` into `p_holm`.
-- The verdict: **equivalent** (tost_p < 0.05), else **different** (p_holm < 0.05), else
-  **inconclusive**, with the seeds that the observed spread of differences says would settle it at
-  80% power (by equivalence when the observed difference is inside the margin, else by a
-  difference significant at 0.05 / the family's size, the level Holm needs at worst). Runs without a partner (a seed missing for one side, a diverged or failed run) are
-  left out of that pair and counted.
+- The verdict, by the one rule of src/stats/verdicts.py: **equivalent** (within the margin; with the
+  difference that remains when one is shown too), **different**, or **inconclusive** with the seeds
+  that would settle it. Runs without a partner (a seed missing for one side, a diverged or failed
+  run) are left out of that pair and counted.
 
 The pairs are data (`PAIRS`); a pair is compared when both of its variants have runs. A variant is
 what the sweep varied (src.tracking.variants): with one swept axis the pairs are the norms' pairs
@@ -38,17 +37,8 @@ from src.core.paths import CONF_DIR, ConfigError
 from src.core.schema import MarginSchema
 from src.report.table import AXIS_PREFIX, families_of, order_of
 from src.stats import pairs as pairs_
-from src.stats.inference import (
-    ALPHA,
-    MIN_SEEDS,
-    Interval,
-    holm,
-    paired_bootstrap,
-    paired_t,
-    seeds_needed,
-    tost,
-    welch_interval,
-)
+from src.stats.inference import ALPHA, MIN_SEEDS, Interval, holm, paired_bootstrap, paired_t, welch_interval
+from src.stats.verdicts import Decision, PairWord, decide, equivalent_text, pair_word, settle_text
 from src.tracking.tags import FINISHED
 from src.tracking.variants import NORM_AXIS
 
@@ -182,14 +172,12 @@ class Result:
     primary: Interval  # paired_t, or welch when the seed sets do not overlap enough
     bootstrap: Interval | None  # the paired bootstrap (None for welch)
     margin: float
-    tost_p: float
     p_holm: float
     n_a: int  # finished runs of a with a value
     n_b: int
     left_out: int  # runs of a or b (any outcome) not in the comparison
-    verdict: str  # equivalent | different | inconclusive | untested
-    seeds: int | None  # for inconclusive: seeds (pairs) that would settle it at 80% power
-    reason: str = ""  # for untested: why
+    decision: Decision | None  # src.stats.verdicts' readings (None: no spread to test with)
+    reason: str = ""  # untested: why
     axis: str = ""  # the swept axis the pair differs in, when the sweep varied several (or not the norm)
 
     @property
@@ -200,17 +188,31 @@ class Result:
     def relative(self) -> bool:
         return METRICS[self.metric][2]
 
-    def verdict_text(self) -> str:
-        if self.verdict == "equivalent":
-            return f"equivalent within ±{_fmt(self.margin, self.relative)}"
-        if self.verdict == "inconclusive":
-            if self.seeds is None:
-                return "inconclusive"
-            many = f"more than {self.seeds - 1:,}" if self.seeds > 10_000 else f"about {self.seeds}"
-            return f"inconclusive: {many} seeds would settle it"
-        if self.verdict == "untested":
+    @property
+    def verdict(self) -> PairWord:
+        return pair_word(self.decision)
+
+    @property
+    def tost_p(self) -> float:
+        return self.decision.tost_p if self.decision else math.nan
+
+    @property
+    def seeds(self) -> int | None:
+        """Inconclusive: the seeds (pairs) that would settle it at 80% power."""
+        return self.decision.settle if self.decision else None
+
+    def verdict_text(self, numbers: bool = True) -> str:
+        """The verdict in words; `numbers=False` where the estimate and interval follow anyway."""
+        word, p = self.verdict, self.primary
+        if word == PairWord.EQUIVALENT:
+            remains = f"{_signed(p.diff, self.relative)} [{_signed(p.low, self.relative)}, {_signed(p.high, self.relative)}]"
+            shown = self.decision is not None and self.decision.remains
+            return equivalent_text(_fmt(self.margin, self.relative), (remains if numbers else True) if shown else False)
+        if word == PairWord.INCONCLUSIVE:
+            return f"{word}: {settle_text(self.seeds, 'seeds')}" if self.seeds is not None else str(word)
+        if word == PairWord.UNTESTED:
             return f"not tested: {self.reason}"
-        return self.verdict
+        return str(word)
 
 
 def seed_values(runs: pd.DataFrame, variant: str, metric: str) -> pd.Series:
@@ -237,28 +239,18 @@ def compare_one(runs: pd.DataFrame, a: str, b: str, metric: str, margin: float) 
             primary = Interval("welch", primary.n, primary.diff / scale, primary.low / scale, primary.high / scale,
                                primary.p_value, primary.se / scale, primary.df)  # fmt: skip
         used, sd = len(va) + len(vb), primary.se * math.sqrt(min(len(va), len(vb)))
-    tost_p = tost(primary.diff, primary.se, primary.df, margin)
     return {"a": a, "b": b, "metric": metric, "primary": primary, "bootstrap": boot, "margin": margin,
-            "tost_p": tost_p, "n_a": len(va), "n_b": len(vb), "left_out": total - used, "sd": sd}  # fmt: skip
+            "n_a": len(va), "n_b": len(vb), "left_out": total - used, "sd": sd}  # fmt: skip
 
 
-def _verdict(item: Mapping[str, Any], p_holm: float, family: int) -> tuple[str, int | None, str]:
+def _untested(item: Mapping[str, Any]) -> str:
+    """Why a pair has no interval to test, or "" when it has one."""
     primary: Interval = item["primary"]
     if primary.test == "paired_t" and primary.n < MIN_SEEDS:
-        return "untested", None, f"{primary.n} seed(s) with both variants finished; needs ≥{MIN_SEEDS}"
+        return f"{primary.n} seed(s) with both variants finished; needs ≥{MIN_SEEDS}"
     if not math.isfinite(primary.low):
-        return "untested", None, f"needs ≥{MIN_SEEDS} finished seeds per variant (n = {item['n_b']} vs {item['n_a']})"
-    if item["tost_p"] < ALPHA:
-        return "equivalent", None, ""
-    if p_holm < ALPHA or (primary.se == 0 and primary.diff != 0):
-        return "different", None, ""
-    margin, diff = item["margin"], primary.diff
-    if abs(diff) < margin:  # settled by showing equivalence (TOST is not adjusted)
-        seeds = seeds_needed(item["sd"], diff, margin)
-    else:  # settled by a difference that survives Holm: at worst the Bonferroni level α/family
-        seeds = seeds_needed(item["sd"], diff, alpha=ALPHA / max(family, 1))
-    # The estimate assumes the observed spread; it can never be fewer seeds than already failed.
-    return "inconclusive", None if seeds is None else max(seeds, primary.n + 1), ""
+        return f"needs ≥{MIN_SEEDS} finished seeds per variant (n = {item['n_b']} vs {item['n_a']})"
+    return ""
 
 
 def reference_setting(report_cfg: Mapping[str, Any] | None) -> dict[str, str] | None:
@@ -367,9 +359,10 @@ def compare(
     family = sum(math.isfinite(p) for p in adjusted)
     out = []
     for item, p_holm in zip(items, adjusted, strict=True):
-        verdict, seeds, reason = _verdict(item, p_holm, family)
+        p, reason = item["primary"], _untested(item)
+        found = None if reason else decide(p.diff, p.se, p.df, item["sd"], p.n, item["margin"], p_holm, ALPHA, family)
         fields = {k: v for k, v in item.items() if k != "sd"}
-        out.append(Result(**fields, p_holm=p_holm, verdict=verdict, seeds=seeds, reason=reason))
+        out.append(Result(**fields, p_holm=p_holm, decision=found, reason=reason))
     return out
 
 
@@ -405,15 +398,15 @@ def _signed(value: float, relative: bool) -> str:
 
 def _clause(r: Result) -> str:
     label, p = METRICS[r.metric][1], r.primary
-    if r.verdict == "untested":
+    if r.verdict == PairWord.UNTESTED:
         return f"{label} {r.verdict_text()}"
     ci = f"[{_signed(p.low, r.relative)}, {_signed(p.high, r.relative)}]"
     stats = f"Δ {_signed(p.diff, r.relative)}, 95% CI {ci}"
-    if r.verdict == "different":
+    if r.verdict == PairWord.DIFFERENT:
         held = "every seed moved by the same amount" if p.se == 0 else f"Holm p = {r.p_holm:.2g}"
         return f"{label} different ({stats}, {held})"
-    if r.verdict == "equivalent":
-        return f"{label} {r.verdict_text()} ({stats}, TOST p = {r.tost_p:.2g})"
+    if r.verdict == PairWord.EQUIVALENT:
+        return f"{label} {r.verdict_text(numbers=False)} ({stats}, TOST p = {r.tost_p:.2g})"
     settle = f"; {r.verdict_text().split(': ', 1)[1]}" if r.seeds is not None else ""
     return f"{label} inconclusive ({stats}, Holm p = {r.p_holm:.2g}{settle})"
 
@@ -424,7 +417,7 @@ def sentences(results: Sequence[Result]) -> list[str]:
     for r in results:
         by_pair.setdefault((r.a, r.b), []).append(r)
     out = []
-    untested = [pairs_.pair_label(a, b) for (a, b), rs in by_pair.items() if all(r.verdict == "untested" for r in rs)]
+    untested = [pairs_.pair_label(a, b) for (a, b), rs in by_pair.items() if all(r.verdict == PairWord.UNTESTED for r in rs)]
     for (a, b), rs in by_pair.items():
         if pairs_.pair_label(a, b) in untested:
             continue  # said once, below

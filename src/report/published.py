@@ -6,7 +6,7 @@ them; the figures a claim quotes are computed from `TABLE`, never typed twice. E
 hypothesis of its own: per part, the effect it speaks of (a pair and a metric, or a contrast of two
 pairs), what it asserts (a difference, an equivalence, an event), the size its words give, and the
 `Domain` in which the study's figure can be expected (device and kernels, scale, precision). How a
-sweep's interval is read against it is src/stats/claims.py. The study's configuration (model, data,
+sweep's interval is read against it is src/stats/verdicts.py. The study's configuration (model, data,
 optimizer, schedule, precision) is the `experiment=gpt2_small_study` preset, `PRESET`: a swept axis
 is compared with the study where its value equals the preset's.
 
@@ -18,13 +18,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from src.stats.verdicts import Asserts
+
 TABLE_SOURCE = (
-    "its results table (the `8xa100m40-rmsnorm-1` … `-4` runs and its no-norm run, one seed per variant, "
-    "as transcribed in issue 35)"
+    "the study's post (its results table: the `8xa100m40-rmsnorm-1` … `-4` runs and its no-norm run, one seed "
+    "per variant)"
 )
 SETTING_SOURCE = (
-    "the `8xa100m40-stacked-interventions` runs' train.json/model.json and the training script's defaults "
-    "(issue 35)"
+    "the author's published run configs (the `8xa100m40-stacked-interventions` runs' train.json/model.json) and "
+    "the training script's defaults"
 )
 PRESET = "gpt2_small_study"  # conf/experiment/: the study's run configuration, line by line
 # The model axes the study fixed (pre-norm, no QK-norm: src/core/schema.py ModelSchema): a run off them is
@@ -39,7 +41,7 @@ class Published:
     train_time_s: float
     tokens_per_sec: float
     test_loss: float
-    nan_from_step: int | None = None  # the step the loss went NaN (the study's no-norm run)
+    nan_from_step: int | None = None  # the step by which the loss was NaN (the study's no-norm run)
 
 
 TABLE: dict[str, Published] = {  # norm key (conf/norm/<key>.yaml) -> the study's row
@@ -77,12 +79,14 @@ SETTING = Setting(
 )
 
 SPEED, LOSS, STABILITY = "train_time_s", "test_loss", "divergence"  # what a claim measures
-DIFFERENCE, EQUIVALENCE, EVENT = "difference", "equivalence", "event"  # what a part asserts (src/stats/claims.py)
+DIFFERENCE, EQUIVALENCE, EVENT = Asserts.DIFFERENCE, Asserts.EQUIVALENCE, Asserts.EVENT  # what a part asserts
 # How far from the study's setting its figure can still be expected: a model within this factor of
 # its parameters, trained on at least its tokens per parameter divided by it. A norm's share of a
 # step, and a loss gap at the end of training, both move with width and with how far training got.
 SCALE_FACTOR = 2.0
-HALF_PRECISION = ("fp16_mixed", "bf16_mixed")  # 16-bit autocast, as the study's fp16 (conf/precision/)
+HALF_PRECISION = ("fp16_mixed", "bf16_mixed")  # 16-bit autocast: a norm's kernels move 2 bytes a value either way
+FP16 = ("fp16_mixed",)  # the study's own: bf16 keeps fp32's exponent range, so fp16's overflow is not in it
+TYPICAL_COLLAPSE = 100  # the study's words: without a norm, training typically collapses within about 100 steps
 
 
 @dataclass(frozen=True)
@@ -91,20 +95,23 @@ class Domain:
     here* (the sweep's own figure is still shown)."""
 
     cuda: bool = False  # timed or computed by the study's CUDA kernels
+    gpu: str = ""  # the GPU the study timed, as a run's device name spells it ("" any)
     params: bool = True  # the model within SCALE_FACTOR of the study's parameters
     tokens: bool = False  # at least the study's tokens per parameter / SCALE_FACTOR
-    half_precision: bool = False  # 16-bit autocast (HALF_PRECISION)
+    precision: tuple[str, ...] = ()  # the precisions the figure holds in (() any)
 
 
-SPEED_DOMAIN = Domain(cuda=True, half_precision=True)  # kernel time at the study's shapes and dtypes
+# Kernel time at the study's shapes and dtypes on its chip: a norm's share of a step moves with the
+# chip's bandwidth-to-compute ratio. Its process count (SETTING.devices) is said where it differs.
+SPEED_DOMAIN = Domain(cuda=True, gpu="A100", precision=HALF_PRECISION)
 # RMSNorm against LayerNorm is the model's math: any device or precision, at the study's scale.
 MATH_LOSS_DOMAIN = Domain(tokens=True)
 # Hand-rolled against built-in is the same math: an edge can only come from the kernels' numerics in
 # 16-bit autocast on CUDA, at the end of a full-length run.
-KERNEL_LOSS_DOMAIN = Domain(cuda=True, tokens=True, half_precision=True)
-# The study's no-norm loss went NaN at step 530 in fp16 autocast: in 16 bits (a run that trains through
-# must also last 530 steps to say it did not diverge: src.report.against_study).
-DIVERGENCE_DOMAIN = Domain(half_precision=True)
+KERNEL_LOSS_DOMAIN = Domain(cuda=True, tokens=True, precision=HALF_PRECISION)
+# The study's no-norm loss was NaN by step 530 in fp16 autocast: fp16 alone (a run that trains through
+# must also reach step 530 to say it did not diverge: src.report.against_study).
+DIVERGENCE_DOMAIN = Domain(precision=FP16)
 
 
 @dataclass(frozen=True)

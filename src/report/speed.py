@@ -9,9 +9,9 @@ Two measurements, taken in one process with the variants interleaved round by ro
 
 Each is summarised by its 20% trimmed mean with Yuen's interval (`stats.trimmed_mean_interval`): a
 burst of foreign load that spoils a few rounds is cut off, not averaged in. The pair's verdict is
-taken on the prediction, like the loss verdict: **equivalent within ±margin** (TOST on the per-round
-log ratios, margin `report.margin.speed`), else **faster/slower** (interval excludes 0), else
-**unresolved**, with the rounds that would settle it. The two levels **agree** when their
+taken on the prediction, by the rule of src/stats/verdicts.py: **equivalent within ±margin** (TOST
+on the per-round log ratios, margin `report.margin.speed`), else **faster/slower** (Holm over the
+section's pairs), else **unresolved**, with the rounds that would settle it. The two levels **agree** when their
 intervals overlap; where they do not, the step level was too noisy to use (a norm of a few ms
 cannot move a step by more than its own cost).
 """
@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from src.stats.inference import ALPHA, Interval, seeds_needed, tost, trimmed_mean_interval
+from src.stats.inference import ALPHA, TRIM, Interval, holm, trimmed_mean_interval
 from src.stats.pairs import pair_label
+from src.stats.verdicts import Decision, SpeedWord, decide, equivalent_text, settle_text, speed_word
 
 KINDS_ORDER = ("fwd", "bwd")
 
@@ -38,10 +39,21 @@ class SpeedVerdict:
     predicted: Interval  # log step-time ratio b/a predicted from the norms' own cost
     measured: Interval | None  # log step-time ratio b/a of whole steps (None without step rounds)
     norm_ratio: Interval | None  # log of norm time b/a (None when a's norm does no work)
-    verdict: str  # equivalent | faster | slower | unresolved
-    rounds_needed: int | None  # kernel rounds that would settle an unresolved pair
+    decision: Decision | None  # src.stats.verdicts' readings of `predicted` (None: no spread measured)
     margin: float  # relative
-    tost_p: float
+
+    @property
+    def verdict(self) -> SpeedWord:
+        return speed_word(self.decision) if self.decision else SpeedWord.UNRESOLVED
+
+    @property
+    def rounds_needed(self) -> int | None:
+        """Kernel rounds that would settle an unresolved pair."""
+        return self.decision.settle if self.decision else None
+
+    @property
+    def tost_p(self) -> float:
+        return self.decision.tost_p if self.decision else math.nan
 
     @property
     def agree(self) -> bool | None:
@@ -51,30 +63,24 @@ class SpeedVerdict:
         return m.low <= p.high and p.low <= m.high
 
     def verdict_text(self) -> str:
-        if self.verdict == "equivalent":
-            return f"equivalent within ±{self.margin:.0%}"
-        if self.verdict == "unresolved":
-            return "unresolved" + (f": about {self.rounds_needed} kernel rounds would settle it" if self.rounds_needed else "")
-        return self.verdict
+        word = self.verdict
+        if word == SpeedWord.EQUIVALENT:
+            return equivalent_text(f"{self.margin:.0%}", _pct(self.predicted) if self.decision and self.decision.remains else False)
+        if word == SpeedWord.UNRESOLVED and self.rounds_needed:
+            return f"{word}: {settle_text(self.rounds_needed, 'kernel rounds')}"
+        return str(word)
 
 
 def _pct(i: Interval) -> str:
     return f"{math.expm1(i.diff):+.1%} [{math.expm1(i.low):+.1%}, {math.expm1(i.high):+.1%}]"
 
 
-def decide(interval: Interval, margin: float) -> tuple[str, float, int | None]:
-    """Verdict, TOST p and (unresolved) rounds needed for a log-ratio interval at a relative margin."""
+def decisions(intervals: Sequence[Interval], margin: float) -> list[Decision | None]:
+    """Each log-ratio interval's decision at a relative margin, faster/slower Holm-adjusted over them all."""
     log_margin = math.log1p(margin)
-    p = tost(interval.diff, interval.se, interval.df, log_margin)
-    if math.isfinite(p) and p < ALPHA:
-        return "equivalent", p, None
-    if interval.excludes_zero:
-        return ("slower" if interval.diff > 0 else "faster"), p, None
-    if abs(interval.diff) < log_margin:
-        needed = seeds_needed(interval.sd, interval.diff, log_margin)
-    else:
-        needed = seeds_needed(interval.sd, interval.diff)
-    return "unresolved", p, None if needed is None else max(needed, interval.n + 1)
+    adjusted = holm([i.p_value for i in intervals])
+    family = sum(math.isfinite(p) for p in adjusted)
+    return [decide(i.diff, i.se, i.df, i.sd, i.n, log_margin, p, ALPHA, family, TRIM) for i, p in zip(intervals, adjusted, strict=True)]
 
 
 def _aligned(x: Sequence[float], y: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
@@ -102,7 +108,7 @@ def compare_speed(check: Mapping[str, Any], pairs: Sequence[tuple[str, str]], ma
     steps: Mapping[str, list[float]] = check.get("samples_s") or {}
     kernel = check.get("kernel") or {}
     norms: Mapping[str, list[float]] = kernel.get("samples_s") or {}
-    out = []
+    found = []
     for a, b in pairs:
         rounds = predicted_rounds(check, a, b)
         if rounds is None:
@@ -114,9 +120,9 @@ def compare_speed(check: Mapping[str, Any], pairs: Sequence[tuple[str, str]], ma
         if b in steps:
             sa, sb = _aligned(steps[a], steps[b])
             measured = trimmed_mean_interval(np.log(sb / sa))
-        verdict, p, needed = decide(predicted, margin)
-        out.append(SpeedVerdict(a, b, predicted, measured, norm_ratio, verdict, needed, margin, p))
-    return out
+        found.append((a, b, predicted, measured, norm_ratio))
+    decided = decisions([f[2] for f in found], margin)
+    return [SpeedVerdict(*f, d, margin) for f, d in zip(found, decided, strict=True)]
 
 
 def spread(samples: Sequence[float]) -> float:

@@ -82,7 +82,7 @@ def study_table(table: pd.DataFrame, labels: Mapping[str, str | None]) -> tuple[
             ours[-1] = str(r.notes)
         theirs = [DASH if math.isnan(v) else f.format(v) for v, f in ((study.train_time_s, "{:,.0f}"), (study.tokens_per_sec, "{:,.0f}"), (study.test_loss, "{:.4f}"))]
         if study.nan_from_step is not None:
-            theirs[-1] = f"NaN from step {study.nan_from_step}"
+            theirs[-1] = f"NaN by step {study.nan_from_step}"
         name = norm if label == norm else f"{norm} ({label})"
         rows.append([name, f"{SETTING.seeds} / {int(r.finished)}", theirs[0], ours[0], theirs[1], ours[1], theirs[2], ours[2]])
     return TABLE_COLUMNS, rows

@@ -114,8 +114,6 @@ def welch(a: Sequence[float], b: Sequence[float]) -> Difference:
 # runs are paired by seed: the per-seed difference removes the seed's share of the noise, which an
 # unpaired test (Welch) throws back in.
 
-POWER = 0.80  # the power the "seeds needed" estimate aims for
-MAX_SEEDS = 10_000  # beyond this the estimate says "more than"
 BOOTSTRAP_RESAMPLES = 9_999
 BCA_MIN_N = 4  # BCa's jackknife acceleration is unstable below a handful of pairs; percentile below
 
@@ -249,34 +247,6 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return out.tolist()
 
 
-def seeds_needed(sd: float, diff: float, margin: float | None = None, alpha: float = ALPHA) -> int | None:
-    """Seeds (pairs) that would settle a comparison at 80% power, given the spread of differences.
-
-    Without a margin, to show the observed difference `diff` is real: the smallest n with
-    (t_{1-α/2} + t_{power})·sd/√n ≤ |diff|. With a margin, to show equivalence within it: the same
-    with t_{1-α} (TOST's one-sided tests) and margin - |diff| as the room to spare; when `diff` is 0
-    both one-sided tests must succeed, hence t_{1-(1-power)/2}. Both assume the true difference is
-    the observed one. `alpha` is the level the test must reach (lower it for a family of tests).
-    None when nothing can settle it (no spread measured, no room to spare).
-    """
-    effect = abs(diff) if margin is None else margin - abs(diff)
-    if not (math.isfinite(sd) and math.isfinite(effect)) or sd <= 0 or effect <= 0:
-        return None
-    alpha_q = 1 - alpha / 2 if margin is None else 1 - alpha
-    beta_q = 1 - (1 - POWER) / 2 if margin is not None and diff == 0 else POWER
-
-    def enough(n: int) -> bool:
-        return (stats.t.ppf(alpha_q, n - 1) + stats.t.ppf(beta_q, n - 1)) * sd / math.sqrt(n) <= effect
-
-    if not enough(MAX_SEEDS):
-        return MAX_SEEDS + 1
-    low, high = MIN_SEEDS - 1, MAX_SEEDS  # the left side shrinks as n grows: bisect for the first n
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (low, mid) if enough(mid) else (mid, high)
-    return high
-
-
 def median_interval(values: Sequence[float], seed: int = 0) -> Interval:
     """Median with a 95% percentile-bootstrap interval (benchmark timings: robust to stragglers)."""
     x = _finite(values)
@@ -302,7 +272,7 @@ def trimmed_mean_interval(values: Sequence[float], trim: float = TRIM) -> Interv
 
     Made for per-round differences of interleaved benchmark rounds: a burst of foreign load that
     spoils up to `trim` of the rounds on either side is cut off instead of pulling the estimate,
-    and the interval is a t-interval, so it plugs into `tost` and `seeds_needed` (with `sd`, the
+    and the interval is a t-interval, so it plugs into `tost` and src.stats.verdicts (with `sd`, the
     spread per round that gives `se` = sd / sqrt(n)) like the paired tests do.
     """
     x = np.sort(_finite(values))

@@ -65,8 +65,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import stats
 
-from src.stats.inference import MIN_SEEDS, POWER, paired_t, tost
+from src.stats.inference import MIN_SEEDS, paired_t, tost
 from src.stats.settings import OBRIEN_FLEMING, POCOCK, SPENDING
+from src.stats.verdicts import POWER
 
 EQUIVALENT, DIFFERENT, UNDECIDED, UNDECIDABLE = "equivalent", "different", "undecided", "undecidable"
 

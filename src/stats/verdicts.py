@@ -1,0 +1,358 @@
+"""The one rule from an interval to a word: every verdict the report prints is decided here.
+
+Three kinds of word, one reading of the evidence behind each (docs/statistics.md states the rule as
+a table; docs/reproducing.md its claim half):
+
+- a **pair** (`PairWord`): two variants' paired difference on one metric;
+- a **speed** verdict (`SpeedWord`): a pair's step-time change from the interleaved speed check;
+- a **claim** of the published study (`ClaimWord`), from its parts' readings.
+
+An interval is read three ways: its **direction** (does it exclude zero, and on which side), its
+**size** against a band (a claimed size), its **equivalence** to zero within a margin. A pair and a
+speed verdict read direction and equivalence from the two tests whose levels the caller chose (TOST
+and the family-adjusted p-value); a claim reads all three from one interval at the family's level.
+Whatever cannot decide says what would: the seeds or rounds that give the test 80% power, by the
+exact power of the t distribution (the noncentral t for a difference; Owen's integral over the
+sample SD for two one-sided tests).
+
+**Families** (α and the family are always the caller's, never this module's): a pair's *different*
+is Holm-adjusted over every pair and metric of the report, its *equivalent* is TOST at α (per pair
+only one of the two errors is possible); a speed verdict likewise, with Holm over the speed
+section's pairs (a measurement of its own, in one process); a claim part's interval is taken at
+1 − α/m over the section's m tests (Bonferroni: the words hold together at 1 − α).
+
+Numbers in, readings and words out: no pandas, MLflow or torch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from scipy import integrate, stats
+
+from src.stats.inference import MIN_SEEDS, tost
+
+POWER = 0.80  # the power "would settle it" aims for
+MAX_SEEDS = 10_000  # beyond this the count says "more than"
+
+
+class PairWord(StrEnum):
+    EQUIVALENT = "equivalent"
+    DIFFERENT = "different"
+    INCONCLUSIVE = "inconclusive"
+    UNTESTED = "untested"
+
+
+class SpeedWord(StrEnum):
+    EQUIVALENT = "equivalent"
+    FASTER = "faster"
+    SLOWER = "slower"
+    UNRESOLVED = "unresolved"
+
+
+class ClaimWord(StrEnum):
+    REPRODUCED = "reproduced"
+    PARTLY = "partly reproduced"
+    NOT_REPRODUCED = "not reproduced"
+    INCONCLUSIVE = "inconclusive"
+    NOT_APPLICABLE = "not applicable here"
+    NOT_TESTED = "not tested here"  # the sweep ran none of the variants a claim needs
+
+
+class Asserts(StrEnum):
+    """What a claim part asserts of its effect."""
+
+    DIFFERENCE = "difference"
+    EQUIVALENCE = "equivalence"
+    EVENT = "event"
+
+
+class Direction(StrEnum):
+    HOLDS = "holds"  # excludes zero on the study's side
+    OPPOSITE = "opposite"
+    UNDECIDED = "undecided"
+
+
+class Size(StrEnum):
+    CONSISTENT = "consistent"  # meets the band
+    SMALLER = "smaller"  # wholly nearer zero than the band
+    LARGER = "larger"  # wholly beyond it
+
+
+class Equivalence(StrEnum):
+    INSIDE = "inside"  # the whole interval within ±margin
+    OUTSIDE = "outside"
+    UNDECIDED = "undecided"  # straddles the margin
+
+
+# --- how many more observations would settle it (exact t power) ------------------------------------
+
+
+def _df(n: int, trim: float) -> int:
+    """Degrees of freedom of a mean of n (trim = 0) or of Yuen's trimmed mean of n rounds."""
+    return n - 2 * math.floor(trim * n) - 1
+
+
+def power_difference(n: int, effect: float, sd: float, alpha: float, trim: float = 0.0) -> float:
+    """Power of the two-sided t-test at `alpha` to find a true `effect` with n observations of spread `sd`."""
+    df = _df(n, trim)
+    if df < 1:
+        return 0.0
+    nc, c = effect / (sd / math.sqrt(n)), float(stats.t.ppf(1 - alpha / 2, df))
+    return _above(c, df, nc) + _above(c, df, -nc)  # beyond +c, and below -c (the mirror image)
+
+
+def _above(c: float, df: int, nc: float) -> float:
+    """P(T > c) for T noncentral t; scipy returns NaN for a vanishing tail far from nc (scipy 1.17)."""
+    p = float(stats.nct.sf(c, df, nc))
+    return p if math.isfinite(p) else float(nc > c)
+
+
+def power_equivalence(n: int, effect: float, sd: float, margin: float, alpha: float, trim: float = 0.0) -> float:
+    """Power of two one-sided tests, each at `alpha`, to show a true `effect` within ±margin (exact:
+    the mean is normal given the sample SD, integrated over the SD's chi distribution)."""
+    df = _df(n, trim)
+    if df < 1:
+        return 0.0
+    se, c = sd / math.sqrt(n), float(stats.t.ppf(1 - alpha, df))
+    # Both tests reject when |mean| < margin - c·ŝ, ŝ = se·sqrt(V/df), V ~ χ²(df): possible while ŝ < margin / c.
+    v_max = df * (margin / (c * se)) ** 2
+    u_max = float(stats.chi2.cdf(v_max, df))
+
+    def given(u: float) -> float:
+        half = margin - c * se * math.sqrt(float(stats.chi2.ppf(u, df)) / df)
+        return float(stats.norm.cdf((half - effect) / se) - stats.norm.cdf((-half - effect) / se))
+
+    return float(integrate.quad(given, 0.0, u_max, limit=200)[0]) if u_max > 0 else 0.0
+
+
+def needed(sd: float, diff: float, alpha: float, margin: float | None = None, trim: float = 0.0) -> int | None:
+    """Observations (seeds, or speed-check rounds with `trim`) that give 80% power, the true effect
+    taken to be `diff`: for a difference (margin None) the two-sided test at `alpha`; for
+    equivalence within ±margin both one-sided tests at `alpha`. None when nothing can settle it (no
+    spread measured; an equivalence with no room); MAX_SEEDS + 1 beyond MAX_SEEDS."""
+    if not (math.isfinite(sd) and math.isfinite(diff)) or sd <= 0:
+        return None
+    if margin is None:
+        if diff == 0:
+            return None
+
+        def power(n: int) -> float:
+            return power_difference(n, abs(diff), sd, alpha, trim)
+    else:
+        if abs(diff) >= margin:
+            return None
+
+        def power(n: int) -> float:
+            return power_equivalence(n, abs(diff), sd, margin, alpha, trim)
+
+    return _first(power)
+
+
+def _first(power: Callable[[int], float]) -> int:
+    if power(MAX_SEEDS) < POWER:
+        return MAX_SEEDS + 1
+    low, high = MIN_SEEDS - 1, MAX_SEEDS  # power grows with n: bisect for the first n that reaches it
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if power(mid) >= POWER else (mid, high)
+    return high
+
+
+def settle_text(count: int | None, per: str) -> str:
+    """`about 22 seeds would settle it`, `more than 10,000 ...`, or `more seeds would settle it`."""
+    if count is None:
+        return f"more {per} would settle it"
+    return f"more than {count - 1:,} {per} would settle it" if count > MAX_SEEDS else f"about {count} {per} would settle it"
+
+
+# --- pairs and speed: two tests at the caller's levels ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One pair's readings: equivalence (TOST at α) and direction (the family-adjusted p at α)."""
+
+    tost_p: float
+    inside: bool  # equivalent within ±margin
+    sign: int  # +1 / -1 when the difference is shown at the family's level, else 0
+    settle: int | None  # undecided: observations that would settle it
+
+    @property
+    def remains(self) -> bool:
+        """Equivalent, and a difference shown too: a small, real effect."""
+        return self.inside and self.sign != 0
+
+
+def decide(diff: float, se: float, df: float, sd: float, n: int, margin: float, p_family: float,
+           alpha: float, family: int, trim: float = 0.0) -> Decision | None:  # fmt: skip
+    """A pair's decision from its estimate (`diff`, `se`, `df`; `sd` per observation, n of them),
+    its equivalence margin, and its p-value adjusted over its family. None when there is no spread
+    measured to test with (one seed). Undecided, the count that would settle it is the one for
+    equivalence when the estimate is inside the margin, else for a difference at the worst level
+    Holm can ask, alpha / family."""
+    if not (math.isfinite(se) and se >= 0) or (se > 0 and not df > 0):
+        return None
+    tost_p = tost(diff, se, df, margin)
+    inside = math.isfinite(tost_p) and tost_p < alpha
+    # Every observation moved by the same nonzero amount: no test is needed to see a difference.
+    shown = (math.isfinite(p_family) and p_family < alpha) or (se == 0 and diff != 0)
+    sign = int(math.copysign(1, diff)) if shown else 0
+    settle = None
+    if not inside and not sign:
+        if abs(diff) < margin:
+            settle = needed(sd, diff, alpha, margin, trim)
+        else:
+            settle = needed(sd, diff, alpha / max(family, 1), trim=trim)
+        # The count assumes the observed spread; it can never be fewer than already failed.
+        settle = None if settle is None else max(settle, n + 1)
+    return Decision(tost_p, inside, sign, settle)
+
+
+def pair_word(d: Decision | None) -> PairWord:
+    if d is None:
+        return PairWord.UNTESTED
+    return PairWord.EQUIVALENT if d.inside else PairWord.DIFFERENT if d.sign else PairWord.INCONCLUSIVE
+
+
+def speed_word(d: Decision) -> SpeedWord:
+    """Of a step-time change b vs a: more time is slower."""
+    if d.inside:
+        return SpeedWord.EQUIVALENT
+    return SpeedWord.SLOWER if d.sign > 0 else SpeedWord.FASTER if d.sign < 0 else SpeedWord.UNRESOLVED
+
+
+def equivalent_text(margin: str, remains: str | bool = False) -> str:
+    """`equivalent within ±2%`, and where a difference is shown too, the difference that remains
+    (`True`: where its numbers follow anyway)."""
+    if remains is True:
+        return f"equivalent within ±{margin}, a difference remains"
+    return f"equivalent within ±{margin}" + (f" (a difference of {remains} remains)" if remains else "")
+
+
+# --- claims: three readings of one interval, then a word ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Readings:
+    direction: Direction
+    size: Size
+    equivalence: Equivalence
+    excludes_zero: bool = False  # whatever the claim's sign: an equivalent effect that is still real
+
+
+def read(low: float, high: float, sign: int, band: tuple[float, float], margin: float) -> Readings:
+    """The readings of [low, high] for a claim whose effect has the study's `sign` (-1 or +1; 0 for
+    an equivalence), claimed `band` (signed, low <= high) and equivalence `margin`."""
+    if not (low <= high) or math.isnan(low) or math.isnan(high):
+        raise ValueError(f"an interval needs low <= high, got [{low}, {high}]")
+    side = 1 if low > 0 else -1 if high < 0 else 0
+    direction = Direction.UNDECIDED if sign == 0 or side == 0 else Direction.HOLDS if side == sign else Direction.OPPOSITE
+    b_low, b_high = band
+    if low <= b_high and high >= b_low:
+        size = Size.CONSISTENT
+    elif sign == 0:  # an equivalence's band holds zero: an interval that misses it lies beyond it
+        size = Size.LARGER
+    else:
+        nearer = low > b_high if sign < 0 else high < b_low
+        size = Size.SMALLER if nearer else Size.LARGER
+    if -margin < low and high < margin:
+        equivalence = Equivalence.INSIDE
+    elif low >= margin or high <= -margin:
+        equivalence = Equivalence.OUTSIDE
+    else:
+        equivalence = Equivalence.UNDECIDED
+    return Readings(direction, size, equivalence, side != 0)
+
+
+def decided(readings: Readings, decision: str, same_side: bool, different: str, equivalent: str) -> Readings:
+    """A sequential sweep's readings: direction and equivalence from its own decision (`different`,
+    `equivalent` or another), error-controlled over its looks; the size from the interval."""
+    if decision == different:
+        return Readings(Direction.HOLDS if same_side else Direction.OPPOSITE, readings.size, Equivalence.UNDECIDED, True)
+    inside = Equivalence.INSIDE if decision == equivalent else Equivalence.UNDECIDED
+    return Readings(Direction.UNDECIDED, readings.size, inside)
+
+
+def part_word(asserts: Asserts | str, r: Readings) -> ClaimWord:
+    """A claim part's word from its readings (the table in docs/statistics.md)."""
+    if asserts == Asserts.DIFFERENCE:
+        if r.direction == Direction.HOLDS:
+            return ClaimWord.REPRODUCED if r.size == Size.CONSISTENT else ClaimWord.PARTLY
+        if r.direction == Direction.OPPOSITE or r.equivalence == Equivalence.INSIDE:
+            return ClaimWord.NOT_REPRODUCED
+        return ClaimWord.INCONCLUSIVE
+    if asserts == Asserts.EQUIVALENCE:
+        if r.equivalence == Equivalence.INSIDE:
+            return ClaimWord.REPRODUCED if r.size == Size.CONSISTENT else ClaimWord.PARTLY
+        # Wholly beyond the claimed size, and not shown equivalent: no seed count makes it the claim.
+        if r.equivalence == Equivalence.OUTSIDE or r.size == Size.LARGER:
+            return ClaimWord.NOT_REPRODUCED
+        return ClaimWord.INCONCLUSIVE
+    raise ValueError(f"a part read from an interval asserts {Asserts.DIFFERENCE!r} or {Asserts.EQUIVALENCE!r}, got {asserts!r}")
+
+
+def claim_word(words: Sequence[str], unswept: int = 0) -> ClaimWord:
+    """A claim's word from its parts' words and the count of its parts whose norms were not swept
+    (inconclusive, unless every swept part is outside the domain: an unswept one would be too)."""
+    found = set(words)
+    if not found - {ClaimWord.NOT_APPLICABLE}:
+        return ClaimWord.NOT_APPLICABLE if found else ClaimWord.NOT_TESTED
+    found |= {ClaimWord.INCONCLUSIVE} if unswept else set()
+    if found == {ClaimWord.REPRODUCED}:
+        return ClaimWord.REPRODUCED
+    if found & {ClaimWord.REPRODUCED, ClaimWord.PARTLY}:
+        return ClaimWord.PARTLY
+    return ClaimWord.NOT_REPRODUCED if ClaimWord.NOT_REPRODUCED in found else ClaimWord.INCONCLUSIVE
+
+
+def family_alpha(alpha: float, family: int) -> float:
+    """The level each test of a family of `family` is taken at (Bonferroni)."""
+    return alpha / max(family, 1)
+
+
+# --- an event: one variant diverges where the others train -------------------------------------------
+
+
+@dataclass(frozen=True)
+class Event:
+    """Diverged runs of the variant without a norm (`k` of `n`) against the normalized variants'
+    (`k_others` of `n_others`): runs that either trained through or diverged, nothing else."""
+
+    k: int
+    n: int
+    k_others: int
+    n_others: int
+
+    @property
+    def p(self) -> float:
+        """Fisher's exact one-sided p: no_norm diverges more often than the others only by chance."""
+        table = [[self.k, self.n - self.k], [self.k_others, self.n_others - self.k_others]]
+        return float(stats.fisher_exact(table, alternative="greater").pvalue)
+
+
+def event_word(e: Event, alpha: float, long_enough: bool) -> ClaimWord:
+    """The divergence claim on runs that trained or diverged. no_norm diverged: *reproduced* when it
+    diverges more often than the normalized variants beyond chance (Fisher at the family's `alpha`),
+    *not applicable* when they diverge as often (the divergence is not the missing norm's), else
+    *inconclusive* (too few runs to tell). no_norm trained through: *not reproduced* when they
+    diverged, or when it trained as long as the study's run took to go NaN (`long_enough`), else
+    *not applicable* (too short a run to say)."""
+    if not (e.n and e.n_others):
+        return ClaimWord.INCONCLUSIVE
+    if not e.k:
+        return ClaimWord.NOT_REPRODUCED if e.k_others or long_enough else ClaimWord.NOT_APPLICABLE
+    if e.p < alpha:
+        return ClaimWord.REPRODUCED
+    return ClaimWord.NOT_APPLICABLE if e.k_others / e.n_others >= e.k / e.n else ClaimWord.INCONCLUSIVE
+
+
+def event_seeds(others_per_seed: int, alpha: float) -> int:
+    """Seeds per variant at which no_norm diverging in every run and the others in none reaches `alpha`."""
+    seeds = 1
+    while Event(seeds, seeds, 0, seeds * others_per_seed).p >= alpha and seeds < MAX_SEEDS:
+        seeds += 1
+    return seeds
