@@ -345,3 +345,46 @@ def test_every_import_of_the_package_is_declared() -> None:
         if not {canonicalize_name(d) for d in owners.get(top, [top])} & declared
     }
     assert not undeclared, f"imported by src/ but not declared in pyproject.toml: {undeclared}"
+
+
+# A verdict word (a pair's, a speed verdict's, a claim's) is decided by one module; the sequential
+# sweeper's per-look decisions are a design of their own (alpha spent over its looks,
+# docs/sequential.md), which the report reads through src.stats.verdicts.decided.
+VERDICT_MODULE = SRC / "stats" / "verdicts.py"
+OWN_DECISIONS = {
+    SRC / "stats" / "sequential.py": "the sequential sweeper's decision names",
+    SRC / "launch" / "sequential.py": "the sweeper reading and printing those decisions",
+}
+
+
+def _spelled_words(path: Path, words: set[str]) -> list[str]:
+    """Where a file spells a verdict word itself: a string equal to one, or an f-string piece that
+    starts with one as a verdict does (`inconclusive (`, `equivalent within ±`, `slower:`)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and n.body and isinstance(n.body[0], ast.Expr)}  # fmt: skip
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)) or id(node) in docstrings:
+            continue
+        text = node.value.strip()
+        if any(text == w or text.startswith((f"{w} (", f"{w}:", f"{w} within ±")) for w in words):
+            found.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.value!r}")
+    return found
+
+
+def test_one_module_decides_every_verdict_word() -> None:
+    from src.stats.verdicts import ClaimWord, PairWord, SpeedWord
+
+    words = {w.value for kind in (PairWord, SpeedWord, ClaimWord) for w in kind}
+    breaches = [hit for path in sorted(SRC.rglob("*.py")) if path not in (VERDICT_MODULE, *OWN_DECISIONS)
+                for hit in _spelled_words(path, words)]  # fmt: skip
+    assert not breaches, (
+        "a verdict word is spelled outside src/stats/verdicts.py:\n" + "\n".join(breaches) + "\nFix: let "
+        "src.stats.verdicts decide it (decide/pair_word/speed_word for a pair or a speed check, read/part_word/"
+        "claim_word/event_word for a claim) and print the Enum it returns (PairWord, SpeedWord, ClaimWord) or its "
+        "phrases (equivalent_text, settle_text); never compare with or return the word as a string."
+    )
+    for path, why in OWN_DECISIONS.items():  # an exemption that no longer spells a word is dropped, not kept
+        assert _spelled_words(path, words), f"{path.relative_to(REPO)} ({why}) no longer spells a verdict word: drop it from OWN_DECISIONS"

@@ -404,11 +404,11 @@ def _clause(r: Result) -> str:
     stats = f"Δ {_signed(p.diff, r.relative)}, 95% CI {ci}"
     if r.verdict == PairWord.DIFFERENT:
         held = "every seed moved by the same amount" if p.se == 0 else f"Holm p = {r.p_holm:.2g}"
-        return f"{label} different ({stats}, {held})"
+        return f"{label} {r.verdict} ({stats}, {held})"
     if r.verdict == PairWord.EQUIVALENT:
         return f"{label} {r.verdict_text(numbers=False)} ({stats}, TOST p = {r.tost_p:.2g})"
-    settle = f"; {r.verdict_text().split(': ', 1)[1]}" if r.seeds is not None else ""
-    return f"{label} inconclusive ({stats}, Holm p = {r.p_holm:.2g}{settle})"
+    settle = f"; {settle_text(r.seeds, 'seeds')}" if r.seeds is not None else ""
+    return f"{label} {r.verdict} ({stats}, Holm p = {r.p_holm:.2g}{settle})"
 
 
 def sentences(results: Sequence[Result]) -> list[str]:
