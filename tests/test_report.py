@@ -309,13 +309,31 @@ def test_missing_experiment_is_a_clear_message(
     assert "MLflow experiment 'nope' not found" in capsys.readouterr().err
 
 
-def test_no_finished_runs_is_a_clear_message(client: MlflowClient, store: dict[str, str]) -> None:
+def test_no_runs_with_a_result_is_a_clear_message(client: MlflowClient, store: dict[str, str]) -> None:
     exp = client.create_experiment("empty")
-    with pytest.raises(ReportError, match="has no finished runs yet"):
+    with pytest.raises(ReportError, match=r"has no runs with a result \(no training runs\)"):
         analyze("empty", store["uri"])
-    log_run(client, exp, "no_norm", 0, {"diverged_at_step": 3.0}, outcome="diverged")
-    with pytest.raises(ReportError, match=r"no finished runs yet \(1 diverged\)"):
+    log_run(client, exp, "no_norm", 0, {"steps_done": 3.0}, outcome="failed")
+    with pytest.raises(ReportError, match=r"has no runs with a result \(1 failed\)"):  # no "yet": waiting brings none
         analyze("empty", store["uri"])
+
+
+def test_a_sweep_whose_runs_all_diverged_is_reported(
+    client: MlflowClient, store: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every run diverged: `src.report` exited 1 with "has no finished runs yet (3 diverged)". A
+    divergence is a result: each variant is listed as diverged at its step."""
+    exp = client.create_experiment("all_diverged")
+    steps = {"torch_layernorm": 4, "hand_rmsnorm": 3, "no_norm": 2}
+    for norm, step in steps.items():
+        log_run(client, exp, norm, 0, {"diverged_at_step": float(step), "steps_done": float(step)}, outcome="diverged")
+    assert report_main(["--experiment-name", "all_diverged", "--tracking-uri", store["uri"], "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr()
+    assert "yet" not in out.out + out.err, out.out
+    rows = {line.split()[0]: line for line in out.out.splitlines() if line.split() and line.split()[0] in steps}
+    for norm, step in steps.items():
+        assert f"diverged at step {step}" in rows[norm], out.out
+    assert (tmp_path / "out" / "report.md").is_file()
 
 
 def test_paired_comparisons_by_hand(client: MlflowClient, store: dict[str, str], tmp_path: Path) -> None:
@@ -529,3 +547,22 @@ def test_a_dead_running_run_is_lost_in_the_report_as_in_status(
     assert "running at step 60" in capsys.readouterr().out
     assert report_main([*common, "--status"]) == 0
     assert "running (heartbeat" in capsys.readouterr().out
+
+
+@pytest.mark.slow  # a three-job sweep in a subprocess
+def test_a_real_sweep_that_diverges_everywhere_gets_its_report(token_cache_dir: Path, tmp_path: Path) -> None:
+    """The probe's sweep (lr 1e4, no clipping): every run diverges. Before: `sweep report not
+    generated: ... has no finished runs yet (3 diverged)`; now the sweep's end writes the report,
+    listing each variant as diverged at its step."""
+    from helpers import run_sweep
+
+    out = run_sweep(tmp_path, token_cache_dir, "diverged", "norm=torch_layernorm,hand_rmsnorm,no_norm",
+                    "optim.lr=1e4", "optim.grad_clip=null", "optim.max_steps=8")  # fmt: skip
+    assert "not generated" not in out and " yet" not in out, out[-3000:]
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("diverged").experiment_id], "tags.outcome = 'diverged'")
+    assert len(runs) == 3, out[-3000:]
+    report = (tmp_path / "reports" / "diverged" / "report.md").read_text()
+    for run in runs:
+        step = int(run.data.metrics["diverged_at_step"])
+        assert re.search(rf"{run.data.tags['norm']}\b.*diverged at step {step}", report), report[:3000]

@@ -46,7 +46,7 @@ from src.report.stability import sentences as stability_sentences
 from src.report.table import display_rows, interleaved_cell, summarize
 from src.tracking.store import Store
 from src.tracking.sweep import STALE_AFTER_S
-from src.tracking.tags import FINISHED
+from src.tracking.tags import RESULT_OUTCOMES, RUNNING
 from src.tracking.ui_view import ui_link
 from src.tracking.variants import REFERENCE_VARIANT, Axis, metric_key
 
@@ -165,9 +165,11 @@ def analyze(
     store = open_store(uri)
     sweep = load_sweep(experiment, store, stale_after_s)
     runs = sweep.runs
-    if not (runs.outcome == FINISHED).any():
+    if not runs.outcome.isin(RESULT_OUTCOMES).any():  # a divergence is a result: reported, as a finished run is
         counts = ", ".join(f"{n} {o}" for o, n in runs.outcome.value_counts().items()) or "no training runs"
-        raise ReportError(f"MLflow experiment {experiment!r} has no finished runs yet ({counts})")
+        # "yet" only where waiting can bring one: a run still training.
+        yet = " yet" if (runs.outcome == RUNNING).any() else ""
+        raise ReportError(f"MLflow experiment {experiment!r} has no runs with a result{yet} ({counts})")
     margins = margins or Margins()
     curves = load_curves(store, runs)
     lr_swept = is_lr_sweep(runs)
