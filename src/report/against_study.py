@@ -143,7 +143,8 @@ class ClaimResult:
 def unjudged_line(claim: Claim, missing: Sequence[str]) -> str:
     """A claim this sweep ran none of the parts of: the study's figure, and the variants it needs."""
     published = "; ".join(f"{_named(p)}{published_text(claim, p)}" for p in claim.parts)
-    return f"{claim.number}. {claim.statement}. Study: {published}. → {NOT_TESTED}: needs {', '.join(missing)} (not swept)."
+    note = f" ({claim.note})" if claim.note else ""
+    return f"{claim.number}. {claim.statement}{note}. Study: {published}. → {NOT_TESTED}: needs {', '.join(missing)} (not swept)."
 
 
 @dataclass
