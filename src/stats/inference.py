@@ -58,11 +58,6 @@ class Difference:
         return min(self.n_a, self.n_b) >= MIN_SEEDS and math.isfinite(self.p_value)
 
     @property
-    def distinguishable(self) -> bool:
-        """True when the difference stands out from seed noise: p < 0.05 and the CI excludes 0."""
-        return self.testable and self.p_value < ALPHA and (self.low > 0 or self.high < 0)
-
-    @property
     def relative(self) -> float:
         """The difference as a fraction of mean(a) (e.g. 0.12 = b is 12% above a)."""
         return self.diff / self.mean_a if self.mean_a else math.nan
