@@ -188,7 +188,7 @@ def test_b_the_size_the_study_claimed_is_judged() -> None:
     built_ins = claims[3].findings[0]
     assert built_ins.word == PARTLY and built_ins.reason == (
         "equivalent within ±2% (a difference of -1.4% [-1.4%, -1.4%] remains), but further apart than the study's ±0.55% "
-        "(this sweep trained on 1 process(es), the study on 8, whose all-reduce is part of its step time and shrinks a norm's share of it)"
+        "(this sweep trained on 1 process, the study on 8, whose all-reduce is part of its step time and shrinks a norm's share of it)"
     )  # a small, real effect: equivalent, and said to remain
     assert claims[3].findings[1].word == NOT_REPRODUCED  # the hand-rolled gap did not shrink: both -1.4%
     assert claims[7].word == PARTLY  # built-in LayerNorm beats hand-rolled RMSNorm, by far less than -8.9%

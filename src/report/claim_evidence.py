@@ -173,7 +173,8 @@ def differs(domain: Domain, runs: pd.DataFrame) -> str:
     counts = sorted({int(d) for d in runs.devices.dropna()}) if domain.gpu else []
     if not counts or counts == [SETTING.devices]:
         return ""
-    return (f"this sweep trained on {'/'.join(map(str, counts))} process(es), the study on {SETTING.devices}, whose all-reduce "
+    noun = "process" if counts == [1] else "processes"
+    return (f"this sweep trained on {'/'.join(map(str, counts))} {noun}, the study on {SETTING.devices}, whose all-reduce "
             "is part of its step time and shrinks a norm's share of it")  # fmt: skip
 
 
