@@ -1,0 +1,139 @@
+"""Each job's config is composed once (src/core/compositions.py), and the memo changes no config.
+
+The memo patches Hydra's config loader for the whole process, and importing src.train installs it:
+the comparisons with Hydra's own composition run in a fresh interpreter, the plain pass first.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import FAST, REPO, cli_env
+
+# A fresh interpreter composes every job of each sweep with Hydra as it is, then with the memo
+# installed, twice (the second time from the memo), and prints the three lists as YAML.
+COMPARE = r"""
+import json, sys
+from hydra.core.global_hydra import GlobalHydra
+from hydra.types import RunMode
+from omegaconf import OmegaConf
+
+from src.core import compositions
+from src.core.paths import hydra_initialized, register_resolvers
+
+register_resolvers()
+sweeps = json.loads(sys.argv[1])
+
+def jobs(overrides):
+    loader = GlobalHydra.instance().config_loader()
+    master = loader.load_configuration("train", overrides["shared"], RunMode.MULTIRUN)
+    made = []
+    for job in overrides["jobs"]:
+        cfg = compositions.job_config(master, [*overrides["shared"], *job], loader)
+        full = loader.load_sweep_config(master, [*overrides["shared"], *job])
+        made.append(OmegaConf.to_yaml(cfg) + OmegaConf.to_yaml(full.hydra, resolve=False))
+    return made
+
+out = {}
+with hydra_initialized():
+    out["plain"] = [jobs(s) for s in sweeps]
+    compositions.install()
+    out["first"] = [jobs(s) for s in sweeps]
+    out["again"] = [jobs(s) for s in sweeps]
+print(json.dumps(out))
+"""
+
+SWEEPS = [
+    # one group choice, values apart: the defaults tree is walked once for all of them
+    {"shared": ["model.n_layers=1"], "jobs": [["seed=0"], ["seed=1"], ["seed=2", "optim.lr=1e-3"]]},
+    # group choices apart: a tree per choice, and a preset that sets other groups
+    {"shared": [], "jobs": [["norm=hand_rmsnorm"], ["norm=no_norm", "seed=1"], ["experiment=norm_sweep", "norm=dyt"]]},
+    # a key that resolvers read: each job's folders follow its own root, never another job's
+    {"shared": ["seed=3"], "jobs": [["paths.root_dir=/tmp/a"], ["paths.root_dir=/tmp/b"], ["++model.drop_rate=0.1"]]},
+]
+
+
+@pytest.mark.slow  # a fresh interpreter that composes 27 configs
+def test_remembered_compositions_equal_hydras_own() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", COMPARE, json.dumps(SWEEPS)], cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["first"] == out["plain"]
+    assert out["again"] == out["plain"]
+    roots = out["plain"][2]
+    assert "cache_dir: /tmp/a/.cache/data" in roots[0] and "cache_dir: /tmp/b/.cache/data" in roots[1]
+    assert "norm_type: dyt" in out["plain"][1][2] and "norm_type: no_norm" in out["plain"][1][1]
+
+
+# `python -m src.train` with Hydra's loader counted: each full composition (`_load_configuration_impl`)
+# adds one; the count is printed as the process exits.
+COUNT = r"""
+import atexit, runpy, sys
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+loads = []
+compose = ConfigLoaderImpl._load_configuration_impl
+def counted(self, *args, **kwargs):
+    loads.append(1)
+    return compose(self, *args, **kwargs)
+ConfigLoaderImpl._load_configuration_impl = counted
+atexit.register(lambda: print(f"config loads: {len(loads)}", file=sys.stderr))
+sys.argv = ["src.train", *sys.argv[1:]]
+runpy.run_module("src.train", run_name="__main__")
+"""
+
+
+@pytest.mark.slow  # a real 6-job sweep
+def test_a_six_job_sweep_loads_its_config_at_most_eight_times(tiny_overrides: list[str], tmp_path: Path) -> None:
+    """Hydra's own composition of the sweep and of each job, and the report's study preset: before,
+    21 loads (each job composed again by the checks before launch and by Hydra's sweeper)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", COUNT, "-m", *tiny_overrides, *FAST, "optim.max_steps=1", "seed=0,1,2,3,4,5"],
+        cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count(" ok | ") == 6, proc.stdout[-3000:]
+    loads = int(proc.stderr.rpartition("config loads: ")[2].split()[0])
+    assert loads <= 8, proc.stderr[-2000:]
+
+
+# Refusals of the command line, each answered before torch, Lightning or MLflow is imported: one
+# interpreter runs them all through the entry point, then names the heavy modules it imported.
+REFUSALS = r"""
+import os, runpy, sys
+
+for override in sys.argv[1:]:
+    os.environ["HYDRA_FULL_ERROR"] = "0"  # the entry point sets it to 1 for its own run
+    sys.argv = ["src.train", override, "paths.mlflow_db=/nonexistent/never/mlflow.db"]
+    try:
+        runpy.run_module("src.train", run_name="__main__")
+    except SystemExit as exit_:
+        print(f"exit {exit_.code}", file=sys.stderr, flush=True)
+print("heavy:", ",".join(m for m in ("torch", "lightning", "mlflow") if m in sys.modules), file=sys.stderr)
+"""
+
+
+@pytest.mark.slow  # a fresh interpreter
+def test_refusals_import_no_torch_lightning_or_mlflow() -> None:
+    refused = {
+        "optim.lr=-1": "config error: optim.lr:",
+        "seed=abc": "config error: seed:",
+        "norm=nope": "config error: norm",
+        "+optim.lrr=1": "config error: optim.lrr:",
+        "cluster.devices=0": "config error: cluster.devices:",
+        "experiment_name= ": "config error: experiment_name:",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", REFUSALS, *refused], cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300
+    )
+    lines = proc.stderr.splitlines()
+    assert [line for line in lines if line.startswith("exit ")] == ["exit 2"] * len(refused), proc.stderr[-3000:]
+    for start in refused.values():
+        assert any(line.startswith(start) for line in lines), proc.stderr[-3000:]
+    assert lines[-1].strip() == "heavy:", proc.stderr[-3000:]
