@@ -566,3 +566,23 @@ def test_a_real_sweep_that_diverges_everywhere_gets_its_report(token_cache_dir: 
     for run in runs:
         step = int(run.data.metrics["diverged_at_step"])
         assert re.search(rf"{run.data.tags['norm']}\b.*diverged at step {step}", report), report[:3000]
+
+
+def test_two_model_sizes_in_one_experiment_fill_the_study_table_and_give_ranges(
+    client: MlflowClient, store: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Sweeps of model.emb_dim=64 and =128 into one experiment: the study section's side-by-side
+    table printed its header and no rows (no variant has the study's 768), and the setting line gave
+    tokens per parameter as one number (the larger model's) beside a range of parameters."""
+    exp = client.create_experiment("two_sizes")
+    sizes = {64: (100_000, 2_000_000), 128: (400_000, 2_000_000)}  # emb_dim -> (parameters, tokens per run)
+    for norm in ("hand_layernorm", "torch_layernorm"):
+        for emb_dim, (n_params, tokens) in sizes.items():
+            params = {"model.emb_dim": emb_dim, "n_params": n_params, "budget.total_tokens": tokens}
+            log_run(client, exp, norm, 0, finished(10.0 + emb_dim / 64, 100.0, 5.0 - emb_dim / 1000), params=params)
+    assert report_main(["--experiment-name", "two_sizes", "--tracking-uri", store["uri"], "--out", str(tmp_path / "out"), "--no-summary-run"]) == 0
+    out = capsys.readouterr().out
+    assert "100,000–400,000 parameters" in out and "2,000,000 (5–20 per parameter)" in out, out
+    section = out[out.index("Against the published study"):]
+    rows = [line for line in section.splitlines() if line.startswith(("hand_layernorm", "torch_layernorm"))]
+    assert len(rows) == 4 and all(" / 1 " in r or "1 / 1" in r for r in rows), section

@@ -81,7 +81,7 @@ RUN_KEY = ["variant", "lr", "seed"]  # one run counts per key, the latest, for r
 
 
 class ReportError(Exception):
-    """A report that cannot be made (no such experiment, no finished runs); the message says why."""
+    """A report that cannot be made (no such experiment, no run with a result); the message says why."""
 
 
 @dataclass

@@ -44,16 +44,22 @@ def seeds_per_variant(runs: pd.DataFrame) -> int:
     return int(finished.groupby("variant").seed.nunique().max()) if len(finished) else 0
 
 
+def _span(values: pd.Series, fmt: str) -> str:
+    """`fmt` of the one value, or `min–max` where the runs differ ("?" when none is known)."""
+    known = values.dropna()
+    if not len(known):
+        return "?"
+    low, high = fmt.format(known.min()), fmt.format(known.max())
+    return high if low == high else f"{low}–{high}"
+
+
 def setting_lines(runs: pd.DataFrame) -> list[str]:
-    """One line per fact: `device: this sweep ...; the study ...`."""
+    """One line per fact: `device: this sweep ...; the study ...`. A quantity the runs differ in (two
+    model sizes in one experiment) is given as its range; tokens per parameter is each run's own."""
     s = SETTING
-    params = runs.n_params.dropna()
-    n_params = f"{int(params.max()):,} parameters" if len(params) else "? parameters"
-    if params.nunique() > 1:
-        n_params = f"{int(params.min()):,}–{n_params}"
-    tokens = runs.tokens.dropna()
-    per_param = f" ({tokens.max() / params.max():.3g} per parameter)" if len(tokens) and len(params) else ""
-    sweep_tokens = f"{int(tokens.max()):,}{per_param}" if len(tokens) else "?"
+    n_params = f"{_span(runs.n_params, '{:,.0f}')} parameters"
+    per_param = _span(runs.tokens / runs.n_params, "{:.3g}")
+    sweep_tokens = _span(runs.tokens, "{:,.0f}") + (f" ({per_param} per parameter)" if per_param != "?" else "")
     return [
         f"device: this sweep {device_text(runs)}; the study {s.devices}× {s.device} ({'cuda' if s.cuda else 'cpu'})",
         f"model: this sweep {_values(runs.model)}, {n_params}; the study {s.model}, {s.n_params:,} parameters",
@@ -69,20 +75,29 @@ TABLE_COLUMNS = ["variant", "seeds (study / sweep)", "training time s (study)", 
 
 def study_table(table: pd.DataFrame, labels: Mapping[str, str | None]) -> tuple[list[str], list[list[str]]]:
     """The study's row and this sweep's (mean ± 95% CI over finished seeds, the report's table) per
-    study variant the sweep ran as the study's."""
+    study variant: the sweep's variant that is the study's (`labels`), or where none is (another model
+    size, placement, ...) each variant of that norm the sweep ran (the table's `norm`), named as the
+    report names it, so the table is never a header alone."""
     rows = []
     by_variant = table.set_index("variant") if len(table) else table
+    norm_of = by_variant["norm"].to_dict() if "norm" in by_variant else {}
     for norm in STUDY_VARIANTS:
         label = labels.get(norm)
-        if label is None or label not in by_variant.index:
-            continue
-        study, r = TABLE[norm], by_variant.loc[label]
-        ours = [with_ci(r[c], r[f"{c}_ci"], f) for c, f in (("train_time_s", "{:,.1f}"), ("tokens_per_sec", "{:,.0f}"), ("test_loss", "{:.4f}"))]
-        if r.finished == 0 and r.notes:
-            ours[-1] = str(r.notes)
-        theirs = [DASH if math.isnan(v) else f.format(v) for v, f in ((study.train_time_s, "{:,.0f}"), (study.tokens_per_sec, "{:,.0f}"), (study.test_loss, "{:.4f}"))]
-        if study.nan_from_step is not None:
-            theirs[-1] = f"NaN by step {study.nan_from_step}"
-        name = norm if label == norm else f"{norm} ({label})"
-        rows.append([name, f"{SETTING.seeds} / {int(r.finished)}", theirs[0], ours[0], theirs[1], ours[1], theirs[2], ours[2]])
+        shown = [label] if label is not None else [v for v in by_variant.index if norm_of.get(v) == norm]
+        for variant in shown:
+            if variant in by_variant.index:
+                rows.append(_study_row(norm, str(variant), by_variant.loc[variant]))
     return TABLE_COLUMNS, rows
+
+
+def _study_row(norm: str, label: str, r: pd.Series) -> list[str]:
+    """One study variant's row: the study's figures beside those of the sweep's variant `label`."""
+    study = TABLE[norm]
+    ours = [with_ci(r[c], r[f"{c}_ci"], f) for c, f in (("train_time_s", "{:,.1f}"), ("tokens_per_sec", "{:,.0f}"), ("test_loss", "{:.4f}"))]
+    if r.finished == 0 and r.notes:
+        ours[-1] = str(r.notes)
+    theirs = [DASH if math.isnan(v) else f.format(v) for v, f in ((study.train_time_s, "{:,.0f}"), (study.tokens_per_sec, "{:,.0f}"), (study.test_loss, "{:.4f}"))]
+    if study.nan_from_step is not None:
+        theirs[-1] = f"NaN by step {study.nan_from_step}"
+    name = norm if label == norm else f"{norm} ({label})"
+    return [name, f"{SETTING.seeds} / {int(r.finished)}", theirs[0], ours[0], theirs[1], ours[1], theirs[2], ours[2]]

@@ -108,6 +108,8 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
         of_variant = runs[runs.variant == key]
         finished = of_variant[of_variant.outcome == FINISHED]
         row: dict[str, object] = {"variant": key, "runs": len(of_variant), "finished": len(finished)}
+        if "norm" in of_variant:  # the norm it runs: the study's table finds a norm's variants by it
+            row["norm"] = of_variant.norm.iloc[0]
         for column in VALUE_COLUMNS:
             est = mean_ci(finished[column])
             row[column], row[f"{column}_ci"] = est.mean, est.ci
