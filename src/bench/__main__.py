@@ -1,4 +1,4 @@
-"""`python -m src.bench {norms,train,variants} [options] [key=value ...]`; `--help` on each lists its options."""
+"""`python -m src.bench {norms,train,variants,overhead} [options] [key=value ...]`; `--help` on each lists its options."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from src.core import cli
 def main(argv: list[str] | None = None) -> int:
     import torch
 
-    from src.bench import norms, train, variants
+    from src.bench import norms, overhead, train, variants
     from src.bench.common import keep_freed_memory
 
     parser = cli.parser("python -m src.bench", __doc__, overrides=None)
@@ -20,6 +20,7 @@ def main(argv: list[str] | None = None) -> int:
         ("norms", norms, "forward / forward+backward time, GB/s and %% of copy of every norm variant"),
         ("train", train, "tokens/s, MFU and Lightning overhead of a training loop"),
         ("variants", variants, "training-step time of several norm variants, interleaved round-robin"),
+        ("overhead", overhead, "the tool's own cost per job against a bare Hydra + Lightning + MLflow sweep"),
     ):
         sub = commands.add_parser(
             name, help=help_text, description=module.__doc__.splitlines()[0], epilog=cli.EPILOG,
