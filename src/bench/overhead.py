@@ -96,10 +96,10 @@ def floor_command(n: int, folder: Path) -> list[str]:
 
 def train_times(db: Path) -> list[float]:
     """Every run's `train_time_s` in the store (its sweep's parent run has none)."""
-    from mlflow.tracking import MlflowClient
+    from src.tracking.store import Store
 
-    client = MlflowClient(f"sqlite:///{db}")
-    runs = client.search_runs([e.experiment_id for e in client.search_experiments()], max_results=10_000)
+    store = Store.connect(f"sqlite:///{db}")
+    runs = [run for e in store.experiments() for run in store.runs(e.experiment_id)]
     return [r.data.metrics["train_time_s"] for r in runs if "train_time_s" in r.data.metrics]
 
 
