@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from src.core import cli, compositions
 from src.core.paths import refuse_misread_overrides, register_resolvers
 from src.launch.sweep_end import RESULT_AWAITED_ENV, JobFailed, job_failed
+from src.launch.time_split import mark_command_start
 from src.tracking.store_uri import refuse_credentials, sqlite_path
 
 if TYPE_CHECKING:
@@ -144,6 +145,7 @@ def run_command_line() -> None:
 
 register_resolvers()  # before Hydra composes: paths use ${project_root:}
 compositions.install()  # each config composed once in this process (src/core/compositions.py)
+mark_command_start()  # a sweep's last line says where its time went (src/launch/time_split.py)
 
 
 def hydra_argv(argv: list[str]) -> list[str]:

@@ -101,6 +101,18 @@ def test_a_six_job_sweep_loads_its_config_at_most_eight_times(tiny_overrides: li
     assert proc.stdout.count(" ok | ") == 6, proc.stdout[-3000:]
     loads = int(proc.stderr.rpartition("config loads: ")[2].split()[0])
     assert loads <= 8, proc.stderr[-2000:]
+    # ...and its last line says where its time went, from the jobs' recorded training time
+    split = [line for line in proc.stdout.splitlines() if line.startswith("[normsweep] where the time went: ")]
+    assert len(split) == 1 and "training " in split[0] and "the rest " in split[0], proc.stdout[-2000:]
+
+
+def test_the_time_split_adds_up() -> None:
+    from src.launch.time_split import split_line
+
+    line = split_line(training_s=85.0, measuring_s=10.0, wall_s=100.0, resumed=False)
+    assert "100 s in all: training 85 s (85%), the speed check 10 s (10%), the rest 5 s (5%" in line
+    assert "training at most 30 s" in split_line(30.0, 0.0, 40.0, resumed=True)
+    assert "speed check" not in split_line(30.0, 0.0, 40.0, resumed=False)
 
 
 # Refusals of the command line, each answered before torch, Lightning or MLflow is imported: one

@@ -90,8 +90,10 @@ class SweepReport(Callback):
         )
 
         rounds = int(OmegaConf.select(config, "report.speed_rounds", default=0) or 0)
+        measuring = time.perf_counter()
         if rounds:
             self._speed_check(config, rounds)
+        measuring = time.perf_counter() - measuring if rounds else 0.0
         experiment = config.experiment_name
         out_dir = Path(self.out_dir) if self.out_dir else None
         reports = OmegaConf.select(config, "paths.reports_dir", default=None)
@@ -111,3 +113,18 @@ class SweepReport(Callback):
         from src.tracking.ui_view import ui_base
 
         print("in the MLflow UI (make ui):", *analysis.ui_links(ui_base(config.logger)), sep="\n  ", flush=True)
+        self._time_split(config, measuring)
+
+    @staticmethod
+    def _time_split(config: DictConfig, measuring_s: float) -> None:
+        from src.launch.time_split import sweep_time_line
+        from src.tracking.store import Store
+        from src.tracking.sweep import PARENT_ENV
+
+        parent = os.environ.get(PARENT_ENV)
+        store = Store.connect(str(config.logger.tracking_uri))
+        experiment = store.find_experiment(str(config.experiment_name))
+        if parent and experiment is not None:
+            line = sweep_time_line(store, experiment.experiment_id, parent, measuring_s)
+            if line:
+                print(line, flush=True)

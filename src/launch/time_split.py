@@ -1,0 +1,50 @@
+"""Where a sweep's time went, said at its end: training, the speed check's measuring, and the rest.
+
+The rest is the tool's own cost (start-up, the checks before launch, the data, recording, each job's
+test, the report): `python -m src.bench overhead` measures it per job against a bare Hydra +
+Lightning sweep. Training is each job's `train_time_s` (its fit, validation included) for the jobs
+of this sweep run that ended while this command ran; a job resumed here counts its earlier
+segments too, which this command did not spend, so the line says "at most" for training then.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+COMMAND_STARTED_ENV = "NORMSWEEP_COMMAND_STARTED"  # unix time `python -m src.train` started (src/train.py)
+
+
+def mark_command_start() -> None:
+    """The first `src.train` of a process tree sets it; a job process it starts keeps the parent's."""
+    os.environ.setdefault(COMMAND_STARTED_ENV, f"{time.time():.3f}")
+
+
+def split_line(training_s: float, measuring_s: float, wall_s: float, resumed: bool) -> str:
+    """One line: each part's seconds and share of the command's wall time."""
+    rest = max(0.0, wall_s - training_s - measuring_s)
+
+    def part(seconds: float) -> str:
+        return f"{seconds:,.0f} s ({seconds / wall_s:.0%})" if wall_s > 0 else f"{seconds:,.0f} s"
+
+    trained = f"training{' at most' if resumed else ''} {part(training_s)}"
+    measured = f", the speed check {part(measuring_s)}" if measuring_s else ""
+    return (
+        f"[normsweep] where the time went: {wall_s:,.0f} s in all: {trained}{measured}, "
+        f"the rest {part(rest)} (start-up, checks, data, recording, tests, the report)"
+    )
+
+
+def sweep_time_line(store: object, experiment_id: str, parent_run_id: str, measuring_s: float) -> str | None:
+    """The line for this sweep run's jobs, or None when the command's start is unknown."""
+    from src.tracking.store import Store
+    from src.tracking.tags import PARENT_TAG
+
+    started = os.environ.get(COMMAND_STARTED_ENV)
+    if not started or not isinstance(store, Store):
+        return None
+    since_ms = float(started) * 1000
+    runs = [r for r in store.runs_tagged(experiment_id, PARENT_TAG, parent_run_id) if (r.info.end_time or 0) >= since_ms]
+    training = sum(float(r.data.metrics.get("train_time_s", 0.0)) for r in runs)
+    resumed = any(r.info.start_time < since_ms for r in runs)
+    return split_line(training, measuring_s, time.time() - float(started), resumed)
