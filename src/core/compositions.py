@@ -50,6 +50,11 @@ def _value_overrides(repo: Any, overrides_list: list[Any]) -> list[Any]:
     ]
 
 
+def _sources(repo: Any) -> tuple[tuple[str, str], ...]:
+    """Where a repository reads configs from: a memo entry holds for the same search path only."""
+    return tuple((str(s.provider), str(s.path)) for s in repo.get_sources())
+
+
 def install() -> None:
     """Remember compositions in this process (idempotent). Call it before a sweep composes its jobs."""
     global _installed
@@ -66,7 +71,7 @@ def install() -> None:
     merged: dict[int, bytes] = {}
 
     def create_defaults_list(repo: Any, config_name: str | None, overrides_list: list[Any], prepend_hydra: bool, skip_missing: bool) -> Any:
-        key = (config_name, prepend_hydra, skip_missing, _group_lines(repo, overrides_list))
+        key = (_sources(repo), config_name, prepend_hydra, skip_missing, _group_lines(repo, overrides_list))
         if key not in lists:
             lists[key] = make_list(repo, config_name, overrides_list, prepend_hydra=prepend_hydra, skip_missing=skip_missing)
         # The same tree and choices; this call's own values, which Hydra applies after the merge.
@@ -98,7 +103,7 @@ def install() -> None:
         # `hydra.mode=MULTIRUN` appended: one composition, the mode set on the copy as Hydra sets it.
         mode_line = MULTIRUN_LINE if overrides and overrides[-1] == MULTIRUN_LINE else None
         plain = list(overrides[:-1]) if mode_line else list(overrides)
-        key = (id(self), config_name, tuple(plain), run_mode, from_shell)
+        key = (_sources(self.repository), config_name, tuple(plain), run_mode, from_shell)
         if key not in loaded:
             loaded[key] = pickle.dumps(load_configuration(self, config_name, plain, run_mode, from_shell, validate_sweep_overrides))
         elif validate_sweep_overrides:  # the earlier call skipped this check (Hydra's `get_mode` does)
