@@ -21,7 +21,7 @@ from mlflow.tracking import MlflowClient
 
 from src.core import paths
 from src.report import analyze
-from src.report.against_study import HEADING, ClaimResult, StudySection, against_study
+from src.report.against_study import HEADING, OWN_READING, ClaimResult, StudySection, against_study
 from src.report.claims_plot import plot_claims
 from src.report.comparisons import Margins, compare
 from src.report.published import CLAIMS, FP16, LOSS, SETTING, SPEED, STABILITY, TABLE
@@ -236,9 +236,9 @@ def test_e_divergence_counts_only_where_the_normalized_variants_trained() -> Non
     collapse = _runs({v: v for v in TABLE}, device="cpu", precision="fp32 (matmul precision highest)", n_params=1.4e7)
     collapse.loc[collapse.variant == "no_norm", ["outcome", "stopped_at_step", "steps_done"]] = ["diverged", 23.0, 23.0]
     claim = _claims(collapse)[6]
+    # The setting's facts by name (the section says them once in full), and the sweep's own reading set apart.
     assert claim.word == NOT_APPLICABLE and claim.reason == (
-        "14,000,000 parameters, not within 2× of the study's 163,009,536; precision fp32, not the study's fp16 autocast (bf16 "
-        "and fp32 keep fp32's exponent range) (at this sweep's own setting it reads reproduced: no_norm diverged in 3/3 runs "
+        f"outside its domain: 14,000,000 parameters, precision fp32 ({OWN_READING}: reproduced: no_norm diverged in 3/3 runs "
         "(step 23 each), the normalized variants in 0/12: more often than chance allows (Fisher's exact p = 0.0022))"
     )
 
@@ -276,7 +276,8 @@ def test_outside_the_claims_domain_is_not_applicable_and_still_shows_the_figure(
         "precision bf16, not the study's 16-bit autocast",
     )
     # What the sweep shows instead: its figure with its interval, and what it reads at its own setting.
-    assert "LayerNorm -10.0% [" in cpu[1].sentence() and "(at this sweep's own setting it reads LayerNorm reproduced; RMSNorm partly reproduced)" in cpu[1].reason
+    assert "LayerNorm -10.0% [" in cpu[1].sentence() and f"({OWN_READING}: LayerNorm reproduced; RMSNorm partly reproduced)" in cpu[1].reason
+    assert cpu[1].sentence().startswith(f"1. {NOT_APPLICABLE} — built-in kernels")  # the word first
     # The model axes: a post-norm variant is not the study's model.
     post = _claims(_runs({"torch_layernorm": "torch_layernorm", "torch_rmsnorm": "torch_rmsnorm"}, **{"model.norm_placement": "post"}))
     assert sorted(post) == [3, 4] and {c.word for c in post.values()} == {NOT_APPLICABLE}
@@ -289,8 +290,8 @@ def test_one_seed_says_which_applies_first() -> None:
     assert claims[5].word == INCONCLUSIVE and claims[5].reason.startswith("LayerNorm: one seed gives no interval")
     assert "one seed per variant shows no seed spread here" in claims[5].after
     small = _claims(_runs({"hand_layernorm": "hand_layernorm", "torch_layernorm": "torch_layernorm"}, seeds=1, device="cpu"))
-    assert small[5].word == NOT_APPLICABLE and "it reads LayerNorm inconclusive: one seed gives no interval)" in small[5].reason
-    assert small[5].reason.startswith("CPU run")  # the domain first
+    assert small[5].word == NOT_APPLICABLE and f"{OWN_READING}: LayerNorm inconclusive: one seed gives no interval)" in small[5].reason
+    assert small[5].reason.startswith("outside its domain: CPU run")  # the domain first
 
 
 def test_the_studys_table_sits_beside_the_sweeps_and_the_plot_draws_each_part() -> None:
@@ -342,7 +343,7 @@ def test_two_seeds_with_a_diverging_no_norm(tiny_sweep: TinySweep, tiny_client: 
     assert {c.word for c in claims.values()} == {NOT_APPLICABLE}
     assert claims[1].findings[0].outside[0] == "CPU run: the study's figure comes from its CUDA kernels"
     assert "torch_layernorm fwd=" not in claims[1].sentence()  # the kernels are the speed section's
-    assert "speed check, " in claims[1].sentence() and "at this sweep's own setting it reads" in claims[1].reason
+    assert "speed check, " in claims[1].sentence() and OWN_READING in claims[1].reason
     # The loss claim still shows its paired figure over two seeds, and says why it cannot settle the question.
     assert "paired over 2 seeds" in claims[5].sentence() and "precision fp32, not the study's 16-bit autocast" in claims[5].reason
     assert "This sweep cannot settle it" in claims[5].after and "In fp32 the hand-rolled and built-in norms compute the same function" in claims[5].after
@@ -391,5 +392,5 @@ def test_the_sweep_runs_description_keeps_a_word_per_claim_within_mlflows_limit(
     text = verdict(analysis)
     assert len(_verdict(analysis, full=True)) > VERDICT_MAX >= len(text)
     for c in analysis.study.claims:
-        assert f"- {c.claim.number}. {c.claim.statement} → {c.word}" in text
+        assert f"- {c.claim.number}. {c.word} — {c.claim.statement}" in text
     assert text.rstrip().endswith("report.md and claims.png on this run)")

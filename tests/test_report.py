@@ -25,6 +25,7 @@ from src.core.paths import ConfigError
 from src.report import ReportError, analyze, generate_report, terminal_text
 from src.report.__main__ import main as report_main
 from src.report.comparisons import PAIRS, Margins, check_pairs, pairs_for
+from src.report.headline import HEADING as HEADLINE
 from src.report.published import SETTING, TABLE
 from src.report.stability import by_learning_rate, largest_stable_lr
 from src.report.table import SEQUENTIAL_SPEED_HEADER, parse_variant, summarize
@@ -109,6 +110,19 @@ def test_single_seed_table_matches_the_study(client: MlflowClient, store: dict[s
     assert list(table.index) == [*STUDY, "no_norm"]
 
     text = terminal_text(analysis)
+    # The answer at a glance first: at most five lines, each a question's answer and what would sharpen it.
+    glance = text.split("\n\n")[1].splitlines()
+    assert glance[0] == f"{HEADLINE}:" and 1 < len(glance) <= 6, glance
+    speed, loss, real, reproduced = (line.strip() for line in glance[1:])
+    assert speed.startswith("Speed: not measured: one run each") and "report.speed_rounds=20" in speed
+    assert loss.startswith("Loss: best test loss torch_layernorm 3.5712; then torch_rmsnorm +0.0012") and "no interval" in loss
+    assert real.startswith("Is it real? One seed per variant") and "make sweep-seeds" in real
+    assert reproduced.startswith("Reproduced? 7 of the study's 7 claims are in this sweep's domain (inconclusive: claims 1, 2, 3")
+    # The same lines head report.md, report.html and the sweep run's description.
+    for page, shown in (("report.md", str), ("report.html", html.escape)):
+        assert all(shown(line) in (tmp_path / "out" / page).read_text() for line in (speed, reproduced)), page
+    note = client.get_run(analysis.report_run_id).data.tags["mlflow.note.content"]
+    assert note.splitlines()[2:6] == [f"- {line}" for line in (speed, loss, real, reproduced)]
     assert "+12.4%" in text  # nn.LayerNorm vs hand-rolled, the study's headline
     # ...in a column that says what one run per variant, one after another, can support.
     assert SEQUENTIAL_SPEED_HEADER in text
@@ -129,7 +143,8 @@ def test_single_seed_table_matches_the_study(client: MlflowClient, store: dict[s
     assert "LayerNorm -11.1% training time (one run each" in claims[1].sentence()  # from its tokens/s: 1 / 1.124 - 1
     assert "built-in +0.0012 nats (one run each)" in claims[4].sentence()
     # Claim 6 too: the normalized runs stopped at step 100, short of the step 530 where no_norm's loss went NaN.
-    assert ("1/1 runs diverged (step 530). → inconclusive: none of the normalized variants' runs counts; left out: the "
+    assert claims[6].sentence().startswith("6. inconclusive — without normalization training diverges.")  # the word first
+    assert ("1/1 runs diverged (step 530). → none of the normalized variants' runs counts; left out: the "
             "normalized variants' 4 run(s) that finished before step 530, where no_norm diverged.") in claims[6].sentence()
     assert claims[1].word == claims[5].word == "inconclusive" and "one run each: a ratio without an interval" in claims[1].reason
     # The study's table beside the sweep's: its own numbers, row for row.

@@ -25,6 +25,7 @@ the study's `torch_layernorm`. Torch-free.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -82,6 +83,7 @@ __all__ = ["HEADING", "INCONCLUSIVE", "NOT_APPLICABLE", "NOT_REPRODUCED", "NOT_T
 HEADING = "Against the published study"
 CLAIM_TAG = "normsweep.study.claim{}"  # on the sweep's run: one tag per claim, its word
 ONE_SEED = "one seed gives no interval (≥2 seeds do: seed=0,1,2)"
+OWN_READING = "this sweep's own reading at its own setting, not a test of the claim"
 ONE_RUN = "one run each: a ratio without an interval (report.speed_rounds or seed=0,1,2 give one)"
 
 
@@ -124,8 +126,11 @@ class ClaimResult:
         if len(off) == 1 and off != {()} and all(f.word == NOT_APPLICABLE for f in self.findings):
             # One setting, outside the claim's domain: said once, with what each part reads at it.
             reads = [f"{_named(f.part)}{f.here}".strip() for f in self.findings if f.here]
+            # The setting is said once, above the claims; here only which of its facts, and the sweep's
+            # own reading set apart, so no claim word of that reading is mistaken for the claim's.
             unswept = "".join(f"; {label} not swept" for label in self.not_swept)
-            return "; ".join(next(iter(off))) + (f" (at this sweep's own setting it reads {'; '.join(reads)})" if reads else "") + unswept
+            own = f" ({OWN_READING}: {'; '.join(reads)})" if reads else ""
+            return f"outside its domain: {', '.join(short_reason(why) for why in next(iter(off)))}{unswept}{own}"
         several = len(self.findings) + len(self.not_swept) > 1
         reasons = [f"{f.part.label}: {f.reason}" if several and f.part.label else f.reason for f in self.findings if f.reason]
         reasons += [f"{label} not swept" for label in self.not_swept]
@@ -136,15 +141,15 @@ class ClaimResult:
         published = "; ".join(f"{_named(p)}{published_text(c, p)}" for p in c.parts)
         figures = [f"{_named(f.part)}{f.figure}" for f in self.findings] + [f"{label} not swept" for label in self.not_swept]
         note = f" ({c.note})" if c.note else ""
-        reason = f": {self.reason}" if self.reason else ""
-        return f"{c.number}. {c.statement}{note}. Study: {published}. This sweep: {'; '.join(figures)}. → {self.word}{reason}."
+        reason = f" → {self.reason}." if self.reason else ""
+        return f"{c.number}. {self.word} — {c.statement}{note}. Study: {published}. This sweep: {'; '.join(figures)}.{reason}"
 
 
 def unjudged_line(claim: Claim, missing: Sequence[str]) -> str:
     """A claim this sweep ran none of the parts of: the study's figure, and the variants it needs."""
     published = "; ".join(f"{_named(p)}{published_text(claim, p)}" for p in claim.parts)
     note = f" ({claim.note})" if claim.note else ""
-    return f"{claim.number}. {claim.statement}{note}. Study: {published}. → {NOT_TESTED}: needs {', '.join(missing)} (not swept)."
+    return f"{claim.number}. {NOT_TESTED} — {claim.statement}{note}. Study: {published}. → needs {', '.join(missing)} (not swept)."
 
 
 @dataclass
@@ -163,6 +168,18 @@ class StudySection:
         unjudged = {n: [unjudged_line(c, missing)] for n, (c, missing) in self.unjudged.items()}
         return [line for _, lines in sorted({**judged, **unjudged}.items()) for line in lines]
 
+    def outside_clauses(self) -> list[str]:
+        """Each way this sweep's setting leaves a claim's domain, once (the first wording of each fact)."""
+        seen: dict[str, str] = {}
+        for c in self.claims:
+            for f in c.findings:
+                for why in f.outside:
+                    seen.setdefault(short_reason(why), why)
+        return list(seen.values())
+
+    def shared_outside_short(self) -> list[str]:
+        return [short_reason(why) for why in self.outside_clauses()]
+
     def lead(self) -> str:
         return f"The study's figures come from {TABLE_SOURCE}, its setting from {SETTING_SOURCE}. Its table and setting beside this sweep's:"
 
@@ -171,7 +188,16 @@ class StudySection:
         line per claim (and claim 5's open question), or why none."""
         if self.absent:
             return [self.absent]
-        return [*self.setting, *([self.method] if self.method else []), *self._claim_lines()]
+        return [*self.setting, *self._outside_line(), *([self.method] if self.method else []), *self._claim_lines()]
+
+    def _outside_line(self) -> list[str]:
+        """One line for the ways this sweep's setting leaves the claims' domains, shared by their lines."""
+        clauses = self.outside_clauses()
+        if not clauses:
+            return []
+        return [f"Outside the study's domain here: {'; '.join(clauses)}. A claim whose domain this leaves reads "
+                f"{NOT_APPLICABLE} and names which of these facts; its figure is still this sweep's, read at this "
+                "sweep's own setting and set apart from the claim's word."]  # fmt: skip
 
     def short_items(self) -> list[str]:
         """One line per claim, its number, statement and word: the section where space is short (the
@@ -180,7 +206,7 @@ class StudySection:
             return [self.absent]
         full = "the full section, each figure with its interval and reason: report.md and claims.png on this run"
         words = {c.claim.number: (c.claim, c.word) for c in self.claims} | {n: (c, NOT_TESTED) for n, (c, _) in self.unjudged.items()}
-        return [*(f"{n}. {c.statement} → {word}" for n, (c, word) in sorted(words.items())), f"({full})"]
+        return [*(f"{n}. {word} — {c.statement}" for n, (c, word) in sorted(words.items())), f"({full})"]
 
     def lines(self) -> list[str]:
         """The section for a terminal or a note: the heading, the lead, the setting, the table, the claims."""
@@ -215,9 +241,34 @@ class StudySection:
                      for label in c.not_swept]  # fmt: skip
         return pd.DataFrame(rows)
 
+    def not_plotted(self) -> dict[int, str]:
+        """Claim number -> why the forest plot leaves it out: no part with an interval."""
+        drawn = {id(f) for f in self.plotted()}
+        out: dict[int, str] = {}
+        for c in self.claims:
+            if any(id(f) in drawn for f in c.findings):
+                continue
+            if c.claim.metric == STABILITY:
+                out[c.claim.number] = "an event: runs counted, no interval"
+            elif any(f.effect is not None and not f.effect.has_interval for f in c.findings):
+                out[c.claim.number] = "one run each: no interval"
+            else:
+                out[c.claim.number] = "no finished runs of its variants at the study's setting"
+        out |= dict.fromkeys(self.unjudged, "not swept")
+        return dict(sorted(out.items()))
+
     def plotted(self) -> list[Finding]:
         """The parts the forest plot draws: those with an interval (one end may be unbounded)."""
         return [f for c in self.claims for f in c.findings if math.isfinite(f.estimate) and not (math.isnan(f.low) or math.isnan(f.high))]
+
+
+_CLAUSE_END = re.compile(r":|, not |, below ")
+
+
+def short_reason(reason: str) -> str:
+    """The fact a domain reason starts with (`CPU run`, `3,230,144 parameters`, `precision fp32`),
+    without why it leaves the domain."""
+    return _CLAUSE_END.split(reason, maxsplit=1)[0].strip()
 
 
 def _named(part: Part) -> str:
@@ -554,7 +605,7 @@ def open_question(result: ClaimResult, e: Evidence) -> str:
     sd, df = seed_spread(e.runs, variants)
     off = list(dict.fromkeys(why for f in result.findings for why in f.outside))  # one setting: the same for every part
     if not df:
-        cannot = f"this sweep cannot settle it: {'; '.join(off)}; and " if off else ""
+        cannot = f"this sweep cannot settle it: outside its domain ({', '.join(map(short_reason, off))}), and " if off else ""
         return lead + cannot + "one seed per variant shows no seed spread here; ≥2 seeds (seed=0,1,2) measure it."
     gaps = " and ".join(f"{_named(p)}{p.published(LOSS):+.4f} = {abs(p.published(LOSS)) / (math.sqrt(2) * sd):.1f}" for p in result.claim.parts)
     spread = (f"one run's test loss varies over seeds by SD {sd:.4f} nats here (pooled over {len(variants)} variants, {df} df), "
@@ -564,7 +615,7 @@ def open_question(result: ClaimResult, e: Evidence) -> str:
     shows = "; ".join(f"{_named(f.part)}{f.figure}" for f in effects) or "no paired effect with an interval"
     if off:
         same = " In fp32 the hand-rolled and built-in norms compute the same function to rounding: no implementation edge can arise here." if fp32_only(e.runs[e.runs.variant.isin(variants)]) else ""
-        return lead + f"{spread}. The paired implementation effect here: {shows}. This sweep cannot settle it: {'; '.join(off)}.{same}"
+        return lead + f"{spread}. The paired implementation effect here: {shows}. This sweep cannot settle it: outside its domain ({', '.join(map(short_reason, off))}).{same}"
     if effects and all(f.readings.equivalence == Equivalence.INSIDE and f.readings.direction == Direction.UNDECIDED for f in effects) and not result.not_swept:
         return lead + f"{spread}. The paired implementation effect: {shows}: zero within ±{e.margins.test_loss:g} nats at the study's setting, which settles the study's open question: its gap was not an implementation effect."
     if effects and all(f.readings.direction == Direction.HOLDS for f in effects):

@@ -40,7 +40,7 @@ from src.report.runs import (
 )
 from src.report.sequential_verdicts import SequentialVerdict, load_verdicts, with_verdicts
 from src.report.sequential_verdicts import heading as sequential_heading
-from src.report.speed import speed_lines
+from src.report.speed import SpeedVerdict, compare_speed, speed_lines
 from src.report.stability import by_learning_rate, initial_losses, is_lr_sweep, lr_sensitivity
 from src.report.stability import sentences as stability_sentences
 from src.report.table import display_rows, interleaved_cell, summarize
@@ -70,6 +70,8 @@ class Analysis:
     norm_costs: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)  # and norm costs
     notes: list[str] = field(default_factory=list)  # requested pairs that could not be compared
     speed: list[str] = field(default_factory=list)  # the speed check's verdicts (src.report.speed), when it has them
+    speed_verdicts: list[SpeedVerdict] = field(default_factory=list)  # the same, as data (the headline reads them)
+    check: dict[str, Any] = field(default_factory=dict)  # the latest speed check's variants.json (empty: none)
     stability: pd.DataFrame | None = None  # per (variant, lr), when the sweep varied the learning rate
     sensitivity: pd.DataFrame | None = None  # per variant, Wortsman et al.'s LR sensitivity (same condition)
     axes: tuple[Axis, ...] = ()  # what the runs vary, seed aside (src.tracking.variants)
@@ -178,6 +180,8 @@ def analyze(
     check = load_speed_check(store, sweep.experiment_id)
     table = summarize(runs)
     sequential = load_verdicts(store, sweep.experiment_id)
+    timed = _timed(check, [(a, b) for a, b, _ in comparison_pairs(runs, pairs, reference)])
+    verdicts = compare_speed(check, timed, margins.speed)
     return Analysis(
         experiment=experiment,
         tracking_uri=uri,
@@ -191,7 +195,9 @@ def analyze(
         interleaved=load_interleaved(store, sweep.experiment_id),
         norm_costs=load_norm_costs(store, sweep.experiment_id),
         notes=unmatched_pairs(runs, pairs) if pairs is not None else [],
-        speed=_speed(check, margins, [(a, b) for a, b, _ in comparison_pairs(runs, pairs, reference)]),
+        speed=speed_lines(check, timed, margins.speed, _reference(check), verdicts) if _kernels(check) else [],
+        speed_verdicts=verdicts,
+        check=check,
         stability=by_learning_rate(runs) if lr_swept else None,
         sensitivity=lr_sensitivity(runs, initial_losses(curves)) if lr_swept else None,
         axes=sweep.axes,
@@ -202,12 +208,18 @@ def analyze(
     )
 
 
-def _speed(check: dict[str, Any], margins: Margins, pairs: list[tuple[str, str]]) -> list[str]:
-    """The speed section from the experiment's latest speed check (`check`, empty without one), for
-    the report's pairs (`pairs`) that the check timed."""
+def _timed(check: dict[str, Any], pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The report's pairs (`pairs`) that the experiment's latest speed check (`check`, empty without
+    one) timed with the norms' kernels."""
     variants = (check.get("settings") or {}).get("variants") or []
-    if not check.get("kernel") or not variants:
-        return []
-    timed = [(a, b) for a, b in pairs if a in variants and b in variants]
-    reference = REFERENCE_VARIANT if REFERENCE_VARIANT in variants else variants[0]
-    return speed_lines(check, timed, margins.speed, reference)
+    return [(a, b) for a, b in pairs if a in variants and b in variants] if _kernels(check) else []
+
+
+def _kernels(check: dict[str, Any]) -> bool:
+    """Whether the check timed the norms' kernels (an older check timed whole steps only)."""
+    return bool(check.get("kernel") and (check.get("settings") or {}).get("variants"))
+
+
+def _reference(check: dict[str, Any]) -> str | None:
+    variants = (check.get("settings") or {}).get("variants") or []
+    return REFERENCE_VARIANT if REFERENCE_VARIANT in variants else (variants[0] if variants else None)

@@ -9,6 +9,8 @@ own, not a test of the claim.
 
 from __future__ import annotations
 
+import textwrap
+
 from matplotlib.figure import Figure
 
 from src.report.against_study import Finding, StudySection
@@ -45,7 +47,8 @@ def _view(metric: str, parts: list[Finding]) -> tuple[float, float]:
 
 
 def plot_claims(section: StudySection) -> Figure | None:
-    """The forest plot, or None when no claim part has an interval (a one-seed sweep, none of the study's variants)."""
+    """The forest plot, or None when no claim part has an interval (a one-seed sweep, none of the study's
+    variants); the claims it leaves out are named below it, with why."""
     found = section.plotted()
     panels = [(metric, title, scale, [f for f in found if (f.metric == SPEED) == (metric == SPEED)]) for metric, title, scale in PANELS]
     panels = [p for p in panels if p[3]]
@@ -78,5 +81,13 @@ def plot_claims(section: StudySection) -> Figure | None:
         ax.set(title=title)
         ax.grid(axis="x", alpha=0.3)
     fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=3, fontsize="small")
-    fig.suptitle("The study's claims against this sweep (dotted: the report's equivalence margin)")
+    title = "The study's claims against this sweep (dotted: the report's equivalence margin)"
+    if left := section.not_plotted():
+        # A claim with no interval has no row: the figure says so, rather than dropping it silently.
+        groups: dict[str, list[int]] = {}
+        for number, why in left.items():
+            groups.setdefault(why, []).append(number)
+        said = "; ".join(f"{'claim' if len(ns) == 1 else 'claims'} {', '.join(map(str, ns))} ({why})" for why, ns in groups.items())
+        title += "\n" + textwrap.fill(f"Not drawn: {said}; their lines in the report give this sweep's figure.", 80 * len(panels))
+    fig.suptitle(title, fontsize="medium")
     return fig

@@ -7,6 +7,8 @@ import html
 from pathlib import Path
 
 from src.report.analysis import Analysis
+from src.report.headline import HEADING as HEADLINE
+from src.report.headline import headline
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -32,6 +34,7 @@ def html_page(analysis: Analysis, figures: list[Path]) -> str:
     return (
         f"<!doctype html><meta charset='utf-8'><title>normsweep: {html.escape(analysis.experiment)}</title>"
         f"<body style='font-family:sans-serif'><h1>normsweep report: {html.escape(analysis.experiment)}</h1>"
+        f"<h2>{HEADLINE}</h2><ul>{''.join(f'<li>{html.escape(line)}</li>' for line in headline(analysis))}</ul>"
         f"<p>{len(analysis.runs)} runs. Cells are mean ± 95% CI over finished seeds.</p>"
         f"{_table(*analysis.rows())}"
         f"{f'<p>{html.escape(analysis.code_note)}</p>' if analysis.code_note else ''}"

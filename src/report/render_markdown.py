@@ -7,6 +7,8 @@ from pathlib import Path
 from src.core.tables import markdown_table
 from src.report.against_study import HEADING as STUDY_HEADING
 from src.report.analysis import Analysis
+from src.report.headline import HEADING as HEADLINE
+from src.report.headline import headline
 from src.report.sequential_verdicts import heading as sequential_heading
 from src.report.table import with_ci
 from src.tracking.summary import VERDICT_MAX
@@ -17,6 +19,7 @@ def markdown_page(analysis: Analysis, figures: list[Path]) -> str:
     a = analysis
     parts = [
         f"# normsweep report: `{a.experiment}`",
+        f"## {HEADLINE}\n\n" + "\n".join(f"- {line}" for line in headline(a)),
         f"{len(a.runs)} runs from `{a.tracking_uri}`. Cells are mean ± 95% CI (t) over finished seeds.",
         markdown_table(*a.rows()),
         *([a.code_note] if a.code_note else []),
@@ -29,27 +32,33 @@ def markdown_page(analysis: Analysis, figures: list[Path]) -> str:
 
 
 def verdict(analysis: Analysis) -> str:
-    """The answer in a few lines: per variant its headline numbers, each pair's verdict, the study's
-    claims; within MLflow's limit on a tag (VERDICT_MAX), the study's section shortened to a word per
-    claim first, and only then the text cut, saying so."""
+    """The answer in a few lines: the headline, per variant its numbers, each pair's verdict, the study's
+    claims; within MLflow's limit on a tag (VERDICT_MAX), the pairs' sentences left to report.md first,
+    then the study's section shortened to a word per claim, and only then the text cut, saying so."""
     text = _verdict(analysis, full=True)
+    if len(text) > VERDICT_MAX:  # the pairs' sentences stay in report.md: the headline sums them up
+        text = _verdict(analysis, full=True, pairs=False)
     if len(text) > VERDICT_MAX:
-        text = _verdict(analysis, full=False)
+        text = _verdict(analysis, full=False, pairs=False)
     if len(text) > VERDICT_MAX:
         cut = "\n\n… (cut at MLflow's limit on a run's description: report.md on this run has it all)"
         text = text[: VERDICT_MAX - len(cut)] + cut
     return text
 
 
-def _verdict(analysis: Analysis, full: bool) -> str:
+def _verdict(analysis: Analysis, full: bool, pairs: bool = True) -> str:
     a = analysis
-    lines = [f"**normsweep verdict, experiment `{a.experiment}`** ({a.heading()}):", ""]
+    lines = [f"**normsweep verdict, experiment `{a.experiment}`**", "", *(f"- {line}" for line in headline(a)), ""]
+    lines += [f"Per variant ({a.heading()}):", ""]
     for r in a.table.itertuples(index=False):
         loss = with_ci(r.test_loss, r.test_loss_ci, "{:.4f}")
         speed = with_ci(r.tokens_per_sec, r.tokens_per_sec_ci, "{:,.0f}")
         notes = f"; {r.notes}" if r.notes else ""
         lines.append(f"- `{r.variant}`: test loss {loss}, {speed} tokens/s ({r.finished} seed(s) finished{notes})")
-    lines += [f"- {s}" for s in a.sentences()] or [f"- {a.nothing_to_compare()}"]
+    if pairs:
+        lines += [f"- {s}" for s in a.sentences()] or [f"- {a.nothing_to_compare()}"]
+    else:
+        lines += [f"- {len(a.sentences())} sentences on the pairs and their speed: report.md on this run"]
     lines += [f"- {a.code_note}"] if a.code_note else []
     if a.sequential:
         lines += ["", f"{sequential_heading()}:", *(f"- {v.sentence()}" for v in a.sequential)]

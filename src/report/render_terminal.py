@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from src.core.tables import text_table
 from src.report.analysis import Analysis
+from src.report.headline import HEADING as HEADLINE
+from src.report.headline import headline
 from src.report.sequential_verdicts import heading as sequential_heading
 from src.report.stability import sentences as stability_sentences
 
@@ -12,6 +14,7 @@ def terminal_text(analysis: Analysis) -> str:
     """What `python -m src.report` and the end of a sweep print."""
     a = analysis
     lines = [f"normsweep report: experiment {a.experiment!r} ({len(a.runs)} runs)", ""]
+    lines += [f"{HEADLINE}:", *(f"  {line}" for line in headline(a)), ""]
     lines += [text_table(*a.rows()), ""]
     lines += [a.code_note, ""] if a.code_note else []
     if a.comparisons or a.notes:

@@ -30,6 +30,7 @@ from src.stats.pairs import pair_label
 from src.stats.verdicts import Decision, SpeedWord, decide, equivalent_text, settle_text, speed_word
 
 KINDS_ORDER = ("fwd", "bwd")
+NO_KERNEL = "none"  # the dispatch of a variant whose norm is the identity
 
 
 @dataclass(frozen=True)
@@ -65,13 +66,14 @@ class SpeedVerdict:
     def verdict_text(self) -> str:
         word = self.verdict
         if word == SpeedWord.EQUIVALENT:
-            return equivalent_text(f"{self.margin:.0%}", _pct(self.predicted) if self.decision and self.decision.remains else False)
+            return equivalent_text(f"{self.margin:.0%}", step_time_text(self.predicted) if self.decision and self.decision.remains else False)
         if word == SpeedWord.UNRESOLVED and self.rounds_needed:
             return f"{word}: {settle_text(self.rounds_needed, 'kernel rounds')}"
         return str(word)
 
 
-def _pct(i: Interval) -> str:
+def step_time_text(i: Interval) -> str:
+    """A log step-time ratio as the report prints it: `+0.3% [+0.2%, +0.3%]` (b's step against a's)."""
     return f"{math.expm1(i.diff):+.1%} [{math.expm1(i.low):+.1%}, {math.expm1(i.high):+.1%}]"
 
 
@@ -103,6 +105,29 @@ def predicted_rounds(check: Mapping[str, Any], a: str, b: str) -> np.ndarray | N
     return np.log(np.maximum(1 + (nb - na) / step_a, 1e-3))
 
 
+def pair_estimate(check: Mapping[str, Any], a: str, b: str) -> Interval | None:
+    """The one speed estimate of b against a, wherever the report shows a pair's speed (its verdict,
+    the table's column, the figure, the study's table, the sweep run's metrics): the step-time change
+    predicted from the norms' own cost, a log ratio with Yuen's 95% interval over the kernel rounds.
+    None when the check did not time both norms."""
+    rounds = predicted_rounds(check, a, b)
+    return None if rounds is None else trimmed_mean_interval(rounds)
+
+
+def norm_shares(check: Mapping[str, Any]) -> dict[str, float]:
+    """Per variant, its norm's share of a whole step: median norm seconds per step over the kernel
+    rounds, divided by the reference's step at the kernels' thread count (variants that do no norm
+    work left out)."""
+    kernel = check.get("kernel") or {}
+    step = kernel.get("step_s")
+    norms: Mapping[str, list[float]] = kernel.get("samples_s") or {}
+    # An identity (no_norm) is timed too: its rounds measure the timing's own floor, not a norm.
+    idle = {v for v, d in (check.get("dispatch") or {}).items() if d.get("fwd") == NO_KERNEL}
+    if not step:
+        return {}
+    return {v: float(np.median(x)) / float(step) for v, x in norms.items() if v not in idle and len(x)}
+
+
 def compare_speed(check: Mapping[str, Any], pairs: Sequence[tuple[str, str]], margin: float) -> list[SpeedVerdict]:
     """A verdict per pair (b vs a) from a speed check's per-round samples (`variants.json`)."""
     steps: Mapping[str, list[float]] = check.get("samples_s") or {}
@@ -110,10 +135,9 @@ def compare_speed(check: Mapping[str, Any], pairs: Sequence[tuple[str, str]], ma
     norms: Mapping[str, list[float]] = kernel.get("samples_s") or {}
     found = []
     for a, b in pairs:
-        rounds = predicted_rounds(check, a, b)
-        if rounds is None:
+        predicted = pair_estimate(check, a, b)
+        if predicted is None:
             continue
-        predicted = trimmed_mean_interval(rounds)
         na, nb = _aligned(norms[a], norms[b])
         norm_ratio = trimmed_mean_interval(np.log(nb / na)) if np.all(na > 0) and np.all(nb > 0) and np.median(na) > 1e-6 else None
         measured = None
@@ -164,10 +188,10 @@ def header(check: Mapping[str, Any], reference: str | None) -> str:
 
 def sentence(v: SpeedVerdict) -> str:
     norm = f", its norm {math.exp(v.norm_ratio.diff):.2f}× [{math.exp(v.norm_ratio.low):.2f}, {math.exp(v.norm_ratio.high):.2f}]" if v.norm_ratio else ""
-    text = f"{pair_label(v.a, v.b)}: {v.verdict_text()} — step time {_pct(v.predicted)} predicted from the norms' own cost{norm}"
+    text = f"{pair_label(v.a, v.b)}: {v.verdict_text()} — step time {step_time_text(v.predicted)} predicted from the norms' own cost{norm}"
     if v.measured is None:
         return text + "."
-    measured = f"; whole steps measured {_pct(v.measured)}"
+    measured = f"; whole steps measured {step_time_text(v.measured)}"
     if v.agree:
         return text + measured + ": the two agree."
     return text + measured + ": they disagree; the step-level measurement was too noisy to use."
@@ -183,9 +207,11 @@ def dispatch_lines(dispatch: Mapping[str, Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-def speed_lines(check: Mapping[str, Any], pairs: Sequence[tuple[str, str]], margin: float, reference: str | None) -> list[str]:
-    """The report's speed section: how it was measured, one verdict per pair, the kernels that ran."""
-    verdicts = compare_speed(check, pairs, margin)
+def speed_lines(check: Mapping[str, Any], pairs: Sequence[tuple[str, str]], margin: float, reference: str | None,
+                verdicts: Sequence[SpeedVerdict] | None = None) -> list[str]:  # fmt: skip
+    """The report's speed section: how it was measured, one verdict per pair, the kernels that ran
+    (`verdicts`: those of `compare_speed` for the same pairs, when already made)."""
+    verdicts = compare_speed(check, pairs, margin) if verdicts is None else verdicts
     if not verdicts and not check.get("dispatch"):
         return []
     return [header(check, reference), *(sentence(v) for v in verdicts), *dispatch_lines(check.get("dispatch") or {})]
