@@ -52,6 +52,46 @@ def run_cli(module: str, *args: str, timeout: float = 600) -> subprocess.Complet
     )
 
 
+def run_train(*args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m src.train <args>` run in this process, as `run_cli` runs it in a new one (a user's
+    environment, the repo as the working folder), for refusals: the same entry point and exit code
+    without a second interpreter importing the stack (seconds each). The environment, argv, working
+    folder and logging the entry point and Hydra change are restored; one subprocess test per path
+    keeps the process-level contract (run_cli)."""
+    import io
+    import logging
+    import runpy
+
+    saved_env, saved_argv, saved_cwd = dict(os.environ), list(sys.argv), os.getcwd()
+    root = logging.getLogger()
+    saved_logging = (list(root.handlers), root.level)
+    out, err = io.StringIO(), io.StringIO()
+    os.environ.clear()
+    os.environ.update(cli_env())
+    sys.argv = ["src.train", *args]
+    os.chdir(REPO)
+    code: object = 0
+    imported = sys.modules.pop("src.train", None)  # run as __main__, as `python -m` runs it (runpy warns otherwise)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            runpy.run_module("src.train", run_name="__main__")
+    except SystemExit as exit_:
+        code = exit_.code
+    finally:
+        if imported is not None:
+            sys.modules["src.train"] = imported
+        os.environ.clear()
+        os.environ.update(saved_env)
+        sys.argv = saved_argv
+        os.chdir(saved_cwd)
+        root.handlers[:] = saved_logging[0]
+        root.setLevel(saved_logging[1])
+    if not isinstance(code, int):  # a one-line SystemExit message, printed as Python would
+        err.write(f"{code}\n")
+        code = 1
+    return subprocess.CompletedProcess(["src.train", *args], code, out.getvalue(), err.getvalue())
+
+
 def run_sweep(root: Path, cache: Path, experiment: str, *overrides: str) -> str:
     """A FAST multirun into `root`'s store (its report in root/reports/<experiment>); its output."""
     proc = run_cli(

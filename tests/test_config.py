@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
+from helpers import run_train
 from omegaconf import DictConfig, OmegaConf
 
 from src.core.budget import resolve_budget
@@ -250,9 +250,9 @@ def test_a_budget_below_one_step_is_refused_naming_its_field() -> None:
     assert resolve_budget(_optim(token_budget=12_289), 1024, 1, n_params=1).max_steps == 2  # rounded up
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # the entry point, in this process
 def test_a_budget_below_one_step_is_one_config_error_line() -> None:
-    done = run_cli("src.train", "optim.token_budget=100", "logger=none")  # the job's own check, before it trains
+    done = run_train("optim.token_budget=100", "logger=none")  # the job's own check, before it trains
     assert done.returncode == 2 and done.stderr.strip().startswith("config error: optim.token_budget: a budget of 100 tokens"), done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
 
