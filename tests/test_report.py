@@ -27,8 +27,16 @@ from src.report.__main__ import main as report_main
 from src.report.comparisons import PAIRS, Margins, check_pairs, pairs_for
 from src.report.headline import HEADING as HEADLINE
 from src.report.published import SETTING, TABLE
+from src.report.speed import step_time_text
+from src.report.speed_plot import plot_speed
 from src.report.stability import by_learning_rate, largest_stable_lr
-from src.report.table import SEQUENTIAL_SPEED_HEADER, parse_variant, summarize
+from src.report.table import (
+    CHECK_SPEED_HEADER,
+    ONE_AFTER_ANOTHER,
+    SEQUENTIAL_SPEED_HEADER,
+    parse_variant,
+    summarize,
+)
 from src.tracking.sweep import SWEEP_TAG
 from src.tracking.tags import DEVICE_TAG
 
@@ -137,7 +145,8 @@ def test_single_seed_table_matches_the_study(client: MlflowClient, store: dict[s
     assert "| no_norm | 0/1 | — | — | — |" in md and "diverged at step 530" in md
     csv = pd.read_csv(tmp_path / "out" / "table.csv")
     assert csv.set_index("variant").loc["hand_layernorm", "tokens_per_sec"] == 348364.0
-    assert {p.name for p in analysis.files} >= {"loss_curves.png", "throughput.png", "report.md", "table.csv"}
+    assert {p.name for p in analysis.files} >= {"loss_curves.png", "report.md", "table.csv"}
+    assert "speed.png" not in {p.name for p in analysis.files}  # no speed check: speed is not drawn
     # Against the published study, its own numbers give back its figures; one run each settles nothing.
     claims = {c.claim.number: c for c in analysis.study.claims}
     assert "LayerNorm -11.1% training time (one run each" in claims[1].sentence()  # from its tokens/s: 1 / 1.124 - 1
@@ -191,7 +200,7 @@ def test_multi_seed_statistics_and_bookkeeping(client: MlflowClient, store: dict
     summaries = client.search_runs([exp], filter_string=f"tags.`{SWEEP_TAG}` = 'true'")
     assert len(summaries) == 1 and summaries[0].info.run_name == "report"
     artifacts = {a.path for a in client.list_artifacts(summaries[0].info.run_id, "report")}
-    assert {f"report/{f}" for f in ("report.html", "report.md", "table.csv", "loss_curves.png", "throughput.png")} <= artifacts
+    assert {f"report/{f}" for f in ("report.html", "report.md", "table.csv", "loss_curves.png")} <= artifacts
     assert len(analyze("seeds", store["uri"]).runs) == 8
 
 
@@ -483,6 +492,34 @@ def test_report_matches_mlflow_for_real_runs(tiny_sweep: TinySweep, tiny_client:
 
 
 @pytest.mark.slow
+def test_one_speed_estimate_per_pair_everywhere(tiny_sweep: TinySweep, tiny_client: MlflowClient) -> None:
+    """The speed check's estimate of a pair is the one number its verdict, the table's speed column,
+    speed.png's data, the study's table and the sweep run's metrics show (no second ranking)."""
+    analysis = analyze(EXPERIMENT, tiny_sweep.uri)
+    assert analysis.speed_verdicts, analysis.speed
+    headers, rows = analysis.rows()
+    cells = {row[0]: row[headers.index(CHECK_SPEED_HEADER)] for row in rows}
+    assert all(h.endswith(ONE_AFTER_ANOTHER) for h in headers if h.startswith(("tokens/s", "training time")))
+    figure = plot_speed(analysis.speed_verdicts, analysis.margins.speed)
+    segments = [line.get_xdata() for line in figure.axes[0].lines if len(line.get_xdata()) == 2]
+    exp = tiny_client.get_experiment_by_name(EXPERIMENT).experiment_id
+    parent = tiny_client.search_runs([exp], f"tags.`{SWEEP_TAG}` = 'true'", order_by=["attributes.start_time DESC"])[0]
+    study_headers, study_rows = analysis.study.table
+    study_cells = {row[0]: row[study_headers.index("step time vs hand_layernorm (sweep, speed check)")] for row in study_rows}
+    for v in analysis.speed_verdicts:
+        shown = step_time_text(v.predicted)
+        low, high = (math.expm1(x) for x in (v.predicted.low, v.predicted.high))
+        assert f"vs {v.a} {shown}" in cells[v.b]  # the table's speed column
+        assert any(s.startswith(f"{v.b} vs {v.a}: ") and f"step time {shown} predicted" in s for s in analysis.speed)  # its verdict
+        assert any(x == pytest.approx([100 * low, 100 * high]) for x in segments), segments  # speed.png
+        key = f"sweep/{v.b}_vs_{v.a}.step_time"
+        assert parent.data.metrics[f"{key}.ci_low"] == pytest.approx(low) and parent.data.metrics[f"{key}.ci_high"] == pytest.approx(high)
+        if v.a == "hand_layernorm":  # the study's table is relative to the hand-rolled LayerNorm
+            assert study_cells[v.b] == shown
+    assert not any(".tokens_per_sec." in key for key in parent.data.metrics)  # jobs one after another: no ranking
+
+
+@pytest.mark.slow
 def test_sweep_callback_reports_at_the_end(tiny_sweep: TinySweep, tiny_client: MlflowClient) -> None:
     last = tiny_sweep.outputs[-1]
     assert "normsweep report: experiment 'tiny_sweep'" in last and "diverged (steps" in last
@@ -506,7 +543,7 @@ def test_cli_on_real_runs(tiny_sweep: TinySweep, tmp_path: Path, capsys: pytest.
     assert report_main(args) == 0
     out = capsys.readouterr().out
     assert "hand_layernorm" in out and "torch_layernorm vs hand_layernorm (paired by seed, n = 2)" in out
-    assert (tmp_path / "table.csv").exists() and (tmp_path / "throughput.png").stat().st_size > 0
+    assert (tmp_path / "table.csv").exists() and (tmp_path / "speed.png").stat().st_size > 0
     # comparisons.csv is computed from MLflow's numbers: the per-seed differences, averaged.
     csv = pd.read_csv(tmp_path / "comparisons.csv").set_index(["pair", "metric", "test"])
     client = MlflowClient(tiny_sweep.uri)

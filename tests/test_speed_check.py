@@ -24,6 +24,7 @@ from src.launch.speed_check import bench_command, current_check
 from src.model.dispatch import classify, record_dispatch
 from src.model.norms import make_norm
 from src.report.speed import compare_speed, sentence
+from src.report.table import CHECK_SPEED_HEADER
 from src.tracking.store import Store
 from src.training.run_spec import validate
 
@@ -58,7 +59,7 @@ def test_the_sweep_reports_interleaved_speed(tiny_sweep: TinySweep) -> None:
     first = tiny_sweep.outputs[0]  # the multirun with report.speed_rounds=2
     assert "[normsweep] speed: 1 s of their norms' kernels, then 2 interleaved rounds of hand_layernorm,torch_layernorm" in first
     assert "warning: speed check" not in first and "[normsweep] speed check took" in first
-    assert "interleaved speed vs torch_layernorm" in first  # the table's speed column is that measurement
+    assert CHECK_SPEED_HEADER in first  # the table's speed column is that measurement
     # A verdict for the pair, predicted from the norms' kernels and checked by whole steps, with the load.
     assert "Speed (python -m src.bench variants" in first and "load average" in first
     (line,) = [x for x in first.splitlines() if x.startswith("torch_layernorm vs hand_layernorm:")]

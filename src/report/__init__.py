@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -22,7 +23,7 @@ from src.report.files import default_out_dir, report_folder, write
 from src.report.render_markdown import verdict
 from src.report.render_terminal import terminal_text
 from src.report.runs import ReportError, open_store, save_summary_run, tag_variants
-from src.tracking.summary import log_sweep_summary
+from src.tracking.summary import log_sweep_summary, pair_speed_metrics
 from src.tracking.sweep import STALE_AFTER_S
 
 __all__ = [
@@ -64,6 +65,10 @@ def generate_report(
             pd.DataFrame(rows, columns=headers),
             analysis.comparisons_frame(),
             verdict(analysis),
+            pair_speed_metrics(
+                (v.a, v.b, *(math.expm1(x) for x in (v.predicted.diff, v.predicted.low, v.predicted.high)))
+                for v in analysis.speed_verdicts
+            ),
         )
         store.set_tags(analysis.report_run_id, analysis.study.tags())  # one per claim: its word
     return analysis

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -52,6 +52,7 @@ from src.report.published import (
     Part,
 )
 from src.report.sequential_verdicts import SequentialVerdict
+from src.report.speed import pair_estimate, step_time_text
 from src.report.study_setting import setting_lines, study_table
 from src.report.table import AXIS_PREFIX, DASH
 from src.stats import sequential as looks
@@ -646,6 +647,16 @@ def _family(e: Evidence) -> tuple[int, bool]:
     return count + event, event
 
 
+def _estimate_text(check: Mapping[str, Any]) -> Callable[[str, str], str | None]:
+    """b's speed against a as the speed check estimates it (its verdict's number), as text."""
+
+    def text(a: str, b: str) -> str | None:
+        found = pair_estimate(check, a, b)
+        return step_time_text(found) if found is not None else None
+
+    return text
+
+
 def method_line(family: int, event: bool, sequential: int) -> str:
     """How the section's tests were taken, and what their words promise together ("" without a test)."""
     if not family:
@@ -689,6 +700,6 @@ def against_study(
     # A claim with no part swept still has its line: the variants it needs, in the study's table order.
     unjudged = {c.number: (c, tuple(v for v in STUDY_VARIANTS if v in c.variants() - swept)) for c in CLAIMS if judged[c.number] is None}
     decided_parts = sum(bool(f.readings and _sequential(f.part, c.claim.metric, evidence)) for c in claims for f in c.findings)
-    shown_table = study_table(table, labels) if table is not None else None
+    shown_table = study_table(table, labels, _estimate_text(check) if check.get("kernel") else None) if table is not None else None
     return StudySection(claims, setting_lines(runs), shown_table, method_line(evidence.family, event, decided_parts),
                         family=evidence.family, unjudged=unjudged)  # fmt: skip

@@ -40,7 +40,7 @@ from src.report.runs import (
 )
 from src.report.sequential_verdicts import SequentialVerdict, load_verdicts, with_verdicts
 from src.report.sequential_verdicts import heading as sequential_heading
-from src.report.speed import SpeedVerdict, compare_speed, speed_lines
+from src.report.speed import SpeedVerdict, compare_speed, speed_lines, step_time_text
 from src.report.stability import by_learning_rate, initial_losses, is_lr_sweep, lr_sensitivity
 from src.report.stability import sentences as stability_sentences
 from src.report.table import display_rows, interleaved_cell, summarize
@@ -120,7 +120,14 @@ class Analysis:
         return with_verdicts(to_frame(self.comparisons), self.sequential)
 
     def rows(self) -> tuple[list[str], list[list[str]]]:
-        return display_rows(self.table, self.interleaved)
+        return display_rows(self.table, self.interleaved, self.pair_cells())
+
+    def pair_cells(self) -> dict[str, str]:
+        """variant -> `vs a +0.3% [+0.2%, +0.3%]` for each speed verdict that measured it (as b)."""
+        cells: dict[str, list[str]] = {}
+        for v in self.speed_verdicts:
+            cells.setdefault(v.b, []).append(f"vs {v.a} {step_time_text(v.predicted)}")
+        return {b: "; ".join(found) for b, found in cells.items()}
 
     def heading(self) -> str:
         m = self.margins

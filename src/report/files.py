@@ -7,9 +7,10 @@ from pathlib import Path
 from src.core import paths
 from src.report.analysis import Analysis
 from src.report.claims_plot import plot_claims
-from src.report.plots import plot_losses, plot_throughput, save
+from src.report.plots import plot_losses, save
 from src.report.render_html import html_page
 from src.report.render_markdown import markdown_page
+from src.report.speed_plot import plot_speed
 from src.report.stability import plot_stability
 from src.tracking.identity import safe_folder_name
 
@@ -26,12 +27,13 @@ def default_out_dir(experiment: str) -> Path:
 
 def write(analysis: Analysis, out_dir: Path) -> list[Path]:
     """report.html, report.md, table.csv (per variant), comparisons.csv, runs.csv (per run), the PNGs
-    (claims.png where a claim of the study has an interval; claims.csv where the sweep ran a claim's norms); stability.csv/png for a learning-rate sweep."""
+    (speed.png where a speed check timed the norms; claims.png where a claim of the study has an interval; claims.csv where the sweep ran a claim's norms); stability.csv/png for a learning-rate sweep."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    figures = [
-        save(plot_losses(analysis.curves), out_dir / "loss_curves.png"),
-        save(plot_throughput(analysis.runs), out_dir / "throughput.png"),
-    ]
+    figures = [save(plot_losses(analysis.curves), out_dir / "loss_curves.png")]
+    # Speed is drawn only as the check measured it: the jobs' tokens/s, one after another, rank the load.
+    speed = plot_speed(analysis.speed_verdicts, analysis.margins.speed)
+    if speed is not None:
+        figures.append(save(speed, out_dir / "speed.png"))
     claims = plot_claims(analysis.study)
     if claims is not None:  # the study's claims with an interval: none in a one-seed sweep
         figures.append(save(claims, out_dir / "claims.png"))

@@ -188,10 +188,11 @@ def header(check: Mapping[str, Any], reference: str | None) -> str:
 
 def sentence(v: SpeedVerdict) -> str:
     norm = f", its norm {math.exp(v.norm_ratio.diff):.2f}× [{math.exp(v.norm_ratio.low):.2f}, {math.exp(v.norm_ratio.high):.2f}]" if v.norm_ratio else ""
-    text = f"{pair_label(v.a, v.b)}: {v.verdict_text()} — step time {step_time_text(v.predicted)} predicted from the norms' own cost{norm}"
+    text = f"{pair_label(v.a, v.b)}: {v.verdict_text()} — step time {step_time_text(v.predicted)} predicted from the norms' own cost (the verdict's estimate){norm}"
     if v.measured is None:
         return text + "."
-    measured = f"; whole steps measured {step_time_text(v.measured)}"
+    # Two estimates of one pair: the line says which decides and why the other is there.
+    measured = f"; whole steps measured {step_time_text(v.measured)} (the check of that prediction: a whole step carries the machine's load, which a norm's own rounds shed)"
     if v.agree:
         return text + measured + ": the two agree."
     return text + measured + ": they disagree; the step-level measurement was too noisy to use."

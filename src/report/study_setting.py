@@ -9,7 +9,7 @@ that differs between the runs is listed with each of its values. Torch-free.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import pandas as pd
 
@@ -73,21 +73,40 @@ TABLE_COLUMNS = ["variant", "seeds (study / sweep)", "training time s (study)", 
                  "tokens/s (study)", "tokens/s (sweep)", "test loss (study)", "test loss (sweep)"]  # fmt: skip
 
 
-def study_table(table: pd.DataFrame, labels: Mapping[str, str | None]) -> tuple[list[str], list[list[str]]]:
+# With a speed check, the sweep's speed beside the study's is its one estimate per pair (against the
+# hand-rolled LayerNorm, as the study's claims time the built-ins), not the jobs' own times.
+TIME_REFERENCE = "hand_layernorm"
+RELATIVE_COLUMNS = ["variant", "seeds (study / sweep)", "training time s (study)", f"training time vs {TIME_REFERENCE} (study)",
+                    f"step time vs {TIME_REFERENCE} (sweep, speed check)", "test loss (study)", "test loss (sweep)"]  # fmt: skip
+
+
+def study_table(
+    table: pd.DataFrame, labels: Mapping[str, str | None], estimate: Callable[[str, str], str | None] | None = None
+) -> tuple[list[str], list[list[str]]]:
     """The study's row and this sweep's (mean ± 95% CI over finished seeds, the report's table) per
     study variant: the sweep's variant that is the study's (`labels`), or where none is (another model
     size, placement, ...) each variant of that norm the sweep ran (the table's `norm`), named as the
-    report names it, so the table is never a header alone."""
+    report names it, so the table is never a header alone. With `estimate` (variants a, b -> b's speed
+    estimate against a from the speed check, as text) the sweep's speed is that, relative to the
+    hand-rolled LayerNorm, in place of its jobs' times and tokens/s."""
     rows = []
     by_variant = table.set_index("variant") if len(table) else table
     norm_of = by_variant["norm"].to_dict() if "norm" in by_variant else {}
+    reference = labels.get(TIME_REFERENCE)
     for norm in STUDY_VARIANTS:
         label = labels.get(norm)
         shown = [label] if label is not None else [v for v in by_variant.index if norm_of.get(v) == norm]
         for variant in shown:
-            if variant in by_variant.index:
-                rows.append(_study_row(norm, str(variant), by_variant.loc[variant]))
-    return TABLE_COLUMNS, rows
+            if variant not in by_variant.index:
+                continue
+            row = _study_row(norm, str(variant), by_variant.loc[variant])
+            if estimate is not None:
+                study = TABLE[norm].train_time_s / TABLE[TIME_REFERENCE].train_time_s - 1
+                ours = "ref" if variant == reference else (estimate(reference, str(variant)) if reference else None)
+                study_text = "ref" if norm == TIME_REFERENCE else DASH if math.isnan(study) else f"{study:+.1%}"
+                row = [*row[:3], study_text, ours or DASH, *row[6:]]
+            rows.append(row)
+    return (RELATIVE_COLUMNS if estimate is not None else TABLE_COLUMNS), rows
 
 
 def _study_row(norm: str, label: str, r: pd.Series) -> list[str]:

@@ -157,14 +157,23 @@ def interleaved_cell(ratio: tuple[float, float, float] | None) -> str:
 SEQUENTIAL_SPEED_HEADER = "speed vs hand-rolled (one run each, one after another: machine load, not a measurement)"
 
 
+# With a speed check, the speed column holds each pair's one estimate (the verdict's), on the row of the
+# variant measured; the jobs' own times stay as what they are: runs timed one after another.
+CHECK_SPEED_HEADER = "step time vs its pair (speed check: the verdict's estimate)"
+ONE_AFTER_ANOTHER = " (jobs one after another)"
+
+
 def display_rows(
-    table: pd.DataFrame, interleaved: Mapping[str, tuple[float, float, float]] | None = None
+    table: pd.DataFrame,
+    interleaved: Mapping[str, tuple[float, float, float]] | None = None,
+    pair_cells: Mapping[str, str] | None = None,
 ) -> tuple[list[str], list[list[str]]]:
     """The table as text cells: mean ± 95% CI (plain mean with one seed), dashes for no data.
 
-    With `interleaved` (ratios from a bench-variants run of the same experiment) the speed column is
-    each variant's training-step speed relative to torch_layernorm, measured in interleaved rounds;
-    without it, a table of single runs says that its speed ratios are not a measurement.
+    With `pair_cells` (variant -> its pairs' speed estimates, from the speed check's norms) the speed
+    column is those, the very numbers the speed verdicts read; else with `interleaved` (whole-step
+    ratios from an older bench-variants run) each variant's step speed relative to torch_layernorm;
+    without either, a table of single runs says that its speed ratios are not a measurement.
     """
     loss_delta = "test_loss_vs_" + REFERENCE_VARIANT
     headers = [
@@ -185,7 +194,13 @@ def display_rows(
         values = [with_ci(getattr(r, c), getattr(r, f"{c}_ci"), _FORMATS[c]) for c in VALUE_COLUMNS]
         rows.append([r.variant, f"{r.finished}/{r.runs}", *values, speed, loss, r.notes, r.family])
     sequential = headers.index("speed vs hand-rolled")
-    if interleaved:
+    if pair_cells:
+        headers[sequential] = CHECK_SPEED_HEADER
+        for row in rows:
+            row[sequential] = pair_cells.get(row[0]) or DASH
+        for column in ("train_time_s", "tokens_per_sec"):
+            headers[headers.index(METRIC_LABELS[column])] += ONE_AFTER_ANOTHER
+    elif interleaved:
         # The interleaved measurement replaces the ratio of sequential jobs' averages.
         headers[sequential] = f"interleaved speed vs {REFERENCE_VARIANT}"
         for row in rows:

@@ -1,10 +1,12 @@
 """The sweep's answer on its parent run, where the MLflow UI shows it without opening a file.
 
-- per variant, aggregate metrics: mean, 95% CI bounds and seeds, for test loss and tokens/s,
+- per variant, aggregate metrics: mean, 95% CI bounds and seeds of test loss,
   named `sweep/<variant>.<metric>.<stat>` (the variant as `variants.metric_key` spells it:
   `sweep/torch_layernorm-post.test_loss.mean`) so that the run's metric list sorts by variant and the
   chart view keeps them in one section (`sweep`), logged at step 0 (drawn as bars), and only
   when they changed since the last report;
+- per pair timed by the speed check, its speed estimate (`sweep/<b>_vs_<a>.step_time.change` and
+  its 95% interval): the number its speed verdict reads;
 - the per-variant table and the paired comparisons as MLflow tables (`report/*.json`, which the
   artifact viewer shows as grids);
 - the verdict sentences as the run's description (its Overview), kept when the sweep's end
@@ -34,8 +36,10 @@ if TYPE_CHECKING:
 SUMMARY_STEP = 0
 SECTION = "sweep"  # the chart view's section of the parent's aggregates
 VERDICT_TAG = "normsweep.verdict"  # the verdict text, kept apart so the end-of-sweep note can repeat it
-# report column -> name in the aggregate's key; few, since every key is one more chart in the UI.
-AGGREGATED = {"test_loss": "test_loss", "tokens_per_sec": "tokens_per_sec"}
+# report column -> name in the aggregate's key; few, since every key is one more chart in the UI. Not
+# tokens/s: the jobs' own, timed one after another, rank the machine's load; speed is per pair below.
+AGGREGATED = {"test_loss": "test_loss"}
+SPEED_METRIC = "step_time"  # a pair's speed estimate: `sweep/<b>_vs_<a>.step_time.{change,ci_low,ci_high}`
 TABLES = {"variants": "report/variants.json", "comparisons": "report/comparisons.json"}
 
 
@@ -54,6 +58,16 @@ def aggregate_metrics(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
             if not math.isnan(half):  # one seed has no interval
                 out[f"{prefix}.{name}.ci_low"] = mean - half
                 out[f"{prefix}.{name}.ci_high"] = mean + half
+    return out
+
+
+def pair_speed_metrics(estimates: Iterable[tuple[str, str, float, float, float]]) -> dict[str, float]:
+    """`sweep/<b>_vs_<a>.step_time.{change,ci_low,ci_high}` per pair (a, b, change, low, high): b's step
+    time against a's as a relative change, the speed check's estimate that the pair's verdict reads."""
+    out: dict[str, float] = {}
+    for a, b, change, low, high in estimates:
+        prefix = f"{SECTION}/{metric_key(b)}_vs_{metric_key(a)}.{SPEED_METRIC}"
+        out |= {f"{prefix}.change": change, f"{prefix}.ci_low": low, f"{prefix}.ci_high": high}
     return out
 
 
@@ -91,18 +105,19 @@ def log_sweep_summary(
     variants: pd.DataFrame,
     comparisons: pd.DataFrame,
     verdict: str,
+    speed: Mapping[str, float] | None = None,
 ) -> None:
     """Aggregates, tables and the verdict on the sweep run `run_id`.
 
     `rows`: the report's per-variant numbers (see `aggregate_metrics`); `variants`: the same table
     as the report shows it; `comparisons`: one row per pair and metric; `verdict`: markdown, the
-    description's first part.
+    description's first part; `speed`: the pairs' speed estimates (`pair_speed_metrics`).
     """
     stored = store.get_run(run_id)
     # Only what changed: a report made again over the same runs (a re-run of a finished sweep) adds
     # no second row of the same numbers.
     previous = stored.data.metrics if stored is not None else {}
-    metrics = {k: v for k, v in aggregate_metrics(rows).items() if previous.get(k) != v}
+    metrics = {k: v for k, v in {**aggregate_metrics(rows), **(speed or {})}.items() if previous.get(k) != v}
     store.log_metrics(run_id, dict(sorted(metrics.items())), step=SUMMARY_STEP)
     store.log_table(run_id, variants, TABLES["variants"])
     if not comparisons.empty:
