@@ -184,10 +184,16 @@ def count_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+_counted: dict[str, int] = {}  # repr(config) -> parameters: a sweep's jobs mostly share one model
+
+
 def parameter_count(cfg: GPTConfig) -> int:
-    """The model's parameters, counted without allocating them (on the meta device)."""
-    with torch.device("meta"):
-        return count_params(GPTModel(cfg))
+    """The model's parameters, counted without allocating them (on the meta device), once per config."""
+    key = repr(cfg)  # every field but the norm built from three of them
+    if key not in _counted:
+        with torch.device("meta"):
+            _counted[key] = count_params(GPTModel(cfg))
+    return _counted[key]
 
 
 @dataclass(frozen=True)
