@@ -62,6 +62,12 @@ def run_train(*args: str) -> subprocess.CompletedProcess[str]:
     import logging
     import runpy
 
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    # Hydra's process-wide state: a multirun leaves HydraConfig in MULTIRUN mode, which would make the
+    # next in-process job of this worker a sweep's job (src.core.cli.in_multirun).
+    saved_hydra, hydra_was_up = HydraConfig.instance().cfg, GlobalHydra.instance().is_initialized()
     saved_env, saved_argv, saved_cwd = dict(os.environ), list(sys.argv), os.getcwd()
     root = logging.getLogger()
     saved_logging = (list(root.handlers), root.level)
@@ -86,6 +92,9 @@ def run_train(*args: str) -> subprocess.CompletedProcess[str]:
         os.chdir(saved_cwd)
         root.handlers[:] = saved_logging[0]
         root.setLevel(saved_logging[1])
+        HydraConfig.instance().cfg = saved_hydra
+        if not hydra_was_up:
+            GlobalHydra.instance().clear()
     if not isinstance(code, int):  # a one-line SystemExit message, printed as Python would
         err.write(f"{code}\n")
         code = 1

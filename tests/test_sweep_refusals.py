@@ -48,6 +48,10 @@ def test_a_refused_sweep_says_it_once_before_hydra_launches_anything(
     assert len(lines) == 1 and lines[0].startswith(start), lines
     assert not (tmp_path / "multirun").exists()  # Hydra launched nothing (no job folder, no multirun.yaml)
     assert not Path(store["db"]).exists()  # nothing recorded, not even a store
+    # The in-process multirun leaves no Hydra state behind: the worker's next job is not a sweep's job.
+    from src.core.cli import in_multirun
+
+    assert not in_multirun()
 
 
 def test_unread_swept_keys_are_those_outside_the_schema() -> None:

@@ -15,6 +15,7 @@ import pytest
 from scipy import stats
 from test_against_study import SEEDS, STUDY_SETTING, _runs, _section, _study_runs
 
+from src.report.against_study import OWN_READING
 from src.report.comparisons import Margins, compare, to_frame
 from src.report.published import TABLE
 from src.report.sequential_verdicts import SequentialVerdict
@@ -100,8 +101,10 @@ def test_4_bf16_is_not_the_studys_16_bit() -> None:
     runs = _five(precision="bf16_mixed (matmul precision high)")
     claim = claims_of(runs)[6]  # no_norm trains through
     assert claim.word == ClaimWord.NOT_APPLICABLE
-    assert claim.reason.startswith("precision bf16_mixed, not the study's fp16 autocast (bf16 and fp32 keep fp32's exponent range)")
-    assert "(at this sweep's own setting it reads not reproduced: no NaN in 33165 steps, past step 530" in claim.reason
+    (why,) = claim.findings[0].outside  # said in full once, in the section's setting line
+    assert why.startswith("precision bf16_mixed, not the study's fp16 autocast (bf16 and fp32 keep fp32's exponent range)")
+    assert claim.reason.startswith(f"outside its domain: precision bf16_mixed ({OWN_READING}: not reproduced: no NaN in 33165 steps, "
+                                   "past step 530")  # fmt: skip
 
 
 def test_5_every_claim_has_a_line() -> None:
@@ -109,11 +112,12 @@ def test_5_every_claim_has_a_line() -> None:
     assert sorted(c.claim.number for c in section.claims) == [3, 4]
     lines = {line.split(".", 1)[0]: line for line in section.items() if line[:2] in {f"{n}." for n in range(1, 8)}}
     assert sorted(lines) == list("1234567")
-    assert lines["1"].endswith("→ not tested here: needs hand_layernorm, hand_rmsnorm (not swept).")
-    assert lines["2"].endswith("→ not tested here: needs hand_layernorm, hand_rmsnorm (not swept).")
-    assert lines["6"].endswith("→ not tested here: needs no_norm (not swept).")
-    assert lines["7"].endswith("→ not tested here: needs hand_rmsnorm (not swept).")
-    assert "7. the kernel effect completely overshadows the norm-math effect" in section.short_items()[6]
+    assert all(lines[n].startswith(f"{n}. not tested here — ") for n in "12567")
+    assert lines["1"].endswith("→ needs hand_layernorm, hand_rmsnorm (not swept).")
+    assert lines["2"].endswith("→ needs hand_layernorm, hand_rmsnorm (not swept).")
+    assert lines["6"].endswith("→ needs no_norm (not swept).")
+    assert lines["7"].endswith("→ needs hand_rmsnorm (not swept).")
+    assert section.short_items()[6].startswith("7. not tested here — the kernel effect completely overshadows the norm-math effect")
 
 
 def test_6_no_method_line_and_no_confidence_without_an_interval() -> None:
@@ -160,7 +164,9 @@ def test_9_sources_not_issue_numbers_and_one_reason_everywhere() -> None:
     claim = next(c for c in section.claims if c.claim.number == 6)
     assert "Study: NaN by step 530 (training typically collapses within about 100 steps)" in claim.sentence()
     row = section.to_frame().query("claim == 6").iloc[0]
-    assert row.reason == claim.reason and "not like for like" in claim.reason  # claims.csv and the terminal agree
+    assert row.claim_reason == claim.reason and "not like for like" in claim.reason  # claims.csv and the terminal agree
+    assert row.reason.startswith("precision fp32, not the study's fp16 autocast")  # the part's own, in full
+    assert "precision fp32, not the study's 16-bit autocast" in "\n".join(section.lines())  # said once, above the claims
 
 
 def test_10_the_gpu_is_in_the_speed_domain() -> None:
@@ -170,8 +176,9 @@ def test_10_the_gpu_is_in_the_speed_domain() -> None:
     h100 = _runs({v: v for v in TABLE}, **{**STUDY_SETTING, "device_name": "NVIDIA H100 80GB HBM3", "precision": "bf16_mixed"})
     claims = claims_of(h100, check=_check(check))
     assert claims[1].word == ClaimWord.NOT_APPLICABLE
-    assert claims[1].reason.startswith("NVIDIA H100 80GB HBM3 run: the study timed A100s, and a norm's share of a step moves with "
-                                       "the chip's bandwidth-to-compute ratio")  # fmt: skip
+    assert claims[1].reason.startswith(f"outside its domain: NVIDIA H100 80GB HBM3 run ({OWN_READING}: ")
+    assert claims[1].findings[0].outside[0].startswith("NVIDIA H100 80GB HBM3 run: the study timed A100s, and a norm's share of a "
+                                                       "step moves with the chip's bandwidth-to-compute ratio")  # fmt: skip
     assert claims[4].word != ClaimWord.NOT_APPLICABLE  # the loss's math does not depend on the chip
     a100 = claims_of(_runs({v: v for v in TABLE}, **STUDY_SETTING), check=_check(check))
     assert a100[2].word == ClaimWord.PARTLY and "the study on 8, whose all-reduce is part of its step time" in a100[2].reason

@@ -236,6 +236,7 @@ class StudySection:
                     "confidence": 1 - family_alpha(ALPHA, self.family) if f.readings else math.nan,
                     "direction": r.direction if r else "", "size": r.size if r else "", "equivalence": r.equivalence if r else "",
                     "margin": f.margin, "part_word": f.word, "claim_word": c.word, "reason": f.reason,
+                    "claim_reason": c.reason,  # the claim's line, as the terminal and report.md print it
                     "measured_by": f.effect.how if f.effect else "",
                 })  # fmt: skip
             rows += [{"claim": c.claim.number, "part": label, "metric": c.claim.metric, "part_word": "not swept", "claim_word": c.word}
