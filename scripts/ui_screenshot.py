@@ -7,8 +7,10 @@ pick the store, exactly as for `python -m src.ui`, and the experiment (its `expe
 script starts `python -m src.ui` on a free localhost port, waits until it answers, and clicks
 through the UI the way docs/mlflow-ui.md tells a user to:
 
+- `home.png`: the experiment clicked on MLflow's home page: its training runs, the sweep run unfolded over its
+  jobs and its speed check, the results as columns,
+- `charts.png`: the same in the chart view as it opens: the loss curves first, then test loss,
 - `runs.png`: the experiment from the link `make ui` prints: runs grouped by variant, results as columns,
-- `charts.png`: the same runs in the chart view, searched for `train/` (each variant one colour, mean with a min/max band),
 - `results.png`: the chart view searched for `test_loss`: one bar per variant, and the sweep's aggregates,
 - `sweep.png`: the sweep run's Overview, with its verdict (description) and aggregate metrics,
 - `report.png`: the sweep run's artifacts with `report/report.html` open,
@@ -51,9 +53,6 @@ TRAINING_VIEW = "workflowType=machine_learning"  # MLflow's training view (ui_li
 # A fresh browser profile opens MLflow's assistant panel over a third of the page on its first load.
 NO_ASSISTANT = "localStorage.setItem('mlflow.assistant.fab.autoOpenedOnFirstLoad_v1', 'true')"
 HEADLINE_METRIC = "test_loss"
-# The training curves: the chart view opens on the sections in name order, where a sweep's speed
-# check (its per-variant bars, norm_cost_ms/...) comes before the curves a user looks at first.
-CURVES = "train/"
 
 
 def find_chromium() -> str:
@@ -107,6 +106,7 @@ def photograph(
     chromium: str,
     base: str,
     experiment_id: str,
+    experiment_name: str,
     sweep_run_id: str | None,
     out: Path,
     size: tuple[int, int],
@@ -125,29 +125,34 @@ def photograph(
         context.add_init_script(NO_ASSISTANT)
         page = context.new_page()
 
+        # As a new user finds it: MLflow's home page, then the experiment by its name.
+        page.goto(f"{base}/")
+        page.get_by_text(experiment_name, exact=True).first.wait_for()
+        settle(page, settle_ms // 2)
+        page.get_by_text(experiment_name, exact=True).first.click()
+        page.locator(".ag-row").first.wait_for()
+        settle(page, settle_ms)
+        shots.append(out / "home.png")
+        page.screenshot(path=shots[-1])
+
+        page.locator("label", has=page.locator("input[value=CHART]")).click()  # the chart-view button
+        page.locator(".js-plotly-plot, canvas").first.wait_for()
+        settle(page, settle_ms)
+        shots.append(out / "charts.png")  # as it opens: the loss curves first
+        page.screenshot(path=shots[-1])
+
         page.goto(ui_link(base, experiment_id))  # the link `make ui` prints: normsweep's shared view
         page.locator(".ag-row").first.wait_for()
         settle(page, settle_ms)
         shots.append(out / "runs.png")
         page.screenshot(path=shots[-1])
-
-        page.locator("label", has=page.locator("input[value=CHART]")).click()  # the chart-view button
+        page.locator("label", has=page.locator("input[value=CHART]")).click()
         page.locator(".js-plotly-plot, canvas").first.wait_for()
-        page.get_by_placeholder("Search metric charts").fill(CURVES)
-        settle(page, settle_ms)
-        shots.append(out / "charts.png")
-        page.screenshot(path=shots[-1])
 
         # The headline numbers as values: the job's test loss, one bar per variant (mean of its seeds).
         page.get_by_placeholder("Search metric charts").fill(HEADLINE_METRIC)
         card = page.locator("[data-testid='experiment-view-compare-runs-card']", has=page.locator(f"h4[title='{HEADLINE_METRIC}']"))
-        for _ in range(40):  # a section's charts are put on the page as it scrolls into view
-            if card.count():
-                break
-            page.mouse.move(size[0] * 0.7, size[1] * 0.7)
-            page.mouse.wheel(0, 600)
-            page.wait_for_timeout(300)
-        card.scroll_into_view_if_needed()
+        card.wait_for()  # its section comes third, after the curves: on the first screen once searched
         settle(page, settle_ms)
         shots.append(out / "results.png")
         page.screenshot(path=shots[-1])
@@ -155,6 +160,7 @@ def photograph(
         if sweep_run_id is not None:
             page.goto(ui_link(base, experiment_id, sweep_run_id))
             page.get_by_text("normsweep verdict").first.wait_for()
+            page.get_by_text("Show more").first.click()  # MLflow folds a long description
             settle(page, settle_ms)
             shots.append(out / "sweep.png")
             page.screenshot(path=shots[-1], full_page=True)
@@ -242,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
 
     def shoot(base: str) -> list[Path]:
-        return photograph(chromium, base, experiment_id, sweep_id, args.out, size, args.settle_ms)
+        return photograph(chromium, base, experiment_id, experiment, sweep_id, args.out, size, args.settle_ms)
 
     shots = shoot(args.url.rstrip("/")) if args.url else with_own_ui(args.overrides, shoot)
     for png in shots:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import errno
 import os
-import shutil
 import socket
 import sys
 
@@ -83,16 +82,17 @@ def serve(args: argparse.Namespace) -> int:
     store = Store.connect(uri)
     if fresh:
         print(f"ui: no MLflow database at {db} yet; the UI starts on an empty store", file=sys.stderr)
-    mlflow = shutil.which("mlflow", path=os.path.dirname(sys.executable)) or shutil.which("mlflow")
-    if mlflow is None:
-        return cli.failed("the mlflow command is not installed (pip install -e .)")
     base = address(host, port)
     links = [] if fresh else experiment_links(store, base)
     print(f"MLflow UI for {redact_uri(uri)}, {workers} worker(s), at {ui_link(base)}", flush=True)
     if links:
         print("experiments (each link opens normsweep's view: every run charted, grouped by variant):", *links, sep="\n", flush=True)
-    command = [mlflow, "ui", "--backend-store-uri", uri, "--host", host, "--port", str(port), "--workers", str(workers)]
-    os.execv(mlflow, command)
+    # MLflow's own server and command, serving its UI with the page opening on the result (src/tracking/ui_app.py).
+    command = [sys.executable, "-m", "src.tracking.ui_app", "ui", "--backend-store-uri", uri, "--host", host,
+               "--port", str(port), "--workers", str(workers)]  # fmt: skip
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(paths.PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    os.chdir(paths.PROJECT_ROOT)  # the server's workers import the app from the project
+    os.execv(sys.executable, command)
     return cli.OK  # unreachable: execv replaces the process
 
 

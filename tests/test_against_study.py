@@ -345,7 +345,7 @@ def test_two_seeds_with_a_diverging_no_norm(tiny_sweep: TinySweep, tiny_client: 
     assert "torch_layernorm fwd=" not in claims[1].sentence()  # the kernels are the speed section's
     assert "speed check, " in claims[1].sentence() and OWN_READING in claims[1].reason
     # The loss claim still shows its paired figure over two seeds, and says why it cannot settle the question.
-    assert "paired over 2 seeds" in claims[5].sentence() and "precision fp32, not the study's 16-bit autocast" in claims[5].reason
+    assert "paired over 2 seeds" in claims[5].sentence() and "precision fp32, not the study's 16-bit autocast" in claims[5].findings[0].outside
     assert "This sweep cannot settle it" in claims[5].after and "In fp32 the hand-rolled and built-in norms compute the same function" in claims[5].after
     assert "settles" not in "\n".join(study.lines())
     exp = tiny_client.get_experiment_by_name(EXPERIMENT).experiment_id
@@ -356,7 +356,7 @@ def test_two_seeds_with_a_diverging_no_norm(tiny_sweep: TinySweep, tiny_client: 
     note = latest.data.tags["mlflow.note.content"]
     assert f"**{HEADING}**" in note and "| test loss (study) |" in note  # the study's table, as Markdown
     md = (tiny_sweep.report_dir / "report.md").read_text()
-    assert f"## {HEADING}" in md and "- 5. the built-ins' test loss" in md and "![claims](claims.png)" in md
+    assert f"## {HEADING}" in md and "- 5. not applicable here — the built-ins' test loss" in md and "![claims](claims.png)" in md
     assert (tiny_sweep.report_dir / "claims.png").stat().st_size > 10_000
     csv = pd.read_csv(tiny_sweep.report_dir / "claims.csv")
     assert set(csv.claim) == {1, 5, 6} and set(csv.claim_word) == {NOT_APPLICABLE}
@@ -371,12 +371,12 @@ def test_one_seed_of_rmsnorm_by_qk_norm_without_no_norm(tmp_path: Path, token_ca
     claims = {c.claim.number: c for c in analysis.study.claims}
     assert sorted(claims) == [1, 5]  # RMSNorm's parts; LayerNorm and no_norm not swept
     assert "LayerNorm not swept" in claims[1].sentence() and "(one run each)" in claims[1].sentence()
-    assert claims[1].word == NOT_APPLICABLE and claims[1].reason.startswith("CPU run")
-    assert claims[5].word == NOT_APPLICABLE and "it reads RMSNorm inconclusive: one seed gives no interval" in claims[5].reason
+    assert claims[1].word == NOT_APPLICABLE and claims[1].reason.startswith("outside its domain: CPU run")
+    assert claims[5].word == NOT_APPLICABLE and "not a test of the claim: RMSNorm inconclusive: one seed gives no interval" in claims[5].reason
     # The figure is the QK-norm-off pair's: the study's model.
     off = next(r for r in analysis.comparisons if r.metric == "test_loss" and r.b == "torch_rmsnorm · qk_norm=false")
     assert off.a == "hand_rmsnorm · qk_norm=false" and f"{off.primary.diff:+.4f} nats" in claims[5].sentence()
-    assert out.index("Paired by seed") < out.index(f"{HEADING} — ") < out.index("1. built-in kernels cut training time")
+    assert out.index("Paired by seed") < out.index(f"{HEADING} — ") < out.index("1. not applicable here — built-in kernels cut training time")
 
 
 def test_the_sweep_runs_description_keeps_a_word_per_claim_within_mlflows_limit() -> None:
@@ -390,7 +390,7 @@ def test_the_sweep_runs_description_keeps_a_word_per_claim_within_mlflows_limit(
     analysis = Analysis("study", "sqlite://", "0", runs, pd.DataFrame(), summarize(runs), compare(runs), Margins(), 0,
                         study=_section(runs))  # fmt: skip
     text = verdict(analysis)
-    assert len(_verdict(analysis, full=True)) > VERDICT_MAX >= len(text)
+    assert len(_verdict(analysis, "sentences", "full")) > VERDICT_MAX >= len(text)
     for c in analysis.study.claims:
         assert f"- {c.claim.number}. {c.word} — {c.claim.statement}" in text
     assert text.rstrip().endswith("report.md and claims.png on this run)")

@@ -25,12 +25,13 @@ import pytest
 from helpers import EXPERIMENT, REPO, TinySweep, cli_env
 from mlflow.tracking import MlflowClient
 
+from src.report.table import CHECK_SPEED_HEADER
 from src.tracking.summary import SECTION, aggregate_metrics, sweep_params
 from src.tracking.sweep import SWEEP_TAG
+from src.tracking.tags import SPEED_CHECK_RUN_NAME
 from src.tracking.ui_view import ui_link
 
 UP_TIMEOUT_S = 300  # the UI's first start on a loaded 2-core machine
-SCROLLS = 40  # wheel turns down the chart view before a chart counts as missing
 NO_ASSISTANT = "localStorage.setItem('mlflow.assistant.fab.autoOpenedOnFirstLoad_v1', 'true')"
 
 
@@ -95,6 +96,11 @@ def test_the_ui_shows_the_answer(tiny_sweep: TinySweep, tiny_client: MlflowClien
     jobs = [r for r in runs if "norm" in r.data.tags]
     variants = sorted({r.data.tags["variant"] for r in jobs})
     sweep_run = next(r for r in runs if r.data.tags.get(SWEEP_TAG) == "true" and r.data.metrics)
+    # The speed check is nested under the sweep that ran it, named for what it is; a tag chip shows its
+    # key (the long verdict is kept under MLflow's own prefix, which the UI leaves out of the chips).
+    (check,) = [r for r in runs if r.info.run_name == SPEED_CHECK_RUN_NAME]
+    assert check.data.tags["mlflow.parentRunId"] in {r.info.run_id for r in runs if r.data.tags.get(SWEEP_TAG) == "true"}
+    assert not any(k.startswith("normsweep.verdict") for r in runs for k in r.data.tags)
     # One worker on a 2-core machine (MLflow's default is 4), and the link printed is the one served.
     workers = max(1, len(os.sched_getaffinity(0)) // 2)
     assert f"{workers} worker(s), at {base}/#/experiments?workflowType=machine_learning" in printed
@@ -107,15 +113,30 @@ def test_the_ui_shows_the_answer(tiny_sweep: TinySweep, tiny_client: MlflowClien
         context.add_init_script(NO_ASSISTANT)
         page = context.new_page()
 
-        # The experiment link: the training runs, grouped by variant, with the results as columns.
-        page.goto(ui_link(base, experiment_id))
+        # From MLflow's home page, as a new user goes: the experiment by its name opens on its training
+        # runs (not the GenAI overview), each sweep run unfolded over its jobs and its speed check,
+        # with the results as columns; the chart view leads with the loss curves.
+        page.goto(f"{base}/")
+        page.get_by_text(EXPERIMENT, exact=True).first.click()
         page.locator(".ag-row").first.wait_for()
         # The GenAI view lists these runs under "Training runs"; the training view calls them "Runs".
         assert page.get_by_text("Training runs", exact=True).count() == 0, "the experiment opened on the GenAI view"
+        assert "workflowType=machine_learning" in page.url
+        for name in (f"sweep-{EXPERIMENT}", SPEED_CHECK_RUN_NAME, *(r.info.run_name for r in jobs)):
+            page.get_by_role("link", name=name, exact=True).first.wait_for()  # unfolded: every job is a row
+        assert {"test_loss", "final_train_loss"} <= set(page.locator(".ag-header-cell").all_inner_texts())
+        page.locator("label", has=page.locator("input[value=CHART]")).click()
+        first = page.locator("[data-testid='experiment-view-compare-runs-card'] h4").first
+        first.wait_for()
+        assert first.get_attribute("title") == "train/train_loss"
+
+        # The experiment link: the training runs, grouped by variant, with the results as columns.
+        page.goto(ui_link(base, experiment_id))
+        page.locator(".ag-row").first.wait_for()
         for variant in variants:
             page.locator(f".ag-row[row-id^='tag.variant.{variant}.']").first.wait_for()
         headers = page.locator(".ag-header-cell").all_inner_texts()
-        assert {"test_loss", "avg_tokens_per_sec"} <= set(headers), headers
+        assert {"test_loss", "final_train_loss"} <= set(headers), headers
 
         # The chart view: no run hidden (MLflow draws the first 10 by default), test loss as bars.
         page.locator("label", has=page.locator("input[value=CHART]")).click()
@@ -125,20 +146,19 @@ def test_the_ui_shows_the_answer(tiny_sweep: TinySweep, tiny_client: MlflowClien
         assert len(states) >= len(jobs) and all(states), f"{states.count(False)} of {len(states)} rows hidden"
         page.get_by_placeholder("Search metric charts").fill("test_loss")
         card = page.locator("[data-testid='experiment-view-compare-runs-card']", has=page.locator("h4[title='test_loss']"))
-        for _ in range(SCROLLS):  # a section's charts are put on the page as it scrolls into view
-            if card.count():
-                break
-            page.mouse.move(1000, 700)
-            page.mouse.wheel(0, 600)
-            page.wait_for_timeout(300)
-        card.scroll_into_view_if_needed()
-        card.locator(".js-plotly-plot").wait_for()
+        card.locator(".js-plotly-plot").wait_for()  # its section follows the curves: no scrolling to find it
         assert card.locator(".barlayer .point").count() >= 1, "test_loss is not drawn as bars"
 
-        # The sweep run's Overview: the verdict (its description) and the per-variant aggregates.
+        # The sweep run's Overview: the verdict (its description: the headline, the table, the figures)
+        # and the per-variant aggregates; every tag chip with its key.
         page.goto(ui_link(base, experiment_id, sweep_run.info.run_id))
         page.get_by_text("normsweep verdict").first.wait_for()
+        page.get_by_text("Show more").first.click()
+        speed = page.locator("img[src*='report%2Fspeed.png']").first  # the UI's sanitizer drops alt
+        speed.wait_for()
+        assert speed.evaluate("img => img.naturalWidth") > 0, "speed.png did not load"
         body = page.locator("body").inner_text()
+        assert "Speed (speed check" in body and CHECK_SPEED_HEADER in body
         for variant in variants:
             assert f"{SECTION}/{variant}.n_seeds" in body or variant not in _finished(jobs), variant
         browser.close()

@@ -30,5 +30,5 @@ def test_notebook_runs_and_draws_figures(tiny_sweep: TinySweep, monkeypatch: pyt
     assert len(images) == 3  # the claims, loss curves and throughput
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert f"'{EXPERIMENT}': 6 runs" in text and "torch_layernorm vs hand_layernorm" in text
-    assert "Against the published study — " in text and "5. the built-ins' test loss" in text  # the report's section
+    assert "Against the published study — " in text and "5. not applicable here — the built-ins' test loss" in text  # the report's section
     assert "test loss (study)" in text and "The study's open question" in text  # its table beside the sweep's

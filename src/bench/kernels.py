@@ -160,6 +160,9 @@ def cpu_threads(n: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+PROGRESS_S = 5.0  # seconds between progress lines of a long measurement
+
+
 def time_norm_work(
     works: dict[str, NormWork], device: torch.device, seconds: float, min_rounds: int = MIN_ROUNDS
 ) -> dict[str, Any]:
@@ -182,11 +185,14 @@ def time_norm_work(
     samples: dict[str, list[float]] = {name: [] for name in names}
     started = time.perf_counter()
     load_before = load()
-    r = 0
+    r, said = 0, started
     while r < MAX_ROUNDS and (r < min_rounds or time.perf_counter() - started < seconds):
         for name in names[r % len(names):] + names[: r % len(names)]:
             samples[name].append(works[name].step_seconds(device, repeats))
         r += 1
+        if (now := time.perf_counter()) - said >= PROGRESS_S:  # a sweep's speed check prints these as it goes
+            said = now
+            print(f"norms' kernels: {r} rounds, {now - started:.0f} of {seconds:.0f} s, ~{max(0.0, seconds - (now - started)):.0f} s left", flush=True)
     return {
         "samples_s": samples,  # norm seconds per training step, one per round
         "rounds": r,

@@ -22,16 +22,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
 from src.bench.common import default_out_dir, synchronize, write_report
-from src.bench.kernels import clock, cpu_threads, kernel_check, load
+from src.bench.kernels import PROGRESS_S, clock, cpu_threads, kernel_check, load
 from src.core import cli
 from src.core.paths import ConfigError, preset_norms
 from src.core.schema import ReportSchema
@@ -44,7 +46,15 @@ from src.tracking.environment import environment_tags
 from src.tracking.git import git_state
 from src.tracking.identity import flatten
 from src.tracking.store import Store
-from src.tracking.tags import BENCH_RUN_NAME, BENCH_TAG, BENCH_VARIANTS, GIT_COMMIT_TAG
+from src.tracking.sweep import PARENT_ENV
+from src.tracking.tags import (
+    BENCH_RUN_NAME,
+    BENCH_TAG,
+    BENCH_VARIANTS,
+    GIT_COMMIT_TAG,
+    PARENT_TAG,
+    SPEED_CHECK_RUN_NAME,
+)
 from src.tracking.variants import REFERENCE_VARIANT, metric_key
 from src.training.steps import TrainStep, bench_config, build_module, device_of, random_batches
 
@@ -115,6 +125,7 @@ def time_rounds(steps: dict[str, TrainStep], batches: list, warmup: int, rounds:
             steps[name](*batches[i % len(batches)])
     synchronize(device)
     samples: dict[str, list[float]] = {name: [] for name in names}
+    started = said = time.perf_counter()
     for r in range(rounds):
         order = names[r % len(names):] + names[: r % len(names)]
         for name in order:
@@ -124,8 +135,11 @@ def time_rounds(steps: dict[str, TrainStep], batches: list, warmup: int, rounds:
             steps[name](x, y)
             synchronize(device)
             samples[name].append(time.perf_counter() - t0)
-        if (r + 1) % 5 == 0 or r + 1 == rounds:
-            print(f"round {r + 1}/{rounds}", flush=True)
+        now = time.perf_counter()
+        if now - said >= PROGRESS_S or r + 1 == rounds:  # rounds done and time left, as training's bar gives them
+            said = now
+            left = (now - started) / (r + 1) * (rounds - r - 1)
+            print(f"whole steps: round {r + 1}/{rounds}, {now - started:.0f} s, ~{left:.0f} s left", flush=True)
     return samples
 
 
@@ -264,6 +278,33 @@ def to_markdown(report: dict[str, Any]) -> str:
     )
 
 
+CHECK_SECTION = "speed_check"  # one section of the MLflow charts for the check's own numbers
+
+
+def check_metrics(report: dict[str, Any]) -> dict[str, float]:
+    """The check's metrics on its run. With the norms' kernels timed: per variant its norm's own time
+    per step and its median whole step (`speed_check/<variant>.norm_ms`, `.step_ms`), never a
+    difference of two noisy steps that can read as a negative cost (the pairs' estimates are on the
+    sweep run, from the same rounds). Without: each variant's whole-step ratio to the reference and
+    its norm cost by step differences, with their intervals, which the report then reads."""
+    values: dict[str, float] = {}
+    norms = (report.get("kernel") or {}).get("samples_s") or {}
+    if norms:
+        for name, r in report["summary"].items():
+            prefix = f"{CHECK_SECTION}/{metric_key(name)}"
+            values[f"{prefix}.step_ms"] = r["step_ms"]["diff"]
+            if norms.get(name):
+                values[f"{prefix}.norm_ms"] = 1e3 * float(np.median(norms[name]))
+        return values
+    for name, r in report["summary"].items():
+        for key in ("step_ms", "ratio", "norm_cost_ms"):
+            if key in r:
+                named = metric_key(name)  # the report reads them back by the same key
+                values.update({f"{key}/{named}": r[key]["diff"], f"{key}_low/{named}": r[key]["low"],
+                               f"{key}_high/{named}": r[key]["high"]})  # fmt: skip
+    return values
+
+
 def log_to_mlflow(report: dict[str, Any], files: list[Path]) -> str | None:
     """The `bench-variants` run in the config's experiment: settings, per-variant metrics, the files."""
     cfg: DictConfig = report["config"]
@@ -272,18 +313,15 @@ def log_to_mlflow(report: dict[str, Any], files: list[Path]) -> str | None:
     store = Store.connect(str(cfg.logger.tracking_uri))
     experiment_id = store.experiment_id(str(cfg.experiment_name), cfg.logger.artifact_location)
     tags = {BENCH_TAG: BENCH_VARIANTS, GIT_COMMIT_TAG: report["git_commit"], **report["environment"]}
-    run_id = store.create_run(experiment_id, BENCH_RUN_NAME, tags)
+    # A sweep's own check is nested under its sweep run and named for what it is there.
+    parent = os.environ.get(PARENT_ENV)
+    if parent:
+        tags[PARENT_TAG] = parent
+    run_id = store.create_run(experiment_id, SPEED_CHECK_RUN_NAME if parent else BENCH_RUN_NAME, tags)
     params = {f"bench.{k}": v for k, v in report["settings"].items() if k != "overrides"}
     params.update({k: v for k, v in flatten(cfg).items() if k.split(".")[0] in ("model", "precision", "optim")})
     store.log_params(run_id, params)
-    values: dict[str, float] = {}
-    for name, r in report["summary"].items():
-        for key in ("step_ms", "ratio", "norm_cost_ms"):
-            if key in r:
-                named = metric_key(name)  # the report reads them back by the same key
-                values.update({f"{key}/{named}": r[key]["diff"], f"{key}_low/{named}": r[key]["low"],
-                               f"{key}_high/{named}": r[key]["high"]})  # fmt: skip
-    store.log_metrics(run_id, values)
+    store.log_metrics(run_id, check_metrics(report))
     store.log_files(run_id, files)
     store.terminate(run_id, "FINISHED")
     return run_id

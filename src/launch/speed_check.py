@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -139,17 +141,34 @@ def run_speed_check(
         _measure(command, jobs, rounds, timeout_s, kernel_s)
 
 
+PROGRESS = ("norms' kernels:", "whole steps:")  # the benchmark's progress lines, passed on as they come
+
+
 def _measure(command: list[str], jobs: Sequence[Mapping[str, Any]], rounds: int, timeout_s: float, kernel_s: float | None) -> None:
-    """The benchmark in its own process, stopped after `timeout_s`: a failure is a warning, never the sweep's."""
+    """The benchmark in its own process, stopped after `timeout_s`, its progress (rounds done, time
+    left) printed as it comes: a failure is a warning, never the sweep's."""
     kernel = f"{kernel_s:g} s of their norms' kernels, then " if kernel_s else ""
-    print(f"[normsweep] speed: {kernel}{rounds} interleaved rounds of {','.join(swept_variants(jobs))}", flush=True)
+    print(f"[normsweep] speed: {kernel}{rounds} interleaved rounds of {','.join(swept_variants(jobs))} "
+          f"(at most {timeout_s:.0f} s)", flush=True)  # fmt: skip
     started = time.perf_counter()
-    try:
-        done = subprocess.run(command, cwd=PROJECT_ROOT, timeout=timeout_s, capture_output=True, text=True)
-    except subprocess.TimeoutExpired:
-        print(f"[normsweep] warning: speed check stopped after {timeout_s:.0f} s (as long as the jobs took)", file=sys.stderr)
-        return
-    if done.returncode != 0:
-        print(f"[normsweep] warning: speed check failed ({done.returncode}): {done.stderr[-500:]}", file=sys.stderr)
-        return
+    with tempfile.TemporaryFile("w+") as errors:
+        process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=errors, text=True)
+        # The timeout holds while the benchmark is silent too (reading its output blocks).
+        timer = threading.Timer(timeout_s, process.kill)
+        timer.start()
+        try:
+            assert process.stdout is not None
+            for line in process.stdout:
+                if line.startswith(PROGRESS):
+                    print(f"[normsweep] speed: {line.rstrip()}", flush=True)
+            code = process.wait()
+        finally:
+            timer.cancel()
+        if time.perf_counter() - started >= timeout_s and code != 0:
+            print(f"[normsweep] warning: speed check stopped after {timeout_s:.0f} s (as long as the jobs took)", file=sys.stderr)
+            return
+        if code != 0:
+            errors.seek(0)
+            print(f"[normsweep] warning: speed check failed ({code}): {errors.read()[-500:]}", file=sys.stderr)
+            return
     print(f"[normsweep] speed check took {time.perf_counter() - started:.0f} s", flush=True)

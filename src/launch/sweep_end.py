@@ -33,7 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.tracking import sweep
 from src.tracking.store import Store
-from src.tracking.summary import VERDICT_TAG, sweep_note
+from src.tracking.summary import stored_verdict, sweep_note
 from src.tracking.tags import (
     FAILED,
     FINISHED,
@@ -89,11 +89,11 @@ class SweepParent:
             return
         command = parent.data.tags.get(SWEEP_COMMAND_TAG, "")
         jobs_sentence = (
-            f"Sweep {outcome}: {reason}. `{command}`. Unfold this row to see its jobs; the study's table and "
-            "figures are under Artifacts → report/report.html."
+            f"Sweep {outcome}: {reason}. `{command}`. Its jobs and its speed check are nested under this run in the "
+            "experiment's runs table (▸ before its name); the report with its figures is under Artifacts → report/report.html."
         )
         # The report (Hydra ends callbacks in reverse order: it ran before this) put the verdict first.
-        note = sweep_note(jobs_sentence, parent.data.tags.get(VERDICT_TAG))
+        note = sweep_note(jobs_sentence, stored_verdict(parent.data.tags))
         self.store.set_tags(self.run_id, {OUTCOME_TAG: outcome, REASON_TAG: reason, NOTE_TAG: note})
         self.store.terminate(self.run_id, STATUS[outcome])
 

@@ -10,7 +10,6 @@ from src.report.analysis import Analysis
 from src.report.headline import HEADING as HEADLINE
 from src.report.headline import headline
 from src.report.sequential_verdicts import heading as sequential_heading
-from src.report.table import with_ci
 from src.tracking.summary import VERDICT_MAX
 
 
@@ -31,40 +30,49 @@ def markdown_page(analysis: Analysis, figures: list[Path]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+# What the verdict keeps as space runs short, most first: the pairs' sentences go to report.md first,
+# then the claims' reasons (their table stays), then the study's table (a word per claim stays).
+LEVELS = (("sentences", "full"), ("count", "full"), ("count", "table"), ("count", "words"))
+
+
 def verdict(analysis: Analysis) -> str:
     """The answer in a few lines: the headline, per variant its numbers, each pair's verdict, the study's
-    claims; within MLflow's limit on a tag (VERDICT_MAX), the pairs' sentences left to report.md first,
-    then the study's section shortened to a word per claim, and only then the text cut, saying so."""
-    text = _verdict(analysis, full=True)
-    if len(text) > VERDICT_MAX:  # the pairs' sentences stay in report.md: the headline sums them up
-        text = _verdict(analysis, full=True, pairs=False)
-    if len(text) > VERDICT_MAX:
-        text = _verdict(analysis, full=False, pairs=False)
-    if len(text) > VERDICT_MAX:
-        cut = "\n\n… (cut at MLflow's limit on a run's description: report.md on this run has it all)"
-        text = text[: VERDICT_MAX - len(cut)] + cut
-    return text
+    claims; within MLflow's limit on a tag (VERDICT_MAX), the first of LEVELS that fits, and only when
+    none does the text cut, saying so."""
+    for pairs, study in LEVELS:
+        text = _verdict(analysis, pairs, study)
+        if len(text) <= VERDICT_MAX:
+            return text
+    cut = "\n\n… (cut at MLflow's limit on a run's description: report.md on this run has it all)"
+    return text[: VERDICT_MAX - len(cut)] + cut
 
 
-def _verdict(analysis: Analysis, full: bool, pairs: bool = True) -> str:
+def _verdict(analysis: Analysis, pairs: str, study: str) -> str:
     a = analysis
     lines = [f"**normsweep verdict, experiment `{a.experiment}`**", "", *(f"- {line}" for line in headline(a)), ""]
-    lines += [f"Per variant ({a.heading()}):", ""]
-    for r in a.table.itertuples(index=False):
-        loss = with_ci(r.test_loss, r.test_loss_ci, "{:.4f}")
-        speed = with_ci(r.tokens_per_sec, r.tokens_per_sec_ci, "{:,.0f}")
-        notes = f"; {r.notes}" if r.notes else ""
-        lines.append(f"- `{r.variant}`: test loss {loss}, {speed} tokens/s ({r.finished} seed(s) finished{notes})")
-    if pairs:
+    lines += ["Per variant (mean ± 95% CI over finished seeds):", "", markdown_table(*a.rows()), "", f"{a.heading()}:", ""]
+    if pairs == "sentences":
         lines += [f"- {s}" for s in a.sentences()] or [f"- {a.nothing_to_compare()}"]
     else:
         lines += [f"- {len(a.sentences())} sentences on the pairs and their speed: report.md on this run"]
     lines += [f"- {a.code_note}"] if a.code_note else []
     if a.sequential:
         lines += ["", f"{sequential_heading()}:", *(f"- {v.sentence()}" for v in a.sequential)]
-    if not full:
-        return "\n".join([*lines, "", f"**{STUDY_HEADING}**:", *(f"- {s}" for s in a.study.short_items())])
-    lines += ["", f"**{STUDY_HEADING}**" + ("" if a.study.absent else f" ({a.study.lead()})") + ":"]
-    lines += ["", markdown_table(*a.study.table), ""] if a.study.table else []
-    lines += [f"- {s}" for s in a.study.items()]
-    return "\n".join(lines)
+    lead = "" if a.study.absent or study == "words" else f" ({a.study.lead()})"
+    lines += ["", f"**{STUDY_HEADING}**{lead}:"]
+    if study != "words" and a.study.table:
+        lines += ["", markdown_table(*a.study.table), ""]
+    lines += [f"- {s}" for s in (a.study.items() if study == "full" else a.study.short_items())]
+    return "\n".join([*lines, *_figures(a)])
+
+
+SHOWN_FIGURES = ("speed.png", "claims.png")  # drawn in the description; the rest are in report.html
+
+
+def _figures(a: Analysis) -> list[str]:
+    """The description's figures, read from the sweep run's own artifacts by the UI's artifact address
+    (relative: it holds behind any host or prefix the UI is served at)."""
+    if a.report_run_id is None:
+        return []
+    names = [p.name for p in a.files if p.name in SHOWN_FIGURES]
+    return ["", *(f"![{n}](get-artifact?path=report%2F{n}&run_uuid={a.report_run_id})" for n in names)]

@@ -290,6 +290,9 @@ class Store:
         for key, value in tags.items():
             self._retry(lambda k=key, v=value: self.client.set_tag(run_id, k, v))
 
+    def delete_tag(self, run_id: str, key: str) -> None:
+        self._retry(lambda: self.client.delete_tag(run_id, key))
+
     def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
         """Params, once each (MLflow params are immutable), in batches of MLflow's limit."""
         from mlflow.entities import Param

@@ -35,7 +35,15 @@ if TYPE_CHECKING:
 # metric logged at a later step as a single-dot line on the step axis.
 SUMMARY_STEP = 0
 SECTION = "sweep"  # the chart view's section of the parent's aggregates
-VERDICT_TAG = "normsweep.verdict"  # the verdict text, kept apart so the end-of-sweep note can repeat it
+# The verdict text, kept apart so the end-of-sweep note can repeat it; under MLflow's own prefix, which
+# the UI leaves out of a run's tag chips (a chip of several thousand characters showed no key).
+VERDICT_TAG = "mlflow.normsweep.verdict"
+OLD_VERDICT_TAG = "normsweep.verdict"  # where sweeps recorded before kept it
+
+
+def stored_verdict(tags: Mapping[str, str]) -> str | None:
+    """The verdict a report left on a sweep run (under either name)."""
+    return tags.get(VERDICT_TAG) or tags.get(OLD_VERDICT_TAG)
 # report column -> name in the aggregate's key; few, since every key is one more chart in the UI. Not
 # tokens/s: the jobs' own, timed one after another, rank the machine's load; speed is per pair below.
 AGGREGATED = {"test_loss": "test_loss"}
@@ -124,7 +132,9 @@ def log_sweep_summary(
         store.log_table(run_id, comparisons, TABLES["comparisons"])
     run = store.get_run(run_id)
     tags = run.data.tags if run is not None else {}
-    note, previous = tags.get(NOTE_TAG, ""), tags.get(VERDICT_TAG)
+    note, previous = tags.get(NOTE_TAG, ""), stored_verdict(tags)
     if previous and note.startswith(previous):  # a report made again replaces its own verdict
         note = note[len(previous) :].lstrip()
     store.set_tags(run_id, {VERDICT_TAG: verdict, NOTE_TAG: sweep_note(note, verdict)})
+    if OLD_VERDICT_TAG in tags:  # its chip in the UI showed no key
+        store.delete_tag(run_id, OLD_VERDICT_TAG)

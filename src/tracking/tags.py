@@ -49,6 +49,7 @@ NORM_DISPATCH_TAG = "normsweep.norm_dispatch"  # the kernels the run's norm ran:
 BENCH_TAG = "normsweep.bench"
 BENCH_VARIANTS = "variants"  # BENCH_TAG's value on a `python -m src.bench variants` run
 BENCH_RUN_NAME = "bench-variants"  # that run's name
+SPEED_CHECK_RUN_NAME = "speed-check"  # ...when a sweep ran it, nested under the sweep's run
 
 # --- outcomes: the value of OUTCOME_TAG ----------------------------------------------------------
 RUNNING = "running"

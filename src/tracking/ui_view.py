@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from src.tracking.store_uri import is_server, redact_uri
-from src.tracking.tags import SEED_TAG, VARIANT_TAG
+from src.tracking.tags import OUTCOME_TAG, SEED_TAG, SWEEP_TAG, VARIANT_TAG
 
 if TYPE_CHECKING:
     from src.tracking.store import Store
@@ -36,17 +36,46 @@ if TYPE_CHECKING:
 VIEW_KEY = "normsweep"
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."  # the UI's own prefix for a shared view
 VIEW_TAG = VIEW_TAG_PREFIX + VIEW_KEY
+START_VIEW_TAG = "normsweep.startView"  # the saved view a fresh browser starts from (src/tracking/ui_app.py)
 TRAINING_VIEW = {"workflowType": "machine_learning"}  # the UI's GenAI | Model training toggle
 GROUP_TAG = VARIANT_TAG  # the run tag that names the variant (src.tracking.variants)
-# Final one-off numbers, as the job logs them (src.training.run_life.final_metrics), first the two the study asks.
-RESULT_METRICS = ("test_loss", "avg_tokens_per_sec", "train_time_s")
-RESULT_TAGS = (VARIANT_TAG, SEED_TAG)
+# Final one-off numbers, as the job logs them (src.training.run_life.final_metrics). Not the jobs' own
+# tokens/s or training time: timed one after another, they rank the machine's load between jobs (the
+# speed per pair is the sweep run's, from its speed check).
+RESULT_METRICS = ("test_loss", "final_train_loss")
+RESULT_TAGS = (VARIANT_TAG, SEED_TAG, OUTCOME_TAG)
 SHOW_ALL_RUNS = "SHOW_ALL"  # the UI's runsHiddenMode that draws every run in the charts
 
 
 def column(kind: str, name: str) -> str:
     """A runs-table column as the UI names it: kind.`name` (kind: attributes, metrics, params, tags)."""
     return f"{kind}.`{name}`"
+
+
+# The chart view's sections in this order (MLflow's own: alphabetical, so `perf` and the speed check's
+# bars came before the loss curves): the curves, then the one-off results, then the sweep's
+# aggregates and the rest; and in each of the first three its loss first. A metric named
+# `<section>/<name>` is in `<section>`; one without a slash in MLflow's "Model metrics", system
+# metrics in its "System metrics".
+MODEL_METRICS, SYSTEM_METRICS = "Model metrics", "System metrics"
+CHART_SECTIONS = ("train", "val", MODEL_METRICS, "sweep", "speed_check", "perf", SYSTEM_METRICS)
+LEADING_CHARTS = {"train": ("train/train_loss", "LINE"), "val": ("val/val_loss", "LINE"), MODEL_METRICS: ("test_loss", "BAR")}
+# The UI's own defaults of a line chart's settings (its card is read as stored, not completed).
+LINE_CARD = {"selectedMetricKeys": None, "lineSmoothness": 0, "xAxisScaleType": "linear", "scaleType": "linear",
+             "range": {}, "xAxisKey": "step", "selectedXAxisMetricKey": "", "yAxisKey": "metric", "yAxisExpressions": [],
+             "ignoreOutliers": False, "useGlobalXaxisKey": True, "useGlobalLineSmoothing": True}  # fmt: skip
+
+
+def chart_layout() -> dict[str, object]:
+    """The chart view's sections in CHART_SECTIONS' order, as the UI keeps a layout a user reordered
+    (new metrics join their section, after the leading chart; a section not listed follows)."""
+    uuid = {name: f"{VIEW_KEY}-section-{i}" for i, name in enumerate(CHART_SECTIONS)}
+    sections = [{"uuid": uuid[name], "name": name, "display": True, "deleted": False, "isGenerated": True,
+                 "isReordered": name in LEADING_CHARTS} for name in CHART_SECTIONS]  # fmt: skip
+    charts = [{"uuid": f"{VIEW_KEY}-chart-{key}", "type": kind, "runsCountToCompare": 10, "deleted": False, "isGenerated": True,
+               "metricSectionId": uuid[section], "metricKey": key, "displayName": key.rpartition("/")[2],
+               **(LINE_CARD if kind == "LINE" else {})} for section, (key, kind) in LEADING_CHARTS.items()]  # fmt: skip
+    return {"compareRunSections": sections, "compareRunCharts": charts, "isAccordionReordered": True}
 
 
 def view_state() -> dict[str, object]:
@@ -62,14 +91,33 @@ def view_state() -> dict[str, object]:
         "groupBy": {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": GROUP_TAG}]},
         "useGroupedValuesInCharts": True,
         "hideEmptyCharts": True,
+        **chart_layout(),
+    }
+
+
+def start_view_state(sweep_runs: list[str]) -> dict[str, object]:
+    """The view a browser starts from when it opens the experiment without a link (src/tracking/ui_app.py
+    puts it in the browser's storage): ungrouped, so each sweep run is one row with its jobs unfolded
+    under it, with the same result columns; every run charted."""
+    shared = view_state()
+    return {
+        "selectedColumns": shared["selectedColumns"],
+        "runsExpanded": dict.fromkeys(sweep_runs, True),
+        "runsHiddenMode": SHOW_ALL_RUNS,
+        "hideEmptyCharts": True,
+        **chart_layout(),
     }
 
 
 def publish_view(store: Store, experiment_id: str) -> None:
-    """Write the shared view on the experiment (idempotent: unchanged views are not rewritten)."""
-    value = json.dumps(view_state(), separators=(",", ":"))
-    if store.experiment_tags(experiment_id).get(VIEW_TAG) != value:
-        store.set_experiment_tag(experiment_id, VIEW_TAG, value)
+    """Write the shared view and the start view on the experiment (idempotent: unchanged views are
+    not rewritten)."""
+    sweeps = [r.info.run_id for r in store.runs_tagged(experiment_id, SWEEP_TAG, "true")]
+    tags = store.experiment_tags(experiment_id)
+    for key, state in ((VIEW_TAG, view_state()), (START_VIEW_TAG, start_view_state(sweeps))):
+        value = json.dumps(state, separators=(",", ":"))
+        if tags.get(key) != value:
+            store.set_experiment_tag(experiment_id, key, value)
 
 
 def default_workers() -> int:

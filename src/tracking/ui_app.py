@@ -1,0 +1,101 @@
+"""MLflow's own UI server, with the page it serves opening on the result (`python -m src.ui` runs it).
+
+MLflow 3.17's UI chooses its *GenAI* or *Model training* side from the address or from the
+browser's remembered toggle (`localStorage["mlflow.workflowType_v1"]`, GenAI when unset), and an
+experiment's columns, unfolded rows and chart order from the browser's saved view of it
+(`localStorage['MLflowLocalStorage-1.1-ExperimentPage-["<id>"]-ReactComponentState']`): nothing a
+logging client writes reaches either, so an experiment clicked from the home page opened on an
+empty GenAI overview. This app is MLflow's (its `fastapi_app`, unchanged) with one script added to
+the page it serves, which, in a browser that has not chosen otherwise:
+
+- sets the training side (a user's own toggle, once made, stays theirs);
+- gives each experiment that carries normsweep's start view (`START_VIEW_TAG`, written with the
+  shared view: src/tracking/ui_view.py) that view as its saved view: the results as columns, the
+  sweep runs unfolded over their jobs, every run charted, the loss curves first.
+
+Run as `python -m src.tracking.ui_app ui [mlflow ui options]`: MLflow's own command and server,
+serving this app as MLflow serves a plugin app (`--app-name`). Torch-free.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from src.tracking.ui_view import START_VIEW_TAG
+
+APP_NAME = "normsweep"
+APP = "src.tracking.ui_app:app"
+WORKFLOW_KEY = "mlflow.workflowType_v1"
+TRAINING = "machine_learning"
+SAVED_VIEW_KEY = 'MLflowLocalStorage-1.1-ExperimentPage-["{}"]-ReactComponentState'
+
+# Plain ES5, run before MLflow's own bundle; any failure leaves MLflow's defaults in place.
+SCRIPT = """<script>(function(){try{
+var ls=window.localStorage;
+if(!ls.getItem(%(workflow)s))ls.setItem(%(workflow)s,JSON.stringify(%(training)s));
+var x=new XMLHttpRequest();
+x.open("POST","ajax-api/2.0/mlflow/experiments/search",true);
+x.setRequestHeader("Content-Type","application/json");
+x.onload=function(){try{
+(JSON.parse(x.responseText).experiments||[]).forEach(function(e){
+(e.tags||[]).forEach(function(t){
+if(t.key!==%(tag)s)return;
+var k=%(saved)s.replace("{}",e.experiment_id);
+if(!ls.getItem(k))ls.setItem(k,t.value);
+});});}catch(err){}};
+x.send(JSON.stringify({max_results:1000}));
+}catch(err){}})();</script>"""
+
+
+def page_script() -> str:
+    return SCRIPT % {
+        "workflow": json.dumps(WORKFLOW_KEY),
+        "training": json.dumps(TRAINING),
+        "tag": json.dumps(START_VIEW_TAG),
+        "saved": json.dumps(SAVED_VIEW_KEY),
+    }
+
+
+def with_script(page: str) -> str:
+    """MLflow's index.html with the script first in its head (before the bundle reads the storage)."""
+    return page.replace("<head>", "<head>" + page_script(), 1)
+
+
+def _serve_page():  # noqa: ANN202 (a Flask view)
+    from flask import Response
+    from mlflow.server import app as flask_app
+
+    index = Path(str(flask_app.static_folder)) / "index.html"
+    if not index.exists():
+        return _mlflow_serve()
+    return Response(with_script(index.read_text(encoding="utf-8")), mimetype="text/html")
+
+
+if __name__ != "__main__":  # imported by the server's workers (and once by MLflow's command, to check it)
+    from mlflow.server import app as _flask_app
+    from mlflow.server.fastapi_app import app  # noqa: F401  (what uvicorn serves)
+
+    _mlflow_serve = _flask_app.view_functions["serve"]
+    _flask_app.view_functions["serve"] = _serve_page
+
+
+def main(argv: list[str]) -> int:
+    """MLflow's command line (`ui ...`), serving this app: its server is told the app's plugin name,
+    which this process answers without an installed entry point (the command line accepts only
+    installed ones)."""
+    import mlflow.server
+    from mlflow.cli import cli
+
+    found, run = getattr(mlflow.server, "_find_app", None), getattr(mlflow.server, "_run_server", None)
+    if found is None or run is None:  # another MLflow than the one this was written against: its plain UI
+        print("ui: this MLflow serves its own page unchanged (open an experiment's printed link)", file=sys.stderr)
+        return int(cli.main(argv, standalone_mode=False) or 0)
+    mlflow.server._find_app = lambda name: APP if name == APP_NAME else found(name)
+    mlflow.server._run_server = lambda *args, **kwargs: run(*args, **{**kwargs, "app_name": APP_NAME})
+    return int(cli.main(argv, standalone_mode=False) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
