@@ -6,6 +6,7 @@ from pathlib import Path
 
 from src.core import paths
 from src.report.analysis import Analysis
+from src.report.axis_plot import file_name, numeric_axis, plot_by_axis
 from src.report.claims_plot import plot_claims
 from src.report.plots import plot_losses, save
 from src.report.render_html import html_page
@@ -27,9 +28,12 @@ def default_out_dir(experiment: str) -> Path:
 
 def write(analysis: Analysis, out_dir: Path) -> list[Path]:
     """report.html, report.md, table.csv (per variant), comparisons.csv, runs.csv (per run), the PNGs
-    (speed.png where a speed check timed the norms; claims.png where a claim of the study has an interval; claims.csv where the sweep ran a claim's norms); stability.csv/png for a learning-rate sweep."""
+    (by_<axis>.png where the variants differ along one numeric axis; speed.png where a speed check timed the norms; claims.png where a claim of the study has an interval; claims.csv where the sweep ran a claim's norms); stability.csv/png for a learning-rate sweep."""
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = [save(plot_losses(analysis.curves), out_dir / "loss_curves.png")]
+    axis = numeric_axis(analysis.runs, analysis.axes)
+    if axis is not None:  # 30 learning rates read as a line, not as 30 names
+        figures.append(save(plot_by_axis(analysis.runs, axis), out_dir / file_name(axis)))
     # Speed is drawn only as the check measured it: the jobs' tokens/s, one after another, rank the load.
     speed = plot_speed(analysis.speed_verdicts, analysis.margins.speed)
     if speed is not None:

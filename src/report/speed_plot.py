@@ -61,7 +61,8 @@ def plot_speed(verdicts: Sequence[SpeedVerdict], margin: float) -> Figure | None
     ax.set_ylim(-0.7, len(drawn) - 0.3)
     ax.set(xlabel="step time of b vs a (%), predicted from the norms' own cost, 95% interval")
     ax.grid(axis="x", alpha=0.3)
-    ax.legend(loc="lower right", fontsize="small")
+    # Below the axes: inside, it would cover the last pairs' marks wherever they fall.
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", fontsize="small")
     fig.suptitle("Speed per pair (the verdict's estimate; hollow: whole steps measured, the check; off the axis when wild)",
                  fontsize="medium")  # fmt: skip
     return fig
