@@ -211,6 +211,10 @@ MLFLOW_OUTSIDE_THE_DOOR = {
     "mlflow.system_metrics.system_metrics_monitor": "tracker.py",
     "mlflow.utils.credentials": "server_client.py",
     "mlflow.utils.rest_utils": "server_client.py",
+    # Serving MLflow's own UI with its start script: the server and its command, writing no run.
+    "mlflow.server": "ui_app.py",
+    "mlflow.server.fastapi_app": "ui_app.py",
+    "mlflow.cli": "ui_app.py",
 }
 
 

@@ -215,7 +215,7 @@ def test_a_killed_round_is_resumed_and_decides_as_an_uninterrupted_sweep(
     from src.report import analyze
 
     claim_5 = next(c for c in analyze(experiment, store["uri"]).study.claims if c.claim.number == 5)
-    assert "reads LayerNorm not reproduced; direction and equivalence: the sequential sweep's decision, equivalent at look 1" in claim_5.reason
+    assert "LayerNorm not reproduced; direction and equivalence: the sequential sweep's decision, equivalent at look 1" in claim_5.reason
 
     # Seeds per verdict in the report the sweep ended with: terminal, report.md, comparisons.csv.
     assert "Seeds per verdict" in out and f"{eq}: equivalent at look 1, 2 seeds per variant, level spent" in out

@@ -81,7 +81,9 @@ def test_two_copies_of_a_pool_sweep_split_the_work(team_server: TeamServer, toke
     client = MlflowClient(uri)
     runs = training_runs(client, experiment)
     per_config = Counter(r.data.tags[FINGERPRINT_TAG] for r in runs)
-    assert len(per_config) == 8, per_config  # nothing lost
+    # On a failure, what each copy said of each job (trained, skipped and why).
+    jobs_said = [[line for line in out.splitlines() if "[normsweep]" in line or "skipped" in line] for out in outputs]
+    assert len(per_config) == 8, (per_config, jobs_said)  # nothing lost
     assert set(per_config.values()) == {1}, per_config  # nothing trained twice
     assert all(r.info.status == "FINISHED" and "test_loss" in r.data.metrics for r in runs)
     trained = [sum("[normsweep]" in line and " ok |" in line for line in out.splitlines()) for out in outputs]
