@@ -7,8 +7,9 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,45 @@ def test_a_jobs_lines_name_its_run_by_its_variant(tiny_overrides: list[str], mon
     assert names[:2] == ["hand_layernorm · pre-s0", "hand_layernorm · post-s0"], names
     monkeypatch.delenv(AXES_ENV)  # a single run, or a sweep of the norm alone: its run_name
     assert resolve(configs[1]).shown_name == "hand_layernorm-s0"
+
+
+
+def _slowed(request: Callable[..., object]) -> Callable[..., object]:
+    def slow(*args: object) -> object:
+        time.sleep(0.1)  # a loaded server: every request takes longer than the back-offs differ
+        return request(*args)
+
+    return slow
+
+
+def _claim_at_once(barrier: threading.Barrier, results: list, store: Store, experiment_id: str, fp: str) -> None:
+    barrier.wait()
+    results.append(sweep.claim(store, experiment_id, fp, stale_after_s=300))
+
+
+def test_two_copies_claiming_a_config_at_once_on_a_slow_store_leave_it_to_one(
+    migrated_store: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: both copies withdrew their claims and tried again after a random back-off; a store
+    slower to answer than the back-offs differ saw the two claims together every time, and after 8
+    tries both copies skipped the config ("claimed by another copy of the sweep 8 times in a row"):
+    each exited 0 and the config was never trained. Now the first in line keeps its claim and wins."""
+    stores = [Store.connect(migrated_store["uri"]) for _ in range(2)]
+    experiment_id = stores[0].experiment_id("claims", migrated_store["artifacts"])
+    for name in ("experiment_tags", "set_experiment_tag", "delete_experiment_tag"):
+        monkeypatch.setattr(Store, name, _slowed(getattr(Store, name)))
+    monkeypatch.setattr(sweep, "CLAIM_BACKOFF_S", (0.01, 0.05))  # back-offs at most 0.04 s apart
+    for round_ in range(3):
+        barrier, results = threading.Barrier(len(stores)), []
+        threads = [
+            threading.Thread(target=_claim_at_once, args=(barrier, results, s, experiment_id, f"fp{round_}")) for s in stores
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        winners = [c for c, _ in results if c is not None]
+        assert len(winners) == 1, results
+        assert [why for c, why in results if c is None][0].startswith("opened by"), results
+        winners[0].release()
+    assert not [k for k in stores[0].experiment_tags(experiment_id) if k.startswith(sweep.CLAIM_PREFIX)]

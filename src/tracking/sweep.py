@@ -224,21 +224,27 @@ def code_change_message(store: Store, runs: Sequence[Run], code: CodeState, poli
 
 # --- claims: one copy of a sweep at a time decides and opens a config's run ------------------
 #
-# A claim is an experiment tag `normsweep.claim.<fingerprint>.<token>` (host, pid, time, held).
-# A job writes its own claim, then reads the experiment's tags: alone, it holds the claim (and marks
-# it held); with another live claim it withdraws (deletes its own) and either skips (the other is
-# held: someone is opening that run) or backs off a random 0.2-1.5 s and tries again (both were
-# only trying). Why two jobs cannot both win: each reads after its own write is stored, and the
-# store (PostgreSQL behind a server, or SQLite) applies writes in one order; of two claims, the one
-# written second is stored before its writer reads, and after the first writer's claim, so that
-# writer sees the first claim, which a winner never withdraws. The holder releases the claim once
-# its run is RUNNING, whose fresh heartbeat then makes `decide` answer `busy` (or `skip` once done)
-# for anyone else. A claim whose process is gone (same host) or older than `sweep.stale_after_s`
-# is ignored and removed.
+# A claim is an experiment tag `normsweep.claim.<fingerprint>.<token>` (host, pid, time, held, and
+# the claimant's place in line: when it first asked, and its id). A job writes its own claim, then
+# reads the experiment's tags: alone, it holds the claim (and marks it held). With another live claim:
+# one that is held (someone is opening that run) makes it withdraw (delete its own) and skip; one
+# that only tries too, and is ahead in line, makes it withdraw and wait, its claim not written, until
+# no claim ahead of it is left, then write it again; claims behind it it waits out, its own kept,
+# until they withdraw. So when copies try at once the first in line wins, however slow the store:
+# all withdrawing and trying again after a random back-off could collide every time (each sees the
+# other's claim before it is withdrawn), and both copies then skipped the config, leaving it untrained.
+# Why two jobs cannot both win: each wins only on a read made after its claim was last written, that
+# claim never withdrawn after it, and the store (PostgreSQL behind a server, or SQLite) applies writes
+# in one order; of two such claims, the one written second is stored before its writer reads, and
+# after the first writer's claim, so that writer sees the first claim and cannot win. The holder
+# releases the claim once its run is RUNNING, whose fresh heartbeat then makes `decide` answer `busy`
+# (or `skip` once done) for anyone else. A claim whose process is gone (same host) or older than
+# `sweep.stale_after_s` is ignored and removed, and so is one of the claimant's own earlier writes
+# (an HTTP retry of a write can land after the claimant withdrew it).
 
 CLAIM_PREFIX = "normsweep.claim."
-CLAIM_ATTEMPTS = 8
-CLAIM_BACKOFF_S = (0.2, 1.5)
+CLAIM_BACKOFF_S = (0.2, 1.5)  # between two reads of a claimant that waits
+CLAIM_WAIT_STALE = 2  # a claimant gives up after this many `sweep.stale_after_s`: every claim it waits on is stale by then
 
 
 @dataclass
@@ -257,8 +263,10 @@ class Claim:
                 self.store.delete_experiment_tag(self.experiment_id, self.key)
 
 
-def _claim_value(held: bool) -> str:
-    return json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "time": time.time(), "held": held})
+def _claim_value(held: bool, since: float | None = None, by: str = "") -> str:
+    now = time.time()
+    return json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "time": now, "held": held,
+                       "since": now if since is None else since, "by": by})  # fmt: skip
 
 
 def _claim_is_stale(value: dict[str, Any], stale_after_s: float) -> bool:
@@ -267,35 +275,59 @@ def _claim_is_stale(value: dict[str, Any], stale_after_s: float) -> bool:
     return time.time() - float(value.get("time", 0)) >= stale_after_s
 
 
+def _place(value: dict[str, Any]) -> tuple[float, str]:
+    """A claimant's place in line: when it first asked (then its id), the same for all its writes."""
+    return float(value.get("since", value.get("time", 0))), str(value.get("by", ""))
+
+
+def _live_claims(store: Store, experiment_id: str, prefix: str, mine: str | None, me: str, stale_after_s: float) -> list[dict[str, Any]]:
+    """The other claims on this config that still count; stale ones, and earlier writes of this
+    claimant (`me`) other than `mine`, are removed."""
+    live: list[dict[str, Any]] = []
+    for other, text in store.experiment_tags(experiment_id).items():
+        if not other.startswith(prefix) or other == mine:
+            continue
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = {}
+        if value.get("by") == me or _claim_is_stale(value, stale_after_s):
+            with contextlib.suppress(Exception):  # another job may have removed it first
+                store.delete_experiment_tag(experiment_id, other)
+        else:
+            live.append(value)
+    return live
+
+
 def claim(store: Store, experiment_id: str, fp: str, stale_after_s: float) -> tuple[Claim | None, str]:
     """(a held claim, "") or (None, why another copy has it)."""
     prefix = f"{CLAIM_PREFIX}{fp}."
-    for _ in range(CLAIM_ATTEMPTS):
-        key = prefix + uuid.uuid4().hex[:12]
-        store.set_experiment_tag(experiment_id, key, _claim_value(held=False))
-        live: list[dict[str, Any]] = []
-        for other, text in store.experiment_tags(experiment_id).items():
-            if not other.startswith(prefix) or other == key:
-                continue
-            try:
-                value = json.loads(text)
-            except ValueError:
-                value = {}
-            if _claim_is_stale(value, stale_after_s):
-                with contextlib.suppress(Exception):  # another job may have removed it first
-                    store.delete_experiment_tag(experiment_id, other)
-            else:
-                live.append(value)
-        if not live:
-            store.set_experiment_tag(experiment_id, key, _claim_value(held=True))
+    me, since = uuid.uuid4().hex[:12], time.time()
+    place = (since, me)
+    give_up = time.monotonic() + CLAIM_WAIT_STALE * stale_after_s
+    key: str | None = prefix + uuid.uuid4().hex[:12]  # this claimant's tag while it is written
+    store.set_experiment_tag(experiment_id, key, _claim_value(False, since, me))
+    while True:
+        live = _live_claims(store, experiment_id, prefix, key, me, stale_after_s)
+        if key is not None and not live:
+            store.set_experiment_tag(experiment_id, key, _claim_value(True, since, me))
             return Claim(store, experiment_id, key), ""
-        store.delete_experiment_tag(experiment_id, key)
         held = [v for v in live if v.get("held")]
+        ahead = [v for v in live if _place(v) < place]
+        waited_out = time.monotonic() > give_up
+        if key is not None and (held or ahead or waited_out):
+            store.delete_experiment_tag(experiment_id, key)  # withdrawn: no one waits on it
+            key = None
         if held:
             v = held[0]
             return None, f"opened by {v.get('host', '?')} (pid {v.get('pid', '?')}) {time.time() - float(v.get('time', 0)):.0f} s ago"
+        if waited_out:
+            return None, f"another copy of the sweep was still claiming it after {time.time() - since:.0f} s"
+        if key is None and not ahead:  # first in line now: ask again
+            key = prefix + uuid.uuid4().hex[:12]
+            store.set_experiment_tag(experiment_id, key, _claim_value(False, since, me))
+            continue
         time.sleep(random.uniform(*CLAIM_BACKOFF_S))
-    return None, f"claimed by another copy of the sweep {CLAIM_ATTEMPTS} times in a row"
 
 
 @contextlib.contextmanager
