@@ -171,6 +171,8 @@ def test_a_real_sweep_of_30_learning_rates_writes_readable_figures(token_cache_d
         assert (report / name).stat().st_size > 0
         assert f"![{name[:-4]}]({name})" in (report / "report.md").read_text()
         assert f'alt="{name[:-4]}"' in (report / "report.html").read_text()
+    # The learning rate alone: its one line is drawn once (stability.csv and its sentences stay).
+    assert not (report / "stability.png").exists() and (report / "stability.csv").stat().st_size > 0
     analysis = analyze("lr30", f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert len(analysis.runs) == 30 and numeric_axis(analysis.runs, analysis.axes) is not None
     labels = [t.get_text() for t in legend_of(drawn_quietly(plot_losses, analysis.curves)).get_texts()]

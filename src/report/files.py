@@ -14,6 +14,7 @@ from src.report.render_markdown import markdown_page
 from src.report.speed_plot import plot_speed
 from src.report.stability import plot_stability
 from src.tracking.identity import safe_folder_name
+from src.tracking.variants import LR_KEY
 
 
 def report_folder(reports_dir: str | Path, experiment: str) -> Path:
@@ -28,7 +29,7 @@ def default_out_dir(experiment: str) -> Path:
 
 def write(analysis: Analysis, out_dir: Path) -> list[Path]:
     """report.html, report.md, table.csv (per variant), comparisons.csv, runs.csv (per run), the PNGs
-    (by_<axis>.png where the variants differ along one numeric axis; speed.png where a speed check timed the norms; claims.png where a claim of the study has an interval; claims.csv where the sweep ran a claim's norms); stability.csv/png for a learning-rate sweep."""
+    (by_<axis>.png where the variants differ along one numeric axis; speed.png where a speed check timed the norms; claims.png where a claim of the study has an interval; claims.csv where the sweep ran a claim's norms); stability.csv for a learning-rate sweep, with stability.png unless the learning rate is the only axis (by_optim_lr.png draws it)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = [save(plot_losses(analysis.curves), out_dir / "loss_curves.png")]
     axis = numeric_axis(analysis.runs, analysis.axes)
@@ -42,7 +43,9 @@ def write(analysis: Analysis, out_dir: Path) -> list[Path]:
     if claims is not None:  # the study's claims with an interval: none in a one-seed sweep
         figures.append(save(claims, out_dir / "claims.png"))
     if analysis.stability is not None:
-        figures.append(save(plot_stability(analysis.stability), out_dir / "stability.png"))
+        # A sweep of the learning rate alone draws its one line once: by_optim_lr.png, with its seeds.
+        if axis is None or axis.name != LR_KEY:
+            figures.append(save(plot_stability(analysis.stability), out_dir / "stability.png"))
         analysis.stability.to_csv(out_dir / "stability.csv", index=False)
     if analysis.sensitivity is not None:
         analysis.sensitivity.to_csv(out_dir / "lr_sensitivity.csv", index=False)
