@@ -6,6 +6,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -198,3 +199,22 @@ def training_runs(client: Any, experiment: str) -> list:
     exp = client.get_experiment_by_name(experiment)
     assert exp is not None, f"no experiment {experiment!r}"
     return [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get(SWEEP_TAG) != "true"]
+
+
+def claims_at_once(stores: list[Any], experiment_id: str, fp: str) -> list[tuple[Any, str]]:
+    """Each store's `claim` on config `fp`, all started at the same instant (one thread each, behind
+    a barrier): (the held claim or None, why not), in the order they returned."""
+    from src.tracking.sweep import claim
+
+    barrier, results = threading.Barrier(len(stores)), []
+
+    def one(store: Any) -> None:
+        barrier.wait()
+        results.append(claim(store, experiment_id, fp, stale_after_s=300))
+
+    threads = [threading.Thread(target=one, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results

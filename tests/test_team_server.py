@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import REPO, TINY_MODEL, cli_env, training_runs
+from helpers import REPO, TINY_MODEL, claims_at_once, cli_env, training_runs
 from mlflow.tracking import MlflowClient
 
 from src.core.paths import ConfigError, compose
@@ -24,7 +24,7 @@ from src.launch.callbacks import MlflowSetup
 from src.tracking.server_client import DatabaseLost
 from src.tracking.store import Store
 from src.tracking.store_uri import StoreError
-from src.tracking.sweep import FINGERPRINT_TAG, SWEEP_TAG, claim
+from src.tracking.sweep import FINGERPRINT_TAG, SWEEP_TAG
 from src.tracking.team_server import DB_USER, TeamServer, free_port
 from src.train import train
 from src.training.run_spec import validate
@@ -102,27 +102,14 @@ def test_two_copies_of_a_pool_sweep_split_the_work(team_server: TeamServer, toke
     assert not [k for k in client.get_experiment_by_name(experiment).tags if k.startswith("normsweep.claim.")]
 
 
-def _race(barrier: threading.Barrier, results: list, store: Store, experiment_id: str, fp: str) -> None:
-    barrier.wait()
-    results.append(claim(store, experiment_id, fp, stale_after_s=300)[0])
-
-
 @pytest.mark.slow
 def test_claims_race_to_exactly_one_winner(team_server: TeamServer) -> None:
     """Four clients claim one config at the same instant, three times over: one wins each time."""
     stores = [Store.connect(team_server.uri) for _ in range(4)]
     experiment_id = stores[0].experiment_id("claims", None)
     for round_ in range(3):
-        barrier = threading.Barrier(len(stores))
-        results: list = []
-        threads = [
-            threading.Thread(target=_race, args=(barrier, results, s, experiment_id, f"fp{round_}")) for s in stores
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        winners = [c for c in results if c is not None]
+        results = claims_at_once(stores, experiment_id, f"fp{round_}")
+        winners = [c for c, _ in results if c is not None]
         assert len(winners) == 1, results
         winners[0].release()
 

@@ -7,12 +7,12 @@ import contextlib
 import os
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from helpers import claims_at_once
 from omegaconf import OmegaConf
 
 from src.core.paths import compose
@@ -96,11 +96,6 @@ def _slowed(request: Callable[..., object]) -> Callable[..., object]:
     return slow
 
 
-def _claim_at_once(barrier: threading.Barrier, results: list, store: Store, experiment_id: str, fp: str) -> None:
-    barrier.wait()
-    results.append(sweep.claim(store, experiment_id, fp, stale_after_s=300))
-
-
 def test_two_copies_claiming_a_config_at_once_on_a_slow_store_leave_it_to_one(
     migrated_store: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -114,14 +109,7 @@ def test_two_copies_claiming_a_config_at_once_on_a_slow_store_leave_it_to_one(
         monkeypatch.setattr(Store, name, _slowed(getattr(Store, name)))
     monkeypatch.setattr(sweep, "CLAIM_BACKOFF_S", (0.01, 0.05))  # back-offs at most 0.04 s apart
     for round_ in range(3):
-        barrier, results = threading.Barrier(len(stores)), []
-        threads = [
-            threading.Thread(target=_claim_at_once, args=(barrier, results, s, experiment_id, f"fp{round_}")) for s in stores
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        results = claims_at_once(stores, experiment_id, f"fp{round_}")
         winners = [c for c, _ in results if c is not None]
         assert len(winners) == 1, results
         assert [why for c, why in results if c is None][0].startswith("opened by"), results
