@@ -19,6 +19,7 @@ from helpers import REPO, run_cli
 from mlflow.tracking import MlflowClient
 
 from src.core.paths import ConfigError, compose, preset_norms
+from src.core.progress import STEPS
 from src.tracking.summary import SUMMARY_STEP
 from src.tracking.sweep import SWEEP_TAG
 from src.tracking.tags import BENCH_TAG
@@ -143,6 +144,8 @@ def test_experiment_config_runs_the_sweep(tiny_overrides: list[str], store: dict
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(_runs(store["uri"], "norm_sweep")) == 10
     assert "predicted from the norms' own cost" in proc.stdout
+    # The check's progress comes through as it measures (its last round always says so).
+    assert f"[normsweep] speed: {STEPS} round 2/2, " in proc.stdout
     # ...and ends with the published study's claims (src/report/against_study.py): a tiny fp32 model on a
     # CPU is outside every claim's domain, and each line says why and still gives this sweep's figure.
     out = proc.stdout

@@ -32,6 +32,7 @@ from torch import nn
 
 from src.bench.common import synchronize
 from src.bench.norms import case_functions
+from src.core.progress import KERNELS, PROGRESS_S, say
 from src.model.dispatch import Dispatch, norm_modules, record_dispatch
 
 Context = Callable[[], AbstractContextManager[object]]
@@ -160,9 +161,6 @@ def cpu_threads(n: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-PROGRESS_S = 5.0  # seconds between progress lines of a long measurement
-
-
 def time_norm_work(
     works: dict[str, NormWork], device: torch.device, seconds: float, min_rounds: int = MIN_ROUNDS
 ) -> dict[str, Any]:
@@ -192,7 +190,7 @@ def time_norm_work(
         r += 1
         if (now := time.perf_counter()) - said >= PROGRESS_S:  # a sweep's speed check prints these as it goes
             said = now
-            print(f"norms' kernels: {r} rounds, {now - started:.0f} of {seconds:.0f} s, ~{max(0.0, seconds - (now - started)):.0f} s left", flush=True)
+            say(KERNELS, f"{r} rounds, {now - started:.0f} of {seconds:.0f} s, ~{max(0.0, seconds - (now - started)):.0f} s left")
     return {
         "samples_s": samples,  # norm seconds per training step, one per round
         "rounds": r,

@@ -33,9 +33,10 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from src.bench.common import default_out_dir, synchronize, write_report
-from src.bench.kernels import PROGRESS_S, clock, cpu_threads, kernel_check, load
+from src.bench.kernels import clock, cpu_threads, kernel_check, load
 from src.core import cli
 from src.core.paths import ConfigError, preset_norms
+from src.core.progress import PROGRESS_S, STEPS, say
 from src.core.schema import ReportSchema
 from src.core.tables import markdown_table
 from src.model.gpt import GPTModel
@@ -139,7 +140,7 @@ def time_rounds(steps: dict[str, TrainStep], batches: list, warmup: int, rounds:
         if now - said >= PROGRESS_S or r + 1 == rounds:  # rounds done and time left, as training's bar gives them
             said = now
             left = (now - started) / (r + 1) * (rounds - r - 1)
-            print(f"whole steps: round {r + 1}/{rounds}, {now - started:.0f} s, ~{left:.0f} s left", flush=True)
+            say(STEPS, f"round {r + 1}/{rounds}, {now - started:.0f} s, ~{left:.0f} s left")
     return samples
 
 

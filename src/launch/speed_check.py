@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from src.core.paths import PROJECT_ROOT
+from src.core.progress import PREFIXES
 from src.tracking.store import Store
 from src.tracking.summary import sweep_params
 from src.tracking.sweep import Claim, claim, kept_fresh
@@ -141,9 +142,6 @@ def run_speed_check(
         _measure(command, jobs, rounds, timeout_s, kernel_s)
 
 
-PROGRESS = ("norms' kernels:", "whole steps:")  # the benchmark's progress lines, passed on as they come
-
-
 def _measure(command: list[str], jobs: Sequence[Mapping[str, Any]], rounds: int, timeout_s: float, kernel_s: float | None) -> None:
     """The benchmark in its own process, stopped after `timeout_s`, its progress (rounds done, time
     left) printed as it comes: a failure is a warning, never the sweep's."""
@@ -159,7 +157,7 @@ def _measure(command: list[str], jobs: Sequence[Mapping[str, Any]], rounds: int,
         try:
             assert process.stdout is not None
             for line in process.stdout:
-                if line.startswith(PROGRESS):
+                if line.startswith(PREFIXES):  # the benchmark's progress, passed on as it comes
                     print(f"[normsweep] speed: {line.rstrip()}", flush=True)
             code = process.wait()
         finally:
