@@ -17,9 +17,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from src.report.plots import blank_figure
 from src.report.table import AXIS_PREFIX
 from src.stats.inference import mean_ci
 from src.tracking.tags import DIVERGED, FINISHED
@@ -104,8 +104,7 @@ def plot_by_axis(runs: pd.DataFrame, axis: Axis) -> Figure:
     if x is None:
         raise ValueError(f"the runs' values on {axis.name} are not all numbers")
     left = bool((runs.outcome != FINISHED).any())
-    fig = Figure(figsize=(9, 5.2 + (1.2 if left else 0)), layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = blank_figure(9, 5.2 + (1.2 if left else 0))
     if left:
         strip, ax = fig.subplots(2, 1, sharex=True, height_ratios=[1, 4])
         _unfinished(strip, runs, x)

@@ -53,9 +53,15 @@ class Style:
         return {"color": self.color, "linestyle": self.linestyle, "marker": self.marker}
 
 
-def new_figure(width: float, height: float, ncols: int = 1) -> tuple[Figure, list[Axes]]:
+def blank_figure(width: float, height: float) -> Figure:
+    """A figure on its own Agg canvas (no pyplot), laid out by constrained layout; no axes yet."""
     fig = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(fig)
+    return fig
+
+
+def new_figure(width: float, height: float, ncols: int = 1) -> tuple[Figure, list[Axes]]:
+    fig = blank_figure(width, height)
     return fig, list(np.atleast_1d(fig.subplots(1, ncols)))
 
 
