@@ -29,7 +29,10 @@ def default_out_dir(experiment: str) -> Path:
 
 def write(analysis: Analysis, out_dir: Path) -> list[Path]:
     """report.html, report.md, table.csv (per variant), comparisons.csv, runs.csv (per run), the PNGs
-    (by_<axis>.png where the variants differ along one numeric axis; speed.png where a speed check timed the norms; claims.png where a claim of the study has an interval; claims.csv where the sweep ran a claim's norms); stability.csv for a learning-rate sweep, with stability.png unless the learning rate is the only axis (by_optim_lr.png draws it)."""
+    (by_<axis>.png where the variants differ along one numeric axis; speed.png where a speed check
+    timed the norms; claims.png where a claim of the study has an interval), claims.csv where the
+    sweep ran a claim's norms; stability.csv for a learning-rate sweep, with stability.png unless the
+    learning rate is the only axis (by_optim_lr.png draws it)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = [save(plot_losses(analysis.curves), out_dir / "loss_curves.png")]
     axis = numeric_axis(analysis.runs, analysis.axes)
