@@ -2,9 +2,11 @@
 rule moved into src/stats/verdicts.py, so that the move changes no word by accident.
 
 `tests/golden_verdicts.json` holds the words (claim words, part words, pair verdicts, speed verdicts)
-for each scenario below. A word may differ from the frozen one only where `CHANGED` says why (a case
+for each scenario below, `tests/golden_reasons.json` what is written from them (each claim's and
+part's reason as claims.csv holds it, the pair lines, the speed lines, the headline). A word or a
+sentence may differ from the frozen one only where `CHANGED` or `CHANGED_REASONS` says why (a case
 the rule now reads differently on purpose). Regenerate with `NORMSWEEP_GOLDEN=write pytest
-tests/test_verdict_golden.py` only when a word is meant to change, and list it in `CHANGED`.
+tests/test_verdict_golden.py` only when a word or sentence is meant to change, and list it there.
 """
 
 from __future__ import annotations
@@ -21,13 +23,17 @@ import pandas as pd
 from test_against_study import NOISE, SEEDS, STUDY_SETTING, _check, _runs, _study_runs
 
 from src.report.against_study import against_study
-from src.report.comparisons import Margins, compare
+from src.report.analysis import Analysis
+from src.report.comparisons import Margins, compare, sentences
+from src.report.headline import headline
 from src.report.published import TABLE
 from src.report.sequential_verdicts import SequentialVerdict
-from src.report.speed import compare_speed
+from src.report.speed import compare_speed, sentence
 from src.report.table import summarize
 
 GOLDEN = Path(__file__).with_name("golden_verdicts.json")
+GOLDEN_REASONS = Path(__file__).with_name("golden_reasons.json")
+WHY = "why: "  # a reason's key: frozen in GOLDEN_REASONS, beside its word's
 
 # scenario -> key -> why its word changed on purpose (the frozen word is kept in the file).
 BEYOND = "the family's interval lies wholly beyond the claimed ≤ 0.0065: not reproduced at any seed count"
@@ -40,13 +46,24 @@ CHANGED: dict[str, dict[str, str]] = {
     "cpu_check": {"claim 6 part no_norm here": "new: the reason the terminal dropped and claims.csv kept"},
 }
 
+# scenario -> reason key -> why its sentence changed on purpose (the frozen sentence is kept in the file).
+CHANGED_REASONS: dict[str, dict[str, str]] = {}
+
 
 def _words(runs: pd.DataFrame, check: dict[str, Any] | None = None, sequential: tuple = ()) -> dict[str, str]:  # noqa: ANN001
-    out = {f"pair {r.pair} {r.metric}": str(r.verdict) for r in compare(runs, Margins())}
+    results = compare(runs, Margins())
+    out = {f"pair {r.pair} {r.metric}": str(r.verdict) for r in results}
     section = against_study(runs, (), check or {}, Margins(), summarize(runs), sequential)
+    # The reasons beside the words (claims.csv's reason columns, the pair lines, the headline):
+    # frozen in their own file, keys that start with WHY.
+    out.update({f"{WHY}pair line {i}": line for i, line in enumerate(sentences(results))})
+    analysis = Analysis("golden", "sqlite://", "0", runs, pd.DataFrame(), summarize(runs), results, Margins(), 0, study=section)
+    out.update({f"{WHY}headline {line.split(':')[0]}": line for line in headline(analysis)})
     for c in section.claims:
         out[f"claim {c.claim.number}"] = str(c.word)
+        out[f"{WHY}claim {c.claim.number}"] = c.reason
         out.update({f"claim {c.claim.number} part {f.part.label or f.part.b}": str(f.word) for f in c.findings})
+        out.update({f"{WHY}claim {c.claim.number} part {f.part.label or f.part.b}": f.reason for f in c.findings})
         # Outside the domain: the word the part reads at the sweep's own setting.
         out.update({f"claim {c.claim.number} part {f.part.label or f.part.b} here": f.here.split(":")[0].split(";")[0]
                     for f in c.findings if f.here})
@@ -66,7 +83,8 @@ def _speed() -> dict[str, str]:
                    "contradicting": norm + 0.01, "noisy": norm + 0.0015 + rng.normal(0, 0.03, n)}},
     }  # fmt: skip
     pairs = [("a", b) for b in ("same", "costly", "contradicting", "noisy")]
-    return {f"speed {v.b}": str(v.verdict) for v in compare_speed(check, pairs, margin=0.02)}
+    verdicts = compare_speed(check, pairs, margin=0.02)
+    return {f"speed {v.b}": str(v.verdict) for v in verdicts} | {f"{WHY}speed {v.b}": sentence(v) for v in verdicts}
 
 
 def _hand_ln() -> np.ndarray:
@@ -143,18 +161,34 @@ def _one_seed_study() -> pd.DataFrame:
     return runs
 
 
-def test_no_word_changed_by_accident() -> None:
-    now = {name: make() for name, make in SCENARIOS.items()}
-    if os.environ.get("NORMSWEEP_GOLDEN") == "write":
-        GOLDEN.write_text(json.dumps(now, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
-    frozen = json.loads(GOLDEN.read_text(encoding="utf-8"))
+def _drift(frozen: dict[str, dict[str, str]], now: dict[str, dict[str, str]], changed: dict[str, dict[str, str]]) -> list[str]:
     assert sorted(frozen) == sorted(now)
     drift = []
     for name, words in frozen.items():
-        changed = CHANGED.get(name, {})
         for key in sorted(set(words) | set(now[name])):
-            if key in changed:
-                continue
-            if words.get(key) != now[name].get(key):
+            if key not in changed.get(name, {}) and words.get(key) != now[name].get(key):
                 drift.append(f"{name}: {key}: frozen {words.get(key)!r}, now {now[name].get(key)!r}")
+    return drift
+
+
+def _now() -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
+    """Per scenario its words, and its reasons (the keys that start with WHY)."""
+    found = {name: make() for name, make in SCENARIOS.items()}
+    words = {name: {k: v for k, v in got.items() if not k.startswith(WHY)} for name, got in found.items()}
+    reasons = {name: {k: v for k, v in got.items() if k.startswith(WHY)} for name, got in found.items()}
+    if os.environ.get("NORMSWEEP_GOLDEN") == "write":
+        for path, data, changed in ((GOLDEN, words, CHANGED), (GOLDEN_REASONS, reasons, CHANGED_REASONS)):
+            # A change said on purpose keeps its frozen text in the file: the before beside the why.
+            old = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+            frozen = {name: {k: old.get(name, {}).get(k) for k in changed.get(name, {})} for name in data}
+            kept = {name: {k: v for k, v in {**got, **frozen[name]}.items() if v is not None} for name, got in data.items()}
+            path.write_text(json.dumps(kept, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    return words, reasons
+
+
+def test_no_word_or_reason_changed_by_accident() -> None:
+    words, reasons = _now()
+    drift = _drift(json.loads(GOLDEN.read_text(encoding="utf-8")), words, CHANGED)
     assert not drift, "a verdict word changed; if on purpose, say why in CHANGED:\n" + "\n".join(drift)
+    drift = _drift(json.loads(GOLDEN_REASONS.read_text(encoding="utf-8")), reasons, CHANGED_REASONS)
+    assert not drift, "a reason, pair line or headline changed; if on purpose, say why in CHANGED_REASONS:\n" + "\n".join(drift)
