@@ -4,7 +4,9 @@ command that would sharpen it.
 
 - **Speed**: the speed verdicts in one line (src.report.speed: the step-time change predicted from the
   norms' own cost, per pair), and the norm's share of a step;
-- **Loss**: the best test loss, its ties and the gaps to it (with their intervals where seeds give one);
+- **Loss**: the lowest test loss and each gap to it as its pair's judgement has it (the paired estimate,
+  the interval and the word it was decided on; said plainly where no pair judged it), per setting when
+  the sweep varied more than the norm, and the variants that diverged;
 - **Is it real?**: what the seeds can tell, and what to run when one seed cannot;
 - **Reproduced?**: how many of the study's claims this sweep's setting can test, their words, and what
   to run for the rest.
@@ -15,16 +17,20 @@ this module counts and names them, it never judges. Torch-free.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import pandas as pd
 
 from src.report.published import CLAIMS, PRESET
 from src.report.speed import norm_shares, step_time_text
+from src.report.table import AXIS_PREFIX
 from src.stats.inference import MIN_SEEDS
 from src.stats.verdicts import ClaimWord, PairWord, SpeedWord, equivalent_text, settle_text
-from src.tracking.tags import FINISHED
+from src.tracking.tags import DIVERGED, FINISHED
+from src.tracking.variants import NORM_AXIS
 
 if TYPE_CHECKING:
     from src.report.analysis import Analysis
@@ -36,6 +42,7 @@ SHOWN = 4  # variants or pairs named on one line; the rest are counted
 SEEDS_COMMAND = "`make sweep-seeds` (three seeds each) or the sequential sweep (`hydra/sweeper=sequential`: seeds until each pair is decided)"
 STUDY_COMMAND = f"`python -m src.train -m experiment={PRESET}` on A100s"
 CHECK_COMMAND = "`report.speed_rounds=20` on the sweep's command (`experiment=norm_sweep` sets it)"
+ONE_RUN = "one run each: no interval"
 UNTESTABLE = (ClaimWord.NOT_APPLICABLE, ClaimWord.NOT_TESTED)
 
 
@@ -97,36 +104,106 @@ def _pair_words(results: Sequence[Result]) -> str:
 
 
 # --- loss -------------------------------------------------------------------------------------------
+#
+# The line reads the pairs' judgements: a gap to the lowest is the paired estimate its word was decided
+# on, with that word's interval; where no pair judged it, the gap is said to be untested. A sweep that
+# varies more than the norm is read per setting (the other axes' values): a learning rate's settings
+# are not pooled into one ranking.
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting of the swept axes other than the norm ("" when the sweep varied the norm alone)."""
+
+    label: str
+    variants: tuple[str, ...]
+
+
+def settings_of(runs: pd.DataFrame) -> list[Setting]:
+    """The sweep's settings: each combination of the swept axes but the norm, with its variants (one
+    setting of every variant when the norm is the only axis, or is not swept)."""
+    others = [c for c in runs.columns if c.startswith(AXIS_PREFIX) and c != AXIS_PREFIX + NORM_AXIS]
+    if AXIS_PREFIX + NORM_AXIS not in runs or not others:
+        return [Setting("", tuple(dict.fromkeys(runs.variant)))]
+    found: dict[str, list[str]] = {}
+    for values, group in runs.groupby(others, sort=False):
+        values = values if isinstance(values, tuple) else (values,)
+        label = ", ".join(f"{c.removeprefix(AXIS_PREFIX).rsplit('.', 1)[-1]}={v}" for c, v in zip(others, values, strict=True))
+        found.setdefault(label, []).extend(dict.fromkeys(group.variant))
+    return [Setting(label, tuple(v)) for label, v in found.items()]
 
 
 def loss_line(a: Analysis) -> str:
-    table = a.table[a.table.finished > 0].dropna(subset=["test_loss"])
-    if not len(table):
-        return "Loss: no variant finished (every run diverged or stopped; the table says where)."
-    ordered = table.sort_values("test_loss", kind="stable")
-    best = ordered.iloc[0]
-    # Equal as printed (4 decimals): a tie the reader sees, tested or not.
-    tied = [str(v) for v, x in zip(ordered.variant, ordered.test_loss, strict=True) if round(x, 4) == round(best.test_loss, 4)]
-    rest = ordered[~ordered.variant.isin(tied)]
-    tie = f" (tied with {_named([f'{v}{_interval(a.comparisons, str(best.variant), v)}' for v in tied[1:]])})" if len(tied) > 1 else ""
-    gaps = [f"{r.variant} {r.test_loss - best.test_loss:+.4f}{_interval(a.comparisons, str(best.variant), str(r.variant))}"
-            for r in rest.itertuples(index=False)]  # fmt: skip
-    seeds = int(table.finished.max())
-    how = "one run each: no interval" if seeds < MIN_SEEDS else f"paired over up to {seeds} seeds"
-    after = f"; then {_named(gaps)}" if gaps else ""
-    return f"Loss: best test loss {best.variant} {best.test_loss:.4f}{tie}{after} ({how})."
+    parts = [_setting_loss(a, s) for s in settings_of(a.runs)]
+    if len(parts) == 1:
+        return f"Loss: {parts[0]}."
+    return "Loss, per setting (the settings are not pooled): " + "; ".join(f"at {s.label}: {p}" for s, p in zip(settings_of(a.runs), parts, strict=True)) + "."
 
 
-def _interval(results: Sequence[Result], best: str, other: str) -> str:
-    """` [low, high] <word>` of the other variant against the best, where a comparison gives one."""
+def _setting_loss(a: Analysis, setting: Setting) -> str:
+    runs = a.runs[a.runs.variant.isin(setting.variants)]
+    finished = runs[runs.outcome == FINISHED].dropna(subset=["test_loss"])
+    diverged = _diverged(runs, setting)
+    if not len(finished):
+        return "no variant finished" + (f": {diverged}" if diverged else " (every run stopped; the table says where)")
+    values = finished.pivot_table(index="seed", columns="variant", values="test_loss", aggfunc="last")
+    shared = values.dropna()
+    paired = len(shared) > 0 and values.shape[1] > 1
+    means = (shared if paired else values).mean()
+    best = str(means.idxmin())
+    name = _namer(runs, setting)
+    if values.shape[1] == 1:
+        lowest = f"{name(best)} {means[best]:.4f}, the only variant that finished"
+    else:
+        over = ((f"the {len(shared)} seeds every variant here finished" if len(shared) > 1 else "the one seed every variant here finished") if paired
+                else "means over different seeds: no seed finished by every variant")  # fmt: skip
+        lowest = f"lowest test loss {name(best)} {means[best]:.4f} ({over})"
+    one_run = len(shared) < MIN_SEEDS
+    gaps = sorted((_gap(a.comparisons, best, str(v), float(means[v] - means[best]), name, one_run) for v in means.index if v != best),
+                  key=lambda g: g[0])  # fmt: skip
+    # How each gap was tested: the most common way said once, any other beside its gap.
+    hows = Counter(how for _, _, how in gaps)
+    common = hows.most_common(1)[0][0] if gaps else ""
+    shown = [text + (f" ({how})" if how != common else "") for _, text, how in gaps]
+    after = f"; then {_named(shown)} ({common}{' unless said' if len(hows) > 1 else ''})" if gaps else ""
+    return lowest + after + (f"; {diverged}" if diverged else "")
+
+
+def _namer(runs: pd.DataFrame, setting: Setting) -> Callable[[str], str]:
+    """Within a setting a variant is named by its norm (the setting's values are said once)."""
+    column = AXIS_PREFIX + NORM_AXIS
+    if not setting.label or column not in runs:
+        return str
+    norms = dict(zip(runs.variant, runs[column], strict=True))
+    return lambda v: str(norms.get(v, v))
+
+
+def _gap(results: Sequence[Result], best: str, other: str, plain: float, name: Callable[[str], str],
+         one_run: bool) -> tuple[float, str, str]:  # fmt: skip
+    """The other variant's gap to the best, its text and how it was tested: the paired estimate its
+    pair's word was decided on, with that word's interval; else the plain difference, said untested."""
     for r in results:
-        if r.metric != "test_loss" or {r.a, r.b} != {best, other} or r.verdict == PairWord.UNTESTED:
+        if r.metric != "test_loss" or {r.a, r.b} != {best, other}:
             continue
-        i = r.primary
-        sign = 1 if r.a == best else -1  # shown as the other's loss minus the best's
+        if r.verdict == PairWord.UNTESTED:
+            return plain, f"{name(other)} {plain:+.4f}", f"no interval: {r.reason}" if r.primary.n >= MIN_SEEDS else ONE_RUN
+        i, sign = r.primary, (1 if r.a == best else -1)  # shown as the other's loss minus the best's
         low, high = sorted((sign * i.low, sign * i.high))
-        return f" [{low:+.4f}, {high:+.4f}] {r.verdict_text(numbers=False)}" if math.isfinite(low) and math.isfinite(high) else ""
-    return ""
+        how = f"paired over {i.n} seeds" if i.test == "paired_t" else f"unpaired (Welch: seed sets differ), n = {r.n_a} and {r.n_b}"
+        return sign * i.diff, f"{name(other)} {sign * i.diff:+.4f} [{low:+.4f}, {high:+.4f}] {r.verdict_text(numbers=False)}", how
+    return plain, f"{name(other)} {plain:+.4f}", ONE_RUN if one_run else "not a compared pair: no interval"
+
+
+def _diverged(runs: pd.DataFrame, setting: Setting) -> str:
+    """`no_norm diverged (1/1 runs, step 4)`: the variants that diverged, where and how often."""
+    out = []
+    for variant, group in runs.groupby("variant", sort=False):
+        gone = group[group.outcome == DIVERGED]
+        if len(gone):
+            steps = sorted({int(x) for x in gone.stopped_at_step.dropna()})
+            at = f", step {'/'.join(f'{x:,}' for x in steps[:3])}" if steps else ""
+            out.append(f"{_namer(runs, setting)(str(variant))} diverged ({len(gone)}/{len(group)} runs{at})")
+    return ", ".join(out)
 
 
 # --- seeds ------------------------------------------------------------------------------------------
@@ -137,14 +214,32 @@ def real_line(a: Analysis) -> str:
     seeds = int(finished.groupby("variant").seed.nunique().max()) if len(finished) else 0
     if seeds < MIN_SEEDS:
         return f"Is it real? One seed per variant: no gap here is tested against seed noise; {SEEDS_COMMAND} tells."
-    # Test loss: seeds decide it; speed is the speed check's (or, without one, the Speed line's).
-    tested = [r for r in a.comparisons if r.verdict != PairWord.UNTESTED and r.metric == "test_loss"]
+    # Test loss within a setting: seeds decide it; speed is the speed check's (or, without one, the Speed line's).
+    within = {frozenset(s.variants) for s in settings_of(a.runs)}
+    losses = [r for r in a.comparisons if r.metric == "test_loss"]
+    inside = [r for r in losses if any({r.a, r.b} <= w for w in within)]
+    across = len(losses) - len(inside)
+    tested = [r for r in inside if r.verdict != PairWord.UNTESTED]
     if not tested:
         return f"Is it real? {seeds} seeds, but no pair shares two finished seeds; {SEEDS_COMMAND} tells."
     open_ = [r for r in tested if r.verdict == PairWord.INCONCLUSIVE]
     most = max((r.seeds or 0 for r in open_), default=0)
     need = f"; {settle_text(most, 'seeds')} (the most any of them needs): `seed=0,...` or the sequential sweep" if most else ""
-    return f"Is it real? Test loss over {seeds} seeds, paired by seed: {_pair_words(tested)} of {len(tested)} pair(s){need}."
+    beside = f"; {across} pair(s) across settings are in the pair lines" if across else ""
+    how = _how_paired(tested, seeds)
+    over = f"over {seeds} seeds" if how == "paired by seed" else f"over up to {seeds} seeds"
+    return f"Is it real? Test loss {over}, {how}: {_pair_words(tested)} of {len(tested)} pair(s){need}{beside}."
+
+
+def _how_paired(tested: Sequence[Result], seeds: int) -> str:
+    """How the tested pairs were tested: paired by seed only where they were."""
+    sizes = sorted({r.primary.n for r in tested if r.primary.test == "paired_t"})
+    welch = sum(r.primary.test != "paired_t" for r in tested)
+    if not welch and sizes == [seeds]:
+        return "paired by seed"
+    paired = f"paired on the seeds both finished (n = {sizes[0]}{f' to {sizes[-1]}' if len(sizes) > 1 else ''})" if sizes else ""
+    unpaired = f"{welch} pair(s) unpaired (Welch: seed sets differ)" if welch else ""
+    return ", ".join(x for x in (paired, unpaired) if x)
 
 
 # --- the study --------------------------------------------------------------------------------------
