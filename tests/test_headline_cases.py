@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 import pandas as pd
 from test_against_study import SEEDS, _runs, _section, _study_runs
 
@@ -33,7 +34,7 @@ def _pair(a: Analysis, x: str, y: str) -> Result:
 def _gap_text(r: Result, best: str) -> tuple[float, str]:
     """The gap of the other variant to `best` as its pair's judgement has it, and its interval as printed."""
     sign = 1 if r.a == best else -1
-    low, high = sorted((sign * r.primary.low, sign * r.primary.high))
+    low, high = sorted((sign * r.decision.low, sign * r.decision.high))  # the interval the word was read from
     return sign * r.primary.diff, f"{sign * r.primary.diff:+.4f} [{low:+.4f}, {high:+.4f}] {r.verdict_text(numbers=False)}"
 
 
@@ -55,7 +56,7 @@ def test_uneven_seed_sets_the_lowest_is_the_paired_one_not_the_table_mean() -> N
     loss = loss_line(analysis)
     assert loss.startswith("Loss: lowest test loss torch_layernorm 3.5783 (the 3 seeds every variant here finished)"), loss
     assert f"then hand_layernorm {text} (paired over 3 seeds)" in loss, loss
-    assert r.primary.low <= -gap <= r.primary.high and gap > 0  # the gap sits inside its own interval
+    assert r.decision.low <= -gap <= r.decision.high and gap > 0  # the gap sits inside its own interval
     real = real_line(analysis)
     assert "paired by seed:" not in real and "paired on the seeds both finished (n = 3)" in real, real
 
@@ -66,9 +67,9 @@ def test_a_failed_seed_leaves_the_gap_inside_its_own_interval() -> None:
     analysis = _analysis(runs)
     r = _pair(analysis, "hand_layernorm", "torch_layernorm")
     gap, text = _gap_text(r, "hand_layernorm")
-    assert r.primary.low <= gap <= r.primary.high
+    assert r.decision.low <= gap <= r.decision.high and r.decision.level == pytest.approx(0.9)  # TOST's interval: the one that decided it
     loss = loss_line(analysis)
-    assert f"torch_layernorm {text} (paired over 4 seeds)" in loss and "+0.0007 [+0.0002, +0.0013]" in loss, loss
+    assert f"torch_layernorm {text} (paired over 4 seeds)" in loss and "+0.0007 [+0.0003, +0.0012]" in loss, loss
     assert "over up to 5 seeds, paired on the seeds both finished (n = 4)" in real_line(analysis)
 
 

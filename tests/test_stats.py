@@ -102,7 +102,9 @@ def test_paired_identical_values_and_constant_shift() -> None:
     assert (same.diff, same.low, same.high, same.se) == (0.0, 0.0, 0.0, 0.0) and math.isnan(same.p_value)
     assert tost(same.diff, same.se, same.df, margin=0.01) == 0.0  # certainly inside any margin
     shifted = paired_t([1.0, 2.0, 3.0], [1.5, 2.5, 3.5])
-    assert (shifted.diff, shifted.low, shifted.high, shifted.p_value) == (0.5, 0.5, 0.5, 0.0)
+    # Every seed moved by exactly 0.5: no interval, and the p-value is the sign-flip test's floor
+    # (3 equal signs: 2/8), never the 0 of an infinite t.
+    assert (shifted.diff, shifted.low, shifted.high, shifted.p_value) == (0.5, 0.5, 0.5, 0.25)
     boot = paired_bootstrap([1.0, 2.0, 3.0], [1.5, 2.5, 3.5])
     assert (boot.low, boot.high) == (0.5, 0.5)
 

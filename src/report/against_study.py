@@ -73,6 +73,7 @@ from src.stats.verdicts import (
     family_alpha,
     part_word,
     read,
+    speed_bounds,
 )
 from src.tracking.tags import DIVERGED, FINISHED
 from src.tracking.variants import NORM_AXIS, Axis, text
@@ -387,7 +388,9 @@ def readings_of(part: Part, metric: str, low: float, high: float, e: Evidence, e
                 decision: SequentialVerdict | None) -> Readings:  # fmt: skip
     """The readings: from the interval, or, for a sequential sweep, direction and equivalence from
     its decision (and the size from the interval)."""
-    found = read(low, high, part.sign(metric), part.band(metric), e.margin(metric))
+    # A speed margin is a factor either way (±log(1 + m) of the log ratio), as the speed section reads it.
+    bounds = speed_bounds(e.margin(metric)) if metric == SPEED and not part.minus else None
+    found = read(low, high, part.sign(metric), part.band(metric), e.margin(metric), bounds)
     if decision is None:
         return found
     same_side = part.sign(metric) == 0 or math.copysign(1, effect.diff) == part.sign(metric)
@@ -412,7 +415,7 @@ def reason_of(claim: Claim, part: Part, r: Readings, word: ClaimWord, effect: Ef
             return f"{equivalent}, but further apart than the study's {claimed}"
         if word == NOT_REPRODUCED:
             if r.equivalence == Equivalence.OUTSIDE:
-                return f"they differ by more than {margin}"
+                return f"they differ by {margin} or more (a bound itself is a difference that matters)"
             return f"the whole interval lies beyond the study's {claimed}: no seed count makes them that close"
         return f"the interval straddles the margin ({margin}) and holds the study's {claimed}: {effect.settle(m, e.alpha)}"
     if word == REPRODUCED:

@@ -132,8 +132,9 @@ class Analysis:
     def heading(self) -> str:
         m = self.margins
         return (
-            f"Paired by seed (Welch where seed sets differ); equivalence by TOST within ±{m.test_loss:g} nats "
-            f"of test loss and ±{m.speed:.0%} of tokens/s; Holm-adjusted over {len(self.comparisons)} comparisons"
+            f"Test loss, paired by seed (Welch where seed sets differ); equivalence by TOST within ±{m.test_loss:g} nats "
+            f"(its 90% interval printed beside it); Holm-adjusted over {len(self.comparisons)} comparisons; speed is the "
+            "speed check's, not the jobs' tokens/s (run one after another, in the table)"
         )
 
     def sections(self) -> list[Section]:

@@ -1,19 +1,20 @@
-"""Paired comparisons of the variants that matter, with a verdict per pair and metric.
+"""Paired comparisons of the variants that matter, with a verdict per pair.
 
 Every variant of one seed starts from the same initial weights and sees the same data order, so
-two variants are compared seed by seed: the per-seed difference b - a (test loss, in nats) or
-b / a - 1 (tokens/s, relative). For each pair and metric:
+two variants are compared seed by seed on test loss: the per-seed difference b - a, in nats (speed
+is the speed check's, src.report.speed: tokens/s of jobs run one after another is not judged here).
+For each pair:
 
 - `paired_t`: mean difference, 95% t-interval, p-value; `paired_bootstrap`: a 95% bootstrap
   interval of the same mean, resampling whole seeds (BCa from 4 pairs). Groups that share fewer
   than two seeds are compared by `welch` instead, and the output names which test ran.
-- TOST at the metric's margin (`report.margin.test_loss` nats, `report.margin.speed` relative):
-  a small `tost_p` says the difference lies within ±margin.
-- Holm's correction over the family (every pair and metric of the report) turns `p` into `p_holm`.
+- TOST at the margin (`report.margin.test_loss` nats): a small `tost_p` says the difference lies
+  within ±margin.
+- Holm's correction over the family (every pair of the report) turns `p` into `p_holm`.
 - The verdict, by the one rule of src/stats/verdicts.py: **equivalent** (within the margin; with the
   difference that remains when one is shown too), **different**, or **inconclusive** with the seeds
-  that would settle it. Runs without a partner (a seed missing for one side, a diverged or failed
-  run) are left out of that pair and counted.
+  that would settle it; beside it, the interval it was read from. Runs without a partner (a seed
+  missing for one side, a diverged or failed run) are left out of that pair and counted.
 
 The pairs are data (`PAIRS`); a pair is compared when both of its variants have runs. A variant is
 what the sweep varied (src.tracking.variants): with one swept axis the pairs are the norms' pairs
@@ -70,6 +71,12 @@ METRICS: dict[str, tuple[str, str, bool]] = {
     "test_loss": ("test_loss", "test loss", False),
     "tokens_per_sec": ("speed", "tokens/s", True),
 }
+
+
+# What the pairs compare over seeds: test loss. Speed is the speed check's (src.report.speed): the
+# jobs' tokens/s, run one after another, time the machine's load between jobs as much as the norm, so
+# they stay in the table, labelled, and are not judged pair by pair.
+PAIR_METRICS = ("test_loss",)
 
 
 def paired_difference(metric: str, a: Any, b: Any) -> Any:
@@ -204,9 +211,10 @@ class Result:
     def verdict_text(self, numbers: bool = True) -> str:
         """The verdict in words; `numbers=False` where the estimate and interval follow anyway."""
         word, p = self.verdict, self.primary
-        if word == PairWord.EQUIVALENT:
-            remains = f"{_signed(p.diff, self.relative)} [{_signed(p.low, self.relative)}, {_signed(p.high, self.relative)}]"
-            shown = self.decision is not None and self.decision.remains
+        if word == PairWord.EQUIVALENT and self.decision is not None:
+            d = self.decision  # the interval the word was read from (TOST's)
+            remains = f"{_signed(p.diff, self.relative)} [{_signed(d.low, self.relative)}, {_signed(d.high, self.relative)}]"
+            shown = d.remains
             return equivalent_text(_fmt(self.margin, self.relative), (remains if numbers else True) if shown else False)
         if word == PairWord.INCONCLUSIVE:
             return f"{word}: {settle_text(self.seeds, 'seeds')}" if self.seeds is not None else str(word)
@@ -347,13 +355,13 @@ def compare(
     pairs: Sequence[tuple[str, str]] | None = None,
     reference: Mapping[str, str] | None = None,
 ) -> list[Result]:
-    """Every pair with runs on both sides (`comparison_pairs`), on test loss and tokens/s; Holm over
-    the whole family."""
+    """Every pair with runs on both sides (`comparison_pairs`), on test loss (`PAIR_METRICS`); Holm
+    over the whole family."""
     margins = margins or Margins()
     items = [
         {**compare_one(runs, a, b, metric, margins.of(metric)), "axis": axis}
         for a, b, axis in comparison_pairs(runs, pairs, reference)
-        for metric in METRICS
+        for metric in PAIR_METRICS
     ]
     adjusted = holm([i["primary"].p_value for i in items])
     family = sum(math.isfinite(p) for p in adjusted)
@@ -397,17 +405,22 @@ def _signed(value: float, relative: bool) -> str:
 
 
 def _clause(r: Result) -> str:
-    label, p = METRICS[r.metric][1], r.primary
-    if r.verdict == PairWord.UNTESTED:
+    """A metric's word with the numbers it was read from: the interval that decided it (TOST's
+    1 − 2α one for an equivalence, else the 95% one), or, with no spread, that there is none."""
+    label, p, d = METRICS[r.metric][1], r.primary, r.decision
+    if r.verdict == PairWord.UNTESTED or d is None:
         return f"{label} {r.verdict_text()}"
-    ci = f"[{_signed(p.low, r.relative)}, {_signed(p.high, r.relative)}]"
-    stats = f"Δ {_signed(p.diff, r.relative)}, 95% CI {ci}"
-    if r.verdict == PairWord.DIFFERENT:
-        held = "every seed moved by the same amount" if p.se == 0 else f"Holm p = {r.p_holm:.2g}"
-        return f"{label} {r.verdict} ({stats}, {held})"
-    if r.verdict == PairWord.EQUIVALENT:
-        return f"{label} {r.verdict_text(numbers=False)} ({stats}, TOST p = {r.tost_p:.2g})"
     settle = f"; {settle_text(r.seeds, 'seeds')}" if r.seeds is not None else ""
+    if not d.spread:
+        tests = [f"equivalence p = {r.tost_p:.2g}"] if abs(p.diff) < r.margin else []
+        tests += [f"difference p = {p.p_value:.2g} (Holm {r.p_holm:.2g})"] if math.isfinite(p.p_value) else []
+        return (f"{label} {r.verdict_text(numbers=False)} (every one of {p.n} seeds moved by exactly {_signed(p.diff, r.relative)}: "
+                f"no spread, so no interval; sign-flip tests: {', '.join(tests)}{settle})")  # fmt: skip
+    stats = f"Δ {_signed(p.diff, r.relative)}, {d.level:.0%} CI [{_signed(d.low, r.relative)}, {_signed(d.high, r.relative)}]"
+    if r.verdict == PairWord.DIFFERENT:
+        return f"{label} {r.verdict} ({stats}, Holm p = {r.p_holm:.2g})"
+    if r.verdict == PairWord.EQUIVALENT:
+        return f"{label} {r.verdict_text(numbers=False)} ({stats}, TOST's interval, TOST p = {r.tost_p:.2g})"
     return f"{label} {r.verdict} ({stats}, Holm p = {r.p_holm:.2g}{settle})"
 
 

@@ -63,11 +63,8 @@ def _named(items: Sequence[str]) -> str:
 def speed_line(a: Analysis) -> str:
     if a.speed_verdicts:
         return _checked_speed(a.speed_verdicts, a.check, a.margins.speed)
-    paired = [r for r in a.comparisons if r.metric == "tokens_per_sec" and r.verdict != PairWord.UNTESTED]
-    if paired:
-        return "Speed (tokens/s paired over seeds, jobs run one after another): " + _pair_words(paired) + f"; an interleaved check is steadier: {CHECK_COMMAND}."
-    return ("Speed: not measured: one run each, one after another, times the machine's load between jobs, not the norm; "
-            f"{CHECK_COMMAND} times the variants interleaved in one process.")  # fmt: skip
+    return ("Speed: not measured: jobs run one after another time the machine's load between jobs, not the norm (their "
+            f"tokens/s is in the table, labelled so); {CHECK_COMMAND} times the variants interleaved in one process.")  # fmt: skip
 
 
 def _checked_speed(verdicts: Sequence[SpeedVerdict], check: dict, margin: float) -> str:
@@ -187,9 +184,11 @@ def _gap(results: Sequence[Result], best: str, other: str, plain: float, name: C
             continue
         if r.verdict == PairWord.UNTESTED:
             return plain, f"{name(other)} {plain:+.4f}", f"no interval: {r.reason}" if r.primary.n >= MIN_SEEDS else ONE_RUN
-        i, sign = r.primary, (1 if r.a == best else -1)  # shown as the other's loss minus the best's
-        low, high = sorted((sign * i.low, sign * i.high))
+        i, d, sign = r.primary, r.decision, (1 if r.a == best else -1)  # shown as the other's loss minus the best's
         how = f"paired over {i.n} seeds" if i.test == "paired_t" else f"unpaired (Welch: seed sets differ), n = {r.n_a} and {r.n_b}"
+        if d is None or not d.spread:
+            return sign * i.diff, f"{name(other)} {sign * i.diff:+.4f} (every seed alike: no interval) {r.verdict_text(numbers=False)}", how
+        low, high = sorted((sign * d.low, sign * d.high))  # the interval the word was read from
         return sign * i.diff, f"{name(other)} {sign * i.diff:+.4f} [{low:+.4f}, {high:+.4f}] {r.verdict_text(numbers=False)}", how
     return plain, f"{name(other)} {plain:+.4f}", ONE_RUN if one_run else "not a compared pair: no interval"
 

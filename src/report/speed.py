@@ -12,8 +12,9 @@ burst of foreign load that spoils a few rounds is cut off, not averaged in. The 
 taken on the prediction, by the rule of src/stats/verdicts.py: **equivalent within ±margin** (TOST
 on the per-round log ratios, margin `report.margin.speed`), else **faster/slower** (Holm over the
 section's pairs), else **unresolved**, with the rounds that would settle it. The two levels **agree** when their
-intervals overlap; where they do not, the step level was too noisy to use (a norm of a few ms
-cannot move a step by more than its own cost).
+intervals overlap; where they do not, the step level was too noisy to use when its interval is the
+wider (a norm of a few ms cannot move a step by more than its own cost), else the line says the
+whole step moved by other than the norms' own cost.
 """
 
 from __future__ import annotations
@@ -27,7 +28,15 @@ import numpy as np
 
 from src.stats.inference import ALPHA, TRIM, Interval, holm, trimmed_mean_interval
 from src.stats.pairs import pair_label
-from src.stats.verdicts import Decision, SpeedWord, decide, equivalent_text, settle_text, speed_word
+from src.stats.verdicts import (
+    Decision,
+    SpeedWord,
+    decide,
+    equivalent_text,
+    settle_text,
+    speed_margin,
+    speed_word,
+)
 
 KINDS_ORDER = ("fwd", "bwd")
 NO_KERNEL = "none"  # the dispatch of a variant whose norm is the identity
@@ -66,7 +75,7 @@ class SpeedVerdict:
     def verdict_text(self) -> str:
         word = self.verdict
         if word == SpeedWord.EQUIVALENT:
-            return equivalent_text(f"{self.margin:.0%}", step_time_text(self.predicted) if self.decision and self.decision.remains else False)
+            return equivalent_text(f"{self.margin:.0%}", decided_text(self.predicted, self.decision) if self.decision and self.decision.remains else False)
         if word == SpeedWord.UNRESOLVED and self.rounds_needed:
             return f"{word}: {settle_text(self.rounds_needed, 'kernel rounds')}"
         return str(word)
@@ -77,9 +86,18 @@ def step_time_text(i: Interval) -> str:
     return f"{math.expm1(i.diff):+.1%} [{math.expm1(i.low):+.1%}, {math.expm1(i.high):+.1%}]"
 
 
+def decided_text(i: Interval, d: Decision | None) -> str:
+    """The estimate with the interval its word was read from (TOST's 90% one for an equivalence)."""
+    if d is None or not d.spread:
+        return f"{math.expm1(i.diff):+.1%} (every round alike: no interval)" if d is not None else step_time_text(i)
+    level = "" if round(d.level, 6) == 0.95 else f" ({d.level:.0%} interval)"
+    return f"{math.expm1(i.diff):+.1%} [{math.expm1(d.low):+.1%}, {math.expm1(d.high):+.1%}]{level}"
+
+
 def decisions(intervals: Sequence[Interval], margin: float) -> list[Decision | None]:
-    """Each log-ratio interval's decision at a relative margin, faster/slower Holm-adjusted over them all."""
-    log_margin = math.log1p(margin)
+    """Each log-ratio interval's decision at a relative margin (±log(1 + m): the same factor either
+    way), faster/slower Holm-adjusted over them all."""
+    log_margin = speed_margin(margin)
     adjusted = holm([i.p_value for i in intervals])
     family = sum(math.isfinite(p) for p in adjusted)
     return [decide(i.diff, i.se, i.df, i.sd, i.n, log_margin, p, ALPHA, family, TRIM) for i, p in zip(intervals, adjusted, strict=True)]
@@ -188,14 +206,17 @@ def header(check: Mapping[str, Any], reference: str | None) -> str:
 
 def sentence(v: SpeedVerdict) -> str:
     norm = f", its norm {math.exp(v.norm_ratio.diff):.2f}× [{math.exp(v.norm_ratio.low):.2f}, {math.exp(v.norm_ratio.high):.2f}]" if v.norm_ratio else ""
-    text = f"{pair_label(v.a, v.b)}: {v.verdict_text()} — step time {step_time_text(v.predicted)} predicted from the norms' own cost (the verdict's estimate){norm}"
+    text = f"{pair_label(v.a, v.b)}: {v.verdict_text()} — step time {decided_text(v.predicted, v.decision)} predicted from the norms' own cost (the verdict's estimate){norm}"
     if v.measured is None:
         return text + "."
     # Two estimates of one pair: the line says which decides and why the other is there.
     measured = f"; whole steps measured {step_time_text(v.measured)} (the check of that prediction: a whole step carries the machine's load, which a norm's own rounds shed)"
     if v.agree:
         return text + measured + ": the two agree."
-    return text + measured + ": they disagree; the step-level measurement was too noisy to use."
+    if v.measured.se > v.predicted.se:  # wider than the prediction: the load it carries
+        return text + measured + ": they disagree; the step-level measurement was too noisy to use."
+    return (text + measured + ": they disagree, and the step level was no noisier than the prediction: the whole step moved "
+            "by other than the norms' own cost (what a step does beside the norm), so the verdict rests on the norms' cost alone.")
 
 
 def dispatch_lines(dispatch: Mapping[str, Mapping[str, Any]]) -> list[str]:

@@ -144,6 +144,12 @@ def at_level(interval: Interval, alpha: float) -> tuple[float, float]:
     return interval.diff - half, interval.diff + half
 
 
+def sign_flip_p(n: int, one_sided: bool = False) -> float:
+    """The smallest p a sign-flip (permutation) test of n observations can give: all n of one sign.
+    With no spread it is the honest p (a t statistic is infinite there, its p 0)."""
+    return 0.5**n if one_sided else min(1.0, 2 * 0.5**n)
+
+
 def paired_t(a: Sequence[float], b: Sequence[float]) -> Interval:
     """Mean of the per-pair differences b - a, its 95% t-interval and the paired t-test p-value.
 
@@ -159,9 +165,9 @@ def paired_t(a: Sequence[float], b: Sequence[float]) -> Interval:
     sd = float(np.std(d, ddof=1))
     se = sd / math.sqrt(n)
     if se == 0:
-        # Every seed moved by exactly the same amount: a zero-width interval, and t is infinite
-        # (p = 0) unless that amount is 0 too (nothing to test).
-        return Interval("paired_t", n, mean, mean, mean, 0.0 if mean != 0 else math.nan, 0.0, n - 1, 0.0)
+        # Every seed moved by exactly the same amount: no interval (zero wide), and t is infinite;
+        # the p-value is the sign-flip test's (n of one sign), unless that amount is 0 (nothing to test).
+        return Interval("paired_t", n, mean, mean, mean, sign_flip_p(n) if mean != 0 else math.nan, 0.0, n - 1, 0.0)
     half = t_quantile(n - 1) * se
     p_value = float(2 * stats.t.sf(abs(mean / se), n - 1))
     return Interval("paired_t", n, mean, mean - half, mean + half, p_value, se, n - 1, sd)
@@ -285,7 +291,7 @@ def trimmed_mean_interval(values: Sequence[float], trim: float = TRIM) -> Interv
     se = sw / ((1 - 2 * g / n) * math.sqrt(n))
     df = h - 1
     if se == 0:
-        return Interval("yuen_trimmed", n, mean, mean, mean, 0.0 if mean != 0 else math.nan, 0.0, df, 0.0)
+        return Interval("yuen_trimmed", n, mean, mean, mean, sign_flip_p(n) if mean != 0 else math.nan, 0.0, df, 0.0)
     half = t_quantile(df) * se
     p_value = float(2 * stats.t.sf(abs(mean / se), df))
     return Interval("yuen_trimmed", n, mean, mean - half, mean + half, p_value, se, df, se * math.sqrt(n))

@@ -34,7 +34,7 @@ from enum import StrEnum
 import numpy as np
 from scipy import stats
 
-from src.stats.inference import MIN_SEEDS, tost
+from src.stats.inference import MIN_SEEDS, sign_flip_p, tost
 
 POWER = 0.80  # the power "would settle it" aims for
 MAX_SEEDS = 10_000  # beyond this the count says "more than"
@@ -178,12 +178,18 @@ def settle_text(count: int | None, per: str) -> str:
 
 @dataclass(frozen=True)
 class Decision:
-    """One pair's readings: equivalence (TOST at α) and direction (the family-adjusted p at α)."""
+    """One pair's readings: equivalence (TOST at α) and direction (the family-adjusted p at α), and
+    the interval its word was read from (`low`, `high` at `level`): TOST's 1 − 2α interval for an
+    equivalence, else the 1 − α interval; zero wide when every observation moved alike (`spread` 0)."""
 
     tost_p: float
     inside: bool  # equivalent within ±margin
     sign: int  # +1 / -1 when the difference is shown at the family's level, else 0
     settle: int | None  # undecided: observations that would settle it
+    low: float = math.nan
+    high: float = math.nan
+    level: float = math.nan  # the confidence of [low, high]
+    spread: bool = True  # False: every observation moved by exactly the same amount (no interval)
 
     @property
     def remains(self) -> bool:
@@ -191,29 +197,53 @@ class Decision:
         return self.inside and self.sign != 0
 
 
+def sign_flip_seeds(alpha: float, one_sided: bool = False) -> int:
+    """Observations at which n of one sign reach `alpha` (a sign-flip test's floor)."""
+    n = 1
+    while sign_flip_p(n, one_sided) >= alpha and n < MAX_SEEDS:
+        n += 1
+    return n
+
+
 def decide(diff: float, se: float, df: float, sd: float, n: int, margin: float, p_family: float,
            alpha: float, family: int, trim: float = 0.0) -> Decision | None:  # fmt: skip
     """A pair's decision from its estimate (`diff`, `se`, `df`; `sd` per observation, n of them),
-    its equivalence margin, and its p-value adjusted over its family. None when there is no spread
-    measured to test with (one seed). Undecided, the count that would settle it is the one for
-    equivalence when the estimate is inside the margin, else for a difference at the worst level
-    Holm can ask, alpha / family."""
+    its equivalence margin, and its p-value adjusted over its family (with no spread, the sign-flip
+    test's: src.stats.inference). None when there is no spread measured to test with (one seed).
+    Undecided, the count that would settle it is the one for equivalence when the estimate is inside
+    the margin, else for a difference at the worst level Holm can ask, alpha / family; with no
+    spread, the count at which a sign-flip test can reach that level."""
     if not (math.isfinite(se) and se >= 0) or (se > 0 and not df > 0):
         return None
-    tost_p = tost(diff, se, df, margin)
+    spread = se > 0
+    tost_p = tost(diff, se, df, margin) if spread else (sign_flip_p(n, one_sided=True) if abs(diff) < margin else 1.0)
     inside = math.isfinite(tost_p) and tost_p < alpha
-    # Every observation moved by the same nonzero amount: no test is needed to see a difference.
-    shown = (math.isfinite(p_family) and p_family < alpha) or (se == 0 and diff != 0)
-    sign = int(math.copysign(1, diff)) if shown else 0
+    sign = int(math.copysign(1, diff)) if math.isfinite(p_family) and p_family < alpha else 0
     settle = None
     if not inside and not sign:
-        if abs(diff) < margin:
+        if not spread:
+            settle = sign_flip_seeds(alpha, one_sided=True) if abs(diff) < margin else sign_flip_seeds(alpha / max(family, 1))
+        elif abs(diff) < margin:
             settle = needed(sd, diff, alpha, margin, trim)
         else:
             settle = needed(sd, diff, alpha / max(family, 1), trim=trim)
         # The count assumes the observed spread; it can never be fewer than already failed.
         settle = None if settle is None else max(settle, n + 1)
-    return Decision(tost_p, inside, sign, settle)
+    level = 1 - 2 * alpha if inside else 1 - alpha
+    half = float(stats.t.ppf(1 - (1 - level) / 2, df)) * se if spread else 0.0
+    return Decision(tost_p, inside, sign, settle, diff - half, diff + half, level, spread)
+
+
+def speed_margin(margin: float) -> float:
+    """A relative speed margin m in log step-time ratio: ±log(1 + m), a step-time ratio within
+    1/(1 + m) … 1 + m (the same factor either way: −1.96% … +2% for m = 2%)."""
+    return math.log1p(margin)
+
+
+def speed_bounds(margin: float) -> tuple[float, float]:
+    """The same equivalence region as relative step-time changes: (−m/(1 + m), +m)."""
+    room = speed_margin(margin)
+    return math.expm1(-room), math.expm1(room)
 
 
 def pair_word(d: Decision | None) -> PairWord:
@@ -248,9 +278,14 @@ class Readings:
     excludes_zero: bool = False  # whatever the claim's sign: an equivalent effect that is still real
 
 
-def read(low: float, high: float, sign: int, band: tuple[float, float], margin: float) -> Readings:
+def read(low: float, high: float, sign: int, band: tuple[float, float], margin: float,
+         bounds: tuple[float, float] | None = None) -> Readings:  # fmt: skip
     """The readings of [low, high] for a claim whose effect has the study's `sign` (-1 or +1; 0 for
-    an equivalence), claimed `band` (signed, low <= high) and equivalence `margin`."""
+    an equivalence), claimed `band` (signed, low <= high) and equivalence `margin` (the region
+    (-margin, +margin), or `bounds` where it is not symmetric: a speed margin, `speed_bounds`).
+
+    At an edge: an interval that touches zero does not exclude it; one that touches the band meets
+    it; the equivalence region is open (a bound itself is a difference that matters)."""
     if not (low <= high) or math.isnan(low) or math.isnan(high):
         raise ValueError(f"an interval needs low <= high, got [{low}, {high}]")
     side = 1 if low > 0 else -1 if high < 0 else 0
@@ -263,9 +298,10 @@ def read(low: float, high: float, sign: int, band: tuple[float, float], margin: 
     else:
         nearer = low > b_high if sign < 0 else high < b_low
         size = Size.SMALLER if nearer else Size.LARGER
-    if -margin < low and high < margin:
+    lower, upper = bounds or (-margin, margin)
+    if lower < low and high < upper:
         equivalence = Equivalence.INSIDE
-    elif low >= margin or high <= -margin:
+    elif low >= upper or high <= lower:
         equivalence = Equivalence.OUTSIDE
     else:
         equivalence = Equivalence.UNDECIDED
