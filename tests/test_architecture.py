@@ -351,14 +351,10 @@ def test_every_import_of_the_package_is_declared() -> None:
     assert not undeclared, f"imported by src/ but not declared in pyproject.toml: {undeclared}"
 
 
-# A verdict word (a pair's, a speed verdict's, a claim's) is decided by one module; the sequential
-# sweeper's per-look decisions are a design of their own (alpha spent over its looks,
-# docs/sequential.md), which the report reads through src.stats.verdicts.decided.
+# A verdict word (a pair's, a speed verdict's, a claim's, a sequential sweep's decision) is decided by
+# one module, src/stats/verdicts.py, with no exemption: the sequential sweeper's decisions are its
+# Enum too (SequentialWord), spent over the looks in src/stats/sequential.py.
 VERDICT_MODULE = SRC / "stats" / "verdicts.py"
-OWN_DECISIONS = {
-    SRC / "stats" / "sequential.py": "the sequential sweeper's decision names",
-    SRC / "launch" / "sequential.py": "the sweeper reading and printing those decisions",
-}
 
 
 def _spelled_words(path: Path, words: set[str]) -> list[str]:
@@ -379,16 +375,51 @@ def _spelled_words(path: Path, words: set[str]) -> list[str]:
 
 
 def test_one_module_decides_every_verdict_word() -> None:
-    from src.stats.verdicts import ClaimWord, PairWord, SpeedWord
+    from src.stats.verdicts import ClaimWord, PairWord, SequentialWord, SpeedWord
 
-    words = {w.value for kind in (PairWord, SpeedWord, ClaimWord) for w in kind}
-    breaches = [hit for path in sorted(SRC.rglob("*.py")) if path not in (VERDICT_MODULE, *OWN_DECISIONS)
-                for hit in _spelled_words(path, words)]  # fmt: skip
+    words = {w.value for kind in (PairWord, SpeedWord, ClaimWord, SequentialWord) for w in kind}
+    words |= {w.label for w in SequentialWord}
+    breaches = [hit for path in sorted(SRC.rglob("*.py")) if path != VERDICT_MODULE for hit in _spelled_words(path, words)]
     assert not breaches, (
         "a verdict word is spelled outside src/stats/verdicts.py:\n" + "\n".join(breaches) + "\nFix: let "
         "src.stats.verdicts decide it (decide/pair_word/speed_word for a pair or a speed check, read/part_word/"
-        "claim_word/event_word for a claim) and print the Enum it returns (PairWord, SpeedWord, ClaimWord) or its "
-        "phrases (equivalent_text, settle_text); never compare with or return the word as a string."
+        "claim_word/event_word for a claim, SequentialWord for a sequential sweep's look) and print the Enum it "
+        "returns (PairWord, SpeedWord, ClaimWord, SequentialWord) or its phrases (equivalent_text, settle_text); "
+        "never compare with or return the word as a string."
     )
-    for path, why in OWN_DECISIONS.items():  # an exemption that no longer spells a word is dropped, not kept
-        assert _spelled_words(path, words), f"{path.relative_to(REPO)} ({why}) no longer spells a verdict word: drop it from OWN_DECISIONS"
+
+
+# What decides a word besides the word itself: the family adjustment (Holm, Bonferroni), the level a
+# test is taken at (α and what is made of it), the margin's scale, the seeds that would settle it.
+# Each is computed in src/stats/verdicts.py (the tests themselves live in src/stats/inference.py).
+DECIDING_CALLS = {"holm", "tost", "needed", "power_difference", "power_equivalence", "sign_flip_p", "fisher_exact"}
+STATS_HOME = {VERDICT_MODULE, SRC / "stats" / "inference.py"}
+
+
+def _deciding(path: Path) -> list[str]:
+    """Where a file decides for itself: calls a deciding test, makes a level of α (ALPHA / k, 1 - ALPHA),
+    or turns a margin into log scale (log1p of a margin)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in DECIDING_CALLS:
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}: calls {name}")
+            if name == "log1p" and any("margin" in ast.unparse(a) for a in node.args):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}: a margin's scale ({ast.unparse(node)})")
+        if isinstance(node, ast.BinOp) and any(isinstance(x, ast.Name) and x.id == "ALPHA" for x in (node.left, node.right)):
+            found.append(f"{path.relative_to(REPO)}:{node.lineno}: a level made of α ({ast.unparse(node)})")
+    return found
+
+
+def test_no_margin_alpha_or_family_is_decided_outside_the_verdict_module() -> None:
+    breaches = [hit for path in sorted(SRC.rglob("*.py")) if path not in STATS_HOME for hit in _deciding(path)]
+    assert not breaches, (
+        "a family adjustment, a level of α, a margin's scale or a test that decides a word is computed outside "
+        "src/stats/verdicts.py:\n" + "\n".join(breaches) + "\nFix: call the verdict module's function for it "
+        "(decide_family for a family of pairs, family_alpha for a claim family, speed_margin for a speed margin, "
+        "settle for the seeds that would settle it) and pass it α, never a level of your own."
+    )
+
+

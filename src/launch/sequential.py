@@ -44,6 +44,7 @@ from src.tracking.tags import RESULT_OUTCOMES
 
 if TYPE_CHECKING:
     from src.stats.sequential import Design
+    from src.stats.verdicts import SequentialWord
     from src.tracking.store import Store
 
 SWEEPER_CLASS = "SequentialSweeper"
@@ -82,7 +83,7 @@ class Comparison:
     b: str
     metric: str
     margin: float
-    decision: str = "undecided"  # equivalent | different | undecidable | undecided | untestable
+    decision: str = field(default_factory=lambda: _words().UNDECIDED)  # a SequentialWord (src.stats.verdicts)
     seeds: int | None = None  # seeds per variant at the look that decided it
     look: int | None = None  # the look (1-based) that decided it
     spent: float | None = None  # the level this comparison had spent by that look (of alpha / family)
@@ -94,7 +95,15 @@ class Comparison:
 
     @property
     def open(self) -> bool:
-        return self.decision == "undecided"
+        return self.decision == _words().UNDECIDED
+
+
+def _words() -> type[SequentialWord]:
+    """The sequential decisions' Enum, imported when a decision is made: Hydra's plugin scan imports
+    this module at every start, and src.stats.verdicts brings scipy."""
+    from src.stats.verdicts import SequentialWord
+
+    return SequentialWord
 
 
 class SequentialSweeper(Sweeper):
@@ -266,8 +275,7 @@ class SequentialSweeper(Sweeper):
                 self._decide(c, results, design, k)
             undecided = [c for c in comparisons if c.open]
             if not undecided:
-                counts = [(sum(c.decision == d for c in comparisons), label) for d, label in
-                          (("undecidable", "undecidable at this budget"), ("untestable", "not testable"))]  # fmt: skip
+                counts = [(sum(c.decision == d for c in comparisons), d.label) for d in (_words().UNDECIDABLE, _words().UNTESTABLE)]
                 notes = ", ".join(f"{count} {label}" for count, label in counts if count)
                 reason = f"every comparison decided after {n} seeds" + (f" ({notes})" if notes else "")
             elif n == design.max_seeds:
@@ -334,11 +342,11 @@ class SequentialSweeper(Sweeper):
         look = look_at(design, k - 1, diffs, c.margin)
         c.last = {"look": None, **asdict(look), "futility": design.futility, "max_seeds": design.max_seeds}
         if look.n < 2:
-            c.decision, c.seeds = "untestable", n
+            c.decision, c.seeds = _words().UNTESTABLE, n
             c.last["reason"] = f"{look.n} seed(s) with a finite {c.metric} on both sides (diverged runs)"
-        elif look.decision != "undecided":
+        elif look.decision != _words().UNDECIDED:
             c.decision, c.seeds = look.decision, n
-        if c.decision != "undecided" or n == design.max_seeds:  # its verdict, or the end of the budget
+        if c.decision != _words().UNDECIDED or n == design.max_seeds:  # its verdict, or the end of the budget
             c.look, c.spent = k, design.spent_by()[k - 1]
 
     def _look(
@@ -387,7 +395,8 @@ def describe(c: Comparison) -> str:
     last = c.last
     if not last:
         return f"{c.name}: not looked at"
-    if c.decision == "untestable":
+    word = _words()
+    if c.decision == word.UNTESTABLE:
         return f"{c.name}: not testable: {last.get('reason', '')}"
     relative = c.metric == "tokens_per_sec"
 
@@ -401,19 +410,19 @@ def describe(c: Comparison) -> str:
     margin = f"{c.margin:.0%}" if relative else f"{c.margin:g}"
     seeds = c.seeds if c.seeds is not None else last["n"]
     where = f"at look {c.look} with {seeds} seeds per variant, level spent {c.spent:.2g}" if c.look is not None else ""
-    if c.decision == "equivalent":
-        verdict = f"equivalent within ±{margin} {where}"
-    elif c.decision == "different":
-        verdict = f"different {where}"
-    elif c.decision == "undecidable":
-        verdict = (f"undecidable at this budget {where}: a later look decides with probability {last['chance']:.0%} "
+    if c.decision == word.EQUIVALENT:
+        verdict = f"{word.EQUIVALENT} within ±{margin} {where}"
+    elif c.decision == word.DIFFERENT:
+        verdict = f"{word.DIFFERENT} {where}"
+    elif c.decision == word.UNDECIDABLE:
+        verdict = (f"{word.UNDECIDABLE.label} {where}: a later look decides with probability {last['chance']:.0%} "
                    f"(< futility {last['futility']:g}); max_seeds={last['max_seeds']} detects |Δ| ≥ {least(last['detectable'])} "
                    f"(80% power)")  # fmt: skip
     elif c.look is not None:
-        verdict = f"undecided at max_seeds {where}; it detects |Δ| ≥ {least(last['detectable'])} (80% power)"
+        verdict = f"{word.UNDECIDED} at max_seeds {where}; it detects |Δ| ≥ {least(last['detectable'])} (80% power)"
     else:
         chance = last.get("chance")
-        verdict = f"undecided after {seeds} seeds" + (
+        verdict = f"{word.UNDECIDED} after {seeds} seeds" + (
             f" (a later look decides with probability ≥ {chance:.0%})" if chance is not None and math.isfinite(chance) else ""
         )
     return f"{c.name}: {verdict} ({interval}, p {last['p']:.2g}, TOST p {last['tost_p']:.2g}, level {last['level']:.2g})"

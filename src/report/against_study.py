@@ -55,7 +55,6 @@ from src.report.sequential_verdicts import SequentialVerdict
 from src.report.speed import pair_estimate, step_time_text
 from src.report.study_setting import setting_lines, study_table
 from src.report.table import AXIS_PREFIX, DASH
-from src.stats import sequential as looks
 from src.stats.inference import ALPHA
 from src.stats.pairs import pair_label
 from src.stats.verdicts import (
@@ -394,7 +393,7 @@ def readings_of(part: Part, metric: str, low: float, high: float, e: Evidence, e
     if decision is None:
         return found
     same_side = part.sign(metric) == 0 or math.copysign(1, effect.diff) == part.sign(metric)
-    return decided(found, decision.verdict, same_side, looks.DIFFERENT, looks.EQUIVALENT)
+    return decided(found, decision.verdict, same_side)
 
 
 def reason_of(claim: Claim, part: Part, r: Readings, word: ClaimWord, effect: Effect, interval: tuple[float, float], e: Evidence) -> str:
@@ -667,7 +666,7 @@ def method_line(family: int, event: bool, sequential: int) -> str:
         return ""
     parts = [f"{family - event} claim part(s) with one"] if family > event else []
     tests = " and ".join([*parts, *(["claim 6's exact test (Fisher)"] if event else [])])
-    line = (f"Each interval below is simultaneous over the section's {tests} (Bonferroni: each at {1 - ALPHA / family:.2%}), "
+    line = (f"Each interval below is simultaneous over the section's {tests} (Bonferroni: each at {1 - family_alpha(ALPHA, family):.2%}), "
             "so the words they decide hold together at 95%; the report's other comparisons do not change them. A claim's word "
             "comes from three readings of its interval (direction, size against the study's figure, equivalence within "
             "the report's margin) and the setting its figure can be expected in (docs/reproducing.md).")  # fmt: skip

@@ -29,7 +29,7 @@ from src.report.comparisons import compare_one, seed_values
 from src.report.published import FP16, SCALE_FACTOR, SETTING, SPEED, Domain, Part
 from src.report.speed import predicted_rounds
 from src.stats.inference import TRIM, Interval, at_level, paired_t, trimmed_mean_interval
-from src.stats.verdicts import needed, settle_text
+from src.stats.verdicts import settle_text, speed_margin, to_settle
 from src.tracking.tags import FINISHED
 
 LOG_TIME, TOKENS, DIRECT = "log step-time ratio", "relative tokens/s", "direct"  # an Effect's own units
@@ -64,21 +64,17 @@ class Effect:
 
     def margin_units(self, margin: float) -> float:
         """A relative margin of training time in this effect's own units."""
-        return math.log1p(margin) if self.units == LOG_TIME else margin
+        return speed_margin(margin) if self.units == LOG_TIME else margin
 
     def settle(self, margin: float | None, alpha: float) -> str:
         """The seeds (or rounds) at which the interval, taken at 1 - alpha, would settle it with 80%
-        power if the effect is the observed one: excluding zero (margin None), else inside ±margin
-        when the estimate is, else wholly beyond it."""
+        power if the effect is the observed one (src.stats.verdicts.to_settle): excluding zero (margin
+        None), else inside ±margin when the estimate is (each one-sided end at alpha / 2), else wholly
+        beyond it."""
         i = self.interval
         trim = TRIM if i.test == "yuen_trimmed" else 0.0
-        if margin is None:
-            count = needed(i.sd, i.diff, alpha, trim=trim)
-        elif abs(i.diff) < (room := self.margin_units(margin)):
-            count = needed(i.sd, i.diff, alpha / 2, room, trim)  # both one-sided ends of the interval
-        else:
-            count = needed(i.sd, abs(i.diff) - room, alpha, trim=trim)
-        return settle_text(None if count is None else max(count, i.n + 1), self.per)
+        room = None if margin is None else self.margin_units(margin)
+        return settle_text(to_settle(i.sd, i.diff, i.n, room, alpha, alpha / 2, trim, beyond=True), self.per)
 
 
 def from_check(check: Mapping[str, Any], part: Part, labels: Mapping[str, str | None]) -> Effect | None:

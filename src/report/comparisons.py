@@ -38,8 +38,17 @@ from src.core.paths import CONF_DIR, ConfigError
 from src.core.schema import MarginSchema
 from src.report.table import AXIS_PREFIX, families_of, order_of
 from src.stats import pairs as pairs_
-from src.stats.inference import ALPHA, MIN_SEEDS, Interval, holm, paired_bootstrap, paired_t, welch_interval
-from src.stats.verdicts import Decision, PairWord, decide, equivalent_text, pair_word, settle_text
+from src.stats.inference import ALPHA, MIN_SEEDS, Interval, paired_bootstrap, paired_t, welch_interval
+from src.stats.verdicts import (
+    Decision,
+    Estimate,
+    PairWord,
+    decide_family,
+    equivalent_text,
+    family_p,
+    pair_word,
+    settle_text,
+)
 from src.tracking.tags import FINISHED
 from src.tracking.variants import NORM_AXIS
 
@@ -363,15 +372,13 @@ def compare(
         for a, b, axis in comparison_pairs(runs, pairs, reference)
         for metric in PAIR_METRICS
     ]
-    adjusted = holm([i["primary"].p_value for i in items])
-    family = sum(math.isfinite(p) for p in adjusted)
-    out = []
-    for item, p_holm in zip(items, adjusted, strict=True):
-        p, reason = item["primary"], _untested(item)
-        found = None if reason else decide(p.diff, p.se, p.df, item["sd"], p.n, item["margin"], p_holm, ALPHA, family)
-        fields = {k: v for k, v in item.items() if k != "sd"}
-        out.append(Result(**fields, p_holm=p_holm, decision=found, reason=reason))
-    return out
+    reasons = [_untested(item) for item in items]
+    estimates = [Estimate(i["primary"].diff, i["primary"].se, i["primary"].df, i["sd"], i["primary"].n, i["primary"].p_value,
+                          i["margin"], bool(why)) for i, why in zip(items, reasons, strict=True)]  # fmt: skip
+    adjusted = family_p(estimates)
+    found = decide_family(estimates, ALPHA)
+    return [Result(**{k: v for k, v in item.items() if k != "sd"}, p_holm=p, decision=d, reason=why)
+            for item, p, d, why in zip(items, adjusted, found, reasons, strict=True)]  # fmt: skip
 
 
 def to_frame(results: Sequence[Result]) -> pd.DataFrame:

@@ -15,31 +15,35 @@ from typing import Any
 
 import pandas as pd
 
+from src.stats.verdicts import SequentialWord
 from src.tracking.looks import latest_looks
 from src.tracking.store import Store
 
 COLUMNS = ["sequential_verdict", "decided_at_look", "seeds_used", "level_spent"]  # added to comparisons.csv
-LABELS = {"undecidable": "undecidable at this budget", "undecided": "undecided", "untestable": "not testable"}
+OPEN = (SequentialWord.UNDECIDABLE, SequentialWord.UNDECIDED)  # what the budget detects is said for these
 
 
 @dataclass(frozen=True)
 class SequentialVerdict:
     pair: str  # "b vs a", as the report names a pair
     metric: str
-    verdict: str  # equivalent | different | undecidable | undecided | untestable
+    verdict: SequentialWord
     look: int | None  # the look that settled it (None: the sweep stopped before it was settled)
     seeds: int  # seeds per variant when it was settled, else at the sweep's last look
     spent: float  # the level spent on it by then
     detectable: float  # for undecidable/undecided: the least |Δ| the budget detects (80% power)
 
+    def __post_init__(self) -> None:  # a decision read from the looks' JSON arrives as its text
+        object.__setattr__(self, "verdict", SequentialWord(self.verdict))
+
     @property
     def label(self) -> str:
-        return LABELS.get(self.verdict, self.verdict)
+        return self.verdict.label
 
     def sentence(self) -> str:
         where = f"at look {self.look}" if self.look is not None else "not settled when the sweep stopped"
         size = f"{self.detectable:.0%}" if self.metric == "tokens_per_sec" else f"{self.detectable:.2g}"  # speed: relative
-        least = f"; the budget detects |Δ| ≥ {size}" if math.isfinite(self.detectable) and self.verdict in ("undecidable", "undecided") else ""
+        least = f"; the budget detects |Δ| ≥ {size}" if math.isfinite(self.detectable) and self.verdict in OPEN else ""
         return f"{self.pair} ({self.metric}): {self.label} {where}, {self.seeds} seeds per variant, level spent {self.spent:.2g}{least}"  # fmt: skip
 
 
@@ -55,7 +59,7 @@ def verdicts_of(looks: Sequence[Mapping[str, Any]]) -> list[SequentialVerdict]:
         seeds = row.get("decided_at_seeds") or last.get("seeds")
         spent = row.get("spent")
         out.append(SequentialVerdict(
-            pair, metric.rstrip(")"), str(row["decision"]), int(look) if look is not None else None, int(seeds),
+            pair, metric.rstrip(")"), SequentialWord(str(row["decision"])), int(look) if look is not None else None, int(seeds),
             float(spent) if spent is not None else math.nan, abs(float(row.get("detectable", math.nan) or math.nan)),
         ))  # fmt: skip
     return out

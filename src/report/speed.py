@@ -26,12 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from src.stats.inference import ALPHA, TRIM, Interval, holm, trimmed_mean_interval
+from src.stats.inference import ALPHA, TRIM, Interval, trimmed_mean_interval
 from src.stats.pairs import pair_label
 from src.stats.verdicts import (
     Decision,
+    Estimate,
     SpeedWord,
-    decide,
+    decide_family,
     equivalent_text,
     settle_text,
     speed_margin,
@@ -97,10 +98,8 @@ def decided_text(i: Interval, d: Decision | None) -> str:
 def decisions(intervals: Sequence[Interval], margin: float) -> list[Decision | None]:
     """Each log-ratio interval's decision at a relative margin (±log(1 + m): the same factor either
     way), faster/slower Holm-adjusted over them all."""
-    log_margin = speed_margin(margin)
-    adjusted = holm([i.p_value for i in intervals])
-    family = sum(math.isfinite(p) for p in adjusted)
-    return [decide(i.diff, i.se, i.df, i.sd, i.n, log_margin, p, ALPHA, family, TRIM) for i, p in zip(intervals, adjusted, strict=True)]
+    room = speed_margin(margin)
+    return decide_family([Estimate(i.diff, i.se, i.df, i.sd, i.n, i.p_value, room) for i in intervals], ALPHA, TRIM)
 
 
 def _aligned(x: Sequence[float], y: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:

@@ -65,11 +65,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import stats
 
-from src.stats.inference import MIN_SEEDS, paired_t, tost
+from src.stats.inference import MIN_SEEDS, paired_t
 from src.stats.settings import OBRIEN_FLEMING, POCOCK, SPENDING
-from src.stats.verdicts import POWER
+from src.stats.verdicts import POWER, SequentialWord, look_word
 
-EQUIVALENT, DIFFERENT, UNDECIDED, UNDECIDABLE = "equivalent", "different", "undecided", "undecidable"
+EQUIVALENT, DIFFERENT, UNDECIDED, UNDECIDABLE = (SequentialWord.EQUIVALENT, SequentialWord.DIFFERENT, SequentialWord.UNDECIDED,
+                                                 SequentialWord.UNDECIDABLE)  # fmt: skip
 
 
 def spent(alpha: float, fraction: float, spending: str = POCOCK) -> float:
@@ -147,9 +148,8 @@ def decide(differences: np.ndarray, margin: float, level: float) -> LookResult:
     if t.n < MIN_SEEDS:
         return LookResult(t.n, t.diff, math.nan, math.nan, math.nan, math.nan, level, UNDECIDED)
     half = 0.0 if t.se == 0 else float(stats.t.ppf(1 - level / 2, t.df)) * t.se
-    tost_p = tost(t.diff, t.se, t.df, margin)
     p = t.p_value if math.isfinite(t.p_value) else 1.0  # every seed at exactly 0: nothing to detect
-    decision = EQUIVALENT if tost_p < level else DIFFERENT if p < level else UNDECIDED
+    tost_p, decision = look_word(t.diff, t.se, t.df, p, margin, level)
     return LookResult(t.n, t.diff, t.diff - half, t.diff + half, p, tost_p, level, decision)
 
 

@@ -34,7 +34,7 @@ from enum import StrEnum
 import numpy as np
 from scipy import stats
 
-from src.stats.inference import MIN_SEEDS, sign_flip_p, tost
+from src.stats.inference import MIN_SEEDS, holm, sign_flip_p, tost
 
 POWER = 0.80  # the power "would settle it" aims for
 MAX_SEEDS = 10_000  # beyond this the count says "more than"
@@ -61,6 +61,21 @@ class ClaimWord(StrEnum):
     INCONCLUSIVE = "inconclusive"
     NOT_APPLICABLE = "not applicable here"
     NOT_TESTED = "not tested here"  # the sweep ran none of the variants a claim needs
+
+
+class SequentialWord(StrEnum):
+    """A sequential sweep's decision on a comparison at a look (src/stats/sequential.py decides it
+    with the alpha it spends over its looks; the report reads it through `decided`)."""
+
+    EQUIVALENT = "equivalent"
+    DIFFERENT = "different"
+    UNDECIDED = "undecided"
+    UNDECIDABLE = "undecidable"  # a later look would decide with too small a chance (futility)
+    UNTESTABLE = "untestable"  # fewer than two seeds with a value on both sides
+
+    @property
+    def label(self) -> str:
+        return {SequentialWord.UNDECIDABLE: "undecidable at this budget", SequentialWord.UNTESTABLE: "not testable"}.get(self, self.value)
 
 
 class Asserts(StrEnum):
@@ -166,6 +181,62 @@ def _first(power: Callable[[int], float]) -> int:
     return high
 
 
+def to_settle(sd: float, diff: float, n: int, margin: float | None, difference_alpha: float, equivalence_alpha: float,
+              trim: float = 0.0, beyond: bool = False) -> int | None:  # fmt: skip
+    """The one count of what would settle an undecided reading, the true effect taken to be `diff`
+    (n observations of spread `sd` so far): inside ±margin, the count that shows equivalence at
+    `equivalence_alpha`; else the count that shows a difference at `difference_alpha` — from zero, or
+    with `beyond`, from the margin (a claim whose interval must clear it). Never fewer than n + 1:
+    the count assumes the observed spread, and n already failed."""
+    if margin is not None and abs(diff) < margin:
+        count = needed(sd, diff, equivalence_alpha, margin, trim)
+    elif margin is not None and beyond:
+        count = needed(sd, abs(diff) - margin, difference_alpha, trim=trim)
+    else:
+        count = needed(sd, diff, difference_alpha, trim=trim)
+    return None if count is None else max(count, n + 1)
+
+
+def family_p(estimates: Sequence[Estimate]) -> list[float]:
+    """Each estimate's p-value Holm-adjusted over the family (NaN stays NaN and is not counted)."""
+    return holm([e.p for e in estimates])
+
+
+def decide_family(estimates: Sequence[Estimate], alpha: float, trim: float = 0.0) -> list[Decision | None]:
+    """The decisions of a family of estimates, each at its own margin: a difference shown by its
+    p-value Holm-adjusted over the family (the p-values that exist), an equivalence by TOST at alpha
+    (per estimate only one of the two errors is possible). None for an estimate with nothing to test."""
+    adjusted = family_p(estimates)
+    family = sum(math.isfinite(p) for p in adjusted)
+    return [None if e.untestable else decide(e.diff, e.se, e.df, e.sd, e.n, e.margin, p, alpha, family, trim)
+            for e, p in zip(estimates, adjusted, strict=True)]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What a decision reads: the estimate, its standard error and degrees of freedom, the spread of
+    one observation and their count, its two-sided p-value and equivalence margin (`untestable`:
+    decided as nothing, still counted in the family when it has a p-value)."""
+
+    diff: float
+    se: float
+    df: float
+    sd: float
+    n: int
+    p: float
+    margin: float
+    untestable: bool = False
+
+
+def look_word(diff: float, se: float, df: float, p: float, margin: float, level: float) -> tuple[float, SequentialWord]:
+    """A sequential look's TOST p and decision at the level it spends: equivalent by TOST within
+    ±margin, else different by the paired t-test's `p`, else undecided (the sweeper adds undecidable
+    and untestable)."""
+    tost_p = tost(diff, se, df, margin)
+    word = SequentialWord.EQUIVALENT if tost_p < level else SequentialWord.DIFFERENT if p < level else SequentialWord.UNDECIDED
+    return tost_p, word
+
+
 def settle_text(count: int | None, per: str) -> str:
     """`about 22 seeds would settle it`, `more than 10,000 ...`, or `more seeds would settle it`."""
     if count is None:
@@ -222,13 +293,10 @@ def decide(diff: float, se: float, df: float, sd: float, n: int, margin: float, 
     settle = None
     if not inside and not sign:
         if not spread:
-            settle = sign_flip_seeds(alpha, one_sided=True) if abs(diff) < margin else sign_flip_seeds(alpha / max(family, 1))
-        elif abs(diff) < margin:
-            settle = needed(sd, diff, alpha, margin, trim)
+            at_best = sign_flip_seeds(alpha, one_sided=True) if abs(diff) < margin else sign_flip_seeds(family_alpha(alpha, family))
+            settle = max(at_best, n + 1)
         else:
-            settle = needed(sd, diff, alpha / max(family, 1), trim=trim)
-        # The count assumes the observed spread; it can never be fewer than already failed.
-        settle = None if settle is None else max(settle, n + 1)
+            settle = to_settle(sd, diff, n, margin, family_alpha(alpha, family), alpha, trim)
     level = 1 - 2 * alpha if inside else 1 - alpha
     half = float(stats.t.ppf(1 - (1 - level) / 2, df)) * se if spread else 0.0
     return Decision(tost_p, inside, sign, settle, diff - half, diff + half, level, spread)
@@ -308,12 +376,12 @@ def read(low: float, high: float, sign: int, band: tuple[float, float], margin: 
     return Readings(direction, size, equivalence, side != 0)
 
 
-def decided(readings: Readings, decision: str, same_side: bool, different: str, equivalent: str) -> Readings:
-    """A sequential sweep's readings: direction and equivalence from its own decision (`different`,
-    `equivalent` or another), error-controlled over its looks; the size from the interval."""
-    if decision == different:
+def decided(readings: Readings, decision: SequentialWord | str, same_side: bool) -> Readings:
+    """A sequential sweep's readings: direction and equivalence from its own decision, error-controlled
+    over its looks; the size from the interval."""
+    if decision == SequentialWord.DIFFERENT:
         return Readings(Direction.HOLDS if same_side else Direction.OPPOSITE, readings.size, Equivalence.UNDECIDED, True)
-    inside = Equivalence.INSIDE if decision == equivalent else Equivalence.UNDECIDED
+    inside = Equivalence.INSIDE if decision == SequentialWord.EQUIVALENT else Equivalence.UNDECIDED
     return Readings(Direction.UNDECIDED, readings.size, inside)
 
 
