@@ -195,3 +195,33 @@ def test_a_small_real_effect_is_said_as_such_by_the_pair_and_the_claim() -> None
     assert csv.startswith("equivalent within ±0.01 (a difference of +0.0030 [") and csv.endswith("] remains)")
     built_ins = claims_of(runs)[3].findings[0]
     assert built_ins.readings.excludes_zero and built_ins.reason.startswith("equivalent within ±2% (a difference of -1.4% [")
+
+
+def test_claim_4_holds_in_any_precision_so_a_swept_precision_keeps_it_in_its_domain() -> None:
+    """`norm=hand_layernorm,hand_rmsnorm precision=fp32,bf16_mixed` at the study's scale: claim 4
+    (the math's loss, any precision) is judged on the sweep's variants; claim 2 (16-bit kernels' speed) is not."""
+    from src.report.against_study import against_study
+    from src.report.table import summarize
+    from src.tracking.variants import Axis
+
+    loss = SEEDS + 0.004 + np.array([2, -2, 1, 0, -1]) * 1e-4
+    frames = []
+    for precision in ("fp32", "bf16_mixed"):
+        runs = _study_runs({"hand_layernorm": SEEDS, "hand_rmsnorm": loss})
+        runs = runs.assign(**{"axis.precision": precision, "precision": f"{precision} (matmul precision high)"})
+        frames.append(runs.assign(variant=runs.variant + f" · {precision}", run_id=runs.run_id + precision))
+    runs = pd.concat(frames, ignore_index=True)
+    section = against_study(runs, (Axis("precision", ("precision.name",)),), {}, Margins(), summarize(runs))
+    claims = {c.claim.number: c for c in section.claims}
+    (part,) = claims[4].findings
+    assert part.word == ClaimWord.REPRODUCED and "not the study's setting" not in part.reason, part.reason
+    assert part.estimate == pytest.approx(0.004)
+    assert all(f.word == ClaimWord.NOT_APPLICABLE and "not the study's setting" in f.reason for f in claims[2].findings)
+
+
+def test_the_open_question_says_why_no_spread_is_measured_not_one_seed_on_three() -> None:
+    """Three seeds of post-norm variants: none is the study's setting, so no spread is measured here,
+    and the line says that, not "one seed per variant"."""
+    runs = _runs({v: v for v in list(TABLE)[:4]}, seeds=3, **{**STUDY_SETTING, "model.norm_placement": "post"})
+    after = claims_of(runs)[5].after
+    assert "one seed per variant" not in after and "no variant of it ran at the study's setting" in after, after

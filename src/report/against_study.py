@@ -322,20 +322,29 @@ def study_values(axes: Sequence[Axis]) -> dict[str, str | None]:
     return out
 
 
-def match(norm: str, runs: pd.DataFrame, values: Mapping[str, str | None]) -> tuple[str | None, str]:
+def match(norm: str, runs: pd.DataFrame, values: Mapping[str, str | None], prefer: Mapping[str, str | None] | None = None) -> tuple[str | None, str]:
     """The sweep's variant that is the study's `norm` (every column of `values` at the study's
-    value), or None and why not."""
+    value), or None and why not; of several, the one that also has `prefer`'s values, if any."""
     of_norm = runs[runs.norm == norm]
-    reasons = []
+    reasons, found = [], []
     for label, group in of_norm.groupby("variant", sort=False):
         row = group.iloc[0]
         off = [(c, row[c], study) for c, study in values.items() if c in row and row[c] not in ("", study)]  # "": not recorded (older runs)
         if not off:
-            return str(label), ""
+            found.append((str(label), row))
+            continue
         for column, got, study in off:
             key = column.removeprefix(AXIS_PREFIX)
             reasons.append(f"{label} has {key}={got} (the study {'has no ' + key if study is None else study})")
+    if found:
+        best = [label for label, row in found if all(c not in row or row[c] in ("", v) for c, v in (prefer or {}).items())]
+        return (best or [found[0][0]])[0], ""
     return None, "not the study's setting: " + ", ".join(dict.fromkeys(reasons))
+
+
+def _any_precision(values: Mapping[str, str | None]) -> dict[str, str | None]:
+    """The study's values less a swept precision: what a claim whose domain holds in any precision matches."""
+    return {c: v for c, v in values.items() if c.removeprefix(AXIS_PREFIX).split(".")[0] != "precision"}
 
 
 # --- what the sweep found ---------------------------------------------------------------------------
@@ -353,6 +362,22 @@ class Evidence:
     sequential: Sequence[SequentialVerdict] = ()
     family: int = 1  # the tests the section's words rest on: each at 1 - ALPHA / family
     effects: dict[tuple[str, Part], Effect | None] = field(default_factory=dict)  # measured once per part
+    # For a claim whose domain holds in any precision, with a precision swept: its own matching
+    # (labels, why_not), the precision left free; None when nothing differs.
+    any_precision: tuple[dict[str, str | None], dict[str, str]] | None = None
+    views: dict[int, Evidence] = field(default_factory=dict)
+
+    def for_claim(self, claim: Claim) -> Evidence:
+        """The evidence as `claim` reads it: a claim that holds in any precision matches the study's
+        norms with the precision left free (a swept precision does not take it out of its domain)."""
+        if claim.domain.precision or self.any_precision is None:
+            return self
+        if claim.number not in self.views:
+            labels, why_not = self.any_precision
+            self.views[claim.number] = replace(self, labels=labels, why_not=why_not, effects={}, any_precision=None, views={})
+        view = self.views[claim.number]
+        view.family = self.family
+        return view
 
     def runs_of_claim(self, claim: Claim) -> pd.DataFrame:
         return self.runs[self.runs.variant.isin([self.labels.get(v) for v in claim.variants()])]
@@ -578,6 +603,7 @@ def _divergence_word(b: str, runs: pd.DataFrame, normalized: pd.DataFrame, most:
 
 def evaluate(claim: Claim, e: Evidence) -> ClaimResult | None:
     """The claim on this sweep; None when the sweep ran none of its parts' norms."""
+    e = e.for_claim(claim)
     swept = set(e.runs.norm)
     findings, not_swept = [], []
     for part in claim.parts:
@@ -610,7 +636,11 @@ def open_question(result: ClaimResult, e: Evidence) -> str:
     off = list(dict.fromkeys(why for f in result.findings for why in f.outside))  # one setting: the same for every part
     if not df:
         cannot = f"this sweep cannot settle it: outside its domain ({', '.join(map(short_reason, off))}), and " if off else ""
-        return lead + cannot + "one seed per variant shows no seed spread here; ≥2 seeds (seed=0,1,2) measure it."
+        if not variants:
+            return lead + cannot + "no variant of it ran at the study's setting, so there is no seed spread to measure here."
+        seeds = e.runs[e.runs.variant.isin(variants) & (e.runs.outcome == FINISHED)].groupby("variant").seed.nunique()
+        most = int(seeds.max()) if len(seeds) else 0
+        return lead + cannot + f"{'one finished seed' if most == 1 else 'no finished run'} per variant shows no seed spread here; ≥2 seeds (seed=0,1,2) measure it."
     gaps = " and ".join(f"{_named(p)}{p.published(LOSS):+.4f} = {abs(p.published(LOSS)) / (math.sqrt(2) * sd):.1f}" for p in result.claim.parts)
     spread = (f"one run's test loss varies over seeds by SD {sd:.4f} nats here (pooled over {len(variants)} variants, {df} df), "
               f"so a gap between two single runs of different seeds spreads √2·SD = {math.sqrt(2) * sd:.4f}; the study's "
@@ -637,15 +667,16 @@ def _family(e: Evidence) -> tuple[int, bool]:
     every word that rests on a test is taken over."""
     count, event = 0, False
     for claim in CLAIMS:
+        view = e.for_claim(claim)
         for part in claim.parts:
-            if not (set(part.variants()) <= set(e.runs.norm) and all(e.labels.get(v) for v in part.variants())):
+            if not (set(part.variants()) <= set(view.runs.norm) and all(view.labels.get(v) for v in part.variants())):
                 continue
             if claim.metric == STABILITY:
-                b, runs, normalized = _event_runs(part, e)
+                b, runs, normalized = _event_runs(part, view)
                 found, _ = contrast(runs, normalized)
                 event = bool(found.k and found.n_others) and not _unlike(b, runs, normalized)
             else:
-                effect = effect_of(claim, part, e)
+                effect = effect_of(claim, part, view)
                 count += effect is not None and effect.has_interval
     return count + event, event
 
@@ -697,6 +728,9 @@ def against_study(
     for norm in present:
         labels[norm], why_not[norm] = match(norm, runs, values)
     evidence = Evidence(runs, check, labels, why_not, margins, sequential)
+    if (free := _any_precision(values)) != values:
+        found = {norm: match(norm, runs, free, prefer=values) for norm in present}
+        evidence.any_precision = ({n: f[0] for n, f in found.items()}, {n: f[1] for n, f in found.items()})
     evidence.family, event = _family(evidence)
     judged = {c.number: evaluate(c, evidence) for c in CLAIMS}
     claims = [r for r in judged.values() if r is not None]
