@@ -71,8 +71,7 @@ def _words(runs: pd.DataFrame, check: dict[str, Any] | None = None, sequential: 
         out.update({f"claim {c.claim.number} part {f.part.label or f.part.b}": str(f.word) for f in c.findings})
         out.update({f"{WHY}claim {c.claim.number} part {f.part.label or f.part.b}": f.reason for f in c.findings})
         # Outside the domain: the word the part reads at the sweep's own setting.
-        out.update({f"claim {c.claim.number} part {f.part.label or f.part.b} here": f.here.split(":")[0].split(";")[0]
-                    for f in c.findings if f.here})
+        out.update({f"claim {c.claim.number} part {f.part.label or f.part.b} here": str(f.here_word) for f in c.findings if f.here})
     return out
 
 

@@ -25,7 +25,6 @@ the study's `torch_layernorm`. Torch-free.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -33,7 +32,16 @@ from typing import Any
 import pandas as pd
 
 from src.core.tables import text_table
-from src.report.claim_evidence import Effect, differs, fp32_only, from_check, from_runs, outside, seed_spread
+from src.report.claim_evidence import (
+    DomainFact,
+    Effect,
+    differs,
+    fp32_only,
+    from_check,
+    from_runs,
+    outside,
+    seed_spread,
+)
 from src.report.comparisons import Margins
 from src.report.published import (
     CLAIMS,
@@ -58,19 +66,23 @@ from src.report.table import AXIS_PREFIX, DASH
 from src.stats.inference import ALPHA
 from src.stats.pairs import pair_label
 from src.stats.verdicts import (
+    Because,
     ClaimWord,
     Direction,
     Equivalence,
     Event,
+    Judgement,
     Readings,
     Size,
     claim_word,
     decided,
     equivalent_text,
     event_seeds,
-    event_word,
     family_alpha,
-    part_word,
+    gate,
+    judge_event,
+    judge_part,
+    no_evidence,
     read,
     speed_bounds,
 )
@@ -83,9 +95,11 @@ __all__ = ["HEADING", "INCONCLUSIVE", "NOT_APPLICABLE", "NOT_REPRODUCED", "NOT_T
 
 HEADING = "Against the published study"
 CLAIM_TAG = "normsweep.study.claim{}"  # on the sweep's run: one tag per claim, its word
-ONE_SEED = "one seed gives no interval (≥2 seeds do: seed=0,1,2)"
+ONE_SEED_SHORT = "one seed gives no interval"
+ONE_SEED = f"{ONE_SEED_SHORT} (≥2 seeds do: seed=0,1,2)"
 OWN_READING = "this sweep's own reading at its own setting, not a test of the claim"
-ONE_RUN = "one run each: a ratio without an interval (report.speed_rounds or seed=0,1,2 give one)"
+ONE_RUN_SHORT = "one run each: a ratio without an interval"
+ONE_RUN = f"{ONE_RUN_SHORT} (report.speed_rounds or seed=0,1,2 give one)"
 
 
 @dataclass(frozen=True)
@@ -102,8 +116,18 @@ class Finding:
     high: float = math.nan
     readings: Readings | None = None
     margin: float = math.nan  # the equivalence margin it was read against
-    outside: tuple[str, ...] = ()  # why the setting is outside the claim's domain
+    outside: tuple[DomainFact, ...] = ()  # why the setting is outside the claim's domain
     here: str = ""  # outside it: what the interval reads at this sweep's own setting
+    judgement: Judgement | None = None  # the word with what decided it (src/stats/verdicts.py), as data
+
+    @property
+    def because(self) -> str:
+        return self.judgement.because if self.judgement else ""
+
+    @property
+    def here_word(self) -> ClaimWord | None:
+        """Outside the domain: the word it reads at this sweep's own setting (None: no reading)."""
+        return self.judgement.here.word if self.judgement and self.judgement.here else None
 
     @property
     def estimate(self) -> float:
@@ -235,7 +259,8 @@ class StudySection:
                     "estimate": f.estimate, "ci_low": f.low, "ci_high": f.high,
                     "confidence": 1 - family_alpha(ALPHA, self.family) if f.readings else math.nan,
                     "direction": r.direction if r else "", "size": r.size if r else "", "equivalence": r.equivalence if r else "",
-                    "margin": f.margin, "part_word": f.word, "claim_word": c.word, "reason": f.reason,
+                    "margin": f.margin, "part_word": f.word, "claim_word": c.word, "because": f.because,
+                    "here_word": f.here_word or "", "reason": f.reason,
                     "claim_reason": c.reason,  # the claim's line, as the terminal and report.md print it
                     "measured_by": f.effect.how if f.effect else "",
                 })  # fmt: skip
@@ -264,13 +289,10 @@ class StudySection:
         return [f for c in self.claims for f in c.findings if math.isfinite(f.estimate) and not (math.isnan(f.low) or math.isnan(f.high))]
 
 
-_CLAUSE_END = re.compile(r":|, not |, below ")
-
-
-def short_reason(reason: str) -> str:
-    """The fact a domain reason starts with (`CPU run`, `3,230,144 parameters`, `precision fp32`),
-    without why it leaves the domain."""
-    return _CLAUSE_END.split(reason, maxsplit=1)[0].strip()
+def short_reason(reason: DomainFact) -> str:
+    """The fact a domain reason states (`CPU run`, `3,230,144 parameters`, `precision fp32`), without
+    why it leaves the domain: kept apart as data (src.report.claim_evidence.DomainFact), never parsed."""
+    return reason.fact
 
 
 def _named(part: Part) -> str:
@@ -421,36 +443,36 @@ def readings_of(part: Part, metric: str, low: float, high: float, e: Evidence, e
     return decided(found, decision.verdict, same_side)
 
 
-def reason_of(claim: Claim, part: Part, r: Readings, word: ClaimWord, effect: Effect, interval: tuple[float, float], e: Evidence) -> str:
-    """Why the part got its word, in a few words with the numbers that decided it."""
+def reason_of(claim: Claim, part: Part, j: Judgement, effect: Effect, interval: tuple[float, float], e: Evidence) -> str:
+    """Why the part got its word, written from what decided it (`j.because`) with the numbers it read."""
     low, high = interval
+    r = j.readings
     metric, m = claim.metric, e.margin(claim.metric)
     margin = f"±{m:.0%}" if metric == SPEED else f"±{m:g} nats"
     study = shown(metric, part.published(metric), bool(part.minus))
+    because = j.because
     if part.asserts == EQUIVALENCE:
         band = part.band(metric)
         claimed = f"±{band[1]:.2%}" if metric == SPEED else f"±{band[1]:g}"
         contrast = bool(part.minus)
         remains = f"{shown(metric, effect.diff, contrast)} [{shown(metric, low, contrast)}, {shown(metric, high, contrast)}]"
-        equivalent = equivalent_text(margin.lstrip("±"), remains if r.excludes_zero else False)
-        if word == REPRODUCED:
-            return f"{equivalent}, and as close as the study's {claimed}"
-        if word == PARTLY:
-            return f"{equivalent}, but further apart than the study's {claimed}"
-        if word == NOT_REPRODUCED:
-            if r.equivalence == Equivalence.OUTSIDE:
-                return f"they differ by {margin} or more (a bound itself is a difference that matters)"
-            return f"the whole interval lies beyond the study's {claimed}: no seed count makes them that close"
-        return f"the interval straddles the margin ({margin}) and holds the study's {claimed}: {effect.settle(m, e.alpha)}"
-    if word == REPRODUCED:
+        equivalent = equivalent_text(margin.lstrip("±"), remains if r is not None and r.excludes_zero else False)
+        return {
+            Because.AS_CLOSE: f"{equivalent}, and as close as the study's {claimed}",
+            Because.FURTHER_APART: f"{equivalent}, but further apart than the study's {claimed}",
+            Because.DIFFER_BY_MARGIN: f"they differ by {margin} or more (a bound itself is a difference that matters)",
+            Because.BEYOND_CLAIMED: f"the whole interval lies beyond the study's {claimed}: no seed count makes them that close",
+        }.get(because) or f"the interval straddles the margin ({margin}) and holds the study's {claimed}: {effect.settle(m, e.alpha)}"
+    if because == Because.DIRECTION_AND_SIZE:
         return f"the study's direction, and its {study} is inside the interval"
-    if word == PARTLY:
-        return f"the study's direction, by {'less' if r.size == Size.SMALLER else 'more'} than its {study} (outside the interval)"
-    if word == NOT_REPRODUCED:
-        if r.direction == Direction.OPPOSITE:
-            return "the opposite direction"
+    if because in (Because.DIRECTION_SMALLER, Because.DIRECTION_LARGER):
+        return f"the study's direction, by {'less' if because == Because.DIRECTION_SMALLER else 'more'} than its {study} (outside the interval)"
+    if because == Because.OPPOSITE:
+        return "the opposite direction"
+    if because == Because.ZERO_WITHIN_MARGIN:
         return f"equivalent to zero within {margin}, where the study has {study}"
-    smaller = f"; the study's {study} is outside it: any effect here is smaller" if r.size == Size.SMALLER else ""
+    smaller = f"; the study's {study} is outside it: any effect here is smaller" if r is not None and r.size == Size.SMALLER else ""
+    # Said of the interval printed beside it (a sequential sweep's direction is its own decision's).
     undecided = "the interval holds zero" if low <= 0 <= high else "the direction is undecided"
     near = abs(effect.interval.diff) < effect.margin_units(m)
     return f"{undecided}{smaller}: {effect.settle(m if near else None, e.alpha)}"
@@ -461,40 +483,42 @@ def _what(metric: str) -> str:
 
 
 def part_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
-    """One part on this sweep: its figure, and its word from the domain, then the interval."""
+    """One part on this sweep: its figure, and its judgement from the gates (the domain, the
+    evidence), then the interval (src/stats/verdicts.py decides each)."""
     metric = claim.metric
     # The domain is the sweep's setting, judged once per claim (its parts' models differ by a norm's weights).
     runs = e.runs_of_claim(claim)
     off = outside(claim.domain, runs)
     effect = effect_of(claim, part, e)
     if effect is None:
+        j = gate(no_evidence(has_runs=False), bool(off), say_here=False)
         why = "; ".join(off) if off else f"no finished runs of {' and '.join(str(e.labels[v]) for v in part.variants())}"
-        return Finding(part, metric, NOT_APPLICABLE if off else INCONCLUSIVE, why, outside=tuple(off))
+        return Finding(part, metric, j.word, why, outside=tuple(off), judgement=j)
     contrast = bool(part.minus)
     if not effect.has_interval:
+        j = gate(no_evidence(has_runs=True), bool(off))
         figure = f"{shown(metric, effect.diff, contrast)} {_what(metric)} ({effect.how})"
-        one = ONE_RUN if metric == SPEED and effect.per == "seeds" else ONE_SEED
+        one, short = (ONE_RUN, ONE_RUN_SHORT) if metric == SPEED and effect.per == "seeds" else (ONE_SEED, ONE_SEED_SHORT)
         if off:
-            here = f"{INCONCLUSIVE}: {one.split(' (')[0]}"
-            return Finding(part, metric, NOT_APPLICABLE, "; ".join(off) + f" (at this sweep's own setting it reads {here})", figure,
-                           effect, outside=tuple(off), here=here)  # fmt: skip
-        return Finding(part, metric, INCONCLUSIVE, one, figure, effect)
+            here = f"{INCONCLUSIVE}: {short}"
+            return Finding(part, metric, j.word, "; ".join(off) + f" (at this sweep's own setting it reads {here})", figure,
+                           effect, outside=tuple(off), here=here, judgement=j)  # fmt: skip
+        return Finding(part, metric, j.word, one, figure, effect, judgement=j)
     low, high = effect.at(e.alpha)
     decision = _sequential(part, metric, e)
-    readings = readings_of(part, metric, low, high, e, effect, decision)
-    word = part_word(part.asserts, readings)
+    j = gate(judge_part(part.asserts, readings_of(part, metric, low, high, e, effect, decision)), bool(off))
     figure = f"{shown(metric, effect.diff, contrast)} [{shown(metric, low, contrast)}, {shown(metric, high, contrast)}] {_what(metric)} ({effect.how})"
     sequential = ""
     if decision is not None:
         settled = f"at look {decision.look}" if decision.look is not None else "open when the sweep stopped"
         sequential = f"direction and equivalence: the sequential sweep's decision, {decision.label} {settled}, error-controlled over its looks"
     if off:
-        here = word + (f"; {sequential}" if sequential else "")
-        return Finding(part, metric, NOT_APPLICABLE, f"{'; '.join(off)} (at this sweep's own setting it reads {here})", figure,
-                       effect, low, high, readings, e.margin(metric), tuple(off), here)  # fmt: skip
+        here = str(j.here.word) + (f"; {sequential}" if sequential else "")
+        return Finding(part, metric, j.word, f"{'; '.join(off)} (at this sweep's own setting it reads {here})", figure,
+                       effect, low, high, j.readings, e.margin(metric), tuple(off), here, j)  # fmt: skip
     notes = [n for n in (sequential, differs(claim.domain, runs)) if n]
-    reason = reason_of(claim, part, readings, word, effect, (low, high), e) + "".join(f" ({n})" for n in notes)
-    return Finding(part, metric, word, reason, figure, effect, low, high, readings, e.margin(metric))
+    reason = reason_of(claim, part, j, effect, (low, high), e) + "".join(f" ({n})" for n in notes)
+    return Finding(part, metric, j.word, reason, figure, effect, low, high, j.readings, e.margin(metric), judgement=j)
 
 
 # --- claim 6: an event ----------------------------------------------------------------------------------
@@ -559,46 +583,44 @@ def divergence_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
         figure = f"{len(diverged)}/{len(runs)} runs diverged{_steps(runs)}"
     else:
         figure = f"{int((runs.outcome == FINISHED).sum())}/{len(runs)} runs finished, {most:.0f} steps"
-    word, reason = _divergence_word(b, runs, normalized, most, part.published(STABILITY), e.alpha)
+    unlike = _unlike(b, runs, normalized) if len(normalized) else ""
+    event, left = contrast(runs, normalized)
+    study_step = part.published(STABILITY)
+    j = judge_event(event, e.alpha, most >= study_step, normalized=bool(len(normalized)), like_for_like=not unlike)
+    reason = _divergence_reason(j, b, runs, normalized, event, left, most, study_step, unlike, e.alpha)
     off = outside(claim.domain, pd.concat([runs, normalized]))
     if not off:
-        return Finding(part, STABILITY, word, reason, figure)
+        return Finding(part, STABILITY, j.word, reason, figure, judgement=j)
     # Outside the domain (a CPU collapse at a raised learning rate, say): what it shows at its own setting.
-    here = f"{word}: {reason}"
-    return Finding(part, STABILITY, NOT_APPLICABLE, f"{'; '.join(off)} (at this sweep's own setting it reads {here})", figure,
-                   outside=tuple(off), here=here)  # fmt: skip
+    gated = gate(j, True)
+    here = f"{j.word}: {reason}"
+    return Finding(part, STABILITY, gated.word, f"{'; '.join(off)} (at this sweep's own setting it reads {here})", figure,
+                   outside=tuple(off), here=here, judgement=gated)  # fmt: skip
 
 
-def _divergence_word(b: str, runs: pd.DataFrame, normalized: pd.DataFrame, most: float, study_step: float,
-                     alpha: float) -> tuple[ClaimWord, str]:  # fmt: skip
-    """The divergence claim's word and reason from the runs alone (the domain aside)."""
-    if not len(normalized):
-        return NOT_APPLICABLE, "no normalized variant of the study's trained beside it"
-    if unlike := _unlike(b, runs, normalized):
-        return NOT_APPLICABLE, unlike
-    event, left = contrast(runs, normalized)
-    word = event_word(event, alpha, most >= study_step)
+def _divergence_reason(j: Judgement, b: str, runs: pd.DataFrame, normalized: pd.DataFrame, event: Event, left: list[str],
+                       most: float, study_step: float, unlike: str, alpha: float) -> str:  # fmt: skip
+    """The divergence claim's reason, written from what decided it (`j.because`) with the counts."""
+    if j.because == Because.NO_NORMALIZED:
+        return "no normalized variant of the study's trained beside it"
+    if j.because == Because.NOT_LIKE_FOR_LIKE:
+        return unlike
     counted = normalized[normalized.outcome.isin(ENDED)]
     seen = f"{b} diverged in {event.k}/{event.n} runs{_steps(runs)}, the normalized variants in {event.k_others}/{event.n_others}{_steps(counted)}"
     nan_by = f"step {study_step:.0f}, by which the study's no-norm loss was NaN"
-    if not (event.n and event.n_others):
-        reason = f"none of {b + chr(39) + 's' if not event.n else 'the normalized variants' + chr(39)} runs counts"
-    elif not event.k:
-        if event.k_others:
-            reason = f"{seen}: {b} trained where they diverged"
-        elif word == NOT_REPRODUCED:
-            reason = f"no NaN in {most:.0f} steps, past {nan_by}"
-        else:
-            reason = f"trained {most:.0f} steps, short of {nan_by} (it says training typically collapses within about {TYPICAL_COLLAPSE})"
-    elif word == REPRODUCED:
-        reason = f"{seen}: more often than chance allows (Fisher's exact p = {event.p:.2g})"
-    elif word == NOT_APPLICABLE:
-        reason = f"{seen}: as often, so the divergence is not the missing norm's"
-    else:
+    reason = {
+        Because.NONE_COUNTS: f"none of {b + chr(39) + 's' if not event.n else 'the normalized variants' + chr(39)} runs counts",
+        Because.TRAINED_WHERE_OTHERS_DIVERGED: f"{seen}: {b} trained where they diverged",
+        Because.TRAINED_PAST_STUDY: f"no NaN in {most:.0f} steps, past {nan_by}",
+        Because.TRAINED_TOO_SHORT: f"trained {most:.0f} steps, short of {nan_by} (it says training typically collapses within about {TYPICAL_COLLAPSE})",
+        Because.BEYOND_CHANCE: f"{seen}: more often than chance allows (Fisher's exact p = {event.p:.2g})",
+        Because.AS_OFTEN: f"{seen}: as often, so the divergence is not the missing norm's",
+    }.get(j.because)
+    if reason is None:
         seeds = event_seeds(max(round(event.n_others / event.n), 1), alpha)
         reason = (f"{seen}: too few runs to tell that from chance (Fisher's exact p = {event.p:.2g}); {seeds} seeds per "
                   f"variant would settle it if {b} diverged in each and the others in none")  # fmt: skip
-    return word, reason + (f"; left out: {'; '.join(left)}" if left else "")
+    return reason + (f"; left out: {'; '.join(left)}" if left else "")
 
 
 def evaluate(claim: Claim, e: Evidence) -> ClaimResult | None:
@@ -640,7 +662,7 @@ def open_question(result: ClaimResult, e: Evidence) -> str:
             return lead + cannot + "no variant of it ran at the study's setting, so there is no seed spread to measure here."
         seeds = e.runs[e.runs.variant.isin(variants) & (e.runs.outcome == FINISHED)].groupby("variant").seed.nunique()
         most = int(seeds.max()) if len(seeds) else 0
-        return lead + cannot + f"{'one finished seed' if most == 1 else 'no finished run'} per variant shows no seed spread here; ≥2 seeds (seed=0,1,2) measure it."
+        return lead + cannot + f"{'one seed' if most == 1 else 'no finished run'} per variant shows no seed spread here; ≥2 seeds (seed=0,1,2) measure it."
     gaps = " and ".join(f"{_named(p)}{p.published(LOSS):+.4f} = {abs(p.published(LOSS)) / (math.sqrt(2) * sd):.1f}" for p in result.claim.parts)
     spread = (f"one run's test loss varies over seeds by SD {sd:.4f} nats here (pooled over {len(variants)} variants, {df} df), "
               f"so a gap between two single runs of different seeds spreads √2·SD = {math.sqrt(2) * sd:.4f}; the study's "

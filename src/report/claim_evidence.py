@@ -130,36 +130,48 @@ def precision_name(column: pd.Series) -> set[str]:
     return {str(v).split(" ", 1)[0] for v in column.dropna()}
 
 
-def outside(domain: Domain, runs: pd.DataFrame) -> list[str]:
-    """Why the runs' setting is outside the claim's domain, one clause per fact ([] when inside)."""
+class DomainFact(str):
+    """One way a setting leaves a claim's domain, as data: the fact (`CPU run`, `precision fp32`)
+    and why it leaves the domain; as a string, the two together (`CPU run: the study's figure ...`)."""
+
+    fact: str
+
+    def __new__(cls, fact: str, why: str = "") -> DomainFact:
+        out = super().__new__(cls, fact + why)
+        out.fact = fact
+        return out
+
+
+def outside(domain: Domain, runs: pd.DataFrame) -> list[DomainFact]:
+    """Why the runs' setting is outside the claim's domain, one fact each ([] when inside)."""
     why = []
     kinds = sorted(set(runs.device_type.dropna().astype(str))) or ["unrecorded"]
     if domain.cuda and kinds != ["cuda"]:
-        why.append(f"{'/'.join(k.upper() if k == 'cpu' else k for k in kinds)} run: the study's figure comes from its CUDA kernels")
+        why.append(DomainFact(f"{'/'.join(k.upper() if k == 'cpu' else k for k in kinds)} run", ": the study's figure comes from its CUDA kernels"))
     params = runs.n_params.dropna()
     if domain.params:
         if not len(params):
-            why.append("the runs record no parameter count")
+            why.append(DomainFact("the runs record no parameter count"))
         elif not SETTING.n_params / SCALE_FACTOR <= params.max() <= SETTING.n_params * SCALE_FACTOR:
-            why.append(f"{int(params.max()):,} parameters, not within {SCALE_FACTOR:g}× of the study's {SETTING.n_params:,}")
+            why.append(DomainFact(f"{int(params.max()):,} parameters", f", not within {SCALE_FACTOR:g}× of the study's {SETTING.n_params:,}"))
     if domain.tokens:
         tokens, study = runs.tokens.dropna(), SETTING.tokens / SETTING.n_params
         if not (len(tokens) and len(params)):
-            why.append("the runs record no token count")
+            why.append(DomainFact("the runs record no token count"))
         elif tokens.max() / params.max() < study / SCALE_FACTOR:
-            why.append(f"{tokens.max() / params.max():.3g} tokens per parameter, below the study's {study:.3g} / {SCALE_FACTOR:g}")
+            why.append(DomainFact(f"{tokens.max() / params.max():.3g} tokens per parameter", f", below the study's {study:.3g} / {SCALE_FACTOR:g}"))
     if domain.gpu and kinds == ["cuda"]:
         names = sorted(set(runs.device_name.dropna().astype(str)) - {""}) or ["an unrecorded GPU"]
         if not all(domain.gpu in n for n in names):
-            why.append(f"{'/'.join(names)} run: the study timed {domain.gpu}s, and a norm's share of a step moves with the chip's "
-                       "bandwidth-to-compute ratio")  # fmt: skip
+            why.append(DomainFact(f"{'/'.join(names)} run", f": the study timed {domain.gpu}s, and a norm's share of a step moves with "
+                                  "the chip's bandwidth-to-compute ratio"))  # fmt: skip
     names = precision_name(runs.precision)
     if domain.precision and not (names and names <= set(domain.precision)):
         shown = "/".join(sorted(names)) or "unrecorded"
         if domain.precision == FP16:  # the study's NaN came from fp16's narrow range, which bf16 and fp32 do not share
-            why.append(f"precision {shown}, not the study's fp16 autocast (bf16 and fp32 keep fp32's exponent range)")
+            why.append(DomainFact(f"precision {shown}", ", not the study's fp16 autocast (bf16 and fp32 keep fp32's exponent range)"))
         else:
-            why.append(f"precision {shown}, not the study's 16-bit autocast")
+            why.append(DomainFact(f"precision {shown}", ", not the study's 16-bit autocast"))
     return why
 
 

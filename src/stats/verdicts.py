@@ -385,22 +385,92 @@ def decided(readings: Readings, decision: SequentialWord | str, same_side: bool)
     return Readings(Direction.UNDECIDED, readings.size, inside)
 
 
-def part_word(asserts: Asserts | str, r: Readings) -> ClaimWord:
-    """A claim part's word from its readings (the table in docs/statistics.md)."""
+class Because(StrEnum):
+    """Which reading (or gate) decided a claim part's word: the reason as data, which the report's
+    sentences are written from (never re-derived)."""
+
+    # gates, before any interval is read
+    OUTSIDE_DOMAIN = "outside the domain"
+    NO_RUNS = "no finished runs"
+    NO_INTERVAL = "no interval"
+    NO_NORMALIZED = "no normalized variant beside it"
+    NOT_LIKE_FOR_LIKE = "not like for like"
+    # a difference
+    DIRECTION_AND_SIZE = "the study's direction and size"
+    DIRECTION_SMALLER = "the study's direction, smaller"
+    DIRECTION_LARGER = "the study's direction, larger"
+    OPPOSITE = "the opposite direction"
+    ZERO_WITHIN_MARGIN = "equivalent to zero"
+    DIRECTION_UNDECIDED = "direction undecided"
+    # an equivalence
+    AS_CLOSE = "equivalent, as close"
+    FURTHER_APART = "equivalent, further apart"
+    DIFFER_BY_MARGIN = "differ by the margin or more"
+    BEYOND_CLAIMED = "beyond the claimed size"
+    STRADDLES = "straddles the margin"
+    # an event
+    NONE_COUNTS = "no run counts"
+    TRAINED_WHERE_OTHERS_DIVERGED = "trained where the others diverged"
+    TRAINED_PAST_STUDY = "trained past the study's NaN"
+    TRAINED_TOO_SHORT = "trained too short to tell"
+    BEYOND_CHANCE = "diverged beyond chance"
+    AS_OFTEN = "the others diverged as often"
+    TOO_FEW = "too few runs to tell"
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A claim part's word with its reason as data: the reading or gate that decided it, the
+    readings, and outside the domain what it reads at the sweep's own setting (`here`)."""
+
+    word: ClaimWord
+    because: Because
+    readings: Readings | None = None
+    here: Judgement | None = None
+
+
+def judge_part(asserts: Asserts | str, r: Readings) -> Judgement:
+    """A claim part's word from its readings (the table in docs/statistics.md), and which decided it."""
     if asserts == Asserts.DIFFERENCE:
         if r.direction == Direction.HOLDS:
-            return ClaimWord.REPRODUCED if r.size == Size.CONSISTENT else ClaimWord.PARTLY
-        if r.direction == Direction.OPPOSITE or r.equivalence == Equivalence.INSIDE:
-            return ClaimWord.NOT_REPRODUCED
-        return ClaimWord.INCONCLUSIVE
+            if r.size == Size.CONSISTENT:
+                return Judgement(ClaimWord.REPRODUCED, Because.DIRECTION_AND_SIZE, r)
+            return Judgement(ClaimWord.PARTLY, Because.DIRECTION_SMALLER if r.size == Size.SMALLER else Because.DIRECTION_LARGER, r)
+        if r.direction == Direction.OPPOSITE:
+            return Judgement(ClaimWord.NOT_REPRODUCED, Because.OPPOSITE, r)
+        if r.equivalence == Equivalence.INSIDE:
+            return Judgement(ClaimWord.NOT_REPRODUCED, Because.ZERO_WITHIN_MARGIN, r)
+        return Judgement(ClaimWord.INCONCLUSIVE, Because.DIRECTION_UNDECIDED, r)
     if asserts == Asserts.EQUIVALENCE:
         if r.equivalence == Equivalence.INSIDE:
-            return ClaimWord.REPRODUCED if r.size == Size.CONSISTENT else ClaimWord.PARTLY
+            if r.size == Size.CONSISTENT:
+                return Judgement(ClaimWord.REPRODUCED, Because.AS_CLOSE, r)
+            return Judgement(ClaimWord.PARTLY, Because.FURTHER_APART, r)
+        if r.equivalence == Equivalence.OUTSIDE:
+            return Judgement(ClaimWord.NOT_REPRODUCED, Because.DIFFER_BY_MARGIN, r)
         # Wholly beyond the claimed size, and not shown equivalent: no seed count makes it the claim.
-        if r.equivalence == Equivalence.OUTSIDE or r.size == Size.LARGER:
-            return ClaimWord.NOT_REPRODUCED
-        return ClaimWord.INCONCLUSIVE
+        if r.size == Size.LARGER:
+            return Judgement(ClaimWord.NOT_REPRODUCED, Because.BEYOND_CLAIMED, r)
+        return Judgement(ClaimWord.INCONCLUSIVE, Because.STRADDLES, r)
     raise ValueError(f"a part read from an interval asserts {Asserts.DIFFERENCE!r} or {Asserts.EQUIVALENCE!r}, got {asserts!r}")
+
+
+def part_word(asserts: Asserts | str, r: Readings) -> ClaimWord:
+    """A claim part's word from its readings (`judge_part`'s)."""
+    return judge_part(asserts, r).word
+
+
+def gate(inside: Judgement, outside_domain: bool, say_here: bool = True) -> Judgement:
+    """The domain gate: outside the claim's domain a part is *not applicable here*, and keeps what it
+    reads at the sweep's own setting (`say_here`: when there is a reading to say)."""
+    if not outside_domain:
+        return inside
+    return Judgement(ClaimWord.NOT_APPLICABLE, Because.OUTSIDE_DOMAIN, inside.readings, inside if say_here else None)
+
+
+def no_evidence(has_runs: bool) -> Judgement:
+    """A part with nothing to read: no finished runs of its variants, or one run each (no interval)."""
+    return Judgement(ClaimWord.INCONCLUSIVE, Because.NO_INTERVAL if has_runs else Because.NO_RUNS)
 
 
 def claim_word(words: Sequence[str], unswept: int = 0) -> ClaimWord:
@@ -440,6 +510,23 @@ class Event:
         """Fisher's exact one-sided p: no_norm diverges more often than the others only by chance."""
         table = [[self.k, self.n - self.k], [self.k_others, self.n_others - self.k_others]]
         return float(stats.fisher_exact(table, alternative="greater").pvalue)
+
+
+def judge_event(e: Event, alpha: float, long_enough: bool, normalized: bool = True, like_for_like: bool = True) -> Judgement:
+    """The divergence claim's word and what decided it: the gates first (a normalized variant trained
+    beside no_norm, at its learning rate), then `event_word`'s reading of the counts."""
+    if not normalized:
+        return Judgement(ClaimWord.NOT_APPLICABLE, Because.NO_NORMALIZED)
+    if not like_for_like:
+        return Judgement(ClaimWord.NOT_APPLICABLE, Because.NOT_LIKE_FOR_LIKE)
+    word = event_word(e, alpha, long_enough)
+    if not (e.n and e.n_others):
+        because = Because.NONE_COUNTS
+    elif not e.k:
+        because = Because.TRAINED_WHERE_OTHERS_DIVERGED if e.k_others else Because.TRAINED_PAST_STUDY if long_enough else Because.TRAINED_TOO_SHORT
+    else:
+        because = {ClaimWord.REPRODUCED: Because.BEYOND_CHANCE, ClaimWord.NOT_APPLICABLE: Because.AS_OFTEN}.get(word, Because.TOO_FEW)
+    return Judgement(word, because)
 
 
 def event_word(e: Event, alpha: float, long_enough: bool) -> ClaimWord:
