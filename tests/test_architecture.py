@@ -423,3 +423,31 @@ def test_no_margin_alpha_or_family_is_decided_outside_the_verdict_module() -> No
     )
 
 
+
+
+# A judgement's words and reasons travel as data (src.stats.verdicts' Judgement, Decision, SequentialWord);
+# the modules that judge and write never read them back out of a sentence.
+JUDGING_AND_WRITING = ("against_study.py", "headline.py", "comparisons.py", "speed.py", "sequential_verdicts.py", "claim_evidence.py")
+PROSE_SEPARATORS = ("(", ":", ";", " vs ")
+
+
+def _parses_prose(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(a.name == "re" for a in node.names) | (getattr(node, "module", "") == "re"):
+            found.append(f"{path.relative_to(REPO)}:{node.lineno}: imports re")
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("split", "rsplit", "partition", "rpartition")
+                and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+                and any(s in node.args[0].value for s in PROSE_SEPARATORS)):  # fmt: skip
+            found.append(f"{path.relative_to(REPO)}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_nothing_parses_a_judgement_back_out_of_its_prose() -> None:
+    breaches = [hit for name in JUDGING_AND_WRITING for hit in _parses_prose(SRC / "report" / name)]
+    assert not breaches, (
+        "a judging or writing module reads a fact back out of a sentence:\n" + "\n".join(breaches) + "\nFix: carry the "
+        "fact as data beside its text (a Judgement's because/here, a DomainFact's fact, a look's a/b/metric) and write "
+        "the sentence from it."
+    )

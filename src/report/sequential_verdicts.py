@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from src.stats.pairs import pair_label
 from src.stats.verdicts import SequentialWord
 from src.tracking.looks import latest_looks
 from src.tracking.store import Store
@@ -54,12 +55,12 @@ def verdicts_of(looks: Sequence[Mapping[str, Any]]) -> list[SequentialVerdict]:
     last = looks[-1]
     out = []
     for row in last.get("comparisons", []):
-        pair, _, metric = str(row["comparison"]).rpartition(" (")
+        pair, metric = pair_label(str(row["a"]), str(row["b"])), str(row["metric"])  # as data, never parsed from its name
         look = row.get("decided_at_look")
         seeds = row.get("decided_at_seeds") or last.get("seeds")
         spent = row.get("spent")
         out.append(SequentialVerdict(
-            pair, metric.rstrip(")"), SequentialWord(str(row["decision"])), int(look) if look is not None else None, int(seeds),
+            pair, metric, SequentialWord(str(row["decision"])), int(look) if look is not None else None, int(seeds),
             float(spent) if spent is not None else math.nan, abs(float(row.get("detectable", math.nan) or math.nan)),
         ))  # fmt: skip
     return out
