@@ -161,7 +161,7 @@ PAIR_LINE = ("test loss alone (no tokens/s of jobs run one after another); besid
 CHANGED_REASONS.update({name: {f"{WHY}headline line 0": HEADLINE_SPEED, f"{WHY}headline line 1": HEADLINE_LOSS,
                                f"{WHY}headline line 2": HEADLINE_REAL} | {f"{WHY}pair line {i}": PAIR_LINE for i in range(10)}
                         for name in SCENARIOS})  # fmt: skip
-CHANGED_REASONS["speed_by_hand"] = {f"{WHY}speed same": "an equivalence prints TOST's 90% interval, the one that decided it"}
+CHANGED_REASONS["speed_by_hand"] = {f"{WHY}speed same": "beside 'equivalent' TOST's 90% interval, the one that decided it"}
 
 
 def _table_runs() -> pd.DataFrame:

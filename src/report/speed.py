@@ -75,8 +75,12 @@ class SpeedVerdict:
 
     def verdict_text(self) -> str:
         word = self.verdict
-        if word == SpeedWord.EQUIVALENT:
-            return equivalent_text(f"{self.margin:.0%}", decided_text(self.predicted, self.decision) if self.decision and self.decision.remains else False)
+        if word == SpeedWord.EQUIVALENT and self.decision is not None:
+            # Beside the word, the interval that decided it (TOST's); the estimate after it is the 95% one shown everywhere.
+            if self.decision.remains:
+                return equivalent_text(f"{self.margin:.0%}", decided_text(self.predicted, self.decision))
+            d = self.decision
+            return f"{equivalent_text(f'{self.margin:.0%}')} (TOST's {d.level:.0%} interval [{math.expm1(d.low):+.1%}, {math.expm1(d.high):+.1%}])"
         if word == SpeedWord.UNRESOLVED and self.rounds_needed:
             return f"{word}: {settle_text(self.rounds_needed, 'kernel rounds')}"
         return str(word)
@@ -205,7 +209,7 @@ def header(check: Mapping[str, Any], reference: str | None) -> str:
 
 def sentence(v: SpeedVerdict) -> str:
     norm = f", its norm {math.exp(v.norm_ratio.diff):.2f}× [{math.exp(v.norm_ratio.low):.2f}, {math.exp(v.norm_ratio.high):.2f}]" if v.norm_ratio else ""
-    text = f"{pair_label(v.a, v.b)}: {v.verdict_text()} — step time {decided_text(v.predicted, v.decision)} predicted from the norms' own cost (the verdict's estimate){norm}"
+    text = f"{pair_label(v.a, v.b)}: {v.verdict_text()} — step time {step_time_text(v.predicted)} predicted from the norms' own cost (the verdict's estimate){norm}"
     if v.measured is None:
         return text + "."
     # Two estimates of one pair: the line says which decides and why the other is there.
