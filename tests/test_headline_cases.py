@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pytest
 import pandas as pd
+import pytest
 from test_against_study import SEEDS, _runs, _section, _study_runs
 
 from src.report.analysis import Analysis
