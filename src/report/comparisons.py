@@ -421,7 +421,8 @@ def _clause(r: Result) -> str:
     if not d.spread:
         tests = [f"equivalence p = {r.tost_p:.2g}"] if abs(p.diff) < r.margin else []
         tests += [f"difference p = {p.p_value:.2g} (Holm {r.p_holm:.2g})"] if math.isfinite(p.p_value) else []
-        return (f"{label} {r.verdict_text(numbers=False)} (every one of {p.n} seeds moved by exactly {_signed(p.diff, r.relative)}: "
+        word = r.verdict_text(numbers=False) if r.verdict == PairWord.EQUIVALENT else str(r.verdict)  # the seeds to settle it follow
+        return (f"{label} {word} (every one of {p.n} seeds moved by exactly {_signed(p.diff, r.relative)}: "
                 f"no spread, so no interval; sign-flip tests: {', '.join(tests)}{settle})")  # fmt: skip
     stats = f"Δ {_signed(p.diff, r.relative)}, {d.level:.0%} CI [{_signed(d.low, r.relative)}, {_signed(d.high, r.relative)}]"
     if r.verdict == PairWord.DIFFERENT:
