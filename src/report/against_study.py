@@ -74,6 +74,7 @@ from src.stats.verdicts import (
     Judgement,
     Readings,
     Size,
+    claim_family,
     claim_word,
     decided,
     equivalent_text,
@@ -700,7 +701,7 @@ def _family(e: Evidence) -> tuple[int, bool]:
             else:
                 effect = effect_of(claim, part, view)
                 count += effect is not None and effect.has_interval
-    return count + event, event
+    return claim_family(count, event), event
 
 
 def _estimate_text(check: Mapping[str, Any]) -> Callable[[str, str], str | None]:

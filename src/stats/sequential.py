@@ -135,12 +135,12 @@ class LookResult:
     p: float  # paired t-test, H0: no difference
     tost_p: float  # TOST, H0: |difference| >= margin
     level: float
-    decision: str  # equivalent | different | undecided | undecidable
+    decision: SequentialWord  # equivalent | different | undecided | undecidable
     chance: float = math.nan  # predictive probability that a later look decides (when it was computed)
     detectable: float = math.nan  # for an open or undecidable comparison: the least |Δ| the budget detects
 
 
-def decide(differences: np.ndarray, margin: float, level: float) -> LookResult:
+def decide_look(differences: np.ndarray, margin: float, level: float) -> LookResult:
     """The decision on the finite per-seed differences (b - a) at one look's level."""
     d = np.asarray(differences, dtype=float)
     d = d[np.isfinite(d)]
@@ -189,9 +189,9 @@ def detectable(design: Design, look: int, sd: float) -> float:
 
 
 def look_at(design: Design, look: int, differences: np.ndarray, margin: float) -> LookResult:
-    """The sweeper's decision at look `look` (0-based): `decide` at that look's level, then, for a
+    """The sweeper's decision at look `look` (0-based): `decide_look` at that look's level, then, for a
     comparison still open before the last look, the futility check."""
-    result = decide(differences, margin, design.levels()[look])
+    result = decide_look(differences, margin, design.levels()[look])
     if result.decision != UNDECIDED or result.n < MIN_SEEDS:
         return result
     d = np.asarray(differences, dtype=float)

@@ -487,6 +487,12 @@ def claim_word(words: Sequence[str], unswept: int = 0) -> ClaimWord:
     return ClaimWord.NOT_REPRODUCED if ClaimWord.NOT_REPRODUCED in found else ClaimWord.INCONCLUSIVE
 
 
+def claim_family(with_interval: int, event_tested: bool) -> int:
+    """The claim section's family: every part whose word rests on an interval, and claim 6's exact
+    test when it is made (each is then taken at `family_alpha`)."""
+    return with_interval + event_tested
+
+
 def family_alpha(alpha: float, family: int) -> float:
     """The level each test of a family of `family` is taken at (Bonferroni)."""
     return alpha / max(family, 1)
