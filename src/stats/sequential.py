@@ -149,7 +149,7 @@ def decide_look(differences: np.ndarray, margin: float, level: float) -> LookRes
         return LookResult(t.n, t.diff, math.nan, math.nan, math.nan, math.nan, level, UNDECIDED)
     half = 0.0 if t.se == 0 else float(stats.t.ppf(1 - level / 2, t.df)) * t.se
     p = t.p_value if math.isfinite(t.p_value) else 1.0  # every seed at exactly 0: nothing to detect
-    tost_p, decision = look_word(t.diff, t.se, t.df, p, margin, level)
+    tost_p, decision = look_word(t.diff, t.se, t.df, p, margin, level, t.n)
     return LookResult(t.n, t.diff, t.diff - half, t.diff + half, p, tost_p, level, decision)
 
 

@@ -228,11 +228,11 @@ class Estimate:
     untestable: bool = False
 
 
-def look_word(diff: float, se: float, df: float, p: float, margin: float, level: float) -> tuple[float, SequentialWord]:
+def look_word(diff: float, se: float, df: float, p: float, margin: float, level: float, n: int) -> tuple[float, SequentialWord]:
     """A sequential look's TOST p and decision at the level it spends: equivalent by TOST within
-    ±margin, else different by the paired t-test's `p`, else undecided (the sweeper adds undecidable
-    and untestable)."""
-    tost_p = tost(diff, se, df, margin)
+    ±margin, else different by the paired t-test's `p` (with no spread, sign-flip tests' of n equal
+    signs, as for a pair), else undecided (the sweeper adds undecidable and untestable)."""
+    tost_p = tost(diff, se, df, margin) if se > 0 else (sign_flip_p(n, one_sided=True) if abs(diff) < margin else 1.0)
     word = SequentialWord.EQUIVALENT if tost_p < level else SequentialWord.DIFFERENT if p < level else SequentialWord.UNDECIDED
     return tost_p, word
 
