@@ -37,13 +37,12 @@ import torch
 from hydra.utils import get_object
 from torch import nn
 
-from src.core.schema import NORM_TARGET_KEY
+from src.core.schema import NORM_TARGET_KEY, USER_NORM_REFERENCE
 
 TARGET_KEY = NORM_TARGET_KEY
 WIDTH_ARG_KEY = "width_arg"  # the argument that takes the model's width; null: the first one
 EPS_ARG_KEY = "eps_arg"  # the argument that takes eps; unset: `eps` where the signature has it; null: none
 REFERENCE_KEY = "reference"  # the variant an unknown family is compared against
-DEFAULT_REFERENCE = "torch_layernorm"
 CALL_KEYS = (
     TARGET_KEY,
     WIDTH_ARG_KEY,
@@ -137,7 +136,7 @@ class UserNorm:
                 raise ValueError(
                     f"{name}: not an argument of {target} (its options: {', '.join(accepted) or 'none'})"
                 )
-        reference = keys.get(REFERENCE_KEY) or DEFAULT_REFERENCE
+        reference = keys.get(REFERENCE_KEY) or USER_NORM_REFERENCE
         return cls(str(target), factory, width_arg, eps_arg, str(reference))
 
     def build(self, width: int, eps: float, options: Mapping[str, Any]) -> nn.Module:

@@ -42,6 +42,8 @@ from src.tracking.tags import (
     NORM_FILE_TAG,
     NORM_PACKAGE_TAG,
     NORM_PARAMS_TAG,
+    NORM_PROJECT_CODE_TAG,
+    NORM_REFERENCE_TAG,
     NORM_TARGET_TAG,
 )
 from src.tracking.variants import AXES_ENV, axes_from_env
@@ -133,6 +135,8 @@ def user_norm_record(model: GPTConfig, record: RecordSpec) -> RecordSpec:
         NORM_PACKAGE_TAG: source.package,
         NORM_PARAMS_TAG: str(n_params),
         NORM_EPS_TAG: f"{model.norm.eps:g}" if model.norm.takes_eps else "not taken",
+        NORM_REFERENCE_TAG: model.norm.user.reference if model.norm.user is not None else "",
+        NORM_PROJECT_CODE_TAG: record.code.fingerprint,  # the report reads which project code made it
     }
     files, versions = source.code()
     tags = {**record.tags, **{k: v for k, v in tags.items() if v}}
