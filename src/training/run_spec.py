@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.core.budget import Budget, resolve_budget
 from src.core.devices import DeviceSpec, ModelSize, check_device, check_memory_floor
-from src.core.paths import ConfigError, require_writable
+from src.core.paths import CONF_DIR, ConfigError, require_writable
 from src.core.schema import (
     LIGHTNING_PRECISIONS,
     MATMUL_PRECISIONS,
@@ -100,6 +100,22 @@ def norm_yaml(cfg: DictConfig) -> str:
             if source.schema == "file" and path.is_file():
                 return f"norm={name} ({path})"
     return f"norm={name}"
+
+
+def refuse_shadowed_norm(cfg: DictConfig) -> None:
+    """A norm YAML of the user's named as a built-in one is never read (conf/ comes first on Hydra's
+    search path): the run would train the built-in under the user's name for it. Refused, naming both."""
+    name = str(cfg.norm.get("norm_type"))
+    builtin = CONF_DIR / "norm" / f"{name}.yaml"
+    if not HydraConfig.initialized() or not builtin.is_file():
+        return
+    for source in HydraConfig.get().runtime.config_sources:
+        path = Path(str(source.path)) / "norm" / f"{name}.yaml"
+        if source.schema == "file" and path.is_file() and path.resolve() != builtin.resolve():
+            raise ConfigError(
+                f"norm={name} ({path}): {name!r} is a built-in variant's name ({builtin}), which Hydra reads instead; "
+                "a norm of your own needs a name of its own: rename its YAML"
+            )
 
 
 def check_user_norm(cfg: DictConfig, model: GPTConfig) -> None:
@@ -231,6 +247,7 @@ def validate(cfg: DictConfig) -> GPTConfig:
         "model.vocab_size",
         f"must be >= the tokenizer's {VOCAB_SIZE} tokens, got {cfg.model.vocab_size}",
     )
+    refuse_shadowed_norm(cfg)
     family = cfg.norm.get("family")  # the norm group is a mapping: each norm's keys are its own
     _require(
         isinstance(family, str) and family != "",
