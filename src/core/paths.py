@@ -89,10 +89,10 @@ def compose(overrides: Sequence[str] = (), config_name: str = "train", with_hydr
             cfg = hydra_compose(config_name, overrides=list(overrides), return_hydra_config=True)
     except (HydraException, OmegaConfBaseException) as err:
         raise ConfigError(compose_error_line(err)) from err
-    return cfg if with_hydra else _without_hydra(cfg)
+    return cfg if with_hydra else without_hydra(cfg)
 
 
-def _without_hydra(cfg: DictConfig) -> DictConfig:
+def without_hydra(cfg: DictConfig) -> DictConfig:
     """`cfg` without its `hydra` node, as a job sees it: a norm YAML that names no `norm_type` (one of
     the user's, with `_target_`) takes its file's name, which `${hydra:...}` reads from that node."""
     from omegaconf import open_dict, read_write
