@@ -107,6 +107,17 @@ def without_hydra(cfg: DictConfig) -> DictConfig:
     return cfg
 
 
+def user_config_dirs() -> list[Path]:
+    """The config folders of the user's on Hydra's search path (`--config-dir`, `hydra.searchpath`):
+    every file source but conf/; none outside a Hydra app."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return []
+    folders = [Path(str(s.path)) for s in HydraConfig.get().runtime.config_sources if s.schema == "file"]
+    return [f for f in folders if f.resolve() != CONF_DIR.resolve()]
+
+
 @contextlib.contextmanager
 def hydra_initialized() -> Iterator[None]:
     """Hydra set up on conf/, unless it is already (inside a Hydra app or another compose)."""

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
-from src.core.paths import CONF_DIR, ConfigError
+from src.core.paths import CONF_DIR, ConfigError, user_config_dirs
 from src.core.schema import USER_NORM_REFERENCE, MarginSchema
 from src.report.table import AXIS_PREFIX, families_of, order_of
 from src.stats import pairs as pairs_
@@ -95,9 +95,16 @@ class Margins:
         return float(getattr(self, METRICS[metric][0]))
 
 
-def known_variants() -> list[str]:
-    """Every norm key a run can have: the `norm_type` of each conf/norm/*.yaml (read without torch)."""
+def builtin_variants() -> list[str]:
+    """The norms normsweep ships: the `norm_type` of each conf/norm/*.yaml (read without torch)."""
     return sorted(str(OmegaConf.load(p).norm_type) for p in (CONF_DIR / "norm").glob("*.yaml"))
+
+
+def known_variants() -> list[str]:
+    """Every norm key a run can have: the built-ins, and the norm YAMLs of the user's config folders
+    on Hydra's search path (`--config-dir`, `hydra.searchpath`), each named by its file."""
+    own = [p.stem for folder in user_config_dirs() for p in (folder / "norm").glob("*.yaml")]
+    return sorted({*builtin_variants(), *own})
 
 
 def check_pairs(pairs: Sequence[Sequence[str]], known: Sequence[str] | None = None) -> list[tuple[str, str]]:
@@ -176,7 +183,7 @@ def user_norm_pairs(present: Mapping[str, str], references: Mapping[str, str]) -
     """Each variant no conf/norm YAML names (a norm of the user's, `_target_`) against a built-in: the
     reference its YAML names (`references`, from its runs' tags) when swept, else the first built-in
     of its family, else torch_layernorm, else the first built-in in the table's order."""
-    known = set(known_variants())
+    known = set(builtin_variants())
     order = order_of(present)
     builtins = [v for v in order if v in known]
     out = []

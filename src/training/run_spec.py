@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.core.budget import Budget, resolve_budget
 from src.core.devices import DeviceSpec, ModelSize, check_device, check_memory_floor
-from src.core.paths import CONF_DIR, ConfigError, require_writable
+from src.core.paths import CONF_DIR, ConfigError, require_writable, user_config_dirs
 from src.core.schema import (
     LIGHTNING_PRECISIONS,
     MATMUL_PRECISIONS,
@@ -94,12 +94,8 @@ def norm_yaml(cfg: DictConfig) -> str:
     """`norm=my_norm (/home/me/my_conf/norm/my_norm.yaml)`: the norm YAML a config chose, with its file
     when it comes from a folder on Hydra's search path (`--config-dir`, `hydra.searchpath`)."""
     name = str(cfg.norm.get("norm_type"))
-    if HydraConfig.initialized():
-        for source in HydraConfig.get().runtime.config_sources:
-            path = Path(str(source.path)) / "norm" / f"{name}.yaml"
-            if source.schema == "file" and path.is_file():
-                return f"norm={name} ({path})"
-    return f"norm={name}"
+    found = [path for folder in user_config_dirs() if (path := folder / "norm" / f"{name}.yaml").is_file()]
+    return f"norm={name} ({found[0]})" if found else f"norm={name}"
 
 
 def refuse_shadowed_norm(cfg: DictConfig) -> None:
@@ -107,11 +103,10 @@ def refuse_shadowed_norm(cfg: DictConfig) -> None:
     search path): the run would train the built-in under the user's name for it. Refused, naming both."""
     name = str(cfg.norm.get("norm_type"))
     builtin = CONF_DIR / "norm" / f"{name}.yaml"
-    if not HydraConfig.initialized() or not builtin.is_file():
+    if not builtin.is_file():
         return
-    for source in HydraConfig.get().runtime.config_sources:
-        path = Path(str(source.path)) / "norm" / f"{name}.yaml"
-        if source.schema == "file" and path.is_file() and path.resolve() != builtin.resolve():
+    for path in (folder / "norm" / f"{name}.yaml" for folder in user_config_dirs()):
+        if path.is_file():
             raise ConfigError(
                 f"norm={name} ({path}): {name!r} is a built-in variant's name ({builtin}), which Hydra reads instead; "
                 "a norm of your own needs a name of its own: rename its YAML"
