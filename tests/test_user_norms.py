@@ -96,7 +96,8 @@ def test_user_norm_swept_judged_and_tied_to_its_code(tmp_path: Path) -> None:
 # Each refusal: (what the file holds, the YAML's target, a phrase of its line). The module name is
 # the case's own, so that an import from an earlier case cannot answer for it.
 BROKEN = {
-    "missing": ("", "nowhere_norms.Nope", "cannot import Nope from nowhere_norms"),
+    "missing": ("", "nowhere_norms.Nope", "cannot import module nowhere_norms (No module named 'nowhere_norms'); put the folder"),
+    "missing_name": ("import torch\n", "Nope", "has no Nope; its classes: none"),
     "not_a_module": ("def Norm(dim, eps=1e-5):\n    return dim * 2\n", "Norm", "not an nn.Module"),
     "shape": (
         "import torch\nclass Norm(torch.nn.Module):\n    def __init__(self, dim):\n        super().__init__()\n"

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import inspect
 import os
 from collections.abc import Callable, Mapping
@@ -34,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from hydra.utils import get_object
 from torch import nn
 
 from src.core.schema import NORM_TARGET_KEY, USER_NORM_REFERENCE
@@ -68,25 +68,29 @@ class NotANorm(ValueError):
 
 
 def _import(target: str) -> Callable[..., Any]:
+    """The object `module.Name` names (Hydra's `_target_` convention); ValueError naming what failed and the fix."""
     if not isinstance(target, str) or "." not in target:
-        raise ValueError(
-            f"{TARGET_KEY}: {target!r} is not a dotted import path; write module.Name, e.g. my_norms.MyRMSNorm"
-        )
-    module, _, name = target.rpartition(".")
+        raise ValueError(f"{TARGET_KEY}: {target!r} is not a dotted import path; write module.Name, e.g. my_norms.MyRMSNorm")
+    module_name, _, name = target.rpartition(".")
     try:
-        found = get_object(target)
-    except Exception as err:  # Hydra's ImportError names what failed; its cause is the module's own error
-        cause = err.__cause__ or err
-        why = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
         raise ValueError(
-            f"{TARGET_KEY}: cannot import {name} from {module} ({type(cause).__name__}: {why}); put the folder that "
-            f"holds {module.split('.')[0]} on PYTHONPATH (PYTHONPATH=/path/to/folder python -m src.train ...), "
+            f"{TARGET_KEY}: cannot import module {module_name} ({err}); put the folder that holds "
+            f"{module_name.split('.')[0]} on PYTHONPATH (PYTHONPATH=/path/to/folder python -m src.train ...), "
             "or pip install the package that provides it"
         ) from None
-    if not callable(found):
+    except Exception as err:  # the module's own code failed while importing
+        raise ValueError(f"{TARGET_KEY}: importing {module_name} failed ({type(err).__name__}: {err}); fix the module") from None
+    found = getattr(module, name, None)
+    if found is None:
+        names = sorted(n for n, v in vars(module).items() if isinstance(v, type) and not n.startswith("_"))
         raise ValueError(
-            f"{TARGET_KEY}: {target} is a {type(found).__name__}, not a class or a function; name an nn.Module class or a factory of one"
+            f"{TARGET_KEY}: {module_name} ({getattr(module, '__file__', '?')}) has no {name}; "
+            f"its classes: {', '.join(names) or 'none'}"
         )
+    if not callable(found):
+        raise ValueError(f"{TARGET_KEY}: {target} is a {type(found).__name__}, not a class or a function; name an nn.Module class or a factory of one")
     return found
 
 
