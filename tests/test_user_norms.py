@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from src.stats.verdicts import SpeedWord
 from tests.helpers import FAST, REPO, cli_env, run_train
 
 # A norm the way a user writes one: their own file, their own class, an option of its own.
@@ -67,7 +68,7 @@ def test_user_norm_swept_judged_and_tied_to_its_code(tmp_path: Path) -> None:
     assert out.count(" ok | ") == 4, out[-3000:]  # every run finished
     assert "my_norm vs torch_rmsnorm (paired by seed, n = 2): test loss" in out  # compared
     speed = [line for line in out.splitlines() if line.startswith("my_norm vs torch_rmsnorm: ")]
-    assert speed and speed[0].split(": ", 1)[1].split(" ")[0] in ("equivalent", "faster", "slower", "inconclusive"), out[-3000:]
+    assert speed and speed[0].split(": ", 1)[1].split(" ")[0] in {w.value for w in SpeedWord}, out[-3000:]  # its speed verdict
     assert "my_norm fwd=" in out  # its dispatched kernels recorded
 
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
