@@ -193,6 +193,8 @@ def test_signature_keys_and_an_installed_package() -> None:
         NormSpec("ln", 1e-5, {"_target_": "torch.nn.LayerNorm", "eps_arg": "epsilon"})
     with pytest.raises(ValueError, match=r"norm\.scale: not an argument of torch.nn.RMSNorm"):
         NormSpec("rms", 1e-5, {"_target_": "torch.nn.RMSNorm", "scale": 2})
+    with pytest.raises(ValueError, match=r"norm\.reference: 'nope' is not a built-in variant"):
+        NormSpec("rms", 1e-5, {"_target_": "torch.nn.RMSNorm", "reference": "nope"})
     assert NormSpec("rms", 1e-5, {"_target_": "torch.nn.RMSNorm"}).source.package.startswith("torch==")
     pytest.importorskip("x_transformers")
     x = NormSpec("x_rms", 1e-5, {"_target_": "x_transformers.x_transformers.RMSNorm"})

@@ -250,13 +250,14 @@ class NormSource:
     file: str  # the file that defines it ("" when Python cannot tell: a compiled extension)
     file_sha256: str  # that file's bytes ("" as above)
     package: str  # "name==version" when it comes from an installed distribution, else ""
+    reference: str  # the built-in variant it is compared with (its YAML's `reference`)
 
     @classmethod
     def of(cls, user: UserNorm) -> NormSource:
         file = _defining_file(user.factory)
         dist = _distribution(user.factory, file)
         digest = hashlib.sha256(file.read_bytes()).hexdigest() if file is not None and file.is_file() else ""
-        return cls(user.target, str(file or ""), digest, f"{dist[0]}=={dist[1]}" if dist else "")
+        return cls(user.target, str(file or ""), digest, f"{dist[0]}=={dist[1]}" if dist else "", user.reference)
 
     def code(self) -> tuple[dict[str, str], dict[str, str]]:
         """What joins the run's code fingerprint: (files, package versions). An installed package counts

@@ -146,7 +146,7 @@ def user_norm_record(model: GPTConfig, record: RecordSpec) -> RecordSpec:
         NORM_PACKAGE_TAG: source.package,
         NORM_PARAMS_TAG: str(n_params),
         NORM_EPS_TAG: f"{model.norm.eps:g}" if model.norm.takes_eps else "not taken",
-        NORM_REFERENCE_TAG: model.norm.user.reference if model.norm.user is not None else "",
+        NORM_REFERENCE_TAG: source.reference,
         NORM_PROJECT_CODE_TAG: record.code.fingerprint,  # the report reads which project code made it
     }
     files, versions = source.code()
