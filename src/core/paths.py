@@ -86,9 +86,36 @@ def compose(overrides: Sequence[str] = (), config_name: str = "train", with_hydr
     refuse_misread_overrides(overrides)
     try:
         with hydra_initialized():
-            return hydra_compose(config_name, overrides=list(overrides), return_hydra_config=with_hydra)
+            cfg = hydra_compose(config_name, overrides=list(overrides), return_hydra_config=True)
     except (HydraException, OmegaConfBaseException) as err:
         raise ConfigError(compose_error_line(err)) from err
+    return cfg if with_hydra else without_hydra(cfg)
+
+
+def without_hydra(cfg: DictConfig) -> DictConfig:
+    """`cfg` without its `hydra` node, as a job sees it: a norm YAML that names no `norm_type` (one of
+    the user's, with `_target_`) takes its file's name, which `${hydra:...}` reads from that node."""
+    from omegaconf import open_dict, read_write
+
+    from src.core.schema import NORM_TYPE_OF_YAML
+
+    norm = cfg.get("norm")
+    with read_write(cfg), open_dict(cfg):
+        if isinstance(norm, DictConfig) and OmegaConf.to_container(norm).get("norm_type") == NORM_TYPE_OF_YAML:
+            norm.norm_type = str(cfg.hydra.runtime.choices.norm)
+        del cfg["hydra"]
+    return cfg
+
+
+def user_config_dirs() -> list[Path]:
+    """The config folders of the user's on Hydra's search path (`--config-dir`, `hydra.searchpath`):
+    every file source but conf/; none outside a Hydra app."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return []
+    folders = [Path(str(s.path)) for s in HydraConfig.get().runtime.config_sources if s.schema == "file"]
+    return [f for f in folders if f.resolve() != CONF_DIR.resolve()]
 
 
 @contextlib.contextmanager

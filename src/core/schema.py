@@ -40,6 +40,10 @@ LIGHTNING_PRECISIONS = ("32-true", "bf16-mixed", "16-mixed", "bf16-true")
 MATMUL_PRECISIONS = ("highest", "high", "medium")
 
 NORM_EPS = 1e-5  # the same explicit eps for every variant (DyT and no_norm have none)
+NORM_TARGET_KEY = "_target_"  # Hydra's key for the object a config builds: a norm of the user's (src/model/user_norms.py)
+USER_NORM_REFERENCE = "torch_layernorm"  # what a norm of the user's is compared with when its YAML names no `reference`
+# A norm YAML without `norm_type` (one of the user's, naming a `_target_`) is the variant its file names.
+NORM_TYPE_OF_YAML = "${hydra:runtime.choices.norm}"
 DEFAULT_NORM = "torch_layernorm"  # GPTConfig's norm; conf/train.yaml's defaults list picks it too (a test keeps them equal)
 
 
@@ -282,7 +286,8 @@ class TrainConfig:
     """`python -m src.train`'s config. Field order is the composed config's: it orders the MLflow
     params and the run's config.yaml, as before the schema existed."""
 
-    norm: dict[str, Any] = field(default_factory=lambda: {"eps": NORM_EPS})  # + conf/norm/<key>.yaml
+    # + conf/norm/<key>.yaml; a norm YAML of one's own that names a `_target_` takes its name as its key
+    norm: dict[str, Any] = field(default_factory=lambda: {"eps": NORM_EPS, "norm_type": NORM_TYPE_OF_YAML})
     model: ModelSchema = field(default_factory=ModelSchema)
     seed: int = 0  # in [0, 2**32 - 1]: numpy's generator takes an unsigned 32-bit integer
     experiment_name: str = "normsweep"  # one MLflow experiment per sweep; experiment configs set their own

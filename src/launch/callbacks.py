@@ -67,6 +67,11 @@ def refuse_empty_sweep(config: DictConfig) -> None:
     )
 
 
+# The code each job of the sweep runs (config fingerprint -> CodeState), as `sweep_jobs` resolved them:
+# the project's, and for a norm of the user's its file beside it.
+job_code: dict[str, Any] = {}
+
+
 def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants]:
     """Every job of the sweep as the basic sweeper will launch it (the sequential one: its first round):
     overrides, run name, fingerprint, and its variant (what the jobs' configs differ in, seed aside)."""
@@ -83,14 +88,16 @@ def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants]:
     here = not config.cluster.get("spans_machines", False)
     install()  # each job composed here once; Hydra's sweeper and launcher reuse it
     jobs, params = [], {}
+    job_code.clear()
     for overrides in _job_overrides(_parsed_overrides(config)):
         try:
             cfg = job_config(config, overrides)
         except (HydraException, OmegaConfBaseException) as err:  # `foo=1,2`: as `src.train` says it
             raise ConfigError(compose_error_line(err)) from None
-        resolve(cfg, trains_here=here)  # a job that would be refused: no sweep run is recorded for it
+        spec = resolve(cfg, trains_here=here)  # a job that would be refused: no sweep run is recorded for it
         params[str(len(jobs))] = flatten(identity_config(cfg))
         jobs.append({"num": len(jobs), "overrides": list(overrides), "run_name": cfg.run_name, "fingerprint": fingerprint(cfg)})
+        job_code[jobs[-1]["fingerprint"]] = spec.record.code  # a norm of the user's: its file joins it
     variants = find_variants(params)
     for job in jobs:
         job["variant"] = variants.labels[str(job["num"])]
@@ -160,16 +167,15 @@ def stop_on_code_change(store: Store, experiment_id: str, jobs: list[dict[str, A
     if not jobs or sw.on_existing != "resume" or sw.on_code_change != "fail":
         return
     from src.tracking import sweep
-    from src.tracking.code import code_state
 
     # Which checkpoint belongs to which run is read job by job; here, with checkpoints on, an
     # interrupted run counts as one a job would resume.
     found = sweep.code_conflicts(
-        store, experiment_id, [j["fingerprint"] for j in jobs], code_state(), float(sw.stale_after_s),
+        store, experiment_id, [j["fingerprint"] for j in jobs], job_code, float(sw.stale_after_s),
         lambda run: bool(config.checkpoint.enabled),
     )  # fmt: skip
     if found:
-        raise SystemExit(f"config error: {sweep.code_change_message(store, found, code_state())}")
+        raise SystemExit(f"config error: {sweep.code_change_message(store, found, job_code)}")
 
 
 def _claim_parent(store: Any, experiment_id: str, sweep_id: str, stale_after_s: float) -> tuple[Any, list[Any]]:

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from src.core.paths import PROJECT_ROOT
+from src.core.paths import PROJECT_ROOT, user_config_dirs
 from src.core.progress import PREFIXES
 from src.tracking.store import Store
 from src.tracking.summary import sweep_params
@@ -64,14 +64,24 @@ def bench_command(
     swept = {_key(o) for own in variants.values() for o in own}
     shared = [o for o in jobs[0].get("overrides", []) if all(not o.startswith(p) for p in NOT_FOR_BENCH)]
     shared = [o for o in shared if _key(o) not in swept and f"sweep.{_key(o)}" not in sweep_params(jobs)]
-    if swept == {VARIANT_KEY}:
-        chosen = ["--variants", ",".join(o.partition("=")[2] for own in variants.values() for o in own)]
+    from src.report.comparisons import builtin_variants  # late: pandas
+
+    norms = [o.partition("=")[2] for own in variants.values() for o in own]
+    if swept == {VARIANT_KEY} and set(norms) <= set(builtin_variants()):
+        chosen = ["--variants", ",".join(norms)]
     else:
         chosen = ["--variant-overrides", json.dumps(variants)]
     bench = [*chosen, "--rounds", str(rounds), "--out", str(out_dir)]
     if kernel_s is not None:
         bench += ["--kernel-seconds", f"{kernel_s:g}"]
-    return [sys.executable, "-m", "src.bench", "variants", *bench, *shared]
+    return [sys.executable, "-m", "src.bench", "variants", *bench, *shared, *searchpath_override()]
+
+
+def searchpath_override() -> list[str]:
+    """The sweep's config folders of the user's (`--config-dir`, `hydra.searchpath`), as the override
+    the benchmark composes with: a norm YAML of the user's is found there, as the jobs found it."""
+    dirs = [f"file://{folder}" for folder in user_config_dirs()]
+    return [f"hydra.searchpath=[{','.join(dirs)}]"] if dirs else []
 
 
 def current_check(store: Store, experiment_id: str, variants: Sequence[str]) -> str | None:

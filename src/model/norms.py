@@ -11,12 +11,16 @@ norm YAML sets them next to `norm_type`. Any option may be a mapping over `POSIT
 (`{attn: 0.8, ffn: 0.2, final: 0.2}`) to give the norms of each position in the model their own value.
 `NormSpec` is where a key, eps and options are checked, once: an invalid one raises ValueError
 naming the `norm.` field and the choices, before any model is built.
+
+A norm YAML of the user's own may name any class or factory with Hydra's `_target_` instead of a
+key (src/model/user_norms.py): it is built the same way, width first, eps by name where it takes one.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +29,7 @@ from torch import nn
 
 from src.core.schema import NORM_EPS
 from src.model.fast_norms import FastRMSNorm, fast_dyt
+from src.model.user_norms import CALL_KEYS, TARGET_KEY, NormSource, NotANorm, UserNorm, check_key, check_runs
 
 DEFAULT_EPS = NORM_EPS  # the same explicit eps for every variant: the config's default `norm.eps` (src/core/schema.py)
 # Where a norm sits in the model: in the attention path (its input, output for peri-norm, and the
@@ -169,26 +174,29 @@ class NormSpec:
 
     Constructing it checks everything once: the key against the registry, eps, the option names
     against the factory's arguments, per-position mappings, and the option values by building each
-    position's norm on the meta device (the constructors own their value checks).
+    position's norm on the meta device (the constructors own their value checks). With `_target_`
+    among its options it is the user's norm (`user`): imported and its signature read here, built
+    and run at the model's width by `check_at`.
     """
 
     norm_type: str
     eps: float = DEFAULT_EPS
     options: Mapping[str, Any] = field(default_factory=dict)
+    user: UserNorm | None = field(init=False, default=None, compare=False)
 
     def __post_init__(self) -> None:
-        check_norm_type(self.norm_type)
         if isinstance(self.eps, bool) or not isinstance(self.eps, (int, float)) or not self.eps > 0:
             raise ValueError(f"norm.eps: must be a positive float, got {self.eps!r}")
+        if TARGET_KEY in self.options:
+            self._check_user()
+            return
+        check_norm_type(self.norm_type)
         accepted = norm_options(self.norm_type)
-        for name, value in self.options.items():
+        for name in self.options:
             if name not in accepted:
                 choices = ", ".join(accepted) or "none"
                 raise ValueError(f"norm.{name}: not an option of {self.norm_type} (its options: {choices})")
-            if isinstance(value, Mapping) and set(value) != set(POSITIONS):
-                raise ValueError(
-                    f"norm.{name}: a per-position value needs exactly the keys {', '.join(POSITIONS)}, got {', '.join(map(str, value))}"
-                )
+        self._check_positions()
         for position in POSITIONS:
             try:
                 with torch.device("meta"):
@@ -196,14 +204,86 @@ class NormSpec:
             except ValueError as err:
                 raise ValueError(f"norm.{err} ({self.norm_type}, {position} position)") from err
 
+    def _check_positions(self) -> None:
+        for name, value in self.factory_options.items():
+            if isinstance(value, Mapping) and set(value) != set(POSITIONS):
+                raise ValueError(
+                    f"norm.{name}: a per-position value needs exactly the keys {', '.join(POSITIONS)}, got {', '.join(map(str, value))}"
+                )
+
+    def _check_user(self) -> None:
+        if self.norm_type in NORM_REGISTRY:
+            raise ValueError(
+                f"norm.norm_type: {self.norm_type!r} is a built-in variant's name; a norm of your own needs a name of its own: "
+                f"rename its YAML (built-ins: {', '.join(NORM_REGISTRY)})"
+            )
+        self._check_positions()
+        call = {k: v for k, v in self.options.items() if k in CALL_KEYS}
+        try:
+            object.__setattr__(self, "user", UserNorm.of(call, list(self.factory_options)))
+        except ValueError as err:
+            raise ValueError(f"norm.{err}") from None
+        if self.user is not None and self.user.reference not in NORM_REGISTRY:
+            raise ValueError(
+                f"norm.reference: {self.user.reference!r} is not a built-in variant, which a norm of your own is compared with; "
+                f"valid choices: {', '.join(NORM_REGISTRY)}"
+            )
+
+    @property
+    def factory_options(self) -> dict[str, Any]:
+        """The options its factory takes (a user norm's YAML also holds how to call it: CALL_KEYS)."""
+        return {k: v for k, v in self.options.items() if k not in CALL_KEYS}
+
+    @property
+    def takes_eps(self) -> bool:
+        """Whether the run's eps reaches the norm (a user norm that takes none is built without it)."""
+        return self.user.eps_arg is not None if self.user is not None else takes_eps(self.norm_type)
+
+    @functools.cached_property
+    def source(self) -> NormSource | None:
+        """A user norm's provenance (None for a built-in: its code is the project's)."""
+        return NormSource.of(self.user) if self.user is not None else None
+
+    def check_at(self, widths: Sequence[tuple[str, int]], precision: str) -> None:
+        """A user norm built at the model's widths (`(position, width)` pairs) on the meta device, then run
+        on a random batch under `precision` (src/model/user_norms.py check_runs); ValueError naming
+        the field and the fix. Built-ins are checked by construction and need none of it."""
+        if self.user is None:
+            return
+        target = self.user.target
+        for position, width in widths:
+            try:
+                with torch.device("meta"):
+                    self.build(width, position)
+            except NotANorm as err:
+                raise ValueError(f"norm.{err}") from None
+            except Exception as err:  # the user's code: whatever it raises is this one refusal
+                raise ValueError(
+                    f"norm.{TARGET_KEY}: {target} fails to build on the meta device at width {width} "
+                    f"({type(err).__name__}: {err}); preflight sizes the model there without memory: create its "
+                    "parameters with torch.ones/zeros/empty, without reading their values while building"
+                ) from None
+            key = check_key(target, self.eps, sorted(self.options_at(position).items(), key=str), width, precision)
+            try:
+                check_runs(lambda w=width, p=position: self.build(w, p), target, width, precision, key)
+            except NotANorm as err:
+                raise ValueError(f"norm.{err}") from None
+            except Exception as err:
+                raise ValueError(
+                    f"norm.{TARGET_KEY}: {target} fails on a random batch at width {width} under precision {precision} "
+                    f"({type(err).__name__}: {err}); its forward takes a (..., {width}) tensor and returns one"
+                ) from None
+
     def options_at(self, position: str) -> dict[str, Any]:
         """The options of the norms at `position`: per-position mappings resolved to their value."""
         if position not in POSITIONS:
             raise ValueError(f"unknown norm position {position!r}; valid choices: {', '.join(POSITIONS)}")
-        return {k: v[position] if isinstance(v, Mapping) else v for k, v in self.options.items()}
+        return {k: v[position] if isinstance(v, Mapping) else v for k, v in self.factory_options.items()}
 
     def build(self, dim: int, position: str = "attn") -> nn.Module:
         kwargs = self.options_at(position)
+        if self.user is not None:
+            return self.user.build(dim, float(self.eps), kwargs)
         if takes_eps(self.norm_type):
             kwargs["eps"] = float(self.eps)
         return NORM_REGISTRY[self.norm_type](dim, **kwargs)

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
 
 from src.core.budget import Budget, resolve_budget
 from src.core.devices import uses_cuda
-from src.core.paths import ConfigError, compose
+from src.core.paths import ConfigError, compose, without_hydra
 from src.model.gpt import GPTModel, ModelStats, model_stats
 from src.preflight.cards import Card, SettingError, card_for
 from src.preflight.checks import (
@@ -68,9 +68,9 @@ def compose_job(overrides: Sequence[str]) -> tuple[DictConfig, int]:
     except Exception as err:  # Hydra's composition errors name the override and the valid options
         raise ConfigError(" ".join(str(err).split())) from err
     at_once = jobs_at_once(cfg)
-    with open_dict(cfg):
-        del cfg["hydra"]  # holds run-time values (the job number) that resolve only inside a run
-    return cfg, at_once
+    # `hydra` holds run-time values (the job number) that resolve only inside a run; a norm YAML of
+    # the user's takes its name from it first
+    return without_hydra(cfg), at_once
 
 
 def inspect_job(overrides: Sequence[str], ledger: CheckpointLedger) -> JobReport:

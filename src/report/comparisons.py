@@ -34,8 +34,8 @@ import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
-from src.core.paths import CONF_DIR, ConfigError
-from src.core.schema import MarginSchema
+from src.core.paths import CONF_DIR, ConfigError, user_config_dirs
+from src.core.schema import USER_NORM_REFERENCE, MarginSchema
 from src.report.table import AXIS_PREFIX, families_of, order_of
 from src.stats import pairs as pairs_
 from src.stats.inference import ALPHA, MIN_SEEDS, Interval, paired_bootstrap, paired_t, welch_interval
@@ -111,9 +111,16 @@ class Margins:
         return float(getattr(self, METRICS[metric][0]))
 
 
-def known_variants() -> list[str]:
-    """Every norm key a run can have: the `norm_type` of each conf/norm/*.yaml (read without torch)."""
+def builtin_variants() -> list[str]:
+    """The norms normsweep ships: the `norm_type` of each conf/norm/*.yaml (read without torch)."""
     return sorted(str(OmegaConf.load(p).norm_type) for p in (CONF_DIR / "norm").glob("*.yaml"))
+
+
+def known_variants() -> list[str]:
+    """Every norm key a run can have: the built-ins, and the norm YAMLs of the user's config folders
+    on Hydra's search path (`--config-dir`, `hydra.searchpath`), each named by its file."""
+    own = [p.stem for folder in user_config_dirs() for p in (folder / "norm").glob("*.yaml")]
+    return sorted({*builtin_variants(), *own})
 
 
 def check_pairs(pairs: Sequence[Sequence[str]], known: Sequence[str] | None = None) -> list[tuple[str, str]]:
@@ -165,16 +172,42 @@ def settings(
     return margins, (check_pairs(chosen) if chosen is not None else None)
 
 
-def pairs_for(present: Mapping[str, str], pairs: Sequence[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
-    """The pairs whose both sides are `present` (variant -> family); by default `PAIRS` plus every
-    variant against no_norm."""
+def pairs_for(
+    present: Mapping[str, str], pairs: Sequence[tuple[str, str]] | None = None, references: Mapping[str, str] | None = None
+) -> list[tuple[str, str]]:
+    """The pairs whose both sides are `present` (variant -> family); by default `PAIRS`, each norm of
+    the user's against its reference (`user_norm_pairs`), plus every variant against no_norm."""
     have = set(present)
     if pairs is not None:
         return [p for p in pairs if set(p) <= have]
-    out = [p for p in PAIRS if set(p) <= have]
+    out = [p for p in PAIRS if set(p) <= have] + user_norm_pairs(present, references or {})
     if NO_NORM in have:
         # Sorted like the table (LayerNorms, RMSNorms, others) so the report reads in one order.
         out += [(NO_NORM, v) for v in order_of(present) if v != NO_NORM]
+    return out
+
+
+def user_references(runs: pd.DataFrame) -> dict[str, str]:
+    """variant -> the reference its runs recorded (norms of the user's; src.tracking.tags NORM_REFERENCE_TAG)."""
+    if "norm_reference" not in runs:
+        return {}
+    named = runs[runs.norm_reference != ""]
+    return dict(zip(named.variant, named.norm_reference, strict=True))
+
+
+def user_norm_pairs(present: Mapping[str, str], references: Mapping[str, str]) -> list[tuple[str, str]]:
+    """Each variant no conf/norm YAML names (a norm of the user's, `_target_`) against a built-in: the
+    reference its YAML names (`references`, from its runs' tags) when swept, else the first built-in
+    of its family, else torch_layernorm, else the first built-in in the table's order."""
+    known = set(builtin_variants())
+    order = order_of(present)
+    builtins = [v for v in order if v in known]
+    out = []
+    for variant in (v for v in order if v not in known and builtins):
+        kin = [b for b in builtins if present.get(b) and present.get(b) == present.get(variant)]
+        fallback = [USER_NORM_REFERENCE] if USER_NORM_REFERENCE in builtins else builtins
+        chosen = references.get(variant)
+        out.append((chosen if chosen in builtins else (kin or fallback)[0], variant))
     return out
 
 
@@ -328,7 +361,7 @@ def comparison_pairs(
     """
     axes, refs = axes_of(runs), check_reference(runs, reference)
     if axes in ([], [NORM_AXIS]) and NORM_AXIS not in refs:
-        return [(a, b, "") for a, b in pairs_for(finished_variants(runs), pairs)]
+        return [(a, b, "") for a, b in pairs_for(finished_variants(runs), pairs, user_references(runs))]
     finished = runs[runs.outcome == FINISHED].sort_values("start_time", kind="stable")
     columns = [AXIS_PREFIX + a for a in axes]
     labels = dict(zip(map(tuple, finished[columns].to_numpy()), finished.variant, strict=True))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,8 +37,15 @@ from src.tracking.tags import (
     GIT_DIRTY_TAG,
     GPU_COUNT_TAG,
     NORM_DISPATCH_TAG,
+    NORM_EPS_TAG,
     NORM_FAMILY_TAG,
+    NORM_FILE_HASH_TAG,
+    NORM_PACKAGE_TAG,
+    NORM_PARAMS_TAG,
+    NORM_PROJECT_CODE_TAG,
+    NORM_REFERENCE_TAG,
     NORM_TAG,
+    NORM_TARGET_TAG,
     NOTE_TAG,
     SEED_TAG,
     SUPERSEDED_TAG,
@@ -176,7 +183,11 @@ def _row(store: Store, run: Run, variants: Variants, stale_after_s: float) -> di
         "start_time": pd.to_datetime(run.info.start_time, unit="ms"),
         "devices": _devices(run.data.params),
         "fingerprint": tags.get(FINGERPRINT_TAG, ""),  # the config's identity (src.tracking.identity)
-        "code": tags.get(CODE_FINGERPRINT_TAG, ""),  # the code that made it (src.tracking.code); "" before them
+        # the code that made it (src.tracking.code; "" before them): of a norm of the user's, the project's
+        # part, as the sweep records it; its own file is its hash, in the table, and stops a re-run when edited
+        "code": tags.get(NORM_PROJECT_CODE_TAG) or tags.get(CODE_FINGERPRINT_TAG, ""),
+        "norm_reference": tags.get(NORM_REFERENCE_TAG, ""),  # a norm of the user's: the built-in it is compared with
+        "norm_code": user_norm_code(tags),
         "commit": tags.get(GIT_COMMIT_TAG, "")[:7] + ("-dirty" if tags.get(GIT_DIRTY_TAG) == "true" else ""),
     }
     row.update(setting_of(run.data.params, tags))
@@ -189,6 +200,16 @@ def _row(store: Store, run: Run, variants: Variants, stale_after_s: float) -> di
         stopped = _last_step(store, run.info.run_id)
     row["stopped_at_step"] = stopped if outcome != FINISHED else math.nan
     return row
+
+
+def user_norm_code(tags: Mapping[str, str]) -> str:
+    """A norm of the user's as the table shows it: `my_norms.MyNorm (sha256 1a2b3c4d, 64 params)`; "" for a built-in."""
+    target = tags.get(NORM_TARGET_TAG)
+    if not target:
+        return ""
+    made = tags.get(NORM_PACKAGE_TAG) or f"sha256 {tags.get(NORM_FILE_HASH_TAG, '?')[:8]}"
+    eps = "" if tags.get(NORM_EPS_TAG) != "not taken" else ", no eps"
+    return f"{target} ({made}, {tags.get(NORM_PARAMS_TAG, '?')} params{eps})"
 
 
 def recorded_params(run: Run) -> dict[str, str]:

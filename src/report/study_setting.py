@@ -66,7 +66,17 @@ def setting_lines(runs: pd.DataFrame) -> list[str]:
         f"tokens trained per run: this sweep {sweep_tokens}; the study {s.tokens:,} ({s.tokens / s.n_params:.3g} per parameter)",
         f"precision: this sweep {_values(runs.precision)}; the study {s.precision}",
         f"seeds per variant: this sweep {seeds_per_variant(runs)}; the study {s.seeds}",
+        *not_the_study_lines(runs),
     ]
+
+
+def not_the_study_lines(runs: pd.DataFrame) -> list[str]:
+    """Norms of the user's (`_target_`) the sweep ran: none is a variant of the study, none has a claim's word."""
+    if "norm_code" not in runs:
+        return []
+    own = dict(zip(runs.norm, runs.norm_code, strict=True))
+    named = [f"{norm} ({code.split(' (')[0]})" for norm, code in own.items() if code]
+    return [f"not the study's variants (no claim reads them): {', '.join(named)}"] if named else []
 
 
 TABLE_COLUMNS = ["variant", "seeds (study / sweep)", "training time s (study)", "training time s (sweep)",

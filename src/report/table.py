@@ -115,6 +115,8 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
             row[column], row[f"{column}_ci"] = est.mean, est.ci
         row["notes"] = _stopped_note(of_variant)
         row["family"] = families[key]
+        # A norm of the user's: its class, file hash (or package) and parameters, as its runs recorded them
+        row["norm_code"] = ", ".join(dict.fromkeys(of_variant.norm_code)) if "norm_code" in of_variant else ""
         row["speed_reference"] = refs.get(families[key])
         rows.append(row)
     table = pd.DataFrame(rows)
@@ -161,6 +163,7 @@ SEQUENTIAL_SPEED_HEADER = "speed vs hand-rolled (one run each, one after another
 # variant measured; the jobs' own times stay as what they are: runs timed one after another.
 CHECK_SPEED_HEADER = "step time vs its pair (speed check: the verdict's estimate)"
 ONE_AFTER_ANOTHER = " (jobs one after another)"
+USER_NORM_HEADER = "norm code (class, file hash, params)"  # shown when a norm of the user's was swept
 
 
 def display_rows(
@@ -207,4 +210,8 @@ def display_rows(
             row[sequential] = interleaved_cell(interleaved.get(metric_key(row[0])))
     elif len(table) and int(table.finished.max()) < 2:
         headers[sequential] = SEQUENTIAL_SPEED_HEADER
+    if "norm_code" in table and table.norm_code.astype(bool).any():  # a norm of the user's was swept
+        headers.append(USER_NORM_HEADER)
+        for row, code in zip(rows, table.norm_code, strict=True):
+            row.append(code or "built-in")
     return headers, rows

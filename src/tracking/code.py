@@ -50,6 +50,13 @@ class CodeState:
     files: dict[str, str]  # path relative to the project root -> sha256 (shortened) of its bytes
     versions: dict[str, str]  # package -> installed version
 
+    def joined(self, files: dict[str, str], versions: dict[str, str]) -> CodeState:
+        """This code with a run's own code beside it (a norm of the user's: its file, or its package's
+        version), under one fingerprint: editing that file stops a re-run as editing src/model does."""
+        if not files and not versions:
+            return self
+        return _state({**self.files, **files}, {**self.versions, **versions})
+
     def tags(self) -> dict[str, str]:
         return {CODE_FINGERPRINT_TAG: self.fingerprint}
 
@@ -82,8 +89,10 @@ def _files(root: Path) -> dict[str, str]:
 
 def compute(root: Path) -> CodeState:
     """The code state of the project at `root` (its CODE_PATHS) with this interpreter's packages."""
-    files = _files(root)
-    versions = {name: package_version(name) for name in CODE_PACKAGES}
+    return _state(_files(root), {name: package_version(name) for name in CODE_PACKAGES})
+
+
+def _state(files: dict[str, str], versions: dict[str, str]) -> CodeState:
     canonical = json.dumps({"files": files, "versions": versions}, sort_keys=True, separators=(",", ":"))
     return CodeState(hashlib.sha256(canonical.encode()).hexdigest()[:FINGERPRINT_CHARS], files, versions)
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from src.tracking.code import CodeState, code_state
 from src.tracking.store_uri import redact_uri
 from src.tracking.tags import (
     CLUSTER_TAG,
@@ -52,6 +53,8 @@ class RecordSpec:
     overrides: list[str] = field(default_factory=list)  # the command line's (Hydra's task overrides)
     job_num: int | None = None
     system_metrics_s: float = 0.0  # MLflow's CPU/memory/GPU sampler interval; 0 = off
+    # The code that can change its numbers: the project's, and a user norm's file or package beside it
+    code: CodeState = field(default_factory=code_state)
 
     @classmethod
     def from_config(

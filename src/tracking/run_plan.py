@@ -42,7 +42,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from src.core.atomic_io import move_aside, remove_partial_writes
 from src.core.cli import in_multirun
 from src.core.paths import ConfigError, PeerRefused
-from src.tracking.code import CodeState, code_state
+from src.tracking.code import CodeState
 from src.tracking.identity import RUN_STATE_KEY, CheckpointSpec, Identity, check_checkpoint
 from src.tracking.record import RecordSpec, RunResult, StoreSpec
 from src.tracking.store import Store
@@ -235,11 +235,11 @@ def plan_explicit(spec: PlannedRun, explicit: Path, store: Store | None) -> RunP
             "the store that holds it to continue the run, or drop ckpt_path/resume=true and remove the file (or set "
             "checkpoint.dir to another folder) to start a new run"
         )
-    if policy != "keep" and made_by_other_code(run, code_state()):
+    if policy != "keep" and made_by_other_code(run, spec.record.code):
         # Continuing (or reporting) a run of other code is the user's call; `rerun` means a new run,
         # which an explicit checkpoint cannot be.
         raise ConfigError(
-            f"ckpt_path: {explicit}: {code_change_message(store, [run], code_state(), policy)}"
+            f"ckpt_path: {explicit}: {code_change_message(store, [run], spec.record.code, policy)}"
             "; with ckpt_path only =keep applies (drop ckpt_path to train it again)"
         )
     if run.info.status == "FINISHED":
@@ -268,7 +268,7 @@ def plan_sweep_job(spec: PlannedRun, store: Store) -> RunPlan:
     try:
         d = decide(
             store, experiment_id, identity.fingerprint, where.on_existing, where.stale_after_s, checkpoint_of,
-            code_state(), where.on_code_change,
+            spec.record.code, where.on_code_change,
         )  # fmt: skip
         if d.action in ("skip", "busy"):
             assert d.run is not None
@@ -321,10 +321,10 @@ def plan_single_run(spec: PlannedRun, store: Store | None) -> RunPlan:
                     f"(pid {tags.get(PID_TAG, '?')} on {tags.get(HOST_TAG, '?')}); wait for it to end, or set "
                     "checkpoint.dir to another folder"
                 )
-            if policy != "keep" and made_by_other_code(owner, code_state()):
+            if policy != "keep" and made_by_other_code(owner, spec.record.code):
                 assert store is not None
                 if policy != "rerun":
-                    raise ConfigError(code_change_message(store, [owner], code_state(), policy))
+                    raise ConfigError(code_change_message(store, [owner], spec.record.code, policy))
                 # Train it again: the new run replaces the interrupted one and its checkpoint.
                 return RunPlan(supersede=[owner_id], message=f"{spec.run_name}: run {owner_id} was made by other code; training it again")
             check_checkpoint(ck.last, fp, identity.config, state)
@@ -379,7 +379,7 @@ def already_done(spec: PlannedRun, store: Store) -> tuple[RunResult, str] | None
     try:
         d = decide(
             store, experiment_id, spec.identity.fingerprint, where.on_existing, where.stale_after_s, checkpoint_of,
-            code_state(), where.on_code_change,
+            spec.record.code, where.on_code_change,
         )  # fmt: skip
     except ConfigError:  # the job itself refuses it, in its own words
         return None

@@ -34,7 +34,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -165,11 +165,23 @@ def made_at(run: Run) -> str:
     return f"commit {commit[:7] if commit != 'unknown' else commit}{dirty}"
 
 
+# The code each job runs, by the job's config fingerprint: one CodeState when every job runs the same
+# code; a mapping when some run a norm of the user's, whose file joins their code (src.tracking.code).
+JobCode = CodeState | Mapping[str, CodeState]
+
+
+def code_of(code: JobCode, run: Run) -> CodeState:
+    """The code the job of `run`'s config runs now."""
+    if isinstance(code, CodeState):
+        return code
+    return code[run.data.tags.get(FINGERPRINT_TAG, "")]
+
+
 def code_conflicts(
     store: Store,
     experiment_id: str,
     fingerprints: Sequence[str],
-    code: CodeState,
+    code: JobCode,
     stale_after_s: float,
     checkpoint_of: Callable[[Run], bool],
 ) -> list[Run]:
@@ -178,7 +190,7 @@ def code_conflicts(
     found = []
     for fp in dict.fromkeys(fingerprints):
         runs = runs_with_fingerprint(store, experiment_id, fp)
-        if runs and by_state(runs[0], stale_after_s, checkpoint_of).action in REUSES and made_by_other_code(runs[0], code):
+        if runs and by_state(runs[0], stale_after_s, checkpoint_of).action in REUSES and made_by_other_code(runs[0], code_of(code, runs[0])):
             found.append(runs[0])
     return found
 
@@ -190,13 +202,13 @@ def _recorded_code(store: Store, run: Run) -> CodeState | None:
         return None
 
 
-def _what_differs(store: Store, runs: Sequence[Run], code: CodeState) -> str:
+def _what_differs(store: Store, runs: Sequence[Run], code: JobCode) -> str:
     if not runs[0].data.tags.get(CODE_FINGERPRINT_TAG):
         return "recorded before code fingerprints, code unknown"
     recorded = _recorded_code(store, runs[0])  # one manifest per code fingerprint: they are the same
     if recorded is None:
         return "no code manifest recorded"
-    changed = differences(recorded, code)
+    changed = differences(recorded, code_of(code, runs[0]))
     more = len(changed) - MAX_NAMED_FILES
     if not changed:
         return "same files and versions, recorded differently"
@@ -204,7 +216,7 @@ def _what_differs(store: Store, runs: Sequence[Run], code: CodeState) -> str:
     return f"{named} {'differs' if len(changed) == 1 else 'differ'}"
 
 
-def code_change_message(store: Store, runs: Sequence[Run], code: CodeState, policy: str = "fail") -> str:
+def code_change_message(store: Store, runs: Sequence[Run], code: JobCode, policy: str = "fail") -> str:
     """One line: how many runs other code made, at which commit, which files differ, and the setting."""
     groups: dict[str, list[Run]] = {}
     for run in runs:

@@ -45,6 +45,15 @@ DEVICE_TAG = "env.device"  # the GPU's model, or the CPU's with its cores and th
 GPU_COUNT_TAG = "env.gpu_count"  # set only where CUDA was available
 
 # --- the `bench-variants` run (src.bench.variants) ----------------------------------------------
+# A norm of the user's (`_target_`): where it comes from, and what it was given (src/model/user_norms.py)
+NORM_TARGET_TAG = "normsweep.norm.target"  # its import path: my_norms.CenteredRMSNorm
+NORM_FILE_TAG = "normsweep.norm.file"  # the file that defines it
+NORM_FILE_HASH_TAG = "normsweep.norm.file_sha256"  # that file's bytes: the report's table shows its start
+NORM_PACKAGE_TAG = "normsweep.norm.package"  # name==version of the installed distribution it comes from
+NORM_PARAMS_TAG = "normsweep.norm.params"  # parameters of one of its norms at the model's width
+NORM_REFERENCE_TAG = "normsweep.norm.reference"  # the built-in it is compared with (its YAML's `reference`)
+NORM_PROJECT_CODE_TAG = "normsweep.norm.project_code"  # the run's code fingerprint without its norm's file
+NORM_EPS_TAG = "normsweep.norm.eps"  # the eps it was given, or "not taken" (a different comparison)
 NORM_DISPATCH_TAG = "normsweep.norm_dispatch"  # the kernels the run's norm ran: "fwd=fused bwd=composite"
 BENCH_TAG = "normsweep.bench"
 BENCH_VARIANTS = "variants"  # BENCH_TAG's value on a `python -m src.bench variants` run

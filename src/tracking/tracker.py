@@ -27,7 +27,7 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from src.data.cache import read_meta
 from src.tracking import unsent
-from src.tracking.code import MANIFEST_ARTIFACT, code_state
+from src.tracking.code import MANIFEST_ARTIFACT
 from src.tracking.datasets import log_datasets
 from src.tracking.environment import environment_tags
 from src.tracking.git import git_state
@@ -171,7 +171,7 @@ class Tracker:
         tags = {
             **spec.tags,
             **self.git.tags(),
-            **code_state().tags(),  # the code that can change the result (files, torch, Lightning)
+            **spec.code.tags(),  # the code that can change the result (files, torch, Lightning, a user norm's file)
             **environment_tags(spec.world_size, device),  # versions, device, host, world size
             OUTCOME_TAG: RUNNING,
             FINGERPRINT_TAG: fingerprint,
@@ -258,7 +258,7 @@ class Tracker:
         if data is not None:
             log_datasets(self.store, run_id, data.cache_key, read_meta(data.folder)["splits"], data.splits)
         self.store.log_text(run_id, redact_text("\n".join(self.spec.overrides)) + "\n", OVERRIDES_ARTIFACT)
-        self.store.log_text(run_id, code_state().manifest_json(), MANIFEST_ARTIFACT)  # names the files a later code changed
+        self.store.log_text(run_id, self.spec.code.manifest_json(), MANIFEST_ARTIFACT)  # names the files a later code changed
         if self.git.dirty:  # the commit alone does not say what ran
             self.store.log_text(run_id, self.git.diff, DIFF_ARTIFACT)
 

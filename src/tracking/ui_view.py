@@ -28,7 +28,14 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from src.tracking.store_uri import is_server, redact_uri
-from src.tracking.tags import OUTCOME_TAG, SEED_TAG, SWEEP_TAG, VARIANT_TAG
+from src.tracking.tags import (
+    NORM_FILE_HASH_TAG,
+    NORM_TARGET_TAG,
+    OUTCOME_TAG,
+    SEED_TAG,
+    SWEEP_TAG,
+    VARIANT_TAG,
+)
 
 if TYPE_CHECKING:
     from src.tracking.store import Store
@@ -43,7 +50,8 @@ GROUP_TAG = VARIANT_TAG  # the run tag that names the variant (src.tracking.vari
 # tokens/s or training time: timed one after another, they rank the machine's load between jobs (the
 # speed per pair is the sweep run's, from its speed check).
 RESULT_METRICS = ("test_loss", "final_train_loss")
-RESULT_TAGS = (VARIANT_TAG, SEED_TAG, OUTCOME_TAG)
+# ...and a norm of the user's: its class and its file's hash (empty for a built-in's runs)
+RESULT_TAGS = (VARIANT_TAG, SEED_TAG, OUTCOME_TAG, NORM_TARGET_TAG, NORM_FILE_HASH_TAG)
 SHOW_ALL_RUNS = "SHOW_ALL"  # the UI's runsHiddenMode that draws every run in the charts
 
 

@@ -13,7 +13,7 @@ the Trainer's settings, checkpointing, the run plan, the device checks and the t
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,10 +22,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.core.budget import Budget, resolve_budget
 from src.core.devices import DeviceSpec, ModelSize, check_device, check_memory_floor
-from src.core.paths import ConfigError, require_writable
+from src.core.paths import CONF_DIR, ConfigError, require_writable, user_config_dirs
 from src.core.schema import (
     LIGHTNING_PRECISIONS,
     MATMUL_PRECISIONS,
+    NORM_TARGET_KEY,
     SPEED_KERNEL_S_MAX,
     schema_of,
     unknown_key_line,
@@ -35,6 +36,16 @@ from src.tracking.identity import CheckpointSpec, Identity, checkpoint_folder
 from src.tracking.record import RecordSpec, StoreSpec
 from src.tracking.store import NAME_MAX
 from src.tracking.sweep import CODE_POLICIES, POLICIES
+from src.tracking.tags import (
+    NORM_EPS_TAG,
+    NORM_FILE_HASH_TAG,
+    NORM_FILE_TAG,
+    NORM_PACKAGE_TAG,
+    NORM_PARAMS_TAG,
+    NORM_PROJECT_CODE_TAG,
+    NORM_REFERENCE_TAG,
+    NORM_TARGET_TAG,
+)
 from src.tracking.variants import AXES_ENV, axes_from_env
 
 if TYPE_CHECKING:  # the model's module imports torch: a refused config is answered without it
@@ -74,7 +85,73 @@ def model_config(cfg: DictConfig) -> GPTConfig:
             qk_norm=m.qk_norm,
         )
     except ValueError as err:
+        if NORM_TARGET_KEY in norm:  # the user's YAML: the line names it
+            raise ConfigError(f"{norm_yaml(cfg)}: {err}") from None
         raise ConfigError(str(err)) from err
+
+
+def norm_yaml(cfg: DictConfig) -> str:
+    """`norm=my_norm (/home/me/my_conf/norm/my_norm.yaml)`: the norm YAML a config chose, with its file
+    when it comes from a folder on Hydra's search path (`--config-dir`, `hydra.searchpath`)."""
+    name = str(cfg.norm.get("norm_type"))
+    found = [path for folder in user_config_dirs() if (path := folder / "norm" / f"{name}.yaml").is_file()]
+    return f"norm={name} ({found[0]})" if found else f"norm={name}"
+
+
+def refuse_shadowed_norm(cfg: DictConfig) -> None:
+    """A norm YAML of the user's named as a built-in one is never read (conf/ comes first on Hydra's
+    search path): the run would train the built-in under the user's name for it. Refused, naming both."""
+    name = str(cfg.norm.get("norm_type"))
+    builtin = CONF_DIR / "norm" / f"{name}.yaml"
+    if not builtin.is_file():
+        return
+    for path in (folder / "norm" / f"{name}.yaml" for folder in user_config_dirs()):
+        if path.is_file():
+            raise ConfigError(
+                f"norm={name} ({path}): {name!r} is a built-in variant's name ({builtin}), which Hydra reads instead; "
+                "a norm of your own needs a name of its own: rename its YAML"
+            )
+
+
+def check_user_norm(cfg: DictConfig, model: GPTConfig) -> None:
+    """A norm of the user's, built at the model's widths and run on a random batch under the run's
+    precision (src/model/user_norms.py): once per variant and process, before anything is recorded."""
+    if model.norm.user is None:
+        return
+    widths = [(position, model.emb_dim) for position in ("attn", "ffn", "final")]
+    if model.qk_norm:
+        widths.append(("attn", model.emb_dim // model.n_heads))
+    try:
+        model.norm.check_at(widths, str(cfg.precision.lightning))
+    except ValueError as err:
+        raise ConfigError(f"{norm_yaml(cfg)}: {err}") from None
+
+
+def user_norm_record(model: GPTConfig, record: RecordSpec) -> RecordSpec:
+    """A user norm's provenance on its run: tags (import path, file and hash or package, parameters,
+    eps) and its code joined to the run's code fingerprint. A built-in's record as it is."""
+    source = model.norm.source
+    if source is None:
+        return record
+    import torch
+
+    from src.model.gpt import count_params
+
+    with torch.device("meta"):
+        n_params = count_params(model.norm.build(model.emb_dim, "attn"))
+    tags = {
+        NORM_TARGET_TAG: source.target,
+        NORM_FILE_TAG: source.file,
+        NORM_FILE_HASH_TAG: source.file_sha256,
+        NORM_PACKAGE_TAG: source.package,
+        NORM_PARAMS_TAG: str(n_params),
+        NORM_EPS_TAG: f"{model.norm.eps:g}" if model.norm.takes_eps else "not taken",
+        NORM_REFERENCE_TAG: source.reference,
+        NORM_PROJECT_CODE_TAG: record.code.fingerprint,  # the report reads which project code made it
+    }
+    files, versions = source.code()
+    tags = {**record.tags, **{k: v for k, v in tags.items() if v}}
+    return replace(record, tags=tags, code=record.code.joined(files, versions))
 
 
 def _require(ok: bool, field: str, message: str) -> None:
@@ -165,6 +242,7 @@ def validate(cfg: DictConfig) -> GPTConfig:
         "model.vocab_size",
         f"must be >= the tokenizer's {VOCAB_SIZE} tokens, got {cfg.model.vocab_size}",
     )
+    refuse_shadowed_norm(cfg)
     family = cfg.norm.get("family")  # the norm group is a mapping: each norm's keys are its own
     _require(
         isinstance(family, str) and family != "",
@@ -238,8 +316,11 @@ def validate(cfg: DictConfig) -> GPTConfig:
         )
     _require_choice(cfg.cluster.strategy, lightning_names("strategy", cfg.cluster.strategy), "cluster.strategy")
     _require_choice(cfg.cluster.accelerator, lightning_names("accelerator", cfg.cluster.accelerator), "cluster.accelerator")
-    # Last: the norm's options are checked by building its layers (on the meta device), with torch.
-    return model_config(cfg)
+    # Last: the norm's options are checked by building its layers (on the meta device), with torch;
+    # a norm of the user's is also run at the model's width.
+    model = model_config(cfg)
+    check_user_norm(cfg, model)
+    return model
 
 
 @dataclass(frozen=True)
@@ -346,6 +427,7 @@ def resolve(cfg: DictConfig, trains_here: bool = True) -> RunSpec:
         placed_by="checkpoint.dir" if ck.get("dir") else "paths.checkpoints_dir",
     )
     record = RecordSpec.from_config(cfg, identity.params, axes_from_env(axes), overrides, job_num)
+    record = user_norm_record(model, record)  # a norm of the user's: its provenance, its code
     from src.model.gpt import parameter_count
 
     size = ModelSize(parameter_count(model), model.vocab_size, model.context_length, model.emb_dim)

@@ -1,0 +1,267 @@
+"""A norm the user brings by config: any importable class or factory named by Hydra's `_target_`.
+
+A norm YAML in the user's own config folder (`--config-dir ./my_conf`, or `hydra.searchpath`) names
+it, beside its options and its `family`:
+
+    _target_: my_norms.CenteredRMSNorm   # module on PYTHONPATH, or an installed package's
+    family: rmsnorm
+    scale_init: 1.0                      # an option: a keyword argument of the target
+
+It is called as the built-ins are (`src.model.norms.NormSpec`): the model's width first, the run's
+explicit eps by name where the signature takes one (a target without one is not given it: the run
+records that, since a different eps is a different comparison), its options by name, per position
+as for the built-ins. `width_arg` / `eps_arg` name those arguments for a signature that differs
+(`eps_arg: null`: it takes none). `reference` names the built-in variant an unknown family is
+compared against (default torch_layernorm). Its variant name is its YAML's name.
+
+`UserNorm` imports the target and reads its signature; `check_runs` builds it at the model's width
+and runs it on a random batch under the run's precision (shape, dtype, finite output, a gradient
+reaching its input), once per variant and process; `NormSource` is its provenance, the file that
+defines it (or its installed distribution) and that file's hash, which joins the run's code fingerprint.
+Each refusal is a ValueError naming the `norm.` field and the fix; `src.training.run_spec` adds the YAML.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import inspect
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from src.core.schema import NORM_TARGET_KEY, USER_NORM_REFERENCE
+
+TARGET_KEY = NORM_TARGET_KEY
+WIDTH_ARG_KEY = "width_arg"  # the argument that takes the model's width; null: the first one
+EPS_ARG_KEY = "eps_arg"  # the argument that takes eps; unset: `eps` where the signature has it; null: none
+REFERENCE_KEY = "reference"  # the variant an unknown family is compared against
+CALL_KEYS = (
+    TARGET_KEY,
+    WIDTH_ARG_KEY,
+    EPS_ARG_KEY,
+    REFERENCE_KEY,
+)  # YAML keys that are not the target's options
+_UNSET = object()
+# Variants whose runtime check already passed in this process or the process that launched it:
+# a sweep checks each variant once, before launch, and its jobs (here or in a pool's workers) read this.
+CHECKED_ENV = "NORMSWEEP_NORMS_CHECKED"
+CHECK_BATCH = (2, 8)  # random batch x sequence of the runtime check (plus the width)
+# What a Lightning precision runs the norm under: (parameter and input dtype, autocast dtype or None).
+PRECISION_DTYPES = {
+    "32-true": (torch.float32, None),
+    "bf16-mixed": (torch.float32, torch.bfloat16),
+    "16-mixed": (torch.float32, torch.float16),
+    "bf16-true": (torch.bfloat16, None),
+}
+
+
+class NotANorm(ValueError):
+    """The user's target does not behave as a norm of the model: the message names the key and the fix."""
+
+
+def _import(target: str) -> Callable[..., Any]:
+    """The object `module.Name` names (Hydra's `_target_` convention); ValueError naming what failed and the fix."""
+    if not isinstance(target, str) or "." not in target:
+        raise ValueError(f"{TARGET_KEY}: {target!r} is not a dotted import path; write module.Name, e.g. my_norms.MyRMSNorm")
+    module_name, _, name = target.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        raise ValueError(
+            f"{TARGET_KEY}: cannot import module {module_name} ({err}); put the folder that holds "
+            f"{module_name.split('.')[0]} on PYTHONPATH (PYTHONPATH=/path/to/folder python -m src.train ...), "
+            "or pip install the package that provides it"
+        ) from None
+    except Exception as err:  # the module's own code failed while importing
+        raise ValueError(f"{TARGET_KEY}: importing {module_name} failed ({type(err).__name__}: {err}); fix the module") from None
+    found = getattr(module, name, None)
+    if found is None:
+        names = sorted(n for n, v in vars(module).items() if isinstance(v, type) and not n.startswith("_"))
+        raise ValueError(
+            f"{TARGET_KEY}: {module_name} ({getattr(module, '__file__', '?')}) has no {name}; "
+            f"its classes: {', '.join(names) or 'none'}"
+        )
+    if not callable(found):
+        raise ValueError(f"{TARGET_KEY}: {target} is a {type(found).__name__}, not a class or a function; name an nn.Module class or a factory of one")
+    return found
+
+
+def _parameters(factory: Callable[..., Any]) -> tuple[list[str], bool]:
+    """(the names it takes, whether it takes **kwargs); ([], True) when Python cannot read its signature."""
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):  # a C extension's class without a text signature
+        return [], True
+    names = [p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    return names, any(p.kind == p.VAR_KEYWORD for p in params)
+
+
+@dataclass(frozen=True)
+class UserNorm:
+    """A `_target_` imported, with the arguments its width and eps go to, checked against its signature."""
+
+    target: str
+    factory: Callable[..., Any]
+    width_arg: str | None  # None: the width is its first positional argument
+    eps_arg: str | None  # None: it takes no eps (the run records that)
+    reference: str
+
+    @classmethod
+    def of(cls, keys: Mapping[str, Any], option_names: list[str]) -> UserNorm:
+        """From the YAML's call keys (`CALL_KEYS`); ValueError naming the field and the fix."""
+        target = keys[TARGET_KEY]
+        factory = _import(target)
+        names, open_kwargs = _parameters(factory)
+        width_arg = keys.get(WIDTH_ARG_KEY)
+        if width_arg is not None and width_arg not in names and not open_kwargs:
+            raise ValueError(
+                f"{WIDTH_ARG_KEY}: {target} has no argument {width_arg!r} (its arguments: {', '.join(names) or 'none'})"
+            )
+        eps_arg = keys.get(EPS_ARG_KEY, _UNSET)
+        if eps_arg is _UNSET:
+            eps_arg = "eps" if "eps" in names else None
+        elif eps_arg is not None and eps_arg not in names and not open_kwargs:
+            raise ValueError(
+                f"{EPS_ARG_KEY}: {target} has no argument {eps_arg!r} (its arguments: {', '.join(names) or 'none'}); "
+                f"{EPS_ARG_KEY}: null if it takes no eps"
+            )
+        taken = {width_arg, eps_arg} | ({names[0]} if width_arg is None and names else set())
+        accepted = [n for n in names if n not in taken]
+        for name in option_names:
+            if name not in accepted and not open_kwargs:
+                raise ValueError(
+                    f"{name}: not an argument of {target} (its options: {', '.join(accepted) or 'none'})"
+                )
+        reference = keys.get(REFERENCE_KEY) or USER_NORM_REFERENCE
+        return cls(str(target), factory, width_arg, eps_arg, str(reference))
+
+    def build(self, width: int, eps: float, options: Mapping[str, Any]) -> nn.Module:
+        kwargs = dict(options)
+        if self.eps_arg is not None:
+            kwargs[self.eps_arg] = float(eps)
+        if self.width_arg is not None:
+            built = self.factory(**{self.width_arg: width}, **kwargs)
+        else:
+            built = self.factory(width, **kwargs)
+        if not isinstance(built, nn.Module):
+            raise NotANorm(
+                f"{TARGET_KEY}: {self.target}({width}, ...) returned a {type(built).__name__}, not an nn.Module; "
+                "name an nn.Module class, or a function that returns one"
+            )
+        return built
+
+
+# --- the check that it behaves as a norm of the model ------------------------------------------
+
+
+def _checked_keys() -> set[str]:
+    return set(filter(None, os.environ.get(CHECKED_ENV, "").split(",")))
+
+
+def check_key(*parts: object) -> str:
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+
+
+def check_runs(build: Callable[[], nn.Module], target: str, width: int, precision: str, key: str) -> None:
+    """Build the norm at `width` and run a random batch through it, forward and backward, under
+    `precision` (on the CPU: the launching process may have no accelerator). ValueError naming what
+    went wrong and the fix. Once per `key` (the target, its options, eps, width, precision) in this
+    process and in the processes it starts (`CHECKED_ENV`)."""
+    if key in _checked_keys():
+        return
+    _check_runs(build, target, width, precision)
+    os.environ[CHECKED_ENV] = ",".join(sorted(_checked_keys() | {key}))
+
+
+def _check_runs(build: Callable[[], nn.Module], target: str, width: int, precision: str) -> None:
+    dtype, autocast = PRECISION_DTYPES.get(precision, (torch.float32, None))
+    with torch.random.fork_rng(devices=[]):  # the run's seeding stays its own
+        torch.manual_seed(0)
+        norm = build().to(dtype)
+        x = torch.randn(*CHECK_BATCH, width, dtype=dtype, requires_grad=True)
+        with torch.no_grad():
+            y = norm(x)
+        if not isinstance(y, torch.Tensor) or y.shape != x.shape or y.dtype != x.dtype:
+            got = f"{tuple(y.shape)} {y.dtype}" if isinstance(y, torch.Tensor) else type(y).__name__
+            raise NotANorm(
+                f"{TARGET_KEY}: {target} maps a {tuple(x.shape)} {x.dtype} input to {got}; a norm of the model returns a "
+                f"tensor of its input's shape and dtype (width {width}): normalize over the last dimension, cast back to x.dtype"
+            )
+        with torch.autocast("cpu", dtype=autocast, enabled=autocast is not None):
+            y = norm(x)
+        if not torch.isfinite(y).all():
+            raise NotANorm(
+                f"{TARGET_KEY}: {target} gives non-finite values on a random N(0, 1) batch at width {width} under precision "
+                f"{precision}; check its eps and its arithmetic in that dtype"
+            )
+        y.float().square().sum().backward()
+        if x.grad is None or not torch.isfinite(x.grad).all() or not x.grad.abs().sum() > 0:
+            raise NotANorm(
+                f"{TARGET_KEY}: {target}: no gradient reaches its input on a random batch at width {width} under precision "
+                f"{precision} (the model could not learn through it); compute the output from x with differentiable torch ops, "
+                "without .detach() or torch.no_grad()"
+            )
+
+
+# --- where it comes from ----------------------------------------------------------------------
+
+
+@functools.cache
+def _distributions() -> Mapping[str, list[str]]:
+    return metadata.packages_distributions()
+
+
+def _defining_file(obj: Any) -> Path | None:
+    try:
+        found = inspect.getsourcefile(obj) or inspect.getfile(obj)
+    except (TypeError, OSError):
+        return None
+    return Path(found).resolve() if found else None
+
+
+def _distribution(obj: Any, file: Path | None) -> tuple[str, str] | None:
+    """(distribution, version) of an installed package's object; None for the user's own module
+    (found on PYTHONPATH, not inside an installed distribution's files)."""
+    top = (getattr(obj, "__module__", None) or "").split(".")[0]
+    for name in _distributions().get(top, []):
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        site = Path(str(dist.locate_file(""))).resolve()
+        if file is None or site in file.parents:
+            return dist.metadata["Name"], dist.version
+    return None
+
+
+@dataclass(frozen=True)
+class NormSource:
+    """A user norm's provenance: import path, defining file and its hash, or its distribution."""
+
+    target: str
+    file: str  # the file that defines it ("" when Python cannot tell: a compiled extension)
+    file_sha256: str  # that file's bytes ("" as above)
+    package: str  # "name==version" when it comes from an installed distribution, else ""
+    reference: str  # the built-in variant it is compared with (its YAML's `reference`)
+
+    @classmethod
+    def of(cls, user: UserNorm) -> NormSource:
+        file = _defining_file(user.factory)
+        dist = _distribution(user.factory, file)
+        digest = hashlib.sha256(file.read_bytes()).hexdigest() if file is not None and file.is_file() else ""
+        return cls(user.target, str(file or ""), digest, f"{dist[0]}=={dist[1]}" if dist else "", user.reference)
+
+    def code(self) -> tuple[dict[str, str], dict[str, str]]:
+        """What joins the run's code fingerprint: (files, package versions). An installed package counts
+        by its version (and the file's hash: an edited site-packages file changes results too)."""
+        files = {f"norm {self.target} ({Path(self.file).name})": self.file_sha256[:16]} if self.file else {}
+        versions = dict([self.package.split("==", 1)]) if self.package else {}
+        return files, versions

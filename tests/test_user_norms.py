@@ -1,0 +1,224 @@
+"""A norm of the user's, named by `_target_` in a config folder of their own, outside the repository:
+swept beside a built-in through the real entry point, checked before anything is recorded, its code
+part of its result (src/model/user_norms.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from src.stats.verdicts import SpeedWord
+from tests.helpers import FAST, REPO, cli_env, run_train
+
+# A norm the way a user writes one: their own file, their own class, an option of its own.
+USER_NORM = '''
+import torch
+from torch import nn
+
+
+class CenteredRMSNorm(nn.Module):
+    """RMSNorm of the mean-centred vector with a learnable scale."""
+
+    def __init__(self, dim: int, eps: float = 1e-6, scale_init: float = 1.0) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.full((dim,), scale_init))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x - x.mean(dim=-1, keepdim=True)
+        return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight
+'''
+
+
+def user_folder(root: Path, module: str, source: str, yaml_name: str = "my_norm", target: str = "CenteredRMSNorm") -> Path:
+    """`root/<module>.py` and `root/my_conf/norm/<yaml_name>.yaml` naming it; the config folder."""
+    (root / f"{module}.py").write_text(textwrap.dedent(source))
+    conf = root / "my_conf" / "norm"
+    conf.mkdir(parents=True, exist_ok=True)
+    (conf / f"{yaml_name}.yaml").write_text(f"_target_: {module}.{target}\nfamily: rmsnorm\n")
+    return root / "my_conf"
+
+
+def sweep(root: Path, conf: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """The user's command, from the repository, their module's folder on PYTHONPATH."""
+    env = {**cli_env(), "PYTHONPATH": str(root)}
+    args = [
+        "-m", "--config-dir", str(conf), "norm=torch_rmsnorm,my_norm", "seed=0,1", *FAST, "experiment_name=mine",
+        f"paths.cache_dir={root / 'cache'}", f"paths.mlflow_db={root / 'mlflow.db'}",
+        f"paths.mlflow_artifacts={root / 'art'}", f"paths.reports_dir={root / 'reports'}",
+        f"paths.checkpoints_dir={root / 'ck'}", f"hydra.sweep.dir={root / 'multirun'}", *extra,
+    ]  # fmt: skip
+    return subprocess.run([sys.executable, "-m", "src.train", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.mark.slow
+def test_user_norm_swept_judged_and_tied_to_its_code(tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    conf = user_folder(tmp_path, "my_norms", USER_NORM)
+    done = sweep(tmp_path, conf, "report.speed_rounds=2", "report.speed_kernel_s=1")
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-3000:]
+    assert out.count(" ok | ") == 4, out[-3000:]  # every run finished
+    assert "my_norm vs torch_rmsnorm (paired by seed, n = 2): test loss" in out  # compared
+    speed = [line for line in out.splitlines() if line.startswith("my_norm vs torch_rmsnorm: ")]
+    assert speed and speed[0].split(": ", 1)[1].split(" ")[0] in {w.value for w in SpeedWord}, out[-3000:]  # its speed verdict
+    assert "my_norm fwd=" in out  # its dispatched kernels recorded
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("mine")
+    mine = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("norm") == "my_norm"]
+    digest = hashlib.sha256((tmp_path / "my_norms.py").read_bytes()).hexdigest()
+    assert len(mine) == 2
+    for run in mine:
+        assert run.data.tags["normsweep.norm.target"] == "my_norms.CenteredRMSNorm"
+        assert run.data.tags["normsweep.norm.file_sha256"] == digest
+        assert run.data.tags["normsweep.norm.params"] == "32"  # one norm at the model's width
+        assert run.data.params["norm._target_"] == "my_norms.CenteredRMSNorm"
+
+    with (tmp_path / "my_norms.py").open("a") as f:
+        f.write("# an edit that could change the numbers\n")
+    stopped = sweep(tmp_path, conf)
+    assert stopped.returncode == 2, stopped.stdout[-2000:] + stopped.stderr[-2000:]
+    line = stopped.stderr.strip().splitlines()[-1]
+    assert line.startswith("config error: sweep.on_code_change=fail: 2 ") and "my_norms.py" in line, line
+
+    rerun = sweep(tmp_path, conf, "sweep.on_code_change=rerun")
+    assert rerun.returncode == 0, rerun.stdout[-2000:] + rerun.stderr[-2000:]
+    assert rerun.stdout.count("my_norm-s") >= 2 and rerun.stdout.count(" ok | ") == 2  # only the edited norm's runs train again
+
+
+# Each refusal: (what the file holds, the YAML's target, a phrase of its line). The module name is
+# the case's own, so that an import from an earlier case cannot answer for it.
+BROKEN = {
+    "missing": ("", "nowhere_norms.Nope", "cannot import module nowhere_norms (No module named 'nowhere_norms'); put the folder"),
+    "missing_name": ("import torch\n", "Nope", "has no Nope; its classes: none"),
+    "not_a_module": ("def Norm(dim, eps=1e-5):\n    return dim * 2\n", "Norm", "not an nn.Module"),
+    "shape": (
+        "import torch\nclass Norm(torch.nn.Module):\n    def __init__(self, dim):\n        super().__init__()\n"
+        "    def forward(self, x):\n        return x.mean(-1)\n",
+        "Norm",
+        "a norm of the model returns a tensor of its input's shape and dtype",
+    ),
+    "dtype": (
+        "import torch\nclass Norm(torch.nn.Module):\n    def __init__(self, dim):\n        super().__init__()\n"
+        "    def forward(self, x):\n        return x.double()\n",
+        "Norm",
+        "a norm of the model returns a tensor of its input's shape and dtype",
+    ),
+    "non_finite": (
+        "import torch\nclass Norm(torch.nn.Module):\n    def __init__(self, dim, eps=1e-5):\n        super().__init__()\n"
+        "    def forward(self, x):\n        return x / 0.0\n",
+        "Norm",
+        "non-finite values",
+    ),
+    "no_gradient": (
+        "import torch\nclass Norm(torch.nn.Module):\n    def __init__(self, dim, eps=1e-5):\n        super().__init__()\n"
+        "        self.w = torch.nn.Parameter(torch.ones(dim))\n"
+        "    def forward(self, x):\n        return x.detach() * self.w\n",
+        "Norm",
+        "no gradient reaches its input",
+    ),
+    "meta": (
+        "import torch\nclass Norm(torch.nn.Module):\n    def __init__(self, dim):\n        super().__init__()\n"
+        "        self.w = torch.nn.Parameter(torch.ones(dim))\n        assert self.w.sum().item() == dim\n"
+        "    def forward(self, x):\n        return x * self.w\n",
+        "Norm",
+        "fails to build on the meta device",
+    ),
+}
+
+
+@pytest.mark.fresh_store
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_user_norm_refused_before_anything_is_recorded(
+    case: str, tmp_path: Path, tiny_overrides: list[str], store: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source, target, phrase = BROKEN[case]
+    module = f"user_norm_{case}"
+    conf = user_folder(tmp_path, module, source, target=target if "." not in target else target.split(".")[1])
+    if "." in target:  # not importable: the YAML names a module that does not exist
+        (conf / "norm" / "my_norm.yaml").write_text(f"_target_: {target}\nfamily: rmsnorm\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    proc = run_train("-m", "--config-dir", str(conf), "norm=torch_rmsnorm,my_norm", *tiny_overrides)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("config error: norm=my_norm ("), lines
+    assert str(conf / "norm" / "my_norm.yaml") in lines[0] and phrase in lines[0], lines[0]
+    assert not Path(store["db"]).exists()  # no store, no run
+
+
+@pytest.mark.fresh_store
+def test_a_built_in_name_is_refused(tmp_path: Path, tiny_overrides: list[str], store: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    conf = user_folder(tmp_path, "user_norm_clash", USER_NORM, yaml_name="hand_rmsnorm")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    proc = run_train("-m", "--config-dir", str(conf), "norm=torch_rmsnorm,hand_rmsnorm", *tiny_overrides)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("config error: norm=hand_rmsnorm (") and "is a built-in variant's name" in line and "rename its YAML" in line
+    assert not Path(store["db"]).exists()
+
+
+def test_check_runs_once_per_variant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from src.model import user_norms
+    from src.model.norms import NormSpec
+
+    user_folder(tmp_path, "user_norm_once", USER_NORM)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv(user_norms.CHECKED_ENV, raising=False)
+    calls = []
+    real = user_norms._check_runs
+    monkeypatch.setattr(user_norms, "_check_runs", lambda *a: calls.append(a) or real(*a))
+    options = {"_target_": "user_norm_once.CenteredRMSNorm", "scale_init": 1.0}
+    for _ in range(3):  # three jobs of one variant
+        NormSpec("my_norm", 1e-5, options).check_at([("attn", 16), ("ffn", 16), ("final", 16)], "bf16-mixed")
+    assert len(calls) == 1  # one width and options for all three positions, checked once
+    assert os.environ[user_norms.CHECKED_ENV]  # ...and by the processes this one starts
+
+
+def test_signature_keys_and_an_installed_package() -> None:
+    """`eps_arg: null` and `width_arg` for a signature that differs; an installed package's norm is
+    recorded by its distribution and version, and one without eps says so."""
+    from src.model.norms import NormSpec
+
+    spec = NormSpec("gn", 1e-5, {"_target_": "torch.nn.GroupNorm", "width_arg": "num_channels", "num_groups": 1})
+    assert spec.user is not None and spec.user.eps_arg == "eps" and spec.build(8).num_channels == 8
+    with pytest.raises(ValueError, match=r"norm\.eps_arg: torch.nn.LayerNorm has no argument 'epsilon'"):
+        NormSpec("ln", 1e-5, {"_target_": "torch.nn.LayerNorm", "eps_arg": "epsilon"})
+    with pytest.raises(ValueError, match=r"norm\.scale: not an argument of torch.nn.RMSNorm"):
+        NormSpec("rms", 1e-5, {"_target_": "torch.nn.RMSNorm", "scale": 2})
+    with pytest.raises(ValueError, match=r"norm\.reference: 'nope' is not a built-in variant"):
+        NormSpec("rms", 1e-5, {"_target_": "torch.nn.RMSNorm", "reference": "nope"})
+    assert NormSpec("rms", 1e-5, {"_target_": "torch.nn.RMSNorm"}).source.package.startswith("torch==")
+    pytest.importorskip("x_transformers")
+    x = NormSpec("x_rms", 1e-5, {"_target_": "x_transformers.x_transformers.RMSNorm"})
+    assert not x.takes_eps and x.source.package.startswith("x-transformers==")
+
+
+def test_a_user_norm_is_paired_with_its_reference() -> None:
+    """Its YAML's reference when swept, else its family's first built-in, else torch_layernorm, else
+    the first built-in; the built-ins' own pairs as before."""
+    from src.report.comparisons import pairs_for
+
+    present = {"torch_layernorm": "layernorm", "hand_rmsnorm": "rmsnorm", "torch_rmsnorm": "rmsnorm", "mine": "rmsnorm", "odd": "wavelet"}
+    pairs = pairs_for(present, references={"odd": "torch_rmsnorm"})
+    assert ("hand_rmsnorm", "mine") in pairs and ("torch_rmsnorm", "odd") in pairs
+    assert ("hand_rmsnorm", "torch_rmsnorm") in pairs and ("torch_layernorm", "torch_rmsnorm") in pairs
+    assert ("torch_layernorm", "odd") in pairs_for(present)  # no reference named: torch_layernorm
+    assert pairs_for({"torch_rmsnorm": "", "mine": ""}) == [("torch_rmsnorm", "mine")]  # the speed check knows no families
+
+
+def test_the_study_section_lists_a_user_norm_as_not_the_studys() -> None:
+    import pandas as pd
+
+    from src.report.study_setting import not_the_study_lines
+
+    runs = pd.DataFrame({"norm": ["torch_rmsnorm", "mine", "mine"], "norm_code": ["", "my_norms.Mine (sha256 1a2b3c4d, 32 params)"] * 1 + ["my_norms.Mine (sha256 1a2b3c4d, 32 params)"]})
+    assert not_the_study_lines(runs) == ["not the study's variants (no claim reads them): mine (my_norms.Mine)"]
+    assert not_the_study_lines(runs[runs.norm == "torch_rmsnorm"]) == []
