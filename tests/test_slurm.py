@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import REPO, TINY_MODEL, cli_env, training_runs
+from helpers import REPO, TINY_MODEL, cli_env, run_train, training_runs
 from mlflow.tracking import MlflowClient
 
 from src.launch.local_slurm import PARTITION, LocalSlurm, SlurmSetupError
@@ -200,17 +200,55 @@ def test_signals_and_requeue_resume_the_same_run_with_the_uninterrupted_result(
     assert not list(REPO.glob("hpc_ckpt_*.ckpt"))
 
 
-def test_a_partition_that_does_not_exist_is_refused_in_one_line(
-    local_slurm: LocalSlurm, team_server: TeamServer, token_cache_dir: Path, tmp_path: Path
+def _refused_in_process(cluster: LocalSlurm, monkeypatch: pytest.MonkeyPatch, team_server: TeamServer, cache: Path,
+                        root: Path, experiment: str, *extra: str) -> str:
+    """The sweep's command line run in this process (helpers.run_train) against the real SLURM: its one
+    refusal line, after checking that it exits 2 and records nothing in the team server."""
+    monkeypatch.setenv("SLURM_CONF", cluster.env["SLURM_CONF"])
+    before = _job_ids(cluster)
+    done = run_train(*_sweep_args(root, cache, team_server.uri, experiment, "norm=hand_layernorm", *extra)[3:])
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, lines
+    assert MlflowClient(team_server.uri).get_experiment_by_name(experiment) is None  # no sweep run, no experiment
+    assert _job_ids(cluster) == before  # nothing submitted
+    return lines[0]
+
+
+def test_a_partition_that_does_not_exist_is_refused_before_anything_is_recorded(
+    local_slurm: LocalSlurm, team_server: TeamServer, token_cache_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    args = _sweep_args(tmp_path, token_cache_dir, team_server.uri, "slurm_refused", "norm=hand_layernorm",
-                       "hydra.launcher.partition=nosuch")  # fmt: skip
-    done = _run(local_slurm, args, timeout=120)
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert done.returncode != 0
-    assert lines and lines[-1].startswith("config error: hydra.launcher.partition: sbatch refused the job:"), done.stderr[-2000:]
-    assert "invalid partition" in lines[-1].lower()
-    assert not [line for line in lines if line.startswith("sbatch:")], lines  # sbatch's own lines are quoted, not printed
+    """sbatch refused it only once the sweep's run was recorded, and left it KILLED "re-run the same
+    command to finish it", which no re-run could do."""
+    line = _refused_in_process(local_slurm, monkeypatch, team_server, token_cache_dir, tmp_path, "slurm_refused",
+                               "hydra.launcher.partition=nosuch")  # fmt: skip
+    assert line == (f"config error: hydra.launcher.partition=nosuch: SLURM has no such partition (sinfo lists: {PARTITION}); "
+                    "nothing was recorded")  # fmt: skip
+
+
+TOO_MANY_TASKS = 32 * (os.cpu_count() or 1)  # 64 here: each local node has all of this machine's cores
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        ([f"cluster.devices={TOO_MANY_TASKS}"], f"config error: cluster.devices={TOO_MANY_TASKS} x hydra.launcher.cpus_per_task=1: "
+                                                 f"a job needs {TOO_MANY_TASKS} CPUs on each of its 1 node(s); "),
+        (["cluster.num_nodes=3"], "config error: cluster.num_nodes=3: a job needs 3 nodes; "),
+    ],
+    ids=["cpus", "nodes"],
+)
+def test_a_job_the_partition_cannot_hold_is_refused_before_submitting(
+    local_slurm: LocalSlurm, team_server: TeamServer, token_cache_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    extra: list[str], said: str,
+) -> None:
+    """`cluster.devices=64` on a partition of 2-CPU nodes pended for ever (reason PartitionConfig), the
+    sweep printing only submitit's sacct warnings, and stayed in squeue after the sweep was stopped."""
+    line = _refused_in_process(local_slurm, monkeypatch, team_server, token_cache_dir, tmp_path, "slurm_too_big", *extra)
+    cpus = os.cpu_count()
+    assert line.startswith(said) and line.endswith(
+        f"hydra.launcher.partition={PARTITION} has 2 node(s), {0 if 'CPUs' in said else 2} of them big enough (the largest: "
+        f"{cpus} CPUs, 4000 MB): the job could never start (SLURM would keep it pending); nothing was recorded"
+    ), line
 
 
 def test_a_machine_without_a_slurm_controller_is_one_line(tmp_path: Path) -> None:
