@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -277,3 +278,67 @@ def test_local_slurm_tools_are_named_when_missing(monkeypatch: pytest.MonkeyPatc
 
     with pytest.raises(SlurmSetupError, match="slurm-wlm"):
         local_slurm._tool("no-such-slurm-daemon")
+
+
+def test_a_requeue_is_said_and_a_stopped_sweep_cancels_its_jobs(
+    local_slurm: LocalSlurm, team_server: TeamServer, token_cache_dir: Path, tmp_path: Path
+) -> None:
+    """A plain `scancel` was requeued and resumed in silence (the console showed only submitit's sacct
+    warnings, 21 of them); a sweep stopped by a signal left its jobs in squeue, pending or running."""
+    experiment = "slurm_requeue_said"
+    args = _sweep_args(tmp_path, token_cache_dir, team_server.uri, experiment, "norm=hand_layernorm", "seed=0,1",
+                       "optim.max_steps=5000", "val_every_n_steps=5000", "checkpoint.every_n_steps=5000",
+                       "log_every_n_steps=5")  # fmt: skip
+    client = MlflowClient(team_server.uri)
+    log = tmp_path / "sweep.log"
+    submitit = tmp_path / "multirun" / ".submitit"
+    with open(log, "w") as sink:
+        proc = subprocess.Popen(args, cwd=REPO, env=_env(local_slurm), stdout=sink, stderr=subprocess.STDOUT, text=True)
+        try:
+            _wait_in_fit(client, experiment, 2, proc)
+            array = next(p.name for p in submitit.iterdir() if re.fullmatch(r"\d+_\d+", p.name)).split("_")[0]
+            assert local_slurm.run("scancel", f"{array}_0").returncode == 0  # a plain scancel, as a user types it
+            deadline = time.monotonic() + 180
+            while f"SLURM job {array}_0 was stopped by a signal and requeued" not in log.read_text():
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+                time.sleep(0.5)
+            proc.send_signal(signal.SIGTERM)  # the sweep stopped: job 0 waits requeued, job 1 trains
+            proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    out = log.read_text()
+    said = [line for line in out.splitlines() if "was stopped by a signal and requeued" in line]
+    assert said == [
+        f"[normsweep] job #0: SLURM job {array}_0 was stopped by a signal and requeued (1 time so far); pre-emption, a time "
+        "limit's warning, `scontrol requeue` and a plain `scancel` all send one and cannot be told apart: its run was "
+        f"checkpointed and resumes when SLURM starts it again. To stop it for good: `scancel {array}_0` while it waits "
+        "(squeue shows it PENDING), or stop this sweep (Ctrl+C cancels its jobs)"
+    ], out[-3000:]
+    assert "sacct" not in out and "accounting storage" not in out, out[-3000:]  # sacct and submitit on it, every few seconds
+    assert f"[normsweep] sweep stopped: its SLURM job {array} cancelled; running jobs checkpoint and stop without requeueing" in out
+    deadline = time.monotonic() + 120
+    while (alive := [s for s in _array_states(local_slurm, array) if s not in ("CANCELLED", "COMPLETED", "FAILED")]):
+        assert time.monotonic() < deadline, f"still in squeue after the sweep was stopped: {alive}"
+        time.sleep(1.0)
+    runs = {r.data.tags["seed"]: r for r in training_runs(client, experiment)}
+    for seed, run in runs.items():  # each checkpointed where it stopped: the re-run resumes both
+        assert run.info.status == "KILLED" and run.data.tags["outcome"] == "preempted", (seed, run.data.tags)
+    logs = "".join(p.read_text() for p in submitit.rglob(f"{array}_1_*_log.out"))
+    assert f"SLURM job {array}_1 not requeued: its sweep was stopped and cancelled it" in logs, logs[-3000:]
+
+
+def _wait_in_fit(client: MlflowClient, experiment: str, jobs: int, proc: subprocess.Popen[str], timeout: float = 300) -> None:
+    """Until each of the sweep's `jobs` runs has logged two training losses (every job inside its fit)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None and time.monotonic() < deadline, "the jobs did not reach their fit"
+        exp = client.get_experiment_by_name(experiment)
+        runs = training_runs(client, experiment) if exp else []
+        if len(runs) == jobs and all(len(client.get_metric_history(r.info.run_id, "train/train_loss")) >= 2 for r in runs):
+            return
+        time.sleep(0.5)
+
+
+def _array_states(cluster: LocalSlurm, array: str) -> list[str]:
+    return cluster.run("squeue", "-h", "-t", "all", "-j", array, "-o", "%T").stdout.split()
