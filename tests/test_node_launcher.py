@@ -110,3 +110,40 @@ def test_a_rank_killed_by_a_signal_is_one_line_naming_it(tiny_overrides: list[st
     assert run.info.status in ("FAILED", "RUNNING"), run.info.status
     (parent,) = [r for r in client.search_runs([run.info.experiment_id]) if r.info.run_id != run.info.run_id]
     assert parent.info.status == "FAILED" and parent.data.tags["sweep.end_reason"] == line.removeprefix("error: ")
+
+
+# torchrun's report, as it printed it for the probe above (torch 2.13): the rank a signal killed is its root cause.
+TORCHRUN_REPORT = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+======================================================
+src.launch.node_job FAILED
+------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-12-05_00:51:33
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 8980)  (SIGTERM)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 8980
+------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-05_00:51:32
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : {code} (pid: 8981)  ({name})
+  error_file: <N/A>
+  traceback : {traceback}
+======================================================
+"""
+
+
+def test_torchruns_root_cause_names_the_killed_rank_and_only_a_signal_counts() -> None:
+    from src.launch.torchrun_output import KilledRank
+
+    killed = TORCHRUN_REPORT.format(code=-9, name="SIGKILL", traceback="Signal 9 (SIGKILL) received by PID 8981")
+    assert KilledRank.find(killed) == KilledRank(rank=1, pid=8981, signal="SIGKILL")
+    # A rank that raised (exit code 1) is the job's own failure: its lines are printed as torchrun wrote them.
+    raised = TORCHRUN_REPORT.format(code=1, name="", traceback="To enable traceback see: ...")
+    assert KilledRank.find(raised) is None
+    assert KilledRank.find("no report at all") is None

@@ -12,6 +12,7 @@ becomes the launcher's one line and the held lines are dropped, anything else is
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import sys
@@ -62,14 +63,23 @@ class TorchrunOutput:
             thread.start()
 
     def _pump(self, source: IO[bytes], target: TextIO) -> None:
-        for line in iter(source.readline, b""):
-            with self._lock:
-                self._holding = self._holding or FAILURE_LINE.search(line) is not None
-                if self._holding:
-                    self.held.append((target, line))
-                    continue
-            target.write(line.decode(errors="replace"))
-            target.flush()
+        # Pieces end at a newline or a carriage return: a progress bar's `\r` updates pass as they come.
+        pending = b""
+        while chunk := os.read(source.fileno(), 65536):
+            *pieces, pending = re.split(rb"(?<=[\r\n])", pending + chunk)
+            for piece in pieces:
+                self._pass(piece, target)
+        if pending:
+            self._pass(pending, target)
+
+    def _pass(self, piece: bytes, target: TextIO) -> None:
+        with self._lock:
+            self._holding = self._holding or FAILURE_LINE.search(piece) is not None
+            if self._holding:
+                self.held.append((target, piece))
+                return
+        target.write(piece.decode(errors="replace"))
+        target.flush()
 
     def finish(self, summarize: bool = True) -> KilledRank | None:
         """After torchrun has ended: the rank a signal killed (its lines dropped), or None (lines printed).

@@ -25,6 +25,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 GRACE_S = 3.0  # for a clean stop (PostgreSQL's fast shutdown, uvicorn's); then the hard signal
@@ -53,10 +54,11 @@ def _alive(pid: int) -> bool:
 
 def postmaster_pid(pgdata: Path) -> int | None:
     """The live postmaster of `pgdata` (its postmaster.pid's first line), or None: no file, or a stale
-    one whose pid is gone or now another program."""
+    one whose pid is gone or now another process."""
     with contextlib.suppress(OSError, ValueError, IndexError):
         pid = int((pgdata / "postmaster.pid").read_text().split()[0])
-        if _alive(pid) and b"postgres" in Path(f"/proc/{pid}/cmdline").read_bytes():
+        # Its command line names the folder (pg_ctl starts `postgres -D <pgdata>`): a reused pid is not it.
+        if _alive(pid) and str(pgdata).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
             return pid
     return None
 
@@ -88,11 +90,10 @@ def stop(groups: list[int], pgdatas: list[Path], grace_s: float = GRACE_S) -> No
         _signal(pid, signal.SIGQUIT, group=False)
 
 
-def guard(lines: object = None) -> None:
-    """Read registrations until the stdin closes, then stop what is registered."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # only the team server's end stops the servers
+def guard(lines: Iterable[str]) -> None:
+    """Read registrations until `lines` end (the team server's pipe closed), then stop what is registered."""
     registered: list[str] = []
-    for line in lines if lines is not None else sys.stdin:  # type: ignore[attr-defined]
+    for line in lines:
         line = line.strip()
         if line.startswith("forget "):
             with contextlib.suppress(ValueError):
@@ -105,4 +106,5 @@ def guard(lines: object = None) -> None:
 
 
 if __name__ == "__main__":
-    guard()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # only the team server's end stops the servers
+    guard(sys.stdin)

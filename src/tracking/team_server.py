@@ -124,18 +124,24 @@ class TeamServer:
         its guard existed, or the guard killed too): said in one line, with their logs, and stopped. They
         held the ports (`choose another --port` was the advice) and the cluster (`pg_ctl: another
         server might be running`)."""
+        left = []
         postmaster = postmaster_pid(self.pgdata)
+        if postmaster is not None:
+            left.append(f"PostgreSQL (pid {postmaster})")
         group_file = self.state_dir / MLFLOW_GROUP
-        pgid = int(group_file.read_text()) if group_file.is_file() and group_file.read_text().strip().isdigit() else None
+        recorded = group_file.read_text().strip() if group_file.is_file() else ""
+        pgid = int(recorded) if recorded.isdigit() else None
+        # The group's processes that are still `mlflow server` or its uvicorn (a group id can be reused).
         members = [p for p in group_members(pgid) if b"mlflow" in _cmdline(p) or b"uvicorn" in _cmdline(p)] if pgid else []
-        left = ([f"PostgreSQL (pid {postmaster})"] if postmaster else []) + ([f"mlflow server (pids {', '.join(map(str, members))})"] if members else [])
+        if members:
+            left.append(f"mlflow server (pids {', '.join(map(str, members))})")
         if left:
             print(
                 f"[normsweep] {self.state_dir}: {' and '.join(left)} of a team server that died were still running; "
                 f"stopping them (their logs: {self.pgdata / 'server.log'}, {self.state_dir / 'mlflow-server.log'})",
                 flush=True,
             )
-            stop([pgid] if members and pgid else [], [self.pgdata])
+            stop([pgid] if members and pgid is not None else [], [self.pgdata])
         group_file.unlink(missing_ok=True)
 
     # --- the guard: the servers end with this process, however it ends ---
