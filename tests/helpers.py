@@ -73,8 +73,9 @@ def run_train(*args: str) -> subprocess.CompletedProcess[str]:
     root = logging.getLogger()
     saved_logging = (list(root.handlers), root.level)
     out, err = io.StringIO(), io.StringIO()
+    env = cli_env()  # read before the clear: cli_env() copies this process's environment
     os.environ.clear()
-    os.environ.update(cli_env())
+    os.environ.update(env)
     sys.argv = ["src.train", *args]
     os.chdir(REPO)
     code: object = 0

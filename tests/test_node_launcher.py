@@ -4,6 +4,8 @@ keeps the work, and the re-run continues the same run and starts only what is le
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -58,3 +60,90 @@ def test_a_node_sweep_runs_each_job_on_its_ranks_and_a_sigterm_loses_nothing(
     third = subprocess.run(args, cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=200)
     assert "2 of 2 jobs already finished: not started again; starting 0" in third.stdout + third.stderr
     assert "on 2 processes" not in third.stdout
+
+
+def _rank_pid(sweep_pid: int, rank: int) -> int | None:
+    """The pid of the sweep's worker of `rank` (torchrun's child, RANK in its environment)."""
+    import psutil
+
+    for p in psutil.Process(sweep_pid).children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if "src.launch.node_job" in p.cmdline() and p.environ().get("RANK") == str(rank):
+                return p.pid
+    return None
+
+
+@pytest.mark.slow
+def test_a_rank_killed_by_a_signal_is_one_line_naming_it(tiny_overrides: list[str], store: dict[str, str], tmp_path: Path) -> None:
+    """`kill -9` of rank 1 mid-job printed rank 0's gloo error (`Connection closed by peer ...`) and
+    torchrun's `ChildFailedError` traceback and table: 47 lines, none saying which rank died and why."""
+    experiment = "node_rank_killed"
+    args = [
+        sys.executable, "-m", "src.train", "-m", *tiny_overrides, f"experiment_name={experiment}",
+        "cluster=gpu_node", "cluster.accelerator=cpu", "cluster.devices=2", "optim.max_steps=2000",
+        "val_every_n_steps=1000", "checkpoint.enabled=true", "checkpoint.every_n_steps=5",
+    ]  # fmt: skip
+    log = tmp_path / "sweep.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(args, cwd=REPO, env=cli_env(), stdout=out, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 300
+        while not list((tmp_path / "checkpoints").glob("*/*/last.ckpt")):  # both ranks inside the training loop
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "the job wrote no checkpoint"
+            time.sleep(0.3)
+        victim = _rank_pid(proc.pid, 1)
+        assert victim is not None
+        os.kill(victim, signal.SIGKILL)
+        code = proc.wait(timeout=300)
+    said = log.read_text()
+    assert code == 1, said[-3000:]
+    for noise in ("Traceback", "ChildFailedError", "gloo", "Connection closed", "Connection reset", "Error executing job"):
+        assert noise not in said, said[-3000:]
+    line = (f"error: job 0 (torch_layernorm-s0): rank 1 (pid {victim}) was killed by SIGKILL; torchrun stopped the job's "
+            "other ranks: re-run the same command to go on (finished jobs are skipped, this one resumes from its "
+            "checkpoint or starts again)")  # fmt: skip
+    lines = said.strip().splitlines()
+    assert lines[-1] == line and lines.count(f"[normsweep] {line}") == 1, said[-3000:]  # said when it happens, and at the end
+    client = MlflowClient(store["uri"])
+    (run,) = training_runs(client, experiment)
+    # Rank 0 closed it FAILED (the lost peer as its error), or torchrun stopped rank 0 first: RUNNING, lost.
+    assert run.info.status in ("FAILED", "RUNNING"), run.info.status
+    (parent,) = [r for r in client.search_runs([run.info.experiment_id]) if r.info.run_id != run.info.run_id]
+    assert parent.info.status == "FAILED" and parent.data.tags["sweep.end_reason"] == line.removeprefix("error: ")
+
+
+# torchrun's report, as it printed it for the probe above (torch 2.13): the rank a signal killed is its root cause.
+TORCHRUN_REPORT = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+======================================================
+src.launch.node_job FAILED
+------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-12-05_00:51:33
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 8980)  (SIGTERM)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 8980
+------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-05_00:51:32
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : {code} (pid: 8981)  ({name})
+  error_file: <N/A>
+  traceback : {traceback}
+======================================================
+"""
+
+
+def test_torchruns_root_cause_names_the_killed_rank_and_only_a_signal_counts() -> None:
+    from src.launch.torchrun_output import KilledRank
+
+    killed = TORCHRUN_REPORT.format(code=-9, name="SIGKILL", traceback="Signal 9 (SIGKILL) received by PID 8981")
+    assert KilledRank.find(killed) == KilledRank(rank=1, pid=8981, signal="SIGKILL")
+    # A rank that raised (exit code 1) is the job's own failure: its lines are printed as torchrun wrote them.
+    raised = TORCHRUN_REPORT.format(code=1, name="", traceback="To enable traceback see: ...")
+    assert KilledRank.find(raised) is None
+    assert KilledRank.find("no report at all") is None

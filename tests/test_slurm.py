@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -14,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import REPO, TINY_MODEL, cli_env, training_runs
+from helpers import REPO, TINY_MODEL, cli_env, run_train, training_runs
 from mlflow.tracking import MlflowClient
 
 from src.launch.local_slurm import PARTITION, LocalSlurm, SlurmSetupError
@@ -200,17 +201,55 @@ def test_signals_and_requeue_resume_the_same_run_with_the_uninterrupted_result(
     assert not list(REPO.glob("hpc_ckpt_*.ckpt"))
 
 
-def test_a_partition_that_does_not_exist_is_refused_in_one_line(
-    local_slurm: LocalSlurm, team_server: TeamServer, token_cache_dir: Path, tmp_path: Path
+def _refused_in_process(cluster: LocalSlurm, monkeypatch: pytest.MonkeyPatch, team_server: TeamServer, cache: Path,
+                        root: Path, experiment: str, *extra: str) -> str:
+    """The sweep's command line run in this process (helpers.run_train) against the real SLURM: its one
+    refusal line, after checking that it exits 2 and records nothing in the team server."""
+    monkeypatch.setenv("SLURM_CONF", cluster.env["SLURM_CONF"])
+    before = _job_ids(cluster)
+    done = run_train(*_sweep_args(root, cache, team_server.uri, experiment, "norm=hand_layernorm", *extra)[3:])
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, lines
+    assert MlflowClient(team_server.uri).get_experiment_by_name(experiment) is None  # no sweep run, no experiment
+    assert _job_ids(cluster) == before  # nothing submitted
+    return lines[0]
+
+
+def test_a_partition_that_does_not_exist_is_refused_before_anything_is_recorded(
+    local_slurm: LocalSlurm, team_server: TeamServer, token_cache_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    args = _sweep_args(tmp_path, token_cache_dir, team_server.uri, "slurm_refused", "norm=hand_layernorm",
-                       "hydra.launcher.partition=nosuch")  # fmt: skip
-    done = _run(local_slurm, args, timeout=120)
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert done.returncode != 0
-    assert lines and lines[-1].startswith("config error: hydra.launcher.partition: sbatch refused the job:"), done.stderr[-2000:]
-    assert "invalid partition" in lines[-1].lower()
-    assert not [line for line in lines if line.startswith("sbatch:")], lines  # sbatch's own lines are quoted, not printed
+    """sbatch refused it only once the sweep's run was recorded, and left it KILLED "re-run the same
+    command to finish it", which no re-run could do."""
+    line = _refused_in_process(local_slurm, monkeypatch, team_server, token_cache_dir, tmp_path, "slurm_refused",
+                               "hydra.launcher.partition=nosuch")  # fmt: skip
+    assert line == (f"config error: hydra.launcher.partition=nosuch: SLURM has no such partition (sinfo lists: {PARTITION}); "
+                    "nothing was recorded")  # fmt: skip
+
+
+TOO_MANY_TASKS = 32 * (os.cpu_count() or 1)  # 64 here: each local node has all of this machine's cores
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        ([f"cluster.devices={TOO_MANY_TASKS}"], f"config error: cluster.devices={TOO_MANY_TASKS} x hydra.launcher.cpus_per_task=1: "
+                                                 f"a job needs {TOO_MANY_TASKS} CPUs on each of its 1 node(s); "),
+        (["cluster.num_nodes=3"], "config error: cluster.num_nodes=3: a job needs 3 nodes; "),
+    ],
+    ids=["cpus", "nodes"],
+)
+def test_a_job_the_partition_cannot_hold_is_refused_before_submitting(
+    local_slurm: LocalSlurm, team_server: TeamServer, token_cache_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    extra: list[str], said: str,
+) -> None:
+    """`cluster.devices=64` on a partition of 2-CPU nodes pended for ever (reason PartitionConfig), the
+    sweep printing only submitit's sacct warnings, and stayed in squeue after the sweep was stopped."""
+    line = _refused_in_process(local_slurm, monkeypatch, team_server, token_cache_dir, tmp_path, "slurm_too_big", *extra)
+    cpus = os.cpu_count()
+    assert line.startswith(said) and line.endswith(
+        f"hydra.launcher.partition={PARTITION} has 2 node(s), {0 if 'CPUs' in said else 2} of them big enough (the largest: "
+        f"{cpus} CPUs, 4000 MB): the job could never start (SLURM would keep it pending); nothing was recorded"
+    ), line
 
 
 def test_a_machine_without_a_slurm_controller_is_one_line(tmp_path: Path) -> None:
@@ -239,3 +278,67 @@ def test_local_slurm_tools_are_named_when_missing(monkeypatch: pytest.MonkeyPatc
 
     with pytest.raises(SlurmSetupError, match="slurm-wlm"):
         local_slurm._tool("no-such-slurm-daemon")
+
+
+def test_a_requeue_is_said_and_a_stopped_sweep_cancels_its_jobs(
+    local_slurm: LocalSlurm, team_server: TeamServer, token_cache_dir: Path, tmp_path: Path
+) -> None:
+    """A plain `scancel` was requeued and resumed in silence (the console showed only submitit's sacct
+    warnings, 21 of them); a sweep stopped by a signal left its jobs in squeue, pending or running."""
+    experiment = "slurm_requeue_said"
+    args = _sweep_args(tmp_path, token_cache_dir, team_server.uri, experiment, "norm=hand_layernorm", "seed=0,1",
+                       "optim.max_steps=5000", "val_every_n_steps=5000", "checkpoint.every_n_steps=5000",
+                       "log_every_n_steps=5")  # fmt: skip
+    client = MlflowClient(team_server.uri)
+    log = tmp_path / "sweep.log"
+    submitit = tmp_path / "multirun" / ".submitit"
+    with open(log, "w") as sink:
+        proc = subprocess.Popen(args, cwd=REPO, env=_env(local_slurm), stdout=sink, stderr=subprocess.STDOUT, text=True)
+        try:
+            _wait_in_fit(client, experiment, 2, proc)
+            array = next(p.name for p in submitit.iterdir() if re.fullmatch(r"\d+_\d+", p.name)).split("_")[0]
+            assert local_slurm.run("scancel", f"{array}_0").returncode == 0  # a plain scancel, as a user types it
+            deadline = time.monotonic() + 180
+            while f"SLURM job {array}_0 was stopped by a signal and requeued" not in log.read_text():
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+                time.sleep(0.5)
+            proc.send_signal(signal.SIGTERM)  # the sweep stopped: job 0 waits requeued, job 1 trains
+            proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    out = log.read_text()
+    said = [line for line in out.splitlines() if "was stopped by a signal and requeued" in line]
+    assert said == [
+        f"[normsweep] job #0: SLURM job {array}_0 was stopped by a signal and requeued (1 time so far); pre-emption, a time "
+        "limit's warning, `scontrol requeue` and a plain `scancel` all send one and cannot be told apart: its run was "
+        f"checkpointed and resumes when SLURM starts it again. To stop it for good: `scancel {array}_0` while it waits "
+        "(squeue shows it PENDING), or stop this sweep (Ctrl+C cancels its jobs)"
+    ], out[-3000:]
+    assert "sacct" not in out and "accounting storage" not in out, out[-3000:]  # sacct and submitit on it, every few seconds
+    assert f"[normsweep] sweep stopped: its SLURM job {array} cancelled; running jobs checkpoint and stop without requeueing" in out
+    deadline = time.monotonic() + 120
+    while (alive := [s for s in _array_states(local_slurm, array) if s not in ("CANCELLED", "COMPLETED", "FAILED")]):
+        assert time.monotonic() < deadline, f"still in squeue after the sweep was stopped: {alive}"
+        time.sleep(1.0)
+    runs = {r.data.tags["seed"]: r for r in training_runs(client, experiment)}
+    for seed, run in runs.items():  # each checkpointed where it stopped: the re-run resumes both
+        assert run.info.status == "KILLED" and run.data.tags["outcome"] == "preempted", (seed, run.data.tags)
+    logs = "".join(p.read_text() for p in submitit.rglob(f"{array}_1_*_log.out"))
+    assert f"SLURM job {array}_1 not requeued: its sweep was stopped and cancelled it" in logs, logs[-3000:]
+
+
+def _wait_in_fit(client: MlflowClient, experiment: str, jobs: int, proc: subprocess.Popen[str], timeout: float = 300) -> None:
+    """Until each of the sweep's `jobs` runs has logged two training losses (every job inside its fit)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None and time.monotonic() < deadline, "the jobs did not reach their fit"
+        exp = client.get_experiment_by_name(experiment)
+        runs = training_runs(client, experiment) if exp else []
+        if len(runs) == jobs and all(len(client.get_metric_history(r.info.run_id, "train/train_loss")) >= 2 for r in runs):
+            return
+        time.sleep(0.5)
+
+
+def _array_states(cluster: LocalSlurm, array: str) -> list[str]:
+    return cluster.run("squeue", "-h", "-t", "all", "-j", array, "-o", "%T").stdout.split()

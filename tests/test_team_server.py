@@ -20,6 +20,7 @@ from helpers import REPO, TINY_MODEL, claims_at_once, cli_env, training_runs
 from mlflow.tracking import MlflowClient
 
 from src.core.paths import ConfigError, compose
+from src.core.ports import listens
 from src.launch.callbacks import MlflowSetup
 from src.tracking.server_client import DatabaseLost
 from src.tracking.store import Store
@@ -402,3 +403,96 @@ def test_a_team_server_restarted_between_two_jobs_is_ridden_out(team_server: Tea
     finally:
         server_client._given_up.discard(team_server.uri)
         team_server.start_mlflow()
+
+
+def _serving(proc: subprocess.Popen[str], state_dir: Path) -> list:
+    """Every process of a running team server: its own children (the guard, `mlflow server` and its
+    uvicorn) and PostgreSQL (daemonized by pg_ctl: the postmaster and its backends)."""
+    import psutil
+
+    postmaster = psutil.Process(int((state_dir / "pgdata" / "postmaster.pid").read_text().split()[0]))
+    return [*_children(proc.pid), postmaster, *postmaster.children(recursive=True)]
+
+
+def _alive(procs: list) -> list:
+    import psutil
+
+    left = []
+    for p in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                left.append(p)
+    return left
+
+
+@pytest.mark.slow  # a whole team server started three times from its command line
+def test_a_sigkilled_team_server_takes_its_servers_with_it_and_a_restart_clears_leftovers() -> None:
+    """`kill -9` of the team server left PostgreSQL and `mlflow server` serving (adopted by init, /health
+    200); the restart then said `choose another --port`, and with another port `pg_ctl: another server might
+    be running; ... Examine the log output.`, the log not named."""
+    import psutil
+
+    state_dir = Path(tempfile.mkdtemp(prefix="normsweep-team-kill-"))  # as root: a folder `nobody` can reach
+    port, pg_port = free_port(), free_port()
+    procs: list[subprocess.Popen[str]] = []
+    spawned: list = []
+
+    def start() -> tuple[subprocess.Popen[str], str]:
+        proc = _team_server_cli(state_dir, port, pg_port)
+        procs.append(proc)
+        assert proc.stdout is not None
+        said = ""  # every line up to the one that says it serves
+        while not said.splitlines()[-1:] or not said.splitlines()[-1].startswith("[normsweep] team server at"):
+            line = proc.stdout.readline()
+            assert line, said + proc.stdout.read()
+            said += line
+        return proc, said
+
+    try:
+        # 1. The supervisor SIGKILLed: its guard stops both servers within seconds.
+        proc, said = start()
+        assert said.count("\n") == 1, said  # nothing left over on a new folder
+        spawned = _serving(proc, state_dir)
+        assert any("mlflow" in " ".join(p.cmdline()) for p in spawned) and any(p.name() == "postgres" for p in spawned)
+        proc.kill()
+        proc.wait()
+        killed_at = time.monotonic()
+        while _alive(spawned) and time.monotonic() - killed_at < 30:
+            time.sleep(0.2)
+        gone_after_s = time.monotonic() - killed_at
+        print(f"every server process gone {gone_after_s:.1f} s after the SIGKILL")
+        assert not _alive(spawned), [(p.pid, p.cmdline()) for p in _alive(spawned)]
+        assert gone_after_s < 15  # the guard's grace is 3 s; generous for a loaded machine
+        assert not listens(port) and not listens(pg_port)
+
+        # 2. The same command again works on the same data; then its guard killed first (as by a `kill -9`
+        # of the whole group): the servers outlive it, and the next start says so, names the logs, stops them.
+        proc, said = start()
+        spawned = _serving(proc, state_dir)
+        guard = next(p for p in psutil.Process(proc.pid).children() if "server_guard" in " ".join(p.cmdline()))
+        guard.kill()
+        proc.kill()
+        proc.wait()
+        time.sleep(1)
+        assert _alive([p for p in spawned if p.pid != guard.pid]), "nothing outlived the guard: nothing to clear"
+        proc, said = start()
+        first, _ = said.split("\n", 1)
+        assert first.startswith(f"[normsweep] {state_dir}: PostgreSQL (pid ") and "mlflow server (pids " in first, said
+        assert first.endswith(
+            f"of a team server that died were still running; stopping them (their logs: {state_dir}/pgdata/server.log, "
+            f"{state_dir}/mlflow-server.log)"
+        ), first
+        assert not _alive([p for p in spawned if p.pid != guard.pid])
+        assert Store.connect(f"http://127.0.0.1:{port}").experiment_id("after_a_restart", None)
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=120)
+        assert rest.strip().splitlines() == ["[normsweep] team server stopped (PostgreSQL and mlflow server)"], rest
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        TeamServer(state_dir, port, pg_port, postgres_started=True).stop_postgres()
+        for left in _alive(spawned):
+            left.kill()
+        shutil.rmtree(state_dir, ignore_errors=True)

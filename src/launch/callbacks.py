@@ -110,8 +110,9 @@ SLURM_COMMANDS = ("sbatch", "srun")
 
 
 def check_scheduler(config: DictConfig) -> None:
-    """A sweep that submits to SLURM needs SLURM's commands here: ConfigError, before the store is
-    opened or the sweep recorded (submitit found them missing only once the sweep's run existed)."""
+    """A sweep that submits to SLURM needs SLURM's commands here, and a partition its jobs fit in:
+    ConfigError, before the store is opened or the sweep recorded (submitit found the commands missing,
+    and sbatch the partition unknown, only once the sweep's run existed)."""
     import shutil
 
     target = str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "")
@@ -125,6 +126,9 @@ def check_scheduler(config: DictConfig) -> None:
             "from the cluster's login node, or choose a cluster that trains here (e.g. cluster=cpu_pool); "
             "nothing was recorded"
         )
+    from src.launch.slurm_partition import check_partition
+
+    check_partition(config)  # a partition that does not exist, or that no job of the sweep fits in
 
 
 def check_hydra_folder(folder: Path, key: str) -> None:

@@ -22,13 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.singleton import Singleton
-from hydra.core.utils import JobReturn, filter_overrides, run_job, setup_globals
+from hydra.core.utils import JobReturn, JobStatus, filter_overrides, run_job, setup_globals
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, open_dict
 
+from src.core.compositions import job_config
 from src.launch.done_jobs import in_order, lost, split_done
-from src.launch.sweep_end import RESULT_AWAITED_ENV
+from src.launch.sweep_end import RESULT_AWAITED_ENV, JobFailed, job_failed, without_hydra_line
+from src.launch.torchrun_output import KilledRank, TorchrunOutput
 
 RESULT_FILE = "result.pkl"
 JOB_FILE = "job.pkl"
@@ -76,7 +78,9 @@ class NodeLauncher(Launcher):
         # torchrun's default of one thread per worker suits GPUs; on the CPU each worker gets its share.
         threads = os.environ.get("OMP_NUM_THREADS") or str(max(1, (os.cpu_count() or 1) // self.nproc_per_node))
         env = {**os.environ, "OMP_NUM_THREADS": threads, RESULT_AWAITED_ENV: "node"}
-        proc = subprocess.Popen(command, env=env)
+        # Read through src/launch/torchrun_output.py: a rank killed by a signal is one line, not 47.
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        output = TorchrunOutput(proc.stdout, proc.stderr)  # type: ignore[arg-type]
 
         def forward(signum: int, frame: Any) -> None:  # torchrun passes it on to every worker
             stopped.append(signum)
@@ -88,16 +92,27 @@ class NodeLauncher(Launcher):
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
+        killed = output.finish(summarize=not stopped)
         if stopped:  # the job saved its state as pre-empted (src/training/run_life.py); the sweep stops here
             print(f"[normsweep] sweep stopped by {signal.Signals(stopped[0]).name} in job #{num}; "
                   "re-run the same command to continue", flush=True)  # fmt: skip
             raise SystemExit(0)
         result = folder / RESULT_FILE
+        if killed is not None:
+            return killed_rank_result(self._named(num, overrides), overrides, result, killed)
         if result.is_file():
             with open(result, "rb") as f:
                 return cloudpickle.load(f)
         return lost(overrides, f"{name}: its processes ended (torchrun exit {code}) without a result; "
                                 "re-run the same command to continue it from its checkpoint")  # fmt: skip
+
+    def _named(self, num: int, overrides: list[str]) -> str:
+        """`job 3 (hand_rmsnorm-s1)`: the job's number and run name, as far as its config composes."""
+        assert self.config is not None and self.hydra_context is not None
+        try:
+            return f"job {num} ({job_config(self.config, overrides, self.hydra_context.config_loader).run_name})"
+        except Exception:  # a job that does not compose refused itself in its own words already
+            return f"job {num}"
 
     def run_one(self, overrides: list[str], num: int, state: dict[type, Singleton]) -> JobReturn:
         """In each worker: the job, as Hydra's own launchers run one."""
@@ -112,3 +127,30 @@ class NodeLauncher(Launcher):
             hydra_context=self.hydra_context, task_function=self.task_function, config=config,
             job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir",
         )  # fmt: skip
+
+
+def killed_rank_result(who: str, overrides: list[str], result_file: Path, killed: KilledRank) -> JobReturn:
+    """The job's result when one of its ranks was killed: rank 0's own (its run closed as rank 0 saw it)
+    with the failure said in one line naming the killed rank; a lost job when rank 0 itself died."""
+    import cloudpickle
+
+    result: JobReturn | None = None
+    if result_file.is_file():
+        with open(result_file, "rb") as f:
+            result = cloudpickle.load(f)
+    if result is not None and result.status == JobStatus.COMPLETED:
+        return result  # the job had finished when the rank died: nothing was lost
+    # Rank 0 either closed its run (the lost peer as its error) or was stopped first, leaving it RUNNING:
+    # the re-run settles either, as it does for a pool's lost worker.
+    line = (
+        f"error: {who}: rank {killed.rank} (pid {killed.pid}) was killed by {killed.signal}; torchrun stopped the "
+        "job's other ranks: re-run the same command to go on (finished jobs are skipped, this one resumes from its "
+        "checkpoint or starts again)"
+    )
+    print(f"[normsweep] {line}", file=sys.stderr, flush=True)
+    job_failed(line.removeprefix("error: "))  # the sweep run's end reason
+    if result is None:
+        result = lost(overrides, line)
+    result._return_value = JobFailed(line)
+    without_hydra_line(result)  # said above: the sweep's end repeats the line alone, not Hydra's overrides
+    return result

@@ -2,7 +2,11 @@
 watches each until it has a result, or SLURM says it ended without one.
 
 Without SLURM accounting (`sacct`) submitit cannot tell a job that ended without a result from one
-still pending, and waits for ever; `squeue` can, for as long as SLURM lists the job (MinJobAge).
+still pending, and waits for ever; `scontrol` can, for as long as SLURM lists the job (MinJobAge).
+It also counts a job's requeues: each one is a line on the sweep's console (a pre-emption and a
+plain `scancel` both send SIGTERM, which the job answers by checkpointing and requeueing itself),
+where submitit printed only its sacct warnings, now held back. A sweep stopped by Ctrl+C or SIGTERM
+cancels the jobs it submitted, after writing the file that tells them not to requeue themselves.
 Hydra instantiates launchers only from `hydra_plugins`: the class Hydra sees is the subclass in
 hydra_plugins/normsweep_launchers/slurm.py (cluster=slurm sets it).
 """
@@ -10,7 +14,9 @@ hydra_plugins/normsweep_launchers/slurm.py (cluster=slurm sets it).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -26,30 +32,67 @@ from omegaconf import OmegaConf
 
 from src.core.paths import ConfigError
 from src.launch.done_jobs import in_order, lost, split_done
+from src.training.preemption import CANCELLED_FILE_ENV
 
 # squeue's states of a job that will still produce a result (it may be requeued meanwhile).
 SLURM_ALIVE = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD",
                          "REQUEUE_FED", "RESIZING", "SUSPENDED", "STAGE_OUT", "SIGNALING", "PREEMPTED"})  # fmt: skip
-SQUEUE_EVERY_S = 5.0  # how often a job without a result is looked up in squeue
+SQUEUE_EVERY_S = 5.0  # how often a job without a result is looked up (scontrol)
 NO_RESULT_GRACE_S = 10.0  # a result file may lag the job's end on a shared file system
 
 
 
-def squeue_state(job_id: str) -> str | None:
-    """The job's state as squeue lists it; None once SLURM no longer lists it (or squeue fails)."""
+def job_view(job_id: str) -> tuple[str, int] | None:
+    """(the job's state, how often SLURM has requeued it), as `scontrol` shows it; None once SLURM no
+    longer knows the job (MinJobAge) or scontrol fails."""
     try:
-        out = subprocess.run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=30)
+        out = subprocess.run(["scontrol", "--oneliner", "show", "job", job_id], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    states = out.stdout.split()
-    return states[0] if out.returncode == 0 and states else None
+    state, restarts = re.search(r"\bJobState=(\S+)", out.stdout), re.search(r"\bRestarts=(\d+)", out.stdout)
+    if out.returncode != 0 or state is None:
+        return None
+    return state.group(1), int(restarts.group(1)) if restarts else 0
+
+
+def requeued_line(num: int, job_id: str, restarts: int) -> str:
+    """What the sweep's console says when SLURM has requeued one of its jobs (the job checkpointed first)."""
+    return (
+        f"[normsweep] job #{num}: SLURM job {job_id} was stopped by a signal and requeued ({restarts} time"
+        f"{'s' if restarts != 1 else ''} so far); pre-emption, a time limit's warning, `scontrol requeue` and a plain "
+        f"`scancel` all send one and cannot be told apart: its run was checkpointed and resumes when SLURM starts it "
+        f"again. To stop it for good: `scancel {job_id}` while it waits (squeue shows it PENDING), or stop this "
+        "sweep (Ctrl+C cancels its jobs)"
+    )
+
+
+class _NoSacctWarnings(logging.Filter):
+    """submitit's `Bypassing sacct error ..., status may be inaccurate.`, every few seconds on a cluster
+    without accounting: the launcher follows its jobs through scontrol instead, and says what matters
+    (a requeue: `requeued_line`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Bypassing sacct error" not in record.getMessage()
 
 
 @contextlib.contextmanager
-def sbatch_stderr() -> Iterator[Callable[[], str]]:
-    """What sbatch writes to stderr while submitit submits (submitit leaves the child's stderr on
-    ours): held back, so that a refusal is the one `config error:` line that quotes it; replayed when
-    the submission goes through (sbatch's warnings are the user's to read)."""
+def quiet_sacct() -> Iterator[None]:
+    said = _NoSacctWarnings()
+    logging.getLogger("submitit").addFilter(said)
+    try:
+        yield
+    finally:
+        logging.getLogger("submitit").removeFilter(said)
+
+
+@contextlib.contextmanager
+def held_stderr(keep: Callable[[str], bool] = lambda line: True) -> Iterator[Callable[[], str]]:
+    """What a child of submitit writes to stderr meanwhile (submitit leaves the child's stderr on ours),
+    held back; its lines that `keep` accepts are replayed unless the block raised.
+
+    sbatch's: a refusal is the one `config error:` line that quotes it; its warnings on a submission
+    that went through are the user's to read. sacct's: `Slurm accounting storage is disabled` at every
+    status check of a cluster without accounting, which the launcher does without."""
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile(mode="w+b") as held:
@@ -66,11 +109,16 @@ def sbatch_stderr() -> Iterator[Callable[[], str]]:
             failed = True
             raise
         finally:
+            sys.stderr.flush()
             os.dup2(saved, 2)
             os.close(saved)
-            if not failed and (text := told()):
+            if not failed and (text := "".join(line for line in told().splitlines(keepends=True) if keep(line))):
                 sys.stderr.write(text)
                 sys.stderr.flush()
+
+
+def not_sacct(line: str) -> bool:
+    return not line.startswith("sacct:") and "accounting storage is disabled" not in line
 
 
 def sbatch_reason(text: str) -> str:
@@ -98,9 +146,17 @@ class SlurmSweepLauncher(SlurmLauncher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         pending, returns = split_done(self, job_overrides, initial_job_idx)
         if pending:
+            assert self.config is not None
+            # Named before sbatch copies the environment into the jobs: written only if this sweep is stopped.
+            cancelled = Path(str(self.config.hydra.sweep.dir)) / ".submitit" / f"cancelled-{os.getpid()}-{time.time_ns()}"
+            os.environ[CANCELLED_FILE_ENV] = str(cancelled)
             jobs = self._submit(pending)
-            for (num, overrides), job in zip(pending, jobs, strict=True):
-                returns[num] = self._result(job, num, overrides)
+            try:
+                with quiet_sacct():
+                    returns.update(self._results(pending, jobs))
+            except (KeyboardInterrupt, SystemExit):  # Ctrl+C, or SIGTERM (src/launch/sweep_end.py): stopped
+                cancel(jobs, cancelled)
+                raise
         return in_order(initial_job_idx, len(job_overrides), returns)
 
     def _executor(self) -> Any:
@@ -121,7 +177,7 @@ class SlurmSweepLauncher(SlurmLauncher):
             print(f"[normsweep] submitting #{num}: {' '.join(filter_overrides(overrides))}", flush=True)
         state = Singleton.get_state()
         params = [(o, "hydra.sweep.dir", num, f"job_id_for_{num}", state) for num, o in pending]
-        with sbatch_stderr() as told:
+        with held_stderr() as told:
             try:
                 return self._executor().map_array(self, *zip(*params, strict=True))
             except Exception as err:  # sbatch refused the job (submitit's FailedJobError, or sbatch missing)
@@ -130,33 +186,64 @@ class SlurmSweepLauncher(SlurmLauncher):
                 hint = "; this machine reaches no SLURM controller: submit from the cluster's login node (or set SLURM_CONF)" if unreached else ""
                 raise ConfigError(f"{sbatch_field(reason)}: sbatch refused the job: {reason}{hint}; nothing was submitted") from None
 
-    def _result(self, job: Any, num: int, overrides: list[str]) -> JobReturn:
-        """The job's result once every task has one; a failed return, in one line, if SLURM ended the
-        job without one (cancelled, killed, out of memory, a node lost)."""
+    def _results(self, pending: list[tuple[int, list[str]]], jobs: list[Any]) -> dict[int, JobReturn]:
+        """Each job's result once every task has one; a failed return, in one line, for a job SLURM ended
+        without one (cancelled, killed, out of memory, a node lost); one line each time SLURM requeues one."""
         from submitit.core.utils import UncompletedJobError
 
-        looked, gone_since = 0.0, None
-        while True:
-            if job.done():
-                try:
-                    return job.results()[0]
-                except UncompletedJobError:
-                    state = job.state
-                    break
+        waiting = {num: (job, overrides) for (num, overrides), job in zip(pending, jobs, strict=True)}
+        results: dict[int, JobReturn] = {}
+        restarts = dict.fromkeys(waiting, 0)
+        gone_since: dict[int, float] = {}
+        states: dict[int, str | None] = {}
+        looked = 0.0
+        while waiting:
+            with held_stderr(keep=not_sacct):  # submitit asks sacct first, at every look
+                for num, (job, overrides) in list(waiting.items()):
+                    if job.done():
+                        try:
+                            results[num] = job.results()[0]
+                        except UncompletedJobError:
+                            results[num] = self._lost(job, num, overrides, job.state)
+                        del waiting[num]
             now = time.monotonic()
-            if now - looked >= SQUEUE_EVERY_S:
+            if waiting and now - looked >= SQUEUE_EVERY_S:
                 looked = now
-                state = squeue_state(job.job_id)
-                if state in SLURM_ALIVE:
-                    gone_since = None
-                elif gone_since is None:
-                    gone_since = now
-                elif now - gone_since > NO_RESULT_GRACE_S:
-                    break
+                for num, (job, overrides) in list(waiting.items()):
+                    view = job_view(job.job_id)
+                    states[num] = view[0] if view else None
+                    if view is not None and view[1] > restarts[num]:
+                        restarts[num] = view[1]
+                        print(requeued_line(num, job.job_id, view[1]), flush=True)
+                    if states[num] in SLURM_ALIVE:
+                        gone_since.pop(num, None)
+                    elif now - gone_since.setdefault(num, now) > NO_RESULT_GRACE_S:
+                        results[num] = self._lost(job, num, overrides, states[num])
+                        del waiting[num]
             time.sleep(1.0)
+        return results
+
+    @staticmethod
+    def _lost(job: Any, num: int, overrides: list[str], state: str | None) -> JobReturn:
         what = f"ended ({state})" if state else "is no longer listed by SLURM"
         return lost(
             overrides,
             f"job #{num}: SLURM job {job.job_id} {what} without a result (its log: "
             f"{job.paths.stderr}); re-run the same command to continue it from its checkpoint",
         )
+
+
+def cancel(jobs: list[Any], cancelled: Path) -> None:
+    """The sweep was stopped: cancel the SLURM jobs it submitted (pending ones would start later, running
+    ones go on with nobody waiting), after writing the file that tells them not to requeue themselves."""
+    arrays = sorted({str(job.job_id).split("_")[0] for job in jobs})
+    with contextlib.suppress(OSError):
+        cancelled.parent.mkdir(parents=True, exist_ok=True)
+        cancelled.write_text("the sweep was stopped\n")
+    try:
+        done = subprocess.run(["scancel", *arrays], capture_output=True, text=True, timeout=30)
+        said = "" if done.returncode == 0 else f" (scancel: {(done.stderr or done.stdout).strip() or done.returncode})"
+    except (OSError, subprocess.TimeoutExpired) as err:
+        said = f" (scancel failed: {err}; cancel them yourself: scancel {' '.join(arrays)})"
+    print(f"[normsweep] sweep stopped: its SLURM job{'s' if len(arrays) > 1 else ''} {', '.join(arrays)} cancelled{said}; "
+          "running jobs checkpoint and stop without requeueing: re-run the same command to resume them", flush=True)  # fmt: skip

@@ -35,6 +35,7 @@ from src.core import cli
 from src.core.atomic_io import try_hold
 from src.core.paths import PROJECT_ROOT, unwritable_reason
 from src.core.ports import free_port, listens
+from src.tracking.server_guard import group_members, postmaster_pid, stop
 
 DB_USER = "normsweep"  # the cluster's superuser; trust authentication on 127.0.0.1 only
 DB_NAME = "mlflow"
@@ -58,6 +59,7 @@ class FolderInUse(ServerSetupError):
 
 FOLDER_LOCK = "team_server.lock"  # held by the running team server for its lifetime (src.core.atomic_io)
 FOLDER_OWNER = "team_server.pid"  # its pid and address, for the refusal of a second one
+MLFLOW_GROUP = "mlflow-server.pgid"  # the running `mlflow server`'s process group, for a restart after a SIGKILL
 
 
 def pg_tool(name: str) -> str:
@@ -79,11 +81,11 @@ def _as_owner(cmd: list[str]) -> list[str]:
     return ["runuser", "-u", RUN_AS_WHEN_ROOT, "--", *cmd] if os.geteuid() == 0 else cmd
 
 
-def _run(cmd: list[str], what: str) -> None:
+def _run(cmd: list[str], what: str, log: Path | None = None) -> None:
     done = subprocess.run(_as_owner(cmd), capture_output=True, text=True)
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-        raise ServerSetupError(f"{what} failed: {' / '.join(tail)}")
+        raise ServerSetupError(f"{what} failed: {' / '.join(tail)}" + (f"; its log: {log}" if log else ""))
 
 
 @dataclass
@@ -96,6 +98,7 @@ class TeamServer:
     fast: bool = False  # tests: no fsync (a crash of the machine may lose the last writes)
     mlflow_proc: subprocess.Popen | None = field(default=None, repr=False)
     folder_lock: FileLock | None = field(default=None, repr=False)
+    guard: subprocess.Popen | None = field(default=None, repr=False)  # src/tracking/server_guard.py
     postgres_started: bool = field(default=False, repr=False)  # by this process: only then does it stop it
 
     # --- the state folder: one team server at a time ---
@@ -114,6 +117,56 @@ class TeamServer:
                 "stop it (Ctrl+C or kill <pid>), or start this one with another --dir"
             )
         owner.write_text(f"pid {os.getpid()}, {self.uri}, PostgreSQL on 127.0.0.1:{self.pg_port}\n")
+        self.stop_leftovers()
+
+    def stop_leftovers(self) -> None:
+        """The servers of a team server that died on this folder without stopping them (SIGKILL before
+        its guard existed, or the guard killed too): said in one line, with their logs, and stopped. They
+        held the ports (`choose another --port` was the advice) and the cluster (`pg_ctl: another
+        server might be running`)."""
+        left = []
+        postmaster = postmaster_pid(self.pgdata)
+        if postmaster is not None:
+            left.append(f"PostgreSQL (pid {postmaster})")
+        group_file = self.state_dir / MLFLOW_GROUP
+        recorded = group_file.read_text().strip() if group_file.is_file() else ""
+        pgid = int(recorded) if recorded.isdigit() else None
+        # The group's processes that are still `mlflow server` or its uvicorn (a group id can be reused).
+        members = [p for p in group_members(pgid) if b"mlflow" in _cmdline(p) or b"uvicorn" in _cmdline(p)] if pgid else []
+        if members:
+            left.append(f"mlflow server (pids {', '.join(map(str, members))})")
+        if left:
+            print(
+                f"[normsweep] {self.state_dir}: {' and '.join(left)} of a team server that died were still running; "
+                f"stopping them (their logs: {self.pgdata / 'server.log'}, {self.state_dir / 'mlflow-server.log'})",
+                flush=True,
+            )
+            stop([pgid] if members and pgid is not None else [], [self.pgdata])
+        group_file.unlink(missing_ok=True)
+
+    # --- the guard: the servers end with this process, however it ends ---
+
+    def start_guard(self) -> None:
+        """Start src/tracking/server_guard.py, which stops what it is told of when this process dies."""
+        if self.guard is None or self.guard.poll() is not None:
+            self.guard = subprocess.Popen(
+                [sys.executable, "-m", "src.tracking.server_guard"], stdin=subprocess.PIPE, text=True,
+                cwd=PROJECT_ROOT, start_new_session=True,
+            )  # fmt: skip
+
+    def tell_guard(self, line: str) -> None:
+        if self.guard is not None and self.guard.stdin is not None:
+            with contextlib.suppress(OSError):  # a guard already gone: nothing more it can do
+                self.guard.stdin.write(line + "\n")
+                self.guard.stdin.flush()
+
+    def stop_guard(self) -> None:
+        if self.guard is not None:
+            with contextlib.suppress(OSError):
+                assert self.guard.stdin is not None
+                self.guard.stdin.close()
+            self.guard.wait()
+            self.guard = None
 
     def check_ports(self) -> None:
         """Both ports free, before either server starts: a taken one made `mlflow server` exit at once
@@ -159,11 +212,17 @@ class TeamServer:
         if new:
             _run([pg_tool("initdb"), "-D", str(self.pgdata), "-U", DB_USER, "--auth=trust", "-E", "UTF8",
                   *(["--no-sync"] if self.fast else [])], "initdb")  # fmt: skip
+        self.start_guard()
+        self.tell_guard(f"postgres {self.pgdata}")  # read at the guard's stop: a cluster half started is stopped too
         options = f"-p {self.pg_port} -k {self.pgdata} -c listen_addresses=127.0.0.1"
         if self.fast:
             options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-        _run([pg_tool("pg_ctl"), "-D", str(self.pgdata), "-l", str(self.pgdata / "server.log"), "-w", "-t", "60",
-              "-o", options, "start"], "starting PostgreSQL")  # fmt: skip
+        try:
+            _run([pg_tool("pg_ctl"), "-D", str(self.pgdata), "-l", str(self.pgdata / "server.log"), "-w", "-t", "60",
+                  "-o", options, "start"], "starting PostgreSQL", log=self.pgdata / "server.log")  # fmt: skip
+        except ServerSetupError:
+            self.tell_guard(f"forget postgres {self.pgdata}")  # a cluster that runs is another's: not to be stopped
+            raise
         self.postgres_started = True
         if new:
             _run([pg_tool("createdb"), "-h", "127.0.0.1", "-p", str(self.pg_port), "-U", DB_USER, DB_NAME], "createdb")
@@ -174,6 +233,7 @@ class TeamServer:
             return
         with contextlib.suppress(ServerSetupError):
             _run([pg_tool("pg_ctl"), "-D", str(self.pgdata), "-m", "fast", "-w", "stop"], "stopping PostgreSQL")
+        self.tell_guard(f"forget postgres {self.pgdata}")
         self.postgres_started = False
 
     # --- the MLflow server ---
@@ -190,7 +250,10 @@ class TeamServer:
         out = open(log or self.state_dir / "mlflow-server.log", "ab")  # noqa: SIM115 - the child keeps it
         # Its own process group: stopping it stops uvicorn's workers too.
         env = {**os.environ, **SERVER_ENV, "PGUSER": DB_USER}
+        self.start_guard()
         self.mlflow_proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self.tell_guard(f"group {self.mlflow_proc.pid}")
+        (self.state_dir / MLFLOW_GROUP).write_text(f"{self.mlflow_proc.pid}\n")
         self.wait_ready()
 
     def wait_ready(self, wait_s: float = START_WAIT_S) -> None:
@@ -216,6 +279,8 @@ class TeamServer:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.mlflow_proc.pid, signal.SIGKILL)
                 self.mlflow_proc.wait(timeout=STOP_WAIT_S)
+            self.tell_guard(f"forget group {self.mlflow_proc.pid}")
+            (self.state_dir / MLFLOW_GROUP).unlink(missing_ok=True)
         self.mlflow_proc = None
 
     # --- both ---
@@ -239,7 +304,14 @@ class TeamServer:
     def stop(self) -> None:
         self.kill_mlflow(signal.SIGTERM)
         self.stop_postgres()
+        self.stop_guard()
         self.release_folder()
+
+
+def _cmdline(pid: int) -> bytes:
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    return b""
 
 
 def _stop_as_ctrl_c(signum: int, frame: object) -> None:

@@ -45,6 +45,11 @@ def slurm_job_id() -> str | None:
     return os.environ.get("SLURM_JOB_ID")
 
 
+# A file the sweep that submitted the job writes when it is stopped (Ctrl+C, SIGTERM) just before it
+# cancels its jobs (src/launch/slurm_launcher.py): the SIGTERM of that scancel is then no pre-emption,
+# and the job must not requeue itself. The sweep names the file in the environment sbatch passes on.
+CANCELLED_FILE_ENV = "NORMSWEEP_SWEEP_CANCELLED_FILE"
+
 # SLURM's warnings before it stops a job; outside SLURM they keep their usual meaning.
 SLURM_WARNINGS = (signal.SIGUSR1, signal.SIGUSR2)
 
@@ -57,6 +62,9 @@ def requeue_this_job() -> str:
     job = slurm_job_id()
     if job is None:
         return "not a SLURM job"
+    cancelled = os.environ.get(CANCELLED_FILE_ENV)
+    if cancelled and os.path.exists(cancelled):
+        return f"SLURM job {job} not requeued: its sweep was stopped and cancelled it; re-run the same command to resume"
     try:
         done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as err:
