@@ -15,6 +15,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from src.core.terminal import fit
+
 SWEEP_STARTED_ENV = "NORMSWEEP_SWEEP_STARTED"  # unix time the multirun started (set by on_multirun_start)
 
 
@@ -112,7 +114,8 @@ class SweepReport(Callback):
         print(f"\nreport written to {analysis.files[0].parent}", flush=True)
         from src.tracking.ui_view import ui_base
 
-        print("in the MLflow UI (make ui):", *analysis.ui_links(ui_base(config.logger)), sep="\n  ", flush=True)
+        links = ["in the MLflow UI (make ui):", *(f"  {link}" for link in analysis.ui_links(ui_base(config.logger)))]
+        print(*fit(links), sep="\n", flush=True)
         self._time_split(config, measuring)
 
     @staticmethod
@@ -127,4 +130,4 @@ class SweepReport(Callback):
         if parent and experiment is not None:
             line = sweep_time_line(store, experiment.experiment_id, parent, measuring_s)
             if line:
-                print(line, flush=True)
+                print(*fit([line]), sep="\n", flush=True)

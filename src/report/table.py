@@ -200,6 +200,12 @@ def display_rows(
             row[sequential] = pair_cells.get(row[0]) or DASH
         for column in ("train_time_s", "tokens_per_sec"):
             headers[headers.index(METRIC_LABELS[column])] += ONE_AFTER_ANOTHER
+        # The results lead (loss, then the check's speed); the jobs' own times follow as the record
+        # they are, not as the first numbers a reader compares.
+        order = [0, 1, headers.index(METRIC_LABELS["test_loss"]), headers.index(f"test loss vs {REFERENCE_VARIANT}"), sequential]
+        order += [i for i in range(len(headers)) if i not in order]
+        headers = [headers[i] for i in order]
+        rows = [[row[i] for i in order] for row in rows]
     elif interleaved:
         # The interleaved measurement replaces the ratio of sequential jobs' averages.
         headers[sequential] = f"interleaved speed vs {REFERENCE_VARIANT}"
