@@ -25,8 +25,9 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int
     if width is None:
         return _block(table, list(range(len(headers))))
     first = max(len(line[0]) for line in table)
-    widest = max(min(width - first - len(GAP), COLUMN_MAX), 1)  # any one column fits beside the first
-    table = [[line[0], *(_wrapped(c, widest) for c in line[1:])] for line in table]
+    room = max(width - first - len(GAP), 1)  # any one column fits beside the first
+    # A header is kept whole where it fits (what the column holds, said once); a long cell wraps sooner.
+    table = [[line[0], *(_wrapped(c, room if i == 0 else min(room, COLUMN_MAX)) for c in line[1:])] for i, line in enumerate(table)]
     blocks: list[list[int]] = []
     used = width + 1
     for i in range(1, len(headers)):

@@ -14,7 +14,7 @@ import textwrap
 from collections.abc import Iterable
 
 WIDTH = 120  # a terminal's line, as the terminal report and the sweep's own lines keep to
-HANG = 2  # how much further a wrapped sentence's continuation lines are indented
+HANG = 4  # how much further a wrapped sentence's continuation lines are indented (an item of a list: 2)
 
 
 def wrap(line: str, width: int = WIDTH) -> list[str]:

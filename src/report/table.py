@@ -200,12 +200,6 @@ def display_rows(
             row[sequential] = pair_cells.get(row[0]) or DASH
         for column in ("train_time_s", "tokens_per_sec"):
             headers[headers.index(METRIC_LABELS[column])] += ONE_AFTER_ANOTHER
-        # The results lead (loss, then the check's speed); the jobs' own times follow as the record
-        # they are, not as the first numbers a reader compares.
-        order = [0, 1, headers.index(METRIC_LABELS["test_loss"]), headers.index(f"test loss vs {REFERENCE_VARIANT}"), sequential]
-        order += [i for i in range(len(headers)) if i not in order]
-        headers = [headers[i] for i in order]
-        rows = [[row[i] for i in order] for row in rows]
     elif interleaved:
         # The interleaved measurement replaces the ratio of sequential jobs' averages.
         headers[sequential] = f"interleaved speed vs {REFERENCE_VARIANT}"
@@ -213,4 +207,8 @@ def display_rows(
             row[sequential] = interleaved_cell(interleaved.get(metric_key(row[0])))
     elif len(table) and int(table.finished.max()) < 2:
         headers[sequential] = SEQUENTIAL_SPEED_HEADER
-    return headers, rows
+    # The results lead (loss, then the speed column, then what happened to the runs); the jobs' own
+    # times follow as the record they are, not as the first numbers a reader compares.
+    order = [0, 1, headers.index(METRIC_LABELS["test_loss"]), headers.index(f"test loss vs {REFERENCE_VARIANT}"), sequential, headers.index("notes")]
+    order += [i for i in range(len(headers)) if i not in order]
+    return [headers[i] for i in order], [[row[i] for i in order] for row in rows]
