@@ -297,12 +297,12 @@ def to_markdown(report: dict[str, Any]) -> str:
     )
 
 
-CHECK_SECTION = "speed_check"  # one section of the MLflow charts for the check's own numbers
+CHECK_SECTION = "speed_check_run"  # the check run's own numbers: a chart section apart from the jobs' estimates (speed_check/)
 
 
 def check_metrics(report: dict[str, Any]) -> dict[str, float]:
     """The check's metrics on its run. With the norms' kernels timed: per variant its norm's own time
-    per step and its median whole step (`speed_check/<variant>.norm_ms`, `.step_ms`), never a
+    per step and its median whole step (`speed_check_run/<variant>.norm_ms`, `.step_ms`), never a
     difference of two noisy steps that can read as a negative cost (the pairs' estimates are on the
     sweep run, from the same rounds). Without: each variant's whole-step ratio to the reference and
     its norm cost by step differences, with their intervals, which the report then reads."""

@@ -90,6 +90,7 @@ class SweepReport(Callback):
             report_folder,
             terminal_text,
         )
+        from src.report.render_terminal import links_text
 
         rounds = int(OmegaConf.select(config, "report.speed_rounds", default=0) or 0)
         measuring = time.perf_counter()
@@ -114,8 +115,7 @@ class SweepReport(Callback):
         print(f"\nreport written to {analysis.files[0].parent}", flush=True)
         from src.tracking.ui_view import ui_base
 
-        links = ["in the MLflow UI (make ui):", *(f"  {link}" for link in analysis.ui_links(ui_base(config.logger)))]
-        print(*fit(links), sep="\n", flush=True)
+        print(links_text("in the MLflow UI (make ui):", analysis.ui_links(ui_base(config.logger))), flush=True)
         self._time_split(config, measuring)
 
     @staticmethod

@@ -38,3 +38,9 @@ def terminal_text(analysis: Analysis, width: int = WIDTH) -> str:
         lines += ["", f"({a.superseded} other runs of a config run more than once were left out: its latest result counts.)"]
     lines += ["", *a.study.lines(width)]  # last: what a sweep ends with
     return "\n".join(fit(lines, width))
+
+
+def links_text(title: str, links: list[str], width: int = WIDTH) -> str:
+    """`title`, then one indented line per `label: address` link, each address on a line of its own
+    where the two do not fit together."""
+    return "\n".join(fit([title, *(f"  {link}" for link in links)], width))
