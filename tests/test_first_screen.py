@@ -102,7 +102,7 @@ def test_a_jobs_speed_metrics_are_percent_with_their_interval() -> None:
     got = job_speed_metrics(0.004123, 0.0031, 0.0052)
     bounds = f"{JOB_SPEED_SECTION}/{JOB_SPEED_METRIC}"
     assert got == {JOB_SPEED_METRIC: 0.41, f"{bounds}_low": 0.31, f"{bounds}_high": 0.52}
-    assert len(JOB_SPEED_METRIC) <= 16  # a runs-table column shows it whole
+    assert len(JOB_SPEED_METRIC) <= 16  # short: a runs-table column (~100 px) shows it, and the result columns fit 1440 px
 
 
 # --- a real five-norm sweep with the speed check ----------------------------------------------

@@ -54,7 +54,7 @@ TABLES = {"variants": "report/variants.json", "comparisons": "report/comparisons
 # On each job's run, its variant's speed-check estimate: step time against the reference variant's,
 # in percent (the change the pairs' verdicts read, src.report.speed.pair_estimate), so the runs table
 # has it as a column and one chart of the job runs compares every variant. Its 95% interval beside it.
-# (Its name fits the runs table's column, 16 characters: the result columns then fit 1440 px.)
+# (A short name: MLflow's runs table gives a metric column ~100 px, and the result columns then fit 1440 px.)
 JOB_SPEED_METRIC = "step_vs_ref_pct"
 JOB_SPEED_SECTION = "speed_check"  # the interval's bounds: `speed_check/step_vs_ref_pct_{low,high}`
 JOB_SPEED_DECIMALS = 2  # hundredths of a percent: the check resolves no finer, and the column shows it whole
