@@ -9,9 +9,12 @@ through the UI the way docs/mlflow-ui.md tells a user to:
 
 - `home.png`: the experiment clicked on MLflow's home page: its training runs, the sweep run unfolded over its
   jobs and its speed check, the results as columns,
-- `charts.png`: the same in the chart view as it opens: the loss curves first, then test loss,
+- `charts.png`: the same in the chart view as it opens: the loss curves first (log axis), then test loss
+  and the speed estimate; the sweep and speed-check runs (no curves) hidden from the charts,
+- `job.png`: a training job's own page on its charts tab: its loss curve first,
 - `runs.png`: the experiment from the link `make ui` prints: runs grouped by variant, results as columns,
 - `results.png`: the chart view searched for `test_loss`: one bar per variant, and the sweep's aggregates,
+- `speed.png`: the chart view searched for the speed estimate: one bar per variant, and its interval's bounds,
 - `sweep.png`: the sweep run's Overview, with its verdict (description) and aggregate metrics,
 - `report.png`: the sweep run's artifacts with `report/report.html` open,
 
@@ -42,6 +45,7 @@ sys.path.insert(0, str(ROOT))  # `import src` from the checkout this script live
 from src.core import paths  # noqa: E402
 from src.report.runs import ReportError, find_experiment, open_store  # noqa: E402
 from src.tracking.store_uri import StoreError  # noqa: E402
+from src.tracking.summary import JOB_SPEED_METRIC  # noqa: E402
 from src.tracking.sweep import latest_sweep_run  # noqa: E402
 from src.tracking.ui_view import ui_link  # noqa: E402
 
@@ -53,6 +57,7 @@ TRAINING_VIEW = "workflowType=machine_learning"  # MLflow's training view (ui_li
 # A fresh browser profile opens MLflow's assistant panel over a third of the page on its first load.
 NO_ASSISTANT = "localStorage.setItem('mlflow.assistant.fab.autoOpenedOnFirstLoad_v1', 'true')"
 HEADLINE_METRIC = "test_loss"
+JOB_PAGE_CHARTS = "model-metrics"  # a run page's charts tab, in its address
 
 
 def find_chromium() -> str:
@@ -108,6 +113,7 @@ def photograph(
     experiment_id: str,
     experiment_name: str,
     sweep_run_id: str | None,
+    job_run_id: str | None,
     out: Path,
     size: tuple[int, int],
     settle_ms: int,
@@ -141,6 +147,13 @@ def photograph(
         shots.append(out / "charts.png")  # as it opens: the loss curves first
         page.screenshot(path=shots[-1])
 
+        if job_run_id is not None:  # a job's page, as a click on its name opens it, on its charts tab
+            page.goto(f"{base}/#/experiments/{experiment_id}/runs/{job_run_id}/{JOB_PAGE_CHARTS}?{TRAINING_VIEW}")
+            page.locator(".js-plotly-plot, canvas").first.wait_for()
+            settle(page, settle_ms)
+            shots.append(out / "job.png")
+            page.screenshot(path=shots[-1])
+
         page.goto(ui_link(base, experiment_id))  # the link `make ui` prints: normsweep's shared view
         page.locator(".ag-row").first.wait_for()
         settle(page, settle_ms)
@@ -155,6 +168,14 @@ def photograph(
         card.wait_for()  # its section comes third, after the curves: on the first screen once searched
         settle(page, settle_ms)
         shots.append(out / "results.png")
+        page.screenshot(path=shots[-1])
+
+        # The speed check's estimate each job carries: one bar per variant, on one chart.
+        page.get_by_placeholder("Search metric charts").fill(JOB_SPEED_METRIC)
+        card = page.locator("[data-testid='experiment-view-compare-runs-card']", has=page.locator(f"h4[title='{JOB_SPEED_METRIC}']"))
+        card.wait_for()
+        settle(page, settle_ms)
+        shots.append(out / "speed.png")
         page.screenshot(path=shots[-1])
 
         if sweep_run_id is not None:
@@ -212,9 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, default=ROOT / "docs" / "img", help="folder for the PNGs (default: docs/img)"
     )
-    parser.add_argument("--width", type=int, default=1600)
-    parser.add_argument("--height", type=int, default=1000)
-    parser.add_argument("--max-width", type=int, default=1200, help="scale the saved PNGs down to this width")
+    parser.add_argument("--width", type=int, default=1440, help="the browser's width: the result columns fit 1440 px")
+    parser.add_argument("--height", type=int, default=900)
+    parser.add_argument("--max-width", type=int, default=1440, help="scale the saved PNGs down to this width")
     parser.add_argument(
         "--settle-ms", type=int, default=5000, help="wait this long for a page to draw once it is there"
     )
@@ -238,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"ui_screenshot: {error}") from None
     sweep = latest_sweep_run(store, experiment_id)
     sweep_id = sweep.info.run_id if sweep else None
+    jobs = [r for r in store.runs(experiment_id, f"metrics.`{JOB_SPEED_METRIC}` > -1e9") if r.info.status == "FINISHED"]
+    job_id = jobs[0].info.run_id if jobs else None  # a job the speed check timed
     size = (args.width, args.height)
     if sweep is None:
         print(
@@ -248,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
 
     def shoot(base: str) -> list[Path]:
-        return photograph(chromium, base, experiment_id, experiment, sweep_id, args.out, size, args.settle_ms)
+        return photograph(chromium, base, experiment_id, experiment, sweep_id, job_id, args.out, size, args.settle_ms)
 
     shots = shoot(args.url.rstrip("/")) if args.url else with_own_ui(args.overrides, shoot)
     for png in shots:

@@ -219,3 +219,21 @@ def claims_at_once(stores: list[Any], experiment_id: str, fp: str) -> list[tuple
     for t in threads:
         t.join()
     return results
+
+
+def unwrapped(text: str) -> str:
+    """Terminal output with each wrapped line joined back into one (src.core.terminal): a line
+    indented at least HANG deeper than the line that began it continues that line; so does a
+    table cell's wrapped part. For tests that read a sentence or a row whole."""
+    from src.core.terminal import HANG
+
+    out: list[str] = []
+    start = 0  # the indentation of the line being continued
+    for line in text.splitlines():
+        indent = len(line) - len(line.lstrip())
+        if out and out[-1].strip() and line.strip() and indent >= start + HANG:
+            out[-1] = f"{out[-1].rstrip()} {line.strip()}"
+            continue
+        out.append(line)
+        start = indent
+    return "\n".join(out)

@@ -216,8 +216,8 @@ def test_variants_bench_writes_reports_and_an_mlflow_run(tmp_path: Path, store: 
     # Its metrics: each norm's own time per step (never a difference of noisy steps, which can read as a
     # negative cost) and the median step, in one chart section; the pairs' estimates are the report's.
     metrics = run.data.metrics
-    assert set(metrics) == {f"speed_check/{v}.{m}" for v in saved["samples_s"] for m in ("norm_ms", "step_ms")}
-    assert metrics["speed_check/hand_layernorm.step_ms"] == pytest.approx(saved["summary"]["hand_layernorm"]["step_ms"]["diff"])
+    assert set(metrics) == {f"speed_check_run/{v}.{m}" for v in saved["samples_s"] for m in ("norm_ms", "step_ms")}
+    assert metrics["speed_check_run/hand_layernorm.step_ms"] == pytest.approx(saved["summary"]["hand_layernorm"]["step_ms"]["diff"])
     assert min(v for k, v in metrics.items() if k.endswith(".norm_ms")) > 0
     door = open_store(store["uri"])
     assert load_interleaved(door, exp.experiment_id) == {} == load_norm_costs(door, exp.experiment_id)

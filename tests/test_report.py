@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import EXPERIMENT, TinySweep
+from helpers import EXPERIMENT, TinySweep, unwrapped
 from mlflow.tracking import MlflowClient
 
 from src.core import paths
 from src.core.paths import ConfigError
+from src.core.terminal import WIDTH
 from src.report import ReportError, analyze, generate_report, terminal_text
 from src.report.__main__ import main as report_main
 from src.report.comparisons import PAIRS, Margins, check_pairs, pairs_for
@@ -118,6 +119,8 @@ def test_single_seed_table_matches_the_study(client: MlflowClient, store: dict[s
     assert list(table.index) == [*STUDY, "no_norm"]
 
     text = terminal_text(analysis)
+    assert max(map(len, text.splitlines())) <= WIDTH  # it fits a terminal: read it here with its wrapped lines joined
+    text = unwrapped(text)
     # The answer at a glance first: at most five lines, each a question's answer and what would sharpen it.
     glance = text.split("\n\n")[1].splitlines()
     assert glance[0] == f"{HEADLINE}:" and 1 < len(glance) <= 6, glance
@@ -355,9 +358,12 @@ def test_a_sweep_whose_runs_all_diverged_is_reported(
     assert report_main(["--experiment-name", "all_diverged", "--tracking-uri", store["uri"], "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr()
     assert "yet" not in out.out + out.err, out.out
-    rows = {line.split()[0]: line for line in out.out.splitlines() if line.split() and line.split()[0] in steps}
+    rows: dict[str, list[str]] = {}  # a variant's lines: its row in each block of a table split to fit
+    for line in out.out.splitlines():
+        if line.split() and line.split()[0] in steps:
+            rows.setdefault(line.split()[0], []).append(line)
     for norm, step in steps.items():
-        assert f"diverged at step {step}" in rows[norm], out.out
+        assert any(f"diverged at step {step}" in row for row in rows[norm]), out.out
     assert (tmp_path / "out" / "report.md").is_file()
 
 
@@ -635,5 +641,6 @@ def test_two_model_sizes_in_one_experiment_fill_the_study_table_and_give_ranges(
     out = capsys.readouterr().out
     assert "100,000–400,000 parameters" in out and "2,000,000 (5–20 per parameter)" in out, out
     section = out[out.index("Against the published study"):]
-    rows = [line for line in section.splitlines() if line.startswith(("hand_layernorm", "torch_layernorm"))]
+    first_block = section[section.index("\nvariant "):].split("\n\n")[0]  # a table split to fit: its first block
+    rows = [line for line in first_block.splitlines() if line.startswith(("hand_layernorm", "torch_layernorm"))]
     assert len(rows) == 4 and all(" / 1 " in r or "1 / 1" in r for r in rows), section

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import REPO, cli_env, run_cli
+from helpers import REPO, cli_env, run_cli, unwrapped
 from mlflow.tracking import MlflowClient
 
 from src.core.paths import ConfigError, compose, preset_norms
@@ -139,7 +139,7 @@ def _finish(proc: subprocess.Popen[bytes], log: Path) -> str:
     proc.wait(timeout=900)
     out = log.read_text()
     assert proc.returncode == 0, out[-3000:]
-    return out
+    return unwrapped(out)  # each sentence one line, however the terminal report wrapped it
 
 
 def _kill_during(proc: subprocess.Popen[bytes], log: Path, client: MlflowClient, experiment: str, run_name: str) -> str:

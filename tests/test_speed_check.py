@@ -14,12 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import TinySweep
+from helpers import TinySweep, unwrapped
 from mlflow.tracking import MlflowClient
 
 from src.bench.kernels import NormCall, NormWork, cpu_threads, time_norm_work
 from src.core.paths import ConfigError, compose
 from src.core.schema import SPEED_KERNEL_S_MAX
+from src.core.terminal import WIDTH
 from src.launch.speed_check import bench_command, current_check
 from src.model.dispatch import classify, record_dispatch
 from src.model.norms import make_norm
@@ -57,6 +58,8 @@ def test_speed_rounds_is_checked_before_anything_runs() -> None:
 @pytest.mark.slow
 def test_the_sweep_reports_interleaved_speed(tiny_sweep: TinySweep) -> None:
     first = tiny_sweep.outputs[0]  # the multirun with report.speed_rounds=2
+    assert max(map(len, first.splitlines())) <= WIDTH  # all of it fits a terminal; read here with wrapped lines joined
+    first = unwrapped(first)
     assert "[normsweep] speed: 1 s of their norms' kernels, then 2 interleaved rounds of hand_layernorm,torch_layernorm" in first
     assert "warning: speed check" not in first and "[normsweep] speed check took" in first
     assert CHECK_SPEED_HEADER in first  # the table's speed column is that measurement
@@ -220,7 +223,7 @@ def test_a_copy_re_run_during_anothers_speed_check_waits_and_keeps_it(
     started = time.monotonic()
     run_speed_check(jobs, 2, tmp_path / "bench", 30, None, store, experiment_id, stale_after_s=300)
     timer.join()
-    out = capsys.readouterr().out.splitlines()
+    out = unwrapped(capsys.readouterr().out).splitlines()  # each message one line, however it was wrapped
     assert out[0].startswith("[normsweep] speed: waiting for the speed check another copy of the sweep is running (opened by"), out
     assert out[1].startswith("[normsweep] speed: kept the check of"), out  # not measured a second time
     assert len(out) == 2 and time.monotonic() - started < 20

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import REPO, run_cli
+from helpers import REPO, run_cli, unwrapped
 from mlflow.tracking import MlflowClient
 
 from src.core.paths import ConfigError, compose, preset_norms
 from src.core.progress import STEPS
+from src.core.terminal import WIDTH
 from src.tracking.summary import SUMMARY_STEP
 from src.tracking.sweep import SWEEP_TAG
 from src.tracking.tags import BENCH_TAG
@@ -143,6 +144,8 @@ def test_experiment_config_runs_the_sweep(tiny_overrides: list[str], store: dict
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(_runs(store["uri"], "norm_sweep")) == 10
+    assert max(map(len, proc.stdout.splitlines())) <= WIDTH  # it fits a terminal; read below with wrapped lines joined
+    proc.stdout = unwrapped(proc.stdout)
     assert "predicted from the norms' own cost" in proc.stdout
     # The check's progress comes through as it measures (its last round always says so).
     assert f"[normsweep] speed: {STEPS} round 2/2, " in proc.stdout

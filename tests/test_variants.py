@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import run_sweep
+from helpers import run_sweep, unwrapped
 from mlflow.tracking import MlflowClient
 
 from src.core.paths import ConfigError
@@ -83,7 +83,7 @@ def test_any_key_is_an_axis_and_flags_and_numbers_carry_their_name() -> None:
 class Sweeps:
     root: Path
     uri: str
-    outputs: dict[str, str]  # experiment -> the multirun's stdout + stderr
+    outputs: dict[str, str]  # experiment -> the multirun's stdout + stderr, its wrapped lines joined (helpers.unwrapped)
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +96,7 @@ def sweeps(tmp_path_factory: pytest.TempPathFactory, token_cache_dir: Path) -> S
         "seeds": run_sweep(root, token_cache_dir, "decay", "seed=0,1"),
         "decay": run_sweep(root, token_cache_dir, "decay", "optim.weight_decay=0.1,0.0", "seed=0,1"),
     }
-    return Sweeps(root, f"sqlite:///{root / 'mlflow.db'}", outputs)
+    return Sweeps(root, f"sqlite:///{root / 'mlflow.db'}", {name: unwrapped(out) for name, out in outputs.items()})
 
 
 def _sentences(text: str) -> dict[str, str]:
@@ -110,7 +110,8 @@ def test_a_placement_sweep_reports_four_variants_and_the_four_one_axis_compariso
     assert "experiment 'placement' (12 runs)" in out
     assert "older runs" not in out  # nothing superseded: another config never replaces a run
     assert "[normsweep] torch_rmsnorm · post-s1 ok | train" in out  # each job's line names its variant and seed
-    rows = [line for line in out.splitlines() if line.startswith(tuple(VARIANTS)) and " vs " not in line]
+    table = out[out.index("\nvariant ") :].split("\n\n")[0]  # the report's table (its first block, when split to fit)
+    rows = [line for line in table.splitlines() if line.startswith(tuple(VARIANTS)) and " vs " not in line]
     assert [r.split("  ")[0] for r in rows] == VARIANTS and all("3/3" in r for r in rows)
     assert "Holm-adjusted over 8 comparisons" in out
     for text in (out, (sweeps.root / "reports" / "placement" / "report.md").read_text()):
@@ -229,6 +230,7 @@ def test_a_sweep_of_the_seed_alone_is_one_variant_with_nothing_to_compare(sweeps
     assert "experiment 'decay' (2 runs)" in out
     assert "No pairs to compare: every run is one variant (torch_layernorm); nothing but the seed varied." in out
     table = out[: out.index("Against the published study")]  # the report's own table (the study's follows)
+    table = table[table.index("\nvariant ") :].split("\n\n")[0]  # its first block, when split to fit a terminal
     assert [line.split()[:2] for line in table.splitlines() if line.startswith("torch_layernorm ")] == [["torch_layernorm", "2/2"]]
 
 

@@ -15,6 +15,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from src.core.terminal import fit
+
 SWEEP_STARTED_ENV = "NORMSWEEP_SWEEP_STARTED"  # unix time the multirun started (set by on_multirun_start)
 
 
@@ -88,6 +90,7 @@ class SweepReport(Callback):
             report_folder,
             terminal_text,
         )
+        from src.report.render_terminal import links_text
 
         rounds = int(OmegaConf.select(config, "report.speed_rounds", default=0) or 0)
         measuring = time.perf_counter()
@@ -112,7 +115,7 @@ class SweepReport(Callback):
         print(f"\nreport written to {analysis.files[0].parent}", flush=True)
         from src.tracking.ui_view import ui_base
 
-        print("in the MLflow UI (make ui):", *analysis.ui_links(ui_base(config.logger)), sep="\n  ", flush=True)
+        print(links_text("in the MLflow UI (make ui):", analysis.ui_links(ui_base(config.logger))), flush=True)
         self._time_split(config, measuring)
 
     @staticmethod
@@ -127,4 +130,4 @@ class SweepReport(Callback):
         if parent and experiment is not None:
             line = sweep_time_line(store, experiment.experiment_id, parent, measuring_s)
             if line:
-                print(line, flush=True)
+                print(*fit([line]), sep="\n", flush=True)

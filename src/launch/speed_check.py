@@ -19,10 +19,11 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from src.core.paths import PROJECT_ROOT, user_config_dirs
 from src.core.progress import PREFIXES
+from src.core.terminal import fit
 from src.tracking.store import Store
 from src.tracking.summary import sweep_params
 from src.tracking.sweep import Claim, claim, kept_fresh
@@ -36,6 +37,11 @@ SPEED_CLAIM = "speed-check"  # the claim's key in the experiment: one check at a
 CLAIM_POLL_S = 2.0  # how often a waiting copy asks for the claim again
 CLAIM_REFRESHES = 3  # the holder writes its claim's time this many times per sweep.stale_after_s
 NOT_FOR_BENCH = (VARIANT_KEY, "seed", "hydra.", "++hydra.", "+hydra.", "run_name")
+
+
+def _say(line: str, stream: TextIO | None = None) -> None:
+    """One line of the check's progress, wrapped to a terminal's width."""
+    print(*fit([line]), sep="\n", file=stream or sys.stdout, flush=True)
 
 
 def _key(override: str) -> str:
@@ -116,12 +122,12 @@ def take_speed_claim(store: Store, experiment_id: str, stale_after_s: float, wai
         if held is not None:
             return held
         if time.monotonic() >= deadline:
-            print(f"[normsweep] speed: skipped: another copy of the sweep is still measuring it after {wait_s:.0f} s "
-                  f"({why}); the report reads its bench-variants run once it ends", flush=True)  # fmt: skip
+            _say(f"[normsweep] speed: skipped: another copy of the sweep is still measuring it after {wait_s:.0f} s "
+                 f"({why}); the report reads its bench-variants run once it ends")  # fmt: skip
             return None
         if not said:
-            print(f"[normsweep] speed: waiting for the speed check another copy of the sweep is running ({why}), "
-                  f"at most {wait_s:.0f} s; then its result is kept, not measured twice at once", flush=True)  # fmt: skip
+            _say(f"[normsweep] speed: waiting for the speed check another copy of the sweep is running ({why}), "
+                 f"at most {wait_s:.0f} s; then its result is kept, not measured twice at once")  # fmt: skip
             said = True
         time.sleep(CLAIM_POLL_S)
 
@@ -146,8 +152,7 @@ def run_speed_check(
     with kept_fresh(held, stale_after_s / CLAIM_REFRESHES):
         kept = current_check(store, experiment_id, list(swept_variants(jobs)))
         if kept:
-            print(f"[normsweep] speed: kept the check of {kept} (no run finished since); "
-                  "delete its bench-variants run to measure again", flush=True)  # fmt: skip
+            _say(f"[normsweep] speed: kept the check of {kept} (no run finished since); delete its bench-variants run to measure again")
             return
         _measure(command, jobs, rounds, timeout_s, kernel_s)
 
@@ -156,8 +161,7 @@ def _measure(command: list[str], jobs: Sequence[Mapping[str, Any]], rounds: int,
     """The benchmark in its own process, stopped after `timeout_s`, its progress (rounds done, time
     left) printed as it comes: a failure is a warning, never the sweep's."""
     kernel = f"{kernel_s:g} s of their norms' kernels, then " if kernel_s else ""
-    print(f"[normsweep] speed: {kernel}{rounds} interleaved rounds of {','.join(swept_variants(jobs))} "
-          f"(at most {timeout_s:.0f} s)", flush=True)  # fmt: skip
+    _say(f"[normsweep] speed: {kernel}{rounds} interleaved rounds of {','.join(swept_variants(jobs))} (at most {timeout_s:.0f} s)")
     started = time.perf_counter()
     with tempfile.TemporaryFile("w+") as errors:
         process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=errors, text=True)
@@ -168,15 +172,15 @@ def _measure(command: list[str], jobs: Sequence[Mapping[str, Any]], rounds: int,
             assert process.stdout is not None
             for line in process.stdout:
                 if line.startswith(PREFIXES):  # the benchmark's progress, passed on as it comes
-                    print(f"[normsweep] speed: {line.rstrip()}", flush=True)
+                    _say(f"[normsweep] speed: {line.rstrip()}")
             code = process.wait()
         finally:
             timer.cancel()
         if time.perf_counter() - started >= timeout_s and code != 0:
-            print(f"[normsweep] warning: speed check stopped after {timeout_s:.0f} s (as long as the jobs took)", file=sys.stderr)
+            _say(f"[normsweep] warning: speed check stopped after {timeout_s:.0f} s (as long as the jobs took)", sys.stderr)
             return
         if code != 0:
             errors.seek(0)
-            print(f"[normsweep] warning: speed check failed ({code}): {errors.read()[-500:]}", file=sys.stderr)
+            _say(f"[normsweep] warning: speed check failed ({code}): {errors.read()[-500:]}", sys.stderr)
             return
     print(f"[normsweep] speed check took {time.perf_counter() - started:.0f} s", flush=True)

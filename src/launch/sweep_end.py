@@ -35,6 +35,7 @@ from src.tracking import sweep
 from src.tracking.store import Store
 from src.tracking.summary import stored_verdict, sweep_note
 from src.tracking.tags import (
+    BENCH_TAG,
     FAILED,
     FINISHED,
     HOST_TAG,
@@ -103,7 +104,8 @@ class SweepParent:
         if parent is None:
             return [], "none"
         children = self.store.runs_tagged(parent.info.experiment_id, PARENT_TAG, self.run_id)
-        live = [r for r in children if SUPERSEDED_TAG not in r.data.tags]
+        # The training jobs: the speed check nested under the sweep is no job (5 jobs in, 5 jobs out).
+        live = [r for r in children if SUPERSEDED_TAG not in r.data.tags and BENCH_TAG not in r.data.tags]
         states = [sweep.job_state(r, self.stale_after_s) for r in live]
         counts = ", ".join(f"{states.count(s)} {s}" for s in sorted(set(states))) or "none"
         self.store.set_tags(self.run_id, {SWEEP_JOBS_TAG: counts})

@@ -23,8 +23,9 @@ from src.report.files import default_out_dir, report_folder, write
 from src.report.render_markdown import verdict
 from src.report.render_terminal import terminal_text
 from src.report.runs import ReportError, open_store, save_summary_run, tag_variants
-from src.tracking.summary import log_sweep_summary, pair_speed_metrics
+from src.tracking.summary import log_job_speed, log_sweep_summary, pair_speed_metrics
 from src.tracking.sweep import STALE_AFTER_S
+from src.tracking.ui_view import publish_view
 
 __all__ = [
     "Analysis",
@@ -71,4 +72,9 @@ def generate_report(
             ),
         )
         store.set_tags(analysis.report_run_id, analysis.study.tags())  # one per claim: its word
+        speed = analysis.speed_estimates()
+        if speed is not None:  # each job's run carries its variant's estimate: a column, one chart of all variants
+            reference, estimates = speed
+            log_job_speed(store, zip(analysis.runs.run_id, analysis.runs.variant, strict=True), estimates, reference)
+        publish_view(store, analysis.experiment_id)  # the start view now knows the speed check's run (no curves: not charted)
     return analysis

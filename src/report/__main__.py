@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING
 from omegaconf import OmegaConf
 
 from src.core import cli, paths
+from src.core.terminal import fit
 from src.report import ReportError, analyze, generate_report, report_folder, terminal_text, write
 from src.report.comparisons import Margins, default_margin, reference_setting, settings
+from src.report.render_terminal import links_text
 from src.report.runs import open_store
 from src.report.status import status_text
 from src.tracking.store_uri import StoreError, redact_uri
@@ -145,11 +147,12 @@ def partial_report(
         print(f"\nwritten to {out}")
     tags = sweep.data.tags
     where = f"pid {tags.get(PID_TAG, '?')} on {tags.get(HOST_TAG, '?')}"
-    print(
-        f"\nnote: sweep run {sweep.info.run_id} of {experiment!r} is still running ({where}): this report is partial "
+    note = (
+        f"note: sweep run {sweep.info.run_id} of {experiment!r} is still running ({where}): this report is partial "
         f"({len(analysis.runs)} runs so far); nothing was written to the sweep run or to the reports folder, which get "
         "the full report when the sweep ends (--out DIR saves this one)"
     )
+    print("", *fit([note]), sep="\n")
     return 0
 
 
@@ -211,7 +214,7 @@ def report(args: argparse.Namespace) -> int:
     )  # fmt: skip
     print(terminal_text(analysis))
     print(f"\nwritten to {out}")
-    print("in the MLflow UI (python -m src.ui):", *analysis.ui_links(ui_base(cfg.logger)), sep="\n  ")
+    print(links_text("in the MLflow UI (python -m src.ui):", analysis.ui_links(ui_base(cfg.logger))))
     return cli.OK
 
 

@@ -234,11 +234,12 @@ class StudySection:
         words = {c.claim.number: (c.claim, c.word) for c in self.claims} | {n: (c, NOT_TESTED) for n, (c, _) in self.unjudged.items()}
         return [*(f"{n}. {word} — {c.statement}" for n, (c, word) in sorted(words.items())), f"({full})"]
 
-    def lines(self) -> list[str]:
-        """The section for a terminal or a note: the heading, the lead, the setting, the table, the claims."""
+    def lines(self, width: int | None = None) -> list[str]:
+        """The section for a terminal or a note: the heading, the lead, the setting, the table (its
+        columns split to `width`, when given), the claims."""
         if self.absent:
             return [f"{HEADING}: {self.absent}"]
-        table = text_table(*self.table).splitlines() if self.table else []
+        table = text_table(*self.table, width=width).splitlines() if self.table else []
         rest = self.items()[len(self.setting) :]
         return [f"{HEADING} — {self.lead()}", *(f"  {s}" for s in self.setting), *table, *rest]
 

@@ -40,7 +40,7 @@ from src.report.runs import (
 )
 from src.report.sequential_verdicts import SequentialVerdict, load_verdicts, with_verdicts
 from src.report.sequential_verdicts import heading as sequential_heading
-from src.report.speed import SpeedVerdict, compare_speed, speed_lines, step_time_text
+from src.report.speed import SpeedVerdict, compare_speed, pair_estimate, speed_lines, step_time_text
 from src.report.stability import by_learning_rate, initial_losses, is_lr_sweep, lr_sensitivity
 from src.report.stability import sentences as stability_sentences
 from src.report.table import display_rows, interleaved_cell, summarize
@@ -128,6 +128,20 @@ class Analysis:
         for v in self.speed_verdicts:
             cells.setdefault(v.b, []).append(f"vs {v.a} {step_time_text(v.predicted)}")
         return {b: "; ".join(found) for b, found in cells.items()}
+
+    def speed_estimates(self) -> tuple[str, dict[str, tuple[float, float, float]]] | None:
+        """The speed check's reference and, per variant it timed, the step-time change against it
+        (relative; the one estimate, src.report.speed.pair_estimate, with its 95% interval); the
+        reference's own is 0. None without a check of the norms' kernels."""
+        reference = _reference(self.check)
+        if reference is None or not _kernels(self.check):
+            return None
+        found = {reference: (0.0, 0.0, 0.0)}
+        for variant in self.check["settings"]["variants"]:
+            estimate = pair_estimate(self.check, reference, variant) if variant != reference else None
+            if estimate is not None:
+                found[variant] = (math.expm1(estimate.diff), math.expm1(estimate.low), math.expm1(estimate.high))
+        return reference, found
 
     def heading(self) -> str:
         m = self.margins

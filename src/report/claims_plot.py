@@ -1,10 +1,15 @@
 """`claims.png`: a forest plot of the study's claims against this sweep.
 
-One row per claim part with an interval, speed parts (training time, %) and loss parts (nats) in
-two panels: this sweep's estimate with its interval (simultaneous over the section's family), the
-study's figure, the band the claim's words give, the report's equivalence margin (for an
-equivalence) and zero. A part outside its claim's domain is drawn grey: its figure is this sweep's
-own, not a test of the claim.
+One row per claim part with an interval, speed parts (%) and loss parts (nats) in two panels: this
+sweep's estimate with its interval (simultaneous over the section's family), the study's figure,
+the band the claim's words give, the report's equivalence margin (for an equivalence) and zero.
+
+A part outside its claim's domain (a CPU sweep against the study's GPU kernels, a model 50× smaller)
+is drawn as *not testable here*: the claim's figure and band with the facts that leave the domain,
+and no dot of this sweep's: set beside the study's band, a CPU's ~0% would read "the effect was not
+there". Its own reading is in the report's claim line. The speed panel's axis names what is drawn:
+the study's training time, this sweep's step time predicted from its norms' kernels (the speed
+check), or its jobs' training time.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import textwrap
 
 from matplotlib.figure import Figure
 
-from src.report.against_study import Finding, StudySection
+from src.report.against_study import Finding, StudySection, short_reason
 from src.report.plots import new_figure
 from src.report.published import EQUIVALENCE, SPEED
 from src.stats.verdicts import ClaimWord
@@ -21,6 +26,26 @@ from src.stats.verdicts import ClaimWord
 COLORS = {ClaimWord.REPRODUCED: "tab:green", ClaimWord.PARTLY: "tab:olive", ClaimWord.NOT_REPRODUCED: "tab:red",
           ClaimWord.INCONCLUSIVE: "tab:blue", ClaimWord.NOT_APPLICABLE: "0.55"}
 PANELS = ((SPEED, "training time, b vs a (%)", 100.0), ("test_loss", "test loss, b − a (nats)", 1.0))
+# The speed panel's title when this sweep's figures are the speed check's (Effect.per: kernel rounds).
+CHECK_SPEED_TITLE = "time, b vs a (%): the study's training time;\nthis sweep's step time predicted from its norms' kernels (speed check)"
+NOT_TESTABLE = "not testable here"
+
+
+def not_testable(f: Finding) -> bool:
+    """A part outside its claim's domain: drawn without this sweep's figure."""
+    return f.word == ClaimWord.NOT_APPLICABLE and bool(f.outside)
+
+
+def drawn(section: StudySection) -> list[Finding]:
+    """The rows: the parts with an interval, and every part that is not testable here (interval or not)."""
+    return [f for c in section.claims for f in c.findings if f.metric in (SPEED, "test_loss") and (not_testable(f) or f in section.plotted())]
+
+
+def _title(metric: str, title: str, parts: list[Finding]) -> str:
+    sweep = [f for f in parts if not not_testable(f) or f.effect is not None]
+    if metric == SPEED and sweep and all(f.effect is not None and f.effect.per == "kernel rounds" for f in sweep):
+        return CHECK_SPEED_TITLE
+    return title
 
 
 def _label(section: StudySection, f: Finding) -> str:
@@ -37,7 +62,10 @@ def _view(metric: str, parts: list[Finding]) -> tuple[float, float]:
     two-seed interval thousands of percent wide would otherwise squash them all to a point."""
     xs = [0.0]
     for f in parts:
-        xs += [f.part.published(metric), *f.part.band(metric), f.estimate]
+        xs += [f.part.published(metric), *f.part.band(metric)]
+        if not_testable(f):  # no figure of this sweep's drawn
+            continue
+        xs += [f.estimate]
         xs += [-f.margin, f.margin] if f.part.asserts == EQUIVALENCE else []
         # An interval's ends count where they stay near the rest (a tight interval, on this scale).
         xs += [x for x in (f.low, f.high) if abs(x) < 4 * max(abs(f.part.published(metric)), abs(f.estimate), f.margin if f.margin == f.margin else 0)]
@@ -49,20 +77,28 @@ def _view(metric: str, parts: list[Finding]) -> tuple[float, float]:
 def plot_claims(section: StudySection) -> Figure | None:
     """The forest plot, or None when no claim part has an interval (a one-seed sweep, none of the study's
     variants); the claims it leaves out are named below it, with why."""
-    found = section.plotted()
+    found = drawn(section)
     panels = [(metric, title, scale, [f for f in found if (f.metric == SPEED) == (metric == SPEED)]) for metric, title, scale in PANELS]
     panels = [p for p in panels if p[3]]
     if not panels:
         return None
     rows = max(len(p[3]) for p in panels)
-    fig, axes = new_figure(7 * len(panels), 1.2 + 0.75 * rows, ncols=len(panels))
+    fig, axes = new_figure(7 * len(panels), 1.6 + 0.9 * rows, ncols=len(panels))
     for ax, (metric, title, scale, parts) in zip(axes, panels, strict=True):
         left, right = _view(metric, parts)
         for y, f in enumerate(reversed(parts)):
             color = COLORS[f.word]
             low, high = f.part.band(metric)
-            ax.fill_betweenx([y - 0.3, y + 0.3], low * scale, high * scale, color="tab:orange", alpha=0.25, lw=0,
+            lift = 0.13 if not_testable(f) else 0.0  # room below for the facts that leave the domain
+            ax.fill_betweenx([y - 0.25 + lift, y + 0.25 + lift], low * scale, high * scale, color="tab:orange", alpha=0.25, lw=0,
                              label="the claim's size (its words and figure)" if y == 0 else None)  # fmt: skip
+            ax.plot(f.part.published(metric) * scale, y + lift, "D", color="black", ms=5, mfc="white", label="the study" if y == 0 else None)
+            if not_testable(f):  # a grey row: the claim's band and figure, the facts that leave its domain
+                ax.axhspan(y - 0.42, y + 0.42, color="0.92", lw=0, zorder=0, label=f"{NOT_TESTABLE} (outside the claim's domain)")
+                why = textwrap.fill(f"{NOT_TESTABLE}: " + ", ".join(short_reason(x) for x in f.outside), 58)
+                ax.text(0.5, y - 0.4, why, transform=ax.get_yaxis_transform(), ha="center", va="bottom",
+                        fontsize="x-small", color="0.25", style="italic")  # fmt: skip
+                continue
             if f.part.asserts == EQUIVALENCE:
                 for x in (-f.margin, f.margin):
                     ax.plot([x * scale] * 2, [y - 0.35, y + 0.35], color="0.3", ls=":", lw=1)
@@ -72,17 +108,21 @@ def plot_claims(section: StudySection) -> Figure | None:
             for end, edge, marker in ((f.low, left, "<"), (f.high, right, ">")):
                 if (end < edge) if marker == "<" else (end > edge):
                     ax.plot(edge * scale, y, marker, color=color, ms=7)
-            ax.plot(f.estimate * scale, y, "o", color=color, ms=6, label="this sweep (simultaneous interval)" if y == 0 else None)
-            ax.plot(f.part.published(metric) * scale, y, "D", color="black", ms=5, mfc="white", label="the study" if y == 0 else None)
+            ax.plot(f.estimate * scale, y, "o", color=color, ms=6, label="this sweep (simultaneous interval)")
         ax.set_xlim(left * scale, right * scale)
         ax.axvline(0, color="0.4", lw=0.8, ls="--")
         ax.set_yticks(range(len(parts)), [_label(section, f) for f in reversed(parts)], fontsize="small")
         ax.set_ylim(-0.7, len(parts) - 0.3)
-        ax.set(title=title)
+        ax.set_title(_title(metric, title, parts), fontsize="medium")
         ax.grid(axis="x", alpha=0.3)
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=3, fontsize="small")
+        ax.locator_params(axis="x", nbins=6)  # readable ticks on a narrow panel
+    legend = {label: handle for ax in axes for handle, label in zip(*ax.get_legend_handles_labels(), strict=True)}
+    fig.legend(list(legend.values()), list(legend), loc="outside lower center", ncols=3, fontsize="small")
     title = "The study's claims against this sweep (dotted: the report's equivalence margin)"
-    if left := section.not_plotted():
+    if any(not_testable(f) for f in found):
+        title += f"\n{NOT_TESTABLE}: a claim outside this sweep's setting; this sweep's own reading is in the report, not drawn"
+    rows_of = {c.claim.number for c in section.claims if any(f in found for f in c.findings)}
+    if left := {n: why for n, why in section.not_plotted().items() if n not in rows_of}:
         # A claim with no interval has no row: the figure says so, rather than dropping it silently.
         groups: dict[str, list[int]] = {}
         for number, why in left.items():

@@ -214,4 +214,8 @@ def display_rows(
         headers.append(USER_NORM_HEADER)
         for row, code in zip(rows, table.norm_code, strict=True):
             row.append(code or "built-in")
-    return headers, rows
+    # The results lead (loss, then the speed column, then what happened to the runs); the jobs' own
+    # times follow as the record they are, not as the first numbers a reader compares.
+    order = [0, 1, headers.index(METRIC_LABELS["test_loss"]), headers.index(f"test loss vs {REFERENCE_VARIANT}"), sequential, headers.index("notes")]
+    order += [i for i in range(len(headers)) if i not in order]
+    return [headers[i] for i in order], [[row[i] for i in order] for row in rows]

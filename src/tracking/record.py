@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from src.core.terminal import fit
 from src.tracking.code import CodeState, code_state
 from src.tracking.store_uri import redact_uri
 from src.tracking.tags import (
@@ -114,11 +115,12 @@ class RunResult:
             return "n/a" if v is None else f"{v:.4f}"
 
         status = f"DIVERGED at step {self.diverged_at_step}" if self.outcome == DIVERGED else "ok"
-        return (
+        result = (
             f"[normsweep] {self.name} {status} | train {self.train_time_s:.1f} s | {self.tokens_per_sec:,.0f} tok/s"
-            f" | train loss {fmt(self.first_train_loss)} -> {fmt(self.final_train_loss)}"
-            f" | test loss {fmt(self.test_loss)} | mlflow run {self.run_id or '-'}"
+            f" | train loss {fmt(self.first_train_loss)} -> {fmt(self.final_train_loss)} | test loss {fmt(self.test_loss)}"
         )
+        # The run's id on a line of its own: the result line then fits a terminal (src.core.terminal).
+        return "\n".join([*fit([result]), f"  | mlflow run {self.run_id or '-'}"])
 
     @classmethod
     def from_run(cls, run: Run) -> RunResult:

@@ -279,12 +279,14 @@ class Store:
 
     # --- writing runs ---
 
-    def create_run(self, experiment_id: str, run_name: str, tags: Mapping[str, str]) -> str:
-        """A new RUNNING run, with the context tags MLflow's own API adds (user, source: the UI's columns)."""
+    def create_run(self, experiment_id: str, run_name: str, tags: Mapping[str, str], start_time_ms: int | None = None) -> str:
+        """A new RUNNING run, with the context tags MLflow's own API adds (user, source: the UI's columns);
+        `start_time_ms` for a run recorded after its work began (its duration is then the work's)."""
         from mlflow.tracking.context.registry import resolve_tags
 
         full = resolve_tags(dict(tags))
-        return self._retry(lambda: self.client.create_run(experiment_id, run_name=run_name, tags=full)).info.run_id
+        made = self._retry(lambda: self.client.create_run(experiment_id, start_time=start_time_ms, run_name=run_name, tags=full))
+        return made.info.run_id
 
     def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
         for key, value in tags.items():

@@ -11,7 +11,9 @@
   artifact viewer shows as grids);
 - the verdict sentences as the run's description (its Overview), kept when the sweep's end
   rewrites the description with the job counts;
-- the sweep's definition as params: every key whose value differs between the jobs, with its values.
+- the sweep's definition as params: every key whose value differs between the jobs, with its values;
+- on each job's run, its variant's speed estimate against the reference (`log_job_speed`): a column
+  of the runs table and one chart comparing the variants.
 
 Torch-free; `store` is the job's or the report's open store (src.tracking.store.Store).
 """
@@ -49,6 +51,42 @@ def stored_verdict(tags: Mapping[str, str]) -> str | None:
 AGGREGATED = {"test_loss": "test_loss"}
 SPEED_METRIC = "step_time"  # a pair's speed estimate: `sweep/<b>_vs_<a>.step_time.{change,ci_low,ci_high}`
 TABLES = {"variants": "report/variants.json", "comparisons": "report/comparisons.json"}
+# On each job's run, its variant's speed-check estimate: step time against the reference variant's,
+# in percent (the change the pairs' verdicts read, src.report.speed.pair_estimate), so the runs table
+# has it as a column and one chart of the job runs compares every variant. Its 95% interval beside it.
+# (A short name: MLflow's runs table gives a metric column ~100 px, and the result columns then fit 1440 px.)
+JOB_SPEED_METRIC = "step_vs_ref_pct"
+JOB_SPEED_SECTION = "speed_check"  # the interval's bounds: `speed_check/step_vs_ref_pct_{low,high}`
+JOB_SPEED_DECIMALS = 2  # hundredths of a percent: the check resolves no finer, and the column shows it whole
+JOB_SPEED_TAG = "speed_check.estimate"  # the same in words: `+0.4% [+0.3%, +0.5%] vs torch_layernorm (...)`
+
+
+def job_speed_metrics(change: float, low: float, high: float) -> dict[str, float]:
+    """A job's speed metrics from its variant's relative step-time change against the reference."""
+    bounds = f"{JOB_SPEED_SECTION}/{JOB_SPEED_METRIC}"
+    values = {JOB_SPEED_METRIC: change, f"{bounds}_low": low, f"{bounds}_high": high}
+    return {k: round(100 * v, JOB_SPEED_DECIMALS) for k, v in values.items()}
+
+
+def log_job_speed(store: Store, jobs: Iterable[tuple[str, str]], estimates: Mapping[str, tuple[float, float, float]], reference: str) -> int:
+    """Each job run (run id, variant) of a variant the speed check timed gets that variant's estimate
+    (`estimates`: variant -> relative change, low, high against `reference`) as metrics and a tag;
+    the number of runs written. Logged at SUMMARY_STEP (a bar per run in the chart view); a run that
+    already holds the same estimate is left as it is."""
+    written = 0
+    for run_id, variant in jobs:
+        if variant not in estimates:
+            continue
+        change, low, high = estimates[variant]
+        metrics = job_speed_metrics(change, low, high)
+        run = store.get_run(run_id)
+        if run is not None and all(run.data.metrics.get(k) == v for k, v in metrics.items()):
+            continue
+        store.log_metrics(run_id, metrics, step=SUMMARY_STEP)
+        words = "ref" if variant == reference else f"{change:+.1%} [{low:+.1%}, {high:+.1%}] vs {reference}"
+        store.set_tags(run_id, {JOB_SPEED_TAG: f"{words} (step time, the sweep's speed check: its norms' kernels, interleaved)"})
+        written += 1
+    return written
 
 
 def aggregate_metrics(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:

@@ -11,7 +11,11 @@ the page it serves, which, in a browser that has not chosen otherwise:
 - sets the training side (a user's own toggle, once made, stays theirs);
 - gives each experiment that carries normsweep's start view (`START_VIEW_TAG`, written with the
   shared view: src/tracking/ui_view.py) that view as its saved view: the results as columns, the
-  sweep runs unfolded over their jobs, every run charted, the loss curves first.
+  sweep runs unfolded over their jobs, every training run charted, the loss curves first;
+- gives each run of such an experiment the same chart order on its own page (a job opens on its
+  loss curve, not on MLflow's alphabetical first, `perf/...`);
+- keeps MLflow's Assistant panel closed (it opens itself once per browser, over a quarter of the
+  page; its button stays).
 
 Run as `python -m src.tracking.ui_app ui [mlflow ui options]`: MLflow's own command and server,
 serving this app as MLflow serves a plugin app (`--app-name`). Torch-free.
@@ -31,21 +35,37 @@ WORKFLOW_KEY = "mlflow.workflowType_v1"
 TRAINING = "machine_learning"
 SAVED_VIEW_KEY = 'MLflowLocalStorage-1.1-ExperimentPage-["{}"]-ReactComponentState'
 
+# MLflow opens its Assistant panel (a quarter of the screen) once per browser, on the first page it
+# serves, and remembers that it did under this key: set first, the panel stays closed until asked for.
+ASSISTANT_OPENED_KEY = "mlflow.assistant.fab.autoOpenedOnFirstLoad_v1"
+# A run's own page keeps its chart layout under this key (`<run id>-model`: its model-metrics tab).
+RUN_CHARTS_KEY = "MLflowLocalStorage-1.1-RunPage-{}-model-chartUIState"
+RUN_CHART_KEYS = ("compareRunCharts", "compareRunSections", "isAccordionReordered")  # the start view's, reused
+
 # Plain ES5, run before MLflow's own bundle; any failure leaves MLflow's defaults in place.
 SCRIPT = """<script>(function(){try{
 var ls=window.localStorage;
 if(!ls.getItem(%(workflow)s))ls.setItem(%(workflow)s,JSON.stringify(%(training)s));
-var x=new XMLHttpRequest();
-x.open("POST","ajax-api/2.0/mlflow/experiments/search",true);
+if(!ls.getItem(%(assistant)s))ls.setItem(%(assistant)s,"true");
+function post(path,body,then){var x=new XMLHttpRequest();
+x.open("POST","ajax-api/2.0/mlflow/"+path,true);
 x.setRequestHeader("Content-Type","application/json");
-x.onload=function(){try{
-(JSON.parse(x.responseText).experiments||[]).forEach(function(e){
+x.onload=function(){try{then(JSON.parse(x.responseText));}catch(err){}};
+x.send(JSON.stringify(body));}
+function runCharts(id,view){var charts={autoRefreshEnabled:true,
+globalLineChartConfig:{xAxisKey:"step",lineSmoothness:0,selectedXAxisMetricKey:""}};
+%(run_chart_keys)s.forEach(function(k){charts[k]=view[k];});
+post("runs/search",{experiment_ids:[id],max_results:1000},function(r){
+(r.runs||[]).forEach(function(run){var k=%(run_charts)s.replace("{}",run.info.run_id);
+if(!ls.getItem(k))ls.setItem(k,JSON.stringify(charts));});});}
+post("experiments/search",{max_results:1000},function(r){
+(r.experiments||[]).forEach(function(e){
 (e.tags||[]).forEach(function(t){
 if(t.key!==%(tag)s)return;
 var k=%(saved)s.replace("{}",e.experiment_id);
 if(!ls.getItem(k))ls.setItem(k,t.value);
-});});}catch(err){}};
-x.send(JSON.stringify({max_results:1000}));
+runCharts(e.experiment_id,JSON.parse(t.value));
+});});});
 }catch(err){}})();</script>"""
 
 
@@ -53,8 +73,11 @@ def page_script() -> str:
     return SCRIPT % {
         "workflow": json.dumps(WORKFLOW_KEY),
         "training": json.dumps(TRAINING),
+        "assistant": json.dumps(ASSISTANT_OPENED_KEY),
         "tag": json.dumps(START_VIEW_TAG),
         "saved": json.dumps(SAVED_VIEW_KEY),
+        "run_charts": json.dumps(RUN_CHARTS_KEY),
+        "run_chart_keys": json.dumps(list(RUN_CHART_KEYS)),
     }
 
 

@@ -12,7 +12,10 @@ address or the browser's own toggle, never from an experiment tag):
 - runs grouped by their `variant` tag (what the sweep varied: `torch_layernorm · post`, written
   whole, src.tracking.variants), so each variant is one colour and its seeds are drawn as a mean
   with a min/max band (the UI's own aggregation);
-- the results as columns on first open: test loss, tokens/s, training time, the variant, the seed.
+- the results as columns on first open: test loss, the speed check's estimate of the variant's step
+  time against the reference (each job carries its variant's), the outcome, the variant, the seed;
+- the charts: loss curves on a log axis, then test loss and the speed estimate as one bar per variant;
+  the jobs' own times (one after another: the machine's load) in a section of their own, last.
 
 Keys the UI refuses to take from a shared view (which rows are unfolded, pinned or hidden) stay
 the browser's. Torch-free.
@@ -28,7 +31,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from src.tracking.store_uri import is_server, redact_uri
+from src.tracking.summary import JOB_SPEED_METRIC, JOB_SPEED_SECTION
 from src.tracking.tags import (
+    BENCH_TAG,
+    BENCH_VARIANTS,
     NORM_FILE_HASH_TAG,
     NORM_TARGET_TAG,
     OUTCOME_TAG,
@@ -43,16 +49,26 @@ if TYPE_CHECKING:
 VIEW_KEY = "normsweep"
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."  # the UI's own prefix for a shared view
 VIEW_TAG = VIEW_TAG_PREFIX + VIEW_KEY
-START_VIEW_TAG = "normsweep.startView"  # the saved view a fresh browser starts from (src/tracking/ui_app.py)
+# The saved view a fresh browser starts from (src/tracking/ui_app.py), under MLflow's own prefix, which
+# the home page leaves out of an experiment's Tags column (it showed the view's raw JSON there).
+START_VIEW_TAG = "mlflow.normsweep.startView"
+OLD_START_VIEW_TAG = "normsweep.startView"  # where earlier versions wrote it: removed when the view is written
 TRAINING_VIEW = {"workflowType": "machine_learning"}  # the UI's GenAI | Model training toggle
 GROUP_TAG = VARIANT_TAG  # the run tag that names the variant (src.tracking.variants)
 # Final one-off numbers, as the job logs them (src.training.run_life.final_metrics). Not the jobs' own
 # tokens/s or training time: timed one after another, they rank the machine's load between jobs (the
 # speed per pair is the sweep run's, from its speed check).
-RESULT_METRICS = ("test_loss", "final_train_loss")
-# ...and a norm of the user's: its class and its file's hash (empty for a built-in's runs)
-RESULT_TAGS = (VARIANT_TAG, SEED_TAG, OUTCOME_TAG, NORM_TARGET_TAG, NORM_FILE_HASH_TAG)
+# The speed column is the speed check's estimate each job carries (src.tracking.summary.log_job_speed).
+# Nothing else: with MLflow's own columns (name, created, duration) these fit 1440 px unscrolled; the
+# dataset, the final train loss and the rest are one click away (Columns).
+RESULT_METRICS = ("test_loss", JOB_SPEED_METRIC)
+# ...then, for a norm of the user's, its class and its file's hash (empty for a built-in's runs)
+RESULT_TAGS = (OUTCOME_TAG, VARIANT_TAG, SEED_TAG, NORM_TARGET_TAG, NORM_FILE_HASH_TAG)
+# The jobs' own times, one after another on a shared machine: on the record (each job's page, runs.csv),
+# charted in a section of their own after the results, never as bars beside them.
+ONE_AFTER_ANOTHER_METRICS = ("train_time_s", "avg_tokens_per_sec", "avg_tokens_per_sec_after_first_step")
 SHOW_ALL_RUNS = "SHOW_ALL"  # the UI's runsHiddenMode that draws every run in the charts
+HIDE_LISTED = "CUSTOM"  # the UI's runsHiddenMode that hides exactly the runs in `runsHidden`
 
 
 def column(kind: str, name: str) -> str:
@@ -66,8 +82,19 @@ def column(kind: str, name: str) -> str:
 # `<section>/<name>` is in `<section>`; one without a slash in MLflow's "Model metrics", system
 # metrics in its "System metrics".
 MODEL_METRICS, SYSTEM_METRICS = "Model metrics", "System metrics"
-CHART_SECTIONS = ("train", "val", MODEL_METRICS, "sweep", "speed_check", "perf", SYSTEM_METRICS)
-LEADING_CHARTS = {"train": ("train/train_loss", "LINE"), "val": ("val/val_loss", "LINE"), MODEL_METRICS: ("test_loss", "BAR")}
+ONE_AFTER_ANOTHER = "jobs one after another (machine load, not the norms' speed)"  # a section of our own
+CHART_SECTIONS = ("train", "val", MODEL_METRICS, JOB_SPEED_SECTION, "sweep", "perf", ONE_AFTER_ANOTHER, SYSTEM_METRICS)
+# The charts each section starts with (the UI adds a metric with no card of its own to its section,
+# after these; a metric that has a card here stays where it is put). The losses on a log axis: one
+# variant's spike (no_norm's ~17 nats) would otherwise flatten the others' curves into one line.
+LEADING_CHARTS = (
+    ("train", "train/train_loss", "LINE"),
+    ("val", "val/val_loss", "LINE"),
+    (MODEL_METRICS, "test_loss", "BAR"),
+    (MODEL_METRICS, JOB_SPEED_METRIC, "BAR"),  # every variant's speed estimate, one bar each
+    *((ONE_AFTER_ANOTHER, key, "BAR") for key in ONE_AFTER_ANOTHER_METRICS),
+)
+LOG_AXIS = ("train/train_loss", "val/val_loss")
 # The UI's own defaults of a line chart's settings (its card is read as stored, not completed).
 LINE_CARD = {"selectedMetricKeys": None, "lineSmoothness": 0, "xAxisScaleType": "linear", "scaleType": "linear",
              "range": {}, "xAxisKey": "step", "selectedXAxisMetricKey": "", "yAxisKey": "metric", "yAxisExpressions": [],
@@ -76,14 +103,19 @@ LINE_CARD = {"selectedMetricKeys": None, "lineSmoothness": 0, "xAxisScaleType": 
 
 def chart_layout() -> dict[str, object]:
     """The chart view's sections in CHART_SECTIONS' order, as the UI keeps a layout a user reordered
-    (new metrics join their section, after the leading chart; a section not listed follows)."""
+    (new metrics join their section, after the leading charts; a section not listed follows)."""
     uuid = {name: f"{VIEW_KEY}-section-{i}" for i, name in enumerate(CHART_SECTIONS)}
+    leading = {section for section, _, _ in LEADING_CHARTS}
     sections = [{"uuid": uuid[name], "name": name, "display": True, "deleted": False, "isGenerated": True,
-                 "isReordered": name in LEADING_CHARTS} for name in CHART_SECTIONS]  # fmt: skip
+                 "isReordered": name in leading} for name in CHART_SECTIONS]  # fmt: skip
     charts = [{"uuid": f"{VIEW_KEY}-chart-{key}", "type": kind, "runsCountToCompare": 10, "deleted": False, "isGenerated": True,
                "metricSectionId": uuid[section], "metricKey": key, "displayName": key.rpartition("/")[2],
-               **(LINE_CARD if kind == "LINE" else {})} for section, (key, kind) in LEADING_CHARTS.items()]  # fmt: skip
+               **(_line_card(key) if kind == "LINE" else {})} for section, key, kind in LEADING_CHARTS]  # fmt: skip
     return {"compareRunSections": sections, "compareRunCharts": charts, "isAccordionReordered": True}
+
+
+def _line_card(key: str) -> dict[str, object]:
+    return {**LINE_CARD, "scaleType": "log" if key in LOG_AXIS else "linear"}
 
 
 def view_state() -> dict[str, object]:
@@ -92,8 +124,6 @@ def view_state() -> dict[str, object]:
         "selectedColumns": [
             *(column("metrics", m) for m in RESULT_METRICS),
             *(column("tags", t) for t in RESULT_TAGS),
-            column("attributes", "Dataset"),
-            column("attributes", "Description"),
         ],
         "runsHiddenMode": SHOW_ALL_RUNS,
         "groupBy": {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": GROUP_TAG}]},
@@ -103,15 +133,21 @@ def view_state() -> dict[str, object]:
     }
 
 
-def start_view_state(sweep_runs: list[str]) -> dict[str, object]:
+def start_view_state(sweep_runs: list[str], without_curves: list[str] | None = None) -> dict[str, object]:
     """The view a browser starts from when it opens the experiment without a link (src/tracking/ui_app.py
     puts it in the browser's storage): ungrouped, so each sweep run is one row with its jobs unfolded
-    under it, with the same result columns; every run charted."""
+    under it, with the same result columns; every training run charted, and the runs that draw no
+    curve (`without_curves`: the sweep runs and their speed checks) left out of the charts and their
+    legends (the UI takes which runs are hidden from a saved view, never from a shared one)."""
     shared = view_state()
+    hidden = list(without_curves or [])
     return {
         "selectedColumns": shared["selectedColumns"],
         "runsExpanded": dict.fromkeys(sweep_runs, True),
-        "runsHiddenMode": SHOW_ALL_RUNS,
+        # CUSTOM: exactly `runsHidden` are hidden; the visibility map is what newer UIs read instead.
+        "runsHiddenMode": HIDE_LISTED if hidden else SHOW_ALL_RUNS,
+        "runsHidden": hidden,
+        "runsVisibilityMap": dict.fromkeys(hidden, False),
         "hideEmptyCharts": True,
         **chart_layout(),
     }
@@ -121,11 +157,14 @@ def publish_view(store: Store, experiment_id: str) -> None:
     """Write the shared view and the start view on the experiment (idempotent: unchanged views are
     not rewritten)."""
     sweeps = [r.info.run_id for r in store.runs_tagged(experiment_id, SWEEP_TAG, "true")]
+    checks = [r.info.run_id for r in store.runs_tagged(experiment_id, BENCH_TAG, BENCH_VARIANTS)]
     tags = store.experiment_tags(experiment_id)
-    for key, state in ((VIEW_TAG, view_state()), (START_VIEW_TAG, start_view_state(sweeps))):
+    for key, state in ((VIEW_TAG, view_state()), (START_VIEW_TAG, start_view_state(sweeps, [*sweeps, *checks]))):
         value = json.dumps(state, separators=(",", ":"))
         if tags.get(key) != value:
             store.set_experiment_tag(experiment_id, key, value)
+    if OLD_START_VIEW_TAG in tags:
+        store.delete_experiment_tag(experiment_id, OLD_START_VIEW_TAG)
 
 
 def default_workers() -> int:

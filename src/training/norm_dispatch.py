@@ -5,7 +5,7 @@ activation shape (micro-batch × context rows, emb_dim wide) on the run's device
 own precision context (bf16 autocast included) and compiled when the run compiles: a few ms, or
 the compile of one norm when `compile` is on. The run gets a tag with the summary
 (`normsweep.norm_dispatch`: `fwd=fused bwd=composite`) and `norm_dispatch.json` with the op lists;
-a norm that names a fused kernel but ran a composite path prints a warning line. It never fails a run.
+a norm that names a fused kernel but ran a composite path prints it as a kernel finding. It never fails a run.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 import lightning as L
 import torch
 
+from src.core.terminal import fit
 from src.model.dispatch import norm_modules, record_dispatch
 from src.tracking.tags import NORM_DISPATCH_TAG
 from src.tracking.tracker import Tracker
@@ -52,4 +53,6 @@ class NormDispatch(L.Callback):
         payload = {**d.as_dict(), "warning": warning, "rows": self.rows, "precision": str(trainer.precision)}
         self.tracker.store.log_text(self.tracker.run_id, json.dumps(payload, indent=2) + "\n", NORM_DISPATCH_ARTIFACT)
         if warning:
-            print(f"[normsweep] warning: {warning}", file=sys.stderr, flush=True)
+            # What this torch build runs on this device, found by looking: a finding about the norm, not a fault of the run.
+            for line in fit([f"[normsweep] kernel finding: {warning}"]):
+                print(line, file=sys.stderr, flush=True)
