@@ -5,6 +5,7 @@ part of its result (src/model/user_norms.py)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from src.stats.verdicts import SpeedWord
+from src.tracking.ui_view import START_VIEW_TAG, USER_NORM_TAGS, column
 from tests.helpers import FAST, REPO, cli_env, run_train
 
 # A norm the way a user writes one: their own file, their own class, an option of its own.
@@ -81,6 +83,9 @@ def test_user_norm_swept_judged_and_tied_to_its_code(tmp_path: Path) -> None:
         assert run.data.tags["normsweep.norm.file_sha256"] == digest
         assert run.data.tags["normsweep.norm.params"] == "32"  # one norm at the model's width
         assert run.data.params["norm._target_"] == "my_norms.CenteredRMSNorm"
+    # The MLflow views show the user's class and file hash as columns (they stay off for built-ins alone).
+    columns = json.loads(exp.tags[START_VIEW_TAG])["selectedColumns"]
+    assert {column("tags", t) for t in USER_NORM_TAGS} <= set(columns), columns
 
     with (tmp_path / "my_norms.py").open("a") as f:
         f.write("# an edit that could change the numbers\n")

@@ -62,8 +62,10 @@ GROUP_TAG = VARIANT_TAG  # the run tag that names the variant (src.tracking.vari
 # Nothing else: with MLflow's own columns (name, created, duration) these fit 1440 px unscrolled; the
 # dataset, the final train loss and the rest are one click away (Columns).
 RESULT_METRICS = ("test_loss", JOB_SPEED_METRIC)
-# ...then, for a norm of the user's, its class and its file's hash (empty for a built-in's runs)
-RESULT_TAGS = (OUTCOME_TAG, VARIANT_TAG, SEED_TAG, NORM_TARGET_TAG, NORM_FILE_HASH_TAG)
+RESULT_TAGS = (OUTCOME_TAG, VARIANT_TAG, SEED_TAG)
+# An experiment that swept a norm of the user's adds its class and file hash (src.training.run_spec), so a
+# changed file shows in the list; the columns would stand empty for the built-ins alone.
+USER_NORM_TAGS = (NORM_TARGET_TAG, NORM_FILE_HASH_TAG)
 # The jobs' own times, one after another on a shared machine: on the record (each job's page, runs.csv),
 # charted in a section of their own after the results, never as bars beside them.
 ONE_AFTER_ANOTHER_METRICS = ("train_time_s", "avg_tokens_per_sec", "avg_tokens_per_sec_after_first_step")
@@ -118,12 +120,13 @@ def _line_card(key: str) -> dict[str, object]:
     return {**LINE_CARD, "scaleType": "log" if key in LOG_AXIS else "linear"}
 
 
-def view_state() -> dict[str, object]:
-    """The shared view: result columns first, every run charted, runs grouped (and coloured) by variant."""
+def view_state(user_norms: bool = False) -> dict[str, object]:
+    """The shared view: result columns first, every run charted, runs grouped (and coloured) by variant;
+    `user_norms`: the experiment swept a norm of the user's, whose class and file hash are columns too."""
     return {
         "selectedColumns": [
             *(column("metrics", m) for m in RESULT_METRICS),
-            *(column("tags", t) for t in RESULT_TAGS),
+            *(column("tags", t) for t in (*RESULT_TAGS, *(USER_NORM_TAGS if user_norms else ()))),
         ],
         "runsHiddenMode": SHOW_ALL_RUNS,
         "groupBy": {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": GROUP_TAG}]},
@@ -133,13 +136,15 @@ def view_state() -> dict[str, object]:
     }
 
 
-def start_view_state(sweep_runs: list[str], without_curves: list[str] | None = None) -> dict[str, object]:
+def start_view_state(
+    sweep_runs: list[str], without_curves: list[str] | None = None, user_norms: bool = False
+) -> dict[str, object]:
     """The view a browser starts from when it opens the experiment without a link (src/tracking/ui_app.py
     puts it in the browser's storage): ungrouped, so each sweep run is one row with its jobs unfolded
     under it, with the same result columns; every training run charted, and the runs that draw no
     curve (`without_curves`: the sweep runs and their speed checks) left out of the charts and their
     legends (the UI takes which runs are hidden from a saved view, never from a shared one)."""
-    shared = view_state()
+    shared = view_state(user_norms)
     hidden = list(without_curves or [])
     return {
         "selectedColumns": shared["selectedColumns"],
@@ -158,8 +163,10 @@ def publish_view(store: Store, experiment_id: str) -> None:
     not rewritten)."""
     sweeps = [r.info.run_id for r in store.runs_tagged(experiment_id, SWEEP_TAG, "true")]
     checks = [r.info.run_id for r in store.runs_tagged(experiment_id, BENCH_TAG, BENCH_VARIANTS)]
+    user_norms = bool(store.runs(experiment_id, f"tags.`{NORM_TARGET_TAG}` != ''", most=1))
     tags = store.experiment_tags(experiment_id)
-    for key, state in ((VIEW_TAG, view_state()), (START_VIEW_TAG, start_view_state(sweeps, [*sweeps, *checks]))):
+    views = ((VIEW_TAG, view_state(user_norms)), (START_VIEW_TAG, start_view_state(sweeps, [*sweeps, *checks], user_norms)))
+    for key, state in views:
         value = json.dumps(state, separators=(",", ":"))
         if tags.get(key) != value:
             store.set_experiment_tag(experiment_id, key, value)
