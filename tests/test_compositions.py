@@ -140,6 +140,7 @@ def test_refusals_import_no_torch_lightning_or_mlflow() -> None:
         "+optim.lrr=1": "config error: optim.lrr:",
         "cluster.devices=0": "config error: cluster.devices:",
         "experiment_name= ": "config error: experiment_name:",
+        "model.n_heads=3": "config error: model.emb_dim (128) must be divisible by model.n_heads (3)",
     }
     proc = subprocess.run(
         [sys.executable, "-c", REFUSALS, *refused], cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300
