@@ -13,6 +13,7 @@ import io
 import logging
 import resource
 import signal
+import threading
 import warnings
 from dataclasses import asdict
 from pathlib import Path
@@ -201,6 +202,40 @@ def peak_memory_mb(device: torch.device) -> float:
 
 
 
+class OneCtrlC:
+    """Ctrl+C during a run: the first one stops it (KeyboardInterrupt, as Python's own handler), the
+    ones after it are noted and ignored until the run is closed. A second Ctrl+C pressed while the
+    first one's clean-up writes the run's end (or a terminal's process group interrupted twice) cut
+    that write short: a 60-line traceback, and the run left RUNNING. Lightning ignores SIGINT once it
+    has caught the first, but only from there: the interrupt unwinds through the loop first, and one
+    outside a fit never reaches it. Installed on the main thread only (signals are delivered there)."""
+
+    def __init__(self, previous: Any) -> None:
+        self.previous = previous
+        self.pressed = 0
+
+    @classmethod
+    def install(cls) -> OneCtrlC | None:
+        if threading.current_thread() is not threading.main_thread():
+            return None
+        previous = signal.getsignal(signal.SIGINT)
+        if previous is not signal.default_int_handler:  # ignored, or a handler of the user's: left alone
+            return None
+        guard = cls(previous)
+        signal.signal(signal.SIGINT, guard._handle)
+        return guard
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.pressed += 1
+        if self.pressed == 1:
+            raise KeyboardInterrupt
+
+    def restore(self) -> None:
+        """Python's own handler again (Lightning may have set SIG_IGN meanwhile: this process's
+        next run, in a sequential sweep or a notebook, is interrupted as the first was)."""
+        signal.signal(signal.SIGINT, self.previous)
+
+
 # --- the run's life as one object: planned, opened as the fit starts, closed with its outcome
 class RunLife(L.Callback):
     """One run from its plan to its close, for `train()`:
@@ -223,6 +258,7 @@ class RunLife(L.Callback):
         self.outcome: str | None = None
         self.note: str | None = None
         self.fitting = False  # the Trainer set the fit up: what fails from here on is the run's
+        self._sigint: OneCtrlC | None = None  # held while the run is live (`with life:`)
 
     @classmethod
     def plan(cls, spec: RunSpec) -> RunLife:
@@ -327,12 +363,20 @@ class RunLife(L.Callback):
         raise failure from err
 
     def __enter__(self) -> RunLife:
+        self._sigint = OneCtrlC.install()
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
     ) -> bool:
         release(self.plan)  # a fit that stopped before its run opened still lets go of the claim
+        try:
+            return self._end(err)
+        finally:
+            if self._sigint is not None:
+                self._sigint.restore()
+
+    def _end(self, err: BaseException | None) -> bool:
         name = self.spec.run_name
         if err is None:
             self._close(self.outcome or "failed", self.note)
