@@ -13,7 +13,6 @@ import io
 import logging
 import resource
 import signal
-import threading
 import warnings
 from dataclasses import asdict
 from pathlib import Path
@@ -31,6 +30,7 @@ from src.core.atomic_io import CheckpointSpaceError, write_checkpoint
 from src.core.budget import Budget
 from src.core.cli import in_multirun
 from src.core.devices import DeviceSpec, configure_matmul_precision
+from src.core.interrupts import OneCtrlC
 from src.core.paths import ConfigError
 from src.data.datamodule import TokenDataModule, build_datamodule
 from src.tracking.identity import LAST
@@ -200,40 +200,6 @@ def peak_memory_mb(device: torch.device) -> float:
     # sequential multirun it is the peak so far, not only this job's.
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
-
-
-class OneCtrlC:
-    """Ctrl+C during a run: the first one stops it (KeyboardInterrupt, as Python's own handler), the
-    ones after it are noted and ignored until the run is closed. A second Ctrl+C pressed while the
-    first one's clean-up writes the run's end (or a terminal's process group interrupted twice) cut
-    that write short: a 60-line traceback, and the run left RUNNING. Lightning ignores SIGINT once it
-    has caught the first, but only from there: the interrupt unwinds through the loop first, and one
-    outside a fit never reaches it. Installed on the main thread only (signals are delivered there)."""
-
-    def __init__(self, previous: Any) -> None:
-        self.previous = previous
-        self.pressed = 0
-
-    @classmethod
-    def install(cls) -> OneCtrlC | None:
-        if threading.current_thread() is not threading.main_thread():
-            return None
-        previous = signal.getsignal(signal.SIGINT)
-        if previous is not signal.default_int_handler:  # ignored, or a handler of the user's: left alone
-            return None
-        guard = cls(previous)
-        signal.signal(signal.SIGINT, guard._handle)
-        return guard
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        self.pressed += 1
-        if self.pressed == 1:
-            raise KeyboardInterrupt
-
-    def restore(self) -> None:
-        """Python's own handler again (Lightning may have set SIG_IGN meanwhile: this process's
-        next run, in a sequential sweep or a notebook, is interrupted as the first was)."""
-        signal.signal(signal.SIGINT, self.previous)
 
 
 # --- the run's life as one object: planned, opened as the fit starts, closed with its outcome
