@@ -141,8 +141,9 @@ def test_where_the_time_went_counts_only_this_commands_jobs(
 
 @pytest.mark.slow  # two real copies of one sweep on one store
 def test_two_real_copies_each_count_their_own_training(token_cache_dir: Path, tmp_path: Path, store_template: Path) -> None:
-    """Two `python -m src.train -m` of one 4-seed sweep on one store, the second started once the first
-    has trained a job: a copy that says where its time went counts the jobs it trained, and no other."""
+    """Two `python -m src.train -m` of one 4-seed sweep on one store, started together: each trains the
+    jobs the other has not claimed, and a copy that says where its time went counts those it trained,
+    and no other."""
     import re
     import shutil
     import sys
@@ -158,24 +159,20 @@ def test_two_real_copies_each_count_their_own_training(token_cache_dir: Path, tm
     ]  # fmt: skip
 
     def start(name: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [*args, f"hydra.sweep.dir={tmp_path / name}"], cwd=REPO, env=cli_env(), stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
+        with open(tmp_path / f"{name}.out", "w") as out:  # a file each: neither waits on a full pipe
+            return subprocess.Popen(
+                [*args, f"hydra.sweep.dir={tmp_path / name}"], cwd=REPO, env=cli_env(), stdout=out,
+                stderr=subprocess.STDOUT, text=True,
+            )  # fmt: skip
 
-    first = start("a")
-    assert first.stdout is not None
-    seen = []
-    for line in first.stdout:  # the first job trained: the second copy now shares the other three
-        seen.append(line)
-        if " ok | train " in line:
-            break
-    second = start("b")
-    out_b, _ = second.communicate(timeout=600)
-    out_a = "".join(seen) + first.communicate(timeout=600)[0]
+    first, second = start("a"), start("b")  # at once: each claims the configs the other has not
+    first.wait(timeout=900)
+    second.wait(timeout=900)
+    out_a, out_b = (tmp_path / "a.out").read_text(), (tmp_path / "b.out").read_text()
     assert first.returncode == 0 and second.returncode == 0, (out_a[-2000:], out_b[-2000:])
     trained = {"a": re.findall(r" ok \| train ([\d.]+) s \|", out_a), "b": re.findall(r" ok \| train ([\d.]+) s \|", out_b)}
     assert len(trained["a"]) + len(trained["b"]) == 4, (out_a[-2000:], out_b[-2000:])
+    assert trained["a"] and trained["b"], trained  # each trained some: the other's jobs were there to miscount
     said = 0
     for name, out in (("a", out_a), ("b", out_b)):
         found = re.search(r"where the time went: [\d,]+ s in all: training (?:at most )?([\d,]+) s", out)
