@@ -184,4 +184,5 @@ def command() -> None:
 
 
 if __name__ == "__main__":
+    mark_command_start(new=True)  # a command of its own, whatever started it
     sys.exit(cli.hydra_status(command, lambda: _task_started, multirun=bool({"-m", "--multirun"} & set(sys.argv[1:]))))

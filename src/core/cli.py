@@ -215,12 +215,16 @@ def exit_status(exit_: SystemExit) -> int:
 COMMAND_ENV = "NORMSWEEP_COMMAND"
 
 
-def mark_command() -> str:
-    """This process tree's command id (host, pid and start time of its first process): set once."""
+def mark_command(new: bool = False) -> str:
+    """This process tree's command id (host, pid and start time of its first process): set once, or
+    afresh (`new`: a command line started here, even by a process that had one)."""
     import socket
     import time
 
-    return os.environ.setdefault(COMMAND_ENV, f"{socket.gethostname()}:{os.getpid()}:{time.time():.3f}")
+    made = f"{socket.gethostname()}:{os.getpid()}:{time.time():.3f}"
+    if new:
+        os.environ[COMMAND_ENV] = made
+    return os.environ.setdefault(COMMAND_ENV, made)
 
 
 def in_multirun() -> bool:

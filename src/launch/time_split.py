@@ -18,10 +18,14 @@ from src.core.cli import COMMAND_ENV, mark_command
 COMMAND_STARTED_ENV = "NORMSWEEP_COMMAND_STARTED"  # unix time `python -m src.train` started (src/train.py)
 
 
-def mark_command_start() -> None:
-    """The first `src.train` of a process tree sets them; a job process it starts keeps the parent's."""
+def mark_command_start(new: bool = False) -> None:
+    """The first `src.train` of a process tree sets them; a job process it starts keeps the parent's.
+    `new`: this process is a command line (`python -m src.train`), a command of its own even when
+    the process that started it had one (a notebook, a script, a test that imported src.train)."""
+    if new:
+        os.environ[COMMAND_STARTED_ENV] = f"{time.time():.3f}"
     os.environ.setdefault(COMMAND_STARTED_ENV, f"{time.time():.3f}")
-    mark_command()
+    mark_command(new)
 
 
 def split_line(training_s: float, measuring_s: float, wall_s: float, resumed: bool) -> str:
