@@ -304,6 +304,20 @@ def plan_sweep_job(spec: PlannedRun, store: Store) -> RunPlan:
         raise
 
 
+def _keep_unsent_aside(folder: Path, run_id: str) -> Path | None:
+    """Move the folder's unsent metrics file, whole, to `replaced/` beside the checkpoint of `run_id`
+    moved there; where it went (None when there was none). An earlier one there is not written over."""
+    path = folder / UNSENT_FILE
+    if not path.is_file():
+        return None
+    to, n = unsent.kept_for(folder, run_id), 1
+    while to.exists():
+        n += 1
+        to = unsent.kept_for(folder, f"{run_id}.{n}")
+    move_aside(path, to)
+    return to
+
+
 def _keep_aside(store: Store, last: Path, owner_id: str | None) -> str:
     """Move the checkpoint a new run would overwrite to `replaced/<its run id>.ckpt`, with the metrics
     its server never acknowledged when this store cannot take them (the run is in another store, or
@@ -312,7 +326,7 @@ def _keep_aside(store: Store, last: Path, owner_id: str | None) -> str:
     kept = last.parent / REPLACED_FOLDER / f"{owner_id or 'unknown-run'}.ckpt"
     move_aside(last, kept)
     owner = store.get_run(owner_id) if owner_id else None
-    aside = unsent.keep_aside(last.parent, owner_id) if owner_id and not unsent.can_take(owner) else None
+    aside = _keep_unsent_aside(last.parent, owner_id) if owner_id and not unsent.can_take(owner) else None
     what = f"its checkpoint kept as {kept}" + (f" and its unsent metrics as {aside}" if aside else "")
     if not is_deleted(owner):
         return what

@@ -12,7 +12,8 @@ time, so a write that landed after all is not doubled and the curve's wall-clock
 Nothing kept here is thrown away: a file cut short (a full disk, a copy interrupted) gives up every
 record it still holds whole and is itself kept beside the checkpoint under another name; the records
 of a run this store does not hold (another store, a run deleted in MLflow) are kept in `replaced/`,
-beside the checkpoint a new run moves there. Each is said in one line. Torch-free.
+beside the checkpoint a new run moves there (src.tracking.run_plan, the owner of what a run keeps
+aside). Each is said in one line. Torch-free.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from src.core.atomic_io import atomic_write, move_aside
+from src.core.atomic_io import atomic_write
 from src.tracking.store import Store
 
 UNSENT_FILE = "unsent_metrics.json"  # in the run's checkpoint folder, beside last.ckpt
@@ -103,12 +104,14 @@ def read(path: Path) -> Contents:
 
 
 def set_aside(path: Path) -> Path:
-    """Move a damaged unsent file out of the way, beside itself, under a name no later file takes."""
+    """Keep a damaged unsent file, as it is, beside itself under a name no later file takes (written
+    whole before the original goes: a crash between the two leaves both, never neither)."""
     to, n = path.with_name(path.name + UNREADABLE_SUFFIX), 1
     while to.exists():
         n += 1
         to = path.with_name(f"{path.name}{UNREADABLE_SUFFIX}.{n}")
-    move_aside(path, to)
+    atomic_write(to, path.read_bytes())
+    path.unlink()
     return to
 
 
@@ -152,20 +155,6 @@ def is_deleted(run: Any) -> bool:
 def can_take(run: Any) -> bool:
     """The store holds the run and it can take metrics."""
     return run is not None and not is_deleted(run)
-
-
-def keep_aside(folder: Path, run_id: str) -> Path | None:
-    """Move the folder's unsent file, whole, to `replaced/` beside the checkpoint of `run_id` a new
-    run moved there; where it went (None when there was none). An earlier one there is not written over."""
-    path = folder / UNSENT_FILE
-    if not path.is_file():
-        return None
-    to, n = kept_for(folder, run_id), 1
-    while to.exists():
-        n += 1
-        to = kept_for(folder, f"{run_id}.{n}")
-    move_aside(path, to)
-    return to
 
 
 def send(store: Store, path: Path | None) -> Sent:
