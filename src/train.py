@@ -17,6 +17,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from src.core import cli, compositions
+from src.core.interrupts import exit_quietly_after_ctrl_c
 from src.core.paths import refuse_misread_overrides, register_resolvers
 from src.launch.sweep_end import RESULT_AWAITED_ENV, JobFailed, job_failed
 from src.launch.time_split import mark_command_start
@@ -122,6 +123,7 @@ def end_job(ending: Ending, run_name: str) -> NoReturn:
 def run_command_line() -> None:
     """`main` with Hydra's own refusals (a value of the wrong type, an unknown option, a bad override)
     in one `config error:` line naming the key, as every other refusal; Hydra would print several."""
+    exit_quietly_after_ctrl_c()  # a run's second Ctrl+C never cuts the command's exit short
     if os.environ.get("HYDRA_FULL_ERROR") == "1":  # the user asked for Hydra's traceback
         main()
         return
@@ -182,4 +184,5 @@ def command() -> None:
 
 
 if __name__ == "__main__":
+    mark_command_start(new=True)  # a command of its own, whatever started it
     sys.exit(cli.hydra_status(command, lambda: _task_started, multirun=bool({"-m", "--multirun"} & set(sys.argv[1:]))))

@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 from src.bench import norms as norm_bench
 from src.bench import train as train_bench
 from src.bench import variants as variant_bench
-from src.bench.common import parse_list
+from src.bench.files import parse_list
 from src.core.paths import PROJECT_ROOT, ConfigError
 from src.core.tables import markdown_table
 from src.model.gpt import GPTConfig, GPTModel, model_stats

@@ -4,11 +4,13 @@ spelling of a renamed option still works with a one-line hint."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import REPO, run_cli
+from helpers import REPO, cli_env, run_cli
 
 from src.core import cli
 from src.data.__main__ import main as data_main
@@ -220,3 +222,30 @@ def test_the_node_workers_help_is_usage_not_a_traceback(capsys: pytest.CaptureFi
         f"config error: {tmp_path}: no job.pkl there (the node launcher writes it before starting the workers) "
         "(python -m src.launch.node_job --help lists the options)"
     ]
+
+
+@pytest.mark.parametrize(("argv", "prog"), [(["--bogus-opt"], "python -m src.bench"), (["variants", "--bogus-opt"], "python -m src.bench variants")])
+def test_the_benchs_unknown_option_is_named_before_a_missing_command(
+    argv: list[str], prog: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: `python -m src.bench --bogus-opt` said `the following arguments are required: command`."""
+    from src.bench.__main__ import main as bench_main
+
+    with pytest.raises(SystemExit) as done:
+        bench_main(argv)
+    assert done.value.code == cli.USAGE
+    line = f"config error: unrecognized arguments: --bogus-opt ({prog} --help lists the options)"
+    assert capsys.readouterr().err.strip().splitlines() == [line]
+
+
+@pytest.mark.slow  # a fresh interpreter: what the command imports
+def test_the_overhead_bench_imports_no_torch_of_its_own() -> None:
+    """Before: `python -m src.bench overhead` imported torch (and every benchmark) before it started
+    timing its subprocesses. Its own process now parses, checks and starts them without torch."""
+    probe = (
+        "import sys; from src.bench.__main__ import build_parser; "
+        "build_parser(['overhead'])[0].parse_known_args(['overhead']); import src.bench.overhead; "
+        "print(sorted(m for m in ('torch', 'lightning', 'mlflow') if m in sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr

@@ -140,6 +140,7 @@ def test_refusals_import_no_torch_lightning_or_mlflow() -> None:
         "+optim.lrr=1": "config error: optim.lrr:",
         "cluster.devices=0": "config error: cluster.devices:",
         "experiment_name= ": "config error: experiment_name:",
+        "model.n_heads=3": "config error: model.emb_dim (128) must be divisible by model.n_heads (3)",
     }
     proc = subprocess.run(
         [sys.executable, "-c", REFUSALS, *refused], cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300
@@ -149,3 +150,87 @@ def test_refusals_import_no_torch_lightning_or_mlflow() -> None:
     for start in refused.values():
         assert any(line.startswith(start) for line in lines), proc.stderr[-3000:]
     assert lines[-1].strip() == "heavy:", proc.stderr[-3000:]
+
+
+# --- the memo never hands back a composition of files that changed --------------------------------
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_a_yaml_edited_added_or_removed_between_two_compositions_is_seen(tmp_path: Path) -> None:
+    """Before: the memo's key was the config's name, overrides and search path: in one process (a
+    notebook that sweeps twice, the tests) an edited YAML gave the first composition back."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import MissingConfigException
+
+    from src.core import compositions
+
+    compositions.install()
+    conf = tmp_path / "conf"
+    _write(conf / "main.yaml", "defaults:\n  - g: a\n  - _self_\nlr: 1\n")
+    _write(conf / "g" / "a.yaml", "x: 1\n")
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        assert compose("main").g.x == 1
+        assert compose("main").g.x == 1  # from the memo
+        _write(conf / "g" / "a.yaml", "x: 2\n")  # the same size, within the same tick as the first write
+        assert compose("main").g.x == 2
+        _write(conf / "main.yaml", "defaults:\n  - g: a\n  - _self_\nlr: 3\n")
+        assert compose("main").lr == 3
+        _write(conf / "g" / "b.yaml", "x: 5\n")  # added
+        assert compose("main", ["g=b"]).g.x == 5
+        (conf / "g" / "b.yaml").unlink()  # removed
+        with pytest.raises(MissingConfigException):
+            compose("main", ["g=b"])
+
+
+def test_a_relative_search_path_follows_the_working_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: the same relative `hydra.searchpath` from another working folder gave the first
+    folder's composition back."""
+    from hydra import compose, initialize_config_dir
+
+    from src.core import compositions
+
+    compositions.install()
+    _write(tmp_path / "conf" / "main.yaml", "lr: 1\n")
+    for name in ("a", "b"):
+        _write(tmp_path / name / "mine" / "h" / "o.yaml", f"who: {name}\n")
+    with initialize_config_dir(config_dir=str(tmp_path / "conf"), version_base="1.3"):
+        for name in ("a", "b", "a"):
+            monkeypatch.chdir(tmp_path / name)
+            assert compose("main", ["hydra.searchpath=[file://mine]", "+h=o"]).h.who == name
+
+
+def test_another_hydra_composes_unpatched_after_one_warning(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Hydra the memo was not written for: Hydra's own functions stay, one warning says so, and the
+    config is what the memo makes."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    from src.core import compositions, patches
+    from src.core.paths import compose
+
+    compositions.install()
+    remembered = compose(["norm=hand_rmsnorm", "seed=3"])
+    compositions.uninstall()
+    own = ConfigLoaderImpl.load_configuration
+    monkeypatch.setattr(patches, "version", lambda dist: "1.4.0" if dist == "hydra-core" else "0")
+    monkeypatch.setattr(patches, "_said", set())
+    try:
+        for _ in range(2):
+            compositions.install()
+            assert ConfigLoaderImpl.load_configuration is own  # left as Hydra ships it
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [
+            "[normsweep] warning: each config composed once per process (src/core/compositions.py) left out: "
+            "hydra-core 1.4.0 is not the >=1.3.2,<1.4 it was written for; each is composed as Hydra composes it, "
+            "every time it is asked for"
+        ], err
+        assert compose(["norm=hand_rmsnorm", "seed=3"]) == remembered
+    finally:
+        monkeypatch.undo()
+        compositions.install()
+    assert ConfigLoaderImpl.load_configuration is not own

@@ -117,6 +117,18 @@ def test_glob_matching_nothing_stays_a_config_error(tmp_path: Path) -> None:
     assert isinstance(err.value, FileNotFoundError) and isinstance(err.value, NoFilesMatched)
 
 
+def test_a_folder_given_as_the_corpus_says_it_is_a_folder(tmp_path: Path) -> None:
+    """Before: a `data.paths` naming a folder of .txt files said only "matched no files"."""
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "a.txt").write_text("plain text " * 50, encoding="utf-8")
+    with pytest.raises(NoFilesMatched) as err:
+        TextFilesSource(str(tmp_path / "corpus"))
+    assert str(err.value) == (
+        f"data.paths ['{tmp_path / 'corpus'}'] matched only folders ({tmp_path / 'corpus'}), no files: "
+        f"name the files, or glob inside the folder (e.g. {tmp_path / 'corpus' / '**' / '*.txt'})"
+    )
+
+
 def test_fineweb_empty_stream_and_no_val_document(tmp_path: Path) -> None:
     (tmp_path / "empty.jsonl").write_text("\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"^data\.files: the document stream of .* is empty"):

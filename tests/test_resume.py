@@ -196,3 +196,44 @@ def test_foreign_checkpoint_is_refused_before_any_run_is_touched(
     assert len(client.get_metric_history(done.run_id, "train_time_s")) == 1
     assert [s for s, _ in _history(store["uri"], done.run_id, "train/train_loss")] == list(range(1, STEPS + 1))
     assert client.get_run(done.run_id).info.status == "FINISHED"
+
+
+@pytest.mark.slow  # a CLI run interrupted by real signals
+def test_ctrl_c_pressed_again_during_the_clean_up_still_closes_the_run_in_one_line(
+    tiny_overrides: list[str], store: dict[str, str], tmp_path: Path
+) -> None:
+    """A terminal's process group interrupted, then interrupted again (and again) while the first
+    Ctrl+C's clean-up runs. Before: rc 130, a 60-line KeyboardInterrupt/SystemExit traceback, the run
+    left RUNNING (Lightning's teardown puts Python's own handler back before the run is closed)."""
+    import subprocess
+    import sys
+    import time
+
+    from helpers import REPO, cli_env
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "src.train", *tiny_overrides, "optim.max_steps=400", "val_every_n_steps=400",
+         "checkpoint.enabled=true", "checkpoint.every_n_steps=5", "logger.system_metrics_s=0",
+         "experiment_name=ctrl_c"],
+        cwd=REPO, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    while not any((tmp_path / "checkpoints").rglob("last.ckpt")):  # training: its first checkpoint is written
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0][-3000:]
+        time.sleep(0.05)
+    pressed = 0
+    while proc.poll() is None and pressed < 500:  # Ctrl+C, then again every 10 ms until the process ends
+        try:
+            os.killpg(proc.pid, signal.SIGINT)
+        except ProcessLookupError:
+            break
+        pressed += 1
+        time.sleep(0.01)
+    out, _ = proc.communicate(timeout=300)
+    print(f"Ctrl+C pressed {pressed} times")
+    assert pressed >= 2 and proc.returncode == 1, out[-3000:]
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out, out[-3000:]
+    said = [line for line in out.splitlines() if "interrupted (Ctrl+C)" in line]
+    assert len(said) == 1 and "run closed as killed; re-run the same command to continue from" in said[0], out[-3000:]
+    (run,) = MlflowClient(store["uri"]).search_runs([MlflowClient(store["uri"]).get_experiment_by_name("ctrl_c").experiment_id])
+    assert run.info.status == "KILLED" and run.data.tags["outcome"] == "killed"

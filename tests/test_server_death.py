@@ -85,3 +85,46 @@ def test_a_server_killed_mid_run_leaves_no_hole_in_the_curves(
         assert history[STEPS] == pytest.approx(reference.final_train_loss, abs=1e-5)
     finally:
         server.kill_mlflow()
+
+
+def test_a_long_cause_is_cut_at_a_word() -> None:
+    """Before: the last 200 characters, from inside a word ("og-batch failed with ...")."""
+    from src.tracking.server_client import CAUSE_MAX, _short_cause
+
+    text = "API request to http://127.0.0.1:1/api/2.0/mlflow/runs/log-batch failed: " + "the reason goes on " * 20
+    cause = _short_cause(text, "http://127.0.0.1:1")
+    assert cause.startswith("...") and len(cause) <= CAUSE_MAX + 3
+    assert cause[3:].split(" ")[0] in text.split(" "), cause  # a whole word first
+
+
+@pytest.mark.slow  # a team server of its own, whose PostgreSQL is killed under a run
+def test_a_database_dead_under_a_run_is_said_as_such() -> None:
+    """PostgreSQL killed while a run logs its metrics: the server answers HTTP 503. Before: "the
+    tracking server stopped answering while logging metrics (og-batch failed with exception ...)"."""
+    import os
+    import shutil
+    import signal
+
+    from src.tracking.server_client import server_lost
+    from src.tracking.store import Store
+
+    server = TeamServer.start(fast=True)
+    try:
+        store = Store.connect(server.uri)
+        run_id = store.create_run(store.experiment_id("database_death", None), "torch_layernorm-s0", {})
+        os.kill(int((server.pgdata / "postmaster.pid").read_text().split()[0]), signal.SIGKILL)
+        (future,) = store.log_metrics_in_background(run_id, {"train/train_loss": 5.0}, 1, int(time.time() * 1000))
+        err = future.exception(timeout=300)
+        assert err is not None
+        line = str(server_lost(server.uri, err, "logging metrics"))
+        print(line)
+        assert line.startswith(
+            f"logger.tracking_uri={server.uri}: the tracking server answered HTTP 503 Service Unavailable while "
+            "logging metrics: its database stopped answering (a team server: its PostgreSQL); its MLflow run"
+        ), line
+        assert "og-batch" not in line and "stopped answering while" not in line
+    finally:
+        server.postgres_started = False  # killed: nothing to stop
+        server.kill_mlflow(signal.SIGKILL)
+        server.stop()
+        shutil.rmtree(server.state_dir, ignore_errors=True)

@@ -115,3 +115,70 @@ def test_two_copies_claiming_a_config_at_once_on_a_slow_store_leave_it_to_one(
         assert [why for c, why in results if c is None][0].startswith("opened by"), results
         winners[0].release()
     assert not [k for k in stores[0].experiment_tags(experiment_id) if k.startswith(sweep.CLAIM_PREFIX)]
+
+
+def test_where_the_time_went_counts_only_this_commands_jobs(
+    migrated_store: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: a copy that trained 2 jobs (12.3 + 4.0 s) said `46 s in all: training 32 s`, the
+    sum of all four runs of the shared sweep run, the other copy's included."""
+    from src.core.cli import COMMAND_ENV
+    from src.launch.time_split import COMMAND_STARTED_ENV, sweep_time_line
+    from src.tracking.tags import COMMAND_TAG
+
+    store = Store.connect(migrated_store["uri"])
+    experiment_id = store.experiment_id("time_split", migrated_store["artifacts"])
+    parent = store.create_run(experiment_id, "sweep-time_split", {SWEEP_TAG: "true"})
+    for seed, (command, seconds) in enumerate((("me", 12.3), ("other", 10.0), ("me", 4.0), ("other", 6.0))):
+        run = store.create_run(experiment_id, f"torch_layernorm-s{seed}", {PARENT_TAG: parent, COMMAND_TAG: command})
+        store.log_metrics(run, {"train_time_s": seconds})
+        store.terminate(run, "FINISHED")
+    monkeypatch.setenv(COMMAND_STARTED_ENV, f"{time.time() - 46:.3f}")
+    monkeypatch.setenv(COMMAND_ENV, "me")
+    line = sweep_time_line(store, experiment_id, parent, 0.0)
+    assert line is not None and "46 s in all: training 16 s (35%)" in line, line
+
+
+@pytest.mark.slow  # two real copies of one sweep on one store
+def test_two_real_copies_each_count_their_own_training(token_cache_dir: Path, tmp_path: Path, store_template: Path) -> None:
+    """Two `python -m src.train -m` of one 4-seed sweep on one store, started together: each trains the
+    jobs the other has not claimed, and a copy that says where its time went counts those it trained,
+    and no other."""
+    import re
+    import shutil
+    import sys
+
+    from helpers import FAST, REPO, cli_env
+
+    shutil.copyfile(store_template, tmp_path / "mlflow.db")
+    args = [
+        sys.executable, "-m", "src.train", "-m", *FAST, "optim.max_steps=12", "experiment_name=two_copies_time",
+        f"paths.cache_dir={token_cache_dir}", f"paths.mlflow_db={tmp_path / 'mlflow.db'}",
+        f"paths.mlflow_artifacts={tmp_path / 'mlartifacts'}", f"paths.reports_dir={tmp_path / 'reports'}",
+        f"paths.checkpoints_dir={tmp_path / 'checkpoints'}", "seed=0,1,2,3",
+    ]  # fmt: skip
+
+    def start(name: str) -> subprocess.Popen[str]:
+        with open(tmp_path / f"{name}.out", "w") as out:  # a file each: neither waits on a full pipe
+            return subprocess.Popen(
+                [*args, f"hydra.sweep.dir={tmp_path / name}"], cwd=REPO, env=cli_env(), stdout=out,
+                stderr=subprocess.STDOUT, text=True,
+            )  # fmt: skip
+
+    first, second = start("a"), start("b")  # at once: each claims the configs the other has not
+    first.wait(timeout=900)
+    second.wait(timeout=900)
+    out_a, out_b = (tmp_path / "a.out").read_text(), (tmp_path / "b.out").read_text()
+    assert first.returncode == 0 and second.returncode == 0, (out_a[-2000:], out_b[-2000:])
+    trained = {"a": re.findall(r" ok \| train ([\d.]+) s \|", out_a), "b": re.findall(r" ok \| train ([\d.]+) s \|", out_b)}
+    assert len(trained["a"]) + len(trained["b"]) == 4, (out_a[-2000:], out_b[-2000:])
+    assert trained["a"] and trained["b"], trained  # each trained some: the other's jobs were there to miscount
+    said = 0
+    for name, out in (("a", out_a), ("b", out_b)):
+        found = re.search(r"where the time went: [\d,]+ s in all: training (?:at most )?([\d,]+) s", out)
+        if found:
+            said += 1
+            own = sum(float(s) for s in trained[name])
+            assert abs(float(found.group(1).replace(",", "")) - own) <= 1.0, (name, found.group(0), trained)
+    assert said >= 1, (out_a[-2000:], out_b[-2000:])
+    print({k: v for k, v in trained.items()})

@@ -1,9 +1,8 @@
-"""What both benchmarks share: devices and dtypes, timing, the machine's name, report writing."""
+"""What the kernel and training benchmarks share: devices and dtypes, timing, the machine's name
+(their report files and table cells: src/bench/files.py)."""
 
 from __future__ import annotations
 
-import ctypes
-import json
 import os
 import platform
 import statistics
@@ -14,33 +13,11 @@ from typing import Any
 
 import torch
 
-from src.core.paths import ConfigError, compose
+from src.bench.files import malloc_tuned
+from src.core.paths import ConfigError
 from src.tracking.environment import cpu_model
 
 DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16}
-BENCH_DIR = "bench"  # under paths.reports_dir
-_malloc = {"tuned": False}  # set by keep_freed_memory, reported by machine_info
-
-
-def keep_freed_memory() -> bool:
-    """Make glibc keep freed buffers for reuse instead of returning them to the OS.
-
-    By default glibc serves large allocations with fresh mmaps (or trims its heap on free), so a
-    kernel's output buffer is often new memory whose first touch costs one page fault per 4 KiB:
-    on this class of VM that alone can exceed the kernel's run time, and whether it happens
-    depends on the allocation history, not on the kernel. Raising the thresholds (as jemalloc
-    or tcmalloc would, the usual advice for CPU training) makes timings reflect the kernels.
-    Buffers above 32 MiB (glibc's cap) are still mapped afresh. Returns False where unavailable.
-    """
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return False
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    _malloc["tuned"] = bool(
-        libc.mallopt(m_mmap_threshold, 32 * 2**20) and libc.mallopt(m_trim_threshold, 2**31 - 1)
-    )
-    return _malloc["tuned"]
 
 
 def resolve_device(name: str | None) -> torch.device:
@@ -157,41 +134,9 @@ def machine_info(device: torch.device) -> dict[str, Any]:
         "torch": torch.__version__,
         "python": platform.python_version(),
         "device": str(device),
-        "malloc_keeps_freed_memory": _malloc["tuned"],
+        "malloc_keeps_freed_memory": malloc_tuned(),
     }
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
         info["cuda"] = torch.version.cuda
     return info
-
-
-def parse_list(text: str, cast: Callable[[str], Any] = str) -> list[Any]:
-    """`"768,1024"` -> `[768, 1024]` with `cast=int`; empty items are ignored."""
-    return [cast(item.strip()) for item in text.split(",") if item.strip()]
-
-
-def fmt(value: Any, digits: int = 3) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, float):
-        return f"{value:.{digits}g}" if abs(value) < 1e4 else f"{value:,.0f}"
-    return str(value)
-
-
-def cells(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> list[list[str]]:
-    """Rows of dicts as text cells for `src.core.tables.markdown_table`, the one table writer."""
-    return [[fmt(row.get(c)) for c in columns] for row in rows]
-
-
-def default_out_dir(overrides: Sequence[str] = ()) -> Path:
-    """`<paths.reports_dir>/bench` of the training config with these overrides (`paths.root_dir=...`)."""
-    return Path(compose(overrides).paths.reports_dir) / BENCH_DIR
-
-
-def write_report(out_dir: Path, name: str, payload: dict[str, Any], markdown: str) -> tuple[Path, Path]:
-    """`<out>/<name>.json` and `<out>/<name>.md`; returns both paths."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    json_path, md_path = out_dir / f"{name}.json", out_dir / f"{name}.md"
-    json_path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
-    md_path.write_text(markdown + "\n")
-    return json_path, md_path

@@ -25,19 +25,16 @@ from torch import nn
 
 from src.bench.common import (
     DTYPES,
-    cells,
     copy_bandwidth,
     copy_reference,
-    default_out_dir,
     last_level_cache_bytes,
     machine_info,
     median,
-    parse_list,
     resolve_device,
     supports_dtype,
     time_interleaved,
-    write_report,
 )
+from src.bench.files import cells, default_out_dir, parse_list, write_report
 from src.core import cli
 from src.core.paths import ConfigError, compose
 from src.core.tables import markdown_table

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from src.bench.clock import CLOCK_ENV
-from src.bench.common import cells, default_out_dir, write_report
+from src.bench.files import cells, default_out_dir, write_report
 from src.core import cli
 from src.core.paths import PROJECT_ROOT
 from src.core.tables import markdown_table

@@ -27,7 +27,8 @@ from typing import Any
 import lightning as L
 import torch
 
-from src.bench.common import default_out_dir, machine_info, resolve_device, synchronize, time_fn, write_report
+from src.bench.common import machine_info, resolve_device, synchronize, time_fn
+from src.bench.files import default_out_dir, write_report
 from src.core import cli
 from src.core.devices import DeviceSpec, gpu_peak_tflops, matmul_kind
 from src.core.tables import markdown_table

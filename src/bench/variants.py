@@ -33,7 +33,8 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from src.bench.common import default_out_dir, synchronize, write_report
+from src.bench.common import synchronize
+from src.bench.files import default_out_dir, write_report
 from src.bench.kernels import clock, cpu_threads, kernel_check, load
 from src.core import cli
 from src.core.paths import ConfigError, preset_norms

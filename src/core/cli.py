@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
@@ -206,6 +207,24 @@ def exit_status(exit_: SystemExit) -> int:
         return code or OK
     print(code, file=sys.stderr)
     return USAGE if str(code).startswith("config error:") else FAILED
+
+
+# Which command a process belongs to: set by the first `python -m src.train` of a process tree and
+# inherited by every job process it starts (pool workers, torchrun ranks, SLURM tasks), so a run
+# records the command that trained it and two copies of one sweep tell their jobs apart.
+COMMAND_ENV = "NORMSWEEP_COMMAND"
+
+
+def mark_command(new: bool = False) -> str:
+    """This process tree's command id (host, pid and start time of its first process): set once, or
+    afresh (`new`: a command line started here, even by a process that had one)."""
+    import socket
+    import time
+
+    made = f"{socket.gethostname()}:{os.getpid()}:{time.time():.3f}"
+    if new:
+        os.environ[COMMAND_ENV] = made
+    return os.environ.setdefault(COMMAND_ENV, made)
 
 
 def in_multirun() -> bool:

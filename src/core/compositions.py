@@ -15,20 +15,31 @@ YAML file merged, ~0.3 s on two cores), so a 6-job sweep loaded the config 21 ti
   only on the config name and the *group* choices (`norm=...`, `experiment=...`); a `seed=0..99`
   sweep walks the tree once and Hydra then applies each job's values, as it always does.
 
+A memo entry holds for the same config files only: its key carries a digest of every YAML file
+under each file search path (resolved against the working folder when it is relative), so a file
+edited, added or removed between two sweeps of one process (a notebook, the tests), or a new working
+folder under a relative search path, composes afresh.
+
 What comes out is what Hydra makes without the memo, key for key (tests/test_compositions.py
-compares them). Hydra 1.3's internals are patched, on this process only: hydra-core is pinned below
-1.4 in pyproject.toml, and `install` refuses to patch a ConfigLoaderImpl that lacks the methods.
+compares them). Hydra 1.3's internals are patched, on this process only, and only on the Hydra it was
+written for (`HYDRA_WRITTEN_FOR`, src.core.patches): on another (or with NORMSWEEP_UNPATCHED set) each
+config is composed as Hydra composes it, after one warning line.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import pickle
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 _installed = False
+_unpatched: dict[str, Any] = {}  # Hydra's own functions, as `install` found them (`uninstall` puts them back)
+HYDRA_WRITTEN_FOR = {"hydra-core": ">=1.3.2,<1.4"}  # the Hydra whose internals `install` patches
+CONFIG_SUFFIXES = (".yaml", ".yml")
 MULTIRUN_LINE = "hydra.mode=MULTIRUN"  # what Hydra's `_run_app` appends to a multirun's overrides
 
 
@@ -50,9 +61,24 @@ def _value_overrides(repo: Any, overrides_list: list[Any]) -> list[Any]:
     ]
 
 
-def _sources(repo: Any) -> tuple[tuple[str, str], ...]:
-    """Where a repository reads configs from: a memo entry holds for the same search path only."""
-    return tuple((str(s.provider), str(s.path)) for s in repo.get_sources())
+def _files_digest(folder: str) -> str:
+    """The digest of a config folder's YAML files, names and contents (its absolute path included:
+    a relative search path means another folder in another working folder)."""
+    root = Path(folder).resolve()
+    digest = hashlib.sha256(str(root).encode())
+    if root.is_dir():
+        for path in sorted(p for p in root.rglob("*") if p.suffix in CONFIG_SUFFIXES and p.is_file()):
+            digest.update(b"\0" + str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _sources(repo: Any) -> tuple[tuple[str, str, str], ...]:
+    """Where a repository reads configs from, and what its files hold: a memo entry holds for the same
+    search path and the same files only. Packaged and in-memory sources are not files a user edits."""
+    return tuple(
+        (str(s.provider), str(s.path), _files_digest(s.path) if s.scheme() == "file" else "")
+        for s in repo.get_sources()
+    )
 
 
 def install() -> None:
@@ -63,9 +89,20 @@ def install() -> None:
     from hydra._internal import config_loader_impl
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
 
-    for name in ("load_configuration", "validate_sweep_overrides_legal", "_compose_config_from_defaults_list"):
-        if not hasattr(ConfigLoaderImpl, name):  # another Hydra: compose as it does, unremembered
-            return
+    from src.core.patches import patchable
+
+    patched = ("load_configuration", "validate_sweep_overrides_legal", "_compose_config_from_defaults_list",
+               "_parse_overrides_and_create_caching_repo")  # fmt: skip
+    if not patchable(
+        "each config composed once per process (src/core/compositions.py)", HYDRA_WRITTEN_FOR,
+        "each is composed as Hydra composes it, every time it is asked for",
+    ) or not all(hasattr(ConfigLoaderImpl, name) for name in patched):  # fmt: skip
+        return
+    _unpatched.update(
+        load_configuration=ConfigLoaderImpl.load_configuration,
+        create_defaults_list=config_loader_impl.create_defaults_list,
+        _compose_config_from_defaults_list=ConfigLoaderImpl._compose_config_from_defaults_list,
+    )
     make_list = config_loader_impl.create_defaults_list
     lists: dict[tuple[Any, ...], Any] = {}
     merged: dict[int, bytes] = {}
@@ -103,7 +140,10 @@ def install() -> None:
         # `hydra.mode=MULTIRUN` appended: one composition, the mode set on the copy as Hydra sets it.
         mode_line = MULTIRUN_LINE if overrides and overrides[-1] == MULTIRUN_LINE else None
         plain = list(overrides[:-1]) if mode_line else list(overrides)
-        key = (_sources(self.repository), config_name, tuple(plain), run_mode, from_shell)
+        # The search path as this composition sees it: the primary config's and the overrides'
+        # `hydra.searchpath` added (a relative one is another folder in another working folder).
+        _, searched = self._parse_overrides_and_create_caching_repo(config_name, plain)
+        key = (_sources(searched), config_name, tuple(plain), run_mode, from_shell)
         if key not in loaded:
             loaded[key] = pickle.dumps(load_configuration(self, config_name, plain, run_mode, from_shell, validate_sweep_overrides))
         elif validate_sweep_overrides:  # the earlier call skipped this check (Hydra's `get_mode` does)
@@ -123,6 +163,20 @@ def install() -> None:
     config_loader_impl.create_defaults_list = create_defaults_list  # type: ignore[assignment]
     ConfigLoaderImpl._compose_config_from_defaults_list = compose_from_defaults  # type: ignore[method-assign]
     _installed = True
+
+
+def uninstall() -> None:
+    """Put Hydra's own functions back (the tests' fallback runs; `install` patches them again)."""
+    global _installed
+    if not _installed:
+        return
+    from hydra._internal import config_loader_impl
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    ConfigLoaderImpl.load_configuration = _unpatched["load_configuration"]  # type: ignore[method-assign]
+    config_loader_impl.create_defaults_list = _unpatched["create_defaults_list"]
+    ConfigLoaderImpl._compose_config_from_defaults_list = _unpatched["_compose_config_from_defaults_list"]  # type: ignore[method-assign]
+    _installed = False
 
 
 def job_config(master: DictConfig, overrides: list[str], loader: Any = None) -> DictConfig:

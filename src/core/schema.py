@@ -47,6 +47,26 @@ NORM_TYPE_OF_YAML = "${hydra:runtime.choices.norm}"
 DEFAULT_NORM = "torch_layernorm"  # GPTConfig's norm; conf/train.yaml's defaults list picks it too (a test keeps them equal)
 
 
+PLACEMENTS = ("pre", "post", "peri")  # where the norms sit in a block (src.model.gpt.TransformerBlock)
+
+
+def check_architecture(model: Any) -> None:
+    """The model's shape, checked without torch (a refused config is answered before it is imported):
+    `model` is a GPTConfig or the composed config's `model` group. ValueError naming the field."""
+    for name in ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers"):
+        value = getattr(model, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ValueError(f"model.{name} must be a positive integer, got {value!r}")
+    if model.emb_dim % model.n_heads:
+        raise ValueError(f"model.emb_dim ({model.emb_dim}) must be divisible by model.n_heads ({model.n_heads})")
+    if not 0.0 <= float(model.drop_rate) < 1.0:
+        raise ValueError(f"model.drop_rate must be in [0, 1), got {model.drop_rate!r}")
+    if model.norm_placement not in PLACEMENTS:
+        raise ValueError(f"model.norm_placement: {model.norm_placement!r} is not one of {', '.join(PLACEMENTS)}")
+    if not isinstance(model.qk_norm, bool):
+        raise ValueError(f"model.qk_norm: must be true or false, got {model.qk_norm!r}")
+
+
 @dataclass
 class ModelSchema:
     """The GPT (src.model.gpt.GPTConfig). The architecture's values are each option's, conf/model/*.yaml;

@@ -89,6 +89,13 @@ def match_files(patterns: str | Sequence[str], field: str, suffixes: Sequence[st
     )
     files = [p for p in matches if p.is_file()]
     if not files:
+        folders = [p for p in matches if p.is_dir()]
+        if folders:  # a folder named where files were meant: say so, and how to take its files
+            globs = [str(Path(f) / "**" / f"*{suffixes[0]}") for f in folders[:3]]
+            raise NoFilesMatched(
+                f"{field} {patterns} matched only folders ({', '.join(map(str, folders[:3]))}), no files: "
+                f"name the files, or glob inside the folder (e.g. {globs[0]})"
+            )
         raise NoFilesMatched(f"{field} {patterns} matched no files")
     unsupported = [str(p) for p in files if p.suffix not in suffixes]
     if unsupported:

@@ -3,8 +3,9 @@
 The rest is the tool's own cost (start-up, the checks before launch, the data, recording, each job's
 test, the report): `python -m src.bench overhead` measures it per job against a bare Hydra +
 Lightning sweep. Training is each job's `train_time_s` (its fit, validation included) for the jobs
-of this sweep run that ended while this command ran; a job resumed here counts its earlier
-segments too, which this command did not spend, so the line says "at most" for training then.
+of this sweep run that this command trained (tagged with its id, src.core.cli.COMMAND_ENV: another
+copy of the sweep on the same store trains its own) and that ended while it ran; a job resumed here
+counts its earlier segments too, which this command did not spend, so the line says "at most" then.
 """
 
 from __future__ import annotations
@@ -12,12 +13,19 @@ from __future__ import annotations
 import os
 import time
 
+from src.core.cli import COMMAND_ENV, mark_command
+
 COMMAND_STARTED_ENV = "NORMSWEEP_COMMAND_STARTED"  # unix time `python -m src.train` started (src/train.py)
 
 
-def mark_command_start() -> None:
-    """The first `src.train` of a process tree sets it; a job process it starts keeps the parent's."""
+def mark_command_start(new: bool = False) -> None:
+    """The first `src.train` of a process tree sets them; a job process it starts keeps the parent's.
+    `new`: this process is a command line (`python -m src.train`), a command of its own even when
+    the process that started it had one (a notebook, a script, a test that imported src.train)."""
+    if new:
+        os.environ[COMMAND_STARTED_ENV] = f"{time.time():.3f}"
     os.environ.setdefault(COMMAND_STARTED_ENV, f"{time.time():.3f}")
+    mark_command(new)
 
 
 def split_line(training_s: float, measuring_s: float, wall_s: float, resumed: bool) -> str:
@@ -38,13 +46,17 @@ def split_line(training_s: float, measuring_s: float, wall_s: float, resumed: bo
 def sweep_time_line(store: object, experiment_id: str, parent_run_id: str, measuring_s: float) -> str | None:
     """The line for this sweep run's jobs, or None when the command's start is unknown."""
     from src.tracking.store import Store
-    from src.tracking.tags import PARENT_TAG
+    from src.tracking.tags import COMMAND_TAG, PARENT_TAG
 
     started = os.environ.get(COMMAND_STARTED_ENV)
     if not started or not isinstance(store, Store):
         return None
     since_ms = float(started) * 1000
-    runs = [r for r in store.runs_tagged(experiment_id, PARENT_TAG, parent_run_id) if (r.info.end_time or 0) >= since_ms]
+    mine = os.environ.get(COMMAND_ENV)
+    runs = [
+        r for r in store.runs_tagged(experiment_id, PARENT_TAG, parent_run_id)
+        if (r.info.end_time or 0) >= since_ms and r.data.tags.get(COMMAND_TAG) == mine
+    ]  # fmt: skip
     training = sum(float(r.data.metrics.get("train_time_s", 0.0)) for r in runs)
     resumed = any(r.info.start_time < since_ms for r in runs)
     return split_line(training, measuring_s, time.time() - float(started), resumed)

@@ -19,10 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from src.core.schema import DEFAULT_NORM, ModelSchema
+from src.core.schema import DEFAULT_NORM, ModelSchema, check_architecture
 from src.model.norms import DEFAULT_EPS, NormSpec
-
-PLACEMENTS = ("pre", "post", "peri")
 
 
 @dataclass(frozen=True)
@@ -46,22 +44,7 @@ class GPTConfig:
     norm: NormSpec = field(init=False, repr=False, compare=False)  # the checked norm, built from the three above
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"model.{name} must be a positive integer, got {value!r}")
-        if self.emb_dim % self.n_heads:
-            raise ValueError(
-                f"model.emb_dim ({self.emb_dim}) must be divisible by model.n_heads ({self.n_heads})"
-            )
-        if not 0.0 <= self.drop_rate < 1.0:
-            raise ValueError(f"model.drop_rate must be in [0, 1), got {self.drop_rate!r}")
-        if self.norm_placement not in PLACEMENTS:
-            raise ValueError(
-                f"model.norm_placement: {self.norm_placement!r} is not one of {', '.join(PLACEMENTS)}"
-            )
-        if not isinstance(self.qk_norm, bool):
-            raise ValueError(f"model.qk_norm: must be true or false, got {self.qk_norm!r}")
+        check_architecture(self)
         object.__setattr__(self, "norm", NormSpec(self.norm_type, self.norm_eps, dict(self.norm_options)))
 
 

@@ -42,6 +42,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from src.core.atomic_io import move_aside, remove_partial_writes
 from src.core.cli import in_multirun
 from src.core.paths import ConfigError, PeerRefused
+from src.tracking import unsent
 from src.tracking.code import CodeState
 from src.tracking.identity import RUN_STATE_KEY, CheckpointSpec, Identity, check_checkpoint
 from src.tracking.record import RecordSpec, RunResult, StoreSpec
@@ -73,6 +74,7 @@ from src.tracking.tags import (
     SUPERSEDED_TAG,
 )
 from src.tracking.tracker import Tracker
+from src.tracking.unsent import REPLACED_FOLDER, UNSENT_FILE, is_deleted
 
 if TYPE_CHECKING:
     from src.tracking.store import Run
@@ -117,6 +119,16 @@ def read_run_state(path: Path) -> dict[str, Any]:
     if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
         raise ConfigError(f"ckpt_path: {path} is not a Lightning checkpoint (no state_dict)")
     return ckpt.get("callbacks", {}).get(RUN_STATE_KEY, {})
+
+
+def deleted_run_message(store: Store, run_id: str, last: Path) -> str:
+    """The two ways on from a checkpoint whose MLflow run was deleted: restore the run, or start over."""
+    uri = redact_uri(store.uri)
+    return (
+        f"{last} holds the checkpoint of run {run_id}, which was deleted in MLflow ({uri}): "
+        f"`MLFLOW_TRACKING_URI={uri} mlflow runs restore --run-id {run_id}` brings it back to be continued, "
+        f"or remove {last} (and {last.parent / UNSENT_FILE} if there) to start over"
+    )
 
 
 # --- what the store says: the decision for a config's latest run
@@ -181,7 +193,6 @@ def decide(
 
 
 # --- the plan: done / resume / lost -> settle / superseded / new
-REPLACED_FOLDER = "replaced"  # beside last.ckpt: the checkpoints of the runs a new run replaced
 
 
 @dataclass
@@ -229,6 +240,8 @@ def plan_explicit(spec: PlannedRun, explicit: Path, store: Store | None) -> RunP
         return RunPlan(explicit, None)
     assert store is not None
     run = store.get_run(run_id)
+    if is_deleted(run):
+        raise ConfigError(f"ckpt_path: {deleted_run_message(store, run_id, explicit)}")
     if run is None:
         raise ConfigError(
             f"ckpt_path: {explicit} belongs to MLflow run {run_id}, which is not in {redact_uri(store.uri)}: restore "
@@ -284,13 +297,43 @@ def plan_sweep_job(spec: PlannedRun, store: Store) -> RunPlan:
         # superseded or other-code run's) moves to `replaced/<its run id>.ckpt`, so no run's state is
         # written over. Rank 0 moves it; a DDP job's other ranks start the new run without reading it.
         if enabled and last.is_file() and rank_zero_only.rank == 0:
-            kept = last.parent / REPLACED_FOLDER / f"{last_state().get('mlflow_run_id') or 'unknown-run'}.ckpt"
-            move_aside(last, kept)
-            said.append(f"its checkpoint kept as {kept}")
+            said.append(_keep_aside(store, last, last_state().get("mlflow_run_id")))
         return RunPlan(supersede=d.supersede, message=f"{name}: {'; '.join(said)}" if said else "", claim=held)
     except BaseException:
         held.release()
         raise
+
+
+def _keep_unsent_aside(folder: Path, run_id: str) -> Path | None:
+    """Move the folder's unsent metrics file, whole, to `replaced/` beside the checkpoint of `run_id`
+    moved there; where it went (None when there was none). An earlier one there is not written over."""
+    path = folder / UNSENT_FILE
+    if not path.is_file():
+        return None
+    to, n = unsent.kept_for(folder, run_id), 1
+    while to.exists():
+        n += 1
+        to = unsent.kept_for(folder, f"{run_id}.{n}")
+    move_aside(path, to)
+    return to
+
+
+def _keep_aside(store: Store, last: Path, owner_id: str | None) -> str:
+    """Move the checkpoint a new run would overwrite to `replaced/<its run id>.ckpt`, with the metrics
+    its server never acknowledged when this store cannot take them (the run is in another store, or
+    deleted in MLflow: in this one they are sent to it as the new run opens); what was kept, in words.
+    A sweep's job starts over where a single run refuses: the sweep must finish, and nothing is lost."""
+    kept = last.parent / REPLACED_FOLDER / f"{owner_id or 'unknown-run'}.ckpt"
+    move_aside(last, kept)
+    owner = store.get_run(owner_id) if owner_id else None
+    aside = _keep_unsent_aside(last.parent, owner_id) if owner_id and not unsent.can_take(owner) else None
+    what = f"its checkpoint kept as {kept}" + (f" and its unsent metrics as {aside}" if aside else "")
+    if not is_deleted(owner):
+        return what
+    return (
+        f"run {owner_id} of this config was deleted in MLflow: a new run starts, {what} (to continue it "
+        f"instead: `mlflow runs restore --run-id {owner_id}`, move them back beside {last.name}, and run the same command)"
+    )
 
 
 def plan_single_run(spec: PlannedRun, store: Store | None) -> RunPlan:
@@ -310,6 +353,9 @@ def plan_single_run(spec: PlannedRun, store: Store | None) -> RunPlan:
     fp = identity.fingerprint
     owner_id = state.get("mlflow_run_id")
     owner = store.get_run(owner_id) if store is not None and owner_id else None
+    if is_deleted(owner) and state.get("fingerprint") == fp:
+        assert store is not None and owner_id
+        raise ConfigError(f"checkpoint.dir: {deleted_run_message(store, owner_id, ck.last)}")
     if owner is not None and state.get("fingerprint") == fp:
         tags = owner.data.tags
         outcome = tags.get(OUTCOME_TAG, "")

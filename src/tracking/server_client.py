@@ -12,6 +12,7 @@ import os
 import re
 import time
 from collections.abc import Callable
+from http import HTTPStatus
 from typing import Any, TypeVar
 
 from src.core.schema import SERVER_RESTART_S
@@ -64,12 +65,28 @@ def bound_http_requests() -> None:
 def server_lost(uri: str, err: BaseException, doing: str) -> ServerLost:
     """One line: which server, what the job was doing, the cause, what became of the run, and what to do."""
     text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    what = f"{FIELD}={redact_uri(uri)}: the tracking server stopped answering while {doing} ({_short_cause(text, uri)})"
+    status = http_status(text)
+    if status is not None and status >= 500:  # it answers, with an error: its database (PostgreSQL) is gone
+        what = (
+            f"{FIELD}={redact_uri(uri)}: the tracking server answered {_short_cause(text, uri)} while {doing}: "
+            "its database stopped answering (a team server: its PostgreSQL)"
+        )
+        back = "the server and its database are back (a team server: stop it and start it again, make server)"
+    else:
+        what = f"{FIELD}={redact_uri(uri)}: the tracking server stopped answering while {doing} ({_short_cause(text, uri)})"
+        back = "the server is back"
     return ServerLost(
-        f"{what}; its MLflow run, if it was opened, stays RUNNING and the checkpoint is kept: once the server is "
-        "back, re-run the same command to resume",
+        f"{what}; its MLflow run, if it was opened, stays RUNNING and the checkpoint is kept: once {back}, "
+        "re-run the same command to resume",
         what,
     )
+
+
+def http_status(text: str) -> int | None:
+    """The HTTP status an MLflow client error carries in its text (urllib3's `too many 503 error
+    responses` once its retries are spent, MLflow's `error code 503`), or None."""
+    found = re.search(r"too many (\d{3}) error responses|error code (\d{3})|HTTP (\d{3})", text)
+    return int(next(g for g in found.groups() if g)) if found else None
 
 
 def is_refused(err: BaseException) -> bool:
@@ -116,7 +133,19 @@ def _short_cause(text: str, uri: str) -> str:
         return errno.group(1).strip()
     if "timed out" in text.lower() or "timeout" in text.lower():
         return f"no answer within {PROBE_TIMEOUT_S:.0f} s, {PROBE_RETRIES} retries"
-    return redact_text(text.replace(uri, redact_uri(uri)))[-200:]  # MLflow's message quotes the full URL
+    status = http_status(text)
+    if status is not None:
+        phrase = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "error"
+        return f"HTTP {status} {phrase}"
+    said = redact_text(text.replace(uri, redact_uri(uri)))  # MLflow's message quotes the full URL
+    if len(said) <= CAUSE_MAX:
+        return said
+    # Its end holds the reason; cut at a word's start, never inside one.
+    tail = said[-CAUSE_MAX:]
+    return "..." + (tail.split(" ", 1)[1] if " " in tail else tail)
+
+
+CAUSE_MAX = 200  # characters of an unrecognised cause kept in a one-line message
 
 
 class DatabaseLost(ServerLost):

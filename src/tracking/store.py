@@ -303,22 +303,27 @@ class Store:
         for i in range(0, len(items), BATCH_MAX):
             self._retry(lambda chunk=items[i : i + BATCH_MAX]: self.client.log_batch(run_id, params=chunk))
 
-    def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int = 0) -> None:
+    def log_metrics(
+        self, run_id: str, metrics: Mapping[str, float], step: int = 0, timestamp_ms: int | None = None
+    ) -> None:
+        """`timestamp_ms`: when the values were made (a resent step keeps its own time); now by default."""
         from mlflow.entities import Metric
 
-        now = int(time.time() * 1000)
-        items = [Metric(key, float(value), now, step) for key, value in metrics.items()]
+        at = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
+        items = [Metric(key, float(value), at, step) for key, value in metrics.items()]
         for i in range(0, len(items), BATCH_MAX):
             self._retry(lambda chunk=items[i : i + BATCH_MAX]: self.client.log_batch(run_id, metrics=chunk))
 
-    def log_metrics_in_background(self, run_id: str, metrics: Mapping[str, float], step: int) -> list[Future[Any]]:
-        """Queue the metrics on MLflow's asynchronous logging queue (to a server: a training step
-        never waits on the network); the futures say when each write is done, or why it failed. Not
-        retried here: MLflow's bounded HTTP retries (`bound_http_requests`) are the only ones."""
+    def log_metrics_in_background(
+        self, run_id: str, metrics: Mapping[str, float], step: int, timestamp_ms: int
+    ) -> list[Future[Any]]:
+        """Queue the metrics, made at `timestamp_ms`, on MLflow's asynchronous logging queue (to a
+        server: a training step never waits on the network); the futures say when each write is done,
+        or why it failed. Not retried here: MLflow's bounded HTTP retries (`bound_http_requests`) are
+        the only ones."""
         from mlflow.entities import Metric
 
-        now = int(time.time() * 1000)
-        items = [Metric(key, float(value), now, step) for key, value in metrics.items()]
+        items = [Metric(key, float(value), timestamp_ms, step) for key, value in metrics.items()]
         futures: list[Future[Any]] = []
         for i in range(0, len(items), BATCH_MAX):
             operations = self.client.log_batch(run_id, metrics=items[i : i + BATCH_MAX], synchronous=False)

@@ -38,11 +38,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from src.core.cli import COMMAND_ENV
 from src.core.schema import SweepSchema
 from src.tracking.code import MANIFEST_ARTIFACT, CodeState, differences, read_manifest
 from src.tracking.store import Store
 from src.tracking.tags import (
     CODE_FINGERPRINT_TAG,
+    COMMAND_TAG,
     FAILED,
     FINGERPRINT_TAG,
     FINISHED,
@@ -81,7 +83,9 @@ STALE_AFTER_S = float(SweepSchema.stale_after_s)  # `sweep.stale_after_s` where 
 
 def liveness_tags() -> dict[str, str]:
     now = f"{time.time():.0f}"
-    return {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid()), STARTED_TAG: now, HEARTBEAT_TAG: now}
+    tags = {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid()), STARTED_TAG: now, HEARTBEAT_TAG: now}
+    command = os.environ.get(COMMAND_ENV)
+    return {**tags, COMMAND_TAG: command} if command else tags
 
 
 def pid_alive(pid: int) -> bool:

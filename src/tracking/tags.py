@@ -33,6 +33,7 @@ CODE_FINGERPRINT_TAG = "normsweep.code_fingerprint"  # the code that made the ru
 HEARTBEAT_TAG = "normsweep.heartbeat"  # unix time of the last sign of life
 HOST_TAG = "normsweep.host"
 PID_TAG = "normsweep.pid"
+COMMAND_TAG = "normsweep.command"  # the command that last trained the run (src.core.cli.COMMAND_ENV)
 STARTED_TAG = "normsweep.started_at"
 SUPERSEDED_TAG = "normsweep.superseded_by"
 SWEEP_TAG = "normsweep.sweep"  # "true" on a sweep's parent run (not a training run)

@@ -88,8 +88,8 @@ class _ClosedByTracker(MLFlowLogger):
         self.background = background
         self.unsent_file = unsent_file  # where the writes a lost server never acknowledged are kept
         self.lost: ServerLost | None = None
-        # One entry per write not yet acknowledged, oldest first: its step, its metrics, its futures.
-        self._pending: deque[tuple[int, dict[str, float], list[Future[Any]]]] = deque()
+        # One entry per write not yet acknowledged, oldest first: its step, its time (ms), its metrics, its futures.
+        self._pending: deque[tuple[int, int, dict[str, float], list[Future[Any]]]] = deque()
 
     @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
@@ -99,15 +99,17 @@ class _ClosedByTracker(MLFlowLogger):
         if not self.background:
             self.store.log_metrics(self.run_id, numbers, step or 0)
             return
+        made = int(time.time() * 1000)  # the step's own time, kept with it if it must be resent
         if self.lost is not None:  # nothing reaches the server now: kept for the resumed run to send
-            self.keep_unsent([(step or 0, numbers)])
+            self.keep_unsent([(step or 0, made, numbers)])
             return
         try:
             self._raise_if_failed()
         except ServerLost:
-            self.keep_unsent([(step or 0, numbers)])  # this step too: it was never queued
+            self.keep_unsent([(step or 0, made, numbers)])  # this step too: it was never queued
             raise
-        self._pending.append((step or 0, numbers, self.store.log_metrics_in_background(self.run_id, numbers, step or 0)))
+        futures = self.store.log_metrics_in_background(self.run_id, numbers, step or 0, made)
+        self._pending.append((step or 0, made, numbers, futures))
 
     @rank_zero_only
     def log_hyperparams(self, params: Any) -> None:
@@ -117,7 +119,7 @@ class _ClosedByTracker(MLFlowLogger):
         """Drop the writes that are done; raise `ServerLost` for the first that failed, keeping on
         disk every write not acknowledged (that one and those queued after it)."""
         while self._pending:
-            futures = self._pending[0][2]
+            futures = self._pending[0][3]
             if not wait and not all(f.done() for f in futures):
                 return
             err = next((e for e in (f.exception() for f in futures) if e is not None), None)
@@ -131,10 +133,11 @@ class _ClosedByTracker(MLFlowLogger):
         self.keep_unsent([])
         return lost
 
-    def keep_unsent(self, extra: list[tuple[int, dict[str, float]]]) -> None:
-        """Write the pending writes (and `extra`) to the unsent file beside the checkpoint. A pending
-        write may still land: the resumed run sends only what MLflow does not hold by then."""
-        records = [(step, metrics) for step, metrics, _ in self._pending] + extra
+    def keep_unsent(self, extra: list[tuple[int, int, dict[str, float]]]) -> None:
+        """Write the pending writes (and `extra`: step, time in ms, metrics) to the unsent file beside
+        the checkpoint. A pending write may still land: the resumed run sends only what MLflow does not
+        hold by then."""
+        records = [(step, made, metrics) for step, made, metrics, _ in self._pending] + extra
         self._pending.clear()
         if self.unsent_file is not None and self.run_id is not None and records:
             unsent.keep(self.unsent_file, self.run_id, records)
@@ -187,7 +190,8 @@ class Tracker:
         if rank_zero_only.rank == 0:  # rank 0 writes the run through the store; the logger below only reads it
             # What a lost server never acknowledged first: a resumed run starts past those steps and
             # would not log them again, and they count among the steps already logged below.
-            unsent.send(store, unsent_file)
+            for note in unsent.send(store, unsent_file).notes:
+                print(f"[normsweep] {spec.run_name}: {note}", flush=True)
             if run_id is None:
                 # Created now, through the store: once this returns, another copy of the sweep sees it
                 # RUNNING (the claim on its config is released after this).

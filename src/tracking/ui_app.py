@@ -96,12 +96,26 @@ def _serve_page():  # noqa: ANN202 (a Flask view)
     return Response(with_script(index.read_text(encoding="utf-8")), mimetype="text/html")
 
 
+# The MLflow and Flask whose internals this app patches (MLflow's `_find_app`/`_run_server`, the
+# page's view in Flask's view table, MLflow 3.17's browser keys above); any other: MLflow's own UI.
+UI_WRITTEN_FOR = {"mlflow": ">=3.17,<3.18", "flask": ">=3.0,<4"}
+UI_PATCH = "the UI's start page (src/tracking/ui_app.py)"
+UI_INSTEAD = "MLflow serves its own page unchanged (open an experiment's printed link)"
+
+
+def ui_patchable() -> bool:
+    from src.core.patches import patchable
+
+    return patchable(UI_PATCH, UI_WRITTEN_FOR, UI_INSTEAD)
+
+
 if __name__ != "__main__":  # imported by the server's workers (and once by MLflow's command, to check it)
     from mlflow.server import app as _flask_app
     from mlflow.server.fastapi_app import app  # noqa: F401  (what uvicorn serves)
 
-    _mlflow_serve = _flask_app.view_functions["serve"]
-    _flask_app.view_functions["serve"] = _serve_page
+    if ui_patchable() and "serve" in _flask_app.view_functions:
+        _mlflow_serve = _flask_app.view_functions["serve"]
+        _flask_app.view_functions["serve"] = _serve_page
 
 
 def main(argv: list[str]) -> int:
@@ -112,8 +126,7 @@ def main(argv: list[str]) -> int:
     from mlflow.cli import cli
 
     found, run = getattr(mlflow.server, "_find_app", None), getattr(mlflow.server, "_run_server", None)
-    if found is None or run is None:  # another MLflow than the one this was written against: its plain UI
-        print("ui: this MLflow serves its own page unchanged (open an experiment's printed link)", file=sys.stderr)
+    if not ui_patchable() or found is None or run is None:  # another MLflow than this was written for: its plain UI
         return int(cli.main(argv, standalone_mode=False) or 0)
     mlflow.server._find_app = lambda name: APP if name == APP_NAME else found(name)
     mlflow.server._run_server = lambda *args, **kwargs: run(*args, **{**kwargs, "app_name": APP_NAME})

@@ -30,6 +30,7 @@ from src.core.atomic_io import CheckpointSpaceError, write_checkpoint
 from src.core.budget import Budget
 from src.core.cli import in_multirun
 from src.core.devices import DeviceSpec, configure_matmul_precision
+from src.core.interrupts import OneCtrlC
 from src.core.paths import ConfigError
 from src.data.datamodule import TokenDataModule, build_datamodule
 from src.tracking.identity import LAST
@@ -223,6 +224,7 @@ class RunLife(L.Callback):
         self.outcome: str | None = None
         self.note: str | None = None
         self.fitting = False  # the Trainer set the fit up: what fails from here on is the run's
+        self._sigint: OneCtrlC | None = None  # held while the run is live (`with life:`)
 
     @classmethod
     def plan(cls, spec: RunSpec) -> RunLife:
@@ -327,12 +329,20 @@ class RunLife(L.Callback):
         raise failure from err
 
     def __enter__(self) -> RunLife:
+        self._sigint = OneCtrlC.install()
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
     ) -> bool:
         release(self.plan)  # a fit that stopped before its run opened still lets go of the claim
+        try:
+            return self._end(err)
+        finally:
+            if self._sigint is not None:
+                self._sigint.restore()
+
+    def _end(self, err: BaseException | None) -> bool:
         name = self.spec.run_name
         if err is None:
             self._close(self.outcome or "failed", self.note)

@@ -28,6 +28,7 @@ from src.core.schema import (
     MATMUL_PRECISIONS,
     NORM_TARGET_KEY,
     SPEED_KERNEL_S_MAX,
+    check_architecture,
     schema_of,
     unknown_key_line,
 )
@@ -237,6 +238,10 @@ def validate(cfg: DictConfig) -> GPTConfig:
     seed = cfg.seed
     _require(SEED_RANGE[0] <= seed <= SEED_RANGE[1], "seed", f"must be an integer in [{SEED_RANGE[0]}, {SEED_RANGE[1]}], got {seed}")
     validate_names(cfg)
+    try:
+        check_architecture(cfg.model)  # before the model's module, which imports torch
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     _require(
         cfg.model.vocab_size >= VOCAB_SIZE,
         "model.vocab_size",

@@ -1,0 +1,95 @@
+"""Patches of a library's internals sit behind a check of the installed version (src/core/patches.py):
+on the versions they were written for they apply; on any other, or with NORMSWEEP_UNPATCHED set, the
+library runs as it ships after one warning line. The composition memo's fallback is run in
+tests/test_compositions.py; the UI's here, through `python -m src.ui`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from helpers import REPO, cli_env
+
+from src.core import patches
+from src.core.ports import free_port
+from src.tracking.ui_app import UI_PATCH, UI_WRITTEN_FOR, WORKFLOW_KEY
+
+
+@pytest.fixture
+def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(patches, "_said", set())
+    monkeypatch.delenv(patches.UNPATCHED_ENV, raising=False)
+
+
+@pytest.mark.usefixtures("fresh_warnings")
+def test_a_patch_applies_only_on_the_versions_it_was_written_for(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    installed = {"mlflow": "3.17.2", "flask": "3.1.3"}
+    monkeypatch.setattr(patches, "version", lambda dist: installed[dist])
+    assert patches.patchable(UI_PATCH, UI_WRITTEN_FOR, "plain")
+    installed["mlflow"] = "3.18.0"
+    assert not patches.patchable(UI_PATCH, UI_WRITTEN_FOR, "MLflow's own page")
+    assert not patches.patchable(UI_PATCH, UI_WRITTEN_FOR, "MLflow's own page")  # said once
+    assert capsys.readouterr().err.splitlines() == [
+        f"[normsweep] warning: {UI_PATCH} left out: mlflow 3.18.0 is not the >=3.17,<3.18 it was written for; "
+        "MLflow's own page"
+    ]
+    installed["mlflow"] = "not-a-version"
+    assert not patches.patchable("another patch", UI_WRITTEN_FOR, "as it ships")
+    assert "mlflow's version cannot be read (InvalidVersion)" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("fresh_warnings")
+def test_the_unpatched_switch_leaves_every_patch_out(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(patches.UNPATCHED_ENV, "1")
+    assert not patches.patchable(UI_PATCH, UI_WRITTEN_FOR, "as it ships")
+    assert f"left out: {patches.UNPATCHED_ENV} is set; as it ships" in capsys.readouterr().err
+
+
+def _ui_page(db: Path, log: Path, env: dict[str, str]) -> str:
+    """The page `python -m src.ui` serves at its root, once it answers."""
+    port = free_port()
+    with log.open("w") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "src.ui", "--port", str(port), "--workers", "1", f"paths.mlflow_db={db}"],
+            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            assert server.poll() is None, f"the UI exited:\n{log.read_text()[-3000:]}"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as response:
+                    return response.read().decode()
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                assert time.monotonic() < deadline, f"the UI did not answer:\n{log.read_text()[-3000:]}"
+                time.sleep(1)
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+
+
+@pytest.mark.slow  # two real MLflow UI servers
+def test_the_ui_serves_mlflows_own_page_when_its_patch_is_left_out(migrated_store: dict[str, str], tmp_path: Path) -> None:
+    db = Path(migrated_store["db"])
+    patched = _ui_page(db, tmp_path / "patched.log", cli_env())
+    assert WORKFLOW_KEY in patched  # the start script, first in the page's head
+    plain = _ui_page(db, tmp_path / "plain.log", {**cli_env(), patches.UNPATCHED_ENV: "1"})
+    assert WORKFLOW_KEY not in plain and "<head>" in plain  # MLflow's own page, served
+    said = [line for line in (tmp_path / "plain.log").read_text().splitlines() if "left out" in line]
+    assert said == [
+        f"[normsweep] warning: {UI_PATCH} left out: {patches.UNPATCHED_ENV} is set; MLflow serves its own page "
+        "unchanged (open an experiment's printed link)"
+    ], said
+    assert "left out" not in (tmp_path / "patched.log").read_text()
