@@ -27,7 +27,7 @@ from src.report.comparisons import Margins, compare
 from src.report.published import CLAIMS, FP16, LOSS, SETTING, SPEED, STABILITY, TABLE
 from src.report.sequential_verdicts import SequentialVerdict
 from src.report.table import summarize
-from src.stats.verdicts import Asserts, ClaimWord, Direction, Equivalence, Size, claim_word, part_word, read
+from src.stats.verdicts import Asserts, ClaimWord, Direction, Equivalence, Size, claim_word, judge_part, read
 from src.tracking.sweep import SWEEP_TAG
 
 # --- the study as data ------------------------------------------------------------------------------
@@ -87,7 +87,7 @@ INCONCLUSIVE, NOT_APPLICABLE, NOT_TESTED = ClaimWord.INCONCLUSIVE, ClaimWord.NOT
 def test_three_readings_then_one_word(interval, sign, band, readings, asserts, word) -> None:  # noqa: ANN001
     found = read(*interval, sign, band, 0.01)
     assert (found.direction, found.size, found.equivalence) == readings
-    assert part_word(asserts, found) == word
+    assert judge_part(asserts, found).word == word
 
 
 @pytest.mark.parametrize(

@@ -496,11 +496,6 @@ def judge_interval(asserts: Asserts | str, r: Readings, e: Estimate, alpha: floa
     return replace(j, settle=to_settle(e.sd, e.diff, e.n, e.margin, alpha, alpha / 2, trim, beyond=beyond))
 
 
-def part_word(asserts: Asserts | str, r: Readings) -> ClaimWord:
-    """A claim part's word from its readings (`judge_part`'s)."""
-    return judge_part(asserts, r).word
-
-
 def gate(inside: Judgement, outside_domain: bool, say_here: bool = True) -> Judgement:
     """The domain gate: outside the claim's domain a part is *not applicable here*, and keeps what it
     reads at the sweep's own setting (`say_here`: when there is a reading to say)."""
@@ -561,35 +556,27 @@ class Event:
 
 def judge_event(e: Event, alpha: float, long_enough: bool, normalized: bool = True, like_for_like: bool = True) -> Judgement:
     """The divergence claim's word and what decided it: the gates first (a normalized variant trained
-    beside no_norm, at its learning rate), then `event_word`'s reading of the counts."""
+    beside no_norm, at its learning rate), then the counts of runs that trained or diverged. no_norm
+    diverged: *reproduced* when it diverges more often than the normalized variants beyond chance
+    (Fisher at the family's `alpha`), *not applicable* when they diverge as often (the divergence is
+    not the missing norm's), else *inconclusive* (too few runs to tell). no_norm trained through: *not
+    reproduced* when they diverged, or when it trained as long as the study's run took to go NaN
+    (`long_enough`), else *not applicable* (too short a run to say)."""
     if not normalized:
         return Judgement(ClaimWord.NOT_APPLICABLE, Because.NO_NORMALIZED)
     if not like_for_like:
         return Judgement(ClaimWord.NOT_APPLICABLE, Because.NOT_LIKE_FOR_LIKE)
-    word = event_word(e, alpha, long_enough)
     if not (e.n and e.n_others):
-        because = Because.NONE_COUNTS
-    elif not e.k:
-        because = Because.TRAINED_WHERE_OTHERS_DIVERGED if e.k_others else Because.TRAINED_PAST_STUDY if long_enough else Because.TRAINED_TOO_SHORT
-    else:
-        because = {ClaimWord.REPRODUCED: Because.BEYOND_CHANCE, ClaimWord.NOT_APPLICABLE: Because.AS_OFTEN}.get(word, Because.TOO_FEW)
-    return Judgement(word, because)
-
-
-def event_word(e: Event, alpha: float, long_enough: bool) -> ClaimWord:
-    """The divergence claim on runs that trained or diverged. no_norm diverged: *reproduced* when it
-    diverges more often than the normalized variants beyond chance (Fisher at the family's `alpha`),
-    *not applicable* when they diverge as often (the divergence is not the missing norm's), else
-    *inconclusive* (too few runs to tell). no_norm trained through: *not reproduced* when they
-    diverged, or when it trained as long as the study's run took to go NaN (`long_enough`), else
-    *not applicable* (too short a run to say)."""
-    if not (e.n and e.n_others):
-        return ClaimWord.INCONCLUSIVE
+        return Judgement(ClaimWord.INCONCLUSIVE, Because.NONE_COUNTS)
     if not e.k:
-        return ClaimWord.NOT_REPRODUCED if e.k_others or long_enough else ClaimWord.NOT_APPLICABLE
+        if e.k_others:
+            return Judgement(ClaimWord.NOT_REPRODUCED, Because.TRAINED_WHERE_OTHERS_DIVERGED)
+        return Judgement(ClaimWord.NOT_REPRODUCED, Because.TRAINED_PAST_STUDY) if long_enough else Judgement(ClaimWord.NOT_APPLICABLE, Because.TRAINED_TOO_SHORT)
     if e.p < alpha:
-        return ClaimWord.REPRODUCED
-    return ClaimWord.NOT_APPLICABLE if e.k_others / e.n_others >= e.k / e.n else ClaimWord.INCONCLUSIVE
+        return Judgement(ClaimWord.REPRODUCED, Because.BEYOND_CHANCE)
+    if e.k_others / e.n_others >= e.k / e.n:
+        return Judgement(ClaimWord.NOT_APPLICABLE, Because.AS_OFTEN)
+    return Judgement(ClaimWord.INCONCLUSIVE, Because.TOO_FEW)
 
 
 def event_seeds(others_per_seed: int, alpha: float) -> int:
