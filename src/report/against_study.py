@@ -527,8 +527,10 @@ def part_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
     decision = _sequential(part, metric, e)
     readings = readings_of(part, metric, low, high, e, effect, decision)
     j = gate(judge_interval(part.asserts, readings, effect.estimate(e.margin(metric)), e.alpha, effect.trim), bool(off))
-    interval = f"[{shown(metric, low, contrast)}, {shown(metric, high, contrast)}]" if effect.spread else "(all alike: no interval)"
-    figure = f"{shown(metric, effect.diff, contrast)} {interval} {_what(metric)} ({effect.how})"
+    if effect.spread:
+        figure = f"{shown(metric, effect.diff, contrast)} [{shown(metric, low, contrast)}, {shown(metric, high, contrast)}] {_what(metric)} ({effect.how})"
+    else:  # a zero-wide interval is none: said so, never printed as [x, x]
+        figure = f"{shown(metric, effect.diff, contrast)} {_what(metric)} ({effect.how}, all alike: no interval)"
     sequential = ""
     if decision is not None:
         settled = f"at look {decision.look}" if decision.look is not None else "open when the sweep stopped"
