@@ -268,3 +268,9 @@ def test_a_claim_whose_every_seed_moved_alike_reads_the_sign_flip_bound_and_no_s
     part = next(c for c in section.claims if c.claim.number == claim).findings[0]
     assert (part.word, part.reason) == (word, reason.format(alpha=alpha, settle=max(settle, seeds + 1)))
     assert "no interval" in part.figure and "[" not in part.figure  # no zero-wide [x, x] printed as an interval
+
+
+def test_the_open_question_does_not_call_equal_signs_an_interval() -> None:
+    claim = next(c for c in _alike(12, {"torch_layernorm": -0.0242}).claims if c.claim.number == 5)
+    assert claim.after.endswith("-0.0242 nats (paired over 12 seeds, all alike: no interval): real at this setting "
+                                "(shown for every part, by its interval or its equal signs), so the edge is not seed noise alone.")  # fmt: skip

@@ -698,7 +698,8 @@ def open_question(result: ClaimResult, e: Evidence) -> str:
     if effects and all(f.readings.equivalence == Equivalence.INSIDE and f.readings.direction == Direction.UNDECIDED for f in effects) and not result.not_swept:
         return lead + f"{spread}. The paired implementation effect: {shows}: zero within ±{e.margins.test_loss:g} nats at the study's setting, which settles the study's open question: its gap was not an implementation effect."
     if effects and all(f.readings.direction == Direction.HOLDS for f in effects):
-        return lead + f"{spread}. The paired implementation effect: {shows}: real at this setting (every interval excludes zero), so the edge is not seed noise alone."
+        shown_by = "every interval excludes zero" if all(f.readings.spread for f in effects) else "shown for every part, by its interval or its equal signs"
+        return lead + f"{spread}. The paired implementation effect: {shows}: real at this setting ({shown_by}), so the edge is not seed noise alone."
     if effects and all(f.readings.direction == Direction.OPPOSITE for f in effects):
         return lead + f"{spread}. The paired implementation effect: {shows}: the opposite of the study's edge at this setting."
     return lead + f"{spread}. The paired implementation effect: {shows}: not settled at this sweep's seeds ({result.reason})."
