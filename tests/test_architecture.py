@@ -382,8 +382,8 @@ def test_one_module_decides_every_verdict_word() -> None:
     breaches = [hit for path in sorted(SRC.rglob("*.py")) if path != VERDICT_MODULE for hit in _spelled_words(path, words)]
     assert not breaches, (
         "a verdict word is spelled outside src/stats/verdicts.py:\n" + "\n".join(breaches) + "\nFix: let "
-        "src.stats.verdicts decide it (decide/pair_word/speed_word for a pair or a speed check, read/part_word/"
-        "claim_word/event_word for a claim, SequentialWord for a sequential sweep's look) and print the Enum it "
+        "src.stats.verdicts decide it (decide/pair_word/speed_word for a pair or a speed check, read/judge_interval/"
+        "claim_word/judge_event for a claim, SequentialWord for a sequential sweep's look) and print the Enum it "
         "returns (PairWord, SpeedWord, ClaimWord, SequentialWord) or its phrases (equivalent_text, settle_text); "
         "never compare with or return the word as a string."
     )

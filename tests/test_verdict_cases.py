@@ -225,3 +225,52 @@ def test_the_open_question_says_why_no_spread_is_measured_not_one_seed_on_three(
     runs = _runs({v: v for v in list(TABLE)[:4]}, seeds=3, **{**STUDY_SETTING, "model.norm_placement": "post"})
     after = claims_of(runs)[5].after
     assert "one seed per variant" not in after and "no variant of it ran at the study's setting" in after, after
+
+
+def _alike(seeds: int, loss: dict[str, float]) -> dict[int, object]:
+    """A sweep whose variants' test losses differ from hand_layernorm's by exactly the same amount on every seed."""
+    base = np.linspace(3.58, 3.62, seeds)
+    return _section(_study_runs({"hand_layernorm": base} | {v: base + d for v, d in loss.items()}, seeds=seeds))
+
+
+@pytest.mark.parametrize(
+    ("seeds", "loss", "claim", "word", "reason"),
+    [
+        # Five equal signs give a sign-flip p of 1/16 at best: nothing shown at the family's level, and no
+        # zero-width "interval" standing in for one (it once read the study's size as met, exactly).
+        (5, {"torch_layernorm": -0.0242}, 5, ClaimWord.INCONCLUSIVE,
+         "all 5 seeds moved by exactly -0.0242: no spread, so no interval; sign-flip p = 0.062, not below the family's {alpha:.2g}: "
+         "about {settle} seeds would settle it"),
+        # Twelve show the direction; the size is not tested on a zero-width interval (it once read "reproduced").
+        (12, {"torch_layernorm": -0.0242}, 5, ClaimWord.PARTLY,
+         "the study's direction (all 12 seeds moved by exactly -0.0242: no spread, so no interval; sign-flip p = 0.00049): "
+         "no interval to hold against its -0.0242"),
+        (12, {"torch_layernorm": 0.012}, 5, ClaimWord.NOT_REPRODUCED,
+         "the opposite direction (all 12 seeds moved by exactly +0.0120: no spread, so no interval; sign-flip p = 0.00049)"),
+        (12, {"torch_layernorm": 0.0}, 5, ClaimWord.NOT_REPRODUCED,
+         "equivalent to zero within ±0.01 nats, where the study has -0.0242 (all 12 seeds moved by exactly +0.0000: no spread, "
+         "so no interval; sign-flip p = 0.00049)"),
+        # An equivalence: shown within the margin, its closeness to the study's ±0.0065 not tested.
+        (12, {"hand_rmsnorm": 0.001}, 4, ClaimWord.PARTLY,
+         "equivalent within ±0.01 nats (a difference of +0.0010 remains) (all 12 seeds moved by exactly +0.0010: no spread, "
+         "so no interval; sign-flip p = 0.00049): no interval to hold against the study's ±0.0065"),
+        (12, {"hand_rmsnorm": 0.012}, 4, ClaimWord.NOT_REPRODUCED,
+         "they differ by ±0.01 nats or more (a bound itself is a difference that matters) (all 12 seeds moved by exactly "
+         "+0.0120: no spread, so no interval; sign-flip p = 0.00049)"),
+    ],
+)
+def test_a_claim_whose_every_seed_moved_alike_reads_the_sign_flip_bound_and_no_size(
+    seeds: int, loss: dict[str, float], claim: int, word: ClaimWord, reason: str
+) -> None:
+    section = _alike(seeds, loss)
+    alpha = 0.05 / section.family
+    settle = next(n for n in range(2, 100) if 2 * 0.5**n < alpha)  # n equal signs reach the family's level
+    part = next(c for c in section.claims if c.claim.number == claim).findings[0]
+    assert (part.word, part.reason) == (word, reason.format(alpha=alpha, settle=max(settle, seeds + 1)))
+    assert "no interval" in part.figure and "[" not in part.figure  # no zero-wide [x, x] printed as an interval
+
+
+def test_the_open_question_does_not_call_equal_signs_an_interval() -> None:
+    claim = next(c for c in _alike(12, {"torch_layernorm": -0.0242}).claims if c.claim.number == 5)
+    assert claim.after.endswith("-0.0242 nats (paired over 12 seeds, all alike: no interval): real at this setting "
+                                "(shown for every part, by its interval or its equal signs), so the edge is not seed noise alone.")  # fmt: skip

@@ -21,6 +21,7 @@ from src.stats.verdicts import (
     Size,
     SpeedWord,
     read,
+    read_alike,
     speed_bounds,
     speed_word,
 )
@@ -108,3 +109,21 @@ def test_too_noisy_only_when_the_step_level_was_the_noisier() -> None:
     assert steady.agree is False and "too noisy" not in sentence(steady)
     assert "the whole step moved by other than the norms' own cost" in sentence(steady)
     assert decided_text(steady.predicted, steady.decision).endswith("]")  # a 95% interval: its level goes without saying
+
+
+@pytest.mark.parametrize(
+    ("diff", "n", "alpha", "direction", "equivalence"),
+    [
+        (-0.02, 5, 0.0625, Direction.UNDECIDED, Equivalence.UNDECIDED),  # 2/2⁵ = 1/16 exactly at α: not below it
+        (-0.02, 5, 0.0626, Direction.HOLDS, Equivalence.OUTSIDE),  # just below: shown, and at or beyond ±0.01
+        (0.02, 6, 0.05, Direction.OPPOSITE, Equivalence.OUTSIDE),
+        (0.01, 6, 0.05, Direction.OPPOSITE, Equivalence.OUTSIDE),  # exactly at the margin: a bound is a difference that matters
+        (0.0, 6, 0.05, Direction.UNDECIDED, Equivalence.INSIDE),  # no sign to show, but all within the margin
+    ],
+)
+def test_a_claim_part_with_no_spread_reads_n_equal_signs_and_no_size(
+    diff: float, n: int, alpha: float, direction: Direction, equivalence: Equivalence
+) -> None:
+    r = read_alike(diff, n, -1, 0.01, alpha)
+    assert (r.direction, r.equivalence, r.size, r.spread) == (direction, equivalence, Size.UNTESTED, False)
+    assert r.alike_p == 2 * 0.5**n and r.holds_zero == (direction == Direction.UNDECIDED)

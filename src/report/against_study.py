@@ -82,9 +82,11 @@ from src.stats.verdicts import (
     family_alpha,
     gate,
     judge_event,
-    judge_part,
+    judge_interval,
     no_evidence,
     read,
+    read_alike,
+    settle_text,
     speed_bounds,
 )
 from src.tracking.tags import DIVERGED, FINISHED
@@ -434,15 +436,25 @@ def _sequential(part: Part, metric: str, e: Evidence) -> SequentialVerdict | Non
 
 def readings_of(part: Part, metric: str, low: float, high: float, e: Evidence, effect: Effect,
                 decision: SequentialVerdict | None) -> Readings:  # fmt: skip
-    """The readings: from the interval, or, for a sequential sweep, direction and equivalence from
-    its decision (and the size from the interval)."""
+    """The readings: from the interval (with no spread, from n equal signs), or, for a sequential
+    sweep, direction and equivalence from its decision (and the size from the interval)."""
     # A speed margin is a factor either way (±log(1 + m) of the log ratio), as the speed section reads it.
     bounds = speed_bounds(e.margin(metric)) if metric == SPEED and not part.minus else None
-    found = read(low, high, part.sign(metric), part.band(metric), e.margin(metric), bounds)
+    sign, margin = part.sign(metric), e.margin(metric)
+    if effect.spread:
+        found = read(low, high, sign, part.band(metric), margin, bounds)
+    else:
+        found = read_alike(effect.diff, effect.interval.n, sign, margin, e.alpha, bounds)
     if decision is None:
         return found
     same_side = part.sign(metric) == 0 or math.copysign(1, effect.diff) == part.sign(metric)
     return decided(found, decision.verdict, same_side)
+
+
+def _alike(metric: str, effect: Effect, r: Readings, contrast: bool) -> str:
+    """With no spread, what the word rests on instead of an interval: n equal signs."""
+    moved = f"all {effect.interval.n} {effect.per} moved by exactly {shown(metric, effect.diff, contrast)}"
+    return f"{moved}: no spread, so no interval; sign-flip p = {r.alike_p:.2g}"
 
 
 def reason_of(claim: Claim, part: Part, j: Judgement, effect: Effect, interval: tuple[float, float], e: Evidence) -> str:
@@ -452,32 +464,38 @@ def reason_of(claim: Claim, part: Part, j: Judgement, effect: Effect, interval: 
     metric, m = claim.metric, e.margin(claim.metric)
     margin = f"±{m:.0%}" if metric == SPEED else f"±{m:g} nats"
     study = shown(metric, part.published(metric), bool(part.minus))
-    because = j.because
+    because, contrast = j.because, bool(part.minus)
+    settle = settle_text(j.settle, effect.per)
+    alike = "" if r is None or r.spread else _alike(metric, effect, r, contrast)
+    if because == Because.ALIKE_TOO_FEW:
+        return f"{alike}, not below the family's {e.alpha:.2g}: {settle}"
+    said = f" ({alike})" if alike else ""
     if part.asserts == EQUIVALENCE:
         band = part.band(metric)
         claimed = f"±{band[1]:.2%}" if metric == SPEED else f"±{band[1]:g}"
-        contrast = bool(part.minus)
-        remains = f"{shown(metric, effect.diff, contrast)} [{shown(metric, low, contrast)}, {shown(metric, high, contrast)}]"
+        remains = f"{shown(metric, effect.diff, contrast)}" + (f" [{shown(metric, low, contrast)}, {shown(metric, high, contrast)}]" if not alike else "")
         equivalent = equivalent_text(margin.lstrip("±"), remains if r is not None and r.excludes_zero else False)
         return {
             Because.AS_CLOSE: f"{equivalent}, and as close as the study's {claimed}",
             Because.FURTHER_APART: f"{equivalent}, but further apart than the study's {claimed}",
-            Because.DIFFER_BY_MARGIN: f"they differ by {margin} or more (a bound itself is a difference that matters)",
+            Because.EQUIVALENT_SIZE_UNTESTED: f"{equivalent}{said}: no interval to hold against the study's {claimed}",
+            Because.DIFFER_BY_MARGIN: f"they differ by {margin} or more (a bound itself is a difference that matters){said}",
             Because.BEYOND_CLAIMED: f"the whole interval lies beyond the study's {claimed}: no seed count makes them that close",
-        }.get(because) or f"the interval straddles the margin ({margin}) and holds the study's {claimed}: {effect.settle(m, e.alpha)}"
+        }.get(because) or f"the interval straddles the margin ({margin}) and holds the study's {claimed}: {settle}"
     if because == Because.DIRECTION_AND_SIZE:
         return f"the study's direction, and its {study} is inside the interval"
     if because in (Because.DIRECTION_SMALLER, Because.DIRECTION_LARGER):
         return f"the study's direction, by {'less' if because == Because.DIRECTION_SMALLER else 'more'} than its {study} (outside the interval)"
+    if because == Because.DIRECTION_SIZE_UNTESTED:
+        return f"the study's direction{said}: no interval to hold against its {study}"
     if because == Because.OPPOSITE:
-        return "the opposite direction"
+        return f"the opposite direction{said}"
     if because == Because.ZERO_WITHIN_MARGIN:
-        return f"equivalent to zero within {margin}, where the study has {study}"
+        return f"equivalent to zero within {margin}, where the study has {study}{said}"
     smaller = f"; the study's {study} is outside it: any effect here is smaller" if r is not None and r.size == Size.SMALLER else ""
     # Said of the interval printed beside it (a sequential sweep's direction is its own decision's).
-    undecided = "the interval holds zero" if low <= 0 <= high else "the direction is undecided"
-    near = abs(effect.interval.diff) < effect.margin_units(m)
-    return f"{undecided}{smaller}: {effect.settle(m if near else None, e.alpha)}"
+    undecided = "the interval holds zero" if r is not None and r.holds_zero else "the direction is undecided"
+    return f"{undecided}{smaller}: {settle}"
 
 
 def _what(metric: str) -> str:
@@ -508,8 +526,12 @@ def part_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
         return Finding(part, metric, j.word, one, figure, effect, judgement=j)
     low, high = effect.at(e.alpha)
     decision = _sequential(part, metric, e)
-    j = gate(judge_part(part.asserts, readings_of(part, metric, low, high, e, effect, decision)), bool(off))
-    figure = f"{shown(metric, effect.diff, contrast)} [{shown(metric, low, contrast)}, {shown(metric, high, contrast)}] {_what(metric)} ({effect.how})"
+    readings = readings_of(part, metric, low, high, e, effect, decision)
+    j = gate(judge_interval(part.asserts, readings, effect.estimate(e.margin(metric)), e.alpha, effect.trim), bool(off))
+    if effect.spread:
+        figure = f"{shown(metric, effect.diff, contrast)} [{shown(metric, low, contrast)}, {shown(metric, high, contrast)}] {_what(metric)} ({effect.how})"
+    else:  # a zero-wide interval is none: said so, never printed as [x, x]
+        figure = f"{shown(metric, effect.diff, contrast)} {_what(metric)} ({effect.how}, all alike: no interval)"
     sequential = ""
     if decision is not None:
         settled = f"at look {decision.look}" if decision.look is not None else "open when the sweep stopped"
@@ -677,7 +699,8 @@ def open_question(result: ClaimResult, e: Evidence) -> str:
     if effects and all(f.readings.equivalence == Equivalence.INSIDE and f.readings.direction == Direction.UNDECIDED for f in effects) and not result.not_swept:
         return lead + f"{spread}. The paired implementation effect: {shows}: zero within ±{e.margins.test_loss:g} nats at the study's setting, which settles the study's open question: its gap was not an implementation effect."
     if effects and all(f.readings.direction == Direction.HOLDS for f in effects):
-        return lead + f"{spread}. The paired implementation effect: {shows}: real at this setting (every interval excludes zero), so the edge is not seed noise alone."
+        shown_by = "every interval excludes zero" if all(f.readings.spread for f in effects) else "shown for every part, by its interval or its equal signs"
+        return lead + f"{spread}. The paired implementation effect: {shows}: real at this setting ({shown_by}), so the edge is not seed noise alone."
     if effects and all(f.readings.direction == Direction.OPPOSITE for f in effects):
         return lead + f"{spread}. The paired implementation effect: {shows}: the opposite of the study's edge at this setting."
     return lead + f"{spread}. The paired implementation effect: {shows}: not settled at this sweep's seeds ({result.reason})."

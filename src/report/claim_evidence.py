@@ -29,7 +29,7 @@ from src.report.comparisons import compare_one, seed_values
 from src.report.published import FP16, SCALE_FACTOR, SETTING, SPEED, Domain, Part
 from src.report.speed import predicted_rounds
 from src.stats.inference import TRIM, Interval, at_level, paired_t, trimmed_mean_interval
-from src.stats.verdicts import settle_text, speed_margin, to_settle
+from src.stats.verdicts import Estimate, speed_margin
 from src.tracking.tags import FINISHED
 
 LOG_TIME, TOKENS, DIRECT = "log step-time ratio", "relative tokens/s", "direct"  # an Effect's own units
@@ -66,15 +66,20 @@ class Effect:
         """A relative margin of training time in this effect's own units."""
         return speed_margin(margin) if self.units == LOG_TIME else margin
 
-    def settle(self, margin: float | None, alpha: float) -> str:
-        """The seeds (or rounds) at which the interval, taken at 1 - alpha, would settle it with 80%
-        power if the effect is the observed one (src.stats.verdicts.to_settle): excluding zero (margin
-        None), else inside ±margin when the estimate is (each one-sided end at alpha / 2), else wholly
-        beyond it."""
+    @property
+    def spread(self) -> bool:
+        """False when every seed (or round) moved by exactly the same amount: no interval to read."""
+        return self.interval.se != 0
+
+    @property
+    def trim(self) -> float:
+        return TRIM if self.interval.test == "yuen_trimmed" else 0.0
+
+    def estimate(self, margin: float) -> Estimate:
+        """What src.stats.verdicts judges, in this effect's own units (a relative `margin` of
+        training time turned into them)."""
         i = self.interval
-        trim = TRIM if i.test == "yuen_trimmed" else 0.0
-        room = None if margin is None else self.margin_units(margin)
-        return settle_text(to_settle(i.sd, i.diff, i.n, room, alpha, alpha / 2, trim, beyond=True), self.per)
+        return Estimate(i.diff, i.se, i.df, i.sd, i.n, i.p_value, self.margin_units(margin))
 
 
 def from_check(check: Mapping[str, Any], part: Part, labels: Mapping[str, str | None]) -> Effect | None:

@@ -39,7 +39,6 @@ from src.stats.verdicts import (
     speed_word,
 )
 
-KINDS_ORDER = ("fwd", "bwd")
 NO_KERNEL = "none"  # the dispatch of a variant whose norm is the identity
 
 

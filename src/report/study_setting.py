@@ -24,11 +24,6 @@ def _values(column: pd.Series) -> str:
     return " / ".join(seen) or "?"
 
 
-def on_cuda(runs: pd.DataFrame) -> bool:
-    """Whether every run trained on CUDA (the study's speed claims are about CUDA kernels)."""
-    return bool(len(runs)) and bool((runs.device_type == "cuda").all())
-
-
 def device_text(runs: pd.DataFrame) -> str:
     """`1× Intel(R) Xeon(R) ... (cpu)`: devices per run, the device's name and its type."""
     per_run = [

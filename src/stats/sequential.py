@@ -120,9 +120,6 @@ class Design:
         cumulative = self.spent_by()
         return [b - a for a, b in zip([0.0, *cumulative[:-1]], cumulative, strict=True)]
 
-    def level_at(self, n: int) -> float:
-        return self.levels()[self.looks().index(n)]
-
 
 @dataclass(frozen=True)
 class LookResult:

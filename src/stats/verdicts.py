@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 import numpy as np
@@ -96,6 +96,7 @@ class Size(StrEnum):
     CONSISTENT = "consistent"  # meets the band
     SMALLER = "smaller"  # wholly nearer zero than the band
     LARGER = "larger"  # wholly beyond it
+    UNTESTED = "untested"  # no spread: a zero-width interval would turn a size into an exact-equality test
 
 
 class Equivalence(StrEnum):
@@ -344,6 +345,9 @@ class Readings:
     size: Size
     equivalence: Equivalence
     excludes_zero: bool = False  # whatever the claim's sign: an equivalent effect that is still real
+    holds_zero: bool = True  # the interval printed beside the word holds zero (a sequential decision may differ)
+    spread: bool = True  # False: every observation moved by exactly the same amount (no interval)
+    alike_p: float = math.nan  # with no spread, the sign-flip p of n equal signs that read it instead
 
 
 def read(low: float, high: float, sign: int, band: tuple[float, float], margin: float,
@@ -373,16 +377,31 @@ def read(low: float, high: float, sign: int, band: tuple[float, float], margin: 
         equivalence = Equivalence.OUTSIDE
     else:
         equivalence = Equivalence.UNDECIDED
-    return Readings(direction, size, equivalence, side != 0)
+    return Readings(direction, size, equivalence, side != 0, side == 0)
+
+
+def read_alike(diff: float, n: int, sign: int, margin: float, alpha: float,
+               bounds: tuple[float, float] | None = None) -> Readings:  # fmt: skip
+    """The readings when all n observations moved by exactly `diff` (no spread, so no interval): a
+    direction or an equivalence only as far as n equal signs show it (the sign-flip test's floor,
+    two-sided at `alpha` as the claim's interval is), and no size test (`Size.UNTESTED`)."""
+    p = sign_flip_p(n)
+    shown = p < alpha
+    side = int(math.copysign(1, diff)) if shown and diff != 0 else 0
+    direction = Direction.UNDECIDED if sign == 0 or side == 0 else Direction.HOLDS if side == sign else Direction.OPPOSITE
+    lower, upper = bounds or (-margin, margin)
+    equivalence = Equivalence.UNDECIDED if not shown else Equivalence.INSIDE if lower < diff < upper else Equivalence.OUTSIDE
+    return Readings(direction, Size.UNTESTED, equivalence, side != 0, side == 0, spread=False, alike_p=p)
 
 
 def decided(readings: Readings, decision: SequentialWord | str, same_side: bool) -> Readings:
     """A sequential sweep's readings: direction and equivalence from its own decision, error-controlled
     over its looks; the size from the interval."""
+    kept = {"holds_zero": readings.holds_zero, "spread": readings.spread, "alike_p": readings.alike_p}
     if decision == SequentialWord.DIFFERENT:
-        return Readings(Direction.HOLDS if same_side else Direction.OPPOSITE, readings.size, Equivalence.UNDECIDED, True)
+        return Readings(Direction.HOLDS if same_side else Direction.OPPOSITE, readings.size, Equivalence.UNDECIDED, True, **kept)
     inside = Equivalence.INSIDE if decision == SequentialWord.EQUIVALENT else Equivalence.UNDECIDED
-    return Readings(Direction.UNDECIDED, readings.size, inside)
+    return Readings(Direction.UNDECIDED, readings.size, inside, **kept)
 
 
 class Because(StrEnum):
@@ -399,15 +418,18 @@ class Because(StrEnum):
     DIRECTION_AND_SIZE = "the study's direction and size"
     DIRECTION_SMALLER = "the study's direction, smaller"
     DIRECTION_LARGER = "the study's direction, larger"
+    DIRECTION_SIZE_UNTESTED = "the study's direction, no spread to test its size"
     OPPOSITE = "the opposite direction"
     ZERO_WITHIN_MARGIN = "equivalent to zero"
     DIRECTION_UNDECIDED = "direction undecided"
     # an equivalence
     AS_CLOSE = "equivalent, as close"
     FURTHER_APART = "equivalent, further apart"
+    EQUIVALENT_SIZE_UNTESTED = "equivalent, no spread to test how close"
     DIFFER_BY_MARGIN = "differ by the margin or more"
     BEYOND_CLAIMED = "beyond the claimed size"
     STRADDLES = "straddles the margin"
+    ALIKE_TOO_FEW = "all alike, too few to show it"  # no spread: n equal signs short of the family's level
     # an event
     NONE_COUNTS = "no run counts"
     TRAINED_WHERE_OTHERS_DIVERGED = "trained where the others diverged"
@@ -421,12 +443,14 @@ class Because(StrEnum):
 @dataclass(frozen=True)
 class Judgement:
     """A claim part's word with its reason as data: the reading or gate that decided it, the
-    readings, and outside the domain what it reads at the sweep's own setting (`here`)."""
+    readings, outside the domain what it reads at the sweep's own setting (`here`), and undecided,
+    the observations that would settle it (`settle`, None: no count; `judge_interval`)."""
 
     word: ClaimWord
     because: Because
     readings: Readings | None = None
     here: Judgement | None = None
+    settle: int | None = None
 
 
 def judge_part(asserts: Asserts | str, r: Readings) -> Judgement:
@@ -435,29 +459,41 @@ def judge_part(asserts: Asserts | str, r: Readings) -> Judgement:
         if r.direction == Direction.HOLDS:
             if r.size == Size.CONSISTENT:
                 return Judgement(ClaimWord.REPRODUCED, Because.DIRECTION_AND_SIZE, r)
+            if r.size == Size.UNTESTED:
+                return Judgement(ClaimWord.PARTLY, Because.DIRECTION_SIZE_UNTESTED, r)
             return Judgement(ClaimWord.PARTLY, Because.DIRECTION_SMALLER if r.size == Size.SMALLER else Because.DIRECTION_LARGER, r)
         if r.direction == Direction.OPPOSITE:
             return Judgement(ClaimWord.NOT_REPRODUCED, Because.OPPOSITE, r)
         if r.equivalence == Equivalence.INSIDE:
             return Judgement(ClaimWord.NOT_REPRODUCED, Because.ZERO_WITHIN_MARGIN, r)
-        return Judgement(ClaimWord.INCONCLUSIVE, Because.DIRECTION_UNDECIDED, r)
+        return Judgement(ClaimWord.INCONCLUSIVE, Because.DIRECTION_UNDECIDED if r.spread else Because.ALIKE_TOO_FEW, r)
     if asserts == Asserts.EQUIVALENCE:
         if r.equivalence == Equivalence.INSIDE:
             if r.size == Size.CONSISTENT:
                 return Judgement(ClaimWord.REPRODUCED, Because.AS_CLOSE, r)
-            return Judgement(ClaimWord.PARTLY, Because.FURTHER_APART, r)
+            return Judgement(ClaimWord.PARTLY, Because.FURTHER_APART if r.spread else Because.EQUIVALENT_SIZE_UNTESTED, r)
         if r.equivalence == Equivalence.OUTSIDE:
             return Judgement(ClaimWord.NOT_REPRODUCED, Because.DIFFER_BY_MARGIN, r)
         # Wholly beyond the claimed size, and not shown equivalent: no seed count makes it the claim.
         if r.size == Size.LARGER:
             return Judgement(ClaimWord.NOT_REPRODUCED, Because.BEYOND_CLAIMED, r)
-        return Judgement(ClaimWord.INCONCLUSIVE, Because.STRADDLES, r)
+        return Judgement(ClaimWord.INCONCLUSIVE, Because.STRADDLES if r.spread else Because.ALIKE_TOO_FEW, r)
     raise ValueError(f"a part read from an interval asserts {Asserts.DIFFERENCE!r} or {Asserts.EQUIVALENCE!r}, got {asserts!r}")
 
 
-def part_word(asserts: Asserts | str, r: Readings) -> ClaimWord:
-    """A claim part's word from its readings (`judge_part`'s)."""
-    return judge_part(asserts, r).word
+def judge_interval(asserts: Asserts | str, r: Readings, e: Estimate, alpha: float, trim: float = 0.0) -> Judgement:
+    """A claim part's judgement (`judge_part`), and undecided, what would settle it, the true effect
+    taken to be the estimate `e` (in the units of its `margin`) and its interval taken at 1 − alpha:
+    with spread, the count that puts the interval inside ±margin when the estimate is, else wholly
+    beyond zero (a difference) or beyond the margin (an equivalence); with none, the count at
+    which n equal signs reach alpha."""
+    j = judge_part(asserts, r)
+    if j.word != ClaimWord.INCONCLUSIVE:
+        return j
+    if not r.spread:
+        return replace(j, settle=max(sign_flip_seeds(alpha), e.n + 1))
+    beyond = asserts == Asserts.EQUIVALENCE
+    return replace(j, settle=to_settle(e.sd, e.diff, e.n, e.margin, alpha, alpha / 2, trim, beyond=beyond))
 
 
 def gate(inside: Judgement, outside_domain: bool, say_here: bool = True) -> Judgement:
@@ -520,35 +556,27 @@ class Event:
 
 def judge_event(e: Event, alpha: float, long_enough: bool, normalized: bool = True, like_for_like: bool = True) -> Judgement:
     """The divergence claim's word and what decided it: the gates first (a normalized variant trained
-    beside no_norm, at its learning rate), then `event_word`'s reading of the counts."""
+    beside no_norm, at its learning rate), then the counts of runs that trained or diverged. no_norm
+    diverged: *reproduced* when it diverges more often than the normalized variants beyond chance
+    (Fisher at the family's `alpha`), *not applicable* when they diverge as often (the divergence is
+    not the missing norm's), else *inconclusive* (too few runs to tell). no_norm trained through: *not
+    reproduced* when they diverged, or when it trained as long as the study's run took to go NaN
+    (`long_enough`), else *not applicable* (too short a run to say)."""
     if not normalized:
         return Judgement(ClaimWord.NOT_APPLICABLE, Because.NO_NORMALIZED)
     if not like_for_like:
         return Judgement(ClaimWord.NOT_APPLICABLE, Because.NOT_LIKE_FOR_LIKE)
-    word = event_word(e, alpha, long_enough)
     if not (e.n and e.n_others):
-        because = Because.NONE_COUNTS
-    elif not e.k:
-        because = Because.TRAINED_WHERE_OTHERS_DIVERGED if e.k_others else Because.TRAINED_PAST_STUDY if long_enough else Because.TRAINED_TOO_SHORT
-    else:
-        because = {ClaimWord.REPRODUCED: Because.BEYOND_CHANCE, ClaimWord.NOT_APPLICABLE: Because.AS_OFTEN}.get(word, Because.TOO_FEW)
-    return Judgement(word, because)
-
-
-def event_word(e: Event, alpha: float, long_enough: bool) -> ClaimWord:
-    """The divergence claim on runs that trained or diverged. no_norm diverged: *reproduced* when it
-    diverges more often than the normalized variants beyond chance (Fisher at the family's `alpha`),
-    *not applicable* when they diverge as often (the divergence is not the missing norm's), else
-    *inconclusive* (too few runs to tell). no_norm trained through: *not reproduced* when they
-    diverged, or when it trained as long as the study's run took to go NaN (`long_enough`), else
-    *not applicable* (too short a run to say)."""
-    if not (e.n and e.n_others):
-        return ClaimWord.INCONCLUSIVE
+        return Judgement(ClaimWord.INCONCLUSIVE, Because.NONE_COUNTS)
     if not e.k:
-        return ClaimWord.NOT_REPRODUCED if e.k_others or long_enough else ClaimWord.NOT_APPLICABLE
+        if e.k_others:
+            return Judgement(ClaimWord.NOT_REPRODUCED, Because.TRAINED_WHERE_OTHERS_DIVERGED)
+        return Judgement(ClaimWord.NOT_REPRODUCED, Because.TRAINED_PAST_STUDY) if long_enough else Judgement(ClaimWord.NOT_APPLICABLE, Because.TRAINED_TOO_SHORT)
     if e.p < alpha:
-        return ClaimWord.REPRODUCED
-    return ClaimWord.NOT_APPLICABLE if e.k_others / e.n_others >= e.k / e.n else ClaimWord.INCONCLUSIVE
+        return Judgement(ClaimWord.REPRODUCED, Because.BEYOND_CHANCE)
+    if e.k_others / e.n_others >= e.k / e.n:
+        return Judgement(ClaimWord.NOT_APPLICABLE, Because.AS_OFTEN)
+    return Judgement(ClaimWord.INCONCLUSIVE, Because.TOO_FEW)
 
 
 def event_seeds(others_per_seed: int, alpha: float) -> int:
