@@ -4,9 +4,9 @@ rule moved into src/stats/verdicts.py, so that the move changes no word by accid
 `tests/golden_verdicts.json` holds the words (claim words, part words, pair verdicts, speed verdicts)
 for each scenario below, `tests/golden_reasons.json` what is written from them (each claim's and
 part's reason as claims.csv holds it, the pair lines, the speed lines, the headline). A word or a
-sentence may differ from the frozen one only where `CHANGED` or `CHANGED_REASONS` says why (a case
-the rule now reads differently on purpose). Regenerate with `NORMSWEEP_GOLDEN=write pytest
-tests/test_verdict_golden.py` only when a word or sentence is meant to change, and list it there.
+sentence that differs from the frozen one fails: every text is checked against today's output.
+Freeze again with `NORMSWEEP_GOLDEN=write pytest tests/test_verdict_golden.py` only when a word or
+sentence is meant to change, and say why in that commit: the golden files' diff lists the changes.
 """
 
 from __future__ import annotations
@@ -34,30 +34,9 @@ from src.report.table import summarize
 GOLDEN = Path(__file__).with_name("golden_verdicts.json")
 GOLDEN_REASONS = Path(__file__).with_name("golden_reasons.json")
 WHY = "why: "  # a reason's key: frozen in GOLDEN_REASONS, beside its word's
+REFREEZE = ("freeze it again with `NORMSWEEP_GOLDEN=write pytest tests/test_verdict_golden.py` and say why "
+            "in the commit that changes it (the golden files' diff lists every word and sentence it moved)")
 
-# scenario -> key -> why its word changed on purpose (the frozen word is kept in the file).
-BEYOND = "the family's interval lies wholly beyond the claimed ≤ 0.0065: not reproduced at any seed count"
-ONE_RUN_EACH = ("one no_norm run that diverged by step 530 against four normalized runs that stopped at step 100: "
-                "none of them reached step 530, and one run each cannot tell a divergence from chance (exact p = 0.2)")
-TOKENS_NOISE = "the fixture's tokens/s moves 0.3% run to run: three seeds no longer show equivalence within ±2% at the family's level"
-CHANGED: dict[str, dict[str, str]] = {
-    "c_straddles": {"claim 4": BEYOND, "claim 4 part hand-rolled": BEYOND},
-    "one_seed_study": {"claim 6": ONE_RUN_EACH, "claim 6 part no_norm": ONE_RUN_EACH},
-    # Outside the domain, claim 6 now says what it reads at the sweep's own setting like every other part.
-    "cpu_check": {"claim 6 part no_norm here": "new: the reason the terminal dropped and claims.csv kept"},
-    # The fixture's jobs ran at exactly the same tokens/s on every seed (a zero-width interval read as
-    # an exact equivalence); with 0.3% of run-to-run noise three seeds no longer show ±2% at the family's level.
-    "e_collapse": {f"claim {k} part {p} here": TOKENS_NOISE for k, p in ((1, "RMSNorm"), (3, "shrank"), (7, "torch_layernorm"))},
-}
-
-# The pairs judge test loss alone now: the jobs' tokens/s (run one after another) stays in the table,
-# and speed is the speed check's. (Three seeds of those tokens/s had also moved alike: p = 0 then.)
-NO_TOKENS_PAIR = "dropped: the jobs' tokens/s is not judged pair by pair; speed is the speed check's"
-for _name, _frozen in json.loads(GOLDEN.read_text(encoding="utf-8")).items():
-    CHANGED.setdefault(_name, {}).update({k: NO_TOKENS_PAIR for k in _frozen if k.startswith("pair ") and k.endswith("tokens_per_sec")})
-
-# scenario -> reason key -> why its sentence changed on purpose (the frozen sentence is kept in the file).
-CHANGED_REASONS: dict[str, dict[str, str]] = {}
 
 
 def _words(runs: pd.DataFrame, check: dict[str, Any] | None = None, sequential: tuple = ()) -> dict[str, str]:  # noqa: ANN001
@@ -157,25 +136,6 @@ SCENARIOS: dict[str, Callable[[], dict[str, str]]] = {
 
 # The headline's Loss line reads the pairs' judgements now (the gap its word was decided on, per
 # setting, paired only where paired, the diverged named); its seeds line says paired only where paired.
-HEADLINE_LOSS = "the lowest and each gap are the paired judgements' (no unpaired table means, no ties by rounding), diverged variants named"
-HEADLINE_REAL = "says 'paired by seed' only where every tested pair was paired over every seed"
-HEADLINE_SPEED = "the jobs' tokens/s is not judged pair by pair any more: without a speed check, speed is not measured"
-PAIR_LINE = ("test loss alone (no tokens/s of jobs run one after another); beside each word the interval it was read from "
-             "(TOST's 90% one for an equivalence); with no spread, no interval and the sign-flip test's p, never p = 0")
-CHANGED_REASONS.update({name: {f"{WHY}headline line 0": HEADLINE_SPEED, f"{WHY}headline line 1": HEADLINE_LOSS,
-                               f"{WHY}headline line 2": HEADLINE_REAL} | {f"{WHY}pair line {i}": PAIR_LINE for i in range(10)}
-                        for name in SCENARIOS})  # fmt: skip
-CHANGED_REASONS["speed_by_hand"] = {f"{WHY}speed same": "beside 'equivalent' TOST's 90% interval, the one that decided it"}
-# A loss fixture whose variants differed by exactly the same amount on every seed printed a zero-wide
-# interval ([+0.0010, +0.0010]); each variant has its own seed noise now (`jitter`), so an interval.
-JITTER = "the fixture's variants have seed noise of their own: a real interval where a zero-wide one was printed"
-for _name, _keys in {"a_partly": ("claim 4", "claim 4 part hand-rolled"),
-                     "table": ("claim 4", "claim 4 part hand-rolled", "claim 4 part built-in")}.items():
-    CHANGED_REASONS[_name].update({f"{WHY}{k}": JITTER for k in _keys})
-CHANGED_REASONS["e_collapse"].update({f"{WHY}{k}": TOKENS_NOISE for k in ("claim 1", "claim 1 part RMSNorm", "claim 3", "claim 3 part shrank",
-                                                                      "claim 7", "claim 7 part torch_layernorm")})
-
-
 def _table_runs() -> pd.DataFrame:
     runs = _study_runs({v: SEEDS + 0.001 * i + jitter(i) for i, v in enumerate(TABLE)})
     runs.loc[runs.variant == "no_norm", ["outcome", "stopped_at_step"]] = ["diverged", 530.0]
@@ -191,12 +151,12 @@ def _one_seed_study() -> pd.DataFrame:
     return runs
 
 
-def _drift(frozen: dict[str, dict[str, str]], now: dict[str, dict[str, str]], changed: dict[str, dict[str, str]]) -> list[str]:
+def _drift(frozen: dict[str, dict[str, str]], now: dict[str, dict[str, str]]) -> list[str]:
     assert sorted(frozen) == sorted(now)
     drift = []
     for name, words in frozen.items():
         for key in sorted(set(words) | set(now[name])):
-            if key not in changed.get(name, {}) and words.get(key) != now[name].get(key):
+            if words.get(key) != now[name].get(key):
                 drift.append(f"{name}: {key}: frozen {words.get(key)!r}, now {now[name].get(key)!r}")
     return drift
 
@@ -207,18 +167,14 @@ def _now() -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
     words = {name: {k: v for k, v in got.items() if not k.startswith(WHY)} for name, got in found.items()}
     reasons = {name: {k: v for k, v in got.items() if k.startswith(WHY)} for name, got in found.items()}
     if os.environ.get("NORMSWEEP_GOLDEN") == "write":
-        for path, data, changed in ((GOLDEN, words, CHANGED), (GOLDEN_REASONS, reasons, CHANGED_REASONS)):
-            # A change said on purpose keeps its frozen text in the file: the before beside the why.
-            old = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-            frozen = {name: {k: old.get(name, {}).get(k) for k in changed.get(name, {})} for name in data}
-            kept = {name: {k: v for k, v in {**got, **frozen[name]}.items() if v is not None} for name, got in data.items()}
-            path.write_text(json.dumps(kept, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+        for path, data in ((GOLDEN, words), (GOLDEN_REASONS, reasons)):
+            path.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
     return words, reasons
 
 
 def test_no_word_or_reason_changed_by_accident() -> None:
     words, reasons = _now()
-    drift = _drift(json.loads(GOLDEN.read_text(encoding="utf-8")), words, CHANGED)
-    assert not drift, "a verdict word changed; if on purpose, say why in CHANGED:\n" + "\n".join(drift)
-    drift = _drift(json.loads(GOLDEN_REASONS.read_text(encoding="utf-8")), reasons, CHANGED_REASONS)
-    assert not drift, "a reason, pair line or headline changed; if on purpose, say why in CHANGED_REASONS:\n" + "\n".join(drift)
+    drift = _drift(json.loads(GOLDEN.read_text(encoding="utf-8")), words)
+    assert not drift, f"a verdict word changed; if on purpose, {REFREEZE}:\n" + "\n".join(drift)
+    drift = _drift(json.loads(GOLDEN_REASONS.read_text(encoding="utf-8")), reasons)
+    assert not drift, f"a reason, pair line or headline changed; if on purpose, {REFREEZE}:\n" + "\n".join(drift)
