@@ -13,7 +13,7 @@ from torch import nn
 
 from src.core.budget import Budget
 from src.model.gpt import GPTConfig, GPTModel, model_stats
-from src.training.schedule import warmup_cosine, warmup_steps_for
+from src.training.schedule import lr_factor, warmup_steps_for
 
 STATE_KEY = "normsweep"  # the module's entry in a checkpoint
 
@@ -218,8 +218,6 @@ class GPTLitModule(L.LightningModule):
         )
         max_steps = self.budget.max_steps
         warmup = warmup_steps_for(max_steps, float(o["warmup_fraction"]))
-        lr, min_lr = float(o["lr"]), float(o["min_lr"])
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda step: warmup_cosine(step, max_steps, warmup, lr, min_lr) / lr
-        )
+        floor = float(o["min_lr_ratio"])
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, max_steps, warmup, floor))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
