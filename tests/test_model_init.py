@@ -7,6 +7,7 @@ import math
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from helpers import run_sweep, training_runs
@@ -16,6 +17,8 @@ from torch import nn
 from src.core.paths import ConfigError, compose
 from src.core.schema import ModelInit
 from src.model.gpt import RESIDUAL_PROJECTIONS, GPTConfig, GPTModel
+from src.report.against_study import study_code
+from src.report.study_setting import code_line
 from src.tracking.code import CodeState
 from src.tracking.identity import Identity, fingerprint
 from src.tracking.run_plan import decide
@@ -114,6 +117,19 @@ def test_runs_that_recorded_their_init_get_no_such_line(old_store: tuple[Store, 
     _old_run(store, exp, study.before_init or "", {"model.init": "gpt2"})  # a gpt2 run of this code: another config, said by its params
     d = decide(store, exp, study.fingerprint, "resume", 300.0, lambda run: False, CODE, "fail", study.before_init)
     assert (d.action, d.run, d.reason) == ("new", None, "")
+
+
+def test_the_study_sections_code_line_names_what_a_sweep_changed() -> None:
+    study = study_code()
+    assert study == {"model.init": "study", "optim.decay_norm_and_bias": "True", "optim.betas": "[0.9, 0.999]", "optim.min_lr_ratio": "0.1"}
+    runs = pd.DataFrame({"model.init": ["", "study"], "optim.decay_norm_and_bias": ["False"] * 2,
+                         "optim.betas": ["[0.9, 0.95]"] * 2, "optim.min_lr_ratio": ["", "0.1"]})  # fmt: skip
+    assert code_line(runs, study) == (
+        "code: this sweep model.init=gpt2 (recorded before model.init) / study, optim.decay_norm_and_bias=False, "
+        "optim.betas=[0.9, 0.95], optim.min_lr_ratio=0.1; the study model.init=study, optim.decay_norm_and_bias=True, "
+        "optim.betas=[0.9, 0.999], optim.min_lr_ratio=0.1 (differs: model.init, optim.decay_norm_and_bias, optim.betas)"
+    )
+    assert code_line(runs.iloc[1:].assign(**{"optim.decay_norm_and_bias": "True", "optim.betas": "[0.9, 0.999]"}), study).endswith("optim.min_lr_ratio=0.1")
 
 
 def test_the_fingerprint_is_the_inits() -> None:
