@@ -151,4 +151,7 @@ def test_a_sweep_of_inits_trains_two_variants_that_start_apart(tmp_path: Path, t
     assert first["gpt2"].value == pytest.approx(math.log(50257), abs=0.1)
     assert abs(first["study"].value - first["gpt2"].value) > 0.1  # 11.04 against 10.82 at this width (32)
     report = (tmp_path / "reports" / "init_sweep" / "report.md").read_text()
-    assert "code: this sweep model.init=study / gpt2" in report, out[-2000:]
+    code = [line for line in report.splitlines() if "code: this sweep model.init=" in line]
+    assert code, report[:3000]
+    swept = code[0].split("code: this sweep model.init=")[1].split(",")[0]
+    assert set(swept.split(" / ")) == {"study", "gpt2"} and "(differs: model.init," in code[0], code[0]
