@@ -139,7 +139,7 @@ def test_the_fingerprint_is_the_inits() -> None:
 
 @pytest.mark.slow  # a real multirun of two tiny jobs
 def test_a_sweep_of_inits_trains_two_variants_that_start_apart(tmp_path: Path, token_cache_dir: Path) -> None:
-    out = run_sweep(tmp_path, token_cache_dir, "init_sweep", "model.init=study,gpt2")
+    run_sweep(tmp_path, token_cache_dir, "init_sweep", "model.init=study,gpt2")
     runs = training_runs(MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}"), "init_sweep")
     assert sorted(r.data.params["model.init"] for r in runs) == ["gpt2", "study"]
     assert {r.info.status for r in runs} == {"FINISHED"}

@@ -85,8 +85,8 @@ def as_recorded(identity: Mapping[str, Any]) -> dict[str, Any]:
     """The identity in the form the fingerprints of recorded runs hash: `model.init` left out at the
     value those runs had, and the cosine floor as the absolute `optim.min_lr` they recorded."""
     out = copy.deepcopy(dict(identity))
-    model, optim = out.get("model"), out.get("optim")
     section, leaf = INIT_KEY.split(".")
+    model, optim = out.get(section), out.get("optim")
     if isinstance(model, dict) and model.get(leaf) == INIT_BEFORE_THE_KEY:
         model.pop(leaf)
     if isinstance(optim, dict) and "min_lr_ratio" in optim:

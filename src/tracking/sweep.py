@@ -155,8 +155,10 @@ def by_state(latest: Run, stale_after_s: float, checkpoint_of: Callable[[Run], b
 
 
 def predates_init(run: Run) -> bool:
-    """A run recorded before `model.init` existed: it has no such param, and started from GPT-2's init."""
-    return INIT_KEY not in run.data.params
+    """A run recorded before `model.init` existed: its config (params) has no such key, and it
+    started from GPT-2's init. A run that recorded no config says nothing either way."""
+    params = run.data.params
+    return bool(params) and INIT_KEY not in params
 
 
 def before_init_runs(store: Store, experiment_id: str, before_init: str | None) -> Decision | None:
