@@ -51,7 +51,7 @@ def test_the_claims_quote_the_studys_table_and_the_preset_is_its_setting() -> No
     assert paths.preset_norms("gpt2_small_study") == list(TABLE)  # the study's five, swept in its table's order
     preset = paths.compose(["experiment=gpt2_small_study"])
     assert int(preset.optim.token_budget) == SETTING.tokens and preset.precision.name == "fp16_mixed"
-    assert (preset.model.norm_placement, preset.model.qk_norm) == ("pre", False)
+    assert (preset.model.norm_placement, preset.model.qk_norm, preset.model.init) == ("pre", False, "study")
     assert preset.precision.name in FP16  # the preset is inside every claim's domain
 
 

@@ -17,7 +17,7 @@ from src.model.gpt import GPTConfig
 from src.model.norms import DEFAULT_EPS, make_norm
 from src.tracking.identity import fingerprint, flatten
 from src.training.run_spec import model_config, validate
-from src.training.schedule import warmup_cosine, warmup_steps_for
+from src.training.schedule import lr_factor, warmup_steps_for
 
 # Groups whose options are discovered from conf/, so a new YAML file is covered automatically.
 GROUPS = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir() and p.name != "hydra")
@@ -64,7 +64,8 @@ def test_norm_sweep_lists_the_five_variants() -> None:
     "override,field",
     [
         ("optim.lr=-0.001", "optim.lr"),
-        ("optim.min_lr=1.0", "optim.min_lr"),
+        ("optim.min_lr_ratio=1.5", "optim.min_lr_ratio"),
+        ("model.init=xavier", "model.init"),
         ("optim.warmup_fraction=1.5", "optim.warmup_fraction"),
         ("optim.micro_batch_size=0", "optim.micro_batch_size"),
         ("optim.max_steps=0", "optim.max_steps"),
@@ -106,7 +107,7 @@ def test_invalid_values_name_the_field(override: str, field: str) -> None:
         ("logger.system_metrics_s=abc", "logger.system_metrics_s: 'abc' is not a number"),
         ("logger.ui.port=http", "logger.ui.port: 'http' is not an integer"),
         # a misspelt key: Hydra's own advice was to append it with `+`, which nothing would have read
-        ("optim.lrr=1", "optim.lrr: no such key; did you mean optim.lr? (optim's keys: lr, min_lr, "),
+        ("optim.lrr=1", "optim.lrr: no such key; did you mean optim.lr? (optim's keys: lr, min_lr_ratio, "),
         ("cluster.device=2", "cluster.device: no such key; did you mean cluster.devices? (cluster's keys: name, "),
         # a sweep without -m: Hydra's advice included key=[a,b], which for a group merges both options
         ("seed=0,1", "seed=0,1: a sweep, which only -m (--multirun) runs: add -m, or quote the value for one string (seed='0,1')"),
@@ -171,7 +172,7 @@ def test_python_defaults_read_no_yaml_and_equal_it(monkeypatch: pytest.MonkeyPat
 # comment, and the schema holds only the types (docs/configuration.md). Keys of these groups that no
 # option sets are one default for every option, the schema's.
 VALUE_GROUPS = ("model", "data", "optim", "precision", "cluster")
-SCHEMA_DEFAULTS = {"model": {"norm_placement", "qk_norm"}}
+SCHEMA_DEFAULTS = {"model": {"norm_placement", "qk_norm", "init"}}
 VALUE_OPTIONS = [(g, o) for g, o in OPTIONS if g in VALUE_GROUPS]
 
 
@@ -207,13 +208,16 @@ def test_each_group_file_writes_out_the_values_it_sets(group: str, option: str) 
 
 # Fingerprints of configs as the code before the schema composed them: a re-run sweep finds its
 # recorded runs by these, so a schema that added a key or turned an int into a float would make every
-# recorded run look new. An intended change of the identity updates them knowingly.
+# recorded run look new. An intended change of the identity updates them knowingly: `model.init` came
+# with the study's init as the default, so the runs recorded before it (all GPT-2's init) are found by
+# `model.init=gpt2`, and the cosine floor became `optim.min_lr_ratio` (hashed as the `optim.min_lr` it means).
 RECORDED_FINGERPRINTS = {
-    "": "8f44d02402f48d1f",
-    "experiment=gpt2_small_study norm=dyt": "2438e1dd5cc1fe18",
-    "model=gpt2_small norm=fast_dyt": "fe0c41d600447a68",
-    "data=fineweb": "2ced1e0ef8e45578",
-    "optim.min_lr=0 optim.tokens_per_param=20 seed=3": "bff7b74bb8c87436",  # ints stay ints
+    "model.init=gpt2": "8f44d02402f48d1f",
+    "experiment=gpt2_small_study norm=dyt model.init=gpt2 optim.decay_norm_and_bias=false optim.betas=[0.9,0.95]": "2438e1dd5cc1fe18",
+    "model=gpt2_small norm=fast_dyt model.init=gpt2": "fe0c41d600447a68",
+    "data=fineweb model.init=gpt2": "2ced1e0ef8e45578",
+    "optim.min_lr_ratio=0 optim.tokens_per_param=20 seed=3 model.init=gpt2": "bff7b74bb8c87436",  # ints stay ints
+    "": "5f7a44aa039049b9",  # the study's init: another config than any run recorded before model.init
 }
 
 
@@ -263,12 +267,24 @@ def test_budget_rejects_indivisible_global_batch() -> None:
 
 
 def test_warmup_cosine_end_points() -> None:
-    lr, min_lr, steps = 1.4e-3, 1.4e-4, 1000
+    steps, floor = 1000, 0.1
     warm = warmup_steps_for(steps, 0.05)
-    assert warm == 50
-    assert warmup_cosine(0, steps, warm, lr, min_lr) == pytest.approx(lr / 50)
-    assert warmup_cosine(warm - 1, steps, warm, lr, min_lr) == pytest.approx(lr)
-    assert warmup_cosine(warm, steps, warm, lr, min_lr) == pytest.approx(lr)
-    assert warmup_cosine(steps - 1, steps, warm, lr, min_lr) == pytest.approx(min_lr)
-    values = [warmup_cosine(s, steps, warm, lr, min_lr) for s in range(warm, steps)]
+    assert warm == 50 and warmup_steps_for(100, 0.29) == 29 and warmup_steps_for(150, 0.05) == 7  # rounded down, as the study
+    assert lr_factor(0, steps, warm, floor) == pytest.approx(1e-5)  # the study's LinearLR(start_factor=1e-5)
+    assert lr_factor(warm - 1, steps, warm, floor) == pytest.approx(1 - 1 / warm, abs=1e-4)
+    assert lr_factor(warm, steps, warm, floor) == pytest.approx(1)
+    assert floor < lr_factor(steps - 1, steps, warm, floor) < floor + 1e-5  # toward the floor, reached a step after the last
+    values = [lr_factor(s, steps, warm, floor) for s in range(warm, steps)]
     assert all(a >= b for a, b in zip(values, values[1:], strict=False))  # monotone decay
+
+
+def test_an_lr_sweep_below_the_default_floor_composes_with_no_second_override() -> None:
+    # The floor follows the peak (optim.min_lr_ratio): an absolute floor of 1e-4 refused every lr below it.
+    for lr in ("1e-5", "5e-5", "1e-2"):
+        cfg = compose([f"optim.lr={lr}"])
+        validate(cfg)
+        assert cfg.optim.min_lr_ratio == 0.1
+    cfg = compose(["experiment=lr_stability", "optim.lr=1e-5"])
+    validate(cfg)
+
+

@@ -164,7 +164,7 @@ def test_no_axis_figure_without_exactly_one_numeric_axis(configs: list[dict[str,
 
 @pytest.mark.slow
 def test_a_real_sweep_of_30_learning_rates_writes_readable_figures(token_cache_dir: Path, tmp_path: Path) -> None:
-    out = run_sweep(tmp_path, token_cache_dir, "lr30", "norm=hand_rmsnorm", f"optim.lr={','.join(LRS)}", "optim.min_lr=0")
+    out = run_sweep(tmp_path, token_cache_dir, "lr30", "norm=hand_rmsnorm", f"optim.lr={','.join(LRS)}", "optim.min_lr_ratio=0")
     assert "constrained_layout not applied" not in out
     report = tmp_path / "reports" / "lr30"
     for name in ("loss_curves.png", "by_optim_lr.png"):

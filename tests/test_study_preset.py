@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
+from torch import nn
 
 from src.core.budget import resolve_budget
 from src.core.paths import compose, preset_norms
 from src.model.gpt import GPTModel, count_params
+from src.training.lit_module import GPTLitModule
 from src.training.run_spec import validate
-from src.training.schedule import warmup_cosine, warmup_steps_for
+from src.training.schedule import WARMUP_START_FACTOR, lr_factor, warmup_steps_for
 
 NORMS = preset_norms("norm_sweep")  # the study's five, as conf/experiment/norm_sweep.yaml lists them
 STEPS = 33_165
@@ -60,20 +64,61 @@ def test_global_batch_is_fixed_whatever_the_gpu_count(gpus: int, accum: int) -> 
     assert cfg.optim.micro_batch_size * gpus * accum == 96
 
 
-def test_learning_rate_schedule_end_points() -> None:
+def test_learning_rate_schedule_is_the_studys() -> None:
+    # The study's ddp_train.py: LinearLR(start_factor=1e-5) over the warmup, then
+    # CosineAnnealingLR(T_max=steps - warmup, eta_min=lr / 10), chained by SequentialLR.
     o = _compose().optim
-    assert (o.lr, o.min_lr, o.weight_decay, o.grad_clip, o.warmup_fraction) == (
-        1.4e-3,
-        1.4e-4,
-        0.1,
-        3.5,
-        0.05,
-    )
+    assert (o.lr, o.min_lr_ratio, o.weight_decay, o.grad_clip, o.warmup_fraction) == (1.4e-3, 0.1, 0.1, 3.5, 0.05)
     warmup = warmup_steps_for(STEPS, o.warmup_fraction)
-    assert warmup == 1_658
-    assert warmup_cosine(0, STEPS, warmup, o.lr, o.min_lr) == pytest.approx(1.4e-3 / 1_658)
-    assert warmup_cosine(warmup - 1, STEPS, warmup, o.lr, o.min_lr) == pytest.approx(1.4e-3)
-    assert warmup_cosine(STEPS - 1, STEPS, warmup, o.lr, o.min_lr) == pytest.approx(1.4e-4)
+    assert warmup == 1_658 == STEPS * 5 // 100
+    model = nn.Linear(1, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=o.lr)
+    theirs = torch.optim.lr_scheduler.SequentialLR(
+        opt,
+        [torch.optim.lr_scheduler.LinearLR(opt, start_factor=WARMUP_START_FACTOR, total_iters=warmup),
+         torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=STEPS - warmup, eta_min=o.lr / 10)],
+        milestones=[warmup],
+    )  # fmt: skip
+    for step in range(STEPS):
+        if step in (0, 1, warmup - 1, warmup, warmup + 1, STEPS // 2, STEPS - 1):
+            assert o.lr * lr_factor(step, STEPS, warmup, o.min_lr_ratio) == pytest.approx(opt.param_groups[0]["lr"], rel=1e-6), step
+        opt.step()
+        theirs.step()
+
+
+def test_the_presets_model_starts_from_pytorchs_constructor_defaults() -> None:
+    # Built as a run builds it (the preset's config -> GPTConfig -> GPTModel), at the study's size.
+    cfg = _compose()
+    torch.manual_seed(0)
+    model = GPTModel(validate(cfg))
+    assert model.cfg.init == "study"
+    for emb in (model.tok_emb, model.pos_emb):  # nn.Embedding: N(0, 1), not GPT-2's N(0, 0.02)
+        assert emb.weight.std().item() == pytest.approx(1.0, abs=0.01)
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    assert len(linears) == 12 * 6 + 1
+    for linear in linears:  # Kaiming-uniform(a=sqrt(5)): weights and biases within 1/sqrt(fan_in), uniform
+        bound = 1 / math.sqrt(linear.in_features)
+        assert linear.weight.abs().max().item() <= bound
+        assert linear.weight.std().item() == pytest.approx(bound / math.sqrt(3), rel=0.02)
+        if linear.bias is not None:
+            assert linear.bias.abs().max().item() <= bound and linear.bias.abs().max().item() > bound / 2
+
+
+def test_the_presets_optimizer_decays_every_parameter_as_the_studys() -> None:
+    # The study's AdamW(model.parameters(), weight_decay=0.1): norm scales and shifts and biases too.
+    cfg = _compose("model.n_layers=2", "model.emb_dim=64", "model.n_heads=2")  # the preset's optimizer, a small model
+    model = validate(cfg)
+    budget = resolve_budget(cfg.optim, cfg.seq_len, world_size=8, n_params=1)
+    optim = OmegaConf.to_container(cfg.optim, resolve=True)
+    assert isinstance(optim, dict)
+    module = GPTLitModule(model, optim, budget)
+    optimizer = module.configure_optimizers()["optimizer"]
+    decay_of = {id(p): group["weight_decay"] for group in optimizer.param_groups for p in group["params"]}
+    named = dict(module.model.named_parameters())
+    one_d = [n for n, p in named.items() if p.dim() == 1]
+    assert any("norm" in n for n in one_d) and any(n.endswith("bias") for n in one_d)
+    assert {n: decay_of[id(p)] for n, p in named.items()} == {n: 0.1 for n in named}
+    assert optimizer.defaults["betas"] == (0.9, 0.999)  # the study's AdamW takes PyTorch's default betas
 
 
 def test_test_window_is_fixed_inside_val_past_the_validation_windows() -> None:

@@ -94,7 +94,7 @@ def test_lr_stability_grid() -> None:
     assert grid[0] == pytest.approx(default_lr / 10) and grid[-1] == pytest.approx(default_lr * 10)
     steps = [math.log10(b / a) for a, b in zip(grid, grid[1:], strict=False)]
     assert steps == pytest.approx([0.4] * 5, abs=0.01)  # log-spaced
-    assert cfg.optim.grad_clip is None and cfg.optim.min_lr <= grid[0]
+    assert cfg.optim.grad_clip is None and cfg.optim.min_lr_ratio == 0  # the cosine falls toward zero at every lr
     assert set(cfg.hydra.sweeper.params.norm.split(",")) <= set(norm_types())
     assert {"no_norm", "dyt"} <= set(cfg.hydra.sweeper.params.norm.split(","))
     validate(cfg)

@@ -6,8 +6,8 @@ Hydra composes `conf/train.yaml` onto `TrainConfig` (registered in Hydra's Confi
 naming the key, and one appended with `+` (`+optim.lrr=1`) is refused by `validate`. The values live where a Hydra user looks: every option of `model/`, `data/`,
 `optim/`, `precision/` and `cluster/` writes out each value it sets, so their fields here are types
 only (`MISSING`: an option that forgets one fails while composing). A default stays here only where
-no YAML sets it: the top-level keys, `norm.eps`, `model.norm_placement` and `model.qk_norm` (one for
-every model), report, checkpoint, sweep and preflight.
+no YAML sets it: the top-level keys, `norm.eps`, `model.norm_placement`, `model.qk_norm` and
+`model.init` (one for every model), report, checkpoint, sweep and preflight.
 
 Groups whose keys vary per option are mappings: `norm` (each norm's options are checked against its
 factory's arguments by `src.model.norms.NormSpec`), `data` (each source's node below, and its
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field, is_dataclass
+from enum import StrEnum
 from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
@@ -47,6 +48,14 @@ NORM_TYPE_OF_YAML = "${hydra:runtime.choices.norm}"
 DEFAULT_NORM = "torch_layernorm"  # GPTConfig's norm; conf/train.yaml's defaults list picks it too (a test keeps them equal)
 
 
+class ModelInit(StrEnum):
+    """How the GPT's weights start (`model.init`, src.model.gpt.init_weights)."""
+
+    STUDY = "study"  # PyTorch's constructor defaults, untouched, as the study's script leaves them
+    GPT2 = "gpt2"  # GPT-2's: N(0, 0.02) weights, zero biases (Hugging Face, nanoGPT)
+    NANOGPT = "nanogpt"  # gpt2, and the residual projections at std 0.02 / sqrt(2 * n_layers)
+
+
 PLACEMENTS = ("pre", "post", "peri")  # where the norms sit in a block (src.model.gpt.TransformerBlock)
 
 
@@ -65,6 +74,8 @@ def check_architecture(model: Any) -> None:
         raise ValueError(f"model.norm_placement: {model.norm_placement!r} is not one of {', '.join(PLACEMENTS)}")
     if not isinstance(model.qk_norm, bool):
         raise ValueError(f"model.qk_norm: must be true or false, got {model.qk_norm!r}")
+    if model.init not in tuple(ModelInit):
+        raise ValueError(f"model.init: {model.init!r} is not one of {', '.join(ModelInit)}")
 
 
 @dataclass
@@ -74,6 +85,7 @@ class ModelSchema:
 
     norm_placement: str = "pre"  # pre (GPT-2), post (original Transformer) or peri (Peri-LN)
     qk_norm: bool = False  # true: the chosen norm also normalizes queries and keys per head
+    init: str = ModelInit.STUDY.value  # one of ModelInit: the study's code never re-initializes its model
     name: str = MISSING  # the option's name (model=<name>)
     vocab_size: int = MISSING
     context_length: int = MISSING
@@ -265,7 +277,7 @@ class OptimSchema:
     """The optimizer, its schedule, the batch size and the training budget (values: conf/optim/*.yaml)."""
 
     lr: Number = MISSING
-    min_lr: Number = MISSING
+    min_lr_ratio: Number = MISSING
     betas: list[float] = MISSING  # floats: OmegaConf 2.3 iterates a list of Number as its nodes
     eps: Number = MISSING
     weight_decay: Number = MISSING

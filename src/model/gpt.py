@@ -7,10 +7,13 @@ variants except for the norm. Two axes move norms around, orthogonal to which no
 `norm_placement` (pre / post / peri, see `TransformerBlock`) and `qk_norm` (the norm applied per
 head to queries and keys); their defaults (pre, off) are the study's model. Attention goes through `F.scaled_dot_product_attention(is_causal=True)` so that
 attention speed is the same fused kernel for every variant and the comparison isolates the norm.
+How the weights start is `init` (`init_weights`): by default the study's, PyTorch's constructor
+defaults left as they are.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -19,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from src.core.schema import DEFAULT_NORM, ModelSchema, check_architecture
+from src.core.schema import DEFAULT_NORM, ModelInit, ModelSchema, check_architecture
 from src.model.norms import DEFAULT_EPS, NormSpec
 
 
@@ -41,6 +44,7 @@ class GPTConfig:
     norm_options: Mapping[str, Any] = field(default_factory=dict)  # e.g. DyT's alpha_init, bias
     norm_placement: str = ModelSchema.norm_placement
     qk_norm: bool = ModelSchema.qk_norm
+    init: str = ModelSchema.init  # a ModelInit: how the weights start (init_weights)
     norm: NormSpec = field(init=False, repr=False, compare=False)  # the checked norm, built from the three above
 
     def __post_init__(self) -> None:
@@ -137,15 +141,7 @@ class GPTModel(nn.Module):
         self.out_head = nn.Linear(cfg.emb_dim, cfg.vocab_size, bias=False)
         if cfg.tie_weights:
             self.out_head.weight = self.tok_emb.weight
-        self.apply(self._init_weights)
-
-    @staticmethod
-    def _init_weights(module: nn.Module) -> None:
-        # GPT-2's initialisation: N(0, 0.02) weights, zero biases. Norm scales keep their ones.
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            nn.init.zeros_(module.bias)
+        init_weights(self, ModelInit(cfg.init), cfg.n_layers)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         t = idx.shape[1]
@@ -160,6 +156,34 @@ class GPTModel(nn.Module):
         """Regional compilation: each transformer block compiles once and is reused by all of them."""
         for block in self.trf_blocks:
             block.compile()
+
+
+# The projections that write into the residual stream: what nanoGPT scales down with depth.
+RESIDUAL_PROJECTIONS = ("att.out_proj.weight", "ff.layers.2.weight")
+
+
+def init_weights(model: nn.Module, init: ModelInit, n_layers: int) -> None:
+    """Set the starting weights; norm scales and shifts keep their constructors' ones and zeros.
+
+    study:   nothing. PyTorch's constructor defaults stay, as in the study's script, which builds
+             its GPT and never re-initializes it: nn.Embedding N(0, 1), nn.Linear Kaiming-uniform
+             weights and uniform biases, both within 1/sqrt(fan_in). The residual stream starts
+             ~50x larger than under gpt2, and that scale is what a norm controls.
+    gpt2:    GPT-2's: N(0, 0.02) for every Linear and Embedding weight, zero biases.
+    nanogpt: gpt2, and RESIDUAL_PROJECTIONS at std 0.02 / sqrt(2 * n_layers) (each block adds two
+             branches to the stream, so its variance at the top stays that of one layer).
+    """
+    if init == ModelInit.STUDY:
+        return
+    for module in model.modules():
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+    if init == ModelInit.NANOGPT:
+        for name, weight in model.named_parameters():
+            if name.endswith(RESIDUAL_PROJECTIONS):
+                nn.init.normal_(weight, mean=0.0, std=0.02 / math.sqrt(2 * n_layers))
 
 
 def count_params(model: nn.Module) -> int:

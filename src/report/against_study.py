@@ -24,10 +24,11 @@ the study's `torch_layernorm`. Torch-free.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -52,6 +53,7 @@ from src.report.published import (
     SETTING_SOURCE,
     SPEED,
     STABILITY,
+    STUDY_CODE,
     STUDY_VARIANTS,
     TABLE,
     TABLE_SOURCE,
@@ -91,6 +93,9 @@ from src.stats.verdicts import (
 )
 from src.tracking.tags import DIVERGED, FINISHED
 from src.tracking.variants import NORM_AXIS, Axis, text
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 REPRODUCED, PARTLY, NOT_REPRODUCED = ClaimWord.REPRODUCED, ClaimWord.PARTLY, ClaimWord.NOT_REPRODUCED
 INCONCLUSIVE, NOT_APPLICABLE, NOT_TESTED = ClaimWord.INCONCLUSIVE, ClaimWord.NOT_APPLICABLE, ClaimWord.NOT_TESTED
@@ -335,17 +340,28 @@ def study_values(axes: Sequence[Axis]) -> dict[str, str | None]:
     """column of the runs frame -> the study's value (as a run's param spells it; None where the
     study's configuration has no such key): each swept axis but the norm, and the model axes the
     study fixed. Read from the study preset, the one owner of its configuration."""
-    from omegaconf import OmegaConf
+    keys = {AXIS_PREFIX + a.name: a.primary for a in axes if a.name != NORM_AXIS} | {k: k for k in MODEL_AXES}
+    return {column: _study_value(key) for column, key in keys.items()}
 
+
+def study_code() -> dict[str, str | None]:
+    """The settings of the study's code a config can change (STUDY_CODE), as its preset has them."""
+    return {key: _study_value(key) for key in STUDY_CODE}
+
+
+@functools.cache
+def _study_config() -> DictConfig:
     from src.core import paths
 
-    keys = {AXIS_PREFIX + a.name: a.primary for a in axes if a.name != NORM_AXIS} | {k: k for k in MODEL_AXES}
-    study = paths.compose([f"experiment={PRESET}"])
-    out: dict[str, str | None] = {}
-    for column, key in keys.items():
-        value = OmegaConf.select(study, key, default=None, throw_on_missing=False)
-        out[column] = None if value is None else text(value)
-    return out
+    return paths.compose([f"experiment={PRESET}"])
+
+
+def _study_value(key: str) -> str | None:
+    """The study preset's value of `key` as a run's param spells it; None where it has no such key."""
+    from omegaconf import OmegaConf
+
+    value = OmegaConf.select(_study_config(), key, default=None, throw_on_missing=False)
+    return None if value is None else text(value)
 
 
 def match(norm: str, runs: pd.DataFrame, values: Mapping[str, str | None], prefer: Mapping[str, str | None] | None = None) -> tuple[str | None, str]:
@@ -785,5 +801,5 @@ def against_study(
     unjudged = {c.number: (c, tuple(v for v in STUDY_VARIANTS if v in c.variants() - swept)) for c in CLAIMS if judged[c.number] is None}
     decided_parts = sum(bool(f.readings and _sequential(f.part, c.claim.metric, evidence)) for c in claims for f in c.findings)
     shown_table = study_table(table, labels, _estimate_text(check) if check.get("kernel") else None) if table is not None else None
-    return StudySection(claims, setting_lines(runs), shown_table, method_line(evidence.family, event, decided_parts),
+    return StudySection(claims, setting_lines(runs, study_code()), shown_table, method_line(evidence.family, event, decided_parts),
                         family=evidence.family, unjudged=unjudged)  # fmt: skip

@@ -29,9 +29,12 @@ SETTING_SOURCE = (
     "the training script's defaults"
 )
 PRESET = "gpt2_small_study"  # conf/experiment/: the study's run configuration, line by line
-# The model axes the study fixed (pre-norm, no QK-norm: src/core/schema.py ModelSchema): a run off them is
-# another model than the study's, whether its sweep varied them or not.
-MODEL_AXES = ("model.norm_placement", "model.qk_norm")
+# The model axes the study fixed (pre-norm, no QK-norm, its script's init: src/core/schema.py ModelSchema):
+# a run off them is another model than the study's, whether its sweep varied them or not.
+MODEL_AXES = ("model.norm_placement", "model.qk_norm", "model.init")
+# What the study's training code does that a config can change (docs/reproducing.md): a sweep's values
+# are named beside the study's (the preset's) in its setting lines.
+STUDY_CODE = ("model.init", "optim.decay_norm_and_bias", "optim.betas", "optim.min_lr_ratio")
 
 
 @dataclass(frozen=True)

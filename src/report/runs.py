@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from src.report.published import MODEL_AXES
+from src.report.published import MODEL_AXES, STUDY_CODE
 from src.report.table import AXIS_PREFIX, order_of
 from src.report.table import UNKNOWN as UNKNOWN_FAMILY
 from src.tracking.store import Store
@@ -161,7 +161,7 @@ def setting_of(params: dict[str, str], tags: dict[str, str]) -> dict[str, object
         "tokens": _number(params, "budget.total_tokens"),
         "precision": f"{params.get('precision.name', '?')} (matmul precision {params.get('precision.matmul_precision', '?')})",
         "dispatch": tags.get(NORM_DISPATCH_TAG, ""),  # the kernels its norm ran (src.training.norm_dispatch)
-        **{key: params.get(key, "") for key in MODEL_AXES},  # swept or not: is it the study's model?
+        **{key: params.get(key, "") for key in (*MODEL_AXES, *STUDY_CODE)},  # swept or not: is it the study's model and code?
     }
 
 

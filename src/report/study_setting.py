@@ -13,8 +13,9 @@ from collections.abc import Callable, Mapping
 
 import pandas as pd
 
-from src.report.published import SETTING, STUDY_VARIANTS, TABLE
+from src.report.published import SETTING, STUDY_CODE, STUDY_VARIANTS, TABLE
 from src.report.table import DASH, with_ci
+from src.tracking.identity import INIT_BEFORE_THE_KEY, INIT_KEY
 from src.tracking.tags import FINISHED
 
 
@@ -48,9 +49,26 @@ def _span(values: pd.Series, fmt: str) -> str:
     return high if low == high else f"{low}–{high}"
 
 
-def setting_lines(runs: pd.DataFrame) -> list[str]:
+def code_line(runs: pd.DataFrame, study: Mapping[str, str | None]) -> str:
+    """`code: this sweep model.init=gpt2, ...; the study model.init=study, ... (differs: model.init)`:
+    the settings of the study's training code a config can change (STUDY_CODE), the study's as its
+    preset (`study`) has them. A run recorded before `model.init` existed started from its one init."""
+    ours = {}
+    for key in STUDY_CODE:
+        column = runs[key] if key in runs else pd.Series(dtype=object)
+        if key == INIT_KEY:
+            column = column.replace("", f"{INIT_BEFORE_THE_KEY} (recorded before {INIT_KEY})")
+        ours[key] = _values(column)
+    differs = [k for k in STUDY_CODE if ours[k] != str(study.get(k))]
+    sweep = ", ".join(f"{k}={v}" for k, v in ours.items())
+    theirs = ", ".join(f"{k}={study.get(k)}" for k in STUDY_CODE)
+    return f"code: this sweep {sweep}; the study {theirs}" + (f" (differs: {', '.join(differs)})" if differs else "")
+
+
+def setting_lines(runs: pd.DataFrame, study_code: Mapping[str, str | None] | None = None) -> list[str]:
     """One line per fact: `device: this sweep ...; the study ...`. A quantity the runs differ in (two
-    model sizes in one experiment) is given as its range; tokens per parameter is each run's own."""
+    model sizes in one experiment) is given as its range; tokens per parameter is each run's own.
+    With `study_code` (STUDY_CODE key -> the study's value), a line for the study's code too."""
     s = SETTING
     n_params = f"{_span(runs.n_params, '{:,.0f}')} parameters"
     per_param = _span(runs.tokens / runs.n_params, "{:.3g}")
@@ -61,6 +79,7 @@ def setting_lines(runs: pd.DataFrame) -> list[str]:
         f"tokens trained per run: this sweep {sweep_tokens}; the study {s.tokens:,} ({s.tokens / s.n_params:.3g} per parameter)",
         f"precision: this sweep {_values(runs.precision)}; the study {s.precision}",
         f"seeds per variant: this sweep {seeds_per_variant(runs)}; the study {s.seeds}",
+        *([code_line(runs, study_code)] if study_code is not None else []),
         *not_the_study_lines(runs),
     ]
 

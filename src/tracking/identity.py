@@ -7,11 +7,13 @@ checkpoint can be checked against the config that wants to resume it. Torch-free
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,11 @@ NON_RESULT_KEYS = (
     "data.num_workers",  # windows are seeded per index, whatever process reads them
 )
 
+# `model.init` came after runs were recorded; every one of them started from GPT-2's init. At that
+# value the key is left out of the fingerprint, so those runs are still this config's runs (the run's
+# MLflow params show it all the same); at any other value the config is another one.
+INIT_KEY, INIT_BEFORE_THE_KEY = "model.init", "gpt2"
+
 FINGERPRINT_CHARS = 16
 LAST = "last.ckpt"  # a run's checkpoint, in its folder: the end state, or where it stopped
 RUN_STATE_KEY = "RunTracking"  # the tracking callback's entry in checkpoint["callbacks"]: its run id and identity
@@ -66,8 +73,29 @@ def fingerprint(cfg: DictConfig | Mapping[str, Any]) -> str:
     return _digest(identity_config(cfg))
 
 
+def recorded_min_lr(lr: float, ratio: float) -> float:
+    """The cosine floor as runs recorded it before it was a fraction of the peak (`optim.min_lr`),
+    multiplied in decimal so that 1e-3 x 0.1 is the 1e-4 their configs wrote (not 1.0000000000000002e-4)."""
+    if isinstance(ratio, int):  # `min_lr_ratio=0` as `min_lr=0`: an int stayed an int
+        return 0 if ratio == 0 else lr * ratio
+    return float(Decimal(repr(float(lr))) * Decimal(repr(float(ratio))))
+
+
+def as_recorded(identity: Mapping[str, Any]) -> dict[str, Any]:
+    """The identity in the form the fingerprints of recorded runs hash: `model.init` left out at the
+    value those runs had, and the cosine floor as the absolute `optim.min_lr` they recorded."""
+    out = copy.deepcopy(dict(identity))
+    section, leaf = INIT_KEY.split(".")
+    model, optim = out.get(section), out.get("optim")
+    if isinstance(model, dict) and model.get(leaf) == INIT_BEFORE_THE_KEY:
+        model.pop(leaf)
+    if isinstance(optim, dict) and "min_lr_ratio" in optim:
+        optim["min_lr"] = recorded_min_lr(optim["lr"], optim.pop("min_lr_ratio"))
+    return out
+
+
 def _digest(identity: Mapping[str, Any]) -> str:
-    canonical = json.dumps(identity, sort_keys=True, default=str, separators=(",", ":"))
+    canonical = json.dumps(as_recorded(identity), sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:FINGERPRINT_CHARS]
 
 
@@ -116,12 +144,15 @@ def safe_folder_name(name: str, field: str) -> str:
 @dataclass(frozen=True)
 class Identity:
     """What makes two runs the same run: the result-changing config, its fingerprint, its flat form
-    (the run's MLflow params) and the folder its checkpoints go to, `<experiment>/<run name>-<fingerprint>`."""
+    (the run's MLflow params) and the folder its checkpoints go to, `<experiment>/<run name>-<fingerprint>`.
+    `before_init`: for a config whose `model.init` is not the one runs had before the key existed,
+    the fingerprint the same config had then (its old runs are another config's, and a job says so)."""
 
     fingerprint: str
     config: dict[str, Any]
     params: dict[str, Any]
     folder: str
+    before_init: str | None = None
 
     @classmethod
     def of(cls, cfg: DictConfig) -> Identity:
@@ -129,7 +160,11 @@ class Identity:
         fp = _digest(config)  # fingerprint(cfg), without stripping the config a second time
         experiment = safe_folder_name(cfg.experiment_name, "experiment_name")
         run = safe_folder_name(cfg.run_name, "run_name")
-        return cls(fp, config, flatten(config), f"{experiment}/{run}-{fp}")
+        section, leaf = INIT_KEY.split(".")
+        before = None
+        if config.get(section, {}).get(leaf, INIT_BEFORE_THE_KEY) != INIT_BEFORE_THE_KEY:
+            before = _digest({**config, section: {**config[section], leaf: INIT_BEFORE_THE_KEY}})
+        return cls(fp, config, flatten(config), f"{experiment}/{run}-{fp}", before)
 
 
 @dataclass(frozen=True)

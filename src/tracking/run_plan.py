@@ -54,6 +54,7 @@ from src.tracking.sweep import (
     REUSES,
     Claim,
     Decision,
+    before_init_runs,
     by_state,
     claim,
     code_change_message,
@@ -163,14 +164,17 @@ def decide(
     checkpoint_of: Callable[[Run], bool],
     code: CodeState | None = None,
     on_code_change: str = "fail",
+    before_init: str | None = None,
 ) -> Decision:
     """What a job with fingerprint `fp` should do; `checkpoint_of(run)`: a checkpoint of that run exists.
 
     `code`: this process's code; a run to reuse that other code made follows `on_code_change`
-    (None: no code check). Changes no record: a lost run is settled when the job opens its run."""
+    (None: no code check). `before_init`: the fingerprint this config had before `model.init`
+    existed (Identity.before_init): a new run says which runs that was, and why it is not them.
+    Changes no record: a lost run is settled when the job opens its run."""
     runs = runs_with_fingerprint(store, experiment_id, fp)
     if not runs:
-        return Decision("new")
+        return before_init_runs(store, experiment_id, before_init) or Decision("new")
     latest = runs[0]
     if policy == "fail":
         raise ConfigError(
@@ -281,7 +285,7 @@ def plan_sweep_job(spec: PlannedRun, store: Store) -> RunPlan:
     try:
         d = decide(
             store, experiment_id, identity.fingerprint, where.on_existing, where.stale_after_s, checkpoint_of,
-            spec.record.code, where.on_code_change,
+            spec.record.code, where.on_code_change, identity.before_init,
         )  # fmt: skip
         if d.action in ("skip", "busy"):
             assert d.run is not None

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from src.core.cli import COMMAND_ENV
 from src.core.schema import SweepSchema
 from src.tracking.code import MANIFEST_ARTIFACT, CodeState, differences, read_manifest
+from src.tracking.identity import INIT_BEFORE_THE_KEY, INIT_KEY
 from src.tracking.store import Store
 from src.tracking.tags import (
     CODE_FINGERPRINT_TAG,
@@ -157,6 +158,30 @@ def by_state(latest: Run, stale_after_s: float, checkpoint_of: Callable[[Run], b
     return Decision("new", latest, f"{outcome or FAILED}; starting a new run", [latest.info.run_id])
 
 
+def predates_init(run: Run) -> bool:
+    """A run recorded before `model.init` existed: its config (params) has no such key, and it
+    started from GPT-2's init. A run that recorded no config says nothing either way."""
+    params = run.data.params
+    return bool(params) and INIT_KEY not in params
+
+
+def before_init_runs(store: Store, experiment_id: str, before_init: str | None) -> Decision | None:
+    """A new run of a config whose runs recorded before `model.init` existed trained another init:
+    the decision that says so (None when there are none)."""
+    if before_init is None:
+        return None
+    earlier = [r for r in runs_with_fingerprint(store, experiment_id, before_init) if predates_init(r)]
+    if not earlier:
+        return None
+    n = len(earlier)
+    return Decision("new", earlier[0], (
+        f"{'and ' + str(n - 1) + ' more ' if n > 1 else ''}of this config {'were' if n > 1 else 'was'} recorded before "
+        f"{INIT_KEY} existed, with {INIT_KEY}={INIT_BEFORE_THE_KEY} (GPT-2's N(0, 0.02)); this job's {INIT_KEY} differs, "
+        f"so it trains a new run beside them; {INIT_KEY}={INIT_BEFORE_THE_KEY} finds them again, and sweep.on_code_change "
+        "(fail | rerun | keep) then says whether they are reused"
+    ))  # fmt: skip
+
+
 def made_by_other_code(run: Run, code: CodeState) -> bool:
     """A run without a code fingerprint predates them: its code is unknown, so it counts as other code."""
     return run.data.tags.get(CODE_FINGERPRINT_TAG) != code.fingerprint
@@ -230,9 +255,11 @@ def code_change_message(store: Store, runs: Sequence[Run], code: JobCode, policy
         commits = ", ".join(dict.fromkeys(made_at(r) for r in group))
         parts.append(f"{len(group)} at {commits} ({_what_differs(store, group, code)})")
     n = len(runs)
+    old = sum(predates_init(r) for r in runs)
+    init = f" ({old} recorded before {INIT_KEY} existed: they started from {INIT_KEY}={INIT_BEFORE_THE_KEY}, as this config does)" if old else ""
     return (
         f"sweep.on_code_change={policy}: {n} finished or resumable run{'s' if n != 1 else ''} of this sweep "
-        f"{'were' if n != 1 else 'was'} made by other code: {'; '.join(parts)}; "
+        f"{'were' if n != 1 else 'was'} made by other code: {'; '.join(parts)}{init}; "
         "set sweep.on_code_change=rerun to train them again (the old runs stay, marked superseded) "
         f"or =keep to reuse them (the report marks them); valid choices: {', '.join(CODE_POLICIES)}"
     )

@@ -1,4 +1,4 @@
-"""Stop a run at its first non-finite loss or gradient norm.
+"""Stop a run at its first non-finite loss or gradient norm (under a loss scaler: its loss).
 
 A diverged run is a result (the study's no-norm model went NaN by step 530), not a crash: the
 callback stops training at once and records where, and the training job reports it as
@@ -32,8 +32,12 @@ class DivergenceMonitor(L.Callback):
         if latest is not None and math.isfinite(latest):
             self.last_finite_loss = latest
         # This micro-batch's loss and the latest pre-clip gradient norm: a NaN stops within one step.
+        # Under a loss scaler (fp16) a non-finite gradient is the scaled gradients' overflow, which the
+        # scaler answers by skipping the step and halving its scale (as in the study's script): there
+        # only the loss says the model diverged.
         loss = outputs["loss"] if isinstance(outputs, dict) else outputs
-        grad_norm = getattr(pl_module, "last_grad_norm", None)
+        scaled = getattr(trainer.precision_plugin, "scaler", None) is not None
+        grad_norm = None if scaled else getattr(pl_module, "last_grad_norm", None)
         values = [float(v) for v in (loss, grad_norm) if isinstance(v, torch.Tensor)]
         if all(math.isfinite(v) for v in values):
             return

@@ -13,7 +13,7 @@ from torch import nn
 
 from src.core.budget import Budget
 from src.model.gpt import GPTConfig, GPTModel, model_stats
-from src.training.schedule import warmup_cosine, warmup_steps_for
+from src.training.schedule import lr_factor, warmup_steps_for
 
 STATE_KEY = "normsweep"  # the module's entry in a checkpoint
 
@@ -28,6 +28,15 @@ def param_groups(model: nn.Module, weight_decay: float, decay_norm_and_bias: boo
         {"params": decay, "weight_decay": weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
+
+
+def fused_adamw(device_type: str, loss_scaled: bool) -> bool:
+    """The fused AdamW kernel is the fast path on CUDA (on the CPU torch's default is as fast here).
+    Not under a loss scaler (fp16): the fused kernel unscales inside its step, so Lightning hands
+    `configure_gradient_clipping` the scaled gradients and clipping would cut them by the scale
+    (measured with a GradScaler on the CPU: a pre-clip norm of 43,136 for 1.316); the default
+    AdamW is unscaled first, as in the study's script."""
+    return device_type == "cuda" and not loss_scaled
 
 
 class GPTLitModule(L.LightningModule):
@@ -206,6 +215,10 @@ class GPTLitModule(L.LightningModule):
         self.test_loss = self._eval_end("test_loss", to_logger=False)
 
     # --- optimizer ---------------------------------------------------------------------------
+    def _loss_scaled(self) -> bool:
+        trainer = self._trainer  # None when the optimizer is built outside a fit (a test, a notebook)
+        return trainer is not None and getattr(trainer.precision_plugin, "scaler", None) is not None
+
     def configure_optimizers(self) -> dict[str, Any]:
         o = self.optim
         optimizer = torch.optim.AdamW(
@@ -213,13 +226,10 @@ class GPTLitModule(L.LightningModule):
             lr=float(o["lr"]),
             betas=tuple(o["betas"]),
             eps=float(o["eps"]),
-            # The fused AdamW kernel is the fast path on CUDA; on the CPU torch's default is as fast here.
-            fused=self.device.type == "cuda",
+            fused=fused_adamw(self.device.type, self._loss_scaled()),
         )
         max_steps = self.budget.max_steps
         warmup = warmup_steps_for(max_steps, float(o["warmup_fraction"]))
-        lr, min_lr = float(o["lr"]), float(o["min_lr"])
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda step: warmup_cosine(step, max_steps, warmup, lr, min_lr) / lr
-        )
+        floor = float(o["min_lr_ratio"])
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, max_steps, warmup, floor))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

@@ -84,6 +84,7 @@ def model_config(cfg: DictConfig) -> GPTConfig:
             norm_options={k: v for k, v in norm.items() if k not in NORM_KEYS},
             norm_placement=m.norm_placement,
             qk_norm=m.qk_norm,
+            init=m.init,
         )
     except ValueError as err:
         if NORM_TARGET_KEY in norm:  # the user's YAML: the line names it
@@ -256,7 +257,7 @@ def validate(cfg: DictConfig) -> GPTConfig:
     )
     o = cfg.optim
     _require(o.lr > 0, "optim.lr", f"must be > 0, got {o.lr}")
-    _require(0 <= o.min_lr <= o.lr, "optim.min_lr", f"must be in [0, optim.lr={o.lr}], got {o.min_lr}")
+    _require(0 <= o.min_lr_ratio <= 1, "optim.min_lr_ratio", f"must be in [0, 1] (a fraction of optim.lr), got {o.min_lr_ratio}")
     _require(0 <= o.warmup_fraction < 1, "optim.warmup_fraction", f"must be in [0, 1), got {o.warmup_fraction}")
     _require(o.weight_decay >= 0, "optim.weight_decay", f"must be >= 0, got {o.weight_decay}")
     _require(
