@@ -290,7 +290,7 @@ def test_outside_the_claims_domain_is_not_applicable_and_still_shows_the_figure(
     # The model axes: a post-norm variant is not the study's model.
     post = _claims(_runs({"torch_layernorm": "torch_layernorm", "torch_rmsnorm": "torch_rmsnorm"}, **{"model.norm_placement": "post"}))
     assert sorted(post) == [3, 4] and {c.word for c in post.values()} == {NOT_APPLICABLE}
-    assert "not the study's setting: torch_layernorm has model.norm_placement=post (the study pre)" in post[4].reason
+    assert "not the study's setting: torch_layernorm has model.norm_placement=post (the study model.norm_placement=pre)" in post[4].reason
 
 
 def test_one_seed_says_which_applies_first() -> None:

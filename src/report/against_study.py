@@ -377,7 +377,7 @@ def match(norm: str, runs: pd.DataFrame, values: Mapping[str, str | None], prefe
             continue
         for column, got, study in off:
             key = column.removeprefix(AXIS_PREFIX)
-            reasons.append(f"{label} has {key}={got} (the study {'has no ' + key if study is None else study})")
+            reasons.append(f"{label} has {key}={got} (the study {'has no ' + key if study is None else f'{key}={study}'})")
     if found:
         best = [label for label, row in found if all(c not in row or row[c] in ("", v) for c, v in (prefer or {}).items())]
         return (best or [found[0][0]])[0], ""
