@@ -95,7 +95,7 @@ def test_multi_device_pool_sweep_is_refused(tiny_overrides: list[str], store: di
 def test_a_killed_pool_worker_is_one_line_naming_the_lost_job(
     migrated_store: dict[str, str], tiny_overrides: list[str], tmp_path: Path
 ) -> None:
-    """Issue 34, item 7: SIGKILL of one cpu_pool worker ended the sweep in 69 lines of joblib's
+    """SIGKILL of one cpu_pool worker ended the sweep in 69 lines of joblib's
     TerminatedWorkerError, naming neither the job nor how to go on."""
     import os
     import signal

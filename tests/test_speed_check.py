@@ -196,7 +196,7 @@ def test_kernel_verdicts_survive_a_cpu_hog() -> None:
 def test_a_copy_re_run_during_anothers_speed_check_waits_and_keeps_it(
     migrated_store: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue 34, item 8: a re-run started during the first copy's speed check ran a second one at the
+    """A re-run started during the first copy's speed check ran a second one at the
     same time (two bench-variants runs, each measured under the other's load). The check takes the
     experiment's claim as a job takes its config's: this copy waits for it, then keeps its result."""
     import threading

@@ -1,6 +1,6 @@
 """A sweep refused for its settings says so once, before Hydra launches anything: the report's
 settings (checked before, only after the whole sweep had trained), the sweeper's, a key no config
-has, a policy that does not exist. Issue 34, items 5, 6 and 12."""
+has, a policy that does not exist."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def test_unread_swept_keys_are_those_outside_the_schema() -> None:
 
 @pytest.mark.slow  # one CLI process (~4 s on a quiet machine)
 def test_a_swept_key_nothing_reads_is_warned_about_before_training(tiny_overrides: list[str], tmp_path: Path) -> None:
-    """Issue 34, item 14: `+foo=1,2` trained two identical variants without a word. The warning comes
+    """`+foo=1,2` trained two identical variants without a word. The warning comes
     before anything trains (here a refused report setting stops the sweep right after it) and does not
     stop the sweep itself: tests sweep an unread `+probe=...` on purpose."""
     proc = run_cli("src.train", "-m", "+foo=1,2", *tiny_overrides, "report.margin.speed=0", timeout=300)

@@ -198,7 +198,7 @@ def test_server_killed_mid_run_then_back(
 
 
 def test_two_jobs_logging_one_dataset_at_once_both_succeed(team_server: TeamServer) -> None:
-    """Issue 33: on the team server one job in six failed with `RestException: BAD_REQUEST:
+    """On the team server one job in six failed with `RestException: BAD_REQUEST:
     (psycopg.errors.UniqueViolation) duplicate key ... "dataset_pk"`: the retry for this race looked
     for the exception's type, and over HTTP only its text arrives. Here two jobs (a Store each) log a
     new dataset at the same moment, round after round (without the retry, ~9 rounds in 10 raced)."""
@@ -360,7 +360,7 @@ def test_a_server_whose_database_died_is_a_fault_not_a_config_error() -> None:
 
 @pytest.mark.slow  # restarts the session's mlflow server (a few seconds each time)
 def test_a_team_server_restarted_between_two_jobs_is_ridden_out(team_server: TeamServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 34, item 4: a team-server restart between two sweep jobs (back within 10 s) ended the
+    """A team-server restart between two sweep jobs (back within 10 s) ended the
     job that had just opened its run in `...Connection refused...; nothing was recorded for this run`
     (its run left RUNNING) and the next job in `config error: ... no MLflow tracking server answers`.
     A server the sweep reached is now waited for (SERVER_RESTART_S, src/core/schema.py); one that does not

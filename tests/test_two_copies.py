@@ -1,5 +1,5 @@
 """Two copies of one sweep on one store: the copy that is not the last to end writes no report and
-leaves the shared sweep run to the last one; a job's lines name its run by its variant (issue 34, item 11)."""
+leaves the shared sweep run to the last one; a job's lines name its run by its variant."""
 
 from __future__ import annotations
 
