@@ -214,6 +214,12 @@ def exit_status(exit_: SystemExit) -> int:
 # records the command that trained it and two copies of one sweep tell their jobs apart.
 COMMAND_ENV = "NORMSWEEP_COMMAND"
 
+# A file the sweep that submitted a SLURM job writes when it is stopped (Ctrl+C, SIGTERM) just before it
+# cancels its jobs (src/launch/slurm_launcher.py): the SIGTERM of that scancel is then no pre-emption,
+# and the job must not requeue itself (src/training/preemption.py). The sweep names the file in the
+# environment sbatch passes on. Here, on the ground floor, so the launcher names it without torch.
+CANCELLED_FILE_ENV = "NORMSWEEP_SWEEP_CANCELLED_FILE"
+
 
 def mark_command(new: bool = False) -> str:
     """This process tree's command id (host, pid and start time of its first process): set once, or

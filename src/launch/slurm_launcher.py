@@ -30,9 +30,9 @@ from hydra.core.utils import JobReturn, filter_overrides
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
 from omegaconf import OmegaConf
 
+from src.core.cli import CANCELLED_FILE_ENV
 from src.core.paths import ConfigError
 from src.launch.done_jobs import in_order, lost, split_done
-from src.training.preemption import CANCELLED_FILE_ENV
 
 # squeue's states of a job that will still produce a result (it may be requeued meanwhile).
 SLURM_ALIVE = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD",

@@ -34,6 +34,8 @@ import lightning as L
 import torch
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from src.core.cli import CANCELLED_FILE_ENV
+
 
 def slurm_job_id() -> str | None:
     """The SLURM job this process runs in, or None. An array task is named `<array>_<task>`: its own
@@ -44,11 +46,6 @@ def slurm_job_id() -> str | None:
         return f"{array}_{task}"
     return os.environ.get("SLURM_JOB_ID")
 
-
-# A file the sweep that submitted the job writes when it is stopped (Ctrl+C, SIGTERM) just before it
-# cancels its jobs (src/launch/slurm_launcher.py): the SIGTERM of that scancel is then no pre-emption,
-# and the job must not requeue itself. The sweep names the file in the environment sbatch passes on.
-CANCELLED_FILE_ENV = "NORMSWEEP_SWEEP_CANCELLED_FILE"
 
 # SLURM's warnings before it stops a job; outside SLURM they keep their usual meaning.
 SLURM_WARNINGS = (signal.SIGUSR1, signal.SIGUSR2)
