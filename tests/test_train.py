@@ -231,9 +231,11 @@ def test_a_run_that_checkpoints_says_its_one_line_and_nothing_else(tiny_override
     proc = run_cli("src.train", *tiny_overrides, "progress_bar=false", "checkpoint.enabled=true",
                    "checkpoint.every_n_steps=2", f"checkpoint.dir={ck}")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    said = unwrapped(proc.stdout + proc.stderr)  # the line wraps to fit a terminal: read it whole
+    said = unwrapped(proc.stdout + proc.stderr)  # a line wrapped to fit a terminal is read whole
     lines = [ln for ln in said.splitlines() if ln.strip() and " INFO mlflow.store.db.utils: " not in ln]
-    assert len(lines) == 1 and lines[0].startswith("[normsweep] torch_layernorm-s0 ok | train "), lines
+    # The summary, and the run's id on a line of its own (src.tracking.record.RunResult.line).
+    assert len(lines) == 2 and lines[0].startswith("[normsweep] torch_layernorm-s0 ok | train "), lines
+    assert re.fullmatch(r"  \| mlflow run [0-9a-f]{32}", lines[1]), lines
     assert (ck / "last.ckpt").is_file()
 
 
