@@ -169,7 +169,10 @@ def test_a_killed_round_is_resumed_and_decides_as_an_uninterrupted_sweep(
     experiment = "norm_sweep_settle"
     args = ["-m", *tiny_overrides, f"experiment={experiment}", "norm=hand_layernorm,torch_layernorm,hand_rmsnorm",
             "hydra.sweeper.first_seeds=2", "hydra.sweeper.seeds_per_round=1", "hydra.sweeper.max_seeds=3",
-            "hydra.sweeper.alpha=0.001", "hydra.sweeper.spending=pocock", "hydra.sweeper.futility=0", "optim.max_steps=8", "checkpoint.every_n_steps=2"]  # fmt: skip
+            "hydra.sweeper.alpha=0.001", "hydra.sweeper.spending=pocock", "hydra.sweeper.futility=0", "optim.max_steps=8", "checkpoint.every_n_steps=2",
+            # GPT-2's init: from PyTorch's defaults this tiny model's two LayerNorms agree to the last bit
+            # on every seed (no spread: nothing to settle at look 1), not merely up to rounding.
+            "model.init=gpt2"]  # fmt: skip
     client = MlflowClient(store["uri"])
     log = tmp_path / "sweep.log"
     killed = _kill_during(_launch(args, log), log, client, experiment, "hand_rmsnorm-s2")
@@ -210,12 +213,12 @@ def test_a_killed_round_is_resumed_and_decides_as_an_uninterrupted_sweep(
     filed = {r["comparison"]: (r["decision"], r["decided_at_look"] or 2) for r in looks[-1]["comparisons"]}
     assert filed == replayed
 
-    # The study's claims take their direction and equivalence from those decisions, not from a fixed-n
-    # test of the stopped seeds (a tiny CPU model: outside claim 5's domain, read at its own setting).
+    # GPT-2's init is not the study's code: claim 5 says so by name (how a claim reads a sequential
+    # decision at the study's setting is tested from recorded looks in test_against_study).
     from src.report import analyze
 
     claim_5 = next(c for c in analyze(experiment, store["uri"]).study.claims if c.claim.number == 5)
-    assert "LayerNorm not reproduced; direction and equivalence: the sequential sweep's decision, equivalent at look 1" in claim_5.reason
+    assert "hand_layernorm has model.init=gpt2 (the study model.init=study)" in claim_5.reason, claim_5.reason
 
     # Seeds per verdict in the report the sweep ended with: terminal, report.md, comparisons.csv.
     assert "Seeds per verdict" in out and f"{eq}: equivalent at look 1, 2 seeds per variant, level spent" in out

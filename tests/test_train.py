@@ -82,7 +82,8 @@ def test_loss_falls(tiny_overrides: list[str], store: dict[str, str]) -> None:
     cfg = compose([*tiny_overrides, "optim.max_steps=30", "optim.lr=3e-3", "logger=none"])
     result = train(cfg)
     assert result.run_id is None  # logger=none records nothing
-    assert result.final_train_loss < result.first_train_loss - 1.0
+    # From the study's init (the default) this tiny model falls ~0.9 nats in 30 steps (1.6 from GPT-2's).
+    assert result.final_train_loss < result.first_train_loss - 0.5
 
 
 @pytest.mark.slow
