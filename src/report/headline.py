@@ -262,7 +262,9 @@ def reproduced_line(a: Analysis) -> str:
     if ClaimWord.INCONCLUSIVE in inside:
         after.append("the claim lines below say the seeds or rounds that would settle each")
     if outside:
-        after.append(f"to test the rest: {STUDY_COMMAND} (docs/reproducing.md)")
+        # "the rest" only where some claim was tested here; none tested: all of them
+        rest = "the rest" if inside else "them"
+        after.append(f"to test {rest}: {STUDY_COMMAND} (docs/reproducing.md)")
     return f"Reproduced? {answer}" + (f"; {'; '.join(after)}" if after else "") + "."
 
 
