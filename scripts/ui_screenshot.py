@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # `import src` from the checkout this script lives in
 
 from src.core import paths  # noqa: E402
-from src.report.runs import ReportError, find_experiment, open_store  # noqa: E402
+from src.report.read.runs import ReportError, find_experiment, open_store  # noqa: E402
 from src.tracking.store_uri import StoreError  # noqa: E402
 from src.tracking.summary import JOB_SPEED_METRIC  # noqa: E402
 from src.tracking.sweep import latest_sweep_run  # noqa: E402

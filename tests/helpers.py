@@ -205,13 +205,13 @@ def training_runs(client: Any, experiment: str) -> list:
 def claims_at_once(stores: list[Any], experiment_id: str, fp: str) -> list[tuple[Any, str]]:
     """Each store's `claim` on config `fp`, all started at the same instant (one thread each, behind
     a barrier): (the held claim or None, why not), in the order they returned."""
-    from src.tracking.sweep import claim
+    from src.tracking.sweep import take_lock
 
     barrier, results = threading.Barrier(len(stores)), []
 
     def one(store: Any) -> None:
         barrier.wait()
-        results.append(claim(store, experiment_id, fp, stale_after_s=300))
+        results.append(take_lock(store, experiment_id, fp, stale_after_s=300))
 
     threads = [threading.Thread(target=one, args=(s,)) for s in stores]
     for t in threads:

@@ -21,12 +21,12 @@ from mlflow.tracking import MlflowClient
 
 from src.core import paths
 from src.report import analyze
-from src.report.against_study import HEADING, OWN_READING, ClaimResult, StudySection, against_study
-from src.report.claims_plot import plot_claims
-from src.report.comparisons import Margins, compare
-from src.report.published import CLAIMS, FP16, LOSS, SETTING, SPEED, STABILITY, TABLE
-from src.report.sequential_verdicts import SequentialVerdict
-from src.report.table import summarize
+from src.report.figures.claims import plot_claims
+from src.report.judge.pairs import Margins, compare
+from src.report.judge.sequential import SequentialVerdict
+from src.report.judge.study import HEADING, OWN_READING, ClaimResult, StudySection, against_study
+from src.report.read.published import CLAIMS, FP16, LOSS, SETTING, SPEED, STABILITY, TABLE
+from src.report.read.table import summarize
 from src.stats.verdicts import Asserts, ClaimWord, Direction, Equivalence, Size, claim_word, judge_part, read
 from src.tracking.sweep import SWEEP_TAG
 
@@ -112,7 +112,7 @@ STUDY_SETTING = {"device_type": "cuda", "device_name": "NVIDIA A100-SXM4-40GB", 
 
 
 def _runs(variants: dict[str, str], seeds: int = 3, device: str = "cuda", **columns: object) -> pd.DataFrame:
-    """A runs frame as src.report.runs reads it (label -> norm), every run finished."""
+    """A runs frame as src.report.read.runs reads it (label -> norm), every run finished."""
     rng = np.random.default_rng(0)
     # The jobs' tokens/s moves run to run (about 0.3% here) on a generator of its own, so the test
     # losses stay the ones drawn before: no two variants run at exactly the same speed on every seed.
@@ -392,7 +392,7 @@ def test_one_seed_of_rmsnorm_by_qk_norm_without_no_norm(tmp_path: Path, token_ca
 
 def test_the_sweep_runs_description_keeps_a_word_per_claim_within_mlflows_limit() -> None:
     from src.report.analysis import Analysis
-    from src.report.render_markdown import _verdict, verdict
+    from src.report.render.markdown import _verdict, verdict
     from src.tracking.summary import VERDICT_MAX
 
     # The study's five and the zoo's norms: many pairs, so the whole section would not fit.

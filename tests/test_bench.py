@@ -19,7 +19,7 @@ from src.bench.files import parse_list
 from src.core.paths import PROJECT_ROOT, ConfigError
 from src.core.tables import markdown_table
 from src.model.gpt import GPTConfig, GPTModel, model_stats
-from src.report.runs import load_interleaved, load_norm_costs, open_store
+from src.report.read.runs import load_interleaved, load_norm_costs, open_store
 from src.training.steps import bench_config
 
 

@@ -44,7 +44,7 @@ def test_only_result_code_changes_the_code_fingerprint(tmp_path: Path) -> None:
     assert "src/model/csrc/rms_norm.cpp" in before.files and "src/train.py" in before.files
     assert before.versions.keys() == {"torch", "lightning"}
     assert not [f for f in before.files if f.startswith(("src/report", "src/launch", "src/tracking"))]
-    for path in ("README.md", "src/report/table.py", "src/launch/report_hook.py", "conf/train.yaml"):
+    for path in ("README.md", "src/report/read/table.py", "src/launch/report_hook.py", "conf/train.yaml"):
         _append(root / path, "\n# a note\n")
     (root / "src/model/__pycache__").mkdir(exist_ok=True)
     (root / "src/model/__pycache__/gpt.cpython-311.pyc").write_bytes(b"\0")

@@ -171,7 +171,7 @@ def test_each_job_run_carries_its_variants_speed_estimate(five_norms: FiveNorms)
 @pytest.mark.slow
 def test_claims_outside_a_cpu_sweeps_domain_are_drawn_not_testable(five_norms: FiveNorms) -> None:
     from src.report.analysis import analyze
-    from src.report.claims_plot import CHECK_SPEED_TITLE, NOT_TESTABLE, plot_claims
+    from src.report.figures.claims import CHECK_SPEED_TITLE, NOT_TESTABLE, plot_claims
 
     section = analyze(EXPERIMENT, five_norms.uri).study
     fig = plot_claims(section)

@@ -15,10 +15,10 @@ import pytest
 from test_against_study import SEEDS, _runs, _section, _study_runs
 
 from src.report.analysis import Analysis
-from src.report.comparisons import Margins, Result, compare
-from src.report.headline import headline, loss_line, real_line, settings_of
-from src.report.published import TABLE
-from src.report.table import summarize
+from src.report.judge.pairs import Margins, Result, compare
+from src.report.read.published import TABLE
+from src.report.read.table import summarize
+from src.report.words.headline import headline, loss_line, real_line, settings_of
 from src.stats.verdicts import PairWord
 
 

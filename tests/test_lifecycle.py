@@ -17,7 +17,7 @@ import src.training.run_life as run_life_module
 from src.core.paths import compose
 from src.launch.sweep_end import REASON_TAG
 from src.tracking.record import RunResult
-from src.tracking.run_plan import decide, settle_lost
+from src.tracking.run_plan import decide_job, settle_lost
 from src.tracking.store import Store
 from src.tracking.sweep import (
     FINGERPRINT_TAG,
@@ -238,9 +238,9 @@ def test_a_run_finished_without_its_final_metrics_is_not_skipped(store: dict[str
     client.log_metric(run_id, "train_time_s", 1.0)
     client.set_terminated(run_id, "FINISHED")  # as older versions closed a run killed in its test phase
 
-    with_checkpoint = decide(door, exp, "fp", "resume", 300, lambda run: True)
+    with_checkpoint = decide_job(door, exp, "fp", "resume", 300, lambda run: True)
     assert with_checkpoint.action == "resume" and "without test_loss" in with_checkpoint.reason
-    without = decide(door, exp, "fp", "resume", 300, lambda run: False)
+    without = decide_job(door, exp, "fp", "resume", 300, lambda run: False)
     assert without.action == "new" and without.supersede == [run_id]
 
 

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from src.report.stability import by_learning_rate, initial_losses, lr_sensitivity, sentences
+from src.report.judge.stability import by_learning_rate, initial_losses, lr_sensitivity, sentences
 
 LRS = (1e-4, 1e-3, 1e-2)
 START = 10.8

@@ -17,11 +17,11 @@ from torch import nn
 from src.core.paths import ConfigError, compose
 from src.core.schema import ModelInit
 from src.model.gpt import RESIDUAL_PROJECTIONS, GPTConfig, GPTModel
-from src.report.against_study import study_code
-from src.report.study_setting import code_line
+from src.report.judge.study import study_code
+from src.report.words.study_setting import code_line
 from src.tracking.code import CodeState
 from src.tracking.identity import Identity, fingerprint
-from src.tracking.run_plan import decide
+from src.tracking.run_plan import decide_job
 from src.tracking.store import Store
 from src.tracking.sweep import CODE_FINGERPRINT_TAG, FINGERPRINT_TAG, REQUIRED_FINAL_METRICS
 
@@ -97,7 +97,7 @@ def test_a_rerun_says_which_init_the_old_runs_had(old_store: tuple[Store, str]) 
     old = _old_run(store, exp, gpt2.fingerprint)
 
     # The default (study) config: a new run, and one line that says why and what would reuse them.
-    d = decide(store, exp, study.fingerprint, "resume", 300.0, lambda run: False, CODE, "fail", study.before_init)
+    d = decide_job(store, exp, study.fingerprint, "resume", 300.0, lambda run: False, CODE, "fail", study.before_init)
     assert (d.action, d.run.info.run_id, d.supersede) == ("new", old, [])
     assert d.reason == (
         "of this config was recorded before model.init existed, with model.init=gpt2 (GPT-2's N(0, 0.02)); this job's "
@@ -106,8 +106,8 @@ def test_a_rerun_says_which_init_the_old_runs_had(old_store: tuple[Store, str]) 
     )
     # model.init=gpt2: the same config as the old runs, made by other code: sweep.on_code_change decides.
     with pytest.raises(ConfigError, match=r"1 recorded before model\.init existed: they started from model\.init=gpt2, as this config does"):
-        decide(store, exp, gpt2.fingerprint, "resume", 300.0, lambda run: False, CODE, "fail")
-    kept = decide(store, exp, gpt2.fingerprint, "resume", 300.0, lambda run: False, CODE, "keep")
+        decide_job(store, exp, gpt2.fingerprint, "resume", 300.0, lambda run: False, CODE, "fail")
+    kept = decide_job(store, exp, gpt2.fingerprint, "resume", 300.0, lambda run: False, CODE, "keep")
     assert (kept.action, kept.run.info.run_id) == ("skip", old)
 
 
@@ -115,7 +115,7 @@ def test_runs_that_recorded_their_init_get_no_such_line(old_store: tuple[Store, 
     store, exp = old_store
     study = Identity.of(compose(["experiment_name=old_sweep"]))
     _old_run(store, exp, study.before_init or "", {"model.init": "gpt2"})  # a gpt2 run of this code: another config, said by its params
-    d = decide(store, exp, study.fingerprint, "resume", 300.0, lambda run: False, CODE, "fail", study.before_init)
+    d = decide_job(store, exp, study.fingerprint, "resume", 300.0, lambda run: False, CODE, "fail", study.before_init)
     assert (d.action, d.run, d.reason) == ("new", None, "")
 
 

@@ -25,23 +25,23 @@ from src.core.paths import ConfigError
 from src.core.terminal import WIDTH
 from src.report import ReportError, analyze, generate_report, terminal_text
 from src.report.__main__ import main as report_main
-from src.report.comparisons import PAIRS, Margins, check_pairs, pairs_for
-from src.report.headline import HEADING as HEADLINE
-from src.report.published import SETTING, TABLE
-from src.report.speed import step_time_text
-from src.report.speed_plot import plot_speed
-from src.report.stability import by_learning_rate, largest_stable_lr
-from src.report.table import (
+from src.report.figures.speed import plot_speed
+from src.report.judge.pairs import PAIRS, Margins, check_pairs, pairs_for
+from src.report.judge.speed import step_time_text
+from src.report.judge.stability import by_learning_rate, largest_stable_lr
+from src.report.read.published import SETTING, TABLE
+from src.report.read.table import (
     CHECK_SPEED_HEADER,
     ONE_AFTER_ANOTHER,
     SEQUENTIAL_SPEED_HEADER,
     parse_variant,
     summarize,
 )
+from src.report.words.headline import HEADING as HEADLINE
 from src.tracking.sweep import SWEEP_TAG
 from src.tracking.tags import DEVICE_TAG
 
-# The study's numbers (src/report/published.py): one seed per variant, no_norm NaN by step 530.
+# The study's numbers (src/report/read/published.py): one seed per variant, no_norm NaN by step 530.
 STUDY = {k: (r.train_time_s, r.tokens_per_sec, r.test_loss) for k, r in TABLE.items() if r.nan_from_step is None}
 
 
@@ -155,7 +155,7 @@ def test_single_seed_table_matches_the_study(client: MlflowClient, store: dict[s
     claims = {c.claim.number: c for c in analysis.study.claims}
     assert "LayerNorm -11.1% training time (one run each" in claims[1].sentence()  # from its tokens/s: 1 / 1.124 - 1
     assert "built-in +0.0012 nats (one run each)" in claims[4].sentence()
-    # Claim 6 too: the normalized runs stopped at step 100, short of the step 530 where no_norm's loss went NaN.
+    # StudyClaim 6 too: the normalized runs stopped at step 100, short of the step 530 where no_norm's loss went NaN.
     assert claims[6].sentence().startswith("6. inconclusive — without normalization training diverges.")  # the word first
     assert ("1/1 runs diverged (step 530). → none of the normalized variants' runs counts; left out: the "
             "normalized variants' 4 run(s) that finished before step 530, where no_norm diverged.") in claims[6].sentence()

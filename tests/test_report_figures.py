@@ -1,6 +1,6 @@
 """The report's figures stay readable with many variants: a 30-value learning-rate sweep.
 
-Most tests draw from synthetic runs and curves in the shape src.report.runs builds them (variants
+Most tests draw from synthetic runs and curves in the shape src.report.read.runs builds them (variants
 found by src.tracking.variants, as the report finds them): fast, no training. One real sweep of 30
 learning rates checks the files the report writes.
 """
@@ -20,10 +20,11 @@ from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 
 from src.report import analyze
-from src.report.axis_plot import file_name, numeric_axis, plot_by_axis
-from src.report.plots import plot_losses, save, variant_styles
-from src.report.runs import variant_ranks
-from src.report.table import AXIS_PREFIX
+from src.report.figures.axis import file_name, numeric_axis, plot_by_axis
+from src.report.figures.losses import plot_losses
+from src.report.figures.style import save, variant_styles
+from src.report.read.runs import variant_ranks
+from src.report.read.table import AXIS_PREFIX
 from src.tracking.tags import DIVERGED, FAILED, FINISHED
 from src.tracking.variants import LR_KEY, NORM_KEY, SEED_KEY, Axis, find_variants
 
@@ -32,7 +33,7 @@ FAMILY = {"hand_rmsnorm": "rmsnorm", "torch_layernorm": "layernorm", "torch_rmsn
 
 
 def sweep(configs: list[dict[str, str]], outcome: dict[str, str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, tuple[Axis, ...]]:
-    """Runs, curves and axes of runs with these flat params, as src.report.runs reads them back: one
+    """Runs, curves and axes of runs with these flat params, as src.report.read.runs reads them back: one
     row per run (variant, rank, `axis.<name>` values, outcome, test loss) and two metrics per run."""
     params = {f"r{i}": c for i, c in enumerate(configs)}
     variants = find_variants(params)

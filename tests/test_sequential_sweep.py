@@ -19,9 +19,9 @@ from mlflow.tracking import MlflowClient
 
 from src.core.paths import ConfigError, compose, preset_norms
 from src.report.__main__ import main as report_main
-from src.report.comparisons import Margins
-from src.report.plan import forecast, pilot_hours, plan_text
-from src.report.runs import ReportError
+from src.report.commands.plan import forecast, pilot_hours, plan_text
+from src.report.judge.pairs import Margins
+from src.report.read.runs import ReportError
 from src.stats.sequential import Design, look_at
 from src.stats.settings import check_settings
 from src.tracking.looks import read_looks

@@ -24,8 +24,8 @@ from src.core.terminal import WIDTH
 from src.launch.speed_check import bench_command, current_check
 from src.model.dispatch import classify, record_dispatch
 from src.model.norms import make_norm
-from src.report.speed import compare_speed, sentence
-from src.report.table import CHECK_SPEED_HEADER
+from src.report.judge.speed import compare_speed, sentence
+from src.report.read.table import CHECK_SPEED_HEADER
 from src.tracking.store import Store
 from src.training.run_spec import validate
 
@@ -202,13 +202,13 @@ def test_a_copy_re_run_during_anothers_speed_check_waits_and_keeps_it(
     import threading
 
     from src.launch.speed_check import SPEED_CLAIM, run_speed_check
-    from src.report.runs import SPEED_CHECK_ARTIFACT
-    from src.tracking.sweep import claim
+    from src.report.read.runs import SPEED_CHECK_ARTIFACT
+    from src.tracking.sweep import take_lock
     from src.tracking.tags import BENCH_TAG, BENCH_VARIANTS
 
     store = Store.connect(migrated_store["uri"])
     experiment_id = store.experiment_id("speed_claim", migrated_store["artifacts"])
-    held, _ = claim(store, experiment_id, SPEED_CLAIM, 300)  # the first copy, measuring
+    held, _ = take_lock(store, experiment_id, SPEED_CLAIM, 300)  # the first copy, measuring
     assert held is not None
 
     def first_copy_ends() -> None:

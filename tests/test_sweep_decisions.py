@@ -13,7 +13,7 @@ import pytest
 
 from src.core.paths import ConfigError
 from src.tracking.code import CodeState
-from src.tracking.run_plan import decide, settle_lost, supersede
+from src.tracking.run_plan import decide_job, settle_lost, supersede
 from src.tracking.store import Store
 from src.tracking.sweep import (
     CODE_FINGERPRINT_TAG,
@@ -64,7 +64,7 @@ def _dead_pid() -> int:
 
 
 def _decide(client: Store, exp: str, policy: str = "resume", has_checkpoint: bool = False):
-    return decide(client, exp, FP, policy, STALE_S, lambda run: has_checkpoint)
+    return decide_job(client, exp, FP, policy, STALE_S, lambda run: has_checkpoint)
 
 
 def test_no_run_means_a_new_one(client) -> None:
@@ -136,7 +136,7 @@ CODE = CodeState("c0de000000000000", {"src/model/gpt.py": "1"}, {"torch": "2.13.
 
 
 def _decide_code(client: Store, exp: str, on_code_change: str, has_checkpoint: bool = False):
-    return decide(client, exp, FP, "resume", STALE_S, lambda run: has_checkpoint, CODE, on_code_change)
+    return decide_job(client, exp, FP, "resume", STALE_S, lambda run: has_checkpoint, CODE, on_code_change)
 
 
 def test_a_result_of_other_code_follows_on_code_change(client) -> None:

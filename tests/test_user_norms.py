@@ -209,7 +209,7 @@ def test_signature_keys_and_an_installed_package() -> None:
 def test_a_user_norm_is_paired_with_its_reference() -> None:
     """Its YAML's reference when swept, else its family's first built-in, else torch_layernorm, else
     the first built-in; the built-ins' own pairs as before."""
-    from src.report.comparisons import pairs_for
+    from src.report.judge.pairs import pairs_for
 
     present = {"torch_layernorm": "layernorm", "hand_rmsnorm": "rmsnorm", "torch_rmsnorm": "rmsnorm", "mine": "rmsnorm", "odd": "wavelet"}
     pairs = pairs_for(present, references={"odd": "torch_rmsnorm"})
@@ -222,8 +222,8 @@ def test_a_user_norm_is_paired_with_its_reference() -> None:
 def test_the_study_section_lists_a_user_norm_as_not_the_studys() -> None:
     import pandas as pd
 
-    from src.report.study_setting import not_the_study_lines
+    from src.report.words.study_setting import not_the_study_lines
 
-    runs = pd.DataFrame({"norm": ["torch_rmsnorm", "mine", "mine"], "norm_code": ["", "my_norms.Mine (sha256 1a2b3c4d, 32 params)"] * 1 + ["my_norms.Mine (sha256 1a2b3c4d, 32 params)"]})
+    runs = pd.DataFrame({"norm": ["torch_rmsnorm", "mine", "mine"], "norm_target": ["", "my_norms.Mine", "my_norms.Mine"]})
     assert not_the_study_lines(runs) == ["not the study's variants (no claim reads them): mine (my_norms.Mine)"]
     assert not_the_study_lines(runs[runs.norm == "torch_rmsnorm"]) == []

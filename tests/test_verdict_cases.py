@@ -15,10 +15,10 @@ import pytest
 from scipy import stats
 from test_against_study import SEEDS, STUDY_SETTING, _runs, _section, _study_runs
 
-from src.report.against_study import OWN_READING
-from src.report.comparisons import Margins, compare, to_frame
-from src.report.published import TABLE
-from src.report.sequential_verdicts import SequentialVerdict
+from src.report.judge.pairs import Margins, compare, to_frame
+from src.report.judge.sequential import SequentialVerdict
+from src.report.judge.study import OWN_READING
+from src.report.read.published import TABLE
 from src.stats.verdicts import ClaimWord, PairWord
 
 Z = np.array([-2.0, -1.0, 0.0, 1.0, 2.0]) / np.std([-2.0, -1.0, 0.0, 1.0, 2.0], ddof=1)  # mean 0, SD 1
@@ -41,7 +41,7 @@ def _time_as_tokens(base: np.ndarray, change: np.ndarray) -> np.ndarray:
 
 
 def test_1_an_interval_beyond_the_claimed_size_is_not_reproduced_whatever_the_margin() -> None:
-    """Claim 3's built-ins at -2.4% [-3.2%, -1.5%] (the ±2% margin straddled), claim 4's built-in at
+    """StudyClaim 3's built-ins at -2.4% [-3.2%, -1.5%] (the ±2% margin straddled), claim 4's built-in at
     +0.007 [+0.002, +0.012] nats (the ±0.01 margin straddled)."""
     time = with_interval(-0.024, -0.0325, -0.0155)
     loss = with_interval(0.007, 0.002, 0.012)
@@ -55,7 +55,7 @@ def test_1_an_interval_beyond_the_claimed_size_is_not_reproduced_whatever_the_ma
     assert built_ins.high < -0.0055 and built_ins.low < -0.02 < built_ins.high  # beyond ±0.55%, straddling ±2%
     assert built_ins.word == ClaimWord.NOT_REPRODUCED
     assert built_ins.reason.startswith("the whole interval lies beyond the study's ±0.55%: no seed count makes them that close")
-    # Claim 4's interval holds the claimed 0.0065 as well as values beyond the margin: the size is
+    # StudyClaim 4's interval holds the claimed 0.0065 as well as values beyond the margin: the size is
     # not decided either, so it stays inconclusive, and says what would settle it.
     built_in = claims[4].findings[0]
     assert built_in.low < 0.0065 < 0.01 < built_in.high
@@ -200,8 +200,8 @@ def test_a_small_real_effect_is_said_as_such_by_the_pair_and_the_claim() -> None
 def test_claim_4_holds_in_any_precision_so_a_swept_precision_keeps_it_in_its_domain() -> None:
     """`norm=hand_layernorm,hand_rmsnorm precision=fp32,bf16_mixed` at the study's scale: claim 4
     (the math's loss, any precision) is judged on the sweep's variants; claim 2 (16-bit kernels' speed) is not."""
-    from src.report.against_study import against_study
-    from src.report.table import summarize
+    from src.report.judge.study import against_study
+    from src.report.read.table import summarize
     from src.tracking.variants import Axis
 
     loss = SEEDS + 0.004 + np.array([2, -2, 1, 0, -1]) * 1e-4

@@ -11,8 +11,8 @@ import pytest
 from scipy import stats
 from test_against_study import SEEDS, _study_runs
 
-from src.report.comparisons import Margins, compare, sentences
-from src.report.speed import SpeedVerdict, decided_text, decisions, sentence
+from src.report.judge.pairs import Margins, compare, sentences
+from src.report.judge.speed import SpeedVerdict, decided_text, decisions, sentence
 from src.stats.inference import Interval
 from src.stats.verdicts import (
     Direction,

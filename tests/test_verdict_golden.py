@@ -22,14 +22,14 @@ import numpy as np
 import pandas as pd
 from test_against_study import NOISE, SEEDS, STUDY_SETTING, _check, _runs, _study_runs, jitter
 
-from src.report.against_study import against_study
 from src.report.analysis import Analysis
-from src.report.comparisons import Margins, compare, sentences
-from src.report.headline import headline
-from src.report.published import TABLE
-from src.report.sequential_verdicts import SequentialVerdict
-from src.report.speed import compare_speed, sentence
-from src.report.table import summarize
+from src.report.judge.pairs import Margins, compare, sentences
+from src.report.judge.sequential import SequentialVerdict
+from src.report.judge.speed import compare_speed, sentence
+from src.report.judge.study import against_study
+from src.report.read.published import TABLE
+from src.report.read.table import summarize
+from src.report.words.headline import headline
 
 GOLDEN = Path(__file__).with_name("golden_verdicts.json")
 GOLDEN_REASONS = Path(__file__).with_name("golden_reasons.json")

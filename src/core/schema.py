@@ -122,7 +122,7 @@ class ReportSchema:
     """How `python -m src.report` and the end-of-sweep report compare variants."""
 
     margin: MarginSchema = field(default_factory=MarginSchema)
-    pairs: Any = None  # [[a, b], ...] compared as b vs a; null = the study's (src/report/comparisons.py)
+    pairs: Any = None  # [[a, b], ...] compared as b vs a; null = the study's (src/report/judge/pairs.py)
     # {axis: value}: the value each other value of a swept axis is compared with; null = the first run
     # (norms: the study's pairs)
     reference: Any = None

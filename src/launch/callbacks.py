@@ -151,7 +151,7 @@ def check_reference(config: DictConfig, variants: Variants) -> None:
     """The report's settings as the sweep-end report reads them (`report.margin.*`, `report.pairs`,
     and `report.reference` naming values the sweep has): checked before any job trains, in one line,
     since the report is made only after the whole sweep has trained."""
-    from src.report.comparisons import reference_setting, reference_values, settings
+    from src.report.judge.pairs import reference_setting, reference_values, settings
 
     report_cfg = OmegaConf.select(config, "report", default=None)
     try:
@@ -165,7 +165,7 @@ def check_reference(config: DictConfig, variants: Variants) -> None:
 
 def stop_on_code_change(store: Store, experiment_id: str, jobs: list[dict[str, Any]], config: DictConfig) -> None:
     """Before the first job trains: stop, in one line naming them all, if jobs would reuse or resume
-    runs that other code made (each job's own decision, `run_plan.decide`, is the same rule, one run at
+    runs that other code made (each job's own decision, `run_plan.decide_job`, is the same rule, one run at
     a time: it would stop only after the jobs before it had trained)."""
     sw = config.sweep
     if not jobs or sw.on_existing != "resume" or sw.on_code_change != "fail":
@@ -187,12 +187,12 @@ def _claim_parent(store: Any, experiment_id: str, sweep_id: str, stale_after_s: 
 
     Without the claim, two copies started at once would each create a parent run, and each copy's
     jobs and report would land under a different one."""
-    from src.tracking.sweep import claim
+    from src.tracking.sweep import take_lock
     from src.tracking.tags import SWEEP_ID_TAG
 
     deadline = time.monotonic() + PARENT_WAIT_S
     while True:
-        held, _ = claim(store, experiment_id, f"sweep-{sweep_id}", stale_after_s)
+        held, _ = take_lock(store, experiment_id, f"sweep-{sweep_id}", stale_after_s)
         found = store.runs_tagged(experiment_id, SWEEP_ID_TAG, sweep_id, most=1)
         if held is not None or found or time.monotonic() > deadline:
             return held, found

@@ -90,7 +90,7 @@ class SweepReport(Callback):
             report_folder,
             terminal_text,
         )
-        from src.report.render_terminal import links_text
+        from src.report.render.terminal import links_text
 
         rounds = int(OmegaConf.select(config, "report.speed_rounds", default=0) or 0)
         measuring = time.perf_counter()
@@ -102,7 +102,7 @@ class SweepReport(Callback):
         reports = OmegaConf.select(config, "paths.reports_dir", default=None)
         if out_dir is None and reports:
             out_dir = report_folder(reports, experiment)
-        from src.report.comparisons import reference_setting, settings
+        from src.report.judge.pairs import reference_setting, settings
 
         report_cfg = OmegaConf.select(config, "report", default=None)
         report_settings = OmegaConf.to_container(report_cfg, resolve=True) if report_cfg else None

@@ -150,7 +150,7 @@ class SequentialSweeper(Sweeper):
         """variant -> the overrides of that variant (swept values plus the fixed overrides); a variant is
         what the swept values change in the config (src.tracking.variants): the norm, or any other axis."""
         from src.core.paths import compose
-        from src.report.table import AXIS_PREFIX
+        from src.report.read.table import AXIS_PREFIX
         from src.tracking.identity import flatten, identity_config
         from src.tracking.variants import find_variants
 
@@ -198,7 +198,7 @@ class SequentialSweeper(Sweeper):
     ) -> list[Comparison]:
         import pandas as pd
 
-        from src.report.comparisons import comparison_pairs, reference_setting, settings
+        from src.report.judge.pairs import comparison_pairs, reference_setting, settings
         from src.tracking.tags import FINISHED
 
         assert self.config is not None
@@ -296,7 +296,7 @@ class SequentialSweeper(Sweeper):
         self, store: Store, experiment: str, variants: Mapping[str, Sequence[str]], n: int
     ) -> dict[tuple[str, int], dict[str, float]]:
         """(variant, seed < n) -> its metrics, for the runs with a result of exactly that job's config."""
-        from src.report.runs import load_sweep
+        from src.report.read.runs import load_sweep
 
         # Matched by fingerprint: a run is the job whose config it has, whatever the report names it.
         wanted = {fp: (v, s) for v, o in variants.items() for s, fp in self._fingerprints(v, o, n).items()}
@@ -331,7 +331,7 @@ class SequentialSweeper(Sweeper):
         self, c: Comparison, results: Mapping[tuple[str, int], Mapping[str, float]], design: Design, k: int
     ) -> None:
         """Look k (1-based) at comparison c: decided, stopped for futility, or still open."""
-        from src.report.comparisons import paired_difference
+        from src.report.judge.pairs import paired_difference
         from src.stats.sequential import look_at
 
         n = design.looks()[k - 1]

@@ -1,7 +1,7 @@
 """The speed comparison a sweep reports, measured where it can be seen: after the jobs, every swept
 variant's norm forward+backward at the run's shapes (`report.speed_kernel_s` seconds), then its
 training step, each timed in interleaved rounds in one process (`python -m src.bench variants`).
-The first predicts each pair's step-time difference; the second checks it (src/report/speed.py).
+The first predicts each pair's step-time difference; the second checks it (src/report/judge/speed.py).
 
 Sequential jobs on a shared machine measure its load between jobs (the same machine gave 566 and
 1,485 tok/s minutes apart), so the report replaces their speed ratios by this run's, which lands in
@@ -26,7 +26,7 @@ from src.core.progress import PREFIXES
 from src.core.terminal import fit
 from src.tracking.store import Store
 from src.tracking.summary import sweep_params
-from src.tracking.sweep import Claim, claim, kept_fresh
+from src.tracking.sweep import Lock, kept_fresh, take_lock
 from src.tracking.tags import BENCH_TAG, SWEEP_TAG
 
 VARIANT_KEY = "norm"
@@ -70,7 +70,7 @@ def bench_command(
     swept = {_key(o) for own in variants.values() for o in own}
     shared = [o for o in jobs[0].get("overrides", []) if all(not o.startswith(p) for p in NOT_FOR_BENCH)]
     shared = [o for o in shared if _key(o) not in swept and f"sweep.{_key(o)}" not in sweep_params(jobs)]
-    from src.report.comparisons import builtin_variants  # late: pandas
+    from src.report.judge.pairs import builtin_variants  # late: pandas
 
     norms = [o.partition("=")[2] for own in variants.values() for o in own]
     if swept == {VARIANT_KEY} and set(norms) <= set(builtin_variants()):
@@ -94,7 +94,7 @@ def current_check(store: Store, experiment_id: str, variants: Sequence[str]) -> 
     """When the experiment's latest speed check already measured these variants and no training run
     finished after it started, that check's start time (it still describes every result); else None.
     A sweep re-run whose jobs were all done then keeps its check instead of recording another."""
-    from src.report.runs import (  # late: the report's readers import pandas
+    from src.report.read.runs import (  # late: the report's readers import pandas
         latest_speed_check,
         read_speed_check,
     )
@@ -109,8 +109,8 @@ def current_check(store: Store, experiment_id: str, variants: Sequence[str]) -> 
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(started / 1000))
 
 
-def take_speed_claim(store: Store, experiment_id: str, stale_after_s: float, wait_s: float) -> Claim | None:
-    """The experiment's speed-check claim (`src.tracking.sweep.claim`, as a job takes its config's),
+def take_speed_claim(store: Store, experiment_id: str, stale_after_s: float, wait_s: float) -> Lock | None:
+    """The experiment's speed-check claim (`src.tracking.sweep.take_lock`, as a job takes its config's),
     waiting up to `wait_s` while another copy of the sweep holds it; None: it still did (skipped).
 
     Two checks at once measure each other's load (51 s and 37 s against 29 s alone), so a copy
@@ -118,7 +118,7 @@ def take_speed_claim(store: Store, experiment_id: str, stale_after_s: float, wai
     deadline = time.monotonic() + wait_s
     said = False
     while True:
-        held, why = claim(store, experiment_id, SPEED_CLAIM, stale_after_s)
+        held, why = take_lock(store, experiment_id, SPEED_CLAIM, stale_after_s)
         if held is not None:
             return held
         if time.monotonic() >= deadline:

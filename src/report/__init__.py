@@ -18,11 +18,11 @@ from pathlib import Path
 import pandas as pd
 
 from src.report.analysis import Analysis, analyze
-from src.report.comparisons import Margins
 from src.report.files import default_out_dir, report_folder, write
-from src.report.render_markdown import verdict
-from src.report.render_terminal import terminal_text
-from src.report.runs import ReportError, open_store, save_summary_run, tag_variants
+from src.report.judge.pairs import Margins
+from src.report.read.runs import ReportError, open_store, save_summary_run, tag_variants
+from src.report.render.markdown import verdict
+from src.report.render.terminal import terminal_text
 from src.tracking.summary import log_job_speed, log_sweep_summary, pair_speed_metrics
 from src.tracking.sweep import STALE_AFTER_S
 from src.tracking.ui_view import publish_view

@@ -23,10 +23,10 @@ from omegaconf import OmegaConf
 from src.core import cli, paths
 from src.core.terminal import fit
 from src.report import ReportError, analyze, generate_report, report_folder, terminal_text, write
-from src.report.comparisons import Margins, default_margin, reference_setting, settings
-from src.report.render_terminal import links_text
-from src.report.runs import open_store
-from src.report.status import status_text
+from src.report.commands.status import status_text
+from src.report.judge.pairs import Margins, default_margin, reference_setting, settings
+from src.report.read.runs import open_store
+from src.report.render.terminal import links_text
 from src.tracking.store_uri import StoreError, redact_uri
 from src.tracking.sweep import JOBS_FILE, STALE_AFTER_S, running_sweep
 from src.tracking.tags import HOST_TAG, PID_TAG
@@ -61,48 +61,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     argv = cli.renamed_option(argv, "--experiment", "--experiment-name", "the MLflow experiment; experiment= is the preset group")
     return cli.parse(made, argv)
-
-
-def plan(
-    experiment: str,
-    uri: str,
-    overrides: list[str],
-    margins: Margins,
-    pairs: list[tuple[str, str]] | None,
-    reference: dict[str, str] | None = None,
-) -> str:
-    """Each design's forecast from the experiment's runs (src/report/plan.py); device-hours from
-    the pilot's train time, or from preflight's cost model when the overrides name a cluster."""
-    from src.report.plan import (
-        forecast,
-        pilot_hours,
-        plan_text,
-        planned_pairs,
-        sweep_overrides,
-        variant_overrides,
-    )
-    from src.report.runs import load_sweep, open_store
-    from src.stats.sequential import Design
-    from src.stats.settings import check_sweeper
-
-    # The sweeper's settings as `hydra/sweeper=sequential` composes them (with any hydra.sweeper.* override).
-    sweeper = paths.compose([*overrides, "hydra/sweeper=sequential"], with_hydra=True).hydra.sweeper
-    settings_ = OmegaConf.to_container(sweeper, resolve=True)
-    check_sweeper(settings_)
-    design = Design(*(settings_[k] for k in ("first_seeds", "seeds_per_round", "max_seeds", "alpha", "spending", "futility")))
-    sweep = load_sweep(experiment, open_store(uri))
-    runs = sweep.runs
-    variants = sorted({v for pair in planned_pairs(runs, pairs, reference) for v in pair})
-    cluster = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") == "cluster"]
-    # Priced at another scale: the job's overrides (not where the pilot is stored, not the sweeper's).
-    elsewhere = [o for o in overrides if not o.startswith(("hydra.sweeper.", "paths.", "logger."))] if cluster else []
-    if cluster:
-        made_by = variant_overrides(runs, sweep.axes)
-        hours, source = preflight_hours(overrides, {v: made_by[v] for v in variants}), f"preflight's cost model, {' '.join(elsewhere)}"
-    else:
-        hours, source = pilot_hours(runs, variants), "the pilot's recorded train time x devices"
-    plan_ = forecast(runs, margins, design, hours, pairs, reference=reference, hours_source=source)
-    return plan_text(experiment, plan_, margins, elsewhere, sweep_overrides(runs, sweep.axes))
 
 
 def preflight_hours(overrides: list[str], variants: dict[str, list[str]]) -> dict[str, float]:
@@ -193,7 +151,9 @@ def report(args: argparse.Namespace) -> int:
     from_sweep_dir = args.sweep_dir is not None and args.experiment_name is None
     experiment = args.experiment_name or str(cfg.experiment_name)
     if args.plan:
-        print(plan(experiment, uri, [*overrides, *sweeper], margins, chosen, reference))
+        from src.report.commands.plan import plan_command
+
+        print(plan_command(experiment, uri, [*overrides, *sweeper], margins, chosen, preflight_hours, reference))
         return cli.OK
     if args.status or args.sweep_dir:
         if args.sweep_dir is not None and not (args.sweep_dir / JOBS_FILE).is_file():

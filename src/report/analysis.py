@@ -1,8 +1,8 @@
 """A sweep's report as data: the runs read from MLflow, the table, the paired comparisons, the speed
-check, the learning-rate stability, the published study's claims set against them (src.report.against_study),
+check, the learning-rate stability, the published study's claims set against them (src.report.judge.study),
 and the prose each renderer prints (`Analysis.sections`).
 
-`analyze` reads it; src.report.render_terminal, render_markdown and render_html turn it into text,
+`analyze` reads it; src.report.render.terminal, render_markdown and render_html turn it into text,
 and src.report.files writes the files.
 """
 
@@ -16,9 +16,7 @@ from typing import Any
 import pandas as pd
 
 from src.core import paths
-from src.report.against_study import HEADING as STUDY_HEADING
-from src.report.against_study import StudySection, against_study
-from src.report.comparisons import (
+from src.report.judge.pairs import (
     NO_NORM,
     Margins,
     Result,
@@ -28,8 +26,15 @@ from src.report.comparisons import (
     to_frame,
     unmatched_pairs,
 )
-from src.report.provenance import code_sentence, mark_rows, reference_code
-from src.report.runs import (
+from src.report.judge.sequential import SequentialVerdict, load_verdicts, with_verdicts
+from src.report.judge.sequential import heading as sequential_heading
+from src.report.judge.speed import SpeedVerdict, compare_speed, pair_estimate, speed_lines, step_time_text
+from src.report.judge.stability import by_learning_rate, initial_losses, is_lr_sweep, lr_sensitivity
+from src.report.judge.stability import sentences as stability_sentences
+from src.report.judge.study import HEADING as STUDY_HEADING
+from src.report.judge.study import StudySection, against_study
+from src.report.read.provenance import code_sentence, mark_rows, reference_code
+from src.report.read.runs import (
     ReportError,
     load_curves,
     load_interleaved,
@@ -38,12 +43,7 @@ from src.report.runs import (
     load_sweep,
     open_store,
 )
-from src.report.sequential_verdicts import SequentialVerdict, load_verdicts, with_verdicts
-from src.report.sequential_verdicts import heading as sequential_heading
-from src.report.speed import SpeedVerdict, compare_speed, pair_estimate, speed_lines, step_time_text
-from src.report.stability import by_learning_rate, initial_losses, is_lr_sweep, lr_sensitivity
-from src.report.stability import sentences as stability_sentences
-from src.report.table import display_rows, interleaved_cell, summarize
+from src.report.read.table import display_rows, interleaved_cell, summarize
 from src.tracking.store import Store
 from src.tracking.sweep import STALE_AFTER_S
 from src.tracking.tags import RESULT_OUTCOMES, RUNNING
@@ -63,13 +63,13 @@ class Analysis:
     runs: pd.DataFrame  # one row per training run
     curves: pd.DataFrame  # step metrics, long format
     table: pd.DataFrame  # one row per variant
-    comparisons: list[Result]  # per pair and metric (see src.report.comparisons)
+    comparisons: list[Result]  # per pair and metric (see src.report.judge.pairs)
     margins: Margins
     superseded: int  # the other runs of a config (fingerprint) run more than once: its latest result counts
     interleaved: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # bench-variants ratios
     norm_costs: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)  # and norm costs
     notes: list[str] = field(default_factory=list)  # requested pairs that could not be compared
-    speed: list[str] = field(default_factory=list)  # the speed check's verdicts (src.report.speed), when it has them
+    speed: list[str] = field(default_factory=list)  # the speed check's verdicts (src.report.judge.speed), when it has them
     speed_verdicts: list[SpeedVerdict] = field(default_factory=list)  # the same, as data (the headline reads them)
     check: dict[str, Any] = field(default_factory=dict)  # the latest speed check's variants.json (empty: none)
     stability: pd.DataFrame | None = None  # per (variant, lr), when the sweep varied the learning rate
@@ -78,7 +78,7 @@ class Analysis:
     files: list[Path] = field(default_factory=list)
     report_run_id: str | None = None  # the MLflow run holding the files
     store: Store | None = field(default=None, repr=False)  # where it was read, opened once
-    code_note: str = ""  # the runs come from more than one code (src.report.provenance)
+    code_note: str = ""  # the runs come from more than one code (src.report.read.provenance)
     sequential: list[SequentialVerdict] = field(default_factory=list)  # a sequential sweep's verdicts
     study: StudySection = field(default_factory=StudySection)  # against the published study (the report's last section)
 
@@ -131,7 +131,7 @@ class Analysis:
 
     def speed_estimates(self) -> tuple[str, dict[str, tuple[float, float, float]]] | None:
         """The speed check's reference and, per variant it timed, the step-time change against it
-        (relative; the one estimate, src.report.speed.pair_estimate, with its 95% interval); the
+        (relative; the one estimate, src.report.judge.speed.pair_estimate, with its 95% interval); the
         reference's own is 0. None without a check of the norms' kernels."""
         reference = _reference(self.check)
         if reference is None or not _kernels(self.check):

@@ -6,13 +6,14 @@ from pathlib import Path
 
 from src.core import paths
 from src.report.analysis import Analysis
-from src.report.axis_plot import file_name, numeric_axis, plot_by_axis
-from src.report.claims_plot import plot_claims
-from src.report.plots import plot_losses, save
-from src.report.render_html import html_page
-from src.report.render_markdown import markdown_page
-from src.report.speed_plot import plot_speed
-from src.report.stability import plot_stability
+from src.report.figures.axis import file_name, numeric_axis, plot_by_axis
+from src.report.figures.claims import plot_claims
+from src.report.figures.losses import plot_losses
+from src.report.figures.speed import plot_speed
+from src.report.figures.stability import plot_stability
+from src.report.figures.style import save
+from src.report.render.html import html_page
+from src.report.render.markdown import markdown_page
 from src.tracking.identity import safe_folder_name
 from src.tracking.variants import LR_KEY
 

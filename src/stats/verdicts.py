@@ -209,7 +209,7 @@ def decide_family(estimates: Sequence[Estimate], alpha: float, trim: float = 0.0
     (per estimate only one of the two errors is possible). None for an estimate with nothing to test."""
     adjusted = family_p(estimates)
     family = sum(math.isfinite(p) for p in adjusted)
-    return [None if e.untestable else decide(e.diff, e.se, e.df, e.sd, e.n, e.margin, p, alpha, family, trim)
+    return [None if e.untestable else decide_pair(e.diff, e.se, e.df, e.sd, e.n, e.margin, p, alpha, family, trim)
             for e, p in zip(estimates, adjusted, strict=True)]  # fmt: skip
 
 
@@ -277,7 +277,7 @@ def sign_flip_seeds(alpha: float, one_sided: bool = False) -> int:
     return n
 
 
-def decide(diff: float, se: float, df: float, sd: float, n: int, margin: float, p_family: float,
+def decide_pair(diff: float, se: float, df: float, sd: float, n: int, margin: float, p_family: float,
            alpha: float, family: int, trim: float = 0.0) -> Decision | None:  # fmt: skip
     """A pair's decision from its estimate (`diff`, `se`, `df`; `sd` per observation, n of them),
     its equivalence margin, and its p-value adjusted over its family (with no spread, the sign-flip

@@ -2,7 +2,7 @@
 
 A run's config fingerprint (src.tracking.identity) says *what* was trained; this says *with which
 code*. Fix a bug in the model and the same config no longer promises the same numbers, so a re-run
-sweep must not reuse the old result silently (src.tracking.run_plan.decide applies
+sweep must not reuse the old result silently (src.tracking.run_plan.decide_job applies
 `sweep.on_code_change`). The fingerprint is computed from file contents, not from git, so it holds
 for an installed copy too; the commit is recorded beside it by src.tracking.git. Torch-free: it
 reads versions from the installed distributions' metadata. Computed once per process (docs/sweeps.md).

@@ -52,16 +52,16 @@ from src.tracking.sweep import (
     PARENT_ENV,
     POLICIES,
     REUSES,
-    Claim,
-    Decision,
+    JobAction,
+    Lock,
     before_init_runs,
     by_state,
-    claim,
     code_change_message,
     is_alive,
     made_at,
     made_by_other_code,
     runs_with_fingerprint,
+    take_lock,
 )
 from src.tracking.tags import (
     DIVERGED,
@@ -155,7 +155,7 @@ def supersede(store: Store, old_run_ids: Sequence[str], new_run_id: str) -> None
         store.set_tags(run_id, {SUPERSEDED_TAG: new_run_id})
 
 
-def decide(
+def decide_job(
     store: Store,
     experiment_id: str,
     fp: str,
@@ -165,7 +165,7 @@ def decide(
     code: CodeState | None = None,
     on_code_change: str = "fail",
     before_init: str | None = None,
-) -> Decision:
+) -> JobAction:
     """What a job with fingerprint `fp` should do; `checkpoint_of(run)`: a checkpoint of that run exists.
 
     `code`: this process's code; a run to reuse that other code made follows `on_code_change`
@@ -174,7 +174,7 @@ def decide(
     Changes no record: a lost run is settled when the job opens its run."""
     runs = runs_with_fingerprint(store, experiment_id, fp)
     if not runs:
-        return before_init_runs(store, experiment_id, before_init) or Decision("new")
+        return before_init_runs(store, experiment_id, before_init) or JobAction("new")
     latest = runs[0]
     if policy == "fail":
         raise ConfigError(
@@ -182,7 +182,7 @@ def decide(
             f"(fingerprint {fp}); valid choices: {', '.join(POLICIES)}"
         )
     if policy == "rerun":
-        return Decision("new", latest, "sweep.on_existing=rerun", [r.info.run_id for r in runs if r.info.status != "RUNNING"])
+        return JobAction("new", latest, "sweep.on_existing=rerun", [r.info.run_id for r in runs if r.info.status != "RUNNING"])
     d = by_state(latest, stale_after_s, checkpoint_of)
     if code is None or d.action not in REUSES or not made_by_other_code(latest, code):
         return d
@@ -190,8 +190,8 @@ def decide(
         raise ConfigError(code_change_message(store, [latest], code))
     at = made_at(latest)
     if on_code_change == "rerun":
-        return Decision("new", latest, f"made by other code ({at}); training it again (sweep.on_code_change=rerun)", [latest.info.run_id])
-    return Decision(d.action, latest, f"{d.reason}; made by other code ({at}), kept (sweep.on_code_change=keep)")
+        return JobAction("new", latest, f"made by other code ({at}); training it again (sweep.on_code_change=rerun)", [latest.info.run_id])
+    return JobAction(d.action, latest, f"{d.reason}; made by other code ({at}), kept (sweep.on_code_change=keep)")
 
 
 
@@ -206,7 +206,7 @@ class RunPlan:
     supersede: list[str] = field(default_factory=list)  # earlier runs the new one replaces
     done: RunResult | None = None  # nothing to train: this is the job's result
     message: str = ""
-    claim: Claim | None = None  # held until the job's run is open (`open_tracker` releases it)
+    claim: Lock | None = None  # held until the job's run is open (`open_tracker` releases it)
 
 
 def plan_run(spec: PlannedRun, in_multirun: bool, store: Store | None) -> RunPlan:
@@ -279,11 +279,11 @@ def plan_sweep_job(spec: PlannedRun, store: Store) -> RunPlan:
 
     experiment_id = store.experiment_id(where.experiment_name, where.artifact_location)
     # Another copy of the sweep (another terminal or node) may be deciding this config right now.
-    held, why = claim(store, experiment_id, identity.fingerprint, where.stale_after_s)
+    held, why = take_lock(store, experiment_id, identity.fingerprint, where.stale_after_s)
     if held is None:
         return RunPlan(done=RunResult(spec.run_name, RUNNING, 0.0, 0.0, None, None, None, None), message=f"{name}: warning: skipped, {why}")
     try:
-        d = decide(
+        d = decide_job(
             store, experiment_id, identity.fingerprint, where.on_existing, where.stale_after_s, checkpoint_of,
             spec.record.code, where.on_code_change, identity.before_init,
         )  # fmt: skip
@@ -427,7 +427,7 @@ def already_done(spec: PlannedRun, store: Store) -> tuple[RunResult, str] | None
         return last.is_file() and read_run_state(last).get("mlflow_run_id") == run.info.run_id
 
     try:
-        d = decide(
+        d = decide_job(
             store, experiment_id, spec.identity.fingerprint, where.on_existing, where.stale_after_s, checkpoint_of,
             spec.record.code, where.on_code_change,
         )  # fmt: skip

@@ -52,7 +52,7 @@ AGGREGATED = {"test_loss": "test_loss"}
 SPEED_METRIC = "step_time"  # a pair's speed estimate: `sweep/<b>_vs_<a>.step_time.{change,ci_low,ci_high}`
 TABLES = {"variants": "report/variants.json", "comparisons": "report/comparisons.json"}
 # On each job's run, its variant's speed-check estimate: step time against the reference variant's,
-# in percent (the change the pairs' verdicts read, src.report.speed.pair_estimate), so the runs table
+# in percent (the change the pairs' verdicts read, src.report.judge.speed.pair_estimate), so the runs table
 # has it as a column and one chart of the job runs compares every variant. Its 95% interval beside it.
 # (A short name: MLflow's runs table gives a metric column ~100 px, and the result columns then fit 1440 px.)
 JOB_SPEED_METRIC = "step_vs_ref_pct"

@@ -125,21 +125,21 @@ def runs_with_fingerprint(store: Store, experiment_id: str, fp: str) -> list[Run
 
 
 @dataclass
-class Decision:
+class JobAction:
     action: str  # new | skip | resume | busy
     run: Run | None = None  # the existing run it concerns
     reason: str = ""
     supersede: list[str] = field(default_factory=list)  # runs the new run replaces
 
 
-def by_state(latest: Run, stale_after_s: float, checkpoint_of: Callable[[Run], bool]) -> Decision:
+def by_state(latest: Run, stale_after_s: float, checkpoint_of: Callable[[Run], bool]) -> JobAction:
     """The decision the latest run of a config calls for (under on_existing=resume); changes no record."""
     outcome = latest.data.tags.get(OUTCOME_TAG, "")
     state = run_state(latest, stale_after_s)
     if state == RUNNING:
         age = heartbeat_age_s(latest)
         host = latest.data.tags.get(HOST_TAG, "?")
-        return Decision("busy", latest, f"running on {host} (heartbeat {age:.0f} s ago)")
+        return JobAction("busy", latest, f"running on {host} (heartbeat {age:.0f} s ago)")
     if state == LOST:
         outcome = LOST
     missing = [k for k in REQUIRED_FINAL_METRICS if k not in latest.data.metrics]
@@ -147,15 +147,15 @@ def by_state(latest: Run, stale_after_s: float, checkpoint_of: Callable[[Run], b
         # Closed FINISHED without its results (older versions did, after a kill in the test phase).
         outcome = f"finished without {', '.join(missing)}"
         if checkpoint_of(latest):
-            return Decision("resume", latest, f"{outcome}; resuming from its checkpoint")
-        return Decision("new", latest, f"{outcome}; starting a new run", [latest.info.run_id])
+            return JobAction("resume", latest, f"{outcome}; resuming from its checkpoint")
+        return JobAction("new", latest, f"{outcome}; starting a new run", [latest.info.run_id])
     if latest.info.status == "FINISHED" or outcome in RESULT_OUTCOMES:
-        return Decision("skip", latest, f"already {outcome or FINISHED}")
+        return JobAction("skip", latest, f"already {outcome or FINISHED}")
     if outcome in INTERRUPTED_OUTCOMES or latest.info.status == "KILLED":
         if checkpoint_of(latest):
-            return Decision("resume", latest, f"{outcome or KILLED}; resuming from its checkpoint")
-        return Decision("new", latest, f"{outcome or KILLED} without a checkpoint", [latest.info.run_id])
-    return Decision("new", latest, f"{outcome or FAILED}; starting a new run", [latest.info.run_id])
+            return JobAction("resume", latest, f"{outcome or KILLED}; resuming from its checkpoint")
+        return JobAction("new", latest, f"{outcome or KILLED} without a checkpoint", [latest.info.run_id])
+    return JobAction("new", latest, f"{outcome or FAILED}; starting a new run", [latest.info.run_id])
 
 
 def predates_init(run: Run) -> bool:
@@ -165,7 +165,7 @@ def predates_init(run: Run) -> bool:
     return bool(params) and INIT_KEY not in params
 
 
-def before_init_runs(store: Store, experiment_id: str, before_init: str | None) -> Decision | None:
+def before_init_runs(store: Store, experiment_id: str, before_init: str | None) -> JobAction | None:
     """A new run of a config whose runs recorded before `model.init` existed trained another init:
     the decision that says so (None when there are none)."""
     if before_init is None:
@@ -174,7 +174,7 @@ def before_init_runs(store: Store, experiment_id: str, before_init: str | None) 
     if not earlier:
         return None
     n = len(earlier)
-    return Decision("new", earlier[0], (
+    return JobAction("new", earlier[0], (
         f"{'and ' + str(n - 1) + ' more ' if n > 1 else ''}of this config {'were' if n > 1 else 'was'} recorded before "
         f"{INIT_KEY} existed, with {INIT_KEY}={INIT_BEFORE_THE_KEY} (GPT-2's N(0, 0.02)); this job's {INIT_KEY} differs, "
         f"so it trains a new run beside them; {INIT_KEY}={INIT_BEFORE_THE_KEY} finds them again, and sweep.on_code_change "
@@ -291,7 +291,7 @@ CLAIM_WAIT_STALE = 2  # a claimant gives up after this many `sweep.stale_after_s
 
 
 @dataclass
-class Claim:
+class Lock:
     """A held claim on one config of an experiment; `release` once its run exists (idempotent)."""
 
     store: Store
@@ -342,7 +342,7 @@ def _live_claims(store: Store, experiment_id: str, prefix: str, mine: str | None
     return live
 
 
-def claim(store: Store, experiment_id: str, fp: str, stale_after_s: float) -> tuple[Claim | None, str]:
+def take_lock(store: Store, experiment_id: str, fp: str, stale_after_s: float) -> tuple[Lock | None, str]:
     """(a held claim, "") or (None, why another copy has it)."""
     prefix = f"{CLAIM_PREFIX}{fp}."
     me, since = uuid.uuid4().hex[:12], time.time()
@@ -354,7 +354,7 @@ def claim(store: Store, experiment_id: str, fp: str, stale_after_s: float) -> tu
         live = _live_claims(store, experiment_id, prefix, key, me, stale_after_s)
         if key is not None and not live:
             store.set_experiment_tag(experiment_id, key, _claim_value(True, since, me))
-            return Claim(store, experiment_id, key), ""
+            return Lock(store, experiment_id, key), ""
         held = [v for v in live if v.get("held")]
         ahead = [v for v in live if _place(v) < place]
         waited_out = time.monotonic() > give_up
@@ -374,7 +374,7 @@ def claim(store: Store, experiment_id: str, fp: str, stale_after_s: float) -> tu
 
 
 @contextlib.contextmanager
-def kept_fresh(held: Claim, every_s: float) -> Iterator[Claim]:
+def kept_fresh(held: Lock, every_s: float) -> Iterator[Lock]:
     """Hold `held` for longer than `sweep.stale_after_s` (a speed check can outlast it): its time is
     written again every `every_s` until the block ends, then it is released."""
     stop = threading.Event()

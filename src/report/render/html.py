@@ -7,8 +7,8 @@ import html
 from pathlib import Path
 
 from src.report.analysis import Analysis
-from src.report.headline import HEADING as HEADLINE
-from src.report.headline import headline
+from src.report.words.headline import HEADING as HEADLINE
+from src.report.words.headline import headline
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:

@@ -18,9 +18,9 @@ import textwrap
 
 from matplotlib.figure import Figure
 
-from src.report.against_study import Finding, StudySection, short_reason
-from src.report.plots import new_figure
-from src.report.published import EQUIVALENCE, SPEED
+from src.report.figures.style import new_figure
+from src.report.judge.study import Finding, StudySection, short_reason
+from src.report.read.published import EQUIVALENCE, SPEED
 from src.stats.verdicts import ClaimWord
 
 COLORS = {ClaimWord.REPRODUCED: "tab:green", ClaimWord.PARTLY: "tab:olive", ClaimWord.NOT_REPRODUCED: "tab:red",

@@ -19,8 +19,8 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from src.report.plots import blank_figure
-from src.report.table import AXIS_PREFIX
+from src.report.figures.style import blank_figure
+from src.report.read.table import AXIS_PREFIX
 from src.stats.inference import mean_ci
 from src.tracking.tags import DIVERGED, FINISHED
 from src.tracking.variants import Axis

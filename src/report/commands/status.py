@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from src.core.tables import text_table
-from src.report.runs import ReportError, find_experiment, open_store
+from src.report.read.runs import ReportError, find_experiment, open_store
 from src.tracking import sweep
 from src.tracking.store import Store
 from src.tracking.tags import RESULT_OUTCOMES as DONE

@@ -1,7 +1,7 @@
-"""The report's "Against the published study" section: each of the study's claims (src.report.published)
+"""The report's "Against the published study" section: each of the study's claims (src.report.read.published)
 tested as its own hypothesis, with the study's figure, this sweep's figure and one word.
 
-Per claim part: this sweep's effect with an interval (src.report.claim_evidence: the speed check's
+Per claim part: this sweep's effect with an interval (src.report.judge.study_effects: the speed check's
 kernel-level prediction for speed, else the runs paired over seeds), taken simultaneous over the
 section's family of tests; its readings and its word by the one rule, src/stats/verdicts.py
 (**not applicable here** outside the claim's domain: the line says which part of the setting, and
@@ -10,12 +10,12 @@ still gives this sweep's figure). A claim whose variants were not swept has a li
 - A sequential sweep's claims take their direction and equivalence from the sweep's own decisions
   (error-controlled over its looks), not from a fixed-n test of optionally stopped data; the size is
   read from the fixed-n interval, as a description, and the method line says what that promises.
-- Claim 6 (divergence) is an event: no_norm's divergences against the normalized variants', at its
+- StudyClaim 6 (divergence) is an event: no_norm's divergences against the normalized variants', at its
   learning rate, counted over runs that trained or diverged (Fisher's exact test, in the family).
 - Beside claim 5, the study's open question in its terms: one run's seed spread here, the study's
   single-seed gap measured in it, and why this sweep can or cannot settle it.
 - The study's table beside this sweep's (`table`), and a forest plot of the claims
-  (src.report.claims_plot).
+  (src.report.figures.claims).
 
 A variant counts as the study's norm only where every other swept axis has the study's value (the
 `experiment=gpt2_small_study` preset's: pre-norm, no QK-norm, ...); `torch_layernorm · post` is not
@@ -33,7 +33,10 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from src.core.tables import text_table
-from src.report.claim_evidence import (
+from src.report.judge.pairs import Margins
+from src.report.judge.sequential import SequentialVerdict
+from src.report.judge.speed import pair_estimate, step_time_text
+from src.report.judge.study_effects import (
     DomainFact,
     Effect,
     differs,
@@ -43,8 +46,7 @@ from src.report.claim_evidence import (
     outside,
     seed_spread,
 )
-from src.report.comparisons import Margins
-from src.report.published import (
+from src.report.read.published import (
     CLAIMS,
     EQUIVALENCE,
     LOSS,
@@ -58,13 +60,11 @@ from src.report.published import (
     TABLE,
     TABLE_SOURCE,
     TYPICAL_COLLAPSE,
-    Claim,
     Part,
+    StudyClaim,
 )
-from src.report.sequential_verdicts import SequentialVerdict
-from src.report.speed import pair_estimate, step_time_text
-from src.report.study_setting import setting_lines, study_table
-from src.report.table import AXIS_PREFIX, DASH
+from src.report.read.table import AXIS_PREFIX, DASH
+from src.report.words.study_setting import setting_lines, study_table
 from src.stats.inference import ALPHA
 from src.stats.pairs import pair_label
 from src.stats.verdicts import (
@@ -144,7 +144,7 @@ class Finding:
 
 @dataclass(frozen=True)
 class ClaimResult:
-    claim: Claim
+    claim: StudyClaim
     findings: tuple[Finding, ...]
     not_swept: tuple[str, ...] = ()  # labels of the claim's parts whose norms this sweep did not run
     after: str = ""  # a line that follows the claim's (claim 5: the study's open question)
@@ -178,7 +178,7 @@ class ClaimResult:
         return f"{c.number}. {self.word} — {c.statement}{note}. Study: {published}. This sweep: {'; '.join(figures)}.{reason}"
 
 
-def unjudged_line(claim: Claim, missing: Sequence[str]) -> str:
+def unjudged_line(claim: StudyClaim, missing: Sequence[str]) -> str:
     """A claim this sweep ran none of the parts of: the study's figure, and the variants it needs."""
     published = "; ".join(f"{_named(p)}{published_text(claim, p)}" for p in claim.parts)
     note = f" ({claim.note})" if claim.note else ""
@@ -193,7 +193,7 @@ class StudySection:
     method: str = ""  # how the intervals were taken (the family); "" when no word rests on a test
     family: int = 0  # the tests the words rest on: each at 1 - ALPHA / family
     absent: str = ""  # why no claim is listed (the sweep ran none of the study's variants)
-    unjudged: dict[int, tuple[Claim, tuple[str, ...]]] = field(default_factory=dict)  # number -> claim, variants it needs
+    unjudged: dict[int, tuple[StudyClaim, tuple[str, ...]]] = field(default_factory=dict)  # number -> claim, variants it needs
 
     def _claim_lines(self) -> list[str]:
         """Every claim in the study's order: a judged one with its open question, an unjudged one with what it needs."""
@@ -278,7 +278,7 @@ class StudySection:
         return pd.DataFrame(rows)
 
     def not_plotted(self) -> dict[int, str]:
-        """Claim number -> why the forest plot leaves it out: no part with an interval."""
+        """StudyClaim number -> why the forest plot leaves it out: no part with an interval."""
         drawn = {id(f) for f in self.plotted()}
         out: dict[int, str] = {}
         for c in self.claims:
@@ -300,7 +300,7 @@ class StudySection:
 
 def short_reason(reason: DomainFact) -> str:
     """The fact a domain reason states (`CPU run`, `3,230,144 parameters`, `precision fp32`), without
-    why it leaves the domain: kept apart as data (src.report.claim_evidence.DomainFact), never parsed."""
+    why it leaves the domain: kept apart as data (src.report.judge.study_effects.DomainFact), never parsed."""
     return reason.fact
 
 
@@ -319,7 +319,7 @@ def shown(metric: str, x: float, contrast: bool = False) -> str:
     return f"{x:+.4f}"
 
 
-def published_text(claim: Claim, part: Part) -> str:
+def published_text(claim: StudyClaim, part: Part) -> str:
     value = part.published(claim.metric)
     if claim.metric == SPEED:
         what = f" (the built-ins' {_effect_text(part.a, part.b)} less the hand-rolled {_effect_text(*part.minus)})" if part.minus else ""
@@ -409,7 +409,7 @@ class Evidence:
     any_precision: tuple[dict[str, str | None], dict[str, str]] | None = None
     views: dict[int, Evidence] = field(default_factory=dict)
 
-    def for_claim(self, claim: Claim) -> Evidence:
+    def for_claim(self, claim: StudyClaim) -> Evidence:
         """The evidence as `claim` reads it: a claim that holds in any precision matches the study's
         norms with the precision left free (a swept precision does not take it out of its domain)."""
         if claim.domain.precision or self.any_precision is None:
@@ -421,7 +421,7 @@ class Evidence:
         view.family = self.family
         return view
 
-    def runs_of_claim(self, claim: Claim) -> pd.DataFrame:
+    def runs_of_claim(self, claim: StudyClaim) -> pd.DataFrame:
         return self.runs[self.runs.variant.isin([self.labels.get(v) for v in claim.variants()])]
 
     def margin(self, metric: str) -> float:
@@ -432,7 +432,7 @@ class Evidence:
         return family_alpha(ALPHA, self.family)
 
 
-def effect_of(claim: Claim, part: Part, e: Evidence) -> Effect | None:
+def effect_of(claim: StudyClaim, part: Part, e: Evidence) -> Effect | None:
     """The part's effect: for speed the speed check's when it timed the norms, else the paired runs'."""
     key = (claim.metric, part)
     if key not in e.effects:
@@ -473,7 +473,7 @@ def _alike(metric: str, effect: Effect, r: Readings, contrast: bool) -> str:
     return f"{moved}: no spread, so no interval; sign-flip p = {r.alike_p:.2g}"
 
 
-def reason_of(claim: Claim, part: Part, j: Judgement, effect: Effect, interval: tuple[float, float], e: Evidence) -> str:
+def reason_of(claim: StudyClaim, part: Part, j: Judgement, effect: Effect, interval: tuple[float, float], e: Evidence) -> str:
     """Why the part got its word, written from what decided it (`j.because`) with the numbers it read."""
     low, high = interval
     r = j.readings
@@ -518,7 +518,7 @@ def _what(metric: str) -> str:
     return "training time" if metric == SPEED else "nats"
 
 
-def part_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
+def part_finding(claim: StudyClaim, part: Part, e: Evidence) -> Finding:
     """One part on this sweep: its figure, and its judgement from the gates (the domain, the
     evidence), then the interval (src/stats/verdicts.py decides each)."""
     metric = claim.metric
@@ -613,8 +613,8 @@ def _unlike(b: str, runs: pd.DataFrame, normalized: pd.DataFrame) -> str:
     return f"{b} at lr {', '.join(f'{x:g}' for x in sorted(own))}, the normalized variants at {', '.join(f'{x:g}' for x in sorted(theirs))}: not like for like"
 
 
-def divergence_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
-    """Claim 6: no_norm diverges where the normalized variants, at its learning rate, train on."""
+def divergence_finding(claim: StudyClaim, part: Part, e: Evidence) -> Finding:
+    """StudyClaim 6: no_norm diverges where the normalized variants, at its learning rate, train on."""
     b, runs, normalized = _event_runs(part, e)
     diverged = runs[runs.outcome == DIVERGED]
     trained = runs[runs.outcome == FINISHED].steps_done.dropna()
@@ -663,7 +663,7 @@ def _divergence_reason(j: Judgement, b: str, runs: pd.DataFrame, normalized: pd.
     return reason + (f"; left out: {'; '.join(left)}" if left else "")
 
 
-def evaluate(claim: Claim, e: Evidence) -> ClaimResult | None:
+def evaluate(claim: StudyClaim, e: Evidence) -> ClaimResult | None:
     """The claim on this sweep; None when the sweep ran none of its parts' norms."""
     e = e.for_claim(claim)
     swept = set(e.runs.norm)
@@ -690,7 +690,7 @@ def evaluate(claim: Claim, e: Evidence) -> ClaimResult | None:
 
 
 def open_question(result: ClaimResult, e: Evidence) -> str:
-    """Claim 5's question in the study's terms: one run's seed spread here, the study's single-seed
+    """StudyClaim 5's question in the study's terms: one run's seed spread here, the study's single-seed
     gap in that spread, the paired implementation effect, and whether this sweep can settle it."""
     lead = "The study's open question (is the built-ins' loss edge real, or seed noise?): "
     variants = [str(e.labels[v]) for v in sorted(result.claim.variants()) if e.labels.get(v)]
@@ -779,8 +779,8 @@ def against_study(
     table: pd.DataFrame | None = None,
     sequential: Sequence[SequentialVerdict] = (),
 ) -> StudySection:
-    """The section for a sweep: its runs (src.report.runs), axes, the latest speed check
-    (`variants.json`, empty without one), the report's table (src.report.table.summarize) and a
+    """The section for a sweep: its runs (src.report.read.runs), axes, the latest speed check
+    (`variants.json`, empty without one), the report's table (src.report.read.table.summarize) and a
     sequential sweep's decisions."""
     swept = set(runs.norm)
     present = [n for n in STUDY_VARIANTS if n in swept]

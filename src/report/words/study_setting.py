@@ -2,7 +2,7 @@
 trained, precision and seeds, so a reader sees at a glance how far a comparison with the study
 carries; and per study variant its row next to this sweep's (`study_table`).
 
-Read from the runs frame (src.report.runs.setting_of puts each run's setting in its row); a value
+Read from the runs frame (src.report.read.runs.setting_of puts each run's setting in its row); a value
 that differs between the runs is listed with each of its values. Torch-free.
 """
 
@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 
 import pandas as pd
 
-from src.report.published import SETTING, STUDY_CODE, STUDY_VARIANTS, TABLE
-from src.report.table import DASH, with_ci
+from src.report.read.published import SETTING, STUDY_CODE, STUDY_VARIANTS, TABLE
+from src.report.read.table import DASH, with_ci
 from src.tracking.identity import INIT_BEFORE_THE_KEY, INIT_KEY
 from src.tracking.tags import FINISHED
 
@@ -86,10 +86,10 @@ def setting_lines(runs: pd.DataFrame, study_code: Mapping[str, str | None] | Non
 
 def not_the_study_lines(runs: pd.DataFrame) -> list[str]:
     """Norms of the user's (`_target_`) the sweep ran: none is a variant of the study, none has a claim's word."""
-    if "norm_code" not in runs:
+    if "norm_target" not in runs:
         return []
-    own = dict(zip(runs.norm, runs.norm_code, strict=True))
-    named = [f"{norm} ({code.split(' (')[0]})" for norm, code in own.items() if code]
+    own = dict(zip(runs.norm, runs.norm_target, strict=True))
+    named = [f"{norm} ({target})" for norm, target in own.items() if target]
     return [f"not the study's variants (no claim reads them): {', '.join(named)}"] if named else []
 
 

@@ -1,7 +1,7 @@
 """The published study this project reproduces, as data: its table, its setting and its claims.
 
 This module is the one owner of what the study found. The report's "Against the published study"
-section (src.report.against_study) reads the claims from here and sets this sweep's figures beside
+section (src.report.judge.study) reads the claims from here and sets this sweep's figures beside
 them; the figures a claim quotes are computed from `TABLE`, never typed twice. Each claim is a
 hypothesis of its own: per part, the effect it speaks of (a pair and a metric, or a contrast of two
 pairs), what it asserts (a difference, an equivalence, an event), the size its words give, and the
@@ -113,7 +113,7 @@ MATH_LOSS_DOMAIN = Domain(tokens=True)
 # 16-bit autocast on CUDA, at the end of a full-length run.
 KERNEL_LOSS_DOMAIN = Domain(cuda=True, tokens=True, precision=HALF_PRECISION)
 # The study's no-norm loss was NaN by step 530 in fp16 autocast: fp16 alone (a run that trains through
-# must also reach step 530 to say it did not diverge: src.report.against_study).
+# must also reach step 530 to say it did not diverge: src.report.judge.study).
 DIVERGENCE_DOMAIN = Domain(precision=FP16)
 
 
@@ -160,7 +160,7 @@ def _effect(metric: str, a: str, b: str) -> float:
 
 
 @dataclass(frozen=True)
-class Claim:
+class StudyClaim:
     number: int
     statement: str  # as the study put it
     metric: str  # SPEED, LOSS or STABILITY
@@ -177,27 +177,27 @@ class Claim:
 # "~2.5%" 2.45–2.55%, "~0.5%" at most 0.55%, "0.001–0.006" at most 0.0065; each part's band also
 # holds its own figure from the table (claim 1's RMSNorm is −9.25%).
 _LN, _RMS = ("hand_layernorm", "torch_layernorm"), ("hand_rmsnorm", "torch_rmsnorm")
-CLAIMS: tuple[Claim, ...] = (
-    Claim(1, "built-in kernels cut training time ~10–11% against hand-rolled ones", SPEED,
+CLAIMS: tuple[StudyClaim, ...] = (
+    StudyClaim(1, "built-in kernels cut training time ~10–11% against hand-rolled ones", SPEED,
           (Part(*_LN, DIFFERENCE, "LayerNorm", (-0.115, -0.095)), Part(*_RMS, DIFFERENCE, "RMSNorm", (-0.115, -0.095))),
           SPEED_DOMAIN, words="~10–11% read as 9.5–11.5%"),
-    Claim(2, "hand-rolled RMSNorm is ~2.5% faster than hand-rolled LayerNorm", SPEED,
+    StudyClaim(2, "hand-rolled RMSNorm is ~2.5% faster than hand-rolled LayerNorm", SPEED,
           (Part("hand_layernorm", "hand_rmsnorm", DIFFERENCE, size=(-0.0255, -0.0245)),),
           SPEED_DOMAIN, words="~2.5% read as 2.45–2.55%"),
-    Claim(3, "the two built-ins differ by ~0.5%: the hand-rolled RMSNorm's edge shrank", SPEED,
+    StudyClaim(3, "the two built-ins differ by ~0.5%: the hand-rolled RMSNorm's edge shrank", SPEED,
           (Part("torch_layernorm", "torch_rmsnorm", EQUIVALENCE, "built-ins", (-0.0055, 0.0055)),
            Part("torch_layernorm", "torch_rmsnorm", DIFFERENCE, "shrank", minus=("hand_layernorm", "hand_rmsnorm"))),
           SPEED_DOMAIN, words="~0.5% read as at most 0.55%; shrank: the built-ins' gap less the hand-rolled gap, above zero"),
-    Claim(4, "RMSNorm's test loss is within ~0.001–0.006 of LayerNorm's", LOSS,
+    StudyClaim(4, "RMSNorm's test loss is within ~0.001–0.006 of LayerNorm's", LOSS,
           (Part("hand_layernorm", "hand_rmsnorm", EQUIVALENCE, "hand-rolled", (-0.0065, 0.0065)),
            Part("torch_layernorm", "torch_rmsnorm", EQUIVALENCE, "built-in", (-0.0065, 0.0065))),
           MATH_LOSS_DOMAIN, words="0.001–0.006 read as at most 0.0065"),
-    Claim(5, "the built-ins' test loss is slightly better than the hand-rolled ones'", LOSS,
+    StudyClaim(5, "the built-ins' test loss is slightly better than the hand-rolled ones'", LOSS,
           (Part(*_LN, DIFFERENCE, "LayerNorm"), Part(*_RMS, DIFFERENCE, "RMSNorm")),
           KERNEL_LOSS_DOMAIN, words="slightly: no size given; the study's own gap is the size",
           note="left open by the study as possibly seed noise"),
-    Claim(6, "without normalization training diverges", STABILITY, (Part(None, "no_norm", EVENT),), DIVERGENCE_DOMAIN),
-    Claim(7, "the kernel effect completely overshadows the norm-math effect: built-in LayerNorm beats hand-rolled RMSNorm", SPEED,
+    StudyClaim(6, "without normalization training diverges", STABILITY, (Part(None, "no_norm", EVENT),), DIVERGENCE_DOMAIN),
+    StudyClaim(7, "the kernel effect completely overshadows the norm-math effect: built-in LayerNorm beats hand-rolled RMSNorm", SPEED,
           (Part("hand_rmsnorm", "torch_layernorm", DIFFERENCE),),
           SPEED_DOMAIN, words="completely overshadowing: no size given; the study's own gap is the size",
           note="the study's headline"),

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from src.report.published import MODEL_AXES, STUDY_CODE
-from src.report.table import AXIS_PREFIX, order_of
-from src.report.table import UNKNOWN as UNKNOWN_FAMILY
+from src.report.read.published import MODEL_AXES, STUDY_CODE
+from src.report.read.table import AXIS_PREFIX, order_of
+from src.report.read.table import UNKNOWN as UNKNOWN_FAMILY
 from src.tracking.store import Store
 from src.tracking.store_uri import redact_uri, sqlite_path
 from src.tracking.sweep import PARENT_ENV, STALE_AFTER_S, latest_sweep_run, run_state
@@ -151,7 +151,7 @@ def device_type(params: dict[str, str], tags: dict[str, str]) -> str:
 
 
 def setting_of(params: dict[str, str], tags: dict[str, str]) -> dict[str, object]:
-    """Where a run was made, for setting a sweep beside the published study (src.report.study_setting)."""
+    """Where a run was made, for setting a sweep beside the published study (src.report.words.study_setting)."""
     shape = (params.get(f"model.{k}", "?") for k in ("n_layers", "emb_dim", "context_length"))
     return {
         "device_type": device_type(params, tags),
@@ -188,6 +188,7 @@ def _row(store: Store, run: Run, variants: Variants, stale_after_s: float) -> di
         "code": tags.get(NORM_PROJECT_CODE_TAG) or tags.get(CODE_FINGERPRINT_TAG, ""),
         "norm_reference": tags.get(NORM_REFERENCE_TAG, ""),  # a norm of the user's: the built-in it is compared with
         "norm_code": user_norm_code(tags),
+        "norm_target": tags.get(NORM_TARGET_TAG, ""),  # its class or factory, as data (the study section names it)
         "commit": tags.get(GIT_COMMIT_TAG, "")[:7] + ("-dirty" if tags.get(GIT_DIRTY_TAG) == "true" else ""),
     }
     row.update(setting_of(run.data.params, tags))

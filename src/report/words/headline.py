@@ -2,7 +2,7 @@
 report.html, the sweep run's description in MLflow), each an answer with its evidence and the next
 command that would sharpen it.
 
-- **Speed**: the speed verdicts in one line (src.report.speed: the step-time change predicted from the
+- **Speed**: the speed verdicts in one line (src.report.judge.speed: the step-time change predicted from the
   norms' own cost, per pair), and the norm's share of a step;
 - **Loss**: the lowest test loss and each gap to it as its pair's judgement has it (the paired estimate,
   the interval and the word it was decided on; said plainly where no pair judged it), per setting when
@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from src.report.published import CLAIMS, PRESET
-from src.report.speed import norm_shares, step_time_text
-from src.report.table import AXIS_PREFIX
+from src.report.judge.speed import norm_shares, step_time_text
+from src.report.read.published import CLAIMS, PRESET
+from src.report.read.table import AXIS_PREFIX
 from src.stats.inference import MIN_SEEDS
 from src.stats.verdicts import ClaimWord, PairWord, SpeedWord, equivalent_text, settle_text
 from src.tracking.tags import DIVERGED, FINISHED
@@ -34,8 +34,8 @@ from src.tracking.variants import NORM_AXIS
 
 if TYPE_CHECKING:
     from src.report.analysis import Analysis
-    from src.report.comparisons import Result
-    from src.report.speed import SpeedVerdict
+    from src.report.judge.pairs import Result
+    from src.report.judge.speed import SpeedVerdict
 
 HEADING = "At a glance"
 SHOWN = 4  # variants or pairs named on one line; the rest are counted

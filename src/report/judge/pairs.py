@@ -2,7 +2,7 @@
 
 Every variant of one seed starts from the same initial weights and sees the same data order, so
 two variants are compared seed by seed on test loss: the per-seed difference b - a, in nats (speed
-is the speed check's, src.report.speed: tokens/s of jobs run one after another is not judged here).
+is the speed check's, src.report.judge.speed: tokens/s of jobs run one after another is not judged here).
 For each pair:
 
 - `paired_t`: mean difference, 95% t-interval, p-value; `paired_bootstrap`: a 95% bootstrap
@@ -36,7 +36,7 @@ from omegaconf import OmegaConf
 
 from src.core.paths import CONF_DIR, ConfigError, user_config_dirs
 from src.core.schema import USER_NORM_REFERENCE, MarginSchema
-from src.report.table import AXIS_PREFIX, families_of, order_of
+from src.report.read.table import AXIS_PREFIX, families_of, order_of
 from src.stats import pairs as pairs_
 from src.stats.inference import ALPHA, MIN_SEEDS, Interval, paired_bootstrap, paired_t, welch_interval
 from src.stats.verdicts import (
@@ -82,7 +82,7 @@ METRICS: dict[str, tuple[str, str, bool]] = {
 }
 
 
-# What the pairs compare over seeds: test loss. Speed is the speed check's (src.report.speed): the
+# What the pairs compare over seeds: test loss. Speed is the speed check's (src.report.judge.speed): the
 # jobs' tokens/s, run one after another, time the machine's load between jobs as much as the norm, so
 # they stay in the table, labelled, and are not judged pair by pair.
 PAIR_METRICS = ("test_loss",)
@@ -319,7 +319,7 @@ def _param_text(value: Any) -> str:
 
 
 def axes_of(runs: pd.DataFrame) -> list[str]:
-    """The swept axes of a runs frame (src.report.runs: an `axis.<name>` column each), in order."""
+    """The swept axes of a runs frame (src.report.read.runs: an `axis.<name>` column each), in order."""
     return [c[len(AXIS_PREFIX) :] for c in runs.columns if c.startswith(AXIS_PREFIX)]
 
 

@@ -4,9 +4,9 @@ An `Effect` is an interval in the units it was measured in, with the map to the 
 (relative training time, nats):
 
 - speed, from the end-of-sweep speed check: the norms' kernel-level prediction of the step-time change,
-  per kernel round a log ratio (src.report.speed.predicted_rounds), Yuen's trimmed-mean interval;
+  per kernel round a log ratio (src.report.judge.speed.predicted_rounds), Yuen's trimmed-mean interval;
 - speed, without a check: the per-seed relative change of tokens/s, paired over seeds
-  (src.report.comparisons.compare_one), turned into training time (1 / (1 + x) - 1);
+  (src.report.judge.pairs.compare_one), turned into training time (1 / (1 + x) - 1);
 - loss: the per-seed difference of test loss, paired over seeds, in nats;
 - a contrast (one pair's effect less another's, "shrank"): per round or per seed the difference of
   the two relative changes, an interval of its own.
@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from src.report.comparisons import compare_one, seed_values
-from src.report.published import FP16, SCALE_FACTOR, SETTING, SPEED, Domain, Part
-from src.report.speed import predicted_rounds
+from src.report.judge.pairs import compare_one, seed_values
+from src.report.judge.speed import predicted_rounds
+from src.report.read.published import FP16, SCALE_FACTOR, SETTING, SPEED, Domain, Part
 from src.stats.inference import TRIM, Interval, at_level, paired_t, trimmed_mean_interval
 from src.stats.verdicts import Estimate, speed_margin
 from src.tracking.tags import FINISHED

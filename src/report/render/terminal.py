@@ -9,10 +9,10 @@ from __future__ import annotations
 from src.core.tables import text_table
 from src.core.terminal import WIDTH, fit
 from src.report.analysis import Analysis
-from src.report.headline import HEADING as HEADLINE
-from src.report.headline import headline
-from src.report.sequential_verdicts import heading as sequential_heading
-from src.report.stability import sentences as stability_sentences
+from src.report.judge.sequential import heading as sequential_heading
+from src.report.judge.stability import sentences as stability_sentences
+from src.report.words.headline import HEADING as HEADLINE
+from src.report.words.headline import headline
 from src.stats.verdicts import PairWord
 
 

@@ -1,4 +1,4 @@
-"""`speed.png`: each pair's speed estimate, the one its verdict reads (src.report.speed.pair_estimate).
+"""`speed.png`: each pair's speed estimate, the one its verdict reads (src.report.judge.speed.pair_estimate).
 
 One row per pair (b vs a): the step-time change predicted from the norms' own cost with its 95%
 interval, coloured by the pair's speed verdict, inside the ±margin band that "equivalent" means;
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from matplotlib.figure import Figure
 
-from src.report.plots import new_figure
-from src.report.speed import SpeedVerdict
+from src.report.figures.style import new_figure
+from src.report.judge.speed import SpeedVerdict
 from src.stats.pairs import pair_label
 from src.stats.verdicts import SpeedWord
 

@@ -22,15 +22,17 @@ from __future__ import annotations
 
 import math
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from omegaconf import OmegaConf
 
-from src.report.comparisons import Margins, comparison_pairs
-from src.report.runs import ReportError
-from src.report.table import AXIS_PREFIX
+from src.core import paths
+from src.report.judge.pairs import Margins, comparison_pairs
+from src.report.read.runs import ReportError, load_sweep, open_store
+from src.report.read.table import AXIS_PREFIX
 from src.stats.inference import MIN_SEEDS
 from src.stats.pairs import pair_label
 from src.stats.sequential import (
@@ -43,6 +45,7 @@ from src.stats.sequential import (
     Design,
     simulate,
 )
+from src.stats.settings import check_sweeper
 from src.tracking.variants import Axis, override_of
 
 SWEEPS = 4000  # simulated sweeps per comparison and design
@@ -99,7 +102,7 @@ def pilot_hours(runs: pd.DataFrame, variants: Sequence[str]) -> dict[str, float]
 def planned_pairs(
     runs: pd.DataFrame, pairs: Sequence[tuple[str, str]] | None, reference: Mapping[str, str] | None = None
 ) -> list[tuple[str, str]]:
-    """The report's pairs (src.report.comparisons.comparison_pairs) that have finished runs."""
+    """The report's pairs (src.report.judge.pairs.comparison_pairs) that have finished runs."""
     chosen = [(a, b) for a, b, _ in comparison_pairs(runs, pairs, reference)]
     if not chosen:
         raise ReportError("no pair of variants with finished runs to plan; run a pilot of at least two seeds first")
@@ -267,3 +270,35 @@ def plan_text(
         f"recommended: {best} (more verdicts expected{'' if best == d.spending else ', unlike the configured ' + d.spending}); {how}",
         f"  {command}",
     ])  # fmt: skip
+
+
+def plan_command(
+    experiment: str,
+    uri: str,
+    overrides: list[str],
+    margins: Margins,
+    pairs: list[tuple[str, str]] | None,
+    priced: Callable[[list[str], dict[str, list[str]]], dict[str, float]],
+    reference: dict[str, str] | None = None,
+) -> str:
+    """`--plan`: each design's forecast from the experiment's runs; device-hours from the pilot's
+    train time, or, when the overrides name a cluster, from `priced(overrides, variant -> its
+    overrides)` (preflight's cost model, which the command line hands in: it sits above the report)."""
+    # The sweeper's settings as `hydra/sweeper=sequential` composes them (with any hydra.sweeper.* override).
+    sweeper = paths.compose([*overrides, "hydra/sweeper=sequential"], with_hydra=True).hydra.sweeper
+    settings_ = OmegaConf.to_container(sweeper, resolve=True)
+    check_sweeper(settings_)
+    design = Design(*(settings_[k] for k in ("first_seeds", "seeds_per_round", "max_seeds", "alpha", "spending", "futility")))
+    sweep = load_sweep(experiment, open_store(uri))
+    runs = sweep.runs
+    variants = sorted({v for pair in planned_pairs(runs, pairs, reference) for v in pair})
+    cluster = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") == "cluster"]
+    # Priced at another scale: the job's overrides (not where the pilot is stored, not the sweeper's).
+    elsewhere = [o for o in overrides if not o.startswith(("hydra.sweeper.", "paths.", "logger."))] if cluster else []
+    if cluster:
+        made_by = variant_overrides(runs, sweep.axes)
+        hours, source = priced(overrides, {v: made_by[v] for v in variants}), f"preflight's cost model, {' '.join(elsewhere)}"
+    else:
+        hours, source = pilot_hours(runs, variants), "the pilot's recorded train time x devices"
+    plan_ = forecast(runs, margins, design, hours, pairs, reference=reference, hours_source=source)
+    return plan_text(experiment, plan_, margins, elsewhere, sweep_overrides(runs, sweep.axes))

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from src.core.tables import markdown_table
-from src.report.against_study import HEADING as STUDY_HEADING
 from src.report.analysis import Analysis
-from src.report.headline import HEADING as HEADLINE
-from src.report.headline import headline
-from src.report.sequential_verdicts import heading as sequential_heading
+from src.report.judge.sequential import heading as sequential_heading
+from src.report.judge.study import HEADING as STUDY_HEADING
+from src.report.words.headline import HEADING as HEADLINE
+from src.report.words.headline import headline
 from src.tracking.summary import VERDICT_MAX
 
 
