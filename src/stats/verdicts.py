@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 
 from src.stats.inference import MIN_SEEDS, holm, sign_flip_p, tost
 
@@ -170,6 +170,18 @@ def needed(sd: float, diff: float, alpha: float, margin: float | None = None, tr
             return power_equivalence(n, abs(diff), sd, margin, alpha, trim)
 
     return _first(power)
+
+
+def detectable(n: int, sd: float, alpha: float) -> float:
+    """The least |Δ| that n observations of spread `sd` show as a difference with the power `needed`
+    aims for (the two-sided t-test at `alpha`): `needed` read the other way, by the same power."""
+    if not (math.isfinite(sd) and sd > 0) or n < 2:
+        return math.nan
+    se = sd / math.sqrt(n)
+    high = se * 2  # power grows with |Δ|: widen until it reaches POWER, then bisect
+    while power_difference(n, high, sd, alpha) < POWER:
+        high *= 2
+    return float(optimize.brentq(lambda d: power_difference(n, d, sd, alpha) - POWER, 0.0, high, xtol=se * 1e-6))
 
 
 def _first(power: Callable[[int], float]) -> int:
