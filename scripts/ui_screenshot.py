@@ -26,9 +26,7 @@ download), to click, and to wait for the tables and charts to render.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -43,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # `import src` from the checkout this script lives in
 
 from src.core import paths  # noqa: E402
+from src.core.process_group import stop_group  # noqa: E402
 from src.report.read.runs import ReportError, find_experiment, open_store  # noqa: E402
 from src.tracking.store_uri import StoreError  # noqa: E402
 from src.tracking.summary import JOB_SPEED_METRIC  # noqa: E402
@@ -217,11 +216,7 @@ def with_own_ui(overrides: list[str], use: Callable[[str], list[Path]]) -> list[
             wait_until_up(f"{base}/health", server, log, timeout_s=300)
             return use(base)
         finally:
-            os.killpg(server.pid, signal.SIGTERM)
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
+            stop_group(server)  # the server and the workers it started
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,6 +179,16 @@ def checkpointed(overrides: list[str], tmp_path: Path, steps: int) -> list[str]:
 
 
 @contextlib.contextmanager
+def first_checkpoint(proc: subprocess.Popen, root: Path, timeout_s: float = 300) -> Path:
+    """The first `last.ckpt` under root/checkpoints, once the running job `proc` has written it; fails
+    the test when the job ends or the time runs out first."""
+    deadline = time.monotonic() + timeout_s
+    while not (found := next((root / "checkpoints").rglob("last.ckpt"), None)):
+        assert proc.poll() is None and time.monotonic() < deadline, "the job ended before its first checkpoint"
+        time.sleep(0.05)
+    return found
+
+
 def tmpfs(folder: Path, options: str, why: str) -> Iterator[Path]:
     """A tmpfs mounted on `folder` (a read-only or a small disk) for the block; the test is skipped,
     saying `why` it needs one, where mounting is not allowed (not root)."""

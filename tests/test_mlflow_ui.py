@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -25,6 +24,7 @@ import pytest
 from helpers import EXPERIMENT, REPO, TinySweep, cli_env
 from mlflow.tracking import MlflowClient
 
+from src.core.process_group import stop_group
 from src.report.read.table import CHECK_SPEED_HEADER
 from src.tracking.summary import JOB_SPEED_METRIC, SECTION, aggregate_metrics, sweep_params
 from src.tracking.sweep import SWEEP_TAG
@@ -78,11 +78,7 @@ def mlflow_ui(tiny_sweep: TinySweep, tmp_path_factory: pytest.TempPathFactory) -
                 time.sleep(1)
         yield base, log.read_text()
     finally:
-        os.killpg(server.pid, signal.SIGTERM)  # the server and the worker it started
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
+        stop_group(server)  # the server and the workers it started
 
 
 @pytest.mark.slow

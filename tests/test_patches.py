@@ -5,8 +5,6 @@ tests/test_compositions.py; the UI's here, through `python -m src.ui`."""
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -19,6 +17,7 @@ from helpers import REPO, cli_env
 
 from src.core import patches
 from src.core.ports import free_port
+from src.core.process_group import stop_group
 from src.tracking.ui_app import UI_PATCH, UI_WRITTEN_FOR, WORKFLOW_KEY
 
 
@@ -73,11 +72,7 @@ def _ui_page(db: Path, log: Path, env: dict[str, str]) -> str:
                 assert time.monotonic() < deadline, f"the UI did not answer:\n{log.read_text()[-3000:]}"
                 time.sleep(1)
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
+        stop_group(server)  # the server and the workers it started
 
 
 @pytest.mark.slow  # two real MLflow UI servers

@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import training_runs
+from helpers import first_checkpoint, training_runs
 from mlflow.tracking import MlflowClient
 from test_team_server import _copy_args, _launch
 
@@ -45,10 +45,7 @@ def test_a_server_killed_mid_run_leaves_no_hole_in_the_curves(
                           f"optim.max_steps={STEPS}", f"val_every_n_steps={STEPS}", "optim.lr=3e-3",
                           "checkpoint.enabled=true", f"checkpoint.every_n_steps={EVERY}")  # fmt: skip
         proc = _launch(tmp_path, *args)
-        deadline = time.monotonic() + 300
-        while not any((tmp_path / "checkpoints").rglob("last.ckpt")):  # the first checkpoint: step 5
-            assert proc.poll() is None and time.monotonic() < deadline, "the job ended before its first checkpoint"
-            time.sleep(0.05)
+        first_checkpoint(proc, tmp_path)  # step 5
         server.kill_mlflow()
         out, _ = proc.communicate(timeout=300)
         assert proc.returncode != 0, out[-3000:]

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +17,7 @@ from helpers import REPO, run_cli, unwrapped
 from mlflow.tracking import MlflowClient
 
 from src.core.paths import ConfigError, compose, preset_norms
+from src.core.process_group import stop_group
 from src.core.progress import STEPS
 from src.core.terminal import WIDTH
 from src.tracking.summary import SUMMARY_STEP
@@ -283,12 +282,7 @@ def test_mlflow_server_lists_the_run(tiny_overrides: list[str], store: dict[str,
         metrics = {m["key"]: m["value"] for m in runs[0]["data"]["metrics"]}
         assert metrics["test_loss"] == pytest.approx(result.test_loss)
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:  # a loaded machine: do not leave it behind
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait(timeout=30)
+        stop_group(server)
 
 
 @pytest.mark.parametrize(

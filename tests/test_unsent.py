@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import TINY_MODEL, cli_env, training_runs
+from helpers import TINY_MODEL, cli_env, first_checkpoint, training_runs
 from mlflow.tracking import MlflowClient
 
 from src.core.ports import free_port
@@ -184,10 +184,7 @@ def killed_once(tmp_path_factory: pytest.TempPathFactory, token_cache_dir: Path)
     server.start_mlflow()
     try:
         proc = _launch(root, *args)
-        deadline = time.monotonic() + 300
-        while not any((root / "checkpoints").rglob("last.ckpt")):  # the first checkpoint: step 5
-            assert proc.poll() is None and time.monotonic() < deadline, "the job ended before its first checkpoint"
-            time.sleep(0.05)
+        first_checkpoint(proc, root)  # step 5
         server.kill_mlflow()
         out, _ = proc.communicate(timeout=300)
         assert proc.returncode != 0 and "stopped answering" in out, out[-3000:]

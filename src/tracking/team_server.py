@@ -35,6 +35,7 @@ from src.core import cli
 from src.core.atomic_io import try_hold
 from src.core.paths import PROJECT_ROOT, unwritable_reason
 from src.core.ports import free_port, listens
+from src.core.process_group import stop_group
 from src.tracking.server_guard import group_members, postmaster_pid, stop
 
 DB_USER = "normsweep"  # the cluster's superuser; trust authentication on 127.0.0.1 only
@@ -270,15 +271,9 @@ class TeamServer:
     def kill_mlflow(self, sig: int = signal.SIGKILL) -> None:
         """Stop the MLflow server (SIGKILL: as if its machine died); PostgreSQL keeps the data."""
         if self.mlflow_proc is not None:
-            # The whole group, even when its leader has died: uvicorn's worker could outlive it.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.mlflow_proc.pid, sig)
-            try:
-                self.mlflow_proc.wait(timeout=STOP_WAIT_S)
-            except subprocess.TimeoutExpired:  # uvicorn waits for a request held by a dead database
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.mlflow_proc.pid, signal.SIGKILL)
-                self.mlflow_proc.wait(timeout=STOP_WAIT_S)
+            # The whole group, even when its leader has died; SIGKILL after STOP_WAIT_S: uvicorn waits
+            # for a request held by a dead database.
+            stop_group(self.mlflow_proc, sig, STOP_WAIT_S)
             self.tell_guard(f"forget group {self.mlflow_proc.pid}")
             (self.state_dir / MLFLOW_GROUP).unlink(missing_ok=True)
         self.mlflow_proc = None
