@@ -18,7 +18,7 @@ import textwrap
 
 from matplotlib.figure import Figure
 
-from src.report.figures.forest import Labels, Mark, Row, draw_rows, legend
+from src.report.figures.forest import Row, draw_rows, legend
 from src.report.figures.style import new_figure
 from src.report.judge.study import Finding, StudySection, short_reason
 from src.report.read.published import EQUIVALENCE, SPEED
@@ -30,6 +30,9 @@ PANELS = ((SPEED, "training time, b vs a (%)", 100.0), ("test_loss", "test loss,
 # The speed panel's title when this sweep's figures are the speed check's (Effect.per: kernel rounds).
 CHECK_SPEED_TITLE = "time, b vs a (%): the study's training time;\nthis sweep's step time predicted from its norms' kernels (speed check)"
 NOT_TESTABLE = "not testable here"
+STUDY = {"marker": "D", "color": "black", "ms": 5, "mfc": "white", "label": "the study"}  # the study's figure
+LABELS = {"estimate": "this sweep (simultaneous interval)", "span": "the claim's size (its words and figure)",
+          "note": f"{NOT_TESTABLE} (outside the claim's domain)"}  # the legend's words for a row's parts
 
 
 def not_testable(f: Finding) -> bool:
@@ -75,21 +78,14 @@ def _view(metric: str, parts: list[Finding]) -> tuple[float, float]:
     return low - pad, high + pad
 
 
-STUDY = {"marker": "D", "ls": "none", "color": "black", "ms": 5, "mfc": "white", "label": "the study"}
-LABELS = Labels(estimate="this sweep (simultaneous interval)", span="the claim's size (its words and figure)",
-                note=f"{NOT_TESTABLE} (outside the claim's domain)")  # fmt: skip
-
-
 def _row(section: StudySection, metric: str, scale: float, f: Finding) -> Row:
-    """A claim part as drawn: this sweep's estimate (none where not testable here), the study's figure
-    and the claim's band, in the panel's units."""
+    """A claim part in the panel's units: this sweep's estimate, the study's figure, the claim's band and,
+    for an equivalence, its margin; a part not testable here is a grey row naming why, with no estimate."""
     low, high = f.part.band(metric)
-    common = {"marks": (Mark(f.part.published(metric) * scale, STUDY),), "span": (low * scale, high * scale)}
-    if not_testable(f):  # a grey row: the claim's band and figure, the facts that leave its domain
-        return Row(_label(section, f), COLORS[f.word], 0.0, 0.0, 0.0, note=f"{NOT_TESTABLE}: " + ", ".join(short_reason(x) for x in f.outside),
-                   **common)  # fmt: skip
-    margin = f.margin * scale if f.part.asserts == EQUIVALENCE else None
-    return Row(_label(section, f), COLORS[f.word], f.estimate * scale, f.low * scale, f.high * scale, margin=margin, **common)
+    why = f"{NOT_TESTABLE}: " + ", ".join(short_reason(x) for x in f.outside) if not_testable(f) else ""
+    return Row(_label(section, f), COLORS[f.word], *(x * scale for x in (f.estimate, f.low, f.high)),
+               marks=((f.part.published(metric) * scale, STUDY),), span=(low * scale, high * scale),
+               margin=f.margin * scale if f.part.asserts == EQUIVALENCE else None, note=why)  # fmt: skip
 
 
 def plot_claims(section: StudySection) -> Figure | None:
@@ -103,9 +99,8 @@ def plot_claims(section: StudySection) -> Figure | None:
     rows = max(len(p[3]) for p in panels)
     fig, axes = new_figure(7 * len(panels), 1.6 + 0.9 * rows, ncols=len(panels))
     for ax, (metric, title, scale, parts) in zip(axes, panels, strict=True):
-        left, right = _view(metric, parts)
         # An interval wider than the view (two seeds, a ratio without bound) runs to its edge, arrowed.
-        draw_rows(ax, [_row(section, metric, scale, f) for f in parts], view=(left * scale, right * scale), labels=LABELS)
+        draw_rows(ax, [_row(section, metric, scale, f) for f in parts], [x * scale for x in _view(metric, parts)], LABELS)
         ax.set_title(_title(metric, title, parts), fontsize="medium")
         ax.locator_params(axis="x", nbins=6)  # readable ticks on a narrow panel
     legend(fig)

@@ -14,19 +14,14 @@ from collections.abc import Sequence
 
 from matplotlib.figure import Figure
 
-from src.report.figures.forest import Band, Mark, Row, draw_rows, legend
+from src.report.figures.forest import Row, draw_rows, legend
 from src.report.figures.style import new_figure
 from src.report.judge.speed import SpeedVerdict
 from src.stats.pairs import pair_label
 from src.stats.verdicts import SpeedWord
 
 COLORS = {SpeedWord.EQUIVALENT: "tab:green", SpeedWord.FASTER: "tab:blue", SpeedWord.SLOWER: "tab:red", SpeedWord.UNRESOLVED: "0.5"}
-MEASURED = {"marker": "o", "ls": "none", "mfc": "none", "color": "0.35", "ms": 6, "zorder": 3}  # hollow, over the estimate it checks
-
-
-def _pct(x: float) -> float:
-    """A log ratio of step times as a percent change."""
-    return 100 * math.expm1(x)
+MEASURED = {"marker": "o", "mfc": "none", "color": "0.35", "ms": 6, "zorder": 3}  # hollow, over the estimate it checks
 
 
 def rows(verdicts: Sequence[SpeedVerdict], margin: float) -> list[Row]:
@@ -34,10 +29,10 @@ def rows(verdicts: Sequence[SpeedVerdict], margin: float) -> list[Row]:
     beside it, unless it is wild (past 4× the margin, where it would squash the rest to a point)."""
     found = []
     for v in verdicts:
-        measured = _pct(v.measured.diff) if v.measured else math.nan
-        check = (Mark(measured, MEASURED),) if math.isfinite(measured) and abs(measured) <= 4 * 100 * margin else ()
-        found.append(Row(f"{pair_label(v.a, v.b)}\n{v.verdict}", COLORS[v.verdict], *map(_pct, (v.predicted.diff, v.predicted.low, v.predicted.high)),
-                         marks=check))  # fmt: skip
+        p, measured = v.predicted, v.measured.diff if v.measured else math.nan
+        est, low, high, measured = (100 * math.expm1(x) for x in (p.diff, p.low, p.high, measured))
+        check = ((measured, MEASURED),) if math.isfinite(measured) and abs(measured) <= 4 * 100 * margin else ()
+        found.append(Row(f"{pair_label(v.a, v.b)}\n{v.verdict}", COLORS[v.verdict], est, low, high, marks=check))
     return found
 
 
@@ -47,7 +42,8 @@ def plot_speed(verdicts: Sequence[SpeedVerdict], margin: float) -> Figure | None
     if not drawn:
         return None
     fig, (ax,) = new_figure(8, 1.4 + 0.45 * len(drawn))
-    draw_rows(ax, drawn, band=Band(-100 * margin, 100 * margin, f"±{margin:.0%}: equivalent"))
+    ax.axvspan(-100 * margin, 100 * margin, color="tab:green", alpha=0.1, lw=0, label=f"±{margin:.0%}: equivalent")
+    draw_rows(ax, drawn)
     ax.set(xlabel="step time of b vs a (%), predicted from the norms' own cost, 95% interval")
     legend(fig)  # below the axes: inside, it would cover the last pairs' marks wherever they fall
     fig.suptitle("Speed per pair (the verdict's estimate; hollow: whole steps measured, the check; off the axis when wild)",
