@@ -7,7 +7,7 @@ import html
 from pathlib import Path
 
 from src.report.analysis import Analysis
-from src.report.render.sections import Output, Table, blocks
+from src.report.render.sections import Block, Output, blocks
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -16,12 +16,12 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return f"<div style='overflow-x:auto'><table border=1 cellpadding=4><tr>{head}</tr>{body}</table></div>"
 
 
-def _block(heading: str, lead: str, table: Table | None, items: list[str]) -> str:
+def _block(b: Block) -> str:
     return (
-        (f"<h2>{html.escape(heading)}</h2>" if heading else "")
-        + (f"<p>{html.escape(lead)}</p>" if lead else "")
-        + (_table(*table) if table else "")
-        + (f"<ul>{''.join(f'<li>{html.escape(s)}</li>' for s in items)}</ul>" if items else "")
+        (f"<h2>{html.escape(b.heading)}</h2>" if b.heading else "")
+        + (f"<p>{html.escape(b.lead)}</p>" if b.lead else "")
+        + (_table(*b.table) if b.table else "")
+        + (f"<ul>{''.join(f'<li>{html.escape(s)}</li>' for s in b.items)}</ul>" if b.items else "")
     )
 
 
@@ -36,6 +36,6 @@ def html_page(analysis: Analysis, figures: list[Path]) -> str:
     return (
         f"<!doctype html><meta charset='utf-8'><title>normsweep: {name}</title>"
         f"<body style='font-family:sans-serif'><h1>normsweep report: {name}</h1>"
-        + "".join(_block(b.heading, b.lead, b.table, list(b.items)) for b in blocks(analysis, Output.PAGE))
+        + "".join(map(_block, blocks(analysis, Output.PAGE)))
         + f"<h2>Figures</h2>{images}</body>"
     )
