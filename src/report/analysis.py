@@ -1,9 +1,9 @@
 """A sweep's report as data: the runs read from MLflow, the table, the paired comparisons, the speed
 check, the learning-rate stability, the published study's claims set against them (src.report.judge.study),
-and the prose each renderer prints (`Analysis.sections`).
+and the sentences its sections print.
 
-`analyze` reads it; src.report.render.terminal, render_markdown and render_html turn it into text,
-and src.report.files writes the files.
+`analyze` reads it; src.report.render walks its sections once (render.sections) into the terminal
+text, report.md, the verdict and report.html, and src.report.files writes the files.
 """
 
 from __future__ import annotations
@@ -27,11 +27,8 @@ from src.report.judge.pairs import (
     unmatched_pairs,
 )
 from src.report.judge.sequential import SequentialVerdict, load_verdicts, with_verdicts
-from src.report.judge.sequential import heading as sequential_heading
 from src.report.judge.speed import SpeedVerdict, compare_speed, pair_estimate, speed_lines, step_time_text
 from src.report.judge.stability import by_learning_rate, initial_losses, is_lr_sweep, lr_sensitivity
-from src.report.judge.stability import sentences as stability_sentences
-from src.report.judge.study import HEADING as STUDY_HEADING
 from src.report.judge.study import StudySection, against_study
 from src.report.read.provenance import code_sentence, mark_rows, reference_code
 from src.report.read.runs import (
@@ -50,9 +47,7 @@ from src.tracking.tags import RESULT_OUTCOMES, RUNNING
 from src.tracking.ui_view import ui_link
 from src.tracking.variants import REFERENCE_VARIANT, Axis, metric_key
 
-__all__ = ["Analysis", "ReportError", "Section", "analyze"]
-# A section of the report after its table: heading, lead, a table of its own (headers, rows) or None, items.
-Section = tuple[str, str, tuple[list[str], list[list[str]]] | None, list[str]]
+__all__ = ["Analysis", "ReportError", "analyze"]
 
 
 @dataclass
@@ -150,25 +145,6 @@ class Analysis:
             f"(its 90% interval printed beside it); Holm-adjusted over {len(self.comparisons)} comparisons; speed is the "
             "speed check's, not the jobs' tokens/s (run one after another, in the table)"
         )
-
-    def sections(self) -> list[Section]:
-        """The prose after the table, as (heading, lead, table, items): both file renderers walk this
-        one list, so a section added here reaches the Markdown and the HTML report alike."""
-        found: list[Section] = [
-            (
-                "Is it more than seed noise? Paired comparisons",
-                self.heading() + " (all pairs in `comparisons.csv`).",
-                None,
-                self.sentences() or [self.nothing_to_compare()],
-            )
-        ]
-        if self.sequential:
-            found.append((sequential_heading(), "", None, [v.sentence() for v in self.sequential]))
-        if self.stability is not None:
-            found.append(("Learning-rate stability", "", None, stability_sentences(self.stability, self.sensitivity)))
-        study = self.study
-        found.append((STUDY_HEADING, "" if study.absent else study.lead(), study.table, study.items()))
-        return found
 
 
 def analyze(

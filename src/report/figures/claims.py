@@ -18,6 +18,7 @@ import textwrap
 
 from matplotlib.figure import Figure
 
+from src.report.figures.forest import Row, draw_rows, legend
 from src.report.figures.style import new_figure
 from src.report.judge.study import Finding, StudySection, short_reason
 from src.report.read.published import EQUIVALENCE, SPEED
@@ -29,6 +30,9 @@ PANELS = ((SPEED, "training time, b vs a (%)", 100.0), ("test_loss", "test loss,
 # The speed panel's title when this sweep's figures are the speed check's (Effect.per: kernel rounds).
 CHECK_SPEED_TITLE = "time, b vs a (%): the study's training time;\nthis sweep's step time predicted from its norms' kernels (speed check)"
 NOT_TESTABLE = "not testable here"
+STUDY = {"marker": "D", "color": "black", "ms": 5, "mfc": "white", "label": "the study"}  # the study's figure
+LABELS = {"estimate": "this sweep (simultaneous interval)", "span": "the claim's size (its words and figure)",
+          "note": f"{NOT_TESTABLE} (outside the claim's domain)"}  # the legend's words for a row's parts
 
 
 def not_testable(f: Finding) -> bool:
@@ -74,6 +78,16 @@ def _view(metric: str, parts: list[Finding]) -> tuple[float, float]:
     return low - pad, high + pad
 
 
+def _row(section: StudySection, metric: str, scale: float, f: Finding) -> Row:
+    """A claim part in the panel's units: this sweep's estimate, the study's figure, the claim's band and,
+    for an equivalence, its margin; a part not testable here is a grey row naming why, with no estimate."""
+    low, high = f.part.band(metric)
+    why = f"{NOT_TESTABLE}: " + ", ".join(short_reason(x) for x in f.outside) if not_testable(f) else ""
+    return Row(_label(section, f), COLORS[f.word], *(x * scale for x in (f.estimate, f.low, f.high)),
+               marks=((f.part.published(metric) * scale, STUDY),), span=(low * scale, high * scale),
+               margin=f.margin * scale if f.part.asserts == EQUIVALENCE else None, note=why)  # fmt: skip
+
+
 def plot_claims(section: StudySection) -> Figure | None:
     """The forest plot, or None when no claim part has an interval (a one-seed sweep, none of the study's
     variants); the claims it leaves out are named below it, with why."""
@@ -85,42 +99,15 @@ def plot_claims(section: StudySection) -> Figure | None:
     rows = max(len(p[3]) for p in panels)
     fig, axes = new_figure(7 * len(panels), 1.6 + 0.9 * rows, ncols=len(panels))
     for ax, (metric, title, scale, parts) in zip(axes, panels, strict=True):
-        left, right = _view(metric, parts)
-        for y, f in enumerate(reversed(parts)):
-            color = COLORS[f.word]
-            low, high = f.part.band(metric)
-            lift = 0.13 if not_testable(f) else 0.0  # room below for the facts that leave the domain
-            ax.fill_betweenx([y - 0.25 + lift, y + 0.25 + lift], low * scale, high * scale, color="tab:orange", alpha=0.25, lw=0,
-                             label="the claim's size (its words and figure)" if y == 0 else None)  # fmt: skip
-            ax.plot(f.part.published(metric) * scale, y + lift, "D", color="black", ms=5, mfc="white", label="the study" if y == 0 else None)
-            if not_testable(f):  # a grey row: the claim's band and figure, the facts that leave its domain
-                ax.axhspan(y - 0.42, y + 0.42, color="0.92", lw=0, zorder=0, label=f"{NOT_TESTABLE} (outside the claim's domain)")
-                why = textwrap.fill(f"{NOT_TESTABLE}: " + ", ".join(short_reason(x) for x in f.outside), 58)
-                ax.text(0.5, y - 0.4, why, transform=ax.get_yaxis_transform(), ha="center", va="bottom",
-                        fontsize="x-small", color="0.25", style="italic")  # fmt: skip
-                continue
-            if f.part.asserts == EQUIVALENCE:
-                for x in (-f.margin, f.margin):
-                    ax.plot([x * scale] * 2, [y - 0.35, y + 0.35], color="0.3", ls=":", lw=1)
-            # An interval wider than the view (two seeds, a ratio without bound) runs to its edge, arrowed.
-            low, high = max(f.low, left), min(f.high, right)
-            ax.plot([low * scale, high * scale], [y, y], color=color, lw=2.5, solid_capstyle="butt")
-            for end, edge, marker in ((f.low, left, "<"), (f.high, right, ">")):
-                if (end < edge) if marker == "<" else (end > edge):
-                    ax.plot(edge * scale, y, marker, color=color, ms=7)
-            ax.plot(f.estimate * scale, y, "o", color=color, ms=6, label="this sweep (simultaneous interval)")
-        ax.set_xlim(left * scale, right * scale)
-        ax.axvline(0, color="0.4", lw=0.8, ls="--")
-        ax.set_yticks(range(len(parts)), [_label(section, f) for f in reversed(parts)], fontsize="small")
-        ax.set_ylim(-0.7, len(parts) - 0.3)
+        # An interval wider than the view (two seeds, a ratio without bound) runs to its edge, arrowed.
+        draw_rows(ax, [_row(section, metric, scale, f) for f in parts], [x * scale for x in _view(metric, parts)], LABELS)
         ax.set_title(_title(metric, title, parts), fontsize="medium")
-        ax.grid(axis="x", alpha=0.3)
         ax.locator_params(axis="x", nbins=6)  # readable ticks on a narrow panel
-    legend = {label: handle for ax in axes for handle, label in zip(*ax.get_legend_handles_labels(), strict=True)}
-    fig.legend(list(legend.values()), list(legend), loc="outside lower center", ncols=3, fontsize="small")
+    legend(fig)
     title = "The study's claims against this sweep (dotted: the report's equivalence margin)"
     if any(not_testable(f) for f in found):
-        title += f"\n{NOT_TESTABLE}: a claim outside this sweep's setting; this sweep's own reading is in the report, not drawn"
+        said = f"{NOT_TESTABLE}: a claim outside this sweep's setting; this sweep's own reading is in the report, not drawn"
+        title += "\n" + textwrap.fill(said, 80 * len(panels))  # one panel's width holds 80 characters
     rows_of = {c.claim.number for c in section.claims if any(f in found for f in c.findings)}
     if left := {n: why for n, why in section.not_plotted().items() if n not in rows_of}:
         # A claim with no interval has no row: the figure says so, rather than dropping it silently.

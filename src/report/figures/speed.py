@@ -11,58 +11,41 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from matplotlib.figure import Figure
 
+from src.report.figures.forest import Row, draw_rows, legend
 from src.report.figures.style import new_figure
 from src.report.judge.speed import SpeedVerdict
 from src.stats.pairs import pair_label
 from src.stats.verdicts import SpeedWord
 
 COLORS = {SpeedWord.EQUIVALENT: "tab:green", SpeedWord.FASTER: "tab:blue", SpeedWord.SLOWER: "tab:red", SpeedWord.UNRESOLVED: "0.5"}
+MEASURED = {"marker": "o", "mfc": "none", "color": "0.35", "ms": 6, "zorder": 3}  # hollow, over the estimate it checks
 
 
-@dataclass(frozen=True)
-class Row:
-    """One pair as drawn, in percent of a's step time."""
-
-    label: str
-    word: SpeedWord
-    estimate: float
-    low: float
-    high: float
-    measured: float  # the whole steps' estimate (NaN without step rounds)
-
-
-def rows(verdicts: Sequence[SpeedVerdict]) -> list[Row]:
-    """The plot's data: each verdict's own interval, as a percent change of step time."""
-    pct = [(v, [100 * math.expm1(x) for x in (v.predicted.diff, v.predicted.low, v.predicted.high)]) for v in verdicts]
-    return [Row(pair_label(v.a, v.b), v.verdict, est, low, high, 100 * math.expm1(v.measured.diff) if v.measured else math.nan)
-            for v, (est, low, high) in pct]  # fmt: skip
+def rows(verdicts: Sequence[SpeedVerdict], margin: float) -> list[Row]:
+    """A row per verdict: its own interval, as a percent change of step time; the whole steps' estimate
+    beside it, unless it is wild (past 4× the margin, where it would squash the rest to a point)."""
+    found = []
+    for v in verdicts:
+        p, measured = v.predicted, v.measured.diff if v.measured else math.nan
+        est, low, high, measured = (100 * math.expm1(x) for x in (p.diff, p.low, p.high, measured))
+        check = ((measured, MEASURED),) if math.isfinite(measured) and abs(measured) <= 4 * 100 * margin else ()
+        found.append(Row(f"{pair_label(v.a, v.b)}\n{v.verdict}", COLORS[v.verdict], est, low, high, marks=check))
+    return found
 
 
 def plot_speed(verdicts: Sequence[SpeedVerdict], margin: float) -> Figure | None:
     """The forest plot of the speed verdicts (None without any)."""
-    drawn = rows(verdicts)
+    drawn = rows(verdicts, margin)
     if not drawn:
         return None
     fig, (ax,) = new_figure(8, 1.4 + 0.45 * len(drawn))
-    band = 100 * margin
-    ax.axvspan(-band, band, color="tab:green", alpha=0.1, lw=0, label=f"±{margin:.0%}: equivalent")
-    ax.axvline(0, color="0.4", lw=0.8, ls="--")
-    for y, r in enumerate(reversed(drawn)):
-        color = COLORS[r.word]
-        ax.plot([r.low, r.high], [y, y], color=color, lw=2.5, solid_capstyle="butt")
-        ax.plot(r.estimate, y, "o", color=color, ms=6)
-        if math.isfinite(r.measured) and abs(r.measured) <= 4 * band:  # a wild whole-step round would hide the rest
-            ax.plot(r.measured, y, "o", mfc="none", color="0.35", ms=6)
-    ax.set_yticks(range(len(drawn)), [f"{r.label}\n{r.word}" for r in reversed(drawn)], fontsize="small")
-    ax.set_ylim(-0.7, len(drawn) - 0.3)
+    ax.axvspan(-100 * margin, 100 * margin, color="tab:green", alpha=0.1, lw=0, label=f"±{margin:.0%}: equivalent")
+    draw_rows(ax, drawn)
     ax.set(xlabel="step time of b vs a (%), predicted from the norms' own cost, 95% interval")
-    ax.grid(axis="x", alpha=0.3)
-    # Below the axes: inside, it would cover the last pairs' marks wherever they fall.
-    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", fontsize="small")
+    legend(fig)  # below the axes: inside, it would cover the last pairs' marks wherever they fall
     fig.suptitle("Speed per pair (the verdict's estimate; hollow: whole steps measured, the check; off the axis when wild)",
                  fontsize="medium")  # fmt: skip
     return fig

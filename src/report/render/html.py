@@ -7,8 +7,7 @@ import html
 from pathlib import Path
 
 from src.report.analysis import Analysis
-from src.report.words.headline import HEADING as HEADLINE
-from src.report.words.headline import headline
+from src.report.render.sections import Block, Output, blocks
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -17,27 +16,26 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return f"<div style='overflow-x:auto'><table border=1 cellpadding=4><tr>{head}</tr>{body}</table></div>"
 
 
+def _block(b: Block) -> str:
+    return (
+        (f"<h2>{html.escape(b.heading)}</h2>" if b.heading else "")
+        + (f"<p>{html.escape(b.lead)}</p>" if b.lead else "")
+        + (_table(*b.table) if b.table else "")
+        + (f"<ul>{''.join(f'<li>{html.escape(s)}</li>' for s in b.items)}</ul>" if b.items else "")
+    )
+
+
 def html_page(analysis: Analysis, figures: list[Path]) -> str:
-    """`report.html`: the same table and `Analysis.sections` as `report.md`, then the figures."""
-    sections = "".join(
-        f"<h2>{html.escape(heading)}</h2>"
-        + (f"<p>{html.escape(lead)}</p>" if lead else "")
-        + (_table(*table) if table else "")
-        + "<ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in items) + "</ul>"
-        for heading, lead, table, items in analysis.sections()
-    )  # fmt: skip
+    """`report.html`: the same blocks as `report.md` (render.sections), then the figures."""
+    name = html.escape(analysis.experiment)
     images = "".join(
         f'<h3>{html.escape(p.stem)}</h3><img alt="{html.escape(p.stem)}" style="max-width:100%" '
         f'src="data:image/png;base64,{base64.b64encode(p.read_bytes()).decode()}">'
         for p in figures
     )
     return (
-        f"<!doctype html><meta charset='utf-8'><title>normsweep: {html.escape(analysis.experiment)}</title>"
-        f"<body style='font-family:sans-serif'><h1>normsweep report: {html.escape(analysis.experiment)}</h1>"
-        f"<h2>{HEADLINE}</h2><ul>{''.join(f'<li>{html.escape(line)}</li>' for line in headline(analysis))}</ul>"
-        f"<p>{len(analysis.runs)} runs. Cells are mean ± 95% CI over finished seeds.</p>"
-        f"{_table(*analysis.rows())}"
-        f"{f'<p>{html.escape(analysis.code_note)}</p>' if analysis.code_note else ''}"
-        f"{sections}"
-        f"<h2>Figures</h2>{images}</body>"
+        f"<!doctype html><meta charset='utf-8'><title>normsweep: {name}</title>"
+        f"<body style='font-family:sans-serif'><h1>normsweep report: {name}</h1>"
+        + "".join(map(_block, blocks(analysis, Output.PAGE)))
+        + f"<h2>Figures</h2>{images}</body>"
     )

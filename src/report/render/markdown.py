@@ -6,33 +6,25 @@ from pathlib import Path
 
 from src.core.tables import markdown_table
 from src.report.analysis import Analysis
-from src.report.judge.sequential import heading as sequential_heading
-from src.report.judge.study import HEADING as STUDY_HEADING
-from src.report.words.headline import HEADING as HEADLINE
-from src.report.words.headline import headline
+from src.report.render.sections import Block, Output, Pairs, Study, blocks
 from src.tracking.summary import VERDICT_MAX
 
 
 def markdown_page(analysis: Analysis, figures: list[Path]) -> str:
-    """`report.md`: the table, each of `Analysis.sections`, then the figures beside it."""
-    a = analysis
-    parts = [
-        f"# normsweep report: `{a.experiment}`",
-        f"## {HEADLINE}\n\n" + "\n".join(f"- {line}" for line in headline(a)),
-        f"{len(a.runs)} runs from `{a.tracking_uri}`. Cells are mean ± 95% CI (t) over finished seeds.",
-        markdown_table(*a.rows()),
-        *([a.code_note] if a.code_note else []),
-    ]
-    for heading, lead, table, items in a.sections():
-        parts += [f"## {heading}", *([lead] if lead else []), *([markdown_table(*table)] if table else [])]
-        parts += ["\n".join(f"- {s}" for s in items)]
+    """`report.md`: the headline, the table, each section under its heading, then the figures beside it."""
+    parts = [f"# normsweep report: `{analysis.experiment}`"]
+    for b in blocks(analysis, Output.PAGE):
+        parts += [f"## {b.heading}"] if b.heading else []
+        parts += [b.lead] if b.lead else []
+        parts += [markdown_table(*b.table)] if b.table else []
+        parts += ["\n".join(f"- {s}" for s in b.items)] if b.items else []
     parts += ["## Figures", "\n".join(f"![{p.stem}]({p.name})" for p in figures)]
     return "\n\n".join(parts) + "\n"
 
 
 # What the verdict keeps as space runs short, most first: the pairs' sentences go to report.md first,
 # then the claims' reasons (their table stays), then the study's table (a word per claim stays).
-LEVELS = (("sentences", "full"), ("count", "full"), ("count", "table"), ("count", "words"))
+LEVELS = ((Pairs.SENTENCES, Study.FULL), (Pairs.COUNT, Study.FULL), (Pairs.COUNT, Study.TABLE), (Pairs.COUNT, Study.WORDS))
 
 
 def verdict(analysis: Analysis) -> str:
@@ -47,23 +39,21 @@ def verdict(analysis: Analysis) -> str:
     return text[: VERDICT_MAX - len(cut)] + cut
 
 
-def _verdict(analysis: Analysis, pairs: str, study: str) -> str:
-    a = analysis
-    lines = [f"**normsweep verdict, experiment `{a.experiment}`**", "", *(f"- {line}" for line in headline(a)), ""]
-    lines += ["Per variant (mean ± 95% CI over finished seeds):", "", markdown_table(*a.rows()), "", f"{a.heading()}:", ""]
-    if pairs == "sentences":
-        lines += [f"- {s}" for s in a.sentences()] or [f"- {a.nothing_to_compare()}"]
-    else:
-        lines += [f"- {len(a.sentences())} sentences on the pairs and their speed: report.md on this run"]
-    lines += [f"- {a.code_note}"] if a.code_note else []
-    if a.sequential:
-        lines += ["", f"{sequential_heading()}:", *(f"- {v.sentence()}" for v in a.sequential)]
-    lead = "" if a.study.absent or study == "words" else f" ({a.study.lead()})"
-    lines += ["", f"**{STUDY_HEADING}**{lead}:"]
-    if study != "words" and a.study.table:
-        lines += ["", markdown_table(*a.study.table), ""]
-    lines += [f"- {s}" for s in (a.study.items() if study == "full" else a.study.short_items())]
-    return "\n".join([*lines, *_figures(a)])
+def _verdict(analysis: Analysis, pairs: Pairs, study: Study) -> str:
+    """The verdict at one level: its blocks a blank line apart, each heading right above its bullets."""
+    lines = [f"**normsweep verdict, experiment `{analysis.experiment}`**"]
+    for b in blocks(analysis, Output.VERDICT, pairs=pairs, study=study):
+        lines += ["", *_compact(b)]
+    return "\n".join([*lines, *_figures(analysis)])
+
+
+def _compact(b: Block) -> list[str]:
+    """A block in few lines: its heading on its items, a lead and a table set apart by blank lines."""
+    lines = [f"{b.heading}:"] if b.heading else []
+    lines += [b.lead, ""] if b.lead else []
+    lines += ["", markdown_table(*b.table), ""] if b.table else []
+    lines += [f"- {s}" for s in b.items]
+    return lines[:-1] if lines[-1:] == [""] else lines
 
 
 SHOWN_FIGURES = ("speed.png", "claims.png")  # drawn in the description; the rest are in report.html

@@ -9,34 +9,17 @@ from __future__ import annotations
 from src.core.tables import text_table
 from src.core.terminal import WIDTH, fit
 from src.report.analysis import Analysis
-from src.report.judge.sequential import heading as sequential_heading
-from src.report.judge.stability import sentences as stability_sentences
-from src.report.words.headline import HEADING as HEADLINE
-from src.report.words.headline import headline
-from src.stats.verdicts import PairWord
+from src.report.render.sections import Output, blocks
 
 
 def terminal_text(analysis: Analysis, width: int = WIDTH) -> str:
-    """What `python -m src.report` and the end of a sweep print, no line longer than `width`."""
-    a = analysis
-    lines = [f"normsweep report: experiment {a.experiment!r} ({len(a.runs)} runs)", ""]
-    lines += [f"{HEADLINE}:", *(f"  {line}" for line in headline(a)), ""]
-    lines += [text_table(*a.rows(), width=width), ""]
-    lines += [a.code_note, ""] if a.code_note else []
-    if a.comparisons or a.notes:
-        # The tests' heading only above tests that ran: pairs short of seeds are said in one sentence.
-        tested = any(r.verdict != PairWord.UNTESTED for r in a.comparisons)
-        lines += [f"{a.heading()}:"] if tested else []
-        lines += a.sentences()
-    else:
-        lines += [a.nothing_to_compare()]
-    if a.sequential:
-        lines += ["", f"{sequential_heading()}:", *(f"  {v.sentence()}" for v in a.sequential)]
-    if a.stability is not None:
-        lines += ["", *stability_sentences(a.stability, a.sensitivity)]
-    if a.superseded:
-        lines += ["", f"({a.superseded} other runs of a config run more than once were left out: its latest result counts.)"]
-    lines += ["", *a.study.lines(width)]  # last: what a sweep ends with
+    """What `python -m src.report` and the end of a sweep print, no line longer than `width`: the
+    blocks (render.sections) a blank line apart, a heading ending in a colon."""
+    lines = [f"normsweep report: experiment {analysis.experiment!r} ({len(analysis.runs)} runs)"]
+    for b in blocks(analysis, Output.TERMINAL, width):
+        lines += ["", *([f"{b.heading}:"] if b.heading else []), *([b.lead] if b.lead else [])]
+        lines += [text_table(*b.table, width=width)] if b.table else []
+        lines += [f"  {s}" if b.listed else s for s in b.items]
     return "\n".join(fit(lines, width))
 
 

@@ -1,0 +1,101 @@
+"""The report's sections, walked once for every output: the page (report.md, report.html), the terminal
+text and the verdict (the sweep run's description in MLflow). Where the outputs differ in what a section
+shows, it is written here beside the others'; render/markdown.py, html.py and terminal.py lay blocks out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from src.core.terminal import WIDTH
+from src.report.analysis import Analysis
+from src.report.judge.sequential import heading as sequential_heading
+from src.report.judge.stability import sentences as stability_sentences
+from src.report.judge.study import HEADING as STUDY_HEADING
+from src.report.words.headline import HEADING as HEADLINE
+from src.report.words.headline import headline
+from src.stats.verdicts import PairWord
+
+Table = tuple[list[str], list[list[str]]]  # headers, rows
+
+
+class Output(StrEnum):
+    PAGE = "page"  # report.md and report.html: every section under its heading
+    TERMINAL = "terminal"  # what a sweep ends with: lines that fit a terminal
+    VERDICT = "verdict"  # the sweep run's description in MLflow: short (render.markdown.LEVELS)
+
+
+class Pairs(StrEnum):  # how the verdict shows the pairs (the page and the terminal: every sentence)
+    SENTENCES = "sentences"
+    COUNT = "count"  # how many sentences, and where they are
+
+
+class Study(StrEnum):  # how much of the study's section the verdict keeps (the others: all of it)
+    FULL = "full"
+    TABLE = "table"  # its table and a word per claim
+    WORDS = "words"  # a word per claim
+
+
+@dataclass(frozen=True)
+class Block:
+    """A section: each part may be empty. `items` are a page's bullets; on a terminal, one line each,
+    indented where `listed` (short lines of a list rather than sentences)."""
+
+    heading: str = ""
+    lead: str = ""
+    table: Table | None = None
+    items: Sequence[str] = ()
+    listed: bool = False
+
+
+PAIRS_HEADING = "Is it more than seed noise? Paired comparisons"
+STABILITY_HEADING = "Learning-rate stability"
+VERDICT_TABLE = "Per variant (mean ± 95% CI over finished seeds)"
+
+
+def blocks(a: Analysis, output: Output, width: int = WIDTH, pairs: Pairs = Pairs.SENTENCES, study: Study = Study.FULL) -> list[Block]:
+    """The report's sections as `output` shows them, in order: the headline, the table, the pairs,
+    the sequential verdicts, the learning-rate stability, the study (its last: what a sweep ends with).
+    The verdict leaves the stability to report.md; only the terminal counts the runs left out."""
+    page, terminal, verdict = (output == o for o in Output)
+    found = [Block("" if verdict else HEADLINE, items=headline(a), listed=True)]
+    lead = f"{len(a.runs)} runs from `{a.tracking_uri}`. Cells are mean ± 95% CI (t) over finished seeds." if page else ""
+    found.append(Block(VERDICT_TABLE if verdict else "", lead, a.rows()))
+    found += [Block(lead=a.code_note)] if a.code_note and not verdict else []
+    found.append(_pairs(a, output, pairs))
+    if a.sequential:
+        found.append(Block(sequential_heading(), items=[v.sentence() for v in a.sequential], listed=True))
+    if a.stability is not None and not verdict:
+        found.append(Block(STABILITY_HEADING if page else "", items=stability_sentences(a.stability, a.sensitivity)))
+    if a.superseded and terminal:
+        found.append(Block(lead=f"({a.superseded} other runs of a config run more than once were left out: its latest result counts.)"))
+    return [*found, _study(a, output, width, study)]
+
+
+def _pairs(a: Analysis, output: Output, pairs: Pairs) -> Block:
+    """The paired comparisons and the speed verdicts: the page under its question, the tests' method as
+    its lead; the terminal with the method as its heading, only above tests that ran; the verdict with
+    the method above its sentences, or their count where space is short."""
+    said = a.sentences() or [a.nothing_to_compare()]
+    if output == Output.PAGE:
+        return Block(PAIRS_HEADING, a.heading() + " (all pairs in `comparisons.csv`).", items=said)
+    if output == Output.TERMINAL:
+        tested = any(r.verdict != PairWord.UNTESTED for r in a.comparisons)
+        return Block(a.heading() if tested else "", items=a.sentences() if a.comparisons or a.notes else [a.nothing_to_compare()])
+    if pairs == Pairs.COUNT:
+        said = [f"{len(a.sentences())} sentences on the pairs and their speed: report.md on this run"]
+    return Block(lead=f"{a.heading()}:", items=[*said, *([a.code_note] if a.code_note else [])])
+
+
+def _study(a: Analysis, output: Output, width: int, study: Study) -> Block:
+    """Against the published study: the page's section; the terminal's lines as the section writes them
+    (its table split to `width`); the verdict's as much as `study` keeps."""
+    s = a.study
+    if output == Output.TERMINAL:
+        return Block(items=s.lines(width))
+    if output == Output.PAGE:
+        return Block(STUDY_HEADING, "" if s.absent else s.lead(), s.table, s.items())
+    lead = "" if s.absent or study == Study.WORDS else f" ({s.lead()})"
+    return Block(f"**{STUDY_HEADING}**{lead}", table=s.table if study != Study.WORDS else None,
+                 items=s.items() if study == Study.FULL else s.short_items())  # fmt: skip

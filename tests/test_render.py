@@ -1,0 +1,61 @@
+"""One walk over the report's sections (src.report.render.sections): report.md, report.html, the terminal
+text and the verdict say each section's words alike, each laid out its own way.
+
+Fast: an Analysis of made-up GPU runs at the study's setting, as test_against_study builds them.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pandas as pd
+from test_against_study import SEEDS, _section, _study_runs, jitter
+
+from src.report.analysis import Analysis
+from src.report.judge.pairs import Margins, compare
+from src.report.judge.sequential import SequentialVerdict
+from src.report.read.published import TABLE
+from src.report.read.table import summarize
+from src.report.render.html import html_page
+from src.report.render.markdown import _verdict, markdown_page
+from src.report.render.sections import Output, Pairs, Study, blocks
+from src.report.render.terminal import terminal_text
+
+
+def _analysis() -> Analysis:
+    runs = _study_runs({v: SEEDS + 0.001 * i + jitter(i) for i, v in enumerate(TABLE)})
+    sequential = [SequentialVerdict("torch_layernorm vs hand_layernorm", "test_loss", "different", 2, 4, 0.02, 0.02)]
+    return Analysis("walk", "sqlite://", "0", runs, pd.DataFrame(), summarize(runs), compare(runs), Margins(), 0,
+                    code_note="The runs come from two codes.", sequential=sequential, study=_section(runs))  # fmt: skip
+
+
+def _words(text: str) -> str:
+    """The text with its wrapping undone (a terminal's lines)."""
+    return " ".join(text.split())
+
+
+def test_the_page_the_terminal_and_the_verdict_say_each_sections_words() -> None:
+    a = _analysis()
+    md, page, text = markdown_page(a, []), html_page(a, []), _words(terminal_text(a))
+    full, short = _verdict(a, Pairs.SENTENCES, Study.FULL), _verdict(a, Pairs.COUNT, Study.WORDS)
+    # The two pages: the same sections in the same order, every bullet in both.
+    md_headings = re.findall(r"^## (.+)$", md, re.M)
+    assert md_headings == [html.unescape(h) for h in re.findall(r"<h2>(.*?)</h2>", page)]
+    assert md_headings == [*(b.heading for b in blocks(a, Output.PAGE) if b.heading), "Figures"]
+    for b in blocks(a, Output.PAGE):
+        for item in b.items:
+            assert f"- {item}" in md and f"<li>{html.escape(item)}</li>" in page
+    # Each pair's sentence and each sequential verdict on the terminal and in the verdict that has room.
+    said = [*a.sentences(), *(v.sentence() for v in a.sequential)]
+    assert len(said) > 2
+    for sentence in said:
+        assert _words(sentence) in text and f"- {sentence}" in full
+    assert f"- {a.code_note}" in full and a.code_note in text
+    # Short of room, the verdict counts the pairs' sentences and keeps a word per claim.
+    assert not any(f"- {s}" in short for s in a.sentences())
+    assert f"- {len(a.sentences())} sentences on the pairs and their speed: report.md on this run" in short
+    assert all(f"- {c.claim.number}. {c.word} — {c.claim.statement}" in short for c in a.study.claims)
+    # The study's section ends every output (what a sweep ends with).
+    assert text.rfind("Against the published study") > text.rfind(_words(said[-1]))
+    assert md.index("## Against the published study") > md.index("## Seeds per verdict")
