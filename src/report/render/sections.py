@@ -82,7 +82,7 @@ def _pairs(a: Analysis, output: Output, pairs: Pairs) -> Block:
         return Block(PAIRS_HEADING, a.heading() + " (all pairs in `comparisons.csv`).", items=said)
     if output == Output.TERMINAL:
         tested = any(r.verdict != PairWord.UNTESTED for r in a.comparisons)
-        return Block(a.heading() if tested else "", items=a.sentences() if a.comparisons or a.notes else [a.nothing_to_compare()])
+        return Block(a.heading() if tested else "", items=said)
     if pairs == Pairs.COUNT:
         said = [f"{len(a.sentences())} sentences on the pairs and their speed: report.md on this run"]
     return Block(lead=f"{a.heading()}:", items=[*said, *([a.code_note] if a.code_note else [])])
