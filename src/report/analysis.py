@@ -1,5 +1,5 @@
 """A sweep's report as data: the runs read from MLflow, the table, the paired comparisons, the speed
-check, the learning-rate stability, the published study's claims set against them (src.report.judge.study),
+check, the learning-rate stability, the published study's claims set against them (src.report.judge.study, written by src.report.words.study),
 and the prose each renderer prints (`Analysis.sections`).
 
 `analyze` reads it; src.report.render.terminal, render_markdown and render_html turn it into text,
@@ -32,7 +32,6 @@ from src.report.judge.speed import SpeedVerdict, compare_speed, pair_estimate, s
 from src.report.judge.stability import by_learning_rate, initial_losses, is_lr_sweep, lr_sensitivity
 from src.report.judge.stability import sentences as stability_sentences
 from src.report.judge.study import HEADING as STUDY_HEADING
-from src.report.judge.study import StudySection, against_study
 from src.report.read.provenance import code_sentence, mark_rows, reference_code
 from src.report.read.runs import (
     ReportError,
@@ -44,6 +43,9 @@ from src.report.read.runs import (
     open_store,
 )
 from src.report.read.table import display_rows, interleaved_cell, summarize
+
+# The one import of words/ here: the renderers read the study's sentences off `Analysis.study`.
+from src.report.words.study import StudyText, study_section
 from src.tracking.store import Store
 from src.tracking.sweep import STALE_AFTER_S
 from src.tracking.tags import RESULT_OUTCOMES, RUNNING
@@ -80,7 +82,7 @@ class Analysis:
     store: Store | None = field(default=None, repr=False)  # where it was read, opened once
     code_note: str = ""  # the runs come from more than one code (src.report.read.provenance)
     sequential: list[SequentialVerdict] = field(default_factory=list)  # a sequential sweep's verdicts
-    study: StudySection = field(default_factory=StudySection)  # against the published study (the report's last section)
+    study: StudyText = field(default_factory=StudyText)  # against the published study (the report's last section)
 
     def ui_links(self, base: str) -> list[str]:
         """Where to look in the MLflow UI at `base`: the sweep run (its verdict), then every run."""
@@ -226,7 +228,7 @@ def analyze(
         store=store,
         code_note=code_sentence(runs, code),
         sequential=sequential,
-        study=against_study(runs, sweep.axes, check, margins, table, sequential),
+        study=study_section(runs, sweep.axes, check, margins, table, sequential),
     )
 
 

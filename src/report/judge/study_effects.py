@@ -180,15 +180,11 @@ def outside(domain: Domain, runs: pd.DataFrame) -> list[DomainFact]:
     return why
 
 
-def differs(domain: Domain, runs: pd.DataFrame) -> str:
+def processes(domain: Domain, runs: pd.DataFrame) -> tuple[int, ...]:
     """What differs from the study's setting inside a speed domain without leaving it: the process
-    count, whose all-reduce was part of the study's step time."""
+    counts, whose all-reduce was part of the study's step time (() where they are the study's)."""
     counts = sorted({int(d) for d in runs.devices.dropna()}) if domain.gpu else []
-    if not counts or counts == [SETTING.devices]:
-        return ""
-    noun = "process" if counts == [1] else "processes"
-    return (f"this sweep trained on {'/'.join(map(str, counts))} {noun}, the study on {SETTING.devices}, whose all-reduce "
-            "is part of its step time and shrinks a norm's share of it")  # fmt: skip
+    return () if not counts or counts == [SETTING.devices] else tuple(counts)
 
 
 def fp32_only(runs: pd.DataFrame) -> bool:
