@@ -55,7 +55,7 @@ def write(analysis: Analysis, out_dir: Path) -> list[Path]:
     speed = plot_speed(analysis.speed_verdicts, analysis.margins.speed)
     if speed is not None:
         figures.append(save(speed, out_dir / "speed.png"))
-    claims = plot_claims(analysis.study)
+    claims = plot_claims(analysis.study.judged)
     if claims is not None:  # the study's claims with an interval: none in a one-seed sweep
         figures.append(save(claims, out_dir / "claims.png"))
     if analysis.stability is not None:

@@ -1,21 +1,9 @@
-"""The study's claims judged on a sweep, as data: each claim of src.report.read.published tested as
-its own hypothesis, per part a `Finding` that carries its word with what decided it
-(src.stats.verdicts' Judgement), the effect and its interval, the domain facts, a sequential sweep's
-decision and the numbers its sentences need. src.report.words.study writes every sentence from them.
-
-Per claim part: this sweep's effect with an interval (src.report.judge.study_effects: the speed check's
-kernel-level prediction for speed, else the runs paired over seeds), taken simultaneous over the
-section's family of tests; its readings and its word by the one rule, src/stats/verdicts.py
-(*not applicable here* outside the claim's domain, keeping what it reads at this sweep's own setting).
-
-- A sequential sweep's claims take their direction and equivalence from the sweep's own decisions
-  (error-controlled over its looks), not from a fixed-n test of optionally stopped data; the size is
-  read from the fixed-n interval, as a description.
-- StudyClaim 6 (divergence) is an event: no_norm's divergences against the normalized variants', at its
-  learning rate, counted over runs that trained or diverged (Fisher's exact test, in the family).
-- Claim 5 keeps the numbers of the study's open question (one run's seed spread here).
-
-Which variant is the study's norm is src.report.judge.study_match. Torch-free.
+"""The study's claims (src.report.read.published) judged on a sweep, as data: per part a `Finding`,
+its word with what decided it (src.stats.verdicts' Judgement), the effect (src.report.judge.study_effects)
+and its interval simultaneous over the section's family, the domain facts, a sequential sweep's decision
+(its direction and equivalence, error-controlled over its looks, replace the fixed-n test's) and the
+numbers the sentences need; claim 6 an event (Fisher's exact test over runs that trained or diverged),
+claim 5 with its open question's numbers. src.report.words.study writes every sentence. Torch-free.
 """
 
 from __future__ import annotations
@@ -226,22 +214,15 @@ class Evidence:
     sequential: Sequence[SequentialVerdict] = ()
     family: int = 1  # the tests the section's words rest on: each at 1 - ALPHA / family
     effects: dict[tuple[str, Part], Effect | None] = field(default_factory=dict)  # measured once per part
-    # For a claim whose domain holds in any precision, with a precision swept: its own matching
-    # (labels, why_not), the precision left free; None when nothing differs.
-    any_precision: tuple[dict[str, str | None], dict[str, tuple[Mismatch, ...]]] | None = None
-    views: dict[int, Evidence] = field(default_factory=dict)
+    free: Evidence | None = None  # with a precision swept: the study's norms matched with the precision left free
 
     def for_claim(self, claim: StudyClaim) -> Evidence:
         """The evidence as `claim` reads it: a claim that holds in any precision matches the study's
         norms with the precision left free (a swept precision does not take it out of its domain)."""
-        if claim.domain.precision or self.any_precision is None:
+        if claim.domain.precision or self.free is None:
             return self
-        if claim.number not in self.views:
-            labels, why_not = self.any_precision
-            self.views[claim.number] = replace(self, labels=labels, why_not=why_not, effects={}, any_precision=None, views={})
-        view = self.views[claim.number]
-        view.family = self.family
-        return view
+        self.free.family = self.family
+        return self.free
 
     def runs_of_claim(self, claim: StudyClaim) -> pd.DataFrame:
         return self.runs[self.runs.variant.isin([self.labels.get(v) for v in claim.variants()])]
@@ -376,21 +357,12 @@ def open_question(claim: StudyClaim, e: Evidence) -> OpenQuestion:
 # --- the section ----------------------------------------------------------------------------------------
 
 
-def _family(e: Evidence) -> tuple[int, bool]:
+def _family(claims: Sequence[ClaimResult]) -> tuple[int, bool]:
     """The claim parts with an interval, and whether claim 6 is tested (its exact test): the family
-    every word that rests on a test is taken over."""
-    count, event = 0, False
-    for claim in CLAIMS:
-        view = e.for_claim(claim)
-        for part in claim.parts:
-            if not (set(part.variants()) <= set(view.runs.norm) and all(view.labels.get(v) for v in part.variants())):
-                continue
-            if claim.metric == STABILITY:
-                d = divergence(part, view)
-                event = bool(d.event.k and d.event.n_others) and d.like_for_like
-            else:
-                effect = effect_of(claim, part, view)
-                count += effect is not None and effect.has_interval
+    every word that rests on a test is taken over (inside a claim's domain or not)."""
+    found = [f for c in claims for f in c.findings]
+    count = sum(f.divergence is None and f.effect is not None and f.effect.has_interval for f in found)
+    event = any(d.event.k and d.event.n_others and d.like_for_like for f in found if (d := f.divergence))
     return claim_family(count, event), event
 
 
@@ -408,12 +380,17 @@ def against_study(
     if not present:
         return StudySection(ran_none=True)
     values = study_values(axes)
-    found = {norm: match(norm, runs, values) for norm in present}
-    evidence = Evidence(runs, check, {n: f[0] for n, f in found.items()}, {n: f[1] for n, f in found.items()}, margins, sequential)
+
+    def matched(wanted: Mapping[str, str | None]) -> tuple[dict[str, str | None], dict[str, tuple[Mismatch, ...]]]:
+        found = {norm: match(norm, runs, wanted, prefer=values) for norm in present}
+        return {n: f[0] for n, f in found.items()}, {n: f[1] for n, f in found.items()}
+
+    evidence = Evidence(runs, check, *matched(values), margins, sequential)
     if (free := any_precision(values)) != values:
-        found = {norm: match(norm, runs, free, prefer=values) for norm in present}
-        evidence.any_precision = ({n: f[0] for n, f in found.items()}, {n: f[1] for n, f in found.items()})
-    evidence.family, event = _family(evidence)
+        labels, why_not = matched(free)
+        evidence.free = replace(evidence, labels=labels, why_not=why_not, effects={})
+    # Each part's interval is taken at the family's level, and the family counts the parts with one.
+    evidence.family, event = _family([r for c in CLAIMS if (r := evaluate(c, evidence))])
     judged = {c.number: evaluate(c, evidence) for c in CLAIMS}
     claims = [r for r in judged.values() if r is not None]
     # A claim with no part swept still has its line: the variants it needs, in the study's table order.

@@ -1,8 +1,8 @@
 """The published study this project reproduces, as data: its table, its setting and its claims.
 
 This module is the one owner of what the study found. The report's "Against the published study"
-section (src.report.judge.study) reads the claims from here and sets this sweep's figures beside
-them; the figures a claim quotes are computed from `TABLE`, never typed twice. Each claim is a
+section judges the claims from here (src.report.judge.study) and writes this sweep's figures beside
+them (src.report.words.study); the figures a claim quotes are computed from `TABLE`, never typed twice. Each claim is a
 hypothesis of its own: per part, the effect it speaks of (a pair and a metric, or a contrast of two
 pairs), what it asserts (a difference, an equivalence, an event), the size its words give, and the
 `Domain` in which the study's figure can be expected (device and kernels, scale, precision). How a

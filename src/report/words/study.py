@@ -12,7 +12,7 @@ study's open question in its terms. Torch-free.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -434,26 +434,18 @@ class StudyText:
         return [f"{HEADING} — {self.lead()}", *(f"  {s}" for s in self.setting), *table, *rest]
 
 
-def _estimate_text(check: Mapping[str, Any]) -> Callable[[str, str], str | None]:
-    """b's speed against a as the speed check estimates it (its verdict's number), as text."""
+def study_section(runs: pd.DataFrame, axes: Sequence[Axis], check: Mapping[str, Any], margins: Margins,
+                  table: pd.DataFrame | None = None, sequential: Sequence[SequentialVerdict] = ()) -> StudyText:  # fmt: skip
+    """The section for a sweep, judged (src.report.judge.study.against_study) and written: with the
+    report's table (src.report.read.table.summarize) the study's table beside it, with a speed check
+    of the norms' kernels its estimates against the hand-rolled LayerNorm in place of the jobs' times."""
+    judged = against_study(runs, axes, check, margins, sequential)
+    if judged.ran_none:
+        return StudyText(judged)
 
-    def text(a: str, b: str) -> str | None:
+    def estimate(a: str, b: str) -> str | None:  # b's step time against a's, as the speed check's verdict has it
         found = pair_estimate(check, a, b)
         return step_time_text(found) if found is not None else None
 
-    return text
-
-
-def study_text(judged: StudySection, runs: pd.DataFrame, table: pd.DataFrame | None, check: Mapping[str, Any]) -> StudyText:
-    """The section in words for the judged section of a sweep: its runs, the report's table
-    (src.report.read.table.summarize; None: no table) and its speed check."""
-    if judged.ran_none:
-        return StudyText(judged)
-    shown_table = study_table(table, judged.labels, _estimate_text(check) if check.get("kernel") else None) if table is not None else None
-    return StudyText(judged, setting_lines(runs, study_code()), shown_table)
-
-
-def study_section(runs: pd.DataFrame, axes: Sequence[Axis], check: Mapping[str, Any], margins: Margins,
-                  table: pd.DataFrame | None = None, sequential: Sequence[SequentialVerdict] = ()) -> StudyText:  # fmt: skip
-    """The section for a sweep, judged (src.report.judge.study.against_study) and written."""
-    return study_text(against_study(runs, axes, check, margins, sequential), runs, table, check)
+    beside = study_table(table, judged.labels, estimate if check.get("kernel") else None) if table is not None else None
+    return StudyText(judged, setting_lines(runs, study_code()), beside)
