@@ -23,7 +23,7 @@ from src.report.figures.style import save
 from src.report.read.published import STABILITY
 from src.report.render.html import html_page
 from src.report.render.markdown import markdown_page
-from src.report.words.study import StudyText, claim_reason, part_reason
+from src.report.words.study import StudyText, claim_reason, measured_by, part_reason
 from src.stats.inference import ALPHA
 from src.stats.verdicts import family_alpha
 from src.tracking.identity import safe_folder_name
@@ -104,7 +104,7 @@ def claims_frame(study: StudyText) -> pd.DataFrame:
                 "direction": r.direction if r else "", "size": r.size if r else "", "equivalence": r.equivalence if r else "",
                 "margin": f.margin, "part_word": f.word, "claim_word": c.word, "because": f.because,
                 "here_word": f.here_word or "", "reason": part_reason(f), "claim_reason": claim_why,
-                "measured_by": f.effect.how if f.effect else "",
+                "measured_by": measured_by(f.effect) if f.effect else "",
             })  # fmt: skip
         rows += [{"claim": c.claim.number, "part": label, "metric": c.claim.metric, "part_word": "not swept", "claim_word": c.word}
                  for label in c.not_swept]  # fmt: skip

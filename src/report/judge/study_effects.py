@@ -39,8 +39,8 @@ LOG_TIME, TOKENS, DIRECT = "log step-time ratio", "relative tokens/s", "direct" 
 class Effect:
     interval: Interval  # in `units`
     units: str  # LOG_TIME, TOKENS or DIRECT (already the study's units)
-    how: str  # how it was measured, for the reader: "speed check, 30 kernel rounds", "paired over 3 seeds"
-    per: str  # what one more sample is: "seeds" or "kernel rounds"
+    per: str  # what one more sample is: "seeds" or "kernel rounds" (the speed check's)
+    sizes: tuple[int, int] = (0, 0)  # the runs of a and of b, where the pair fell back to Welch (unpaired)
 
     def to_study(self, x: float) -> float:
         if self.units == LOG_TIME:
@@ -88,13 +88,13 @@ def from_check(check: Mapping[str, Any], part: Part, labels: Mapping[str, str | 
     if first is None:
         return None
     if part.minus is None:
-        return Effect(trimmed_mean_interval(first), LOG_TIME, f"speed check, {len(first)} kernel rounds", "kernel rounds")
+        return Effect(trimmed_mean_interval(first), LOG_TIME, "kernel rounds")
     second = predicted_rounds(check, str(labels[part.minus[0]]), str(labels[part.minus[1]]))
     if second is None:
         return None
     n = min(len(first), len(second))
     rounds = np.expm1(first[:n]) - np.expm1(second[:n])
-    return Effect(trimmed_mean_interval(rounds), DIRECT, f"speed check, {n} kernel rounds", "kernel rounds")
+    return Effect(trimmed_mean_interval(rounds), DIRECT, "kernel rounds")
 
 
 def _time_change(runs: pd.DataFrame, a: str, b: str) -> pd.Series:
@@ -112,19 +112,12 @@ def from_runs(runs: pd.DataFrame, part: Part, metric: str, labels: Mapping[str, 
         if not len(both):
             return None
         d = (first.loc[both] - second.loc[both]).to_numpy()
-        i = paired_t(np.zeros(len(d)), d)
-        return Effect(i, DIRECT, _paired(i.n), "seeds")
+        return Effect(paired_t(np.zeros(len(d)), d), DIRECT, "seeds")
     key = "tokens_per_sec" if metric == SPEED else "test_loss"
     found = compare_one(runs, a, b, key, margin)
     if not (found["n_a"] and found["n_b"]):
         return None
-    i: Interval = found["primary"]
-    how = f"unpaired (Welch), n = {found['n_b']} vs {found['n_a']}" if i.test == "welch" else _paired(i.n)
-    return Effect(i, TOKENS if metric == SPEED else DIRECT, how, "seeds")
-
-
-def _paired(n: int) -> str:
-    return f"paired over {n} seeds" if n > 1 else "one run each"
+    return Effect(found["primary"], TOKENS if metric == SPEED else DIRECT, "seeds", (found["n_a"], found["n_b"]))
 
 
 # --- the claim's domain ---------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from src.report.judge.study import (
     StudySection,
     against_study,
 )
+from src.report.judge.study_effects import Effect
 from src.report.judge.study_match import Mismatch, study_code
 from src.report.read.published import (
     EQUIVALENCE,
@@ -107,6 +108,15 @@ def not_the_setting(mismatches: Sequence[Mismatch]) -> str:
 # --- a claim part ---------------------------------------------------------------------------------------
 
 
+def measured_by(e: Effect) -> str:
+    """How an effect was measured: `speed check, 30 kernel rounds`, `paired over 3 seeds`, `unpaired (Welch), n = 2 vs 3`."""
+    if e.per == "kernel rounds":
+        return f"speed check, {e.interval.n} kernel rounds"
+    if e.interval.test == "welch":
+        return f"unpaired (Welch), n = {e.sizes[1]} vs {e.sizes[0]}"
+    return f"paired over {e.interval.n} seeds" if e.interval.n > 1 else "one run each"
+
+
 def part_figure(f: Finding) -> str:
     """This sweep's figure for the part: its estimate with its interval and how it was measured."""
     if f.divergence is not None:
@@ -119,12 +129,12 @@ def part_figure(f: Finding) -> str:
     if e is None:
         return DASH
     contrast, what = bool(f.part.minus), "training time" if f.metric == SPEED else "nats"
-    estimate = f"{shown(f.metric, e.diff, contrast)} {what}"
+    estimate, how = f"{shown(f.metric, e.diff, contrast)} {what}", measured_by(e)
     if not e.has_interval:
-        return f"{estimate} ({e.how})"
+        return f"{estimate} ({how})"
     if not e.spread:  # a zero-wide interval is none: said so, never printed as [x, x]
-        return f"{estimate} ({e.how}, all alike: no interval)"
-    return f"{shown(f.metric, e.diff, contrast)} [{shown(f.metric, f.low, contrast)}, {shown(f.metric, f.high, contrast)}] {what} ({e.how})"
+        return f"{estimate} ({how}, all alike: no interval)"
+    return f"{shown(f.metric, e.diff, contrast)} [{shown(f.metric, f.low, contrast)}, {shown(f.metric, f.high, contrast)}] {what} ({how})"
 
 
 def _one(f: Finding) -> tuple[str, str]:
