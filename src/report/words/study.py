@@ -154,7 +154,7 @@ def here_text(f: Finding) -> str:
         return ""
     if f.divergence is not None:
         return f"{here.word}: {_inside_reason(f, here)}"
-    if f.effect is not None and not f.effect.has_interval:
+    if here.because == Because.NO_INTERVAL:
         return f"{here.word}: {_one(f)[1]}"
     return str(here.word) + (f"; {_sequential_text(f.decision)}" if f.decision else "")
 
@@ -173,9 +173,9 @@ def _inside_reason(f: Finding, j: Judgement) -> str:
     """The reason at the sweep's own setting, written from what decided it (`j.because`)."""
     if f.divergence is not None:
         return divergence_reason(j, f.divergence, f.alpha)
-    if f.effect is None:
+    if j.because == Because.NO_RUNS:
         return f"no finished runs of {' and '.join(f.variants)}"
-    if not f.effect.has_interval:
+    if j.because == Because.NO_INTERVAL:
         return _one(f)[0]
     notes = [_sequential_text(f.decision)] if f.decision else []
     if f.processes:
