@@ -170,9 +170,6 @@ class StudySection:
                     seen.setdefault(why.fact, why)
         return list(seen.values())
 
-    def shared_outside_short(self) -> list[str]:
-        return [why.fact for why in self.outside_facts()]
-
     def not_plotted(self) -> dict[int, str]:
         """StudyClaim number -> why the forest plot leaves it out: no part with an interval."""
         drawn = {id(f) for f in self.plotted()}

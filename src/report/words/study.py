@@ -1,12 +1,8 @@
-"""The "Against the published study" section in words: every sentence written from the judgements of
-src.report.judge.study (a part's word, what decided it, its numbers), never re-deciding one.
-
-Per claim one line: its word, the study's figure, this sweep's figure (with its interval and how it
-was measured) and the reason, written from `Judgement.because`; outside the claim's domain, which
-facts leave it and what the part reads at this sweep's own setting, set apart from the claim's word.
-Above the claims: this sweep's setting beside the study's (src.report.words.study_setting), its table,
-the ways the setting leaves the claims' domains and how the intervals were taken; after claim 5, the
-study's open question in its terms. Torch-free.
+"""The "Against the published study" section in words, written from the judgements of
+src.report.judge.study (a part's word, what decided it: `Judgement.because`, its numbers), never
+re-deciding one: per claim its word, the study's figure, this sweep's and the reason (outside the
+claim's domain, which facts leave it and the sweep's own reading, set apart); above the claims the
+setting (src.report.words.study_setting), the tables, the method; after claim 5 its open question.
 """
 
 from __future__ import annotations
