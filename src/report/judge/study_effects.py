@@ -62,10 +62,6 @@ class Effect:
         low, high = (self.to_study(x) for x in at_level(self.interval, alpha))
         return (min(low, high), max(low, high)) if not (math.isnan(low) or math.isnan(high)) else (math.nan, math.nan)
 
-    def margin_units(self, margin: float) -> float:
-        """A relative margin of training time in this effect's own units."""
-        return speed_margin(margin) if self.units == LOG_TIME else margin
-
     @property
     def spread(self) -> bool:
         """False when every seed (or round) moved by exactly the same amount: no interval to read."""
@@ -79,7 +75,7 @@ class Effect:
         """What src.stats.verdicts judges, in this effect's own units (a relative `margin` of
         training time turned into them)."""
         i = self.interval
-        return Estimate(i.diff, i.se, i.df, i.sd, i.n, i.p_value, self.margin_units(margin))
+        return Estimate(i.diff, i.se, i.df, i.sd, i.n, i.p_value, speed_margin(margin) if self.units == LOG_TIME else margin)
 
 
 def from_check(check: Mapping[str, Any], part: Part, labels: Mapping[str, str | None]) -> Effect | None:
