@@ -137,8 +137,8 @@ class Part:
         row_b = TABLE[self.b]
         if metric == STABILITY:
             return float(row_b.nan_from_step) if row_b.nan_from_step is not None else math.nan
-        value = _effect(metric, str(self.a), self.b)
-        return value - _effect(metric, *self.minus) if self.minus else value
+        value = table_effect(metric, str(self.a), self.b)
+        return value - table_effect(metric, *self.minus) if self.minus else value
 
     def band(self, metric: str) -> tuple[float, float]:
         figure = self.published(metric)
@@ -153,7 +153,8 @@ class Part:
         return tuple(v for v in (self.a, self.b, *(self.minus or ())) if v is not None)
 
 
-def _effect(metric: str, a: str, b: str) -> float:
+def table_effect(metric: str, a: str, b: str) -> float:
+    """b against a in the study's table: b / a - 1 of training time, b - a of test loss."""
     if metric == SPEED:
         return TABLE[b].train_time_s / TABLE[a].train_time_s - 1
     return TABLE[b].test_loss - TABLE[a].test_loss

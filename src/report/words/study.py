@@ -36,11 +36,11 @@ from src.report.read.published import (
     SETTING_SOURCE,
     SPEED,
     STUDY_VARIANTS,
-    TABLE,
     TABLE_SOURCE,
     TYPICAL_COLLAPSE,
     Part,
     StudyClaim,
+    table_effect,
 )
 from src.report.read.table import DASH
 from src.report.words.study_setting import setting_lines, study_table
@@ -87,7 +87,7 @@ def published_text(claim: StudyClaim, part: Part) -> str:
     if claim.metric == SPEED:
         if not part.minus:
             return f"{shown(SPEED, value)} training time"
-        gaps = [pct(TABLE[b].train_time_s / TABLE[str(a)].train_time_s - 1) for a, b in ((part.a, part.b), part.minus)]
+        gaps = [pct(table_effect(SPEED, str(a), b)) for a, b in ((part.a, part.b), part.minus)]
         return f"{shown(SPEED, value, True)} training time (the built-ins' {gaps[0]} less the hand-rolled {gaps[1]})"
     if claim.metric == LOSS:
         return f"{value:+.4f} nats test loss"
