@@ -22,11 +22,21 @@ from mlflow.tracking import MlflowClient
 from src.core import paths
 from src.report import analyze
 from src.report.figures.claims import plot_claims
+from src.report.files import claim_tags, claims_frame
 from src.report.judge.pairs import Margins, compare
 from src.report.judge.sequential import SequentialVerdict
-from src.report.judge.study import HEADING, OWN_READING, ClaimResult, StudySection, against_study
+from src.report.judge.study import HEADING, ClaimResult
 from src.report.read.published import CLAIMS, FP16, LOSS, SETTING, SPEED, STABILITY, TABLE
 from src.report.read.table import summarize
+from src.report.words.study import (
+    OWN_READING,
+    StudyText,
+    claim_line,
+    claim_reason,
+    open_question,
+    part_reason,
+    study_section,
+)
 from src.stats.verdicts import Asserts, ClaimWord, Direction, Equivalence, Size, claim_word, judge_part, read
 from src.tracking.sweep import SWEEP_TAG
 
@@ -151,10 +161,10 @@ def _check(norm_ms: dict[str, float], step_ms: float = 100.0, rounds: int = 30) 
     return {"kernel": {"samples_s": norms, "step_s": step_ms / 1e3}, "samples_s": steps, "settings": {"variants": list(norm_ms)}}
 
 
-def _section(runs: pd.DataFrame, check: dict[str, object] | None = None, sequential: tuple = ()) -> StudySection:  # noqa: ANN001
+def _section(runs: pd.DataFrame, check: dict[str, object] | None = None, sequential: tuple = ()) -> StudyText:  # noqa: ANN001
     # The report's own comparisons first, as analyze() makes them: the section must not lean on them.
     compare(runs, Margins())
-    return against_study(runs, (), check or {}, Margins(), summarize(runs), sequential)
+    return study_section(runs, (), check or {}, Margins(), summarize(runs), sequential)
 
 
 def _claims(runs: pd.DataFrame, check: dict[str, object] | None = None, sequential: tuple = ()) -> dict[int, ClaimResult]:  # noqa: ANN001
@@ -179,11 +189,11 @@ def test_a_a_consistent_edge_below_the_margin_is_partly_reproduced_never_seed_no
     assert claim.word == PARTLY and {f.word for f in claim.findings} == {PARTLY}
     ln = claim.findings[0]
     assert ln.high < 0 and ln.low > -0.024  # the edge is real, and the study's -0.024 is outside its interval
-    assert "the study's direction, by less than its -0.0242 (outside the interval)" in claim.reason
+    assert "the study's direction, by less than its -0.0242 (outside the interval)" in claim_reason(claim)
     text = "\n".join(section.lines())
-    assert "seed noise" not in claim.sentence().split("→")[1] and "settles" not in text
-    assert "so the edge is not seed noise alone" in claim.after and "SD 0.0158 nats" in claim.after
-    assert "LayerNorm -0.0242 = 1.1" in claim.after  # the study's gap, in this setting's two-run seed spread
+    assert "seed noise" not in claim_line(claim).split("→")[1] and "settles" not in text
+    assert "so the edge is not seed noise alone" in open_question(claim) and "SD 0.0158 nats" in open_question(claim)
+    assert "LayerNorm -0.0242 = 1.1" in open_question(claim)  # the study's gap, in this setting's two-run seed spread
 
 
 def test_b_the_size_the_study_claimed_is_judged() -> None:
@@ -192,10 +202,10 @@ def test_b_the_size_the_study_claimed_is_judged() -> None:
     speed = {"hand_layernorm": hand_ln, "torch_layernorm": hand_ln * 1.03 * jitter,
              "hand_rmsnorm": hand_ln / (1 - 0.014) * jitter[::-1], "torch_rmsnorm": hand_ln * 1.03 / (1 - 0.014) * jitter}  # fmt: skip
     claims = _claims(_study_runs(speed=speed))
-    assert claims[1].word == PARTLY and "by less than its -11.0%" in claims[1].reason  # +3% tokens/s: -2.9% time
-    assert claims[2].word == PARTLY and "by less than its -2.4%" in claims[2].reason
+    assert claims[1].word == PARTLY and "by less than its -11.0%" in claim_reason(claims[1])  # +3% tokens/s: -2.9% time
+    assert claims[2].word == PARTLY and "by less than its -2.4%" in claim_reason(claims[2])
     built_ins = claims[3].findings[0]
-    assert built_ins.word == PARTLY and built_ins.reason == (
+    assert built_ins.word == PARTLY and part_reason(built_ins) == (
         "equivalent within ±2% (a difference of -1.4% [-1.4%, -1.4%] remains), but further apart than the study's ±0.55% "
         "(this sweep trained on 1 process, the study on 8, whose all-reduce is part of its step time and shrinks a norm's share of it)"
     )  # a small, real effect: equivalent, and said to remain
@@ -211,10 +221,10 @@ def test_c_an_interval_straddling_the_margin_is_inconclusive_unless_beyond_the_c
     claims = _claims(_study_runs({"hand_layernorm": SEEDS, "hand_rmsnorm": SEEDS + diffs}))
     hand = claims[4].findings[0]
     assert (hand.word, hand.readings.equivalence) == (NOT_REPRODUCED, UNDECIDED) and 0.0065 < hand.low < 0.01 < hand.high
-    assert hand.reason == "the whole interval lies beyond the study's ±0.0065: no seed count makes them that close"
+    assert part_reason(hand) == "the whole interval lies beyond the study's ±0.0065: no seed count makes them that close"
     wider = np.array([0.0089, 0.0035, 0.0143, 0.0089, 0.0089])  # the same estimate, an interval that holds 0.0065
     claims = _claims(_study_runs({"hand_layernorm": SEEDS, "hand_rmsnorm": SEEDS + wider}))
-    assert claims[4].word == INCONCLUSIVE and "the interval straddles the margin (±0.01 nats) and holds the study's ±0.0065: about" in claims[4].reason
+    assert claims[4].word == INCONCLUSIVE and "the interval straddles the margin (±0.01 nats) and holds the study's ±0.0065: about" in claim_reason(claims[4])
 
 
 def test_d_one_part_decided_does_not_decide_for_all() -> None:
@@ -225,7 +235,7 @@ def test_d_one_part_decided_does_not_decide_for_all() -> None:
     assert claims[5].word == PARTLY
     # An unswept part is not a reproduced one either.
     alone = _claims(_study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.025 + NOISE}))
-    assert alone[5].word == PARTLY and alone[5].reason.endswith("RMSNorm not swept")
+    assert alone[5].word == PARTLY and claim_reason(alone[5]).endswith("RMSNorm not swept")
 
 
 def test_e_divergence_counts_only_where_the_normalized_variants_trained() -> None:
@@ -234,7 +244,7 @@ def test_e_divergence_counts_only_where_the_normalized_variants_trained() -> Non
     assert _claims(runs)[6].word == REPRODUCED
     runs[["outcome", "stopped_at_step", "steps_done"]] = ["diverged", 40.0, 40.0]  # all five diverged at step 40
     claim = _claims(runs)[6]
-    assert claim.word == NOT_APPLICABLE and claim.reason == (
+    assert claim.word == NOT_APPLICABLE and claim_reason(claim) == (
         "no_norm diverged in 5/5 runs (step 40 each), the normalized variants in 20/20 (step 40 each): as often, so the "
         "divergence is not the missing norm's"
     )
@@ -246,7 +256,7 @@ def test_e_divergence_counts_only_where_the_normalized_variants_trained() -> Non
     collapse.loc[collapse.variant == "no_norm", ["outcome", "stopped_at_step", "steps_done"]] = ["diverged", 23.0, 23.0]
     claim = _claims(collapse)[6]
     # The setting's facts by name (the section says them once in full), and the sweep's own reading set apart.
-    assert claim.word == NOT_APPLICABLE and claim.reason == (
+    assert claim.word == NOT_APPLICABLE and claim_reason(claim) == (
         f"outside its domain: 14,000,000 parameters, precision fp32 ({OWN_READING}: reproduced: no_norm diverged in 3/3 runs "
         "(step 23 each), the normalized variants in 0/12: more often than chance allows (Fisher's exact p = 0.0022))"
     )
@@ -259,7 +269,7 @@ def test_f_unrelated_variants_do_not_change_a_claims_word() -> None:
     alone = _claims(_study_runs(speed=speed))
     others = {v: hand_ln * (1 + 0.01 * i) for i, v in enumerate(["dyt", "scalenorm", "fast_rmsnorm", "layernorm_noaffine", "fast_dyt"])}
     crowded = _claims(_study_runs(speed={**speed, **others}))
-    assert alone[2].word == crowded[2].word and alone[2].sentence() == crowded[2].sentence()
+    assert alone[2].word == crowded[2].word and claim_line(alone[2]) == claim_line(crowded[2])
 
 
 def test_a_sequential_sweep_takes_its_claims_direction_from_its_own_decisions() -> None:
@@ -267,7 +277,7 @@ def test_a_sequential_sweep_takes_its_claims_direction_from_its_own_decisions() 
     runs = _study_runs(loss)
     undecided = SequentialVerdict("torch_layernorm vs hand_layernorm", "test_loss", "undecided", None, 5, 0.01, 0.02)
     claim = _claims(runs, sequential=(undecided,))[5]
-    assert claim.findings[0].word == INCONCLUSIVE and "the sequential sweep's decision, undecided open when the sweep stopped" in claim.reason
+    assert claim.findings[0].word == INCONCLUSIVE and "the sequential sweep's decision, undecided open when the sweep stopped" in claim_reason(claim)
     different = SequentialVerdict("torch_layernorm vs hand_layernorm", "test_loss", "different", 2, 4, 0.02, math.nan)
     assert _claims(runs, sequential=(different,))[5].findings[0].word == REPRODUCED
 
@@ -276,7 +286,7 @@ def test_outside_the_claims_domain_is_not_applicable_and_still_shows_the_figure(
     five = {v: v for v in TABLE}
     check = _check({"hand_layernorm": 14.0, "torch_layernorm": 4.0, "hand_rmsnorm": 12.0, "torch_rmsnorm": 4.0, "no_norm": 0.0})
     gpu = _claims(_runs(five, **STUDY_SETTING), check)
-    assert gpu[1].word == PARTLY and "speed check, 30 kernel rounds" in gpu[1].sentence()  # -10%: smaller than -11%, LN
+    assert gpu[1].word == PARTLY and "speed check, 30 kernel rounds" in claim_line(gpu[1])  # -10%: smaller than -11%, LN
     assert gpu[2].word == PARTLY  # -2% against -2.4%
     cpu = _claims(_runs(five, device="cpu"), check)
     assert {cpu[n].word for n in (1, 2, 3, 7)} == {NOT_APPLICABLE}
@@ -285,22 +295,22 @@ def test_outside_the_claims_domain_is_not_applicable_and_still_shows_the_figure(
         "precision bf16, not the study's 16-bit autocast",
     )
     # What the sweep shows instead: its figure with its interval, and what it reads at its own setting.
-    assert "LayerNorm -10.0% [" in cpu[1].sentence() and f"({OWN_READING}: LayerNorm reproduced; RMSNorm partly reproduced)" in cpu[1].reason
-    assert cpu[1].sentence().startswith(f"1. {NOT_APPLICABLE} — built-in kernels")  # the word first
+    assert "LayerNorm -10.0% [" in claim_line(cpu[1]) and f"({OWN_READING}: LayerNorm reproduced; RMSNorm partly reproduced)" in claim_reason(cpu[1])
+    assert claim_line(cpu[1]).startswith(f"1. {NOT_APPLICABLE} — built-in kernels")  # the word first
     # The model axes: a post-norm variant is not the study's model.
     post = _claims(_runs({"torch_layernorm": "torch_layernorm", "torch_rmsnorm": "torch_rmsnorm"}, **{"model.norm_placement": "post"}))
     assert sorted(post) == [3, 4] and {c.word for c in post.values()} == {NOT_APPLICABLE}
-    assert "not the study's setting: torch_layernorm has model.norm_placement=post (the study model.norm_placement=pre)" in post[4].reason
+    assert "not the study's setting: torch_layernorm has model.norm_placement=post (the study model.norm_placement=pre)" in claim_reason(post[4])
 
 
 def test_one_seed_says_which_applies_first() -> None:
     runs = _study_runs({"hand_layernorm": SEEDS[:1], "torch_layernorm": SEEDS[:1] - 0.02}, seeds=1)
     claims = _claims(runs)
-    assert claims[5].word == INCONCLUSIVE and claims[5].reason.startswith("LayerNorm: one seed gives no interval")
-    assert "one seed per variant shows no seed spread here" in claims[5].after
+    assert claims[5].word == INCONCLUSIVE and claim_reason(claims[5]).startswith("LayerNorm: one seed gives no interval")
+    assert "one seed per variant shows no seed spread here" in open_question(claims[5])
     small = _claims(_runs({"hand_layernorm": "hand_layernorm", "torch_layernorm": "torch_layernorm"}, seeds=1, device="cpu"))
-    assert small[5].word == NOT_APPLICABLE and f"{OWN_READING}: LayerNorm inconclusive: one seed gives no interval)" in small[5].reason
-    assert small[5].reason.startswith("outside its domain: CPU run")  # the domain first
+    assert small[5].word == NOT_APPLICABLE and f"{OWN_READING}: LayerNorm inconclusive: one seed gives no interval)" in claim_reason(small[5])
+    assert claim_reason(small[5]).startswith("outside its domain: CPU run")  # the domain first
 
 
 def test_the_studys_table_sits_beside_the_sweeps_and_the_plot_draws_each_part() -> None:
@@ -320,20 +330,20 @@ def test_the_studys_table_sits_beside_the_sweeps_and_the_plot_draws_each_part() 
     )
     fig = plot_claims(section)
     assert fig is not None and [len(ax.get_yticks()) for ax in fig.axes] == [6, 4]  # speed parts, loss parts
-    frame = section.to_frame()  # claims.csv: the plot's numbers, a row per part
+    frame = claims_frame(section)  # claims.csv: the plot's numbers, a row per part
     assert len(frame) == 11 and set(frame.confidence.dropna()) == {1 - 0.05 / 11}
     assert frame[frame.claim == 6].confidence.isna().all()  # an event: no interval, no confidence
     ln = frame[(frame.claim == 5) & (frame.part == "LayerNorm")].iloc[0]
     assert (ln.study, ln.direction, ln.part_word) == (pytest.approx(3.571158 - 3.595336), "opposite", NOT_REPRODUCED)
     assert ln.ci_low <= ln.estimate <= ln.ci_high
-    assert plot_claims(against_study(_runs({"dyt": "dyt"}), (), {}, Margins())) is None
+    assert plot_claims(study_section(_runs({"dyt": "dyt"}), (), {}, Margins())) is None
 
 
 def test_a_sweep_without_the_studys_variants_gets_one_line() -> None:
-    section = against_study(_runs({"dyt": "dyt", "scalenorm": "scalenorm"}), (), {}, Margins())
+    section = study_section(_runs({"dyt": "dyt", "scalenorm": "scalenorm"}), (), {}, Margins())
     assert section.lines() == [f"{HEADING}: this sweep ran none of the study's variants "
                                "(hand_layernorm, torch_layernorm, hand_rmsnorm, torch_rmsnorm, no_norm); nothing to compare."]  # fmt: skip
-    assert section.tags() == {}
+    assert claim_tags(section) == {}
 
 
 # --- real sweeps --------------------------------------------------------------------------------------
@@ -351,11 +361,11 @@ def test_two_seeds_with_a_diverging_no_norm(tiny_sweep: TinySweep, tiny_client: 
     # A 1-layer model in fp32 on a CPU: outside every claim's domain, each part saying why.
     assert {c.word for c in claims.values()} == {NOT_APPLICABLE}
     assert claims[1].findings[0].outside[0] == "CPU run: the study's figure comes from its CUDA kernels"
-    assert "torch_layernorm fwd=" not in claims[1].sentence()  # the kernels are the speed section's
-    assert "speed check, " in claims[1].sentence() and OWN_READING in claims[1].reason
+    assert "torch_layernorm fwd=" not in claim_line(claims[1])  # the kernels are the speed section's
+    assert "speed check, " in claim_line(claims[1]) and OWN_READING in claim_reason(claims[1])
     # The loss claim still shows its paired figure over two seeds, and says why it cannot settle the question.
-    assert "paired over 2 seeds" in claims[5].sentence() and "precision fp32, not the study's 16-bit autocast" in claims[5].findings[0].outside
-    assert "This sweep cannot settle it" in claims[5].after and "In fp32 the hand-rolled and built-in norms compute the same function" in claims[5].after
+    assert "paired over 2 seeds" in claim_line(claims[5]) and "precision fp32, not the study's 16-bit autocast" in claims[5].findings[0].outside
+    assert "This sweep cannot settle it" in open_question(claims[5]) and "In fp32 the hand-rolled and built-in norms compute the same function" in open_question(claims[5])
     assert "settles" not in "\n".join(study.lines())
     exp = tiny_client.get_experiment_by_name(EXPERIMENT).experiment_id
     latest = tiny_client.search_runs([exp], f"tags.`{SWEEP_TAG}` = 'true'", order_by=["attributes.start_time DESC"])[0]
@@ -379,12 +389,12 @@ def test_one_seed_of_rmsnorm_by_qk_norm_without_no_norm(tmp_path: Path, token_ca
     analysis = analyze("qk", f"sqlite:///{tmp_path / 'mlflow.db'}")
     claims = {c.claim.number: c for c in analysis.study.claims}
     assert sorted(claims) == [1, 5]  # RMSNorm's parts; LayerNorm and no_norm not swept
-    assert "LayerNorm not swept" in claims[1].sentence() and "(one run each)" in claims[1].sentence()
-    assert claims[1].word == NOT_APPLICABLE and claims[1].reason.startswith("outside its domain: CPU run")
-    assert claims[5].word == NOT_APPLICABLE and "not a test of the claim: RMSNorm inconclusive: one seed gives no interval" in claims[5].reason
+    assert "LayerNorm not swept" in claim_line(claims[1]) and "(one run each)" in claim_line(claims[1])
+    assert claims[1].word == NOT_APPLICABLE and claim_reason(claims[1]).startswith("outside its domain: CPU run")
+    assert claims[5].word == NOT_APPLICABLE and "not a test of the claim: RMSNorm inconclusive: one seed gives no interval" in claim_reason(claims[5])
     # The figure is the QK-norm-off pair's: the study's model.
     off = next(r for r in analysis.comparisons if r.metric == "test_loss" and r.b == "torch_rmsnorm · qk_norm=false")
-    assert off.a == "hand_rmsnorm · qk_norm=false" and f"{off.primary.diff:+.4f} nats" in claims[5].sentence()
+    assert off.a == "hand_rmsnorm · qk_norm=false" and f"{off.primary.diff:+.4f} nats" in claim_line(claims[5])
     # One seed tests no pair: no tests' heading, the study's section after the table.
     assert "Test loss, paired by seed" not in out
     assert out.index("\nvariant ") < out.index(f"{HEADING} — ") < out.index("1. not applicable here — built-in kernels cut training time")

@@ -17,7 +17,7 @@ from torch import nn
 from src.core.paths import ConfigError, compose
 from src.core.schema import ModelInit
 from src.model.gpt import RESIDUAL_PROJECTIONS, GPTConfig, GPTModel
-from src.report.judge.study import study_code
+from src.report.judge.study_match import study_code
 from src.report.words.study_setting import code_line
 from src.tracking.code import CodeState
 from src.tracking.identity import Identity, fingerprint

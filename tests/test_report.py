@@ -38,6 +38,7 @@ from src.report.read.table import (
     summarize,
 )
 from src.report.words.headline import HEADING as HEADLINE
+from src.report.words.study import claim_line, claim_reason
 from src.tracking.sweep import SWEEP_TAG
 from src.tracking.tags import DEVICE_TAG
 
@@ -153,13 +154,13 @@ def test_single_seed_table_matches_the_study(client: MlflowClient, store: dict[s
     assert "speed.png" not in {p.name for p in analysis.files}  # no speed check: speed is not drawn
     # Against the published study, its own numbers give back its figures; one run each settles nothing.
     claims = {c.claim.number: c for c in analysis.study.claims}
-    assert "LayerNorm -11.1% training time (one run each" in claims[1].sentence()  # from its tokens/s: 1 / 1.124 - 1
-    assert "built-in +0.0012 nats (one run each)" in claims[4].sentence()
+    assert "LayerNorm -11.1% training time (one run each" in claim_line(claims[1])  # from its tokens/s: 1 / 1.124 - 1
+    assert "built-in +0.0012 nats (one run each)" in claim_line(claims[4])
     # StudyClaim 6 too: the normalized runs stopped at step 100, short of the step 530 where no_norm's loss went NaN.
-    assert claims[6].sentence().startswith("6. inconclusive — without normalization training diverges.")  # the word first
+    assert claim_line(claims[6]).startswith("6. inconclusive — without normalization training diverges.")  # the word first
     assert ("1/1 runs diverged (step 530). → none of the normalized variants' runs counts; left out: the "
-            "normalized variants' 4 run(s) that finished before step 530, where no_norm diverged.") in claims[6].sentence()
-    assert claims[1].word == claims[5].word == "inconclusive" and "one run each: a ratio without an interval" in claims[1].reason
+            "normalized variants' 4 run(s) that finished before step 530, where no_norm diverged.") in claim_line(claims[6])
+    assert claims[1].word == claims[5].word == "inconclusive" and "one run each: a ratio without an interval" in claim_reason(claims[1])
     # The study's table beside the sweep's: its own numbers, row for row.
     assert [row[2:5:2] for row in analysis.study.table[1]][:2] == [["9,358", "348,364"], ["8,324", "391,659"]]
     assert [row[3] for row in analysis.study.table[1]][:1] == ["9,358.0"]

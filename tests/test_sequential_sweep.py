@@ -216,9 +216,10 @@ def test_a_killed_round_is_resumed_and_decides_as_an_uninterrupted_sweep(
     # GPT-2's init is not the study's code: claim 5 says so by name (how a claim reads a sequential
     # decision at the study's setting is tested from recorded looks in test_against_study).
     from src.report import analyze
+    from src.report.words.study import claim_reason
 
     claim_5 = next(c for c in analyze(experiment, store["uri"]).study.claims if c.claim.number == 5)
-    assert "hand_layernorm has model.init=gpt2 (the study model.init=study)" in claim_5.reason, claim_5.reason
+    assert "hand_layernorm has model.init=gpt2 (the study model.init=study)" in claim_reason(claim_5), claim_reason(claim_5)
 
     # Seeds per verdict in the report the sweep ended with: terminal, report.md, comparisons.csv.
     assert "Seeds per verdict" in out and f"{eq}: equivalent at look 1, 2 seeds per variant, level spent" in out

@@ -149,7 +149,7 @@ def test_experiment_config_runs_the_sweep(tiny_overrides: list[str], store: dict
     assert "predicted from the norms' own cost" in proc.stdout
     # The check's progress comes through as it measures (its last round always says so).
     assert f"[normsweep] speed: {STEPS} round 2/2, " in proc.stdout
-    # ...and ends with the published study's claims (src/report/judge/study.py): a tiny fp32 model on a
+    # ...and ends with the published study's claims (judged in src/report/judge/study.py, written in src/report/words/study.py): a tiny fp32 model on a
     # CPU is outside every claim's domain, and each line says why and still gives this sweep's figure.
     out = proc.stdout
     section = out[out.index("Against the published study — ") : out.index("report written to")]

@@ -130,17 +130,20 @@ def test_a_placement_sweep_reports_four_variants_and_the_four_one_axis_compariso
 @pytest.mark.slow
 def test_against_the_study_a_placement_sweep_counts_its_pre_norm_variants(sweeps: Sweeps) -> None:
     from src.report import analyze
-    from src.report.judge.study import NOT_APPLICABLE
+    from src.report.words.study import claim_line, claim_reason
+    from src.stats.verdicts import ClaimWord
+
+    NOT_APPLICABLE = ClaimWord.NOT_APPLICABLE
 
     analysis = analyze("placement", sweeps.uri)
     claims = {c.claim.number: c for c in analysis.study.claims}
     assert sorted(claims) == [3, 4]  # the built-ins only: no hand-rolled norm, no no_norm
-    assert claims[3].word == NOT_APPLICABLE and claims[3].reason.startswith("outside its domain: CPU run")
+    assert claims[3].word == NOT_APPLICABLE and claim_reason(claims[3]).startswith("outside its domain: CPU run")
     assert claims[3].findings[0].outside[0] == "CPU run: the study's figure comes from its CUDA kernels"
     # The study's model is pre-norm: claim 4 reads the `pre` pair, paired over the three seeds, at its own scale.
     pre = next(r for r in analysis.comparisons if r.metric == "test_loss" and r.pair == "torch_rmsnorm · pre vs torch_layernorm · pre")
-    assert claims[4].word == NOT_APPLICABLE and "(paired over 3 seeds)" in claims[4].sentence()
-    assert f"built-in {pre.primary.diff:+.4f} [" in claims[4].sentence() and "hand-rolled not swept" in claims[4].sentence()
+    assert claims[4].word == NOT_APPLICABLE and "(paired over 3 seeds)" in claim_line(claims[4])
+    assert f"built-in {pre.primary.diff:+.4f} [" in claim_line(claims[4]) and "hand-rolled not swept" in claim_line(claims[4])
     assert any("not within 2× of the study's 163,009,536" in why for why in claims[4].findings[0].outside)
     # A sweep of one study norm alone (the weight-decay sweep of torch_layernorm) says so in one line.
     decay = analyze("decay", sweeps.uri).study

@@ -15,10 +15,18 @@ import pytest
 from scipy import stats
 from test_against_study import SEEDS, STUDY_SETTING, _runs, _section, _study_runs
 
+from src.report.files import claims_frame
 from src.report.judge.pairs import Margins, compare, to_frame
 from src.report.judge.sequential import SequentialVerdict
-from src.report.judge.study import OWN_READING
 from src.report.read.published import TABLE
+from src.report.words.study import (
+    OWN_READING,
+    claim_line,
+    claim_reason,
+    open_question,
+    part_figure,
+    part_reason,
+)
 from src.stats.verdicts import ClaimWord, PairWord
 
 Z = np.array([-2.0, -1.0, 0.0, 1.0, 2.0]) / np.std([-2.0, -1.0, 0.0, 1.0, 2.0], ddof=1)  # mean 0, SD 1
@@ -54,13 +62,13 @@ def test_1_an_interval_beyond_the_claimed_size_is_not_reproduced_whatever_the_ma
     built_ins = claims[3].findings[0]
     assert built_ins.high < -0.0055 and built_ins.low < -0.02 < built_ins.high  # beyond ±0.55%, straddling ±2%
     assert built_ins.word == ClaimWord.NOT_REPRODUCED
-    assert built_ins.reason.startswith("the whole interval lies beyond the study's ±0.55%: no seed count makes them that close")
+    assert part_reason(built_ins).startswith("the whole interval lies beyond the study's ±0.55%: no seed count makes them that close")
     # StudyClaim 4's interval holds the claimed 0.0065 as well as values beyond the margin: the size is
     # not decided either, so it stays inconclusive, and says what would settle it.
     built_in = claims[4].findings[0]
     assert built_in.low < 0.0065 < 0.01 < built_in.high
     assert built_in.word == ClaimWord.INCONCLUSIVE
-    assert "the interval straddles the margin (±0.01 nats) and holds the study's ±0.0065: about" in built_in.reason
+    assert "the interval straddles the margin (±0.01 nats) and holds the study's ±0.0065: about" in part_reason(built_in)
 
 
 def _five(**columns: object) -> pd.DataFrame:
@@ -80,7 +88,7 @@ def test_2_a_crash_is_not_training() -> None:
     _set(runs, runs.variant != "no_norm", "failed", 10.0)
     claim = claims_of(runs)[6]
     assert claim.word == ClaimWord.INCONCLUSIVE
-    assert claim.reason == ("none of the normalized variants' runs counts; left out: the normalized variants' 20 failed "
+    assert claim_reason(claim) == ("none of the normalized variants' runs counts; left out: the normalized variants' 20 failed "
                             "run(s) at step 10, which neither trained through nor diverged")  # fmt: skip
 
 
@@ -93,7 +101,7 @@ def test_3_one_late_divergence_does_not_undo_the_contrast() -> None:
     p = float(stats.hypergeom.sf(4, 25, 6, 5))
     assert p == pytest.approx(6 / 53_130)
     assert claim.word == ClaimWord.REPRODUCED
-    assert claim.reason == (f"no_norm diverged in 5/5 runs (step 530 each), the normalized variants in 1/20 (step 33,000): "
+    assert claim_reason(claim) == (f"no_norm diverged in 5/5 runs (step 530 each), the normalized variants in 1/20 (step 33,000): "
                             f"more often than chance allows (Fisher's exact p = {p:.2g})")  # fmt: skip
 
 
@@ -103,7 +111,7 @@ def test_4_bf16_is_not_the_studys_16_bit() -> None:
     assert claim.word == ClaimWord.NOT_APPLICABLE
     (why,) = claim.findings[0].outside  # said in full once, in the section's setting line
     assert why.startswith("precision bf16_mixed, not the study's fp16 autocast (bf16 and fp32 keep fp32's exponent range)")
-    assert claim.reason.startswith(f"outside its domain: precision bf16_mixed ({OWN_READING}: not reproduced: no NaN in 33165 steps, "
+    assert claim_reason(claim).startswith(f"outside its domain: precision bf16_mixed ({OWN_READING}: not reproduced: no NaN in 33165 steps, "
                                    "past step 530")  # fmt: skip
 
 
@@ -124,7 +132,7 @@ def test_6_no_method_line_and_no_confidence_without_an_interval() -> None:
     section = _section(_study_runs({"hand_layernorm": SEEDS[:1], "torch_layernorm": SEEDS[:1] - 0.02}, seeds=1))
     assert section.family == 0 and section.method == ""
     assert not any("simultaneous" in line for line in section.items())
-    frame = section.to_frame()
+    frame = claims_frame(section)
     assert len(frame) and frame.confidence.isna().all()
 
 
@@ -137,7 +145,7 @@ def test_7_seeds_to_settle_come_from_the_exact_t_power() -> None:
     section = _section(_study_runs(loss, seeds=3))
     assert section.family == 10  # ten claim parts with an interval: each at 1 - 0.005
     ln = next(c for c in section.claims if c.claim.number == 5).findings[0]
-    assert ln.word == ClaimWord.INCONCLUSIVE and ln.reason.endswith("about 22 seeds would settle it")
+    assert ln.word == ClaimWord.INCONCLUSIVE and part_reason(ln).endswith("about 22 seeds would settle it")
 
     def power(n: int) -> float:
         c, nc = stats.t.ppf(1 - 0.005 / 2, n - 1), 0.012 / 0.0136 * math.sqrt(n)
@@ -162,9 +170,9 @@ def test_9_sources_not_issue_numbers_and_one_reason_everywhere() -> None:
     assert "the study's post" in section.lead() and "the author's published run configs" in section.lead()
     assert "issue" not in "\n".join(section.lines())
     claim = next(c for c in section.claims if c.claim.number == 6)
-    assert "Study: NaN by step 530 (training typically collapses within about 100 steps)" in claim.sentence()
-    row = section.to_frame().query("claim == 6").iloc[0]
-    assert row.claim_reason == claim.reason and "not like for like" in claim.reason  # claims.csv and the terminal agree
+    assert "Study: NaN by step 530 (training typically collapses within about 100 steps)" in claim_line(claim)
+    row = claims_frame(section).query("claim == 6").iloc[0]
+    assert row.claim_reason == claim_reason(claim) and "not like for like" in claim_reason(claim)  # claims.csv and the terminal agree
     assert row.reason.startswith("precision fp32, not the study's fp16 autocast")  # the part's own, in full
     assert "precision fp32, not the study's 16-bit autocast" in "\n".join(section.lines())  # said once, above the claims
 
@@ -176,12 +184,12 @@ def test_10_the_gpu_is_in_the_speed_domain() -> None:
     h100 = _runs({v: v for v in TABLE}, **{**STUDY_SETTING, "device_name": "NVIDIA H100 80GB HBM3", "precision": "bf16_mixed"})
     claims = claims_of(h100, check=_check(check))
     assert claims[1].word == ClaimWord.NOT_APPLICABLE
-    assert claims[1].reason.startswith(f"outside its domain: NVIDIA H100 80GB HBM3 run ({OWN_READING}: ")
+    assert claim_reason(claims[1]).startswith(f"outside its domain: NVIDIA H100 80GB HBM3 run ({OWN_READING}: ")
     assert claims[1].findings[0].outside[0].startswith("NVIDIA H100 80GB HBM3 run: the study timed A100s, and a norm's share of a "
                                                        "step moves with the chip's bandwidth-to-compute ratio")  # fmt: skip
     assert claims[4].word != ClaimWord.NOT_APPLICABLE  # the loss's math does not depend on the chip
     a100 = claims_of(_runs({v: v for v in TABLE}, **STUDY_SETTING), check=_check(check))
-    assert a100[2].word == ClaimWord.PARTLY and "the study on 8, whose all-reduce is part of its step time" in a100[2].reason
+    assert a100[2].word == ClaimWord.PARTLY and "the study on 8, whose all-reduce is part of its step time" in claim_reason(a100[2])
 
 
 def test_a_small_real_effect_is_said_as_such_by_the_pair_and_the_claim() -> None:
@@ -194,14 +202,14 @@ def test_a_small_real_effect_is_said_as_such_by_the_pair_and_the_claim() -> None
     csv = to_frame([pair]).query("test == 'paired_t'").verdict.iloc[0]
     assert csv.startswith("equivalent within ±0.01 (a difference of +0.0030 [") and csv.endswith("] remains)")
     built_ins = claims_of(runs)[3].findings[0]
-    assert built_ins.readings.excludes_zero and built_ins.reason.startswith("equivalent within ±2% (a difference of -1.4% [")
+    assert built_ins.readings.excludes_zero and part_reason(built_ins).startswith("equivalent within ±2% (a difference of -1.4% [")
 
 
 def test_claim_4_holds_in_any_precision_so_a_swept_precision_keeps_it_in_its_domain() -> None:
     """`norm=hand_layernorm,hand_rmsnorm precision=fp32,bf16_mixed` at the study's scale: claim 4
     (the math's loss, any precision) is judged on the sweep's variants; claim 2 (16-bit kernels' speed) is not."""
-    from src.report.judge.study import against_study
     from src.report.read.table import summarize
+    from src.report.words.study import study_section
     from src.tracking.variants import Axis
 
     loss = SEEDS + 0.004 + np.array([2, -2, 1, 0, -1]) * 1e-4
@@ -211,19 +219,19 @@ def test_claim_4_holds_in_any_precision_so_a_swept_precision_keeps_it_in_its_dom
         runs = runs.assign(**{"axis.precision": precision, "precision": f"{precision} (matmul precision high)"})
         frames.append(runs.assign(variant=runs.variant + f" · {precision}", run_id=runs.run_id + precision))
     runs = pd.concat(frames, ignore_index=True)
-    section = against_study(runs, (Axis("precision", ("precision.name",)),), {}, Margins(), summarize(runs))
+    section = study_section(runs, (Axis("precision", ("precision.name",)),), {}, Margins(), summarize(runs))
     claims = {c.claim.number: c for c in section.claims}
     (part,) = claims[4].findings
-    assert part.word == ClaimWord.REPRODUCED and "not the study's setting" not in part.reason, part.reason
+    assert part.word == ClaimWord.REPRODUCED and "not the study's setting" not in part_reason(part), part_reason(part)
     assert part.estimate == pytest.approx(0.004)
-    assert all(f.word == ClaimWord.NOT_APPLICABLE and "not the study's setting" in f.reason for f in claims[2].findings)
+    assert all(f.word == ClaimWord.NOT_APPLICABLE and "not the study's setting" in part_reason(f) for f in claims[2].findings)
 
 
 def test_the_open_question_says_why_no_spread_is_measured_not_one_seed_on_three() -> None:
     """Three seeds of post-norm variants: none is the study's setting, so no spread is measured here,
     and the line says that, not "one seed per variant"."""
     runs = _runs({v: v for v in list(TABLE)[:4]}, seeds=3, **{**STUDY_SETTING, "model.norm_placement": "post"})
-    after = claims_of(runs)[5].after
+    after = open_question(claims_of(runs)[5])
     assert "one seed per variant" not in after and "no variant of it ran at the study's setting" in after, after
 
 
@@ -266,11 +274,11 @@ def test_a_claim_whose_every_seed_moved_alike_reads_the_sign_flip_bound_and_no_s
     alpha = 0.05 / section.family
     settle = next(n for n in range(2, 100) if 2 * 0.5**n < alpha)  # n equal signs reach the family's level
     part = next(c for c in section.claims if c.claim.number == claim).findings[0]
-    assert (part.word, part.reason) == (word, reason.format(alpha=alpha, settle=max(settle, seeds + 1)))
-    assert "no interval" in part.figure and "[" not in part.figure  # no zero-wide [x, x] printed as an interval
+    assert (part.word, part_reason(part)) == (word, reason.format(alpha=alpha, settle=max(settle, seeds + 1)))
+    assert "no interval" in part_figure(part) and "[" not in part_figure(part)  # no zero-wide [x, x] printed as an interval
 
 
 def test_the_open_question_does_not_call_equal_signs_an_interval() -> None:
     claim = next(c for c in _alike(12, {"torch_layernorm": -0.0242}).claims if c.claim.number == 5)
-    assert claim.after.endswith("-0.0242 nats (paired over 12 seeds, all alike: no interval): real at this setting "
+    assert open_question(claim).endswith("-0.0242 nats (paired over 12 seeds, all alike: no interval): real at this setting "
                                 "(shown for every part, by its interval or its equal signs), so the edge is not seed noise alone.")  # fmt: skip

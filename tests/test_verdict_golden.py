@@ -26,10 +26,10 @@ from src.report.analysis import Analysis
 from src.report.judge.pairs import Margins, compare, sentences
 from src.report.judge.sequential import SequentialVerdict
 from src.report.judge.speed import compare_speed, sentence
-from src.report.judge.study import against_study
 from src.report.read.published import TABLE
 from src.report.read.table import summarize
 from src.report.words.headline import headline
+from src.report.words.study import claim_reason, here_text, part_reason, study_section
 
 GOLDEN = Path(__file__).with_name("golden_verdicts.json")
 GOLDEN_REASONS = Path(__file__).with_name("golden_reasons.json")
@@ -42,7 +42,7 @@ REFREEZE = ("freeze it again with `NORMSWEEP_GOLDEN=write pytest tests/test_verd
 def _words(runs: pd.DataFrame, check: dict[str, Any] | None = None, sequential: tuple = ()) -> dict[str, str]:  # noqa: ANN001
     results = compare(runs, Margins())
     out = {f"pair {r.pair} {r.metric}": str(r.verdict) for r in results}
-    section = against_study(runs, (), check or {}, Margins(), summarize(runs), sequential)
+    section = study_section(runs, (), check or {}, Margins(), summarize(runs), sequential)
     # The reasons beside the words (claims.csv's reason columns, the pair lines, the headline):
     # frozen in their own file, keys that start with WHY.
     out.update({f"{WHY}pair line {i}": line for i, line in enumerate(sentences(results))})
@@ -50,11 +50,11 @@ def _words(runs: pd.DataFrame, check: dict[str, Any] | None = None, sequential: 
     out.update({f"{WHY}headline line {i}": line for i, line in enumerate(headline(analysis))})
     for c in section.claims:
         out[f"claim {c.claim.number}"] = str(c.word)
-        out[f"{WHY}claim {c.claim.number}"] = c.reason
+        out[f"{WHY}claim {c.claim.number}"] = claim_reason(c)
         out.update({f"claim {c.claim.number} part {f.part.label or f.part.b}": str(f.word) for f in c.findings})
-        out.update({f"{WHY}claim {c.claim.number} part {f.part.label or f.part.b}": f.reason for f in c.findings})
+        out.update({f"{WHY}claim {c.claim.number} part {f.part.label or f.part.b}": part_reason(f) for f in c.findings})
         # Outside the domain: the word the part reads at the sweep's own setting.
-        out.update({f"claim {c.claim.number} part {f.part.label or f.part.b} here": str(f.here_word) for f in c.findings if f.here})
+        out.update({f"claim {c.claim.number} part {f.part.label or f.part.b} here": str(f.here_word) for f in c.findings if here_text(f)})
     return out
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from src.report.analysis import Analysis, analyze
-from src.report.files import default_out_dir, report_folder, write
+from src.report.files import claim_tags, default_out_dir, report_folder, write
 from src.report.judge.pairs import Margins
 from src.report.read.runs import ReportError, open_store, save_summary_run, tag_variants
 from src.report.render.markdown import verdict
@@ -71,7 +71,7 @@ def generate_report(
                 for v in analysis.speed_verdicts
             ),
         )
-        store.set_tags(analysis.report_run_id, analysis.study.tags())  # one per claim: its word
+        store.set_tags(analysis.report_run_id, claim_tags(analysis.study))  # one per claim: its word
         speed = analysis.speed_estimates()
         if speed is not None:  # each job's run carries its variant's estimate: a column, one chart of all variants
             reference, estimates = speed

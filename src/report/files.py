@@ -1,8 +1,16 @@
-"""The report's files: `<paths.reports_dir>/<experiment>/` with the pages, the CSVs and the figures."""
+"""The report's files: `<paths.reports_dir>/<experiment>/` with the pages, the CSVs and the figures;
+and what the sweep's run carries besides them, one tag per claim of the study with its word.
+
+Every file's columns are made here or named here: claims.csv's (`claims_frame`) beside the others,
+so a reader looking for a column of a file finds it where the file is written.
+"""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+
+import pandas as pd
 
 from src.core import paths
 from src.report.analysis import Analysis
@@ -12,8 +20,12 @@ from src.report.figures.losses import plot_losses
 from src.report.figures.speed import plot_speed
 from src.report.figures.stability import plot_stability
 from src.report.figures.style import save
+from src.report.read.published import STABILITY
 from src.report.render.html import html_page
 from src.report.render.markdown import markdown_page
+from src.report.words.study import StudyText, claim_reason, measured_by, part_reason
+from src.stats.inference import ALPHA
+from src.stats.verdicts import family_alpha
 from src.tracking.identity import safe_folder_name
 from src.tracking.variants import LR_KEY
 
@@ -43,7 +55,7 @@ def write(analysis: Analysis, out_dir: Path) -> list[Path]:
     speed = plot_speed(analysis.speed_verdicts, analysis.margins.speed)
     if speed is not None:
         figures.append(save(speed, out_dir / "speed.png"))
-    claims = plot_claims(analysis.study)
+    claims = plot_claims(analysis.study.judged)
     if claims is not None:  # the study's claims with an interval: none in a one-seed sweep
         figures.append(save(claims, out_dir / "claims.png"))
     if analysis.stability is not None:
@@ -57,7 +69,7 @@ def write(analysis: Analysis, out_dir: Path) -> list[Path]:
     analysis.comparisons_frame().to_csv(out_dir / "comparisons.csv", index=False)
     analysis.runs.to_csv(out_dir / "runs.csv", index=False)
     if analysis.study.claims:
-        analysis.study.to_frame().to_csv(out_dir / "claims.csv", index=False)
+        claims_frame(analysis.study).to_csv(out_dir / "claims.csv", index=False)
     (out_dir / "report.md").write_text(markdown_page(analysis, figures))
     (out_dir / "report.html").write_text(html_page(analysis, figures))
     names = ["report.html", "report.md", "table.csv", "comparisons.csv", "runs.csv"]
@@ -65,3 +77,35 @@ def write(analysis: Analysis, out_dir: Path) -> list[Path]:
     names += ["stability.csv"] if analysis.stability is not None else []
     names += ["lr_sensitivity.csv"] if analysis.sensitivity is not None else []
     return [*(out_dir / n for n in names), *figures]
+
+
+CLAIM_TAG = "normsweep.study.claim{}"  # on the sweep's run: one tag per claim, its word
+
+
+def claim_tags(study: StudyText) -> dict[str, str]:
+    """One tag per listed claim on the sweep's run: its word (filterable in the MLflow UI)."""
+    return {CLAIM_TAG.format(c.claim.number): c.word for c in study.claims}
+
+
+def claims_frame(study: StudyText) -> pd.DataFrame:
+    """claims.csv: one row per claim part with its figures, readings, word and reason (the plot's numbers)."""
+    rows = []
+    for c in study.claims:
+        claim_why = claim_reason(c)  # the claim's line, as the terminal and report.md print it
+        for f in c.findings:
+            band = f.part.band(c.claim.metric) if c.claim.metric != STABILITY else (math.nan, math.nan)
+            r = f.readings
+            rows.append({
+                "claim": c.claim.number, "part": f.part.label, "metric": c.claim.metric, "a": f.part.a, "b": f.part.b,
+                "minus": " vs ".join(reversed(f.part.minus)) if f.part.minus else "", "asserts": f.part.asserts,
+                "study": f.part.published(c.claim.metric), "band_low": band[0], "band_high": band[1],
+                "estimate": f.estimate, "ci_low": f.low, "ci_high": f.high,
+                "confidence": 1 - family_alpha(ALPHA, study.family) if r else math.nan,
+                "direction": r.direction if r else "", "size": r.size if r else "", "equivalence": r.equivalence if r else "",
+                "margin": f.margin, "part_word": f.word, "claim_word": c.word, "because": f.because,
+                "here_word": f.here_word or "", "reason": part_reason(f), "claim_reason": claim_why,
+                "measured_by": measured_by(f.effect) if f.effect else "",
+            })  # fmt: skip
+        rows += [{"claim": c.claim.number, "part": label, "metric": c.claim.metric, "part_word": "not swept", "claim_word": c.word}
+                 for label in c.not_swept]  # fmt: skip
+    return pd.DataFrame(rows)

@@ -39,8 +39,8 @@ LOG_TIME, TOKENS, DIRECT = "log step-time ratio", "relative tokens/s", "direct" 
 class Effect:
     interval: Interval  # in `units`
     units: str  # LOG_TIME, TOKENS or DIRECT (already the study's units)
-    how: str  # how it was measured, for the reader: "speed check, 30 kernel rounds", "paired over 3 seeds"
-    per: str  # what one more sample is: "seeds" or "kernel rounds"
+    per: str  # what one more sample is: "seeds" or "kernel rounds" (the speed check's)
+    sizes: tuple[int, int] = (0, 0)  # the runs of a and of b, where the pair fell back to Welch (unpaired)
 
     def to_study(self, x: float) -> float:
         if self.units == LOG_TIME:
@@ -62,10 +62,6 @@ class Effect:
         low, high = (self.to_study(x) for x in at_level(self.interval, alpha))
         return (min(low, high), max(low, high)) if not (math.isnan(low) or math.isnan(high)) else (math.nan, math.nan)
 
-    def margin_units(self, margin: float) -> float:
-        """A relative margin of training time in this effect's own units."""
-        return speed_margin(margin) if self.units == LOG_TIME else margin
-
     @property
     def spread(self) -> bool:
         """False when every seed (or round) moved by exactly the same amount: no interval to read."""
@@ -79,7 +75,7 @@ class Effect:
         """What src.stats.verdicts judges, in this effect's own units (a relative `margin` of
         training time turned into them)."""
         i = self.interval
-        return Estimate(i.diff, i.se, i.df, i.sd, i.n, i.p_value, self.margin_units(margin))
+        return Estimate(i.diff, i.se, i.df, i.sd, i.n, i.p_value, speed_margin(margin) if self.units == LOG_TIME else margin)
 
 
 def from_check(check: Mapping[str, Any], part: Part, labels: Mapping[str, str | None]) -> Effect | None:
@@ -88,13 +84,13 @@ def from_check(check: Mapping[str, Any], part: Part, labels: Mapping[str, str | 
     if first is None:
         return None
     if part.minus is None:
-        return Effect(trimmed_mean_interval(first), LOG_TIME, f"speed check, {len(first)} kernel rounds", "kernel rounds")
+        return Effect(trimmed_mean_interval(first), LOG_TIME, "kernel rounds")
     second = predicted_rounds(check, str(labels[part.minus[0]]), str(labels[part.minus[1]]))
     if second is None:
         return None
     n = min(len(first), len(second))
     rounds = np.expm1(first[:n]) - np.expm1(second[:n])
-    return Effect(trimmed_mean_interval(rounds), DIRECT, f"speed check, {n} kernel rounds", "kernel rounds")
+    return Effect(trimmed_mean_interval(rounds), DIRECT, "kernel rounds")
 
 
 def _time_change(runs: pd.DataFrame, a: str, b: str) -> pd.Series:
@@ -112,19 +108,12 @@ def from_runs(runs: pd.DataFrame, part: Part, metric: str, labels: Mapping[str, 
         if not len(both):
             return None
         d = (first.loc[both] - second.loc[both]).to_numpy()
-        i = paired_t(np.zeros(len(d)), d)
-        return Effect(i, DIRECT, _paired(i.n), "seeds")
+        return Effect(paired_t(np.zeros(len(d)), d), DIRECT, "seeds")
     key = "tokens_per_sec" if metric == SPEED else "test_loss"
     found = compare_one(runs, a, b, key, margin)
     if not (found["n_a"] and found["n_b"]):
         return None
-    i: Interval = found["primary"]
-    how = f"unpaired (Welch), n = {found['n_b']} vs {found['n_a']}" if i.test == "welch" else _paired(i.n)
-    return Effect(i, TOKENS if metric == SPEED else DIRECT, how, "seeds")
-
-
-def _paired(n: int) -> str:
-    return f"paired over {n} seeds" if n > 1 else "one run each"
+    return Effect(found["primary"], TOKENS if metric == SPEED else DIRECT, "seeds", (found["n_a"], found["n_b"]))
 
 
 # --- the claim's domain ---------------------------------------------------------------------------
@@ -180,15 +169,11 @@ def outside(domain: Domain, runs: pd.DataFrame) -> list[DomainFact]:
     return why
 
 
-def differs(domain: Domain, runs: pd.DataFrame) -> str:
+def processes(domain: Domain, runs: pd.DataFrame) -> tuple[int, ...]:
     """What differs from the study's setting inside a speed domain without leaving it: the process
-    count, whose all-reduce was part of the study's step time."""
+    counts, whose all-reduce was part of the study's step time (() where they are the study's)."""
     counts = sorted({int(d) for d in runs.devices.dropna()}) if domain.gpu else []
-    if not counts or counts == [SETTING.devices]:
-        return ""
-    noun = "process" if counts == [1] else "processes"
-    return (f"this sweep trained on {'/'.join(map(str, counts))} {noun}, the study on {SETTING.devices}, whose all-reduce "
-            "is part of its step time and shrinks a norm's share of it")  # fmt: skip
+    return () if not counts or counts == [SETTING.devices] else tuple(counts)
 
 
 def fp32_only(runs: pd.DataFrame) -> bool:

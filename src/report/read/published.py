@@ -1,8 +1,8 @@
 """The published study this project reproduces, as data: its table, its setting and its claims.
 
 This module is the one owner of what the study found. The report's "Against the published study"
-section (src.report.judge.study) reads the claims from here and sets this sweep's figures beside
-them; the figures a claim quotes are computed from `TABLE`, never typed twice. Each claim is a
+section judges the claims from here (src.report.judge.study) and writes this sweep's figures beside
+them (src.report.words.study); the figures a claim quotes are computed from `TABLE`, never typed twice. Each claim is a
 hypothesis of its own: per part, the effect it speaks of (a pair and a metric, or a contrast of two
 pairs), what it asserts (a difference, an equivalence, an event), the size its words give, and the
 `Domain` in which the study's figure can be expected (device and kernels, scale, precision). How a
@@ -137,8 +137,8 @@ class Part:
         row_b = TABLE[self.b]
         if metric == STABILITY:
             return float(row_b.nan_from_step) if row_b.nan_from_step is not None else math.nan
-        value = _effect(metric, str(self.a), self.b)
-        return value - _effect(metric, *self.minus) if self.minus else value
+        value = table_effect(metric, str(self.a), self.b)
+        return value - table_effect(metric, *self.minus) if self.minus else value
 
     def band(self, metric: str) -> tuple[float, float]:
         figure = self.published(metric)
@@ -153,7 +153,8 @@ class Part:
         return tuple(v for v in (self.a, self.b, *(self.minus or ())) if v is not None)
 
 
-def _effect(metric: str, a: str, b: str) -> float:
+def table_effect(metric: str, a: str, b: str) -> float:
+    """b against a in the study's table: b / a - 1 of training time, b - a of test loss."""
     if metric == SPEED:
         return TABLE[b].train_time_s / TABLE[a].train_time_s - 1
     return TABLE[b].test_loss - TABLE[a].test_loss

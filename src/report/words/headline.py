@@ -256,7 +256,7 @@ def reproduced_line(a: Analysis) -> str:
     answer = f"{sum(map(len, inside.values()))} of the study's {len(CLAIMS)} claims are in this sweep's domain"
     answer += f" ({'; '.join(f'{w}: {_claims(ns)}' for w, ns in inside.items())})" if inside else ""
     outside = [f"{w}: {_claims(ns)}" for w, ns in grouped.items() if w in UNTESTABLE]
-    why = study.shared_outside_short()
+    why = [fact.fact for fact in study.outside_facts()]
     answer += f"; {'; '.join(outside)}" + (f" ({', '.join(why)})" if why else "") if outside else ""
     after = []
     if ClaimWord.INCONCLUSIVE in inside:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 
 import pandas as pd
 
-from src.report.read.published import SETTING, STUDY_CODE, STUDY_VARIANTS, TABLE
+from src.report.read.published import SETTING, SPEED, STUDY_CODE, STUDY_VARIANTS, TABLE, table_effect
 from src.report.read.table import DASH, with_ci
 from src.tracking.identity import INIT_BEFORE_THE_KEY, INIT_KEY
 from src.tracking.tags import FINISHED
@@ -125,7 +125,7 @@ def study_table(
                 continue
             row = _study_row(norm, str(variant), by_variant.loc[variant])
             if estimate is not None:
-                study = TABLE[norm].train_time_s / TABLE[TIME_REFERENCE].train_time_s - 1
+                study = table_effect(SPEED, TIME_REFERENCE, norm)
                 ours = "ref" if variant == reference else (estimate(reference, str(variant)) if reference else None)
                 study_text = "ref" if norm == TIME_REFERENCE else DASH if math.isnan(study) else f"{study:+.1%}"
                 row = [*row[:3], study_text, ours or DASH, *row[6:]]

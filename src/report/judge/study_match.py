@@ -1,0 +1,78 @@
+"""Which of a sweep's variants is the study's norm: the one whose every other swept axis, and the
+model axes the study fixed (pre-norm, no QK-norm, its init), has the study's value, read from the
+`experiment=gpt2_small_study` preset (the one owner of the study's configuration). `torch_layernorm ·
+post` is not the study's `torch_layernorm`. Torch-free.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from src.report.read.published import MODEL_AXES, PRESET, STUDY_CODE
+from src.report.read.table import AXIS_PREFIX
+from src.tracking.variants import NORM_AXIS, Axis, text
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+
+def study_values(axes: Sequence[Axis]) -> dict[str, str | None]:
+    """column of the runs frame -> the study's value (as a run's param spells it; None where the
+    study's configuration has no such key): each swept axis but the norm, and the model axes the
+    study fixed."""
+    keys = {AXIS_PREFIX + a.name: a.primary for a in axes if a.name != NORM_AXIS} | {k: k for k in MODEL_AXES}
+    return {column: _study_value(key) for column, key in keys.items()}
+
+
+def study_code() -> dict[str, str | None]:
+    """The settings of the study's code a config can change (STUDY_CODE), as its preset has them."""
+    return {key: _study_value(key) for key in STUDY_CODE}
+
+
+@functools.cache
+def _study_config() -> DictConfig:
+    from src.core import paths
+
+    return paths.compose([f"experiment={PRESET}"])
+
+
+def _study_value(key: str) -> str | None:
+    """The study preset's value of `key` as a run's param spells it; None where it has no such key."""
+    from omegaconf import OmegaConf
+
+    value = OmegaConf.select(_study_config(), key, default=None, throw_on_missing=False)
+    return None if value is None else text(value)
+
+
+# Why a variant is not the study's norm, as data: (the variant, the key, its value, the study's; None:
+# the study's configuration has no such key).
+Mismatch = tuple[str, str, str, str | None]
+
+
+def match(norm: str, runs: pd.DataFrame, values: Mapping[str, str | None],
+          prefer: Mapping[str, str | None] | None = None) -> tuple[str | None, tuple[Mismatch, ...]]:  # fmt: skip
+    """The sweep's variant that is the study's `norm` (every column of `values` at the study's
+    value), or None and why not; of several, the one that also has `prefer`'s values, if any."""
+    of_norm = runs[runs.norm == norm]
+    reasons, found = [], []
+    for label, group in of_norm.groupby("variant", sort=False):
+        row = group.iloc[0]
+        off = [(c, row[c], study) for c, study in values.items() if c in row and row[c] not in ("", study)]  # "": not recorded (older runs)
+        if not off:
+            found.append((str(label), row))
+            continue
+        for column, got, study in off:
+            reasons.append((str(label), column.removeprefix(AXIS_PREFIX), str(got), study))
+    if found:
+        best = [label for label, row in found if all(c not in row or row[c] in ("", v) for c, v in (prefer or {}).items())]
+        return (best or [found[0][0]])[0], ()
+    return None, tuple(dict.fromkeys(reasons))
+
+
+def any_precision(values: Mapping[str, str | None]) -> dict[str, str | None]:
+    """The study's values less a swept precision: what a claim whose domain holds in any precision matches."""
+    return {c: v for c, v in values.items() if c.removeprefix(AXIS_PREFIX).split(".")[0] != "precision"}

@@ -1,0 +1,457 @@
+"""The "Against the published study" section in words, written from the judgements of
+src.report.judge.study (a part's word, what decided it: `Judgement.because`, its numbers), never
+re-deciding one: per claim its word, the study's figure, this sweep's and the reason (outside the
+claim's domain, which facts leave it and the sweep's own reading, set apart); above the claims the
+setting (src.report.words.study_setting), the tables, the method; after claim 5 its open question.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from src.core.tables import text_table
+from src.report.judge.pairs import Margins
+from src.report.judge.sequential import SequentialVerdict
+from src.report.judge.speed import pair_estimate, step_time_text
+from src.report.judge.study import (
+    ENDED,
+    HEADING,
+    ClaimResult,
+    Divergence,
+    Finding,
+    StudySection,
+    against_study,
+)
+from src.report.judge.study_effects import Effect
+from src.report.judge.study_match import Mismatch, study_code
+from src.report.read.published import (
+    EQUIVALENCE,
+    LOSS,
+    SETTING,
+    SETTING_SOURCE,
+    SPEED,
+    STUDY_VARIANTS,
+    TABLE_SOURCE,
+    TYPICAL_COLLAPSE,
+    Part,
+    StudyClaim,
+    table_effect,
+)
+from src.report.read.table import DASH
+from src.report.words.study_setting import setting_lines, study_table
+from src.stats.inference import ALPHA
+from src.stats.verdicts import (
+    Because,
+    ClaimWord,
+    Direction,
+    Equivalence,
+    Judgement,
+    Size,
+    equivalent_text,
+    event_seeds,
+    family_alpha,
+    settle_text,
+)
+from src.tracking.tags import DIVERGED, FINISHED
+from src.tracking.variants import Axis
+
+ONE_SEED_SHORT = "one seed gives no interval"
+ONE_SEED = f"{ONE_SEED_SHORT} (≥2 seeds do: seed=0,1,2)"
+OWN_READING = "this sweep's own reading at its own setting, not a test of the claim"
+ONE_RUN_SHORT = "one run each: a ratio without an interval"
+ONE_RUN = f"{ONE_RUN_SHORT} (report.speed_rounds or seed=0,1,2 give one)"
+
+
+def _named(part: Part) -> str:
+    return f"{part.label} " if part.label else ""
+
+
+def pct(x: float) -> str:
+    return "+∞" if x == math.inf else f"{x:+.1%}"
+
+
+def shown(metric: str, x: float, contrast: bool = False) -> str:
+    """A value in the study's units: a relative time change, percentage points of two, or nats."""
+    if metric == SPEED:
+        return f"{x * 100:+.1f} pp" if contrast else pct(x)
+    return f"{x:+.4f}"
+
+
+def published_text(claim: StudyClaim, part: Part) -> str:
+    value = part.published(claim.metric)
+    if claim.metric == SPEED:
+        if not part.minus:
+            return f"{shown(SPEED, value)} training time"
+        gaps = [pct(table_effect(SPEED, str(a), b)) for a, b in ((part.a, part.b), part.minus)]
+        return f"{shown(SPEED, value, True)} training time (the built-ins' {gaps[0]} less the hand-rolled {gaps[1]})"
+    if claim.metric == LOSS:
+        return f"{value:+.4f} nats test loss"
+    return f"NaN by step {value:.0f} (training typically collapses within about {TYPICAL_COLLAPSE} steps)"
+
+
+def not_the_setting(mismatches: Sequence[Mismatch]) -> str:
+    """`not the study's setting: X has model.norm_placement=post (the study model.norm_placement=pre)`."""
+    said = [f"{label} has {key}={got} (the study {'has no ' + key if study is None else f'{key}={study}'})"
+            for label, key, got, study in mismatches]  # fmt: skip
+    return "not the study's setting: " + ", ".join(said)
+
+
+# --- a claim part ---------------------------------------------------------------------------------------
+
+
+def measured_by(e: Effect) -> str:
+    """How an effect was measured: `speed check, 30 kernel rounds`, `paired over 3 seeds`, `unpaired (Welch), n = 2 vs 3`."""
+    if e.per == "kernel rounds":
+        return f"speed check, {e.interval.n} kernel rounds"
+    if e.interval.test == "welch":
+        return f"unpaired (Welch), n = {e.sizes[1]} vs {e.sizes[0]}"
+    return f"paired over {e.interval.n} seeds" if e.interval.n > 1 else "one run each"
+
+
+def part_figure(f: Finding) -> str:
+    """This sweep's figure for the part: its estimate with its interval and how it was measured."""
+    if f.divergence is not None:
+        d = f.divergence
+        diverged = int((d.runs.outcome == DIVERGED).sum())
+        if diverged:
+            return f"{diverged}/{len(d.runs)} runs diverged{_steps(d.runs)}"
+        return f"{int((d.runs.outcome == FINISHED).sum())}/{len(d.runs)} runs finished, {d.most:.0f} steps"
+    e = f.effect
+    if e is None:
+        return DASH
+    contrast, what = bool(f.part.minus), "training time" if f.metric == SPEED else "nats"
+    estimate, how = f"{shown(f.metric, e.diff, contrast)} {what}", measured_by(e)
+    if not e.has_interval:
+        return f"{estimate} ({how})"
+    if not e.spread:  # a zero-wide interval is none: said so, never printed as [x, x]
+        return f"{estimate} ({how}, all alike: no interval)"
+    return f"{shown(f.metric, e.diff, contrast)} [{shown(f.metric, f.low, contrast)}, {shown(f.metric, f.high, contrast)}] {what} ({how})"
+
+
+def _one(f: Finding) -> tuple[str, str]:
+    """Why one run per side gives no interval: in full, and short."""
+    return (ONE_RUN, ONE_RUN_SHORT) if f.metric == SPEED and f.effect is not None and f.effect.per == "seeds" else (ONE_SEED, ONE_SEED_SHORT)
+
+
+def _sequential_text(decision: SequentialVerdict) -> str:
+    settled = f"at look {decision.look}" if decision.look is not None else "open when the sweep stopped"
+    return f"direction and equivalence: the sequential sweep's decision, {decision.label} {settled}, error-controlled over its looks"
+
+
+def here_text(f: Finding) -> str:
+    """Outside the claim's domain: what the part reads at this sweep's own setting ("" without a reading)."""
+    here = f.judgement.here if f.judgement else None
+    if here is None:
+        return ""
+    if f.divergence is not None:
+        return f"{here.word}: {_inside_reason(f, here)}"
+    if here.because == Because.NO_INTERVAL:
+        return f"{here.word}: {_one(f)[1]}"
+    return str(here.word) + (f"; {_sequential_text(f.decision)}" if f.decision else "")
+
+
+def part_reason(f: Finding) -> str:
+    """Why the part got its word (claims.csv's `reason`)."""
+    if f.judgement is None:  # no variant of the sweep is the study's norm
+        return "; ".join(dict.fromkeys(map(not_the_setting, f.mismatch)))
+    if f.outside:
+        here = here_text(f)
+        return "; ".join(f.outside) + (f" (at this sweep's own setting it reads {here})" if here else "")
+    return _inside_reason(f, f.judgement)
+
+
+def _inside_reason(f: Finding, j: Judgement) -> str:
+    """The reason at the sweep's own setting, written from what decided it (`j.because`)."""
+    if f.divergence is not None:
+        return divergence_reason(j, f.divergence, f.alpha)
+    if j.because == Because.NO_RUNS:
+        return f"no finished runs of {' and '.join(f.variants)}"
+    if j.because == Because.NO_INTERVAL:
+        return _one(f)[0]
+    notes = [_sequential_text(f.decision)] if f.decision else []
+    if f.processes:
+        noun = "process" if f.processes == (1,) else "processes"
+        notes.append(f"this sweep trained on {'/'.join(map(str, f.processes))} {noun}, the study on {SETTING.devices}, whose "
+                     "all-reduce is part of its step time and shrinks a norm's share of it")  # fmt: skip
+    return interval_reason(f, j) + "".join(f" ({n})" for n in notes)
+
+
+def _alike(f: Finding) -> str:
+    """With no spread, what the word rests on instead of an interval: n equal signs."""
+    e, r = f.effect, f.readings
+    moved = f"all {e.interval.n} {e.per} moved by exactly {shown(f.metric, e.diff, bool(f.part.minus))}"
+    return f"{moved}: no spread, so no interval; sign-flip p = {r.alike_p:.2g}"
+
+
+def interval_reason(f: Finding, j: Judgement) -> str:
+    """Why a part read from an interval got its word, with the numbers it read."""
+    part, metric, r, effect, contrast = f.part, f.metric, j.readings, f.effect, bool(f.part.minus)
+    margin = f"±{f.margin:.0%}" if metric == SPEED else f"±{f.margin:g} nats"
+    study = shown(metric, part.published(metric), contrast)
+    because = j.because
+    settle = settle_text(j.settle, effect.per)
+    alike = "" if r is None or r.spread else _alike(f)
+    if because == Because.ALIKE_TOO_FEW:
+        return f"{alike}, not below the family's {f.alpha:.2g}: {settle}"
+    said = f" ({alike})" if alike else ""
+    if part.asserts == EQUIVALENCE:
+        band = part.band(metric)
+        claimed = f"±{band[1]:.2%}" if metric == SPEED else f"±{band[1]:g}"
+        remains = shown(metric, effect.diff, contrast) + (f" [{shown(metric, f.low, contrast)}, {shown(metric, f.high, contrast)}]" if not alike else "")
+        equivalent = equivalent_text(margin.lstrip("±"), remains if r is not None and r.excludes_zero else False)
+        return {
+            Because.AS_CLOSE: f"{equivalent}, and as close as the study's {claimed}",
+            Because.FURTHER_APART: f"{equivalent}, but further apart than the study's {claimed}",
+            Because.EQUIVALENT_SIZE_UNTESTED: f"{equivalent}{said}: no interval to hold against the study's {claimed}",
+            Because.DIFFER_BY_MARGIN: f"they differ by {margin} or more (a bound itself is a difference that matters){said}",
+            Because.BEYOND_CLAIMED: f"the whole interval lies beyond the study's {claimed}: no seed count makes them that close",
+        }.get(because) or f"the interval straddles the margin ({margin}) and holds the study's {claimed}: {settle}"
+    if because == Because.DIRECTION_AND_SIZE:
+        return f"the study's direction, and its {study} is inside the interval"
+    if because in (Because.DIRECTION_SMALLER, Because.DIRECTION_LARGER):
+        return f"the study's direction, by {'less' if because == Because.DIRECTION_SMALLER else 'more'} than its {study} (outside the interval)"
+    if because == Because.DIRECTION_SIZE_UNTESTED:
+        return f"the study's direction{said}: no interval to hold against its {study}"
+    if because == Because.OPPOSITE:
+        return f"the opposite direction{said}"
+    if because == Because.ZERO_WITHIN_MARGIN:
+        return f"equivalent to zero within {margin}, where the study has {study}{said}"
+    smaller = f"; the study's {study} is outside it: any effect here is smaller" if r is not None and r.size == Size.SMALLER else ""
+    # Said of the interval printed beside it (a sequential sweep's direction is its own decision's).
+    undecided = "the interval holds zero" if r is not None and r.holds_zero else "the direction is undecided"
+    return f"{undecided}{smaller}: {settle}"
+
+
+# --- claim 6: an event ----------------------------------------------------------------------------------
+
+
+def _steps(runs: pd.DataFrame) -> str:
+    """` (step 530 each)`, ` (steps 23, 25)`: where the diverged runs stopped."""
+    steps = sorted(int(s) for s in runs[runs.outcome == DIVERGED].stopped_at_step.dropna())
+    if not steps:
+        return ""
+    if len(set(steps)) == 1:
+        return f" (step {steps[0]:,}{' each' if len(steps) > 1 else ''})"
+    return f" (steps {', '.join(f'{s:,}' for s in steps)})" if len(steps) <= 5 else f" (steps {steps[0]:,}–{steps[-1]:,})"
+
+
+def _left_out(who: str, frame: pd.DataFrame) -> str:
+    if not len(frame):
+        return ""
+    steps = sorted({int(s) for s in frame.steps_done.dropna()})
+    at = f" at step {', '.join(f'{s:,}' for s in steps[:3])}{'…' if len(steps) > 3 else ''}" if steps else ""
+    return f"{who} {len(frame)} {'/'.join(sorted(set(frame.outcome.astype(str))))} run(s){at}, which neither trained through nor diverged"
+
+
+def divergence_reason(j: Judgement, d: Divergence, alpha: float) -> str:
+    """The divergence claim's reason, written from what decided it (`j.because`) with the counts."""
+    b, event = d.b, d.event
+    if j.because == Because.NO_NORMALIZED:
+        return "no normalized variant of the study's trained beside it"
+    if j.because == Because.NOT_LIKE_FOR_LIKE:
+        own, theirs = (", ".join(f"{x:g}" for x in lrs) for lrs in d.learning_rates)
+        return f"{b} at lr {own}, the normalized variants at {theirs}: not like for like"
+    seen = f"{b} diverged in {event.k}/{event.n} runs{_steps(d.runs)}, the normalized variants in {event.k_others}/{event.n_others}{_steps(d.counted)}"
+    nan_by = f"step {d.study_step:.0f}, by which the study's no-norm loss was NaN"
+    reason = {
+        Because.NONE_COUNTS: f"none of {b + chr(39) + 's' if not event.n else 'the normalized variants' + chr(39)} runs counts",
+        Because.TRAINED_WHERE_OTHERS_DIVERGED: f"{seen}: {b} trained where they diverged",
+        Because.TRAINED_PAST_STUDY: f"no NaN in {d.most:.0f} steps, past {nan_by}",
+        Because.TRAINED_TOO_SHORT: f"trained {d.most:.0f} steps, short of {nan_by} (it says training typically collapses within about {TYPICAL_COLLAPSE})",
+        Because.BEYOND_CHANCE: f"{seen}: more often than chance allows (Fisher's exact p = {event.p:.2g})",
+        Because.AS_OFTEN: f"{seen}: as often, so the divergence is not the missing norm's",
+    }.get(j.because)
+    if reason is None:
+        seeds = event_seeds(max(round(event.n_others / event.n), 1), alpha)
+        reason = (f"{seen}: too few runs to tell that from chance (Fisher's exact p = {event.p:.2g}); {seeds} seeds per "
+                  f"variant would settle it if {b} diverged in each and the others in none")  # fmt: skip
+    left = [_left_out(who, frame[~frame.outcome.isin(ENDED)]) for who, frame in (("no_norm's", d.runs), ("the normalized variants'", d.normalized))]
+    if len(d.short):
+        left.append(f"the normalized variants' {len(d.short)} run(s) that finished before step {d.first:,.0f}, where no_norm diverged")
+    left = [x for x in left if x]
+    return reason + (f"; left out: {'; '.join(left)}" if left else "")
+
+
+# --- a claim --------------------------------------------------------------------------------------------
+
+
+def claim_reason(c: ClaimResult) -> str:
+    """The claim's reason: its parts' (claims.csv's `claim_reason`, the terminal's and report.md's line)."""
+    if c.outside:
+        # One setting, outside the claim's domain: said once (which of its facts), with the sweep's own
+        # reading of each part set apart, so no claim word of that reading is mistaken for the claim's.
+        reads = [f"{_named(f.part)}{here}".strip() for f in c.findings if (here := here_text(f))]
+        unswept = "".join(f"; {label} not swept" for label in c.not_swept)
+        own = f" ({OWN_READING}: {'; '.join(reads)})" if reads else ""
+        return f"outside its domain: {', '.join(why.fact for why in c.outside)}{unswept}{own}"
+    several = len(c.findings) + len(c.not_swept) > 1
+    reasons = [f"{f.part.label}: {why}" if several and f.part.label else why for f in c.findings if (why := part_reason(f))]
+    reasons += [f"{label} not swept" for label in c.not_swept]
+    return "; ".join(dict.fromkeys(reasons))
+
+
+def _study_and_note(claim: StudyClaim) -> tuple[str, str]:
+    published = "; ".join(f"{_named(p)}{published_text(claim, p)}" for p in claim.parts)
+    return published, f" ({claim.note})" if claim.note else ""
+
+
+def claim_line(c: ClaimResult) -> str:
+    """`1. partly reproduced — <statement>. Study: <figure>. This sweep: <figure>. → <reason>.`"""
+    published, note = _study_and_note(c.claim)
+    figures = [f"{_named(f.part)}{part_figure(f)}" for f in c.findings] + [f"{label} not swept" for label in c.not_swept]
+    reason = claim_reason(c)
+    reason = f" → {reason}." if reason else ""
+    return f"{c.claim.number}. {c.word} — {c.claim.statement}{note}. Study: {published}. This sweep: {'; '.join(figures)}.{reason}"
+
+
+def unjudged_line(claim: StudyClaim, missing: Sequence[str]) -> str:
+    """A claim this sweep ran none of the parts of: the study's figure, and the variants it needs."""
+    published, note = _study_and_note(claim)
+    return f"{claim.number}. {ClaimWord.NOT_TESTED} — {claim.statement}{note}. Study: {published}. → needs {', '.join(missing)} (not swept)."
+
+
+def open_question(c: ClaimResult) -> str:
+    """StudyClaim 5's question in the study's terms: one run's seed spread here, the study's single-seed
+    gap in that spread, the paired implementation effect, and whether this sweep can settle it ("" for
+    another claim)."""
+    q = c.question
+    if q is None:
+        return ""
+    lead = "The study's open question (is the built-ins' loss edge real, or seed noise?): "
+    off = list(dict.fromkeys(why.fact for f in c.findings for why in f.outside))  # one setting: the same for every part
+    cannot = f"outside its domain ({', '.join(off)})"
+    if not q.df:
+        cannot = f"this sweep cannot settle it: {cannot}, and " if off else ""
+        if not q.variants:
+            return lead + cannot + "no variant of it ran at the study's setting, so there is no seed spread to measure here."
+        return lead + cannot + f"{'one seed' if q.most_seeds == 1 else 'no finished run'} per variant shows no seed spread here; ≥2 seeds (seed=0,1,2) measure it."
+    gaps = " and ".join(f"{_named(p)}{p.published(LOSS):+.4f} = {abs(p.published(LOSS)) / (math.sqrt(2) * q.sd):.1f}" for p in c.claim.parts)
+    spread = (f"one run's test loss varies over seeds by SD {q.sd:.4f} nats here (pooled over {len(q.variants)} variants, {q.df} df), "
+              f"so a gap between two single runs of different seeds spreads √2·SD = {math.sqrt(2) * q.sd:.4f}; the study's "
+              f"single-seed gaps are {gaps} such SDs")  # fmt: skip
+    effects = [f for f in c.findings if f.readings is not None]
+    shows = "; ".join(f"{_named(f.part)}{part_figure(f)}" for f in effects) or "no paired effect with an interval"
+    if off:
+        same = " In fp32 the hand-rolled and built-in norms compute the same function to rounding: no implementation edge can arise here." if q.fp32 else ""
+        return lead + f"{spread}. The paired implementation effect here: {shows}. This sweep cannot settle it: {cannot}.{same}"
+    said = f"{lead}{spread}. The paired implementation effect: {shows}: "
+    if effects and all(f.readings.equivalence == Equivalence.INSIDE and f.readings.direction == Direction.UNDECIDED for f in effects) and not c.not_swept:
+        return said + f"zero within ±{q.margin:g} nats at the study's setting, which settles the study's open question: its gap was not an implementation effect."
+    if effects and all(f.readings.direction == Direction.HOLDS for f in effects):
+        shown_by = "every interval excludes zero" if all(f.readings.spread for f in effects) else "shown for every part, by its interval or its equal signs"
+        return said + f"real at this setting ({shown_by}), so the edge is not seed noise alone."
+    if effects and all(f.readings.direction == Direction.OPPOSITE for f in effects):
+        return said + "the opposite of the study's edge at this setting."
+    return said + f"not settled at this sweep's seeds ({claim_reason(c)})."
+
+
+# --- the section ----------------------------------------------------------------------------------------
+
+
+def method_line(family: int, event: bool, sequential: int) -> str:
+    """How the section's tests were taken, and what their words promise together ("" without a test)."""
+    if not family:
+        return ""
+    parts = [f"{family - event} claim part(s) with one"] if family > event else []
+    tests = " and ".join([*parts, *(["claim 6's exact test (Fisher)"] if event else [])])
+    line = (f"Each interval below is simultaneous over the section's {tests} (Bonferroni: each at {1 - family_alpha(ALPHA, family):.2%}), "
+            "so the words they decide hold together at 95%; the report's other comparisons do not change them. A claim's word "
+            "comes from three readings of its interval (direction, size against the study's figure, equivalence within "
+            "the report's margin) and the setting its figure can be expected in (docs/reproducing.md).")  # fmt: skip
+    if sequential:
+        line += (f" For the {sequential} part(s) the sequential sweep decided, direction and equivalence are its decisions, "
+                 "error-controlled at the sweep's own alpha over its looks, and the size describes a fixed-n interval of data "
+                 "the sweep stopped when it chose: those words rest on the sweep's alpha, not on this 95%.")  # fmt: skip
+    return line
+
+
+@dataclass
+class StudyText:
+    """The section in words: the judged section (`judged`, whose data reads through: `claims`,
+    `unjudged`, `plotted()`, ... for the figure and the headline), this sweep's setting beside the
+    study's, and the study's table beside this sweep's."""
+
+    judged: StudySection = field(default_factory=StudySection)
+    setting: list[str] = field(default_factory=list)
+    table: tuple[list[str], list[list[str]]] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "judged":  # not yet set (a copy being made): no recursion
+            raise AttributeError(name)
+        return getattr(self.judged, name)
+
+    @property
+    def absent(self) -> str:
+        """Why no claim is listed ("" when some is): the sweep ran none of the study's variants."""
+        return f"this sweep ran none of the study's variants ({', '.join(STUDY_VARIANTS)}); nothing to compare." if self.judged.ran_none else ""
+
+    @property
+    def method(self) -> str:
+        s = self.judged
+        return method_line(s.family, s.event, s.sequential)
+
+    def lead(self) -> str:
+        return f"The study's figures come from {TABLE_SOURCE}, its setting from {SETTING_SOURCE}. Its table and setting beside this sweep's:"
+
+    def claim_lines(self) -> list[str]:
+        """Every claim in the study's order: a judged one with its open question, an unjudged one with what it needs."""
+        judged = {c.claim.number: [line for line in (claim_line(c), open_question(c)) if line] for c in self.judged.claims}
+        unjudged = {n: [unjudged_line(c, missing)] for n, (c, missing) in self.judged.unjudged.items()}
+        return [line for _, lines in sorted({**judged, **unjudged}.items()) for line in lines]
+
+    def outside_line(self) -> list[str]:
+        """One line for the ways this sweep's setting leaves the claims' domains, shared by their lines."""
+        facts = self.judged.outside_facts()
+        if not facts:
+            return []
+        return [f"Outside the study's domain here: {'; '.join(facts)}. A claim whose domain this leaves reads "
+                f"{ClaimWord.NOT_APPLICABLE} and names which of these facts; its figure is still this sweep's, read at this "
+                "sweep's own setting and set apart from the claim's word."]  # fmt: skip
+
+    def items(self) -> list[str]:
+        """The section's lines after its lead and table: the setting, how intervals were taken, one
+        line per claim (and claim 5's open question), or why none."""
+        if self.absent:
+            return [self.absent]
+        return [*self.setting, *self.outside_line(), *([self.method] if self.method else []), *self.claim_lines()]
+
+    def short_items(self) -> list[str]:
+        """One line per claim, its number, statement and word: the section where space is short (the
+        sweep run's description in MLflow)."""
+        if self.absent:
+            return [self.absent]
+        full = "the full section, each figure with its interval and reason: report.md and claims.png on this run"
+        s = self.judged
+        words = {c.claim.number: (c.claim, c.word) for c in s.claims} | {n: (c, ClaimWord.NOT_TESTED) for n, (c, _) in s.unjudged.items()}
+        return [*(f"{n}. {word} — {c.statement}" for n, (c, word) in sorted(words.items())), f"({full})"]
+
+    def lines(self, width: int | None = None) -> list[str]:
+        """The section for a terminal or a note: the heading, the lead, the setting, the table (its
+        columns split to `width`, when given), the claims."""
+        if self.absent:
+            return [f"{HEADING}: {self.absent}"]
+        table = text_table(*self.table, width=width).splitlines() if self.table else []
+        rest = self.items()[len(self.setting) :]
+        return [f"{HEADING} — {self.lead()}", *(f"  {s}" for s in self.setting), *table, *rest]
+
+
+def study_section(runs: pd.DataFrame, axes: Sequence[Axis], check: Mapping[str, Any], margins: Margins,
+                  table: pd.DataFrame | None = None, sequential: Sequence[SequentialVerdict] = ()) -> StudyText:  # fmt: skip
+    """The section for a sweep, judged (src.report.judge.study.against_study) and written: with the
+    report's table (src.report.read.table.summarize) the study's table beside it, with a speed check
+    of the norms' kernels its estimates against the hand-rolled LayerNorm in place of the jobs' times."""
+    judged = against_study(runs, axes, check, margins, sequential)
+    if judged.ran_none:
+        return StudyText(judged)
+
+    def estimate(a: str, b: str) -> str | None:  # b's step time against a's, as the speed check's verdict has it
+        found = pair_estimate(check, a, b)
+        return step_time_text(found) if found is not None else None
+
+    beside = study_table(table, judged.labels, estimate if check.get("kernel") else None) if table is not None else None
+    return StudyText(judged, setting_lines(runs, study_code()), beside)
