@@ -36,6 +36,7 @@ from src.report.words.study import (
     open_question,
     part_reason,
     study_section,
+    written,
 )
 from src.stats.verdicts import Asserts, ClaimWord, Direction, Equivalence, Size, claim_word, judge_part, read
 from src.tracking.sweep import SWEEP_TAG
@@ -355,7 +356,8 @@ def test_two_seeds_with_a_diverging_no_norm(tiny_sweep: TinySweep, tiny_client: 
     section = normal[normal.index(HEADING) : normal.index("report written to")]
     assert normal.index("Kernels that ran") < normal.index(HEADING)  # after the table and the speed verdicts
     assert "seeds per variant: this sweep 2; the study 1" in section and "test loss (study)" in section
-    study = analyze(EXPERIMENT, tiny_sweep.uri).study
+    analysis = analyze(EXPERIMENT, tiny_sweep.uri)
+    study = analysis.study
     claims = {c.claim.number: c for c in study.claims}
     assert sorted(claims) == [1, 5, 6]  # no RMSNorm: claims 2-4 and 7 need it
     # A 1-layer model in fp32 on a CPU: outside every claim's domain, each part saying why.
@@ -366,7 +368,7 @@ def test_two_seeds_with_a_diverging_no_norm(tiny_sweep: TinySweep, tiny_client: 
     # The loss claim still shows its paired figure over two seeds, and says why it cannot settle the question.
     assert "paired over 2 seeds" in claim_line(claims[5]) and "precision fp32, not the study's 16-bit autocast" in claims[5].findings[0].outside
     assert "This sweep cannot settle it" in open_question(claims[5]) and "In fp32 the hand-rolled and built-in norms compute the same function" in open_question(claims[5])
-    assert "settles" not in "\n".join(study.lines())
+    assert "settles" not in "\n".join(written(analysis).lines())
     exp = tiny_client.get_experiment_by_name(EXPERIMENT).experiment_id
     latest = tiny_client.search_runs([exp], f"tags.`{SWEEP_TAG}` = 'true'", order_by=["attributes.start_time DESC"])[0]
     assert {k: v for k, v in latest.data.tags.items() if k.startswith("normsweep.study.")} == {

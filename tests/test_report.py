@@ -38,7 +38,7 @@ from src.report.read.table import (
     summarize,
 )
 from src.report.words.headline import HEADING as HEADLINE
-from src.report.words.study import claim_line, claim_reason
+from src.report.words.study import claim_line, claim_reason, written
 from src.tracking.sweep import SWEEP_TAG
 from src.tracking.tags import DEVICE_TAG
 
@@ -162,8 +162,8 @@ def test_single_seed_table_matches_the_study(client: MlflowClient, store: dict[s
             "normalized variants' 4 run(s) that finished before step 530, where no_norm diverged.") in claim_line(claims[6])
     assert claims[1].word == claims[5].word == "inconclusive" and "one run each: a ratio without an interval" in claim_reason(claims[1])
     # The study's table beside the sweep's: its own numbers, row for row.
-    assert [row[2:5:2] for row in analysis.study.table[1]][:2] == [["9,358", "348,364"], ["8,324", "391,659"]]
-    assert [row[3] for row in analysis.study.table[1]][:1] == ["9,358.0"]
+    assert [row[2:5:2] for row in written(analysis).table[1]][:2] == [["9,358", "348,364"], ["8,324", "391,659"]]
+    assert [row[3] for row in written(analysis).table[1]][:1] == ["9,358.0"]
 
 
 def test_multi_seed_statistics_and_bookkeeping(client: MlflowClient, store: dict[str, str], tmp_path: Path) -> None:
@@ -511,7 +511,7 @@ def test_one_speed_estimate_per_pair_everywhere(tiny_sweep: TinySweep, tiny_clie
     segments = [line.get_xdata() for line in figure.axes[0].lines if len(line.get_xdata()) == 2]
     exp = tiny_client.get_experiment_by_name(EXPERIMENT).experiment_id
     parent = tiny_client.search_runs([exp], f"tags.`{SWEEP_TAG}` = 'true'", order_by=["attributes.start_time DESC"])[0]
-    study_headers, study_rows = analysis.study.table
+    study_headers, study_rows = written(analysis).table
     study_cells = {row[0]: row[study_headers.index("step time vs hand_layernorm (sweep, speed check)")] for row in study_rows}
     for v in analysis.speed_verdicts:
         shown = step_time_text(v.predicted)

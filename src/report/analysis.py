@@ -29,6 +29,7 @@ from src.report.judge.pairs import (
 from src.report.judge.sequential import SequentialVerdict, load_verdicts, with_verdicts
 from src.report.judge.speed import SpeedVerdict, compare_speed, pair_estimate, speed_lines, step_time_text
 from src.report.judge.stability import by_learning_rate, initial_losses, is_lr_sweep, lr_sensitivity
+from src.report.judge.study import StudySection, against_study
 from src.report.read.provenance import code_sentence, mark_rows, reference_code
 from src.report.read.runs import (
     ReportError,
@@ -40,9 +41,6 @@ from src.report.read.runs import (
     open_store,
 )
 from src.report.read.table import display_rows, interleaved_cell, summarize
-
-# The one import of words/ here: the renderers read the study's sentences off `Analysis.study`.
-from src.report.words.study import StudyText, study_section
 from src.tracking.store import Store
 from src.tracking.sweep import STALE_AFTER_S
 from src.tracking.tags import RESULT_OUTCOMES, RUNNING
@@ -77,7 +75,7 @@ class Analysis:
     store: Store | None = field(default=None, repr=False)  # where it was read, opened once
     code_note: str = ""  # the runs come from more than one code (src.report.read.provenance)
     sequential: list[SequentialVerdict] = field(default_factory=list)  # a sequential sweep's verdicts
-    study: StudyText = field(default_factory=StudyText)  # against the published study (the report's last section)
+    study: StudySection = field(default_factory=StudySection)  # against the published study, judged (src.report.words.study writes it)
 
     def ui_links(self, base: str) -> list[str]:
         """Where to look in the MLflow UI at `base`: the sweep run (its verdict), then every run."""
@@ -204,7 +202,7 @@ def analyze(
         store=store,
         code_note=code_sentence(runs, code),
         sequential=sequential,
-        study=study_section(runs, sweep.axes, check, margins, table, sequential),
+        study=against_study(runs, sweep.axes, check, margins, sequential),
     )
 
 

@@ -20,10 +20,11 @@ from src.report.figures.losses import plot_losses
 from src.report.figures.speed import plot_speed
 from src.report.figures.stability import plot_stability
 from src.report.figures.style import save
+from src.report.judge.study import StudySection
 from src.report.read.published import STABILITY
 from src.report.render.html import html_page
 from src.report.render.markdown import markdown_page
-from src.report.words.study import StudyText, claim_reason, measured_by, part_reason
+from src.report.words.study import claim_reason, measured_by, part_reason
 from src.stats.inference import ALPHA
 from src.stats.verdicts import family_alpha
 from src.tracking.identity import safe_folder_name
@@ -55,7 +56,7 @@ def write(analysis: Analysis, out_dir: Path) -> list[Path]:
     speed = plot_speed(analysis.speed_verdicts, analysis.margins.speed)
     if speed is not None:
         figures.append(save(speed, out_dir / "speed.png"))
-    claims = plot_claims(analysis.study.judged)
+    claims = plot_claims(analysis.study)
     if claims is not None:  # the study's claims with an interval: none in a one-seed sweep
         figures.append(save(claims, out_dir / "claims.png"))
     if analysis.stability is not None:
@@ -82,12 +83,12 @@ def write(analysis: Analysis, out_dir: Path) -> list[Path]:
 CLAIM_TAG = "normsweep.study.claim{}"  # on the sweep's run: one tag per claim, its word
 
 
-def claim_tags(study: StudyText) -> dict[str, str]:
+def claim_tags(study: StudySection) -> dict[str, str]:
     """One tag per listed claim on the sweep's run: its word (filterable in the MLflow UI)."""
     return {CLAIM_TAG.format(c.claim.number): c.word for c in study.claims}
 
 
-def claims_frame(study: StudyText) -> pd.DataFrame:
+def claims_frame(study: StudySection) -> pd.DataFrame:
     """claims.csv: one row per claim part with its figures, readings, word and reason (the plot's numbers)."""
     rows = []
     for c in study.claims:

@@ -15,6 +15,7 @@ from src.report.judge.stability import sentences as stability_sentences
 from src.report.judge.study import HEADING as STUDY_HEADING
 from src.report.words.headline import HEADING as HEADLINE
 from src.report.words.headline import headline
+from src.report.words.study import written
 from src.stats.verdicts import PairWord
 
 Table = tuple[list[str], list[list[str]]]  # headers, rows
@@ -91,7 +92,7 @@ def _pairs(a: Analysis, output: Output, pairs: Pairs) -> Block:
 def _study(a: Analysis, output: Output, width: int, study: Study) -> Block:
     """Against the published study: the page's section; the terminal's lines as the section writes them
     (its table split to `width`); the verdict's as much as `study` keeps."""
-    s = a.study
+    s = written(a)
     if output == Output.TERMINAL:
         return Block(items=s.lines(width))
     if output == Output.PAGE:

@@ -27,6 +27,7 @@ import pandas as pd
 from src.report.judge.speed import norm_shares, step_time_text
 from src.report.read.published import CLAIMS, PRESET
 from src.report.read.table import AXIS_PREFIX
+from src.report.words.study import written
 from src.stats.inference import MIN_SEEDS
 from src.stats.verdicts import ClaimWord, PairWord, SpeedWord, equivalent_text, settle_text
 from src.tracking.tags import DIVERGED, FINISHED
@@ -245,7 +246,7 @@ def _how_paired(tested: Sequence[Result], seeds: int) -> str:
 
 
 def reproduced_line(a: Analysis) -> str:
-    study = a.study
+    study = written(a)
     if study.absent:
         return f"Reproduced? Not here: {study.absent}"
     words = {c.claim.number: c.word for c in study.claims} | dict.fromkeys(study.unjudged, ClaimWord.NOT_TESTED)

@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from src.core.tables import text_table
+from src.report.analysis import Analysis
 from src.report.judge.pairs import Margins
 from src.report.judge.sequential import SequentialVerdict
 from src.report.judge.speed import pair_estimate, step_time_text
@@ -440,12 +441,10 @@ class StudyText:
         return [f"{HEADING} — {self.lead()}", *(f"  {s}" for s in self.setting), *table, *rest]
 
 
-def study_section(runs: pd.DataFrame, axes: Sequence[Axis], check: Mapping[str, Any], margins: Margins,
-                  table: pd.DataFrame | None = None, sequential: Sequence[SequentialVerdict] = ()) -> StudyText:  # fmt: skip
-    """The section for a sweep, judged (src.report.judge.study.against_study) and written: with the
-    report's table (src.report.read.table.summarize) the study's table beside it, with a speed check
-    of the norms' kernels its estimates against the hand-rolled LayerNorm in place of the jobs' times."""
-    judged = against_study(runs, axes, check, margins, sequential)
+def study_text(judged: StudySection, runs: pd.DataFrame, table: pd.DataFrame | None, check: Mapping[str, Any]) -> StudyText:
+    """The judged section written: with the report's table (src.report.read.table.summarize) the
+    study's table beside it, with a speed check of the norms' kernels its estimates against the
+    hand-rolled LayerNorm in place of the jobs' times."""
     if judged.ran_none:
         return StudyText(judged)
 
@@ -455,3 +454,14 @@ def study_section(runs: pd.DataFrame, axes: Sequence[Axis], check: Mapping[str, 
 
     beside = study_table(table, judged.labels, estimate if check.get("kernel") else None) if table is not None else None
     return StudyText(judged, setting_lines(runs, study_code()), beside)
+
+
+def written(a: Analysis) -> StudyText:
+    """The report's study section in words (the renderers and the headline read it)."""
+    return study_text(a.study, a.runs, a.table, a.check)
+
+
+def study_section(runs: pd.DataFrame, axes: Sequence[Axis], check: Mapping[str, Any], margins: Margins,
+                  table: pd.DataFrame | None = None, sequential: Sequence[SequentialVerdict] = ()) -> StudyText:  # fmt: skip
+    """The section for a sweep, judged (src.report.judge.study.against_study) and written (`study_text`)."""
+    return study_text(against_study(runs, axes, check, margins, sequential), runs, table, check)
