@@ -178,7 +178,6 @@ def checkpointed(overrides: list[str], tmp_path: Path, steps: int) -> list[str]:
     ]
 
 
-@contextlib.contextmanager
 def first_checkpoint(proc: subprocess.Popen, root: Path, timeout_s: float = 300) -> Path:
     """The first `last.ckpt` under root/checkpoints, once the running job `proc` has written it; fails
     the test when the job ends or the time runs out first."""
@@ -189,6 +188,7 @@ def first_checkpoint(proc: subprocess.Popen, root: Path, timeout_s: float = 300)
     return found
 
 
+@contextlib.contextmanager
 def tmpfs(folder: Path, options: str, why: str) -> Iterator[Path]:
     """A tmpfs mounted on `folder` (a read-only or a small disk) for the block; the test is skipped,
     saying `why` it needs one, where mounting is not allowed (not root)."""

@@ -130,7 +130,7 @@ def test_a_placement_sweep_reports_four_variants_and_the_four_one_axis_compariso
 @pytest.mark.slow
 def test_against_the_study_a_placement_sweep_counts_its_pre_norm_variants(sweeps: Sweeps) -> None:
     from src.report import analyze
-    from src.report.words.study import claim_line, claim_reason
+    from src.report.words.study import claim_line, claim_reason, written
     from src.stats.verdicts import ClaimWord
 
     NOT_APPLICABLE = ClaimWord.NOT_APPLICABLE
@@ -146,7 +146,7 @@ def test_against_the_study_a_placement_sweep_counts_its_pre_norm_variants(sweeps
     assert f"built-in {pre.primary.diff:+.4f} [" in claim_line(claims[4]) and "hand-rolled not swept" in claim_line(claims[4])
     assert any("not within 2× of the study's 163,009,536" in why for why in claims[4].findings[0].outside)
     # A sweep of one study norm alone (the weight-decay sweep of torch_layernorm) says so in one line.
-    decay = analyze("decay", sweeps.uri).study
+    decay = written(analyze("decay", sweeps.uri))
     claim_lines = [line for line in decay.lines() if line[:2] in {f"{n}." for n in range(1, 8)}]
     assert len(claim_lines) == 7  # every claim has its line, none vanishes
     assert all(line.startswith(f"{n}. not tested here — ") and "→ needs " in line for n, line in enumerate(claim_lines, 1))
