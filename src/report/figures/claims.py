@@ -14,6 +14,7 @@ check), or its jobs' training time.
 
 from __future__ import annotations
 
+import math
 import textwrap
 
 from matplotlib.figure import Figure
@@ -21,7 +22,7 @@ from matplotlib.figure import Figure
 from src.report.figures.forest import Row, draw_rows, legend
 from src.report.figures.style import new_figure
 from src.report.judge.study import Finding, StudySection, short_reason
-from src.report.read.published import EQUIVALENCE, SPEED
+from src.report.read.published import EQUIVALENCE, SPEED, STABILITY
 from src.stats.verdicts import ClaimWord
 
 COLORS = {ClaimWord.REPRODUCED: "tab:green", ClaimWord.PARTLY: "tab:olive", ClaimWord.NOT_REPRODUCED: "tab:red",
@@ -40,9 +41,30 @@ def not_testable(f: Finding) -> bool:
     return f.word == ClaimWord.NOT_APPLICABLE and bool(f.outside)
 
 
+def has_interval(f: Finding) -> bool:
+    """A part this sweep measured with an interval (one end may be unbounded)."""
+    return math.isfinite(f.estimate) and not (math.isnan(f.low) or math.isnan(f.high))
+
+
 def drawn(section: StudySection) -> list[Finding]:
     """The rows: the parts with an interval, and every part that is not testable here (interval or not)."""
-    return [f for c in section.claims for f in c.findings if f.metric in (SPEED, "test_loss") and (not_testable(f) or f in section.plotted())]
+    return [f for c in section.claims for f in c.findings if f.metric in (SPEED, "test_loss") and (not_testable(f) or has_interval(f))]
+
+
+def not_drawn(section: StudySection) -> dict[int, str]:
+    """Claim number -> why the plot has no row of it: no part with an interval."""
+    out: dict[int, str] = {}
+    for c in section.claims:
+        if any(has_interval(f) for f in c.findings):
+            continue
+        if c.claim.metric == STABILITY:
+            out[c.claim.number] = "an event: runs counted, no interval"
+        elif any(f.effect is not None and not f.effect.has_interval for f in c.findings):
+            out[c.claim.number] = "one run each: no interval"
+        else:
+            out[c.claim.number] = "no finished runs of its variants at the study's setting"
+    out |= dict.fromkeys(section.unjudged, "not swept")
+    return dict(sorted(out.items()))
 
 
 def _title(metric: str, title: str, parts: list[Finding]) -> str:
@@ -109,7 +131,7 @@ def plot_claims(section: StudySection) -> Figure | None:
         said = f"{NOT_TESTABLE}: a claim outside this sweep's setting; this sweep's own reading is in the report, not drawn"
         title += "\n" + textwrap.fill(said, 80 * len(panels))  # one panel's width holds 80 characters
     rows_of = {c.claim.number for c in section.claims if any(f in found for f in c.findings)}
-    if left := {n: why for n, why in section.not_plotted().items() if n not in rows_of}:
+    if left := {n: why for n, why in not_drawn(section).items() if n not in rows_of}:
         # A claim with no interval has no row: the figure says so, rather than dropping it silently.
         groups: dict[str, list[int]] = {}
         for number, why in left.items():

@@ -170,26 +170,6 @@ class StudySection:
                     seen.setdefault(why.fact, why)
         return list(seen.values())
 
-    def not_plotted(self) -> dict[int, str]:
-        """StudyClaim number -> why the forest plot leaves it out: no part with an interval."""
-        drawn = {id(f) for f in self.plotted()}
-        out: dict[int, str] = {}
-        for c in self.claims:
-            if any(id(f) in drawn for f in c.findings):
-                continue
-            if c.claim.metric == STABILITY:
-                out[c.claim.number] = "an event: runs counted, no interval"
-            elif any(f.effect is not None and not f.effect.has_interval for f in c.findings):
-                out[c.claim.number] = "one run each: no interval"
-            else:
-                out[c.claim.number] = "no finished runs of its variants at the study's setting"
-        out |= dict.fromkeys(self.unjudged, "not swept")
-        return dict(sorted(out.items()))
-
-    def plotted(self) -> list[Finding]:
-        """The parts the forest plot draws: those with an interval (one end may be unbounded)."""
-        return [f for c in self.claims for f in c.findings if math.isfinite(f.estimate) and not (math.isnan(f.low) or math.isnan(f.high))]
-
 
 def short_reason(reason: DomainFact) -> str:
     """The fact a domain reason states (`CPU run`), kept apart from why it leaves the domain as data."""

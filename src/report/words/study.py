@@ -374,7 +374,7 @@ def method_line(family: int, event: bool, sequential: int) -> str:
 @dataclass
 class StudyText:
     """The section in words: the judged section (`judged`, whose data reads through: `claims`,
-    `unjudged`, `plotted()`, ... for the figure and the headline), this sweep's setting beside the
+    `unjudged`, ... for the headline), this sweep's setting beside the
     study's, and the study's table beside this sweep's."""
 
     judged: StudySection = field(default_factory=StudySection)
