@@ -17,7 +17,7 @@ from src.stats.inference import (
     trimmed_mean_interval,
     welch,
 )
-from src.stats.verdicts import needed, power_difference, power_equivalence
+from src.stats.verdicts import least_detectable, needed, power_difference, power_equivalence
 
 # Welch's t-test, example 1 of the Wikipedia article (t = -2.46, df = 24.99, p = 0.021).
 A1 = [27.5, 21.0, 19.0, 23.6, 17.0, 17.9, 16.9, 20.1, 21.9, 22.6, 23.1, 19.6, 19.0, 21.7, 21.4]
@@ -173,6 +173,18 @@ def test_seeds_needed_by_exact_t_power() -> None:
     assert needed(sd=1.0, diff=0.5, alpha=0.05, margin=1.0) > 11  # less room to spare
     assert needed(sd=1.0, diff=0.5, alpha=0.05, margin=0.5) is None
     assert needed(sd=0.0, diff=1.0, alpha=0.05) is None
+
+
+def test_least_detectable_difference_is_seeds_needed_read_the_other_way() -> None:
+    """The least |Δ| n seeds show with 80% power: where the noncentral t's power reaches 0.80, and so
+    the effect at which `needed` asks for exactly n."""
+    # Sd 1, α = 0.05: 10 seeds reach 0.803 at Δ = 1 (above), so the least detectable Δ is just under 1.
+    d10 = least_detectable(10, 1.0, 0.05)
+    assert 0.99 < d10 < 1.0 and power_difference(10, d10, 1.0, 0.05) == pytest.approx(0.80, abs=1e-6)
+    assert needed(sd=1.0, diff=d10 * 1.001, alpha=0.05) == 10 and needed(sd=1.0, diff=d10 * 0.999, alpha=0.05) == 11
+    # Many seeds: the normal approximation's (z_0.975 + z_0.80)·sd/√n = 2.8016/√1000 = 0.08859.
+    assert least_detectable(1000, 1.0, 0.05) == pytest.approx(0.08859, rel=2e-3)
+    assert math.isnan(least_detectable(1, 1.0, 0.05)) and math.isnan(least_detectable(5, 0.0, 0.05))
     assert needed(sd=1.0, diff=1e-6, alpha=0.05) == 10_001  # "more than ten thousand"
     # Speed-check rounds: Yuen's trimmed mean loses 2·⌊0.2n⌋ degrees of freedom, so it needs more rounds.
     assert needed(sd=1.0, diff=1.0, alpha=0.05, trim=0.2) > 10

@@ -68,7 +68,7 @@ from scipy import stats
 from src.stats.inference import MIN_SEEDS, paired_t
 from src.stats.settings import OBRIEN_FLEMING, POCOCK, SPENDING
 from src.stats.verdicts import SequentialWord, look_word
-from src.stats.verdicts import detectable as least_detectable
+from src.stats.verdicts import least_detectable
 
 EQUIVALENT, DIFFERENT, UNDECIDED, UNDECIDABLE = (SequentialWord.EQUIVALENT, SequentialWord.DIFFERENT, SequentialWord.UNDECIDED,
                                                  SequentialWord.UNDECIDABLE)  # fmt: skip
@@ -178,7 +178,7 @@ def decision_chance(
 def detectable(design: Design, look: int, sd: float) -> float:
     """The least |Δ| that one of the looks after `look` (the last look, at the end) detects as
     different with 80% power at its own level, when the seed differences spread by `sd` (the same
-    power calculation as a fixed-n pair's "would settle it": src.stats.verdicts.detectable)."""
+    power calculation as a fixed-n pair's "would settle it": src.stats.verdicts.least_detectable)."""
     looks, levels = design.looks(), design.levels()
     later = range(min(look + 1, len(looks) - 1), len(looks))
     return min(least_detectable(looks[j], sd, levels[j]) for j in later)

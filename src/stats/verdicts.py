@@ -172,7 +172,7 @@ def needed(sd: float, diff: float, alpha: float, margin: float | None = None, tr
     return _first(power)
 
 
-def detectable(n: int, sd: float, alpha: float) -> float:
+def least_detectable(n: int, sd: float, alpha: float) -> float:
     """The least |Δ| that n observations of spread `sd` show as a difference with the power `needed`
     aims for (the two-sided t-test at `alpha`): `needed` read the other way, by the same power."""
     if not (math.isfinite(sd) and sd > 0) or n < 2:
