@@ -67,8 +67,7 @@ from scipy import stats
 
 from src.stats.inference import MIN_SEEDS, paired_t
 from src.stats.settings import OBRIEN_FLEMING, POCOCK, SPENDING
-from src.stats.verdicts import SequentialWord, look_word
-from src.stats.verdicts import least_detectable
+from src.stats.verdicts import SequentialWord, least_detectable, look_word
 
 EQUIVALENT, DIFFERENT, UNDECIDED, UNDECIDABLE = (SequentialWord.EQUIVALENT, SequentialWord.DIFFERENT, SequentialWord.UNDECIDED,
                                                  SequentialWord.UNDECIDABLE)  # fmt: skip
