@@ -27,7 +27,7 @@ import pandas as pd
 from src.report.judge.speed import norm_shares, step_time_text
 from src.report.read.published import CLAIMS, PRESET
 from src.report.read.table import AXIS_PREFIX
-from src.report.words.study import written
+from src.report.words.study import absent_text
 from src.stats.inference import MIN_SEEDS
 from src.stats.verdicts import ClaimWord, PairWord, SpeedWord, equivalent_text, settle_text
 from src.tracking.tags import DIVERGED, FINISHED
@@ -246,9 +246,9 @@ def _how_paired(tested: Sequence[Result], seeds: int) -> str:
 
 
 def reproduced_line(a: Analysis) -> str:
-    study = written(a)
-    if study.absent:
-        return f"Reproduced? Not here: {study.absent}"
+    study = a.study  # the judgements: the line needs their words, not the section's sentences
+    if study.ran_none:
+        return f"Reproduced? Not here: {absent_text(study)}"
     words = {c.claim.number: c.word for c in study.claims} | dict.fromkeys(study.unjudged, ClaimWord.NOT_TESTED)
     grouped: dict[ClaimWord, list[int]] = {}
     for number, word in sorted(words.items()):

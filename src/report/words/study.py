@@ -371,6 +371,11 @@ def method_line(family: int, event: bool, sequential: int) -> str:
     return line
 
 
+def absent_text(judged: StudySection) -> str:
+    """Why the section lists no claim ("" when it lists some): the sweep ran none of the study's variants."""
+    return f"this sweep ran none of the study's variants ({', '.join(STUDY_VARIANTS)}); nothing to compare." if judged.ran_none else ""
+
+
 @dataclass
 class StudyText:
     """The section in words: the judged section (`judged`, whose data reads through: `claims`,
@@ -389,7 +394,7 @@ class StudyText:
     @property
     def absent(self) -> str:
         """Why no claim is listed ("" when some is): the sweep ran none of the study's variants."""
-        return f"this sweep ran none of the study's variants ({', '.join(STUDY_VARIANTS)}); nothing to compare." if self.judged.ran_none else ""
+        return absent_text(self.judged)
 
     @property
     def method(self) -> str:
