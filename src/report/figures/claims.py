@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 
 from src.report.figures.forest import Row, draw_rows, legend
 from src.report.figures.style import new_figure
-from src.report.judge.study import Finding, StudySection, short_reason
+from src.report.judge.study import Finding, StudySection
 from src.report.read.published import EQUIVALENCE, SPEED, STABILITY
 from src.stats.verdicts import ClaimWord
 
@@ -104,7 +104,7 @@ def _row(section: StudySection, metric: str, scale: float, f: Finding) -> Row:
     """A claim part in the panel's units: this sweep's estimate, the study's figure, the claim's band and,
     for an equivalence, its margin; a part not testable here is a grey row naming why, with no estimate."""
     low, high = f.part.band(metric)
-    why = f"{NOT_TESTABLE}: " + ", ".join(short_reason(x) for x in f.outside) if not_testable(f) else ""
+    why = f"{NOT_TESTABLE}: " + ", ".join(x.fact for x in f.outside) if not_testable(f) else ""
     return Row(_label(section, f), COLORS[f.word], *(x * scale for x in (f.estimate, f.low, f.high)),
                marks=((f.part.published(metric) * scale, STUDY),), span=(low * scale, high * scale),
                margin=f.margin * scale if f.part.asserts == EQUIVALENCE else None, note=why)  # fmt: skip

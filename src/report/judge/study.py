@@ -171,11 +171,6 @@ class StudySection:
         return list(seen.values())
 
 
-def short_reason(reason: DomainFact) -> str:
-    """The fact a domain reason states (`CPU run`), kept apart from why it leaves the domain as data."""
-    return reason.fact
-
-
 # --- what the sweep found ---------------------------------------------------------------------------
 
 
