@@ -10,7 +10,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
 ARGS ?=
 
-.PHONY: install server train sweep sweep-seeds collapse test test-fast lint ui ui-screenshot data bench-norms bench-train bench-variants clean
+.PHONY: install server train sweep sweep-seeds collapse test test-fast test-properties lint ui ui-screenshot data bench-norms bench-train bench-variants clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,10 @@ test: install  ## the whole test suite (what CI runs): on two workers, then the 
 
 test-fast: install  ## the inner loop: everything but the slow tests
 	$(PY) -m pytest -q -m "not slow" $(ARGS)
+
+# The long profile of the report's property test: thousands of generated sweeps (PROPERTY_EXAMPLES sets how many).
+test-properties: install  ## the report's invariants on 2,000 generated sweeps (the fast suite runs a seeded few)
+	HYPOTHESIS_PROFILE=long $(PY) -m pytest -q -p no:cacheprovider tests/test_report_properties.py $(ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -1,0 +1,126 @@
+"""Made-up sweeps for the report's property tests (tests/test_report_properties.py): hypothesis
+strategies that draw a sweep as src.report.read.runs reads it (one row per run) and a speed check as
+`python -m src.bench variants` writes it (variants.json), and `analysis_of`, which takes them through
+the report's real path (`compare` → `compare_speed` → `against_study` → the words) without MLflow.
+
+What varies is what a real sweep can hold: built-in and user norms, 1-12 seeds per variant with gaps
+and unequal sets, failed and diverged runs, bit-identical and near-identical implementations, spreads
+from none to large, the CPU default or the study's own setting, an init axis, and a speed check of 2
+to 40 rounds (its whole steps as few as 2).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from hypothesis import strategies as st
+
+from src.report.read.table import AXIS_PREFIX
+
+BUILT_INS = ("hand_layernorm", "torch_layernorm", "hand_rmsnorm", "torch_rmsnorm", "no_norm")
+FAMILY = {"hand_layernorm": "layernorm", "torch_layernorm": "layernorm", "hand_rmsnorm": "rmsnorm",
+          "torch_rmsnorm": "rmsnorm", "no_norm": "none", "my_rms": "rmsnorm", "my_ln": "layernorm"}  # fmt: skip
+USER = ("my_rms", "my_ln")  # norms no conf/norm YAML names: a user's, by `_target_`
+MAX_SEEDS = 12
+
+# The study's own setting (its preset's runs), and the CPU default's.
+STUDY = {"device_type": "cuda", "device_name": "NVIDIA A100-SXM4-40GB", "n_params": 163_009_536.0, "devices": 8.0,
+         "tokens": 3_260_252_160.0, "precision": "fp16_mixed (matmul precision high)", "steps_done": 33_165.0,
+         "model": "gpt2_small", "lr": 6e-4}  # fmt: skip
+CPU = {"device_type": "cpu", "device_name": "cpu", "n_params": 4_000_000.0, "devices": 1.0, "tokens": 600_000.0,
+       "precision": "32-true", "steps_done": 150.0, "model": "cpu_small", "lr": 1e-3}  # fmt: skip
+
+# How far a variant's loss sits from the first one's: none (bit-identical when its noise is none
+# too), below any printed digit, inside the margin, beyond it.
+OFFSETS = (0.0, 0.0, 1e-9, 3e-4, 0.002, 0.006, 0.03, -0.002, -0.03)
+# A run's own noise around its variant's mean (on top of the seed's, which pairing removes).
+SPREADS = (0.0, 0.0, 1e-12, 1e-9, 1e-5, 2e-4, 3e-3, 0.03)
+
+
+@dataclass
+class MadeUp:
+    runs: pd.DataFrame
+    check: dict[str, Any] = field(default_factory=dict)
+    axes: tuple = ()
+
+    @property
+    def seeds_per_variant(self) -> int:
+        return int(self.runs.groupby("variant").size().max())
+
+
+@st.composite
+def runs_frames(draw: st.DrawFn) -> MadeUp:
+    norms = draw(st.lists(st.sampled_from(BUILT_INS + USER), min_size=2, max_size=5, unique=True))
+    setting = draw(st.sampled_from((CPU, STUDY)))
+    inits = draw(st.sampled_from((("study",), ("study",), ("study", "gpt2"))))
+    seed_effect = draw(st.sampled_from((0.0, 0.016)))  # the seed's own share (the study's SD), paired out
+    base = draw(st.floats(2.5, 7.0, allow_nan=False)).__round__(4)
+    spread = draw(st.sampled_from(SPREADS))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    seed_loss = base + rng.normal(0, seed_effect, MAX_SEEDS) if seed_effect else np.full(MAX_SEEDS, base)
+    rows = []
+    start = 0
+    for init in inits:
+        for norm in norms:
+            n_seeds = draw(st.integers(1, MAX_SEEDS))
+            seeds = draw(st.sampled_from(("first", "gaps"))) == "first"
+            chosen = list(range(n_seeds)) if seeds else sorted(draw(st.sets(st.integers(0, MAX_SEEDS - 1), min_size=1, max_size=n_seeds)))
+            offset = draw(st.sampled_from(OFFSETS)) if norm != norms[0] else 0.0
+            own = spread if draw(st.booleans()) else draw(st.sampled_from(SPREADS))
+            for seed in chosen:
+                outcome = draw(st.sampled_from(("finished",) * 8 + ("failed", "diverged")))
+                loss = seed_loss[seed] + offset + (rng.normal(0, own) if own else 0.0)
+                label = norm if len(inits) == 1 else f"{norm} · {init}"
+                start += 1
+                rows.append({
+                    "run_id": f"{label}-s{seed}", "variant": label, "norm": norm, "family": FAMILY[norm], "seed": seed,
+                    "outcome": outcome, "test_loss": loss if outcome == "finished" else math.nan,
+                    "tokens_per_sec": 1000.0 * (1 + 0.4 * rng.random()), "train_time_s": 100.0 + start,
+                    "stopped_at_step": 530.0 if outcome == "diverged" else math.nan,
+                    "start_time": pd.Timestamp(0) + pd.Timedelta(seconds=200 * start), "dispatch": "fwd=fused bwd=fused",
+                    "model.norm_placement": "pre", "model.qk_norm": "False", "model.init": init, "norm_reference": "",
+                    **({AXIS_PREFIX + "norm": norm, AXIS_PREFIX + "model.init": init} if len(inits) > 1 else {}),
+                    **setting,
+                })  # fmt: skip
+    if setting is STUDY:
+        for row in rows:  # a diverged run stops early; the others trained the study's whole budget
+            if row["outcome"] != "finished":
+                row["steps_done"] = 530.0
+    runs = pd.DataFrame(rows)
+    axes = ()
+    if len(inits) > 1:
+        from src.tracking.variants import Axis
+
+        axes = (Axis("norm", ("norm.norm_type",)), Axis("model.init", ("model.init",)))
+    return MadeUp(runs, axes=axes)
+
+
+@st.composite
+def speed_checks(draw: st.DrawFn, variants: list[str]) -> dict[str, Any]:
+    """variants.json of an interleaved speed check: each norm's seconds per step, and whole steps, per round."""
+    if not draw(st.booleans()):
+        return {}
+    rounds = draw(st.integers(2, 40))
+    step_rounds = draw(st.sampled_from((2, 3, rounds)))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    step_ms = 100.0
+    noise = draw(st.sampled_from((0.0, 0.001, 0.02, 0.3)))
+    step_noise = draw(st.sampled_from((0.001, 0.01, 0.3)))
+    shift = draw(st.sampled_from((0.0, 0.0, 0.05)))  # whole steps moved by more than the norms' cost
+    cost = {v: 0.0 if v == "no_norm" else draw(st.sampled_from((1.0, 1.0, 1.02, 3.0, 8.0))) for v in variants}
+    norms = {v: list(ms / 1e3 * (1 + rng.normal(0, noise, rounds)).clip(0.1)) for v, ms in cost.items()}
+    steps = {v: list((step_ms + ms) * (1 + shift * i) / 1e3 * (1 + rng.normal(0, step_noise, step_rounds)).clip(0.1))
+             for i, (v, ms) in enumerate(cost.items())}  # fmt: skip
+    return {"kernel": {"samples_s": norms, "step_s": step_ms / 1e3, "rounds": rounds}, "samples_s": steps,
+            "settings": {"variants": list(variants), "rounds": step_rounds}}  # fmt: skip
+
+
+@st.composite
+def sweeps(draw: st.DrawFn) -> MadeUp:
+    made = draw(runs_frames())
+    made.check = draw(speed_checks([v for v in dict.fromkeys(made.runs.variant)]))
+    return made

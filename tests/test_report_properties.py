@@ -1,0 +1,256 @@
+"""The report's invariants, checked on generated sweeps (tests/made_up_sweeps.py) through the real
+path: `compare` → `compare_speed` → `against_study` → the headline and every section, as the
+terminal, report.md, comparisons.csv and the sweep run's verdict print them.
+
+The fast suite runs a seeded, bounded profile; `make test-properties` runs the long one
+(HYPOTHESIS_PROFILE=long). A counterexample it finds becomes a named case in tests/test_report_cases.py.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from made_up_sweeps import MadeUp, sweeps
+
+from src.report.analysis import Analysis
+from src.report.judge.pairs import Margins, compare, comparison_pairs
+from src.report.judge.speed import compare_speed, speed_lines
+from src.report.judge.study import against_study
+from src.report.read.table import summarize
+from src.report.render.markdown import markdown_page, verdict
+from src.report.render.terminal import terminal_text
+from src.stats import inference
+from src.stats.verdicts import PairWord
+
+settings.register_profile("fast", max_examples=int(os.environ.get("PROPERTY_EXAMPLES", 60)), deadline=None, derandomize=True,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+settings.register_profile("long", max_examples=int(os.environ.get("PROPERTY_EXAMPLES", 2000)), deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fast"))
+
+
+@pytest.fixture(autouse=True)
+def _fewer_resamples(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The paired bootstrap (comparisons.csv's check beside the t-interval, never a word) with 999
+    resamples instead of 9,999: the same code, ten times faster, so a few hundred sweeps fit in seconds."""
+    monkeypatch.setattr(inference, "BOOTSTRAP_RESAMPLES", 999)
+
+
+def analysis_of(made: MadeUp) -> Analysis:
+    """What `src.report.analyze` makes of these runs and this check, without an MLflow store."""
+    runs, check, margins = made.runs, made.check, Margins()
+    comparisons = compare(runs, margins)
+    variants = (check.get("settings") or {}).get("variants") or []
+    timed = [(a, b) for a, b, _ in comparison_pairs(runs) if a in variants and b in variants] if check else []
+    verdicts = compare_speed(check, timed, margins.speed)
+    reference = "torch_layernorm" if "torch_layernorm" in variants else (variants[0] if variants else None)
+    return Analysis(
+        "made-up", "sqlite://", "0", runs, pd.DataFrame(), summarize(runs), comparisons, margins, 0,
+        speed=speed_lines(check, timed, margins.speed, reference, verdicts) if check else [], speed_verdicts=verdicts,
+        check=check, axes=made.axes, study=against_study(runs, made.axes, check, margins),
+    )  # fmt: skip
+
+
+def outputs(a: Analysis) -> dict[str, str]:
+    return {"terminal": terminal_text(a, width=10_000), "report.md": markdown_page(a, []), "verdict": verdict(a),
+            "comparisons.csv": a.comparisons_frame().to_csv(index=False)}  # fmt: skip
+
+
+# --- reading numbers back out of the words ------------------------------------------------------------
+
+NUMBER = r"[+\-−]?\d[\d,]*(?:\.\d+)?(?:e[+\-]?\d+)?%?"
+# `+0.0012 [-0.0003, +0.0027]` or `+1.2% [+0.4%, +2.0%]` (the estimate, then its interval)
+BESIDE = re.compile(rf"({NUMBER}) \[({NUMBER}), ({NUMBER})\]")
+LEVEL = re.compile(r"\b\d{2}(?:\.\d+)?% (?:CI|interval|confidence)|\(\d{2}% interval\)|\d{2}% (?:TOST|two-sided)")
+
+
+def number(text: str) -> float:
+    return float(text.replace("−", "-").replace(",", "").rstrip("%"))
+
+
+def items(text: str) -> list[str]:
+    """The sentences of an output, one per line or bullet (a table row is one too)."""
+    return [line.strip().lstrip("-* ").strip() for line in text.splitlines() if line.strip()]
+
+
+def estimate_outside(text: str) -> list[str]:
+    """Each printed `x [low, high]` whose x is outside [low, high] (as printed: rounding may touch an end)."""
+    return [m.group(0) for m in BESIDE.finditer(text) if not number(m.group(2)) <= number(m.group(1)) <= number(m.group(3))]
+
+
+# --- the invariants ------------------------------------------------------------------------------------
+
+
+def check_numbers_inside_intervals(a: Analysis, out: dict[str, str]) -> None:
+    for name, text in out.items():
+        bad = estimate_outside(text)
+        assert not bad, f"{name}: an estimate printed outside its own interval: {bad}"
+
+
+def check_every_interval_says_its_level(a: Analysis, out: dict[str, str]) -> None:
+    """A sentence with an interval names its level; a table whose cells hold intervals names it in
+    its header or in the lead above it."""
+    lines = out["report.md"].splitlines()
+    for i, line in enumerate(lines):
+        if not BESIDE.search(line):
+            continue
+        if line.startswith("|"):
+            top = next(j for j in range(i, -1, -1) if not lines[j].startswith("|"))  # the line above the table
+            head = " ".join(lines[top : top + 2])
+            assert LEVEL.search(head), f"report.md: a table of intervals with no level in its header or lead: {head[:300]}"
+        else:
+            assert LEVEL.search(line), f"report.md: an interval without its level: {line[:300]}"
+
+
+def check_the_word_is_the_intervals(a: Analysis, out: dict[str, str]) -> None:
+    """Each pair's printed interval is the one its word was read from, and supports that word: a
+    difference excludes zero, an equivalence lies inside ±margin, and an inconclusive interval that
+    excludes zero prints the Holm-adjusted p that kept it undecided."""
+    text = out["report.md"]
+    for r in a.comparisons:
+        d = r.decision
+        if d is None or not d.spread:
+            continue
+        low, high = d.low, d.high
+        if r.verdict == PairWord.DIFFERENT:
+            assert low > 0 or high < 0, f"{r.pair}: different on an interval holding zero"
+        if r.verdict == PairWord.EQUIVALENT:
+            assert -r.margin < low and high < r.margin, f"{r.pair}: equivalent on an interval beyond ±{r.margin}"
+        sentence = next((s for s in text.splitlines() if s.startswith(f"- {r.pair} (")), "")
+        if not sentence:
+            continue
+        shown = f"[{low:+.4f}, {high:+.4f}]"
+        assert shown in sentence, f"{r.pair}: the interval its word was read from ({shown}) is not the one printed: {sentence[:300]}"
+        if r.verdict == PairWord.INCONCLUSIVE and (low > 0 or high < 0):
+            assert "Holm" in sentence, f"{r.pair}: inconclusive beside an interval that excludes zero, no Holm p: {sentence[:300]}"
+
+
+def check_family_printed_is_adjusted(a: Analysis, out: dict[str, str]) -> None:
+    adjusted = sum(math.isfinite(r.p_holm) for r in a.comparisons)
+    for name, text in out.items():
+        for m in re.finditer(r"Holm-adjusted over (\d+) (?:comparisons|tests)", text):
+            assert int(m.group(1)) == adjusted, f"{name}: Holm printed over {m.group(1)}, adjusted over {adjusted}"
+
+
+def check_no_p_zero(a: Analysis, out: dict[str, str]) -> None:
+    for name, text in out.items():
+        if name == "comparisons.csv":
+            continue
+        bad = re.findall(r"\bp = 0(?![.\d])|p = 0\.0+(?!\d)|p = 0e", text)
+        assert not bad, f"{name}: a p-value printed as zero"
+
+
+def check_no_interval_without_spread_called_different(a: Analysis, out: dict[str, str]) -> None:
+    """[x, x] (a zero-wide interval printed) beside a decided word: the spread was below what the
+    numbers can resolve, and the no-spread words should have said so."""
+    for name in ("terminal", "report.md"):
+        for line in items(out[name]):
+            for m in BESIDE.finditer(line):
+                if m.group(2) == m.group(3) and "no spread" not in line and "no interval" not in line:
+                    raise AssertionError(f"{name}: a zero-wide interval printed as one: {line[:300]}")
+
+
+def check_seeds_to_settle_exceed_seeds_run(a: Analysis, out: dict[str, str]) -> None:
+    for r in a.comparisons:
+        if r.seeds is not None:
+            assert r.seeds > r.primary.n, f"{r.pair}: {r.seeds} seeds would settle it, {r.primary.n} already ran"
+    most = int(a.runs.groupby("variant").size().max())
+    for name, text in out.items():
+        for m in re.finditer(r"(\d[\d,]*) seeds per variant would settle", text):
+            assert number(m.group(1)) > most, f"{name}: {m.group(0)} with {most} already run"
+
+
+def check_lowest_is_established(a: Analysis, out: dict[str, str]) -> None:
+    """"lowest" names a variant that no judged pair puts above another, and no tie."""
+    headline = out["terminal"].split("\n\n")[1] if "\n\n" in out["terminal"] else out["terminal"]
+    m = re.search(r"lowest test loss (\S+?)(?: \([^)]*\))? (\d+\.\d+)", headline)
+    if not m:
+        return
+    best = m.group(1)
+    for r in a.comparisons:
+        if r.verdict != PairWord.DIFFERENT or best not in (r.a, r.b):
+            continue
+        other_lower = r.primary.diff > 0 if r.a != best else r.primary.diff < 0  # diff = b - a
+        assert not other_lower, f"'lowest {best}' while {r.pair} is different the other way: {headline[:400]}"
+    line = next(x for x in headline.splitlines() if "lowest test loss" in x)
+    assert "+0.0000" not in line or "tie" in line or "identical" in line, f"an exact tie called lowest: {line[:400]}"
+
+
+def check_agree_only_on_a_usable_interval(a: Analysis, out: dict[str, str]) -> None:
+    for v in a.speed_verdicts:
+        line = next((s for s in a.speed if s.startswith(f"{v.b} vs {v.a}") or f"{v.a} vs {v.b}" in s[:80] or v.b in s[:80]), "")
+        if v.measured is None or not line:
+            continue
+        if "agree" in line and "disagree" not in line:
+            assert v.measured.df >= 2 and math.isfinite(v.measured.low), f"'agree' beside a {v.measured.n}-round interval: {line[:300]}"
+        overlap = v.measured.low <= v.predicted.high and v.predicted.low <= v.measured.high
+        if not overlap and v.measured.df >= 4:
+            assert "too noisy" not in line, f"a precise measurement that excludes the prediction called noise: {line[:300]}"
+
+
+def check_set_aside_runs_are_named(a: Analysis, out: dict[str, str]) -> None:
+    for outcome in ("failed", "diverged"):
+        if (a.runs.outcome == outcome).any():
+            assert outcome in out["terminal"], f"{outcome} runs are in the sweep and the terminal never says so"
+
+
+def check_jobs_timings_carry_their_caveat(a: Analysis, out: dict[str, str]) -> None:
+    """The table's column of the jobs' tokens/s ratio is not a measurement: its header says so."""
+    for line in out["report.md"].splitlines():
+        if line.startswith("|") and "speed vs" in line and "---" not in line:
+            assert re.search(r"not a measurement|one after another|at once|jobs'", line), f"the jobs' ratio without its caveat: {line}"
+
+
+INVARIANTS = [
+    check_numbers_inside_intervals, check_every_interval_says_its_level, check_the_word_is_the_intervals, check_family_printed_is_adjusted, check_no_p_zero,
+    check_no_interval_without_spread_called_different, check_seeds_to_settle_exceed_seeds_run, check_lowest_is_established,
+    check_agree_only_on_a_usable_interval, check_set_aside_runs_are_named, check_jobs_timings_carry_their_caveat,
+]  # fmt: skip
+
+
+@given(made=sweeps())
+def test_the_report_holds_on_any_sweep(made: MadeUp) -> None:
+    a = analysis_of(made)
+    out = outputs(a)
+    broken = []
+    for invariant in INVARIANTS:
+        try:
+            invariant(a, out)
+        except AssertionError as e:
+            broken.append(f"{invariant.__name__}: {e}")
+    assert not broken, "\n".join(broken)
+
+
+def tally(examples: int) -> dict[str, int]:
+    """Per invariant, how many of `examples` generated sweeps break it (`python tests/test_report_properties.py N`)."""
+    counts = {f.__name__: 0 for f in INVARIANTS} | {"errors": 0}
+    for _ in range(examples):
+        made = sweeps().example()
+        try:
+            a = analysis_of(made)
+            out = outputs(a)
+        except Exception:  # noqa: BLE001  (a report that cannot be written is the first invariant)
+            counts["errors"] += 1
+            continue
+        for f in INVARIANTS:
+            try:
+                f(a, out)
+            except AssertionError:
+                counts[f.__name__] += 1
+    return counts
+
+
+if __name__ == "__main__":
+    import sys
+    import warnings
+
+    warnings.simplefilter("ignore")
+    inference.BOOTSTRAP_RESAMPLES = 999
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    for name, count in tally(n).items():
+        print(f"{name}: {count} of {n}")
