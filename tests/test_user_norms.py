@@ -219,6 +219,44 @@ def test_a_user_norm_is_paired_with_its_reference() -> None:
     assert pairs_for({"torch_rmsnorm": "", "mine": ""}) == [("torch_rmsnorm", "mine")]  # the speed check knows no families
 
 
+def _recorded_reference(options: dict[str, object]) -> str:
+    """The reference tag a job of this user norm records (src.training.run_spec.user_norm_record), "" when none."""
+    from src.model.gpt import GPTConfig
+    from src.tracking.code import CodeState
+    from src.tracking.record import RecordSpec
+    from src.tracking.tags import NORM_REFERENCE_TAG
+    from src.training.run_spec import user_norm_record
+
+    model = GPTConfig(vocab_size=64, context_length=8, emb_dim=16, n_heads=2, n_layers=1, norm_type="mine", norm_options=options)
+    record = RecordSpec("e", "mine-s0", None, {}, {}, "", "", 1, code=CodeState("f", {}, {}))
+    return user_norm_record(model, record).tags.get(NORM_REFERENCE_TAG, "")
+
+
+def test_a_reference_is_recorded_only_as_named_and_the_report_chooses_by_family() -> None:
+    """Issue 62 item 6: a YAML without `reference:` once recorded torch_layernorm, so an rmsnorm of the
+    user's was paired with torch_layernorm though torch_rmsnorm was swept. A named one is recorded as
+    named; none named records nothing, and the pairs follow the family (docs/own_norm.md's rule)."""
+    import pandas as pd
+
+    from src.report.judge.pairs import comparison_pairs
+
+    assert _recorded_reference({"_target_": "torch.nn.RMSNorm"}) == ""
+    assert _recorded_reference({"_target_": "torch.nn.RMSNorm", "reference": "hand_layernorm"}) == "hand_layernorm"
+
+    def runs(reference: str, norms: dict[str, str]) -> pd.DataFrame:
+        rows = [{"variant": v, "family": f, "outcome": "finished", "seed": s, "test_loss": 3.0 + 0.01 * s, "start_time": s,
+                 "norm_reference": reference if v == "mine" else ""} for v, f in norms.items() for s in range(3)]  # fmt: skip
+        return pd.DataFrame(rows)
+
+    both = {"hand_layernorm": "layernorm", "torch_layernorm": "layernorm", "torch_rmsnorm": "rmsnorm", "mine": "rmsnorm"}
+    unnamed = _recorded_reference({"_target_": "torch.nn.RMSNorm"})
+    assert ("torch_rmsnorm", "mine", "") in comparison_pairs(runs(unnamed, both))  # its family's, not torch_layernorm
+    assert ("hand_layernorm", "mine", "") in comparison_pairs(runs("hand_layernorm", both))  # as named
+    layernorms = {k: v for k, v in both.items() if k != "torch_rmsnorm"}  # none of its family swept
+    assert ("torch_layernorm", "mine", "") in comparison_pairs(runs(unnamed, layernorms))
+    assert ("torch_rmsnorm", "mine", "") in comparison_pairs(runs("torch_layernorm", {"torch_rmsnorm": "rmsnorm", "mine": "rmsnorm"}))
+
+
 def test_the_study_section_lists_a_user_norm_as_not_the_studys() -> None:
     import pandas as pd
 

@@ -223,7 +223,7 @@ class NormSpec:
             object.__setattr__(self, "user", UserNorm.of(call, list(self.factory_options)))
         except ValueError as err:
             raise ValueError(f"norm.{err}") from None
-        if self.user is not None and self.user.reference not in NORM_REGISTRY:
+        if self.user is not None and self.user.reference and self.user.reference not in NORM_REGISTRY:
             raise ValueError(
                 f"norm.reference: {self.user.reference!r} is not a built-in variant, which a norm of your own is compared with; "
                 f"valid choices: {', '.join(NORM_REGISTRY)}"

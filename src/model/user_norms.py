@@ -11,8 +11,10 @@ It is called as the built-ins are (`src.model.norms.NormSpec`): the model's widt
 explicit eps by name where the signature takes one (a target without one is not given it: the run
 records that, since a different eps is a different comparison), its options by name, per position
 as for the built-ins. `width_arg` / `eps_arg` name those arguments for a signature that differs
-(`eps_arg: null`: it takes none). `reference` names the built-in variant an unknown family is
-compared against (default torch_layernorm). Its variant name is its YAML's name.
+(`eps_arg: null`: it takes none). `reference` names the built-in variant it is compared with; without
+one nothing is recorded and the report chooses (src.report.judge.pairs.user_norm_pairs: the first
+swept built-in of its family, else torch_layernorm, else the first built-in). Its variant name is its
+YAML's name.
 
 `UserNorm` imports the target and reads its signature; `check_runs` builds it at the model's width
 and runs it on a random batch under the run's precision (shape, dtype, finite output, a gradient
@@ -37,12 +39,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from src.core.schema import NORM_TARGET_KEY, USER_NORM_REFERENCE
+from src.core.schema import NORM_TARGET_KEY
 
 TARGET_KEY = NORM_TARGET_KEY
 WIDTH_ARG_KEY = "width_arg"  # the argument that takes the model's width; null: the first one
 EPS_ARG_KEY = "eps_arg"  # the argument that takes eps; unset: `eps` where the signature has it; null: none
-REFERENCE_KEY = "reference"  # the variant an unknown family is compared against
+REFERENCE_KEY = "reference"  # the built-in variant it is compared with, when the user names one
 CALL_KEYS = (
     TARGET_KEY,
     WIDTH_ARG_KEY,
@@ -112,7 +114,9 @@ class UserNorm:
     factory: Callable[..., Any]
     width_arg: str | None  # None: the width is its first positional argument
     eps_arg: str | None  # None: it takes no eps (the run records that)
-    reference: str
+    # The built-in its YAML names; "" when it names none. A default is not filled in here: recorded as if
+    # named, it would override the report's choice by family (an rmsnorm paired with torch_layernorm).
+    reference: str = ""
 
     @classmethod
     def of(cls, keys: Mapping[str, Any], option_names: list[str]) -> UserNorm:
@@ -140,8 +144,7 @@ class UserNorm:
                 raise ValueError(
                     f"{name}: not an argument of {target} (its options: {', '.join(accepted) or 'none'})"
                 )
-        reference = keys.get(REFERENCE_KEY) or USER_NORM_REFERENCE
-        return cls(str(target), factory, width_arg, eps_arg, str(reference))
+        return cls(str(target), factory, width_arg, eps_arg, str(keys.get(REFERENCE_KEY) or ""))
 
     def build(self, width: int, eps: float, options: Mapping[str, Any]) -> nn.Module:
         kwargs = dict(options)
@@ -250,7 +253,7 @@ class NormSource:
     file: str  # the file that defines it ("" when Python cannot tell: a compiled extension)
     file_sha256: str  # that file's bytes ("" as above)
     package: str  # "name==version" when it comes from an installed distribution, else ""
-    reference: str  # the built-in variant it is compared with (its YAML's `reference`)
+    reference: str  # the built-in its YAML's `reference` names; "" when none (the run then records none)
 
     @classmethod
     def of(cls, user: UserNorm) -> NormSource:

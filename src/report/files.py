@@ -52,7 +52,8 @@ def write(analysis: Analysis, out_dir: Path) -> list[Path]:
     axis = numeric_axis(analysis.runs, analysis.axes)
     if axis is not None:  # 30 learning rates read as a line, not as 30 names
         figures.append(save(plot_by_axis(analysis.runs, axis), out_dir / file_name(axis)))
-    # Speed is drawn only as the check measured it: the jobs' tokens/s, one after another, rank the load.
+    # Speed is drawn only as the check measured it: the jobs' own tokens/s (one after another or at once)
+    # rank the machine's load, not the norms.
     speed = plot_speed(analysis.speed_verdicts, analysis.margins.speed)
     if speed is not None:
         figures.append(save(speed, out_dir / "speed.png"))
@@ -66,6 +67,8 @@ def write(analysis: Analysis, out_dir: Path) -> list[Path]:
         analysis.stability.to_csv(out_dir / "stability.csv", index=False)
     if analysis.sensitivity is not None:
         analysis.sensitivity.to_csv(out_dir / "lr_sensitivity.csv", index=False)
+    # speed_vs_hand is the jobs' own tokens/s ratio: speed_vs_hand_caveat beside it says how they ran
+    # and that it is not a measurement (src.report.read.table.summarize), as the pages' header does.
     analysis.table.to_csv(out_dir / "table.csv", index=False)
     analysis.comparisons_frame().to_csv(out_dir / "comparisons.csv", index=False)
     analysis.runs.to_csv(out_dir / "runs.csv", index=False)

@@ -47,7 +47,7 @@ def stored_verdict(tags: Mapping[str, str]) -> str | None:
     """The verdict a report left on a sweep run (under either name)."""
     return tags.get(VERDICT_TAG) or tags.get(OLD_VERDICT_TAG)
 # report column -> name in the aggregate's key; few, since every key is one more chart in the UI. Not
-# tokens/s: the jobs' own, timed one after another, rank the machine's load; speed is per pair below.
+# tokens/s: the jobs' own, timed one after another or at once, rank the machine's load; speed is per pair below.
 AGGREGATED = {"test_loss": "test_loss"}
 SPEED_METRIC = "step_time"  # a pair's speed estimate: `sweep/<b>_vs_<a>.step_time.{change,ci_low,ci_high}`
 TABLES = {"variants": "report/variants.json", "comparisons": "report/comparisons.json"}

@@ -52,7 +52,8 @@ NORM_FILE_TAG = "normsweep.norm.file"  # the file that defines it
 NORM_FILE_HASH_TAG = "normsweep.norm.file_sha256"  # that file's bytes: the report's table shows its start
 NORM_PACKAGE_TAG = "normsweep.norm.package"  # name==version of the installed distribution it comes from
 NORM_PARAMS_TAG = "normsweep.norm.params"  # parameters of one of its norms at the model's width
-NORM_REFERENCE_TAG = "normsweep.norm.reference"  # the built-in it is compared with (its YAML's `reference`)
+# The built-in its YAML's `reference` names; absent when it names none (the report then chooses by family).
+NORM_REFERENCE_TAG = "normsweep.norm.reference"
 NORM_PROJECT_CODE_TAG = "normsweep.norm.project_code"  # the run's code fingerprint without its norm's file
 NORM_EPS_TAG = "normsweep.norm.eps"  # the eps it was given, or "not taken" (a different comparison)
 NORM_DISPATCH_TAG = "normsweep.norm_dispatch"  # the kernels the run's norm ran: "fwd=fused bwd=composite"

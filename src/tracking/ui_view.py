@@ -56,7 +56,7 @@ OLD_START_VIEW_TAG = "normsweep.startView"  # where earlier versions wrote it: r
 TRAINING_VIEW = {"workflowType": "machine_learning"}  # the UI's GenAI | Model training toggle
 GROUP_TAG = VARIANT_TAG  # the run tag that names the variant (src.tracking.variants)
 # Final one-off numbers, as the job logs them (src.training.run_life.final_metrics). Not the jobs' own
-# tokens/s or training time: timed one after another, they rank the machine's load between jobs (the
+# tokens/s or training time: timed one after another or at once, they rank the machine's load (the
 # speed per pair is the sweep run's, from its speed check).
 # The speed column is the speed check's estimate each job carries (src.tracking.summary.log_job_speed).
 # Nothing else: with MLflow's own columns (name, created, duration) these fit 1440 px unscrolled; the
@@ -66,7 +66,7 @@ RESULT_TAGS = (OUTCOME_TAG, VARIANT_TAG, SEED_TAG)
 # An experiment that swept a norm of the user's adds its class and file hash (src.training.run_spec), so a
 # changed file shows in the list; the columns would stand empty for the built-ins alone.
 USER_NORM_TAGS = (NORM_TARGET_TAG, NORM_FILE_HASH_TAG)
-# The jobs' own times, one after another on a shared machine: on the record (each job's page, runs.csv),
+# The jobs' own times, one after another or at once on shared machines: on the record (each job's page, runs.csv),
 # charted in a section of their own after the results, never as bars beside them.
 ONE_AFTER_ANOTHER_METRICS = ("train_time_s", "avg_tokens_per_sec", "avg_tokens_per_sec_after_first_step")
 SHOW_ALL_RUNS = "SHOW_ALL"  # the UI's runsHiddenMode that draws every run in the charts
@@ -84,7 +84,9 @@ def column(kind: str, name: str) -> str:
 # `<section>/<name>` is in `<section>`; one without a slash in MLflow's "Model metrics", system
 # metrics in its "System metrics".
 MODEL_METRICS, SYSTEM_METRICS = "Model metrics", "System metrics"
-ONE_AFTER_ANOTHER = "jobs one after another (machine load, not the norms' speed)"  # a section of our own
+# A section of our own. One view serves every sweep of the experiment, so its title does not say whether
+# the jobs ran one after another or at once (the report's table does: src.report.words.jobs).
+ONE_AFTER_ANOTHER = "jobs' own times (machine load, not the norms' speed)"
 CHART_SECTIONS = ("train", "val", MODEL_METRICS, JOB_SPEED_SECTION, "sweep", "perf", ONE_AFTER_ANOTHER, SYSTEM_METRICS)
 # The charts each section starts with (the UI adds a metric with no card of its own to its section,
 # after these; a metric that has a card here stays where it is put). The losses on a log axis: one

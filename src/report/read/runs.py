@@ -181,6 +181,9 @@ def _row(store: Store, run: Run, variants: Variants, stale_after_s: float) -> di
         "outcome": outcome,
         "status": run.info.status,
         "start_time": pd.to_datetime(run.info.start_time, unit="ms"),
+        # Its end (NaT while running): with the starts, whether jobs ran one after another or at once
+        # (src.report.words.jobs), which the jobs' own times are read with.
+        "end_time": pd.to_datetime(run.info.end_time, unit="ms") if run.info.end_time else pd.NaT,
         "devices": _devices(run.data.params),
         "fingerprint": tags.get(FINGERPRINT_TAG, ""),  # the config's identity (src.tracking.identity)
         # the code that made it (src.tracking.code; "" before them): of a norm of the user's, the project's

@@ -1,0 +1,51 @@
+"""How the sweep's jobs were timed, in words: the one phrasing of it, for the table's jobs' columns and
+table.csv (src.report.read.table), the headline and the study section.
+
+A job's own tokens/s and training time are not a measurement of its norm against another's: jobs run
+one after another time the machine's load between them (the same machine gave 566 and 1,485 tok/s
+minutes apart), and jobs run at once (a pool, SLURM) time each other's load, or different machines.
+Which of the two happened is read from the runs' own start and end times (`start_time`, `end_time`:
+src.report.read.runs), never assumed from the launcher.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+ONE_AFTER_ANOTHER = "one after another"
+# A frame without the runs' times (one made up in Python): what is known is only that each was a job.
+SEPARATELY = "separately"
+NOT_A_MEASUREMENT = "not a measurement"
+
+
+def most_at_once(runs: pd.DataFrame) -> int:
+    """The most runs whose [start, end) overlapped at one moment (1: one after another); 0 when no
+    run has both times. A run without an end (running, lost) is left out: it has no timing to show."""
+    if "start_time" not in runs or "end_time" not in runs:
+        return 0
+    timed = runs[["start_time", "end_time"]].dropna()
+    # An end sorts before a start at the same instant: a job that starts as another ends did not overlap it.
+    events = sorted([(t, 1) for t in timed.start_time] + [(t, -1) for t in timed.end_time], key=lambda e: (e[0], e[1]))
+    running = most = 0
+    for _, step in events:
+        running += step
+        most = max(most, running)
+    return most
+
+
+def how_jobs_ran(runs: pd.DataFrame) -> str:
+    """How the runs' jobs were timed, to follow "jobs run" or stand in brackets: "one after another",
+    "at once, up to 3 overlapping in time", or "separately" when the frame has no times."""
+    return jobs_ran(most_at_once(runs))
+
+
+def jobs_ran(at_once: int) -> str:
+    """`how_jobs_ran` from `most_at_once`'s count (a table keeps the count: src.report.read.table)."""
+    if at_once <= 0:
+        return SEPARATELY
+    return ONE_AFTER_ANOTHER if at_once == 1 else f"at once, up to {at_once} overlapping in time"
+
+
+def jobs_caveat(at_once: int) -> str:
+    """The caveat a comparison of the jobs' own times carries: "one after another: not a measurement"."""
+    return f"{jobs_ran(at_once)}: {NOT_A_MEASUREMENT}"
