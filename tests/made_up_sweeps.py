@@ -5,7 +5,7 @@ the report's real path (`compare` → `compare_speed` → `against_study` → th
 
 What varies is what a real sweep can hold: built-in and user norms, 1-12 seeds per variant with gaps
 and unequal sets, failed and diverged runs, bit-identical and near-identical implementations, spreads
-from none to large, the CPU default or the study's own setting, an init axis, and a speed check of 2
+from none to large, the CPU default or the study's own setting, an init or a precision axis, and a speed check of 2
 to 40 rounds (its whole steps as few as 2).
 """
 
@@ -20,12 +20,14 @@ import pandas as pd
 from hypothesis import strategies as st
 
 from src.report.read.table import AXIS_PREFIX
+from src.tracking.variants import Axis
 
 BUILT_INS = ("hand_layernorm", "torch_layernorm", "hand_rmsnorm", "torch_rmsnorm", "no_norm")
 FAMILY = {"hand_layernorm": "layernorm", "torch_layernorm": "layernorm", "hand_rmsnorm": "rmsnorm",
           "torch_rmsnorm": "rmsnorm", "no_norm": "none", "my_rms": "rmsnorm", "my_ln": "layernorm"}  # fmt: skip
 USER = ("my_rms", "my_ln")  # norms no conf/norm YAML names: a user's, by `_target_`
 MAX_SEEDS = 12
+AXIS_KEYS = {"model.init": "model.init", "precision": "precision.name"}  # an axis's name -> the key that names its value
 
 # The study's own setting (its preset's runs), and the CPU default's.
 STUDY = {"device_type": "cuda", "device_name": "NVIDIA A100-SXM4-40GB", "n_params": 163_009_536.0, "devices": 8.0,
@@ -56,15 +58,18 @@ class MadeUp:
 def runs_frames(draw: st.DrawFn) -> MadeUp:
     norms = draw(st.lists(st.sampled_from(BUILT_INS + USER), min_size=2, max_size=5, unique=True))
     setting = draw(st.sampled_from((CPU, STUDY)))
-    inits = draw(st.sampled_from((("study",), ("study",), ("study", "gpt2"))))
+    # A second axis beside the norm: none, the init (the study's against GPT-2's) or the 16-bit precision.
+    axis, values = draw(st.sampled_from(((None, (None,)), (None, (None,)), ("model.init", ("study", "gpt2")),
+                                         ("precision", ("fp16_mixed", "bf16_mixed")))))  # fmt: skip
     seed_effect = draw(st.sampled_from((0.0, 0.016)))  # the seed's own share (the study's SD), paired out
     base = draw(st.floats(2.5, 7.0, allow_nan=False)).__round__(4)
     spread = draw(st.sampled_from(SPREADS))
+    at_once = draw(st.booleans())  # the jobs ran one after another (a laptop's multirun) or overlapping (SLURM, a pool)
     rng = np.random.default_rng(draw(st.integers(0, 2**16)))
     seed_loss = base + rng.normal(0, seed_effect, MAX_SEEDS) if seed_effect else np.full(MAX_SEEDS, base)
     rows = []
     start = 0
-    for init in inits:
+    for value in values:
         for norm in norms:
             n_seeds = draw(st.integers(1, MAX_SEEDS))
             seeds = draw(st.sampled_from(("first", "gaps"))) == "first"
@@ -74,28 +79,27 @@ def runs_frames(draw: st.DrawFn) -> MadeUp:
             for seed in chosen:
                 outcome = draw(st.sampled_from(("finished",) * 8 + ("failed", "diverged")))
                 loss = seed_loss[seed] + offset + (rng.normal(0, own) if own else 0.0)
-                label = norm if len(inits) == 1 else f"{norm} · {init}"
+                label = norm if axis is None else f"{norm} · {value}"
                 start += 1
                 rows.append({
                     "run_id": f"{label}-s{seed}", "variant": label, "norm": norm, "family": FAMILY[norm], "seed": seed,
                     "outcome": outcome, "test_loss": loss if outcome == "finished" else math.nan,
                     "tokens_per_sec": 1000.0 * (1 + 0.4 * rng.random()), "train_time_s": 100.0 + start,
                     "stopped_at_step": 530.0 if outcome == "diverged" else math.nan,
-                    "start_time": pd.Timestamp(0) + pd.Timedelta(seconds=200 * start), "dispatch": "fwd=fused bwd=fused",
-                    "model.norm_placement": "pre", "model.qk_norm": "False", "model.init": init, "norm_reference": "",
-                    **({AXIS_PREFIX + "norm": norm, AXIS_PREFIX + "model.init": init} if len(inits) > 1 else {}),
-                    **setting,
+                    "start_time": pd.Timestamp(0) + pd.Timedelta(seconds=0 if at_once else 200 * start),
+                    "end_time": pd.Timestamp(0) + pd.Timedelta(seconds=150 if at_once else 200 * start + 150),
+                    "dispatch": "fwd=fused bwd=fused",
+                    "model.norm_placement": "pre", "model.qk_norm": "False", "model.init": "study", "norm_reference": "",
+                    **setting, **({AXIS_PREFIX + "norm": norm, AXIS_PREFIX + axis: value} if axis else {}),
+                    **({axis: value} if axis == "model.init" else {}),
+                    **({axis: f"{value} (matmul precision high)"} if axis == "precision" else {}),
                 })  # fmt: skip
     if setting is STUDY:
         for row in rows:  # a diverged run stops early; the others trained the study's whole budget
             if row["outcome"] != "finished":
                 row["steps_done"] = 530.0
     runs = pd.DataFrame(rows)
-    axes = ()
-    if len(inits) > 1:
-        from src.tracking.variants import Axis
-
-        axes = (Axis("norm", ("norm.norm_type",)), Axis("model.init", ("model.init",)))
+    axes = (Axis("norm", ("norm.norm_type",)), Axis(axis, (AXIS_KEYS[axis],))) if axis else ()
     return MadeUp(runs, axes=axes)
 
 

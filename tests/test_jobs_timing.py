@@ -1,4 +1,4 @@
-"""The jobs' own times carry how they were taken wherever they are shown (issue 62 item 13): a table of
+"""The jobs' own times carry how they were taken wherever they are shown: a table of
 any seed count labels its jobs' tokens/s ratio "not a measurement", and says whether the jobs ran one
 after another or at once, as their runs' start and end times show (src.report.words.jobs)."""
 
