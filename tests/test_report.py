@@ -27,7 +27,6 @@ from src.report import ReportError, analyze, generate_report, terminal_text
 from src.report.__main__ import main as report_main
 from src.report.figures.speed import plot_speed
 from src.report.judge.pairs import PAIRS, Margins, check_pairs, pairs_for
-from src.report.judge.speed import step_time_text
 from src.report.judge.stability import by_learning_rate, largest_stable_lr
 from src.report.read.published import SETTING, TABLE
 from src.report.read.table import (
@@ -37,7 +36,9 @@ from src.report.read.table import (
     parse_variant,
     summarize,
 )
+from src.report.render.sections import table_rows
 from src.report.words.headline import HEADING as HEADLINE
+from src.report.words.speed import speed_section, step_time_text
 from src.report.words.study import claim_line, claim_reason, written
 from src.tracking.sweep import SWEEP_TAG
 from src.tracking.tags import DEVICE_TAG
@@ -503,8 +504,8 @@ def test_one_speed_estimate_per_pair_everywhere(tiny_sweep: TinySweep, tiny_clie
     """The speed check's estimate of a pair is the one number its verdict, the table's speed column,
     speed.png's data, the study's table and the sweep run's metrics show (no second ranking)."""
     analysis = analyze(EXPERIMENT, tiny_sweep.uri)
-    assert analysis.speed_verdicts, analysis.speed
-    headers, rows = analysis.rows()
+    assert analysis.speed_verdicts, analysis.check
+    headers, rows = table_rows(analysis)
     cells = {row[0]: row[headers.index(CHECK_SPEED_HEADER)] for row in rows}
     assert all(h.endswith(ONE_AFTER_ANOTHER) for h in headers if h.startswith(("tokens/s", "training time")))
     figure = plot_speed(analysis.speed_verdicts, analysis.margins.speed)
@@ -517,7 +518,7 @@ def test_one_speed_estimate_per_pair_everywhere(tiny_sweep: TinySweep, tiny_clie
         shown = step_time_text(v.predicted)
         low, high = (math.expm1(x) for x in (v.predicted.low, v.predicted.high))
         assert f"vs {v.a} {shown}" in cells[v.b]  # the table's speed column
-        assert any(s.startswith(f"{v.b} vs {v.a}: ") and f"step time {shown} predicted" in s for s in analysis.speed)  # its verdict
+        assert any(s.startswith(f"{v.b} vs {v.a}: ") and f"step time {shown} predicted" in s for s in speed_section(analysis))  # its verdict
         assert any(x == pytest.approx([100 * low, 100 * high]) for x in segments), segments  # speed.png
         key = f"sweep/{v.b}_vs_{v.a}.step_time"
         assert parent.data.metrics[f"{key}.ci_low"] == pytest.approx(low) and parent.data.metrics[f"{key}.ci_high"] == pytest.approx(high)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -24,8 +25,9 @@ from src.core.terminal import WIDTH
 from src.launch.speed_check import bench_command, current_check
 from src.model.dispatch import classify, record_dispatch
 from src.model.norms import make_norm
-from src.report.judge.speed import compare_speed, sentence
+from src.report.judge.speed import MIN_CHECK_ROUNDS, Agreement, SpeedVerdict, compare_speed
 from src.report.read.table import CHECK_SPEED_HEADER
+from src.report.words.speed import sentence
 from src.tracking.store import Store
 from src.training.run_spec import validate
 
@@ -134,12 +136,13 @@ def test_speed_verdicts_by_hand() -> None:
     }  # fmt: skip
     pairs = [("a", b) for b in ("same", "costly", "contradicting", "noisy")]
     got = {v.b: v for v in compare_speed(check, pairs, margin=0.02)}
-    assert got["same"].verdict == "equivalent" and got["same"].agree
-    assert got["costly"].verdict == "slower" and got["costly"].agree  # +10 ms of a 100 ms step
+    assert got["same"].verdict == "equivalent" and got["same"].agreement == Agreement.AGREE
+    assert got["costly"].verdict == "slower" and got["costly"].agreement == Agreement.AGREE  # +10 ms of a 100 ms step
     assert np.expm1(got["costly"].predicted.diff) == pytest.approx(0.1, rel=1e-6)
     assert np.exp(got["costly"].norm_ratio.diff) == pytest.approx(3.5, rel=0.01)
-    assert not got["contradicting"].agree
-    assert sentence(got["contradicting"]).endswith("they disagree; the step-level measurement was too noisy to use.")
+    # 200 whole-step rounds at -20% against a +10% prediction: precise, apart, a real disagreement.
+    assert got["contradicting"].agreement == Agreement.DISAGREE
+    assert "they disagree: the prediction lies outside what whole steps measured" in sentence(got["contradicting"])
     noisy = got["noisy"]
     assert noisy.verdict == "unresolved" and noisy.rounds_needed > n
     assert f"about {noisy.rounds_needed} kernel rounds would settle it" in sentence(noisy)
@@ -229,3 +232,93 @@ def test_a_copy_re_run_during_anothers_speed_check_waits_and_keeps_it(
     assert len(out) == 2 and time.monotonic() - started < 20
     assert len(store.runs(experiment_id, f"tags.`{BENCH_TAG}` = '{BENCH_VARIANTS}'")) == 1
     assert not any(k.startswith("normsweep.claim.") for k in store.experiment_tags(experiment_id))  # released
+
+
+# --- the whole-step check of a prediction: made-up checks shaped like variants.json, through compare_speed --
+
+
+def _check(step_ratios: list[float], predicted: float, kernel_rounds: int = 200, seed: int = 0) -> dict:
+    """A check of a vs b: whole steps of b at `step_ratios` × a's per round, and b's norm costing
+    `predicted` of a's 100 ms step more than a's (0.2% round-to-round noise on each norm)."""
+    rng = np.random.default_rng(seed)
+    step, norm = 0.1, 0.004
+    steps_a = step * (1 + rng.normal(0, 0.001, len(step_ratios)))
+    norms_a = norm * (1 + rng.normal(0, 0.002, kernel_rounds))
+    norms_b = norms_a + predicted * step + norm * rng.normal(0, 0.002, kernel_rounds)
+    return {"samples_s": {"a": list(steps_a), "b": list(steps_a * np.asarray(step_ratios))},
+            "kernel": {"step_s": step, "samples_s": {"a": list(norms_a), "b": list(norms_b)}}}  # fmt: skip
+
+
+def _one(check: dict, margin: float = 0.02) -> SpeedVerdict:
+    (v,) = compare_speed(check, [("a", "b")], margin)
+    return v
+
+
+LABELLED = re.compile(r"([+-]?\d+\.\d+)(%|×) \[([+-]?\d+\.\d+)(?:%|×), ([+-]?\d+\.\d+)(?:%|×)\] \((\d+)% interval\)")
+
+
+def _intervals_say_their_level(line: str) -> None:
+    """Every interval printed in the line says its level, and the estimate before it lies inside it."""
+    found = LABELLED.findall(line)
+    assert len(found) == line.count("["), line  # no bracket without its estimate and level
+    for est, _, low, high, _ in found:
+        assert float(low) <= float(est) <= float(high), line
+
+
+def test_two_step_rounds_never_agree() -> None:
+    """Two rounds (df = 1): an interval of hundreds of percent overlaps any prediction; it is no check."""
+    v = _one(_check([1.5, 0.6], predicted=0.01))
+    assert v.measured.n == 2 and v.measured.high - v.measured.low > 1  # the useless interval the old rule read
+    assert v.agreement == Agreement.TOO_IMPRECISE
+    line = sentence(v)
+    assert "agree" not in line and "over 2 round(s): too imprecise to check the prediction" in line, line
+    assert "so the verdict rests on the norms' own cost alone." in line
+    _intervals_say_their_level(line)
+
+
+def test_a_narrow_interval_from_too_few_rounds_is_no_check_either() -> None:
+    """Four rounds that happen to lie close: the trimmed mean cuts none of them, so a burst in one is uncut."""
+    v = _one(_check([1.010, 1.011, 1.009, 1.010], predicted=0.01))
+    assert v.measured.n < MIN_CHECK_ROUNDS and v.measured.high - v.measured.low < 0.01
+    assert v.agreement == Agreement.TOO_IMPRECISE and "agree" not in sentence(v)
+
+
+def test_a_wide_interval_from_many_rounds_is_no_check() -> None:
+    """40 rounds at 30% spread: a 95% interval wider than the ±2% margin overlaps a prediction a margin off."""
+    ratios = list(1 + np.random.default_rng(1).normal(0, 0.3, 40).clip(-0.9))
+    v = _one(_check(ratios, predicted=0.01))
+    assert v.measured.n == 40 and v.agreement == Agreement.TOO_IMPRECISE
+    assert "over 40 round(s): too imprecise" in sentence(v) and "agree" not in sentence(v)
+
+
+def test_thirty_tight_rounds_that_exclude_the_prediction_disagree() -> None:
+    """Precise intervals apart are a real disagreement, not noise, even where the step level's interval is
+    the wider (the old rule's "too noisy to use")."""
+    ratios = list(1.10 * (1 + np.random.default_rng(2).normal(0, 0.002, 30)))
+    v = _one(_check(ratios, predicted=0.01))
+    assert v.measured.se > v.predicted.se and v.measured.low > v.predicted.high  # precise, apart, the wider
+    assert v.agreement == Agreement.DISAGREE
+    line = sentence(v)
+    assert "they disagree" in line and "the whole step moved by other than the norms' own cost" in line, line
+    assert "so the verdict rests on the norms' own cost alone." in line
+    assert "noisy" not in line and "agree." not in line
+    _intervals_say_their_level(line)
+
+
+def test_overlapping_precise_intervals_agree() -> None:
+    ratios = list(1.01 * (1 + np.random.default_rng(3).normal(0, 0.002, 30)))
+    v = _one(_check(ratios, predicted=0.01))
+    assert v.agreement == Agreement.AGREE
+    line = sentence(v)
+    assert line.endswith(": the two agree.") and "too imprecise" not in line
+    _intervals_say_their_level(line)
+
+
+def test_no_step_rounds_no_check() -> None:
+    check = _check([1.0] * 10, predicted=0.01)
+    del check["samples_s"]["b"]
+    v = _one(check)
+    assert v.agreement == Agreement.NO_STEP_ROUNDS and v.measured is None
+    line = sentence(v)
+    assert "whole steps" not in line and "agree" not in line and line.endswith(".")
+    _intervals_say_their_level(line)

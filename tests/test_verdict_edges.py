@@ -12,7 +12,8 @@ from scipy import stats
 from test_against_study import SEEDS, _study_runs
 
 from src.report.judge.pairs import Margins, compare, sentences
-from src.report.judge.speed import SpeedVerdict, decided_text, decisions, sentence
+from src.report.judge.speed import Agreement, SpeedVerdict, decisions
+from src.report.words.speed import decided_text, sentence
 from src.stats.inference import Interval
 from src.stats.verdicts import (
     Direction,
@@ -100,15 +101,17 @@ def _verdict(step_rounds: list[float], kernel_rounds: list[float]) -> SpeedVerdi
     return SpeedVerdict("a", "b", predicted, interval(step_rounds), None, d, 0.02)
 
 
-def test_too_noisy_only_when_the_step_level_was_the_noisier() -> None:
+def test_whole_steps_check_the_prediction_only_when_precise() -> None:
+    """An interval wider than the margin checks nothing, apart or not; precise intervals apart disagree,
+    whichever is the wider (never "too noisy")."""
     rng = np.random.default_rng(0)
     kernel = list(0.05 + rng.normal(0, 0.001, 30))
-    noisy = _verdict(list(-0.05 + rng.normal(0, 0.05, 30)), kernel)
-    assert noisy.agree is False and sentence(noisy).endswith("they disagree; the step-level measurement was too noisy to use.")
+    wide = _verdict(list(-0.05 + rng.normal(0, 0.2, 30)), kernel)
+    assert wide.agreement == Agreement.TOO_IMPRECISE and "too imprecise to check the prediction" in sentence(wide)
     steady = _verdict(list(0.02 + rng.normal(0, 0.0005, 30)), kernel)
-    assert steady.agree is False and "too noisy" not in sentence(steady)
+    assert steady.agreement == Agreement.DISAGREE and "noisy" not in sentence(steady)
     assert "the whole step moved by other than the norms' own cost" in sentence(steady)
-    assert decided_text(steady.predicted, steady.decision).endswith("]")  # a 95% interval: its level goes without saying
+    assert decided_text(steady.predicted, steady.decision).endswith("] (95% interval)")  # every interval says its level
 
 
 @pytest.mark.parametrize(

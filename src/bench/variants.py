@@ -43,7 +43,8 @@ from src.core.schema import ReportSchema
 from src.core.tables import markdown_table
 from src.model.gpt import GPTModel
 from src.report.judge.pairs import known_variants, pairs_for, settings
-from src.report.judge.speed import norm_shares, speed_lines
+from src.report.judge.speed import norm_shares
+from src.report.words.speed import speed_lines
 from src.stats.inference import Interval, median_interval
 from src.tracking.environment import environment_tags
 from src.tracking.git import git_state

@@ -22,6 +22,7 @@ from src.report.files import claim_tags, default_out_dir, report_folder, write
 from src.report.judge.pairs import Margins
 from src.report.read.runs import ReportError, open_store, save_summary_run, tag_variants
 from src.report.render.markdown import verdict
+from src.report.render.sections import table_rows
 from src.report.render.terminal import terminal_text
 from src.tracking.summary import log_job_speed, log_sweep_summary, pair_speed_metrics
 from src.tracking.sweep import STALE_AFTER_S
@@ -58,7 +59,7 @@ def generate_report(
         store = analysis.store or open_store(analysis.tracking_uri)
         tag_variants(store, analysis.runs, analysis.axes)
         analysis.report_run_id = save_summary_run(store, analysis.experiment_id, analysis.files)
-        headers, rows = analysis.rows()
+        headers, rows = table_rows(analysis)
         log_sweep_summary(
             store,
             analysis.report_run_id,

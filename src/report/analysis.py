@@ -27,7 +27,9 @@ from src.report.judge.pairs import (
     unmatched_pairs,
 )
 from src.report.judge.sequential import SequentialVerdict, load_verdicts, with_verdicts
-from src.report.judge.speed import SpeedVerdict, compare_speed, pair_estimate, speed_lines, step_time_text
+from src.report.judge.speed import SpeedVerdict, compare_speed, has_section, pair_estimate
+from src.report.judge.speed import check_reference as _reference
+from src.report.judge.speed import kernels_timed as _kernels
 from src.report.judge.stability import by_learning_rate, initial_losses, is_lr_sweep, lr_sensitivity
 from src.report.judge.study import StudySection, against_study
 from src.report.read.provenance import code_sentence, mark_rows, reference_code
@@ -40,7 +42,7 @@ from src.report.read.runs import (
     load_sweep,
     open_store,
 )
-from src.report.read.table import display_rows, interleaved_cell, summarize
+from src.report.read.table import interleaved_cell, summarize
 from src.tracking.store import Store
 from src.tracking.sweep import STALE_AFTER_S
 from src.tracking.tags import RESULT_OUTCOMES, RUNNING
@@ -64,8 +66,7 @@ class Analysis:
     interleaved: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # bench-variants ratios
     norm_costs: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)  # and norm costs
     notes: list[str] = field(default_factory=list)  # requested pairs that could not be compared
-    speed: list[str] = field(default_factory=list)  # the speed check's verdicts (src.report.judge.speed), when it has them
-    speed_verdicts: list[SpeedVerdict] = field(default_factory=list)  # the same, as data (the headline reads them)
+    speed_verdicts: list[SpeedVerdict] = field(default_factory=list)  # the speed check's verdicts (src.report.words.speed writes them)
     check: dict[str, Any] = field(default_factory=dict)  # the latest speed check's variants.json (empty: none)
     stability: pd.DataFrame | None = None  # per (variant, lr), when the sweep varied the learning rate
     sensitivity: pd.DataFrame | None = None  # per variant, Wortsman et al.'s LR sensitivity (same condition)
@@ -88,8 +89,8 @@ class Analysis:
         return sentences(self.comparisons) + self.notes + self.speed_sentences()
 
     def speed_sentences(self) -> list[str]:
-        if self.speed:  # a speed check with the norms' kernels: a verdict per pair
-            return self.speed
+        if has_section(self.check, self.speed_verdicts):  # a check of the norms' kernels: src.report.words.speed's section
+            return []
         if not self.interleaved:
             return []
         order = list(self.table.variant)  # the table's order
@@ -113,16 +114,6 @@ class Analysis:
 
     def comparisons_frame(self) -> pd.DataFrame:
         return with_verdicts(to_frame(self.comparisons), self.sequential)
-
-    def rows(self) -> tuple[list[str], list[list[str]]]:
-        return display_rows(self.table, self.interleaved, self.pair_cells())
-
-    def pair_cells(self) -> dict[str, str]:
-        """variant -> `vs a +0.3% [+0.2%, +0.3%]` for each speed verdict that measured it (as b)."""
-        cells: dict[str, list[str]] = {}
-        for v in self.speed_verdicts:
-            cells.setdefault(v.b, []).append(f"vs {v.a} {step_time_text(v.predicted)}")
-        return {b: "; ".join(found) for b, found in cells.items()}
 
     def speed_estimates(self) -> tuple[str, dict[str, tuple[float, float, float]]] | None:
         """The speed check's reference and, per variant it timed, the step-time change against it
@@ -193,7 +184,6 @@ def analyze(
         interleaved=load_interleaved(store, sweep.experiment_id),
         norm_costs=load_norm_costs(store, sweep.experiment_id),
         notes=unmatched_pairs(runs, pairs) if pairs is not None else [],
-        speed=speed_lines(check, timed, margins.speed, _reference(check), verdicts) if _kernels(check) else [],
         speed_verdicts=verdicts,
         check=check,
         stability=by_learning_rate(runs) if lr_swept else None,
@@ -211,13 +201,3 @@ def _timed(check: dict[str, Any], pairs: list[tuple[str, str]]) -> list[tuple[st
     one) timed with the norms' kernels."""
     variants = (check.get("settings") or {}).get("variants") or []
     return [(a, b) for a, b in pairs if a in variants and b in variants] if _kernels(check) else []
-
-
-def _kernels(check: dict[str, Any]) -> bool:
-    """Whether the check timed the norms' kernels (an older check timed whole steps only)."""
-    return bool(check.get("kernel") and (check.get("settings") or {}).get("variants"))
-
-
-def _reference(check: dict[str, Any]) -> str | None:
-    variants = (check.get("settings") or {}).get("variants") or []
-    return REFERENCE_VARIANT if REFERENCE_VARIANT in variants else (variants[0] if variants else None)

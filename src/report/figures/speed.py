@@ -2,8 +2,8 @@
 
 One row per pair (b vs a): the step-time change predicted from the norms' own cost with its 95%
 interval, coloured by the pair's speed verdict, inside the ±margin band that "equivalent" means;
-the whole-step measurement of the same rounds as a hollow mark, the check the prediction is held
-against. The jobs' own tokens/s, timed one after another, are not drawn: they rank the machine's
+the whole-step measurement as a hollow mark where it checks the prediction (precise enough to:
+src.report.judge.speed.can_check; a measurement too imprecise to check anything is not drawn as one). The jobs' own tokens/s, timed one after another, are not drawn: they rank the machine's
 load between jobs, not the norms.
 """
 
@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 
 from src.report.figures.forest import Row, draw_rows, legend
 from src.report.figures.style import new_figure
-from src.report.judge.speed import SpeedVerdict
+from src.report.judge.speed import Agreement, SpeedVerdict
 from src.stats.pairs import pair_label
 from src.stats.verdicts import SpeedWord
 
@@ -26,10 +26,12 @@ MEASURED = {"marker": "o", "mfc": "none", "color": "0.35", "ms": 6, "zorder": 3}
 
 def rows(verdicts: Sequence[SpeedVerdict], margin: float) -> list[Row]:
     """A row per verdict: its own interval, as a percent change of step time; the whole steps' estimate
-    beside it, unless it is wild (past 4× the margin, where it would squash the rest to a point)."""
+    beside it where it checks the prediction, unless it is wild (past 4× the margin, where it would
+    squash the rest to a point)."""
     found = []
     for v in verdicts:
-        p, measured = v.predicted, v.measured.diff if v.measured else math.nan
+        checked = v.measured is not None and v.agreement in (Agreement.AGREE, Agreement.DISAGREE)
+        p, measured = v.predicted, v.measured.diff if checked else math.nan
         est, low, high, measured = (100 * math.expm1(x) for x in (p.diff, p.low, p.high, measured))
         check = ((measured, MEASURED),) if math.isfinite(measured) and abs(measured) <= 4 * 100 * margin else ()
         found.append(Row(f"{pair_label(v.a, v.b)}\n{v.verdict}", COLORS[v.verdict], est, low, high, marks=check))
@@ -46,6 +48,6 @@ def plot_speed(verdicts: Sequence[SpeedVerdict], margin: float) -> Figure | None
     draw_rows(ax, drawn)
     ax.set(xlabel="step time of b vs a (%), predicted from the norms' own cost, 95% interval")
     legend(fig)  # below the axes: inside, it would cover the last pairs' marks wherever they fall
-    fig.suptitle("Speed per pair (the verdict's estimate; hollow: whole steps measured, the check; off the axis when wild)",
+    fig.suptitle("Speed per pair (the verdict's estimate; hollow: whole steps measured, where precise enough to check it; off the axis when wild)",
                  fontsize="medium")  # fmt: skip
     return fig

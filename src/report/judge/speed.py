@@ -11,10 +11,14 @@ Each is summarised by its 20% trimmed mean with Yuen's interval (`stats.trimmed_
 burst of foreign load that spoils a few rounds is cut off, not averaged in. The pair's verdict is
 taken on the prediction, by the rule of src/stats/verdicts.py: **equivalent within ±margin** (TOST
 on the per-round log ratios, margin `report.margin.speed`), else **faster/slower** (Holm over the
-section's pairs), else **unresolved**, with the rounds that would settle it. The two levels **agree** when their
-intervals overlap; where they do not, the step level was too noisy to use when its interval is the
-wider (a norm of a few ms cannot move a step by more than its own cost), else the line says the
-whole step moved by other than the norms' own cost.
+section's pairs), else **unresolved**, with the rounds that would settle it.
+
+The whole steps check the prediction only when they can (`Agreement`, decided by `agreement`): with
+at least `MIN_CHECK_ROUNDS` rounds and a 95% interval no wider than the speed margin either side of
+its estimate. Then the two **agree** when their intervals overlap, else they **disagree**: precise
+intervals apart are a real disagreement (the whole step moved by other than the norms' own cost),
+never noise. Short of that the measurement is **too imprecise** to check anything, and the verdict
+rests on the prediction alone. No sentence is written here: src.report.words.speed writes them.
 """
 
 from __future__ import annotations
@@ -22,24 +26,51 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
 
 from src.stats.inference import ALPHA, TRIM, Interval, trimmed_mean_interval
-from src.stats.pairs import pair_label
-from src.stats.verdicts import (
-    Decision,
-    Estimate,
-    SpeedWord,
-    decide_family,
-    equivalent_text,
-    settle_text,
-    speed_margin,
-    speed_word,
-)
+from src.stats.verdicts import Decision, Estimate, SpeedWord, decide_family, speed_margin, speed_word
+from src.tracking.variants import REFERENCE_VARIANT
 
 NO_KERNEL = "none"  # the dispatch of a variant whose norm is the identity
+# The fewest whole-step rounds that can check a prediction: below it the 20% trimmed mean cuts no round
+# from either tail (floor(0.2 n) = 0), so one burst of load moves the estimate and its spread unchecked,
+# and the interval's df (n - 2g - 1) leaves its width to chance (two rounds: df = 1, t = 12.7).
+MIN_CHECK_ROUNDS = math.ceil(1 / TRIM)
+
+
+class Agreement(StrEnum):
+    """What the whole-step measurement says of the prediction (src.report.words.speed words each)."""
+
+    AGREE = "agree"  # precise enough to check it, and the intervals overlap
+    DISAGREE = "disagree"  # precise enough, and the intervals lie apart: the step moved by more than the norms
+    TOO_IMPRECISE = "too imprecise"  # too few rounds, or an interval wider than the margin: no check at all
+    NO_STEP_ROUNDS = "no step rounds"  # whole steps were not timed for this pair
+
+
+def can_check(measured: Interval, margin: float) -> bool:
+    """Whether a whole-step measurement is precise enough to check a prediction: at least
+    MIN_CHECK_ROUNDS rounds, and a 95% interval reaching no further than the speed margin (±log(1 + m))
+    from its estimate. A wider one overlaps a prediction a whole margin away, a difference the sweep
+    calls one that matters, so its "agree" would hold of any prediction worth telling apart."""
+    if measured.n < MIN_CHECK_ROUNDS or not (math.isfinite(measured.low) and math.isfinite(measured.high)):
+        return False
+    return max(measured.high - measured.diff, measured.diff - measured.low) <= speed_margin(margin)
+
+
+def agreement(predicted: Interval, measured: Interval | None, margin: float) -> Agreement:
+    """The whole steps' reading of the prediction (module docstring): overlap is tested only where
+    the measurement can check anything; the prediction without an interval is its estimate."""
+    if measured is None:
+        return Agreement.NO_STEP_ROUNDS
+    if not can_check(measured, margin):
+        return Agreement.TOO_IMPRECISE
+    finite = math.isfinite(predicted.low) and math.isfinite(predicted.high)
+    low, high = (predicted.low, predicted.high) if finite else (predicted.diff, predicted.diff)
+    return Agreement.AGREE if measured.low <= high and low <= measured.high else Agreement.DISAGREE
 
 
 @dataclass(frozen=True)
@@ -66,36 +97,8 @@ class SpeedVerdict:
         return self.decision.tost_p if self.decision else math.nan
 
     @property
-    def agree(self) -> bool | None:
-        m, p = self.measured, self.predicted
-        if m is None or not (math.isfinite(m.low) and math.isfinite(p.low)):
-            return None
-        return m.low <= p.high and p.low <= m.high
-
-    def verdict_text(self) -> str:
-        word = self.verdict
-        if word == SpeedWord.EQUIVALENT and self.decision is not None:
-            # Beside the word, the interval that decided it (TOST's); the estimate after it is the 95% one shown everywhere.
-            if self.decision.remains:
-                return equivalent_text(f"{self.margin:.0%}", decided_text(self.predicted, self.decision))
-            d = self.decision
-            return f"{equivalent_text(f'{self.margin:.0%}')} (TOST's {d.level:.0%} interval [{math.expm1(d.low):+.1%}, {math.expm1(d.high):+.1%}])"
-        if word == SpeedWord.UNRESOLVED and self.rounds_needed:
-            return f"{word}: {settle_text(self.rounds_needed, 'kernel rounds')}"
-        return str(word)
-
-
-def step_time_text(i: Interval) -> str:
-    """A log step-time ratio as the report prints it: `+0.3% [+0.2%, +0.3%]` (b's step against a's)."""
-    return f"{math.expm1(i.diff):+.1%} [{math.expm1(i.low):+.1%}, {math.expm1(i.high):+.1%}]"
-
-
-def decided_text(i: Interval, d: Decision | None) -> str:
-    """The estimate with the interval its word was read from (TOST's 90% one for an equivalence)."""
-    if d is None or not d.spread:
-        return f"{math.expm1(i.diff):+.1%} (every round alike: no interval)" if d is not None else step_time_text(i)
-    level = "" if round(d.level, 6) == 0.95 else f" ({d.level:.0%} interval)"
-    return f"{math.expm1(i.diff):+.1%} [{math.expm1(d.low):+.1%}, {math.expm1(d.high):+.1%}]{level}"
+    def agreement(self) -> Agreement:
+        return agreement(self.predicted, self.measured, self.margin)
 
 
 def decisions(intervals: Sequence[Interval], margin: float) -> list[Decision | None]:
@@ -112,7 +115,7 @@ def _aligned(x: Sequence[float], y: Sequence[float]) -> tuple[np.ndarray, np.nda
 
 def predicted_rounds(check: Mapping[str, Any], a: str, b: str) -> np.ndarray | None:
     """Per kernel round, the step-time change of b against a predicted from the norms' own cost, as
-    a log ratio (None when the check did not time both norms and a's step)."""
+    a log ratio (None when the check did not time both norms, in a round at least, and a's step)."""
     steps: Mapping[str, list[float]] = check.get("samples_s") or {}
     norms: Mapping[str, list[float]] = (check.get("kernel") or {}).get("samples_s") or {}
     if a not in norms or b not in norms or a not in steps:
@@ -120,6 +123,8 @@ def predicted_rounds(check: Mapping[str, Any], a: str, b: str) -> np.ndarray | N
     # A whole step at the kernels' thread count, when measured (the reference's); else a's.
     step_a = float((check.get("kernel") or {}).get("step_s") or np.median(steps[a]))
     na, nb = _aligned(norms[a], norms[b])
+    if not len(na):  # no round: no estimate to print or judge
+        return None
     # A burst can make one round's a-sample longer than a whole step: an extreme round, kept for
     # the trimming to cut (clipped at -99.9%), not dropped as NaN from one side only.
     return np.log(np.maximum(1 + (nb - na) / step_a, 1e-3))
@@ -178,65 +183,18 @@ def spread(samples: Sequence[float]) -> float:
     return float(np.median(np.abs(x - med)) / med) if med else math.nan
 
 
-def load_text(load: Mapping[str, Any] | None) -> str:
-    if not load:
-        return "load average unknown"
-    before, after = load.get("before"), load.get("after")
-    if not before:
-        return "load average unknown"
-    return f"load average {before[0]:.2f}" + (f" → {after[0]:.2f}" if after else "")
+def kernels_timed(check: Mapping[str, Any]) -> bool:
+    """Whether the check timed the norms' kernels (an older check timed whole steps only)."""
+    return bool(check.get("kernel") and (check.get("settings") or {}).get("variants"))
 
 
-def header(check: Mapping[str, Any], reference: str | None) -> str:
-    """How the check was made: rounds, time, load, the reference's round-to-round spread."""
-    kernel = check.get("kernel") or {}
-    s = check.get("settings") or {}
-    calls = kernel.get("calls", {}).get(reference) or next(iter(kernel.get("calls", {}).values()), [])
-    shapes = ", ".join(f"{c['calls']}× {'x'.join(map(str, c['shape']))} {c['dtype']}" for c in calls) or "none"
-    k_spread = spread(kernel.get("samples_s", {}).get(reference, [])) if reference else math.nan
-    s_spread = spread(check.get("samples_s", {}).get(reference, [])) if reference else math.nan
-    threads = f" on {kernel['threads']} thread(s)" if kernel.get("threads") else ""
-    threads += ", timed by the thread's CPU clock" if kernel.get("clock") == "thread_cpu" else ""
-    return (
-        f"Speed (python -m src.bench variants, variants interleaved in one process; precision {s.get('precision', '?')}, "
-        f"compile {s.get('compile', '?')}): each norm's forward+backward at the run's calls per step ({shapes}), "
-        f"{kernel.get('rounds', 0)} rounds in {kernel.get('seconds', 0):.0f} s{threads} ({load_text(kernel.get('load'))}); whole steps, "
-        f"{s.get('rounds', 0)} rounds ({load_text(check.get('load'))}). Round-to-round spread of {reference}: "
-        f"{k_spread:.1%} (norm), {s_spread:.1%} (step). Step time of b vs a, 20% trimmed mean and 95% interval:"
-    )
+def check_reference(check: Mapping[str, Any]) -> str | None:
+    """The variant the check's header describes and the table's speed column is relative to."""
+    variants = (check.get("settings") or {}).get("variants") or []
+    return REFERENCE_VARIANT if REFERENCE_VARIANT in variants else (variants[0] if variants else None)
 
 
-def sentence(v: SpeedVerdict) -> str:
-    norm = f", its norm {math.exp(v.norm_ratio.diff):.2f}× [{math.exp(v.norm_ratio.low):.2f}, {math.exp(v.norm_ratio.high):.2f}]" if v.norm_ratio else ""
-    text = f"{pair_label(v.a, v.b)}: {v.verdict_text()} — step time {step_time_text(v.predicted)} predicted from the norms' own cost (the verdict's estimate){norm}"
-    if v.measured is None:
-        return text + "."
-    # Two estimates of one pair: the line says which decides and why the other is there.
-    measured = f"; whole steps measured {step_time_text(v.measured)} (the check of that prediction: a whole step carries the machine's load, which a norm's own rounds shed)"
-    if v.agree:
-        return text + measured + ": the two agree."
-    if v.measured.se > v.predicted.se:  # wider than the prediction: the load it carries
-        return text + measured + ": they disagree; the step-level measurement was too noisy to use."
-    return (text + measured + ": they disagree, and the step level was no noisier than the prediction: the whole step moved "
-            "by other than the norms' own cost (what a step does beside the norm), so the verdict rests on the norms' cost alone.")
-
-
-def dispatch_lines(dispatch: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """`Kernels that ran: a fwd=fused bwd=fused; ...` and one finding per fused-named composite (what
-    this torch build runs here: a fact the speed check measured, not a fault)."""
-    if not dispatch:
-        return []
-    lines = ["Kernels that ran (norm forward / backward: fused, composite or compiled): "
-             + "; ".join(f"{v} {d['summary']}" for v, d in dispatch.items()) + "."]  # fmt: skip
-    lines += [f"Kernel finding: {d['warning']}" for d in dispatch.values() if d.get("warning")]
-    return lines
-
-
-def speed_lines(check: Mapping[str, Any], pairs: Sequence[tuple[str, str]], margin: float, reference: str | None,
-                verdicts: Sequence[SpeedVerdict] | None = None) -> list[str]:  # fmt: skip
-    """The report's speed section: how it was measured, one verdict per pair, the kernels that ran
-    (`verdicts`: those of `compare_speed` for the same pairs, when already made)."""
-    verdicts = compare_speed(check, pairs, margin) if verdicts is None else verdicts
-    if not verdicts and not check.get("dispatch"):
-        return []
-    return [header(check, reference), *(sentence(v) for v in verdicts), *dispatch_lines(check.get("dispatch") or {})]
+def has_section(check: Mapping[str, Any], verdicts: Sequence[SpeedVerdict]) -> bool:
+    """Whether the report has a speed section of the check's own (its verdicts or the kernels that ran)
+    in place of an older whole-step check's line."""
+    return kernels_timed(check) and bool(verdicts or check.get("dispatch"))

@@ -13,8 +13,10 @@ from src.report.analysis import Analysis
 from src.report.judge.sequential import heading as sequential_heading
 from src.report.judge.stability import sentences as stability_sentences
 from src.report.judge.study import HEADING as STUDY_HEADING
+from src.report.read.table import display_rows
 from src.report.words.headline import HEADING as HEADLINE
 from src.report.words.headline import headline
+from src.report.words.speed import pair_cells, speed_section
 from src.report.words.study import written
 from src.stats.verdicts import PairWord
 
@@ -62,7 +64,7 @@ def blocks(a: Analysis, output: Output, width: int = WIDTH, pairs: Pairs = Pairs
     page, terminal, verdict = (output == o for o in Output)
     found = [Block("" if verdict else HEADLINE, items=headline(a), listed=True)]
     lead = f"{len(a.runs)} runs from `{a.tracking_uri}`. Cells are mean ± 95% CI (t) over finished seeds." if page else ""
-    found.append(Block(VERDICT_TABLE if verdict else "", lead, a.rows()))
+    found.append(Block(VERDICT_TABLE if verdict else "", lead, table_rows(a)))
     found += [Block(lead=a.code_note)] if a.code_note and not verdict else []
     found.append(_pairs(a, output, pairs))
     if a.sequential:
@@ -74,18 +76,24 @@ def blocks(a: Analysis, output: Output, width: int = WIDTH, pairs: Pairs = Pairs
     return [*found, _study(a, output, width, study)]
 
 
+def table_rows(a: Analysis) -> Table:
+    """The per-variant table as text cells, its speed column the speed check's estimates where it has them."""
+    return display_rows(a.table, a.interleaved, pair_cells(a.speed_verdicts))
+
+
 def _pairs(a: Analysis, output: Output, pairs: Pairs) -> Block:
     """The paired comparisons and the speed verdicts: the page under its question, the tests' method as
     its lead; the terminal with the method as its heading, only above tests that ran; the verdict with
     the method above its sentences, or their count where space is short."""
-    said = a.sentences() or [a.nothing_to_compare()]
+    written = [*a.sentences(), *speed_section(a)]  # the pairs', then the speed check's (its own words)
+    said = written or [a.nothing_to_compare()]
     if output == Output.PAGE:
         return Block(PAIRS_HEADING, a.heading() + " (all pairs in `comparisons.csv`).", items=said)
     if output == Output.TERMINAL:
         tested = any(r.verdict != PairWord.UNTESTED for r in a.comparisons)
         return Block(a.heading() if tested else "", items=said)
     if pairs == Pairs.COUNT:
-        said = [f"{len(a.sentences())} sentences on the pairs and their speed: report.md on this run"]
+        said = [f"{len(written)} sentences on the pairs and their speed: report.md on this run"]
     return Block(lead=f"{a.heading()}:", items=[*said, *([a.code_note] if a.code_note else [])])
 
 

@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from src.report.judge.speed import norm_shares, step_time_text
+from src.report.judge.speed import norm_shares
 from src.report.read.published import CLAIMS, PRESET
 from src.report.read.table import AXIS_PREFIX
+from src.report.words.speed import step_time_text
 from src.report.words.study import absent_text
 from src.stats.inference import MIN_SEEDS
 from src.stats.verdicts import ClaimWord, PairWord, SpeedWord, equivalent_text, settle_text

@@ -18,7 +18,7 @@ from src.core.tables import text_table
 from src.report.analysis import Analysis
 from src.report.judge.pairs import Margins
 from src.report.judge.sequential import SequentialVerdict
-from src.report.judge.speed import pair_estimate, step_time_text
+from src.report.judge.speed import pair_estimate
 from src.report.judge.study import (
     ENDED,
     HEADING,
@@ -44,6 +44,7 @@ from src.report.read.published import (
     table_effect,
 )
 from src.report.read.table import DASH
+from src.report.words.speed import step_time_text
 from src.report.words.study_setting import setting_lines, study_table
 from src.stats.inference import ALPHA
 from src.stats.verdicts import (

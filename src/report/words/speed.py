@@ -1,0 +1,184 @@
+"""The speed section's words, written from the judged speed check (src.report.judge.speed): how it
+was measured, one line per pair (its verdict, the estimate the verdict was read from, the whole-step
+check and what that check says), the kernels that ran; and the one way a step-time estimate is
+printed with its interval, wherever the report prints one (the table's speed column, the headline,
+the study's table). Every interval printed says its level, and its estimate lies inside it."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from src.report.judge.speed import (
+    MIN_CHECK_ROUNDS,
+    Agreement,
+    SpeedVerdict,
+    check_reference,
+    compare_speed,
+    has_section,
+    spread,
+)
+from src.stats.inference import CONFIDENCE, Interval
+from src.stats.pairs import pair_label
+from src.stats.verdicts import Decision, SpeedWord, equivalent_text, settle_text
+
+if TYPE_CHECKING:
+    from src.report.analysis import Analysis
+
+# What the whole-step measurement is there for, said where it is used as a check.
+CHECK_ROLE = "the check of that prediction (a whole step carries the machine's load, which a norm's own rounds shed)"
+RESTS = "so the verdict rests on the norms' own cost alone"
+
+
+# --- an estimate with its interval: the one writer -------------------------------------------------
+
+
+def _percent(log_ratio: float) -> str:
+    return f"{math.expm1(log_ratio):+.1%}"
+
+
+def _times(log_ratio: float) -> str:
+    return f"{math.exp(log_ratio):.2f}×"
+
+
+def level_text(level: float) -> str:
+    """`95% interval`, `90% interval`: an interval's level, said beside every interval printed."""
+    return f"{round(100 * level, 1):g}% interval"
+
+
+def estimate_text(diff: float, low: float, high: float, level: float, show: Callable[[float], str], spread: bool = True) -> str:
+    """`+0.3% [+0.2%, +0.3%] (95% interval)`: an estimate, then its interval and the interval's level.
+    An interval that is not there (too few rounds) or has no width (every round alike) is said to be
+    none, never printed as [nan, nan] or [x, x]."""
+    if not spread:
+        return f"{show(diff)} (every round alike: no interval)"
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return f"{show(diff)} (no interval)"
+    return f"{show(diff)} [{show(low)}, {show(high)}] ({level_text(level)})"
+
+
+def interval_text(i: Interval, show: Callable[[float], str] = _percent) -> str:
+    """A log ratio's estimate with its 95% interval (stats.trimmed_mean_interval's), as `show` prints it."""
+    return estimate_text(i.diff, i.low, i.high, CONFIDENCE, show, spread=i.se != 0)
+
+
+def step_time_text(i: Interval) -> str:
+    """A log step-time ratio as the report prints it: `+0.3% [+0.2%, +0.3%] (95% interval)` (b's step against a's)."""
+    return interval_text(i)
+
+
+def decided_text(i: Interval, d: Decision | None) -> str:
+    """The estimate with the interval its word was read from (TOST's 90% one for an equivalence)."""
+    if d is None:
+        return step_time_text(i)
+    return estimate_text(i.diff, d.low, d.high, d.level, _percent, spread=d.spread)
+
+
+# --- one pair ----------------------------------------------------------------------------------------
+
+
+def verdict_text(v: SpeedVerdict) -> str:
+    """The verdict word, with the interval that decided an equivalence or the rounds that would settle it."""
+    word, d = v.verdict, v.decision
+    if word == SpeedWord.EQUIVALENT and d is not None:
+        if d.remains:
+            return equivalent_text(f"{v.margin:.0%}", decided_text(v.predicted, d))
+        # Beside the word, the interval that decided it (TOST's); the estimate after it is the 95% one shown everywhere.
+        return f"{equivalent_text(f'{v.margin:.0%}')} (TOST's {level_text(d.level)} [{_percent(d.low)}, {_percent(d.high)}])"
+    if word == SpeedWord.UNRESOLVED and v.rounds_needed:
+        return f"{word}: {settle_text(v.rounds_needed, 'kernel rounds')}"
+    return str(word)
+
+
+def check_text(v: SpeedVerdict) -> str:
+    """What the whole-step measurement says of the prediction, as judge.speed.agreement decided it."""
+    if v.measured is None:
+        return ""
+    measured = f"; whole steps measured {step_time_text(v.measured)}"
+    match v.agreement:
+        case Agreement.AGREE:
+            return f"{measured}, {CHECK_ROLE}: the two agree."
+        case Agreement.DISAGREE:  # precise, and apart: a finding about the step, never noise
+            return (f"{measured}, {CHECK_ROLE}: they disagree: the whole step moved by other than the norms' own cost "
+                    f"(what a step does beside the norm, or the machine's load on whole steps), {RESTS}.")  # fmt: skip
+        case Agreement.TOO_IMPRECISE:
+            return (f"{measured} over {v.measured.n} round(s): too imprecise to check the prediction (a check needs at "
+                    f"least {MIN_CHECK_ROUNDS} rounds and a {level_text(CONFIDENCE)} within the ±{v.margin:.0%} margin "
+                    f"of its estimate), {RESTS}.")  # fmt: skip
+    return ""
+
+
+def sentence(v: SpeedVerdict) -> str:
+    """One pair's line: its verdict, the estimate it was read from, the norm ratio, the whole-step check."""
+    norm = f", its norm {interval_text(v.norm_ratio, _times)}" if v.norm_ratio else ""
+    text = f"{pair_label(v.a, v.b)}: {verdict_text(v)} — step time {step_time_text(v.predicted)} predicted from the norms' own cost (the verdict's estimate){norm}"
+    return text + (check_text(v) or ".")
+
+
+def pair_cells(verdicts: Sequence[SpeedVerdict]) -> dict[str, str]:
+    """variant -> `vs a +0.3% [+0.2%, +0.3%] (95% interval)` for each speed verdict that measured it (as b)."""
+    cells: dict[str, list[str]] = {}
+    for v in verdicts:
+        cells.setdefault(v.b, []).append(f"vs {v.a} {step_time_text(v.predicted)}")
+    return {b: "; ".join(found) for b, found in cells.items()}
+
+
+# --- the section -------------------------------------------------------------------------------------
+
+
+def load_text(load: Mapping[str, Any] | None) -> str:
+    if not load:
+        return "load average unknown"
+    before, after = load.get("before"), load.get("after")
+    if not before:
+        return "load average unknown"
+    return f"load average {before[0]:.2f}" + (f" → {after[0]:.2f}" if after else "")
+
+
+def header(check: Mapping[str, Any], reference: str | None) -> str:
+    """How the check was made: rounds, time, load, the reference's round-to-round spread."""
+    kernel = check.get("kernel") or {}
+    s = check.get("settings") or {}
+    calls = kernel.get("calls", {}).get(reference) or next(iter(kernel.get("calls", {}).values()), [])
+    shapes = ", ".join(f"{c['calls']}× {'x'.join(map(str, c['shape']))} {c['dtype']}" for c in calls) or "none"
+    k_spread = spread(kernel.get("samples_s", {}).get(reference, [])) if reference else math.nan
+    s_spread = spread(check.get("samples_s", {}).get(reference, [])) if reference else math.nan
+    threads = f" on {kernel['threads']} thread(s)" if kernel.get("threads") else ""
+    threads += ", timed by the thread's CPU clock" if kernel.get("clock") == "thread_cpu" else ""
+    return (
+        f"Speed (python -m src.bench variants, variants interleaved in one process; precision {s.get('precision', '?')}, "
+        f"compile {s.get('compile', '?')}): each norm's forward+backward at the run's calls per step ({shapes}), "
+        f"{kernel.get('rounds', 0)} rounds in {kernel.get('seconds', 0):.0f} s{threads} ({load_text(kernel.get('load'))}); whole steps, "
+        f"{s.get('rounds', 0)} rounds ({load_text(check.get('load'))}). Round-to-round spread of {reference}: "
+        f"{k_spread:.1%} (norm), {s_spread:.1%} (step). Step time of b vs a, 20% trimmed mean and 95% interval:"
+    )
+
+
+def dispatch_lines(dispatch: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """`Kernels that ran: a fwd=fused bwd=fused; ...` and one finding per fused-named composite (what
+    this torch build runs here: a fact the speed check measured, not a fault)."""
+    if not dispatch:
+        return []
+    lines = ["Kernels that ran (norm forward / backward: fused, composite or compiled): "
+             + "; ".join(f"{v} {d['summary']}" for v, d in dispatch.items()) + "."]  # fmt: skip
+    lines += [f"Kernel finding: {d['warning']}" for d in dispatch.values() if d.get("warning")]
+    return lines
+
+
+def speed_lines(check: Mapping[str, Any], pairs: Sequence[tuple[str, str]], margin: float, reference: str | None,
+                verdicts: Sequence[SpeedVerdict] | None = None) -> list[str]:  # fmt: skip
+    """The report's speed section: how it was measured, one verdict per pair, the kernels that ran
+    (`verdicts`: those of `compare_speed` for the same pairs, when already made)."""
+    verdicts = compare_speed(check, pairs, margin) if verdicts is None else verdicts
+    if not verdicts and not check.get("dispatch"):
+        return []
+    return [header(check, reference), *(sentence(v) for v in verdicts), *dispatch_lines(check.get("dispatch") or {})]
+
+
+def speed_section(a: Analysis) -> list[str]:
+    """The analysed sweep's speed section (empty without a check of the norms' kernels: an older
+    whole-step check's line is the analysis's own)."""
+    if not has_section(a.check, a.speed_verdicts):
+        return []
+    return speed_lines(a.check, [], a.margins.speed, check_reference(a.check), a.speed_verdicts)
