@@ -1,6 +1,6 @@
 """A sweep's report as data: the runs read from MLflow, the table, the paired comparisons, the speed
-check, the learning-rate stability, the published study's claims set against them (src.report.judge.study),
-and the sentences its sections print.
+check, the learning-rate stability, the published study's claims set against them (src.report.judge.study).
+Data only: src.report.words writes its sentences (the pairs' section: src.report.words.pairs).
 
 `analyze` reads it; src.report.render walks its sections once (render.sections) into the terminal
 text, report.md, the verdict and report.html, and src.report.files writes the files.
@@ -16,18 +16,9 @@ from typing import Any
 import pandas as pd
 
 from src.core import paths
-from src.report.judge.pairs import (
-    NO_NORM,
-    Margins,
-    Result,
-    compare,
-    comparison_pairs,
-    sentences,
-    to_frame,
-    unmatched_pairs,
-)
-from src.report.judge.sequential import SequentialVerdict, load_verdicts, with_verdicts
-from src.report.judge.speed import SpeedVerdict, compare_speed, pair_estimate, speed_lines, step_time_text
+from src.report.judge.pairs import Margins, Result, Unmatched, compare, comparison_pairs, unmatched_pairs
+from src.report.judge.sequential import SequentialVerdict, load_verdicts
+from src.report.judge.speed import SpeedVerdict, compare_speed, pair_estimate, step_time_text
 from src.report.judge.stability import by_learning_rate, initial_losses, is_lr_sweep, lr_sensitivity
 from src.report.judge.study import StudySection, against_study
 from src.report.read.provenance import code_sentence, mark_rows, reference_code
@@ -40,12 +31,12 @@ from src.report.read.runs import (
     load_sweep,
     open_store,
 )
-from src.report.read.table import display_rows, interleaved_cell, summarize
+from src.report.read.table import display_rows, summarize
 from src.tracking.store import Store
 from src.tracking.sweep import STALE_AFTER_S
 from src.tracking.tags import RESULT_OUTCOMES, RUNNING
 from src.tracking.ui_view import ui_link
-from src.tracking.variants import REFERENCE_VARIANT, Axis, metric_key
+from src.tracking.variants import REFERENCE_VARIANT, Axis
 
 __all__ = ["Analysis", "ReportError", "analyze"]
 
@@ -63,9 +54,8 @@ class Analysis:
     superseded: int  # the other runs of a config (fingerprint) run more than once: its latest result counts
     interleaved: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # bench-variants ratios
     norm_costs: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)  # and norm costs
-    notes: list[str] = field(default_factory=list)  # requested pairs that could not be compared
-    speed: list[str] = field(default_factory=list)  # the speed check's verdicts (src.report.judge.speed), when it has them
-    speed_verdicts: list[SpeedVerdict] = field(default_factory=list)  # the same, as data (the headline reads them)
+    unmatched: list[Unmatched] = field(default_factory=list)  # requested pairs that could not be compared
+    speed_verdicts: list[SpeedVerdict] = field(default_factory=list)  # the speed check's verdicts (src.report.judge.speed)
     check: dict[str, Any] = field(default_factory=dict)  # the latest speed check's variants.json (empty: none)
     stability: pd.DataFrame | None = None  # per (variant, lr), when the sweep varied the learning rate
     sensitivity: pd.DataFrame | None = None  # per variant, Wortsman et al.'s LR sensitivity (same condition)
@@ -82,37 +72,15 @@ class Analysis:
         links = [f"the sweep's verdict: {ui_link(base, self.experiment_id, self.report_run_id)}"] if self.report_run_id else []
         return [*links, f"every run, grouped by variant: {ui_link(base, self.experiment_id)}"]
 
-    def sentences(self) -> list[str]:
-        """One sentence per compared pair, why any requested pair was not compared, then the speed
-        measured by interleaving (when the experiment has a bench-variants run)."""
-        return sentences(self.comparisons) + self.notes + self.speed_sentences()
+    @property
+    def kernels(self) -> bool:
+        """Whether the speed check timed the norms' kernels (an older check timed whole steps only)."""
+        return _kernels(self.check)
 
-    def speed_sentences(self) -> list[str]:
-        if self.speed:  # a speed check with the norms' kernels: a verdict per pair
-            return self.speed
-        if not self.interleaved:
-            return []
-        order = list(self.table.variant)  # the table's order
-        cells = [f"{v} {interleaved_cell(self.interleaved[metric_key(v)])}" for v in order if metric_key(v) in self.interleaved]
-        costs = [
-            f"{v} {c[0]:+.1f} ms [{c[1]:+.1f}, {c[2]:+.1f}] ({c[0] / c[3]:.1%} of its {c[3]:,.0f} ms step)"
-            for v in order
-            if (c := self.norm_costs.get(metric_key(v))) is not None and v != NO_NORM and all(math.isfinite(x) for x in c)
-        ]
-        share = f" The norm's own cost (step minus no_norm's, same rounds): {'; '.join(costs)}." if costs else ""
-        return [
-            f"Speed, measured by interleaving the variants' training steps in one process (python -m src.bench "
-            f"variants; step speed vs {REFERENCE_VARIANT}, median and 95% interval): {'; '.join(cells)}.{share} "
-            "It replaces the tokens/s ratios of jobs run one after another, which measure the machine's load."
-        ]
-
-    def nothing_to_compare(self) -> str:
-        if len(self.table) == 1:  # e.g. a sweep of the seed alone
-            return f"No pairs to compare: every run is one variant ({self.table.variant.iloc[0]}); nothing but the seed varied."
-        return "No pairs to compare."
-
-    def comparisons_frame(self) -> pd.DataFrame:
-        return with_verdicts(to_frame(self.comparisons), self.sequential)
+    @property
+    def speed_reference(self) -> str | None:
+        """The variant the speed check's pairs are measured against."""
+        return _reference(self.check)
 
     def rows(self) -> tuple[list[str], list[list[str]]]:
         return display_rows(self.table, self.interleaved, self.pair_cells())
@@ -137,14 +105,6 @@ class Analysis:
             if estimate is not None:
                 found[variant] = (math.expm1(estimate.diff), math.expm1(estimate.low), math.expm1(estimate.high))
         return reference, found
-
-    def heading(self) -> str:
-        m = self.margins
-        return (
-            f"Test loss, paired by seed (Welch where seed sets differ); equivalence by TOST within ±{m.test_loss:g} nats "
-            f"(its 90% interval printed beside it); Holm-adjusted over {len(self.comparisons)} comparisons; speed is the "
-            "speed check's, not the jobs' tokens/s (run one after another, in the table)"
-        )
 
 
 def analyze(
@@ -192,8 +152,7 @@ def analyze(
         superseded=sweep.superseded,
         interleaved=load_interleaved(store, sweep.experiment_id),
         norm_costs=load_norm_costs(store, sweep.experiment_id),
-        notes=unmatched_pairs(runs, pairs) if pairs is not None else [],
-        speed=speed_lines(check, timed, margins.speed, _reference(check), verdicts) if _kernels(check) else [],
+        unmatched=unmatched_pairs(runs, pairs) if pairs is not None else [],
         speed_verdicts=verdicts,
         check=check,
         stability=by_learning_rate(runs) if lr_swept else None,

@@ -24,6 +24,7 @@ from src.report.judge.study import StudySection
 from src.report.read.published import STABILITY
 from src.report.render.html import html_page
 from src.report.render.markdown import markdown_page
+from src.report.words.pairs import comparisons_frame
 from src.report.words.study import claim_reason, measured_by, part_reason
 from src.stats.inference import ALPHA
 from src.stats.verdicts import family_alpha
@@ -67,7 +68,7 @@ def write(analysis: Analysis, out_dir: Path) -> list[Path]:
     if analysis.sensitivity is not None:
         analysis.sensitivity.to_csv(out_dir / "lr_sensitivity.csv", index=False)
     analysis.table.to_csv(out_dir / "table.csv", index=False)
-    analysis.comparisons_frame().to_csv(out_dir / "comparisons.csv", index=False)
+    comparisons_frame(analysis).to_csv(out_dir / "comparisons.csv", index=False)
     analysis.runs.to_csv(out_dir / "runs.csv", index=False)
     if analysis.study.claims:
         claims_frame(analysis.study).to_csv(out_dir / "claims.csv", index=False)
