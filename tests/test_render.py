@@ -21,6 +21,7 @@ from src.report.render.html import html_page
 from src.report.render.markdown import _verdict, markdown_page
 from src.report.render.sections import Output, Pairs, Study, blocks
 from src.report.render.terminal import terminal_text
+from src.report.words.pairs import section_sentences
 
 
 def _analysis() -> Analysis:
@@ -47,14 +48,14 @@ def test_the_page_the_terminal_and_the_verdict_say_each_sections_words() -> None
         for item in b.items:
             assert f"- {item}" in md and f"<li>{html.escape(item)}</li>" in page
     # Each pair's sentence and each sequential verdict on the terminal and in the verdict that has room.
-    said = [*a.sentences(), *(v.sentence() for v in a.sequential)]
+    said = [*section_sentences(a), *(v.sentence() for v in a.sequential)]
     assert len(said) > 2
     for sentence in said:
         assert _words(sentence) in text and f"- {sentence}" in full
     assert f"- {a.code_note}" in full and a.code_note in text
     # Short of room, the verdict counts the pairs' sentences and keeps a word per claim.
-    assert not any(f"- {s}" in short for s in a.sentences())
-    assert f"- {len(a.sentences())} sentences on the pairs and their speed: report.md on this run" in short
+    assert not any(f"- {s}" in short for s in section_sentences(a))
+    assert f"- {len(section_sentences(a))} sentences on the pairs and their speed: report.md on this run" in short
     assert all(f"- {c.claim.number}. {c.word} — {c.claim.statement}" in short for c in a.study.claims)
     # The study's section ends every output (what a sweep ends with).
     assert text.rfind("Against the published study") > text.rfind(_words(said[-1]))

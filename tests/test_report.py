@@ -38,6 +38,7 @@ from src.report.read.table import (
 )
 from src.report.render.sections import table_rows
 from src.report.words.headline import HEADING as HEADLINE
+from src.report.words.pairs import comparisons_frame, section_sentences
 from src.report.words.speed import speed_section, step_time_text
 from src.report.words.study import claim_line, claim_reason, written
 from src.tracking.sweep import SWEEP_TAG
@@ -141,8 +142,8 @@ def test_single_seed_table_matches_the_study(client: MlflowClient, store: dict[s
     # ...in a column that says what one run per variant, one after another, can support.
     assert SEQUENTIAL_SPEED_HEADER in text
     # One seed: the untested pairs are named in one sentence that says what would settle them.
-    untested = [s for s in analysis.sentences() if s.startswith("Not tested")]
-    assert len(untested) == 1 == len(analysis.sentences())
+    untested = [s for s in section_sentences(analysis) if s.startswith("Not tested")]
+    assert len(untested) == 1 == len(section_sentences(analysis))
     assert "torch_layernorm vs hand_layernorm" in untested[0] and "experiment=norm_sweep_seeds" in untested[0]
     assert "not tested: 1 seed(s) with both variants finished; needs ≥2" not in text
     comparisons = pd.read_csv(tmp_path / "out" / "comparisons.csv")
@@ -194,10 +195,10 @@ def test_multi_seed_statistics_and_bookkeeping(client: MlflowClient, store: dict
     (fast,) = [c for c in analysis.comparisons if c.b == "fast_rmsnorm"]
     assert (fast.a, fast.metric, fast.n_a, fast.n_b, fast.primary.test) == ("hand_rmsnorm", "test_loss", 3, 3, "paired_t")
     # torch_rmsnorm has one finished seed (the other failed): its pairs are untested, the run counted.
-    untested = analysis.sentences()[-1]
+    untested = section_sentences(analysis)[-1]
     assert untested.startswith("Not tested") and "torch_rmsnorm vs hand_rmsnorm" in untested
-    assert not any(s.startswith("torch_rmsnorm vs hand_rmsnorm") for s in analysis.sentences())
-    pair = analysis.comparisons_frame().set_index("pair").loc["torch_rmsnorm vs hand_rmsnorm"]
+    assert not any(s.startswith("torch_rmsnorm vs hand_rmsnorm") for s in section_sentences(analysis))
+    pair = comparisons_frame(analysis).set_index("pair").loc["torch_rmsnorm vs hand_rmsnorm"]
     assert set(pair.verdict) == {"not tested: 1 seed(s) with both variants finished; needs ≥2"}  # the CSV keeps why
 
     # The report's run is reused by a second report and never read back as a result.
@@ -402,7 +403,8 @@ def test_paired_comparisons_by_hand(client: MlflowClient, store: dict[str, str],
     assert unpaired.primary.test == "welch" and unpaired.bootstrap is None
 
     csv = pd.read_csv(tmp_path / "comparisons.csv")
-    assert list(csv.columns) == ["pair", "metric", "test", "n", "diff", "ci_low", "ci_high", "p", "p_holm", "tost_p", "margin", "verdict"]
+    assert list(csv.columns) == ["pair", "metric", "test", "n", "diff", "ci_low", "ci_high", "p", "p_holm", "tost_p", "margin", "verdict",
+                                 "verdict_level", "verdict_low", "verdict_high"]  # fmt: skip
     row = csv[(csv.pair == "torch_layernorm vs hand_layernorm") & (csv.metric == "test_loss")].set_index("test")
     assert set(row.index) == {"paired_t", "paired_bootstrap"}
     assert row.loc["paired_t", "diff"] == pytest.approx(0.002) and row.loc["paired_t", "margin"] == 0.01

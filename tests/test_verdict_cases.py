@@ -16,9 +16,10 @@ from scipy import stats
 from test_against_study import SEEDS, STUDY_SETTING, _runs, _section, _study_runs
 
 from src.report.files import claims_frame
-from src.report.judge.pairs import Margins, compare, to_frame
+from src.report.judge.pairs import Margins, compare
 from src.report.judge.sequential import SequentialVerdict
 from src.report.read.published import TABLE
+from src.report.words.pairs import to_frame
 from src.report.words.study import (
     OWN_READING,
     claim_line,
@@ -199,8 +200,12 @@ def test_a_small_real_effect_is_said_as_such_by_the_pair_and_the_claim() -> None
                        speed={"torch_layernorm": base, "torch_rmsnorm": base * 1.014 * jitter})  # fmt: skip
     (pair,) = compare(runs, Margins())  # test loss: the jobs' tokens/s is not judged pair by pair
     assert pair.verdict == PairWord.EQUIVALENT and pair.decision.remains
-    csv = to_frame([pair]).query("test == 'paired_t'").verdict.iloc[0]
-    assert csv.startswith("equivalent within ±0.01 (a difference of +0.0030 [") and csv.endswith("] remains)")
+    # comparisons.csv: the words without numbers, beside them the interval they were read from and its level
+    # (TOST's 90%), apart from the test's own 95% ci_low/ci_high.
+    row = to_frame([pair]).query("test == 'paired_t'").iloc[0]
+    assert row.verdict == "equivalent within ±0.01, a difference remains"
+    assert (row.verdict_level, row.verdict_low, row.verdict_high) == pytest.approx((0.9, pair.decision.low, pair.decision.high))
+    assert row.ci_low < row.verdict_low < 0.003 < row.verdict_high < row.ci_high
     built_ins = claims_of(runs)[3].findings[0]
     assert built_ins.readings.excludes_zero and part_reason(built_ins).startswith("equivalent within ±2% (a difference of -1.4% [")
 

@@ -11,8 +11,9 @@ import pytest
 from scipy import stats
 from test_against_study import SEEDS, _study_runs
 
-from src.report.judge.pairs import Margins, compare, sentences
+from src.report.judge.pairs import Margins, compare
 from src.report.judge.speed import Agreement, SpeedVerdict, decisions
+from src.report.words.pairs import sentences
 from src.report.words.speed import decided_text, sentence
 from src.stats.inference import Interval
 from src.stats.verdicts import (

@@ -23,12 +23,13 @@ import pandas as pd
 from test_against_study import NOISE, SEEDS, STUDY_SETTING, _check, _runs, _study_runs, jitter
 
 from src.report.analysis import Analysis
-from src.report.judge.pairs import Margins, compare, sentences
+from src.report.judge.pairs import Margins, compare
 from src.report.judge.sequential import SequentialVerdict
 from src.report.judge.speed import compare_speed
 from src.report.read.published import TABLE
 from src.report.read.table import summarize
 from src.report.words.headline import headline
+from src.report.words.pairs import sentences
 from src.report.words.speed import sentence
 from src.report.words.study import claim_reason, here_text, part_reason, study_section
 

@@ -24,6 +24,7 @@ from src.report.read.runs import ReportError, open_store, save_summary_run, tag_
 from src.report.render.markdown import verdict
 from src.report.render.sections import table_rows
 from src.report.render.terminal import terminal_text
+from src.report.words.pairs import comparisons_frame
 from src.tracking.summary import log_job_speed, log_sweep_summary, pair_speed_metrics
 from src.tracking.sweep import STALE_AFTER_S
 from src.tracking.ui_view import publish_view
@@ -65,7 +66,7 @@ def generate_report(
             analysis.report_run_id,
             analysis.table.to_dict("records"),
             pd.DataFrame(rows, columns=headers),
-            analysis.comparisons_frame(),
+            comparisons_frame(analysis),
             verdict(analysis),
             pair_speed_metrics(
                 (v.a, v.b, *(math.expm1(x) for x in (v.predicted.diff, v.predicted.low, v.predicted.high)))

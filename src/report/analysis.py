@@ -1,6 +1,6 @@
 """A sweep's report as data: the runs read from MLflow, the table, the paired comparisons, the speed
-check, the learning-rate stability, the published study's claims set against them (src.report.judge.study),
-and the sentences its sections print.
+check, the learning-rate stability, the published study's claims set against them (src.report.judge.study).
+Data only: src.report.words writes its sentences (the pairs' section: src.report.words.pairs).
 
 `analyze` reads it; src.report.render walks its sections once (render.sections) into the terminal
 text, report.md, the verdict and report.html, and src.report.files writes the files.
@@ -16,18 +16,9 @@ from typing import Any
 import pandas as pd
 
 from src.core import paths
-from src.report.judge.pairs import (
-    NO_NORM,
-    Margins,
-    Result,
-    compare,
-    comparison_pairs,
-    sentences,
-    to_frame,
-    unmatched_pairs,
-)
-from src.report.judge.sequential import SequentialVerdict, load_verdicts, with_verdicts
-from src.report.judge.speed import SpeedVerdict, compare_speed, has_section, pair_estimate
+from src.report.judge.pairs import Margins, Result, Unmatched, compare, comparison_pairs, unmatched_pairs
+from src.report.judge.sequential import SequentialVerdict, load_verdicts
+from src.report.judge.speed import SpeedVerdict, compare_speed, pair_estimate
 from src.report.judge.speed import check_reference as _reference
 from src.report.judge.speed import kernels_timed as _kernels
 from src.report.judge.stability import by_learning_rate, initial_losses, is_lr_sweep, lr_sensitivity
@@ -42,12 +33,12 @@ from src.report.read.runs import (
     load_sweep,
     open_store,
 )
-from src.report.read.table import interleaved_cell, summarize
+from src.report.read.table import summarize
 from src.tracking.store import Store
 from src.tracking.sweep import STALE_AFTER_S
 from src.tracking.tags import RESULT_OUTCOMES, RUNNING
 from src.tracking.ui_view import ui_link
-from src.tracking.variants import REFERENCE_VARIANT, Axis, metric_key
+from src.tracking.variants import Axis
 
 __all__ = ["Analysis", "ReportError", "analyze"]
 
@@ -65,8 +56,8 @@ class Analysis:
     superseded: int  # the other runs of a config (fingerprint) run more than once: its latest result counts
     interleaved: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # bench-variants ratios
     norm_costs: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)  # and norm costs
-    notes: list[str] = field(default_factory=list)  # requested pairs that could not be compared
-    speed_verdicts: list[SpeedVerdict] = field(default_factory=list)  # the speed check's verdicts (src.report.words.speed writes them)
+    unmatched: list[Unmatched] = field(default_factory=list)  # requested pairs that could not be compared
+    speed_verdicts: list[SpeedVerdict] = field(default_factory=list)  # the speed check's verdicts (src.report.judge.speed)
     check: dict[str, Any] = field(default_factory=dict)  # the latest speed check's variants.json (empty: none)
     stability: pd.DataFrame | None = None  # per (variant, lr), when the sweep varied the learning rate
     sensitivity: pd.DataFrame | None = None  # per variant, Wortsman et al.'s LR sensitivity (same condition)
@@ -83,37 +74,15 @@ class Analysis:
         links = [f"the sweep's verdict: {ui_link(base, self.experiment_id, self.report_run_id)}"] if self.report_run_id else []
         return [*links, f"every run, grouped by variant: {ui_link(base, self.experiment_id)}"]
 
-    def sentences(self) -> list[str]:
-        """One sentence per compared pair, why any requested pair was not compared, then the speed
-        measured by interleaving (when the experiment has a bench-variants run)."""
-        return sentences(self.comparisons) + self.notes + self.speed_sentences()
+    @property
+    def kernels(self) -> bool:
+        """Whether the speed check timed the norms' kernels (an older check timed whole steps only)."""
+        return _kernels(self.check)
 
-    def speed_sentences(self) -> list[str]:
-        if has_section(self.check, self.speed_verdicts):  # a check of the norms' kernels: src.report.words.speed's section
-            return []
-        if not self.interleaved:
-            return []
-        order = list(self.table.variant)  # the table's order
-        cells = [f"{v} {interleaved_cell(self.interleaved[metric_key(v)])}" for v in order if metric_key(v) in self.interleaved]
-        costs = [
-            f"{v} {c[0]:+.1f} ms [{c[1]:+.1f}, {c[2]:+.1f}] ({c[0] / c[3]:.1%} of its {c[3]:,.0f} ms step)"
-            for v in order
-            if (c := self.norm_costs.get(metric_key(v))) is not None and v != NO_NORM and all(math.isfinite(x) for x in c)
-        ]
-        share = f" The norm's own cost (step minus no_norm's, same rounds): {'; '.join(costs)}." if costs else ""
-        return [
-            f"Speed, measured by interleaving the variants' training steps in one process (python -m src.bench "
-            f"variants; step speed vs {REFERENCE_VARIANT}, median and 95% interval): {'; '.join(cells)}.{share} "
-            "It replaces the tokens/s ratios of jobs run one after another, which measure the machine's load."
-        ]
-
-    def nothing_to_compare(self) -> str:
-        if len(self.table) == 1:  # e.g. a sweep of the seed alone
-            return f"No pairs to compare: every run is one variant ({self.table.variant.iloc[0]}); nothing but the seed varied."
-        return "No pairs to compare."
-
-    def comparisons_frame(self) -> pd.DataFrame:
-        return with_verdicts(to_frame(self.comparisons), self.sequential)
+    @property
+    def speed_reference(self) -> str | None:
+        """The variant the speed check's pairs are measured against."""
+        return _reference(self.check)
 
     def speed_estimates(self) -> tuple[str, dict[str, tuple[float, float, float]]] | None:
         """The speed check's reference and, per variant it timed, the step-time change against it
@@ -128,14 +97,6 @@ class Analysis:
             if estimate is not None:
                 found[variant] = (math.expm1(estimate.diff), math.expm1(estimate.low), math.expm1(estimate.high))
         return reference, found
-
-    def heading(self) -> str:
-        m = self.margins
-        return (
-            f"Test loss, paired by seed (Welch where seed sets differ); equivalence by TOST within ±{m.test_loss:g} nats "
-            f"(its 90% interval printed beside it); Holm-adjusted over {len(self.comparisons)} comparisons; speed is the "
-            "speed check's, not the jobs' tokens/s (run one after another, in the table)"
-        )
 
 
 def analyze(
@@ -161,38 +122,58 @@ def analyze(
         # "yet" only where waiting can bring one: a run still training.
         yet = " yet" if (runs.outcome == RUNNING).any() else ""
         raise ReportError(f"MLflow experiment {experiment!r} has no runs with a result{yet} ({counts})")
-    margins = margins or Margins()
     curves = load_curves(store, runs)
-    lr_swept = is_lr_sweep(runs)
     code = reference_code(store, sweep.experiment_id, runs)
-    comparisons = compare(runs, margins, pairs, reference)
-    check = load_speed_check(store, sweep.experiment_id)
-    table = summarize(runs)
-    sequential = load_verdicts(store, sweep.experiment_id)
+    found = assemble(
+        runs, sweep.axes, load_speed_check(store, sweep.experiment_id), margins or Margins(), pairs, reference,
+        load_verdicts(store, sweep.experiment_id), curves, experiment, uri, sweep.experiment_id,
+    )  # fmt: skip
+    found.table = mark_rows(found.table, runs, code)
+    found.superseded, found.store, found.code_note = sweep.superseded, store, code_sentence(runs, code)
+    found.interleaved = load_interleaved(store, sweep.experiment_id)
+    found.norm_costs = load_norm_costs(store, sweep.experiment_id)
+    return found
+
+
+def assemble(
+    runs: pd.DataFrame,
+    axes: tuple[Axis, ...],
+    check: dict[str, Any],
+    margins: Margins,
+    pairs: list[tuple[str, str]] | None = None,
+    reference: dict[str, str] | None = None,
+    sequential: list[SequentialVerdict] | None = None,
+    curves: pd.DataFrame | None = None,
+    experiment: str = "",
+    tracking_uri: str = "",
+    experiment_id: str = "",
+) -> Analysis:
+    """Every judgement of a sweep from what was read of it: the runs (src.report.read.runs), their axes,
+    the latest speed check (`variants.json`, empty without one) and a sequential sweep's decisions. The
+    one path from numbers to the report's data, whether the numbers came from MLflow (`analyze`) or not
+    (the property tests' generated sweeps)."""
+    curves = curves if curves is not None else pd.DataFrame()
+    sequential = sequential or []
+    lr_swept = is_lr_sweep(runs)
     timed = _timed(check, [(a, b) for a, b, _ in comparison_pairs(runs, pairs, reference)])
-    verdicts = compare_speed(check, timed, margins.speed)
     return Analysis(
         experiment=experiment,
-        tracking_uri=uri,
-        experiment_id=sweep.experiment_id,
+        tracking_uri=tracking_uri,
+        experiment_id=experiment_id,
         runs=runs,
         curves=curves,
-        table=mark_rows(table, runs, code),
-        comparisons=comparisons,
+        table=summarize(runs),
+        comparisons=compare(runs, margins, pairs, reference),
         margins=margins,
-        superseded=sweep.superseded,
-        interleaved=load_interleaved(store, sweep.experiment_id),
-        norm_costs=load_norm_costs(store, sweep.experiment_id),
-        notes=unmatched_pairs(runs, pairs) if pairs is not None else [],
-        speed_verdicts=verdicts,
+        superseded=0,
+        unmatched=unmatched_pairs(runs, pairs) if pairs is not None else [],
+        speed_verdicts=compare_speed(check, timed, margins.speed),
         check=check,
         stability=by_learning_rate(runs) if lr_swept else None,
         sensitivity=lr_sensitivity(runs, initial_losses(curves)) if lr_swept else None,
-        axes=sweep.axes,
-        store=store,
-        code_note=code_sentence(runs, code),
+        axes=axes,
         sequential=sequential,
-        study=against_study(runs, sweep.axes, check, margins, sequential),
+        study=against_study(runs, axes, check, margins, sequential),
     )
 
 
@@ -201,3 +182,4 @@ def _timed(check: dict[str, Any], pairs: list[tuple[str, str]]) -> list[tuple[st
     one) timed with the norms' kernels."""
     variants = (check.get("settings") or {}).get("variants") or []
     return [(a, b) for a, b in pairs if a in variants and b in variants] if _kernels(check) else []
+

@@ -24,6 +24,7 @@ from src.report.judge.study import StudySection
 from src.report.read.published import STABILITY
 from src.report.render.html import html_page
 from src.report.render.markdown import markdown_page
+from src.report.words.pairs import comparisons_frame
 from src.report.words.study import claim_reason, measured_by, part_reason
 from src.stats.inference import ALPHA
 from src.stats.verdicts import family_alpha
@@ -70,7 +71,7 @@ def write(analysis: Analysis, out_dir: Path) -> list[Path]:
     # speed_vs_hand is the jobs' own tokens/s ratio: speed_vs_hand_caveat beside it says how they ran
     # and that it is not a measurement (src.report.read.table.summarize), as the pages' header does.
     analysis.table.to_csv(out_dir / "table.csv", index=False)
-    analysis.comparisons_frame().to_csv(out_dir / "comparisons.csv", index=False)
+    comparisons_frame(analysis).to_csv(out_dir / "comparisons.csv", index=False)
     analysis.runs.to_csv(out_dir / "runs.csv", index=False)
     if analysis.study.claims:
         claims_frame(analysis.study).to_csv(out_dir / "claims.csv", index=False)

@@ -20,6 +20,10 @@ from scipy import stats
 CONFIDENCE = 0.95
 ALPHA = 1 - CONFIDENCE
 MIN_SEEDS = 2  # a sample variance needs two values
+# The finest step the report's values resolve, relative to their size: float32's. A test loss comes
+# out of a float32 tensor (bf16 autocast computes it in float32 too) and a timing's ratio is coarser
+# still, so values closer than this are rounding, not seed-to-seed (or round-to-round) variation.
+RESOLUTION = float(np.finfo(np.float32).eps)
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,26 @@ def _finite(values: Sequence[float]) -> np.ndarray:
     return arr[np.isfinite(arr)]
 
 
+def rounding(*values: np.ndarray) -> float:
+    """The largest gap rounding alone leaves between values of these magnitudes (`RESOLUTION` of the largest)."""
+    return RESOLUTION * max((float(np.max(np.abs(v))) for v in values if len(v)), default=0.0)
+
+
+def alike(x: np.ndarray, *values: np.ndarray) -> bool:
+    """No spread: every x within rounding of their mean, rounding taken at the magnitudes of `values`
+    (x's own when none; a difference's are the values it was taken between). The one test every
+    interval here makes: a spread below the values' resolution reads as none (a zero-wide interval,
+    the sign-flip p), never as an interval [x, x] or a t whose p underflows to 0. Past it, every x
+    has the sign of the mean, or the mean itself is rounding (`rounding`)."""
+    return len(x) > 0 and float(np.max(np.abs(x - np.mean(x)))) <= rounding(*(values or (x,)))
+
+
+def alike_p(n: int, mean: float, *values: np.ndarray) -> float:
+    """The p-value of n observations alike (`alike`): the sign-flip test's n equal signs, or NaN where
+    the mean itself is rounding (nothing to test)."""
+    return math.nan if abs(mean) <= rounding(*values) else sign_flip_p(n)
+
+
 def t_quantile(df: float) -> float:
     """The t value that leaves ALPHA/2 in each tail."""
     return float(stats.t.ppf(1 - ALPHA / 2, df))
@@ -94,10 +118,10 @@ def welch(a: Sequence[float], b: Sequence[float]) -> Difference:
     diff = mean_b - mean_a
     if min(na, nb) < MIN_SEEDS:
         return Difference(na, nb, mean_a, mean_b, diff, math.nan, math.nan, math.nan, math.nan)
+    if alike(xa, xa, xb) and alike(xb, xa, xb):  # each group one value, to rounding: nothing to test
+        return Difference(na, nb, mean_a, mean_b, diff, diff, diff, math.nan, math.nan)
     va, vb = float(np.var(xa, ddof=1)) / na, float(np.var(xb, ddof=1)) / nb
     se = math.sqrt(va + vb)
-    if se == 0:  # identical values in both groups: nothing to test
-        return Difference(na, nb, mean_a, mean_b, diff, diff, diff, math.nan, math.nan)
     df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
     half = t_quantile(df) * se
     p_value = float(stats.ttest_ind(xb, xa, equal_var=False).pvalue)
@@ -155,7 +179,8 @@ def paired_t(a: Sequence[float], b: Sequence[float]) -> Interval:
 
     `a` and `b` are aligned (same seed at the same index); pairs with a non-finite side are dropped.
     """
-    d = _paired_differences(a, b)
+    xa, xb = _paired(a, b)
+    d = xb - xa
     n = len(d)
     if n == 0:
         return Interval("paired_t", 0, math.nan, math.nan, math.nan)
@@ -163,22 +188,23 @@ def paired_t(a: Sequence[float], b: Sequence[float]) -> Interval:
     if n < MIN_SEEDS:
         return Interval("paired_t", n, mean, math.nan, math.nan)
     sd = float(np.std(d, ddof=1))
+    if alike(d, xa, xb):
+        # Every seed moved by the same amount (to rounding): no interval (zero wide; `sd` keeps what was
+        # measured), and t is infinite; the p-value is the sign-flip test's (`alike_p`).
+        return Interval("paired_t", n, mean, mean, mean, alike_p(n, mean, xa, xb), 0.0, n - 1, sd)
     se = sd / math.sqrt(n)
-    if se == 0:
-        # Every seed moved by exactly the same amount: no interval (zero wide), and t is infinite;
-        # the p-value is the sign-flip test's (n of one sign), unless that amount is 0 (nothing to test).
-        return Interval("paired_t", n, mean, mean, mean, sign_flip_p(n) if mean != 0 else math.nan, 0.0, n - 1, 0.0)
     half = t_quantile(n - 1) * se
     p_value = float(2 * stats.t.sf(abs(mean / se), n - 1))
     return Interval("paired_t", n, mean, mean - half, mean + half, p_value, se, n - 1, sd)
 
 
-def _paired_differences(a: Sequence[float], b: Sequence[float]) -> np.ndarray:
+def _paired(a: Sequence[float], b: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """The aligned pairs with both sides finite."""
     xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if xa.shape != xb.shape:
         raise ValueError(f"paired samples need equal lengths, got {len(xa)} and {len(xb)}")
     keep = np.isfinite(xa) & np.isfinite(xb)
-    return xb[keep] - xa[keep]
+    return xa[keep], xb[keep]
 
 
 def paired_bootstrap(a: Sequence[float], b: Sequence[float], seed: int = 0) -> Interval:
@@ -186,14 +212,12 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], seed: int = 0) -> I
 
     Seeded, so a report read twice gives the same numbers. No p-value: the interval is the result.
     """
-    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    keep = np.isfinite(xa) & np.isfinite(xb)
-    xa, xb = xa[keep], xb[keep]
+    xa, xb = _paired(a, b)
     n = len(xa)
     mean = float(np.mean(xb - xa)) if n else math.nan
     if n < MIN_SEEDS:
         return Interval("paired_bootstrap", n, mean, math.nan, math.nan)
-    if np.ptp(xb - xa) == 0:  # no spread to resample (scipy would warn and return NaN)
+    if alike(xb - xa, xa, xb):  # no spread to resample (scipy would warn and return NaN)
         return Interval("paired_bootstrap", n, mean, mean, mean)
 
     def mean_difference(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -255,7 +279,7 @@ def median_interval(values: Sequence[float], seed: int = 0) -> Interval:
     if n == 0:
         return Interval("bootstrap_median", 0, math.nan, math.nan, math.nan)
     med = float(np.median(x))
-    if n < MIN_SEEDS or np.ptp(x) == 0:
+    if n < MIN_SEEDS or alike(x):
         return Interval("bootstrap_median", n, med, med if n > 1 else math.nan, med if n > 1 else math.nan)
     res = stats.bootstrap(
         (x,), np.median, vectorized=True, confidence_level=CONFIDENCE, n_resamples=BOOTSTRAP_RESAMPLES,
@@ -288,10 +312,10 @@ def trimmed_mean_interval(values: Sequence[float], trim: float = TRIM) -> Interv
         return Interval("yuen_trimmed", n, mean, math.nan, math.nan)
     winsorized = np.clip(x, x[g], x[n - g - 1])
     sw = float(np.std(winsorized, ddof=1))
-    se = sw / ((1 - 2 * g / n) * math.sqrt(n))
     df = h - 1
-    if se == 0:
-        return Interval("yuen_trimmed", n, mean, mean, mean, sign_flip_p(n) if mean != 0 else math.nan, 0.0, df, 0.0)
+    if alike(winsorized, x):
+        return Interval("yuen_trimmed", n, mean, mean, mean, alike_p(n, mean, x), 0.0, df, sw)
+    se = sw / ((1 - 2 * g / n) * math.sqrt(n))
     half = t_quantile(df) * se
     p_value = float(2 * stats.t.sf(abs(mean / se), df))
     return Interval("yuen_trimmed", n, mean, mean - half, mean + half, p_value, se, df, se * math.sqrt(n))

@@ -16,10 +16,11 @@ exact power of the t distribution (the noncentral t for a difference; Owen's int
 sample SD for two one-sided tests).
 
 **Families** (α and the family are always the caller's, never this module's): a pair's *different*
-is Holm-adjusted over every pair and metric of the report, its *equivalent* is TOST at α (per pair
-only one of the two errors is possible); a speed verdict likewise, with Holm over the speed
-section's pairs (a measurement of its own, in one process); a claim part's interval is taken at
-1 − α/m over the section's m tests (Bonferroni: the words hold together at 1 − α).
+is Holm-adjusted over every pair and metric of the report that has a p-value (`family_size`), its
+*equivalent* is TOST at α (per pair only one of the two errors is possible); a speed verdict
+likewise, with Holm over the speed section's pairs (a measurement of its own, in one process); a
+claim part's interval is taken at 1 − α/m over the section's m tests (Bonferroni: the words hold
+together at 1 − α).
 
 Numbers in, readings and words out: no pandas, MLflow or torch.
 """
@@ -215,12 +216,23 @@ def family_p(estimates: Sequence[Estimate]) -> list[float]:
     return holm([e.p for e in estimates])
 
 
+def family_size(adjusted: Sequence[float]) -> int:
+    """The tests Holm adjusted over: those with a p-value (`family_p` leaves the others NaN: an
+    untested estimate, or one with no spread and nothing to test). The one count a report prints."""
+    return sum(math.isfinite(p) for p in adjusted)
+
+
 def decide_family(estimates: Sequence[Estimate], alpha: float, trim: float = 0.0) -> list[Decision | None]:
     """The decisions of a family of estimates, each at its own margin: a difference shown by its
     p-value Holm-adjusted over the family (the p-values that exist), an equivalence by TOST at alpha
     (per estimate only one of the two errors is possible). None for an estimate with nothing to test."""
-    adjusted = family_p(estimates)
-    family = sum(math.isfinite(p) for p in adjusted)
+    return decide_adjusted(estimates, family_p(estimates), alpha, trim)
+
+
+def decide_adjusted(estimates: Sequence[Estimate], adjusted: Sequence[float], alpha: float, trim: float = 0.0) -> list[Decision | None]:
+    """`decide_family` from the family's adjusted p-values already made (`family_p`), for a caller
+    that keeps them and the family's size beside the decisions."""
+    family = family_size(adjusted)
     return [None if e.untestable else decide_pair(e.diff, e.se, e.df, e.sd, e.n, e.margin, p, alpha, family, trim)
             for e, p in zip(estimates, adjusted, strict=True)]  # fmt: skip
 

@@ -16,7 +16,8 @@ from src.report.judge.study import HEADING as STUDY_HEADING
 from src.report.read.table import display_rows
 from src.report.words.headline import HEADING as HEADLINE
 from src.report.words.headline import headline
-from src.report.words.speed import pair_cells, speed_section
+from src.report.words.pairs import heading, nothing_to_compare, section_sentences
+from src.report.words.speed import pair_cells
 from src.report.words.study import written
 from src.stats.verdicts import PairWord
 
@@ -85,16 +86,16 @@ def _pairs(a: Analysis, output: Output, pairs: Pairs) -> Block:
     """The paired comparisons and the speed verdicts: the page under its question, the tests' method as
     its lead; the terminal with the method as its heading, only above tests that ran; the verdict with
     the method above its sentences, or their count where space is short."""
-    written = [*a.sentences(), *speed_section(a)]  # the pairs', then the speed check's (its own words)
-    said = written or [a.nothing_to_compare()]
+    sentences = section_sentences(a)
+    said = sentences or [nothing_to_compare(a)]
     if output == Output.PAGE:
-        return Block(PAIRS_HEADING, a.heading() + " (all pairs in `comparisons.csv`).", items=said)
+        return Block(PAIRS_HEADING, heading(a) + " (all pairs in `comparisons.csv`).", items=said)
     if output == Output.TERMINAL:
         tested = any(r.verdict != PairWord.UNTESTED for r in a.comparisons)
-        return Block(a.heading() if tested else "", items=said)
+        return Block(heading(a) if tested else "", items=said)
     if pairs == Pairs.COUNT:
-        said = [f"{len(written)} sentences on the pairs and their speed: report.md on this run"]
-    return Block(lead=f"{a.heading()}:", items=[*said, *([a.code_note] if a.code_note else [])])
+        said = [f"{len(sentences)} sentences on the pairs and their speed: report.md on this run"]
+    return Block(lead=f"{heading(a)}:", items=[*said, *([a.code_note] if a.code_note else [])])
 
 
 def _study(a: Analysis, output: Output, width: int, study: Study) -> Block:

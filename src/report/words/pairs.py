@@ -1,0 +1,233 @@
+"""The paired comparisons' words: one sentence per pair, the section's heading, comparisons.csv's
+verdict column, and the interleaved speed sentence of a check without the norms' kernels.
+
+The one writer of these facts (src.report.judge.pairs and src.report.analysis hold the data):
+
+- a pair's verdict (`verdict_text`), written from its `Decision`, never with numbers of its own:
+  where numbers go beside it, they are the interval it was read from, its level said (`interval`);
+- a p-value (`p_text`): never `p = 0` (a t tail that underflows), see `P_FLOOR`;
+- no spread (`alike_text`): every seed moved by the same amount, so no interval;
+- the family Holm adjusted over (`heading`): the tests that had a p-value, as `compare` counted them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from src.report.judge.pairs import METRICS, NO_NORM, Result, Unmatched, family_of
+from src.report.judge.sequential import with_verdicts
+from src.report.read.table import interleaved_cell
+from src.report.words.speed import speed_section
+from src.stats import pairs as pairs_
+from src.stats.inference import MIN_SEEDS, Interval
+from src.stats.verdicts import PairWord, equivalent_text, settle_text
+from src.tracking.variants import REFERENCE_VARIANT, metric_key
+
+if TYPE_CHECKING:
+    from src.report.analysis import Analysis
+
+# The smallest p printed as a number. Below it scipy's t tail leaves float64's normal range (it
+# underflows to 0 for a large t over many seeds), and no reading changes: `p < 1e-300` says both.
+P_FLOOR = 1e-300
+
+COLUMNS = ["pair", "metric", "test", "n", "diff", "ci_low", "ci_high", "p", "p_holm", "tost_p", "margin", "verdict",
+           "verdict_level", "verdict_low", "verdict_high"]  # fmt: skip
+
+
+# --- numbers ---------------------------------------------------------------------------------------
+
+
+def p_text(p: float, name: str = "p") -> str:
+    """`p = 0.034`, `p = 3.1e-07`, or below `P_FLOOR` `p < 1e-300`: never `p = 0`."""
+    return f"{name} < {P_FLOOR:.0e}" if p < P_FLOOR else f"{name} = {p:.2g}"
+
+
+def amount(value: float, relative: bool) -> str:
+    """A margin as written: `0.01` (nats) or `2%`."""
+    return f"{value * 100:g}%" if relative else f"{value:g}"
+
+
+def signed(value: float, relative: bool) -> str:
+    """An estimate or an interval's end: `+0.0052` (nats) or `+1.3%`."""
+    return f"{value:+.1%}" if relative else f"{value:+.4f}"
+
+
+def interval(low: float, high: float, level: float, relative: bool) -> str:
+    """An interval with its level, always: `95% CI [-0.0245, -0.0240]`."""
+    return f"{level:.0%} CI [{signed(low, relative)}, {signed(high, relative)}]"
+
+
+def alike_text(p: Interval, relative: bool) -> str:
+    """No spread: every seed moved by the same amount (`exactly` only where the values say so; a spread
+    below their resolution, src.stats.inference.alike, reads as none too)."""
+    if p.test == "welch":
+        return f"each variant's seeds gave one value, {signed(p.diff, relative)} apart"
+    exactly = "exactly " if p.sd == 0 else ""
+    to_rounding = "" if p.sd == 0 else " (to floating-point rounding)"
+    return f"every one of {p.n} seeds moved by {exactly}{signed(p.diff, relative)}{to_rounding}"
+
+
+# --- a pair ------------------------------------------------------------------------------------------
+
+
+def verdict_text(r: Result) -> str:
+    """The verdict in words, as comparisons.csv and the headline print it: its numbers are beside it
+    (the CSV's verdict_level/low/high, the line's interval), never inside it."""
+    word = r.verdict
+    if word == PairWord.EQUIVALENT and r.decision is not None:
+        return equivalent_text(amount(r.margin, r.relative), r.decision.remains)
+    if word == PairWord.INCONCLUSIVE:
+        return f"{word}: {settle_text(r.seeds, 'seeds')}" if r.seeds is not None else str(word)
+    if word == PairWord.UNTESTED:
+        return f"not tested: {r.reason}"
+    return str(word)
+
+
+def clause(r: Result) -> str:
+    """A metric's word with the numbers it was read from: the interval that decided it (TOST's
+    1 − 2α one for an equivalence, else the 95% one), its level said, and the p-value that decided
+    the word (Holm's, over the family, for a difference shown or not); with no spread, that there is none."""
+    label, p, d = METRICS[r.metric][1], r.primary, r.decision
+    if r.verdict == PairWord.UNTESTED or d is None:
+        return f"{label} {verdict_text(r)}"
+    settle = f"; {settle_text(r.seeds, 'seeds')}" if r.seeds is not None else ""
+    holm = p_text(r.p_holm, "Holm p")
+    if not d.spread:
+        tests = [p_text(r.tost_p, "equivalence p")] if abs(p.diff) < r.margin else []
+        tests += [f"{p_text(p.p_value, 'difference p')} ({holm})"] if math.isfinite(p.p_value) else []
+        word = verdict_text(r) if r.verdict == PairWord.EQUIVALENT else str(r.verdict)  # the seeds to settle it follow
+        return f"{label} {word} ({alike_text(p, r.relative)}: no spread, so no interval; sign-flip tests: {', '.join(tests)}{settle})"
+    stats = f"Δ {signed(p.diff, r.relative)}, {interval(d.low, d.high, d.level, r.relative)}"
+    if r.verdict == PairWord.DIFFERENT:
+        return f"{label} {r.verdict} ({stats}, {holm})"
+    if r.verdict == PairWord.EQUIVALENT:
+        remains = f"; the difference that remains: {holm}" if d.remains else ""  # Holm decided that part
+        return f"{label} {verdict_text(r)} ({stats}, TOST's interval, {p_text(r.tost_p, 'TOST p')}{remains})"
+    return f"{label} {r.verdict} ({stats}, {holm}{settle})"
+
+
+def how_tested(first: Result, left_out: int) -> str:
+    """How a pair was tested: paired by seed or Welch's, its n, the runs left out, the axis."""
+    if first.primary.test == "welch":
+        how = f"unpaired (Welch; seed sets differ), n = {first.n_b} vs {first.n_a}"
+    else:
+        how = f"paired by seed, n = {first.primary.n}"
+    how += f", {left_out} run(s) without a partner left out" if left_out else ""
+    return f"{first.axis}; {how}" if first.axis else how
+
+
+def sentences(results: Sequence[Result]) -> list[str]:
+    """One sentence per pair: how it was tested, then each metric's verdict with its numbers; the
+    pairs not tested, in one sentence after them."""
+    by_pair: dict[tuple[str, str], list[Result]] = {}
+    for r in results:
+        by_pair.setdefault((r.a, r.b), []).append(r)
+    out, untested = [], []
+    for (a, b), rs in by_pair.items():
+        if all(r.verdict == PairWord.UNTESTED for r in rs):
+            untested.append(pairs_.pair_label(a, b))  # said once, below
+            continue
+        out.append(f"{pairs_.pair_label(a, b)} ({how_tested(rs[0], max(r.left_out for r in rs))}): " + "; ".join(clause(r) for r in rs) + ".")
+    return [*out, untested_sentence(untested)] if untested else out
+
+
+def untested_sentence(pairs: Sequence[str]) -> str:
+    """The pairs that could not be compared, in one sentence that says what would settle them."""
+    return (
+        f"Not tested ({len(pairs)} pair(s): {', '.join(pairs)}): a paired comparison needs ≥{MIN_SEEDS} seeds "
+        f"finished by both variants (why each pair fell short is in comparisons.csv). Three seeds per variant "
+        "(`python -m src.train -m experiment=norm_sweep_seeds`, or `seed=0,1,2` on this sweep's command) test "
+        "them, and the report then says how many seeds each undecided pair needs; speed is settled by "
+        "interleaved steps (`python -m src.bench variants`), not by seeds."
+    )
+
+
+def unmatched_sentence(u: Unmatched) -> str:
+    """A requested pair not compared, and why."""
+    return f"{pairs_.pair_label(u.a, u.b)}: no finished runs of {', '.join(u.missing)} in this experiment"
+
+
+# --- the section ----------------------------------------------------------------------------------
+
+
+def heading(a: Analysis) -> str:
+    """How the pairs were tested: the tests, the margin, and the family Holm adjusted over (the tests
+    with a p-value, `Result.family`; the others are named when there are any)."""
+    family, total = family_of(a.comparisons), len(a.comparisons)
+    over = f"{family} comparisons" if family == total else f"the {family} of {total} comparisons with a p-value"
+    return (
+        f"Test loss, paired by seed (Welch where seed sets differ); equivalence by TOST within ±{a.margins.test_loss:g} nats "
+        f"(its 90% interval printed beside it); Holm-adjusted over {over}; speed is the "
+        "speed check's, not the jobs' tokens/s (run one after another, in the table)"
+    )
+
+
+def section_sentences(a: Analysis) -> list[str]:
+    """One sentence per compared pair, why any requested pair was not compared, then the speed
+    measured by interleaving (when the experiment has a bench-variants run)."""
+    return [*sentences(a.comparisons), *(unmatched_sentence(u) for u in a.unmatched), *speed_sentences(a)]
+
+
+def nothing_to_compare(a: Analysis) -> str:
+    if len(a.table) == 1:  # e.g. a sweep of the seed alone
+        return f"No pairs to compare: every run is one variant ({a.table.variant.iloc[0]}); nothing but the seed varied."
+    return "No pairs to compare."
+
+
+def speed_sentences(a: Analysis) -> list[str]:
+    """The speed check's section (a verdict per pair, with the norms' kernels), else the interleaved
+    steps' ratios of an older check, else nothing."""
+    checked = speed_section(a)
+    if checked or not a.interleaved:
+        return checked
+    order = list(a.table.variant)  # the table's order
+    cells = [f"{v} {interleaved_cell(a.interleaved[metric_key(v)])}" for v in order if metric_key(v) in a.interleaved]
+    costs = [
+        f"{v} {c[0]:+.1f} ms [{c[1]:+.1f}, {c[2]:+.1f}] ({c[0] / c[3]:.1%} of its {c[3]:,.0f} ms step)"
+        for v in order
+        if (c := a.norm_costs.get(metric_key(v))) is not None and v != NO_NORM and all(math.isfinite(x) for x in c)
+    ]
+    share = f" The norm's own cost (step minus no_norm's, same rounds): {'; '.join(costs)}." if costs else ""
+    return [
+        f"Speed, measured by interleaving the variants' training steps in one process (python -m src.bench "
+        f"variants; step speed vs {REFERENCE_VARIANT}, median and 95% interval): {'; '.join(cells)}.{share} "
+        "It replaces the tokens/s ratios of jobs run one after another, which measure the machine's load."
+    ]
+
+
+# --- comparisons.csv --------------------------------------------------------------------------------
+
+
+def comparisons_frame(a: Analysis) -> pd.DataFrame:
+    """comparisons.csv: the pairs' rows (`to_frame`), with a sequential sweep's decisions beside them."""
+    return with_verdicts(to_frame(a.comparisons), a.sequential)
+
+
+def to_frame(results: Sequence[Result]) -> pd.DataFrame:
+    """comparisons.csv: one row per pair, metric and test (the bootstrap shares its pair's verdict).
+    The verdict's words carry no numbers; beside them, the interval it was read from with its level
+    (`verdict_level`: TOST's 0.9 for an equivalence, else 0.95), apart from each test's 95% ci_low/ci_high."""
+    rows = []
+    for r in results:
+        d = r.decision
+        decided = {"verdict_level": d.level, "verdict_low": d.low, "verdict_high": d.high} if d else dict.fromkeys(COLUMNS[-3:], math.nan)
+        for test in (r.primary, r.bootstrap):
+            if test is None:
+                continue
+            primary = test is r.primary
+            rows.append(
+                {
+                    "pair": r.pair, "metric": r.metric, "test": test.test, "n": test.n if test.test != "welch" else r.n_a + r.n_b,
+                    "diff": test.diff, "ci_low": test.low, "ci_high": test.high,
+                    "p": test.p_value, "p_holm": r.p_holm if primary else math.nan,
+                    "tost_p": r.tost_p if primary else math.nan, "margin": r.margin, "verdict": verdict_text(r), **decided,
+                }
+            )  # fmt: skip
+    if any(r.axis for r in results):  # a sweep of more than the norm: which axis each pair differs in
+        by_pair = {r.pair: r.axis for r in results}
+        return pd.DataFrame(rows, columns=COLUMNS).assign(axis=lambda f: f.pair.map(by_pair))
+    return pd.DataFrame(rows, columns=COLUMNS)
