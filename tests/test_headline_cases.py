@@ -2,23 +2,28 @@
 then `headline`), with the word its pair got and a sentence that is true of the numbers.
 
 Made-up sweeps at the study's setting (tests/test_against_study.py's builders): uneven seed sets, a
-failed seed, seed sets that share none (Welch), a learning-rate sweep, a divergence, a tie as printed.
+failed seed, seed sets that share none (Welch), a learning-rate sweep, a divergence, a tie as printed;
+and "lowest" only where the pairs establish it (issue 62): the shared seed against Welch, runs of which
+some diverged counted, bit-identical and near-identical variants said as ties.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
-from test_against_study import SEEDS, _runs, _section, _study_runs
+from test_against_study import NOISE, SEEDS, _runs, _section, _study_runs
 
 from src.report.analysis import Analysis
 from src.report.judge.pairs import Margins, Result, compare
 from src.report.read.published import TABLE
 from src.report.read.table import summarize
+from src.report.words.common import decimals_for
 from src.report.words.headline import headline, loss_line, real_line, settings_of
+from src.report.words.pairs import verdict_text
 from src.stats.verdicts import PairWord
 
 
@@ -35,7 +40,9 @@ def _gap_text(r: Result, best: str) -> tuple[float, str]:
     """The gap of the other variant to `best` as its pair's judgement has it, and its interval as printed."""
     sign = 1 if r.a == best else -1
     low, high = sorted((sign * r.decision.low, sign * r.decision.high))  # the interval the word was read from
-    return sign * r.primary.diff, f"{sign * r.primary.diff:+.4f} [{low:+.4f}, {high:+.4f}] {r.verdict_text(numbers=False)}"
+    d = decimals_for(sign * r.primary.diff) if r.decision.sign else 4  # a difference shown never prints as +0.0000
+    estimate = f"{sign * r.primary.diff:+.{d}f} ({r.decision.level:.0%} CI [{low:+.{d}f}, {high:+.{d}f}])"
+    return sign * r.primary.diff, f"{estimate} {verdict_text(r)}"
 
 
 def _reseed(runs: pd.DataFrame, seeds: list[int]) -> pd.DataFrame:
@@ -69,7 +76,7 @@ def test_a_failed_seed_leaves_the_gap_inside_its_own_interval() -> None:
     gap, text = _gap_text(r, "hand_layernorm")
     assert r.decision.low <= gap <= r.decision.high and r.decision.level == pytest.approx(0.9)  # TOST's interval: the one that decided it
     loss = loss_line(analysis)
-    assert f"torch_layernorm {text} (paired over 4 seeds)" in loss and "+0.0007 [+0.0003, +0.0012]" in loss, loss
+    assert f"torch_layernorm {text} (paired over 4 seeds)" in loss and "+0.0007 (90% CI [+0.0003, +0.0012])" in loss, loss
     assert "over up to 5 seeds, paired on the seeds both finished (n = 4)" in real_line(analysis)
 
 
@@ -98,8 +105,10 @@ def test_a_learning_rate_sweep_is_read_per_setting_never_pooled() -> None:
     analysis = _analysis(_lr_sweep())
     assert [s.label for s in settings_of(analysis.runs)] == ["lr=0.001", "lr=0.01"]
     loss = loss_line(analysis)
-    assert loss.startswith("Loss, per setting (the settings are not pooled): at lr=0.001: lowest test loss hand_layernorm 3.6000"), loss
-    assert "; at lr=0.01: lowest test loss hand_layernorm 3.6500" in loss and "· lr=" not in loss
+    # Every pair within a setting equivalent, and torch_rmsnorm against hand_layernorm not a compared pair: no lowest.
+    assert loss.startswith("Loss, per setting (the settings are not pooled): at lr=0.001: lowest test loss undecided: hand_layernorm 3.6000"), loss
+    assert "; at lr=0.01: lowest test loss undecided: hand_layernorm 3.6500" in loss and "· lr=" not in loss
+    assert "torch_rmsnorm +0.0031 (not a compared pair: no interval)" in loss, loss
     within = [r for r in analysis.comparisons if r.metric == "test_loss" and not r.axis.endswith("lr")]
     across = [r for r in analysis.comparisons if r.metric == "test_loss" and r.axis.endswith("lr")]
     assert len(across) == 5 and len(within) == 16
@@ -122,10 +131,123 @@ def test_a_tie_is_the_verdicts_never_the_rounding() -> None:
     r = _pair(analysis, "hand_layernorm", "torch_layernorm")
     loss = loss_line(analysis)
     assert "tied" not in loss and f"torch_layernorm {_gap_text(r, 'hand_layernorm')[1]}" in loss, loss
-    assert r.verdict_text(numbers=False) == "equivalent within ±0.01, a difference remains"
+    assert verdict_text(r) == "equivalent within ±0.01, a difference remains"
 
 
-def test_one_seed_each_says_no_interval_once() -> None:
+def test_one_seed_each_says_no_interval_once_and_no_lowest() -> None:
+    """One run each tests nothing: the lower mean is printed, never called the lowest."""
     runs = _study_runs({"hand_layernorm": SEEDS[:1], "torch_layernorm": SEEDS[:1] - 0.02}, seeds=1)
     lines = headline(_analysis(runs))
-    assert lines[1] == "Loss: lowest test loss torch_layernorm 3.5800 (the one seed every variant here finished); then hand_layernorm +0.0200 (one run each: no interval)."
+    assert lines[1] == ("Loss: lowest test loss undecided: torch_layernorm 3.5800 (the one seed every variant here finished); "
+                        "against it hand_layernorm +0.0200 (one run each: no interval).")  # fmt: skip
+    assert lines[2].startswith("Is it real? One seed per variant: "), lines[2]
+
+
+# --- "lowest" only where the pairs establish it (issue 62, items 3 and 12) ---------------------------
+
+
+def _lowest_is_established(a: Analysis) -> None:
+    """The rule every Loss line keeps: a variant called lowest has each of its pairs with the others in
+    the line judged lower at the family's level (its direction shown), or said tied beside it; none
+    of its pairs shows another variant lower."""
+    loss = loss_line(a)
+    for named in re.findall(r"lowest test loss (?!undecided)(\S+) ", loss):
+        for r in a.comparisons:
+            if r.metric == "test_loss" and named in (r.a, r.b) and r.decision is not None and r.decision.sign:
+                lower = r.a if r.decision.sign > 0 else r.b
+                assert lower == named, f"{loss}\n{r.pair}: {lower} shown lower"
+        others = [v for v in a.runs.variant.unique() if v != named and f" {v} " in loss]
+        for v in others:
+            r = _pair(a, named, v)
+            assert r.decision is not None and (r.decision.sign or r.decision.inside), f"{loss}\n{r.pair}: {r.verdict}"
+            if not r.decision.sign:
+                assert f"tied with {v}" in loss or re.search(rf"tied with [^;]*\b{v}\b", loss), loss
+
+
+def test_uneven_seeds_where_the_shared_seed_and_welch_disagree_name_no_contradicted_lowest() -> None:
+    """hand_layernorm on seeds 0-4, torch_layernorm on 0 and 5-8: on the one seed both finished hand_layernorm
+    is lower (3.60 against 3.61), over all seeds Welch shows torch_layernorm lower. The old line called
+    hand_layernorm lowest on seed 0 and then printed torch_layernorm's negative, *different* gap beside it."""
+    a = _study_runs({"hand_layernorm": SEEDS})
+    b = _reseed(_study_runs({"torch_layernorm": np.array([3.61, 3.53, 3.53, 3.54, 3.53])}), [0, 5, 6, 7, 8])
+    analysis = _analysis(pd.concat([a, b], ignore_index=True))
+    r = _pair(analysis, "hand_layernorm", "torch_layernorm")
+    assert r.primary.test == "welch" and r.verdict == PairWord.DIFFERENT and r.decision.sign < 0  # torch_layernorm lower
+    loss = loss_line(analysis)
+    gap, text = _gap_text(r, "torch_layernorm")
+    assert loss.startswith("Loss: lowest test loss torch_layernorm 3.5480 (over its 5 finished seeds: only one seed finished by every variant)"), loss
+    assert f"then hand_layernorm {text} (unpaired (Welch: seed sets differ), n = 5 and 5)" in loss, loss
+    assert "lowest test loss hand_layernorm" not in loss and "-0." not in loss.split("then")[1]  # no gap contradicts the lowest
+    assert r.decision.low <= -gap <= r.decision.high and gap > 0
+    _lowest_is_established(analysis)
+
+
+def test_three_runs_two_diverged_are_counted_never_one_run_each() -> None:
+    """no_norm ran seeds 0-2 and diverged on two; the LayerNorms finished all three: no "one run each" anywhere."""
+    runs = _study_runs({"hand_layernorm": SEEDS[:3], "torch_layernorm": SEEDS[:3] + 0.0002 + NOISE[:3], "no_norm": SEEDS[:3] + 0.05}, seeds=3)
+    runs.loc[(runs.variant == "no_norm") & (runs.seed > 0), ["outcome", "stopped_at_step", "test_loss"]] = ["diverged", 40.0, math.nan]
+    analysis = _analysis(runs)
+    lines = headline(analysis)
+    assert not any("one run each" in line for line in lines), lines
+    loss = lines[1]
+    assert ("no_norm +0.0500 (no interval: 1 seed(s) with both variants finished; needs ≥2 (hand_layernorm 3 runs, all finished; "
+            "no_norm 3 runs: 1 finished, 2 diverged))") in loss, loss  # fmt: skip
+    assert loss.startswith("Loss: lowest test loss undecided: hand_layernorm") and "no_norm diverged (2/3 runs, step 40)" in loss, loss
+    assert lines[2].startswith("Is it real? Test loss over 3 seeds"), lines[2]
+    _lowest_is_established(analysis)
+
+
+def test_one_finished_seed_of_several_runs_is_not_one_seed_per_variant() -> None:
+    """Each variant ran three seeds and two of each diverged: at most one finished seed, said with its runs."""
+    runs = _study_runs({"hand_layernorm": SEEDS[:3], "torch_layernorm": SEEDS[:3] + 0.01}, seeds=3)
+    runs.loc[runs.seed > 0, ["outcome", "stopped_at_step", "test_loss"]] = ["diverged", 40.0, math.nan]
+    lines = headline(_analysis(runs))
+    assert lines[2].startswith("Is it real? At most one finished seed per variant (hand_layernorm 3 runs: 1 finished, 2 diverged; "
+                               "torch_layernorm 3 runs: 1 finished, 2 diverged): "), lines[2]  # fmt: skip
+    assert "one run each" not in lines[1] and "lowest test loss undecided" in lines[1], lines[1]
+
+
+@pytest.mark.parametrize("seeds", [3, 5])
+def test_three_bit_identical_implementations_are_a_tie_never_a_lowest(seeds: int) -> None:
+    """hand_rmsnorm, torch_rmsnorm and fast_rmsnorm give the same loss on every seed: the old line read
+    "lowest test loss fast_rmsnorm … hand_rmsnorm +0.0000, torch_rmsnorm +0.0000" (idxmin picks the first).
+    Three seeds: the pairs cannot decide (no spread, 3 equal signs); five: equivalent by 5 equal signs."""
+    same = SEEDS[:seeds]
+    analysis = _analysis(_study_runs({"hand_rmsnorm": same, "torch_rmsnorm": same, "fast_rmsnorm": same}, seeds=seeds))
+    loss = loss_line(analysis)
+    assert "lowest" not in loss, loss
+    why = "identical to 4 decimals" if seeds == 3 else "equivalent within ±0.01 or identical to 4 decimals"
+    assert loss.startswith(f"Loss: test loss tied: fast_rmsnorm, hand_rmsnorm, torch_rmsnorm ({why}); fast_rmsnorm {same.mean():.4f} "), loss
+    assert "hand_rmsnorm +0.0000 (every seed alike: no interval)" in loss and "torch_rmsnorm +0.0000 (not a compared pair: no interval)" in loss, loss
+
+
+def test_near_identical_within_the_margin_are_tied_with_their_interval() -> None:
+    """A gap of 0.0001 nats, noisy both ways: equivalent within ±0.01, no direction shown: a tie, its interval beside it."""
+    runs = _study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS + 0.0001 + np.array([3, -3, 2, -2, 0]) * 1e-4})
+    analysis = _analysis(runs)
+    r = _pair(analysis, "hand_layernorm", "torch_layernorm")
+    assert r.verdict == PairWord.EQUIVALENT and not r.decision.sign
+    gap, text = _gap_text(r, "hand_layernorm")
+    loss = loss_line(analysis)
+    assert loss == (f"Loss: test loss tied: hand_layernorm, torch_layernorm (equivalent within ±0.01); hand_layernorm 3.6000 "
+                    f"(the 5 seeds every variant here finished); against it torch_layernorm {text} (paired over 5 seeds)."), loss  # fmt: skip
+    assert "90% CI [" in text and r.decision.low <= gap <= r.decision.high
+
+
+def test_the_lowest_tied_with_one_and_below_the_other() -> None:
+    """torch_layernorm below torch_rmsnorm (different) and equivalent to hand_layernorm with no direction:
+    the lowest, tied with hand_layernorm; hand_layernorm against torch_rmsnorm is not claimed."""
+    runs = _study_runs({"torch_layernorm": SEEDS, "hand_layernorm": SEEDS + 0.0001 + np.array([3, -3, 2, -2, 0]) * 1e-4,
+                        "torch_rmsnorm": SEEDS + 0.03 + NOISE})  # fmt: skip
+    analysis = _analysis(runs)
+    loss = loss_line(analysis)
+    assert loss.startswith("Loss: lowest test loss torch_layernorm 3.6000 (the 5 seeds every variant here finished), tied with "
+                           "hand_layernorm (equivalent within ±0.01); then hand_layernorm +0.0001 (90% CI"), loss  # fmt: skip
+    assert "torch_rmsnorm +0.0300 (95% CI [" in loss and loss.endswith("different (paired over 5 seeds)."), loss
+    _lowest_is_established(analysis)
+
+
+def test_a_difference_shown_is_never_printed_as_zero() -> None:
+    runs = _study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS + 0.00004 + np.array([1, -1, 0.5, 0, -0.5]) * 1e-6})
+    loss = loss_line(_analysis(runs))
+    assert "torch_layernorm +0.00004 (90% CI [+0.00004, +0.00004])" in loss and "+0.0000 " not in loss, loss

@@ -47,11 +47,9 @@ from src.stats.verdicts import (  # equivalent_text, settle_text: Result.verdict
     Estimate,
     PairWord,
     decide_adjusted,
-    equivalent_text,
     family_p,
     family_size,
     pair_word,
-    settle_text,
 )
 from src.tracking.tags import FINISHED
 from src.tracking.variants import NORM_AXIS
@@ -256,17 +254,6 @@ class Result:
     def seeds(self) -> int | None:
         """Inconclusive: the seeds (pairs) that would settle it at 80% power."""
         return self.decision.settle if self.decision else None
-
-    def verdict_text(self, numbers: bool = False) -> str:
-        """DELETE AT MERGE: src/report/words/headline.py still calls this; it is to call
-        src.report.words.pairs.verdict_text(r), the writer, whose words these repeat (judge/ cannot
-        import words/). No verdict is written with its numbers now: `numbers` is ignored."""
-        word = self.verdict
-        if word == PairWord.EQUIVALENT and self.decision is not None:
-            return equivalent_text(f"{self.margin:g}", self.decision.remains)
-        if word == PairWord.INCONCLUSIVE:
-            return f"{word}: {settle_text(self.seeds, 'seeds')}" if self.seeds is not None else str(word)
-        return f"not tested: {self.reason}" if word == PairWord.UNTESTED else str(word)
 
 
 def seed_values(runs: pd.DataFrame, variant: str, metric: str) -> pd.Series:

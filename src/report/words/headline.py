@@ -4,9 +4,10 @@ command that would sharpen it.
 
 - **Speed**: the speed verdicts in one line (src.report.judge.speed: the step-time change predicted from the
   norms' own cost, per pair), and the norm's share of a step;
-- **Loss**: the lowest test loss and each gap to it as its pair's judgement has it (the paired estimate,
-  the interval and the word it was decided on; said plainly where no pair judged it), per setting when
-  the sweep varied more than the norm, and the variants that diverged;
+- **Loss**: the lowest test loss where every pair of it with the others shows it lower, else the tie or
+  that the lowest is undecided, and each gap as its pair's judgement has it (the paired estimate, the
+  interval with its level and the word it was decided on; said plainly where no pair judged it), per
+  setting when the sweep varied more than the norm, and the variants that diverged;
 - **Is it real?**: what the seeds can tell, and what to run when one seed cannot;
 - **Reproduced?**: how many of the study's claims this sweep's setting can test, their words, and what
   to run for the rest.
@@ -20,6 +21,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -27,8 +29,21 @@ import pandas as pd
 from src.report.judge.speed import norm_shares
 from src.report.read.published import CLAIMS, PRESET
 from src.report.read.table import AXIS_PREFIX
+from src.report.words.common import (
+    DECIMALS,
+    ONE_RUN_EACH,
+    alike_text,
+    decimals_for,
+    estimate_text,
+    nats,
+    one_run_each,
+    printed_zero,
+    run_counts,
+)
+from src.report.words.pairs import verdict_text
 from src.report.words.speed import step_time_text
 from src.report.words.study import absent_text
+from src.report.words.study_setting import seeds_per_variant
 from src.stats.inference import MIN_SEEDS
 from src.stats.verdicts import ClaimWord, PairWord, SpeedWord, equivalent_text, settle_text
 from src.tracking.tags import DIVERGED, FINISHED
@@ -44,7 +59,6 @@ SHOWN = 4  # variants or pairs named on one line; the rest are counted
 SEEDS_COMMAND = "`make sweep-seeds` (three seeds each) or the sequential sweep (`hydra/sweeper=sequential`: seeds until each pair is decided)"
 STUDY_COMMAND = f"`python -m src.train -m experiment={PRESET}` on A100s"
 CHECK_COMMAND = "`report.speed_rounds=20` on the sweep's command (`experiment=norm_sweep` sets it)"
-ONE_RUN = "one run each: no interval"
 UNTESTABLE = (ClaimWord.NOT_APPLICABLE, ClaimWord.NOT_TESTED)
 
 
@@ -53,10 +67,10 @@ def headline(a: Analysis) -> list[str]:
     return [speed_line(a), loss_line(a), real_line(a), reproduced_line(a)]
 
 
-def _named(items: Sequence[str]) -> str:
+def _named(items: Sequence[str], sep: str = ", ") -> str:
     shown = list(items[:SHOWN])
     more = len(items) - len(shown)
-    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+    return sep.join(shown) + (f" and {more} more" if more > 0 else "")
 
 
 # --- speed ------------------------------------------------------------------------------------------
@@ -104,10 +118,13 @@ def _pair_words(results: Sequence[Result]) -> str:
 
 # --- loss -------------------------------------------------------------------------------------------
 #
-# The line reads the pairs' judgements: a gap to the lowest is the paired estimate its word was decided
-# on, with that word's interval; where no pair judged it, the gap is said to be untested. A sweep that
-# varies more than the norm is read per setting (the other axes' values): a learning rate's settings
-# are not pooled into one ranking.
+# The line reads the pairs' judgements. "Lowest" is said only of a variant every one of whose pairs
+# with the others shows it lower (the direction decided at the family's level); a gap is the paired
+# estimate its pair's word was decided on, with that word's interval and level. Where a pair leaves
+# the order open (inconclusive, untested, no pair at all) the line says the lowest is undecided, and
+# gaps judged equivalent (or equal as printed) are said as ties, never ranked. A sweep that varies
+# more than the norm is read per setting (the other axes' values): a learning rate's settings are not
+# pooled into one ranking.
 
 
 @dataclass(frozen=True)
@@ -139,6 +156,28 @@ def loss_line(a: Analysis) -> str:
     return "Loss, per setting (the settings are not pooled): " + "; ".join(f"at {s.label}: {p}" for s, p in zip(settings_of(a.runs), parts, strict=True)) + "."
 
 
+class Order(StrEnum):
+    """How another variant stands against the one the line starts from, as its pair has it."""
+
+    BELOW = "below"  # the first variant shown lower (the pair's direction, at the family's level)
+    TIED = "tied"  # judged equivalent with no direction shown, or equal as printed and not told apart
+    OPEN = "open"  # inconclusive, untested, or not a compared pair
+    ABOVE = "above"  # the other shown lower (only where the pairs' directions run in a circle)
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Another variant against the first: the gap printed (its pair's estimate, else the plain
+    difference of means), its text, how it was tested, its order and, when tied, why."""
+
+    name: str
+    value: float
+    text: str
+    how: str
+    order: Order
+    tie: str = ""
+
+
 def _setting_loss(a: Analysis, setting: Setting) -> str:
     runs = a.runs[a.runs.variant.isin(setting.variants)]
     finished = runs[runs.outcome == FINISHED].dropna(subset=["test_loss"])
@@ -146,26 +185,60 @@ def _setting_loss(a: Analysis, setting: Setting) -> str:
     if not len(finished):
         return "no variant finished" + (f": {diverged}" if diverged else " (every run stopped; the table says where)")
     values = finished.pivot_table(index="seed", columns="variant", values="test_loss", aggfunc="last")
-    shared = values.dropna()
-    paired = len(shared) > 0 and values.shape[1] > 1
-    means = (shared if paired else values).mean()
-    best = str(means.idxmin())
     name = _namer(runs, setting)
     if values.shape[1] == 1:
-        lowest = f"{name(best)} {means[best]:.4f}, the only variant that finished"
-    else:
-        over = ((f"the {len(shared)} seeds every variant here finished" if len(shared) > 1 else "the one seed every variant here finished") if paired
-                else "means over different seeds: no seed finished by every variant")  # fmt: skip
-        lowest = f"lowest test loss {name(best)} {means[best]:.4f} ({over})"
-    one_run = len(shared) < MIN_SEEDS
-    gaps = sorted((_gap(a.comparisons, best, str(v), float(means[v] - means[best]), name, one_run) for v in means.index if v != best),
-                  key=lambda g: g[0])  # fmt: skip
-    # How each gap was tested: the most common way said once, any other beside its gap.
-    hows = Counter(how for _, _, how in gaps)
-    common = hows.most_common(1)[0][0] if gaps else ""
-    shown = [text + (f" ({how})" if how != common else "") for _, text, how in gaps]
-    after = f"; then {_named(shown)} ({common}{' unless said' if len(hows) > 1 else ''})" if gaps else ""
-    return lowest + after + (f"; {diverged}" if diverged else "")
+        only = str(values.columns[0])
+        return f"{name(only)} {values[only].mean():.4f}, the only variant that finished" + (f"; {diverged}" if diverged else "")
+    judged = [r for r in a.comparisons if r.metric == "test_loss" and {r.a, r.b} <= set(values.columns)]
+    first = _first(judged, _means(values)[0])
+    means, over = _means(values, first)
+    gaps = sorted((_gap(judged, runs, first, str(v), float(means[v] - means[first]), name) for v in means.index if v != first),
+                  key=lambda g: g.value)  # fmt: skip
+    head, joint = _order_head(name(first), gaps)
+    return f"{head}{name(first)} {means[first]:.{DECIMALS}f} ({over}){joint}{_gaps_text(gaps)}" + (f"; {diverged}" if diverged else "")
+
+
+def _means(values: pd.DataFrame, first: str | None = None) -> tuple[pd.Series, str]:
+    """Each variant's mean test loss, and what the first variant's is over: over the seeds every
+    variant finished where two or more did (as the paired gaps are), else over each variant's own
+    seeds (as an unpaired gap is: Welch's difference is of those means)."""
+    shared = values.dropna()
+    if len(shared) >= MIN_SEEDS or len(shared) == len(values):
+        return shared.mean(), f"the {len(shared)} seeds every variant here finished" if len(shared) > 1 else "the one seed every variant here finished"
+    own = int(values[first].count()) if first is not None else 0
+    few = "only one seed" if len(shared) else "no seed"
+    return values.mean(), f"over its {own} finished seed{'s' * (own != 1)}: {few} finished by every variant"
+
+
+def _first(judged: Sequence[Result], means: pd.Series) -> str:
+    """The variant the line starts from: the lowest mean among those no pair shows higher than another
+    (a mean never overrules a pair), or the lowest mean where the pairs' directions run in a circle."""
+    above = {(r.b if r.decision.sign > 0 else r.a) for r in judged if r.decision is not None and r.decision.sign}
+    free = [v for v in means.index if v not in above]
+    return str(means[free].idxmin() if free else means.idxmin())
+
+
+def _order_head(first: str, gaps: Sequence[Gap]) -> tuple[str, str]:
+    """What the pairs establish of the order, said before the first variant, and what joins the gaps:
+    the lowest where every pair shows it lower; ties as ties; else the lowest undecided."""
+    orders = {g.order for g in gaps}
+    tied = [g for g in gaps if g.order == Order.TIED]
+    why = " or ".join(dict.fromkeys(g.tie for g in tied))
+    if orders == {Order.BELOW}:
+        return "lowest test loss ", "; then "
+    if orders == {Order.TIED}:
+        return f"test loss tied: {_named([first, *(g.name for g in tied)])} ({why}); ", "; against it "
+    if orders == {Order.BELOW, Order.TIED}:
+        return "lowest test loss ", f", tied with {_named([g.name for g in tied])} ({why}); then "
+    return "lowest test loss undecided: ", "; against it "
+
+
+def _gaps_text(gaps: Sequence[Gap]) -> str:
+    """The gaps, how each was tested: the most common way said once, any other beside its gap."""
+    hows = Counter(g.how for g in gaps)
+    common = hows.most_common(1)[0][0]
+    shown = [g.text + (f" ({g.how})" if g.how != common else "") for g in gaps]
+    return f"{_named(shown)} ({common}{' unless said' if len(hows) > 1 else ''})"
 
 
 def _namer(runs: pd.DataFrame, setting: Setting) -> Callable[[str], str]:
@@ -177,22 +250,41 @@ def _namer(runs: pd.DataFrame, setting: Setting) -> Callable[[str], str]:
     return lambda v: str(norms.get(v, v))
 
 
-def _gap(results: Sequence[Result], best: str, other: str, plain: float, name: Callable[[str], str],
-         one_run: bool) -> tuple[float, str, str]:  # fmt: skip
-    """The other variant's gap to the best, its text and how it was tested: the paired estimate its
-    pair's word was decided on, with that word's interval; else the plain difference, said untested."""
-    for r in results:
-        if r.metric != "test_loss" or {r.a, r.b} != {best, other}:
-            continue
-        if r.verdict == PairWord.UNTESTED:
-            return plain, f"{name(other)} {plain:+.4f}", f"no interval: {r.reason}" if r.primary.n >= MIN_SEEDS else ONE_RUN
-        i, d, sign = r.primary, r.decision, (1 if r.a == best else -1)  # shown as the other's loss minus the best's
-        how = f"paired over {i.n} seeds" if i.test == "paired_t" else f"unpaired (Welch: seed sets differ), n = {r.n_a} and {r.n_b}"
-        if d is None or not d.spread:
-            return sign * i.diff, f"{name(other)} {sign * i.diff:+.4f} (every seed alike: no interval) {r.verdict_text(numbers=False)}", how
-        low, high = sorted((sign * d.low, sign * d.high))  # the interval the word was read from
-        return sign * i.diff, f"{name(other)} {sign * i.diff:+.4f} [{low:+.4f}, {high:+.4f}] {r.verdict_text(numbers=False)}", how
-    return plain, f"{name(other)} {plain:+.4f}", ONE_RUN if one_run else "not a compared pair: no interval"
+def _gap(judged: Sequence[Result], runs: pd.DataFrame, first: str, other: str, plain: float,
+         name: Callable[[str], str]) -> Gap:  # fmt: skip
+    """The other variant against the first: the paired estimate its pair's word was decided on, with
+    that word's interval and level; else the plain difference of means, said to have no interval."""
+    r = next((r for r in judged if {r.a, r.b} == {first, other}), None)
+    if r is None or r.decision is None:
+        tie = _printed_tie(plain)
+        return Gap(name(other), plain, f"{name(other)} {nats(plain)}", _no_interval(r, runs, first, other, name), Order.TIED if tie else Order.OPEN, tie)
+    i, d, sign = r.primary, r.decision, (1 if r.a == first else -1)  # shown as the other's loss minus the first's
+    how = f"paired over {i.n} seeds" if i.test == "paired_t" else f"unpaired (Welch: seed sets differ), n = {r.n_a} and {r.n_b}"
+    gap = sign * i.diff
+    low, high = sorted((sign * d.low, sign * d.high))  # the interval the word was read from
+    decimals = decimals_for(gap) if d.sign else DECIMALS  # a difference shown is never printed as +0.0000
+    figure = estimate_text(gap, low, high, d.level, decimals) if d.spread else f"{nats(gap, decimals)} ({alike_text()})"
+    text = f"{name(other)} {figure} {verdict_text(r)}"
+    if d.sign:
+        return Gap(name(other), gap, text, how, Order.BELOW if sign * d.sign > 0 else Order.ABOVE)
+    tie = equivalent_text(f"{r.margin:g}") if d.inside else _printed_tie(gap)
+    return Gap(name(other), gap, text, how, Order.TIED if tie else Order.OPEN, tie)
+
+
+def _printed_tie(gap: float) -> str:
+    """A gap not told apart from zero that prints as zero is a tie as printed ("" otherwise)."""
+    return f"identical to {DECIMALS} decimals" if printed_zero(gap) else ""
+
+
+def _no_interval(r: Result | None, runs: pd.DataFrame, first: str, other: str, name: Callable[[str], str]) -> str:
+    """Why a gap has no interval: one run each only where every variant has one run; otherwise the
+    pair's reason with each side's runs counted, or that no pair compares the two."""
+    if one_run_each(runs):
+        return ONE_RUN_EACH
+    if r is None:
+        return "not a compared pair: no interval"
+    counted = "; ".join(f"{name(v)} {run_counts(runs[runs.variant == v])}" for v in (first, other))
+    return f"no interval: {r.reason} ({counted})"
 
 
 def _diverged(runs: pd.DataFrame, setting: Setting) -> str:
@@ -211,10 +303,9 @@ def _diverged(runs: pd.DataFrame, setting: Setting) -> str:
 
 
 def real_line(a: Analysis) -> str:
-    finished = a.runs[a.runs.outcome == FINISHED]
-    seeds = int(finished.groupby("variant").seed.nunique().max()) if len(finished) else 0
+    seeds = seeds_per_variant(a.runs)
     if seeds < MIN_SEEDS:
-        return f"Is it real? One seed per variant: no gap here is tested against seed noise; {SEEDS_COMMAND} tells."
+        return f"Is it real? {_one_seed(a.runs, seeds)}: no gap here is tested against seed noise; {SEEDS_COMMAND} tells."
     # Test loss within a setting: seeds decide it; speed is the speed check's (or, without one, the Speed line's).
     within = {frozenset(s.variants) for s in settings_of(a.runs)}
     losses = [r for r in a.comparisons if r.metric == "test_loss"]
@@ -230,6 +321,15 @@ def real_line(a: Analysis) -> str:
     how = _how_paired(tested, seeds)
     over = f"over {seeds} seeds" if how == "paired by seed" else f"over up to {seeds} seeds"
     return f"Is it real? Test loss {over}, {how}: {_pair_words(tested)} of {len(tested)} pair(s){need}{beside}."
+
+
+def _one_seed(runs: pd.DataFrame, seeds: int) -> str:
+    """At most one finished seed per variant, said as what ran: one run each, or the runs counted where
+    a variant ran more than one (its others diverged or failed)."""
+    if one_run_each(runs):
+        return "One seed per variant"
+    several = [f"{v} {run_counts(group)}" for v, group in runs.groupby("variant", sort=False) if len(group) > 1]
+    return f"{'At most one finished seed per variant' if seeds else 'No run finished'} ({_named(several, '; ')})"
 
 
 def _how_paired(tested: Sequence[Result], seeds: int) -> str:
