@@ -25,7 +25,7 @@ from src.report.figures.claims import plot_claims
 from src.report.files import claim_tags, claims_frame
 from src.report.judge.pairs import Margins, compare
 from src.report.judge.sequential import SequentialVerdict
-from src.report.judge.study import HEADING, ClaimResult
+from src.report.judge.study import HEADING, ClaimResult, Reach, StudySection
 from src.report.read.published import CLAIMS, FP16, LOSS, SETTING, SPEED, STABILITY, TABLE
 from src.report.read.table import summarize
 from src.report.words.study import (
@@ -40,6 +40,7 @@ from src.report.words.study import (
 )
 from src.stats.verdicts import Asserts, ClaimWord, Direction, Equivalence, Size, claim_word, judge_part, read
 from src.tracking.sweep import SWEEP_TAG
+from src.tracking.variants import Axis
 
 # --- the study as data ------------------------------------------------------------------------------
 
@@ -162,14 +163,20 @@ def _check(norm_ms: dict[str, float], step_ms: float = 100.0, rounds: int = 30) 
     return {"kernel": {"samples_s": norms, "step_s": step_ms / 1e3}, "samples_s": steps, "settings": {"variants": list(norm_ms)}}
 
 
-def _section(runs: pd.DataFrame, check: dict[str, object] | None = None, sequential: tuple = ()) -> StudyText:  # noqa: ANN001
+def _text(runs: pd.DataFrame, check: dict[str, object] | None = None, sequential: tuple = (), axes: tuple = ()) -> StudyText:  # noqa: ANN001
+    """The section in words, through the real path."""
     # The report's own comparisons first, as analyze() makes them: the section must not lean on them.
     compare(runs, Margins())
-    return study_section(runs, (), check or {}, Margins(), summarize(runs), sequential)
+    return study_section(runs, axes, check or {}, Margins(), summarize(runs), sequential)
 
 
-def _claims(runs: pd.DataFrame, check: dict[str, object] | None = None, sequential: tuple = ()) -> dict[int, ClaimResult]:  # noqa: ANN001
-    return {c.claim.number: c for c in _section(runs, check, sequential).claims}
+def _section(runs: pd.DataFrame, check: dict[str, object] | None = None, sequential: tuple = (), axes: tuple = ()) -> StudySection:  # noqa: ANN001
+    """The section's judgements (what Analysis.study holds), read as data."""
+    return _text(runs, check, sequential, axes).judged
+
+
+def _claims(runs: pd.DataFrame, check: dict[str, object] | None = None, sequential: tuple = (), axes: tuple = ()) -> dict[int, ClaimResult]:  # noqa: ANN001
+    return {c.claim.number: c for c in _section(runs, check, sequential, axes).claims}
 
 
 SEEDS = np.array([3.60, 3.62, 3.58, 3.61, 3.59])  # one run's test loss, seed to seed (SD 0.016)
@@ -185,8 +192,8 @@ def jitter(k: int) -> np.ndarray:
 def test_a_a_consistent_edge_below_the_margin_is_partly_reproduced_never_seed_noise() -> None:
     loss = {"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0052 + NOISE,
             "hand_rmsnorm": SEEDS + 0.001, "torch_rmsnorm": SEEDS + 0.001 - 0.0049 - NOISE}  # fmt: skip
-    section = _section(_study_runs(loss))
-    claim = next(c for c in section.claims if c.claim.number == 5)
+    section = _text(_study_runs(loss))
+    claim = next(c for c in section.judged.claims if c.claim.number == 5)
     assert claim.word == PARTLY and {f.word for f in claim.findings} == {PARTLY}
     ln = claim.findings[0]
     assert ln.high < 0 and ln.low > -0.024  # the edge is real, and the study's -0.024 is outside its interval
@@ -320,7 +327,7 @@ def test_the_studys_table_sits_beside_the_sweeps_and_the_plot_draws_each_part() 
     loss = {v: SEEDS + 0.001 * i + jitter(i) for i, v in enumerate(TABLE)}  # each variant with its own seed noise
     runs = _study_runs(loss)
     runs.loc[runs.variant == "no_norm", ["outcome", "stopped_at_step"]] = ["diverged", 530.0]
-    section = _section(runs)
+    section = _text(runs)
     headers, rows = section.table
     assert headers[:4] == ["variant", "seeds (study / sweep)", "training time s (study)", "training time s (sweep)"]
     assert rows[0][:3] == ["hand_layernorm", "1 / 5", "9,358"] and rows[0][6] == "3.5953"
@@ -331,23 +338,158 @@ def test_the_studys_table_sits_beside_the_sweeps_and_the_plot_draws_each_part() 
         "Each interval below is simultaneous over the section's 10 claim part(s) with one and claim 6's exact test (Fisher) "
         "(Bonferroni: each at 99.55%)"
     )
-    fig = plot_claims(section)
+    fig = plot_claims(section.judged)
     assert fig is not None and [len(ax.get_yticks()) for ax in fig.axes] == [6, 4]  # speed parts, loss parts
-    frame = claims_frame(section)  # claims.csv: the plot's numbers, a row per part
+    frame = claims_frame(section.judged)  # claims.csv: the plot's numbers, a row per part
     assert len(frame) == 11 and set(frame.confidence.dropna()) == {1 - 0.05 / 11}
     assert frame[frame.claim == 6].confidence.isna().all()  # an event: no interval, no confidence
     ln = frame[(frame.claim == 5) & (frame.part == "LayerNorm")].iloc[0]
     assert (ln.study, ln.direction, ln.part_word) == (pytest.approx(3.571158 - 3.595336), "opposite", NOT_REPRODUCED)
     assert ln.ci_low <= ln.estimate <= ln.ci_high
-    assert plot_claims(study_section(_runs({"dyt": "dyt"}), (), {}, Margins())) is None
+    assert plot_claims(_section(_runs({"dyt": "dyt"}))) is None
 
 
 def test_a_sweep_without_the_studys_variants_gets_one_line() -> None:
     section = study_section(_runs({"dyt": "dyt", "scalenorm": "scalenorm"}), (), {}, Margins())
     assert section.lines() == [f"{HEADING}: this sweep ran none of the study's variants "
                                "(hand_layernorm, torch_layernorm, hand_rmsnorm, torch_rmsnorm, no_norm); nothing to compare."]  # fmt: skip
-    assert claim_tags(section) == {}
+    assert claim_tags(section.judged) == {}
 
+
+
+# --- issue 62: one domain rule, runs set aside named, untested apart from outside, seeds beyond those run,
+# --- a time that is no measurement read for nothing -----------------------------------------------------
+
+PRECISION_AXIS = (Axis("precision", ("precision.name",)),)
+SPEEDS = {"hand_layernorm": 1000.0, "torch_layernorm": 1120.0, "hand_rmsnorm": 1025.0, "torch_rmsnorm": 1125.0}
+
+
+def _at(precision: str, swept: bool) -> pd.DataFrame:
+    """The study's setting in one precision: its five variants, 5 seeds, each with its own jitter (no_norm trains through)."""
+    runs = _study_runs(loss={v: SEEDS + jitter(i) for i, v in enumerate(TABLE)},
+                       speed={v: t * (1 + jitter(i)) for i, (v, t) in enumerate(SPEEDS.items())})  # fmt: skip
+    runs = runs.assign(precision=f"{precision} (matmul precision high)")
+    if not swept:
+        return runs
+    return runs.assign(**{"axis.precision": precision}, variant=runs.variant + f" · {precision}", run_id=runs.run_id + precision)
+
+
+def test_a_precision_is_judged_by_one_domain_rule_whether_swept_or_not() -> None:
+    """Issue 62, 7: bf16 runs read the same when precision is swept beside fp32 as when it is not swept:
+    16-bit autocast is the speed and kernel-loss claims' domain, fp16 alone claim 6's."""
+    alone = _claims(_at("bf16_mixed", swept=False))
+    swept = _claims(pd.concat([_at("fp32", True), _at("bf16_mixed", True)], ignore_index=True), axes=PRECISION_AXIS)
+    for n in (1, 2, 3, 5, 7):
+        assert alone[n].word == swept[n].word != NOT_APPLICABLE, (n, claim_reason(swept[n]))
+        assert claim_reason(alone[n]) == claim_reason(swept[n]) and "not the study's setting" not in claim_reason(swept[n])
+        assert all(v.endswith(" · bf16_mixed") for f in swept[n].findings for v in f.variants)  # the domain's, not the first
+    # Claim 6's domain is fp16 alone: bf16 (and fp32) leave it by the precision fact, never as "not the study's setting".
+    for claim in (alone[6], swept[6]):
+        assert claim.word == NOT_APPLICABLE and claim.outside[0].fact.startswith("precision ") and "not the study's setting" not in claim_reason(claim)
+    # Where the study's own precision ran beside bf16, the claims read it, and bf16 is set aside, with why.
+    both = _text(pd.concat([_at("fp16_mixed", True), _at("bf16_mixed", True)], ignore_index=True), axes=PRECISION_AXIS)
+    assert {v for c in both.judged.claims for f in c.findings for v in f.variants} <= {f"{v} · fp16_mixed" for v in TABLE}
+    assert {s.variant for s in both.judged.set_aside} == {f"{v} · bf16_mixed" for v in TABLE}
+    assert both.setting[-1].startswith("set aside, read by no claim: hand_layernorm · bf16_mixed, ") and (
+        "(25 runs): precision=bf16_mixed (the study precision=fp16_mixed)" in both.setting[-1])
+
+
+def test_an_init_sweeps_setting_names_the_runs_read_and_those_set_aside() -> None:
+    """Issue 62, 8: `model.init=study,gpt2`: every claim reads the study-init runs; the setting lines
+    are theirs, and the gpt2 runs are named as set aside, with why."""
+    frames = []
+    for init in ("study", "gpt2"):
+        runs = _study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0242 + NOISE})
+        frames.append(runs.assign(**{"model.init": init, "axis.model.init": init}, variant=runs.variant + f" · init={init}",
+                                  run_id=runs.run_id + init))  # fmt: skip
+    text = _text(pd.concat(frames, ignore_index=True), axes=(Axis("model.init", ("model.init",)),))
+    judged = text.judged
+    assert {v for c in judged.claims for f in c.findings for v in f.variants} == {"hand_layernorm · init=study", "torch_layernorm · init=study"}
+    assert judged.read == ("hand_layernorm · init=study", "torch_layernorm · init=study")
+    assert [(s.variant, s.runs, s.why) for s in judged.set_aside] == [
+        (f"{v} · init=gpt2", 5, ((f"{v} · init=gpt2", "model.init", "gpt2", "study"),)) for v in ("hand_layernorm", "torch_layernorm")]  # fmt: skip
+    code = next(line for line in text.setting if line.startswith("code: "))
+    assert code.startswith("code: the runs read model.init=study,") and "differs: model.init" not in code
+    assert text.setting[-1] == (
+        "set aside, read by no claim: hand_layernorm · init=gpt2, torch_layernorm · init=gpt2 (10 runs): model.init=gpt2 "
+        "(the study model.init=study). The lines above are the runs the claims read: hand_layernorm · init=study, torch_layernorm · init=study"
+    )
+    # Nothing set aside: the setting is this sweep's, as before.
+    plain = _text(_study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0242 + NOISE}))
+    assert plain.judged.set_aside == () and not any(line.startswith("set aside") for line in plain.setting)
+    assert plain.setting[0].startswith("device: this sweep ")
+
+
+def test_a_claim_not_tested_at_the_studys_setting_is_not_counted_outside_its_domain() -> None:
+    """Issue 62, 9: a sweep at the study's exact setting that lacks the variants: every claim is in its
+    domain and not tested, none outside; the counts are data on the judged section (the headline's)."""
+    exact = _section(_study_runs({"torch_layernorm": SEEDS}))
+    assert exact.claims == [] and exact.reached(Reach.UNTESTED) == [1, 2, 3, 4, 5, 6, 7]
+    assert exact.reached(Reach.OUTSIDE) == exact.reached(Reach.TESTED) == [] and exact.domain_facts == {}
+    # Two of its variants: claims 3 and 4 tested, the rest in the domain, not tested.
+    two = _section(_study_runs({"torch_layernorm": SEEDS, "torch_rmsnorm": SEEDS + 0.001 + jitter(1)}))
+    assert two.reached(Reach.TESTED) == [3, 4] and two.reached(Reach.UNTESTED) == [1, 2, 5, 6, 7]
+    # On a CPU a claim not swept is outside its domain all the same, with the facts that take it out.
+    cpu = _section(_runs({"hand_layernorm": "hand_layernorm", "torch_layernorm": "torch_layernorm"}, device="cpu"))
+    assert cpu.reached(Reach.OUTSIDE) == [1, 2, 3, 5, 6, 7] and cpu.domain_facts[2][0].fact == "CPU run"
+    assert cpu.reached(Reach.UNTESTED) == [4] and 4 not in cpu.domain_facts  # the math's loss holds on any device, at this scale
+
+
+def test_the_seeds_that_would_settle_claim_6_are_more_than_those_run() -> None:
+    """Issue 62, 10: five seeds, no_norm diverged in 2: the count is more than five, and it settles."""
+    from scipy import stats
+
+    runs = _study_runs({v: SEEDS + jitter(i) for i, v in enumerate(TABLE)})
+    runs.loc[runs.run_id.isin(["no_norm0", "no_norm1"]), ["outcome", "stopped_at_step", "steps_done"]] = ["diverged", 540.0, 540.0]
+    section = _section(runs)
+    claim = next(c for c in section.claims if c.claim.number == 6)
+    (f,) = claim.findings
+    seeds = f.judgement.settle
+    assert f.word == INCONCLUSIVE and seeds > 5
+    assert f"; about {seeds} seeds per variant would settle it if no_norm diverged in each further run and the others in none" in claim_reason(claim)
+
+    def p(n: int) -> float:  # the counts so far, and n - 5 more seeds of each: no_norm diverging, the others not
+        return stats.fisher_exact([[2 + n - 5, 3], [0, 20 + 4 * (n - 5)]], alternative="greater").pvalue
+
+    assert p(seeds) < f.alpha <= p(seeds - 1)
+
+
+def _cpu_jobs(at_once: bool) -> pd.DataFrame:
+    """A 2-seed CPU sweep of the LayerNorms, no speed check: jobs one after another (the local launcher), or at once (SLURM)."""
+    runs = _runs({"hand_layernorm": "hand_layernorm", "torch_layernorm": "torch_layernorm"}, seeds=2, device="cpu",
+                 precision="fp32 (matmul precision highest)", n_params=3.2e6)  # fmt: skip
+    runs.loc[runs.variant == "torch_layernorm", "tokens_per_sec"] *= 1.4  # what the machine's load made of them
+    step = 0 if at_once else 60
+    return runs.assign(start_time=[pd.Timestamp(0) + pd.Timedelta(seconds=step * i) for i in range(len(runs))])
+
+
+@pytest.mark.parametrize("at_once", [False, True])
+def test_a_time_that_is_not_a_measurement_decides_no_word_and_carries_its_caveat(at_once: bool) -> None:
+    """Issue 62, 13: the jobs' times on a CPU read for no word, even at the sweep's own setting, and
+    say how they were taken (one after another, or at once under SLURM) wherever they are printed."""
+    text = _text(_cpu_jobs(at_once))
+    claim = next(c for c in text.judged.claims if c.claim.number == 1)
+    (ln,) = claim.findings
+    how = "jobs timed at once on CPUs" if at_once else "jobs timed one after another on a CPU"
+    assert ln.word == NOT_APPLICABLE and ln.here_word is None and not ln.effect.measured
+    assert f"(paired over 2 seeds; {how}" in claim_line(claim)  # the figure, printed with its caveat
+    assert f"LayerNorm not read: {how}" in claim_reason(claim) and "reproduced" not in claim_reason(claim)
+    assert ("one after another" in claim_line(claim)) != at_once
+    frame = claims_frame(text.judged)
+    assert how in frame.query("claim == 1").measured_by.iloc[0]  # claims.csv
+    headers = text.table[0]
+    assert any(h.startswith("training time s (sweep; jobs ") for h in headers) and any(h.startswith("tokens/s (sweep; jobs ") for h in headers)
+    # Not a test: the family counts only the loss parts, and the plot draws no dot of it.
+    assert text.judged.family == 1
+    # On GPUs each job timed its own device, as the study did: a measurement, judged.
+    gpu = _section(_runs({"hand_layernorm": "hand_layernorm", "torch_layernorm": "torch_layernorm"}, **STUDY_SETTING))
+    assert next(c for c in gpu.claims if c.claim.number == 1).findings[0].effect.measured
+
+
+def test_the_words_read_the_judged_section_never_through_it() -> None:
+    """Issue 62, one writer: StudyText holds the words; the judged data is read on the StudySection."""
+    text = _text(_study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0242 + NOISE}))
+    assert isinstance(text.judged, StudySection) and not hasattr(text, "claims") and not hasattr(text, "family")
 
 # --- real sweeps --------------------------------------------------------------------------------------
 
@@ -393,7 +535,7 @@ def test_one_seed_of_rmsnorm_by_qk_norm_without_no_norm(tmp_path: Path, token_ca
     analysis = analyze("qk", f"sqlite:///{tmp_path / 'mlflow.db'}")
     claims = {c.claim.number: c for c in analysis.study.claims}
     assert sorted(claims) == [1, 5]  # RMSNorm's parts; LayerNorm and no_norm not swept
-    assert "LayerNorm not swept" in claim_line(claims[1]) and "(one run each)" in claim_line(claims[1])
+    assert "LayerNorm not swept" in claim_line(claims[1]) and "(one run each; jobs timed one after another on a CPU" in claim_line(claims[1])
     assert claims[1].word == NOT_APPLICABLE and claim_reason(claims[1]).startswith("outside its domain: CPU run")
     assert claims[5].word == NOT_APPLICABLE and "not a test of the claim: RMSNorm inconclusive: one seed gives no interval" in claim_reason(claims[5])
     # The figure is the QK-norm-off pair's: the study's model.

@@ -44,7 +44,7 @@ REFREEZE = ("freeze it again with `NORMSWEEP_GOLDEN=write pytest tests/test_verd
 def _words(runs: pd.DataFrame, check: dict[str, Any] | None = None, sequential: tuple = ()) -> dict[str, str]:  # noqa: ANN001
     results = compare(runs, Margins())
     out = {f"pair {r.pair} {r.metric}": str(r.verdict) for r in results}
-    section = study_section(runs, (), check or {}, Margins(), summarize(runs), sequential)
+    section = study_section(runs, (), check or {}, Margins(), summarize(runs), sequential).judged
     # The reasons beside the words (claims.csv's reason columns, the pair lines, the headline):
     # frozen in their own file, keys that start with WHY.
     out.update({f"{WHY}pair line {i}": line for i, line in enumerate(sentences(results))})

@@ -42,8 +42,10 @@ def not_testable(f: Finding) -> bool:
 
 
 def has_interval(f: Finding) -> bool:
-    """A part this sweep measured with an interval (one end may be unbounded)."""
-    return math.isfinite(f.estimate) and not (math.isnan(f.low) or math.isnan(f.high))
+    """A part this sweep measured with an interval (one end may be unbounded); the jobs' times on a CPU
+    are not a measurement, so never drawn as one."""
+    measured = f.effect is None or f.effect.measured
+    return measured and math.isfinite(f.estimate) and not (math.isnan(f.low) or math.isnan(f.high))
 
 
 def drawn(section: StudySection) -> list[Finding]:
@@ -59,6 +61,8 @@ def not_drawn(section: StudySection) -> dict[int, str]:
             continue
         if c.claim.metric == STABILITY:
             out[c.claim.number] = "an event: runs counted, no interval"
+        elif any(f.effect is not None and not f.effect.measured for f in c.findings):
+            out[c.claim.number] = "the jobs' times: not a measurement"
         elif any(f.effect is not None and not f.effect.has_interval for f in c.findings):
             out[c.claim.number] = "one run each: no interval"
         else:

@@ -9,8 +9,9 @@ claim 5 with its open question's numbers. src.report.words.study writes every se
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from typing import Any
 
 import pandas as pd
@@ -20,18 +21,31 @@ from src.report.judge.sequential import SequentialVerdict
 from src.report.judge.study_effects import (
     DomainFact,
     Effect,
+    Timing,
     fp32_only,
     from_check,
     from_runs,
+    jobs_timing,
     outside,
+    precision_inside,
     processes,
     seed_spread,
 )
-from src.report.judge.study_match import Mismatch, any_precision, match, study_values
-from src.report.read.published import CLAIMS, LOSS, SPEED, STABILITY, STUDY_VARIANTS, Part, StudyClaim
+from src.report.judge.study_match import (
+    Mismatch,
+    any_precision,
+    differences,
+    is_precision,
+    match,
+    study_values,
+)
+from src.report.read.published import CLAIMS, LOSS, SPEED, STABILITY, STUDY_VARIANTS, Domain, Part, StudyClaim
+from src.report.read.table import AXIS_PREFIX
 from src.stats.inference import ALPHA
 from src.stats.pairs import pair_label
 from src.stats.verdicts import (
+    MAX_SEEDS,
+    Because,
     ClaimWord,
     Event,
     Judgement,
@@ -149,6 +163,26 @@ class ClaimResult:
         return next(iter(off)) if len(off) == 1 and all(f.word == ClaimWord.NOT_APPLICABLE for f in self.findings) else ()
 
 
+class Reach(StrEnum):
+    """Where this sweep stands with a claim: tested inside its domain, inside its domain but not tested
+    (the variants it needs were not run at the study's setting), or outside its domain. "Not tested"
+    is never counted as outside: run the missing variants at this setting and it is tested."""
+
+    TESTED = "tested in its domain"
+    UNTESTED = "in its domain, not tested"
+    OUTSIDE = "outside its domain"
+
+
+@dataclass(frozen=True)
+class SetAside:
+    """A variant of the study's norms that no claim read, and how it differs from the study's setting
+    (another init, another precision where the study's own ran beside it)."""
+
+    variant: str
+    runs: int
+    why: tuple[Mismatch, ...]  # (variant, key, its value, the study's)
+
+
 @dataclass
 class StudySection:
     """The section's judgements, as data."""
@@ -160,6 +194,15 @@ class StudySection:
     sequential: int = 0  # the parts whose direction and equivalence the sequential sweep decided
     labels: dict[str, str | None] = field(default_factory=dict)  # study norm -> the sweep's variant that is it
     ran_none: bool = False  # the sweep ran none of the study's variants
+    reach: dict[int, Reach] = field(default_factory=dict)  # every claim's number -> where this sweep stands with it
+    domain_facts: dict[int, tuple[DomainFact, ...]] = field(default_factory=dict)  # a claim outside its domain -> why
+    read: tuple[str, ...] = ()  # the variants the claims read
+    set_aside: tuple[SetAside, ...] = ()  # the study's norms' other variants, which no claim read
+    timing: Timing = Timing.OWN_DEVICE  # how the jobs' own times were taken (the table's speed columns)
+
+    def reached(self, reach: Reach) -> list[int]:
+        """The claims (numbers, in order) where this sweep stands at `reach`: the headline's counts."""
+        return sorted(n for n, r in self.reach.items() if r == reach)
 
     def outside_facts(self) -> list[DomainFact]:
         """Each way this sweep's setting leaves a claim's domain, once (the first wording of each fact)."""
@@ -186,15 +229,11 @@ class Evidence:
     sequential: Sequence[SequentialVerdict] = ()
     family: int = 1  # the tests the section's words rest on: each at 1 - ALPHA / family
     effects: dict[tuple[str, Part], Effect | None] = field(default_factory=dict)  # measured once per part
-    free: Evidence | None = None  # with a precision swept: the study's norms matched with the precision left free
 
-    def for_claim(self, claim: StudyClaim) -> Evidence:
-        """The evidence as `claim` reads it: a claim that holds in any precision matches the study's
-        norms with the precision left free (a swept precision does not take it out of its domain)."""
-        if claim.domain.precision or self.free is None:
-            return self
-        self.free.family = self.family
-        return self.free
+    def variants_read(self, claim: StudyClaim) -> set[str]:
+        """The variants `claim` reads here: its norms' (claim 6 also every normalized variant it counts)."""
+        norms = set(self.labels) if claim.metric == STABILITY else claim.variants()
+        return {str(v) for n, v in self.labels.items() if n in norms and v}
 
     def runs_of_claim(self, claim: StudyClaim) -> pd.DataFrame:
         return self.runs[self.runs.variant.isin([self.labels.get(v) for v in claim.variants()])]
@@ -251,6 +290,10 @@ def part_finding(claim: StudyClaim, part: Part, e: Evidence) -> Finding:
     found = Finding(part, claim.metric, ClaimWord.INCONCLUSIVE, outside=off, alpha=e.alpha,
                     variants=tuple(str(e.labels[v]) for v in part.variants()))  # fmt: skip
     effect = effect_of(claim, part, e)
+    if effect is not None and not effect.measured:  # the jobs' times on a CPU: shown with their caveat, read for no word
+        j = gate(no_evidence(has_runs=True), bool(off), say_here=False)
+        low, high = effect.at(e.alpha) if effect.has_interval else (math.nan, math.nan)
+        return replace(found, word=j.word, effect=effect, low=low, high=high, judgement=j)
     if effect is None or not effect.has_interval:
         j = gate(no_evidence(has_runs=effect is not None), bool(off), say_here=effect is not None)
         return replace(found, word=j.word, effect=effect, judgement=j)
@@ -284,10 +327,38 @@ def divergence(part: Part, e: Evidence) -> Divergence:
     return Divergence(b, runs, normalized, counted, short, first, event, most, part.published(STABILITY))
 
 
+def seeds_run(runs: pd.DataFrame) -> int:
+    """The most seeds any variant ran (finished or not)."""
+    return int(runs.groupby("variant").seed.nunique().max()) if len(runs) else 0
+
+
+def event_settle(event: Event, ran: int, alpha: float) -> int:
+    """Seeds per variant that would settle claim 6's count: more than the `ran` already run, the counts
+    so far kept, each further no_norm run diverging and each further normalized run training through
+    (MAX_SEEDS + 1: more than MAX_SEEDS)."""
+    per = max(round(event.n_others / max(event.n, 1)), 1)  # normalized runs per no_norm run, as run so far
+
+    def settles(seeds: int) -> bool:
+        more = seeds - event.n
+        return Event(event.k + more, seeds, event.k_others, event.n_others + more * per).p < alpha
+
+    low, high = max(ran, event.n), max(ran, event.n) + 1  # p falls as runs are added: double, then bisect
+    while not settles(high):
+        if high > MAX_SEEDS:
+            return MAX_SEEDS + 1
+        low, high = high, 2 * high
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if settles(mid) else (mid, high)
+    return high
+
+
 def divergence_finding(claim: StudyClaim, part: Part, e: Evidence) -> Finding:
     """StudyClaim 6: no_norm diverges where the normalized variants, at its learning rate, train on."""
     d = divergence(part, e)
     j = judge_event(d.event, e.alpha, d.most >= d.study_step, normalized=bool(len(d.normalized)), like_for_like=d.like_for_like)
+    if j.because == Because.TOO_FEW:
+        j = replace(j, settle=event_settle(d.event, seeds_run(pd.concat([d.runs, d.normalized])), e.alpha))
     off = tuple(outside(claim.domain, pd.concat([d.runs, d.normalized])))
     # Outside the domain (a CPU collapse at a raised learning rate, say): what it shows at its own setting.
     j = gate(j, bool(off))
@@ -295,8 +366,8 @@ def divergence_finding(claim: StudyClaim, part: Part, e: Evidence) -> Finding:
 
 
 def evaluate(claim: StudyClaim, e: Evidence) -> ClaimResult | None:
-    """The claim on this sweep; None when the sweep ran none of its parts' norms."""
-    e = e.for_claim(claim)
+    """The claim on this sweep (`e`: the evidence matched for its domain); None when the sweep ran none
+    of its parts' norms."""
     swept = set(e.runs.norm)
     findings, not_swept = [], []
     for part in claim.parts:
@@ -333,9 +404,52 @@ def _family(claims: Sequence[ClaimResult]) -> tuple[int, bool]:
     """The claim parts with an interval, and whether claim 6 is tested (its exact test): the family
     every word that rests on a test is taken over (inside a claim's domain or not)."""
     found = [f for c in claims for f in c.findings]
-    count = sum(f.divergence is None and f.effect is not None and f.effect.has_interval for f in found)
+    count = sum(f.divergence is None and f.effect is not None and f.effect.has_interval and f.effect.measured for f in found)
     event = any(d.event.k and d.event.n_others and d.like_for_like for f in found if (d := f.divergence))
     return claim_family(count, event), event
+
+
+def precision_rank(domain: Domain, study: Mapping[str, str | None]) -> Callable[[pd.DataFrame], tuple[bool, bool]]:
+    """Of a norm's variants that differ only in a swept precision: the study's own first, then one in
+    the claim's domain (bf16 for a 16-bit-autocast claim where fp32 ran beside it), then the first."""
+    return lambda runs: (bool(differences(runs.iloc[0], study)), not precision_inside(domain, runs))
+
+
+def _setting_runs(runs: pd.DataFrame, seen: set[str]) -> pd.DataFrame:
+    """The runs whose setting a claim not read here is held against: the runs read, else the study's norms', else all."""
+    for chosen in (runs[runs.variant.isin(seen)], runs[runs.norm.isin(STUDY_VARIANTS)]):
+        if len(chosen):
+            return chosen
+    return runs
+
+
+def _reach(judged: Mapping[int, ClaimResult | None], runs: pd.DataFrame) -> tuple[dict[int, Reach], dict[int, tuple[DomainFact, ...]]]:
+    """Per claim where this sweep stands, and the facts that take it out of its domain: a claim read
+    at its own setting has them from its findings; one not read (not swept, or no variant at the
+    study's setting) is held against the setting of the runs that were read."""
+    reach, facts = {}, {}
+    for claim in CLAIMS:
+        result = judged[claim.number]
+        tested = [f for f in result.findings if f.judgement is not None] if result else []
+        off = next((f.outside for f in tested if f.outside), ()) if tested else tuple(outside(claim.domain, runs))
+        if off:
+            reach[claim.number], facts[claim.number] = Reach.OUTSIDE, off
+        else:
+            reach[claim.number] = Reach.TESTED if tested else Reach.UNTESTED
+    return reach, facts
+
+
+def _set_aside(runs: pd.DataFrame, seen: set[str], values: Mapping[str, str | None]) -> tuple[SetAside, ...]:
+    """The study's norms' variants no claim read (none when no claim read any), each with how it
+    differs from the study's setting."""
+    if not seen:
+        return ()
+    rest = runs[runs.norm.isin(STUDY_VARIANTS) & ~runs.variant.isin(seen)]
+    return tuple(
+        SetAside(str(label), len(group), tuple(dict.fromkeys((str(label), c.removeprefix(AXIS_PREFIX), got, study)
+                                                             for c, got, study in differences(group.iloc[0], values))))
+        for label, group in rest.groupby("variant", sort=False)
+    )  # fmt: skip
 
 
 def against_study(
@@ -353,19 +467,31 @@ def against_study(
         return StudySection(ran_none=True)
     values = study_values(axes)
 
-    def matched(wanted: Mapping[str, str | None]) -> tuple[dict[str, str | None], dict[str, tuple[Mismatch, ...]]]:
-        found = {norm: match(norm, runs, wanted, prefer=values) for norm in present}
-        return {n: f[0] for n, f in found.items()}, {n: f[1] for n, f in found.items()}
+    def matched(wanted: Mapping[str, str | None], rank: Callable[[pd.DataFrame], tuple[bool, ...]] | None = None) -> Evidence:
+        found = {norm: match(norm, runs, wanted, rank) for norm in present}
+        return Evidence(runs, check, {n: f[0] for n, f in found.items()}, {n: f[1] for n, f in found.items()}, margins, sequential)
 
-    evidence = Evidence(runs, check, *matched(values), margins, sequential)
-    if (free := any_precision(values)) != values:
-        labels, why_not = matched(free)
-        evidence.free = replace(evidence, labels=labels, why_not=why_not, effects={})
+    # Precision is a fact of each claim's domain, judged by one rule whether swept or not: every claim
+    # matches the study's norms with it left free, and reads, of several, the variant its domain prefers.
+    study_precision = {c: v for c, v in values.items() if is_precision(c)}
+    domains = {c.domain.precision: c.domain for c in CLAIMS}
+    evidence = {p: matched(any_precision(values), precision_rank(d, study_precision)) for p, d in domains.items()}
+
+    def judge() -> dict[int, ClaimResult | None]:
+        return {c.number: evaluate(c, evidence[c.domain.precision]) for c in CLAIMS}
+
     # Each part's interval is taken at the family's level, and the family counts the parts with one.
-    evidence.family, event = _family([r for c in CLAIMS if (r := evaluate(c, evidence))])
-    judged = {c.number: evaluate(c, evidence) for c in CLAIMS}
+    family, event = _family([r for r in judge().values() if r is not None])
+    for e in evidence.values():
+        e.family = family
+    judged = judge()
     claims = [r for r in judged.values() if r is not None]
     # A claim with no part swept still has its line: the variants it needs, in the study's table order.
     unjudged = {c.number: (c, tuple(v for v in STUDY_VARIANTS if v in c.variants() - swept)) for c in CLAIMS if judged[c.number] is None}
     decided_parts = sum(bool(f.readings and f.decision) for c in claims for f in c.findings)
-    return StudySection(claims, unjudged, evidence.family, event, decided_parts, evidence.labels)
+    seen = {v for c in CLAIMS if judged[c.number] is not None for v in evidence[c.domain.precision].variants_read(c)}
+    setting = _setting_runs(runs, seen)
+    reach, facts = _reach(judged, setting)
+    return StudySection(claims, unjudged, family, event, decided_parts, matched(values).labels, reach=reach, domain_facts=facts,
+                        read=tuple(v for v in dict.fromkeys(runs.variant) if v in seen), set_aside=_set_aside(runs, seen, values),
+                        timing=jobs_timing(setting))  # fmt: skip

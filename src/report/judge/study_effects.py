@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -35,12 +36,45 @@ from src.tracking.tags import FINISHED
 LOG_TIME, TOKENS, DIRECT = "log step-time ratio", "relative tokens/s", "direct"  # an Effect's own units
 
 
+class Timing(StrEnum):
+    """How a speed figure was timed, which decides whether it measures the norm at all."""
+
+    CHECK = "the speed check's interleaved rounds"  # the variants in turn in one process
+    OWN_DEVICE = "the jobs, each on its own GPU"  # as the study timed its runs
+    # The jobs' own times on a CPU time the machine's load as much as the norm (docs/architecture.md:
+    # the same machine gave 566 and 1,485 tokens/s minutes apart), whether one after another or at once.
+    ONE_AFTER_ANOTHER = "the jobs, one after another on a CPU"
+    AT_ONCE = "the jobs, at once on CPUs"
+
+    @property
+    def measured(self) -> bool:
+        return self in (Timing.CHECK, Timing.OWN_DEVICE)
+
+
+def jobs_timing(runs: pd.DataFrame) -> Timing:
+    """How the jobs' own times were taken: on GPUs each job had its device; elsewhere, at once where
+    one job started before another's training ended, else one after another."""
+    if len(runs) and set(runs.device_type.dropna().astype(str)) == {"cuda"}:
+        return Timing.OWN_DEVICE
+    spans = runs.sort_values("start_time")
+    ends = spans.start_time + pd.to_timedelta(spans.train_time_s.fillna(0), unit="s")
+    overlap = (spans.start_time.iloc[1:].to_numpy() < ends.cummax().iloc[:-1].to_numpy()).any() if len(spans) > 1 else False
+    return Timing.AT_ONCE if overlap else Timing.ONE_AFTER_ANOTHER
+
+
 @dataclass(frozen=True)
 class Effect:
     interval: Interval  # in `units`
     units: str  # LOG_TIME, TOKENS or DIRECT (already the study's units)
     per: str  # what one more sample is: "seeds" or "kernel rounds" (the speed check's)
     sizes: tuple[int, int] = (0, 0)  # the runs of a and of b, where the pair fell back to Welch (unpaired)
+    timing: Timing | None = None  # a speed figure: how it was timed (None: not a time)
+
+    @property
+    def measured(self) -> bool:
+        """Whether the figure measures what it names: a time taken where another load moves it does not,
+        and never decides a word (src.report.judge.study.part_finding)."""
+        return self.timing is None or self.timing.measured
 
     def to_study(self, x: float) -> float:
         if self.units == LOG_TIME:
@@ -84,13 +118,13 @@ def from_check(check: Mapping[str, Any], part: Part, labels: Mapping[str, str | 
     if first is None:
         return None
     if part.minus is None:
-        return Effect(trimmed_mean_interval(first), LOG_TIME, "kernel rounds")
+        return Effect(trimmed_mean_interval(first), LOG_TIME, "kernel rounds", timing=Timing.CHECK)
     second = predicted_rounds(check, str(labels[part.minus[0]]), str(labels[part.minus[1]]))
     if second is None:
         return None
     n = min(len(first), len(second))
     rounds = np.expm1(first[:n]) - np.expm1(second[:n])
-    return Effect(trimmed_mean_interval(rounds), DIRECT, "kernel rounds")
+    return Effect(trimmed_mean_interval(rounds), DIRECT, "kernel rounds", timing=Timing.CHECK)
 
 
 def _time_change(runs: pd.DataFrame, a: str, b: str) -> pd.Series:
@@ -102,18 +136,20 @@ def _time_change(runs: pd.DataFrame, a: str, b: str) -> pd.Series:
 def from_runs(runs: pd.DataFrame, part: Part, metric: str, labels: Mapping[str, str | None], margin: float) -> Effect | None:
     """The paired per-run effect of a part (None when a side has no finished run)."""
     a, b = str(labels[str(part.a)]), str(labels[part.b])
+    read = [a, b, *(str(labels[v]) for v in part.minus or ())]
+    timing = jobs_timing(runs[runs.variant.isin(read)]) if metric == SPEED else None
     if part.minus is not None:  # a contrast of two pairs, seed by seed (speed only)
-        first, second = _time_change(runs, a, b), _time_change(runs, *(str(labels[v]) for v in part.minus))
+        first, second = _time_change(runs, a, b), _time_change(runs, *read[2:])
         both = first.index.intersection(second.index)
         if not len(both):
             return None
         d = (first.loc[both] - second.loc[both]).to_numpy()
-        return Effect(paired_t(np.zeros(len(d)), d), DIRECT, "seeds")
+        return Effect(paired_t(np.zeros(len(d)), d), DIRECT, "seeds", timing=timing)
     key = "tokens_per_sec" if metric == SPEED else "test_loss"
     found = compare_one(runs, a, b, key, margin)
     if not (found["n_a"] and found["n_b"]):
         return None
-    return Effect(found["primary"], TOKENS if metric == SPEED else DIRECT, "seeds", (found["n_a"], found["n_b"]))
+    return Effect(found["primary"], TOKENS if metric == SPEED else DIRECT, "seeds", (found["n_a"], found["n_b"]), timing)
 
 
 # --- the claim's domain ---------------------------------------------------------------------------
@@ -134,6 +170,13 @@ class DomainFact(str):
         out = super().__new__(cls, fact + why)
         out.fact = fact
         return out
+
+
+def precision_inside(domain: Domain, runs: pd.DataFrame) -> bool:
+    """Every run in a precision the claim's figure holds in: one rule, whether the sweep varied the
+    precision or not (fp16 and bf16 autocast alike where the domain is 16-bit autocast)."""
+    names = precision_name(runs.precision)
+    return not domain.precision or (bool(names) and names <= set(domain.precision))
 
 
 def outside(domain: Domain, runs: pd.DataFrame) -> list[DomainFact]:
@@ -159,9 +202,8 @@ def outside(domain: Domain, runs: pd.DataFrame) -> list[DomainFact]:
         if not all(domain.gpu in n for n in names):
             why.append(DomainFact(f"{'/'.join(names)} run", f": the study timed {domain.gpu}s, and a norm's share of a step moves with "
                                   "the chip's bandwidth-to-compute ratio"))  # fmt: skip
-    names = precision_name(runs.precision)
-    if domain.precision and not (names and names <= set(domain.precision)):
-        shown = "/".join(sorted(names)) or "unrecorded"
+    if not precision_inside(domain, runs):
+        shown = "/".join(sorted(precision_name(runs.precision))) or "unrecorded"
         if domain.precision == FP16:  # the study's NaN came from fp16's narrow range, which bf16 and fp32 do not share
             why.append(DomainFact(f"precision {shown}", ", not the study's fp16 autocast (bf16 and fp32 keep fp32's exponent range)"))
         else:

@@ -7,7 +7,7 @@ post` is not the study's `torch_layernorm`. Torch-free.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -53,26 +53,37 @@ def _study_value(key: str) -> str | None:
 Mismatch = tuple[str, str, str, str | None]
 
 
+def differences(row: pd.Series, values: Mapping[str, str | None]) -> list[tuple[str, str, str | None]]:
+    """(column, the row's value, the study's) for each column of `values` the row has another value in
+    ("": not recorded, on older runs, is no difference)."""
+    return [(c, str(row[c]), study) for c, study in values.items() if c in row and row[c] not in ("", study)]
+
+
 def match(norm: str, runs: pd.DataFrame, values: Mapping[str, str | None],
-          prefer: Mapping[str, str | None] | None = None) -> tuple[str | None, tuple[Mismatch, ...]]:  # fmt: skip
+          rank: Callable[[pd.DataFrame], tuple[bool, ...]] | None = None) -> tuple[str | None, tuple[Mismatch, ...]]:  # fmt: skip
     """The sweep's variant that is the study's `norm` (every column of `values` at the study's
-    value), or None and why not; of several, the one that also has `prefer`'s values, if any."""
+    value), or None and why not; of several, the first by `rank` (a variant's runs -> its sort key), else the first."""
     of_norm = runs[runs.norm == norm]
     reasons, found = [], []
     for label, group in of_norm.groupby("variant", sort=False):
-        row = group.iloc[0]
-        off = [(c, row[c], study) for c, study in values.items() if c in row and row[c] not in ("", study)]  # "": not recorded (older runs)
+        off = differences(group.iloc[0], values)
         if not off:
-            found.append((str(label), row))
+            found.append((str(label), group))
             continue
         for column, got, study in off:
-            reasons.append((str(label), column.removeprefix(AXIS_PREFIX), str(got), study))
+            reasons.append((str(label), column.removeprefix(AXIS_PREFIX), got, study))
     if found:
-        best = [label for label, row in found if all(c not in row or row[c] in ("", v) for c, v in (prefer or {}).items())]
-        return (best or [found[0][0]])[0], ()
+        return min(found, key=lambda f: rank(f[1]) if rank else ())[0], ()  # min keeps the first of equals
     return None, tuple(dict.fromkeys(reasons))
 
 
+def is_precision(column: str) -> bool:
+    """A runs frame's column that is a swept precision key (`axis.precision`, `axis.precision.name`)."""
+    return column.removeprefix(AXIS_PREFIX).split(".")[0] == "precision"
+
+
 def any_precision(values: Mapping[str, str | None]) -> dict[str, str | None]:
-    """The study's values less a swept precision: what a claim whose domain holds in any precision matches."""
-    return {c: v for c, v in values.items() if c.removeprefix(AXIS_PREFIX).split(".")[0] != "precision"}
+    """The study's values less a swept precision: precision is a fact of a claim's domain
+    (src.report.judge.study_effects.outside), judged the same whether the sweep varied it or not,
+    never a reason a variant is not the study's norm."""
+    return {c: v for c, v in values.items() if not is_precision(c)}

@@ -25,10 +25,11 @@ from src.report.judge.study import (
     ClaimResult,
     Divergence,
     Finding,
+    SetAside,
     StudySection,
     against_study,
 )
-from src.report.judge.study_effects import Effect
+from src.report.judge.study_effects import Effect, Timing
 from src.report.judge.study_match import Mismatch, study_code
 from src.report.read.published import (
     EQUIVALENCE,
@@ -55,7 +56,6 @@ from src.stats.verdicts import (
     Judgement,
     Size,
     equivalent_text,
-    event_seeds,
     family_alpha,
     settle_text,
 )
@@ -67,6 +67,18 @@ ONE_SEED = f"{ONE_SEED_SHORT} (≥2 seeds do: seed=0,1,2)"
 OWN_READING = "this sweep's own reading at its own setting, not a test of the claim"
 ONE_RUN_SHORT = "one run each: a ratio without an interval"
 ONE_RUN = f"{ONE_RUN_SHORT} (report.speed_rounds or seed=0,1,2 give one)"
+MEASURES_IT = "report.speed_rounds=20 times the norms interleaved in one process"
+
+
+def timing_caveat(timing: Timing | None, short: bool = False) -> str:
+    """Why a time is not a measurement of the norm ("" where it is): said wherever the time is printed."""
+    if timing == Timing.ONE_AFTER_ANOTHER:
+        return "jobs one after another on a CPU: machine load" if short else (
+            "jobs timed one after another on a CPU: the machine's load between jobs, not a measurement")
+    if timing == Timing.AT_ONCE:
+        return "jobs at once on CPUs: machine load" if short else (
+            "jobs timed at once on CPUs: each beside the others' load, not a measurement")
+    return ""
 
 
 def _named(part: Part) -> str:
@@ -107,12 +119,21 @@ def not_the_setting(mismatches: Sequence[Mismatch]) -> str:
 
 
 def measured_by(e: Effect) -> str:
-    """How an effect was measured: `speed check, 30 kernel rounds`, `paired over 3 seeds`, `unpaired (Welch), n = 2 vs 3`."""
+    """How an effect was measured: `speed check, 30 kernel rounds`, `paired over 3 seeds`, `unpaired
+    (Welch), n = 2 vs 3`; a time that is not a measurement with its caveat (claims.csv carries it too)."""
     if e.per == "kernel rounds":
         return f"speed check, {e.interval.n} kernel rounds"
+    caveat = f"; {timing_caveat(e.timing)}" if not e.measured else ""
     if e.interval.test == "welch":
-        return f"unpaired (Welch), n = {e.sizes[1]} vs {e.sizes[0]}"
-    return f"paired over {e.interval.n} seeds" if e.interval.n > 1 else "one run each"
+        return f"unpaired (Welch), n = {e.sizes[1]} vs {e.sizes[0]}{caveat}"
+    return (f"paired over {e.interval.n} seeds" if e.interval.n > 1 else "one run each") + caveat
+
+
+def unmeasured_text(f: Finding) -> str:
+    """A part whose figure is not a measurement: read for no word, and what would measure it ("" otherwise)."""
+    if f.effect is None or f.effect.measured:
+        return ""
+    return f"not read: {timing_caveat(f.effect.timing)}; {MEASURES_IT}"
 
 
 def part_figure(f: Finding) -> str:
@@ -162,8 +183,9 @@ def part_reason(f: Finding) -> str:
     if f.judgement is None:  # no variant of the sweep is the study's norm
         return "; ".join(dict.fromkeys(map(not_the_setting, f.mismatch)))
     if f.outside:
-        here = here_text(f)
-        return "; ".join(f.outside) + (f" (at this sweep's own setting it reads {here})" if here else "")
+        here, unmeasured = here_text(f), unmeasured_text(f)
+        own = f" (at this sweep's own setting it reads {here})" if here else f" (its figure is {unmeasured})" if unmeasured else ""
+        return "; ".join(f.outside) + own
     return _inside_reason(f, f.judgement)
 
 
@@ -173,6 +195,8 @@ def _inside_reason(f: Finding, j: Judgement) -> str:
         return divergence_reason(j, f.divergence, f.alpha)
     if j.because == Because.NO_RUNS:
         return f"no finished runs of {' and '.join(f.variants)}"
+    if unmeasured := unmeasured_text(f):  # read for no word, whatever its interval
+        return unmeasured
     if j.because == Because.NO_INTERVAL:
         return _one(f)[0]
     notes = [_sequential_text(f.decision)] if f.decision else []
@@ -268,10 +292,10 @@ def divergence_reason(j: Judgement, d: Divergence, alpha: float) -> str:
         Because.BEYOND_CHANCE: f"{seen}: more often than chance allows (Fisher's exact p = {event.p:.2g})",
         Because.AS_OFTEN: f"{seen}: as often, so the divergence is not the missing norm's",
     }.get(j.because)
-    if reason is None:
-        seeds = event_seeds(max(round(event.n_others / event.n), 1), alpha)
-        reason = (f"{seen}: too few runs to tell that from chance (Fisher's exact p = {event.p:.2g}); {seeds} seeds per "
-                  f"variant would settle it if {b} diverged in each and the others in none")  # fmt: skip
+    if reason is None:  # too few: the seeds that would settle it are more than those run (src.report.judge.study.event_settle)
+        seeds = settle_text(j.settle, "seeds per variant").removesuffix(" would settle it")
+        reason = (f"{seen}: too few runs to tell that from chance (Fisher's exact p = {event.p:.2g}); {seeds} would settle it "
+                  f"if {b} diverged in each further run and the others in none")  # fmt: skip
     left = [_left_out(who, frame[~frame.outcome.isin(ENDED)]) for who, frame in (("no_norm's", d.runs), ("the normalized variants'", d.normalized))]
     if len(d.short):
         left.append(f"the normalized variants' {len(d.short)} run(s) that finished before step {d.first:,.0f}, where no_norm diverged")
@@ -288,6 +312,11 @@ def claim_reason(c: ClaimResult) -> str:
         # One setting, outside the claim's domain: said once (which of its facts), with the sweep's own
         # reading of each part set apart, so no claim word of that reading is mistaken for the claim's.
         reads = [f"{_named(f.part)}{here}".strip() for f in c.findings if (here := here_text(f))]
+        # Parts whose figure is not a measurement share one caveat, said once.
+        unmeasured = [f for f in c.findings if unmeasured_text(f)]
+        if unmeasured:
+            names = " and ".join(f.part.label for f in unmeasured if f.part.label)
+            reads.append(f"{names} {unmeasured_text(unmeasured[0])}".strip())
         unswept = "".join(f"; {label} not swept" for label in c.not_swept)
         own = f" ({OWN_READING}: {'; '.join(reads)})" if reads else ""
         return f"outside its domain: {', '.join(why.fact for why in c.outside)}{unswept}{own}"
@@ -379,18 +408,12 @@ def absent_text(judged: StudySection) -> str:
 
 @dataclass
 class StudyText:
-    """The section in words: the judged section (`judged`, whose data reads through: `claims`,
-    `unjudged`, ... for the headline), this sweep's setting beside the
-    study's, and the study's table beside this sweep's."""
+    """The section in words: the judged section (`judged`: its data is read there, never through
+    this), this sweep's setting beside the study's, and the study's table beside this sweep's."""
 
     judged: StudySection = field(default_factory=StudySection)
     setting: list[str] = field(default_factory=list)
     table: tuple[list[str], list[list[str]]] | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "judged":  # not yet set (a copy being made): no recursion
-            raise AttributeError(name)
-        return getattr(self.judged, name)
 
     @property
     def absent(self) -> str:
@@ -458,8 +481,28 @@ def study_text(judged: StudySection, runs: pd.DataFrame, table: pd.DataFrame | N
         found = pair_estimate(check, a, b)
         return step_time_text(found) if found is not None else None
 
-    beside = study_table(table, judged.labels, estimate if check.get("kernel") else None) if table is not None else None
-    return StudyText(judged, setting_lines(runs, study_code()), beside)
+    beside = study_table(table, judged.labels, estimate if check.get("kernel") else None, timing_caveat(judged.timing, short=True)) if table is not None else None
+    # The setting is that of the runs the claims read; the study's norms' other variants are named apart.
+    aside = {s.variant for s in judged.set_aside}
+    read = runs[~runs.variant.isin(aside)]
+    who = "the runs read" if aside else "this sweep"
+    return StudyText(judged, [*setting_lines(read, study_code(), who), *set_aside_lines(judged.set_aside, judged.read)], beside)
+
+
+def set_aside_lines(set_aside: Sequence[SetAside], read: Sequence[str]) -> list[str]:
+    """`set aside, no claim reads them: X, Y (6 runs): model.init=gpt2 (the study model.init=study); the
+    lines above are the runs the claims read: ...` ([] when every run of the study's norms was read)."""
+    if not set_aside:
+        return []
+    groups: dict[tuple[tuple[str, str, str | None], ...], list[SetAside]] = {}
+    for s in set_aside:
+        groups.setdefault(tuple(m[1:] for m in s.why), []).append(s)
+    said = []
+    for why, these in groups.items():
+        differs = " and ".join(f"{key}={got} (the study {'has no ' + key if study is None else f'{key}={study}'})" for key, got, study in why)
+        runs = sum(s.runs for s in these)
+        said.append(f"{', '.join(s.variant for s in these)} ({runs} run{'s' * (runs != 1)}){': ' + differs if differs else ''}")
+    return [f"set aside, read by no claim: {'; '.join(said)}. The lines above are the runs the claims read: {', '.join(read)}"]
 
 
 def written(a: Analysis) -> StudyText:

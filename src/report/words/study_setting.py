@@ -49,7 +49,7 @@ def _span(values: pd.Series, fmt: str) -> str:
     return high if low == high else f"{low}–{high}"
 
 
-def code_line(runs: pd.DataFrame, study: Mapping[str, str | None]) -> str:
+def code_line(runs: pd.DataFrame, study: Mapping[str, str | None], who: str = "this sweep") -> str:
     """`code: this sweep model.init=gpt2, ...; the study model.init=study, ... (differs: model.init)`:
     the settings of the study's training code a config can change (STUDY_CODE), the study's as its
     preset (`study`) has them. A run recorded before `model.init` existed started from its one init."""
@@ -62,24 +62,25 @@ def code_line(runs: pd.DataFrame, study: Mapping[str, str | None]) -> str:
     differs = [k for k in STUDY_CODE if ours[k] != str(study.get(k))]
     sweep = ", ".join(f"{k}={v}" for k, v in ours.items())
     theirs = ", ".join(f"{k}={study.get(k)}" for k in STUDY_CODE)
-    return f"code: this sweep {sweep}; the study {theirs}" + (f" (differs: {', '.join(differs)})" if differs else "")
+    return f"code: {who} {sweep}; the study {theirs}" + (f" (differs: {', '.join(differs)})" if differs else "")
 
 
-def setting_lines(runs: pd.DataFrame, study_code: Mapping[str, str | None] | None = None) -> list[str]:
-    """One line per fact: `device: this sweep ...; the study ...`. A quantity the runs differ in (two
-    model sizes in one experiment) is given as its range; tokens per parameter is each run's own.
-    With `study_code` (STUDY_CODE key -> the study's value), a line for the study's code too."""
+def setting_lines(runs: pd.DataFrame, study_code: Mapping[str, str | None] | None = None, who: str = "this sweep") -> list[str]:
+    """One line per fact: `device: this sweep ...; the study ...` (`who`: whose runs these are, "the
+    runs read" where some were set aside). A quantity the runs differ in (two model sizes in one
+    experiment) is given as its range; tokens per parameter is each run's own. With `study_code`
+    (STUDY_CODE key -> the study's value), a line for the study's code too."""
     s = SETTING
     n_params = f"{_span(runs.n_params, '{:,.0f}')} parameters"
     per_param = _span(runs.tokens / runs.n_params, "{:.3g}")
     sweep_tokens = _span(runs.tokens, "{:,.0f}") + (f" ({per_param} per parameter)" if per_param != "?" else "")
     return [
-        f"device: this sweep {device_text(runs)}; the study {s.devices}× {s.device} ({'cuda' if s.cuda else 'cpu'})",
-        f"model: this sweep {_values(runs.model)}, {n_params}; the study {s.model}, {s.n_params:,} parameters",
-        f"tokens trained per run: this sweep {sweep_tokens}; the study {s.tokens:,} ({s.tokens / s.n_params:.3g} per parameter)",
-        f"precision: this sweep {_values(runs.precision)}; the study {s.precision}",
-        f"seeds per variant: this sweep {seeds_per_variant(runs)}; the study {s.seeds}",
-        *([code_line(runs, study_code)] if study_code is not None else []),
+        f"device: {who} {device_text(runs)}; the study {s.devices}× {s.device} ({'cuda' if s.cuda else 'cpu'})",
+        f"model: {who} {_values(runs.model)}, {n_params}; the study {s.model}, {s.n_params:,} parameters",
+        f"tokens trained per run: {who} {sweep_tokens}; the study {s.tokens:,} ({s.tokens / s.n_params:.3g} per parameter)",
+        f"precision: {who} {_values(runs.precision)}; the study {s.precision}",
+        f"seeds per variant: {who} {seeds_per_variant(runs)}; the study {s.seeds}",
+        *([code_line(runs, study_code, who)] if study_code is not None else []),
         *not_the_study_lines(runs),
     ]
 
@@ -105,14 +106,18 @@ RELATIVE_COLUMNS = ["variant", "seeds (study / sweep)", "training time s (study)
 
 
 def study_table(
-    table: pd.DataFrame, labels: Mapping[str, str | None], estimate: Callable[[str, str], str | None] | None = None
+    table: pd.DataFrame,
+    labels: Mapping[str, str | None],
+    estimate: Callable[[str, str], str | None] | None = None,
+    caveat: str = "",
 ) -> tuple[list[str], list[list[str]]]:
     """The study's row and this sweep's (mean ± 95% CI over finished seeds, the report's table) per
     study variant: the sweep's variant that is the study's (`labels`), or where none is (another model
     size, placement, ...) each variant of that norm the sweep ran (the table's `norm`), named as the
     report names it, so the table is never a header alone. With `estimate` (variants a, b -> b's speed
     estimate against a from the speed check, as text) the sweep's speed is that, relative to the
-    hand-rolled LayerNorm, in place of its jobs' times and tokens/s."""
+    hand-rolled LayerNorm, in place of its jobs' times and tokens/s; else those, headed with `caveat`
+    where they are not a measurement (jobs on a CPU)."""
     rows = []
     by_variant = table.set_index("variant") if len(table) else table
     norm_of = by_variant["norm"].to_dict() if "norm" in by_variant else {}
@@ -130,7 +135,10 @@ def study_table(
                 study_text = "ref" if norm == TIME_REFERENCE else DASH if math.isnan(study) else f"{study:+.1%}"
                 row = [*row[:3], study_text, ours or DASH, *row[6:]]
             rows.append(row)
-    return (RELATIVE_COLUMNS if estimate is not None else TABLE_COLUMNS), rows
+    if estimate is not None:
+        return RELATIVE_COLUMNS, rows
+    timed = ("training time s (sweep)", "tokens/s (sweep)")
+    return [f"{c[:-1]}; {caveat})" if caveat and c in timed else c for c in TABLE_COLUMNS], rows
 
 
 def _study_row(norm: str, label: str, r: pd.Series) -> list[str]:
