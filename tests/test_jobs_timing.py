@@ -10,7 +10,8 @@ from mlflow.tracking import MlflowClient
 
 from src.report import analyze
 from src.report.read.table import JOBS_AT_ONCE, SPEED_CAVEAT, display_rows, summarize
-from src.report.words.jobs import how_jobs_ran, most_at_once
+from src.report.read.timing import most_at_once
+from src.report.words.jobs import how_jobs_ran
 
 START = pd.Timestamp("2025-01-01")
 NORMS = {"hand_layernorm": "layernorm", "torch_layernorm": "layernorm", "hand_rmsnorm": "rmsnorm"}

@@ -29,6 +29,7 @@ import pandas as pd
 from src.report.judge.pairs import compare_one, seed_values
 from src.report.judge.speed import predicted_rounds
 from src.report.read.published import FP16, SCALE_FACTOR, SETTING, SPEED, Domain, Part
+from src.report.read.timing import most_at_once
 from src.stats.inference import TRIM, Interval, at_level, paired_t, trimmed_mean_interval
 from src.stats.verdicts import Estimate, speed_margin
 from src.tracking.tags import FINISHED
@@ -53,13 +54,10 @@ class Timing(StrEnum):
 
 def jobs_timing(runs: pd.DataFrame) -> Timing:
     """How the jobs' own times were taken: on GPUs each job had its device; elsewhere, at once where
-    one job started before another's training ended, else one after another."""
+    two jobs' [start, end) overlapped (src.report.read.timing), else one after another."""
     if len(runs) and set(runs.device_type.dropna().astype(str)) == {"cuda"}:
         return Timing.OWN_DEVICE
-    spans = runs.sort_values("start_time")
-    ends = spans.start_time + pd.to_timedelta(spans.train_time_s.fillna(0), unit="s")
-    overlap = (spans.start_time.iloc[1:].to_numpy() < ends.cummax().iloc[:-1].to_numpy()).any() if len(spans) > 1 else False
-    return Timing.AT_ONCE if overlap else Timing.ONE_AFTER_ANOTHER
+    return Timing.AT_ONCE if most_at_once(runs) > 1 else Timing.ONE_AFTER_ANOTHER
 
 
 @dataclass(frozen=True)

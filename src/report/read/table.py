@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from src.core.tables import markdown_table, text_table  # noqa: F401  (the report's writers)
-from src.report.words.jobs import jobs_caveat, jobs_ran, most_at_once
+from src.report.read.timing import most_at_once
+from src.report.words.jobs import jobs_caveat, jobs_ran
 from src.stats.inference import mean_ci
 from src.tracking.tags import DIVERGED, FAILED, FINISHED, INTERRUPTED_OUTCOMES, RUNNING
 from src.tracking.variants import REFERENCE_VARIANT, metric_key

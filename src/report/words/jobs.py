@@ -12,25 +12,12 @@ from __future__ import annotations
 
 import pandas as pd
 
+from src.report.read.timing import most_at_once
+
 ONE_AFTER_ANOTHER = "one after another"
 # A frame without the runs' times (one made up in Python): what is known is only that each was a job.
 SEPARATELY = "separately"
 NOT_A_MEASUREMENT = "not a measurement"
-
-
-def most_at_once(runs: pd.DataFrame) -> int:
-    """The most runs whose [start, end) overlapped at one moment (1: one after another); 0 when no
-    run has both times. A run without an end (running, lost) is left out: it has no timing to show."""
-    if "start_time" not in runs or "end_time" not in runs:
-        return 0
-    timed = runs[["start_time", "end_time"]].dropna()
-    # An end sorts before a start at the same instant: a job that starts as another ends did not overlap it.
-    events = sorted([(t, 1) for t in timed.start_time] + [(t, -1) for t in timed.end_time], key=lambda e: (e[0], e[1]))
-    running = most = 0
-    for _, step in events:
-        running += step
-        most = max(most, running)
-    return most
 
 
 def how_jobs_ran(runs: pd.DataFrame) -> str:
