@@ -1,7 +1,7 @@
 """Made-up sweeps for the report's property tests (tests/test_report_properties.py): hypothesis
 strategies that draw a sweep as src.report.read.runs reads it (one row per run) and a speed check as
-`python -m src.bench variants` writes it (variants.json), and `analysis_of`, which takes them through
-the report's real path (`compare` → `compare_speed` → `against_study` → the words) without MLflow.
+`python -m src.bench variants` writes it (variants.json), and which `tests/test_report_properties.py` takes through
+the report's real path (`src.report.analysis.assemble`, then the words) without MLflow.
 
 What varies is what a real sweep can hold: built-in and user norms, 1-12 seeds per variant with gaps
 and unequal sets, failed and diverged runs, bit-identical and near-identical implementations, spreads

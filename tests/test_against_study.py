@@ -216,7 +216,7 @@ def test_b_the_size_the_study_claimed_is_judged() -> None:
     assert claims[2].word == PARTLY and "by less than its -2.4%" in claim_reason(claims[2])
     built_ins = claims[3].findings[0]
     assert built_ins.word == PARTLY and part_reason(built_ins) == (
-        "equivalent within ±2% (a difference of -1.4% [-1.8%, -1.0%] remains), but further apart than the study's ±0.55% "
+        "equivalent within ±2% (a difference of -1.4% [-1.8%, -1.0%] (99.5% interval) remains), but further apart than the study's ±0.55% "
         "(this sweep trained on 1 process, the study on 8, whose all-reduce is part of its step time and shrinks a norm's share of it)"
     )  # a small, real effect: equivalent, and said to remain
     assert claims[3].findings[1].word == NOT_REPRODUCED  # the hand-rolled gap did not shrink: both -1.4%
@@ -470,7 +470,7 @@ def test_a_time_that_is_not_a_measurement_decides_no_word_and_carries_its_caveat
     text = _text(_cpu_jobs(at_once))
     claim = next(c for c in text.judged.claims if c.claim.number == 1)
     (ln,) = claim.findings
-    how = "jobs timed at once on CPUs" if at_once else "jobs timed one after another on a CPU"
+    how = "jobs timed at once on CPUs" if at_once else "jobs timed one after another on CPUs"
     assert ln.word == NOT_APPLICABLE and ln.here_word is None and not ln.effect.measured
     assert f"(paired over 2 seeds; {how}" in claim_line(claim)  # the figure, printed with its caveat
     assert f"LayerNorm not read: {how}" in claim_reason(claim) and "reproduced" not in claim_reason(claim)
@@ -535,7 +535,7 @@ def test_one_seed_of_rmsnorm_by_qk_norm_without_no_norm(tmp_path: Path, token_ca
     analysis = analyze("qk", f"sqlite:///{tmp_path / 'mlflow.db'}")
     claims = {c.claim.number: c for c in analysis.study.claims}
     assert sorted(claims) == [1, 5]  # RMSNorm's parts; LayerNorm and no_norm not swept
-    assert "LayerNorm not swept" in claim_line(claims[1]) and "(one run each; jobs timed one after another on a CPU" in claim_line(claims[1])
+    assert "LayerNorm not swept" in claim_line(claims[1]) and "(one run each; jobs timed one after another on CPUs" in claim_line(claims[1])
     assert claims[1].word == NOT_APPLICABLE and claim_reason(claims[1]).startswith("outside its domain: CPU run")
     assert claims[5].word == NOT_APPLICABLE and "not a test of the claim: RMSNorm inconclusive: one seed gives no interval" in claim_reason(claims[5])
     # The figure is the QK-norm-off pair's: the study's model.

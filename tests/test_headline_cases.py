@@ -21,8 +21,8 @@ from src.report.analysis import Analysis
 from src.report.judge.pairs import Margins, Result, compare
 from src.report.read.published import TABLE
 from src.report.read.table import summarize
-from src.report.words.common import decimals_for
 from src.report.words.headline import headline, loss_line, real_line, settings_of
+from src.report.words.numbers import NATS, Units, estimate_text
 from src.report.words.pairs import verdict_text
 from src.stats.verdicts import PairWord
 
@@ -40,8 +40,8 @@ def _gap_text(r: Result, best: str) -> tuple[float, str]:
     """The gap of the other variant to `best` as its pair's judgement has it, and its interval as printed."""
     sign = 1 if r.a == best else -1
     low, high = sorted((sign * r.decision.low, sign * r.decision.high))  # the interval the word was read from
-    d = decimals_for(sign * r.primary.diff) if r.decision.sign else 4  # a difference shown never prints as +0.0000
-    estimate = f"{sign * r.primary.diff:+.{d}f} ({r.decision.level:.0%} CI [{low:+.{d}f}, {high:+.{d}f}])"
+    units = NATS if r.decision.sign else Units(NATS.text, 4, 4)  # a difference shown never prints as +0.0000
+    estimate = estimate_text(sign * r.primary.diff, low, high, r.decision.level, units)
     return sign * r.primary.diff, f"{estimate} {verdict_text(r)}"
 
 
@@ -76,7 +76,7 @@ def test_a_failed_seed_leaves_the_gap_inside_its_own_interval() -> None:
     gap, text = _gap_text(r, "hand_layernorm")
     assert r.decision.low <= gap <= r.decision.high and r.decision.level == pytest.approx(0.9)  # TOST's interval: the one that decided it
     loss = loss_line(analysis)
-    assert f"torch_layernorm {text} (paired over 4 seeds)" in loss and "+0.0007 (90% CI [+0.0003, +0.0012])" in loss, loss
+    assert f"torch_layernorm {text} (paired over 4 seeds)" in loss and "+0.0007 [+0.0003, +0.0012] (90% interval)" in loss, loss
     assert "over up to 5 seeds, paired on the seeds both finished (n = 4)" in real_line(analysis)
 
 
@@ -231,7 +231,7 @@ def test_near_identical_within_the_margin_are_tied_with_their_interval() -> None
     loss = loss_line(analysis)
     assert loss == (f"Loss: test loss tied: hand_layernorm, torch_layernorm (equivalent within ±0.01); hand_layernorm 3.6000 "
                     f"(the 5 seeds every variant here finished); against it torch_layernorm {text} (paired over 5 seeds)."), loss  # fmt: skip
-    assert "90% CI [" in text and r.decision.low <= gap <= r.decision.high
+    assert "(90% interval)" in text and r.decision.low <= gap <= r.decision.high
 
 
 def test_the_lowest_tied_with_one_and_below_the_other() -> None:
@@ -242,12 +242,12 @@ def test_the_lowest_tied_with_one_and_below_the_other() -> None:
     analysis = _analysis(runs)
     loss = loss_line(analysis)
     assert loss.startswith("Loss: lowest test loss torch_layernorm 3.6000 (the 5 seeds every variant here finished), tied with "
-                           "hand_layernorm (equivalent within ±0.01); then hand_layernorm +0.0001 (90% CI"), loss  # fmt: skip
-    assert "torch_rmsnorm +0.0300 (95% CI [" in loss and loss.endswith("different (paired over 5 seeds)."), loss
+                           "hand_layernorm (equivalent within ±0.01); then hand_layernorm +0.0001 ["), loss  # fmt: skip
+    assert "torch_rmsnorm +0.0300 [" in loss and "(95% interval) different" in loss and loss.endswith("different (paired over 5 seeds)."), loss
     _lowest_is_established(analysis)
 
 
 def test_a_difference_shown_is_never_printed_as_zero() -> None:
     runs = _study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS + 0.00004 + np.array([1, -1, 0.5, 0, -0.5]) * 1e-6})
     loss = loss_line(_analysis(runs))
-    assert "torch_layernorm +0.00004 (90% CI [+0.00004, +0.00004])" in loss and "+0.0000 " not in loss, loss
+    assert "torch_layernorm +0.000040 [+0.000039, +0.000041] (90% interval)" in loss and "+0.0000 " not in loss, loss

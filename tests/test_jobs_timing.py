@@ -9,9 +9,11 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from src.report import analyze
-from src.report.read.table import JOBS_AT_ONCE, SPEED_CAVEAT, display_rows, summarize
+from src.report.read.table import JOBS_AT_ONCE, summarize
 from src.report.read.timing import most_at_once
+from src.report.render.sections import table_rows
 from src.report.words.jobs import how_jobs_ran
+from src.report.words.table import SPEED_CAVEAT, csv_frame, display_rows
 
 START = pd.Timestamp("2025-01-01")
 NORMS = {"hand_layernorm": "layernorm", "torch_layernorm": "layernorm", "hand_rmsnorm": "rmsnorm"}
@@ -45,16 +47,17 @@ def two_seeds(spans: list[tuple[float, float]]) -> pd.DataFrame:
     [(False, "one after another"), (True, "at once, up to 6 overlapping in time")],
 )
 def test_a_two_seed_table_labels_the_jobs_ratio_as_not_a_measurement(overlap: bool, how: str) -> None:
-    """Once headed only `speed vs hand-rolled` from two seeds on (+40.6%, +49.9% from jobs run one after
-    another); now the header and table.csv's column say what it is, and how the jobs ran."""
+    """A two-seed table's jobs' ratio: its header and table.csv's column say what it is (not a
+    measurement), and how the jobs ran."""
     spans = [(0, 100) if overlap else (10 * k, 10 * k + 9) for k in range(6)]
     table = summarize(two_seeds(spans))
     headers, rows = display_rows(table)
     assert f"jobs' tokens/s vs hand-rolled ({how}: not a measurement)" in headers
     assert f"tokens/s (jobs {how})" in headers and f"training time (s) (jobs {how})" in headers
     assert "speed vs hand-rolled" not in headers  # no bare ratio left
-    assert set(table[SPEED_CAVEAT]) == {f"{how}: not a measurement"}  # table.csv, beside speed_vs_hand
-    assert list(table.columns).index(SPEED_CAVEAT) == list(table.columns).index("speed_vs_hand") + 1
+    csv = csv_frame(table)
+    assert set(csv[SPEED_CAVEAT]) == {f"{how}: not a measurement"}  # table.csv, beside speed_vs_hand
+    assert list(csv.columns).index(SPEED_CAVEAT) == list(csv.columns).index("speed_vs_hand") + 1
     assert set(table[JOBS_AT_ONCE]) == {6 if overlap else 1}
 
 
@@ -80,6 +83,6 @@ def test_runs_logged_at_once_read_as_at_once_through_mlflow(migrated_store: dict
                 client.log_metric(run, key, value, step=100)
             client.set_terminated(run, "FINISHED", end_time=base + 60_000 + 1000 * (2 * i + seed))
     analysis = analyze("at_once", migrated_store["uri"])
-    headers, _ = analysis.rows()
+    headers, _ = table_rows(analysis)
     assert "jobs' tokens/s vs hand-rolled (at once, up to 6 overlapping in time: not a measurement)" in headers
-    assert set(analysis.table[SPEED_CAVEAT]) == {"at once, up to 6 overlapping in time: not a measurement"}
+    assert set(csv_frame(analysis.table)[SPEED_CAVEAT]) == {"at once, up to 6 overlapping in time: not a measurement"}

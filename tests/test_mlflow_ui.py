@@ -25,7 +25,7 @@ from helpers import EXPERIMENT, REPO, TinySweep, cli_env
 from mlflow.tracking import MlflowClient
 
 from src.core.process_group import stop_group
-from src.report.read.table import CHECK_SPEED_HEADER
+from src.report.words.table import CHECK_SPEED_HEADER
 from src.tracking.summary import JOB_SPEED_METRIC, SECTION, aggregate_metrics, sweep_params
 from src.tracking.sweep import SWEEP_TAG
 from src.tracking.tags import SPEED_CHECK_RUN_NAME

@@ -18,7 +18,8 @@ from src.core.schema import MarginSchema
 from src.report.analysis import Analysis
 from src.report.judge.pairs import Margins, Result, compare, family_of
 from src.report.read.table import summarize
-from src.report.words.pairs import heading, p_text, sentences, to_frame
+from src.report.words.numbers import p_text
+from src.report.words.pairs import heading, sentences, to_frame
 from src.stats.inference import RESOLUTION, paired_t, trimmed_mean_interval, welch_interval
 from src.stats.verdicts import PairWord
 
@@ -31,8 +32,8 @@ def _analysis(runs: pd.DataFrame) -> tuple[Analysis, list[Result]]:
 
 
 def _labelled(line: str) -> bool:
-    """Every interval in the line says its level: each `[` opens `NN% CI [`."""
-    return line.count("[") == len(re.findall(r"\d+% CI \[", line))
+    """Every interval in the line says its level: each `[...]` is followed by `(NN% interval)`."""
+    return line.count("[") == len(re.findall(r"\] \(\d+(?:\.\d+)?% interval\)", line))
 
 
 def test_the_family_printed_is_the_one_holm_adjusted_over() -> None:
@@ -96,11 +97,11 @@ def test_every_interval_says_its_level_and_inconclusive_carries_the_holm_p_that_
     assert undecided, [(r.pair, r.verdict, r.primary.low, r.p_holm) for r in results]
     for r in undecided:
         (line,) = sentences([r])
-        assert f"95% CI [{r.decision.low:+.4f}, {r.decision.high:+.4f}], Holm p = {r.p_holm:.2g}" in line and r.p_holm >= 0.05, line
+        assert f"[{r.decision.low:+.4f}, {r.decision.high:+.4f}] (95% interval), Holm p = {r.p_holm:.2g}" in line and r.p_holm >= 0.05, line
     # Every line of this sweep and of one with an equivalence (TOST's 90%) and a difference says its levels.
     small = _study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0052 + jitter(1), "hand_rmsnorm": SEEDS + 0.03 + jitter(3)})
     lines = sentences(results) + sentences(compare(small, Margins()))
-    assert any("90% CI [" in line for line in lines) and any("different (Δ" in line for line in lines)
+    assert any("(90% interval)" in line for line in lines) and any("different (Δ" in line for line in lines)
     assert all(_labelled(line) for line in lines), lines
 
 

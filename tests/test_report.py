@@ -29,18 +29,13 @@ from src.report.figures.speed import plot_speed
 from src.report.judge.pairs import PAIRS, Margins, check_pairs, pairs_for
 from src.report.judge.stability import by_learning_rate, largest_stable_lr
 from src.report.read.published import SETTING, TABLE
-from src.report.read.table import (
-    CHECK_SPEED_HEADER,
-    ONE_AFTER_ANOTHER,
-    SEQUENTIAL_SPEED_HEADER,
-    parse_variant,
-    summarize,
-)
+from src.report.read.table import parse_variant, summarize
 from src.report.render.sections import table_rows
 from src.report.words.headline import HEADING as HEADLINE
 from src.report.words.pairs import comparisons_frame, section_sentences
 from src.report.words.speed import speed_section, step_time_text
 from src.report.words.study import claim_line, claim_reason, written
+from src.report.words.table import CHECK_SPEED_HEADER, ONE_AFTER_ANOTHER, SEQUENTIAL_SPEED_HEADER
 from src.tracking.sweep import SWEEP_TAG
 from src.tracking.tags import DEVICE_TAG
 

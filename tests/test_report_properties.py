@@ -12,19 +12,18 @@ import math
 import os
 import re
 
-import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from made_up_sweeps import MadeUp, sweeps
 
-from src.report.analysis import Analysis
-from src.report.judge.pairs import Margins, compare, comparison_pairs
-from src.report.judge.speed import compare_speed, speed_lines
-from src.report.judge.study import against_study
-from src.report.read.table import summarize
+from src.report.analysis import Analysis, assemble
+from src.report.judge.pairs import Margins
 from src.report.render.markdown import markdown_page, verdict
 from src.report.render.terminal import terminal_text
+from src.report.words.pairs import comparisons_frame
+from src.report.words.speed import speed_section
 from src.stats import inference
+from src.stats.pairs import pair_label
 from src.stats.verdicts import PairWord
 
 settings.register_profile("fast", max_examples=int(os.environ.get("PROPERTY_EXAMPLES", 60)), deadline=None, derandomize=True,
@@ -42,23 +41,13 @@ def _fewer_resamples(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def analysis_of(made: MadeUp) -> Analysis:
-    """What `src.report.analyze` makes of these runs and this check, without an MLflow store."""
-    runs, check, margins = made.runs, made.check, Margins()
-    comparisons = compare(runs, margins)
-    variants = (check.get("settings") or {}).get("variants") or []
-    timed = [(a, b) for a, b, _ in comparison_pairs(runs) if a in variants and b in variants] if check else []
-    verdicts = compare_speed(check, timed, margins.speed)
-    reference = "torch_layernorm" if "torch_layernorm" in variants else (variants[0] if variants else None)
-    return Analysis(
-        "made-up", "sqlite://", "0", runs, pd.DataFrame(), summarize(runs), comparisons, margins, 0,
-        speed=speed_lines(check, timed, margins.speed, reference, verdicts) if check else [], speed_verdicts=verdicts,
-        check=check, axes=made.axes, study=against_study(runs, made.axes, check, margins),
-    )  # fmt: skip
+    """What `src.report.analyze` makes of these runs and this check (`assemble`), without an MLflow store."""
+    return assemble(made.runs, made.axes, made.check, Margins(), experiment="made-up", tracking_uri="sqlite://")
 
 
 def outputs(a: Analysis) -> dict[str, str]:
     return {"terminal": terminal_text(a, width=10_000), "report.md": markdown_page(a, []), "verdict": verdict(a),
-            "comparisons.csv": a.comparisons_frame().to_csv(index=False)}  # fmt: skip
+            "comparisons.csv": comparisons_frame(a).to_csv(index=False)}  # fmt: skip
 
 
 # --- reading numbers back out of the words ------------------------------------------------------------
@@ -183,7 +172,7 @@ def check_lowest_is_established(a: Analysis, out: dict[str, str]) -> None:
 
 def check_agree_only_on_a_usable_interval(a: Analysis, out: dict[str, str]) -> None:
     for v in a.speed_verdicts:
-        line = next((s for s in a.speed if s.startswith(f"{v.b} vs {v.a}") or f"{v.a} vs {v.b}" in s[:80] or v.b in s[:80]), "")
+        line = next((s for s in speed_section(a) if s.startswith(f"{pair_label(v.a, v.b)}:")), "")
         if v.measured is None or not line:
             continue
         if "agree" in line and "disagree" not in line:

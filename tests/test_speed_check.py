@@ -26,8 +26,8 @@ from src.launch.speed_check import bench_command, current_check
 from src.model.dispatch import classify, record_dispatch
 from src.model.norms import make_norm
 from src.report.judge.speed import MIN_CHECK_ROUNDS, Agreement, SpeedVerdict, compare_speed
-from src.report.read.table import CHECK_SPEED_HEADER
 from src.report.words.speed import sentence
+from src.report.words.table import CHECK_SPEED_HEADER
 from src.tracking.store import Store
 from src.training.run_spec import validate
 
@@ -142,7 +142,7 @@ def test_speed_verdicts_by_hand() -> None:
     assert np.exp(got["costly"].norm_ratio.diff) == pytest.approx(3.5, rel=0.01)
     # 200 whole-step rounds at -20% against a +10% prediction: precise, apart, a real disagreement.
     assert got["contradicting"].agreement == Agreement.DISAGREE
-    assert "they disagree: the prediction lies outside what whole steps measured" in sentence(got["contradicting"])
+    assert "they disagree: the whole step moved by other than the norms' own cost" in sentence(got["contradicting"])
     noisy = got["noisy"]
     assert noisy.verdict == "unresolved" and noisy.rounds_needed > n
     assert f"about {noisy.rounds_needed} kernel rounds would settle it" in sentence(noisy)

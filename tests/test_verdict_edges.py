@@ -41,7 +41,7 @@ def test_an_equivalence_prints_toSTs_interval_the_one_that_decided_it() -> None:
     t90 = float(stats.t.ppf(0.95, 4)) * 0.0016
     assert (pair.decision.low, pair.decision.high) == pytest.approx((0.0062 - t90, 0.0062 + t90))
     (line,) = sentences([pair])
-    assert "90% CI [+0.0028, +0.0096], TOST's interval" in line and "+0.0106" not in line, line
+    assert "[+0.0028, +0.0096] (90% interval), TOST's interval" in line and "+0.0106" not in line, line
 
 
 def test_the_speed_margin_is_one_factor_either_way_in_the_section_and_the_claims() -> None:

@@ -26,6 +26,7 @@ from src.report.render.html import html_page
 from src.report.render.markdown import markdown_page
 from src.report.words.pairs import comparisons_frame
 from src.report.words.study import claim_reason, measured_by, part_reason
+from src.report.words.table import csv_frame
 from src.stats.inference import ALPHA
 from src.stats.verdicts import family_alpha
 from src.tracking.identity import safe_folder_name
@@ -70,7 +71,7 @@ def write(analysis: Analysis, out_dir: Path) -> list[Path]:
         analysis.sensitivity.to_csv(out_dir / "lr_sensitivity.csv", index=False)
     # speed_vs_hand is the jobs' own tokens/s ratio: speed_vs_hand_caveat beside it says how they ran
     # and that it is not a measurement (src.report.read.table.summarize), as the pages' header does.
-    analysis.table.to_csv(out_dir / "table.csv", index=False)
+    csv_frame(analysis.table).to_csv(out_dir / "table.csv", index=False)
     comparisons_frame(analysis).to_csv(out_dir / "comparisons.csv", index=False)
     analysis.runs.to_csv(out_dir / "runs.csv", index=False)
     if analysis.study.claims:

@@ -262,13 +262,6 @@ def look_word(diff: float, se: float, df: float, p: float, margin: float, level:
     return tost_p, word
 
 
-def settle_text(count: int | None, per: str) -> str:
-    """`about 22 seeds would settle it`, `more than 10,000 ...`, or `more seeds would settle it`."""
-    if count is None:
-        return f"more {per} would settle it"
-    return f"more than {count - 1:,} {per} would settle it" if count > MAX_SEEDS else f"about {count} {per} would settle it"
-
-
 # --- pairs and speed: two tests at the caller's levels ----------------------------------------------
 
 
@@ -350,14 +343,6 @@ def speed_word(d: Decision) -> SpeedWord:
     if d.inside:
         return SpeedWord.EQUIVALENT
     return SpeedWord.SLOWER if d.sign > 0 else SpeedWord.FASTER if d.sign < 0 else SpeedWord.UNRESOLVED
-
-
-def equivalent_text(margin: str, remains: str | bool = False) -> str:
-    """`equivalent within ±2%`, and where a difference is shown too, the difference that remains
-    (`True`: where its numbers follow anyway)."""
-    if remains is True:
-        return f"equivalent within ±{margin}, a difference remains"
-    return f"equivalent within ±{margin}" + (f" (a difference of {remains} remains)" if remains else "")
 
 
 # --- claims: three readings of one interval, then a word ----------------------------------------------

@@ -42,7 +42,7 @@ from src.core.schema import USER_NORM_REFERENCE, MarginSchema
 from src.report.read.table import AXIS_PREFIX, families_of, order_of
 from src.stats import pairs as pairs_
 from src.stats.inference import ALPHA, MIN_SEEDS, Interval, paired_bootstrap, paired_t, welch_interval
-from src.stats.verdicts import (  # equivalent_text, settle_text: Result.verdict_text's, until the merge deletes it
+from src.stats.verdicts import (
     Decision,
     Estimate,
     PairWord,

@@ -40,12 +40,13 @@ LOG_TIME, TOKENS, DIRECT = "log step-time ratio", "relative tokens/s", "direct" 
 class Timing(StrEnum):
     """How a speed figure was timed, which decides whether it measures the norm at all."""
 
-    CHECK = "the speed check's interleaved rounds"  # the variants in turn in one process
-    OWN_DEVICE = "the jobs, each on its own GPU"  # as the study timed its runs
+    CHECK = "check"  # the speed check's interleaved rounds: the variants in turn in one process
+    OWN_DEVICE = "own device"  # the jobs, each on its own GPU, as the study timed its runs
     # The jobs' own times on a CPU time the machine's load as much as the norm (docs/architecture.md:
-    # the same machine gave 566 and 1,485 tokens/s minutes apart), whether one after another or at once.
-    ONE_AFTER_ANOTHER = "the jobs, one after another on a CPU"
-    AT_ONCE = "the jobs, at once on CPUs"
+    # the same machine gave 566 and 1,485 tokens/s minutes apart), whether one after another or at once
+    # (src.report.words.jobs says which).
+    ONE_AFTER_ANOTHER = "one after another"
+    AT_ONCE = "at once"
 
     @property
     def measured(self) -> bool:

@@ -13,12 +13,12 @@ from src.report.analysis import Analysis
 from src.report.judge.sequential import heading as sequential_heading
 from src.report.judge.stability import sentences as stability_sentences
 from src.report.judge.study import HEADING as STUDY_HEADING
-from src.report.read.table import display_rows
 from src.report.words.headline import HEADING as HEADLINE
 from src.report.words.headline import headline
 from src.report.words.pairs import heading, nothing_to_compare, section_sentences
 from src.report.words.speed import pair_cells
 from src.report.words.study import written
+from src.report.words.table import display_rows
 from src.stats.verdicts import PairWord
 
 Table = tuple[list[str], list[list[str]]]  # headers, rows

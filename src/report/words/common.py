@@ -1,50 +1,24 @@
-"""Phrases more than one section of the report says: each written here once, so that the same fact
-reads the same wherever it is printed (an estimate with its interval and the interval's level, no
-spread, one run each, how many runs a variant has and how they ended). Torch-free.
+"""Phrases more than one section of the report says about runs: each written here once, so that the
+same fact reads the same wherever it is printed (one run each, how many runs a variant has and how
+they ended). Numbers with their uncertainty are src.report.words.numbers'. Torch-free.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
+from src.report.words.numbers import NATS
 from src.tracking.tags import FINISHED
 
 ONE_RUN_EACH = "one run each: no interval"
 
 
-DECIMALS = 4  # a test-loss figure's printed precision
-MORE_DECIMALS = 8  # the most a shown difference widens to so that it never prints as zero
-
-
-def nats(x: float, decimals: int = DECIMALS) -> str:
-    """A test-loss figure or gap as the report prints it (signed, 4 decimals unless said)."""
-    return f"{x + 0.0:+.{decimals}f}"  # + 0.0: a gap of exactly -0.0 (0 taken from the other side) prints +0
+DECIMALS = NATS.decimals  # a test-loss figure's printed precision
 
 
 def printed_zero(x: float) -> bool:
     """True when `x` prints as zero (`+0.0000`, `-0.0000`): a gap the reader cannot tell from none."""
-    return float(nats(x)) == 0
-
-
-def decimals_for(x: float) -> int:
-    """The decimals at which a nonzero `x` does not print as zero (4 where it already does not, at most 8):
-    a difference shown at the family's level is never printed as `+0.0000`."""
-    decimals = DECIMALS
-    while x != 0 and float(nats(x, decimals)) == 0 and decimals < MORE_DECIMALS:
-        decimals += 1
-    return decimals
-
-
-def estimate_text(diff: float, low: float, high: float, level: float, decimals: int = DECIMALS) -> str:
-    """A test-loss estimate with the interval it was read from, its level always said:
-    `+0.0013 (90% CI [+0.0010, +0.0017])`."""
-    return f"{nats(diff, decimals)} ({level:.0%} CI [{nats(low, decimals)}, {nats(high, decimals)}])"
-
-
-def alike_text(per: str = "seed") -> str:
-    """No spread: every observation moved by exactly the same amount, so no interval (a zero-wide one
-    is never printed as [x, x])."""
-    return f"every {per} alike: no interval"
+    return NATS(x) == NATS(0.0)
 
 
 def run_counts(runs: pd.DataFrame) -> str:

@@ -32,20 +32,17 @@ from src.report.read.table import AXIS_PREFIX
 from src.report.words.common import (
     DECIMALS,
     ONE_RUN_EACH,
-    alike_text,
-    decimals_for,
-    estimate_text,
-    nats,
     one_run_each,
     printed_zero,
     run_counts,
 )
+from src.report.words.numbers import NATS, Units, equivalent_text, estimate_text, settle_text
 from src.report.words.pairs import verdict_text
 from src.report.words.speed import step_time_text
 from src.report.words.study import absent_text
 from src.report.words.study_setting import seeds_per_variant
 from src.stats.inference import MIN_SEEDS
-from src.stats.verdicts import ClaimWord, PairWord, SpeedWord, equivalent_text, settle_text
+from src.stats.verdicts import ClaimWord, PairWord, SpeedWord
 from src.tracking.tags import DIVERGED, FINISHED
 from src.tracking.variants import NORM_AXIS
 
@@ -257,13 +254,14 @@ def _gap(judged: Sequence[Result], runs: pd.DataFrame, first: str, other: str, p
     r = next((r for r in judged if {r.a, r.b} == {first, other}), None)
     if r is None or r.decision is None:
         tie = _printed_tie(plain)
-        return Gap(name(other), plain, f"{name(other)} {nats(plain)}", _no_interval(r, runs, first, other, name), Order.TIED if tie else Order.OPEN, tie)
+        return Gap(name(other), plain, f"{name(other)} {NATS(plain)}", _no_interval(r, runs, first, other, name), Order.TIED if tie else Order.OPEN, tie)
     i, d, sign = r.primary, r.decision, (1 if r.a == first else -1)  # shown as the other's loss minus the first's
     how = f"paired over {i.n} seeds" if i.test == "paired_t" else f"unpaired (Welch: seed sets differ), n = {r.n_a} and {r.n_b}"
     gap = sign * i.diff
     low, high = sorted((sign * d.low, sign * d.high))  # the interval the word was read from
-    decimals = decimals_for(gap) if d.sign else DECIMALS  # a difference shown is never printed as +0.0000
-    figure = estimate_text(gap, low, high, d.level, decimals) if d.spread else f"{nats(gap, decimals)} ({alike_text()})"
+    # A difference shown never prints as +0.0000 (the writer widens the decimals); one not shown may.
+    figure = estimate_text(gap, low, high, d.level, NATS, spread=d.spread) if d.sign else estimate_text(
+        gap, low, high, d.level, Units(NATS.text, DECIMALS, DECIMALS), spread=d.spread)
     text = f"{name(other)} {figure} {verdict_text(r)}"
     if d.sign:
         return Gap(name(other), gap, text, how, Order.BELOW if sign * d.sign > 0 else Order.ABOVE)

@@ -18,6 +18,7 @@ ONE_AFTER_ANOTHER = "one after another"
 # A frame without the runs' times (one made up in Python): what is known is only that each was a job.
 SEPARATELY = "separately"
 NOT_A_MEASUREMENT = "not a measurement"
+AT_ONCE = "at once"  # where the count of jobs overlapping is not said
 
 
 def how_jobs_ran(runs: pd.DataFrame) -> str:
@@ -30,7 +31,7 @@ def jobs_ran(at_once: int) -> str:
     """`how_jobs_ran` from `most_at_once`'s count (a table keeps the count: src.report.read.table)."""
     if at_once <= 0:
         return SEPARATELY
-    return ONE_AFTER_ANOTHER if at_once == 1 else f"at once, up to {at_once} overlapping in time"
+    return ONE_AFTER_ANOTHER if at_once == 1 else f"{AT_ONCE}, up to {at_once} overlapping in time"
 
 
 def jobs_caveat(at_once: int) -> str:

@@ -4,8 +4,8 @@ verdict column, and the interleaved speed sentence of a check without the norms'
 The one writer of these facts (src.report.judge.pairs and src.report.analysis hold the data):
 
 - a pair's verdict (`verdict_text`), written from its `Decision`, never with numbers of its own:
-  where numbers go beside it, they are the interval it was read from, its level said (`interval`);
-- a p-value (`p_text`): never `p = 0` (a t tail that underflows), see `P_FLOOR`;
+  where numbers go beside it, they are the interval it was read from, its level said (src.report.words.numbers.estimate_text);
+- a p-value, through src.report.words.numbers.p_text: never `p = 0` (a t tail that underflows);
 - no spread (`alike_text`): every seed moved by the same amount, so no interval;
 - the family Holm adjusted over (`heading`): the tests that had a p-value, as `compare` counted them.
 """
@@ -20,19 +20,25 @@ import pandas as pd
 
 from src.report.judge.pairs import METRICS, NO_NORM, Result, Unmatched, family_of
 from src.report.judge.sequential import with_verdicts
-from src.report.read.table import interleaved_cell
+from src.report.words.numbers import (
+    NATS,
+    RELATIVE,
+    Units,
+    equivalent_text,
+    estimate_text,
+    p_text,
+    settle_text,
+    shown,
+)
 from src.report.words.speed import speed_section
+from src.report.words.table import interleaved_cell
 from src.stats import pairs as pairs_
 from src.stats.inference import MIN_SEEDS, Interval
-from src.stats.verdicts import PairWord, equivalent_text, settle_text
+from src.stats.verdicts import PairWord
 from src.tracking.variants import REFERENCE_VARIANT, metric_key
 
 if TYPE_CHECKING:
     from src.report.analysis import Analysis
-
-# The smallest p printed as a number. Below it scipy's t tail leaves float64's normal range (it
-# underflows to 0 for a large t over many seeds), and no reading changes: `p < 1e-300` says both.
-P_FLOOR = 1e-300
 
 COLUMNS = ["pair", "metric", "test", "n", "diff", "ci_low", "ci_high", "p", "p_holm", "tost_p", "margin", "verdict",
            "verdict_level", "verdict_low", "verdict_high"]  # fmt: skip
@@ -41,24 +47,19 @@ COLUMNS = ["pair", "metric", "test", "n", "diff", "ci_low", "ci_high", "p", "p_h
 # --- numbers ---------------------------------------------------------------------------------------
 
 
-def p_text(p: float, name: str = "p") -> str:
-    """`p = 0.034`, `p = 3.1e-07`, or below `P_FLOOR` `p < 1e-300`: never `p = 0`."""
-    return f"{name} < {P_FLOOR:.0e}" if p < P_FLOOR else f"{name} = {p:.2g}"
-
-
 def amount(value: float, relative: bool) -> str:
     """A margin as written: `0.01` (nats) or `2%`."""
     return f"{value * 100:g}%" if relative else f"{value:g}"
 
 
+def units(relative: bool) -> Units:
+    """A metric's units: nats of test loss, or a relative change."""
+    return RELATIVE if relative else NATS
+
+
 def signed(value: float, relative: bool) -> str:
-    """An estimate or an interval's end: `+0.0052` (nats) or `+1.3%`."""
-    return f"{value:+.1%}" if relative else f"{value:+.4f}"
-
-
-def interval(low: float, high: float, level: float, relative: bool) -> str:
-    """An interval with its level, always: `95% CI [-0.0245, -0.0240]`."""
-    return f"{level:.0%} CI [{signed(low, relative)}, {signed(high, relative)}]"
+    """An estimate alone: `+0.0052` (nats) or `+1.3%`."""
+    return shown(value, units(relative))
 
 
 def alike_text(p: Interval, relative: bool) -> str:
@@ -101,7 +102,7 @@ def clause(r: Result) -> str:
         tests += [f"{p_text(p.p_value, 'difference p')} ({holm})"] if math.isfinite(p.p_value) else []
         word = verdict_text(r) if r.verdict == PairWord.EQUIVALENT else str(r.verdict)  # the seeds to settle it follow
         return f"{label} {word} ({alike_text(p, r.relative)}: no spread, so no interval; sign-flip tests: {', '.join(tests)}{settle})"
-    stats = f"Δ {signed(p.diff, r.relative)}, {interval(d.low, d.high, d.level, r.relative)}"
+    stats = f"Δ {estimate_text(p.diff, d.low, d.high, d.level, units(r.relative))}"
     if r.verdict == PairWord.DIFFERENT:
         return f"{label} {r.verdict} ({stats}, {holm})"
     if r.verdict == PairWord.EQUIVALENT:

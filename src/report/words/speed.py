@@ -7,7 +7,7 @@ the study's table). Every interval printed says its level, and its estimate lies
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from src.report.judge.speed import (
@@ -19,9 +19,20 @@ from src.report.judge.speed import (
     has_section,
     spread,
 )
+from src.report.words.numbers import (
+    FACTOR,
+    LOG_RATIO,
+    Units,
+    alike_text,
+    equivalent_text,
+    estimate_text,
+    interval_only,
+    level_text,
+    settle_text,
+)
 from src.stats.inference import CONFIDENCE, Interval
 from src.stats.pairs import pair_label
-from src.stats.verdicts import Decision, SpeedWord, equivalent_text, settle_text
+from src.stats.verdicts import Decision, SpeedWord
 
 if TYPE_CHECKING:
     from src.report.analysis import Analysis
@@ -31,36 +42,12 @@ CHECK_ROLE = "the check of that prediction (a whole step carries the machine's l
 RESTS = "so the verdict rests on the norms' own cost alone"
 
 
-# --- an estimate with its interval: the one writer -------------------------------------------------
+# --- a step-time estimate with its interval (src.report.words.numbers writes it) ---------------------
 
 
-def _percent(log_ratio: float) -> str:
-    return f"{math.expm1(log_ratio):+.1%}"
-
-
-def _times(log_ratio: float) -> str:
-    return f"{math.exp(log_ratio):.2f}×"
-
-
-def level_text(level: float) -> str:
-    """`95% interval`, `90% interval`: an interval's level, said beside every interval printed."""
-    return f"{round(100 * level, 1):g}% interval"
-
-
-def estimate_text(diff: float, low: float, high: float, level: float, show: Callable[[float], str], spread: bool = True) -> str:
-    """`+0.3% [+0.2%, +0.3%] (95% interval)`: an estimate, then its interval and the interval's level.
-    An interval that is not there (too few rounds) or has no width (every round alike) is said to be
-    none, never printed as [nan, nan] or [x, x]."""
-    if not spread:
-        return f"{show(diff)} (every round alike: no interval)"
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return f"{show(diff)} (no interval)"
-    return f"{show(diff)} [{show(low)}, {show(high)}] ({level_text(level)})"
-
-
-def interval_text(i: Interval, show: Callable[[float], str] = _percent) -> str:
-    """A log ratio's estimate with its 95% interval (stats.trimmed_mean_interval's), as `show` prints it."""
-    return estimate_text(i.diff, i.low, i.high, CONFIDENCE, show, spread=i.se != 0)
+def interval_text(i: Interval, units: Units = LOG_RATIO) -> str:
+    """A log ratio's estimate with its 95% interval (stats.trimmed_mean_interval's), in `units`."""
+    return estimate_text(i.diff, i.low, i.high, CONFIDENCE, units, spread=i.se != 0, per="round")
 
 
 def step_time_text(i: Interval) -> str:
@@ -72,7 +59,7 @@ def decided_text(i: Interval, d: Decision | None) -> str:
     """The estimate with the interval its word was read from (TOST's 90% one for an equivalence)."""
     if d is None:
         return step_time_text(i)
-    return estimate_text(i.diff, d.low, d.high, d.level, _percent, spread=d.spread)
+    return estimate_text(i.diff, d.low, d.high, d.level, LOG_RATIO, spread=d.spread, per="round")
 
 
 # --- one pair ----------------------------------------------------------------------------------------
@@ -85,7 +72,8 @@ def verdict_text(v: SpeedVerdict) -> str:
         if d.remains:
             return equivalent_text(f"{v.margin:.0%}", decided_text(v.predicted, d))
         # Beside the word, the interval that decided it (TOST's); the estimate after it is the 95% one shown everywhere.
-        return f"{equivalent_text(f'{v.margin:.0%}')} (TOST's {level_text(d.level)} [{_percent(d.low)}, {_percent(d.high)}])"
+        tost = f"TOST's {interval_only(d.low, d.high, d.level, LOG_RATIO)}" if d.spread else alike_text("round")
+        return f"{equivalent_text(f'{v.margin:.0%}')} ({tost})"
     if word == SpeedWord.UNRESOLVED and v.rounds_needed:
         return f"{word}: {settle_text(v.rounds_needed, 'kernel rounds')}"
     return str(word)
@@ -111,7 +99,7 @@ def check_text(v: SpeedVerdict) -> str:
 
 def sentence(v: SpeedVerdict) -> str:
     """One pair's line: its verdict, the estimate it was read from, the norm ratio, the whole-step check."""
-    norm = f", its norm {interval_text(v.norm_ratio, _times)}" if v.norm_ratio else ""
+    norm = f", its norm {interval_text(v.norm_ratio, FACTOR)}" if v.norm_ratio else ""
     text = f"{pair_label(v.a, v.b)}: {verdict_text(v)} — step time {step_time_text(v.predicted)} predicted from the norms' own cost (the verdict's estimate){norm}"
     return text + (check_text(v) or ".")
 

@@ -44,9 +44,20 @@ from src.report.read.published import (
     StudyClaim,
     table_effect,
 )
-from src.report.read.table import DASH
+from src.report.words.jobs import AT_ONCE, NOT_A_MEASUREMENT, jobs_ran
+from src.report.words.numbers import (
+    NATS,
+    POINTS,
+    RELATIVE,
+    Units,
+    equivalent_text,
+    estimate_text,
+    p_text,
+    settle_text,
+)
 from src.report.words.speed import step_time_text
 from src.report.words.study_setting import setting_lines, study_table
+from src.report.words.table import DASH
 from src.stats.inference import ALPHA
 from src.stats.verdicts import (
     Because,
@@ -55,9 +66,7 @@ from src.stats.verdicts import (
     Equivalence,
     Judgement,
     Size,
-    equivalent_text,
     family_alpha,
-    settle_text,
 )
 from src.tracking.tags import DIVERGED, FINISHED
 from src.tracking.variants import Axis
@@ -67,18 +76,18 @@ ONE_SEED = f"{ONE_SEED_SHORT} (≥2 seeds do: seed=0,1,2)"
 OWN_READING = "this sweep's own reading at its own setting, not a test of the claim"
 ONE_RUN_SHORT = "one run each: a ratio without an interval"
 ONE_RUN = f"{ONE_RUN_SHORT} (report.speed_rounds or seed=0,1,2 give one)"
+FISHER = "Fisher's exact p"
 MEASURES_IT = "report.speed_rounds=20 times the norms interleaved in one process"
 
 
 def timing_caveat(timing: Timing | None, short: bool = False) -> str:
-    """Why a time is not a measurement of the norm ("" where it is): said wherever the time is printed."""
-    if timing == Timing.ONE_AFTER_ANOTHER:
-        return "jobs one after another on a CPU: machine load" if short else (
-            "jobs timed one after another on a CPU: the machine's load between jobs, not a measurement")
-    if timing == Timing.AT_ONCE:
-        return "jobs at once on CPUs: machine load" if short else (
-            "jobs timed at once on CPUs: each beside the others' load, not a measurement")
-    return ""
+    """Why a time is not a measurement of the norm ("" where it is), in src.report.words.jobs' words:
+    said wherever the time is printed."""
+    if timing not in (Timing.ONE_AFTER_ANOTHER, Timing.AT_ONCE):
+        return ""
+    ran = jobs_ran(1) if timing == Timing.ONE_AFTER_ANOTHER else AT_ONCE
+    load = "the machine's load between jobs" if timing == Timing.ONE_AFTER_ANOTHER else "each beside the others' load"
+    return f"jobs {ran} on CPUs: machine load" if short else f"jobs timed {ran} on CPUs: {load}, {NOT_A_MEASUREMENT}"
 
 
 def _named(part: Part) -> str:
@@ -86,14 +95,24 @@ def _named(part: Part) -> str:
 
 
 def pct(x: float) -> str:
-    return "+∞" if x == math.inf else f"{x:+.1%}"
+    return RELATIVE(x)
+
+
+def units_of(metric: str, contrast: bool = False) -> Units:
+    """The study's units of a metric: a relative time change, percentage points of two, or nats."""
+    if metric == SPEED:
+        return POINTS if contrast else RELATIVE
+    return NATS
 
 
 def shown(metric: str, x: float, contrast: bool = False) -> str:
-    """A value in the study's units: a relative time change, percentage points of two, or nats."""
-    if metric == SPEED:
-        return f"{x * 100:+.1f} pp" if contrast else pct(x)
-    return f"{x:+.4f}"
+    """A value in the study's units (src.report.words.numbers prints it)."""
+    return units_of(metric, contrast)(x)
+
+
+def interval_of(f: Finding, contrast: bool) -> str:
+    """The part's estimate with the family's interval it was read from, its level said."""
+    return estimate_text(f.effect.diff, f.low, f.high, 1 - f.alpha, units_of(f.metric, contrast))
 
 
 def published_text(claim: StudyClaim, part: Part) -> str:
@@ -153,7 +172,7 @@ def part_figure(f: Finding) -> str:
         return f"{estimate} ({how})"
     if not e.spread:  # a zero-wide interval is none: said so, never printed as [x, x]
         return f"{estimate} ({how}, all alike: no interval)"
-    return f"{shown(f.metric, e.diff, contrast)} [{shown(f.metric, f.low, contrast)}, {shown(f.metric, f.high, contrast)}] {what} ({how})"
+    return f"{interval_of(f, contrast)} {what} ({how})"
 
 
 def _one(f: Finding) -> tuple[str, str]:
@@ -211,7 +230,7 @@ def _alike(f: Finding) -> str:
     """With no spread, what the word rests on instead of an interval: n equal signs."""
     e, r = f.effect, f.readings
     moved = f"all {e.interval.n} {e.per} moved by exactly {shown(f.metric, e.diff, bool(f.part.minus))}"
-    return f"{moved}: no spread, so no interval; sign-flip p = {r.alike_p:.2g}"
+    return f"{moved}: no spread, so no interval; {p_text(r.alike_p, 'sign-flip p')}"
 
 
 def interval_reason(f: Finding, j: Judgement) -> str:
@@ -228,7 +247,7 @@ def interval_reason(f: Finding, j: Judgement) -> str:
     if part.asserts == EQUIVALENCE:
         band = part.band(metric)
         claimed = f"±{band[1]:.2%}" if metric == SPEED else f"±{band[1]:g}"
-        remains = shown(metric, effect.diff, contrast) + (f" [{shown(metric, f.low, contrast)}, {shown(metric, f.high, contrast)}]" if not alike else "")
+        remains = shown(metric, effect.diff, contrast) if alike else interval_of(f, contrast)
         equivalent = equivalent_text(margin.lstrip("±"), remains if r is not None and r.excludes_zero else False)
         return {
             Because.AS_CLOSE: f"{equivalent}, and as close as the study's {claimed}",
@@ -289,12 +308,12 @@ def divergence_reason(j: Judgement, d: Divergence, alpha: float) -> str:
         Because.TRAINED_WHERE_OTHERS_DIVERGED: f"{seen}: {b} trained where they diverged",
         Because.TRAINED_PAST_STUDY: f"no NaN in {d.most:.0f} steps, past {nan_by}",
         Because.TRAINED_TOO_SHORT: f"trained {d.most:.0f} steps, short of {nan_by} (it says training typically collapses within about {TYPICAL_COLLAPSE})",
-        Because.BEYOND_CHANCE: f"{seen}: more often than chance allows (Fisher's exact p = {event.p:.2g})",
+        Because.BEYOND_CHANCE: f"{seen}: more often than chance allows ({p_text(event.p, FISHER)})",
         Because.AS_OFTEN: f"{seen}: as often, so the divergence is not the missing norm's",
     }.get(j.because)
     if reason is None:  # too few: the seeds that would settle it are more than those run (src.report.judge.study.event_settle)
         seeds = settle_text(j.settle, "seeds per variant").removesuffix(" would settle it")
-        reason = (f"{seen}: too few runs to tell that from chance (Fisher's exact p = {event.p:.2g}); {seeds} would settle it "
+        reason = (f"{seen}: too few runs to tell that from chance ({p_text(event.p, FISHER)}); {seeds} would settle it "
                   f"if {b} diverged in each further run and the others in none")  # fmt: skip
     left = [_left_out(who, frame[~frame.outcome.isin(ENDED)]) for who, frame in (("no_norm's", d.runs), ("the normalized variants'", d.normalized))]
     if len(d.short):

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 import pandas as pd
 
 from src.report.read.published import SETTING, SPEED, STUDY_CODE, STUDY_VARIANTS, TABLE, table_effect
-from src.report.read.table import DASH, with_ci
+from src.report.words.table import DASH, with_ci
 from src.tracking.identity import INIT_BEFORE_THE_KEY, INIT_KEY
 from src.tracking.tags import FINISHED
 
