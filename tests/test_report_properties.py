@@ -18,6 +18,7 @@ from made_up_sweeps import MadeUp, sweeps
 
 from src.report.analysis import Analysis, assemble
 from src.report.judge.pairs import Margins
+from src.report.read.timing import most_at_once
 from src.report.render.markdown import markdown_page, verdict
 from src.report.render.terminal import terminal_text
 from src.report.words.pairs import comparisons_frame
@@ -26,7 +27,7 @@ from src.stats import inference
 from src.stats.pairs import pair_label
 from src.stats.verdicts import PairWord
 
-settings.register_profile("fast", max_examples=int(os.environ.get("PROPERTY_EXAMPLES", 60)), deadline=None, derandomize=True,
+settings.register_profile("fast", max_examples=int(os.environ.get("PROPERTY_EXAMPLES", 50)), deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
 settings.register_profile("long", max_examples=int(os.environ.get("PROPERTY_EXAMPLES", 2000)), deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
@@ -55,6 +56,7 @@ def outputs(a: Analysis) -> dict[str, str]:
 NUMBER = r"[+\-−]?\d[\d,]*(?:\.\d+)?(?:e[+\-]?\d+)?%?"
 # `+0.0012 [-0.0003, +0.0027]` or `+1.2% [+0.4%, +2.0%]` (the estimate, then its interval)
 BESIDE = re.compile(rf"({NUMBER}) \[({NUMBER}), ({NUMBER})\]")
+PRINTED = re.compile(rf"Δ ({NUMBER}) \[({NUMBER}), ({NUMBER})\] \((\d+(?:\.\d+)?)% interval\)")  # a pair's estimate as printed
 LEVEL = re.compile(r"\b\d{2}(?:\.\d+)?% (?:CI|interval|confidence)|\(\d{2}% interval\)|\d{2}% (?:TOST|two-sided)")
 
 
@@ -89,8 +91,11 @@ def check_every_interval_says_its_level(a: Analysis, out: dict[str, str]) -> Non
         if not BESIDE.search(line):
             continue
         if line.startswith("|"):
-            top = next(j for j in range(i, -1, -1) if not lines[j].startswith("|"))  # the line above the table
-            head = " ".join(lines[top : top + 2])
+            if LEVEL.search(line):  # each cell says its own level
+                continue
+            top = next(j for j in range(i, -1, -1) if not lines[j].startswith("|"))  # above the table: a blank line
+            lead = next((lines[j] for j in range(top, -1, -1) if lines[j].strip()), "")
+            head = " ".join((lead, lines[top + 1]))
             assert LEVEL.search(head), f"report.md: a table of intervals with no level in its header or lead: {head[:300]}"
         else:
             assert LEVEL.search(line), f"report.md: an interval without its level: {line[:300]}"
@@ -113,8 +118,12 @@ def check_the_word_is_the_intervals(a: Analysis, out: dict[str, str]) -> None:
         sentence = next((s for s in text.splitlines() if s.startswith(f"- {r.pair} (")), "")
         if not sentence:
             continue
-        shown = f"[{low:+.4f}, {high:+.4f}]"
-        assert shown in sentence, f"{r.pair}: the interval its word was read from ({shown}) is not the one printed: {sentence[:300]}"
+        m = PRINTED.search(sentence)
+        assert m, f"{r.pair}: no interval with its level printed beside the word: {sentence[:300]}"
+        places = len(m.group(2).split(".")[1])  # as printed: the decimals the writer chose
+        printed = (number(m.group(2)), number(m.group(3)), float(m.group(4)) / 100)
+        assert abs(printed[0] - low) <= 0.6 * 10**-places and abs(printed[1] - high) <= 0.6 * 10**-places and printed[2] == pytest.approx(
+            d.level), f"{r.pair}: the interval its word was read from ([{low:+.6f}, {high:+.6f}], {d.level:.0%}) is not the one printed: {sentence[:300]}"
         if r.verdict == PairWord.INCONCLUSIVE and (low > 0 or high < 0):
             assert "Holm" in sentence, f"{r.pair}: inconclusive beside an interval that excludes zero, no Holm p: {sentence[:300]}"
 
@@ -188,6 +197,32 @@ def check_set_aside_runs_are_named(a: Analysis, out: dict[str, str]) -> None:
             assert outcome in out["terminal"], f"{outcome} runs are in the sweep and the terminal never says so"
 
 
+def check_other_setting_runs_are_set_aside_by_name(a: Analysis, out: dict[str, str]) -> None:
+    """An init sweep's GPT-2-init runs are read by no claim: the study's section says so, by name."""
+    if a.study.claims and "axis.model.init" in a.runs and (a.runs["axis.model.init"] == "gpt2").any():
+        assert "set aside" in out["terminal"] and "gpt2" in out["terminal"], "the gpt2-init runs read by no claim are not said to be set aside"
+
+
+def check_a_time_that_is_not_a_measurement_decides_nothing(a: Analysis, out: dict[str, str]) -> None:
+    """The jobs' own times on a CPU print with their caveat and decide no claim's word; the headline
+    says how the jobs ran (one after another, or at once), never the other."""
+    for c in a.study.claims:
+        for f in c.findings:
+            if f.effect is not None and not f.effect.measured:
+                assert f.judgement is None or f.judgement.readings is None, f"claim {c.claim.number}: a word read from jobs' times"
+                assert "not a measurement" in out["terminal"], f"claim {c.claim.number}: jobs' times printed without their caveat"
+    speed = next((x for x in items(out["terminal"]) if x.startswith("Speed: not measured")), "")
+    if speed and most_at_once(a.runs) > 1:
+        assert "one after another" not in speed, f"jobs that ran at once said to run one after another: {speed}"
+
+
+def check_not_tested_is_not_outside(a: Analysis, out: dict[str, str]) -> None:
+    """A sweep at the study's own setting is outside no claim's domain: a claim it cannot test lacks variants."""
+    study_setting = (a.runs.device_name == "NVIDIA A100-SXM4-40GB").all() and a.runs.precision.str.startswith("fp16").all()
+    if study_setting and not a.study.ran_none:
+        assert "outside it" not in out["terminal"].split("Reproduced?")[1].split("\n")[0], "the study's own setting said to be outside a claim's domain"
+
+
 def check_jobs_timings_carry_their_caveat(a: Analysis, out: dict[str, str]) -> None:
     """The table's column of the jobs' tokens/s ratio is not a measurement: its header says so."""
     for line in out["report.md"].splitlines():
@@ -199,6 +234,8 @@ INVARIANTS = [
     check_numbers_inside_intervals, check_every_interval_says_its_level, check_the_word_is_the_intervals, check_family_printed_is_adjusted, check_no_p_zero,
     check_no_interval_without_spread_called_different, check_seeds_to_settle_exceed_seeds_run, check_lowest_is_established,
     check_agree_only_on_a_usable_interval, check_set_aside_runs_are_named, check_jobs_timings_carry_their_caveat,
+    check_other_setting_runs_are_set_aside_by_name, check_a_time_that_is_not_a_measurement_decides_nothing,
+    check_not_tested_is_not_outside,
 ]  # fmt: skip
 
 

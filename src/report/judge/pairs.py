@@ -28,6 +28,7 @@ exactly one axis (`pre` vs `post` within each norm), labelled with that axis (`c
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -112,7 +113,13 @@ class Margins(MarginSchema):
 
 def builtin_variants() -> list[str]:
     """The norms normsweep ships: the `norm_type` of each conf/norm/*.yaml (read without torch)."""
-    return sorted(str(OmegaConf.load(p).norm_type) for p in (CONF_DIR / "norm").glob("*.yaml"))
+    return list(_shipped_norms())
+
+
+@functools.cache
+def _shipped_norms() -> tuple[str, ...]:
+    # The package's own YAML files do not change while it runs: read once per process.
+    return tuple(sorted(str(OmegaConf.load(p).norm_type) for p in (CONF_DIR / "norm").glob("*.yaml")))
 
 
 def known_variants() -> list[str]:

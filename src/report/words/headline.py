@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from src.report.judge.speed import norm_shares
+from src.report.judge.study import Reach
 from src.report.read.published import CLAIMS, PRESET
 from src.report.read.table import AXIS_PREFIX
 from src.report.words.common import (
@@ -36,6 +37,7 @@ from src.report.words.common import (
     printed_zero,
     run_counts,
 )
+from src.report.words.jobs import how_jobs_ran
 from src.report.words.numbers import NATS, Units, equivalent_text, estimate_text, settle_text
 from src.report.words.pairs import verdict_text
 from src.report.words.speed import step_time_text
@@ -56,7 +58,6 @@ SHOWN = 4  # variants or pairs named on one line; the rest are counted
 SEEDS_COMMAND = "`make sweep-seeds` (three seeds each) or the sequential sweep (`hydra/sweeper=sequential`: seeds until each pair is decided)"
 STUDY_COMMAND = f"`python -m src.train -m experiment={PRESET}` on A100s"
 CHECK_COMMAND = "`report.speed_rounds=20` on the sweep's command (`experiment=norm_sweep` sets it)"
-UNTESTABLE = (ClaimWord.NOT_APPLICABLE, ClaimWord.NOT_TESTED)
 
 
 def headline(a: Analysis) -> list[str]:
@@ -76,7 +77,7 @@ def _named(items: Sequence[str], sep: str = ", ") -> str:
 def speed_line(a: Analysis) -> str:
     if a.speed_verdicts:
         return _checked_speed(a.speed_verdicts, a.check, a.margins.speed)
-    return ("Speed: not measured: jobs run one after another time the machine's load between jobs, not the norm (their "
+    return (f"Speed: not measured: jobs run {how_jobs_ran(a.runs)} time the machine's load, not the norm (their "
             f"tokens/s is in the table, labelled so); {CHECK_COMMAND} times the variants interleaved in one process.")  # fmt: skip
 
 
@@ -345,26 +346,31 @@ def _how_paired(tested: Sequence[Result], seeds: int) -> str:
 
 
 def reproduced_line(a: Analysis) -> str:
+    """Where the sweep stands with each claim (src.report.judge.study.Reach): tested in its domain, with
+    their words; in its domain but not tested (the variants they need did not run at this setting);
+    outside it, with why. A claim not tested is never counted as outside."""
     study = a.study  # the judgements: the line needs their words, not the section's sentences
     if study.ran_none:
         return f"Reproduced? Not here: {absent_text(study)}"
-    words = {c.claim.number: c.word for c in study.claims} | dict.fromkeys(study.unjudged, ClaimWord.NOT_TESTED)
+    words = {c.claim.number: c.word for c in study.claims}
+    tested, untested, outside = (study.reached(r) for r in (Reach.TESTED, Reach.UNTESTED, Reach.OUTSIDE))
     grouped: dict[ClaimWord, list[int]] = {}
-    for number, word in sorted(words.items()):
-        grouped.setdefault(word, []).append(number)
-    inside = {w: ns for w, ns in grouped.items() if w not in UNTESTABLE}
-    answer = f"{sum(map(len, inside.values()))} of the study's {len(CLAIMS)} claims are in this sweep's domain"
-    answer += f" ({'; '.join(f'{w}: {_claims(ns)}' for w, ns in inside.items())})" if inside else ""
-    outside = [f"{w}: {_claims(ns)}" for w, ns in grouped.items() if w in UNTESTABLE]
-    why = [fact.fact for fact in study.outside_facts()]
-    answer += f"; {'; '.join(outside)}" + (f" ({', '.join(why)})" if why else "") if outside else ""
+    for number in tested:
+        grouped.setdefault(words.get(number, ClaimWord.NOT_TESTED), []).append(number)
+    answer = f"{len(tested)} of the study's {len(CLAIMS)} claims tested in this sweep's domain"
+    answer += f" ({'; '.join(f'{w}: {_claims(ns)}' for w, ns in grouped.items())})" if grouped else ""
+    if untested:
+        missing = sorted({v for n in untested if n in study.unjudged for v in study.unjudged[n][1]})
+        needs = f": {', '.join(missing)} not run at this setting" if missing else ": their variants not run at this setting"
+        answer += f"; {len(untested)} in its domain but not tested here ({_claims(untested)}{needs})"
+    if outside:
+        why = list(dict.fromkeys(fact.fact for n in outside for fact in study.domain_facts.get(n, ())))
+        answer += f"; {len(outside)} outside it ({_claims(outside)}" + (f": {', '.join(why)})" if why else ")")
     after = []
-    if ClaimWord.INCONCLUSIVE in inside:
+    if ClaimWord.INCONCLUSIVE in grouped:
         after.append("the claim lines below say the seeds or rounds that would settle each")
     if outside:
-        # "the rest" only where some claim was tested here; none tested: all of them
-        rest = "the rest" if inside else "them"
-        after.append(f"to test {rest}: {STUDY_COMMAND} (docs/reproducing.md)")
+        after.append(f"to test {'those outside' if tested or untested else 'them'}: {STUDY_COMMAND} (docs/reproducing.md)")
     return f"Reproduced? {answer}" + (f"; {'; '.join(after)}" if after else "") + "."
 
 

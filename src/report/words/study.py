@@ -380,10 +380,14 @@ def open_question(c: ClaimResult) -> str:
         if not q.variants:
             return lead + cannot + "no variant of it ran at the study's setting, so there is no seed spread to measure here."
         return lead + cannot + f"{'one seed' if q.most_seeds == 1 else 'no finished run'} per variant shows no seed spread here; ≥2 seeds (seed=0,1,2) measure it."
-    gaps = " and ".join(f"{_named(p)}{p.published(LOSS):+.4f} = {abs(p.published(LOSS)) / (math.sqrt(2) * q.sd):.1f}" for p in c.claim.parts)
-    spread = (f"one run's test loss varies over seeds by SD {q.sd:.4f} nats here (pooled over {len(q.variants)} variants, {q.df} df), "
-              f"so a gap between two single runs of different seeds spreads √2·SD = {math.sqrt(2) * q.sd:.4f}; the study's "
-              f"single-seed gaps are {gaps} such SDs")  # fmt: skip
+    pooled = f"pooled over {len(q.variants)} variants, {q.df} df"
+    if q.sd > 0:
+        gaps = " and ".join(f"{_named(p)}{p.published(LOSS):+.4f} = {abs(p.published(LOSS)) / (math.sqrt(2) * q.sd):.1f}" for p in c.claim.parts)
+        spread = (f"one run's test loss varies over seeds by SD {q.sd:.4f} nats here ({pooled}), so a gap between two "
+                  f"single runs of different seeds spreads √2·SD = {math.sqrt(2) * q.sd:.4f}; the study's single-seed gaps "
+                  f"are {gaps} such SDs")  # fmt: skip
+    else:  # every seed gave one variant the same loss: no seed spread to hold the study's gaps against
+        spread = f"one run's test loss is the same on every seed here ({pooled}): no seed spread to set the study's single-seed gaps against"
     effects = [f for f in c.findings if f.readings is not None]
     shows = "; ".join(f"{_named(f.part)}{part_figure(f)}" for f in effects) or "no paired effect with an interval"
     if off:
