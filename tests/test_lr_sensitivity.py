@@ -7,7 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from src.report.judge.stability import by_learning_rate, initial_losses, lr_sensitivity, sentences
+from src.report.judge.stability import by_learning_rate, initial_losses, lr_sensitivity
+from src.report.words.stability import sentences
 
 LRS = (1e-4, 1e-3, 1e-2)
 START = 10.8

@@ -21,6 +21,7 @@ from src.report.render.html import html_page
 from src.report.render.markdown import _verdict, markdown_page
 from src.report.render.sections import Output, Pairs, Study, blocks
 from src.report.render.terminal import terminal_text
+from src.report.words import sequential
 from src.report.words.pairs import section_sentences
 
 
@@ -48,7 +49,7 @@ def test_the_page_the_terminal_and_the_verdict_say_each_sections_words() -> None
         for item in b.items:
             assert f"- {item}" in md and f"<li>{html.escape(item)}</li>" in page
     # Each pair's sentence and each sequential verdict on the terminal and in the verdict that has room.
-    said = [*section_sentences(a), *(v.sentence() for v in a.sequential)]
+    said = [*section_sentences(a), *(sequential.sentence(v) for v in a.sequential)]
     assert len(said) > 2
     for sentence in said:
         assert _words(sentence) in text and f"- {sentence}" in full

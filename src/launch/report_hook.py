@@ -90,7 +90,7 @@ class SweepReport(Callback):
             report_folder,
             terminal_text,
         )
-        from src.report.render.terminal import links_text
+        from src.report.render.terminal import links_text, ui_links
 
         rounds = int(OmegaConf.select(config, "report.speed_rounds", default=0) or 0)
         measuring = time.perf_counter()
@@ -115,7 +115,7 @@ class SweepReport(Callback):
         print(f"\nreport written to {analysis.files[0].parent}", flush=True)
         from src.tracking.ui_view import ui_base
 
-        print(links_text("in the MLflow UI (make ui):", analysis.ui_links(ui_base(config.logger))), flush=True)
+        print(links_text("in the MLflow UI (make ui):", ui_links(analysis, ui_base(config.logger))), flush=True)
         self._time_split(config, measuring)
 
     @staticmethod

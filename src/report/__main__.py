@@ -26,7 +26,7 @@ from src.report import ReportError, analyze, generate_report, report_folder, ter
 from src.report.commands.status import status_text
 from src.report.judge.pairs import Margins, default_margin, reference_setting, settings
 from src.report.read.runs import open_store
-from src.report.render.terminal import links_text
+from src.report.render.terminal import links_text, ui_links
 from src.tracking.store_uri import StoreError, redact_uri
 from src.tracking.sweep import JOBS_FILE, STALE_AFTER_S, running_sweep
 from src.tracking.tags import HOST_TAG, PID_TAG
@@ -174,7 +174,7 @@ def report(args: argparse.Namespace) -> int:
     )  # fmt: skip
     print(terminal_text(analysis))
     print(f"\nwritten to {out}")
-    print(links_text("in the MLflow UI (python -m src.ui):", analysis.ui_links(ui_base(cfg.logger))))
+    print(links_text("in the MLflow UI (python -m src.ui):", ui_links(analysis, ui_base(cfg.logger))))
     return cli.OK
 
 

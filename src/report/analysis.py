@@ -37,7 +37,6 @@ from src.report.read.table import summarize
 from src.tracking.store import Store
 from src.tracking.sweep import STALE_AFTER_S
 from src.tracking.tags import RESULT_OUTCOMES, RUNNING
-from src.tracking.ui_view import ui_link
 from src.tracking.variants import Axis
 
 __all__ = ["Analysis", "ReportError", "analyze"]
@@ -68,11 +67,6 @@ class Analysis:
     code_note: str = ""  # the runs come from more than one code (src.report.read.provenance)
     sequential: list[SequentialVerdict] = field(default_factory=list)  # a sequential sweep's verdicts
     study: StudySection = field(default_factory=StudySection)  # against the published study, judged (src.report.words.study writes it)
-
-    def ui_links(self, base: str) -> list[str]:
-        """Where to look in the MLflow UI at `base`: the sweep run (its verdict), then every run."""
-        links = [f"the sweep's verdict: {ui_link(base, self.experiment_id, self.report_run_id)}"] if self.report_run_id else []
-        return [*links, f"every run, grouped by variant: {ui_link(base, self.experiment_id)}"]
 
     @property
     def kernels(self) -> bool:

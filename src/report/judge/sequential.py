@@ -41,12 +41,6 @@ class SequentialVerdict:
     def label(self) -> str:
         return self.verdict.label
 
-    def sentence(self) -> str:
-        where = f"at look {self.look}" if self.look is not None else "not settled when the sweep stopped"
-        size = f"{self.detectable:.0%}" if self.metric == "tokens_per_sec" else f"{self.detectable:.2g}"  # speed: relative
-        least = f"; the budget detects |Δ| ≥ {size}" if math.isfinite(self.detectable) and self.verdict in OPEN else ""
-        return f"{self.pair} ({self.metric}): {self.label} {where}, {self.seeds} seeds per variant, level spent {self.spent:.2g}{least}"  # fmt: skip
-
 
 def verdicts_of(looks: Sequence[Mapping[str, Any]]) -> list[SequentialVerdict]:
     """Each comparison's standing at the sweep's last look."""
@@ -84,7 +78,3 @@ def with_verdicts(comparisons: pd.DataFrame, verdicts: Sequence[SequentialVerdic
     merged["decided_at_look"] = merged["decided_at_look"].astype("Int64")
     merged["seeds_used"] = merged["seeds_used"].astype("Int64")
     return merged
-
-
-def heading() -> str:
-    return "Seeds per verdict (the sequential sweep's own decisions, error-controlled over its looks)"

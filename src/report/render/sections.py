@@ -10,9 +10,8 @@ from enum import StrEnum
 
 from src.core.terminal import WIDTH
 from src.report.analysis import Analysis
-from src.report.judge.sequential import heading as sequential_heading
-from src.report.judge.stability import sentences as stability_sentences
 from src.report.judge.study import HEADING as STUDY_HEADING
+from src.report.words import sequential, stability
 from src.report.words.headline import HEADING as HEADLINE
 from src.report.words.headline import headline
 from src.report.words.pairs import heading, nothing_to_compare, section_sentences
@@ -54,7 +53,6 @@ class Block:
 
 
 PAIRS_HEADING = "Is it more than seed noise? Paired comparisons"
-STABILITY_HEADING = "Learning-rate stability"
 VERDICT_TABLE = "Per variant (mean ± 95% CI over finished seeds)"
 
 
@@ -69,9 +67,9 @@ def blocks(a: Analysis, output: Output, width: int = WIDTH, pairs: Pairs = Pairs
     found += [Block(lead=a.code_note)] if a.code_note and not verdict else []
     found.append(_pairs(a, output, pairs))
     if a.sequential:
-        found.append(Block(sequential_heading(), items=[v.sentence() for v in a.sequential], listed=True))
+        found.append(Block(sequential.HEADING, items=[sequential.sentence(v) for v in a.sequential], listed=True))
     if a.stability is not None and not verdict:
-        found.append(Block(STABILITY_HEADING if page else "", items=stability_sentences(a.stability, a.sensitivity)))
+        found.append(Block(stability.HEADING if page else "", items=stability.sentences(a.stability, a.sensitivity)))
     if a.superseded and terminal:
         found.append(Block(lead=f"({a.superseded} other runs of a config run more than once were left out: its latest result counts.)"))
     return [*found, _study(a, output, width, study)]

@@ -10,6 +10,7 @@ from src.core.tables import text_table
 from src.core.terminal import WIDTH, fit
 from src.report.analysis import Analysis
 from src.report.render.sections import Output, blocks
+from src.tracking.ui_view import ui_link
 
 
 def terminal_text(analysis: Analysis, width: int = WIDTH) -> str:
@@ -21,6 +22,12 @@ def terminal_text(analysis: Analysis, width: int = WIDTH) -> str:
         lines += [text_table(*b.table, width=width)] if b.table else []
         lines += [f"  {s}" if b.listed else s for s in b.items]
     return "\n".join(fit(lines, width))
+
+
+def ui_links(a: Analysis, base: str) -> list[str]:
+    """Where to look in the MLflow UI at `base`: the sweep run (its verdict), then every run."""
+    links = [f"the sweep's verdict: {ui_link(base, a.experiment_id, a.report_run_id)}"] if a.report_run_id else []
+    return [*links, f"every run, grouped by variant: {ui_link(base, a.experiment_id)}"]
 
 
 def links_text(title: str, links: list[str], width: int = WIDTH) -> str:
