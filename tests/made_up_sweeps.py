@@ -1,12 +1,12 @@
 """Made-up sweeps for the report's property tests (tests/test_report_properties.py): hypothesis
 strategies that draw a sweep as src.report.read.runs reads it (one row per run) and a speed check as
-`python -m src.bench variants` writes it (variants.json), and which `tests/test_report_properties.py` takes through
-the report's real path (`src.report.analysis.assemble`, then the words) without MLflow.
+`python -m src.bench variants` writes it (variants.json); the property test takes each through the
+report's real path (`src.report.analysis.assemble`, then the words), without MLflow.
 
 What varies is what a real sweep can hold: built-in and user norms, 1-12 seeds per variant with gaps
 and unequal sets, failed and diverged runs, bit-identical and near-identical implementations, spreads
-from none to large, the CPU default or the study's own setting, an init or a precision axis, and a speed check of 2
-to 40 rounds (its whole steps as few as 2).
+from none to large, the CPU default or the study's own setting, an init or a precision axis, a speed
+check of 2 to 40 rounds (its whole steps as few as 2), and a sequential sweep's decisions.
 """
 
 from __future__ import annotations
@@ -19,7 +19,11 @@ import numpy as np
 import pandas as pd
 from hypothesis import strategies as st
 
+from src.report.judge.pairs import comparison_pairs
+from src.report.judge.sequential import SequentialVerdict
 from src.report.read.table import AXIS_PREFIX
+from src.stats.pairs import pair_label
+from src.stats.verdicts import SequentialWord
 from src.tracking.variants import Axis
 
 BUILT_INS = ("hand_layernorm", "torch_layernorm", "hand_rmsnorm", "torch_rmsnorm", "no_norm")
@@ -48,6 +52,7 @@ class MadeUp:
     runs: pd.DataFrame
     check: dict[str, Any] = field(default_factory=dict)
     axes: tuple = ()
+    sequential: list[SequentialVerdict] = field(default_factory=list)
 
     @property
     def seeds_per_variant(self) -> int:
@@ -124,7 +129,24 @@ def speed_checks(draw: st.DrawFn, variants: list[str]) -> dict[str, Any]:
 
 
 @st.composite
+def sequential_decisions(draw: st.DrawFn, runs: pd.DataFrame) -> list[SequentialVerdict]:
+    """A sequential sweep's decisions (its looks' JSON, as the report reads them), on some of its pairs."""
+    if not draw(st.booleans()):
+        return []
+    most = int(runs.groupby("variant").size().max())
+    found = []
+    for a, b, _ in comparison_pairs(runs):
+        if draw(st.booleans()):
+            word = draw(st.sampled_from(list(SequentialWord)))
+            look = None if word in (SequentialWord.UNDECIDED, SequentialWord.UNDECIDABLE) else draw(st.integers(1, 4))
+            found.append(SequentialVerdict(pair_label(a, b), "test_loss", word, look, most, draw(st.sampled_from((0.01, 0.049))),
+                                           draw(st.sampled_from((math.nan, 0.004)))))  # fmt: skip
+    return found
+
+
+@st.composite
 def sweeps(draw: st.DrawFn) -> MadeUp:
     made = draw(runs_frames())
     made.check = draw(speed_checks([v for v in dict.fromkeys(made.runs.variant)]))
+    made.sequential = draw(sequential_decisions(made.runs))
     return made

@@ -43,7 +43,8 @@ def _fewer_resamples(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def analysis_of(made: MadeUp) -> Analysis:
     """What `src.report.analyze` makes of these runs and this check (`assemble`), without an MLflow store."""
-    return assemble(made.runs, made.axes, made.check, Margins(), experiment="made-up", tracking_uri="sqlite://")
+    return assemble(made.runs, made.axes, made.check, Margins(), sequential=made.sequential, experiment="made-up",
+                    tracking_uri="sqlite://")  # fmt: skip
 
 
 def outputs(a: Analysis) -> dict[str, str]:
