@@ -87,7 +87,7 @@ def test_seed_sets_that_share_none_are_said_unpaired() -> None:
     r = _pair(analysis, "hand_layernorm", "torch_layernorm")
     assert r.primary.test == "welch"
     loss, real = loss_line(analysis), real_line(analysis)
-    assert "no seed finished by every variant" in loss and "unpaired (Welch: seed sets differ), n = 5 and 5" in loss, loss
+    assert "no seed finished by every variant" in loss and "unpaired (Welch: seed sets differ), n = 5 vs 5" in loss, loss
     assert "paired" not in real.replace("unpaired", ""), real
     assert "1 pair(s) unpaired (Welch: seed sets differ)" in real
 
@@ -176,7 +176,7 @@ def test_uneven_seeds_where_the_shared_seed_and_welch_disagree_name_no_contradic
     loss = loss_line(analysis)
     gap, text = _gap_text(r, "torch_layernorm")
     assert loss.startswith("Loss: lowest test loss torch_layernorm 3.5480 (over its 5 finished seeds: only one seed finished by every variant)"), loss
-    assert f"then hand_layernorm {text} (unpaired (Welch: seed sets differ), n = 5 and 5)" in loss, loss
+    assert f"then hand_layernorm {text} (unpaired (Welch: seed sets differ), n = 5 vs 5)" in loss, loss
     assert "lowest test loss hand_layernorm" not in loss and "-0." not in loss.split("then")[1]  # no gap contradicts the lowest
     assert r.decision.low <= -gap <= r.decision.high and gap > 0
     _lowest_is_established(analysis)

@@ -274,8 +274,8 @@ def test_zoo_is_grouped_by_family_and_compares_dyt(client: MlflowClient, store: 
     assert list(table.family) == ["layernorm"] * 3 + ["dyt"] * 2 + ["scalenorm", "none"]
     compared = {(c.a, c.b) for c in analysis.comparisons}
     assert {("torch_layernorm", "dyt"), ("dyt", "fast_dyt"), ("torch_layernorm", "scalenorm")} <= compared
-    assert "fast_dyt vs dyt (paired by seed, n = 2)" in terminal_text(analysis)
-    assert "dyt vs torch_layernorm (paired by seed, n = 2)" in terminal_text(analysis)
+    assert "fast_dyt vs dyt (paired over 2 seeds)" in terminal_text(analysis)
+    assert "dyt vs torch_layernorm (paired over 2 seeds)" in terminal_text(analysis)
     speed = table.set_index("variant").speed_vs_hand
     assert speed["fast_dyt"] == pytest.approx(1010.5 / 1000.5) and math.isnan(speed["no_norm"])
     assert analysis.stability is None  # one learning rate
@@ -409,8 +409,8 @@ def test_paired_comparisons_by_hand(client: MlflowClient, store: dict[str, str],
     family = csv[csv.test != "paired_bootstrap"]
     assert (family.p_holm.dropna() >= family.p.dropna().loc[family.p_holm.dropna().index]).all()
     text = terminal_text(analysis)
-    assert "torch_layernorm vs hand_layernorm (paired by seed, n = 3, 1 run(s) without a partner left out)" in text
-    assert "hand_rmsnorm vs hand_layernorm (unpaired (Welch; seed sets differ), n = 2 vs 4)" in text
+    assert "torch_layernorm vs hand_layernorm (paired over 3 seeds, 1 run(s) without a partner left out)" in text
+    assert "hand_rmsnorm vs hand_layernorm (unpaired (Welch: seed sets differ), n = 2 vs 4)" in text
 
 
 def test_an_experiment_name_with_separators_stays_inside_the_reports_folder(
@@ -548,7 +548,7 @@ def test_cli_on_real_runs(tiny_sweep: TinySweep, tmp_path: Path, capsys: pytest.
     args = ["--experiment-name", EXPERIMENT, "--tracking-uri", tiny_sweep.uri, "--out", str(tmp_path), "--no-summary-run"]
     assert report_main(args) == 0
     out = capsys.readouterr().out
-    assert "hand_layernorm" in out and "torch_layernorm vs hand_layernorm (paired by seed, n = 2)" in out
+    assert "hand_layernorm" in out and "torch_layernorm vs hand_layernorm (paired over 2 seeds)" in out
     assert (tmp_path / "table.csv").exists() and (tmp_path / "speed.png").stat().st_size > 0
     # comparisons.csv is computed from MLflow's numbers: the per-seed differences, averaged.
     csv = pd.read_csv(tmp_path / "comparisons.csv").set_index(["pair", "metric", "test"])

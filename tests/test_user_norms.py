@@ -68,7 +68,7 @@ def test_user_norm_swept_judged_and_tied_to_its_code(tmp_path: Path) -> None:
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-3000:]
     assert out.count(" ok | ") == 4, out[-3000:]  # every run finished
-    assert "my_norm vs torch_rmsnorm (paired by seed, n = 2): test loss" in out  # compared
+    assert "my_norm vs torch_rmsnorm (paired over 2 seeds): test loss" in out  # compared
     speed = [line for line in out.splitlines() if line.startswith("my_norm vs torch_rmsnorm: ")]
     assert speed and speed[0].split(": ", 1)[1].split(" ")[0] in {w.value for w in SpeedWord}, out[-3000:]  # its speed verdict
     assert "my_norm fwd=" in out  # its dispatched kernels recorded

@@ -118,7 +118,7 @@ def test_a_placement_sweep_reports_four_variants_and_the_four_one_axis_compariso
         said = _sentences(text)
         assert set(said) == set(ONE_AXIS_PAIRS)
         for pair, axis in ONE_AXIS_PAIRS.items():
-            assert f"({axis}; paired by seed, n = 3)" in said[pair]
+            assert f"({axis}; paired over 3 seeds)" in said[pair]
             assert "test loss " in said[pair] and "Δ " in said[pair]
     table = pd.read_csv(sweeps.root / "reports" / "placement" / "table.csv")
     assert list(table.variant) == VARIANTS and list(table.finished) == [3] * 4
@@ -220,7 +220,7 @@ def test_an_axis_normsweep_does_not_know_is_compared_too(sweeps: Sweeps) -> None
     assert "weight_decay=0.1 " in out and "weight_decay=0.0 " in out
     said = _sentences(out)
     assert list(said) == ["weight_decay=0.0 vs weight_decay=0.1"]
-    assert "(optim.weight_decay; paired by seed, n = 2)" in said["weight_decay=0.0 vs weight_decay=0.1"]
+    assert "(optim.weight_decay; paired over 2 seeds)" in said["weight_decay=0.0 vs weight_decay=0.1"]
     # The seed sweep's runs were tagged by norm; the report re-tags them with what now varies.
     client = MlflowClient(sweeps.uri)
     runs = client.search_runs([client.get_experiment_by_name("decay").experiment_id], "tags.norm = 'torch_layernorm'")

@@ -21,6 +21,12 @@ def printed_zero(x: float) -> bool:
     return NATS(x) == NATS(0.0)
 
 
+def how_paired(paired: bool, n: int, n_a: int = 0, n_b: int = 0) -> str:
+    """How a difference over seeds was measured, the one phrasing of it: `paired over 3 seeds`, or
+    `unpaired (Welch: seed sets differ), n = 2 vs 3` (b's runs, then a's)."""
+    return f"paired over {n} seeds" if paired else f"unpaired (Welch: seed sets differ), n = {n_b} vs {n_a}"
+
+
 def run_counts(runs: pd.DataFrame) -> str:
     """One variant's runs and how they ended: `3 runs: 1 finished, 2 diverged`, `3 runs, all finished`, `1 run`."""
     n = len(runs)

@@ -33,6 +33,7 @@ from src.report.read.table import AXIS_PREFIX
 from src.report.words.common import (
     DECIMALS,
     ONE_RUN_EACH,
+    how_paired,
     one_run_each,
     printed_zero,
     run_counts,
@@ -257,7 +258,7 @@ def _gap(judged: Sequence[Result], runs: pd.DataFrame, first: str, other: str, p
         tie = _printed_tie(plain)
         return Gap(name(other), plain, f"{name(other)} {NATS(plain)}", _no_interval(r, runs, first, other, name), Order.TIED if tie else Order.OPEN, tie)
     i, d, sign = r.primary, r.decision, (1 if r.a == first else -1)  # shown as the other's loss minus the first's
-    how = f"paired over {i.n} seeds" if i.test == "paired_t" else f"unpaired (Welch: seed sets differ), n = {r.n_a} and {r.n_b}"
+    how = how_paired(i.test == "paired_t", i.n, r.n_a, r.n_b)
     gap = sign * i.diff
     low, high = sorted((sign * d.low, sign * d.high))  # the interval the word was read from
     # A difference shown never prints as +0.0000 (the writer widens the decimals); one not shown may.

@@ -20,6 +20,7 @@ import pandas as pd
 
 from src.report.judge.pairs import METRICS, NO_NORM, Result, Unmatched, family_of
 from src.report.judge.sequential import with_verdicts
+from src.report.words.common import how_paired
 from src.report.words.numbers import (
     NATS,
     RELATIVE,
@@ -113,10 +114,7 @@ def clause(r: Result) -> str:
 
 def how_tested(first: Result, left_out: int) -> str:
     """How a pair was tested: paired by seed or Welch's, its n, the runs left out, the axis."""
-    if first.primary.test == "welch":
-        how = f"unpaired (Welch; seed sets differ), n = {first.n_b} vs {first.n_a}"
-    else:
-        how = f"paired by seed, n = {first.primary.n}"
+    how = how_paired(first.primary.test != "welch", first.primary.n, first.n_a, first.n_b)
     how += f", {left_out} run(s) without a partner left out" if left_out else ""
     return f"{first.axis}; {how}" if first.axis else how
 

@@ -44,6 +44,7 @@ from src.report.read.published import (
     StudyClaim,
     table_effect,
 )
+from src.report.words.common import how_paired
 from src.report.words.jobs import AT_ONCE, NOT_A_MEASUREMENT, jobs_ran
 from src.report.words.numbers import (
     NATS,
@@ -144,8 +145,8 @@ def measured_by(e: Effect) -> str:
         return f"speed check, {e.interval.n} kernel rounds"
     caveat = f"; {timing_caveat(e.timing)}" if not e.measured else ""
     if e.interval.test == "welch":
-        return f"unpaired (Welch), n = {e.sizes[1]} vs {e.sizes[0]}{caveat}"
-    return (f"paired over {e.interval.n} seeds" if e.interval.n > 1 else "one run each") + caveat
+        return how_paired(False, 0, *e.sizes) + caveat
+    return (how_paired(True, e.interval.n) if e.interval.n > 1 else "one run each") + caveat
 
 
 def unmeasured_text(f: Finding) -> str:
