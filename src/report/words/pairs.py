@@ -21,6 +21,7 @@ import pandas as pd
 from src.report.judge.pairs import METRICS, NO_NORM, Result, Unmatched, family_of
 from src.report.judge.sequential import with_verdicts
 from src.report.words.common import how_paired
+from src.report.words.jobs import how_jobs_ran
 from src.report.words.numbers import (
     NATS,
     RELATIVE,
@@ -161,7 +162,7 @@ def heading(a: Analysis) -> str:
     return (
         f"Test loss, paired by seed (Welch where seed sets differ); equivalence by TOST within ±{a.margins.test_loss:g} nats "
         f"(its 90% interval printed beside it); Holm-adjusted over {over}; speed is the "
-        "speed check's, not the jobs' tokens/s (run one after another, in the table)"
+        f"speed check's, not the jobs' tokens/s (run {how_jobs_ran(a.runs)}, in the table)"
     )
 
 
@@ -194,7 +195,7 @@ def speed_sentences(a: Analysis) -> list[str]:
     return [
         f"Speed, measured by interleaving the variants' training steps in one process (python -m src.bench "
         f"variants; step speed vs {REFERENCE_VARIANT}, median and 95% interval): {'; '.join(cells)}.{share} "
-        "It replaces the tokens/s ratios of jobs run one after another, which measure the machine's load."
+        f"It replaces the tokens/s ratios of jobs run {how_jobs_ran(a.runs)}, which measure the machine's load."
     ]
 
 
