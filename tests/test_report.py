@@ -123,7 +123,7 @@ def test_single_seed_table_matches_the_study(client: MlflowClient, store: dict[s
     glance = text.split("\n\n")[1].splitlines()
     assert glance[0] == f"{HEADLINE}:" and 1 < len(glance) <= 6, glance
     speed, loss, real, reproduced = (line.strip() for line in glance[1:])
-    assert speed.startswith("Speed: not measured: jobs run one after another") and "report.speed_rounds=20" in speed
+    assert speed.startswith("Speed: not measured: the jobs, run one after another") and "report.speed_rounds=20" in speed
     # One run each: the lower mean is printed, never called the lowest (no pair could test it).
     assert loss.startswith("Loss: lowest test loss undecided: torch_layernorm 3.5712 (the one seed every variant here finished); against it torch_rmsnorm +0.0012")
     assert "(one run each: no interval)" in loss and loss.endswith("no_norm diverged (1/1 runs, step 530).")

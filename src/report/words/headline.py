@@ -78,7 +78,7 @@ def _named(items: Sequence[str], sep: str = ", ") -> str:
 def speed_line(a: Analysis) -> str:
     if a.speed_verdicts:
         return _checked_speed(a.speed_verdicts, a.check, a.margins.speed)
-    return (f"Speed: not measured: jobs run {how_jobs_ran(a.runs)} time the machine's load, not the norm (their "
+    return (f"Speed: not measured: the jobs, run {how_jobs_ran(a.runs)}, time the machine's load, not the norm (their "
             f"tokens/s is in the table, labelled so); {CHECK_COMMAND} times the variants interleaved in one process.")  # fmt: skip
 
 
