@@ -42,7 +42,7 @@ class Timing(StrEnum):
 
     CHECK = "check"  # the speed check's interleaved rounds: the variants in turn in one process
     OWN_DEVICE = "own device"  # the jobs, each on its own GPU, as the study timed its runs
-    # The jobs' own times on a CPU time the machine's load as much as the norm (docs/architecture.md:
+    # The jobs' own times on a CPU time the machine's load as much as the norm (the design notes' pitfalls:
     # the same machine gave 566 and 1,485 tokens/s minutes apart), whether one after another or at once
     # (src.report.words.jobs says which).
     ONE_AFTER_ANOTHER = "one after another"
