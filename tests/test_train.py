@@ -165,7 +165,7 @@ def test_experiment_config_runs_the_sweep(tiny_overrides: list[str], store: dict
     for n in "1237":
         assert "→ outside its domain: CPU run" in claims[n] and re.search(r"\(speed check, \d+ kernel rounds\)", claims[n])
     for n in "45":
-        assert "(paired over 2 seeds" in claims[n] and "tokens per parameter" in claims[n]  # ", all alike: no interval)" if no spread
+        assert "(paired over 2 seeds" in claims[n] and "tokens per parameter" in claims[n]  # ", every seed alike: no interval)" if no spread
     assert "This sweep cannot settle it" in section and "In fp32 the hand-rolled and built-in norms compute the same function" in section
     assert "2/2 runs finished" in claims["6"]
     assert (tmp_path / "reports" / "norm_sweep" / "claims.png").is_file()  # the forest plot, from the real sweep (tiny_overrides' reports_dir)

@@ -254,23 +254,23 @@ def _alike(seeds: int, loss: dict[str, float]) -> dict[int, object]:
         # Five equal signs give a sign-flip p of 1/16 at best: nothing shown at the family's level, and no
         # zero-width "interval" standing in for one (it once read the study's size as met, exactly).
         (5, {"torch_layernorm": -0.0242}, 5, ClaimWord.INCONCLUSIVE,
-         "all 5 seeds moved by exactly -0.0242: no spread, so no interval; sign-flip p = 0.062, not below the family's {alpha:.2g}: "
+         "every one of 5 seeds moved by exactly -0.0242: no spread, so no interval; sign-flip p = 0.062, not below the family's {alpha:.2g}: "
          "about {settle} seeds would settle it"),
         # Twelve show the direction; the size is not tested on a zero-width interval (it once read "reproduced").
         (12, {"torch_layernorm": -0.0242}, 5, ClaimWord.PARTLY,
-         "the study's direction (all 12 seeds moved by exactly -0.0242: no spread, so no interval; sign-flip p = 0.00049): "
+         "the study's direction (every one of 12 seeds moved by exactly -0.0242: no spread, so no interval; sign-flip p = 0.00049): "
          "no interval to hold against its -0.0242"),
         (12, {"torch_layernorm": 0.012}, 5, ClaimWord.NOT_REPRODUCED,
-         "the opposite direction (all 12 seeds moved by exactly +0.0120: no spread, so no interval; sign-flip p = 0.00049)"),
+         "the opposite direction (every one of 12 seeds moved by exactly +0.0120: no spread, so no interval; sign-flip p = 0.00049)"),
         (12, {"torch_layernorm": 0.0}, 5, ClaimWord.NOT_REPRODUCED,
-         "equivalent to zero within ±0.01 nats, where the study has -0.0242 (all 12 seeds moved by exactly +0.0000: no spread, "
+         "equivalent to zero within ±0.01 nats, where the study has -0.0242 (every one of 12 seeds moved by exactly +0.0000: no spread, "
          "so no interval; sign-flip p = 0.00049)"),
         # An equivalence: shown within the margin, its closeness to the study's ±0.0065 not tested.
         (12, {"hand_rmsnorm": 0.001}, 4, ClaimWord.PARTLY,
-         "equivalent within ±0.01 nats (a difference of +0.0010 remains) (all 12 seeds moved by exactly +0.0010: no spread, "
+         "equivalent within ±0.01 nats (a difference of +0.0010 remains) (every one of 12 seeds moved by exactly +0.0010: no spread, "
          "so no interval; sign-flip p = 0.00049): no interval to hold against the study's ±0.0065"),
         (12, {"hand_rmsnorm": 0.012}, 4, ClaimWord.NOT_REPRODUCED,
-         "they differ by ±0.01 nats or more (a bound itself is a difference that matters) (all 12 seeds moved by exactly "
+         "they differ by ±0.01 nats or more (a bound itself is a difference that matters) (every one of 12 seeds moved by exactly "
          "+0.0120: no spread, so no interval; sign-flip p = 0.00049)"),
     ],
 )
@@ -287,5 +287,5 @@ def test_a_claim_whose_every_seed_moved_alike_reads_the_sign_flip_bound_and_no_s
 
 def test_the_open_question_does_not_call_equal_signs_an_interval() -> None:
     claim = next(c for c in _alike(12, {"torch_layernorm": -0.0242}).claims if c.claim.number == 5)
-    assert open_question(claim).endswith("-0.0242 nats (paired over 12 seeds, all alike: no interval): real at this setting "
+    assert open_question(claim).endswith("-0.0242 nats (paired over 12 seeds, every seed alike: no interval): real at this setting "
                                 "(shown for every part, by its interval or its equal signs), so the edge is not seed noise alone.")  # fmt: skip

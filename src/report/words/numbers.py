@@ -67,14 +67,21 @@ def alike_text(per: str = "seed") -> str:
     return f"every {per} alike: no interval"
 
 
+def moved_alike(n: int, per: str, moved: str, exactly: bool = True) -> str:
+    """No spread, said in full: `every one of 3 seeds moved by exactly +0.0020: no spread, so no
+    interval` (`exactly` False: alike to floating-point rounding, src.stats.inference.alike)."""
+    how = f"exactly {moved}" if exactly else f"{moved} (to floating-point rounding)"
+    return f"every one of {n} {per} moved by {how}: no spread, so no interval"
+
+
 def estimate_text(diff: float, low: float, high: float, level: float, units: Units = NATS, spread: bool = True,
                   per: str = "seed") -> str:  # fmt: skip
     """`+0.0013 [+0.0010, +0.0017] (90% interval)`: an estimate, its interval and the interval's level.
     With no spread (`spread` False) or no interval (NaN ends), said in words."""
     if not spread:
-        return f"{units(diff, decimals_for(units, diff))} ({alike_text(per)})"
+        return f"{shown(diff, units)} ({alike_text(per)})"
     if not (math.isfinite(low) and math.isfinite(high)):
-        return f"{units(diff, decimals_for(units, diff))} (no interval)"
+        return f"{shown(diff, units)} (no interval)"
     d = decimals_for(units, diff, low, high)
     if units(low, d) == units(high, d):  # a spread below even the widest decimals: no width to print
         return f"{units(diff, d)} (its {level_text(level)} narrower than the last digit)"
@@ -88,8 +95,10 @@ def interval_only(low: float, high: float, level: float, units: Units = NATS) ->
 
 
 def shown(x: float, units: Units = NATS) -> str:
-    """A figure alone (no interval): at the units' decimals, more where it would print as zero."""
-    return units(x, decimals_for(units, x))
+    """A figure alone (no interval): at the units' decimals, more where it would print as zero (and
+    where even the most would, at the units' own: "+0.00000000" says no more than "+0.0000")."""
+    d = decimals_for(units, x)
+    return units(x, d) if units(x, d) != units(0.0, d) else units(x)
 
 
 # --- tests and what would settle them ------------------------------------------------------------------

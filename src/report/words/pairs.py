@@ -28,6 +28,7 @@ from src.report.words.numbers import (
     Units,
     equivalent_text,
     estimate_text,
+    moved_alike,
     p_text,
     settle_text,
     shown,
@@ -68,10 +69,8 @@ def alike_text(p: Interval, relative: bool) -> str:
     """No spread: every seed moved by the same amount (`exactly` only where the values say so; a spread
     below their resolution, src.stats.inference.alike, reads as none too)."""
     if p.test == "welch":
-        return f"each variant's seeds gave one value, {signed(p.diff, relative)} apart"
-    exactly = "exactly " if p.sd == 0 else ""
-    to_rounding = "" if p.sd == 0 else " (to floating-point rounding)"
-    return f"every one of {p.n} seeds moved by {exactly}{signed(p.diff, relative)}{to_rounding}"
+        return f"each variant's seeds gave one value, {signed(p.diff, relative)} apart: no spread, so no interval"
+    return moved_alike(p.n, "seeds", signed(p.diff, relative), exactly=p.sd == 0)
 
 
 # --- a pair ------------------------------------------------------------------------------------------
@@ -103,7 +102,7 @@ def clause(r: Result) -> str:
         tests = [p_text(r.tost_p, "equivalence p")] if abs(p.diff) < r.margin else []
         tests += [f"{p_text(p.p_value, 'difference p')} ({holm})"] if math.isfinite(p.p_value) else []
         word = verdict_text(r) if r.verdict == PairWord.EQUIVALENT else str(r.verdict)  # the seeds to settle it follow
-        return f"{label} {word} ({alike_text(p, r.relative)}: no spread, so no interval; sign-flip tests: {', '.join(tests)}{settle})"
+        return f"{label} {word} ({alike_text(p, r.relative)}; sign-flip tests: {', '.join(tests)}{settle})"
     stats = f"Δ {estimate_text(p.diff, d.low, d.high, d.level, units(r.relative))}"
     if r.verdict == PairWord.DIFFERENT:
         return f"{label} {r.verdict} ({stats}, {holm})"

@@ -51,11 +51,14 @@ from src.report.words.numbers import (
     POINTS,
     RELATIVE,
     Units,
+    alike_text,
     equivalent_text,
     estimate_text,
+    moved_alike,
     p_text,
     settle_text,
 )
+from src.report.words.numbers import shown as figure
 from src.report.words.speed import step_time_text
 from src.report.words.study_setting import setting_lines, study_table
 from src.report.words.table import DASH
@@ -108,7 +111,7 @@ def units_of(metric: str, contrast: bool = False) -> Units:
 
 def shown(metric: str, x: float, contrast: bool = False) -> str:
     """A value in the study's units (src.report.words.numbers prints it)."""
-    return units_of(metric, contrast)(x)
+    return figure(x, units_of(metric, contrast))
 
 
 def interval_of(f: Finding, contrast: bool) -> str:
@@ -172,7 +175,7 @@ def part_figure(f: Finding) -> str:
     if not e.has_interval:
         return f"{estimate} ({how})"
     if not e.spread:  # a zero-wide interval is none: said so, never printed as [x, x]
-        return f"{estimate} ({how}, all alike: no interval)"
+        return f"{estimate} ({how}, {alike_text(e.per.removesuffix('s'))})"
     return f"{interval_of(f, contrast)} {what} ({how})"
 
 
@@ -230,8 +233,8 @@ def _inside_reason(f: Finding, j: Judgement) -> str:
 def _alike(f: Finding) -> str:
     """With no spread, what the word rests on instead of an interval: n equal signs."""
     e, r = f.effect, f.readings
-    moved = f"all {e.interval.n} {e.per} moved by exactly {shown(f.metric, e.diff, bool(f.part.minus))}"
-    return f"{moved}: no spread, so no interval; {p_text(r.alike_p, 'sign-flip p')}"
+    moved = moved_alike(e.interval.n, e.per, shown(f.metric, e.diff, bool(f.part.minus)), exactly=e.interval.sd == 0)
+    return f"{moved}; {p_text(r.alike_p, 'sign-flip p')}"
 
 
 def interval_reason(f: Finding, j: Judgement) -> str:
