@@ -122,9 +122,9 @@ def team_server() -> Iterator[TeamServer]:
 
 
 @pytest.fixture(scope="session")
-def tiny_sweep(tmp_path_factory: pytest.TempPathFactory, token_cache_dir: Path) -> TinySweep:
+def tiny_sweep(tmp_path_factory: pytest.TempPathFactory, token_cache_dir: Path, store_template: Path) -> TinySweep:
     """Two real multiruns into one experiment (see helpers.build_tiny_sweep), shared by the session."""
-    return build_tiny_sweep(tmp_path_factory.getbasetemp() / "tiny_sweep", token_cache_dir)
+    return build_tiny_sweep(tmp_path_factory.getbasetemp() / "tiny_sweep", token_cache_dir, store_template)
 
 
 @pytest.fixture(scope="session")

@@ -152,9 +152,20 @@ def _multirun(root: Path, cache: Path, name: str, *overrides: str) -> tuple[int,
     return proc.returncode, proc.stdout + proc.stderr
 
 
-def build_tiny_sweep(root: Path, cache: Path) -> TinySweep:
-    """2 norms x 2 seeds, then a multirun of two diverging no_norm jobs, in one experiment."""
+def seeded_store(root: Path, template: Path) -> Path:
+    """root/mlflow.db, a copy of the session's migrated store (conftest's `store_template`): the sweeps
+    that write there skip MLflow's schema migrations (5-10 s a fresh file on two loaded cores), which
+    only the tests of a store's creation need to run."""
+    import shutil
+
     root.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.copyfile(template, root / "mlflow.db"))
+
+
+def build_tiny_sweep(root: Path, cache: Path, template: Path) -> TinySweep:
+    """2 norms x 2 seeds, then a multirun of two diverging no_norm jobs, in one experiment (its store
+    seeded from `template`)."""
+    seeded_store(root, template)
     results = [
         # ...ending with the variants' steps interleaved (2 rounds): the speed the report gives.
         _multirun(root, cache, "normal", "norm=hand_layernorm,torch_layernorm", "seed=0,1", "report.speed_rounds=2",

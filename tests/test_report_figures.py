@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import run_sweep
+from helpers import run_sweep, seeded_store
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.legend import Legend
@@ -164,7 +164,10 @@ def test_no_axis_figure_without_exactly_one_numeric_axis(configs: list[dict[str,
 
 
 @pytest.mark.slow
-def test_a_real_sweep_of_30_learning_rates_writes_readable_figures(token_cache_dir: Path, tmp_path: Path) -> None:
+def test_a_real_sweep_of_30_learning_rates_writes_readable_figures(
+    token_cache_dir: Path, store_template: Path, tmp_path: Path
+) -> None:
+    seeded_store(tmp_path, store_template)  # the figures are the point here, not a store's creation
     out = run_sweep(tmp_path, token_cache_dir, "lr30", "norm=hand_rmsnorm", f"optim.lr={','.join(LRS)}", "optim.min_lr_ratio=0")
     assert "constrained_layout not applied" not in out
     report = tmp_path / "reports" / "lr30"

@@ -139,9 +139,22 @@ def _args(root: Path, cache: Path, store: str) -> list[str]:
     ]  # fmt: skip
 
 
-def _launch(root: Path, *args: str) -> subprocess.Popen[str]:
+# `python -m src.train`, its wait for a restarting server (SERVER_RESTART_S, 20 s) cut to 2 s: for the
+# job whose server is killed for good, the same ride-out then ServerLost, 18 s sooner (the wait itself:
+# tests/test_team_server.py).
+SHORT_RESTART_WAIT = """
+import runpy, sys
+from src.tracking import server_client
+server_client.SERVER_RESTART_S = 2.0
+sys.argv = ["src.train", *sys.argv[1:]]
+runpy.run_module("src.train", run_name="__main__")
+"""
+
+
+def _launch(root: Path, *args: str, short_restart_wait: bool = False) -> subprocess.Popen[str]:
+    entry = ["-c", SHORT_RESTART_WAIT] if short_restart_wait else ["-m", "src.train"]
     return subprocess.Popen(
-        [sys.executable, "-m", "src.train", *args], cwd=root, env=cli_env(), stdout=subprocess.PIPE,
+        [sys.executable, *entry, *args], cwd=root, env=cli_env(), stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )  # fmt: skip
 
@@ -174,16 +187,21 @@ class Killed:
 
 
 @pytest.fixture(scope="module")
-def killed_once(tmp_path_factory: pytest.TempPathFactory, token_cache_dir: Path) -> Iterator[tuple[Path, Killed]]:
+def killed_once(
+    tmp_path_factory: pytest.TempPathFactory, token_cache_dir: Path, store_template: Path
+) -> Iterator[tuple[Path, Killed]]:
     """A sweep job whose `mlflow server` was SIGKILLed after its first checkpoint: made once, kept as
-    a snapshot that each test copies back into place (`killed` below)."""
+    a snapshot that each test copies back into place (`killed` below). The server's SQLite file starts
+    as a copy of the session's migrated store: the server skips MLflow's migrations (seconds)."""
     root = tmp_path_factory.mktemp("killed")
     server = SqliteServer(root / "server", free_port(), free_port())
     server.state_dir.mkdir(parents=True)
+    shutil.copyfile(store_template, server.state_dir / "mlflow.db")
+    assert server.backend_uri == f"sqlite:///{server.state_dir / 'mlflow.db'}"  # the file the server opens
     args = ["-m", *_args(root, token_cache_dir, f"logger.tracking_uri={server.uri}")]
     server.start_mlflow()
     try:
-        proc = _launch(root, *args)
+        proc = _launch(root, *args, short_restart_wait=True)
         first_checkpoint(proc, root)  # step 5
         server.kill_mlflow()
         out, _ = proc.communicate(timeout=300)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import run_sweep, unwrapped
+from helpers import run_sweep, seeded_store, unwrapped
 from mlflow.tracking import MlflowClient
 
 from src.core.paths import ConfigError
@@ -87,8 +87,9 @@ class Sweeps:
 
 
 @pytest.fixture(scope="module")
-def sweeps(tmp_path_factory: pytest.TempPathFactory, token_cache_dir: Path) -> Sweeps:
+def sweeps(tmp_path_factory: pytest.TempPathFactory, token_cache_dir: Path, store_template: Path) -> Sweeps:
     root = tmp_path_factory.mktemp("variants")
+    seeded_store(root, store_template)  # the variants are the point here, not a store's creation
     outputs = {
         "placement": run_sweep(root, token_cache_dir, "placement", *PLACEMENT),
         # The seed alone (at the default weight decay, 0.1), then the weight decay in the same
