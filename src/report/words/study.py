@@ -98,10 +98,6 @@ def _named(part: Part) -> str:
     return f"{part.label} " if part.label else ""
 
 
-def pct(x: float) -> str:
-    return RELATIVE(x)
-
-
 def units_of(metric: str, contrast: bool = False) -> Units:
     """The study's units of a metric: a relative time change, percentage points of two, or nats."""
     if metric == SPEED:
@@ -124,7 +120,7 @@ def published_text(claim: StudyClaim, part: Part) -> str:
     if claim.metric == SPEED:
         if not part.minus:
             return f"{shown(SPEED, value)} training time"
-        gaps = [pct(table_effect(SPEED, str(a), b)) for a, b in ((part.a, part.b), part.minus)]
+        gaps = [RELATIVE(table_effect(SPEED, str(a), b)) for a, b in ((part.a, part.b), part.minus)]
         return f"{shown(SPEED, value, True)} training time (the built-ins' {gaps[0]} less the hand-rolled {gaps[1]})"
     if claim.metric == LOSS:
         return f"{value:+.4f} nats test loss"
