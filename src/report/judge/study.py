@@ -40,7 +40,7 @@ from src.report.judge.study_match import (
     study_values,
 )
 from src.report.read.published import CLAIMS, LOSS, SPEED, STABILITY, STUDY_VARIANTS, Domain, Part, StudyClaim
-from src.report.read.table import AXIS_PREFIX
+from src.report.read.table import AXIS_PREFIX, most_seeds
 from src.stats.inference import ALPHA
 from src.stats.pairs import pair_label
 from src.stats.verdicts import (
@@ -327,11 +327,6 @@ def divergence(part: Part, e: Evidence) -> Divergence:
     return Divergence(b, runs, normalized, counted, short, first, event, most, part.published(STABILITY))
 
 
-def seeds_run(runs: pd.DataFrame) -> int:
-    """The most seeds any variant ran (finished or not)."""
-    return int(runs.groupby("variant").seed.nunique().max()) if len(runs) else 0
-
-
 def event_settle(event: Event, ran: int, alpha: float) -> int:
     """Seeds per variant that would settle claim 6's count: more than the `ran` already run, the counts
     so far kept, each further no_norm run diverging and each further normalized run training through
@@ -358,7 +353,7 @@ def divergence_finding(claim: StudyClaim, part: Part, e: Evidence) -> Finding:
     d = divergence(part, e)
     j = judge_event(d.event, e.alpha, d.most >= d.study_step, normalized=bool(len(d.normalized)), like_for_like=d.like_for_like)
     if j.because == Because.TOO_FEW:
-        j = replace(j, settle=event_settle(d.event, seeds_run(pd.concat([d.runs, d.normalized])), e.alpha))
+        j = replace(j, settle=event_settle(d.event, most_seeds(pd.concat([d.runs, d.normalized])), e.alpha))
     off = tuple(outside(claim.domain, pd.concat([d.runs, d.normalized])))
     # Outside the domain (a CPU collapse at a raised learning rate, say): what it shows at its own setting.
     j = gate(j, bool(off))
@@ -393,8 +388,7 @@ def open_question(claim: StudyClaim, e: Evidence) -> OpenQuestion:
     variants = tuple(str(e.labels[v]) for v in sorted(claim.variants()) if e.labels.get(v))
     sd, df = seed_spread(e.runs, variants)
     runs = e.runs[e.runs.variant.isin(variants)]
-    seeds = runs[runs.outcome == FINISHED].groupby("variant").seed.nunique()
-    return OpenQuestion(variants, sd, df, int(seeds.max()) if len(seeds) else 0, fp32_only(runs), e.margins.test_loss)
+    return OpenQuestion(variants, sd, df, most_seeds(runs[runs.outcome == FINISHED]), fp32_only(runs), e.margins.test_loss)
 
 
 # --- the section ----------------------------------------------------------------------------------------

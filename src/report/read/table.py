@@ -101,6 +101,12 @@ def _stopped_note(runs: pd.DataFrame) -> str:
     return "; ".join(notes)
 
 
+def most_seeds(runs: pd.DataFrame) -> int:
+    """The most distinct seeds any one variant of `runs` has (0 without runs): pass the finished runs
+    alone for the seeds that finished."""
+    return int(runs.groupby("variant").seed.nunique().max()) if len(runs) else 0
+
+
 def summarize(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per variant: mean and 95% CI half-width of each column over its finished runs."""
     rows = []

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 import pandas as pd
 
 from src.report.read.published import SETTING, SPEED, STUDY_CODE, STUDY_VARIANTS, TABLE, table_effect
+from src.report.read.table import most_seeds
 from src.report.words.table import DASH, with_ci
 from src.tracking.identity import INIT_BEFORE_THE_KEY, INIT_KEY
 from src.tracking.tags import FINISHED
@@ -36,8 +37,7 @@ def device_text(runs: pd.DataFrame) -> str:
 
 def seeds_per_variant(runs: pd.DataFrame) -> int:
     """The most finished seeds any variant has (the study: one)."""
-    finished = runs[runs.outcome == FINISHED]
-    return int(finished.groupby("variant").seed.nunique().max()) if len(finished) else 0
+    return most_seeds(runs[runs.outcome == FINISHED])
 
 
 def _span(values: pd.Series, fmt: str) -> str:
