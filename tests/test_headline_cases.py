@@ -22,7 +22,7 @@ from src.report.judge.pairs import Margins, Result, compare
 from src.report.read.published import TABLE
 from src.report.read.table import summarize
 from src.report.words.headline import headline, loss_line, real_line, settings_of
-from src.report.words.numbers import NATS, Units, estimate_text
+from src.report.words.numbers import NATS, NATS_AS_IS, estimate_text
 from src.report.words.pairs import verdict_text
 from src.stats.verdicts import PairWord
 
@@ -40,7 +40,7 @@ def _gap_text(r: Result, best: str) -> tuple[float, str]:
     """The gap of the other variant to `best` as its pair's judgement has it, and its interval as printed."""
     sign = 1 if r.a == best else -1
     low, high = sorted((sign * r.decision.low, sign * r.decision.high))  # the interval the word was read from
-    units = NATS if r.decision.sign else Units(NATS.text, 4, 4)  # a difference shown never prints as +0.0000
+    units = NATS if r.decision.sign else NATS_AS_IS  # a difference shown never prints as +0.0000
     estimate = estimate_text(sign * r.primary.diff, low, high, r.decision.level, units)
     return sign * r.primary.diff, f"{estimate} {verdict_text(r)}"
 

@@ -39,7 +39,7 @@ from src.report.words.common import (
     run_counts,
 )
 from src.report.words.jobs import how_jobs_ran
-from src.report.words.numbers import NATS, Units, equivalent_text, estimate_text, settle_text
+from src.report.words.numbers import NATS, NATS_AS_IS, equivalent_text, estimate_text, settle_text
 from src.report.words.pairs import verdict_text
 from src.report.words.speed import step_time_text
 from src.report.words.study import absent_text
@@ -149,10 +149,11 @@ def settings_of(runs: pd.DataFrame) -> list[Setting]:
 
 
 def loss_line(a: Analysis) -> str:
-    parts = [_setting_loss(a, s) for s in settings_of(a.runs)]
+    settings = settings_of(a.runs)
+    parts = [_setting_loss(a, s) for s in settings]
     if len(parts) == 1:
         return f"Loss: {parts[0]}."
-    return "Loss, per setting (the settings are not pooled): " + "; ".join(f"at {s.label}: {p}" for s, p in zip(settings_of(a.runs), parts, strict=True)) + "."
+    return "Loss, per setting (the settings are not pooled): " + "; ".join(f"at {s.label}: {p}" for s, p in zip(settings, parts, strict=True)) + "."
 
 
 class Order(StrEnum):
@@ -180,11 +181,11 @@ class Gap:
 def _setting_loss(a: Analysis, setting: Setting) -> str:
     runs = a.runs[a.runs.variant.isin(setting.variants)]
     finished = runs[runs.outcome == FINISHED].dropna(subset=["test_loss"])
-    diverged = _diverged(runs, setting)
+    name = _namer(runs, setting)
+    diverged = _diverged(runs, name)
     if not len(finished):
         return "no variant finished" + (f": {diverged}" if diverged else " (every run stopped; the table says where)")
     values = finished.pivot_table(index="seed", columns="variant", values="test_loss", aggfunc="last")
-    name = _namer(runs, setting)
     if values.shape[1] == 1:
         only = str(values.columns[0])
         return f"{name(only)} {values[only].mean():.4f}, the only variant that finished" + (f"; {diverged}" if diverged else "")
@@ -262,8 +263,7 @@ def _gap(judged: Sequence[Result], runs: pd.DataFrame, first: str, other: str, p
     gap = sign * i.diff
     low, high = sorted((sign * d.low, sign * d.high))  # the interval the word was read from
     # A difference shown never prints as +0.0000 (the writer widens the decimals); one not shown may.
-    figure = estimate_text(gap, low, high, d.level, NATS, spread=d.spread) if d.sign else estimate_text(
-        gap, low, high, d.level, Units(NATS.text, DECIMALS, DECIMALS), spread=d.spread)
+    figure = estimate_text(gap, low, high, d.level, NATS if d.sign else NATS_AS_IS, spread=d.spread)
     text = f"{name(other)} {figure} {verdict_text(r)}"
     if d.sign:
         return Gap(name(other), gap, text, how, Order.BELOW if sign * d.sign > 0 else Order.ABOVE)
@@ -287,7 +287,7 @@ def _no_interval(r: Result | None, runs: pd.DataFrame, first: str, other: str, n
     return f"no interval: {r.reason} ({counted})"
 
 
-def _diverged(runs: pd.DataFrame, setting: Setting) -> str:
+def _diverged(runs: pd.DataFrame, name: Callable[[str], str]) -> str:
     """`no_norm diverged (1/1 runs, step 4)`: the variants that diverged, where and how often."""
     out = []
     for variant, group in runs.groupby("variant", sort=False):
@@ -295,7 +295,7 @@ def _diverged(runs: pd.DataFrame, setting: Setting) -> str:
         if len(gone):
             steps = sorted({int(x) for x in gone.stopped_at_step.dropna()})
             at = f", step {'/'.join(f'{x:,}' for x in steps[:3])}" if steps else ""
-            out.append(f"{_namer(runs, setting)(str(variant))} diverged ({len(gone)}/{len(group)} runs{at})")
+            out.append(f"{name(str(variant))} diverged ({len(gone)}/{len(group)} runs{at})")
     return ", ".join(out)
 
 

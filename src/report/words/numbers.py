@@ -39,6 +39,8 @@ NATS = Units(lambda x, d: f"{_zero(x):+.{d}f}", 4, 8)  # a test loss or a gap in
 RELATIVE = Units(lambda x, d: "+∞" if x == math.inf else f"{_zero(x):+.{d}%}", 1, 4)  # a fraction: +0.013 is +1.3%
 LOG_RATIO = Units(lambda x, d: f"{_zero(math.expm1(x)):+.{d}%}", 1, 4)  # a log ratio, as the relative change it is
 FACTOR = Units(lambda x, d: f"{math.exp(x):.{d}f}×", 2, 5)  # a log ratio, as a factor
+# Nats at their own 4 decimals, never widened: a gap no pair tells from zero may print +0.0000 (a tie as printed).
+NATS_AS_IS = Units(NATS.text, NATS.decimals, NATS.decimals)
 POINTS = Units(lambda x, d: f"{_zero(x * 100):+.{d}f} pp", 1, 4)  # a difference of two relative changes
 
 
