@@ -10,7 +10,8 @@ import pandas as pd
 from src.report.words.numbers import NATS
 from src.tracking.tags import FINISHED
 
-ONE_RUN_EACH = "one run each: no interval"
+ONE_RUN = "one run each"  # the phrase, with what it means where it is said
+ONE_RUN_EACH = f"{ONE_RUN}: no interval"
 
 
 DECIMALS = NATS.decimals  # a test-loss figure's printed precision

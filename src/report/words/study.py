@@ -44,7 +44,7 @@ from src.report.read.published import (
     StudyClaim,
     table_effect,
 )
-from src.report.words.common import how_paired
+from src.report.words.common import ONE_RUN, how_paired
 from src.report.words.jobs import AT_ONCE, NOT_A_MEASUREMENT, jobs_ran
 from src.report.words.numbers import (
     NATS,
@@ -78,7 +78,7 @@ from src.tracking.variants import Axis
 ONE_SEED_SHORT = "one seed gives no interval"
 ONE_SEED = f"{ONE_SEED_SHORT} (≥2 seeds do: seed=0,1,2)"
 OWN_READING = "this sweep's own reading at its own setting, not a test of the claim"
-ONE_RUN_SHORT = "one run each: a ratio without an interval"
+ONE_RUN_SHORT = f"{ONE_RUN}: a ratio without an interval"
 ONE_RUN = f"{ONE_RUN_SHORT} (report.speed_rounds or seed=0,1,2 give one)"
 FISHER = "Fisher's exact p"
 MEASURES_IT = "report.speed_rounds=20 times the norms interleaved in one process"

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from src.report.read.table import JOBS_AT_ONCE, METRIC_LABELS, VALUE_COLUMNS
+from src.report.words.common import ONE_RUN
 from src.report.words.jobs import jobs_caveat, jobs_ran
 from src.tracking.variants import REFERENCE_VARIANT, metric_key
 
@@ -49,8 +50,8 @@ def interleaved_cell(ratio: tuple[float, float, float] | None) -> str:
 # The jobs' tokens/s ratio, whatever the seed count, says how the jobs were timed (src.report.words.jobs):
 # one after another it is the machine's load between jobs, at once each other's load; never the norm's.
 JOBS_SPEED_HEADER = "jobs' tokens/s vs hand-rolled ({})"
-ONE_RUN_EACH = "one run each, "  # one seed: not even a spread to read it against
-SEQUENTIAL_SPEED_HEADER = JOBS_SPEED_HEADER.format(ONE_RUN_EACH + jobs_caveat(1))
+ONE_SEED = f"{ONE_RUN}, "  # one seed: not even a spread to read it against
+SEQUENTIAL_SPEED_HEADER = JOBS_SPEED_HEADER.format(ONE_SEED + jobs_caveat(1))
 
 
 # With a speed check, the speed column holds each pair's one estimate (the verdict's), on the row of the
@@ -110,7 +111,7 @@ def display_rows(
         for row in rows:
             row[sequential] = interleaved_cell(interleaved.get(metric_key(row[0])))
     else:
-        one_seed = ONE_RUN_EACH if len(table) and int(table.finished.max()) < 2 else ""
+        one_seed = ONE_SEED if len(table) and int(table.finished.max()) < 2 else ""
         headers[sequential] = JOBS_SPEED_HEADER.format(one_seed + jobs_caveat(_at_once(table)))
     if "norm_code" in table and table.norm_code.astype(bool).any():  # a norm of the user's was swept
         headers.append(USER_NORM_HEADER)
