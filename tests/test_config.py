@@ -218,6 +218,12 @@ RECORDED_FINGERPRINTS = {
     "data=fineweb model.init=gpt2": "2ced1e0ef8e45578",
     "optim.min_lr_ratio=0 optim.tokens_per_param=20 seed=3 model.init=gpt2": "bff7b74bb8c87436",  # ints stay ints
     "": "5f7a44aa039049b9",  # the study's init: another config than any run recorded before model.init
+    # Every shipped norm, as recorded before its YAML named its `_target_` (the identity leaves that out).
+    **{f"norm={norm} model.init=gpt2": fp for norm, fp in (
+        ("hand_layernorm", "530aa24777510508"), ("hand_rmsnorm", "e5f25f155e2e407d"), ("torch_rmsnorm", "1cd23d09748bb930"),
+        ("no_norm", "4dcddc38110bca31"), ("fast_rmsnorm", "45fae4f9e9568b61"), ("torch_layernorm_nobias", "b7eb53051a00c213"),
+        ("layernorm_noaffine", "2445d2afe6409210"), ("scalenorm", "8718268dd841f2ae"), ("dyt", "6406af99a8ed3a84"),
+    )},  # fmt: skip
 }
 
 

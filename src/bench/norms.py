@@ -36,9 +36,10 @@ from src.bench.common import (
 )
 from src.bench.files import cells, default_out_dir, parse_list, write_report
 from src.core import cli
+from src.core.norm_yamls import builtin_variants
 from src.core.paths import ConfigError, compose
 from src.core.tables import markdown_table
-from src.model.norms import DEFAULT_EPS, HandLayerNorm, HandRMSNorm, make_norm, norm_types
+from src.model.norms import DEFAULT_EPS, HandLayerNorm, HandRMSNorm, make_norm
 
 # The identity moves no bytes and normalizes nothing: there is no kernel to measure.
 SKIPPED = {"no_norm": "identity: no kernel, no bytes to move"}
@@ -48,8 +49,8 @@ COPY = "copy"  # the same-size copy reference, timed with the variants of each s
 
 
 def variants() -> list[str]:
-    """Every registry norm (except the identity) plus the torch.compile'd hand-rolled ones."""
-    return [key for key in norm_types() if key not in SKIPPED] + list(COMPILED)
+    """Every shipped norm (except the identity) plus the torch.compile'd hand-rolled ones."""
+    return [key for key in builtin_variants() if key not in SKIPPED] + list(COMPILED)
 
 
 def build(variant: str, width: int, eps: float = DEFAULT_EPS) -> nn.Module:

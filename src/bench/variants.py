@@ -37,12 +37,13 @@ from src.bench.common import synchronize
 from src.bench.files import default_out_dir, write_report
 from src.bench.kernels import clock, cpu_threads, kernel_check, load
 from src.core import cli
+from src.core.norm_yamls import known_variants
 from src.core.paths import ConfigError, preset_norms
 from src.core.progress import PROGRESS_S, STEPS, say
 from src.core.schema import ReportSchema
 from src.core.tables import markdown_table
 from src.model.gpt import GPTModel
-from src.report.judge.pairs import known_variants, pairs_for, settings
+from src.report.judge.pairs import pairs_for, settings
 from src.report.judge.speed import norm_shares
 from src.report.words.speed import speed_lines
 from src.stats.inference import Interval, median_interval

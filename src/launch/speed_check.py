@@ -70,7 +70,7 @@ def bench_command(
     swept = {_key(o) for own in variants.values() for o in own}
     shared = [o for o in jobs[0].get("overrides", []) if all(not o.startswith(p) for p in NOT_FOR_BENCH)]
     shared = [o for o in shared if _key(o) not in swept and f"sweep.{_key(o)}" not in sweep_params(jobs)]
-    from src.report.judge.pairs import builtin_variants  # late: pandas
+    from src.core.norm_yamls import builtin_variants
 
     norms = [o.partition("=")[2] for own in variants.values() for o in own]
     if swept == {VARIANT_KEY} and set(norms) <= set(builtin_variants()):

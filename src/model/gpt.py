@@ -50,6 +50,13 @@ class GPTConfig:
     def __post_init__(self) -> None:
         check_architecture(self)
         object.__setattr__(self, "norm", NormSpec(self.norm_type, self.norm_eps, dict(self.norm_options)))
+        self.norm.check_at(self.norm_widths)  # built where the model builds it: its options' values checked
+
+    @property
+    def norm_widths(self) -> list[tuple[str, int]]:
+        """(position, width) of every norm the model builds: QK-norm's are one head wide."""
+        widths = [(position, self.emb_dim) for position in ("attn", "ffn", "final")]
+        return [*widths, ("attn", self.emb_dim // self.n_heads)] if self.qk_norm else widths
 
 
 class CausalSelfAttention(nn.Module):

@@ -1,34 +1,29 @@
-"""The normalization layers under study and the one factory that builds them.
+"""The normalization layers under study, and `NormSpec`: the one path that builds and checks every norm.
 
-Every variant is reached through a string key (what the Hydra `norm/` configs hold), so configs
-stay serializable and a new variant is one entry in `NORM_REGISTRY` plus one YAML file.
-The same explicit `eps` reaches every variant that has one: `nn.RMSNorm(eps=None)` would silently
-use `torch.finfo(dtype).eps` (1.2e-7 in fp32) and skew the comparison. A factory that takes no
-`eps` (Dynamic Tanh, the identity) needs none and is not given it.
-
-A factory's other keyword arguments are the variant's options (DyT's `alpha_init`, `bias`); the
-norm YAML sets them next to `norm_type`. Any option may be a mapping over `POSITIONS`
-(`{attn: 0.8, ffn: 0.2, final: 0.2}`) to give the norms of each position in the model their own value.
-`NormSpec` is where a key, eps and options are checked, once: an invalid one raises ValueError
-naming the `norm.` field and the choices, before any model is built.
-
-A norm YAML of the user's own may name any class or factory with Hydra's `_target_` instead of a
-key (src/model/user_norms.py): it is built the same way, width first, eps by name where it takes one.
+Every norm YAML names its class or factory with Hydra's `_target_`: the shipped ones (conf/norm/)
+name the classes below or torch's, a user's its own (src/model/user_norms.py). Each is called the
+same way: the model's width first, the same explicit `eps` by name where it takes one
+(`nn.RMSNorm(eps=None)` would silently use `torch.finfo(dtype).eps`, 1.2e-7 in fp32, and skew the
+comparison; Dynamic Tanh and the identity take none and are given none), its other keyword
+arguments (DyT's `alpha_init`, `bias`) as the variant's options, set next to `norm_type`. Any option
+may be a mapping over `POSITIONS` (`{attn: 0.8, ffn: 0.2, final: 0.2}`) to give the norms of each
+position their own value. An invalid choice raises ValueError naming the `norm.` field and the
+choices, before any model is built.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
 
+from src.core.norm_yamls import shipped_norms
 from src.core.schema import NORM_EPS
-from src.model.fast_norms import FastRMSNorm, fast_dyt
+from src.model.fast_norms import fast_dyt
 from src.model.user_norms import CALL_KEYS, TARGET_KEY, NormSource, NotANorm, UserNorm, check_key, check_runs
 
 DEFAULT_EPS = NORM_EPS  # the same explicit eps for every variant: the config's default `norm.eps` (src/core/schema.py)
@@ -123,147 +118,107 @@ class ScaleNorm(nn.Module):
         return f"eps={self.eps}"
 
 
-NormFactory = Callable[..., nn.Module]
-
-# key -> constructor(dim, eps, **options). The keys are the values of `norm.norm_type` in conf/norm/*.yaml.
-NORM_REGISTRY: dict[str, NormFactory] = {
-    "hand_layernorm": lambda dim, eps: HandLayerNorm(dim, eps=eps),
-    "torch_layernorm": lambda dim, eps: nn.LayerNorm(dim, eps=eps, elementwise_affine=True, bias=True),
-    "hand_rmsnorm": lambda dim, eps: HandRMSNorm(dim, eps=eps),
-    "torch_rmsnorm": lambda dim, eps: nn.RMSNorm(dim, eps=eps, elementwise_affine=True),
-    "no_norm": lambda dim: nn.Identity(),  # keeps the block structure, normalizes nothing
-    "fast_rmsnorm": lambda dim, eps: FastRMSNorm(dim, eps=eps),
-    "torch_layernorm_nobias": lambda dim, eps: nn.LayerNorm(dim, eps=eps, elementwise_affine=True, bias=False),
-    "layernorm_noaffine": lambda dim, eps: nn.LayerNorm(dim, eps=eps, elementwise_affine=False),
-    "scalenorm": ScaleNorm,
-    "dyt": DyT,  # options: alpha_init, bias (the constructor's keyword arguments)
-    "fast_dyt": FastDyT,
-}
+def layernorm_nobias(dim: int, eps: float) -> nn.Module:
+    """nn.LayerNorm with a learnable scale and no shift."""
+    return nn.LayerNorm(dim, eps=eps, elementwise_affine=True, bias=False)
 
 
-def norm_types() -> list[str]:
-    """The valid norm keys, in registry order."""
-    return list(NORM_REGISTRY)
+def layernorm_noaffine(dim: int, eps: float) -> nn.Module:
+    """nn.LayerNorm normalizing only: no learnable scale or shift."""
+    return nn.LayerNorm(dim, eps=eps, elementwise_affine=False)
 
 
-def check_norm_type(norm_type: str) -> None:
-    """Raise a ValueError naming the valid keys when `norm_type` is not one of them."""
-    if norm_type not in NORM_REGISTRY:
-        raise ValueError(
-            f"norm.norm_type: unknown norm_type {norm_type!r}; valid choices: {', '.join(NORM_REGISTRY)}"
-        )
-
-
-def _parameters(norm_type: str) -> list[str]:
-    return [p for p in inspect.signature(NORM_REGISTRY[norm_type]).parameters if p != "dim"]
-
-
-def takes_eps(norm_type: str) -> bool:
-    """Whether the variant has an eps (DyT and the identity have none)."""
-    return "eps" in _parameters(norm_type)
-
-
-def norm_options(norm_type: str) -> list[str]:
-    """The options a variant accepts besides eps (its factory's keyword arguments)."""
-    return [p for p in _parameters(norm_type) if p != "eps"]
+def no_norm(dim: int) -> nn.Module:
+    """The identity: keeps the block structure, normalizes nothing (no eps, no options)."""
+    return nn.Identity()
 
 
 @dataclass(frozen=True)
 class NormSpec:
-    """A checked norm choice: key, eps and options; `build` makes the norm of one position.
+    """A checked norm choice: its key, eps and options, and the `_target_` that builds it.
 
-    Constructing it checks everything once: the key against the registry, eps, the option names
-    against the factory's arguments, per-position mappings, and the option values by building each
-    position's norm on the meta device (the constructors own their value checks). With `_target_`
-    among its options it is the user's norm (`user`): imported and its signature read here, built
-    and run at the model's width by `check_at`.
+    Every norm takes this one path: a shipped one's target is the one its conf/norm YAML names
+    (`src.core.norm_yamls.shipped_norms`), a user's the one in the options. Constructing it checks,
+    once, eps, the target (imported with Hydra's `get_object`), the option names against its
+    signature, per-position mappings and `reference`; `check_at` builds it at the model's widths on
+    the meta device (the constructors own their value checks) and runs a norm whose code the run's
+    code fingerprint does not hold on a random batch.
     """
 
     norm_type: str
     eps: float = DEFAULT_EPS
     options: Mapping[str, Any] = field(default_factory=dict)
-    user: UserNorm | None = field(init=False, default=None, compare=False)
+    maker: UserNorm = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.eps, bool) or not isinstance(self.eps, (int, float)) or not self.eps > 0:
             raise ValueError(f"norm.eps: must be a positive float, got {self.eps!r}")
-        if TARGET_KEY in self.options:
-            self._check_user()
-            return
-        check_norm_type(self.norm_type)
-        accepted = norm_options(self.norm_type)
-        for name in self.options:
-            if name not in accepted:
-                choices = ", ".join(accepted) or "none"
-                raise ValueError(f"norm.{name}: not an option of {self.norm_type} (its options: {choices})")
-        self._check_positions()
-        for position in POSITIONS:
-            try:
-                with torch.device("meta"):
-                    self.build(1, position)
-            except ValueError as err:
-                raise ValueError(f"norm.{err} ({self.norm_type}, {position} position)") from err
-
-    def _check_positions(self) -> None:
+        shipped = shipped_norms()
+        call = {k: v for k, v in self.options.items() if k in CALL_KEYS}
+        target = call.setdefault(TARGET_KEY, shipped.get(self.norm_type))
+        if target is None:
+            raise ValueError(f"norm.norm_type: unknown norm_type {self.norm_type!r}; valid choices: {', '.join(shipped)}")
+        if self.norm_type in shipped and target != shipped[self.norm_type]:
+            raise ValueError(
+                f"norm.norm_type: {self.norm_type!r} is a built-in variant's name; a norm of your own needs a name of its own: "
+                f"rename its YAML (built-ins: {', '.join(shipped)})"
+            )
         for name, value in self.factory_options.items():
             if isinstance(value, Mapping) and set(value) != set(POSITIONS):
                 raise ValueError(
                     f"norm.{name}: a per-position value needs exactly the keys {', '.join(POSITIONS)}, got {', '.join(map(str, value))}"
                 )
-
-    def _check_user(self) -> None:
-        if self.norm_type in NORM_REGISTRY:
-            raise ValueError(
-                f"norm.norm_type: {self.norm_type!r} is a built-in variant's name; a norm of your own needs a name of its own: "
-                f"rename its YAML (built-ins: {', '.join(NORM_REGISTRY)})"
-            )
-        self._check_positions()
-        call = {k: v for k, v in self.options.items() if k in CALL_KEYS}
         try:
-            object.__setattr__(self, "user", UserNorm.of(call, list(self.factory_options)))
+            object.__setattr__(self, "maker", UserNorm.of(call, list(self.factory_options)))
         except ValueError as err:
             raise ValueError(f"norm.{err}") from None
-        if self.user is not None and self.user.reference and self.user.reference not in NORM_REGISTRY:
+        if self.maker.reference and self.maker.reference not in shipped:
             raise ValueError(
-                f"norm.reference: {self.user.reference!r} is not a built-in variant, which a norm of your own is compared with; "
-                f"valid choices: {', '.join(NORM_REGISTRY)}"
+                f"norm.reference: {self.maker.reference!r} is not a built-in variant, which a norm of your own is compared with; "
+                f"valid choices: {', '.join(shipped)}"
             )
 
     @property
+    def shipped(self) -> bool:
+        """One of normsweep's own: its code is the project's (in the run's code fingerprint, tested by its tests)."""
+        return shipped_norms().get(self.norm_type) == self.maker.target
+
+    @property
     def factory_options(self) -> dict[str, Any]:
-        """The options its factory takes (a user norm's YAML also holds how to call it: CALL_KEYS)."""
+        """The options its factory takes (the YAML also holds how to call it: CALL_KEYS)."""
         return {k: v for k, v in self.options.items() if k not in CALL_KEYS}
 
     @property
     def takes_eps(self) -> bool:
-        """Whether the run's eps reaches the norm (a user norm that takes none is built without it)."""
-        return self.user.eps_arg is not None if self.user is not None else takes_eps(self.norm_type)
+        """Whether the run's eps reaches the norm (DyT, the identity, a user's norm without one: not)."""
+        return self.maker.eps_arg is not None
 
     @functools.cached_property
     def source(self) -> NormSource | None:
-        """A user norm's provenance (None for a built-in: its code is the project's)."""
-        return NormSource.of(self.user) if self.user is not None else None
+        """A user norm's provenance (None for a shipped one: its code is the project's)."""
+        return None if self.shipped else NormSource.of(self.maker)
 
-    def check_at(self, widths: Sequence[tuple[str, int]], precision: str) -> None:
-        """A user norm built at the model's widths (`(position, width)` pairs) on the meta device, then run
-        on a random batch under `precision` (src/model/user_norms.py check_runs); ValueError naming
-        the field and the fix. Built-ins are checked by construction and need none of it."""
-        if self.user is None:
-            return
-        target = self.user.target
+    def check_at(self, widths: Sequence[tuple[str, int]], precision: str | None = None) -> None:
+        """Built at the model's widths (`(position, width)` pairs) on the meta device, then, for a norm
+        that is not shipped and a `precision`, run on a random batch under it (src/model/user_norms.py
+        check_runs); ValueError naming the field and the fix."""
+        target = self.maker.target
         for position, width in widths:
             try:
                 with torch.device("meta"):
                     self.build(width, position)
-            except NotANorm as err:
-                raise ValueError(f"norm.{err}") from None
+            except ValueError:
+                raise
             except Exception as err:  # the user's code: whatever it raises is this one refusal
                 raise ValueError(
                     f"norm.{TARGET_KEY}: {target} fails to build on the meta device at width {width} "
                     f"({type(err).__name__}: {err}); preflight sizes the model there without memory: create its "
                     "parameters with torch.ones/zeros/empty, without reading their values while building"
                 ) from None
-            key = check_key(target, self.eps, sorted(self.options_at(position).items(), key=str), width, precision)
+            if self.shipped or precision is None:
+                continue
+            options = sorted(self.options_at(position).items(), key=str)
+            key = check_key(target, self.source, self.eps, options, width, precision)
             try:
                 check_runs(lambda w=width, p=position: self.build(w, p), target, width, precision, key)
             except NotANorm as err:
@@ -281,14 +236,16 @@ class NormSpec:
         return {k: v[position] if isinstance(v, Mapping) else v for k, v in self.factory_options.items()}
 
     def build(self, dim: int, position: str = "attn") -> nn.Module:
-        kwargs = self.options_at(position)
-        if self.user is not None:
-            return self.user.build(dim, float(self.eps), kwargs)
-        if takes_eps(self.norm_type):
-            kwargs["eps"] = float(self.eps)
-        return NORM_REGISTRY[self.norm_type](dim, **kwargs)
+        """The norm of `position` at width `dim`; a constructor's refusal of a value becomes a ValueError
+        naming the `norm.` field, the variant and the position."""
+        try:
+            return self.maker.build(dim, float(self.eps), self.options_at(position))
+        except NotANorm as err:
+            raise ValueError(f"norm.{err}") from None
+        except ValueError as err:
+            raise ValueError(f"norm.{err} ({self.norm_type}, {position} position)") from err
 
 
 def make_norm(norm_type: str, dim: int, eps: float = DEFAULT_EPS, **options: Any) -> nn.Module:
-    """Build the normalization layer registered under `norm_type` for vectors of width `dim`."""
+    """Build the norm `norm_type` names (a shipped one, or `_target_` among the options) at width `dim`."""
     return NormSpec(norm_type, eps, options).build(dim)

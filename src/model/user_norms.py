@@ -7,10 +7,11 @@ it, beside its options and its `family`:
     family: rmsnorm
     scale_init: 1.0                      # an option: a keyword argument of the target
 
-It is called as the built-ins are (`src.model.norms.NormSpec`): the model's width first, the run's
+It takes the path every norm takes, the shipped ones named by `_target_` too (`src.model.norms.NormSpec`):
+the model's width first, the run's
 explicit eps by name where the signature takes one (a target without one is not given it: the run
 records that, since a different eps is a different comparison), its options by name, per position
-as for the built-ins. `width_arg` / `eps_arg` name those arguments for a signature that differs
+as for any norm. `width_arg` / `eps_arg` name those arguments for a signature that differs
 (`eps_arg: null`: it takes none). `reference` names the built-in variant it is compared with; without
 one nothing is recorded and the report chooses (src.report.judge.pairs.user_norm_pairs: the first
 swept built-in of its family, else torch_layernorm, else the first built-in). Its variant name is its
@@ -29,6 +30,7 @@ import functools
 import hashlib
 import importlib
 import inspect
+import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -37,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from hydra.utils import get_object
 from torch import nn
 
 from src.core.schema import NORM_TARGET_KEY
@@ -70,30 +73,45 @@ class NotANorm(ValueError):
 
 
 def _import(target: str) -> Callable[..., Any]:
-    """The object `module.Name` names (Hydra's `_target_` convention); ValueError naming what failed and the fix."""
+    """The object `target` names, found as Hydra finds a `_target_` (`hydra.utils.get_object`: `module.Name`,
+    or a nested `module.Class.factory`); ValueError naming what failed and the fix."""
     if not isinstance(target, str) or "." not in target:
         raise ValueError(f"{TARGET_KEY}: {target!r} is not a dotted import path; write module.Name, e.g. my_norms.MyRMSNorm")
-    module_name, _, name = target.rpartition(".")
+    hydra_log = logging.getLogger("hydra.utils")
+    level = hydra_log.level
+    hydra_log.setLevel(logging.CRITICAL)  # get_object logs its failure; the refusal below is the one line
     try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as err:
-        raise ValueError(
-            f"{TARGET_KEY}: cannot import module {module_name} ({err}); put the folder that holds "
-            f"{module_name.split('.')[0]} on PYTHONPATH (PYTHONPATH=/path/to/folder python -m src.train ...), "
-            "or pip install the package that provides it"
-        ) from None
-    except Exception as err:  # the module's own code failed while importing
-        raise ValueError(f"{TARGET_KEY}: importing {module_name} failed ({type(err).__name__}: {err}); fix the module") from None
-    found = getattr(module, name, None)
-    if found is None:
-        names = sorted(n for n, v in vars(module).items() if isinstance(v, type) and not n.startswith("_"))
-        raise ValueError(
-            f"{TARGET_KEY}: {module_name} ({getattr(module, '__file__', '?')}) has no {name}; "
-            f"its classes: {', '.join(names) or 'none'}"
-        )
+        found = get_object(target)
+    except Exception as err:
+        raise ValueError(_import_failure(target, err.__cause__ or err)) from None
+    finally:
+        hydra_log.setLevel(level)
     if not callable(found):
         raise ValueError(f"{TARGET_KEY}: {target} is a {type(found).__name__}, not a class or a function; name an nn.Module class or a factory of one")
     return found
+
+
+def _import_failure(target: str, cause: BaseException) -> str:
+    """What went wrong importing `target`, from the exception behind Hydra's ImportError."""
+    missing = getattr(cause, "name", None) if isinstance(cause, ModuleNotFoundError) else None
+    if missing and f"{target}.".startswith(f"{missing}."):  # a module of the target's own path
+        parent, _, name = missing.rpartition(".")
+        if not parent:
+            return (
+                f"{TARGET_KEY}: cannot import module {missing} ({cause}); put the folder that holds {missing} on PYTHONPATH "
+                f"(PYTHONPATH=/path/to/folder python -m src.train ...), or pip install the package that provides it"
+            )
+        module = importlib.import_module(parent)  # imported already: only `name` was missing from it
+        names = sorted(n for n, v in vars(module).items() if isinstance(v, type) and not n.startswith("_"))
+        return f"{TARGET_KEY}: {parent} ({getattr(module, '__file__', '?')}) has no {name}; its classes: {', '.join(names) or 'none'}"
+    if missing:  # the user's module imports a module that is not there
+        return (
+            f"{TARGET_KEY}: importing {target.rpartition('.')[0]} failed: it imports {missing}, which cannot be found; "
+            f"pip install the package that provides {missing.split('.')[0]}, or put the folder that holds it on PYTHONPATH"
+        )
+    if isinstance(cause, AttributeError):  # a nested name: the class is there, its attribute is not
+        return f"{TARGET_KEY}: {target} cannot be found ({cause})"
+    return f"{TARGET_KEY}: importing {target.rpartition('.')[0]} failed ({type(cause).__name__}: {cause}); fix the module"
 
 
 def _parameters(factory: Callable[..., Any]) -> tuple[list[str], bool]:
@@ -176,7 +194,8 @@ def check_key(*parts: object) -> str:
 def check_runs(build: Callable[[], nn.Module], target: str, width: int, precision: str, key: str) -> None:
     """Build the norm at `width` and run a random batch through it, forward and backward, under
     `precision` (on the CPU: the launching process may have no accelerator). ValueError naming what
-    went wrong and the fix. Once per `key` (the target, its options, eps, width, precision) in this
+    went wrong and the fix. Once per `key` (what the run's fingerprints hold of it: the target and its
+    source's hash or package, its options, eps, width, precision) in this
     process and in the processes it starts (`CHECKED_ENV`)."""
     if key in _checked_keys():
         return

@@ -19,6 +19,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from src.core.norm_yamls import without_shipped_target
 from src.core.paths import ConfigError
 
 # Keys that cannot change a run's result, so they are left out of its identity (and of its MLflow
@@ -58,6 +59,8 @@ def identity_config(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
     """The resolved config without NON_RESULT_KEYS."""
     container = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
     container.pop("hydra", None)
+    if isinstance(container.get("norm"), dict):  # a shipped norm's `_target_` is the project's code, not config
+        container["norm"] = without_shipped_target(container["norm"])
     for key in NON_RESULT_KEYS:
         *parents, leaf = key.split(".")
         node: Any = container

@@ -22,11 +22,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.core.budget import Budget, resolve_budget
 from src.core.devices import DeviceSpec, ModelSize, check_device, check_memory_floor
+from src.core.norm_yamls import known_variants
 from src.core.paths import CONF_DIR, ConfigError, require_writable, user_config_dirs
 from src.core.schema import (
     LIGHTNING_PRECISIONS,
     MATMUL_PRECISIONS,
-    NORM_TARGET_KEY,
     SPEED_KERNEL_S_MAX,
     check_architecture,
     schema_of,
@@ -86,10 +86,8 @@ def model_config(cfg: DictConfig) -> GPTConfig:
             qk_norm=m.qk_norm,
             init=m.init,
         )
-    except ValueError as err:
-        if NORM_TARGET_KEY in norm:  # the user's YAML: the line names it
-            raise ConfigError(f"{norm_yaml(cfg)}: {err}") from None
-        raise ConfigError(str(err)) from err
+    except ValueError as err:  # the line names the norm's YAML
+        raise ConfigError(f"{norm_yaml(cfg)}: {err}") from None
 
 
 def norm_yaml(cfg: DictConfig) -> str:
@@ -116,15 +114,10 @@ def refuse_shadowed_norm(cfg: DictConfig) -> None:
 
 
 def check_user_norm(cfg: DictConfig, model: GPTConfig) -> None:
-    """A norm of the user's, built at the model's widths and run on a random batch under the run's
-    precision (src/model/user_norms.py): once per variant and process, before anything is recorded."""
-    if model.norm.user is None:
-        return
-    widths = [(position, model.emb_dim) for position in ("attn", "ffn", "final")]
-    if model.qk_norm:
-        widths.append(("attn", model.emb_dim // model.n_heads))
+    """A norm of the user's, run on a random batch at the model's widths under the run's precision
+    (src/model/user_norms.py): once per variant and process, before anything is recorded."""
     try:
-        model.norm.check_at(widths, str(cfg.precision.lightning))
+        model.norm.check_at(model.norm_widths, str(cfg.precision.lightning))
     except ValueError as err:
         raise ConfigError(f"{norm_yaml(cfg)}: {err}") from None
 
@@ -248,6 +241,7 @@ def validate(cfg: DictConfig) -> GPTConfig:
         "model.vocab_size",
         f"must be >= the tokenizer's {VOCAB_SIZE} tokens, got {cfg.model.vocab_size}",
     )
+    _require_choice(str(cfg.norm.get("norm_type")), tuple(known_variants()), "norm.norm_type")
     refuse_shadowed_norm(cfg)
     family = cfg.norm.get("family")  # the norm group is a mapping: each norm's keys are its own
     _require(
