@@ -156,10 +156,13 @@ def hydra_argv(argv: list[str]) -> list[str]:
     seed=0,1"); every other command here takes them in any order, and so does this one. An option
     Hydra lacks (`--bogus-opt`) is the one `config error:` line every refusal is, not argparse's
     8-line usage block; an override Hydra would misread (`norm=[a,b]`) raises ConfigError
-    (src.core.paths.refuse_misread_overrides)."""
-    from hydra._internal.utils import get_args_parser
+    (src.core.paths.refuse_misread_overrides). On a Hydra other than the one this was written for, the
+    command line goes to Hydra as typed (src/core/patches.py)."""
+    from src.core.patches import hydra_options_parser
 
-    hydra_parser = get_args_parser()
+    hydra_parser = hydra_options_parser()
+    if hydra_parser is None:
+        return list(argv)
     hydra_parser.error = lambda message: cli.exit_with(cli.usage_error("python -m src.train", message))  # type: ignore[method-assign]
     overrides = list(hydra_parser.parse_intermixed_args(argv).overrides)
     options = list(argv)

@@ -187,6 +187,17 @@ def test_hydras_options_may_follow_the_overrides() -> None:
         hydra_argv(["a=1", "--bogus-opt"])
 
 
+def test_on_another_hydra_the_command_line_goes_to_hydra_as_typed(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The fallback of reading Hydra's options with its internal parser (src/core/patches.py)."""
+    from src.core import patches
+    from src.train import hydra_argv
+
+    monkeypatch.setattr(patches, "_said", set())
+    monkeypatch.setenv(patches.UNPATCHED_ENV, "1")
+    assert hydra_argv(["norm=x", "-m", "seed=0,1"]) == ["norm=x", "-m", "seed=0,1"]
+    assert capsys.readouterr().err == f"[normsweep] warning: {patches.ARGV_PATCH} left out: {patches.UNPATCHED_ENV} is set; {patches.ARGV_INSTEAD}\n"
+
+
 @pytest.mark.slow  # a CLI in a subprocess
 def test_a_sweep_preset_without_m_says_it_is_one_run(store: dict[str, str]) -> None:
     """`python -m src.train experiment=norm_sweep` (no -m) trains one job, norm=torch_layernorm, into

@@ -3,8 +3,9 @@
 import pytest
 import torch
 
+from src.core.norm_yamls import builtin_variants
 from src.model.gpt import GPTConfig, GPTModel, count_params, model_stats
-from src.model.norms import POSITIONS, NormSpec, norm_types
+from src.model.norms import POSITIONS, NormSpec
 
 SMALL = {"context_length": 16, "emb_dim": 32, "n_heads": 4, "n_layers": 2, "vocab_size": 97}
 
@@ -67,7 +68,7 @@ def test_same_seed_same_weights_across_norms() -> None:
     torch.testing.assert_close(*weights)
 
 
-@pytest.mark.parametrize("norm_type", norm_types())
+@pytest.mark.parametrize("norm_type", builtin_variants())
 def test_building_a_norm_draws_no_random_numbers(norm_type: str) -> None:
     # So where a model builds its norms leaves the seeded matmul weights as they are.
     spec = NormSpec(norm_type)

@@ -12,7 +12,7 @@ from torch import nn
 from src.model import fast_norms
 from src.model.fast_norms import dyt_backward, dyt_forward, fast_dyt
 from src.model.gpt import GPTConfig, GPTModel, count_params, model_stats
-from src.model.norms import POSITIONS, DyT, FastDyT, NormSpec, ScaleNorm, make_norm
+from src.model.norms import POSITIONS, DyT, FastDyT, ScaleNorm, make_norm
 
 EPS = 1e-5
 F64 = torch.float64
@@ -152,18 +152,18 @@ def test_initial_parameters() -> None:
         ({"alpha_init": -0.5}, r"norm\.alpha_init"),
         ({"alpha_init": {"attn": 0.8, "ffn": -1.0, "final": 0.2}}, r"norm\.alpha_init.*ffn position"),
         ({"alpha_init": {"attn": 0.8}}, r"norm\.alpha_init: a per-position value needs exactly the keys attn, ffn, final"),
-        ({"alpha": 0.5}, r"norm\.alpha: not an option of dyt \(its options: alpha_init, bias\)"),
+        ({"alpha": 0.5}, r"norm\.alpha: not an argument of src\.model\.norms\.DyT \(its options: alpha_init, bias\)"),
         ({"bias": "yes"}, r"norm\.bias"),
     ],
 )
 def test_bad_options_name_the_field(options: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        NormSpec("dyt", EPS, options)
+        GPTConfig(**SMALL, norm_type="dyt", norm_options=options)  # the model's config builds its norms once
 
 
 def test_options_of_a_norm_without_any_are_refused() -> None:
-    with pytest.raises(ValueError, match=r"norm\.alpha_init: not an option of torch_layernorm \(its options: none\)"):
-        make_norm("torch_layernorm", 8, alpha_init=0.5)
+    with pytest.raises(ValueError, match=r"norm\.alpha_init: not an argument of src\.model\.norms\.HandLayerNorm \(its options: none\)"):
+        make_norm("hand_layernorm", 8, alpha_init=0.5)
 
 
 # GPT-2 small (12 layers, 768 wide): 25 norms of 768 (two per block and the final one).

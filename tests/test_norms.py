@@ -4,7 +4,8 @@ import pytest
 import torch
 from torch import nn
 
-from src.model.norms import NORM_REGISTRY, HandLayerNorm, HandRMSNorm, make_norm, norm_types, takes_eps
+from src.core.norm_yamls import builtin_variants
+from src.model.norms import HandLayerNorm, HandRMSNorm, NormSpec, make_norm
 
 SHAPES = [(4, 16), (2, 7, 32), (3, 5, 768)]
 PAIRS = [("hand_layernorm", "torch_layernorm"), ("hand_rmsnorm", "torch_rmsnorm")]
@@ -58,11 +59,11 @@ def test_hand_norm_matches_torch_bf16(hand_key: str, ref_key: str) -> None:
 
 
 def test_eps_reaches_every_variant() -> None:
-    for key in norm_types():
+    for key in builtin_variants():
         norm = make_norm(key, 8, eps=3e-4)
         if key == "no_norm":
             assert isinstance(norm, nn.Identity)
-        elif not takes_eps(key):  # Dynamic Tanh is element-wise: nothing to divide by, no eps
+        elif not NormSpec(key).takes_eps:  # Dynamic Tanh is element-wise: nothing to divide by, no eps
             assert not hasattr(norm, "eps"), key
         else:
             assert norm.eps == 3e-4, key
@@ -76,10 +77,8 @@ def test_eps_changes_output() -> None:
         assert not torch.allclose(a, b), key
 
 
-def test_registry_keys_and_types() -> None:
-    assert {"hand_layernorm", "torch_layernorm", "hand_rmsnorm", "torch_rmsnorm", "no_norm"} <= set(
-        NORM_REGISTRY
-    )
+def test_the_studys_five_build_their_classes() -> None:
+    assert {"hand_layernorm", "torch_layernorm", "hand_rmsnorm", "torch_rmsnorm", "no_norm"} <= set(builtin_variants())
     assert isinstance(make_norm("hand_layernorm", 8), HandLayerNorm)
     assert isinstance(make_norm("torch_layernorm", 8), nn.LayerNorm)
     assert isinstance(make_norm("hand_rmsnorm", 8), HandRMSNorm)
@@ -96,7 +95,7 @@ def test_hand_parameters_initialised_like_torch() -> None:
 def test_unknown_key_lists_valid_keys() -> None:
     with pytest.raises(ValueError) as err:
         make_norm("batchnorm", 8)
-    for key in norm_types():
+    for key in builtin_variants():
         assert key in str(err.value)
 
 

@@ -181,10 +181,36 @@ def test_check_runs_once_per_variant(tmp_path: Path, monkeypatch: pytest.MonkeyP
     real = user_norms._check_runs
     monkeypatch.setattr(user_norms, "_check_runs", lambda *a: calls.append(a) or real(*a))
     options = {"_target_": "user_norm_once.CenteredRMSNorm", "scale_init": 1.0}
+    widths = [("attn", 16), ("ffn", 16), ("final", 16)]
     for _ in range(3):  # three jobs of one variant
-        NormSpec("my_norm", 1e-5, options).check_at([("attn", 16), ("ffn", 16), ("final", 16)], "bf16-mixed")
+        NormSpec("my_norm", 1e-5, options).check_at(widths, "bf16-mixed")
     assert len(calls) == 1  # one width and options for all three positions, checked once
     assert os.environ[user_norms.CHECKED_ENV]  # ...and by the processes this one starts
+    with (tmp_path / "user_norm_once.py").open("a") as f:
+        f.write("# an edit: another file hash, another fingerprint, checked again\n")
+    NormSpec("my_norm", 1e-5, options).check_at(widths, "bf16-mixed")
+    assert len(calls) == 2
+    NormSpec("hand_rmsnorm").check_at(widths, "bf16-mixed")  # a shipped norm: its tests check it, not each run
+    assert len(calls) == 2
+
+
+def test_an_import_failure_names_what_is_missing_and_a_nested_target_resolves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module of the user's that imports a package that is not there names that package (not
+    PYTHONPATH, which holds the module); `module.Class.factory` resolves as Hydra's `_target_` does."""
+    from src.model.norms import NormSpec
+
+    (tmp_path / "user_norm_needs_dep.py").write_text("import no_such_dependency_xyz\n")
+    nested = "import torch\nclass Norms:\n    @staticmethod\n    def rms(dim, eps=1e-6):\n        return torch.nn.RMSNorm(dim, eps=eps)\n"
+    (tmp_path / "user_norm_nested.py").write_text(nested)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError) as err:
+        NormSpec("mine", 1e-5, {"_target_": "user_norm_needs_dep.Norm"})
+    assert "importing user_norm_needs_dep failed: it imports no_such_dependency_xyz, which cannot be found" in str(err.value)
+    assert "PYTHONPATH=" not in str(err.value)
+    spec = NormSpec("mine", 1e-5, {"_target_": "user_norm_nested.Norms.rms"})
+    assert spec.takes_eps and spec.build(8).eps == 1e-5
+    with pytest.raises(ValueError, match=r"norm\._target_: user_norm_nested\.Norms\.nope cannot be found"):
+        NormSpec("mine", 1e-5, {"_target_": "user_norm_nested.Norms.nope"})
 
 
 def test_signature_keys_and_an_installed_package() -> None:
@@ -193,7 +219,7 @@ def test_signature_keys_and_an_installed_package() -> None:
     from src.model.norms import NormSpec
 
     spec = NormSpec("gn", 1e-5, {"_target_": "torch.nn.GroupNorm", "width_arg": "num_channels", "num_groups": 1})
-    assert spec.user is not None and spec.user.eps_arg == "eps" and spec.build(8).num_channels == 8
+    assert spec.maker.eps_arg == "eps" and spec.build(8).num_channels == 8
     with pytest.raises(ValueError, match=r"norm\.eps_arg: torch.nn.LayerNorm has no argument 'epsilon'"):
         NormSpec("ln", 1e-5, {"_target_": "torch.nn.LayerNorm", "eps_arg": "epsilon"})
     with pytest.raises(ValueError, match=r"norm\.scale: not an argument of torch.nn.RMSNorm"):

@@ -9,8 +9,10 @@ import pytest
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig, OmegaConf
 
+from src.core.norm_yamls import builtin_variants, shipped_norms
 from src.core.paths import CONF_DIR, ConfigError, compose
-from src.model.norms import DEFAULT_EPS, norm_types
+from src.core.schema import NORM_TARGET_KEY
+from src.model.norms import DEFAULT_EPS
 from src.train import train
 from src.training.run_spec import validate
 
@@ -23,10 +25,11 @@ def _compose(*overrides: str) -> DictConfig:
     return compose(list(overrides), with_hydra=True)
 
 
-def test_every_registry_key_has_one_yaml_and_back() -> None:
-    assert sorted(f.stem for f in NORM_FILES) == sorted(norm_types())
+def test_every_norm_yaml_names_its_target_and_its_file() -> None:
+    assert [f.stem for f in NORM_FILES] == builtin_variants()
     for f in NORM_FILES:
-        assert _compose(f"norm={f.stem}").norm.norm_type == f.stem
+        cfg = _compose(f"norm={f.stem}").norm
+        assert cfg.norm_type == f.stem and cfg[NORM_TARGET_KEY] == shipped_norms()[f.stem] != "None"
 
 
 @pytest.mark.parametrize("path", NORM_FILES, ids=[f.stem for f in NORM_FILES])
@@ -56,8 +59,9 @@ def test_shared_keys_are_overridable_and_reach_the_model() -> None:
         (["model.norm_placement=side"], r"model\.norm_placement: 'side' is not one of pre, post, peri"),
         (["model.qk_norm=maybe"], r"model\.qk_norm"),
         (["norm.family=null"], r"norm\.family"),
-        (["+norm.alpha_init=0.5"], r"norm\.alpha_init: not an option of torch_layernorm"),
-        (["norm.norm_type=batchnorm"], r"norm\.norm_type: .*valid choices: hand_layernorm, .*dyt, fast_dyt"),
+        (["+norm.alpha_init=0.5"], r"norm=torch_layernorm: norm\.alpha_init: not an argument of torch\.nn\.LayerNorm"),
+        (["norm.norm_type=batchnorm"], r"norm\.norm_type: 'batchnorm' is not one of the valid choices: dyt, fast_dyt, .*torch_rmsnorm"),
+        (["norm._target_=torch.nn.RMSNorm"], r"norm\.norm_type: 'torch_layernorm' is a built-in variant's name"),
     ],
 )
 def test_bad_values_are_config_errors_naming_field_and_choices(overrides: list[str], match: str) -> None:
@@ -95,7 +99,7 @@ def test_lr_stability_grid() -> None:
     steps = [math.log10(b / a) for a, b in zip(grid, grid[1:], strict=False)]
     assert steps == pytest.approx([0.4] * 5, abs=0.01)  # log-spaced
     assert cfg.optim.grad_clip is None and cfg.optim.min_lr_ratio == 0  # the cosine falls toward zero at every lr
-    assert set(cfg.hydra.sweeper.params.norm.split(",")) <= set(norm_types())
+    assert set(cfg.hydra.sweeper.params.norm.split(",")) <= set(builtin_variants())
     assert {"no_norm", "dyt"} <= set(cfg.hydra.sweeper.params.norm.split(","))
     validate(cfg)
 

@@ -25,7 +25,7 @@ Per job, from that clock and the runs' own `train_time_s`:
 Ratios normsweep / floor are the geometric mean over rounds of each round's ratio, with a 95%
 t-interval on their logs (two rounds or more); the growth from the smallest N to the largest
 compares normsweep's per-job figures (flat: linear in N). normsweep's config loads per job are
-counted (Hydra's loader, in the timed process). Results: the console and `<out>/overhead.{json,md}`.
+counted (the compositions Hydra made, src/core/compositions.py's count, in the timed process). Results: the console and `<out>/overhead.{json,md}`.
 """
 
 from __future__ import annotations
@@ -62,14 +62,9 @@ CLOCK = "+hydra.callbacks.bench_clock._target_=src.bench.clock.Clock"
 # The timed normsweep process counts Hydra's full compositions and prints the count as it exits.
 COUNTED_TRAIN = """
 import atexit, runpy, sys
-from hydra._internal.config_loader_impl import ConfigLoaderImpl
-loads = []
-compose = ConfigLoaderImpl._load_configuration_impl
-def counted(self, *args, **kwargs):
-    loads.append(1)
-    return compose(self, *args, **kwargs)
-ConfigLoaderImpl._load_configuration_impl = counted
-atexit.register(lambda: print(f"normsweep-config-loads {len(loads)}", file=sys.stderr))
+from src.core import compositions
+said = lambda n: n is not None and print(f"normsweep-config-loads {n}", file=sys.stderr)
+atexit.register(lambda: said(compositions.made()))
 sys.argv = ["src.train", *sys.argv[1:]]
 runpy.run_module("src.train", run_name="__main__")
 """

@@ -38,7 +38,7 @@ from omegaconf import DictConfig, OmegaConf
 
 _installed = False
 _unpatched: dict[str, Any] = {}  # Hydra's own functions, as `install` found them (`uninstall` puts them back)
-HYDRA_WRITTEN_FOR = {"hydra-core": ">=1.3.2,<1.4"}  # the Hydra whose internals `install` patches
+_made = [0]  # the compositions Hydra made in this process, the memo's misses (src/bench/overhead.py counts them)
 CONFIG_SUFFIXES = (".yaml", ".yml")
 MULTIRUN_LINE = "hydra.mode=MULTIRUN"  # what Hydra's `_run_app` appends to a multirun's overrides
 
@@ -89,7 +89,7 @@ def install() -> None:
     from hydra._internal import config_loader_impl
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
 
-    from src.core.patches import patchable
+    from src.core.patches import HYDRA_WRITTEN_FOR, patchable
 
     patched = ("load_configuration", "validate_sweep_overrides_legal", "_compose_config_from_defaults_list",
                "_parse_overrides_and_create_caching_repo")  # fmt: skip
@@ -145,6 +145,7 @@ def install() -> None:
         _, searched = self._parse_overrides_and_create_caching_repo(config_name, plain)
         key = (_sources(searched), config_name, tuple(plain), run_mode, from_shell)
         if key not in loaded:
+            _made[0] += 1
             loaded[key] = pickle.dumps(load_configuration(self, config_name, plain, run_mode, from_shell, validate_sweep_overrides))
         elif validate_sweep_overrides:  # the earlier call skipped this check (Hydra's `get_mode` does)
             from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -163,6 +164,11 @@ def install() -> None:
     config_loader_impl.create_defaults_list = create_defaults_list  # type: ignore[assignment]
     ConfigLoaderImpl._compose_config_from_defaults_list = compose_from_defaults  # type: ignore[method-assign]
     _installed = True
+
+
+def made() -> int | None:
+    """How many configs Hydra composed in this process since `install` (None: the memo is not installed)."""
+    return _made[0] if _installed else None
 
 
 def uninstall() -> None:

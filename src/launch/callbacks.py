@@ -44,10 +44,9 @@ def _parsed_overrides(config: DictConfig) -> list[Any]:
 
 
 def _job_overrides(parsed: list[Any]) -> list[list[str]]:
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from src.core.overrides import job_overrides
 
-    batches = BasicSweeper.split_arguments(parsed, max_batch_size=None)
-    return [job for batch in batches for job in batch]
+    return job_overrides(parsed)
 
 
 def refuse_empty_sweep(config: DictConfig) -> None:
@@ -317,7 +316,7 @@ class MlflowSetup(Callback):
 
         # A single run (no -m) has no sweep to tell, and no hydra.job.num to name it by.
         if job_return.status == JobStatus.FAILED and sweep_end.armed() is not None:
-            err = job_return._return_value  # the exception (reading .return_value would raise it)
+            err = sweep_end.returned(job_return)  # the exception, not raised
             sweep_end.job_failed(f"{sweep_end.describe_job(config)} failed: {type(err).__name__}: {err}")
         sweep_end.without_hydra_line(job_return)
 

@@ -151,6 +151,6 @@ def killed_rank_result(who: str, overrides: list[str], result_file: Path, killed
     job_failed(line.removeprefix("error: "))  # the sweep run's end reason
     if result is None:
         result = lost(overrides, line)
-    result._return_value = JobFailed(line)
+    result.return_value = JobFailed(line)
     without_hydra_line(result)  # said above: the sweep's end repeats the line alone, not Hydra's overrides
     return result

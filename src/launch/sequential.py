@@ -38,6 +38,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
 from src.core.paths import ConfigError
+from src.launch.sweep_end import returned
 from src.stats.pairs import pair_label
 from src.stats.settings import METRIC_CHOICES, SETTINGS, check_settings, check_sweeper  # noqa: F401  (the sweeper's settings)
 from src.tracking.tags import RESULT_OUTCOMES
@@ -324,7 +325,7 @@ class SequentialSweeper(Sweeper):
         self.job_idx += len(batch)
         failed = [r for r in returns if r.status == JobStatus.FAILED]
         for r in failed:  # the job's own error is on its log; the look reports the missing result
-            print(f"[normsweep] job failed: {r.overrides}: {r._return_value!r}", file=sys.stderr)
+            print(f"[normsweep] job failed: {r.overrides}: {returned(r)!r}", file=sys.stderr)
         return returns
 
     def _decide(

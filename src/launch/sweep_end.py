@@ -23,6 +23,7 @@ import os
 import signal
 import socket
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -31,6 +32,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.errors import CompactHydraException
 from omegaconf import DictConfig, OmegaConf
 
+from src.core.patches import recast_job_return
 from src.tracking import sweep
 from src.tracking.store import Store
 from src.tracking.summary import stored_verdict, sweep_note
@@ -178,19 +180,26 @@ class SaidFailure(JobReturn):
 
     @property
     def return_value(self) -> Any:
+        value = returned(self)
         if self.status == JobStatus.COMPLETED:
-            return self._return_value
-        raise self._return_value
+            return value
+        raise value
 
     @return_value.setter
     def return_value(self, value: Any) -> None:
-        self._return_value = value
+        JobReturn.return_value.fset(self, value)  # type: ignore[attr-defined]
+
+
+def returned(job_return: JobReturn) -> Any:
+    """What a job returned, or the exception it failed with, without raising it: Hydra's public
+    `return_value` read on a copy marked completed (on a failed job itself it raises, after a line)."""
+    return JobReturn.return_value.fget(replace(job_return, status=JobStatus.COMPLETED))  # type: ignore[attr-defined]
 
 
 def without_hydra_line(job_return: JobReturn) -> None:
-    """Make a job's failure `SaidFailure` when the job said it in its own line."""
-    if job_return.status == JobStatus.FAILED and isinstance(job_return._return_value, JobFailed):
-        job_return.__class__ = SaidFailure
+    """Make a job's failure `SaidFailure` when the job said it in its own line (src/core/patches.py)."""
+    if job_return.status == JobStatus.FAILED and isinstance(returned(job_return), JobFailed):
+        recast_job_return(job_return, SaidFailure)
 
 
 def open_parent(store: Store, run_id: str, stale_after_s: float) -> SweepParent:

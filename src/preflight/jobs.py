@@ -18,15 +18,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.core.paths import ConfigError, compose
 
-BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+BASIC_SWEEPER = "basic"  # Hydra's own sweeper: its `hydra/sweeper` choice
 
 
 def expand_jobs(overrides: Sequence[str], multirun: bool) -> Sweep:
     """The override list of every job: one job without `multirun`, the sweep's jobs with it."""
     from hydra import initialize_config_dir
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.global_hydra import GlobalHydra
 
+    from src.core.overrides import job_overrides
     from src.core.paths import CONF_DIR, register_resolvers
 
     if not multirun:
@@ -40,7 +40,7 @@ def expand_jobs(overrides: Sequence[str], multirun: bool) -> Sweep:
             master = compose([o.input_line for o in parsed if not o.is_sweep_override()], with_hydra=True)
             sweeper = master.hydra.sweeper
             rounds = SeedRounds.of(sweeper)
-            if sweeper.get("_target_") != BASIC_SWEEPER and rounds is None:
+            if master.hydra.runtime.choices.get("hydra/sweeper") != BASIC_SWEEPER and rounds is None:
                 raise ConfigError(
                     f"hydra/sweeper: {sweeper.get('_target_')} plans its jobs at run time; preflight expands "
                     "the basic sweeper's lists and a sequential sweeper's first round only"
@@ -50,10 +50,10 @@ def expand_jobs(overrides: Sequence[str], multirun: bool) -> Sweep:
             lines = [*(f"{k}={v}" for k, v in params.items()), *overrides]
             if rounds is not None:  # its seeds are its own: the first round runs seeds 0 .. first_seeds - 1
                 lines.append(f"seed=range(0,{rounds.first_seeds})")
-            (batch,) = BasicSweeper.split_arguments(parser.parse_overrides(lines), max_batch_size=None)
+            jobs = job_overrides(parser.parse_overrides(lines))
     except HydraException as err:
         raise ConfigError(" ".join(str(err).split())) from err
-    return Sweep([list(job) for job in batch], rounds)
+    return Sweep(jobs, rounds)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,9 @@ the page it serves, which, in a browser that has not chosen otherwise:
   page; its button stays).
 
 Run as `python -m src.tracking.ui_app ui [mlflow ui options]`: MLflow's own command and server,
-serving this app as MLflow serves a plugin app (`--app-name`). Torch-free.
+serving this app as MLflow serves a plugin app (`--app-name normsweep`), found by the `mlflow.app`
+entry point pyproject.toml registers (installed by `pip install -e .`; without it, MLflow's own
+page after one warning line). Torch-free.
 """
 
 from __future__ import annotations
@@ -96,8 +98,8 @@ def _serve_page():  # noqa: ANN202 (a Flask view)
     return Response(with_script(index.read_text(encoding="utf-8")), mimetype="text/html")
 
 
-# The MLflow and Flask whose internals this app patches (MLflow's `_find_app`/`_run_server`, the
-# page's view in Flask's view table, MLflow 3.17's browser keys above); any other: MLflow's own UI.
+# The MLflow and Flask whose internals this app patches (the page's view in Flask's view table,
+# MLflow 3.17's browser keys above); any other: MLflow's own UI.
 UI_WRITTEN_FOR = {"mlflow": ">=3.17,<3.18", "flask": ">=3.0,<4"}
 UI_PATCH = "the UI's start page (src/tracking/ui_app.py)"
 UI_INSTEAD = "MLflow serves its own page unchanged (open an experiment's printed link)"
@@ -118,18 +120,24 @@ if __name__ != "__main__":  # imported by the server's workers (and once by MLfl
         _flask_app.view_functions["serve"] = _serve_page
 
 
+def registered() -> bool:
+    """Whether MLflow finds this app by its name: the `mlflow.app` entry point of pyproject.toml, installed."""
+    from importlib.metadata import entry_points
+
+    return any(e.name == APP_NAME and e.value == APP for e in entry_points(group="mlflow.app"))
+
+
 def main(argv: list[str]) -> int:
-    """MLflow's command line (`ui ...`), serving this app: its server is told the app's plugin name,
-    which this process answers without an installed entry point (the command line accepts only
-    installed ones)."""
-    import mlflow.server
+    """MLflow's command line (`ui ...`), serving this app by its plugin name where it is registered."""
     from mlflow.cli import cli
 
-    found, run = getattr(mlflow.server, "_find_app", None), getattr(mlflow.server, "_run_server", None)
-    if not ui_patchable() or found is None or run is None:  # another MLflow than this was written for: its plain UI
-        return int(cli.main(argv, standalone_mode=False) or 0)
-    mlflow.server._find_app = lambda name: APP if name == APP_NAME else found(name)
-    mlflow.server._run_server = lambda *args, **kwargs: run(*args, **{**kwargs, "app_name": APP_NAME})
+    if ui_patchable() and registered():
+        argv = [*argv, "--app-name", APP_NAME]
+    elif ui_patchable():
+        print(
+            f"[normsweep] warning: {UI_PATCH} left out: the `mlflow.app` entry point {APP_NAME} is not installed "
+            f"(pip install -e . in the repository); {UI_INSTEAD}", file=sys.stderr, flush=True,
+        )  # fmt: skip
     return int(cli.main(argv, standalone_mode=False) or 0)
 
 

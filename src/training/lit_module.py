@@ -216,8 +216,11 @@ class GPTLitModule(L.LightningModule):
 
     # --- optimizer ---------------------------------------------------------------------------
     def _loss_scaled(self) -> bool:
-        trainer = self._trainer  # None when the optimizer is built outside a fit (a test, a notebook)
-        return trainer is not None and getattr(trainer.precision_plugin, "scaler", None) is not None
+        try:
+            trainer = self.trainer
+        except RuntimeError:  # not attached: the optimizer is built outside a fit (a test, a notebook)
+            return False
+        return getattr(trainer.precision_plugin, "scaler", None) is not None
 
     def configure_optimizers(self) -> dict[str, Any]:
         o = self.optim
