@@ -15,7 +15,8 @@ each on the guard's stdin, what to stop:
     forget <line>      the team server stopped it itself
 
 When the stdin closes (the team server ended, however it ended: the kernel closes its pipes), the
-guard stops what is still registered and exits. Stdlib only, started in well under a second.
+guard stops what is still registered and exits (src/core/process_group.py: how, and the grace).
+Stdlib only, started in well under a second.
 """
 
 from __future__ import annotations
@@ -24,25 +25,10 @@ import contextlib
 import os
 import signal
 import sys
-import time
 from collections.abc import Iterable
 from pathlib import Path
 
-GRACE_S = 3.0  # for a clean stop (PostgreSQL's fast shutdown, uvicorn's); then the hard signal
-
-
-def group_members(pgid: int) -> list[int]:
-    """The live processes of group `pgid` (zombies left to a parent that does not reap them excluded)."""
-    members = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            # /proc/<pid>/stat: "pid (comm) state ppid pgrp ..."; comm may hold spaces or parentheses.
-            fields = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()
-            if fields[0] != "Z" and int(fields[2]) == pgid:
-                members.append(int(entry))
-    return members
+from src.core.process_group import GRACE_S, group_members, signal_group, wait_until
 
 
 def _alive(pid: int) -> bool:
@@ -63,9 +49,9 @@ def postmaster_pid(pgdata: Path) -> int | None:
     return None
 
 
-def _signal(pid: int, sig: int, group: bool) -> None:
+def _signal(pid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        (os.killpg if group else os.kill)(pid, sig)
+        os.kill(pid, sig)
 
 
 def stop(groups: list[int], pgdatas: list[Path], grace_s: float = GRACE_S) -> None:
@@ -73,21 +59,19 @@ def stop(groups: list[int], pgdatas: list[Path], grace_s: float = GRACE_S) -> No
     for whatever is still alive after `grace_s`, SIGKILL and SIGQUIT (PostgreSQL's immediate shutdown)."""
     postmasters = [pid for pid in map(postmaster_pid, pgdatas) if pid is not None]
     for pgid in groups:
-        _signal(pgid, signal.SIGTERM, group=True)
+        signal_group(pgid, signal.SIGTERM)
     for pid in postmasters:
-        _signal(pid, signal.SIGINT, group=False)
+        _signal(pid, signal.SIGINT)
 
     def alive() -> tuple[list[int], list[int]]:
         return [g for g in groups if group_members(g)], [p for p in postmasters if _alive(p)]
 
-    deadline = time.monotonic() + grace_s
-    while any(alive()) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: not any(alive()), grace_s)
     left_groups, left_postmasters = alive()
     for pgid in left_groups:
-        _signal(pgid, signal.SIGKILL, group=True)
+        signal_group(pgid, signal.SIGKILL)
     for pid in left_postmasters:
-        _signal(pid, signal.SIGQUIT, group=False)
+        _signal(pid, signal.SIGQUIT)
 
 
 def guard(lines: Iterable[str]) -> None:

@@ -42,7 +42,6 @@ DB_USER = "normsweep"  # the cluster's superuser; trust authentication on 127.0.
 DB_NAME = "mlflow"
 RUN_AS_WHEN_ROOT = "nobody"
 START_WAIT_S = 120.0  # the first start migrates a new database (MLflow's ~70 schema steps)
-STOP_WAIT_S = 10.0  # for `mlflow server` to stop on SIGTERM; then SIGKILL (it ignored SIGTERM with its database gone)
 DEFAULT_PORT = 5050  # beside `make ui` on 5000
 DEFAULT_PG_PORT = 5433  # beside a system PostgreSQL on 5432; backups (pg_dump) connect here
 # Tracking only: no job-consumer processes for MLflow's GenAI features (seconds of start, ~GBs).
@@ -271,9 +270,9 @@ class TeamServer:
     def kill_mlflow(self, sig: int = signal.SIGKILL) -> None:
         """Stop the MLflow server (SIGKILL: as if its machine died); PostgreSQL keeps the data."""
         if self.mlflow_proc is not None:
-            # The whole group, even when its leader has died; SIGKILL after STOP_WAIT_S: uvicorn waits
+            # The whole group, even when its leader has died; SIGKILL after the grace: uvicorn waits
             # for a request held by a dead database.
-            stop_group(self.mlflow_proc, sig, STOP_WAIT_S)
+            stop_group(self.mlflow_proc, sig)
             self.tell_guard(f"forget group {self.mlflow_proc.pid}")
             (self.state_dir / MLFLOW_GROUP).unlink(missing_ok=True)
         self.mlflow_proc = None
