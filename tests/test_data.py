@@ -453,10 +453,17 @@ def test_cli_prints_counts(corpus, tmp_path, capsys) -> None:
             f"paths.cache_dir={tmp_path / 'cache'}",
         ]
     )
-    out = capsys.readouterr().out
-    for split in SPLITS:
-        assert split in out
-    assert f"cache: {tmp_path / 'cache'}" in out
+    lines = capsys.readouterr().out.splitlines()
+    folder = Path(lines[-1].removeprefix("cache: "))
+    assert lines[-1].startswith(f"cache: {tmp_path / 'cache'}") and folder.is_dir()
+    tokens = {split: len(load_split(folder, split)) for split in SPLITS}  # what training reads
+    documents = {split: read_meta(folder)["splits"][split]["documents"] for split in SPLITS}
+    for line, split in zip(lines, SPLITS, strict=False):
+        count, _, share, docs, _ = line.removeprefix(split).split()
+        assert int(count.replace(",", "")) == tokens[split] > 0, line
+        assert float(share.rstrip("%")) == pytest.approx(100 * tokens[split] / sum(tokens.values()), abs=0.05), line
+        assert int(docs.replace(",", "")) == documents[split] > 0, line
+    assert len(lines) == len(SPLITS) + 1
 
 
 @pytest.mark.parametrize("world_size", [1, 2, 4])

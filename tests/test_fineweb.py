@@ -315,15 +315,19 @@ def test_config_builds_the_hub_source_and_rejects_bad_values(tmp_path) -> None:
 
 
 def test_cli_prepares_with_the_training_config(corpus, tmp_path, capsys) -> None:
+    """`python -m src.data fineweb ...` fills the folder a training job with the same overrides reads,
+    and prints each split's tokens, share, documents and shards as that folder holds them."""
     pattern, _ = corpus
-    data_main(
-        [
-            "fineweb",
-            f"data.files={pattern}",
-            f"paths.cache_dir={tmp_path / 'cache'}",
-            f"data.shard_tokens={SHARD_TOKENS}",
-            "data.num_proc=1",
-        ]
-    )
-    out = capsys.readouterr().out
-    assert "train" in out and "val" in out and "shards" in out and f"cache: {tmp_path / 'cache'}" in out
+    overrides = [f"data.files={pattern}", f"paths.cache_dir={tmp_path / 'cache'}", f"data.shard_tokens={SHARD_TOKENS}", "data.num_proc=1"]
+    data_main(["fineweb", *overrides])
+    lines = capsys.readouterr().out.splitlines()
+    cfg = compose(["data=fineweb", *overrides]).data
+    folder = build_source(cfg).folder(cfg.cache_dir)  # where training reads
+    assert lines[-1] == f"cache: {folder}" and is_valid_cache(folder)
+    splits = read_meta(folder)["splits"]
+    assert [line.split()[0] for line in lines[:-1]] == list(splits)
+    for line, (split, entry) in zip(lines, splits.items(), strict=False):
+        count, _, share, docs, _, shards, _ = line.removeprefix(split).split()
+        assert int(count.replace(",", "")) == len(load_split(folder, split)) > 0, line
+        assert float(share.rstrip("%")) == pytest.approx(100 * entry["tokens"] / sum(e["tokens"] for e in splits.values()), abs=0.05)
+        assert (int(docs), int(shards)) == (entry["documents"], len(entry["shards"])) and entry["documents"] > 0, line

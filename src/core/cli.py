@@ -8,12 +8,7 @@ Options are argparse's (`--help` lists them, then the exit codes below); every p
 reads the store, presets and folders that training with the same overrides uses. `python -m src.train`
 is Hydra's own command line (`-m`, `--cfg job`, `--help`) with the same overrides and exit codes.
 
-Exit codes (`EXIT_CODES`):
-
-    0  done
-    1  a run, a check or a read failed: `error: <why>` on one line (or the failed checks' lines)
-    2  the command line or the config is wrong: `config error: <key>: <why>` on one line
-       (an unknown option too); nothing was run or recorded
+Exit codes: `EXIT_CODES` below, which `--help` prints and docs/configuration.md tabulates.
 """
 
 from __future__ import annotations
