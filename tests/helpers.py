@@ -104,6 +104,32 @@ def run_train(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(["src.train", *args], code, out.getvalue(), err.getvalue())
 
 
+def launch_sweep(cwd: Path, *args: str) -> subprocess.Popen[str]:
+    """`python -m src.train -m <args>` from `cwd`, in a session of its own, its output on one pipe."""
+    cwd.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "src.train", "-m", *args],
+        cwd=cwd, env={**cli_env(), "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+
+
+def node_sweep_args(root: Path, cache: Path, uri: str, experiment: str, *extra: str) -> list[str]:
+    """A sweep as a second node would start it: only the tracking server is shared."""
+    return [
+        *TINY_MODEL,
+        f"experiment_name={experiment}",
+        f"logger.tracking_uri={uri}",
+        f"logger.artifact_location={root / 'artifacts'}",
+        "logger.system_metrics_s=0",
+        f"paths.cache_dir={cache}",
+        f"paths.checkpoints_dir={root / 'checkpoints'}",
+        f"paths.reports_dir={root / 'reports'}",
+        f"hydra.sweep.dir={root / 'multirun'}",
+        *extra,
+    ]
+
+
 def run_sweep(root: Path, cache: Path, experiment: str, *overrides: str) -> str:
     """A FAST multirun into `root`'s store (its report in root/reports/<experiment>); its output."""
     proc = run_cli(

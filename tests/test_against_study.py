@@ -18,6 +18,18 @@ import pandas as pd
 import pytest
 from helpers import EXPERIMENT, TinySweep, run_sweep
 from mlflow.tracking import MlflowClient
+from study_runs import (
+    NOISE,
+    SEEDS,
+    STUDY_SETTING,
+    claims_of,
+    jitter,
+    judged_section,
+    made_up_runs,
+    section_text,
+    speed_check,
+    study_runs,
+)
 
 from src.core import paths
 from src.report import analyze
@@ -25,12 +37,11 @@ from src.report.figures.claims import plot_claims
 from src.report.files import claim_tags, claims_frame
 from src.report.judge.pairs import Margins, compare
 from src.report.judge.sequential import SequentialVerdict
-from src.report.judge.study import HEADING, ClaimResult, Reach, StudySection
+from src.report.judge.study import HEADING, Reach, StudySection
 from src.report.read.published import CLAIMS, FP16, LOSS, SETTING, SPEED, STABILITY, TABLE
 from src.report.read.table import summarize
 from src.report.words.study import (
     OWN_READING,
-    StudyText,
     claim_line,
     claim_reason,
     open_question,
@@ -119,80 +130,10 @@ def test_a_claim_of_several_parts_is_reproduced_only_when_every_part_is(parts: l
 
 # --- the real compare -> against_study path, on made-up GPU sweeps ------------------------------------------
 
-STUDY_SETTING = {"device_type": "cuda", "device_name": "NVIDIA A100-SXM4-40GB", "n_params": 163_009_536.0,
-                 "tokens": 3_260_252_160.0, "precision": "fp16_mixed (matmul precision high)", "steps_done": 33_165.0}  # fmt: skip
-
-
-def _runs(variants: dict[str, str], seeds: int = 3, device: str = "cuda", **columns: object) -> pd.DataFrame:
-    """A runs frame as src.report.read.runs reads it (label -> norm), every run finished."""
-    rng = np.random.default_rng(0)
-    # The jobs' tokens/s moves run to run (about 0.3% here) on a generator of its own, so the test
-    # losses stay the ones drawn before: no two variants run at exactly the same speed on every seed.
-    jobs = np.random.default_rng(7)
-    rows = []
-    for label, norm in variants.items():
-        for seed in range(seeds):
-            rows.append({
-                "run_id": f"{label}{seed}", "variant": label, "norm": norm, "family": norm.split("_")[-1], "seed": seed,
-                "outcome": "finished", "lr": 1e-3, "test_loss": 3.6 + 0.05 * seed + rng.normal(0, 1e-4),
-                "tokens_per_sec": (1000.0 + seed) * (1 + jobs.normal(0, 0.003)), "train_time_s": 10.0, "stopped_at_step": math.nan, "steps_done": 100.0,
-                "start_time": pd.Timestamp(0), "devices": 1.0, "device_type": device, "device_name": "H100",
-                "model": "gpt2_small", "n_params": 1e8, "tokens": 1e9, "precision": "bf16", "dispatch": "fwd=fused bwd=fused",
-                "model.norm_placement": "pre", "model.qk_norm": "False", **columns,
-            })  # fmt: skip
-    return pd.DataFrame(rows)
-
-
-def _study_runs(loss: dict[str, list[float]] | None = None, speed: dict[str, list[float]] | None = None,
-                seeds: int = 5) -> pd.DataFrame:  # fmt: skip
-    """A GPU sweep at the study's setting: per variant its test loss and tokens/s, seed by seed."""
-    names = list(dict.fromkeys([*(loss or {}), *(speed or {})]))
-    runs = _runs({v: v for v in names}, seeds=seeds, **STUDY_SETTING)
-    for v, values in (loss or {}).items():
-        runs.loc[runs.variant == v, "test_loss"] = values
-    for v, values in (speed or {}).items():
-        runs.loc[runs.variant == v, "tokens_per_sec"] = values
-    return runs
-
-
-def _check(norm_ms: dict[str, float], step_ms: float = 100.0, rounds: int = 30) -> dict[str, object]:
-    """A speed check's samples (variants.json): each norm's seconds per step and whole steps, per round."""
-    rng = np.random.default_rng(1)
-    norms = {v: list(ms / 1e3 * (1 + rng.normal(0, 0.02, rounds))) for v, ms in norm_ms.items()}
-    steps = {v: list((step_ms + ms) / 1e3 * (1 + rng.normal(0, 0.01, rounds))) for v, ms in norm_ms.items()}
-    return {"kernel": {"samples_s": norms, "step_s": step_ms / 1e3}, "samples_s": steps, "settings": {"variants": list(norm_ms)}}
-
-
-def _text(runs: pd.DataFrame, check: dict[str, object] | None = None, sequential: tuple = (), axes: tuple = ()) -> StudyText:  # noqa: ANN001
-    """The section in words, through the real path."""
-    # The report's own comparisons first, as analyze() makes them: the section must not lean on them.
-    compare(runs, Margins())
-    return study_section(runs, axes, check or {}, Margins(), summarize(runs), sequential)
-
-
-def _section(runs: pd.DataFrame, check: dict[str, object] | None = None, sequential: tuple = (), axes: tuple = ()) -> StudySection:  # noqa: ANN001
-    """The section's judgements (what Analysis.study holds), read as data."""
-    return _text(runs, check, sequential, axes).judged
-
-
-def _claims(runs: pd.DataFrame, check: dict[str, object] | None = None, sequential: tuple = (), axes: tuple = ()) -> dict[int, ClaimResult]:  # noqa: ANN001
-    return {c.claim.number: c for c in _section(runs, check, sequential, axes).claims}
-
-
-SEEDS = np.array([3.60, 3.62, 3.58, 3.61, 3.59])  # one run's test loss, seed to seed (SD 0.016)
-NOISE = np.array([0.0002, -0.0003, 0.0001, 0.0, -0.0001])
-
-
-def jitter(k: int) -> np.ndarray:
-    """A variant's own seed-to-seed noise (NOISE shifted by k): two variants never differ by exactly the
-    same amount on every seed, as no two real norms do."""
-    return np.roll(NOISE, k)
-
-
 def test_a_a_consistent_edge_below_the_margin_is_partly_reproduced_never_seed_noise() -> None:
     loss = {"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0052 + NOISE,
             "hand_rmsnorm": SEEDS + 0.001, "torch_rmsnorm": SEEDS + 0.001 - 0.0049 - NOISE}  # fmt: skip
-    section = _text(_study_runs(loss))
+    section = section_text(study_runs(loss))
     claim = next(c for c in section.judged.claims if c.claim.number == 5)
     assert claim.word == PARTLY and {f.word for f in claim.findings} == {PARTLY}
     ln = claim.findings[0]
@@ -211,7 +152,7 @@ def test_b_the_size_the_study_claimed_is_judged() -> None:
     # spread (src.stats.inference.alike), and no interval to read a size from.
     speed = {"hand_layernorm": hand_ln, "torch_layernorm": hand_ln * 1.03 * jitter,
              "hand_rmsnorm": hand_ln / (1 - 0.014) * jitter[::-1], "torch_rmsnorm": hand_ln * 1.03 / (1 - 0.014) * np.roll(jitter, 1)}  # fmt: skip
-    claims = _claims(_study_runs(speed=speed))
+    claims = claims_of(study_runs(speed=speed))
     assert claims[1].word == PARTLY and "by less than its -11.0%" in claim_reason(claims[1])  # +3% tokens/s: -2.9% time
     assert claims[2].word == PARTLY and "by less than its -2.4%" in claim_reason(claims[2])
     built_ins = claims[3].findings[0]
@@ -223,48 +164,48 @@ def test_b_the_size_the_study_claimed_is_judged() -> None:
     assert claims[7].word == PARTLY  # built-in LayerNorm beats hand-rolled RMSNorm, by far less than -8.9%
     # The study's own -2.4% inside the interval: reproduced.
     speed["hand_rmsnorm"] = hand_ln / (1 - 0.024) * jitter[::-1]
-    assert _claims(_study_runs(speed=speed))[2].word == REPRODUCED
+    assert claims_of(study_runs(speed=speed))[2].word == REPRODUCED
 
 
 def test_c_an_interval_straddling_the_margin_is_inconclusive_unless_beyond_the_claimed_size() -> None:
     diffs = np.array([0.0089, 0.0075, 0.0103, 0.0089, 0.0089])  # +0.0089 [+0.0073, +0.0105] at 95%
-    claims = _claims(_study_runs({"hand_layernorm": SEEDS, "hand_rmsnorm": SEEDS + diffs}))
+    claims = claims_of(study_runs({"hand_layernorm": SEEDS, "hand_rmsnorm": SEEDS + diffs}))
     hand = claims[4].findings[0]
     assert (hand.word, hand.readings.equivalence) == (NOT_REPRODUCED, UNDECIDED) and 0.0065 < hand.low < 0.01 < hand.high
     assert part_reason(hand) == "the whole interval lies beyond the study's ±0.0065: no seed count makes them that close"
     wider = np.array([0.0089, 0.0035, 0.0143, 0.0089, 0.0089])  # the same estimate, an interval that holds 0.0065
-    claims = _claims(_study_runs({"hand_layernorm": SEEDS, "hand_rmsnorm": SEEDS + wider}))
+    claims = claims_of(study_runs({"hand_layernorm": SEEDS, "hand_rmsnorm": SEEDS + wider}))
     assert claims[4].word == INCONCLUSIVE and "the interval straddles the margin (±0.01 nats) and holds the study's ±0.0065: about" in claim_reason(claims[4])
 
 
 def test_d_one_part_decided_does_not_decide_for_all() -> None:
     loss = {"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0242 + NOISE,
             "hand_rmsnorm": SEEDS, "torch_rmsnorm": SEEDS - 0.01 + np.array([0.02, -0.03, 0.01, 0.0, -0.01])}  # fmt: skip
-    claims = _claims(_study_runs(loss))
+    claims = claims_of(study_runs(loss))
     assert [f.word for f in claims[5].findings] == [REPRODUCED, INCONCLUSIVE]
     assert claims[5].word == PARTLY
     # An unswept part is not a reproduced one either.
-    alone = _claims(_study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.025 + NOISE}))
+    alone = claims_of(study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.025 + NOISE}))
     assert alone[5].word == PARTLY and claim_reason(alone[5]).endswith("RMSNorm not swept")
 
 
 def test_e_divergence_counts_only_where_the_normalized_variants_trained() -> None:
-    runs = _study_runs({v: SEEDS for v in TABLE})
+    runs = study_runs({v: SEEDS for v in TABLE})
     runs.loc[runs.variant == "no_norm", ["outcome", "stopped_at_step", "steps_done"]] = ["diverged", 540.0, 540.0]
-    assert _claims(runs)[6].word == REPRODUCED
+    assert claims_of(runs)[6].word == REPRODUCED
     runs[["outcome", "stopped_at_step", "steps_done"]] = ["diverged", 40.0, 40.0]  # all five diverged at step 40
-    claim = _claims(runs)[6]
+    claim = claims_of(runs)[6]
     assert claim.word == NOT_APPLICABLE and claim_reason(claim) == (
         "no_norm diverged in 5/5 runs (step 40 each), the normalized variants in 20/20 (step 40 each): as often, so the "
         "divergence is not the missing norm's"
     )
     fine = runs.copy()
     fine.loc[fine.variant == "no_norm", ["outcome", "stopped_at_step", "steps_done"]] = ["finished", math.nan, 33_165.0]
-    assert _claims(fine)[6].word == NOT_REPRODUCED
+    assert claims_of(fine)[6].word == NOT_REPRODUCED
     # experiment=no_norm_collapse on a CPU: no_norm diverges alone, but in fp32 on a small model.
-    collapse = _runs({v: v for v in TABLE}, device="cpu", precision="fp32 (matmul precision highest)", n_params=1.4e7)
+    collapse = made_up_runs({v: v for v in TABLE}, device="cpu", precision="fp32 (matmul precision highest)", n_params=1.4e7)
     collapse.loc[collapse.variant == "no_norm", ["outcome", "stopped_at_step", "steps_done"]] = ["diverged", 23.0, 23.0]
-    claim = _claims(collapse)[6]
+    claim = claims_of(collapse)[6]
     # The setting's facts by name (the section says them once in full), and the sweep's own reading set apart.
     assert claim.word == NOT_APPLICABLE and claim_reason(claim) == (
         f"outside its domain: 14,000,000 parameters, precision fp32 ({OWN_READING}: reproduced: no_norm diverged in 3/3 runs "
@@ -276,29 +217,29 @@ def test_f_unrelated_variants_do_not_change_a_claims_word() -> None:
     hand_ln = np.full(5, 1000.0) + np.arange(5)
     jitter = 1 + np.array([0.004, -0.006, 0.002, 0.005, -0.005])
     speed = {"hand_layernorm": hand_ln, "hand_rmsnorm": hand_ln / (1 - 0.024) * jitter}
-    alone = _claims(_study_runs(speed=speed))
+    alone = claims_of(study_runs(speed=speed))
     others = {v: hand_ln * (1 + 0.01 * i) for i, v in enumerate(["dyt", "scalenorm", "fast_rmsnorm", "layernorm_noaffine", "fast_dyt"])}
-    crowded = _claims(_study_runs(speed={**speed, **others}))
+    crowded = claims_of(study_runs(speed={**speed, **others}))
     assert alone[2].word == crowded[2].word and claim_line(alone[2]) == claim_line(crowded[2])
 
 
 def test_a_sequential_sweep_takes_its_claims_direction_from_its_own_decisions() -> None:
     loss = {"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0242 + NOISE}
-    runs = _study_runs(loss)
+    runs = study_runs(loss)
     undecided = SequentialVerdict("torch_layernorm vs hand_layernorm", "test_loss", "undecided", None, 5, 0.01, 0.02)
-    claim = _claims(runs, sequential=(undecided,))[5]
+    claim = claims_of(runs, sequential=(undecided,))[5]
     assert claim.findings[0].word == INCONCLUSIVE and "the sequential sweep's decision, undecided open when the sweep stopped" in claim_reason(claim)
     different = SequentialVerdict("torch_layernorm vs hand_layernorm", "test_loss", "different", 2, 4, 0.02, math.nan)
-    assert _claims(runs, sequential=(different,))[5].findings[0].word == REPRODUCED
+    assert claims_of(runs, sequential=(different,))[5].findings[0].word == REPRODUCED
 
 
 def test_outside_the_claims_domain_is_not_applicable_and_still_shows_the_figure() -> None:
     five = {v: v for v in TABLE}
-    check = _check({"hand_layernorm": 14.0, "torch_layernorm": 4.0, "hand_rmsnorm": 12.0, "torch_rmsnorm": 4.0, "no_norm": 0.0})
-    gpu = _claims(_runs(five, **STUDY_SETTING), check)
+    check = speed_check({"hand_layernorm": 14.0, "torch_layernorm": 4.0, "hand_rmsnorm": 12.0, "torch_rmsnorm": 4.0, "no_norm": 0.0})
+    gpu = claims_of(made_up_runs(five, **STUDY_SETTING), check)
     assert gpu[1].word == PARTLY and "speed check, 30 kernel rounds" in claim_line(gpu[1])  # -10%: smaller than -11%, LN
     assert gpu[2].word == PARTLY  # -2% against -2.4%
-    cpu = _claims(_runs(five, device="cpu"), check)
+    cpu = claims_of(made_up_runs(five, device="cpu"), check)
     assert {cpu[n].word for n in (1, 2, 3, 7)} == {NOT_APPLICABLE}
     assert cpu[1].findings[0].outside == (
         "CPU run: the study's figure comes from its CUDA kernels",
@@ -308,26 +249,26 @@ def test_outside_the_claims_domain_is_not_applicable_and_still_shows_the_figure(
     assert "LayerNorm -10.0% [" in claim_line(cpu[1]) and f"({OWN_READING}: LayerNorm reproduced; RMSNorm partly reproduced)" in claim_reason(cpu[1])
     assert claim_line(cpu[1]).startswith(f"1. {NOT_APPLICABLE} — built-in kernels")  # the word first
     # The model axes: a post-norm variant is not the study's model.
-    post = _claims(_runs({"torch_layernorm": "torch_layernorm", "torch_rmsnorm": "torch_rmsnorm"}, **{"model.norm_placement": "post"}))
+    post = claims_of(made_up_runs({"torch_layernorm": "torch_layernorm", "torch_rmsnorm": "torch_rmsnorm"}, **{"model.norm_placement": "post"}))
     assert sorted(post) == [3, 4] and {c.word for c in post.values()} == {NOT_APPLICABLE}
     assert "not the study's setting: torch_layernorm has model.norm_placement=post (the study model.norm_placement=pre)" in claim_reason(post[4])
 
 
 def test_one_seed_says_which_applies_first() -> None:
-    runs = _study_runs({"hand_layernorm": SEEDS[:1], "torch_layernorm": SEEDS[:1] - 0.02}, seeds=1)
-    claims = _claims(runs)
+    runs = study_runs({"hand_layernorm": SEEDS[:1], "torch_layernorm": SEEDS[:1] - 0.02}, seeds=1)
+    claims = claims_of(runs)
     assert claims[5].word == INCONCLUSIVE and claim_reason(claims[5]).startswith("LayerNorm: one seed gives no interval")
     assert "one seed per variant shows no seed spread here" in open_question(claims[5])
-    small = _claims(_runs({"hand_layernorm": "hand_layernorm", "torch_layernorm": "torch_layernorm"}, seeds=1, device="cpu"))
+    small = claims_of(made_up_runs({"hand_layernorm": "hand_layernorm", "torch_layernorm": "torch_layernorm"}, seeds=1, device="cpu"))
     assert small[5].word == NOT_APPLICABLE and f"{OWN_READING}: LayerNorm inconclusive: one seed gives no interval)" in claim_reason(small[5])
     assert claim_reason(small[5]).startswith("outside its domain: CPU run")  # the domain first
 
 
 def test_the_studys_table_sits_beside_the_sweeps_and_the_plot_draws_each_part() -> None:
     loss = {v: SEEDS + 0.001 * i + jitter(i) for i, v in enumerate(TABLE)}  # each variant with its own seed noise
-    runs = _study_runs(loss)
+    runs = study_runs(loss)
     runs.loc[runs.variant == "no_norm", ["outcome", "stopped_at_step"]] = ["diverged", 530.0]
-    section = _text(runs)
+    section = section_text(runs)
     headers, rows = section.table
     assert headers[:4] == ["variant", "seeds (study / sweep)", "training time s (study)", "training time s (sweep)"]
     assert rows[0][:3] == ["hand_layernorm", "1 / 5", "9,358"] and rows[0][6] == "3.5953"
@@ -346,11 +287,11 @@ def test_the_studys_table_sits_beside_the_sweeps_and_the_plot_draws_each_part() 
     ln = frame[(frame.claim == 5) & (frame.part == "LayerNorm")].iloc[0]
     assert (ln.study, ln.direction, ln.part_word) == (pytest.approx(3.571158 - 3.595336), "opposite", NOT_REPRODUCED)
     assert ln.ci_low <= ln.estimate <= ln.ci_high
-    assert plot_claims(_section(_runs({"dyt": "dyt"}))) is None
+    assert plot_claims(judged_section(made_up_runs({"dyt": "dyt"}))) is None
 
 
 def test_a_sweep_without_the_studys_variants_gets_one_line() -> None:
-    section = study_section(_runs({"dyt": "dyt", "scalenorm": "scalenorm"}), (), {}, Margins())
+    section = study_section(made_up_runs({"dyt": "dyt", "scalenorm": "scalenorm"}), (), {}, Margins())
     assert section.lines() == [f"{HEADING}: this sweep ran none of the study's variants "
                                "(hand_layernorm, torch_layernorm, hand_rmsnorm, torch_rmsnorm, no_norm); nothing to compare."]  # fmt: skip
     assert claim_tags(section.judged) == {}
@@ -366,7 +307,7 @@ SPEEDS = {"hand_layernorm": 1000.0, "torch_layernorm": 1120.0, "hand_rmsnorm": 1
 
 def _at(precision: str, swept: bool) -> pd.DataFrame:
     """The study's setting in one precision: its five variants, 5 seeds, each with its own jitter (no_norm trains through)."""
-    runs = _study_runs(loss={v: SEEDS + jitter(i) for i, v in enumerate(TABLE)},
+    runs = study_runs(loss={v: SEEDS + jitter(i) for i, v in enumerate(TABLE)},
                        speed={v: t * (1 + jitter(i)) for i, (v, t) in enumerate(SPEEDS.items())})  # fmt: skip
     runs = runs.assign(precision=f"{precision} (matmul precision high)")
     if not swept:
@@ -377,8 +318,8 @@ def _at(precision: str, swept: bool) -> pd.DataFrame:
 def test_a_precision_is_judged_by_one_domain_rule_whether_swept_or_not() -> None:
     """Issue 62, 7: bf16 runs read the same when precision is swept beside fp32 as when it is not swept:
     16-bit autocast is the speed and kernel-loss claims' domain, fp16 alone claim 6's."""
-    alone = _claims(_at("bf16_mixed", swept=False))
-    swept = _claims(pd.concat([_at("fp32", True), _at("bf16_mixed", True)], ignore_index=True), axes=PRECISION_AXIS)
+    alone = claims_of(_at("bf16_mixed", swept=False))
+    swept = claims_of(pd.concat([_at("fp32", True), _at("bf16_mixed", True)], ignore_index=True), axes=PRECISION_AXIS)
     for n in (1, 2, 3, 5, 7):
         assert alone[n].word == swept[n].word != NOT_APPLICABLE, (n, claim_reason(swept[n]))
         assert claim_reason(alone[n]) == claim_reason(swept[n]) and "not the study's setting" not in claim_reason(swept[n])
@@ -387,7 +328,7 @@ def test_a_precision_is_judged_by_one_domain_rule_whether_swept_or_not() -> None
     for claim in (alone[6], swept[6]):
         assert claim.word == NOT_APPLICABLE and claim.outside[0].fact.startswith("precision ") and "not the study's setting" not in claim_reason(claim)
     # Where the study's own precision ran beside bf16, the claims read it, and bf16 is set aside, with why.
-    both = _text(pd.concat([_at("fp16_mixed", True), _at("bf16_mixed", True)], ignore_index=True), axes=PRECISION_AXIS)
+    both = section_text(pd.concat([_at("fp16_mixed", True), _at("bf16_mixed", True)], ignore_index=True), axes=PRECISION_AXIS)
     assert {v for c in both.judged.claims for f in c.findings for v in f.variants} <= {f"{v} · fp16_mixed" for v in TABLE}
     assert {s.variant for s in both.judged.set_aside} == {f"{v} · bf16_mixed" for v in TABLE}
     assert both.setting[-1].startswith("set aside, read by no claim: hand_layernorm · bf16_mixed, ") and (
@@ -399,10 +340,10 @@ def test_an_init_sweeps_setting_names_the_runs_read_and_those_set_aside() -> Non
     are theirs, and the gpt2 runs are named as set aside, with why."""
     frames = []
     for init in ("study", "gpt2"):
-        runs = _study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0242 + NOISE})
+        runs = study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0242 + NOISE})
         frames.append(runs.assign(**{"model.init": init, "axis.model.init": init}, variant=runs.variant + f" · init={init}",
                                   run_id=runs.run_id + init))  # fmt: skip
-    text = _text(pd.concat(frames, ignore_index=True), axes=(Axis("model.init", ("model.init",)),))
+    text = section_text(pd.concat(frames, ignore_index=True), axes=(Axis("model.init", ("model.init",)),))
     judged = text.judged
     assert {v for c in judged.claims for f in c.findings for v in f.variants} == {"hand_layernorm · init=study", "torch_layernorm · init=study"}
     assert judged.read == ("hand_layernorm · init=study", "torch_layernorm · init=study")
@@ -415,7 +356,7 @@ def test_an_init_sweeps_setting_names_the_runs_read_and_those_set_aside() -> Non
         "(the study model.init=study). The lines above are the runs the claims read: hand_layernorm · init=study, torch_layernorm · init=study"
     )
     # Nothing set aside: the setting is this sweep's, as before.
-    plain = _text(_study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0242 + NOISE}))
+    plain = section_text(study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0242 + NOISE}))
     assert plain.judged.set_aside == () and not any(line.startswith("set aside") for line in plain.setting)
     assert plain.setting[0].startswith("device: this sweep ")
 
@@ -423,14 +364,14 @@ def test_an_init_sweeps_setting_names_the_runs_read_and_those_set_aside() -> Non
 def test_a_claim_not_tested_at_the_studys_setting_is_not_counted_outside_its_domain() -> None:
     """Issue 62, 9: a sweep at the study's exact setting that lacks the variants: every claim is in its
     domain and not tested, none outside; the counts are data on the judged section (the headline's)."""
-    exact = _section(_study_runs({"torch_layernorm": SEEDS}))
+    exact = judged_section(study_runs({"torch_layernorm": SEEDS}))
     assert exact.claims == [] and exact.reached(Reach.UNTESTED) == [1, 2, 3, 4, 5, 6, 7]
     assert exact.reached(Reach.OUTSIDE) == exact.reached(Reach.TESTED) == [] and exact.domain_facts == {}
     # Two of its variants: claims 3 and 4 tested, the rest in the domain, not tested.
-    two = _section(_study_runs({"torch_layernorm": SEEDS, "torch_rmsnorm": SEEDS + 0.001 + jitter(1)}))
+    two = judged_section(study_runs({"torch_layernorm": SEEDS, "torch_rmsnorm": SEEDS + 0.001 + jitter(1)}))
     assert two.reached(Reach.TESTED) == [3, 4] and two.reached(Reach.UNTESTED) == [1, 2, 5, 6, 7]
     # On a CPU a claim not swept is outside its domain all the same, with the facts that take it out.
-    cpu = _section(_runs({"hand_layernorm": "hand_layernorm", "torch_layernorm": "torch_layernorm"}, device="cpu"))
+    cpu = judged_section(made_up_runs({"hand_layernorm": "hand_layernorm", "torch_layernorm": "torch_layernorm"}, device="cpu"))
     assert cpu.reached(Reach.OUTSIDE) == [1, 2, 3, 5, 6, 7] and cpu.domain_facts[2][0].fact == "CPU run"
     assert cpu.reached(Reach.UNTESTED) == [4] and 4 not in cpu.domain_facts  # the math's loss holds on any device, at this scale
 
@@ -439,9 +380,9 @@ def test_the_seeds_that_would_settle_claim_6_are_more_than_those_run() -> None:
     """Issue 62, 10: five seeds, no_norm diverged in 2: the count is more than five, and it settles."""
     from scipy import stats
 
-    runs = _study_runs({v: SEEDS + jitter(i) for i, v in enumerate(TABLE)})
+    runs = study_runs({v: SEEDS + jitter(i) for i, v in enumerate(TABLE)})
     runs.loc[runs.run_id.isin(["no_norm0", "no_norm1"]), ["outcome", "stopped_at_step", "steps_done"]] = ["diverged", 540.0, 540.0]
-    section = _section(runs)
+    section = judged_section(runs)
     claim = next(c for c in section.claims if c.claim.number == 6)
     (f,) = claim.findings
     seeds = f.judgement.settle
@@ -456,7 +397,7 @@ def test_the_seeds_that_would_settle_claim_6_are_more_than_those_run() -> None:
 
 def _cpu_jobs(at_once: bool) -> pd.DataFrame:
     """A 2-seed CPU sweep of the LayerNorms, no speed check: jobs one after another (the local launcher), or at once (SLURM)."""
-    runs = _runs({"hand_layernorm": "hand_layernorm", "torch_layernorm": "torch_layernorm"}, seeds=2, device="cpu",
+    runs = made_up_runs({"hand_layernorm": "hand_layernorm", "torch_layernorm": "torch_layernorm"}, seeds=2, device="cpu",
                  precision="fp32 (matmul precision highest)", n_params=3.2e6)  # fmt: skip
     runs.loc[runs.variant == "torch_layernorm", "tokens_per_sec"] *= 1.4  # what the machine's load made of them
     step = 0 if at_once else 60
@@ -467,7 +408,7 @@ def _cpu_jobs(at_once: bool) -> pd.DataFrame:
 def test_a_time_that_is_not_a_measurement_decides_no_word_and_carries_its_caveat(at_once: bool) -> None:
     """Issue 62, 13: the jobs' times on a CPU read for no word, even at the sweep's own setting, and
     say how they were taken (one after another, or at once under SLURM) wherever they are printed."""
-    text = _text(_cpu_jobs(at_once))
+    text = section_text(_cpu_jobs(at_once))
     claim = next(c for c in text.judged.claims if c.claim.number == 1)
     (ln,) = claim.findings
     how = "jobs timed at once on CPUs" if at_once else "jobs timed one after another on CPUs"
@@ -482,13 +423,13 @@ def test_a_time_that_is_not_a_measurement_decides_no_word_and_carries_its_caveat
     # Not a test: the family counts only the loss parts, and the plot draws no dot of it.
     assert text.judged.family == 1
     # On GPUs each job timed its own device, as the study did: a measurement, judged.
-    gpu = _section(_runs({"hand_layernorm": "hand_layernorm", "torch_layernorm": "torch_layernorm"}, **STUDY_SETTING))
+    gpu = judged_section(made_up_runs({"hand_layernorm": "hand_layernorm", "torch_layernorm": "torch_layernorm"}, **STUDY_SETTING))
     assert next(c for c in gpu.claims if c.claim.number == 1).findings[0].effect.measured
 
 
 def test_the_words_read_the_judged_section_never_through_it() -> None:
     """Issue 62, one writer: StudyText holds the words; the judged data is read on the StudySection."""
-    text = _text(_study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0242 + NOISE}))
+    text = section_text(study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0242 + NOISE}))
     assert isinstance(text.judged, StudySection) and not hasattr(text, "claims") and not hasattr(text, "family")
 
 # --- real sweeps --------------------------------------------------------------------------------------
@@ -553,9 +494,9 @@ def test_the_sweep_runs_description_keeps_a_word_per_claim_within_mlflows_limit(
 
     # The study's five and the zoo's norms: many pairs, so the whole section would not fit.
     zoo = ["dyt", "fast_dyt", "scalenorm", "fast_rmsnorm", "layernorm_noaffine", "torch_layernorm_nobias"]
-    runs = _study_runs({v: SEEDS + 0.001 * i for i, v in enumerate([*TABLE, *zoo])})
+    runs = study_runs({v: SEEDS + 0.001 * i for i, v in enumerate([*TABLE, *zoo])})
     analysis = Analysis("study", "sqlite://", "0", runs, pd.DataFrame(), summarize(runs), compare(runs), Margins(), 0,
-                        study=_section(runs))  # fmt: skip
+                        study=judged_section(runs))  # fmt: skip
     text = verdict(analysis)
     assert len(_verdict(analysis, "sentences", "full")) > VERDICT_MAX >= len(text)
     for c in analysis.study.claims:

@@ -1,7 +1,7 @@
 """The headline reads the judgements: each case through the real path (`compare`, `against_study`,
 then `headline`), with the word its pair got and a sentence that is true of the numbers.
 
-Made-up sweeps at the study's setting (tests/test_against_study.py's builders): uneven seed sets, a
+Made-up sweeps at the study's setting (tests/study_runs.py): uneven seed sets, a
 failed seed, seed sets that share none (Welch), a learning-rate sweep, a divergence, a tie as printed;
 and "lowest" only where the pairs establish it (issue 62): the shared seed against Welch, runs of which
 some diverged counted, bit-identical and near-identical variants said as ties.
@@ -15,7 +15,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from test_against_study import NOISE, SEEDS, _runs, _section, _study_runs
+from study_runs import NOISE, SEEDS, judged_section, made_up_runs, study_runs
 
 from src.report.analysis import Analysis
 from src.report.judge.pairs import Margins, Result, compare
@@ -29,7 +29,7 @@ from src.stats.verdicts import PairWord
 
 def _analysis(runs: pd.DataFrame) -> Analysis:
     results = compare(runs, Margins())
-    return Analysis("cases", "sqlite://", "0", runs, pd.DataFrame(), summarize(runs), results, Margins(), 0, study=_section(runs))
+    return Analysis("cases", "sqlite://", "0", runs, pd.DataFrame(), summarize(runs), results, Margins(), 0, study=judged_section(runs))
 
 
 def _pair(a: Analysis, x: str, y: str) -> Result:
@@ -52,8 +52,8 @@ def _reseed(runs: pd.DataFrame, seeds: list[int]) -> pd.DataFrame:
 def test_uneven_seed_sets_the_lowest_is_the_paired_one_not_the_table_mean() -> None:
     """A on seeds 0-4, B on 0, 1, 2, 7 and lower on every shared seed; B's seed 7 is high, so the table's
     unpaired means put A first (3.6000 against 3.6085)."""
-    a = _study_runs({"hand_layernorm": SEEDS})
-    b = _reseed(_study_runs({"torch_layernorm": np.array([3.579, 3.597, 3.559, 3.70])}, seeds=4), [0, 1, 2, 7])
+    a = study_runs({"hand_layernorm": SEEDS})
+    b = _reseed(study_runs({"torch_layernorm": np.array([3.579, 3.597, 3.559, 3.70])}, seeds=4), [0, 1, 2, 7])
     analysis = _analysis(pd.concat([a, b], ignore_index=True))
     table = analysis.table.set_index("variant").test_loss
     assert table["hand_layernorm"] < table["torch_layernorm"]  # the unpaired means disagree with the pairs
@@ -69,7 +69,7 @@ def test_uneven_seed_sets_the_lowest_is_the_paired_one_not_the_table_mean() -> N
 
 
 def test_a_failed_seed_leaves_the_gap_inside_its_own_interval() -> None:
-    runs = _study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS + 0.0008 + np.array([0.0004, -0.0004, 0.0002, 0.0, -0.0002])})
+    runs = study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS + 0.0008 + np.array([0.0004, -0.0004, 0.0002, 0.0, -0.0002])})
     runs.loc[(runs.variant == "torch_layernorm") & (runs.seed == 2), ["outcome", "test_loss"]] = ["failed", math.nan]
     analysis = _analysis(runs)
     r = _pair(analysis, "hand_layernorm", "torch_layernorm")
@@ -81,8 +81,8 @@ def test_a_failed_seed_leaves_the_gap_inside_its_own_interval() -> None:
 
 
 def test_seed_sets_that_share_none_are_said_unpaired() -> None:
-    a = _study_runs({"hand_layernorm": SEEDS})
-    b = _reseed(_study_runs({"torch_layernorm": SEEDS - 0.03}), [5, 6, 7, 8, 9])
+    a = study_runs({"hand_layernorm": SEEDS})
+    b = _reseed(study_runs({"torch_layernorm": SEEDS - 0.03}), [5, 6, 7, 8, 9])
     analysis = _analysis(pd.concat([a, b], ignore_index=True))
     r = _pair(analysis, "hand_layernorm", "torch_layernorm")
     assert r.primary.test == "welch"
@@ -95,7 +95,7 @@ def test_seed_sets_that_share_none_are_said_unpaired() -> None:
 def _lr_sweep() -> pd.DataFrame:
     frames = []
     for i, lr in enumerate((0.001, 0.01)):
-        runs = _study_runs({v: SEEDS[:3] + 0.001 * j + 0.05 * i + np.array([0.0, 0.0002 * j, -0.0001 * j]) for j, v in enumerate(TABLE)}, seeds=3)
+        runs = study_runs({v: SEEDS[:3] + 0.001 * j + 0.05 * i + np.array([0.0, 0.0002 * j, -0.0001 * j]) for j, v in enumerate(TABLE)}, seeds=3)
         runs = runs.assign(**{"axis.norm": runs.norm, "axis.optim.lr": str(lr), "lr": lr, "lr_variant": runs.variant})
         frames.append(runs.assign(variant=runs.variant + f" · lr={lr}", run_id=runs.run_id + f"-{lr}"))
     return pd.concat(frames, ignore_index=True)
@@ -118,7 +118,7 @@ def test_a_learning_rate_sweep_is_read_per_setting_never_pooled() -> None:
 
 def test_a_diverged_variant_is_named_in_the_loss_line() -> None:
     """`norm=torch_layernorm,no_norm optim.lr=50`: no_norm diverged at step 4, torch_layernorm's loss exploded."""
-    runs = _runs({"torch_layernorm": "torch_layernorm", "no_norm": "no_norm"}, seeds=1, device="cpu", lr=50.0)
+    runs = made_up_runs({"torch_layernorm": "torch_layernorm", "no_norm": "no_norm"}, seeds=1, device="cpu", lr=50.0)
     runs.loc[runs.variant == "torch_layernorm", "test_loss"] = 182919.75
     runs.loc[runs.variant == "no_norm", ["outcome", "stopped_at_step", "steps_done", "test_loss"]] = ["diverged", 4.0, 4.0, math.nan]
     assert loss_line(_analysis(runs)) == "Loss: torch_layernorm 182919.7500, the only variant that finished; no_norm diverged (1/1 runs, step 4)."
@@ -126,7 +126,7 @@ def test_a_diverged_variant_is_named_in_the_loss_line() -> None:
 
 def test_a_tie_is_the_verdicts_never_the_rounding() -> None:
     """Equal to 4 decimals, and a real (tiny) difference on every seed: the pair's word says so."""
-    runs = _study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS + 0.00004 + np.array([1, -1, 0.5, 0, -0.5]) * 1e-6})
+    runs = study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS + 0.00004 + np.array([1, -1, 0.5, 0, -0.5]) * 1e-6})
     analysis = _analysis(runs)
     r = _pair(analysis, "hand_layernorm", "torch_layernorm")
     loss = loss_line(analysis)
@@ -136,7 +136,7 @@ def test_a_tie_is_the_verdicts_never_the_rounding() -> None:
 
 def test_one_seed_each_says_no_interval_once_and_no_lowest() -> None:
     """One run each tests nothing: the lower mean is printed, never called the lowest."""
-    runs = _study_runs({"hand_layernorm": SEEDS[:1], "torch_layernorm": SEEDS[:1] - 0.02}, seeds=1)
+    runs = study_runs({"hand_layernorm": SEEDS[:1], "torch_layernorm": SEEDS[:1] - 0.02}, seeds=1)
     lines = headline(_analysis(runs))
     assert lines[1] == ("Loss: lowest test loss undecided: torch_layernorm 3.5800 (the one seed every variant here finished); "
                         "against it hand_layernorm +0.0200 (one run each: no interval).")  # fmt: skip
@@ -168,8 +168,8 @@ def test_uneven_seeds_where_the_shared_seed_and_welch_disagree_name_no_contradic
     """hand_layernorm on seeds 0-4, torch_layernorm on 0 and 5-8: on the one seed both finished hand_layernorm
     is lower (3.60 against 3.61), over all seeds Welch shows torch_layernorm lower. The old line called
     hand_layernorm lowest on seed 0 and then printed torch_layernorm's negative, *different* gap beside it."""
-    a = _study_runs({"hand_layernorm": SEEDS})
-    b = _reseed(_study_runs({"torch_layernorm": np.array([3.61, 3.53, 3.53, 3.54, 3.53])}), [0, 5, 6, 7, 8])
+    a = study_runs({"hand_layernorm": SEEDS})
+    b = _reseed(study_runs({"torch_layernorm": np.array([3.61, 3.53, 3.53, 3.54, 3.53])}), [0, 5, 6, 7, 8])
     analysis = _analysis(pd.concat([a, b], ignore_index=True))
     r = _pair(analysis, "hand_layernorm", "torch_layernorm")
     assert r.primary.test == "welch" and r.verdict == PairWord.DIFFERENT and r.decision.sign < 0  # torch_layernorm lower
@@ -184,7 +184,7 @@ def test_uneven_seeds_where_the_shared_seed_and_welch_disagree_name_no_contradic
 
 def test_three_runs_two_diverged_are_counted_never_one_run_each() -> None:
     """no_norm ran seeds 0-2 and diverged on two; the LayerNorms finished all three: no "one run each" anywhere."""
-    runs = _study_runs({"hand_layernorm": SEEDS[:3], "torch_layernorm": SEEDS[:3] + 0.0002 + NOISE[:3], "no_norm": SEEDS[:3] + 0.05}, seeds=3)
+    runs = study_runs({"hand_layernorm": SEEDS[:3], "torch_layernorm": SEEDS[:3] + 0.0002 + NOISE[:3], "no_norm": SEEDS[:3] + 0.05}, seeds=3)
     runs.loc[(runs.variant == "no_norm") & (runs.seed > 0), ["outcome", "stopped_at_step", "test_loss"]] = ["diverged", 40.0, math.nan]
     analysis = _analysis(runs)
     lines = headline(analysis)
@@ -199,7 +199,7 @@ def test_three_runs_two_diverged_are_counted_never_one_run_each() -> None:
 
 def test_one_finished_seed_of_several_runs_is_not_one_seed_per_variant() -> None:
     """Each variant ran three seeds and two of each diverged: at most one finished seed, said with its runs."""
-    runs = _study_runs({"hand_layernorm": SEEDS[:3], "torch_layernorm": SEEDS[:3] + 0.01}, seeds=3)
+    runs = study_runs({"hand_layernorm": SEEDS[:3], "torch_layernorm": SEEDS[:3] + 0.01}, seeds=3)
     runs.loc[runs.seed > 0, ["outcome", "stopped_at_step", "test_loss"]] = ["diverged", 40.0, math.nan]
     lines = headline(_analysis(runs))
     assert lines[2].startswith("Is it real? At most one finished seed per variant (hand_layernorm 3 runs: 1 finished, 2 diverged; "
@@ -213,7 +213,7 @@ def test_three_bit_identical_implementations_are_a_tie_never_a_lowest(seeds: int
     "lowest test loss fast_rmsnorm … hand_rmsnorm +0.0000, torch_rmsnorm +0.0000" (idxmin picks the first).
     Three seeds: the pairs cannot decide (no spread, 3 equal signs); five: equivalent by 5 equal signs."""
     same = SEEDS[:seeds]
-    analysis = _analysis(_study_runs({"hand_rmsnorm": same, "torch_rmsnorm": same, "fast_rmsnorm": same}, seeds=seeds))
+    analysis = _analysis(study_runs({"hand_rmsnorm": same, "torch_rmsnorm": same, "fast_rmsnorm": same}, seeds=seeds))
     loss = loss_line(analysis)
     assert "lowest" not in loss, loss
     why = "identical to 4 decimals" if seeds == 3 else "equivalent within ±0.01 or identical to 4 decimals"
@@ -223,7 +223,7 @@ def test_three_bit_identical_implementations_are_a_tie_never_a_lowest(seeds: int
 
 def test_near_identical_within_the_margin_are_tied_with_their_interval() -> None:
     """A gap of 0.0001 nats, noisy both ways: equivalent within ±0.01, no direction shown: a tie, its interval beside it."""
-    runs = _study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS + 0.0001 + np.array([3, -3, 2, -2, 0]) * 1e-4})
+    runs = study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS + 0.0001 + np.array([3, -3, 2, -2, 0]) * 1e-4})
     analysis = _analysis(runs)
     r = _pair(analysis, "hand_layernorm", "torch_layernorm")
     assert r.verdict == PairWord.EQUIVALENT and not r.decision.sign
@@ -237,7 +237,7 @@ def test_near_identical_within_the_margin_are_tied_with_their_interval() -> None
 def test_the_lowest_tied_with_one_and_below_the_other() -> None:
     """torch_layernorm below torch_rmsnorm (different) and equivalent to hand_layernorm with no direction:
     the lowest, tied with hand_layernorm; hand_layernorm against torch_rmsnorm is not claimed."""
-    runs = _study_runs({"torch_layernorm": SEEDS, "hand_layernorm": SEEDS + 0.0001 + np.array([3, -3, 2, -2, 0]) * 1e-4,
+    runs = study_runs({"torch_layernorm": SEEDS, "hand_layernorm": SEEDS + 0.0001 + np.array([3, -3, 2, -2, 0]) * 1e-4,
                         "torch_rmsnorm": SEEDS + 0.03 + NOISE})  # fmt: skip
     analysis = _analysis(runs)
     loss = loss_line(analysis)
@@ -248,6 +248,6 @@ def test_the_lowest_tied_with_one_and_below_the_other() -> None:
 
 
 def test_a_difference_shown_is_never_printed_as_zero() -> None:
-    runs = _study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS + 0.00004 + np.array([1, -1, 0.5, 0, -0.5]) * 1e-6})
+    runs = study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS + 0.00004 + np.array([1, -1, 0.5, 0, -0.5]) * 1e-6})
     loss = loss_line(_analysis(runs))
     assert "torch_layernorm +0.000040 [+0.000039, +0.000041] (90% interval)" in loss and "+0.0000 " not in loss, loss

@@ -1,7 +1,9 @@
-"""GPT-2 model: the study's parameter counts, shapes, causality, weight tying, FLOPs, parameter order."""
+"""GPT-2 model: the study's parameter counts with every norm, shapes, causality, weight tying, FLOPs,
+parameter order, and the model axes (norm placement, QK-norm, per-position options) computing what they say."""
 
 import pytest
 import torch
+from torch import nn
 
 from src.core.norm_yamls import builtin_variants
 from src.model.gpt import GPTConfig, GPTModel, count_params, model_stats
@@ -10,20 +12,39 @@ from src.model.norms import POSITIONS, NormSpec
 SMALL = {"context_length": 16, "emb_dim": 32, "n_heads": 4, "n_layers": 2, "vocab_size": 97}
 
 
+# GPT-2 small (12 layers, 768 wide): 25 norms of 768 (two per block and the final one).
 @pytest.mark.parametrize(
-    "norm_type,expected",
+    "norm_type,options,expected",
     [
-        ("hand_layernorm", 163_009_536),
-        ("torch_layernorm", 163_009_536),
-        ("hand_rmsnorm", 162_990_336),
-        ("torch_rmsnorm", 162_990_336),
-        ("no_norm", 162_971_136),
+        ("hand_layernorm", {}, 163_009_536),
+        ("torch_layernorm", {}, 163_009_536),
+        ("hand_rmsnorm", {}, 162_990_336),
+        ("torch_rmsnorm", {}, 162_990_336),
+        ("no_norm", {}, 162_971_136),
+        ("torch_layernorm_nobias", {}, 162_990_336),  # scale only, like RMSNorm
+        ("layernorm_noaffine", {}, 162_971_136),  # no parameters, like no_norm
+        ("scalenorm", {}, 162_971_161),  # one scalar per norm
+        ("dyt", {}, 163_009_561),  # LayerNorm's scale and shift, plus one alpha per norm
+        ("fast_dyt", {}, 163_009_561),
+        ("dyt", {"bias": False}, 162_990_361),
     ],
 )
-def test_gpt2_small_parameter_counts(norm_type: str, expected: int) -> None:
+def test_gpt2_small_parameter_counts(norm_type: str, options: dict, expected: int) -> None:
     with torch.device("meta"):  # counts need shapes only, not 650 MB of weights
-        model = GPTModel(GPTConfig(norm_type=norm_type))
-    assert count_params(model) == expected
+        assert count_params(GPTModel(GPTConfig(norm_type=norm_type, norm_options=options))) == expected
+
+
+@pytest.mark.parametrize(
+    "axes,expected",
+    [
+        ({"norm_placement": "post"}, 163_009_536 - 1_536),  # no final norm
+        ({"norm_placement": "peri"}, 163_009_536 + 24 * 1_536),  # an output norm per sublayer
+        ({"qk_norm": True}, 163_009_536 + 12 * 2 * 2 * 64),  # query and key norms over head_dim 64
+    ],
+)
+def test_gpt2_small_parameter_counts_of_the_axes(axes: dict, expected: int) -> None:
+    with torch.device("meta"):
+        assert count_params(GPTModel(GPTConfig(**axes))) == expected
 
 
 def test_flops_per_token_gpt2_small() -> None:
@@ -102,3 +123,79 @@ def test_rejects_long_sequence() -> None:
 def test_bad_config_names_field(field: str, value: object) -> None:
     with pytest.raises(ValueError, match=field.split("_")[0] if field != "norm_eps" else "eps"):
         GPTConfig(**{**SMALL, field: value})
+
+
+def _model(**kw: object) -> GPTModel:
+    torch.manual_seed(0)
+    model = GPTModel(GPTConfig(**SMALL, **kw)).eval()
+    for name, p in model.named_parameters():
+        if "norm" in name:  # non-trivial norm parameters: a misplaced norm changes the output
+            with torch.no_grad():
+                p.copy_(torch.rand_like(p) + 0.5)
+    return model
+
+
+def _by_hand(model: GPTModel, idx: torch.Tensor, block: object) -> torch.Tensor:
+    x = model.tok_emb(idx) + model.pos_emb(torch.arange(idx.shape[1]))
+    for b in model.trf_blocks:
+        x = block(b, x)
+    return model.out_head(model.final_norm(x))
+
+
+@pytest.mark.parametrize(
+    "placement,block",
+    [
+        ("pre", lambda b, x: (h := x + b.att(b.norm1(x))) + b.ff(b.norm2(h))),
+        ("post", lambda b, x: b.norm2((h := b.norm1(x + b.att(x))) + b.ff(h))),
+        ("peri", lambda b, x: (h := x + b.norm1_out(b.att(b.norm1(x)))) + b.norm2_out(b.ff(b.norm2(h)))),
+    ],
+)
+@pytest.mark.parametrize("norm_type", ["torch_layernorm", "dyt"])
+def test_placement_computes_what_it_says(placement: str, block: object, norm_type: str) -> None:
+    model = _model(norm_type=norm_type, norm_placement=placement)
+    idx = torch.randint(0, 97, (2, 16))
+    torch.testing.assert_close(model(idx), _by_hand(model, idx, block))
+    assert isinstance(model.final_norm, nn.Identity) == (placement == "post")
+
+
+def test_qk_norm_normalizes_queries_and_keys_per_head() -> None:
+    model = _model(qk_norm=True, norm_type="torch_rmsnorm")
+    att = model.trf_blocks[0].att
+    x = torch.randn(2, 16, 32)
+
+    def heads(t: torch.Tensor) -> torch.Tensor:
+        return t.view(2, 16, 4, 8).transpose(1, 2)
+
+    q, k, v = att.q_norm(heads(att.W_query(x))), att.k_norm(heads(att.W_key(x))), heads(att.W_value(x))
+    scores = (q @ k.transpose(-2, -1)) / 8**0.5
+    scores = scores.masked_fill(torch.ones(16, 16, dtype=torch.bool).triu(1), float("-inf"))
+    y = (scores.softmax(-1) @ v).transpose(1, 2).reshape(2, 16, 32)
+    torch.testing.assert_close(att(x), att.out_proj(y), rtol=1e-5, atol=1e-5)
+    assert att.q_norm.weight.shape == (8,)
+    assert model_stats(model).n_norm_params == (2 * 2 + 1) * 32 + 2 * 2 * 8
+
+
+def test_default_axes_leave_the_model_unchanged() -> None:
+    # Same seed, same weights, same output as the study's pre-norm model without QK-norm.
+    a, b = _model(), _model(norm_placement="pre", qk_norm=False)
+    idx = torch.randint(0, 97, (1, 16))
+    torch.testing.assert_close(a(idx), b(idx))
+    assert not hasattr(a.trf_blocks[0].att, "q_norm") and not hasattr(a.trf_blocks[0], "norm1_out")
+
+
+def test_alpha_init_per_position() -> None:
+    model = _model(norm_type="dyt", norm_options={"alpha_init": {"attn": 0.8, "ffn": 0.2, "final": 0.1}}, qk_norm=True)
+    torch.manual_seed(0)
+    model = GPTModel(model.cfg)  # fresh parameters: alpha at its initial value
+    block = model.trf_blocks[0]
+    assert [m.alpha.item() for m in (block.norm1, block.att.q_norm, block.norm2, model.final_norm)] == pytest.approx(
+        [0.8, 0.8, 0.2, 0.1]
+    )
+    assert set(POSITIONS) == {"attn", "ffn", "final"}
+
+
+@pytest.mark.parametrize("field,value,match", [("norm_placement", "side", r"model\.norm_placement: 'side' is not one of pre, post, peri"),
+                                               ("qk_norm", "yes", r"model\.qk_norm")])
+def test_bad_axes_name_the_field_and_choices(field: str, value: object, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        GPTConfig(**SMALL, **{field: value})

@@ -12,7 +12,7 @@ from dataclasses import fields
 import numpy as np
 import pandas as pd
 import pytest
-from test_against_study import SEEDS, _study_runs, jitter
+from study_runs import SEEDS, jitter, study_runs
 
 from src.core.schema import MarginSchema
 from src.report.analysis import Analysis
@@ -39,21 +39,21 @@ def _labelled(line: str) -> bool:
 def test_the_family_printed_is_the_one_holm_adjusted_over() -> None:
     """Two bit-identical implementations (every difference exactly 0: no p-value) beside two pairs
     that have one: Holm adjusts over those, and the heading says how many of how many."""
-    runs = _study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS, "hand_rmsnorm": SEEDS + 0.002 + jitter(1),
+    runs = study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS, "hand_rmsnorm": SEEDS + 0.002 + jitter(1),
                         "torch_rmsnorm": SEEDS + 0.004 + jitter(3)})  # fmt: skip
     a, results = _analysis(runs)
     adjusted = sum(math.isfinite(r.p_holm) for r in results)
     assert family_of(results) == adjusted == len(results) - 1 and {r.family for r in results} == {adjusted}
     assert f"Holm-adjusted over the {adjusted} of {len(results)} comparisons with a p-value" in heading(a)
     # Every pair with a p-value: the count alone, as before.
-    full, results = _analysis(_study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.003 + jitter(2)}))
+    full, results = _analysis(study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.003 + jitter(2)}))
     assert f"Holm-adjusted over {len(results)} comparisons;" in heading(full)
 
 
 def test_a_spread_below_the_values_resolution_is_no_spread() -> None:
     """Every seed moved by -0.0234 give or take 1e-12 (float32 resolves 4e-7 at a loss of 3.6): no
     interval [x, x] read as *different*, but no spread, with the sign-flip test's 1/16."""
-    runs = _study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0234 + Z * 1e-12})
+    runs = study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0234 + Z * 1e-12})
     (pair,) = compare(runs, Margins())
     assert not pair.decision.spread and pair.primary.se == 0 and pair.primary.p_value == pytest.approx(1 / 16)
     assert pair.verdict == PairWord.INCONCLUSIVE
@@ -73,12 +73,12 @@ def test_no_p_prints_as_0() -> None:
     seeds = np.linspace(3.55, 3.66, 12)
     noise = np.resize(Z, 12)
     for spread in (1e-9, 2e-6):
-        runs = _study_runs({"hand_layernorm": seeds, "torch_layernorm": seeds - 0.02 + noise * spread}, seeds=12)
+        runs = study_runs({"hand_layernorm": seeds, "torch_layernorm": seeds - 0.02 + noise * spread}, seeds=12)
         (pair,) = compare(runs, Margins())
         assert pair.verdict == PairWord.DIFFERENT and pair.p_holm > 0
         (line,) = sentences([pair])
         assert not re.search(r"p = 0(\.0*)?[^.\d]", line) and _labelled(line), line
-    assert "difference p = 0.00049" in sentences(compare(_study_runs({"hand_layernorm": seeds, "torch_layernorm": seeds - 0.02 + noise * 1e-9}, seeds=12),
+    assert "difference p = 0.00049" in sentences(compare(study_runs({"hand_layernorm": seeds, "torch_layernorm": seeds - 0.02 + noise * 1e-9}, seeds=12),
                                                           Margins()))[0]  # fmt: skip
     assert p_text(0.0) == p_text(5e-320) == "p < 1e-300" and p_text(3.1e-07, "TOST p") == "TOST p = 3.1e-07"
 
@@ -90,7 +90,7 @@ def test_every_interval_says_its_level_and_inconclusive_carries_the_holm_p_that_
     hand_ln = SEEDS
     torch_ln = hand_ln + 0.012 + Z * spread
     hand_rms = hand_ln + 0.012 + np.roll(Z, 2) * spread
-    runs = _study_runs({"hand_layernorm": hand_ln, "torch_layernorm": torch_ln, "hand_rmsnorm": hand_rms,
+    runs = study_runs({"hand_layernorm": hand_ln, "torch_layernorm": torch_ln, "hand_rmsnorm": hand_rms,
                         "torch_rmsnorm": torch_ln + 0.0121 + np.roll(Z, 4) * spread})  # fmt: skip
     results = compare(runs, Margins())
     undecided = [r for r in results if r.verdict == PairWord.INCONCLUSIVE and r.primary.excludes_zero]
@@ -99,14 +99,14 @@ def test_every_interval_says_its_level_and_inconclusive_carries_the_holm_p_that_
         (line,) = sentences([r])
         assert f"[{r.decision.low:+.4f}, {r.decision.high:+.4f}] (95% interval), Holm p = {r.p_holm:.2g}" in line and r.p_holm >= 0.05, line
     # Every line of this sweep and of one with an equivalence (TOST's 90%) and a difference says its levels.
-    small = _study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0052 + jitter(1), "hand_rmsnorm": SEEDS + 0.03 + jitter(3)})
+    small = study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0052 + jitter(1), "hand_rmsnorm": SEEDS + 0.03 + jitter(3)})
     lines = sentences(results) + sentences(compare(small, Margins()))
     assert any("(90% interval)" in line for line in lines) and any("different (Δ" in line for line in lines)
     assert all(_labelled(line) for line in lines), lines
 
 
 def test_comparisons_csv_words_carry_no_interval_and_the_interval_they_were_read_from_is_beside_them() -> None:
-    runs = _study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0052 + jitter(1), "hand_rmsnorm": SEEDS + 0.03 + jitter(3)})
+    runs = study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0052 + jitter(1), "hand_rmsnorm": SEEDS + 0.03 + jitter(3)})
     frame = to_frame(compare(runs, Margins()))
     assert not frame.verdict.str.contains(r"\[").any()
     primary = frame[frame.test == "paired_t"]

@@ -1,7 +1,7 @@
 """One walk over the report's sections (src.report.render.sections): report.md, report.html, the terminal
 text and the verdict say each section's words alike, each laid out its own way.
 
-Fast: an Analysis of made-up GPU runs at the study's setting, as test_against_study builds them.
+Fast: an Analysis of made-up GPU runs at the study's setting, as tests/study_runs.py builds them.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import html
 import re
 
 import pandas as pd
-from test_against_study import SEEDS, _section, _study_runs, jitter
+from study_runs import SEEDS, jitter, judged_section, study_runs
 
 from src.report.analysis import Analysis
 from src.report.judge.pairs import Margins, compare
@@ -26,10 +26,10 @@ from src.report.words.pairs import section_sentences
 
 
 def _analysis() -> Analysis:
-    runs = _study_runs({v: SEEDS + 0.001 * i + jitter(i) for i, v in enumerate(TABLE)})
+    runs = study_runs({v: SEEDS + 0.001 * i + jitter(i) for i, v in enumerate(TABLE)})
     sequential = [SequentialVerdict("torch_layernorm vs hand_layernorm", "test_loss", "different", 2, 4, 0.02, 0.02)]
     return Analysis("walk", "sqlite://", "0", runs, pd.DataFrame(), summarize(runs), compare(runs), Margins(), 0,
-                    code_note="The runs come from two codes.", sequential=sequential, study=_section(runs))  # fmt: skip
+                    code_note="The runs come from two codes.", sequential=sequential, study=judged_section(runs))  # fmt: skip
 
 
 def _words(text: str) -> str:

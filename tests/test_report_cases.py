@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 from made_up_sweeps import STUDY, MadeUp
-from test_against_study import _runs
+from study_runs import made_up_runs
 from test_report_properties import INVARIANTS, analysis_of, outputs
 
 from src.report.render.terminal import terminal_text
@@ -26,7 +26,7 @@ def _holds(made: MadeUp) -> str:
 def test_every_seed_alike_still_writes_the_open_question() -> None:
     """Every seed gave each variant the same loss (no seed spread at all): the study's open question
     divided by that spread and the report could not be written."""
-    runs = _runs({v: v for v in ("hand_layernorm", "torch_layernorm")}, seeds=3, **STUDY)
+    runs = made_up_runs({v: v for v in ("hand_layernorm", "torch_layernorm")}, seeds=3, **STUDY)
     runs["test_loss"] = np.where(runs.variant == "hand_layernorm", 3.6, 3.59)
     text = _holds(MadeUp(runs))
     assert "the same on every seed here" in text and "no seed spread to set the study's single-seed gaps against" in text
@@ -35,7 +35,7 @@ def test_every_seed_alike_still_writes_the_open_question() -> None:
 def test_a_family_of_untestable_pairs_prints_the_tests_adjusted() -> None:
     """Two variants identical on every seed have no p-value: Holm adjusts over none, and the heading
     used to say "Holm-adjusted over 1 comparisons"."""
-    runs = _runs({v: v for v in ("hand_layernorm", "torch_layernorm")}, seeds=3)
+    runs = made_up_runs({v: v for v in ("hand_layernorm", "torch_layernorm")}, seeds=3)
     runs["test_loss"] = np.repeat([3.6, 3.61, 3.62], 1).tolist() * 2
     made = MadeUp(runs)
     _holds(made)

@@ -9,9 +9,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import first_checkpoint, training_runs
+from helpers import first_checkpoint, launch_sweep, node_sweep_args, training_runs
 from mlflow.tracking import MlflowClient
-from test_team_server import _copy_args, _launch
 
 from src.core.paths import compose
 from src.core.ports import free_port
@@ -41,10 +40,10 @@ def test_a_server_killed_mid_run_leaves_no_hole_in_the_curves(
     server.start_mlflow()
     try:
         experiment = "server_death"
-        args = _copy_args(tmp_path, token_cache_dir, server.uri, experiment, "norm=torch_layernorm", "seed=0",
+        args = node_sweep_args(tmp_path, token_cache_dir, server.uri, experiment, "norm=torch_layernorm", "seed=0",
                           f"optim.max_steps={STEPS}", f"val_every_n_steps={STEPS}", "optim.lr=3e-3",
                           "checkpoint.enabled=true", f"checkpoint.every_n_steps={EVERY}")  # fmt: skip
-        proc = _launch(tmp_path, *args)
+        proc = launch_sweep(tmp_path, *args)
         first_checkpoint(proc, tmp_path)  # step 5
         server.kill_mlflow()
         out, _ = proc.communicate(timeout=300)
@@ -64,7 +63,7 @@ def test_a_server_killed_mid_run_leaves_no_hole_in_the_curves(
         had = sorted(m.step for m in client.get_metric_history(before.info.run_id, "train/train_loss"))
         print(f"before the resume: {len(had)} steps stored (last {max(had, default=0)}); unsent kept: {(folder / UNSENT_FILE).exists()}")
 
-        resumed = _launch(tmp_path, *args)
+        resumed = launch_sweep(tmp_path, *args)
         out, _ = resumed.communicate(timeout=300)
         assert resumed.returncode == 0, out[-3000:]
         (run,) = training_runs(client, experiment)

@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import REPO, TINY_MODEL, claims_at_once, cli_env, training_runs
+from helpers import REPO, claims_at_once, cli_env, launch_sweep, node_sweep_args, training_runs
 from mlflow.tracking import MlflowClient
 
 from src.core.paths import ConfigError, compose
@@ -34,31 +34,6 @@ FOUR_NORMS = "norm=hand_layernorm,torch_layernorm,hand_rmsnorm,torch_rmsnorm"
 KILL_STEPS = 80  # long enough that the resumed job is still training when the server stalls
 
 
-def _launch(cwd: Path, *args: str) -> subprocess.Popen[str]:
-    cwd.mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen(
-        [sys.executable, "-m", "src.train", "-m", *args],
-        cwd=cwd, env={**cli_env(), "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, start_new_session=True,
-    )  # fmt: skip
-
-
-def _copy_args(root: Path, cache: Path, uri: str, experiment: str, *extra: str) -> list[str]:
-    """A sweep as a second node would start it: only the tracking server is shared."""
-    return [
-        *TINY_MODEL,
-        f"experiment_name={experiment}",
-        f"logger.tracking_uri={uri}",
-        f"logger.artifact_location={root / 'artifacts'}",
-        "logger.system_metrics_s=0",
-        f"paths.cache_dir={cache}",
-        f"paths.checkpoints_dir={root / 'checkpoints'}",
-        f"paths.reports_dir={root / 'reports'}",
-        f"hydra.sweep.dir={root / 'multirun'}",
-        *extra,
-    ]
-
-
 def _sweep_runs(client: MlflowClient, experiment: str) -> list:
     exp = client.get_experiment_by_name(experiment)
     return client.search_runs([exp.experiment_id], filter_string=f"tags.`{SWEEP_TAG}` = 'true'")
@@ -74,7 +49,7 @@ def test_two_copies_of_a_pool_sweep_split_the_work(team_server: TeamServer, toke
     uri = team_server.uri
     experiment = "two_writers"
     sweep = [FOUR_NORMS, "seed=0,1", "cluster=cpu_pool", "cluster.workers=2", "optim.max_steps=3", "val_every_n_steps=3"]
-    procs = [_launch(tmp_path / c, *_copy_args(tmp_path / c, token_cache_dir, uri, experiment, *sweep)) for c in "ab"]
+    procs = [launch_sweep(tmp_path / c, *node_sweep_args(tmp_path / c, token_cache_dir, uri, experiment, *sweep)) for c in "ab"]
     outputs = [p.communicate(timeout=600)[0] for p in procs]
     for out, proc in zip(outputs, procs, strict=True):
         assert proc.returncode == 0, out[-3000:]
@@ -142,12 +117,12 @@ def test_server_killed_mid_run_then_back(
     the server back, the same command settles the run, resumes it, and ends where an uninterrupted
     run ends, each step logged once. A server that stalls for 5 s stops nothing."""
     experiment = "server_killed"
-    args = _copy_args(tmp_path, token_cache_dir, team_server.uri, experiment,
+    args = node_sweep_args(tmp_path, token_cache_dir, team_server.uri, experiment,
                       "norm=torch_layernorm", "seed=0", f"optim.max_steps={KILL_STEPS}", "val_every_n_steps=12",
                       "optim.lr=3e-3", "checkpoint.enabled=true", "checkpoint.every_n_steps=3",
                       "sweep.heartbeat_s=1", "sweep.stale_after_s=30")  # fmt: skip
     client = MlflowClient(team_server.uri)
-    proc = _launch(tmp_path, *args)
+    proc = launch_sweep(tmp_path, *args)
     _wait_for_step(client, experiment, 6, proc)
     team_server.kill_mlflow()
     killed_at = time.monotonic()
@@ -173,7 +148,7 @@ def test_server_killed_mid_run_then_back(
     assert len(before) == 1 and before[0].info.status == "RUNNING"  # a dead server could not be told
 
     # The server back (and stalled for 5 s mid-run): the same command resumes the run to its end.
-    resumed_proc = _launch(tmp_path, *args)
+    resumed_proc = launch_sweep(tmp_path, *args)
     logged = max(m.step for m in client.get_metric_history(before[0].info.run_id, "train/train_loss"))
     _wait_for_step(client, experiment, logged + 1, resumed_proc)
     assert team_server.mlflow_proc is not None

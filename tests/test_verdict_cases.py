@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
-from test_against_study import SEEDS, STUDY_SETTING, _runs, _section, _study_runs, _text
+from study_runs import SEEDS, STUDY_SETTING, judged_section, made_up_runs, section_text, study_runs
 
 from src.report.files import claims_frame
 from src.report.judge.pairs import Margins, compare
@@ -41,7 +41,7 @@ def with_interval(mean: float, low: float, high: float) -> np.ndarray:
 
 
 def claims_of(runs: pd.DataFrame, **kw: object) -> dict[int, object]:
-    return {c.claim.number: c for c in _section(runs, **kw).claims}
+    return {c.claim.number: c for c in judged_section(runs, **kw).claims}
 
 
 def _time_as_tokens(base: np.ndarray, change: np.ndarray) -> np.ndarray:
@@ -55,7 +55,7 @@ def test_1_an_interval_beyond_the_claimed_size_is_not_reproduced_whatever_the_ma
     time = with_interval(-0.024, -0.0325, -0.0155)
     loss = with_interval(0.007, 0.002, 0.012)
     base = np.full(5, 1000.0)
-    runs = _study_runs(loss={"torch_layernorm": SEEDS, "torch_rmsnorm": SEEDS + loss},
+    runs = study_runs(loss={"torch_layernorm": SEEDS, "torch_rmsnorm": SEEDS + loss},
                        speed={"torch_layernorm": base, "torch_rmsnorm": _time_as_tokens(base, time)})  # fmt: skip
     pair = {r.metric: r for r in compare(runs, Margins())}
     assert (pair["test_loss"].primary.low, pair["test_loss"].primary.high) == pytest.approx((0.002, 0.012))
@@ -73,7 +73,7 @@ def test_1_an_interval_beyond_the_claimed_size_is_not_reproduced_whatever_the_ma
 
 
 def _five(**columns: object) -> pd.DataFrame:
-    runs = _study_runs({v: SEEDS for v in TABLE})
+    runs = study_runs({v: SEEDS for v in TABLE})
     for key, value in columns.items():
         runs[key] = value
     return runs
@@ -117,7 +117,7 @@ def test_4_bf16_is_not_the_studys_16_bit() -> None:
 
 
 def test_5_every_claim_has_a_line() -> None:
-    section = _text(_study_runs({"torch_layernorm": SEEDS, "torch_rmsnorm": SEEDS + 0.001}))
+    section = section_text(study_runs({"torch_layernorm": SEEDS, "torch_rmsnorm": SEEDS + 0.001}))
     assert sorted(c.claim.number for c in section.judged.claims) == [3, 4]
     lines = {line.split(".", 1)[0]: line for line in section.items() if line[:2] in {f"{n}." for n in range(1, 8)}}
     assert sorted(lines) == list("1234567")
@@ -130,7 +130,7 @@ def test_5_every_claim_has_a_line() -> None:
 
 
 def test_6_no_method_line_and_no_confidence_without_an_interval() -> None:
-    section = _text(_study_runs({"hand_layernorm": SEEDS[:1], "torch_layernorm": SEEDS[:1] - 0.02}, seeds=1))
+    section = section_text(study_runs({"hand_layernorm": SEEDS[:1], "torch_layernorm": SEEDS[:1] - 0.02}, seeds=1))
     assert section.judged.family == 0 and section.method == ""
     assert not any("simultaneous" in line for line in section.items())
     frame = claims_frame(section.judged)
@@ -143,7 +143,7 @@ def test_7_seeds_to_settle_come_from_the_exact_t_power() -> None:
     diff = -0.012 + 0.0136 * np.array([-1.0, 0.0, 1.0])  # three seeds: mean -0.012, SD 0.0136
     loss = {"hand_layernorm": SEEDS[:3], "torch_layernorm": SEEDS[:3] + diff,
             "hand_rmsnorm": SEEDS[:3] + 0.002, "torch_rmsnorm": SEEDS[:3] + 0.002 + diff[::-1]}  # fmt: skip
-    section = _section(_study_runs(loss, seeds=3))
+    section = judged_section(study_runs(loss, seeds=3))
     assert section.family == 10  # ten claim parts with an interval: each at 1 - 0.005
     ln = next(c for c in section.claims if c.claim.number == 5).findings[0]
     assert ln.word == ClaimWord.INCONCLUSIVE and part_reason(ln).endswith("about 22 seeds would settle it")
@@ -156,18 +156,18 @@ def test_7_seeds_to_settle_come_from_the_exact_t_power() -> None:
 
 
 def test_8_a_sequential_sweep_says_what_its_words_promise() -> None:
-    runs = _study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0242 + np.array([0.0002, -0.0003, 0.0001, 0.0, -0.0001])})
+    runs = study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0242 + np.array([0.0002, -0.0003, 0.0001, 0.0, -0.0001])})
     decided = SequentialVerdict("torch_layernorm vs hand_layernorm", "test_loss", "different", 2, 4, 0.02, math.nan)
-    section = _text(runs, sequential=(decided,))
+    section = section_text(runs, sequential=(decided,))
     assert "the words they decide hold together at 95%" in section.method
     assert ("For the 1 part(s) the sequential sweep decided, direction and equivalence are its decisions, error-controlled at "
             "the sweep's own alpha over its looks") in section.method and "not on this 95%" in section.method  # fmt: skip
 
 
 def test_9_sources_not_issue_numbers_and_one_reason_everywhere() -> None:
-    runs = _runs({v: v for v in TABLE}, device="cpu", precision="fp32 (matmul precision highest)")
+    runs = made_up_runs({v: v for v in TABLE}, device="cpu", precision="fp32 (matmul precision highest)")
     runs.loc[runs.variant == "no_norm", "lr"] = 1e6  # the tiny sweep's collapse: another learning rate
-    section = _text(runs)
+    section = section_text(runs)
     assert "the study's post" in section.lead() and "the author's published run configs" in section.lead()
     assert "issue" not in "\n".join(section.lines())
     claim = next(c for c in section.judged.claims if c.claim.number == 6)
@@ -180,23 +180,23 @@ def test_9_sources_not_issue_numbers_and_one_reason_everywhere() -> None:
 
 def test_10_the_gpu_is_in_the_speed_domain() -> None:
     check = {"hand_layernorm": 14.0, "torch_layernorm": 4.0, "hand_rmsnorm": 12.0, "torch_rmsnorm": 4.0, "no_norm": 0.0}
-    from test_against_study import _check
+    from test_against_study import speed_check
 
-    h100 = _runs({v: v for v in TABLE}, **{**STUDY_SETTING, "device_name": "NVIDIA H100 80GB HBM3", "precision": "bf16_mixed"})
-    claims = claims_of(h100, check=_check(check))
+    h100 = made_up_runs({v: v for v in TABLE}, **{**STUDY_SETTING, "device_name": "NVIDIA H100 80GB HBM3", "precision": "bf16_mixed"})
+    claims = claims_of(h100, check=speed_check(check))
     assert claims[1].word == ClaimWord.NOT_APPLICABLE
     assert claim_reason(claims[1]).startswith(f"outside its domain: NVIDIA H100 80GB HBM3 run ({OWN_READING}: ")
     assert claims[1].findings[0].outside[0].startswith("NVIDIA H100 80GB HBM3 run: the study timed A100s, and a norm's share of a "
                                                        "step moves with the chip's bandwidth-to-compute ratio")  # fmt: skip
     assert claims[4].word != ClaimWord.NOT_APPLICABLE  # the loss's math does not depend on the chip
-    a100 = claims_of(_runs({v: v for v in TABLE}, **STUDY_SETTING), check=_check(check))
+    a100 = claims_of(made_up_runs({v: v for v in TABLE}, **STUDY_SETTING), check=speed_check(check))
     assert a100[2].word == ClaimWord.PARTLY and "the study on 8, whose all-reduce is part of its step time" in claim_reason(a100[2])
 
 
 def test_a_small_real_effect_is_said_as_such_by_the_pair_and_the_claim() -> None:
     base = np.full(5, 1000.0) + np.arange(5)
     jitter = 1 + np.array([0.001, -0.001, 0.0005, 0.0, -0.0005])
-    runs = _study_runs(loss={"torch_layernorm": SEEDS, "torch_rmsnorm": SEEDS + 0.003 + np.array([2, -2, 1, 0, -1]) * 1e-4},
+    runs = study_runs(loss={"torch_layernorm": SEEDS, "torch_rmsnorm": SEEDS + 0.003 + np.array([2, -2, 1, 0, -1]) * 1e-4},
                        speed={"torch_layernorm": base, "torch_rmsnorm": base * 1.014 * jitter})  # fmt: skip
     (pair,) = compare(runs, Margins())  # test loss: the jobs' tokens/s is not judged pair by pair
     assert pair.verdict == PairWord.EQUIVALENT and pair.decision.remains
@@ -221,7 +221,7 @@ def test_claim_4_holds_in_any_precision_so_a_swept_precision_keeps_it_in_its_dom
     loss = SEEDS + 0.004 + np.array([2, -2, 1, 0, -1]) * 1e-4
     frames = []
     for precision in ("fp32", "bf16_mixed"):
-        runs = _study_runs({"hand_layernorm": SEEDS, "hand_rmsnorm": loss})
+        runs = study_runs({"hand_layernorm": SEEDS, "hand_rmsnorm": loss})
         runs = runs.assign(**{"axis.precision": precision, "precision": f"{precision} (matmul precision high)"})
         frames.append(runs.assign(variant=runs.variant + f" · {precision}", run_id=runs.run_id + precision))
     runs = pd.concat(frames, ignore_index=True)
@@ -237,7 +237,7 @@ def test_claim_4_holds_in_any_precision_so_a_swept_precision_keeps_it_in_its_dom
 def test_the_open_question_says_why_no_spread_is_measured_not_one_seed_on_three() -> None:
     """Three seeds of post-norm variants: none is the study's setting, so no spread is measured here,
     and the line says that, not "one seed per variant"."""
-    runs = _runs({v: v for v in list(TABLE)[:4]}, seeds=3, **{**STUDY_SETTING, "model.norm_placement": "post"})
+    runs = made_up_runs({v: v for v in list(TABLE)[:4]}, seeds=3, **{**STUDY_SETTING, "model.norm_placement": "post"})
     after = open_question(claims_of(runs)[5])
     assert "one seed per variant" not in after and "no variant of it ran at the study's setting" in after, after
 
@@ -245,7 +245,7 @@ def test_the_open_question_says_why_no_spread_is_measured_not_one_seed_on_three(
 def _alike(seeds: int, loss: dict[str, float]) -> dict[int, object]:
     """A sweep whose variants' test losses differ from hand_layernorm's by exactly the same amount on every seed."""
     base = np.linspace(3.58, 3.62, seeds)
-    return _section(_study_runs({"hand_layernorm": base} | {v: base + d for v, d in loss.items()}, seeds=seeds))
+    return judged_section(study_runs({"hand_layernorm": base} | {v: base + d for v, d in loss.items()}, seeds=seeds))
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 from scipy import stats
-from test_against_study import SEEDS, _study_runs
+from study_runs import SEEDS, study_runs
 
 from src.report.judge.pairs import Margins, compare
 from src.report.judge.speed import Agreement, SpeedVerdict, decisions
@@ -34,7 +34,7 @@ Z = np.array([-2.0, -1.0, 0.0, 1.0, 2.0]) / np.std([-2.0, -1.0, 0.0, 1.0, 2.0], 
 def test_an_equivalence_prints_toSTs_interval_the_one_that_decided_it() -> None:
     """Mean +0.0062, SE 0.0016, five seeds: TOST's 90% interval [+0.0028, +0.0096] lies inside ±0.01,
     the 95% one [+0.0018, +0.0106] does not; the line prints the 90% one beside *equivalent*."""
-    runs = _study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS + 0.0062 + Z * 0.0016 * math.sqrt(5)})
+    runs = study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS + 0.0062 + Z * 0.0016 * math.sqrt(5)})
     (pair,) = compare(runs, Margins())
     assert pair.primary.se == pytest.approx(0.0016) and pair.primary.high > 0.01  # the 95% interval crosses the margin
     assert pair.verdict == PairWord.EQUIVALENT
@@ -77,7 +77,7 @@ def test_a_value_at_a_bound_reads_one_way(low: float, high: float, direction: Di
 def test_no_spread_is_said_plainly_with_the_sign_flip_bound_never_p_0() -> None:
     """Every seed moved by exactly −0.0234: no interval, and five equal signs give a sign-flip p of
     1/16 at best: not *different* at 0.05, and the line says why (it read p = 0 before)."""
-    runs = _study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0234})
+    runs = study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0234})
     (pair,) = compare(runs, Margins())
     assert pair.primary.p_value == pytest.approx(1 / 16) and not pair.decision.spread
     assert pair.verdict == PairWord.INCONCLUSIVE and pair.seeds == 6  # six equal signs reach 1/32 < 0.05
@@ -86,7 +86,7 @@ def test_no_spread_is_said_plainly_with_the_sign_flip_bound_never_p_0() -> None:
     assert "difference p = 0.062" in line and "CI" not in line and "p = 0)" not in line
     assert "about 6 seeds would settle it" in line
     # Six of them: the sign-flip floor 1/32 is below 0.05, and the pair is different.
-    six = _study_runs({"hand_layernorm": np.append(SEEDS, 3.6), "torch_layernorm": np.append(SEEDS, 3.6) - 0.0234}, seeds=6)
+    six = study_runs({"hand_layernorm": np.append(SEEDS, 3.6), "torch_layernorm": np.append(SEEDS, 3.6) - 0.0234}, seeds=6)
     assert compare(six, Margins())[0].verdict == PairWord.DIFFERENT
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from test_against_study import NOISE, SEEDS, STUDY_SETTING, _check, _runs, _study_runs, jitter
+from study_runs import NOISE, SEEDS, STUDY_SETTING, jitter, made_up_runs, speed_check, study_runs
 
 from src.report.analysis import Analysis
 from src.report.judge.pairs import Margins, compare
@@ -89,10 +89,10 @@ def _b_speed(rms_gap: float) -> dict[str, np.ndarray]:
 
 def _e(case: str) -> pd.DataFrame:
     if case == "collapse":
-        runs = _runs({v: v for v in TABLE}, device="cpu", precision="fp32 (matmul precision highest)", n_params=1.4e7)
+        runs = made_up_runs({v: v for v in TABLE}, device="cpu", precision="fp32 (matmul precision highest)", n_params=1.4e7)
         runs.loc[runs.variant == "no_norm", ["outcome", "stopped_at_step", "steps_done"]] = ["diverged", 23.0, 23.0]
         return runs
-    runs = _study_runs({v: SEEDS + jitter(i) for i, v in enumerate(TABLE)})
+    runs = study_runs({v: SEEDS + jitter(i) for i, v in enumerate(TABLE)})
     runs.loc[runs.variant == "no_norm", ["outcome", "stopped_at_step", "steps_done"]] = ["diverged", 540.0, 540.0]
     if case in ("all", "fine"):
         runs[["outcome", "stopped_at_step", "steps_done"]] = ["diverged", 40.0, 40.0]
@@ -102,7 +102,7 @@ def _e(case: str) -> pd.DataFrame:
 
 
 def _sequential(verdict: str) -> dict[str, str]:
-    runs = _study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0242 + NOISE})
+    runs = study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0242 + NOISE})
     look = 2 if verdict == "different" else None
     return _words(runs, sequential=(SequentialVerdict("torch_layernorm vs hand_layernorm", "test_loss", verdict, look, 4, 0.02, 0.02),))
 
@@ -110,26 +110,26 @@ def _sequential(verdict: str) -> dict[str, str]:
 FIVE = {v: v for v in TABLE}
 CHECK = {"hand_layernorm": 14.0, "torch_layernorm": 4.0, "hand_rmsnorm": 12.0, "torch_rmsnorm": 4.0, "no_norm": 0.0}
 SCENARIOS: dict[str, Callable[[], dict[str, str]]] = {
-    "a_partly": lambda: _words(_study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0052 + NOISE,
+    "a_partly": lambda: _words(study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0052 + NOISE,
                                             "hand_rmsnorm": SEEDS + 0.001 + jitter(2), "torch_rmsnorm": SEEDS + 0.001 - 0.0049 - NOISE})),
-    "b_size": lambda: _words(_study_runs(speed=_b_speed(0.014))),
-    "b_size_reproduced": lambda: _words(_study_runs(speed=_b_speed(0.024))),
-    "c_straddles": lambda: _words(_study_runs({"hand_layernorm": SEEDS,
+    "b_size": lambda: _words(study_runs(speed=_b_speed(0.014))),
+    "b_size_reproduced": lambda: _words(study_runs(speed=_b_speed(0.024))),
+    "c_straddles": lambda: _words(study_runs({"hand_layernorm": SEEDS,
                                                "hand_rmsnorm": SEEDS + np.array([0.0089, 0.0075, 0.0103, 0.0089, 0.0089])})),
-    "d_one_part": lambda: _words(_study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0242 + NOISE, "hand_rmsnorm": SEEDS + jitter(2),
+    "d_one_part": lambda: _words(study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.0242 + NOISE, "hand_rmsnorm": SEEDS + jitter(2),
                                               "torch_rmsnorm": SEEDS - 0.01 + np.array([0.02, -0.03, 0.01, 0.0, -0.01])})),
-    "d_alone": lambda: _words(_study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.025 + NOISE})),
+    "d_alone": lambda: _words(study_runs({"hand_layernorm": SEEDS, "torch_layernorm": SEEDS - 0.025 + NOISE})),
     "e_diverged": lambda: _words(_e("diverged")),
     "e_all": lambda: _words(_e("all")),
     "e_fine": lambda: _words(_e("fine")),
     "e_collapse": lambda: _words(_e("collapse")),
     "seq_undecided": lambda: _sequential("undecided"),
     "seq_different": lambda: _sequential("different"),
-    "gpu_check": lambda: _words(_runs(FIVE, **STUDY_SETTING), _check(CHECK)),
-    "cpu_check": lambda: _words(_runs(FIVE, device="cpu"), _check(CHECK)),
-    "post": lambda: _words(_runs({"torch_layernorm": "torch_layernorm", "torch_rmsnorm": "torch_rmsnorm"}, **{"model.norm_placement": "post"})),
-    "one_seed": lambda: _words(_study_runs({"hand_layernorm": SEEDS[:1], "torch_layernorm": SEEDS[:1] - 0.02}, seeds=1)),
-    "one_seed_cpu": lambda: _words(_runs({"hand_layernorm": "hand_layernorm", "torch_layernorm": "torch_layernorm"}, seeds=1, device="cpu")),
+    "gpu_check": lambda: _words(made_up_runs(FIVE, **STUDY_SETTING), speed_check(CHECK)),
+    "cpu_check": lambda: _words(made_up_runs(FIVE, device="cpu"), speed_check(CHECK)),
+    "post": lambda: _words(made_up_runs({"torch_layernorm": "torch_layernorm", "torch_rmsnorm": "torch_rmsnorm"}, **{"model.norm_placement": "post"})),
+    "one_seed": lambda: _words(study_runs({"hand_layernorm": SEEDS[:1], "torch_layernorm": SEEDS[:1] - 0.02}, seeds=1)),
+    "one_seed_cpu": lambda: _words(made_up_runs({"hand_layernorm": "hand_layernorm", "torch_layernorm": "torch_layernorm"}, seeds=1, device="cpu")),
     "table": lambda: _words(_table_runs()),
     "one_seed_study": lambda: _words(_one_seed_study()),
     "speed_by_hand": _speed,
@@ -139,14 +139,14 @@ SCENARIOS: dict[str, Callable[[], dict[str, str]]] = {
 # The headline's Loss line reads the pairs' judgements now (the gap its word was decided on, per
 # setting, paired only where paired, the diverged named); its seeds line says paired only where paired.
 def _table_runs() -> pd.DataFrame:
-    runs = _study_runs({v: SEEDS + 0.001 * i + jitter(i) for i, v in enumerate(TABLE)})
+    runs = study_runs({v: SEEDS + 0.001 * i + jitter(i) for i, v in enumerate(TABLE)})
     runs.loc[runs.variant == "no_norm", ["outcome", "stopped_at_step"]] = ["diverged", 530.0]
     return runs
 
 
 def _one_seed_study() -> pd.DataFrame:
     """test_report's one-seed replica of the study: its own numbers, no_norm NaN at step 530."""
-    runs = _study_runs(seeds=1, speed={v: [TABLE[v].tokens_per_sec] for v in list(TABLE)[:4]},
+    runs = study_runs(seeds=1, speed={v: [TABLE[v].tokens_per_sec] for v in list(TABLE)[:4]},
                        loss={v: [TABLE[v].test_loss] for v in list(TABLE)[:4]} | {"no_norm": [math.nan]})
     runs["steps_done"] = 100.0
     runs.loc[runs.variant == "no_norm", ["outcome", "stopped_at_step", "steps_done"]] = ["diverged", 530.0, 529.0]

@@ -1,5 +1,7 @@
-"""The zoo from the command line: norm YAMLs, shared keys stated once, bad values refused with the
-field and the choices, the zoo and stability experiments, and the norm_family tag in MLflow."""
+"""What the one path every norm takes (`src.model.norms.NormSpec`) accepts and refuses: the norm YAMLs
+and their targets, shared keys stated once, bad keys, eps and options refused with the field and the
+choices (in Python and from the command line), the zoo and stability experiments, and the
+norm_family tag in MLflow. A norm of the user's: tests/test_user_norms.py."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from omegaconf import DictConfig, OmegaConf
 from src.core.norm_yamls import builtin_variants, shipped_norms
 from src.core.paths import CONF_DIR, ConfigError, compose
 from src.core.schema import NORM_TARGET_KEY
-from src.model.norms import DEFAULT_EPS
+from src.model.gpt import GPTConfig
+from src.model.norms import DEFAULT_EPS, make_norm
 from src.train import train
 from src.training.run_spec import validate
 
@@ -74,6 +77,43 @@ def test_bad_value_is_refused_before_anything_is_recorded(tiny_overrides: list[s
     with pytest.raises(ConfigError, match="norm.alpha_init"):
         train(cfg)
     assert MlflowClient(store["uri"]).search_experiments(filter_string="name = 'normsweep'") == []
+
+
+SMALL = {"context_length": 16, "emb_dim": 32, "n_heads": 4, "n_layers": 2, "vocab_size": 97}
+
+
+@pytest.mark.parametrize(
+    "options,match",
+    [
+        ({"alpha_init": 0.0}, r"norm\.alpha_init: must be a number > 0"),
+        ({"alpha_init": -0.5}, r"norm\.alpha_init"),
+        ({"alpha_init": {"attn": 0.8, "ffn": -1.0, "final": 0.2}}, r"norm\.alpha_init.*ffn position"),
+        ({"alpha_init": {"attn": 0.8}}, r"norm\.alpha_init: a per-position value needs exactly the keys attn, ffn, final"),
+        ({"alpha": 0.5}, r"norm\.alpha: not an argument of src\.model\.norms\.DyT \(its options: alpha_init, bias\)"),
+        ({"bias": "yes"}, r"norm\.bias"),
+    ],
+)
+def test_bad_options_name_the_field(options: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        GPTConfig(**SMALL, norm_type="dyt", norm_options=options)  # the model's config builds its norms once
+
+
+def test_options_of_a_norm_without_any_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"norm\.alpha_init: not an argument of src\.model\.norms\.HandLayerNorm \(its options: none\)"):
+        make_norm("hand_layernorm", 8, alpha_init=0.5)
+
+
+def test_unknown_key_lists_valid_keys() -> None:
+    with pytest.raises(ValueError) as err:
+        make_norm("batchnorm", 8)
+    for key in builtin_variants():
+        assert key in str(err.value)
+
+
+@pytest.mark.parametrize("eps", [0.0, -1e-5, None])
+def test_bad_eps_rejected(eps: float | None) -> None:
+    with pytest.raises(ValueError, match="eps"):
+        make_norm("hand_rmsnorm", 8, eps)
 
 
 def test_every_study_preset_writes_out_the_same_five() -> None:
