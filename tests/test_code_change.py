@@ -55,6 +55,9 @@ def test_only_result_code_changes_the_code_fingerprint(tmp_path: Path) -> None:
     after = compute(root)
     assert after.fingerprint != before.fingerprint
     assert [f for f in after.files if after.files[f] != before.files[f]] == ["src/model/norms.py"]
+    # A shipped norm's `_target_` is code the config fingerprint leaves out: its YAML is code here.
+    _append(root / "conf/norm/hand_rmsnorm.yaml", "\n# another class\n")
+    assert [f for f, h in compute(root).files.items() if h != after.files.get(f)] == ["conf/norm/hand_rmsnorm.yaml"]
 
 
 class Project:

@@ -24,7 +24,8 @@ from src.tracking.tags import CODE_FINGERPRINT_TAG
 # under it. Everything else in src/ only records, schedules, reports or estimates runs, so a change
 # there leaves results as they were: tracking/ (what is written to MLflow, not what is computed),
 # launch/ (which jobs run, when), report/, bench/, preflight/, ui.py, paths.py (locations), locks.py.
-# conf/ is the config, covered by the config fingerprint; docs, tests and README change nothing.
+# conf/ is the config, covered by the config fingerprint, but for conf/norm (below); docs, tests and README
+# change nothing.
 CODE_PATHS = (
     "src/model",  # the GPT, the norm registry and kernels (csrc/: the C++ built on first use)
     "src/training",  # the config -> model config (run_spec), LightningModule, optimizer, schedule, budget, Trainer, callbacks, checkpoints, resume
@@ -32,6 +33,7 @@ CODE_PATHS = (
     "src/assets",  # the bundled corpus and the tokenizer's BPE ranks
     "src/core/devices.py",  # device choice and matmul precision
     "src/train.py",  # seeding, and the order in which model, data and Trainer are built
+    "conf/norm",  # the shipped norms' `_target_`: the code that builds each (the config fingerprint leaves it out)
 )
 # Libraries whose version can change the numbers of the same code (kernels, loops, defaults).
 CODE_PACKAGES = ("torch", "lightning")
