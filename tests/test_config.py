@@ -144,8 +144,9 @@ def test_a_choice_names_the_key_and_its_choices() -> None:
 
 
 def test_python_defaults_read_no_yaml_and_equal_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """GPTConfig(), the norms' eps and the data sources built in Python read no file (a notebook's
-    model is the same whatever conf/ says), and equal what `model=gpt2_small`, `data=fineweb` and
+    """GPTConfig(), the norms' eps and the data sources built in Python read no file but the shipped
+    norms' targets (conf/norm, once per process: a notebook's model is otherwise the same whatever
+    conf/ says), and equal what `model=gpt2_small`, `data=fineweb` and
     `data=text_files` compose: the Python API's defaults and the YAML's values cannot drift apart."""
     composed = model_config(compose(["model=gpt2_small"]))
 

@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.core.budget import Budget, resolve_budget
 from src.core.devices import DeviceSpec, ModelSize, check_device, check_memory_floor
-from src.core.norm_yamls import known_variants
+from src.core.norm_yamls import known_variants, without_shipped_target
 from src.core.paths import CONF_DIR, ConfigError, require_writable, user_config_dirs
 from src.core.schema import (
     LIGHTNING_PRECISIONS,
@@ -69,6 +69,7 @@ def model_config(cfg: DictConfig) -> GPTConfig:
     m = cfg.model
     norm = OmegaConf.to_container(cfg.norm, resolve=True)
     assert isinstance(norm, dict)
+    norm = without_shipped_target(norm)  # a shipped norm is found by its key, as GPTConfig(norm_type=...) finds it
     try:
         return GPTConfig(
             vocab_size=m.vocab_size,
