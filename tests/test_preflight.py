@@ -205,3 +205,20 @@ def test_every_card_has_the_benchmark_peaks() -> None:
     l40s = card_for(compose(["preflight.gpu=l40s"]), on_gpu=True)
     assert (l40s.peak_tflops("bf16"), l40s.peak_tflops("tf32")) == (362.05, 183.0)  # NVIDIA's L40S datasheet, dense
     assert card_for(compose([]), on_gpu=False).peak_tflops("bf16") is None  # a CPU
+
+
+def test_a_sweeps_jobs_are_the_basic_sweepers_product_through_hydras_public_overrides() -> None:
+    """src/core/overrides.py expands a sweep as Hydra's basic sweeper does: one list per key in the
+    order keys first appear, a later line of a key in the earlier's place, ranges enumerated; an
+    interval, which only an optimizing sweeper samples, is refused."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    from src.core.overrides import job_overrides
+
+    parsed = OverridesParser.create().parse_overrides(["norm=a,b", "seed=range(0,2)", "+x=1", "norm=c,d"])
+    assert job_overrides(parsed) == [
+        [f"norm={norm}", f"seed={seed}", "+x=1"] for norm in ("c", "d") for seed in (0, 1)
+    ]
+    with pytest.raises(HydraException, match=r"optim\.lr=interval\(0,1\): a basic sweep takes lists"):
+        job_overrides(OverridesParser.create().parse_overrides(["optim.lr=interval(0,1)"]))
