@@ -99,6 +99,18 @@ def norm_yaml(cfg: DictConfig) -> str:
     return f"norm={name} ({found[0]})" if found else f"norm={name}"
 
 
+def refuse_renamed_norm(cfg: DictConfig) -> None:
+    """`norm.norm_type` is the name of the norm YAML Hydra chose, where the choice is known (a Hydra app,
+    or a config composed with its `hydra` node): `norm.norm_type=batchnorm` over torch_layernorm's YAML
+    would train nn.LayerNorm under a name of its own. A norm of the user's is a YAML of its own."""
+    choices = OmegaConf.select(cfg, "hydra.runtime.choices", default=None)
+    if choices is None and HydraConfig.initialized():
+        choices = HydraConfig.get().runtime.choices
+    chosen = choices.get("norm") if choices is not None else None
+    if chosen is not None and str(cfg.norm.get("norm_type")) != str(chosen):
+        _require_choice(str(cfg.norm.get("norm_type")), tuple(known_variants()), "norm.norm_type")
+
+
 def refuse_shadowed_norm(cfg: DictConfig) -> None:
     """A norm YAML of the user's named as a built-in one is never read (conf/ comes first on Hydra's
     search path): the run would train the built-in under the user's name for it. Refused, naming both."""
@@ -242,7 +254,7 @@ def validate(cfg: DictConfig) -> GPTConfig:
         "model.vocab_size",
         f"must be >= the tokenizer's {VOCAB_SIZE} tokens, got {cfg.model.vocab_size}",
     )
-    _require_choice(str(cfg.norm.get("norm_type")), tuple(known_variants()), "norm.norm_type")
+    refuse_renamed_norm(cfg)
     refuse_shadowed_norm(cfg)
     family = cfg.norm.get("family")  # the norm group is a mapping: each norm's keys are its own
     _require(
