@@ -41,6 +41,23 @@ def cli_env() -> dict[str, str]:
     return env
 
 
+def ui_env(root: Path) -> dict[str, str]:
+    """A user's environment where MLflow finds normsweep's UI app by the `mlflow.app` entry point that
+    pyproject.toml declares, as `pip install -e .` installs it (a dist-info under `root`, on the path):
+    the UI tests hold whether or not this venv was installed from this checkout's pyproject."""
+    section = (REPO / "pyproject.toml").read_text().partition('[project.entry-points."mlflow.app"]\n')[2]
+    entry = section.partition("\n")[0]  # normsweep = "src.tracking.ui_app:app"
+    name, _, value = entry.partition(" = ")
+    assert name == "normsweep" and value.startswith('"src.tracking.ui_app:'), entry
+    info = root / "normsweep_ui_entry-0.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: normsweep-ui-entry\nVersion: 0\n")
+    (info / "entry_points.txt").write_text(f"[mlflow.app]\n{name} = {value.strip(chr(34))}\n")
+    env = cli_env()
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    return env
+
+
 def run_cli(module: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """Run `python -m <module> <args>` from the repo root, as a user would."""
     env = cli_env()

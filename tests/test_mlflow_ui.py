@@ -21,7 +21,7 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from helpers import EXPERIMENT, REPO, TinySweep, cli_env
+from helpers import EXPERIMENT, REPO, TinySweep, ui_env
 from mlflow.tracking import MlflowClient
 
 from src.core.process_group import stop_group
@@ -63,7 +63,7 @@ def mlflow_ui(tiny_sweep: TinySweep, tmp_path_factory: pytest.TempPathFactory) -
     with log.open("w") as out:
         server = subprocess.Popen(
             [sys.executable, "-m", "src.ui", "--port", str(port), f"paths.mlflow_db={db}"],
-            cwd=REPO, env=cli_env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=REPO, env=ui_env(log.parent / "entry"), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:

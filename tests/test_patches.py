@@ -14,12 +14,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import REPO, cli_env
+from helpers import REPO, cli_env, ui_env
 
 from src.core import patches
 from src.core.ports import free_port
 from src.core.process_group import stop_group
-from src.tracking.ui_app import APP, APP_NAME, UI_PATCH, UI_WRITTEN_FOR, WORKFLOW_KEY, registered
+from src.tracking.ui_app import UI_PATCH, UI_WRITTEN_FOR, WORKFLOW_KEY, registered
 
 
 @pytest.fixture
@@ -54,20 +54,8 @@ def test_the_unpatched_switch_leaves_every_patch_out(monkeypatch: pytest.MonkeyP
     assert f"left out: {patches.UNPATCHED_ENV} is set; as it ships" in capsys.readouterr().err
 
 
-def entry_point_folder(root: Path) -> Path:
-    """A folder holding what `pip install -e .` writes for pyproject.toml's `mlflow.app` entry point (a
-    dist-info), to put on the path: MLflow's own door serves the app, installed in this venv or not yet."""
-    section = (REPO / "pyproject.toml").read_text().partition('[project.entry-points."mlflow.app"]\n')[2]
-    assert section.startswith(f'{APP_NAME} = "{APP}"\n')  # what pip installs
-    info = root / "normsweep_ui_entry-0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: normsweep-ui-entry\nVersion: 0\n")
-    (info / "entry_points.txt").write_text(f"[mlflow.app]\n{APP_NAME} = {APP}\n")
-    return root
-
-
 def test_the_ui_app_is_registered_by_its_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(entry_point_folder(tmp_path)))
+    monkeypatch.syspath_prepend(ui_env(tmp_path)["PYTHONPATH"].split(os.pathsep)[0])
     assert registered()
 
 
@@ -117,8 +105,7 @@ def _ui_page(db: Path, log: Path, env: dict[str, str]) -> str:
 @pytest.mark.slow  # two real MLflow UI servers
 def test_the_ui_serves_mlflows_own_page_when_its_patch_is_left_out(migrated_store: dict[str, str], tmp_path: Path) -> None:
     db = Path(migrated_store["db"])
-    path = os.pathsep.join(filter(None, [str(entry_point_folder(tmp_path / "entry")), os.environ.get("PYTHONPATH")]))
-    patched = _ui_page(db, tmp_path / "patched.log", {**cli_env(), "PYTHONPATH": path})
+    patched = _ui_page(db, tmp_path / "patched.log", ui_env(tmp_path / "entry"))
     assert WORKFLOW_KEY in patched  # the start script, first in the page's head
     plain = _ui_page(db, tmp_path / "plain.log", {**cli_env(), patches.UNPATCHED_ENV: "1"})
     assert WORKFLOW_KEY not in plain and "<head>" in plain  # MLflow's own page, served
