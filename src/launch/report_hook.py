@@ -108,8 +108,11 @@ class SweepReport(Callback):
         report_settings = OmegaConf.to_container(report_cfg, resolve=True) if report_cfg else None
         margins, pairs = settings(report_settings)
         reference = reference_setting(report_settings)
+        from src.report.read.claims import chosen
+
         analysis = generate_report(
-            experiment, config.logger.tracking_uri, out_dir, margins=margins, pairs=pairs, reference=reference
+            experiment, config.logger.tracking_uri, out_dir, margins=margins, pairs=pairs, reference=reference,
+            claims=chosen(report_settings),
         )
         print(terminal_text(analysis), flush=True)
         print(f"\nreport written to {analysis.files[0].parent}", flush=True)

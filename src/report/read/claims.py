@@ -321,9 +321,13 @@ def available(folders: list[Path] | None = None) -> list[str]:
 
 def find(name: str, folders: list[Path] | None = None) -> Path:
     """The file of `name` (ConfigError naming report.claims and the files there are, when none)."""
+    if isinstance(name, str) and name.endswith(".yaml"):  # a file named by its path (`python -m src.report`, outside Hydra)
+        if Path(name).expanduser().is_file():
+            return Path(name).expanduser()
+        raise ConfigError(f"report.claims: no such file {name!r}")
     folders = folders or claims_folders()
     if not isinstance(name, str) or not name or "/" in name:
-        raise ConfigError(f"report.claims: each entry is a claims file's name (conf/claims/<name>.yaml), got {name!r}")
+        raise ConfigError(f"report.claims: each entry is a claims file's name (conf/claims/<name>.yaml) or a path to one, got {name!r}")
     for folder in folders:
         if (path := folder / f"{name}.yaml").is_file():
             return path
@@ -469,8 +473,14 @@ def load(name: str, known: list[str] | None = None, folders: list[Path] | None =
 
 def load_all(names: Any, known: list[str] | None = None) -> list[ClaimsFile]:
     """`report.claims`: the chosen files in order, each once (ConfigError for a bad entry or file)."""
-    if isinstance(names, str) or names is None:
-        names = [names] if names else []
-    if not list(names):
-        return []
-    return [load(str(n), known) for n in dict.fromkeys(names)]
+    if names is None:
+        names = [STUDY_FILE]
+    if isinstance(names, str) or not list(names):
+        raise ConfigError(f"report.claims: a list of claims files' names, e.g. [{STUDY_FILE}, my_claims], got {names!r}")
+    return [load(n, known) for n in dict.fromkeys(names)]
+
+
+def chosen(report_cfg: Any) -> list[ClaimsFile]:
+    """The claims files the config's `report` group chooses (`report.claims`; absent: the study's)."""
+    names = (report_cfg or {}).get("claims") if isinstance(report_cfg, dict) else None
+    return load_all(list(names) if names is not None else None)
