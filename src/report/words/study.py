@@ -135,7 +135,7 @@ def figure_of(metric: str, part: Part, contrast: bool = False) -> str:
 def published_text(claim: StudyClaim, part: Part) -> str:
     value = part.published(claim.metric)
     if claim.metric == SHARE:
-        return f"a norm's share of a training step {claimed(SHARE, part)}"
+        return f"the share {claimed(SHARE, part)} (a trend, never measured apart)"
     if math.isnan(value) and claim.metric != STABILITY:
         return f"{claimed(claim.metric, part)} {'training time' if claim.metric == SPEED else 'nats test loss'}"
     if claim.metric == SPEED:
@@ -193,8 +193,8 @@ def part_figure(f: Finding) -> str:
     contrast, what = bool(f.part.minus), {SPEED: "training time", SHARE: "share of a step"}.get(f.metric, "nats")
     estimate, how = f"{shown(f.metric, e.diff, contrast)} {what}", measured_by(e)
     if f.shares:  # a trend: the change of the share, and the share at each size
-        levels = ", ".join(f"{size} {estimate_text(x, low, high, 1 - f.alpha, SHARE_OF)}" for size, x, low, high in f.shares)
-        how = f"{how}; the share {levels}"
+        levels = ", ".join(f"{size} {SHARE_OF(x)} [{SHARE_OF(low)}, {SHARE_OF(high)}]" for size, x, low, high in f.shares)
+        how = f"{how}; the share at {levels}"
     if not e.has_interval:
         return f"{estimate} ({how})"
     if not e.spread:  # a zero-wide interval is none: said so, never printed as [x, x]
@@ -284,7 +284,8 @@ def interval_reason(f: Finding, j: Judgement) -> str:
             Because.BEYOND_CLAIMED: f"the whole interval lies beyond the study's {claimed}: no seed count makes them that close",
         }.get(because) or f"the interval straddles the margin ({margin}) and holds the study's {claimed}: {settle}"
     if part.asserts == TREND and because in (Because.DIRECTION_AND_SIZE, Because.OPPOSITE, Because.ZERO_WITHIN_MARGIN):
-        moved = {Because.DIRECTION_AND_SIZE: "the claimed direction", Because.OPPOSITE: "the opposite direction"}.get(because)
+        side = "falls" if part.sign(metric) < 0 else "rises"
+        moved = {Because.DIRECTION_AND_SIZE: f"the share {side}", Because.OPPOSITE: "the opposite direction"}.get(because)
         return f"{moved}: the interval excludes no change{said}" if moved else f"no change of the share beyond {margin}{said}"
     if because == Because.DIRECTION_AND_SIZE:
         return f"the study's direction, and its {study} is inside the interval"
@@ -377,7 +378,10 @@ def claim_reason(c: ClaimResult) -> str:
 
 
 def _study_and_note(claim: StudyClaim) -> tuple[str, str]:
-    published = "; ".join(f"{_named(p)}{published_text(claim, p)}" for p in claim.parts)
+    texts = [published_text(claim, p) for p in claim.parts]
+    if claim.metric == SHARE and len(set(texts)) == 1:  # one trend claimed of every norm: said once
+        return texts[0], f" ({claim.note})" if claim.note else ""
+    published = "; ".join(f"{_named(p)}{text}" for p, text in zip(claim.parts, texts, strict=True))
     return published, f" ({claim.note})" if claim.note else ""
 
 
