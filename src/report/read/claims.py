@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_origin, get_type_hints
 
 from src.core.paths import CONF_DIR, ConfigError
 from src.stats.verdicts import Asserts
@@ -350,21 +350,67 @@ def _error(path: Path, key: str, what: str) -> ConfigError:
 def parse(path: Path) -> ClaimsSchema:
     """The file merged onto the format: an unknown key or a wrong type is refused naming it."""
     from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
 
     try:
-        raw = OmegaConf.load(path)
+        raw = OmegaConf.to_container(OmegaConf.load(path))
     except Exception as err:  # a YAML syntax error: its line, in one line
         raise _error(path, "(file)", " ".join(str(err).split())) from None
+    if not isinstance(raw, dict):
+        raise _error(path, "(file)", f"a mapping of {', '.join(f.name for f in fields(ClaimsSchema))}, got {type(raw).__name__}")
+    return _typed(ClaimsSchema, raw, "", path)
+
+
+def _typed(schema: type, raw: Any, key: str, path: Path) -> Any:
+    """`raw` (a node of the file) as the dataclass `schema`, node by node so that a refusal names its
+    full key (`claims[1].parts[0].size`): an unknown key with the node's keys, a wrong type with OmegaConf's words."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    valid = [f.name for f in fields(schema)]
+    if not isinstance(raw, dict):
+        raise _error(path, key or "(file)", f"a mapping of {', '.join(valid)}, got {raw!r}")
+    for k in raw:
+        if k not in valid:
+            raise _error(path, f"{key}.{k}".lstrip("."), f"no such key ({key or 'the file'}'s keys: {', '.join(valid)}; docs/claims.md)")
+    hints = get_type_hints(schema)
+    nested = {}
+    for f in fields(schema):
+        kind, value = hints[f.name], raw.get(f.name)
+        inner = _dataclass_in(kind)
+        if value is None or inner is None:
+            continue
+        at = f"{key}.{f.name}".lstrip(".")
+        if get_origin(kind) is list or (isinstance(value, list) and get_origin(kind) is not dict):
+            if not isinstance(value, list):
+                raise _error(path, at, f"a list, got {value!r}")
+            nested[f.name] = [_typed(inner, v, f"{at}[{i}]", path) for i, v in enumerate(value)]
+        elif get_origin(kind) is dict:
+            if not isinstance(value, dict):
+                raise _error(path, at, f"a mapping, got {value!r}")
+            nested[f.name] = {str(k): _typed(inner, v, f"{at}.{k}", path) for k, v in value.items()}
+        else:
+            nested[f.name] = _typed(inner, value, at, path)
+    flat = {k: v for k, v in raw.items() if k not in nested}
     try:
-        merged = OmegaConf.merge(OmegaConf.structured(ClaimsSchema), raw)
-        return OmegaConf.to_object(merged)  # type: ignore[return-value]
+        node = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), flat))
     except OmegaConfBaseException as err:
-        key = getattr(err, "full_key", "") or "(file)"
+        leaf = getattr(err, "full_key", "") or ""
         what = str(getattr(err, "msg", err)).splitlines()[0]
-        if "not in" in what and "Key '" in what:  # an unknown key: the keys its node takes
-            what = what.split(" not in ")[0].replace("Key ", "no such key ") + " (see docs/claims.md for the format)"
-        raise _error(path, key, what) from None
+        raise _error(path, f"{key}.{leaf}".strip("."), what) from None
+    for k, v in nested.items():
+        setattr(node, k, v)
+    return node
+
+
+def _dataclass_in(kind: Any) -> type | None:
+    """The dataclass a field holds (itself, in a list, as a mapping's values, or optional), else None."""
+    if is_dataclass(kind):
+        return kind  # type: ignore[return-value]
+    for arg in get_args(kind):
+        found = _dataclass_in(arg)
+        if found is not None:
+            return found
+    return None
 
 
 def _size(path: Path, key: str, part: PartSchema, metric: str) -> tuple[float, float] | None:

@@ -135,7 +135,7 @@ def figure_of(metric: str, part: Part, contrast: bool = False) -> str:
 def published_text(claim: StudyClaim, part: Part) -> str:
     value = part.published(claim.metric)
     if claim.metric == SHARE:
-        return f"the share {claimed(SHARE, part)} (a trend, never measured apart)"
+        return f"the share {claimed(SHARE, part)}"
     if math.isnan(value) and claim.metric != STABILITY:
         return f"{claimed(claim.metric, part)} {'training time' if claim.metric == SPEED else 'nats test loss'}"
     if claim.metric == SPEED:
@@ -377,6 +377,11 @@ def claim_reason(c: ClaimResult) -> str:
     return "; ".join(dict.fromkeys(reasons))
 
 
+def _whose(claim: StudyClaim) -> str:
+    """Whose figure a claim line quotes: a published study's (its file has a table), else the claim's own statement."""
+    return "Study" if any(p.table for p in claim.parts) else "Claimed"
+
+
 def _study_and_note(claim: StudyClaim) -> tuple[str, str]:
     texts = [published_text(claim, p) for p in claim.parts]
     if claim.metric == SHARE and len(set(texts)) == 1:  # one trend claimed of every norm: said once
@@ -391,13 +396,13 @@ def claim_line(c: ClaimResult) -> str:
     figures = [f"{_named(f.part)}{part_figure(f)}" for f in c.findings] + [f"{label} not swept" for label in c.not_swept]
     reason = claim_reason(c)
     reason = f" → {reason}." if reason else ""
-    return f"{c.claim.number}. {c.word} — {c.claim.statement}{note}. Study: {published}. This sweep: {'; '.join(figures)}.{reason}"
+    return f"{c.claim.number}. {c.word} — {c.claim.statement}{note}. {_whose(c.claim)}: {published}. This sweep: {'; '.join(figures)}.{reason}"
 
 
 def unjudged_line(claim: StudyClaim, missing: Sequence[str]) -> str:
     """A claim this sweep ran none of the parts of: the study's figure, and the variants it needs."""
     published, note = _study_and_note(claim)
-    return f"{claim.number}. {ClaimWord.NOT_TESTED} — {claim.statement}{note}. Study: {published}. → needs {', '.join(missing)} (not swept)."
+    return f"{claim.number}. {ClaimWord.NOT_TESTED} — {claim.statement}{note}. {_whose(claim)}: {published}. → needs {', '.join(missing)} (not swept)."
 
 
 def open_question(c: ClaimResult) -> str:
