@@ -28,7 +28,6 @@ exactly one axis (`pre` vs `post` within each norm), labelled with that axis (`c
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -36,10 +35,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from omegaconf import OmegaConf
 
-from src.core.paths import CONF_DIR, ConfigError, user_config_dirs
+from src.core.paths import ConfigError
 from src.core.schema import USER_NORM_REFERENCE, MarginSchema
+from src.report.read.norms import builtin_variants, known_variants  # noqa: F401  (callers import them from here too)
 from src.report.read.table import AXIS_PREFIX, families_of, order_of
 from src.stats import pairs as pairs_
 from src.stats.inference import ALPHA, MIN_SEEDS, Interval, paired_bootstrap, paired_t, welch_interval
@@ -109,24 +108,6 @@ class Margins(MarginSchema):
 
     def of(self, metric: str) -> float:
         return float(getattr(self, METRICS[metric][0]))
-
-
-def builtin_variants() -> list[str]:
-    """The norms normsweep ships: the `norm_type` of each conf/norm/*.yaml (read without torch)."""
-    return list(_shipped_norms())
-
-
-@functools.cache
-def _shipped_norms() -> tuple[str, ...]:
-    # The package's own YAML files do not change while it runs: read once per process.
-    return tuple(sorted(str(OmegaConf.load(p).norm_type) for p in (CONF_DIR / "norm").glob("*.yaml")))
-
-
-def known_variants() -> list[str]:
-    """Every norm key a run can have: the built-ins, and the norm YAMLs of the user's config folders
-    on Hydra's search path (`--config-dir`, `hydra.searchpath`), each named by its file."""
-    own = [p.stem for folder in user_config_dirs() for p in (folder / "norm").glob("*.yaml")]
-    return sorted({*builtin_variants(), *own})
 
 
 def check_pairs(pairs: Sequence[Sequence[str]], known: Sequence[str] | None = None) -> list[tuple[str, str]]:
