@@ -397,8 +397,10 @@ def divergence_finding(claim: StudyClaim, part: Part, e: Evidence) -> Finding:
 def evaluate(claim: StudyClaim, e: Evidence) -> ClaimResult | None:
     """The claim on this sweep (`e`: the evidence matched for its domain); None when the sweep ran none
     of its parts' norms."""
-    if claim.metric == SHARE:  # timed apart from the runs: judged where the share check timed its norms
-        return ClaimResult(claim, tuple(part_finding(claim, p, e) for p in claim.parts)) if shares_timed(e.check, claim) else None
+    if claim.metric == SHARE:  # timed apart from the runs: each part judged where the share check timed its norm
+        timed = [p for p in claim.parts if shares_timed(e.check, p)]
+        untimed = tuple(p.label or p.b for p in claim.parts if p not in timed)
+        return ClaimResult(claim, tuple(part_finding(claim, p, e) for p in timed), untimed) if timed else None
     swept = set(e.runs.norm)
     findings, not_swept = [], []
     for part in claim.parts:
@@ -500,7 +502,7 @@ def against_study(
     swept = set(runs.norm)
     present = [n for n in variants if n in swept]
     # The claims this sweep can list: a trend only where its share was timed.
-    listed = tuple(c for c in source.claims if c.metric != SHARE or shares_timed(check, c))
+    listed = tuple(c for c in source.claims if c.metric != SHARE or any(shares_timed(check, p) for p in c.parts))
     if not present and not any(c.metric == SHARE for c in listed):
         return StudySection(ran_none=True, source=source)
     values = study_values(axes, source)

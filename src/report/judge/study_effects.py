@@ -244,9 +244,9 @@ def _share_samples(check: Mapping[str, Any], part: Part) -> dict[str, np.ndarray
     return {size: np.asarray(found[size], dtype=float) for size in part.sizes}
 
 
-def shares_timed(check: Mapping[str, Any], claim: Any) -> bool:
-    """Whether the share check timed every part of a trend claim (its norm at each of its sizes)."""
-    return all(_share_samples(check, p) is not None for p in claim.parts)
+def shares_timed(check: Mapping[str, Any], part: Part) -> bool:
+    """Whether the share check timed a trend's part: its norm at each of its sizes."""
+    return _share_samples(check, part) is not None
 
 
 def share_effect(check: Mapping[str, Any], part: Part) -> Effect | None:

@@ -115,21 +115,21 @@ def interval_of(f: Finding, contrast: bool) -> str:
 
 
 def claimed(metric: str, part: Part) -> str:
-    """The part's claimed size where its source has no figure: `claimed −3.00% to −20.00%`, `no size claimed`."""
+    """The part's claimed size where its source has no figure: `-20.0% to -3.0%`, `within ±0.05`, `no size claimed`."""
     if part.asserts == TREND:
         return f"{'falls' if part.sign(metric) < 0 else 'rises'} from {part.sizes[0]} to {part.sizes[-1]}"
     if not part.size:
         return "no size claimed"
     low, high = part.size
     if part.asserts == EQUIVALENCE and low == -high:
-        return f"claimed within ±{shown(metric, high).lstrip('+')}"
-    return f"claimed {shown(metric, low)} to {shown(metric, high)}"
+        return f"within ±{shown(metric, high).lstrip('+')}"
+    return f"{shown(metric, low)} to {shown(metric, high)}"
 
 
 def figure_of(metric: str, part: Part, contrast: bool = False) -> str:
     """The source's figure for a part in its units, or what it claimed where it has none."""
     value = part.published(metric)
-    return claimed(metric, part) if math.isnan(value) else shown(metric, value, contrast)
+    return f"claimed {claimed(metric, part)}" if math.isnan(value) and part.asserts != TREND else shown(metric, value, contrast)
 
 
 def published_text(claim: StudyClaim, part: Part) -> str:
@@ -265,6 +265,7 @@ def interval_reason(f: Finding, j: Judgement) -> str:
     part, metric, r, effect, contrast = f.part, f.metric, j.readings, f.effect, bool(f.part.minus)
     margin = f"±{f.margin:.0%}" if metric in (SPEED, SHARE) else f"±{f.margin:g} nats"
     study = figure_of(metric, part, contrast)
+    whose = "the study's" if part.table else "the claim's"  # a claims file with no table states its own sizes
     because = j.because
     settle = settle_text(j.settle, effect.per)
     alike = "" if r is None or r.spread else _alike(f)
@@ -277,27 +278,27 @@ def interval_reason(f: Finding, j: Judgement) -> str:
         remains = shown(metric, effect.diff, contrast) if alike else interval_of(f, contrast)
         equivalent = equivalent_text(margin.lstrip("±"), remains if r is not None and r.excludes_zero else False)
         return {
-            Because.AS_CLOSE: f"{equivalent}, and as close as the study's {claimed}",
-            Because.FURTHER_APART: f"{equivalent}, but further apart than the study's {claimed}",
-            Because.EQUIVALENT_SIZE_UNTESTED: f"{equivalent}{said}: no interval to hold against the study's {claimed}",
+            Because.AS_CLOSE: f"{equivalent}, and as close as {whose} {claimed}",
+            Because.FURTHER_APART: f"{equivalent}, but further apart than {whose} {claimed}",
+            Because.EQUIVALENT_SIZE_UNTESTED: f"{equivalent}{said}: no interval to hold against {whose} {claimed}",
             Because.DIFFER_BY_MARGIN: f"they differ by {margin} or more (a bound itself is a difference that matters){said}",
-            Because.BEYOND_CLAIMED: f"the whole interval lies beyond the study's {claimed}: no seed count makes them that close",
-        }.get(because) or f"the interval straddles the margin ({margin}) and holds the study's {claimed}: {settle}"
+            Because.BEYOND_CLAIMED: f"the whole interval lies beyond {whose} {claimed}: no seed count makes them that close",
+        }.get(because) or f"the interval straddles the margin ({margin}) and holds {whose} {claimed}: {settle}"
     if part.asserts == TREND and because in (Because.DIRECTION_AND_SIZE, Because.OPPOSITE, Because.ZERO_WITHIN_MARGIN):
         side = "falls" if part.sign(metric) < 0 else "rises"
         moved = {Because.DIRECTION_AND_SIZE: f"the share {side}", Because.OPPOSITE: "the opposite direction"}.get(because)
         return f"{moved}: the interval excludes no change{said}" if moved else f"no change of the share beyond {margin}{said}"
     if because == Because.DIRECTION_AND_SIZE:
-        return f"the study's direction, and its {study} is inside the interval"
+        return f"{whose} direction, and its {study} is inside the interval"
     if because in (Because.DIRECTION_SMALLER, Because.DIRECTION_LARGER):
-        return f"the study's direction, by {'less' if because == Because.DIRECTION_SMALLER else 'more'} than its {study} (outside the interval)"
+        return f"{whose} direction, by {'less' if because == Because.DIRECTION_SMALLER else 'more'} than its {study} (outside the interval)"
     if because == Because.DIRECTION_SIZE_UNTESTED:
-        return f"the study's direction{said}: no interval to hold against its {study}"
+        return f"{whose} direction{said}: no interval to hold against its {study}"
     if because == Because.OPPOSITE:
         return f"the opposite direction{said}"
     if because == Because.ZERO_WITHIN_MARGIN:
         return f"equivalent to zero within {margin}, where the study has {study}{said}"
-    smaller = f"; the study's {study} is outside it: any effect here is smaller" if r is not None and r.size == Size.SMALLER else ""
+    smaller = f"; {whose} {study} is outside it: any effect here is smaller" if r is not None and r.size == Size.SMALLER else ""
     # Said of the interval printed beside it (a sequential sweep's direction is its own decision's).
     undecided = "the interval holds zero" if r is not None and r.holds_zero else "the direction is undecided"
     return f"{undecided}{smaller}: {settle}"
