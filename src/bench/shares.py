@@ -5,7 +5,8 @@ The study says a norm's savings scale with width and depth, but its share of a l
 needs no training: per size (a conf/model option: width d, heads, layers L, context n, vocabulary V)
 one round times, forward+backward on `rows` tokens at that size's shapes,
 
-- the norm: one call at (rows, d), counted 2L + 1 times (two per block, one final);
+- the norm: one call at (NORM_ROWS, d), its time scaled to `rows` tokens, counted 2L + 1 times (two per
+  block, one final): on few rows a narrow norm's call is mostly its fixed per-call cost;
 - the rest of a step, built from its timed parts: the four matmuls of a block (d→3d, d→d, d→4d, 4d→d)
   and its GELU (rows, 4d), counted L times; causal attention as each query's average work, a query
   block of `rows` against n/2 keys (what a causal query sees on average), counted L times; the output
@@ -44,6 +45,10 @@ from src.core.paths import CONF_DIR
 from src.core.progress import KERNELS, PROGRESS_S, say
 
 ROWS = 128  # tokens per timed call: enough rows that a matmul runs at its blocked rate, few enough for seconds a round
+# A norm is timed on more tokens, and its time scaled to ROWS': at width 128 a call on 128 rows is mostly
+# its fixed per-call cost (dispatch, autograd), which a real step's thousands of rows spread thin. Cheap
+# even at gpt2_medium's width (a few ms a call).
+NORM_ROWS = 2048
 NORM_SAMPLE_S = 1e-3  # a norm's sample repeats its call until it takes about this long (a small width is microseconds)
 MAX_REPEATS = 64
 
@@ -118,7 +123,7 @@ def _in(fn: Callable[[], None], context: Context) -> Callable[[], None]:
 
 
 def norm_call(build: Callable[[int], nn.Module], shape: Shape, rows: int, device: torch.device, context: Context) -> Callable[[], None]:
-    """One norm call forward and backward at (rows, width), the norm built at that width."""
+    """One norm call forward and backward at (rows, width), the norm built at that width (`rows`: NORM_ROWS)."""
     module = build(shape.width).to(device)
     return _in(_fwd_bwd(module, (rows, shape.width), device=device), context)
 
@@ -136,7 +141,8 @@ def norm_share_rounds(
     both per token at that size's shapes. The CPU caller runs it on one thread (src.bench.kernels.cpu_threads)."""
     shapes = [Shape.of(s) for s in sizes]
     rest = {s.name: rest_of_step(s, rows, device, context) for s in shapes}
-    calls = {(n, s.name): norm_call(b, s, rows, device, context) for n, b in norms.items() for s in shapes}
+    norm_rows = max(rows, NORM_ROWS)
+    calls = {(n, s.name): norm_call(b, s, norm_rows, device, context) for n, b in norms.items() for s in shapes}
     for fn in [*(f for parts in rest.values() for f, _ in parts.values()), *calls.values()]:
         fn()  # warm-up: allocations, first-call dispatch
     synchronize(device)
@@ -151,7 +157,7 @@ def norm_share_rounds(
             other = sum(calls_per_step * _timed(fn, device, 1) for fn, calls_per_step in rest[s.name].values())
             rest_s[s.name].append(other)
             for n in norms:
-                per_call = _timed(calls[(n, s.name)], device, repeats[(n, s.name)]) / repeats[(n, s.name)]
+                per_call = _timed(calls[(n, s.name)], device, repeats[(n, s.name)]) / repeats[(n, s.name)] * rows / norm_rows
                 norm = per_call * s.norms
                 norm_s[n][s.name].append(norm)
                 samples[n][s.name].append(norm / (norm + other))
@@ -161,6 +167,7 @@ def norm_share_rounds(
     return {
         "sizes": list(sizes),
         "rows": rows,
+        "norm_rows": norm_rows,
         "rounds": rounds,
         "samples": samples,  # norm -> size -> its share of a step, one per round
         "norm_s": norm_s,  # norm -> size -> its seconds per `rows` tokens of a step, one per round
