@@ -146,3 +146,18 @@ def test_a_malformed_claims_file_stops_the_sweep_before_anything_is_recorded(
     assert len(lines) == 1 and lines[0].startswith("config error: "), lines
     assert "mine.yaml: claims[0].parts[0].size: low must be <= high, got [0.05, -0.05]" in lines[0], lines[0]
     assert not Path(store["db"]).exists()  # no store, no run
+
+
+def test_a_chosen_trend_adds_its_rounds_to_the_speed_check_and_a_bad_count_is_refused(tmp_path: Path) -> None:
+    from test_speed_check import JOBS
+
+    from src.core.paths import compose
+    from src.launch.speed_check import bench_command
+    from src.training.run_spec import validate
+
+    command = bench_command(JOBS, 20, tmp_path, share=(STUDY.trend_sizes(), 3))
+    assert command is not None and command[command.index("--share-sizes") :][:4] == [
+        "--share-sizes", "cpu_small,gpt2_small,gpt2_medium", "--share-rounds", "3"]  # fmt: skip
+    assert "--share-sizes" not in (bench_command(JOBS, 20, tmp_path) or [])  # no trend chosen: no rounds
+    with pytest.raises(ConfigError, match=r"report.share_rounds: must be 0 .* or an integer >= 2"):
+        validate(compose(["report.share_rounds=1"]))

@@ -468,7 +468,8 @@ def method_line(family: int, event: bool, sequential: int, event_claim: int = 6)
 
 def absent_text(judged: StudySection) -> str:
     """Why the section lists no claim ("" when it lists some): the sweep ran none of the study's variants."""
-    return f"this sweep ran none of the study's variants ({', '.join(judged.file.variants)}); nothing to compare." if judged.ran_none else ""
+    whose = "the study's variants" if judged.file.table else "the variants its claims name"
+    return f"this sweep ran none of {whose} ({', '.join(judged.file.variants)}); nothing to compare." if judged.ran_none else ""
 
 
 @dataclass
