@@ -92,8 +92,8 @@ FILE_CLAIM_TAG = "normsweep.claims.{}.claim{}"  # ...and of another claims file 
 
 
 def claims_name(section: StudySection) -> str:
-    """The stem of a section's files: claims.png/.csv for the study's, claims-<file>.png/.csv for another's."""
-    return "claims" if section.file.name == STUDY_FILE else f"claims-{section.file.name}"
+    """The stem of a section's files (src.report.read.claims.ClaimsFile.files_stem)."""
+    return section.file.files_stem
 
 
 def claim_tags(study: StudySection) -> dict[str, str]:

@@ -280,6 +280,11 @@ class ClaimsFile:
         return f"Against {self.title}"
 
     @property
+    def files_stem(self) -> str:
+        """The stem of its section's files: claims.png/.csv for the study's, claims-<name>.png/.csv for another's."""
+        return "claims" if self.name == STUDY_FILE else f"claims-{self.name}"
+
+    @property
     def variants(self) -> tuple[str, ...]:
         """Its variants in order: its table's, then its claims' (a file without a table has its claims' only)."""
         return tuple(dict.fromkeys([*self.table, *(v for c in self.claims for p in c.parts for v in p.variants())]))

@@ -526,7 +526,7 @@ class StudyText:
         sweep run's description in MLflow)."""
         if self.absent:
             return [self.absent]
-        full = "the full section, each figure with its interval and reason: report.md and claims.png on this run"
+        full = f"the full section, each figure with its interval and reason: report.md and {self.judged.file.files_stem}.png on this run"
         s = self.judged
         words = {c.claim.number: (c.claim, c.word) for c in s.claims} | {n: (c, ClaimWord.NOT_TESTED) for n, (c, _) in s.unjudged.items()}
         return [*(f"{n}. {word} — {c.statement}" for n, (c, word) in sorted(words.items())), f"({full})"]
