@@ -124,8 +124,15 @@ def speed_checks(draw: st.DrawFn, variants: list[str]) -> dict[str, Any]:
     norms = {v: list(ms / 1e3 * (1 + rng.normal(0, noise, rounds)).clip(0.1)) for v, ms in cost.items()}
     steps = {v: list((step_ms + ms) * (1 + shift * i) / 1e3 * (1 + rng.normal(0, step_noise, step_rounds)).clip(0.1))
              for i, (v, ms) in enumerate(cost.items())}  # fmt: skip
-    return {"kernel": {"samples_s": norms, "step_s": step_ms / 1e3, "rounds": rounds}, "samples_s": steps,
-            "settings": {"variants": list(variants), "rounds": step_rounds}}  # fmt: skip
+    check = {"kernel": {"samples_s": norms, "step_s": step_ms / 1e3, "rounds": rounds}, "samples_s": steps,
+             "settings": {"variants": list(variants), "rounds": step_rounds}}  # fmt: skip
+    if draw(st.booleans()):  # the norms' share of a step at the study's trend's sizes (its eighth claim)
+        share_rounds = draw(st.integers(2, 12))
+        falls = draw(st.sampled_from((0.5, 0.95, 1.0, 1.3)))  # the share at each next size, relative to the last
+        check["shares"] = {"samples": {v: {size: list(0.02 * falls**i * (1 + rng.normal(0, noise, share_rounds)).clip(0.1))
+                                           for i, size in enumerate(("cpu_small", "gpt2_small", "gpt2_medium"))}
+                                       for v in variants if v != "no_norm"}}  # fmt: skip
+    return check
 
 
 @st.composite

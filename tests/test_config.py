@@ -20,7 +20,8 @@ from src.training.run_spec import model_config, validate
 from src.training.schedule import lr_factor, warmup_steps_for
 
 # Groups whose options are discovered from conf/, so a new YAML file is covered automatically.
-GROUPS = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir() and p.name != "hydra")
+# conf/claims holds claims files, which the report reads (report.claims), never composed into a run's config.
+GROUPS = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir() and p.name not in ("hydra", "claims"))
 OPTIONS = [(g, f.stem) for g in GROUPS for f in sorted((CONF_DIR / g).glob("*.yaml"))]
 # Options that need a value only the user can give (a glob of their files).
 REQUIRED = {("data", "text_files"): ["data.paths=/tmp/none/*.txt"]}

@@ -123,6 +123,7 @@ def five_norms(tmp_path_factory: pytest.TempPathFactory, token_cache_dir: Path) 
         f"paths.cache_dir={token_cache_dir}", f"paths.mlflow_db={root / 'mlflow.db'}",
         f"paths.mlflow_artifacts={root / 'mlartifacts'}", f"hydra.sweep.dir={root / 'multirun'}",
         f"paths.reports_dir={root / 'reports'}", f"norm={FIVE}", "seed=0", "report.speed_rounds=2", "report.speed_kernel_s=1",
+        "report.share_rounds=0",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return FiveNorms(f"sqlite:///{root / 'mlflow.db'}", proc.stdout + proc.stderr, root / "reports" / EXPERIMENT)

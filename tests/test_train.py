@@ -140,7 +140,7 @@ def test_experiment_config_runs_the_sweep(tiny_overrides: list[str], store: dict
     # The experiment's five norms at two seeds, its own end-of-sweep speed check shortened to two rounds.
     proc = run_cli(
         "src.train", "-m", "experiment=norm_sweep", "seed=0,1", "optim.max_steps=1", "report.speed_rounds=2",
-        "report.speed_kernel_s=1", *tiny_overrides,
+        "report.speed_kernel_s=1", "report.share_rounds=0", *tiny_overrides,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(_runs(store["uri"], "norm_sweep")) == 10

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from src.stats.verdicts import SpeedWord
+from src.stats.verdicts import ClaimWord, SpeedWord
 from src.tracking.ui_view import START_VIEW_TAG, USER_NORM_TAGS, column
 from tests.helpers import FAST, REPO, cli_env, run_train
 
@@ -36,6 +36,20 @@ class CenteredRMSNorm(nn.Module):
         x = x - x.mean(dim=-1, keepdim=True)
         return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight
 '''
+
+
+# The user's own hypotheses about their norm, stated before the sweep (docs/claims.md): judged in a
+# section of their own, beside the study's, with the same rule, figure and MLflow tags.
+MY_CLAIMS = """
+source: {title: my norm's hypotheses}
+claims:
+  - statement: my norm's test loss is within 0.5 nats of nn.RMSNorm's
+    metric: test_loss
+    parts: [{a: torch_rmsnorm, b: my_norm, asserts: equivalence, size: [-0.5, 0.5]}]
+  - statement: my norm's share of a step falls from cpu_small to gpt2_small
+    metric: norm_share
+    parts: [{b: my_norm, asserts: trend, sizes: [cpu_small, gpt2_small]}]
+"""
 
 
 def user_folder(root: Path, module: str, source: str, yaml_name: str = "my_norm", target: str = "CenteredRMSNorm") -> Path:
@@ -64,9 +78,20 @@ def test_user_norm_swept_judged_and_tied_to_its_code(tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
 
     conf = user_folder(tmp_path, "my_norms", USER_NORM)
-    done = sweep(tmp_path, conf, "report.speed_rounds=2", "report.speed_kernel_s=1")
+    (conf / "claims").mkdir()
+    (conf / "claims" / "my_claims.yaml").write_text(MY_CLAIMS)
+    done = sweep(tmp_path, conf, "report.speed_rounds=2", "report.speed_kernel_s=1", "report.claims=[rmsnorm_study,my_claims]",
+                 "report.share_rounds=2")  # fmt: skip
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-3000:]
+    # Its own claims, judged in their own section and headline line, with their figure and files.
+    assert "Against my norm's hypotheses — The claims of my norm's hypotheses, stated in my_claims.yaml" in out, out[-3000:]
+    assert "Claims of my_claims.yaml? 2 of its 2 claims tested in this sweep's domain" in out, out[-3000:]
+    assert "2. " in out and "the share at cpu_small " in out  # the trend, timed for the user's norm too
+    # The study's eighth claim, judged on this CPU in its own domain (any device) for the norm the sweep ran.
+    eighth = out[out.index("\n8. "):]
+    assert "nn.RMSNorm " in eighth.split("This sweep: ")[1] and not eighth.startswith(("\n8. not applicable", "\n8. not tested")), eighth[:500]
+    assert (tmp_path / "reports" / "mine" / "claims-my_claims.png").is_file() and (tmp_path / "reports" / "mine" / "claims-my_claims.csv").is_file()
     assert out.count(" ok | ") == 4, out[-3000:]  # every run finished
     assert "my_norm vs torch_rmsnorm (paired over 2 seeds): test loss" in out  # compared
     speed = [line for line in out.splitlines() if line.startswith("my_norm vs torch_rmsnorm: ")]
@@ -86,6 +111,9 @@ def test_user_norm_swept_judged_and_tied_to_its_code(tmp_path: Path) -> None:
     # The MLflow views show the user's class and file hash as columns (they stay off for built-ins alone).
     columns = json.loads(exp.tags[START_VIEW_TAG])["selectedColumns"]
     assert {column("tags", t) for t in USER_NORM_TAGS} <= set(columns), columns
+    # The verdict in MLflow: each claim's word a tag on the sweep's run, the user's file under its own name.
+    verdicts = [r.data.tags for r in client.search_runs([exp.experiment_id]) if "normsweep.claims.my_claims.claim1" in r.data.tags]
+    assert verdicts and verdicts[0]["normsweep.claims.my_claims.claim2"] in {w.value for w in ClaimWord}, verdicts
 
     with (tmp_path / "my_norms.py").open("a") as f:
         f.write("# an edit that could change the numbers\n")

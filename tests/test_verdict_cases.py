@@ -196,7 +196,7 @@ def test_9_sources_not_issue_numbers_and_one_reason_everywhere() -> None:
 
 def test_10_the_gpu_is_in_the_speed_domain() -> None:
     check = {"hand_layernorm": 14.0, "torch_layernorm": 4.0, "hand_rmsnorm": 12.0, "torch_rmsnorm": 4.0, "no_norm": 0.0}
-    from test_against_study import speed_check
+    from study_runs import speed_check
 
     h100 = made_up_runs({v: v for v in TABLE}, **{**STUDY_SETTING, "device_name": "NVIDIA H100 80GB HBM3", "precision": "bf16_mixed"})
     claims = claims_of(h100, check=speed_check(check))

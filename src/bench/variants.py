@@ -34,8 +34,10 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from src.bench.common import synchronize
-from src.bench.files import default_out_dir, write_report
+from src.bench.files import default_out_dir, parse_list, write_report
 from src.bench.kernels import clock, cpu_threads, kernel_check, load
+from src.bench.norms import SKIPPED
+from src.bench.shares import norm_share_rounds
 from src.core import cli
 from src.core.norm_yamls import known_variants
 from src.core.paths import ConfigError, preset_norms
@@ -205,6 +207,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         reference = REFERENCE_VARIANT if REFERENCE_VARIANT in steps else variants[0]
         kernel["reference"] = reference
         kernel["step_s"] = reference_step_s(steps[reference], batches, device)
+        shares = None
+        if args.share_sizes and args.share_rounds:  # a trend claim's evidence: each norm's share of a step per model size
+            specs = {str(s.model.cfg.norm.norm_type): s.model.cfg.norm for s in steps.values()}
+            builders = {name: spec.build for name, spec in specs.items() if name not in SKIPPED}  # the identity has no share
+            print(f"then {args.share_rounds} rounds of their norms' share of a step at {args.share_sizes}", flush=True)
+            shares = norm_share_rounds(builders, parse_list(args.share_sizes), args.share_rounds, device,
+                                       steps[variants[0]].autocast_context)  # fmt: skip
     clock["steps"] = time.perf_counter()
     print(f"then {args.warmup} warm-up steps each and {args.rounds} interleaved rounds of whole steps", flush=True)
     load_before = load()
@@ -234,6 +243,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "summary": summarize(samples),
         "load": {"before": load_before, "after": load()},
         "kernel": kernel,
+        "shares": shares,
         "dispatch": {v: {**d.as_dict(), "warning": d.warning(v)} for v, d in dispatch.items()},
         "time_s": {  # where the check's time went
             "build": clock["kernel"] - clock["start"],
@@ -370,6 +380,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--kernel-threads", type=cli.int_option(0), default=1,
         help="CPU threads of the norm-kernel rounds (default 1: robust to other processes; 0 = torch's choice)",
     )  # fmt: skip
+    parser.add_argument(
+        "--share-sizes", default="", metavar="SIZES",
+        help="comma-separated model sizes (conf/model) at which each norm's share of a step is timed (a trend claim's evidence)",
+    )  # fmt: skip
+    parser.add_argument("--share-rounds", type=cli.int_option(0), default=0, help="interleaved rounds of those shares (0: none)")
     parser.add_argument("--batch", type=cli.int_option(1), help="sequences per step (default: the config's optim.micro_batch_size)")
     parser.add_argument("--seed", type=cli.int_option(0), default=0, help="initial weights and batches")
     parser.add_argument("--out", type=Path, help="folder for variants.json / variants.md (default: <paths.reports_dir>/bench)")

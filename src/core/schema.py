@@ -130,6 +130,10 @@ class ReportSchema:
     reference: Any = None
     speed_rounds: int = 0  # after a sweep: interleaved training steps of its variants (src.bench variants), rounds; 0 = off
     speed_kernel_s: Number = 8  # ...and, first, seconds of interleaved rounds of their norms' forward+backward at the run's shapes
+    # The claims files judged, each in its own section: conf/claims/<name>.yaml or <config-dir>/claims/<name>.yaml
+    # (src/report/read/claims.py; docs/claims.md).
+    claims: list[str] = field(default_factory=lambda: ["rmsnorm_study"])
+    share_rounds: int = 10  # ...and, with a trend claim chosen, rounds of its norms' share of a step per model size
 
 
 @dataclass

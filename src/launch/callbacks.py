@@ -151,11 +151,13 @@ def check_reference(config: DictConfig, variants: Variants) -> None:
     and `report.reference` naming values the sweep has): checked before any job trains, in one line,
     since the report is made only after the whole sweep has trained."""
     from src.report.judge.pairs import reference_setting, reference_values, settings
+    from src.report.read.claims import chosen
 
     report_cfg = OmegaConf.select(config, "report", default=None)
     try:
         report_settings = OmegaConf.to_container(report_cfg, resolve=True) if report_cfg else None
         settings(report_settings)  # the margins (> 0) and the pairs
+        chosen(report_settings)  # the claims files, each read and checked
         reference = reference_setting(report_settings)
         reference_values(reference, {a.name: variants.values(a.name) for a in variants.axes})
     except ConfigError as err:

@@ -18,6 +18,9 @@ from omegaconf import DictConfig, OmegaConf
 from src.core.terminal import fit
 
 SWEEP_STARTED_ENV = "NORMSWEEP_SWEEP_STARTED"  # unix time the multirun started (set by on_multirun_start)
+# A share round at cpu_small, gpt2_small and gpt2_medium took ~3.5 s at load average 7 on the 2-vCPU
+# dev VM (src/bench/shares.py): the check's timeout grows by this much per round, with room.
+SHARE_ROUND_S = 15.0
 
 
 class SweepReport(Callback):
@@ -76,9 +79,16 @@ class SweepReport(Callback):
 
         store = Store.connect(str(config.logger.tracking_uri))
         experiment = store.find_experiment(str(config.experiment_name))
+        # A chosen trend claim (a norm's share of a step over model sizes) is timed in the same check.
+        from src.report.read.claims import chosen
+
+        report_cfg = OmegaConf.select(config, "report", default=None)
+        files = chosen(OmegaConf.to_container(report_cfg, resolve=True) if report_cfg else None)
+        sizes = tuple(dict.fromkeys(s for f in files for s in f.trend_sizes()))
+        share_rounds = int(OmegaConf.select(config, "report.share_rounds", default=0) or 0) if sizes else 0
         run_speed_check(
-            jobs, rounds, out_dir, max(MIN_TIMEOUT_S, elapsed) + kernel_s, kernel_s,
-            store, experiment.experiment_id if experiment else None, float(config.sweep.stale_after_s),
+            jobs, rounds, out_dir, max(MIN_TIMEOUT_S, elapsed) + kernel_s + SHARE_ROUND_S * share_rounds, kernel_s,
+            store, experiment.experiment_id if experiment else None, float(config.sweep.stale_after_s), (sizes, share_rounds),
         )  # fmt: skip
 
     def _report(self, config: DictConfig) -> None:
@@ -108,8 +118,11 @@ class SweepReport(Callback):
         report_settings = OmegaConf.to_container(report_cfg, resolve=True) if report_cfg else None
         margins, pairs = settings(report_settings)
         reference = reference_setting(report_settings)
+        from src.report.read.claims import chosen
+
         analysis = generate_report(
-            experiment, config.logger.tracking_uri, out_dir, margins=margins, pairs=pairs, reference=reference
+            experiment, config.logger.tracking_uri, out_dir, margins=margins, pairs=pairs, reference=reference,
+            claims=chosen(report_settings),
         )
         print(terminal_text(analysis), flush=True)
         print(f"\nreport written to {analysis.files[0].parent}", flush=True)

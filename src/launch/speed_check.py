@@ -60,10 +60,12 @@ def swept_variants(jobs: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
 
 
 def bench_command(
-    jobs: Sequence[Mapping[str, Any]], rounds: int, out_dir: Path, kernel_s: float | None = None
+    jobs: Sequence[Mapping[str, Any]], rounds: int, out_dir: Path, kernel_s: float | None = None,
+    share: tuple[Sequence[str], int] = ((), 0),
 ) -> list[str] | None:
     """`python -m src.bench variants ...` for the variants of `jobs`, or None when fewer than two:
-    `--variants a,b` when the sweep varied the norm alone, else each variant built from its overrides."""
+    `--variants a,b` when the sweep varied the norm alone, else each variant built from its overrides;
+    with `share` (model sizes, rounds: a chosen trend claim's) each norm's share of a step at those sizes too."""
     variants = swept_variants(jobs)
     if len(variants) < 2 or rounds < 2:
         return None
@@ -80,6 +82,9 @@ def bench_command(
     bench = [*chosen, "--rounds", str(rounds), "--out", str(out_dir)]
     if kernel_s is not None:
         bench += ["--kernel-seconds", f"{kernel_s:g}"]
+    sizes, share_rounds = share
+    if sizes and share_rounds:
+        bench += ["--share-sizes", ",".join(sizes), "--share-rounds", str(share_rounds)]
     return [sys.executable, "-m", "src.bench", "variants", *bench, *shared, *searchpath_override()]
 
 
@@ -135,12 +140,13 @@ def take_speed_claim(store: Store, experiment_id: str, stale_after_s: float, wai
 def run_speed_check(
     jobs: Sequence[Mapping[str, Any]], rounds: int, out_dir: Path, timeout_s: float, kernel_s: float | None = None,
     store: Store | None = None, experiment_id: str | None = None, stale_after_s: float | None = None,
+    share: tuple[Sequence[str], int] = ((), 0),
 ) -> None:
     """Run the benchmark (its files go to `out_dir`, its results to the experiment); warn on failure.
 
     With a store, under the experiment's speed-check claim (`stale_after_s`: `sweep.stale_after_s`),
     waited for at most as long as the check itself may take (`timeout_s`)."""
-    command = bench_command(jobs, rounds, out_dir, kernel_s)
+    command = bench_command(jobs, rounds, out_dir, kernel_s, share)
     if command is None:
         return
     if store is None or experiment_id is None or stale_after_s is None:

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -20,6 +21,7 @@ import pandas as pd
 from src.report.analysis import Analysis, analyze
 from src.report.files import claim_tags, default_out_dir, report_folder, write
 from src.report.judge.pairs import Margins
+from src.report.read.claims import ClaimsFile
 from src.report.read.runs import ReportError, open_store, save_summary_run, tag_variants
 from src.report.render.markdown import verdict
 from src.report.render.sections import table_rows
@@ -51,10 +53,12 @@ def generate_report(
     pairs: list[tuple[str, str]] | None = None,
     reference: dict[str, str] | None = None,
     stale_after_s: float = STALE_AFTER_S,
+    claims: Sequence[ClaimsFile] = (),
 ) -> Analysis:
     """Analyze, write the files, and (optionally) log them to the sweep's parent run, and tag each
-    run with its variant as the report found it (the MLflow UI groups runs by that tag)."""
-    analysis = analyze(experiment, tracking_uri, margins, pairs, reference, stale_after_s)
+    run with its variant as the report found it (the MLflow UI groups runs by that tag); `claims`:
+    the claims files judged (report.claims; none given: the study's)."""
+    analysis = analyze(experiment, tracking_uri, margins, pairs, reference, stale_after_s, claims)
     analysis.files = write(analysis, out_dir or default_out_dir(experiment))
     if log_summary:
         store = analysis.store or open_store(analysis.tracking_uri)
@@ -73,7 +77,8 @@ def generate_report(
                 for v in analysis.speed_verdicts
             ),
         )
-        store.set_tags(analysis.report_run_id, claim_tags(analysis.study))  # one per claim: its word
+        for section in analysis.claim_sections:  # one per claim of each file: its word
+            store.set_tags(analysis.report_run_id, claim_tags(section))
         speed = analysis.speed_estimates()
         if speed is not None:  # each job's run carries its variant's estimate: a column, one chart of all variants
             reference, estimates = speed

@@ -145,6 +145,9 @@ def report(args: argparse.Namespace) -> int:
     report_cfg = OmegaConf.to_container(cfg.get("report") or {}, resolve=True)
     margins, chosen = settings(report_cfg, args.margin_loss, args.margin_speed, pairs)
     reference = reference_setting(report_cfg)
+    from src.report.read.claims import chosen as chosen_claims
+
+    claims = chosen_claims(report_cfg)  # report.claims: each file read and checked before the store is opened
     if not args.tracking_uri and not cfg.logger.enabled:
         raise paths.ConfigError("logger: tracking is off (logger=none), so no store holds runs to report; drop logger=none, or give --tracking-uri")
     uri = args.tracking_uri or str(cfg.logger.tracking_uri)
@@ -170,7 +173,7 @@ def report(args: argparse.Namespace) -> int:
         return partial_report(experiment, uri, running, args.out, margins, chosen, reference, stale_after_s)
     analysis = generate_report(
         experiment, uri, out, log_summary=not args.no_summary_run, margins=margins, pairs=chosen,
-        reference=reference, stale_after_s=stale_after_s,
+        reference=reference, stale_after_s=stale_after_s, claims=claims,
     )  # fmt: skip
     print(terminal_text(analysis))
     print(f"\nwritten to {out}")

@@ -9,6 +9,7 @@ text, report.md, the verdict and report.html, and src.report.files writes the fi
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from src.report.judge.speed import check_reference as _reference
 from src.report.judge.speed import kernels_timed as _kernels
 from src.report.judge.stability import by_learning_rate, initial_losses, is_lr_sweep, lr_sensitivity
 from src.report.judge.study import StudySection, against_study
+from src.report.read.claims import ClaimsFile
 from src.report.read.provenance import code_sentence, mark_rows, reference_code
 from src.report.read.runs import (
     ReportError,
@@ -66,7 +68,13 @@ class Analysis:
     store: Store | None = field(default=None, repr=False)  # where it was read, opened once
     code_note: str = ""  # the runs come from more than one code (src.report.read.provenance)
     sequential: list[SequentialVerdict] = field(default_factory=list)  # a sequential sweep's verdicts
-    study: StudySection = field(default_factory=StudySection)  # against the published study, judged (src.report.words.study writes it)
+    study: StudySection = field(default_factory=StudySection)  # the first claims file's section (the study's by default), judged
+    more_claims: list[StudySection] = field(default_factory=list)  # the other chosen claims files' (report.claims), each its own
+
+    @property
+    def claim_sections(self) -> list[StudySection]:
+        """Every chosen claims file's section, in report.claims' order (src.report.words.study writes each)."""
+        return [self.study, *self.more_claims]
 
     @property
     def kernels(self) -> bool:
@@ -100,12 +108,15 @@ def analyze(
     pairs: list[tuple[str, str]] | None = None,
     reference: dict[str, str] | None = None,
     stale_after_s: float = STALE_AFTER_S,
+    claims: Sequence[ClaimsFile] = (),
 ) -> Analysis:
     """Read the experiment from MLflow and compute the table and the comparisons.
 
     `pairs` (validated by `comparisons.check_pairs`) replaces the study's pairs when given;
     `reference` (`report.reference`: axis -> value) the reference value of an axis;
-    `stale_after_s` (`sweep.stale_after_s`) how long a silent RUNNING run counts as running.
+    `stale_after_s` (`sweep.stale_after_s`) how long a silent RUNNING run counts as running;
+    `claims` (`report.claims`, src.report.read.claims.load_all) the claims files judged, each in its
+    own section (none given: the study's).
     """
     uri = tracking_uri or paths.tracking_uri()
     store = open_store(uri)
@@ -120,7 +131,7 @@ def analyze(
     code = reference_code(store, sweep.experiment_id, runs)
     found = assemble(
         runs, sweep.axes, load_speed_check(store, sweep.experiment_id), margins or Margins(), pairs, reference,
-        load_verdicts(store, sweep.experiment_id), curves, experiment, uri, sweep.experiment_id,
+        load_verdicts(store, sweep.experiment_id), curves, experiment, uri, sweep.experiment_id, claims,
     )  # fmt: skip
     found.table = mark_rows(found.table, runs, code)
     found.superseded, found.store, found.code_note = sweep.superseded, store, code_sentence(runs, code)
@@ -141,6 +152,7 @@ def assemble(
     experiment: str = "",
     tracking_uri: str = "",
     experiment_id: str = "",
+    claims: Sequence[ClaimsFile] = (),
 ) -> Analysis:
     """Every judgement of a sweep from what was read of it: the runs (src.report.read.runs), their axes,
     the latest speed check (`variants.json`, empty without one) and a sequential sweep's decisions. The
@@ -150,6 +162,7 @@ def assemble(
     sequential = sequential or []
     lr_swept = is_lr_sweep(runs)
     timed = _timed(check, [(a, b) for a, b, _ in comparison_pairs(runs, pairs, reference)])
+    sections = [against_study(runs, axes, check, margins, sequential, f) for f in claims or [None]]
     return Analysis(
         experiment=experiment,
         tracking_uri=tracking_uri,
@@ -167,7 +180,8 @@ def assemble(
         sensitivity=lr_sensitivity(runs, initial_losses(curves)) if lr_swept else None,
         axes=axes,
         sequential=sequential,
-        study=against_study(runs, axes, check, margins, sequential),
+        study=sections[0],
+        more_claims=sections[1:],
     )
 
 

@@ -21,7 +21,7 @@ from src.report.figures.speed import plot_speed
 from src.report.figures.stability import plot_stability
 from src.report.figures.style import save
 from src.report.judge.study import StudySection
-from src.report.read.published import STABILITY
+from src.report.read.claims import STABILITY, STUDY_FILE
 from src.report.render.html import html_page
 from src.report.render.markdown import markdown_page
 from src.report.words.pairs import comparisons_frame
@@ -59,9 +59,10 @@ def write(analysis: Analysis, out_dir: Path) -> list[Path]:
     speed = plot_speed(analysis.speed_verdicts, analysis.margins.speed)
     if speed is not None:
         figures.append(save(speed, out_dir / "speed.png"))
-    claims = plot_claims(analysis.study)
-    if claims is not None:  # the study's claims with an interval: none in a one-seed sweep
-        figures.append(save(claims, out_dir / "claims.png"))
+    for section in analysis.claim_sections:
+        claims = plot_claims(section)
+        if claims is not None:  # a file's claims with an interval: none of the study's in a one-seed sweep
+            figures.append(save(claims, out_dir / f"{claims_name(section)}.png"))
     if analysis.stability is not None:
         # A sweep of the learning rate alone draws its one line once: by_optim_lr.png, with its seeds.
         if axis is None or axis.name != LR_KEY:
@@ -74,23 +75,32 @@ def write(analysis: Analysis, out_dir: Path) -> list[Path]:
     csv_frame(analysis.table).to_csv(out_dir / "table.csv", index=False)
     comparisons_frame(analysis).to_csv(out_dir / "comparisons.csv", index=False)
     analysis.runs.to_csv(out_dir / "runs.csv", index=False)
-    if analysis.study.claims:
-        claims_frame(analysis.study).to_csv(out_dir / "claims.csv", index=False)
+    for section in analysis.claim_sections:
+        if section.claims:
+            claims_frame(section).to_csv(out_dir / f"{claims_name(section)}.csv", index=False)
     (out_dir / "report.md").write_text(markdown_page(analysis, figures))
     (out_dir / "report.html").write_text(html_page(analysis, figures))
     names = ["report.html", "report.md", "table.csv", "comparisons.csv", "runs.csv"]
-    names += ["claims.csv"] if analysis.study.claims else []
+    names += [f"{claims_name(s)}.csv" for s in analysis.claim_sections if s.claims]
     names += ["stability.csv"] if analysis.stability is not None else []
     names += ["lr_sensitivity.csv"] if analysis.sensitivity is not None else []
     return [*(out_dir / n for n in names), *figures]
 
 
-CLAIM_TAG = "normsweep.study.claim{}"  # on the sweep's run: one tag per claim, its word
+CLAIM_TAG = "normsweep.study.claim{}"  # on the sweep's run: one tag per claim of the study's file, its word
+FILE_CLAIM_TAG = "normsweep.claims.{}.claim{}"  # ...and of another claims file (its name, the claim's number)
+
+
+def claims_name(section: StudySection) -> str:
+    """The stem of a section's files (src.report.read.claims.ClaimsFile.files_stem)."""
+    return section.file.files_stem
 
 
 def claim_tags(study: StudySection) -> dict[str, str]:
     """One tag per listed claim on the sweep's run: its word (filterable in the MLflow UI)."""
-    return {CLAIM_TAG.format(c.claim.number): c.word for c in study.claims}
+    name = study.file.name
+    tag = CLAIM_TAG.format if name == STUDY_FILE else lambda n: FILE_CLAIM_TAG.format(name, n)
+    return {tag(c.claim.number): c.word for c in study.claims}
 
 
 def claims_frame(study: StudySection) -> pd.DataFrame:

@@ -288,6 +288,12 @@ def validate(cfg: DictConfig) -> GPTConfig:
         "report.speed_rounds",
         f"must be 0 (no speed check after a sweep) or an integer >= 2 (an interval needs two rounds), got {rounds}",
     )
+    share_rounds = cfg.report.share_rounds
+    _require(
+        share_rounds == 0 or share_rounds >= 2,
+        "report.share_rounds",
+        f"must be 0 (no norm-share rounds) or an integer >= 2 (an interval needs two rounds), got {share_rounds}",
+    )
     kernel_s = cfg.report.speed_kernel_s
     _require(
         0 <= kernel_s <= SPEED_KERNEL_S_MAX,

@@ -22,12 +22,13 @@ from matplotlib.figure import Figure
 from src.report.figures.forest import Row, draw_rows, legend
 from src.report.figures.style import new_figure
 from src.report.judge.study import Finding, StudySection
-from src.report.read.published import EQUIVALENCE, SPEED, STABILITY
+from src.report.read.claims import EQUIVALENCE, LOSS, SHARE, SPEED, STABILITY, STUDY_FILE
 from src.stats.verdicts import ClaimWord
 
 COLORS = {ClaimWord.REPRODUCED: "tab:green", ClaimWord.PARTLY: "tab:olive", ClaimWord.NOT_REPRODUCED: "tab:red",
           ClaimWord.INCONCLUSIVE: "tab:blue", ClaimWord.NOT_APPLICABLE: "0.55"}
-PANELS = ((SPEED, "training time, b vs a (%)", 100.0), ("test_loss", "test loss, b − a (nats)", 1.0))
+PANELS = ((SPEED, "training time, b vs a (%)", 100.0), (LOSS, "test loss, b − a (nats)", 1.0),
+          (SHARE, "a norm's share of a step,\nlargest model vs smallest (%)", 100.0))
 # The speed panel's title when this sweep's figures are the speed check's (Effect.per: kernel rounds).
 CHECK_SPEED_TITLE = "time, b vs a (%): the study's training time;\nthis sweep's step time predicted from its norms' kernels (speed check)"
 NOT_TESTABLE = "not testable here"
@@ -50,7 +51,7 @@ def has_interval(f: Finding) -> bool:
 
 def drawn(section: StudySection) -> list[Finding]:
     """The rows: the parts with an interval, and every part that is not testable here (interval or not)."""
-    return [f for c in section.claims for f in c.findings if f.metric in (SPEED, "test_loss") and (not_testable(f) or has_interval(f))]
+    return [f for c in section.claims for f in c.findings if f.metric in (SPEED, LOSS, SHARE) and (not_testable(f) or has_interval(f))]
 
 
 def not_drawn(section: StudySection) -> dict[int, str]:
@@ -81,7 +82,7 @@ def _title(metric: str, title: str, parts: list[Finding]) -> str:
 def _label(section: StudySection, f: Finding) -> str:
     claim = next(c.claim for c in section.claims if f in c.findings)
     name = f" {f.part.label}" if f.part.label else ""
-    pair = f"{f.part.b} vs {f.part.a}"
+    pair = f"{f.part.b} vs {f.part.a}" if f.part.a else f"{f.part.b}, {f.part.sizes[-1]} vs {f.part.sizes[0]}"
     if f.part.minus:  # a contrast of two pairs' effects
         pair = "built-ins' gap − hand-rolled gap"
     return f"{claim.number}{name}: {pair}\n{f.word}"
@@ -92,13 +93,15 @@ def _view(metric: str, parts: list[Finding]) -> tuple[float, float]:
     two-seed interval thousands of percent wide would otherwise squash them all to a point."""
     xs = [0.0]
     for f in parts:
-        xs += [f.part.published(metric), *f.part.band(metric)]
+        xs += [x for x in (f.part.published(metric), *f.part.band(metric)) if math.isfinite(x)]  # a trend's band is unbounded
         if not_testable(f):  # no figure of this sweep's drawn
             continue
         xs += [f.estimate]
         xs += [-f.margin, f.margin] if f.part.asserts == EQUIVALENCE else []
         # An interval's ends count where they stay near the rest (a tight interval, on this scale).
-        xs += [x for x in (f.low, f.high) if abs(x) < 4 * max(abs(f.part.published(metric)), abs(f.estimate), f.margin if f.margin == f.margin else 0)]
+        figure = f.part.published(metric)
+        near = max(abs(figure) if math.isfinite(figure) else 0.0, abs(f.estimate), f.margin if f.margin == f.margin else 0)
+        xs += [x for x in (f.low, f.high) if abs(x) < 4 * near]
     low, high = min(xs), max(xs)
     pad = 0.08 * (high - low or 1.0)
     return low - pad, high + pad
@@ -109,8 +112,10 @@ def _row(section: StudySection, metric: str, scale: float, f: Finding) -> Row:
     for an equivalence, its margin; a part not testable here is a grey row naming why, with no estimate."""
     low, high = f.part.band(metric)
     why = f"{NOT_TESTABLE}: " + ", ".join(x.fact for x in f.outside) if not_testable(f) else ""
+    figure = f.part.published(metric)  # none where the claims file has no table (a trend, a stated hypothesis)
+    span = (max(low, -1e3) * scale, min(high, 1e3) * scale) if not (math.isnan(low) or math.isnan(high)) else None
     return Row(_label(section, f), COLORS[f.word], *(x * scale for x in (f.estimate, f.low, f.high)),
-               marks=((f.part.published(metric) * scale, STUDY),), span=(low * scale, high * scale),
+               marks=((figure * scale, STUDY),) if math.isfinite(figure) else (), span=span,
                margin=f.margin * scale if f.part.asserts == EQUIVALENCE else None, note=why)  # fmt: skip
 
 
@@ -118,7 +123,7 @@ def plot_claims(section: StudySection) -> Figure | None:
     """The forest plot, or None when no claim part has an interval (a one-seed sweep, none of the study's
     variants); the claims it leaves out are named below it, with why."""
     found = drawn(section)
-    panels = [(metric, title, scale, [f for f in found if (f.metric == SPEED) == (metric == SPEED)]) for metric, title, scale in PANELS]
+    panels = [(metric, title, scale, [f for f in found if f.metric == metric]) for metric, title, scale in PANELS]
     panels = [p for p in panels if p[3]]
     if not panels:
         return None
@@ -130,7 +135,8 @@ def plot_claims(section: StudySection) -> Figure | None:
         ax.set_title(_title(metric, title, parts), fontsize="medium")
         ax.locator_params(axis="x", nbins=6)  # readable ticks on a narrow panel
     legend(fig)
-    title = "The study's claims against this sweep (dotted: the report's equivalence margin)"
+    whose = "The study's claims" if section.file.name == STUDY_FILE else f"The claims of {section.file.title}"
+    title = f"{whose} against this sweep (dotted: the report's equivalence margin)"
     if any(not_testable(f) for f in found):
         said = f"{NOT_TESTABLE}: a claim outside this sweep's setting; this sweep's own reading is in the report, not drawn"
         title += "\n" + textwrap.fill(said, 80 * len(panels))  # one panel's width holds 80 characters

@@ -30,6 +30,9 @@ from src.report.judge.study_effects import (
     precision_inside,
     processes,
     seed_spread,
+    share_effect,
+    share_levels,
+    shares_timed,
 )
 from src.report.judge.study_match import (
     Mismatch,
@@ -38,8 +41,20 @@ from src.report.judge.study_match import (
     is_precision,
     match,
     study_values,
+    the_study,
 )
-from src.report.read.published import CLAIMS, LOSS, SPEED, STABILITY, STUDY_VARIANTS, Domain, Part, StudyClaim
+from src.report.read.claims import (
+    DIFFERENCE,
+    LOSS,
+    SHARE,
+    SPEED,
+    STABILITY,
+    TREND,
+    ClaimsFile,
+    Domain,
+    Part,
+    StudyClaim,
+)
 from src.report.read.table import AXIS_PREFIX, most_seeds
 from src.stats.inference import ALPHA
 from src.stats.pairs import pair_label
@@ -82,6 +97,7 @@ class Divergence:
     event: Event
     most: float  # the most steps a no_norm run trained through (NaN: none did)
     study_step: float  # the step by which the study's no-norm loss was NaN
+    collapse: int | None = None  # the steps its source says a collapse typically takes
 
     @property
     def learning_rates(self) -> tuple[list[float], list[float]]:
@@ -114,6 +130,8 @@ class Finding:
     processes: tuple[int, ...] = ()  # this sweep's process counts, where they differ from the study's
     divergence: Divergence | None = None  # claim 6's counts
     mismatch: tuple[tuple[Mismatch, ...], ...] = ()  # no variant is the study's norm: why, per norm
+    shares: tuple[tuple[str, float, float, float], ...] = ()  # a trend: (model size, share, low, high) each
+    devices: int = 0  # the source's process count, where its setting has one
 
     @property
     def readings(self) -> Readings | None:
@@ -199,6 +217,15 @@ class StudySection:
     read: tuple[str, ...] = ()  # the variants the claims read
     set_aside: tuple[SetAside, ...] = ()  # the study's norms' other variants, which no claim read
     timing: Timing = Timing.OWN_DEVICE  # how the jobs' own times were taken (the table's speed columns)
+    source: ClaimsFile | None = None  # the claims file judged (None: the study's)
+
+    @property
+    def file(self) -> ClaimsFile:
+        return self.source or the_study()
+
+    @property
+    def heading(self) -> str:
+        return self.file.heading
 
     def reached(self, reach: Reach) -> list[int]:
         """The claims (numbers, in order) where this sweep stands at `reach`: the headline's counts."""
@@ -229,6 +256,7 @@ class Evidence:
     sequential: Sequence[SequentialVerdict] = ()
     family: int = 1  # the tests the section's words rest on: each at 1 - ALPHA / family
     effects: dict[tuple[str, Part], Effect | None] = field(default_factory=dict)  # measured once per part
+    source: ClaimsFile = field(default_factory=the_study)  # the claims file judged
 
     def variants_read(self, claim: StudyClaim) -> set[str]:
         """The variants `claim` reads here: its norms' (claim 6 also every normalized variant it counts)."""
@@ -239,7 +267,8 @@ class Evidence:
         return self.runs[self.runs.variant.isin([self.labels.get(v) for v in claim.variants()])]
 
     def margin(self, metric: str) -> float:
-        return self.margins.speed if metric == SPEED else self.margins.test_loss
+        """The equivalence margin: nats of test loss, else relative (a time, a norm's share)."""
+        return self.margins.test_loss if metric == LOSS else self.margins.speed
 
     @property
     def alpha(self) -> float:
@@ -249,6 +278,8 @@ class Evidence:
 def effect_of(claim: StudyClaim, part: Part, e: Evidence) -> Effect | None:
     """The part's effect: for speed the speed check's when it timed the norms, else the paired runs'."""
     key = (claim.metric, part)
+    if key not in e.effects and claim.metric == SHARE:
+        e.effects[key] = share_effect(e.check, part)
     if key not in e.effects:
         found = from_check(e.check, part, e.labels) if claim.metric == SPEED else None
         e.effects[key] = found or from_runs(e.runs, part, claim.metric, e.labels, e.margin(claim.metric))
@@ -269,7 +300,7 @@ def readings_of(part: Part, metric: str, low: float, high: float, e: Evidence, e
     """The readings: from the interval (with no spread, from n equal signs), or, for a sequential
     sweep, direction and equivalence from its decision (and the size from the interval)."""
     # A speed margin is a factor either way (±log(1 + m) of the log ratio), as the speed section reads it.
-    bounds = speed_bounds(e.margin(metric)) if metric == SPEED and not part.minus else None
+    bounds = speed_bounds(e.margin(metric)) if metric in (SPEED, SHARE) and not part.minus else None
     sign, margin = part.sign(metric), e.margin(metric)
     if effect.spread:
         found = read(low, high, sign, part.band(metric), margin, bounds)
@@ -286,9 +317,10 @@ def part_finding(claim: StudyClaim, part: Part, e: Evidence) -> Finding:
     interval (src/stats/verdicts.py decides each)."""
     # The domain is the sweep's setting, judged once per claim (its parts' models differ by a norm's weights).
     runs = e.runs_of_claim(claim)
-    off = tuple(outside(claim.domain, runs))
+    off = tuple(outside(claim.domain, runs, e.source))
     found = Finding(part, claim.metric, ClaimWord.INCONCLUSIVE, outside=off, alpha=e.alpha,
-                    variants=tuple(str(e.labels[v]) for v in part.variants()))  # fmt: skip
+                    variants=tuple(str(e.labels.get(v, v)) for v in part.variants()),
+                    devices=e.source.setting.devices if e.source.setting else 0)  # fmt: skip
     effect = effect_of(claim, part, e)
     if effect is not None and not effect.measured:  # the jobs' times on a CPU: shown with their caveat, read for no word
         j = gate(no_evidence(has_runs=True), bool(off), say_here=False)
@@ -300,9 +332,11 @@ def part_finding(claim: StudyClaim, part: Part, e: Evidence) -> Finding:
     low, high = effect.at(e.alpha)
     decision = _sequential(part, claim.metric, e)
     readings = readings_of(part, claim.metric, low, high, e, effect, decision)
-    j = gate(judge_interval(part.asserts, readings, effect.estimate(e.margin(claim.metric)), e.alpha, effect.trim), bool(off))
+    asserts = DIFFERENCE if part.asserts == TREND else part.asserts  # a trend: a direction of the share's change
+    j = gate(judge_interval(asserts, readings, effect.estimate(e.margin(claim.metric)), e.alpha, effect.trim), bool(off))
     return replace(found, word=j.word, effect=effect, low=low, high=high, margin=e.margin(claim.metric), judgement=j,
-                   decision=decision, processes=processes(claim.domain, runs))  # fmt: skip
+                   decision=decision, processes=processes(claim.domain, runs, e.source),
+                   shares=share_levels(e.check, part, e.alpha) if claim.metric == SHARE else ())  # fmt: skip
 
 
 # --- claim 6: an event ----------------------------------------------------------------------------------
@@ -350,11 +384,11 @@ def event_settle(event: Event, ran: int, alpha: float) -> int:
 
 def divergence_finding(claim: StudyClaim, part: Part, e: Evidence) -> Finding:
     """StudyClaim 6: no_norm diverges where the normalized variants, at its learning rate, train on."""
-    d = divergence(part, e)
+    d = replace(divergence(part, e), collapse=claim.collapse_within)
     j = judge_event(d.event, e.alpha, d.most >= d.study_step, normalized=bool(len(d.normalized)), like_for_like=d.like_for_like)
     if j.because == Because.TOO_FEW:
         j = replace(j, settle=event_settle(d.event, most_seeds(pd.concat([d.runs, d.normalized])), e.alpha))
-    off = tuple(outside(claim.domain, pd.concat([d.runs, d.normalized])))
+    off = tuple(outside(claim.domain, pd.concat([d.runs, d.normalized]), e.source))
     # Outside the domain (a CPU collapse at a raised learning rate, say): what it shows at its own setting.
     j = gate(j, bool(off))
     return Finding(part, STABILITY, j.word, outside=off, judgement=j, alpha=e.alpha, divergence=d)
@@ -363,6 +397,10 @@ def divergence_finding(claim: StudyClaim, part: Part, e: Evidence) -> Finding:
 def evaluate(claim: StudyClaim, e: Evidence) -> ClaimResult | None:
     """The claim on this sweep (`e`: the evidence matched for its domain); None when the sweep ran none
     of its parts' norms."""
+    if claim.metric == SHARE:  # timed apart from the runs: each part judged where the share check timed its norm
+        timed = [p for p in claim.parts if shares_timed(e.check, p)]
+        untimed = tuple(p.label or p.b for p in claim.parts if p not in timed)
+        return ClaimResult(claim, tuple(part_finding(claim, p, e) for p in timed), untimed) if timed else None
     swept = set(e.runs.norm)
     findings, not_swept = [], []
     for part in claim.parts:
@@ -379,7 +417,7 @@ def evaluate(claim: StudyClaim, e: Evidence) -> ClaimResult | None:
             findings.append(part_finding(claim, part, e))
     if not findings:
         return None
-    question = open_question(claim, e) if claim.note and claim.metric == LOSS else None
+    question = open_question(claim, e) if claim.open_question and claim.metric == LOSS else None
     return ClaimResult(claim, tuple(findings), tuple(not_swept), question)
 
 
@@ -409,23 +447,24 @@ def precision_rank(domain: Domain, study: Mapping[str, str | None]) -> Callable[
     return lambda runs: (bool(differences(runs.iloc[0], study)), not precision_inside(domain, runs))
 
 
-def _setting_runs(runs: pd.DataFrame, seen: set[str]) -> pd.DataFrame:
-    """The runs whose setting a claim not read here is held against: the runs read, else the study's norms', else all."""
-    for chosen in (runs[runs.variant.isin(seen)], runs[runs.norm.isin(STUDY_VARIANTS)]):
+def _setting_runs(runs: pd.DataFrame, seen: set[str], variants: Sequence[str]) -> pd.DataFrame:
+    """The runs whose setting a claim not read here is held against: the runs read, else the file's norms', else all."""
+    for chosen in (runs[runs.variant.isin(seen)], runs[runs.norm.isin(variants)]):
         if len(chosen):
             return chosen
     return runs
 
 
-def _reach(judged: Mapping[int, ClaimResult | None], runs: pd.DataFrame) -> tuple[dict[int, Reach], dict[int, tuple[DomainFact, ...]]]:
+def _reach(judged: Mapping[int, ClaimResult | None], runs: pd.DataFrame, claims: Sequence[StudyClaim],
+           source: ClaimsFile) -> tuple[dict[int, Reach], dict[int, tuple[DomainFact, ...]]]:  # fmt: skip
     """Per claim where this sweep stands, and the facts that take it out of its domain: a claim read
     at its own setting has them from its findings; one not read (not swept, or no variant at the
     study's setting) is held against the setting of the runs that were read."""
     reach, facts = {}, {}
-    for claim in CLAIMS:
+    for claim in claims:
         result = judged[claim.number]
         tested = [f for f in result.findings if f.judgement is not None] if result else []
-        off = next((f.outside for f in tested if f.outside), ()) if tested else tuple(outside(claim.domain, runs))
+        off = next((f.outside for f in tested if f.outside), ()) if tested else tuple(outside(claim.domain, runs, source))
         if off:
             reach[claim.number], facts[claim.number] = Reach.OUTSIDE, off
         else:
@@ -433,12 +472,12 @@ def _reach(judged: Mapping[int, ClaimResult | None], runs: pd.DataFrame) -> tupl
     return reach, facts
 
 
-def _set_aside(runs: pd.DataFrame, seen: set[str], values: Mapping[str, str | None]) -> tuple[SetAside, ...]:
+def _set_aside(runs: pd.DataFrame, seen: set[str], values: Mapping[str, str | None], variants: Sequence[str]) -> tuple[SetAside, ...]:
     """The study's norms' variants no claim read (none when no claim read any), each with how it
     differs from the study's setting."""
     if not seen:
         return ()
-    rest = runs[runs.norm.isin(STUDY_VARIANTS) & ~runs.variant.isin(seen)]
+    rest = runs[runs.norm.isin(variants) & ~runs.variant.isin(seen)]
     return tuple(
         SetAside(str(label), len(group), tuple(dict.fromkeys((str(label), c.removeprefix(AXIS_PREFIX), got, study)
                                                              for c, got, study in differences(group.iloc[0], values))))
@@ -452,27 +491,35 @@ def against_study(
     check: Mapping[str, Any],
     margins: Margins,
     sequential: Sequence[SequentialVerdict] = (),
+    source: ClaimsFile | None = None,
 ) -> StudySection:
-    """The section's judgements for a sweep: its runs (src.report.read.runs), axes, the latest speed
-    check (`variants.json`, empty without one) and a sequential sweep's decisions."""
+    """The section's judgements of a claims file (`source`; None: the study's) for a sweep: its runs
+    (src.report.read.runs), axes, the latest speed check (`variants.json`, empty without one) and a
+    sequential sweep's decisions. A trend claim is listed where the check timed its norm's share (it
+    reads no run); a file whose every claim is such is judged whatever variants the sweep ran."""
+    source = source or the_study()
+    variants = source.variants
     swept = set(runs.norm)
-    present = [n for n in STUDY_VARIANTS if n in swept]
-    if not present:
-        return StudySection(ran_none=True)
-    values = study_values(axes)
+    present = [n for n in variants if n in swept]
+    # The claims this sweep can list: a trend only where its share was timed.
+    listed = tuple(c for c in source.claims if c.metric != SHARE or any(shares_timed(check, p) for p in c.parts))
+    if not present and not any(c.metric == SHARE for c in listed):
+        return StudySection(ran_none=True, source=source)
+    values = study_values(axes, source)
 
     def matched(wanted: Mapping[str, str | None], rank: Callable[[pd.DataFrame], tuple[bool, ...]] | None = None) -> Evidence:
         found = {norm: match(norm, runs, wanted, rank) for norm in present}
-        return Evidence(runs, check, {n: f[0] for n, f in found.items()}, {n: f[1] for n, f in found.items()}, margins, sequential)
+        return Evidence(runs, check, {n: f[0] for n, f in found.items()}, {n: f[1] for n, f in found.items()}, margins, sequential,
+                        source=source)  # fmt: skip
 
     # Precision is a fact of each claim's domain, judged by one rule whether swept or not: every claim
     # matches the study's norms with it left free, and reads, of several, the variant its domain prefers.
     study_precision = {c: v for c, v in values.items() if is_precision(c)}
-    domains = {c.domain.precision: c.domain for c in CLAIMS}
+    domains = {c.domain.precision: c.domain for c in listed}
     evidence = {p: matched(any_precision(values), precision_rank(d, study_precision)) for p, d in domains.items()}
 
     def judge() -> dict[int, ClaimResult | None]:
-        return {c.number: evaluate(c, evidence[c.domain.precision]) for c in CLAIMS}
+        return {c.number: evaluate(c, evidence[c.domain.precision]) for c in listed}
 
     # Each part's interval is taken at the family's level, and the family counts the parts with one.
     family, event = _family([r for r in judge().values() if r is not None])
@@ -481,11 +528,11 @@ def against_study(
     judged = judge()
     claims = [r for r in judged.values() if r is not None]
     # A claim with no part swept still has its line: the variants it needs, in the study's table order.
-    unjudged = {c.number: (c, tuple(v for v in STUDY_VARIANTS if v in c.variants() - swept)) for c in CLAIMS if judged[c.number] is None}
+    unjudged = {c.number: (c, tuple(v for v in variants if v in c.variants() - swept)) for c in listed if judged[c.number] is None}
     decided_parts = sum(bool(f.readings and f.decision) for c in claims for f in c.findings)
-    seen = {v for c in CLAIMS if judged[c.number] is not None for v in evidence[c.domain.precision].variants_read(c)}
-    setting = _setting_runs(runs, seen)
-    reach, facts = _reach(judged, setting)
+    seen = {v for c in listed if judged[c.number] is not None and c.metric != SHARE for v in evidence[c.domain.precision].variants_read(c)}
+    setting = _setting_runs(runs, seen, variants)
+    reach, facts = _reach(judged, setting, listed, source)
     return StudySection(claims, unjudged, family, event, decided_parts, matched(values).labels, reach=reach, domain_facts=facts,
-                        read=tuple(v for v in dict.fromkeys(runs.variant) if v in seen), set_aside=_set_aside(runs, seen, values),
-                        timing=jobs_timing(setting))  # fmt: skip
+                        read=tuple(v for v in dict.fromkeys(runs.variant) if v in seen),
+                        set_aside=_set_aside(runs, seen, values, variants), timing=jobs_timing(setting), source=source)  # fmt: skip

@@ -28,7 +28,7 @@ import pandas as pd
 
 from src.report.judge.pairs import compare_one, seed_values
 from src.report.judge.speed import predicted_rounds
-from src.report.read.published import FP16, SCALE_FACTOR, SETTING, SPEED, Domain, Part
+from src.report.read.claims import FP16, SPEED, ClaimsFile, Domain, Part
 from src.report.read.timing import most_at_once
 from src.stats.inference import TRIM, Interval, at_level, paired_t, trimmed_mean_interval
 from src.stats.verdicts import Estimate, speed_margin
@@ -178,24 +178,25 @@ def precision_inside(domain: Domain, runs: pd.DataFrame) -> bool:
     return not domain.precision or (bool(names) and names <= set(domain.precision))
 
 
-def outside(domain: Domain, runs: pd.DataFrame) -> list[DomainFact]:
-    """Why the runs' setting is outside the claim's domain, one fact each ([] when inside)."""
+def outside(domain: Domain, runs: pd.DataFrame, source: ClaimsFile) -> list[DomainFact]:
+    """Why the runs' setting is outside the claim's domain (its file's `source`), one fact each ([] when inside)."""
     why = []
+    setting, factor = source.setting, source.scale_factor
     kinds = sorted(set(runs.device_type.dropna().astype(str))) or ["unrecorded"]
     if domain.cuda and kinds != ["cuda"]:
         why.append(DomainFact(f"{'/'.join(k.upper() if k == 'cpu' else k for k in kinds)} run", ": the study's figure comes from its CUDA kernels"))
     params = runs.n_params.dropna()
-    if domain.params:
+    if domain.params and setting is not None:
         if not len(params):
             why.append(DomainFact("the runs record no parameter count"))
-        elif not SETTING.n_params / SCALE_FACTOR <= params.max() <= SETTING.n_params * SCALE_FACTOR:
-            why.append(DomainFact(f"{int(params.max()):,} parameters", f", not within {SCALE_FACTOR:g}× of the study's {SETTING.n_params:,}"))
-    if domain.tokens:
-        tokens, study = runs.tokens.dropna(), SETTING.tokens / SETTING.n_params
+        elif not setting.n_params / factor <= params.max() <= setting.n_params * factor:
+            why.append(DomainFact(f"{int(params.max()):,} parameters", f", not within {factor:g}× of the study's {setting.n_params:,}"))
+    if domain.tokens and setting is not None:
+        tokens, study = runs.tokens.dropna(), setting.tokens / setting.n_params
         if not (len(tokens) and len(params)):
             why.append(DomainFact("the runs record no token count"))
-        elif tokens.max() / params.max() < study / SCALE_FACTOR:
-            why.append(DomainFact(f"{tokens.max() / params.max():.3g} tokens per parameter", f", below the study's {study:.3g} / {SCALE_FACTOR:g}"))
+        elif tokens.max() / params.max() < study / factor:
+            why.append(DomainFact(f"{tokens.max() / params.max():.3g} tokens per parameter", f", below the study's {study:.3g} / {factor:g}"))
     if domain.gpu and kinds == ["cuda"]:
         names = sorted(set(runs.device_name.dropna().astype(str)) - {""}) or ["an unrecorded GPU"]
         if not all(domain.gpu in n for n in names):
@@ -210,11 +211,11 @@ def outside(domain: Domain, runs: pd.DataFrame) -> list[DomainFact]:
     return why
 
 
-def processes(domain: Domain, runs: pd.DataFrame) -> tuple[int, ...]:
-    """What differs from the study's setting inside a speed domain without leaving it: the process
-    counts, whose all-reduce was part of the study's step time (() where they are the study's)."""
-    counts = sorted({int(d) for d in runs.devices.dropna()}) if domain.gpu else []
-    return () if not counts or counts == [SETTING.devices] else tuple(counts)
+def processes(domain: Domain, runs: pd.DataFrame, source: ClaimsFile) -> tuple[int, ...]:
+    """What differs from the source's setting inside a speed domain without leaving it: the process
+    counts, whose all-reduce was part of its step time (() where they are its own, or it has no setting)."""
+    counts = sorted({int(d) for d in runs.devices.dropna()}) if domain.gpu and source.setting else []
+    return () if not counts or counts == [source.setting.devices] else tuple(counts)
 
 
 def fp32_only(runs: pd.DataFrame) -> bool:
@@ -230,3 +231,42 @@ def seed_spread(runs: pd.DataFrame, variants: Sequence[str]) -> tuple[float, int
             ss += float(np.var(x, ddof=1)) * (len(x) - 1)
             df += len(x) - 1
     return (math.sqrt(ss / df), df) if df else (math.nan, 0)
+
+
+# --- a trend: a norm's share of a step over model sizes ---------------------------------------------------
+
+
+def _share_samples(check: Mapping[str, Any], part: Part) -> dict[str, np.ndarray] | None:
+    """Per model size of the part, its norm's share of a step, one per round (None: not timed)."""
+    found = ((check.get("shares") or {}).get("samples") or {}).get(part.b) or {}
+    if not part.sizes or not all(len(found.get(size) or ()) >= 2 for size in part.sizes):
+        return None
+    return {size: np.asarray(found[size], dtype=float) for size in part.sizes}
+
+
+def shares_timed(check: Mapping[str, Any], part: Part) -> bool:
+    """Whether the share check timed a trend's part: its norm at each of its sizes."""
+    return _share_samples(check, part) is not None
+
+
+def share_effect(check: Mapping[str, Any], part: Part) -> Effect | None:
+    """A trend's effect: per round, the log of the share at the largest size over the smallest's (the
+    sizes' shares timed in one round, so a burst of load lands on both), its trimmed-mean interval; in
+    the claim's units a relative change of the share (-0.4: the share falls by 40%)."""
+    found = _share_samples(check, part)
+    if found is None:
+        return None
+    first, last = found[part.sizes[0]], found[part.sizes[-1]]
+    n = min(len(first), len(last))
+    return Effect(trimmed_mean_interval(np.log(last[:n] / first[:n])), LOG_TIME, "share rounds", timing=Timing.CHECK)
+
+
+def share_levels(check: Mapping[str, Any], part: Part, alpha: float) -> tuple[tuple[str, float, float, float], ...]:
+    """Per model size of a trend, its norm's share of a step with its (1 - alpha) interval over rounds."""
+    found = _share_samples(check, part) or {}
+    out = []
+    for size, x in found.items():
+        interval = trimmed_mean_interval(x)
+        low, high = at_level(interval, alpha)
+        out.append((size, float(interval.diff), float(low), float(high)))
+    return tuple(out)

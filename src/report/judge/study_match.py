@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from src.report.read.published import MODEL_AXES, PRESET, STUDY_CODE
+from src.report.read.claims import ClaimsFile
 from src.report.read.table import AXIS_PREFIX
 from src.tracking.variants import NORM_AXIS, Axis, text
 
@@ -20,31 +20,42 @@ if TYPE_CHECKING:
     from omegaconf import DictConfig
 
 
-def study_values(axes: Sequence[Axis]) -> dict[str, str | None]:
-    """column of the runs frame -> the study's value (as a run's param spells it; None where the
-    study's configuration has no such key): each swept axis but the norm, and the model axes the
-    study fixed."""
-    keys = {AXIS_PREFIX + a.name: a.primary for a in axes if a.name != NORM_AXIS} | {k: k for k in MODEL_AXES}
-    return {column: _study_value(key) for column, key in keys.items()}
+def the_study() -> ClaimsFile:
+    """The study's claims file (src.report.read.published): the default source."""
+    from src.report.read.published import STUDY
+
+    return STUDY
 
 
-def study_code() -> dict[str, str | None]:
-    """The settings of the study's code a config can change (STUDY_CODE), as its preset has them."""
-    return {key: _study_value(key) for key in STUDY_CODE}
+def study_values(axes: Sequence[Axis], source: ClaimsFile | None = None) -> dict[str, str | None]:
+    """column of the runs frame -> the source's value (as a run's param spells it; None where its
+    configuration has no such key): each swept axis but the norm, and the model axes it fixed. A
+    file with no preset names no configuration: every variant of its norms is its norm ({})."""
+    source = source or the_study()
+    if not source.preset:
+        return {}
+    keys = {AXIS_PREFIX + a.name: a.primary for a in axes if a.name != NORM_AXIS} | {k: k for k in source.model_axes}
+    return {column: _study_value(source.preset, key) for column, key in keys.items()}
+
+
+def study_code(source: ClaimsFile | None = None) -> dict[str, str | None]:
+    """The settings of the source's code a config can change (its setting's `code`), as its preset has them."""
+    source = source or the_study()
+    return {key: _study_value(source.preset, key) for key in source.code} if source.preset else {}
 
 
 @functools.cache
-def _study_config() -> DictConfig:
+def _study_config(preset: str) -> DictConfig:
     from src.core import paths
 
-    return paths.compose([f"experiment={PRESET}"])
+    return paths.compose([f"experiment={preset}"])
 
 
-def _study_value(key: str) -> str | None:
-    """The study preset's value of `key` as a run's param spells it; None where it has no such key."""
+def _study_value(preset: str, key: str) -> str | None:
+    """The preset's value of `key` as a run's param spells it; None where it has no such key."""
     from omegaconf import OmegaConf
 
-    value = OmegaConf.select(_study_config(), key, default=None, throw_on_missing=False)
+    value = OmegaConf.select(_study_config(preset), key, default=None, throw_on_missing=False)
     return None if value is None else text(value)
 
 

@@ -10,7 +10,7 @@ from enum import StrEnum
 
 from src.core.terminal import WIDTH
 from src.report.analysis import Analysis
-from src.report.judge.study import HEADING as STUDY_HEADING
+from src.report.judge.study import StudySection
 from src.report.words import sequential, stability
 from src.report.words.headline import HEADING as HEADLINE
 from src.report.words.headline import headline
@@ -72,7 +72,7 @@ def blocks(a: Analysis, output: Output, width: int = WIDTH, pairs: Pairs = Pairs
         found.append(Block(stability.HEADING if page else "", items=stability.sentences(a.stability, a.sensitivity)))
     if a.superseded and terminal:
         found.append(Block(lead=f"({a.superseded} other runs of a config run more than once were left out: its latest result counts.)"))
-    return [*found, _study(a, output, width, study)]
+    return [*found, *(_study(a, output, width, study, s) for s in a.claim_sections)]
 
 
 def table_rows(a: Analysis) -> Table:
@@ -96,14 +96,15 @@ def _pairs(a: Analysis, output: Output, pairs: Pairs) -> Block:
     return Block(lead=f"{heading(a)}:", items=[*said, *([a.code_note] if a.code_note else [])])
 
 
-def _study(a: Analysis, output: Output, width: int, study: Study) -> Block:
-    """Against the published study: the page's section; the terminal's lines as the section writes them
-    (its table split to `width`); the verdict's as much as `study` keeps."""
-    s = written(a)
+def _study(a: Analysis, output: Output, width: int, study: Study, judged: StudySection) -> Block:
+    """A claims file's section (against the published study, or the user's own claims): the page's
+    section; the terminal's lines as the section writes them (its table split to `width`); the
+    verdict's as much as `study` keeps."""
+    s = written(a, judged)
     if output == Output.TERMINAL:
         return Block(items=s.lines(width))
     if output == Output.PAGE:
-        return Block(STUDY_HEADING, "" if s.absent else s.lead(), s.table, s.items())
+        return Block(judged.heading, "" if s.absent else s.lead(), s.table, s.items())
     lead = "" if s.absent or study == Study.WORDS else f" ({s.lead()})"
-    return Block(f"**{STUDY_HEADING}**{lead}", table=s.table if study != Study.WORDS else None,
+    return Block(f"**{judged.heading}**{lead}", table=s.table if study != Study.WORDS else None,
                  items=s.items() if study == Study.FULL else s.short_items())  # fmt: skip

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from src.report.judge.speed import norm_shares
-from src.report.judge.study import Reach
-from src.report.read.published import CLAIMS, PRESET
+from src.report.judge.study import Reach, StudySection
+from src.report.read.published import PRESET, STUDY_FILE
 from src.report.read.table import AXIS_PREFIX
 from src.report.words.common import (
     DECIMALS,
@@ -63,7 +63,7 @@ CHECK_COMMAND = "`report.speed_rounds=20` on the sweep's command (`experiment=no
 
 def headline(a: Analysis) -> list[str]:
     """The lines, each `<question>: <answer> (<evidence>); <next command>`."""
-    return [speed_line(a), loss_line(a), real_line(a), reproduced_line(a)]
+    return [speed_line(a), loss_line(a), real_line(a), *(reproduced_line(a, s) for s in a.claim_sections)]
 
 
 def _named(items: Sequence[str], sep: str = ", ") -> str:
@@ -346,19 +346,22 @@ def _how_paired(tested: Sequence[Result], seeds: int) -> str:
 # --- the study --------------------------------------------------------------------------------------
 
 
-def reproduced_line(a: Analysis) -> str:
-    """Where the sweep stands with each claim (src.report.judge.study.Reach): tested in its domain, with
-    their words; in its domain but not tested (the variants they need did not run at this setting);
-    outside it, with why. A claim not tested is never counted as outside."""
-    study = a.study  # the judgements: the line needs their words, not the section's sentences
+def reproduced_line(a: Analysis, section: StudySection | None = None) -> str:
+    """Where the sweep stands with each claim of a claims file (default: the first, the study's;
+    src.report.judge.study.Reach): tested in its domain, with their words; in its domain but not
+    tested (the variants they need did not run at this setting); outside it, with why. A claim not
+    tested is never counted as outside. One line per file."""
+    study = section or a.study  # the judgements: the line needs their words, not the section's sentences
+    own = study.file.name != STUDY_FILE
+    question, whose = (f"Claims of {study.file.name}.yaml?", "its") if own else ("Reproduced?", "the study's")
     if study.ran_none:
-        return f"Reproduced? Not here: {absent_text(study)}"
+        return f"{question} Not here: {absent_text(study)}"
     words = {c.claim.number: c.word for c in study.claims}
     tested, untested, outside = (study.reached(r) for r in (Reach.TESTED, Reach.UNTESTED, Reach.OUTSIDE))
     grouped: dict[ClaimWord, list[int]] = {}
     for number in tested:
         grouped.setdefault(words.get(number, ClaimWord.NOT_TESTED), []).append(number)
-    answer = f"{len(tested)} of the study's {len(CLAIMS)} claims tested in this sweep's domain"
+    answer = f"{len(tested)} of {whose} {len(study.reach)} claims tested in this sweep's domain"
     answer += f" ({'; '.join(f'{w}: {_claims(ns)}' for w, ns in grouped.items())})" if grouped else ""
     if untested:
         missing = sorted({v for n in untested if n in study.unjudged for v in study.unjudged[n][1]})
@@ -370,9 +373,9 @@ def reproduced_line(a: Analysis) -> str:
     after = []
     if ClaimWord.INCONCLUSIVE in grouped:
         after.append("the claim lines below say the seeds or rounds that would settle each")
-    if outside:
+    if outside and not own:
         after.append(f"to test {'those outside' if tested or untested else 'them'}: {STUDY_COMMAND} (docs/reproducing.md)")
-    return f"Reproduced? {answer}" + (f"; {'; '.join(after)}" if after else "") + "."
+    return f"{question} {answer}" + (f"; {'; '.join(after)}" if after else "") + "."
 
 
 def _claims(numbers: Sequence[int]) -> str:

@@ -42,6 +42,7 @@ FACTOR = Units(lambda x, d: f"{math.exp(x):.{d}f}×", 2, 5)  # a log ratio, as a
 # Nats at their own 4 decimals, never widened: a gap no pair tells from zero may print +0.0000 (a tie as printed).
 NATS_AS_IS = Units(NATS.text, NATS.decimals, NATS.decimals)
 POINTS = Units(lambda x, d: f"{_zero(x * 100):+.{d}f} pp", 1, 4)  # a difference of two relative changes
+SHARE = Units(lambda x, d: f"{x:.{d}%}", 2, 5)  # a part of a whole, unsigned: 0.0123 is 1.23%
 
 
 def decimals_for(units: Units, diff: float, low: float = math.nan, high: float = math.nan) -> int:

@@ -21,7 +21,6 @@ from src.report.judge.sequential import SequentialVerdict
 from src.report.judge.speed import pair_estimate
 from src.report.judge.study import (
     ENDED,
-    HEADING,
     ClaimResult,
     Divergence,
     Finding,
@@ -31,15 +30,14 @@ from src.report.judge.study import (
 )
 from src.report.judge.study_effects import Effect, Timing
 from src.report.judge.study_match import Mismatch, study_code
-from src.report.read.published import (
+from src.report.read.claims import (
     EQUIVALENCE,
     LOSS,
-    SETTING,
-    SETTING_SOURCE,
+    SHARE,
     SPEED,
-    STUDY_VARIANTS,
-    TABLE_SOURCE,
-    TYPICAL_COLLAPSE,
+    STABILITY,
+    TREND,
+    ClaimsFile,
     Part,
     StudyClaim,
     table_effect,
@@ -58,6 +56,7 @@ from src.report.words.numbers import (
     p_text,
     settle_text,
 )
+from src.report.words.numbers import SHARE as SHARE_OF
 from src.report.words.numbers import shown as figure
 from src.report.words.speed import step_time_text
 from src.report.words.study_setting import setting_lines, study_table
@@ -100,7 +99,7 @@ def _named(part: Part) -> str:
 
 def units_of(metric: str, contrast: bool = False) -> Units:
     """The study's units of a metric: a relative time change, percentage points of two, or nats."""
-    if metric == SPEED:
+    if metric in (SPEED, SHARE):
         return POINTS if contrast else RELATIVE
     return NATS
 
@@ -115,16 +114,39 @@ def interval_of(f: Finding, contrast: bool) -> str:
     return estimate_text(f.effect.diff, f.low, f.high, 1 - f.alpha, units_of(f.metric, contrast))
 
 
+def claimed(metric: str, part: Part) -> str:
+    """The part's claimed size where its source has no figure: `-20.0% to -3.0%`, `within ±0.05`, `no size claimed`."""
+    if part.asserts == TREND:
+        return f"{'falls' if part.sign(metric) < 0 else 'rises'} from {part.sizes[0]} to {part.sizes[-1]}"
+    if not part.size:
+        return "no size claimed"
+    low, high = part.size
+    if part.asserts == EQUIVALENCE and low == -high:
+        return f"within ±{shown(metric, high).lstrip('+')}"
+    return f"{shown(metric, low)} to {shown(metric, high)}"
+
+
+def figure_of(metric: str, part: Part, contrast: bool = False) -> str:
+    """The source's figure for a part in its units, or what it claimed where it has none."""
+    value = part.published(metric)
+    return f"claimed {claimed(metric, part)}" if math.isnan(value) and part.asserts != TREND else shown(metric, value, contrast)
+
+
 def published_text(claim: StudyClaim, part: Part) -> str:
     value = part.published(claim.metric)
+    if claim.metric == SHARE:
+        return f"the share {claimed(SHARE, part)}"
+    if math.isnan(value) and claim.metric != STABILITY:
+        return f"{claimed(claim.metric, part)} {'training time' if claim.metric == SPEED else 'nats test loss'}"
     if claim.metric == SPEED:
         if not part.minus:
             return f"{shown(SPEED, value)} training time"
-        gaps = [RELATIVE(table_effect(SPEED, str(a), b)) for a, b in ((part.a, part.b), part.minus)]
+        gaps = [RELATIVE(table_effect(part.table, SPEED, str(a), b)) for a, b in ((part.a, part.b), part.minus)]
         return f"{shown(SPEED, value, True)} training time (the built-ins' {gaps[0]} less the hand-rolled {gaps[1]})"
     if claim.metric == LOSS:
         return f"{value:+.4f} nats test loss"
-    return f"NaN by step {value:.0f} (training typically collapses within about {TYPICAL_COLLAPSE} steps)"
+    typical = f" (training typically collapses within about {claim.collapse_within} steps)" if claim.collapse_within else ""
+    return f"NaN by step {value:.0f}{typical}"
 
 
 def not_the_setting(mismatches: Sequence[Mismatch]) -> str:
@@ -142,6 +164,8 @@ def measured_by(e: Effect) -> str:
     (Welch), n = 2 vs 3`; a time that is not a measurement with its caveat (claims.csv carries it too)."""
     if e.per == "kernel rounds":
         return f"speed check, {e.interval.n} kernel rounds"
+    if e.per == "share rounds":
+        return f"share check, {e.interval.n} interleaved rounds"
     caveat = f"; {timing_caveat(e.timing)}" if not e.measured else ""
     if e.interval.test == "welch":
         return how_paired(False, 0, *e.sizes) + caveat
@@ -166,8 +190,11 @@ def part_figure(f: Finding) -> str:
     e = f.effect
     if e is None:
         return DASH
-    contrast, what = bool(f.part.minus), "training time" if f.metric == SPEED else "nats"
+    contrast, what = bool(f.part.minus), {SPEED: "training time", SHARE: "share of a step"}.get(f.metric, "nats")
     estimate, how = f"{shown(f.metric, e.diff, contrast)} {what}", measured_by(e)
+    if f.shares:  # a trend: the change of the share, and the share at each size
+        levels = ", ".join(f"{size} {SHARE_OF(x)} [{SHARE_OF(low)}, {SHARE_OF(high)}]" for size, x, low, high in f.shares)
+        how = f"{how}; the share at {levels}"
     if not e.has_interval:
         return f"{estimate} ({how})"
     if not e.spread:  # a zero-wide interval is none: said so, never printed as [x, x]
@@ -221,7 +248,7 @@ def _inside_reason(f: Finding, j: Judgement) -> str:
     notes = [_sequential_text(f.decision)] if f.decision else []
     if f.processes:
         noun = "process" if f.processes == (1,) else "processes"
-        notes.append(f"this sweep trained on {'/'.join(map(str, f.processes))} {noun}, the study on {SETTING.devices}, whose "
+        notes.append(f"this sweep trained on {'/'.join(map(str, f.processes))} {noun}, the study on {f.devices}, whose "
                      "all-reduce is part of its step time and shrinks a norm's share of it")  # fmt: skip
     return interval_reason(f, j) + "".join(f" ({n})" for n in notes)
 
@@ -236,8 +263,9 @@ def _alike(f: Finding) -> str:
 def interval_reason(f: Finding, j: Judgement) -> str:
     """Why a part read from an interval got its word, with the numbers it read."""
     part, metric, r, effect, contrast = f.part, f.metric, j.readings, f.effect, bool(f.part.minus)
-    margin = f"±{f.margin:.0%}" if metric == SPEED else f"±{f.margin:g} nats"
-    study = shown(metric, part.published(metric), contrast)
+    margin = f"±{f.margin:.0%}" if metric in (SPEED, SHARE) else f"±{f.margin:g} nats"
+    study = figure_of(metric, part, contrast)
+    whose = "the study's" if part.table else "the claim's"  # a claims file with no table states its own sizes
     because = j.because
     settle = settle_text(j.settle, effect.per)
     alike = "" if r is None or r.spread else _alike(f)
@@ -250,23 +278,27 @@ def interval_reason(f: Finding, j: Judgement) -> str:
         remains = shown(metric, effect.diff, contrast) if alike else interval_of(f, contrast)
         equivalent = equivalent_text(margin.lstrip("±"), remains if r is not None and r.excludes_zero else False)
         return {
-            Because.AS_CLOSE: f"{equivalent}, and as close as the study's {claimed}",
-            Because.FURTHER_APART: f"{equivalent}, but further apart than the study's {claimed}",
-            Because.EQUIVALENT_SIZE_UNTESTED: f"{equivalent}{said}: no interval to hold against the study's {claimed}",
+            Because.AS_CLOSE: f"{equivalent}, and as close as {whose} {claimed}",
+            Because.FURTHER_APART: f"{equivalent}, but further apart than {whose} {claimed}",
+            Because.EQUIVALENT_SIZE_UNTESTED: f"{equivalent}{said}: no interval to hold against {whose} {claimed}",
             Because.DIFFER_BY_MARGIN: f"they differ by {margin} or more (a bound itself is a difference that matters){said}",
-            Because.BEYOND_CLAIMED: f"the whole interval lies beyond the study's {claimed}: no seed count makes them that close",
-        }.get(because) or f"the interval straddles the margin ({margin}) and holds the study's {claimed}: {settle}"
+            Because.BEYOND_CLAIMED: f"the whole interval lies beyond {whose} {claimed}: no seed count makes them that close",
+        }.get(because) or f"the interval straddles the margin ({margin}) and holds {whose} {claimed}: {settle}"
+    if part.asserts == TREND and because in (Because.DIRECTION_AND_SIZE, Because.OPPOSITE, Because.ZERO_WITHIN_MARGIN):
+        side = "falls" if part.sign(metric) < 0 else "rises"
+        moved = {Because.DIRECTION_AND_SIZE: f"the share {side}", Because.OPPOSITE: "the opposite direction"}.get(because)
+        return f"{moved}: the interval excludes no change{said}" if moved else f"no change of the share beyond {margin}{said}"
     if because == Because.DIRECTION_AND_SIZE:
-        return f"the study's direction, and its {study} is inside the interval"
+        return f"{whose} direction, and its {study} is inside the interval"
     if because in (Because.DIRECTION_SMALLER, Because.DIRECTION_LARGER):
-        return f"the study's direction, by {'less' if because == Because.DIRECTION_SMALLER else 'more'} than its {study} (outside the interval)"
+        return f"{whose} direction, by {'less' if because == Because.DIRECTION_SMALLER else 'more'} than its {study} (outside the interval)"
     if because == Because.DIRECTION_SIZE_UNTESTED:
-        return f"the study's direction{said}: no interval to hold against its {study}"
+        return f"{whose} direction{said}: no interval to hold against its {study}"
     if because == Because.OPPOSITE:
         return f"the opposite direction{said}"
     if because == Because.ZERO_WITHIN_MARGIN:
         return f"equivalent to zero within {margin}, where the study has {study}{said}"
-    smaller = f"; the study's {study} is outside it: any effect here is smaller" if r is not None and r.size == Size.SMALLER else ""
+    smaller = f"; {whose} {study} is outside it: any effect here is smaller" if r is not None and r.size == Size.SMALLER else ""
     # Said of the interval printed beside it (a sequential sweep's direction is its own decision's).
     undecided = "the interval holds zero" if r is not None and r.holds_zero else "the direction is undecided"
     return f"{undecided}{smaller}: {settle}"
@@ -307,7 +339,8 @@ def divergence_reason(j: Judgement, d: Divergence, alpha: float) -> str:
         Because.NONE_COUNTS: f"none of {b + chr(39) + 's' if not event.n else 'the normalized variants' + chr(39)} runs counts",
         Because.TRAINED_WHERE_OTHERS_DIVERGED: f"{seen}: {b} trained where they diverged",
         Because.TRAINED_PAST_STUDY: f"no NaN in {d.most:.0f} steps, past {nan_by}",
-        Because.TRAINED_TOO_SHORT: f"trained {d.most:.0f} steps, short of {nan_by} (it says training typically collapses within about {TYPICAL_COLLAPSE})",
+        Because.TRAINED_TOO_SHORT: f"trained {d.most:.0f} steps, short of {nan_by}"
+                                   + (f" (it says training typically collapses within about {d.collapse})" if d.collapse else ""),
         Because.BEYOND_CHANCE: f"{seen}: more often than chance allows ({p_text(event.p, FISHER)})",
         Because.AS_OFTEN: f"{seen}: as often, so the divergence is not the missing norm's",
     }.get(j.because)
@@ -345,8 +378,16 @@ def claim_reason(c: ClaimResult) -> str:
     return "; ".join(dict.fromkeys(reasons))
 
 
+def _whose(claim: StudyClaim) -> str:
+    """Whose figure a claim line quotes: a published study's (its file has a table), else the claim's own statement."""
+    return "Study" if any(p.table for p in claim.parts) else "Claimed"
+
+
 def _study_and_note(claim: StudyClaim) -> tuple[str, str]:
-    published = "; ".join(f"{_named(p)}{published_text(claim, p)}" for p in claim.parts)
+    texts = [published_text(claim, p) for p in claim.parts]
+    if claim.metric == SHARE and len(set(texts)) == 1:  # one trend claimed of every norm: said once
+        return texts[0], f" ({claim.note})" if claim.note else ""
+    published = "; ".join(f"{_named(p)}{text}" for p, text in zip(claim.parts, texts, strict=True))
     return published, f" ({claim.note})" if claim.note else ""
 
 
@@ -356,13 +397,13 @@ def claim_line(c: ClaimResult) -> str:
     figures = [f"{_named(f.part)}{part_figure(f)}" for f in c.findings] + [f"{label} not swept" for label in c.not_swept]
     reason = claim_reason(c)
     reason = f" → {reason}." if reason else ""
-    return f"{c.claim.number}. {c.word} — {c.claim.statement}{note}. Study: {published}. This sweep: {'; '.join(figures)}.{reason}"
+    return f"{c.claim.number}. {c.word} — {c.claim.statement}{note}. {_whose(c.claim)}: {published}. This sweep: {'; '.join(figures)}.{reason}"
 
 
 def unjudged_line(claim: StudyClaim, missing: Sequence[str]) -> str:
     """A claim this sweep ran none of the parts of: the study's figure, and the variants it needs."""
     published, note = _study_and_note(claim)
-    return f"{claim.number}. {ClaimWord.NOT_TESTED} — {claim.statement}{note}. Study: {published}. → needs {', '.join(missing)} (not swept)."
+    return f"{claim.number}. {ClaimWord.NOT_TESTED} — {claim.statement}{note}. {_whose(claim)}: {published}. → needs {', '.join(missing)} (not swept)."
 
 
 def open_question(c: ClaimResult) -> str:
@@ -407,12 +448,13 @@ def open_question(c: ClaimResult) -> str:
 # --- the section ----------------------------------------------------------------------------------------
 
 
-def method_line(family: int, event: bool, sequential: int) -> str:
-    """How the section's tests were taken, and what their words promise together ("" without a test)."""
+def method_line(family: int, event: bool, sequential: int, event_claim: int = 6) -> str:
+    """How the section's tests were taken, and what their words promise together ("" without a test);
+    `event_claim`: the number of the claim whose exact test is one of them."""
     if not family:
         return ""
     parts = [f"{family - event} claim part(s) with one"] if family > event else []
-    tests = " and ".join([*parts, *(["claim 6's exact test (Fisher)"] if event else [])])
+    tests = " and ".join([*parts, *([f"claim {event_claim}'s exact test (Fisher)"] if event else [])])
     line = (f"Each interval below is simultaneous over the section's {tests} (Bonferroni: each at {1 - family_alpha(ALPHA, family):.2%}), "
             "so the words they decide hold together at 95%; the report's other comparisons do not change them. A claim's word "
             "comes from three readings of its interval (direction, size against the study's figure, equivalence within "
@@ -426,7 +468,8 @@ def method_line(family: int, event: bool, sequential: int) -> str:
 
 def absent_text(judged: StudySection) -> str:
     """Why the section lists no claim ("" when it lists some): the sweep ran none of the study's variants."""
-    return f"this sweep ran none of the study's variants ({', '.join(STUDY_VARIANTS)}); nothing to compare." if judged.ran_none else ""
+    whose = "the study's variants" if judged.file.table else "the variants its claims name"
+    return f"this sweep ran none of {whose} ({', '.join(judged.file.variants)}); nothing to compare." if judged.ran_none else ""
 
 
 @dataclass
@@ -446,10 +489,15 @@ class StudyText:
     @property
     def method(self) -> str:
         s = self.judged
-        return method_line(s.family, s.event, s.sequential)
+        event_claim = next((c.number for c in s.file.claims if c.metric == STABILITY), 0)
+        return method_line(s.family, s.event, s.sequential, event_claim)
 
     def lead(self) -> str:
-        return f"The study's figures come from {TABLE_SOURCE}, its setting from {SETTING_SOURCE}. Its table and setting beside this sweep's:"
+        f = self.judged.file
+        if f.figures_from and f.setting_from:
+            return f"The study's figures come from {f.figures_from}, its setting from {f.setting_from}. Its table and setting beside this sweep's:"
+        link = f" ({f.link})" if f.link else ""
+        return f"The claims of {f.title}{link}, stated in {f.name}.yaml before this sweep, each judged on it:"
 
     def claim_lines(self) -> list[str]:
         """Every claim in the study's order: a judged one with its open question, an unjudged one with what it needs."""
@@ -478,7 +526,7 @@ class StudyText:
         sweep run's description in MLflow)."""
         if self.absent:
             return [self.absent]
-        full = "the full section, each figure with its interval and reason: report.md and claims.png on this run"
+        full = f"the full section, each figure with its interval and reason: report.md and {self.judged.file.files_stem}.png on this run"
         s = self.judged
         words = {c.claim.number: (c.claim, c.word) for c in s.claims} | {n: (c, ClaimWord.NOT_TESTED) for n, (c, _) in s.unjudged.items()}
         return [*(f"{n}. {word} — {c.statement}" for n, (c, word) in sorted(words.items())), f"({full})"]
@@ -487,10 +535,10 @@ class StudyText:
         """The section for a terminal or a note: the heading, the lead, the setting, the table (its
         columns split to `width`, when given), the claims."""
         if self.absent:
-            return [f"{HEADING}: {self.absent}"]
+            return [f"{self.judged.heading}: {self.absent}"]
         table = text_table(*self.table, width=width).splitlines() if self.table else []
         rest = self.items()[len(self.setting) :]
-        return [f"{HEADING} — {self.lead()}", *(f"  {s}" for s in self.setting), *table, *rest]
+        return [f"{self.judged.heading} — {self.lead()}", *(f"  {s}" for s in self.setting), *table, *rest]
 
 
 def study_text(judged: StudySection, runs: pd.DataFrame, table: pd.DataFrame | None, check: Mapping[str, Any]) -> StudyText:
@@ -504,12 +552,15 @@ def study_text(judged: StudySection, runs: pd.DataFrame, table: pd.DataFrame | N
         found = pair_estimate(check, a, b)
         return step_time_text(found) if found is not None else None
 
-    beside = study_table(table, judged.labels, estimate if check.get("kernel") else None, timing_caveat(judged.timing, short=True)) if table is not None else None
+    source = judged.file
+    beside = (study_table(table, judged.labels, estimate if check.get("kernel") else None, timing_caveat(judged.timing, short=True), source)
+              if table is not None and source.table else None)  # fmt: skip
     # The setting is that of the runs the claims read; the study's norms' other variants are named apart.
     aside = {s.variant for s in judged.set_aside}
     read = runs[~runs.variant.isin(aside)]
     who = "the runs read" if aside else "this sweep"
-    return StudyText(judged, [*setting_lines(read, study_code(), who), *set_aside_lines(judged.set_aside, judged.read)], beside)
+    setting = setting_lines(read, study_code(source), who, source.setting) if source.setting else []
+    return StudyText(judged, [*setting, *set_aside_lines(judged.set_aside, judged.read)], beside)
 
 
 def set_aside_lines(set_aside: Sequence[SetAside], read: Sequence[str]) -> list[str]:
@@ -528,12 +579,13 @@ def set_aside_lines(set_aside: Sequence[SetAside], read: Sequence[str]) -> list[
     return [f"set aside, read by no claim: {'; '.join(said)}. The lines above are the runs the claims read: {', '.join(read)}"]
 
 
-def written(a: Analysis) -> StudyText:
-    """The report's study section in words (the renderers and the headline read it)."""
-    return study_text(a.study, a.runs, a.table, a.check)
+def written(a: Analysis, judged: StudySection | None = None) -> StudyText:
+    """A claims section of the report in words (default: its first, the study's): the renderers and the headline read it."""
+    return study_text(judged or a.study, a.runs, a.table, a.check)
 
 
 def study_section(runs: pd.DataFrame, axes: Sequence[Axis], check: Mapping[str, Any], margins: Margins,
-                  table: pd.DataFrame | None = None, sequential: Sequence[SequentialVerdict] = ()) -> StudyText:  # fmt: skip
+                  table: pd.DataFrame | None = None, sequential: Sequence[SequentialVerdict] = (),
+                  source: ClaimsFile | None = None) -> StudyText:  # fmt: skip
     """The section for a sweep, judged (src.report.judge.study.against_study) and written (`study_text`)."""
-    return study_text(against_study(runs, axes, check, margins, sequential), runs, table, check)
+    return study_text(against_study(runs, axes, check, margins, sequential, source), runs, table, check)

@@ -13,7 +13,8 @@ from collections.abc import Callable, Mapping
 
 import pandas as pd
 
-from src.report.read.published import SETTING, SPEED, STUDY_CODE, STUDY_VARIANTS, TABLE, table_effect
+from src.report.read.claims import SPEED, ClaimsFile, Setting, table_effect
+from src.report.read.published import STUDY
 from src.report.read.table import most_seeds
 from src.report.words.table import DASH, with_ci
 from src.tracking.identity import INIT_BEFORE_THE_KEY, INIT_KEY
@@ -54,23 +55,26 @@ def code_line(runs: pd.DataFrame, study: Mapping[str, str | None], who: str = "t
     the settings of the study's training code a config can change (STUDY_CODE), the study's as its
     preset (`study`) has them. A run recorded before `model.init` existed started from its one init."""
     ours = {}
-    for key in STUDY_CODE:
+    keys = tuple(study)
+    for key in keys:
         column = runs[key] if key in runs else pd.Series(dtype=object)
         if key == INIT_KEY:
             column = column.replace("", f"{INIT_BEFORE_THE_KEY} (recorded before {INIT_KEY})")
         ours[key] = _values(column)
-    differs = [k for k in STUDY_CODE if ours[k] != str(study.get(k))]
+    differs = [k for k in keys if ours[k] != str(study.get(k))]
     sweep = ", ".join(f"{k}={v}" for k, v in ours.items())
-    theirs = ", ".join(f"{k}={study.get(k)}" for k in STUDY_CODE)
+    theirs = ", ".join(f"{k}={study.get(k)}" for k in keys)
     return f"code: {who} {sweep}; the study {theirs}" + (f" (differs: {', '.join(differs)})" if differs else "")
 
 
-def setting_lines(runs: pd.DataFrame, study_code: Mapping[str, str | None] | None = None, who: str = "this sweep") -> list[str]:
+def setting_lines(runs: pd.DataFrame, study_code: Mapping[str, str | None] | None = None, who: str = "this sweep",
+                  setting: Setting | None = None) -> list[str]:  # fmt: skip
     """One line per fact: `device: this sweep ...; the study ...` (`who`: whose runs these are, "the
     runs read" where some were set aside). A quantity the runs differ in (two model sizes in one
     experiment) is given as its range; tokens per parameter is each run's own. With `study_code`
     (STUDY_CODE key -> the study's value), a line for the study's code too."""
-    s = SETTING
+    s = setting or STUDY.setting
+    assert s is not None  # a file without a setting has no setting lines (src.report.words.study)
     n_params = f"{_span(runs.n_params, '{:,.0f}')} parameters"
     per_param = _span(runs.tokens / runs.n_params, "{:.3g}")
     sweep_tokens = _span(runs.tokens, "{:,.0f}") + (f" ({per_param} per parameter)" if per_param != "?" else "")
@@ -110,6 +114,7 @@ def study_table(
     labels: Mapping[str, str | None],
     estimate: Callable[[str, str], str | None] | None = None,
     caveat: str = "",
+    source: ClaimsFile | None = None,
 ) -> tuple[list[str], list[list[str]]]:
     """The study's row and this sweep's (mean ± 95% CI over finished seeds, the report's table) per
     study variant: the sweep's variant that is the study's (`labels`), or where none is (another model
@@ -122,15 +127,16 @@ def study_table(
     by_variant = table.set_index("variant") if len(table) else table
     norm_of = by_variant["norm"].to_dict() if "norm" in by_variant else {}
     reference = labels.get(TIME_REFERENCE)
-    for norm in STUDY_VARIANTS:
+    source = source or STUDY
+    for norm in source.table:
         label = labels.get(norm)
         shown = [label] if label is not None else [v for v in by_variant.index if norm_of.get(v) == norm]
         for variant in shown:
             if variant not in by_variant.index:
                 continue
-            row = _study_row(norm, str(variant), by_variant.loc[variant])
+            row = _study_row(source, norm, str(variant), by_variant.loc[variant])
             if estimate is not None:
-                study = table_effect(SPEED, TIME_REFERENCE, norm)
+                study = table_effect(source.table, SPEED, TIME_REFERENCE, norm)
                 ours = "ref" if variant == reference else (estimate(reference, str(variant)) if reference else None)
                 study_text = "ref" if norm == TIME_REFERENCE else DASH if math.isnan(study) else f"{study:+.1%}"
                 row = [*row[:3], study_text, ours or DASH, *row[6:]]
@@ -141,9 +147,9 @@ def study_table(
     return [f"{c[:-1]}; {caveat})" if caveat and c in timed else c for c in TABLE_COLUMNS], rows
 
 
-def _study_row(norm: str, label: str, r: pd.Series) -> list[str]:
+def _study_row(source: ClaimsFile, norm: str, label: str, r: pd.Series) -> list[str]:
     """One study variant's row: the study's figures beside those of the sweep's variant `label`."""
-    study = TABLE[norm]
+    study = source.table[norm]
     ours = [with_ci(r[c], r[f"{c}_ci"], f) for c, f in (("train_time_s", "{:,.1f}"), ("tokens_per_sec", "{:,.0f}"), ("test_loss", "{:.4f}"))]
     if r.finished == 0 and r.notes:
         ours[-1] = str(r.notes)
@@ -151,4 +157,5 @@ def _study_row(norm: str, label: str, r: pd.Series) -> list[str]:
     if study.nan_from_step is not None:
         theirs[-1] = f"NaN by step {study.nan_from_step}"
     name = norm if label == norm else f"{norm} ({label})"
-    return [name, f"{SETTING.seeds} / {int(r.finished)}", theirs[0], ours[0], theirs[1], ours[1], theirs[2], ours[2]]
+    seeds = source.setting.seeds if source.setting else 1
+    return [name, f"{seeds} / {int(r.finished)}", theirs[0], ours[0], theirs[1], ours[1], theirs[2], ours[2]]

@@ -1,0 +1,164 @@
+"""Claims as data: a claims file's format refused in one line naming the file and key; the study's own
+claims read from conf/claims/rmsnorm_study.yaml by the same code; a file of one's own judged in its
+own section; the study's eighth claim (a norm's share of a step falls as the model grows) judged from
+real interleaved rounds timed on this CPU (src/bench/shares.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from study_runs import made_up_runs
+
+from src.core.norm_yamls import builtin_variants
+from src.core.paths import ConfigError
+from src.report.judge.pairs import Margins
+from src.report.read.claims import SHARE, TREND, load, load_all
+from src.report.read.published import CLAIMS, STUDY, TABLE
+from src.report.read.table import summarize
+from src.report.words.study import study_section
+from src.stats.verdicts import ClaimWord
+
+CPU = {"device": "cpu", "precision": "fp32 (matmul precision highest)", "n_params": 1.4e7}
+MINE = """
+source: {title: my hypothesis, link: https://example.org/notes}
+claims:
+  - statement: my norm's test loss is within 0.05 nats of nn.RMSNorm's
+    metric: test_loss
+    parts:
+      - {a: torch_rmsnorm, b: hand_rmsnorm, asserts: equivalence, size: [-0.05, 0.05]}
+  - statement: my norm's share of a step falls from cpu_small to gpt2_small
+    metric: norm_share
+    parts:
+      - {b: hand_rmsnorm, asserts: trend, sizes: [cpu_small, gpt2_small]}
+"""
+
+
+def write(folder: Path, text: str, name: str = "mine") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.yaml").write_text(textwrap.dedent(text))
+    return folder
+
+
+# Each malformed file: (what replaces a line of MINE, the key its one line names, a phrase of it).
+MALFORMED = {
+    "unknown key": ("    metric: test_loss", "    metrc: test_loss", "claims[0].metrc", "no such key"),
+    "unknown metric": ("    metric: test_loss", "    metric: perplexity", "claims[0].metric", "train_time_s, test_loss"),
+    "unknown variant": ("b: hand_rmsnorm, asserts: equivalence", "b: fancy_norm, asserts: equivalence", "claims[0].parts[0].b",
+                        "unknown variant 'fancy_norm'"),
+    "low above high": ("size: [-0.05, 0.05]", "size: [0.05, -0.05]", "claims[0].parts[0].size", "low must be <= high"),
+    "equivalence off zero": ("size: [-0.05, 0.05]", "size: [0.01, 0.05]", "claims[0].parts[0].size", "holds zero"),
+    "unknown size": ("sizes: [cpu_small, gpt2_small]", "sizes: [cpu_small, gpt2_huge]", "claims[1].parts[0].sizes[1]",
+                     "unknown model size 'gpt2_huge'"),
+    "wrong kind": ("asserts: trend", "asserts: difference", "claims[1].parts[0].asserts", "norm_share is asserted as trend"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_a_malformed_file_is_refused_in_one_line_naming_file_and_key(case: str, tmp_path: Path) -> None:
+    old, new, key, phrase = MALFORMED[case]
+    assert old in MINE
+    folder = write(tmp_path / "claims", MINE.replace(old, new, 1))
+    with pytest.raises(ConfigError) as err:
+        load("mine", builtin_variants(), [folder])
+    line = str(err.value)
+    assert "\n" not in line and "mine.yaml" in line and f": {key}: " in line and phrase in line, line
+
+
+def test_the_study_is_a_claims_file_read_by_the_generic_code() -> None:
+    assert STUDY.path.parts[-2:] == ("claims", "rmsnorm_study.yaml") and STUDY.heading == "Against the published study"
+    assert [c.number for c in CLAIMS] == list(range(1, 9)) and list(TABLE) == list(STUDY.variants)
+    eighth = CLAIMS[-1]
+    assert eighth.metric == SHARE and {p.asserts for p in eighth.parts} == {TREND}
+    assert {p.sizes for p in eighth.parts} == {("cpu_small", "gpt2_small", "gpt2_medium")} and not eighth.domain.cuda
+    assert STUDY.trend_sizes() == ("cpu_small", "gpt2_small", "gpt2_medium")
+    with pytest.raises(ConfigError, match=r"report.claims: no claims file 'nope'; valid choices: .*rmsnorm_study"):
+        load_all(["rmsnorm_study", "nope"])
+
+
+def _shares(norm: str, falls: bool, rounds: int = 12) -> dict[str, object]:
+    rng = np.random.default_rng(3)
+    sizes = ["cpu_small", "gpt2_small"]
+    levels = [0.02, 0.012] if falls else [0.02, 0.021]
+    return {"shares": {"sizes": sizes, "samples": {norm: {s: list(x * (1 + rng.normal(0, 0.03, rounds))) for s, x in zip(sizes, levels, strict=True)}}}}
+
+
+def test_own_claims_judged_in_their_own_section(tmp_path: Path) -> None:
+    mine = load("mine", builtin_variants(), [write(tmp_path / "claims", MINE)])
+    runs = made_up_runs({"torch_rmsnorm": "torch_rmsnorm", "hand_rmsnorm": "hand_rmsnorm"}, **CPU)
+    text = study_section(runs, (), _shares("hand_rmsnorm", falls=True), Margins(test_loss=0.1), summarize(runs), source=mine)
+    lines = text.lines(120)
+    assert lines[0].startswith("Against my hypothesis — The claims of my hypothesis (https://example.org/notes), stated in mine.yaml")
+    judged = {c.claim.number: c.word for c in text.judged.claims}
+    assert judged[2] == ClaimWord.REPRODUCED  # the share falls, in every round: the trend holds
+    assert judged[1] in (ClaimWord.REPRODUCED, ClaimWord.PARTLY)  # equal losses, well within ±0.05 (any device: no domain)
+    claim2 = next(line for line in lines if line.startswith("2. "))
+    assert "Claimed: the share falls from cpu_small to gpt2_small. This sweep: " in claim2 and "the share at cpu_small " in claim2, claim2
+    rises = study_section(runs, (), _shares("hand_rmsnorm", falls=False), Margins(), summarize(runs), source=mine).judged
+    assert {c.claim.number: c.word for c in rises.claims}[2] == ClaimWord.NOT_REPRODUCED  # the opposite direction
+    # Without share rounds a trend is not listed: the words of a sweep that timed none stay as they were.
+    assert [c.claim.number for c in study_section(runs, (), {}, Margins(), source=mine).judged.claims] == [1]
+
+
+def test_the_eighth_claim_is_judged_from_rounds_timed_on_this_cpu(tmp_path: Path) -> None:
+    """Real rounds (few and small: the test's cost is seconds), judged by the same rule as any claim."""
+    import torch
+
+    from src.bench.kernels import cpu_threads
+    from src.bench.shares import norm_share_rounds
+    from src.model.norms import make_norm
+
+    trend = """
+    claims:
+      - statement: a norm's share of a step falls as the model grows
+        metric: norm_share
+        parts:
+          - {b: hand_layernorm, asserts: trend, sizes: [cpu_small, gpt2_small]}
+    """
+    source = load("trend", builtin_variants(), [write(tmp_path / "claims", trend, "trend")])
+    with cpu_threads(1):
+        shares = norm_share_rounds({"hand_layernorm": lambda d: make_norm("hand_layernorm", d)}, ["cpu_small", "gpt2_small"], 4,
+                                   torch.device("cpu"), contextlib.nullcontext, rows=16)  # fmt: skip
+    levels = shares["samples"]["hand_layernorm"]
+    assert all(0 < x < 1 for size in ("cpu_small", "gpt2_small") for x in levels[size]), levels
+    runs = made_up_runs({"hand_layernorm": "hand_layernorm", "torch_layernorm": "torch_layernorm"}, **CPU)
+    judged = study_section(runs, (), {"shares": shares}, Margins(), summarize(runs), source=source)
+    (claim,) = judged.judged.claims
+    assert claim.word in set(ClaimWord) - {ClaimWord.NOT_APPLICABLE, ClaimWord.NOT_TESTED}  # judged in its own domain (any device)
+    (finding,) = claim.findings
+    assert finding.effect is not None and finding.effect.interval.n == 4 and [s for s, *_ in finding.shares] == ["cpu_small", "gpt2_small"]
+    assert "share check, 4 interleaved rounds" in judged.claim_lines()[0]
+
+
+@pytest.mark.fresh_store
+def test_a_malformed_claims_file_stops_the_sweep_before_anything_is_recorded(
+    tmp_path: Path, tiny_overrides: list[str], store: dict[str, str]
+) -> None:
+    from tests.helpers import run_train
+
+    conf = tmp_path / "my_conf"
+    write(conf / "claims", MINE.replace("size: [-0.05, 0.05]", "size: [0.05, -0.05]"))
+    proc = run_train("-m", "--config-dir", str(conf), "norm=torch_rmsnorm,hand_rmsnorm", "report.claims=[rmsnorm_study,mine]", *tiny_overrides)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("config error: "), lines
+    assert "mine.yaml: claims[0].parts[0].size: low must be <= high, got [0.05, -0.05]" in lines[0], lines[0]
+    assert not Path(store["db"]).exists()  # no store, no run
+
+
+def test_a_chosen_trend_adds_its_rounds_to_the_speed_check_and_a_bad_count_is_refused(tmp_path: Path) -> None:
+    from test_speed_check import JOBS
+
+    from src.core.paths import compose
+    from src.launch.speed_check import bench_command
+    from src.training.run_spec import validate
+
+    command = bench_command(JOBS, 20, tmp_path, share=(STUDY.trend_sizes(), 3))
+    assert command is not None and command[command.index("--share-sizes") :][:4] == [
+        "--share-sizes", "cpu_small,gpt2_small,gpt2_medium", "--share-rounds", "3"]  # fmt: skip
+    assert "--share-sizes" not in (bench_command(JOBS, 20, tmp_path) or [])  # no trend chosen: no rounds
+    with pytest.raises(ConfigError, match=r"report.share_rounds: must be 0 .* or an integer >= 2"):
+        validate(compose(["report.share_rounds=1"]))
