@@ -516,7 +516,7 @@ def load(name: str, known: list[str] | None = None, folders: list[Path] | None =
     """The claims file `name`, found (`find`) and checked against the `known` variants (default: the
     norms a run can have, the user's own included)."""
     if known is None:
-        from src.report.read.norms import known_variants
+        from src.core.norm_yamls import known_variants
 
         known = known_variants()
     return _load(find(name, folders), tuple(known))

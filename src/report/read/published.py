@@ -36,7 +36,7 @@ from src.report.read.claims import table_effect as _table_effect
 
 def _study() -> ClaimsFile:
     # The study's file names built-in norms only: checked against them, whatever the user's config folders hold.
-    from src.report.read.norms import builtin_variants
+    from src.core.norm_yamls import builtin_variants
 
     return load(STUDY_FILE, builtin_variants(), [CONF_DIR / CLAIMS_GROUP])
 
