@@ -100,7 +100,6 @@ class CausalSelfAttention(nn.Module):
             y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)
         return self.out_proj(y.transpose(1, 2).contiguous().view(b, t, d))
 
-
     def _explicit(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         t = q.shape[2]
         scores = (q @ k.transpose(2, 3)).masked_fill_(self.mask[:t, :t], -torch.inf)  # masked, then scaled: the study's order
