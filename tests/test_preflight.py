@@ -205,3 +205,14 @@ def test_every_card_has_the_benchmark_peaks() -> None:
     l40s = card_for(compose(["preflight.gpu=l40s"]), on_gpu=True)
     assert (l40s.peak_tflops("bf16"), l40s.peak_tflops("tf32")) == (362.05, 183.0)  # NVIDIA's L40S datasheet, dense
     assert card_for(compose([]), on_gpu=False).peak_tflops("bf16") is None  # a CPU
+
+
+def test_a_checkpoint_that_keeps_the_scored_weights_is_counted_with_them(tiny_overrides: list[str]) -> None:
+    from src.preflight.job import CheckpointLedger, inspect_job
+
+    one = {}
+    for weights in ("final", "best_train_loss"):  # best_train_loss: a second copy of the weights in last.ckpt
+        ledger = CheckpointLedger()
+        inspect_job([*tiny_overrides, "checkpoint.enabled=true", f"test_weights={weights}"], ledger)
+        one[weights] = sum(ledger.kept.values())
+    assert one["final"] > 0 and one["best_train_loss"] * 3 == one["final"] * 4
