@@ -3,7 +3,9 @@
 # GPT-2 small training benchmark (bf16 autocast) with nn.LayerNorm and fast_rmsnorm, preflight's memory estimate
 # against the measured peak, then interleaved variants.
 # Results go to $OUT when set (else reports/bench-gpu); PYTHON picks the interpreter (a CUDA build of torch).
-# ONLY=smoke runs the shortened study-preset sweep alone. ONLY=speed runs the speed check alone: the study's norms' forward+backward at gpt2_small's shapes and the kernels
+# ONLY=smoke runs the shortened study-preset sweep alone. ONLY=attention runs the speed check once beside each attention
+# (model.attention=sdpa, then the study's explicit softmax) under the study's fp16 autocast: a norm's share of a step
+# beside each, written to attention-sdpa/ and attention-explicit/ (each variants.md's "norm share of step" column). ONLY=speed runs the speed check alone: the study's norms' forward+backward at gpt2_small's shapes and the kernels
 # they dispatched, in fp32 and under bf16 autocast (SPEED_PRECISIONS), then interleaved whole steps. DEVICE=cpu runs
 # that step on the CPU (SPEED_MODEL: the model overrides, e.g. a tiny one), which is how the tests run it.
 set -euo pipefail
@@ -24,6 +26,20 @@ speed_check() {
             --rounds "${SPEED_ROUNDS:-10}" --kernel-seconds "${SPEED_KERNEL_S:-20}" --out "$OUT_DIR/speed-$precision" \
             ${SPEED_MODEL:-model=gpt2_small optim.micro_batch_size=8} precision="$precision" cluster="$cluster" logger=none \
             2>&1 | tee "$OUT_DIR/speed-$precision.log"
+    done
+}
+
+# A norm's share of a step beside each attention: the denominator of the study's speed claims depends on it.
+attention_check() {
+    local cluster=gpu
+    [ "$DEVICE" = cpu ] && cluster=cpu
+    for attention in sdpa explicit; do
+        # shellcheck disable=SC2086  # SPEED_MODEL is a list of overrides
+        timeout "${SPEED_TIMEOUT:-150}" "$PY" -m src.bench variants \
+            --variants "${ATTENTION_VARIANTS:-hand_layernorm,torch_layernorm,hand_rmsnorm,torch_rmsnorm,no_norm}" \
+            --rounds "${SPEED_ROUNDS:-10}" --kernel-seconds "${SPEED_KERNEL_S:-20}" --out "$OUT_DIR/attention-$attention" \
+            ${SPEED_MODEL:-model=gpt2_small optim.micro_batch_size=12} precision="${ATTENTION_PRECISION:-fp16_mixed}" \
+            model.attention="$attention" cluster="$cluster" logger=none 2>&1 | tee "$OUT_DIR/attention-$attention.log"
     done
 }
 
@@ -50,6 +66,12 @@ smoke() {
 
 if [ "${ONLY:-}" = smoke ]; then
     smoke
+    echo "results in $OUT_DIR"
+    exit 0
+fi
+
+if [ "${ONLY:-}" = attention ]; then
+    attention_check
     echo "results in $OUT_DIR"
     exit 0
 fi

@@ -54,10 +54,12 @@ SWEEPS = [
     {"shared": [], "jobs": [["norm=hand_rmsnorm"], ["norm=no_norm", "seed=1"], ["experiment=norm_sweep", "norm=dyt"]]},
     # a key that resolvers read: each job's folders follow its own root, never another job's
     {"shared": ["seed=3"], "jobs": [["paths.root_dir=/tmp/a"], ["paths.root_dir=/tmp/b"], ["++model.drop_rate=0.1"]]},
+    # the study preset, which takes the study's attention, data order and scored weights, and each set back
+    {"shared": ["experiment=gpt2_small_study"], "jobs": [[], ["model.attention=sdpa", "data.order=drawn"], ["test_weights=final"]]},
 ]
 
 
-@pytest.mark.slow  # a fresh interpreter that composes 27 configs
+@pytest.mark.slow  # a fresh interpreter that composes 36 configs
 def test_remembered_compositions_equal_hydras_own() -> None:
     proc = subprocess.run(
         [sys.executable, "-c", COMPARE, json.dumps(SWEEPS)], cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300
@@ -69,6 +71,10 @@ def test_remembered_compositions_equal_hydras_own() -> None:
     roots = out["plain"][2]
     assert "cache_dir: /tmp/a/.cache/data" in roots[0] and "cache_dir: /tmp/b/.cache/data" in roots[1]
     assert "norm_type: dyt" in out["plain"][1][2] and "norm_type: no_norm" in out["plain"][1][1]
+    study, back, final = out["plain"][3]
+    assert all(f"  {line}\n" in study for line in ("attention: explicit", "order: in_order")) and "test_weights: best_train_loss" in study
+    assert "  attention: sdpa\n" in back and "  order: drawn\n" in back and "test_weights: best_train_loss" in back
+    assert "test_weights: final" in final and "  attention: explicit\n" in final
 
 
 # `python -m src.train` with Hydra's loader counted: each full composition (`_load_configuration_impl`)

@@ -222,3 +222,14 @@ def test_a_sweeps_jobs_are_the_basic_sweepers_product_through_hydras_public_over
     ]
     with pytest.raises(HydraException, match=r"optim\.lr=interval\(0,1\): a basic sweep takes lists"):
         job_overrides(OverridesParser.create().parse_overrides(["optim.lr=interval(0,1)"]))
+
+
+def test_a_checkpoint_that_keeps_the_scored_weights_is_counted_with_them(tiny_overrides: list[str]) -> None:
+    from src.preflight.job import CheckpointLedger, inspect_job
+
+    one = {}
+    for weights in ("final", "best_train_loss"):  # best_train_loss: a second copy of the weights in last.ckpt
+        ledger = CheckpointLedger()
+        inspect_job([*tiny_overrides, "checkpoint.enabled=true", f"test_weights={weights}"], ledger)
+        one[weights] = sum(ledger.kept.values())
+    assert one["final"] > 0 and one["best_train_loss"] * 3 == one["final"] * 4

@@ -6,8 +6,9 @@ Hydra composes `conf/train.yaml` onto `TrainConfig` (registered in Hydra's Confi
 naming the key, and one appended with `+` (`+optim.lrr=1`) is refused by `validate`. The values live where a Hydra user looks: every option of `model/`, `data/`,
 `optim/`, `precision/` and `cluster/` writes out each value it sets, so their fields here are types
 only (`MISSING`: an option that forgets one fails while composing). A default stays here only where
-no YAML sets it: the top-level keys, `norm.eps`, `model.norm_placement`, `model.qk_norm` and
-`model.init` (one for every model), report, checkpoint, sweep and preflight.
+no YAML sets it: the top-level keys, `norm.eps`, `model.norm_placement`, `model.qk_norm`,
+`model.init` and `model.attention` (one for every model), `data.order` (one for every source),
+report, checkpoint, sweep and preflight.
 
 Groups whose keys vary per option are mappings: `norm` (each norm's options are checked against its
 factory's arguments by `src.model.norms.NormSpec`), `data` (each source's node below, and its
@@ -61,6 +62,28 @@ class ModelInit(StrEnum):
 PLACEMENTS = ("pre", "post", "peri")  # where the norms sit in a block (src.model.gpt.TransformerBlock)
 
 
+class Attention(StrEnum):
+    """How attention is computed (`model.attention`, src.model.gpt.CausalSelfAttention): the same
+    math, not the same time, so a norm's share of a step depends on it."""
+
+    SDPA = "sdpa"  # F.scaled_dot_product_attention(is_causal=True): the fused kernel
+    EXPLICIT = "explicit"  # the study's: QK^T, a -inf causal mask, softmax of the scores / sqrt(d), dropout, @V
+
+
+class ScoredWeights(StrEnum):
+    """Which weights the test loss scores (`test_weights`, src.training.best_weights)."""
+
+    FINAL = "final"  # the weights at the end of training
+    BEST_TRAIN_LOSS = "best_train_loss"  # the study's: the checkpoint with the lowest mean training loss
+
+
+class DataOrder(StrEnum):
+    """The order of the training windows (`data.order`, src.data.windows)."""
+
+    DRAWN = "drawn"  # window i at a start drawn from (seed, i)
+    IN_ORDER = "in_order"  # the study's: consecutive windows from the split's first token, each token once
+
+
 def check_architecture(model: Any) -> None:
     """The model's shape, checked without torch (a refused config is answered before it is imported):
     `model` is a GPTConfig or the composed config's `model` group. ValueError naming the field."""
@@ -78,6 +101,10 @@ def check_architecture(model: Any) -> None:
         raise ValueError(f"model.qk_norm: must be true or false, got {model.qk_norm!r}")
     if model.init not in tuple(ModelInit):
         raise ValueError(f"model.init: {model.init!r} is not one of {', '.join(ModelInit)}")
+    # A config composed before the key existed (a run's recorded config) has none: the fused kernel.
+    attention = getattr(model, "attention", Attention.SDPA.value)
+    if attention not in tuple(Attention):
+        raise ValueError(f"model.attention: {attention!r} is not one of {', '.join(Attention)}")
 
 
 @dataclass
@@ -88,6 +115,7 @@ class ModelSchema:
     norm_placement: str = "pre"  # pre (GPT-2), post (original Transformer) or peri (Peri-LN)
     qk_norm: bool = False  # true: the chosen norm also normalizes queries and keys per head
     init: str = ModelInit.STUDY.value  # one of ModelInit: the study's code never re-initializes its model
+    attention: str = Attention.SDPA.value  # one of Attention: the fused kernel, or the study's explicit softmax
     name: str = MISSING  # the option's name (model=<name>)
     vocab_size: int = MISSING
     context_length: int = MISSING
@@ -181,6 +209,7 @@ class DataSchema:
     num_workers: int = MISSING  # DataLoader worker processes
     val_max_windows: int | None = MISSING  # null = the whole val split
     test_max_windows: int | None = MISSING  # null = the whole test split
+    order: str = DataOrder.DRAWN.value  # one of DataOrder: training windows drawn, or consecutive as the study's
 
 
 @dataclass
@@ -336,6 +365,7 @@ class TrainConfig:
     progress_bar: bool = True
     compile: bool = False  # torch.compile each transformer block; the first step's time is reported apart
     deterministic: bool = False  # Lightning's deterministic mode (torch deterministic algorithms); slower, recorded as a tag
+    test_weights: str = ScoredWeights.FINAL.value  # one of ScoredWeights: the weights the test loss scores
     report: ReportSchema = field(default_factory=ReportSchema)
     checkpoint: CheckpointSchema = field(default_factory=CheckpointSchema)
     ckpt_path: str | None = None  # resume: "last" (= <checkpoint.dir>/last.ckpt) or a .ckpt path

@@ -2,7 +2,8 @@
 
 `prepare_data` (Lightning runs it on one process per node) builds the token cache if needed;
 `setup` (every process) memory-maps the splits. Training batches come from `RandomWindows`,
-which are already in random order, so the loader does not shuffle; `ResumableRankSampler` gives
+which are already in random order, so the loader does not shuffle (or, with `order="in_order"`, from
+`OrderedWindows`, the study's consecutive windows); `ResumableRankSampler` gives
 each rank its share (the global batches match a single-process run) and resumes mid-run
 (see windows.py). The Trainer runs with `use_distributed_sampler=False` so Lightning keeps it.
 """
@@ -17,9 +18,10 @@ import lightning as L
 from torch.utils.data import DataLoader, Sampler
 
 from ..core.paths import ConfigError
+from ..core.schema import DataOrder
 from .base import DataSource, build_source
 from .cache import load_split, split_tokens
-from .windows import FixedWindows, RandomWindows, ResumableRankSampler, TokenArray
+from .windows import FixedWindows, OrderedWindows, RandomWindows, ResumableRankSampler, TokenArray
 
 
 def _check_max_windows(field: str, value: Any) -> None:
@@ -55,8 +57,11 @@ class TokenDataModule(L.LightningDataModule):
         num_workers: int = 0,
         test_split: str = "test",
         test_offset: int = 0,
+        order: str = DataOrder.DRAWN.value,
     ) -> None:
         super().__init__()
+        if order not in tuple(DataOrder):
+            raise ConfigError(f"data.order: {order!r} is not one of the valid choices: {', '.join(DataOrder)}")
         _check_max_windows("data.val_max_windows", val_max_windows)
         _check_max_windows("data.test_max_windows", test_max_windows)
         if num_workers < 0:  # the DataLoader would refuse it only as the fit starts, after the run is recorded
@@ -81,6 +86,7 @@ class TokenDataModule(L.LightningDataModule):
         self.num_workers = num_workers
         self.test_split = test_split
         self.test_offset = test_offset
+        self.order = order
         self.tokens: dict[str, TokenArray] = {}
 
     @property
@@ -127,6 +133,12 @@ class TokenDataModule(L.LightningDataModule):
                     f"(one window at seq_len={self.context_length}); use a shorter seq_len or more {split} data"
                 )
         self._check_test_window(num_tokens[self.test_split])
+        need = self.train_samples * self.context_length + 1
+        if self.order == DataOrder.IN_ORDER and num_tokens["train"] < need:
+            raise ConfigError(
+                f"data.order=in_order: {self.train_samples} consecutive windows of {self.context_length} tokens need "
+                f"{need} train tokens, the split has {num_tokens['train']}; use data.order=drawn, fewer steps or more data"
+            )
 
     def _check_test_window(self, n_tokens: int) -> None:
         if self.test_offset < 0 or self.test_offset + self.context_length + 1 > n_tokens:
@@ -145,7 +157,7 @@ class TokenDataModule(L.LightningDataModule):
                     f"windows (tokens 0..{val_end}); raise data.test_offset or lower data.val_max_windows"
                 )
 
-    def _loader(self, dataset: RandomWindows | FixedWindows, sampler: Sampler | None = None) -> DataLoader:
+    def _loader(self, dataset: RandomWindows | OrderedWindows | FixedWindows, sampler: Sampler | None = None) -> DataLoader:
         return DataLoader(
             dataset,
             batch_size=self.micro_batch_size,
@@ -156,7 +168,11 @@ class TokenDataModule(L.LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader:
-        windows = RandomWindows(self.tokens["train"], self.context_length, self.train_samples, self.seed)
+        windows: RandomWindows | OrderedWindows
+        if self.order == DataOrder.IN_ORDER:
+            windows = OrderedWindows(self.tokens["train"], self.context_length, self.train_samples)
+        else:
+            windows = RandomWindows(self.tokens["train"], self.context_length, self.train_samples, self.seed)
         trainer = self.trainer
         if trainer is None:
             return self._loader(windows)
@@ -207,4 +223,5 @@ def build_datamodule(
         num_workers=int(data_cfg.get("num_workers", 0)),
         test_split=data_cfg.get("test_split", "test"),
         test_offset=int(data_cfg.get("test_offset", 0)),
+        order=str(data_cfg.get("order", DataOrder.DRAWN.value)),
     )

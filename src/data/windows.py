@@ -5,6 +5,9 @@ item depends on its index alone. `ResumableRankSampler` deals indices round-robi
 with W ranks of micro-batch B, step k covers exactly the indices [k*W*B, (k+1)*W*B): the same
 global batch a single process sees with batch W*B; on resume it starts after the samples done.
 
+`OrderedWindows` (training, `data.order=in_order`) is the study's order instead: window i starts at
+i * context_length, so the run reads its split once from the first token, consecutive and unshuffled.
+
 `FixedWindows` (val / test) tiles the array with non-overlapping windows, window k starting at
 offset + k * context_length, so every run is scored on identical tokens.
 
@@ -92,6 +95,31 @@ class RandomWindows(_TokenWindows):
         if not 0 <= index < self.num_samples:
             raise IndexError(f"index {index} out of range for {self.num_samples} samples")
         return int(np.random.default_rng((self.seed, index)).integers(self.num_starts))
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._window(self.start(index))
+
+
+class OrderedWindows(_TokenWindows):
+    """`num_samples` consecutive training windows from token 0: the study's `BigTrainDataset`, whose
+    micro-batch k holds windows k*B .. (k+1)*B - 1 of the split cut into context_length pieces."""
+
+    def __init__(self, tokens: TokenArray, context_length: int, num_samples: int) -> None:
+        super().__init__(tokens, context_length)
+        if num_samples * context_length + 1 > len(tokens):
+            raise ValueError(
+                f"{num_samples} consecutive windows of {context_length} need {num_samples * context_length + 1} "
+                f"tokens, the split has {len(tokens)}"
+            )
+        self.num_samples = num_samples
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def start(self, index: int) -> int:
+        if not 0 <= index < self.num_samples:
+            raise IndexError(f"index {index} out of range for {self.num_samples} samples")
+        return index * self.context_length
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         return self._window(self.start(index))

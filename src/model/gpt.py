@@ -5,8 +5,9 @@ learned position embeddings, dropout, pre-norm transformer blocks, a final norm 
 without bias. Every norm is built from one checked `NormSpec`, so the model is identical across
 variants except for the norm. Two axes move norms around, orthogonal to which norm it is:
 `norm_placement` (pre / post / peri, see `TransformerBlock`) and `qk_norm` (the norm applied per
-head to queries and keys); their defaults (pre, off) are the study's model. Attention goes through `F.scaled_dot_product_attention(is_causal=True)` so that
-attention speed is the same fused kernel for every variant and the comparison isolates the norm.
+head to queries and keys); their defaults (pre, off) are the study's model. Attention is `attention` (`CausalSelfAttention`): by default
+`F.scaled_dot_product_attention(is_causal=True)`, the same fused kernel for every variant; `explicit` is
+the study's own computation, the same math at another step time (a norm's share of a step depends on it).
 How the weights start is `init` (`init_weights`): by default the study's, PyTorch's constructor
 defaults left as they are.
 """
@@ -22,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from src.core.schema import DEFAULT_NORM, ModelInit, ModelSchema, check_architecture
+from src.core.schema import DEFAULT_NORM, Attention, ModelInit, ModelSchema, check_architecture
 from src.model.norms import DEFAULT_EPS, NormSpec
 
 
@@ -45,6 +46,7 @@ class GPTConfig:
     norm_placement: str = ModelSchema.norm_placement
     qk_norm: bool = ModelSchema.qk_norm
     init: str = ModelSchema.init  # a ModelInit: how the weights start (init_weights)
+    attention: str = ModelSchema.attention  # an Attention: the fused kernel or the study's explicit softmax
     norm: NormSpec = field(init=False, repr=False, compare=False)  # the checked norm, built from the three above
 
     def __post_init__(self) -> None:
@@ -60,6 +62,14 @@ class GPTConfig:
 
 
 class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention, computed as `cfg.attention` says:
+
+    sdpa:      F.scaled_dot_product_attention(is_causal=True), the fused kernel;
+    explicit:  the study's gpt.py MultiHeadAttention, op for op: scores = Q @ K^T, the future masked
+               to -inf, softmax(scores / sqrt(head_dim)), dropout on the weights, @ V. It materializes
+               the T x T scores that the fused kernel never does.
+    """
+
     def __init__(self, cfg: GPTConfig) -> None:
         super().__init__()
         self.n_heads = cfg.n_heads
@@ -74,6 +84,12 @@ class CausalSelfAttention(nn.Module):
             self.q_norm = cfg.norm.build(head_dim, "attn")
             self.k_norm = cfg.norm.build(head_dim, "attn")
         self.qk_norm = cfg.qk_norm
+        self.explicit = cfg.attention == Attention.EXPLICIT
+        if self.explicit:
+            # Built once, as the study's buffer is; not persistent, so an sdpa model's state loads into
+            # an explicit one (and back) and a checkpoint holds the same tensors either way.
+            future = torch.triu(torch.ones(cfg.context_length, cfg.context_length, dtype=torch.bool), diagonal=1)
+            self.register_buffer("mask", future, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, d = x.shape
@@ -84,9 +100,18 @@ class CausalSelfAttention(nn.Module):
         )
         if self.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
-        dropout = self.drop_rate if self.training else 0.0
-        y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)
+        if self.explicit:
+            y = self._explicit(q, k, v)
+        else:
+            dropout = self.drop_rate if self.training else 0.0
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)
         return self.out_proj(y.transpose(1, 2).contiguous().view(b, t, d))
+
+    def _explicit(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        t = q.shape[2]
+        scores = (q @ k.transpose(2, 3)).masked_fill_(self.mask[:t, :t], -torch.inf)  # masked, then scaled: the study's order
+        weights = torch.softmax(scores / k.shape[-1] ** 0.5, dim=-1)
+        return F.dropout(weights, self.drop_rate, training=self.training) @ v  # nn.Dropout's own call
 
 
 class FeedForward(nn.Module):

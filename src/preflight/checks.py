@@ -124,10 +124,11 @@ def check_tracking(cfg: DictConfig) -> Finding:
     return Finding(OK, redact_uri(uri) if uri.startswith("http") else "sqlite, writable")
 
 
-def checkpoint_bytes(param_bytes: int) -> int:
+def checkpoint_bytes(param_bytes: int, kept_weights: bool = False) -> int:
     """One last.ckpt: the weights and AdamW's two moments, each the size of the parameters (the
-    study's model: 1.96 GB)."""
-    return 3 * param_bytes
+    study's model: 1.96 GB); `kept_weights` (`test_weights=best_train_loss`): a second copy of the
+    weights, the ones the test will score (src/training/best_weights.py)."""
+    return (4 if kept_weights else 3) * param_bytes
 
 
 def check_checkpoints(cfg: DictConfig, folder: Path, needed: int) -> Finding:

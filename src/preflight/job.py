@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 from src.core.budget import Budget, resolve_budget
 from src.core.devices import uses_cuda
 from src.core.paths import ConfigError, compose, without_hydra
+from src.core.schema import ScoredWeights
 from src.model.gpt import GPTModel, ModelStats, model_stats
 from src.preflight.cards import Card, SettingError, card_for
 from src.preflight.checks import (
@@ -106,5 +107,6 @@ def _inspect(report: JobReport, ledger: CheckpointLedger) -> None:
     report.findings["data"] = check_data(cfg, budget)
     report.findings["store"] = check_tracking(cfg)
     folder = checkpoint_folder(cfg)
-    needed = ledger.need(disk_of(folder), checkpoint_bytes(parameter_bytes(model_cfg, precision))) if cfg.checkpoint.enabled else 0
+    kept = cfg.test_weights == ScoredWeights.BEST_TRAIN_LOSS
+    needed = ledger.need(disk_of(folder), checkpoint_bytes(parameter_bytes(model_cfg, precision), kept)) if cfg.checkpoint.enabled else 0
     report.findings["checkpoints"] = check_checkpoints(cfg, folder, needed)

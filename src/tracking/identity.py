@@ -48,6 +48,16 @@ NON_RESULT_KEYS = (
 # value the key is left out of the fingerprint, so those runs are still this config's runs (the run's
 # MLflow params show it all the same); at any other value the config is another one.
 INIT_KEY, INIT_BEFORE_THE_KEY = "model.init", "gpt2"
+# Keys added after runs were recorded, each with the one value those runs had: at that value a key is
+# left out of the fingerprint, so a re-run of an old sweep still finds its finished runs. The three
+# after `model.init` kept that value as their default (the fused attention, drawn windows, the final
+# weights scored); only the study preset takes the study's.
+ADDED_LATER = {
+    INIT_KEY: INIT_BEFORE_THE_KEY,
+    "model.attention": "sdpa",
+    "data.order": "drawn",
+    "test_weights": "final",
+}
 
 FINGERPRINT_CHARS = 16
 LAST = "last.ckpt"  # a run's checkpoint, in its folder: the end state, or where it stopped
@@ -85,13 +95,17 @@ def recorded_min_lr(lr: float, ratio: float) -> float:
 
 
 def as_recorded(identity: Mapping[str, Any]) -> dict[str, Any]:
-    """The identity in the form the fingerprints of recorded runs hash: `model.init` left out at the
-    value those runs had, and the cosine floor as the absolute `optim.min_lr` they recorded."""
+    """The identity in the form the fingerprints of recorded runs hash: each key of ADDED_LATER left
+    out at the value those runs had, and the cosine floor as the absolute `optim.min_lr` they recorded."""
     out = copy.deepcopy(dict(identity))
-    section, leaf = INIT_KEY.split(".")
-    model, optim = out.get(section), out.get("optim")
-    if isinstance(model, dict) and model.get(leaf) == INIT_BEFORE_THE_KEY:
-        model.pop(leaf)
+    for key, before in ADDED_LATER.items():
+        *parents, leaf = key.split(".")
+        node: Any = out
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and leaf in node and node[leaf] == before:
+            node.pop(leaf)
+    optim = out.get("optim")
     if isinstance(optim, dict) and "min_lr_ratio" in optim:
         optim["min_lr"] = recorded_min_lr(optim["lr"], optim.pop("min_lr_ratio"))
     return out

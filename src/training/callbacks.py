@@ -13,8 +13,10 @@ from typing import Any
 import lightning as L
 from lightning.pytorch.callbacks import TQDMProgressBar
 
+from src.core.schema import ScoredWeights
 from src.tracking.identity import RUN_STATE_KEY
 from src.tracking.tracker import Tracker
+from src.training.best_weights import BestTrainLoss
 from src.training.checkpointing import SaveOnSigterm, periodic_checkpoint
 from src.training.divergence import DivergenceMonitor
 from src.training.norm_dispatch import NormDispatch
@@ -87,6 +89,8 @@ class RunCallbacks:
         train = spec.train
         # Which kernels the norm ran, recorded once the model is on its device (a run with a record only).
         self.dispatch = NormDispatch(train.micro_batch_size * train.seq_len, train.compile)
+        # The study's scored weights: the checkpoint with the lowest mean training loss (src/training/best_weights.py).
+        self.best = BestTrainLoss(spec.budget.max_steps) if train.test_weights == ScoredWeights.BEST_TRAIN_LOSS else None
         self.extra: list[L.Callback] = []  # e.g. fault injection in the tests
 
     def attach(self, tracker: Tracker) -> None:
@@ -96,7 +100,8 @@ class RunCallbacks:
     def all(self) -> list[L.Callback]:
         found = [
             # The dispatch record (a few ms, or one norm's compile) before the training clock starts.
-            *self.extra, self.dispatch, self.divergence, self.tracking, self.periodic, self.sigterm,
+            # The best weights booked before a checkpoint of the same step is written (it carries them).
+            *self.extra, self.dispatch, self.best, self.divergence, self.tracking, self.periodic, self.sigterm,
             self.agreed_sigterm, self.progress,
         ]  # fmt: skip
         return [c for c in found if c is not None]

@@ -289,6 +289,9 @@ class RunLife(L.Callback):
             diverged_at_step=monitor.diverged_at_step,
         )
         final = final_metrics(result, module, trainer.global_step, budget)
+        best = self.run.best
+        if result.test_loss is not None and best is not None and best.best_step is not None:
+            final["test_weights_step"] = float(best.best_step)  # the step whose weights the test loss scored
         self.outcome, self.note = result.outcome, describe(result)  # closed with them when the `with` ends
         if tracker:
             tracker.log_final(final)

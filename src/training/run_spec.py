@@ -28,6 +28,9 @@ from src.core.schema import (
     LIGHTNING_PRECISIONS,
     MATMUL_PRECISIONS,
     SPEED_KERNEL_S_MAX,
+    DataOrder,
+    ModelSchema,
+    ScoredWeights,
     check_architecture,
     schema_of,
     unknown_key_line,
@@ -86,6 +89,7 @@ def model_config(cfg: DictConfig) -> GPTConfig:
             norm_placement=m.norm_placement,
             qk_norm=m.qk_norm,
             init=m.init,
+            attention=m.get("attention", ModelSchema.attention),  # a config recorded before the key: none
         )
     except ValueError as err:  # the line names the norm's YAML
         raise ConfigError(f"{norm_yaml(cfg)}: {err}") from None
@@ -305,6 +309,8 @@ def validate(cfg: DictConfig) -> GPTConfig:
     # 0 would turn the periodic checkpoints off without a word (Lightning's every_n_train_steps=0).
     every = cfg.checkpoint.every_n_steps
     _require(every >= 1, "checkpoint.every_n_steps", f"must be >= 1 (checkpoint.enabled=false writes none), got {every}")
+    _require_choice(cfg.test_weights, tuple(ScoredWeights), "test_weights")
+    _require_choice(cfg.data.get("order", DataOrder.DRAWN.value), tuple(DataOrder), "data.order")
     _require_choice(cfg.precision.lightning, LIGHTNING_PRECISIONS, "precision.lightning")
     _require_choice(cfg.precision.matmul_precision, MATMUL_PRECISIONS, "precision.matmul_precision")
     # Spawned workers keep the results (losses, timings) in their own memory: this entry point runs
@@ -356,6 +362,7 @@ class TrainSpec:
     log_every_n_steps: int
     compile: bool
     progress_bar: bool
+    test_weights: str = ScoredWeights.FINAL.value  # a ScoredWeights: which weights the test loss scores
 
     @property
     def micro_batch_size(self) -> int:
@@ -375,6 +382,7 @@ class TrainSpec:
             log_every_n_steps=int(cfg.log_every_n_steps),
             compile=bool(cfg.compile),
             progress_bar=bool(cfg.progress_bar),
+            test_weights=str(cfg.test_weights),
         )
 
 
