@@ -66,20 +66,33 @@ SPEED_CHECK_RUN_NAME = "speed-check"  # ...when a sweep ran it, nested under the
 RUNNING = "running"
 FINISHED = "finished"
 DIVERGED = "diverged"  # a result, but not a trained model
+# Trained through, but a validation or test loss was NaN or infinite (e.g. a norm that breaks only in
+# eval mode): a result, as a divergence is, never a finished run with a usable test loss.
+EVAL_NOT_FINITE = "eval not finite"
 FAILED = "failed"  # an exception escaped
 PREEMPTED = "preempted"  # SIGTERM with a checkpoint to resume from
 KILLED = "killed"  # Ctrl+C
 LOST = "lost"  # RUNNING in MLflow, but its process is gone
 INCOMPLETE = "incomplete"  # a sweep run whose jobs did not all produce a result
 
-RESULT_OUTCOMES = (FINISHED, DIVERGED)
+RESULT_OUTCOMES = (FINISHED, DIVERGED, EVAL_NOT_FINITE)
+UNUSABLE_RESULTS = (DIVERGED, EVAL_NOT_FINITE)  # a result without a test loss to compare
 INTERRUPTED_OUTCOMES = (PREEMPTED, LOST, KILLED)
-RUN_OUTCOMES = (FINISHED, DIVERGED, FAILED, PREEMPTED, LOST, KILLED)  # a training run's, once closed
+RUN_OUTCOMES = (
+    FINISHED,
+    DIVERGED,
+    EVAL_NOT_FINITE,
+    FAILED,
+    PREEMPTED,
+    LOST,
+    KILLED,
+)  # a training run's, once closed
 
 # MLflow's run status for each outcome.
 OUTCOME_STATUS = {
     FINISHED: "FINISHED",
     DIVERGED: "FAILED",
+    EVAL_NOT_FINITE: "FAILED",
     FAILED: "FAILED",
     KILLED: "KILLED",
     PREEMPTED: "KILLED",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import logging
+import math
 import resource
 import signal
 import warnings
@@ -37,7 +38,7 @@ from src.tracking.identity import LAST
 from src.tracking.record import RunResult
 from src.tracking.run_plan import RunPlan, decided_once, open_tracker, plan_run, release
 from src.tracking.store import Store
-from src.tracking.tags import DIVERGED, FINISHED
+from src.tracking.tags import DIVERGED, EVAL_NOT_FINITE, FINISHED
 from src.tracking.tracker import TokenCacheRef, Tracker
 from src.training.callbacks import RunCallbacks
 from src.training.failures import failed_after_recording, keep_traceback, route_store_errors_to_log
@@ -163,7 +164,9 @@ def check_not_relaunching_sweep(world_size: int) -> None:
 def describe(result: RunResult) -> str:
     """The run's one-paragraph description (its note in the MLflow UI)."""
     test = f"test loss {result.test_loss:.4f}" if result.test_loss is not None else "no test loss"
-    outcome = f"diverged at step {result.diverged_at_step}" if result.outcome == DIVERGED else result.outcome
+    outcome = (
+        result.status_word().lower() if result.outcome in (DIVERGED, EVAL_NOT_FINITE) else result.outcome
+    )
     return (
         f"**{result.name}**: {outcome}; {test}; trained {result.train_time_s:,.1f} s at "
         f"{result.tokens_per_sec:,.0f} tokens/s (run average)."
@@ -277,16 +280,21 @@ class RunLife(L.Callback):
         diverged) when the `with` block ends."""
         budget, tracking, monitor, tracker = module.budget, self.run.tracking, self.run.divergence, self.tracker
         train_time_s = tracking.train_time_s()
+        test_loss = None if monitor.diverged else module.test_loss
+        eval_broken = monitor.val_not_finite_at_step is not None or (
+            test_loss is not None and not math.isfinite(test_loss)
+        )
         result = RunResult(
             name=self.spec.shown_name,  # the MLflow run's: its variant, apart
-            outcome=DIVERGED if monitor.diverged else FINISHED,
+            outcome=DIVERGED if monitor.diverged else EVAL_NOT_FINITE if eval_broken else FINISHED,
             train_time_s=train_time_s,
             tokens_per_sec=trainer.global_step * budget.tokens_per_step / train_time_s,
             first_train_loss=module.first_train_loss,
             final_train_loss=monitor.last_finite_loss if monitor.diverged else module.last_train_loss,
-            test_loss=None if monitor.diverged else module.test_loss,
+            test_loss=test_loss,
             run_id=tracker.run_id if tracker else None,
             diverged_at_step=monitor.diverged_at_step,
+            val_not_finite_at_step=monitor.val_not_finite_at_step,
         )
         final = final_metrics(result, module, trainer.global_step, budget)
         self.outcome, self.note = result.outcome, describe(result)  # closed with them when the `with` ends

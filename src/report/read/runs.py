@@ -31,6 +31,7 @@ from src.tracking.tags import (
     CODE_FINGERPRINT_TAG,
     DEVICE_TAG,
     DIVERGED,
+    EVAL_NOT_FINITE,
     FINGERPRINT_TAG,
     FINISHED,
     GIT_COMMIT_TAG,
@@ -47,6 +48,7 @@ from src.tracking.tags import (
     NORM_TAG,
     NORM_TARGET_TAG,
     NOTE_TAG,
+    RESULT_OUTCOMES,
     SEED_TAG,
     SUPERSEDED_TAG,
     SWEEP_TAG,
@@ -200,9 +202,10 @@ def _row(store: Store, run: Run, variants: Variants, stale_after_s: float) -> di
         row[column] = metrics.get(key, math.nan)
     # Where an unfinished run stopped: the divergence step, else the steps it completed.
     stopped = row["diverged_at_step"] if outcome == DIVERGED else row["steps_done"]
-    if outcome != FINISHED and math.isnan(stopped):
+    trained_through = outcome in (FINISHED, EVAL_NOT_FINITE)  # it did not stop: its evaluation broke
+    if not trained_through and math.isnan(stopped):
         stopped = _last_step(store, run.info.run_id)
-    row["stopped_at_step"] = stopped if outcome != FINISHED else math.nan
+    row["stopped_at_step"] = math.nan if trained_through else stopped
     return row
 
 
@@ -259,7 +262,7 @@ def load_sweep(experiment: str, store: Store, stale_after_s: float = STALE_AFTER
     # so does a run a sweep started in its place (SUPERSEDED_TAG: left out above).
     older = ["|".join(map(str, key)) for key in runs[RUN_KEY].itertuples(index=False)]
     same = runs.fingerprint.where(runs.fingerprint != "", pd.Series(older, index=runs.index))
-    with_result = runs.outcome.isin((FINISHED, DIVERGED))
+    with_result = runs.outcome.isin(RESULT_OUTCOMES)
     by_preference = with_result.sort_values(kind="stable").index  # start order kept within each
     latest = runs.loc[by_preference][~same.loc[by_preference].duplicated(keep="last")]
     ordered = latest.sort_values(RUN_KEY).reset_index(drop=True)
