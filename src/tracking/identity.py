@@ -47,6 +47,8 @@ NON_RESULT_KEYS = (
 # value the key is left out of the fingerprint, so those runs are still this config's runs (the run's
 # MLflow params show it all the same); at any other value the config is another one.
 INIT_KEY, INIT_BEFORE_THE_KEY = "model.init", "gpt2"
+# Such a run's init as the report names it, wherever it does (variants, headline, the study's code line).
+INIT_RECORDED_BEFORE = f"{INIT_BEFORE_THE_KEY} (recorded before {INIT_KEY})"
 
 FINGERPRINT_CHARS = 16
 LAST = "last.ckpt"  # a run's checkpoint, in its folder: the end state, or where it stopped

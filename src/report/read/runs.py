@@ -22,9 +22,10 @@ import pandas as pd
 from src.report.read.published import MODEL_AXES, STUDY_CODE
 from src.report.read.table import AXIS_PREFIX, order_of
 from src.report.read.table import UNKNOWN as UNKNOWN_FAMILY
+from src.tracking.identity import INIT_KEY, INIT_RECORDED_BEFORE
 from src.tracking.store import Store
 from src.tracking.store_uri import redact_uri, sqlite_path
-from src.tracking.sweep import PARENT_ENV, STALE_AFTER_S, latest_sweep_run, run_state
+from src.tracking.sweep import PARENT_ENV, STALE_AFTER_S, latest_sweep_run, predates_init, run_state
 from src.tracking.tags import (
     BENCH_TAG,
     BENCH_VARIANTS,
@@ -196,7 +197,7 @@ def _row(store: Store, run: Run, variants: Variants, stale_after_s: float) -> di
         "norm_target": tags.get(NORM_TARGET_TAG, ""),  # its class or factory, as data (the study section names it)
         "commit": tags.get(GIT_COMMIT_TAG, "")[:7] + ("-dirty" if tags.get(GIT_DIRTY_TAG) == "true" else ""),
     }
-    row.update(setting_of(run.data.params, tags))
+    row.update(setting_of(recorded_params(run), tags))
     row.update({f"{AXIS_PREFIX}{name}": value for name, value in variants.parts[run_id].items()})
     for column, key in METRIC_COLUMNS.items():
         row[column] = metrics.get(key, math.nan)
@@ -223,7 +224,10 @@ def recorded_params(run: Run) -> dict[str, str]:
     """The run's params, with the norm and seed its tags name (records that logged no such param)."""
     tags = run.data.tags
     seed = tags.get(SEED_TAG)
-    return {NORM_KEY: tags[NORM_TAG], **({SEED_KEY: seed} if seed is not None else {}), **run.data.params}
+    params = {NORM_KEY: tags[NORM_TAG], **({SEED_KEY: seed} if seed is not None else {}), **run.data.params}
+    if predates_init(run):  # its init by its one label, not a missing value (`init=none`, `None`)
+        params[INIT_KEY] = INIT_RECORDED_BEFORE
+    return params
 
 
 def variant_ranks(runs: pd.DataFrame, variants: Variants) -> list[int]:
