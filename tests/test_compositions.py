@@ -113,6 +113,8 @@ def test_the_time_split_adds_up() -> None:
     assert "100 s in all: training 85 s (85%), the speed check 10 s (10%), the rest 5 s (5%" in line
     assert "training at most 30 s" in split_line(30.0, 0.0, 40.0, resumed=True)
     assert "speed check" not in split_line(30.0, 0.0, 40.0, resumed=False)
+    resumed = split_line(12.0, 0.0, 40.0, resumed=False, earlier_s=68.0)  # this command's own, the earlier apart
+    assert "training 12 s (30%) (and 68 s in earlier attempts of resumed jobs), the rest 28 s (70%)" in resumed
 
 
 # Refusals of the command line, each answered before torch, Lightning or MLflow is imported: one

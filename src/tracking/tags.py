@@ -62,6 +62,10 @@ BENCH_VARIANTS = "variants"  # BENCH_TAG's value on a `python -m src.bench varia
 BENCH_RUN_NAME = "bench-variants"  # that run's name
 SPEED_CHECK_RUN_NAME = "speed-check"  # ...when a sweep ran it, nested under the sweep's run
 
+# A resumed run's training time before this attempt, a final metric beside `train_time_s` (which counts
+# every attempt): a command's own training time is the difference (src/launch/time_split.py).
+EARLIER_TRAIN_TIME = "earlier_train_time_s"
+
 # --- outcomes: the value of OUTCOME_TAG ----------------------------------------------------------
 RUNNING = "running"
 FINISHED = "finished"

@@ -38,7 +38,7 @@ from src.tracking.identity import LAST
 from src.tracking.record import RunResult
 from src.tracking.run_plan import RunPlan, decided_once, open_tracker, plan_run, release
 from src.tracking.store import Store
-from src.tracking.tags import DIVERGED, EVAL_NOT_FINITE, FINISHED
+from src.tracking.tags import DIVERGED, EARLIER_TRAIN_TIME, EVAL_NOT_FINITE, FINISHED
 from src.tracking.tracker import TokenCacheRef, Tracker
 from src.training.callbacks import RunCallbacks
 from src.training.failures import failed_after_recording, keep_traceback, route_store_errors_to_log
@@ -297,6 +297,8 @@ class RunLife(L.Callback):
             val_not_finite_at_step=monitor.val_not_finite_at_step,
         )
         final = final_metrics(result, module, trainer.global_step, budget)
+        if tracking.prior_train_time_s > 0:  # resumed: what earlier attempts trained (src/launch/time_split.py)
+            final[EARLIER_TRAIN_TIME] = tracking.prior_train_time_s
         self.outcome, self.note = result.outcome, describe(result)  # closed with them when the `with` ends
         if tracker:
             tracker.log_final(final)
