@@ -12,7 +12,6 @@ from __future__ import annotations
 import io
 import logging
 import math
-import resource
 import signal
 import warnings
 from dataclasses import asdict
@@ -32,6 +31,7 @@ from src.core.budget import Budget
 from src.core.cli import in_multirun
 from src.core.devices import DeviceSpec, configure_matmul_precision
 from src.core.interrupts import OneCtrlC
+from src.core.memory_peak import JOB_PEAK, PROCESS_PEAK, high_water_mb, process_peak_mb, reset_peak
 from src.core.paths import ConfigError
 from src.data.datamodule import TokenDataModule, build_datamodule
 from src.tracking.identity import LAST
@@ -173,12 +173,15 @@ def describe(result: RunResult) -> str:
     )
 
 
-def final_metrics(result: RunResult, module: GPTLitModule, steps_done: int, budget: Budget) -> dict[str, float]:
-    """The run's headline numbers and its test loss, logged once (at the tracker's summary step)."""
+def final_metrics(
+    result: RunResult, module: GPTLitModule, steps_done: int, budget: Budget, own_peak: bool = False
+) -> dict[str, float]:
+    """The run's headline numbers and its test loss, logged once (at the tracker's summary step).
+    `own_peak`: the CPU's peak resident size was reset as this job's fit started (src/core/memory_peak.py)."""
     final = {
         "train_time_s": result.train_time_s,
         "avg_tokens_per_sec": result.tokens_per_sec,  # the study's definition: tokens / training time
-        "peak_memory_mb": peak_memory_mb(module.device),
+        **peak_memory(module.device, own_peak),
         "n_params": float(module.stats.n_params),
         "steps_done": float(steps_done),
     }
@@ -196,12 +199,14 @@ def final_metrics(result: RunResult, module: GPTLitModule, steps_done: int, budg
     return final
 
 
-def peak_memory_mb(device: torch.device) -> float:
+def peak_memory(device: torch.device, own_peak: bool) -> dict[str, float]:
+    """The job's peak memory under its one name; on a CPU whose peak could not be reset as the job
+    started, the process's running peak under another name (in a sequential multirun it is every
+    earlier job's too)."""
     if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**20
-    # CPU: peak resident set size of the process (Linux reports KiB); process-wide, so in a
-    # sequential multirun it is the peak so far, not only this job's.
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        return {JOB_PEAK: torch.cuda.max_memory_allocated(device) / 2**20}
+    job = high_water_mb() if own_peak else None
+    return {JOB_PEAK: job} if job is not None else {PROCESS_PEAK: process_peak_mb()}
 
 
 
@@ -227,6 +232,7 @@ class RunLife(L.Callback):
         self.outcome: str | None = None
         self.note: str | None = None
         self.fitting = False  # the Trainer set the fit up: what fails from here on is the run's
+        self.own_peak = False  # the CPU's peak resident size was reset as the fit started
         self._sigint: OneCtrlC | None = None  # held while the run is live (`with life:`)
 
     @classmethod
@@ -260,8 +266,10 @@ class RunLife(L.Callback):
         return [self, *self.run.all()]
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        if not self.fitting and torch.cuda.is_available():
-            torch.cuda.reset_peak_memory_stats()  # this run's peak: sequential multirun jobs share the process
+        if not self.fitting:  # this run's peak: sequential multirun jobs share the process
+            if torch.cuda.is_available():
+                torch.cuda.reset_peak_memory_stats()
+            self.own_peak = reset_peak()
         self.fitting = True
         if self.store is None or self.tracker is not None:
             return
@@ -296,7 +304,7 @@ class RunLife(L.Callback):
             diverged_at_step=monitor.diverged_at_step,
             val_not_finite_at_step=monitor.val_not_finite_at_step,
         )
-        final = final_metrics(result, module, trainer.global_step, budget)
+        final = final_metrics(result, module, trainer.global_step, budget, self.own_peak)
         if tracking.prior_train_time_s > 0:  # resumed: what earlier attempts trained (src/launch/time_split.py)
             final[EARLIER_TRAIN_TIME] = tracking.prior_train_time_s
         self.outcome, self.note = result.outcome, describe(result)  # closed with them when the `with` ends
