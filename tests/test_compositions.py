@@ -160,6 +160,8 @@ def test_refusals_import_no_torch_lightning_or_mlflow() -> None:
         "cluster.devices=0": "config error: cluster.devices:",
         "experiment_name= ": "config error: experiment_name:",
         "model.n_heads=3": "config error: model.emb_dim (128) must be divisible by model.n_heads (3)",
+        # the URI's scheme, with the config's checks (before: after ~5 s of importing Lightning)
+        "logger.tracking_uri=ftp://x/y": "config error: logger.tracking_uri=ftp://x/y: scheme ftp:// is not a tracking store",
     }
     proc = subprocess.run(
         [sys.executable, "-c", REFUSALS, *refused], cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300
