@@ -130,6 +130,15 @@ BROKEN = {
         "Norm",
         "no gradient reaches its input",
     ),
+    # What the signature says before anything is built (before: "fails to build on the meta device").
+    "no_width": (
+        "import torch\nclass Norm(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "    def forward(self, x):\n        return x\n",
+        "Norm",
+        "takes no argument for the model's width (Norm.__init__(self))",
+    ),
+    "not_a_norm": ("", "os.getcwd", "os.getcwd takes no arguments, so it is not a norm class"),
+    "not_a_module_class": ("class Norm:\n    def __init__(self, dim):\n        pass\n", "Norm", "is a class but not an nn.Module"),
     "meta": (
         "import torch\nclass Norm(torch.nn.Module):\n    def __init__(self, dim):\n        super().__init__()\n"
         "        self.w = torch.nn.Parameter(torch.ones(dim))\n        assert self.w.sum().item() == dim\n"
