@@ -326,6 +326,33 @@ def test_sigterm_stops_the_team_server_as_ctrl_c_and_a_dead_mlflow_server_is_sai
         (line,) = rest.strip().splitlines()
         assert line.startswith("error: mlflow server exited by itself (signal 9); PostgreSQL stopped too; see "), line
         assert not (state_dir / "pgdata" / "postmaster.pid").exists()
+
+        # Its guard killed: said, and both servers stopped (before: silent, the servers ran on unguarded).
+        proc = _team_server_cli(state_dir, port, pg_port)
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("[normsweep] team server at")
+        spawned = _children(proc.pid)
+        guard = next(p for p in psutil.Process(proc.pid).children() if "server_guard" in " ".join(p.cmdline()))
+        guard.kill()
+        rest, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 1, rest
+        (line,) = rest.strip().splitlines()
+        assert line.startswith(f"error: the team server's guard (pid {guard.pid}) stopped by itself"), line
+        assert not (state_dir / "pgdata" / "postmaster.pid").exists()
+
+        # PostgreSQL killed: said, and the MLflow server stopped with it, so nothing answers /health over a
+        # dead database (before: silent, /health 200 while the API answered 503).
+        proc = _team_server_cli(state_dir, port, pg_port)
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("[normsweep] team server at")
+        spawned = _children(proc.pid)
+        postmaster = int((state_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
+        os.kill(postmaster, signal.SIGKILL)
+        rest, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 1, rest
+        (line,) = rest.strip().splitlines()
+        assert line.startswith(f"error: PostgreSQL (pid {postmaster}) stopped by itself; mlflow server stopped too"), line
+        assert not listens(port)
     finally:  # whatever the test left: a cluster it started, an mlflow server left behind
         if proc.poll() is None:
             proc.kill()
