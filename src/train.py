@@ -81,7 +81,8 @@ def main(cfg: DictConfig) -> float | None:
 
         db = lambda: sqlite_path(str(cfg.logger.tracking_uri)) if cfg.logger.enabled else None  # noqa: E731
         end_job(job_ending(err, cfg.get("run_name", "?"), db), cfg.get("run_name", "?"))
-    release_garbage()  # before the next job of a sequential multirun, which shares this process
+    if cli.in_multirun():  # before the next job of a sequential multirun, which shares this process
+        release_garbage()
     # Hydra sweepers that optimise read this return value.
     return result.test_loss
 
