@@ -197,7 +197,7 @@ def _row(store: Store, run: Run, variants: Variants, stale_after_s: float) -> di
         "norm_target": tags.get(NORM_TARGET_TAG, ""),  # its class or factory, as data (the study section names it)
         "commit": tags.get(GIT_COMMIT_TAG, "")[:7] + ("-dirty" if tags.get(GIT_DIRTY_TAG) == "true" else ""),
     }
-    row.update(setting_of(recorded_params(run), tags))
+    row.update(setting_of(run.data.params, tags))  # "" where unrecorded: no difference from the study
     row.update({f"{AXIS_PREFIX}{name}": value for name, value in variants.parts[run_id].items()})
     for column, key in METRIC_COLUMNS.items():
         row[column] = metrics.get(key, math.nan)
