@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.core import cli, compositions
 from src.core.interrupts import exit_quietly_after_ctrl_c
+from src.core.memory_peak import release_garbage
 from src.core.paths import refuse_misread_overrides, register_resolvers
 from src.launch.sweep_end import RESULT_AWAITED_ENV, JobFailed, job_failed
 from src.launch.time_split import mark_command_start
@@ -80,6 +81,8 @@ def main(cfg: DictConfig) -> float | None:
 
         db = lambda: sqlite_path(str(cfg.logger.tracking_uri)) if cfg.logger.enabled else None  # noqa: E731
         end_job(job_ending(err, cfg.get("run_name", "?"), db), cfg.get("run_name", "?"))
+    if cli.in_multirun():  # before the next job of a sequential multirun, which shares this process
+        release_garbage()
     # Hydra sweepers that optimise read this return value.
     return result.test_loss
 

@@ -82,7 +82,7 @@ def runs_frames(draw: st.DrawFn) -> MadeUp:
             offset = draw(st.sampled_from(OFFSETS)) if norm != norms[0] else 0.0
             own = spread if draw(st.booleans()) else draw(st.sampled_from(SPREADS))
             for seed in chosen:
-                outcome = draw(st.sampled_from(("finished",) * 8 + ("failed", "diverged")))
+                outcome = draw(st.sampled_from(("finished",) * 8 + ("failed", "diverged", "eval not finite")))
                 loss = seed_loss[seed] + offset + (rng.normal(0, own) if own else 0.0)
                 label = norm if axis is None else f"{norm} · {value}"
                 start += 1
@@ -101,7 +101,7 @@ def runs_frames(draw: st.DrawFn) -> MadeUp:
                 })  # fmt: skip
     if setting is STUDY:
         for row in rows:  # a diverged run stops early; the others trained the study's whole budget
-            if row["outcome"] != "finished":
+            if row["outcome"] in ("failed", "diverged"):  # a NaN evaluation trained through
                 row["steps_done"] = 530.0
     runs = pd.DataFrame(rows)
     axes = (Axis("norm", ("norm.norm_type",)), Axis(axis, (AXIS_KEYS[axis],))) if axis else ()

@@ -155,3 +155,25 @@ def test_a_sweep_of_inits_trains_two_variants_that_start_apart(tmp_path: Path, t
     assert code, report[:3000]
     swept = code[0].split("code: this sweep model.init=")[1].split(",")[0]
     assert set(swept.split(" / ")) == {"study", "gpt2"} and "(differs: model.init," in code[0], code[0]
+
+
+def test_runs_recorded_before_model_init_have_one_label_in_the_report(
+    old_store: tuple[Store, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Old runs beside runs of the study's init: the report's variants and headline read `init=none`
+    and `at init=None` where its study section said `model.init=gpt2 (recorded before model.init)`."""
+    from src.report.__main__ import main as report_main
+    from src.tracking.identity import INIT_RECORDED_BEFORE
+
+    store, exp = old_store
+    for seed, params in ((0, {}), (1, {}), (0, {"model.init": "study"}), (1, {"model.init": "study"})):
+        run_id = _old_run(store, exp, f"fp{seed}{len(params)}", {"seed": str(seed), **params})
+        store.set_tags(run_id, {"seed": str(seed)})
+        store.log_metrics(run_id, {"test_loss": 6.0 + seed / 10 + len(params) / 100})
+    code = report_main(["--tracking-uri", store.uri, "--experiment-name", "old_sweep", "--out", str(tmp_path / "out")])
+    out = capsys.readouterr().out
+    assert code == 0, out[-2000:]
+    said = " ".join(out.split())  # the terminal wraps long lines
+    assert "None" not in said and "init=none" not in said, said
+    assert f"init={INIT_RECORDED_BEFORE}" in said  # the variants and the headline
+    assert f"model.init={INIT_RECORDED_BEFORE} / study" in said  # the study section, as before

@@ -112,6 +112,40 @@ def test_a_rank_killed_by_a_signal_is_one_line_naming_it(tiny_overrides: list[st
     assert parent.info.status == "FAILED" and parent.data.tags["sweep.end_reason"] == line.removeprefix("error: ")
 
 
+@pytest.mark.slow
+def test_a_sigkilled_node_sweep_takes_torchrun_and_its_ranks_with_it(
+    tiny_overrides: list[str], store: dict[str, str], tmp_path: Path
+) -> None:
+    """`kill -9` of the sweep left torchrun (re-parented to PID 1) and its ranks training: they
+    finished the job ~30 s later and recorded it FINISHED while the sweep run stayed RUNNING."""
+    import psutil
+
+    experiment = "node_sweep_killed"
+    args = [
+        sys.executable, "-m", "src.train", "-m", *tiny_overrides, f"experiment_name={experiment}",
+        "cluster=gpu_node", "cluster.accelerator=cpu", "cluster.devices=2", "optim.max_steps=2000",
+        "val_every_n_steps=1000", "checkpoint.enabled=true", "checkpoint.every_n_steps=5",
+    ]  # fmt: skip
+    log = tmp_path / "sweep.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(args, cwd=REPO, env=cli_env(), stdout=out, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 300
+        while not list((tmp_path / "checkpoints").glob("*/*/last.ckpt")):  # both ranks inside the training loop
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "the job wrote no checkpoint"
+            time.sleep(0.3)
+        left = psutil.Process(proc.pid).children(recursive=True)  # torchrun and the two ranks
+        assert len([p for p in left if "src.launch.node_job" in p.cmdline()]) >= 3  # torchrun names it too
+        proc.kill()
+        proc.wait()
+    started = time.monotonic()
+    gone, alive = psutil.wait_procs(left, timeout=90)
+    print(f"all {len(left)} processes gone {time.monotonic() - started:.1f} s after the kill")
+    assert not alive, [p.cmdline() for p in alive]
+    (run,) = training_runs(MlflowClient(store["uri"]), experiment)
+    assert run.info.status != "FINISHED" and int(run.data.metrics.get("steps_done", 0)) < 2000  # it did not train on
+
+
 # torchrun's report, as it printed it for the probe above (torch 2.13): the rank a signal killed is its root cause.
 TORCHRUN_REPORT = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
 ======================================================

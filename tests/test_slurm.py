@@ -248,8 +248,26 @@ def test_a_job_the_partition_cannot_hold_is_refused_before_submitting(
     cpus = os.cpu_count()
     assert line.startswith(said) and line.endswith(
         f"hydra.launcher.partition={PARTITION} has 2 node(s), {0 if 'CPUs' in said else 2} of them big enough (the largest: "
-        f"{cpus} CPUs, 4000 MB): the job could never start (SLURM would keep it pending); nothing was recorded"
+        f"{cpus} CPUs, 4000 MB): the job could never start (SLURM would keep it pending); nothing was recorded: "
+        + (f"set cluster.devices={cpus} or fewer, with hydra.launcher.cpus_per_task=1" if "CPUs" in said else "set cluster.num_nodes=2 or fewer")
     ), line
+
+
+def test_the_command_local_slurm_prints_fits_its_cluster_and_a_refusal_names_the_fix(
+    local_slurm: LocalSlurm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its banner printed `cluster=slurm cluster.accelerator=cpu cluster.devices=1 hydra.launcher.partition=cpu`,
+    which conf/cluster/slurm.yaml's 8 CPUs per task made a job no node of this cluster could start."""
+    from src.core.paths import ConfigError, compose
+    from src.launch.local_slurm import SWEEP_OVERRIDES
+    from src.launch.slurm_partition import check_partition
+
+    monkeypatch.setenv("SLURM_CONF", local_slurm.env["SLURM_CONF"])
+    check_partition(compose(SWEEP_OVERRIDES, with_hydra=True))  # the banner's command: accepted by its cluster
+    without = [o for o in SWEEP_OVERRIDES if not o.startswith("hydra.launcher.cpus_per_task=")]
+    with pytest.raises(ConfigError) as refused:
+        check_partition(compose(without, with_hydra=True))
+    assert str(refused.value).endswith(f"nothing was recorded: set hydra.launcher.cpus_per_task={os.cpu_count()} or fewer")
 
 
 def test_a_machine_without_a_slurm_controller_is_one_line(tmp_path: Path) -> None:

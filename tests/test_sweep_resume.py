@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -176,3 +177,11 @@ def test_sigterm_on_defaults_preempts_and_rerun_resumes(
     assert "hand_rmsnorm-s0" in status and " finished " in status
     assert after.info.run_id == run.info.run_id and after.info.status == "FINISHED"
     _steps_unique(client, run.info.run_id)
+    # Where the time went: this command's own training, the earlier attempt's said apart (before:
+    # `training at most 80 s (126%), the rest 0 s (0%)`, both attempts counted as this command's).
+    earlier, total = after.data.metrics["earlier_train_time_s"], after.data.metrics["train_time_s"]
+    assert 0 < earlier < total
+    split = " ".join(out[out.index("[normsweep] where the time went: "):].split())
+    found = re.search(r"in all: training ([\d,]+) s \(\d+%\) \(and ([\d,]+) s in earlier attempts of resumed jobs\)", split)
+    assert found and "at most" not in split, split[:300]
+    assert int(found[1]) == round(total - earlier) and int(found[2]) == round(earlier), (split[:300], total, earlier)

@@ -22,6 +22,7 @@ from mlflow.tracking import MlflowClient
 from src.core.paths import ConfigError, compose
 from src.core.ports import listens
 from src.launch.callbacks import MlflowSetup
+from src.report.__main__ import main as report_main
 from src.tracking.server_client import DatabaseLost
 from src.tracking.store import Store
 from src.tracking.store_uri import StoreError
@@ -300,6 +301,33 @@ def test_sigterm_stops_the_team_server_as_ctrl_c_and_a_dead_mlflow_server_is_sai
         (line,) = rest.strip().splitlines()
         assert line.startswith("error: mlflow server exited by itself (signal 9); PostgreSQL stopped too; see "), line
         assert not (state_dir / "pgdata" / "postmaster.pid").exists()
+
+        # Its guard killed: said, and both servers stopped (before: silent, the servers ran on unguarded).
+        proc = _team_server_cli(state_dir, port, pg_port)
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("[normsweep] team server at")
+        spawned = _children(proc.pid)
+        guard = next(p for p in psutil.Process(proc.pid).children() if "server_guard" in " ".join(p.cmdline()))
+        guard.kill()
+        rest, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 1, rest
+        (line,) = rest.strip().splitlines()
+        assert line.startswith(f"error: the team server's guard (pid {guard.pid}) stopped by itself"), line
+        assert not (state_dir / "pgdata" / "postmaster.pid").exists()
+
+        # PostgreSQL killed: said, and the MLflow server stopped with it, so nothing answers /health over a
+        # dead database (before: silent, /health 200 while the API answered 503).
+        proc = _team_server_cli(state_dir, port, pg_port)
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("[normsweep] team server at")
+        spawned = _children(proc.pid)
+        postmaster = int((state_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
+        os.kill(postmaster, signal.SIGKILL)
+        rest, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 1, rest
+        (line,) = rest.strip().splitlines()
+        assert line.startswith(f"error: PostgreSQL (pid {postmaster}) stopped by itself; mlflow server stopped too"), line
+        assert not listens(port)
     finally:  # whatever the test left: a cluster it started, an mlflow server left behind
         if proc.poll() is None:
             proc.kill()
@@ -312,7 +340,7 @@ def test_sigterm_stops_the_team_server_as_ctrl_c_and_a_dead_mlflow_server_is_sai
 
 
 @pytest.mark.slow  # a team server of its own, whose PostgreSQL is killed
-def test_a_server_whose_database_died_is_a_fault_not_a_config_error() -> None:
+def test_a_server_whose_database_died_is_a_fault_not_a_config_error(capsys: pytest.CaptureFixture[str]) -> None:
     """PostgreSQL killed under the team server: the next job was refused with `config error: ... a
     server answers there, but not as an MLflow tracking server (HTTP 503)`, status 2."""
     server = TeamServer.start(fast=True)
@@ -326,6 +354,13 @@ def test_a_server_whose_database_died_is_a_fault_not_a_config_error() -> None:
         assert not isinstance(lost.value, ConfigError)  # src.train: `error: ...`, status 1
         assert str(lost.value).startswith(f"logger.tracking_uri={server.uri}: the tracking server answers, but its database does not (")
         assert "not as an MLflow tracking server" not in str(lost.value)
+        # `--status` says the same fault in one `error:` line (before: a 34-line traceback ending in it),
+        # without a run's words: a report records nothing.
+        code = report_main(["--status", "--tracking-uri", server.uri, "--experiment-name", "gone"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 1 and len(err) == 1, err
+        assert err[0].startswith("error: ") and "its database does not" in err[0] and "restart the database" in err[0], err
+        assert "nothing was recorded for this run" not in err[0]
     finally:
         server.postgres_started = False  # killed: nothing to stop (its orphaned backends exit on their own)
         server.kill_mlflow(signal.SIGKILL)  # on SIGTERM it would wait for requests held by the dead database

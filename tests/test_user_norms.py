@@ -158,6 +158,15 @@ BROKEN = {
         "Norm",
         "no gradient reaches its input",
     ),
+    # What the signature says before anything is built (before: "fails to build on the meta device").
+    "no_width": (
+        "import torch\nclass Norm(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "    def forward(self, x):\n        return x\n",
+        "Norm",
+        "takes no argument for the model's width (Norm.__init__(self))",
+    ),
+    "not_a_norm": ("", "os.getcwd", "os.getcwd takes no arguments, so it is not a norm class"),
+    "not_a_module_class": ("class Norm:\n    def __init__(self, dim):\n        pass\n", "Norm", "is a class but not an nn.Module"),
     "meta": (
         "import torch\nclass Norm(torch.nn.Module):\n    def __init__(self, dim):\n        super().__init__()\n"
         "        self.w = torch.nn.Parameter(torch.ones(dim))\n        assert self.w.sum().item() == dim\n"
@@ -319,3 +328,62 @@ def test_the_study_section_lists_a_user_norm_as_not_the_studys() -> None:
     runs = pd.DataFrame({"norm": ["torch_rmsnorm", "mine", "mine"], "norm_target": ["", "my_norms.Mine", "my_norms.Mine"]})
     assert not_the_study_lines(runs) == ["not the study's variants (no claim reads them): mine (my_norms.Mine)"]
     assert not_the_study_lines(runs[runs.norm == "torch_rmsnorm"]) == []
+
+
+# Finite in training, NaN in eval mode: the fit runs, every validation and the test loss are NaN.
+EVAL_NAN_NORM = """
+import torch
+from torch import nn
+
+
+class EvalNaNNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.norm = nn.RMSNorm(dim, eps=eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x) if self.training else x * float("nan")
+"""
+
+
+@pytest.mark.slow
+def test_a_nan_eval_loss_is_an_outcome_of_its_own_counted_everywhere(tmp_path: Path) -> None:
+    import pandas as pd
+    from mlflow.tracking import MlflowClient
+
+    from src.tracking.tags import EVAL_NOT_FINITE, OUTCOME_TAG
+
+    conf = user_folder(tmp_path, "eval_nan_norms", EVAL_NAN_NORM, target="EvalNaNNorm")
+    done = sweep(tmp_path, conf)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-3000:]  # a result, as a divergence is: the sweep goes on and ends
+    job_lines = [line for line in out.splitlines() if line.startswith("[normsweep] my_norm-s")]
+    assert len(job_lines) == 2 and all(" ok " not in line for line in job_lines), job_lines
+    assert all("TEST LOSS NOT FINITE" in line and line.endswith("test loss nan") for line in job_lines), (
+        job_lines
+    )
+    assert out.count(" ok | ") == 2  # torch_rmsnorm's two runs
+    assert "my_norm: eval loss not finite (2/2 runs)" in out, out[-3000:]  # the headline names it
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("mine")
+    mine = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("norm") == "my_norm"]
+    assert len(mine) == 2
+    assert all(r.data.tags[OUTCOME_TAG] == EVAL_NOT_FINITE and r.info.status == "FAILED" for r in mine)
+
+    folder = tmp_path / "reports" / "mine"
+    table = pd.read_csv(folder / "table.csv").set_index("variant")
+    assert table.loc["my_norm", "finished"] == 0 and table.loc["my_norm", "notes"] == EVAL_NOT_FINITE, table
+    assert table.loc["torch_rmsnorm", "finished"] == 2
+    # The pairs say why there is none to compare, counted as the table counts it.
+    assert f"No pairs to compare: my_norm has no finished run (2 runs, all {EVAL_NOT_FINITE})." in out, out[
+        -3000:
+    ]
+
+    # Done, as a divergence is: the identical command skips every job.
+    again = sweep(tmp_path, conf)
+    assert (
+        again.returncode == 0
+        and "TEST LOSS NOT FINITE" not in again.stdout
+        and again.stdout.count(" ok | ") == 0
+    ), again.stdout[-2000:]

@@ -30,6 +30,12 @@ from src.core.ports import free_port
 
 NODES = ("node1", "node2")
 PARTITION = "cpu"
+# The sweep the banner prints, as this cluster can run it: conf/cluster/slurm.yaml's defaults are a GPU
+# cluster's (8 CPUs per task), which its nodes (this machine's cores each) could never start.
+SWEEP_OVERRIDES = (
+    "cluster=slurm", "cluster.accelerator=cpu", "cluster.devices=1", f"cluster.num_nodes={len(NODES)}",
+    f"hydra.launcher.partition={PARTITION}", "hydra.launcher.cpus_per_task=1",
+)  # fmt: skip
 READY_S = 30.0  # how long the daemons get to come up
 
 
@@ -193,8 +199,9 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"error: {err}") from None
     print(f"[normsweep] SLURM up: nodes {', '.join(NODES)} in partition {PARTITION}; in another shell:\n"
           f"  export SLURM_CONF={cluster.conf} MASTER_ADDR=127.0.0.1\n"
-          f"  python -m src.train -m cluster=slurm cluster.accelerator=cpu cluster.devices=1 hydra.launcher.partition={PARTITION} "
-          "logger.tracking_uri=http://127.0.0.1:5050   # a team server (make server)\n"
+          f"  python -m src.train -m {' '.join(SWEEP_OVERRIDES[:4])} \\\n"
+          f"    {' '.join(SWEEP_OVERRIDES[4:])} \\\n"
+          "    logger.tracking_uri=http://127.0.0.1:5050   # a team server (make server)\n"
           "Ctrl+C stops it", flush=True)  # fmt: skip
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:

@@ -28,6 +28,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, open_dict
 
 from src.core.compositions import job_config
+from src.core.parent_death import terminated_with_parent
 from src.launch.done_jobs import in_order, lost, split_done
 from src.launch.sweep_end import RESULT_AWAITED_ENV, JobFailed, job_failed, without_hydra_line
 from src.launch.torchrun_output import KilledRank, TorchrunOutput
@@ -79,7 +80,9 @@ class NodeLauncher(Launcher):
         threads = os.environ.get("OMP_NUM_THREADS") or str(max(1, (os.cpu_count() or 1) // self.nproc_per_node))
         env = {**os.environ, "OMP_NUM_THREADS": threads, RESULT_AWAITED_ENV: "node"}
         # Read through src/launch/torchrun_output.py: a rank killed by a signal is one line, not 47.
-        proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # torchrun dies with this process, even by SIGKILL, taking the ranks with it (src/core/parent_death.py).
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                preexec_fn=terminated_with_parent())  # fmt: skip
         output = TorchrunOutput(proc.stdout, proc.stderr)  # type: ignore[arg-type]
 
         def forward(signum: int, frame: Any) -> None:  # torchrun passes it on to every worker

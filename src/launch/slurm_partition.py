@@ -101,14 +101,19 @@ def check_partition(config: DictConfig) -> None:
         return f"{cluster_key}={value}" if _value(config, cluster_key) == value else f"{key}={value}"
 
     if biggest.cpus < cpus:
-        too_big = f"{named('hydra.launcher.tasks_per_node', 'cluster.devices', tasks)} x hydra.launcher.cpus_per_task={cpus_per_task}"
+        devices = named("hydra.launcher.tasks_per_node", "cluster.devices", tasks)
+        too_big = f"{devices} x hydra.launcher.cpus_per_task={cpus_per_task}"
         need = f"{cpus} CPUs on each of its {nodes} node(s)"
+        fix = (f"set hydra.launcher.cpus_per_task={biggest.cpus // tasks} or fewer" if biggest.cpus >= tasks
+               else f"set {devices.split('=')[0]}={biggest.cpus} or fewer, with hydra.launcher.cpus_per_task=1")  # fmt: skip
     elif not fit:
         too_big, need = f"hydra.launcher.mem_gb={mem_gb}", f"{memory_mb} MB on each of its {nodes} node(s)"
+        fix = f"set hydra.launcher.mem_gb={biggest.memory_mb // 1024} or less (null: the partition's default)"
     else:  # enough of each node, too few nodes
         too_big, need = named("hydra.launcher.nodes", "cluster.num_nodes", nodes), f"{nodes} nodes"
+        fix = f"set {too_big.split('=')[0]}={len(fit)} or fewer"
     raise ConfigError(
         f"{too_big}: a job needs {need}; {field} has {len(partition.nodes)} node(s), {len(fit)} of them big enough "
         f"(the largest: {biggest.cpus} CPUs, {biggest.memory_mb} MB): the job could never start (SLURM would keep it "
-        "pending); nothing was recorded"
+        f"pending); nothing was recorded: {fix}"
     )

@@ -142,6 +142,7 @@ class UserNorm:
         target = keys[TARGET_KEY]
         factory = _import(target)
         names, open_kwargs = _parameters(factory)
+        _refuse_what_is_not_a_norm(target, factory, names, open_kwargs)
         width_arg = keys.get(WIDTH_ARG_KEY)
         if width_arg is not None and width_arg not in names and not open_kwargs:
             raise ValueError(
@@ -178,6 +179,24 @@ class UserNorm:
                 "name an nn.Module class, or a function that returns one"
             )
         return built
+
+
+def _refuse_what_is_not_a_norm(target: str, factory: Callable[..., Any], names: list[str], open_kwargs: bool) -> None:
+    """What its signature already says, before it is called: a class that is not an nn.Module, or a
+    callable with no argument for the model's width (else building it would fail for another reason)."""
+    if inspect.isclass(factory) and not issubclass(factory, nn.Module):
+        raise ValueError(f"{TARGET_KEY}: {target} is a class but not an nn.Module: name a norm class (an nn.Module) or a function that returns one")
+    if names or open_kwargs:
+        return
+    if inspect.isclass(factory):
+        raise ValueError(
+            f"{TARGET_KEY}: {target} takes no argument for the model's width ({target.rsplit('.', 1)[-1]}.__init__(self)): a norm "
+            f"is built at the width, its first argument (or the one {WIDTH_ARG_KEY}: names)"
+        )
+    raise ValueError(
+        f"{TARGET_KEY}: {target} takes no arguments, so it is not a norm class: name an nn.Module class that takes the model's "
+        f"width (or a function that returns one)"
+    )
 
 
 # --- the check that it behaves as a norm of the model ------------------------------------------

@@ -27,6 +27,7 @@ from src.report.commands.status import status_text
 from src.report.judge.pairs import Margins, default_margin, reference_setting, settings
 from src.report.read.runs import open_store
 from src.report.render.terminal import links_text, ui_links
+from src.tracking.server_client import ServerLost
 from src.tracking.store_uri import StoreError, redact_uri
 from src.tracking.sweep import JOBS_FILE, STALE_AFTER_S, running_sweep
 from src.tracking.tags import HOST_TAG, PID_TAG
@@ -124,6 +125,8 @@ def named_as_given(args: argparse.Namespace) -> int:
     (the store names the config's key, `logger.tracking_uri`, which the training commands take)."""
     try:
         return report(args)
+    except ServerLost as err:  # its database or the server died: a fault, said in one line without a run's words
+        raise ReportError(err.what) from None
     except paths.ConfigError as err:
         shown = redact_uri(args.tracking_uri or "")  # the store's messages show the URI without its secrets
         key = f"logger.tracking_uri={shown}"

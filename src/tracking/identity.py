@@ -58,6 +58,8 @@ ADDED_LATER = {
     "data.order": "drawn",
     "test_weights": "final",
 }
+# Such a run's init as the report names it, wherever it does (variants, headline, the study's code line).
+INIT_RECORDED_BEFORE = f"{INIT_BEFORE_THE_KEY} (recorded before {INIT_KEY})"
 
 FINGERPRINT_CHARS = 16
 LAST = "last.ckpt"  # a run's checkpoint, in its folder: the end state, or where it stopped

@@ -22,6 +22,7 @@ from src.tracking.store_uri import redact_uri
 from src.tracking.tags import (
     CLUSTER_TAG,
     DIVERGED,
+    EVAL_NOT_FINITE,
     FINISHED,
     MODEL_TAG,
     NORM_FAMILY_TAG,
@@ -101,7 +102,7 @@ class RecordSpec:
 @dataclass
 class RunResult:
     name: str  # the run's name: its variant and seed (`torch_rmsnorm · post-s1`), as in the MLflow UI
-    outcome: str  # finished | diverged (| running: another process is training it)
+    outcome: str  # finished | diverged | eval not finite (| running: another process is training it)
     train_time_s: float
     tokens_per_sec: float
     first_train_loss: float | None
@@ -109,12 +110,25 @@ class RunResult:
     test_loss: float | None
     run_id: str | None
     diverged_at_step: int | None = None
+    val_not_finite_at_step: int | None = None  # the first validation whose loss was NaN or infinite
+
+    def status_word(self) -> str:
+        """The job line's word for its outcome: `ok`, `DIVERGED at step 5`, `VALIDATION LOSS NOT FINITE at step 2`."""
+        if self.outcome == DIVERGED:
+            return f"DIVERGED at step {self.diverged_at_step}"
+        if self.outcome != EVAL_NOT_FINITE:
+            return "ok"
+        if self.test_loss is not None and not math.isfinite(self.test_loss):
+            return "TEST LOSS NOT FINITE"
+        if self.val_not_finite_at_step is not None:
+            return f"VALIDATION LOSS NOT FINITE at step {self.val_not_finite_at_step}"
+        return "EVAL LOSS NOT FINITE"  # a skipped job's record: its NaN was not kept
 
     def summary(self) -> str:
         def fmt(v: float | None) -> str:
             return "n/a" if v is None else f"{v:.4f}"
 
-        status = f"DIVERGED at step {self.diverged_at_step}" if self.outcome == DIVERGED else "ok"
+        status = self.status_word()
         result = (
             f"[normsweep] {self.name} {status} | train {self.train_time_s:.1f} s | {self.tokens_per_sec:,.0f} tok/s"
             f" | train loss {fmt(self.first_train_loss)} -> {fmt(self.final_train_loss)} | test loss {fmt(self.test_loss)}"

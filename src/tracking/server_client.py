@@ -165,11 +165,10 @@ def refuse_if_database_lost(uri: str, cause: str) -> None:
     except Exception:  # nothing answers: the caller's message says so
         return
     if health.status_code == 200:
-        raise DatabaseLost(
-            f"{FIELD}={redact_uri(uri)}: the tracking server answers, but its database does not ({cause}, "
-            "from its API); nothing was recorded for this run: restart the database (a team server: stop it and start it "
-            "again, make server), then re-run the same command"
-        )
+        fault = f"{FIELD}={redact_uri(uri)}: the tracking server answers, but its database does not ({cause}, from its API)"
+        fix = "restart the database (a team server: stop it and start it again, make server), then re-run the same command"
+        # `what`: the fault and its fix alone, for a command that records nothing (src.report).
+        raise DatabaseLost(f"{fault}; nothing was recorded for this run: {fix}", what=f"{fault}: {fix}")
 
 
 def probe_server(uri: str) -> None:

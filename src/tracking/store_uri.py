@@ -130,10 +130,8 @@ def refuse_credentials(arguments: Sequence[str]) -> None:
 def check_uri(uri: str) -> None:
     """Every check the URI gets by itself, in this order (the first that fails is the one reported);
     raises `StoreError`. Opens nothing, creates nothing."""
+    check_uri_text(uri)
     where = f"{FIELD}={redact_uri(uri)}"  # as every message shows the URI
-    if has_credentials(uri):
-        raise StoreError(credentials_error(where))
-    _check_scheme(uri, where)
     if is_server(uri):
         return  # a server is checked by asking it (src.tracking.server_client)
     db = sqlite_path(uri)
@@ -141,6 +139,15 @@ def check_uri(uri: str) -> None:
         _check_driver(uri, where)  # a database URI (any other store names no driver)
     else:
         _check_sqlite_path(db, where)
+
+
+def check_uri_text(uri: str) -> None:
+    """The checks of the URI's text alone (no credentials, a scheme MLflow has a store for): the
+    config's checks run them before torch, Lightning or MLflow is imported; raises `StoreError`."""
+    where = f"{FIELD}={redact_uri(uri)}"
+    if has_credentials(uri):
+        raise StoreError(credentials_error(where))
+    _check_scheme(uri, where)
 
 
 def _check_scheme(uri: str, where: str) -> None:

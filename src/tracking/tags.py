@@ -62,24 +62,41 @@ BENCH_VARIANTS = "variants"  # BENCH_TAG's value on a `python -m src.bench varia
 BENCH_RUN_NAME = "bench-variants"  # that run's name
 SPEED_CHECK_RUN_NAME = "speed-check"  # ...when a sweep ran it, nested under the sweep's run
 
+# A resumed run's training time before this attempt, a final metric beside `train_time_s` (which counts
+# every attempt): a command's own training time is the difference (src/launch/time_split.py).
+EARLIER_TRAIN_TIME = "earlier_train_time_s"
+
 # --- outcomes: the value of OUTCOME_TAG ----------------------------------------------------------
 RUNNING = "running"
 FINISHED = "finished"
 DIVERGED = "diverged"  # a result, but not a trained model
+# Trained through, but a validation or test loss was NaN or infinite (e.g. a norm that breaks only in
+# eval mode): a result, as a divergence is, never a finished run with a usable test loss.
+EVAL_NOT_FINITE = "eval not finite"
 FAILED = "failed"  # an exception escaped
 PREEMPTED = "preempted"  # SIGTERM with a checkpoint to resume from
 KILLED = "killed"  # Ctrl+C
 LOST = "lost"  # RUNNING in MLflow, but its process is gone
 INCOMPLETE = "incomplete"  # a sweep run whose jobs did not all produce a result
 
-RESULT_OUTCOMES = (FINISHED, DIVERGED)
+RESULT_OUTCOMES = (FINISHED, DIVERGED, EVAL_NOT_FINITE)
+UNUSABLE_RESULTS = (DIVERGED, EVAL_NOT_FINITE)  # a result without a test loss to compare
 INTERRUPTED_OUTCOMES = (PREEMPTED, LOST, KILLED)
-RUN_OUTCOMES = (FINISHED, DIVERGED, FAILED, PREEMPTED, LOST, KILLED)  # a training run's, once closed
+RUN_OUTCOMES = (
+    FINISHED,
+    DIVERGED,
+    EVAL_NOT_FINITE,
+    FAILED,
+    PREEMPTED,
+    LOST,
+    KILLED,
+)  # a training run's, once closed
 
 # MLflow's run status for each outcome.
 OUTCOME_STATUS = {
     FINISHED: "FINISHED",
     DIVERGED: "FAILED",
+    EVAL_NOT_FINITE: "FAILED",
     FAILED: "FAILED",
     KILLED: "KILLED",
     PREEMPTED: "KILLED",

@@ -314,6 +314,40 @@ def _stop_as_ctrl_c(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+WATCH_S = 1.0  # how often the team server looks at its three processes
+
+
+def _postmaster_alive(pgdata: Path) -> int | None:
+    """PostgreSQL's postmaster pid while it runs (None once it is gone: killed, or crashed)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        pid = int((pgdata / "postmaster.pid").read_text().split()[0])
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return pid if state != "Z" else None
+    return None
+
+
+def watch(server: TeamServer) -> str:
+    """Wait while `mlflow server`, PostgreSQL and the guard all run; the line saying which one ended.
+    Any of them gone ends the team server (its `finally` stops the others): an MLflow server over a
+    dead database answered /health 200 while its API answered 503, and one unguarded ran on silently."""
+    assert server.mlflow_proc is not None
+    postmaster = _postmaster_alive(server.pgdata)
+    again = "then start the team server again (the same command: the same data)"
+    while True:
+        code = server.mlflow_proc.poll()
+        if code is not None:
+            how = f"signal {-code}" if code < 0 else f"status {code}"
+            return f"error: mlflow server exited by itself ({how}); PostgreSQL stopped too; see {server.state_dir / 'mlflow-server.log'}, {again}"
+        if postmaster is not None and _postmaster_alive(server.pgdata) is None:
+            server.postgres_started = False  # nothing left to stop
+            return (f"error: PostgreSQL (pid {postmaster}) stopped by itself; mlflow server stopped too (it cannot record "
+                    f"without it); see {server.pgdata / 'server.log'}, {again}")  # fmt: skip
+        if server.guard is not None and server.guard.poll() is not None:
+            return (f"error: the team server's guard (pid {server.guard.pid}) stopped by itself, so a kill of this process "
+                    f"would leave both servers running; both stopped, {again}")  # fmt: skip
+        time.sleep(WATCH_S)
+
+
 def serve(server: TeamServer) -> str:
     """Start both servers and wait for `mlflow server` to end; the line saying why it ended. The
     servers are stopped on every way out (Ctrl+C, SIGTERM, a failed start)."""
@@ -328,12 +362,7 @@ def serve(server: TeamServer) -> str:
             "Ctrl+C (or SIGTERM) stops both",
             flush=True,
         )
-        assert server.mlflow_proc is not None
-        code = server.mlflow_proc.wait()
-        return (
-            f"error: mlflow server exited by itself ({'signal ' + str(-code) if code < 0 else 'status ' + str(code)}); "
-            f"PostgreSQL stopped too; see {server.state_dir / 'mlflow-server.log'}, then start the team server again"
-        )
+        return watch(server)
     except KeyboardInterrupt:
         return "[normsweep] team server stopped (PostgreSQL and mlflow server)"
     finally:

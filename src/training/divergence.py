@@ -18,10 +18,21 @@ class DivergenceMonitor(L.Callback):
     def __init__(self) -> None:
         self.diverged_at_step: int | None = None
         self.last_finite_loss: float | None = None
+        # The step of the first validation whose loss was not finite (training goes on: its own loss
+        # is finite); the run then ends `eval not finite`, not finished (src/training/run_life.py).
+        self.val_not_finite_at_step: int | None = None
 
     @property
     def diverged(self) -> bool:
         return self.diverged_at_step is not None
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # After the module's epoch end has booked the loss (callbacks' epoch-end hooks run before it).
+        value = trainer.callback_metrics.get("val/val_loss")
+        if trainer.sanity_checking or value is None or self.val_not_finite_at_step is not None:
+            return
+        if not math.isfinite(float(value)):
+            self.val_not_finite_at_step = trainer.global_step
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, batch_idx: int

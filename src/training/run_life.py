@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 import logging
-import resource
+import math
 import signal
 import warnings
 from dataclasses import asdict
@@ -31,13 +31,14 @@ from src.core.budget import Budget
 from src.core.cli import in_multirun
 from src.core.devices import DeviceSpec, configure_matmul_precision
 from src.core.interrupts import OneCtrlC
+from src.core.memory_peak import JOB_PEAK, PROCESS_PEAK, high_water_mb, process_peak_mb, reset_peak
 from src.core.paths import ConfigError
 from src.data.datamodule import TokenDataModule, build_datamodule
 from src.tracking.identity import LAST
 from src.tracking.record import RunResult
 from src.tracking.run_plan import RunPlan, decided_once, open_tracker, plan_run, release
 from src.tracking.store import Store
-from src.tracking.tags import DIVERGED, FINISHED
+from src.tracking.tags import DIVERGED, EARLIER_TRAIN_TIME, EVAL_NOT_FINITE, FINISHED
 from src.tracking.tracker import TokenCacheRef, Tracker
 from src.training.callbacks import RunCallbacks
 from src.training.failures import failed_after_recording, keep_traceback, route_store_errors_to_log
@@ -163,19 +164,24 @@ def check_not_relaunching_sweep(world_size: int) -> None:
 def describe(result: RunResult) -> str:
     """The run's one-paragraph description (its note in the MLflow UI)."""
     test = f"test loss {result.test_loss:.4f}" if result.test_loss is not None else "no test loss"
-    outcome = f"diverged at step {result.diverged_at_step}" if result.outcome == DIVERGED else result.outcome
+    outcome = (
+        result.status_word().lower() if result.outcome in (DIVERGED, EVAL_NOT_FINITE) else result.outcome
+    )
     return (
         f"**{result.name}**: {outcome}; {test}; trained {result.train_time_s:,.1f} s at "
         f"{result.tokens_per_sec:,.0f} tokens/s (run average)."
     )
 
 
-def final_metrics(result: RunResult, module: GPTLitModule, steps_done: int, budget: Budget) -> dict[str, float]:
-    """The run's headline numbers and its test loss, logged once (at the tracker's summary step)."""
+def final_metrics(
+    result: RunResult, module: GPTLitModule, steps_done: int, budget: Budget, own_peak: bool = False
+) -> dict[str, float]:
+    """The run's headline numbers and its test loss, logged once (at the tracker's summary step).
+    `own_peak`: the CPU's peak resident size was reset as this job's fit started (src/core/memory_peak.py)."""
     final = {
         "train_time_s": result.train_time_s,
         "avg_tokens_per_sec": result.tokens_per_sec,  # the study's definition: tokens / training time
-        "peak_memory_mb": peak_memory_mb(module.device),
+        **peak_memory(module.device, own_peak),
         "n_params": float(module.stats.n_params),
         "steps_done": float(steps_done),
     }
@@ -193,12 +199,14 @@ def final_metrics(result: RunResult, module: GPTLitModule, steps_done: int, budg
     return final
 
 
-def peak_memory_mb(device: torch.device) -> float:
+def peak_memory(device: torch.device, own_peak: bool) -> dict[str, float]:
+    """The job's peak memory under its one name; on a CPU whose peak could not be reset as the job
+    started, the process's running peak under another name (in a sequential multirun it is every
+    earlier job's too)."""
     if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**20
-    # CPU: peak resident set size of the process (Linux reports KiB); process-wide, so in a
-    # sequential multirun it is the peak so far, not only this job's.
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        return {JOB_PEAK: torch.cuda.max_memory_allocated(device) / 2**20}
+    job = high_water_mb() if own_peak else None
+    return {JOB_PEAK: job} if job is not None else {PROCESS_PEAK: process_peak_mb()}
 
 
 
@@ -224,6 +232,7 @@ class RunLife(L.Callback):
         self.outcome: str | None = None
         self.note: str | None = None
         self.fitting = False  # the Trainer set the fit up: what fails from here on is the run's
+        self.own_peak = False  # the CPU's peak resident size was reset as the fit started
         self._sigint: OneCtrlC | None = None  # held while the run is live (`with life:`)
 
     @classmethod
@@ -257,8 +266,10 @@ class RunLife(L.Callback):
         return [self, *self.run.all()]
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        if not self.fitting and torch.cuda.is_available():
-            torch.cuda.reset_peak_memory_stats()  # this run's peak: sequential multirun jobs share the process
+        if not self.fitting:  # this run's peak: sequential multirun jobs share the process
+            if torch.cuda.is_available():
+                torch.cuda.reset_peak_memory_stats()
+            self.own_peak = reset_peak()
         self.fitting = True
         if self.store is None or self.tracker is not None:
             return
@@ -277,18 +288,25 @@ class RunLife(L.Callback):
         diverged) when the `with` block ends."""
         budget, tracking, monitor, tracker = module.budget, self.run.tracking, self.run.divergence, self.tracker
         train_time_s = tracking.train_time_s()
+        test_loss = None if monitor.diverged else module.test_loss
+        eval_broken = monitor.val_not_finite_at_step is not None or (
+            test_loss is not None and not math.isfinite(test_loss)
+        )
         result = RunResult(
             name=self.spec.shown_name,  # the MLflow run's: its variant, apart
-            outcome=DIVERGED if monitor.diverged else FINISHED,
+            outcome=DIVERGED if monitor.diverged else EVAL_NOT_FINITE if eval_broken else FINISHED,
             train_time_s=train_time_s,
             tokens_per_sec=trainer.global_step * budget.tokens_per_step / train_time_s,
             first_train_loss=module.first_train_loss,
             final_train_loss=monitor.last_finite_loss if monitor.diverged else module.last_train_loss,
-            test_loss=None if monitor.diverged else module.test_loss,
+            test_loss=test_loss,
             run_id=tracker.run_id if tracker else None,
             diverged_at_step=monitor.diverged_at_step,
+            val_not_finite_at_step=monitor.val_not_finite_at_step,
         )
-        final = final_metrics(result, module, trainer.global_step, budget)
+        final = final_metrics(result, module, trainer.global_step, budget, self.own_peak)
+        if tracking.prior_train_time_s > 0:  # resumed: what earlier attempts trained (src/launch/time_split.py)
+            final[EARLIER_TRAIN_TIME] = tracking.prior_train_time_s
         best = self.run.best
         if result.test_loss is not None and best is not None and best.best_step is not None:
             final["test_weights_step"] = float(best.best_step)  # the step whose weights the test loss scored

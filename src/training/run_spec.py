@@ -39,6 +39,7 @@ from src.data.tokenizer import VOCAB_SIZE
 from src.tracking.identity import CheckpointSpec, Identity, checkpoint_folder
 from src.tracking.record import RecordSpec, StoreSpec
 from src.tracking.store import NAME_MAX
+from src.tracking.store_uri import check_uri_text
 from src.tracking.sweep import CODE_POLICIES, POLICIES
 from src.tracking.tags import (
     NORM_EPS_TAG,
@@ -328,6 +329,8 @@ def validate(cfg: DictConfig) -> GPTConfig:
     _require(sw.stale_after_s > sw.heartbeat_s, "sweep.stale_after_s", f"must exceed sweep.heartbeat_s={sw.heartbeat_s}")
     _require(cfg.cluster.devices >= 1, "cluster.devices", f"must be >= 1, got {cfg.cluster.devices}")
     _require(cfg.cluster.num_nodes >= 1, "cluster.num_nodes", f"must be >= 1, got {cfg.cluster.num_nodes}")
+    if cfg.logger.enabled:  # its text, as the other values: what the store answers is asked when it is opened
+        check_uri_text(str(cfg.logger.tracking_uri))
     check_store_placement(cfg)
     if "workers" in cfg.cluster:  # cpu_pool / gpu_pool: single-process jobs side by side (src/launch/pool.py)
         c = cfg.cluster

@@ -77,7 +77,7 @@ from src.stats.verdicts import (
     read_alike,
     speed_bounds,
 )
-from src.tracking.tags import DIVERGED, FINISHED
+from src.tracking.tags import DIVERGED, FINISHED, RESULT_OUTCOMES
 from src.tracking.variants import Axis
 
 HEADING = "Against the published study"  # the section's name (src.report.words.study and the renderers print it)
@@ -341,7 +341,9 @@ def part_finding(claim: StudyClaim, part: Part, e: Evidence) -> Finding:
 
 # --- claim 6: an event ----------------------------------------------------------------------------------
 
-ENDED = (FINISHED, DIVERGED)  # a run that trained through or diverged; failed, killed or running ones did neither
+# A run that trained through (its evaluation may have broken: `eval not finite`) or diverged; failed,
+# killed or running ones did neither.
+ENDED = RESULT_OUTCOMES
 
 
 def divergence(part: Part, e: Evidence) -> Divergence:
@@ -353,7 +355,7 @@ def divergence(part: Part, e: Evidence) -> Divergence:
     normalized = e.runs[e.runs.variant.isin([v for n, v in e.labels.items() if v and n != part.b])]
     own, theirs = runs[runs.outcome.isin(ENDED)], normalized[normalized.outcome.isin(ENDED)]
     first = own[own.outcome == DIVERGED].stopped_at_step.min()
-    short = theirs[(theirs.outcome == FINISHED) & (theirs.steps_done < first)] if math.isfinite(first) else theirs.iloc[:0]
+    short = theirs[(theirs.outcome != DIVERGED) & (theirs.steps_done < first)] if math.isfinite(first) else theirs.iloc[:0]
     counted = theirs.drop(short.index)
     event = Event(int((own.outcome == DIVERGED).sum()), len(own), int((counted.outcome == DIVERGED).sum()), len(counted))
     trained = runs[runs.outcome == FINISHED].steps_done.dropna()

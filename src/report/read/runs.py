@@ -22,15 +22,17 @@ import pandas as pd
 from src.report.read.published import MODEL_AXES, STUDY_CODE
 from src.report.read.table import AXIS_PREFIX, order_of
 from src.report.read.table import UNKNOWN as UNKNOWN_FAMILY
+from src.tracking.identity import INIT_KEY, INIT_RECORDED_BEFORE
 from src.tracking.store import Store
 from src.tracking.store_uri import redact_uri, sqlite_path
-from src.tracking.sweep import PARENT_ENV, STALE_AFTER_S, latest_sweep_run, run_state
+from src.tracking.sweep import PARENT_ENV, STALE_AFTER_S, latest_sweep_run, predates_init, run_state
 from src.tracking.tags import (
     BENCH_TAG,
     BENCH_VARIANTS,
     CODE_FINGERPRINT_TAG,
     DEVICE_TAG,
     DIVERGED,
+    EVAL_NOT_FINITE,
     FINGERPRINT_TAG,
     FINISHED,
     GIT_COMMIT_TAG,
@@ -47,6 +49,7 @@ from src.tracking.tags import (
     NORM_TAG,
     NORM_TARGET_TAG,
     NOTE_TAG,
+    RESULT_OUTCOMES,
     SEED_TAG,
     SUPERSEDED_TAG,
     SWEEP_TAG,
@@ -194,15 +197,16 @@ def _row(store: Store, run: Run, variants: Variants, stale_after_s: float) -> di
         "norm_target": tags.get(NORM_TARGET_TAG, ""),  # its class or factory, as data (the study section names it)
         "commit": tags.get(GIT_COMMIT_TAG, "")[:7] + ("-dirty" if tags.get(GIT_DIRTY_TAG) == "true" else ""),
     }
-    row.update(setting_of(run.data.params, tags))
+    row.update(setting_of(run.data.params, tags))  # "" where unrecorded: no difference from the study
     row.update({f"{AXIS_PREFIX}{name}": value for name, value in variants.parts[run_id].items()})
     for column, key in METRIC_COLUMNS.items():
         row[column] = metrics.get(key, math.nan)
     # Where an unfinished run stopped: the divergence step, else the steps it completed.
     stopped = row["diverged_at_step"] if outcome == DIVERGED else row["steps_done"]
-    if outcome != FINISHED and math.isnan(stopped):
+    trained_through = outcome in (FINISHED, EVAL_NOT_FINITE)  # it did not stop: its evaluation broke
+    if not trained_through and math.isnan(stopped):
         stopped = _last_step(store, run.info.run_id)
-    row["stopped_at_step"] = stopped if outcome != FINISHED else math.nan
+    row["stopped_at_step"] = math.nan if trained_through else stopped
     return row
 
 
@@ -220,7 +224,10 @@ def recorded_params(run: Run) -> dict[str, str]:
     """The run's params, with the norm and seed its tags name (records that logged no such param)."""
     tags = run.data.tags
     seed = tags.get(SEED_TAG)
-    return {NORM_KEY: tags[NORM_TAG], **({SEED_KEY: seed} if seed is not None else {}), **run.data.params}
+    params = {NORM_KEY: tags[NORM_TAG], **({SEED_KEY: seed} if seed is not None else {}), **run.data.params}
+    if predates_init(run):  # its init by its one label, not a missing value (`init=none`, `None`)
+        params[INIT_KEY] = INIT_RECORDED_BEFORE
+    return params
 
 
 def variant_ranks(runs: pd.DataFrame, variants: Variants) -> list[int]:
@@ -259,7 +266,7 @@ def load_sweep(experiment: str, store: Store, stale_after_s: float = STALE_AFTER
     # so does a run a sweep started in its place (SUPERSEDED_TAG: left out above).
     older = ["|".join(map(str, key)) for key in runs[RUN_KEY].itertuples(index=False)]
     same = runs.fingerprint.where(runs.fingerprint != "", pd.Series(older, index=runs.index))
-    with_result = runs.outcome.isin((FINISHED, DIVERGED))
+    with_result = runs.outcome.isin(RESULT_OUTCOMES)
     by_preference = with_result.sort_values(kind="stable").index  # start order kept within each
     latest = runs.loc[by_preference][~same.loc[by_preference].duplicated(keep="last")]
     ordered = latest.sort_values(RUN_KEY).reset_index(drop=True)

@@ -19,7 +19,7 @@ import pandas as pd
 from src.core.tables import markdown_table, text_table  # noqa: F401  (the report's writers)
 from src.report.read.timing import most_at_once
 from src.stats.inference import mean_ci
-from src.tracking.tags import DIVERGED, FAILED, FINISHED, INTERRUPTED_OUTCOMES, RUNNING
+from src.tracking.tags import DIVERGED, EVAL_NOT_FINITE, FAILED, FINISHED, INTERRUPTED_OUTCOMES, RUNNING
 from src.tracking.variants import REFERENCE_VARIANT
 
 FAMILIES = ("layernorm", "rmsnorm", "dyt", "scalenorm", "none")  # the table's order; others follow
@@ -90,7 +90,7 @@ def _stopped_note(runs: pd.DataFrame) -> str:
     """'diverged at step 530', or '2/3 diverged (steps 120, 340)'; failed, running and interrupted
     (pre-empted, lost, killed) runs alike."""
     notes = []
-    for outcome in (DIVERGED, FAILED, RUNNING, *INTERRUPTED_OUTCOMES):
+    for outcome in (DIVERGED, EVAL_NOT_FINITE, FAILED, RUNNING, *INTERRUPTED_OUTCOMES):
         hit = runs[runs.outcome == outcome]
         if hit.empty:
             continue

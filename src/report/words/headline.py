@@ -46,7 +46,7 @@ from src.report.words.study import absent_text
 from src.report.words.study_setting import seeds_per_variant
 from src.stats.inference import MIN_SEEDS
 from src.stats.verdicts import ClaimWord, PairWord, SpeedWord
-from src.tracking.tags import DIVERGED, FINISHED
+from src.tracking.tags import DIVERGED, EVAL_NOT_FINITE, FINISHED
 from src.tracking.variants import NORM_AXIS
 
 if TYPE_CHECKING:
@@ -288,7 +288,8 @@ def _no_interval(r: Result | None, runs: pd.DataFrame, first: str, other: str, n
 
 
 def _diverged(runs: pd.DataFrame, name: Callable[[str], str]) -> str:
-    """`no_norm diverged (1/1 runs, step 4)`: the variants that diverged, where and how often."""
+    """`no_norm diverged (1/1 runs, step 4)`, `my_norm: eval loss not finite (2/2 runs)`: the variants
+    that diverged or trained through to a NaN or infinite validation or test loss, and how often."""
     out = []
     for variant, group in runs.groupby("variant", sort=False):
         gone = group[group.outcome == DIVERGED]
@@ -296,6 +297,9 @@ def _diverged(runs: pd.DataFrame, name: Callable[[str], str]) -> str:
             steps = sorted({int(x) for x in gone.stopped_at_step.dropna()})
             at = f", step {'/'.join(f'{x:,}' for x in steps[:3])}" if steps else ""
             out.append(f"{name(str(variant))} diverged ({len(gone)}/{len(group)} runs{at})")
+        broken = group[group.outcome == EVAL_NOT_FINITE]
+        if len(broken):
+            out.append(f"{name(str(variant))}: eval loss not finite ({len(broken)}/{len(group)} runs)")
     return ", ".join(out)
 
 

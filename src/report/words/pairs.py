@@ -20,7 +20,7 @@ import pandas as pd
 
 from src.report.judge.pairs import METRICS, NO_NORM, Result, Unmatched, family_of
 from src.report.judge.sequential import with_verdicts
-from src.report.words.common import how_paired
+from src.report.words.common import how_paired, run_counts
 from src.report.words.jobs import how_jobs_ran
 from src.report.words.numbers import (
     NATS,
@@ -174,7 +174,11 @@ def section_sentences(a: Analysis) -> list[str]:
 def nothing_to_compare(a: Analysis) -> str:
     if len(a.table) == 1:  # e.g. a sweep of the seed alone
         return f"No pairs to compare: every run is one variant ({a.table.variant.iloc[0]}); nothing but the seed varied."
-    return "No pairs to compare."
+    # A variant without a finished run has nothing to pair: said with how its runs ended (diverged, a
+    # NaN evaluation, failed), as the table counts them.
+    none = [v for v, n in zip(a.table.variant, a.table.finished, strict=True) if n == 0]
+    why = "; ".join(f"{v} has no finished run ({run_counts(a.runs[a.runs.variant == v])})" for v in none)
+    return f"No pairs to compare: {why}." if why else "No pairs to compare."
 
 
 def speed_sentences(a: Analysis) -> list[str]:

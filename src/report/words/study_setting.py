@@ -17,7 +17,7 @@ from src.report.read.claims import SPEED, ClaimsFile, Setting, table_effect
 from src.report.read.published import STUDY
 from src.report.read.table import most_seeds
 from src.report.words.table import DASH, with_ci
-from src.tracking.identity import INIT_BEFORE_THE_KEY, INIT_KEY
+from src.tracking.identity import INIT_KEY, INIT_RECORDED_BEFORE
 from src.tracking.tags import FINISHED
 
 
@@ -59,7 +59,7 @@ def code_line(runs: pd.DataFrame, study: Mapping[str, str | None], who: str = "t
     for key in keys:
         column = runs[key] if key in runs else pd.Series(dtype=object)
         if key == INIT_KEY:
-            column = column.replace("", f"{INIT_BEFORE_THE_KEY} (recorded before {INIT_KEY})")
+            column = column.replace("", INIT_RECORDED_BEFORE)
         ours[key] = _values(column)
     differs = [k for k in keys if ours[k] != str(study.get(k))]
     sweep = ", ".join(f"{k}={v}" for k, v in ours.items())
