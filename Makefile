@@ -10,7 +10,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
 ARGS ?=
 
-.PHONY: install server train sweep sweep-seeds collapse test test-fast test-properties lint ui ui-screenshot data bench-norms bench-train bench-variants clean
+.PHONY: install server train sweep sweep-quick sweep-seeds collapse test test-fast test-properties lint ui ui-screenshot data bench-norms bench-train bench-variants clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,8 +27,22 @@ data: install  ## tokenize the bundled Shakespeare corpus into .cache/data
 train: install  ## one run on the defaults (CPU, Shakespeare, MLflow in ./mlflow.db)
 	$(PY) -m src.train $(ARGS)
 
-sweep: install  ## the five-norm sweep, then the study's table
+# What a CPU sweep answers, said before it runs (the README's "What a CPU sweep can answer" has the measurements).
+define CPU_SWEEP_NOTE
+[normsweep] on a CPU this sweep answers: each pair's kernel speed verdict (the speed check, at its end) and each
+[normsweep] pair's test loss at cpu_small. It tests none of the study's 7 claims (GPT-2 small, 16-bit, A100s: a GPU
+[normsweep] runs experiment=gpt2_small_study), and no_norm's lower loss at 150 steps is the study's init, not a finding.
+endef
+export CPU_SWEEP_NOTE
+
+sweep: install  ## the five-norm sweep, then the study's table (~7.5 min quiet on 2 cores, ~50 min loaded)
+	@echo "$$CPU_SWEEP_NOTE"
+	@echo "[normsweep] expect ~7.5 min on a quiet 2-core CPU (49 min at load average 7); make sweep-quick: a first look"
 	$(PY) -m src.train -m experiment=norm_sweep $(ARGS)
+
+sweep-quick: install  ## a first look in minutes: the five norms' kernel speed verdicts, 2 seeds x 20 steps
+	@echo "[normsweep] a first look: each pair's kernel speed verdict; 20 steps train nothing to judge (docs/sweeps.md)"
+	$(PY) -m src.train -m experiment=norm_sweep_quick $(ARGS)
 
 sweep-seeds: install  ## five norms x three seeds, with statistics
 	$(PY) -m src.train -m experiment=norm_sweep_seeds $(ARGS)

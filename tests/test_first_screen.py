@@ -17,7 +17,14 @@ from mlflow.tracking import MlflowClient
 from src.bench.variants import BELOW_NOISE, share_cell
 from src.core.tables import text_table
 from src.core.terminal import WIDTH, fit, wrap
-from src.tracking.summary import JOB_SPEED_METRIC, JOB_SPEED_SECTION, JOB_SPEED_TAG, job_speed_metrics
+from src.tracking.summary import (
+    JOB_SPEED_METRIC,
+    JOB_SPEED_SECTION,
+    JOB_SPEED_TAG,
+    LOSS_VERDICT_TAG,
+    SPEED_VERDICT_TAG,
+    job_speed_metrics,
+)
 from src.tracking.tags import BENCH_TAG, SPEED_CHECK_RUN_NAME, SWEEP_TAG
 from src.tracking.ui_app import ASSISTANT_OPENED_KEY, RUN_CHARTS_KEY, page_script
 from src.tracking.ui_view import (
@@ -26,7 +33,6 @@ from src.tracking.ui_view import (
     MODEL_METRICS,
     ONE_AFTER_ANOTHER,
     ONE_AFTER_ANOTHER_METRICS,
-    RESULT_METRICS,
     START_VIEW_TAG,
     chart_layout,
     column,
@@ -84,8 +90,11 @@ def test_the_views_lead_with_the_results_and_chart_the_speed_estimate() -> None:
     # The jobs' own times are charted, but apart from the results, in their own section.
     assert {sections[charts[m]["metricSectionId"]] for m in ONE_AFTER_ANOTHER_METRICS} == {ONE_AFTER_ANOTHER}
     view = start_view_state(["sweep"], ["sweep", "check"])
-    assert view["selectedColumns"][: len(RESULT_METRICS)] == [column("metrics", m) for m in RESULT_METRICS]
-    assert column("tags", "outcome") in view["selectedColumns"] and len(view["selectedColumns"]) <= 5
+    assert column("tags", "outcome") in view["selectedColumns"] and len(view["selectedColumns"]) <= 7
+    # Each number beside the verdict read from it, the words a user sorts and filters on.
+    assert view["selectedColumns"][:4] == [column("metrics", "test_loss"), column("tags", LOSS_VERDICT_TAG),
+                                           column("metrics", JOB_SPEED_METRIC), column("tags", SPEED_VERDICT_TAG)]  # fmt: skip
+    assert all(c["runsCountToCompare"] >= 100 for c in layout["compareRunCharts"])  # MLflow's 10 left 5 of 15 jobs out
     # Runs without curves (the sweep run, its speed check) are out of the charts and their legends.
     assert view["runsHiddenMode"] == HIDE_LISTED and view["runsHidden"] == ["sweep", "check"]
     assert view["runsVisibilityMap"] == {"sweep": False, "check": False}

@@ -16,6 +16,8 @@ from importlib.metadata import PackageNotFoundError, version
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from src.core.terminal import say
+
 UNPATCHED_ENV = "NORMSWEEP_UNPATCHED"  # set: every patch falls back to the library as it ships
 _said: set[str] = set()  # the patches whose fallback this process has announced
 
@@ -38,5 +40,5 @@ def patchable(what: str, written_for: dict[str, str], instead: str) -> bool:
         return True
     if what not in _said:
         _said.add(what)
-        print(f"[normsweep] warning: {what} left out: {reason}; {instead}", file=sys.stderr, flush=True)
+        say(f"[normsweep] warning: {what} left out: {reason}; {instead}", sys.stderr)
     return False

@@ -37,6 +37,7 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
+from src.core import terminal
 from src.core.paths import ConfigError
 from src.stats.pairs import pair_label
 from src.stats.settings import METRIC_CHOICES, SETTINGS, check_settings, check_sweeper  # noqa: F401  (the sweeper's settings)
@@ -324,7 +325,7 @@ class SequentialSweeper(Sweeper):
         self.job_idx += len(batch)
         failed = [r for r in returns if r.status == JobStatus.FAILED]
         for r in failed:  # the job's own error is on its log; the look reports the missing result
-            print(f"[normsweep] job failed: {r.overrides}: {r._return_value!r}", file=sys.stderr)
+            terminal.say(f"[normsweep] job failed: {r.overrides}: {r._return_value!r}", sys.stderr)
         return returns
 
     def _decide(
@@ -429,4 +430,5 @@ def describe(c: Comparison) -> str:
 
 
 def say(text: str) -> None:
-    print("\n".join(f"[normsweep] {line}" for line in text.splitlines()), flush=True)
+    for line in text.splitlines():
+        terminal.say(f"[normsweep] {line}")

@@ -74,6 +74,20 @@ def variant_colors(variants: Sequence[str]) -> dict[str, tuple]:
     return {v: s.color for v, s in variant_styles(variants).items()}
 
 
+# The runs that are no variant (a sweep's parent run, its speed check) in the MLflow UI: a grey no variant's
+# colour is, so that no job shares a colour with them.
+NOT_A_VARIANT = "#7f7f7f"
+
+
+def variant_hex(variants: Sequence[str]) -> dict[str, str]:
+    """Each variant's colour as `#rrggbb`: the one the report's figures draw it in (its runs' colour in
+    MLflow's UI, `mlflow.runColor`), never NOT_A_VARIANT (tab10's grey is skipped for it)."""
+    from matplotlib.colors import to_hex
+
+    found = {v: to_hex(c) for v, c in variant_colors(variants).items()}
+    return {v: "#5a5a5a" if h == NOT_A_VARIANT else h for v, h in found.items()}
+
+
 def legend_below(fig: Figure, handles: Sequence[Artist], labels: Sequence[str]) -> None:
     """The legend under the axes, in columns that fit the figure's width; the figure grows by its
     rows, so that constrained layout can place it without covering or cutting anything."""
