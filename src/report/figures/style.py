@@ -105,6 +105,14 @@ def legend_below(fig: Figure, handles: Sequence[Artist], labels: Sequence[str]) 
     fig.legend(handles, labels, loc="outside lower center", ncols=ncols, fontsize=LEGEND_FONT, handlelength=HANDLE_EM)
 
 
+DPI = 120
+# The widest a saved figure is, in pixels: the sweep run's description in MLflow's UI shows its figures at
+# their own size, and one wider than the description's ~900 px at a 1440 px window (beside "About this run") (claims.png's two
+# panels: 1,680) widened the whole description past the window, cutting its sentences mid-word.
+MAX_WIDTH_PX = 900
+
+
 def save(fig: Figure, path: Path) -> Path:
-    fig.savefig(path, dpi=120)
+    """The figure as a PNG at DPI, or at the resolution that keeps it MAX_WIDTH_PX wide (the same drawing, smaller)."""
+    fig.savefig(path, dpi=min(DPI, MAX_WIDTH_PX / fig.get_size_inches()[0]))
     return path
