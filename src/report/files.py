@@ -69,8 +69,8 @@ def write(analysis: Analysis, out_dir: Path) -> list[Path]:
         analysis.stability.to_csv(out_dir / "stability.csv", index=False)
     if analysis.sensitivity is not None:
         analysis.sensitivity.to_csv(out_dir / "lr_sensitivity.csv", index=False)
-    # speed_vs_hand is the jobs' own tokens/s ratio: speed_vs_hand_caveat beside it says how they ran
-    # and that it is not a measurement (src.report.read.table.summarize), as the pages' header does.
+    # The table's speed_vs_hand is the jobs' own tokens/s ratio: table.csv names it load-driven, and a caveat
+    # beside it says how they ran and that it is not a measurement (src.report.words.table.csv_frame).
     csv_frame(analysis.table).to_csv(out_dir / "table.csv", index=False)
     comparisons_frame(analysis).to_csv(out_dir / "comparisons.csv", index=False)
     analysis.runs.to_csv(out_dir / "runs.csv", index=False)
