@@ -180,7 +180,8 @@ def test_each_job_run_carries_its_variants_speed_estimate(five_norms: FiveNorms)
 @pytest.mark.slow
 def test_claims_outside_a_cpu_sweeps_domain_are_drawn_not_testable(five_norms: FiveNorms) -> None:
     from src.report.analysis import analyze
-    from src.report.figures.claims import CHECK_SPEED_TITLE, NOT_TESTABLE, plot_claims
+    from src.report.figures.claims import CHECK_SPEED_TITLE, LABELS, NOT_TESTABLE, plot_claims
+    from src.report.figures.forest import OWN
 
     section = analyze(EXPERIMENT, five_norms.uri).study
     fig = plot_claims(section)
@@ -193,3 +194,10 @@ def test_claims_outside_a_cpu_sweeps_domain_are_drawn_not_testable(five_norms: F
         assert len(said) == rows and all("CPU run" in t.get_text() or "parameters" in t.get_text() for t in said)
         # No dot of this sweep's against the study's band: only the study's diamonds are drawn.
         assert not [line for line in ax.lines if line.get_marker() == "o"]
+    # This sweep's own readings at its own setting, set apart (grey hollow squares), the legend naming them no test;
+    # the title promises no margin it does not draw.
+    own = [line for line in speed_ax.lines if line.get_marker() == OWN["marker"]]
+    assert len(own) == len(speed_ax.get_yticks())  # the speed check timed every pair the speed claims name
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert LABELS["own"] in labels and LABELS["estimate"] not in labels
+    assert "dotted" not in fig.get_suptitle() and "grey square" in fig.get_suptitle()

@@ -6,8 +6,9 @@ the band the claim's words give, the report's equivalence margin (for an equival
 
 A part outside its claim's domain (a CPU sweep against the study's GPU kernels, a model 50× smaller)
 is drawn as *not testable here*: the claim's figure and band with the facts that leave the domain,
-and no dot of this sweep's: set beside the study's band, a CPU's ~0% would read "the effect was not
-there". Its own reading is in the report's claim line. The speed panel's axis names what is drawn:
+and no coloured dot of this sweep's (set beside the study's band, a CPU's ~0% would read "the effect
+was not there"): this sweep's own reading at its own setting is set apart, a grey hollow square below
+the claim's marks, named in the legend as no test of the claim. The speed panel's axis names what is drawn:
 the study's training time, this sweep's step time predicted from its norms' kernels (the speed
 check), or its jobs' training time.
 """
@@ -33,7 +34,8 @@ CHECK_SPEED_TITLE = "time, b vs a (%): the study's training time;\nthis sweep's 
 NOT_TESTABLE = "not testable here"
 STUDY = {"marker": "D", "color": "black", "ms": 5, "mfc": "white", "label": "the study"}  # the study's figure
 LABELS = {"estimate": "this sweep (simultaneous interval)", "span": "the claim's size (its words and figure)",
-          "note": f"{NOT_TESTABLE} (outside the claim's domain)"}  # the legend's words for a row's parts
+          "note": f"{NOT_TESTABLE} (outside the claim's domain)",
+          "own": "this sweep's own reading at its setting (no test of the claim)"}  # the legend's words for a row's parts
 
 
 def not_testable(f: Finding) -> bool:
@@ -93,7 +95,7 @@ def _view(metric: str, parts: list[Finding]) -> tuple[float, float]:
     xs = [0.0]
     for f in parts:
         xs += [f.part.published(metric), *f.part.band(metric)]
-        if not_testable(f):  # no figure of this sweep's drawn
+        if not_testable(f) and not has_interval(f):  # no figure of this sweep's drawn
             continue
         xs += [f.estimate]
         xs += [-f.margin, f.margin] if f.part.asserts == EQUIVALENCE else []
@@ -109,9 +111,10 @@ def _row(section: StudySection, metric: str, scale: float, f: Finding) -> Row:
     for an equivalence, its margin; a part not testable here is a grey row naming why, with no estimate."""
     low, high = f.part.band(metric)
     why = f"{NOT_TESTABLE}: " + ", ".join(x.fact for x in f.outside) if not_testable(f) else ""
+    own = tuple(x * scale for x in (f.estimate, f.low, f.high)) if why and has_interval(f) else None
     return Row(_label(section, f), COLORS[f.word], *(x * scale for x in (f.estimate, f.low, f.high)),
                marks=((f.part.published(metric) * scale, STUDY),), span=(low * scale, high * scale),
-               margin=f.margin * scale if f.part.asserts == EQUIVALENCE else None, note=why)  # fmt: skip
+               margin=f.margin * scale if f.part.asserts == EQUIVALENCE else None, note=why, own=own)  # fmt: skip
 
 
 def plot_claims(section: StudySection) -> Figure | None:
@@ -130,9 +133,13 @@ def plot_claims(section: StudySection) -> Figure | None:
         ax.set_title(_title(metric, title, parts), fontsize="medium")
         ax.locator_params(axis="x", nbins=6)  # readable ticks on a narrow panel
     legend(fig)
-    title = "The study's claims against this sweep (dotted: the report's equivalence margin)"
+    title = "The study's claims against this sweep"
+    if any(f.part.asserts == EQUIVALENCE and not not_testable(f) for f in found):  # a margin is drawn: say what it is
+        title += " (dotted: the report's equivalence margin)"
     if any(not_testable(f) for f in found):
-        said = f"{NOT_TESTABLE}: a claim outside this sweep's setting; this sweep's own reading is in the report, not drawn"
+        own = any(has_interval(f) for f in found if not_testable(f))
+        said = f"{NOT_TESTABLE}: a claim outside this sweep's setting; " + (
+            "this sweep's own reading is the grey square, set apart" if own else "this sweep's own reading is in the report")
         title += "\n" + textwrap.fill(said, 80 * len(panels))  # one panel's width holds 80 characters
     rows_of = {c.claim.number for c in section.claims if any(f in found for f in c.findings)}
     if left := {n: why for n, why in not_drawn(section).items() if n not in rows_of}:
