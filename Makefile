@@ -12,11 +12,16 @@ ARGS ?=
 
 .PHONY: install server train sweep sweep-quick sweep-seeds collapse test test-fast test-properties lint ui ui-screenshot data bench-norms bench-train bench-variants clean
 
+# pip's own notices (a newer pip, running as root, scripts off PATH) are not the project's lines.
+PIP := PIP_ROOT_USER_ACTION=ignore $(PY) -m pip --quiet --disable-pip-version-check --no-input
+PIP_INSTALL := $(PIP) install --no-warn-script-location
+
 $(VENV)/.installed: pyproject.toml
+	@echo "[normsweep] installing into $(VENV): torch ($(TORCH_SPEC)), then the project and its dev tools"
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet "$(TORCH_SPEC)" $(TORCH_PIP_ARGS)
-	$(PY) -m pip install --quiet -e '.[dev]'
+	@$(PIP_INSTALL) --upgrade pip
+	@$(PIP_INSTALL) "$(TORCH_SPEC)" $(TORCH_PIP_ARGS)
+	@$(PIP_INSTALL) -e '.[dev]'
 	touch $@
 
 install: $(VENV)/.installed  ## create .venv and install the project with its dev tools
@@ -70,7 +75,7 @@ lint: install
 
 # Needs PostgreSQL (sudo apt-get install postgresql); ARGS="--port 5060 --dir /data/mlflow-team" (docs/store.md).
 server: install  ## a team tracking server: PostgreSQL + mlflow server on 127.0.0.1:5050, data in .team_server/
-	$(PY) -c 'import psycopg' 2>/dev/null || $(PY) -m pip install --quiet -e '.[server]'
+	$(PY) -c 'import psycopg' 2>/dev/null || $(PIP_INSTALL) -e '.[server]'
 	$(PY) -m src.tracking.team_server $(ARGS)
 
 ui: install  ## browse every run at http://127.0.0.1:5000
@@ -78,7 +83,7 @@ ui: install  ## browse every run at http://127.0.0.1:5000
 
 # Needs Debian's chromium (sudo apt-get install -y chromium); ARGS picks the store and the experiment.
 ui-screenshot: install  ## PNGs of the MLflow UI on a sweep into docs/img/ (runs, charts, report)
-	$(PY) -c 'import playwright' 2>/dev/null || $(PY) -m pip install --quiet -e '.[screenshots]'
+	$(PY) -c 'import playwright' 2>/dev/null || $(PIP_INSTALL) -e '.[screenshots]'
 	PYTHON=$(PY) scripts/ui_screenshot.sh $(or $(ARGS),experiment=norm_sweep)
 
 bench-norms: install

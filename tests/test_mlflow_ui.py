@@ -109,7 +109,8 @@ def test_the_ui_shows_the_answer(tiny_sweep: TinySweep, tiny_client: MlflowClien
     assert not any(k.startswith("normsweep.verdict") for r in runs for k in r.data.tags)
     # One worker on a 2-core machine (MLflow's default is 4), and the link printed is the one served.
     workers = max(1, len(os.sched_getaffinity(0)) // 2)
-    assert f"({workers} server worker{'s' if workers != 1 else ''}; MLflow's job runner off)" in printed
+    said = " ".join(printed.split())  # its lines wrapped to 120 characters
+    assert f"2 processes ({workers} server worker{'s' if workers != 1 else ''}; MLflow's job runner off)" in said
     assert f"{base}/#/experiments?workflowType=machine_learning" in printed
     assert f"{EXPERIMENT}: {ui_link(base, experiment_id)}" in printed
 

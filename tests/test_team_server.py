@@ -183,6 +183,9 @@ def test_server_killed_mid_run_then_back(
     out, _ = resumed_proc.communicate(timeout=300)
     assert resumed_proc.returncode == 0, out[-3000:]
     assert "resuming from its checkpoint" in out
+    # A single run against an http:// store prints only normsweep's lines: not MLflow's "🏃 View run ... /
+    # 🧪 View experiment ..." pair at the run's end (twice, as Lightning and the tracker each closed it).
+    assert "View run" not in out and "View experiment" not in out, out[-3000:]
     runs = training_runs(client, experiment)
     assert [r.info.run_id for r in runs] == [before[0].info.run_id]  # the same run, continued
     run = runs[0]
@@ -195,6 +198,22 @@ def test_server_killed_mid_run_then_back(
                                "val_every_n_steps=12", "optim.lr=3e-3", "logger=none", "checkpoint.enabled=false"]))  # fmt: skip
     print(f"test loss: resumed {run.data.metrics['test_loss']:.6f}, uninterrupted {reference.test_loss:.6f}")
     assert run.data.metrics["test_loss"] == pytest.approx(reference.test_loss, abs=1e-5)
+
+
+@pytest.mark.slow
+def test_a_single_run_against_a_server_prints_only_our_lines(team_server: TeamServer, token_cache_dir: Path, tmp_path: Path) -> None:
+    """One run (no -m) against an http:// store: its lines are normsweep's (7 lines were 2 of ours and
+    MLflow's "🏃 View run ... / 🧪 View experiment ..." pair, printed twice), each within 120 characters."""
+    args = [a for a in _copy_args(tmp_path, token_cache_dir, team_server.uri, "single_http", "progress_bar=false")
+            if not a.startswith("hydra.sweep")]  # fmt: skip
+    proc = subprocess.run([sys.executable, "-m", "src.train", *args], cwd=tmp_path, env={**cli_env(), "PYTHONPATH": str(REPO)},
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert lines and lines[0].startswith("[normsweep] torch_layernorm-s0 ok |"), proc.stdout
+    assert all(ln.startswith(("[normsweep] ", "  ")) for ln in lines), proc.stdout  # ours, or our line's continuation
+    assert "View run" not in proc.stdout + proc.stderr and "View experiment" not in proc.stdout + proc.stderr
+    assert max(map(len, lines)) <= 120
 
 
 def test_two_jobs_logging_one_dataset_at_once_both_succeed(team_server: TeamServer) -> None:
