@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import base64
 import html
-import re
 from pathlib import Path
 
 from src.report.analysis import Analysis
 from src.report.render.sections import Block, Output, blocks
 
-CODE = re.compile(r"`([^`]+)`")  # a Markdown code span, as report.md and the sweep run's description write it
-
 
 def _text(s: str) -> str:
-    """A sentence of the report as HTML: escaped, its `code` spans as <code> (the page showed the backticks)."""
-    return CODE.sub(r"<code>\1</code>", html.escape(s))
+    """A sentence of the report as HTML: escaped, its `code` spans (Markdown's, as report.md and the
+    sweep run's description write them) as <code>; the page showed the backticks. An unpaired one stays."""
+    parts = html.escape(s).split("`")
+    if len(parts) % 2 == 0:  # an odd number of backticks: no spans to tell
+        return "`".join(parts)
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:

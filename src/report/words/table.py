@@ -23,7 +23,8 @@ SPEED_CAVEAT = f"{JOBS_SPEED_COLUMN}_caveat"  # beside it, how the jobs were tim
 
 def csv_frame(table: pd.DataFrame) -> pd.DataFrame:
     """table.csv: the table, `speed_vs_hand` named for what it is (JOBS_SPEED_COLUMN), its caveat beside it."""
-    out = table.rename(columns={"speed_vs_hand": JOBS_SPEED_COLUMN})
+    out = table.copy()
+    out.columns = [JOBS_SPEED_COLUMN if c == "speed_vs_hand" else c for c in out.columns]
     out.insert(list(out.columns).index(JOBS_SPEED_COLUMN) + 1, SPEED_CAVEAT, jobs_caveat(_at_once(table)))
     return out
 
