@@ -19,7 +19,7 @@ from src.report.figures.claims import plot_claims
 from src.report.figures.losses import plot_losses
 from src.report.figures.speed import plot_speed
 from src.report.figures.stability import plot_stability
-from src.report.figures.style import save
+from src.report.figures.style import DESCRIPTION_WIDTH_PX, save
 from src.report.judge.study import StudySection
 from src.report.read.published import STABILITY
 from src.report.render.html import html_page
@@ -56,12 +56,13 @@ def write(analysis: Analysis, out_dir: Path) -> list[Path]:
         figures.append(save(plot_by_axis(analysis.runs, axis), out_dir / file_name(axis)))
     # Speed is drawn only as the check measured it: the jobs' own tokens/s (one after another or at once)
     # rank the machine's load, not the norms.
+    # These two are drawn in the sweep run's description too: no wider than it is at 1440 px.
     speed = plot_speed(analysis.speed_verdicts, analysis.margins.speed)
     if speed is not None:
-        figures.append(save(speed, out_dir / "speed.png"))
+        figures.append(save(speed, out_dir / "speed.png", DESCRIPTION_WIDTH_PX))
     claims = plot_claims(analysis.study)
     if claims is not None:  # the study's claims with an interval: none in a one-seed sweep
-        figures.append(save(claims, out_dir / "claims.png"))
+        figures.append(save(claims, out_dir / "claims.png", DESCRIPTION_WIDTH_PX))
     if analysis.stability is not None:
         # A sweep of the learning rate alone draws its one line once: by_optim_lr.png, with its seeds.
         if axis is None or axis.name != LR_KEY:

@@ -18,10 +18,11 @@ from __future__ import annotations
 import math
 import textwrap
 
+import numpy as np
 from matplotlib.figure import Figure
 
 from src.report.figures.forest import Row, draw_rows, legend
-from src.report.figures.style import new_figure
+from src.report.figures.style import blank_figure
 from src.report.judge.study import Finding, StudySection
 from src.report.read.published import EQUIVALENCE, SPEED, STABILITY
 from src.stats.verdicts import ClaimWord
@@ -30,7 +31,8 @@ COLORS = {ClaimWord.REPRODUCED: "tab:green", ClaimWord.PARTLY: "tab:olive", Clai
           ClaimWord.INCONCLUSIVE: "tab:blue", ClaimWord.NOT_APPLICABLE: "0.55"}
 PANELS = ((SPEED, "training time, b vs a (%)", 100.0), ("test_loss", "test loss, b − a (nats)", 1.0))
 # The speed panel's title when this sweep's figures are the speed check's (Effect.per: kernel rounds).
-CHECK_SPEED_TITLE = "time, b vs a (%): the study's training time;\nthis sweep's step time predicted from its norms' kernels (speed check)"
+CHECK_SPEED_TITLE = ("time, b vs a (%): the study's training time;\nthis sweep's step time predicted from its norms' kernels\n"
+                     "(speed check)")  # three lines: a panel's width beside its row labels
 NOT_TESTABLE = "not testable here"
 STUDY = {"marker": "D", "color": "black", "ms": 5, "mfc": "white", "label": "the study"}  # the study's figure
 LABELS = {"estimate": "this sweep (simultaneous interval)", "span": "the claim's size (its words and figure)",
@@ -125,8 +127,11 @@ def plot_claims(section: StudySection) -> Figure | None:
     panels = [p for p in panels if p[3]]
     if not panels:
         return None
-    rows = max(len(p[3]) for p in panels)
-    fig, axes = new_figure(7 * len(panels), 1.6 + 0.9 * rows, ncols=len(panels))
+    # The panels one above the other, 7 inches wide: side by side (14 inches) the figure was too wide for the
+    # sweep run's description in a 1440 px window, and scaled down there its labels could not be read.
+    sizes = [len(p[3]) for p in panels]
+    fig = blank_figure(7, 1.6 + sum(0.6 + 0.9 * n for n in sizes))
+    axes = list(np.atleast_1d(fig.subplots(len(panels), 1, height_ratios=[0.6 + 0.9 * n for n in sizes])))
     for ax, (metric, title, scale, parts) in zip(axes, panels, strict=True):
         # An interval wider than the view (two seeds, a ratio without bound) runs to its edge, arrowed.
         draw_rows(ax, [_row(section, metric, scale, f) for f in parts], [x * scale for x in _view(metric, parts)], LABELS)
@@ -140,7 +145,7 @@ def plot_claims(section: StudySection) -> Figure | None:
         own = any(has_interval(f) for f in found if not_testable(f))
         said = f"{NOT_TESTABLE}: a claim outside this sweep's setting; " + (
             "this sweep's own reading is the grey square, set apart" if own else "this sweep's own reading is in the report")
-        title += "\n" + textwrap.fill(said, 80 * len(panels))  # one panel's width holds 80 characters
+        title += "\n" + textwrap.fill(said, 80)  # a panel's width holds 80 characters
     rows_of = {c.claim.number for c in section.claims if any(f in found for f in c.findings)}
     if left := {n: why for n, why in not_drawn(section).items() if n not in rows_of}:
         # A claim with no interval has no row: the figure says so, rather than dropping it silently.
@@ -148,6 +153,6 @@ def plot_claims(section: StudySection) -> Figure | None:
         for number, why in left.items():
             groups.setdefault(why, []).append(number)
         said = "; ".join(f"{'claim' if len(ns) == 1 else 'claims'} {', '.join(map(str, ns))} ({why})" for why, ns in groups.items())
-        title += "\n" + textwrap.fill(f"Not drawn: {said}; their lines in the report give this sweep's figure.", 80 * len(panels))
+        title += "\n" + textwrap.fill(f"Not drawn: {said}; their lines in the report give this sweep's figure.", 80)
     fig.suptitle(title, fontsize="medium")
     return fig

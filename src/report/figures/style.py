@@ -106,13 +106,16 @@ def legend_below(fig: Figure, handles: Sequence[Artist], labels: Sequence[str]) 
 
 
 DPI = 120
-# The widest a saved figure is, in pixels: the sweep run's description in MLflow's UI shows its figures at
-# their own size, and one wider than the description's ~900 px at a 1440 px window (beside "About this run") (claims.png's two
-# panels: 1,680) widened the whole description past the window, cutting its sentences mid-word.
-MAX_WIDTH_PX = 900
+# The widest a figure shown in the sweep run's description may be, in pixels: MLflow's UI draws an image
+# there at its own size (its sanitizer drops a width), beside *About this run*'s 440 px column, so in a
+# 1440 px window the description has ~740 px; a wider figure (claims.png's two panels side by side: 1,680)
+# widened the description past the window and cut its sentences mid-word.
+DESCRIPTION_WIDTH_PX = 720
 
 
-def save(fig: Figure, path: Path) -> Path:
-    """The figure as a PNG at DPI, or at the resolution that keeps it MAX_WIDTH_PX wide (the same drawing, smaller)."""
-    fig.savefig(path, dpi=min(DPI, MAX_WIDTH_PX / fig.get_size_inches()[0]))
+def save(fig: Figure, path: Path, max_width_px: float | None = None) -> Path:
+    """The figure as a PNG at DPI, or, where `max_width_px` is given, at the resolution that keeps it that
+    wide (the same drawing, smaller)."""
+    width = fig.get_size_inches()[0]
+    fig.savefig(path, dpi=min(DPI, max_width_px / width) if max_width_px else DPI)
     return path
