@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import REPO, TINY_MODEL, claims_at_once, cli_env, training_runs
+from helpers import REPO, TINY_MODEL, claims_at_once, cli_env, training_runs, unwrapped
 from mlflow.tracking import MlflowClient
 
 from src.core.paths import ConfigError, compose
@@ -322,7 +322,7 @@ def test_sigterm_stops_the_team_server_as_ctrl_c_and_a_dead_mlflow_server_is_sai
     proc, spawned = _team_server_cli(state_dir, port, pg_port), []
     try:
         assert proc.stdout is not None
-        first = proc.stdout.readline()
+        first = _serving_line(proc)
         assert first.startswith(f"[normsweep] team server at http://127.0.0.1:{port}"), first + proc.stdout.read()
         spawned = _children(proc.pid)
         assert spawned
@@ -335,7 +335,7 @@ def test_sigterm_stops_the_team_server_as_ctrl_c_and_a_dead_mlflow_server_is_sai
 
         proc = _team_server_cli(state_dir, port, pg_port)  # the same command again: the same data
         assert proc.stdout is not None
-        assert proc.stdout.readline().startswith("[normsweep] team server at")
+        assert _serving_line(proc).startswith("[normsweep] team server at")
         spawned = _children(proc.pid)
         mlflow_server = next(p for p in psutil.Process(proc.pid).children() if "mlflow" in " ".join(p.cmdline()))
         mlflow_server.kill()
@@ -424,6 +424,20 @@ def test_a_team_server_restarted_between_two_jobs_is_ridden_out(team_server: Tea
         team_server.start_mlflow()
 
 
+SERVING_ENDS = "Ctrl+C (or SIGTERM) stops both"  # the last words of the line that says the server serves
+
+
+def _serving_line(proc: subprocess.Popen[str]) -> str:
+    """The team server's line that says it serves, read whole (wrapped to 120 characters over several lines)."""
+    assert proc.stdout is not None
+    said = ""
+    while not said.rstrip().endswith(SERVING_ENDS):
+        line = proc.stdout.readline()
+        assert line, said
+        said += line
+    return unwrapped(said)
+
+
 def _serving(proc: subprocess.Popen[str], state_dir: Path) -> list:
     """Every process of a running team server: its own children (the guard, `mlflow server` and its
     uvicorn) and PostgreSQL (daemonized by pg_ctl: the postmaster and its backends)."""
@@ -460,12 +474,12 @@ def test_a_sigkilled_team_server_takes_its_servers_with_it_and_a_restart_clears_
         proc = _team_server_cli(state_dir, port, pg_port)
         procs.append(proc)
         assert proc.stdout is not None
-        said = ""  # every line up to the one that says it serves
-        while not said.splitlines()[-1:] or not said.splitlines()[-1].startswith("[normsweep] team server at"):
+        said = ""  # every line up to the one that says it serves (wrapped: to its last line)
+        while not said.rstrip().endswith(SERVING_ENDS):
             line = proc.stdout.readline()
             assert line, said + proc.stdout.read()
             said += line
-        return proc, said
+        return proc, unwrapped(said)
 
     try:
         # 1. The supervisor SIGKILLed: its guard stops both servers within seconds.
