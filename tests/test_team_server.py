@@ -479,7 +479,7 @@ def test_a_sigkilled_team_server_takes_its_servers_with_it_and_a_restart_clears_
             line = proc.stdout.readline()
             assert line, said + proc.stdout.read()
             said += line
-        return proc, unwrapped(said)
+        return proc, unwrapped(said) + "\n"  # each line whole, ended as read
 
     try:
         # 1. The supervisor SIGKILLed: its guard stops both servers within seconds.
