@@ -10,13 +10,18 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
 ARGS ?=
 
-.PHONY: install server train sweep sweep-seeds collapse test test-fast test-properties lint ui ui-screenshot data bench-norms bench-train bench-variants clean
+.PHONY: install server train sweep sweep-quick sweep-seeds collapse test test-fast test-properties lint ui ui-screenshot data bench-norms bench-train bench-variants clean
+
+# pip's own notices (a newer pip, running as root, scripts off PATH) are not the project's lines.
+PIP := PIP_ROOT_USER_ACTION=ignore $(PY) -m pip --quiet --disable-pip-version-check --no-input
+PIP_INSTALL := $(PIP) install --no-warn-script-location
 
 $(VENV)/.installed: pyproject.toml
+	@echo "[normsweep] installing into $(VENV): torch ($(TORCH_SPEC)), then the project and its dev tools"
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet "$(TORCH_SPEC)" $(TORCH_PIP_ARGS)
-	$(PY) -m pip install --quiet -e '.[dev]'
+	@$(PIP_INSTALL) --upgrade pip
+	@$(PIP_INSTALL) "$(TORCH_SPEC)" $(TORCH_PIP_ARGS)
+	@$(PIP_INSTALL) -e '.[dev]'
 	touch $@
 
 install: $(VENV)/.installed  ## create .venv and install the project with its dev tools
@@ -27,8 +32,22 @@ data: install  ## tokenize the bundled Shakespeare corpus into .cache/data
 train: install  ## one run on the defaults (CPU, Shakespeare, MLflow in ./mlflow.db)
 	$(PY) -m src.train $(ARGS)
 
-sweep: install  ## the five-norm sweep, then the study's table
+# What a CPU sweep answers, said before it runs (the README's "What a CPU sweep can answer" has the measurements).
+define CPU_SWEEP_NOTE
+[normsweep] on a CPU this sweep answers: each pair's kernel speed verdict (the speed check, at its end) and each
+[normsweep] pair's test loss at cpu_small. It tests none of the study's 7 claims (GPT-2 small, 16-bit, A100s: a GPU
+[normsweep] runs experiment=gpt2_small_study), and no_norm's lower loss at 150 steps is the study's init, not a finding.
+endef
+export CPU_SWEEP_NOTE
+
+sweep: install  ## the five-norm sweep, then the study's table (~7.5 min quiet on 2 cores, ~50 min loaded)
+	@echo "$$CPU_SWEEP_NOTE"
+	@echo "[normsweep] expect ~7.5 min on a quiet 2-core CPU (49 min at load average 7); make sweep-quick: a first look"
 	$(PY) -m src.train -m experiment=norm_sweep $(ARGS)
+
+sweep-quick: install  ## a first look in minutes: the five norms' kernel speed verdicts, 2 seeds x 20 steps
+	@echo "[normsweep] a first look: each pair's kernel speed verdict; 20 steps train nothing to judge (docs/sweeps.md)"
+	$(PY) -m src.train -m experiment=norm_sweep_quick $(ARGS)
 
 sweep-seeds: install  ## five norms x three seeds, with statistics
 	$(PY) -m src.train -m experiment=norm_sweep_seeds $(ARGS)
@@ -56,7 +75,7 @@ lint: install
 
 # Needs PostgreSQL (sudo apt-get install postgresql); ARGS="--port 5060 --dir /data/mlflow-team" (docs/store.md).
 server: install  ## a team tracking server: PostgreSQL + mlflow server on 127.0.0.1:5050, data in .team_server/
-	$(PY) -c 'import psycopg' 2>/dev/null || $(PY) -m pip install --quiet -e '.[server]'
+	$(PY) -c 'import psycopg' 2>/dev/null || $(PIP_INSTALL) -e '.[server]'
 	$(PY) -m src.tracking.team_server $(ARGS)
 
 ui: install  ## browse every run at http://127.0.0.1:5000
@@ -64,7 +83,7 @@ ui: install  ## browse every run at http://127.0.0.1:5000
 
 # Needs Debian's chromium (sudo apt-get install -y chromium); ARGS picks the store and the experiment.
 ui-screenshot: install  ## PNGs of the MLflow UI on a sweep into docs/img/ (runs, charts, report)
-	$(PY) -c 'import playwright' 2>/dev/null || $(PY) -m pip install --quiet -e '.[screenshots]'
+	$(PY) -c 'import playwright' 2>/dev/null || $(PIP_INSTALL) -e '.[screenshots]'
 	PYTHON=$(PY) scripts/ui_screenshot.sh $(or $(ARGS),experiment=norm_sweep)
 
 bench-norms: install

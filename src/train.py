@@ -20,6 +20,7 @@ from src.core import cli, compositions
 from src.core.interrupts import exit_quietly_after_ctrl_c
 from src.core.memory_peak import release_garbage
 from src.core.paths import refuse_misread_overrides, register_resolvers
+from src.core.terminal import say
 from src.launch.sweep_end import RESULT_AWAITED_ENV, JobFailed, job_failed
 from src.launch.time_split import mark_command_start
 from src.tracking.store_uri import refuse_credentials, sqlite_path
@@ -60,7 +61,7 @@ def train(cfg: DictConfig) -> RunResult:
             trainer.test(module, datamodule=datamodule, verbose=False)
         result = life.finish(trainer, module)
     if rank_zero_only.rank == 0:  # one line per job, not one per process (the Trainer set the rank)
-        print(result.summary(), flush=True)
+        say(result.summary())
     return result
 
 
@@ -73,7 +74,7 @@ def main(cfg: DictConfig) -> float | None:
     _task_started = True
     note = single_run_of_a_sweep(cfg)
     if note:
-        print(f"[normsweep] note: {note}", flush=True)
+        say(f"[normsweep] note: {note}")
     try:
         result = train(cfg)
     except Exception as err:  # in one line (src/training/failures.py), ended as the line says
@@ -117,7 +118,7 @@ def end_job(ending: Ending, run_name: str) -> NoReturn:
             raise JobFailed(ending.line) from None
         raise SystemExit(ending.line) from None
     if cli.in_multirun() and not ending.store_broken:
-        print(f"[normsweep] {ending.line}", file=sys.stderr, flush=True)
+        say(f"[normsweep] {ending.line}", sys.stderr)
         raise JobFailed(ending.line)  # Hydra's on_job_end tells the sweep's parent run
     job_failed(ending.line)  # the sweep's parent run records why it ended
     raise SystemExit(ending.line)

@@ -16,8 +16,10 @@ import socket
 import sys
 
 from src.core import cli, paths
+from src.core.terminal import fit
 from src.tracking.store import Store
 from src.tracking.store_uri import StoreError, redact_uri, sqlite_path
+from src.tracking.team_server import SERVER_ENV
 from src.tracking.ui_view import address, default_workers, publish_view, ui_link
 
 
@@ -30,6 +32,13 @@ def experiment_links(store: Store, base: str) -> list[str]:
         publish_view(store, experiment.experiment_id)
         lines.append(f"  {experiment.name}: {ui_link(base, experiment.experiment_id)}")
     return lines
+
+
+def ui_processes(workers: int) -> str:
+    """What `serve` starts, counted: MLflow's command, which waits on its server (uvicorn), with `workers`
+    worker processes of its own beside it when more than one."""
+    count = 2 + (workers if workers > 1 else 0)
+    return f"{count} processes ({workers} server worker{'s' if workers != 1 else ''}; MLflow's job runner off)"
 
 
 def port_in_use(host: str, port: int) -> str | None:
@@ -84,7 +93,11 @@ def serve(args: argparse.Namespace) -> int:
         print(f"ui: no MLflow database at {db} yet; the UI starts on an empty store", file=sys.stderr)
     base = address(host, port)
     links = [] if fresh else experiment_links(store, base)
-    print(f"MLflow UI for {redact_uri(uri)}, {workers} worker(s), at {ui_link(base)}", flush=True)
+    # MLflow's job runner (huey consumers for its GenAI jobs) is off, as on a team server: ~2 GiB and 8
+    # processes that browsing runs never uses. What starts is MLflow's command and its server's workers.
+    for key, value in SERVER_ENV.items():
+        os.environ.setdefault(key, value)
+    print(*fit([f"MLflow UI for {redact_uri(uri)}: {ui_processes(workers)} at {ui_link(base)}"]), sep="\n", flush=True)
     if links:
         print("experiments (each link opens normsweep's view: every run charted, grouped by variant):", *links, sep="\n", flush=True)
     # MLflow's own server and command, serving its UI with the page opening on the result (src/tracking/ui_app.py).

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import REPO, cli_env, run_cli
+from helpers import REPO, cli_env, run_cli, unwrapped
 
 from src.core import cli
 from src.data.__main__ import main as data_main
@@ -211,7 +211,8 @@ def test_a_sweep_preset_without_m_says_it_is_one_run(store: dict[str, str]) -> N
     note, so nothing trains."""
     one = run_cli("src.train", "experiment=norm_sweep_seeds", "optim.lr=-1", f"paths.mlflow_db={store['db']}", timeout=300)
     assert one.returncode == cli.USAGE, one.stderr[-2000:]
-    assert one.stdout.strip() == (
+    assert max(map(len, one.stdout.splitlines())) <= 120
+    assert unwrapped(one.stdout).strip() == (
         "[normsweep] note: this config sweeps norm=hand_layernorm,torch_layernorm,hand_rmsnorm,torch_rmsnorm,no_norm, "
         "seed=0,1,2 (hydra.sweeper.params) under -m; without -m this is one run, norm=torch_layernorm, seed=0: "
         "add -m for the sweep"

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import FAST, REPO, cli_env, training_runs
+from helpers import FAST, REPO, cli_env, training_runs, unwrapped
 
 # A fresh interpreter composes every job of each sweep with Hydra as it is, then with the memo
 # installed, twice (the second time from the memo), and prints the three lists as YAML.
@@ -250,7 +250,7 @@ def test_another_hydra_composes_unpatched_after_one_warning(
         for _ in range(2):
             compositions.install()
             assert ConfigLoaderImpl.load_configuration is own  # left as Hydra ships it
-        err = capsys.readouterr().err.strip().splitlines()
+        err = unwrapped(capsys.readouterr().err).strip().splitlines()
         assert err == [
             "[normsweep] warning: each config composed once per process (src/core/compositions.py) left out: "
             "hydra-core 1.4.0 is not the >=1.3.2,<1.4 it was written for; each is composed as Hydra composes it, "

@@ -17,7 +17,14 @@ from mlflow.tracking import MlflowClient
 from src.bench.variants import BELOW_NOISE, share_cell
 from src.core.tables import text_table
 from src.core.terminal import WIDTH, fit, wrap
-from src.tracking.summary import JOB_SPEED_METRIC, JOB_SPEED_SECTION, JOB_SPEED_TAG, job_speed_metrics
+from src.tracking.summary import (
+    JOB_SPEED_METRIC,
+    JOB_SPEED_SECTION,
+    JOB_SPEED_TAG,
+    LOSS_VERDICT_TAG,
+    SPEED_VERDICT_TAG,
+    job_speed_metrics,
+)
 from src.tracking.tags import BENCH_TAG, SPEED_CHECK_RUN_NAME, SWEEP_TAG
 from src.tracking.ui_app import ASSISTANT_OPENED_KEY, RUN_CHARTS_KEY, page_script
 from src.tracking.ui_view import (
@@ -26,7 +33,6 @@ from src.tracking.ui_view import (
     MODEL_METRICS,
     ONE_AFTER_ANOTHER,
     ONE_AFTER_ANOTHER_METRICS,
-    RESULT_METRICS,
     START_VIEW_TAG,
     chart_layout,
     column,
@@ -84,8 +90,11 @@ def test_the_views_lead_with_the_results_and_chart_the_speed_estimate() -> None:
     # The jobs' own times are charted, but apart from the results, in their own section.
     assert {sections[charts[m]["metricSectionId"]] for m in ONE_AFTER_ANOTHER_METRICS} == {ONE_AFTER_ANOTHER}
     view = start_view_state(["sweep"], ["sweep", "check"])
-    assert view["selectedColumns"][: len(RESULT_METRICS)] == [column("metrics", m) for m in RESULT_METRICS]
-    assert column("tags", "outcome") in view["selectedColumns"] and len(view["selectedColumns"]) <= 5
+    assert column("tags", "outcome") in view["selectedColumns"] and len(view["selectedColumns"]) <= 7
+    # Each number beside the verdict read from it, the words a user sorts and filters on.
+    assert view["selectedColumns"][:4] == [column("metrics", "test_loss"), column("tags", LOSS_VERDICT_TAG),
+                                           column("metrics", JOB_SPEED_METRIC), column("tags", SPEED_VERDICT_TAG)]  # fmt: skip
+    assert all(c["runsCountToCompare"] >= 100 for c in layout["compareRunCharts"])  # MLflow's 10 left 5 of 15 jobs out
     # Runs without curves (the sweep run, its speed check) are out of the charts and their legends.
     assert view["runsHiddenMode"] == HIDE_LISTED and view["runsHidden"] == ["sweep", "check"]
     assert view["runsVisibilityMap"] == {"sweep": False, "check": False}
@@ -172,7 +181,8 @@ def test_each_job_run_carries_its_variants_speed_estimate(five_norms: FiveNorms)
 @pytest.mark.slow
 def test_claims_outside_a_cpu_sweeps_domain_are_drawn_not_testable(five_norms: FiveNorms) -> None:
     from src.report.analysis import analyze
-    from src.report.figures.claims import CHECK_SPEED_TITLE, NOT_TESTABLE, plot_claims
+    from src.report.figures.claims import CHECK_SPEED_TITLE, LABELS, NOT_TESTABLE, plot_claims
+    from src.report.figures.forest import OWN
 
     section = analyze(EXPERIMENT, five_norms.uri).study
     fig = plot_claims(section)
@@ -185,3 +195,10 @@ def test_claims_outside_a_cpu_sweeps_domain_are_drawn_not_testable(five_norms: F
         assert len(said) == rows and all("CPU run" in t.get_text() or "parameters" in t.get_text() for t in said)
         # No dot of this sweep's against the study's band: only the study's diamonds are drawn.
         assert not [line for line in ax.lines if line.get_marker() == "o"]
+    # This sweep's own readings at its own setting, set apart (grey hollow squares), the legend naming them no test;
+    # the title promises no margin it does not draw.
+    own = [line for line in speed_ax.lines if line.get_marker() == OWN["marker"]]
+    assert len(own) == len(speed_ax.get_yticks())  # the speed check timed every pair the speed claims name
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert LABELS["own"] in labels and LABELS["estimate"] not in labels
+    assert "dotted" not in fig.get_suptitle() and "grey square" in fig.get_suptitle()

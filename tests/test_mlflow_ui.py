@@ -25,13 +25,23 @@ from helpers import EXPERIMENT, REPO, TinySweep, ui_env
 from mlflow.tracking import MlflowClient
 
 from src.core.process_group import stop_group
+from src.report.words.columns import REFERENCE_WORD
 from src.report.words.table import CHECK_SPEED_HEADER
-from src.tracking.summary import JOB_SPEED_METRIC, SECTION, aggregate_metrics, sweep_params
+from src.stats.verdicts import PairWord
+from src.tracking.summary import (
+    JOB_SPEED_METRIC,
+    LOSS_VERDICT_TAG,
+    SECTION,
+    SPEED_VERDICT_TAG,
+    aggregate_metrics,
+    sweep_params,
+)
 from src.tracking.sweep import SWEEP_TAG
 from src.tracking.tags import SPEED_CHECK_RUN_NAME
-from src.tracking.ui_view import ui_link
+from src.tracking.ui_view import column, ui_link
 
 UP_TIMEOUT_S = 300  # the UI's first start on a loaded 2-core machine
+WIDTH_PX = 1440  # a laptop's browser window: the answer is on it unscrolled
 NO_ASSISTANT = "localStorage.setItem('mlflow.assistant.fab.autoOpenedOnFirstLoad_v1', 'true')"
 
 
@@ -99,12 +109,14 @@ def test_the_ui_shows_the_answer(tiny_sweep: TinySweep, tiny_client: MlflowClien
     assert not any(k.startswith("normsweep.verdict") for r in runs for k in r.data.tags)
     # One worker on a 2-core machine (MLflow's default is 4), and the link printed is the one served.
     workers = max(1, len(os.sched_getaffinity(0)) // 2)
-    assert f"{workers} worker(s), at {base}/#/experiments?workflowType=machine_learning" in printed
+    said = " ".join(printed.split())  # its lines wrapped to 120 characters
+    assert f"2 processes ({workers} server worker{'s' if workers != 1 else ''}; MLflow's job runner off)" in said
+    assert f"{base}/#/experiments?workflowType=machine_learning" in printed
     assert f"{EXPERIMENT}: {ui_link(base, experiment_id)}" in printed
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
-        context = browser.new_context(viewport={"width": 1600, "height": 1000})
+        context = browser.new_context(viewport={"width": WIDTH_PX, "height": 900})
         context.set_default_timeout(120_000)
         context.add_init_script(NO_ASSISTANT)
         page = context.new_page()
@@ -121,6 +133,10 @@ def test_the_ui_shows_the_answer(tiny_sweep: TinySweep, tiny_client: MlflowClien
         for name in (f"sweep-{EXPERIMENT}", SPEED_CHECK_RUN_NAME, *(r.info.run_name for r in jobs)):
             page.get_by_role("link", name=name, exact=True).first.wait_for()  # unfolded: every job is a row
         assert {"test_loss", JOB_SPEED_METRIC} <= set(page.locator(".ag-header-cell").all_inner_texts())
+        # A row per job, each with its pair's word (the cell shows the word first; the tag holds the interval too).
+        cells = page.locator(f".ag-cell[col-id='{column('tags', LOSS_VERDICT_TAG)}']")
+        words = {t.split(" ")[0].rstrip(":…") for t in cells.all_inner_texts() if t.strip() not in ("", "-")}
+        assert words and words <= {*PairWord, REFERENCE_WORD}, words
         page.locator("label", has=page.locator("input[value=CHART]")).click()
         first = page.locator("[data-testid='experiment-view-compare-runs-card'] h4").first
         first.wait_for()
@@ -133,6 +149,10 @@ def test_the_ui_shows_the_answer(tiny_sweep: TinySweep, tiny_client: MlflowClien
             page.locator(f".ag-row[row-id^='tag.variant.{variant}.']").first.wait_for()
         headers = page.locator(".ag-header-cell").all_inner_texts()
         assert {"test_loss", JOB_SPEED_METRIC} <= set(headers), headers
+        # The verdicts as columns, on screen without scrolling sideways; the word fills its cell first.
+        for name in (LOSS_VERDICT_TAG, SPEED_VERDICT_TAG):
+            box = page.locator(".ag-header-cell", has_text=name).first.bounding_box()
+            assert box is not None and box["x"] + box["width"] <= WIDTH_PX, (name, box)
 
         # The chart view: no run hidden (MLflow draws the first 10 by default), test loss as bars.
         page.locator("label", has=page.locator("input[value=CHART]")).click()
@@ -150,6 +170,11 @@ def test_the_ui_shows_the_answer(tiny_sweep: TinySweep, tiny_client: MlflowClien
         page.goto(ui_link(base, experiment_id, sweep_run.info.run_id))
         page.get_by_text("normsweep verdict").first.wait_for()
         page.get_by_text("Show more").first.click()
+        # The description fits beside "About this run": no figure or table widens it past the window.
+        about = page.get_by_text("About this run").first.bounding_box()
+        text = page.locator(".note-editor-preview-content").first.bounding_box()
+        assert about is not None and text is not None and about["x"] + about["width"] <= WIDTH_PX, about
+        assert text["x"] + text["width"] <= about["x"], (text, about)
         speed = page.locator("img[src*='report%2Fspeed.png']").first  # the UI's sanitizer drops alt
         speed.wait_for()
         assert speed.evaluate("img => img.naturalWidth") > 0, "speed.png did not load"

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO, cli_env, training_runs
+from helpers import REPO, cli_env, training_runs, unwrapped
 from mlflow.tracking import MlflowClient
 
 STEPS = 24
@@ -102,7 +102,7 @@ def test_a_rank_killed_by_a_signal_is_one_line_naming_it(tiny_overrides: list[st
     line = (f"error: job 0 (torch_layernorm-s0): rank 1 (pid {victim}) was killed by SIGKILL; torchrun stopped the job's "
             "other ranks: re-run the same command to go on (finished jobs are skipped, this one resumes from its "
             "checkpoint or starts again)")  # fmt: skip
-    lines = said.strip().splitlines()
+    lines = unwrapped(said).strip().splitlines()
     assert lines[-1] == line and lines.count(f"[normsweep] {line}") == 1, said[-3000:]  # said when it happens, and at the end
     client = MlflowClient(store["uri"])
     (run,) = training_runs(client, experiment)

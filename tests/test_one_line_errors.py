@@ -14,7 +14,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-from helpers import REPO, cli_env, run_cli, run_train, tmpfs
+from helpers import REPO, cli_env, run_cli, run_train, tmpfs, unwrapped
 from mlflow.tracking import MlflowClient
 
 import src.training.run_life as run_life_module
@@ -261,8 +261,8 @@ def test_a_failed_sweep_job_is_said_as_it_fails_and_once_at_the_end(tiny_overrid
     command = [sys.executable, "-c", _OOM_IN_JOB_0, "-m", "seed=0,1", *tiny_overrides]
     proc = subprocess.run(command, cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stderr[-3000:]
-    said = [line for line in proc.stderr.splitlines() if "out of memory" in line]
+    said = [line for line in unwrapped(proc.stderr).splitlines() if "out of memory" in line]
     assert len(said) == 2 and said[0] == f"[normsweep] {said[1]}", said
-    assert said[1].startswith("error: torch_layernorm-s0: out of memory") and proc.stderr.strip().splitlines()[-1] == said[1]
+    assert said[1].startswith("error: torch_layernorm-s0: out of memory") and unwrapped(proc.stderr).strip().splitlines()[-1] == said[1]
     assert "Error executing job" not in proc.stderr, proc.stderr[-3000:]
     assert "torch_layernorm-s1 ok" in proc.stdout  # job #1 trained after job #0 failed

@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import REPO, cli_env, ui_env
+from helpers import REPO, cli_env, ui_env, unwrapped
 
 from src.core import patches
 from src.core.ports import free_port
@@ -38,7 +38,7 @@ def test_a_patch_applies_only_on_the_versions_it_was_written_for(
     installed["mlflow"] = "3.18.0"
     assert not patches.patchable(UI_PATCH, UI_WRITTEN_FOR, "MLflow's own page")
     assert not patches.patchable(UI_PATCH, UI_WRITTEN_FOR, "MLflow's own page")  # said once
-    assert capsys.readouterr().err.splitlines() == [
+    assert unwrapped(capsys.readouterr().err).splitlines() == [
         f"[normsweep] warning: {UI_PATCH} left out: mlflow 3.18.0 is not the >=3.17,<3.18 it was written for; "
         "MLflow's own page"
     ]
@@ -109,7 +109,7 @@ def test_the_ui_serves_mlflows_own_page_when_its_patch_is_left_out(migrated_stor
     assert WORKFLOW_KEY in patched  # the start script, first in the page's head
     plain = _ui_page(db, tmp_path / "plain.log", {**cli_env(), patches.UNPATCHED_ENV: "1"})
     assert WORKFLOW_KEY not in plain and "<head>" in plain  # MLflow's own page, served
-    said = [line for line in (tmp_path / "plain.log").read_text().splitlines() if "left out" in line]
+    said = [line for line in unwrapped((tmp_path / "plain.log").read_text()).splitlines() if "left out" in line]
     assert said == [
         f"[normsweep] warning: {UI_PATCH} left out: {patches.UNPATCHED_ENV} is set; MLflow serves its own page "
         "unchanged (open an experiment's printed link)"

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import REPO, TINY_MODEL, cli_env, run_train, training_runs
+from helpers import REPO, TINY_MODEL, cli_env, run_train, training_runs, unwrapped
 from mlflow.tracking import MlflowClient
 
 from src.launch.local_slurm import PARTITION, LocalSlurm, SlurmSetupError
@@ -317,7 +317,7 @@ def test_a_requeue_is_said_and_a_stopped_sweep_cancels_its_jobs(
             array = next(p.name for p in submitit.iterdir() if re.fullmatch(r"\d+_\d+", p.name)).split("_")[0]
             assert local_slurm.run("scancel", f"{array}_0").returncode == 0  # a plain scancel, as a user types it
             deadline = time.monotonic() + 180
-            while f"SLURM job {array}_0 was stopped by a signal and requeued" not in log.read_text():
+            while f"SLURM job {array}_0 was stopped by a signal and requeued" not in unwrapped(log.read_text()):
                 assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
                 time.sleep(0.5)
             proc.send_signal(signal.SIGTERM)  # the sweep stopped: job 0 waits requeued, job 1 trains
@@ -326,6 +326,8 @@ def test_a_requeue_is_said_and_a_stopped_sweep_cancels_its_jobs(
             if proc.poll() is None:
                 proc.kill()
     out = log.read_text()
+    assert max(map(len, out.splitlines())) <= 120  # the requeue's sentence (391 characters) wrapped
+    out = unwrapped(out)
     said = [line for line in out.splitlines() if "was stopped by a signal and requeued" in line]
     assert said == [
         f"[normsweep] job #0: SLURM job {array}_0 was stopped by a signal and requeued (1 time so far); pre-emption, a time "

@@ -16,7 +16,15 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import REPO, claims_at_once, cli_env, launch_sweep, node_sweep_args, training_runs
+from helpers import (
+    REPO,
+    claims_at_once,
+    cli_env,
+    launch_sweep,
+    node_sweep_args,
+    training_runs,
+    unwrapped,
+)
 from mlflow.tracking import MlflowClient
 
 from src.core.paths import ConfigError, compose
@@ -159,6 +167,9 @@ def test_server_killed_mid_run_then_back(
     out, _ = resumed_proc.communicate(timeout=300)
     assert resumed_proc.returncode == 0, out[-3000:]
     assert "resuming from its checkpoint" in out
+    # A single run against an http:// store prints only normsweep's lines: not MLflow's "🏃 View run ... /
+    # 🧪 View experiment ..." pair at the run's end (twice, as Lightning and the tracker each closed it).
+    assert "View run" not in out and "View experiment" not in out, out[-3000:]
     runs = training_runs(client, experiment)
     assert [r.info.run_id for r in runs] == [before[0].info.run_id]  # the same run, continued
     run = runs[0]
@@ -171,6 +182,22 @@ def test_server_killed_mid_run_then_back(
                                "val_every_n_steps=12", "optim.lr=3e-3", "logger=none", "checkpoint.enabled=false"]))  # fmt: skip
     print(f"test loss: resumed {run.data.metrics['test_loss']:.6f}, uninterrupted {reference.test_loss:.6f}")
     assert run.data.metrics["test_loss"] == pytest.approx(reference.test_loss, abs=1e-5)
+
+
+@pytest.mark.slow
+def test_a_single_run_against_a_server_prints_only_our_lines(team_server: TeamServer, token_cache_dir: Path, tmp_path: Path) -> None:
+    """One run (no -m) against an http:// store: its lines are normsweep's (7 lines were 2 of ours and
+    MLflow's "🏃 View run ... / 🧪 View experiment ..." pair, printed twice), each within 120 characters."""
+    args = [a for a in _copy_args(tmp_path, token_cache_dir, team_server.uri, "single_http", "progress_bar=false")
+            if not a.startswith("hydra.sweep")]  # fmt: skip
+    proc = subprocess.run([sys.executable, "-m", "src.train", *args], cwd=tmp_path, env={**cli_env(), "PYTHONPATH": str(REPO)},
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert lines and lines[0].startswith("[normsweep] torch_layernorm-s0 ok |"), proc.stdout
+    assert all(ln.startswith(("[normsweep] ", "  ")) for ln in lines), proc.stdout  # ours, or our line's continuation
+    assert "View run" not in proc.stdout + proc.stderr and "View experiment" not in proc.stdout + proc.stderr
+    assert max(map(len, lines)) <= 120
 
 
 def test_two_jobs_logging_one_dataset_at_once_both_succeed(team_server: TeamServer) -> None:
@@ -279,7 +306,7 @@ def test_sigterm_stops_the_team_server_as_ctrl_c_and_a_dead_mlflow_server_is_sai
     proc, spawned = _team_server_cli(state_dir, port, pg_port), []
     try:
         assert proc.stdout is not None
-        first = proc.stdout.readline()
+        first = _serving_line(proc)
         assert first.startswith(f"[normsweep] team server at http://127.0.0.1:{port}"), first + proc.stdout.read()
         spawned = _children(proc.pid)
         assert spawned
@@ -292,7 +319,7 @@ def test_sigterm_stops_the_team_server_as_ctrl_c_and_a_dead_mlflow_server_is_sai
 
         proc = _team_server_cli(state_dir, port, pg_port)  # the same command again: the same data
         assert proc.stdout is not None
-        assert proc.stdout.readline().startswith("[normsweep] team server at")
+        assert _serving_line(proc).startswith("[normsweep] team server at")
         spawned = _children(proc.pid)
         mlflow_server = next(p for p in psutil.Process(proc.pid).children() if "mlflow" in " ".join(p.cmdline()))
         mlflow_server.kill()
@@ -415,6 +442,20 @@ def test_a_team_server_restarted_between_two_jobs_is_ridden_out(team_server: Tea
         team_server.start_mlflow()
 
 
+SERVING_ENDS = "Ctrl+C (or SIGTERM) stops both"  # the last words of the line that says the server serves
+
+
+def _serving_line(proc: subprocess.Popen[str]) -> str:
+    """The team server's line that says it serves, read whole (wrapped to 120 characters over several lines)."""
+    assert proc.stdout is not None
+    said = ""
+    while not said.rstrip().endswith(SERVING_ENDS):
+        line = proc.stdout.readline()
+        assert line, said
+        said += line
+    return unwrapped(said)
+
+
 def _serving(proc: subprocess.Popen[str], state_dir: Path) -> list:
     """Every process of a running team server: its own children (the guard, `mlflow server` and its
     uvicorn) and PostgreSQL (daemonized by pg_ctl: the postmaster and its backends)."""
@@ -451,12 +492,12 @@ def test_a_sigkilled_team_server_takes_its_servers_with_it_and_a_restart_clears_
         proc = _team_server_cli(state_dir, port, pg_port)
         procs.append(proc)
         assert proc.stdout is not None
-        said = ""  # every line up to the one that says it serves
-        while not said.splitlines()[-1:] or not said.splitlines()[-1].startswith("[normsweep] team server at"):
+        said = ""  # every line up to the one that says it serves (wrapped: to its last line)
+        while not said.rstrip().endswith(SERVING_ENDS):
             line = proc.stdout.readline()
             assert line, said + proc.stdout.read()
             said += line
-        return proc, said
+        return proc, unwrapped(said) + "\n"  # each line whole, ended as read
 
     try:
         # 1. The supervisor SIGKILLed: its guard stops both servers within seconds.

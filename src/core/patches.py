@@ -18,6 +18,8 @@ from importlib.metadata import PackageNotFoundError, version
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from src.core.terminal import say
+
 UNPATCHED_ENV = "NORMSWEEP_UNPATCHED"  # set: every patch falls back to the library as it ships
 HYDRA_WRITTEN_FOR = {"hydra-core": ">=1.3.2,<1.4"}  # the Hydra whose internals are touched
 ARGV_PATCH = "options after overrides (python -m src.train)"
@@ -45,7 +47,7 @@ def patchable(what: str, written_for: dict[str, str], instead: str) -> bool:
         return True
     if what not in _said:
         _said.add(what)
-        print(f"[normsweep] warning: {what} left out: {reason}; {instead}", file=sys.stderr, flush=True)
+        say(f"[normsweep] warning: {what} left out: {reason}; {instead}", sys.stderr)
     return False
 
 

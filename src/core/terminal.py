@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 import textwrap
 from collections.abc import Iterable
+from typing import TextIO
 
 WIDTH = 120  # a terminal's line, as the terminal report and the sweep's own lines keep to
 HANG = 4  # how much further a wrapped sentence's continuation lines are indented (an item of a list: 2)
@@ -41,6 +43,12 @@ def _glued(text: str, longest: int) -> str:
 def fit(lines: Iterable[str], width: int = WIDTH) -> list[str]:
     """Every line of `lines` (each may hold newlines) wrapped to `width`."""
     return [short for line in lines for part in line.split("\n") for short in wrap(part, width)]
+
+
+def say(text: str, stream: TextIO | None = None) -> None:
+    """Print one of normsweep's messages (`[normsweep] ...`), wrapped to WIDTH: every line it prints
+    goes through here (tests/test_terminal_lines.py holds the source to it)."""
+    print(*fit([text]), sep="\n", file=stream or sys.stdout, flush=True)
 
 
 class WrappedFormatter(logging.Formatter):

@@ -21,6 +21,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from src.core.paths import ConfigError, register_resolvers
+from src.core.terminal import say
 
 PARENT_WAIT_S = 60.0  # another copy of the sweep holds the claim on its parent run: wait this long for it
 
@@ -143,7 +144,7 @@ def warn_unread_keys(jobs: list[dict[str, Any]]) -> None:
 
     unread = unread_swept_keys(jobs)
     if unread:
-        print(unread_warning(unread, len(jobs)), file=sys.stderr, flush=True)
+        say(unread_warning(unread, len(jobs)), sys.stderr)
 
 
 def check_reference(config: DictConfig, variants: Variants) -> None:
@@ -230,7 +231,7 @@ class MlflowSetup(Callback):
         except ConfigError as err:  # Hydra turns a callback's exception into a warning: stop here instead
             raise SystemExit(f"config error: {err}") from None
         except Exception as err:  # another sweeper plugin: no job list, status groups runs instead
-            print(f"[normsweep] note: sweep job list unavailable ({type(err).__name__}: {err})", file=sys.stderr)
+            say(f"[normsweep] note: sweep job list unavailable ({type(err).__name__}: {err})", sys.stderr)
             jobs, variants = [], find_variants({})
         if not config.logger.enabled:
             return
@@ -309,7 +310,7 @@ class MlflowSetup(Callback):
         from src.launch.sweep_end import open_parent
 
         open_parent(store, run_id, float(config.sweep.stale_after_s))  # closed on every exit path
-        print(f"[normsweep] sweep run {run_id}: {len(jobs)} jobs; re-run the same command to finish what is left", flush=True)
+        say(f"[normsweep] sweep run {run_id}: {len(jobs)} jobs; re-run the same command to finish what is left")
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         from hydra.core.utils import JobStatus

@@ -17,6 +17,7 @@ from hydra.core.utils import JobReturn, JobStatus
 
 from src.core.compositions import job_config
 from src.core.paths import ConfigError
+from src.core.terminal import say
 from src.launch.sweep_end import JobFailed
 
 
@@ -42,10 +43,10 @@ def split_done(launcher: Any, job_overrides: Sequence[Sequence[str]], first: int
             pending.append((num, overrides))
             continue
         result, line = found
-        print(f"[normsweep] {line}", flush=True)
+        say(f"[normsweep] {line}")
         done[num] = JobReturn(overrides, cfg, None, os.getcwd(), str(config.hydra.job.name), JobStatus.COMPLETED, result.test_loss)
     if done:
-        print(f"[normsweep] {len(done)} of {len(jobs)} jobs already finished: not started again; starting {len(pending)}", flush=True)
+        say(f"[normsweep] {len(done)} of {len(jobs)} jobs already finished: not started again; starting {len(pending)}")
     return pending, done
 
 

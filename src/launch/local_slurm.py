@@ -27,6 +27,7 @@ from pathlib import Path
 from src.core import cli
 from src.core.paths import unwritable_reason
 from src.core.ports import free_port
+from src.core.terminal import say
 
 NODES = ("node1", "node2")
 PARTITION = "cpu"
@@ -197,12 +198,12 @@ def main(argv: list[str] | None = None) -> None:
         cluster = LocalSlurm.start(args.dir)
     except SlurmSetupError as err:
         raise SystemExit(f"error: {err}") from None
-    print(f"[normsweep] SLURM up: nodes {', '.join(NODES)} in partition {PARTITION}; in another shell:\n"
+    say(f"[normsweep] SLURM up: nodes {', '.join(NODES)} in partition {PARTITION}; in another shell:\n"
           f"  export SLURM_CONF={cluster.conf} MASTER_ADDR=127.0.0.1\n"
           f"  python -m src.train -m {' '.join(SWEEP_OVERRIDES[:4])} \\\n"
           f"    {' '.join(SWEEP_OVERRIDES[4:])} \\\n"
           "    logger.tracking_uri=http://127.0.0.1:5050   # a team server (make server)\n"
-          "Ctrl+C stops it", flush=True)  # fmt: skip
+          "Ctrl+C stops it")  # fmt: skip
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         while True:

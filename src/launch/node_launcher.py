@@ -29,6 +29,7 @@ from omegaconf import DictConfig, open_dict
 
 from src.core.compositions import job_config
 from src.core.parent_death import terminated_with_parent
+from src.core.terminal import say
 from src.launch.done_jobs import in_order, lost, split_done
 from src.launch.sweep_end import RESULT_AWAITED_ENV, JobFailed, job_failed, without_hydra_line
 from src.launch.torchrun_output import KilledRank, TorchrunOutput
@@ -72,7 +73,7 @@ class NodeLauncher(Launcher):
         with open(folder / JOB_FILE, "wb") as f:
             cloudpickle.dump((self, overrides, num, Singleton.get_state()), f)
         name = " ".join(filter_overrides(overrides))
-        print(f"[normsweep] job #{num} on {self.nproc_per_node} processes: {name}", flush=True)
+        say(f"[normsweep] job #{num} on {self.nproc_per_node} processes: {name}")
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={self.nproc_per_node}",
                    "-m", "src.launch.node_job", str(folder)]  # fmt: skip
         stopped: list[int] = []
@@ -97,8 +98,8 @@ class NodeLauncher(Launcher):
                 signal.signal(s, handler)
         killed = output.finish(summarize=not stopped)
         if stopped:  # the job saved its state as pre-empted (src/training/run_life.py); the sweep stops here
-            print(f"[normsweep] sweep stopped by {signal.Signals(stopped[0]).name} in job #{num}; "
-                  "re-run the same command to continue", flush=True)  # fmt: skip
+            say(f"[normsweep] sweep stopped by {signal.Signals(stopped[0]).name} in job #{num}; "
+                  "re-run the same command to continue")  # fmt: skip
             raise SystemExit(0)
         result = folder / RESULT_FILE
         if killed is not None:
@@ -150,7 +151,7 @@ def killed_rank_result(who: str, overrides: list[str], result_file: Path, killed
         "job's other ranks: re-run the same command to go on (finished jobs are skipped, this one resumes from its "
         "checkpoint or starts again)"
     )
-    print(f"[normsweep] {line}", file=sys.stderr, flush=True)
+    say(f"[normsweep] {line}", sys.stderr)
     job_failed(line.removeprefix("error: "))  # the sweep run's end reason
     if result is None:
         result = lost(overrides, line)

@@ -32,6 +32,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from src.core.atomic_io import try_hold
+from src.core.terminal import say
 
 _claimed: tuple[int, FileLock, str] | None = None  # (slot, its lock, what it pinned): held until exit
 RUNNING_DIR = "running"  # under the slots folder: job-<num>.json while a worker runs that job
@@ -106,7 +107,7 @@ class PoolSlot(Callback):
             _claimed = (slot, lock, where)
         slot, _, where = _claimed
         mark_running(Path(config.hydra.sweep.dir) / ".slots", job_num, str(config.get("run_name", "?")))
-        print(f"[normsweep] job {job_num} in worker slot {slot} (pid {os.getpid()}): {where}", flush=True)
+        say(f"[normsweep] job {job_num} in worker slot {slot} (pid {os.getpid()}): {where}")
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         if HydraConfig.get().mode == RunMode.MULTIRUN:

@@ -15,7 +15,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from src.core.terminal import fit
+from src.core.terminal import fit, say
 
 SWEEP_STARTED_ENV = "NORMSWEEP_SWEEP_STARTED"  # unix time the multirun started (set by on_multirun_start)
 # A share round at cpu_small, gpt2_small and gpt2_medium took ~3.5 s at load average 7 on the 2-vCPU
@@ -40,7 +40,7 @@ class SweepReport(Callback):
                 return
             self._report(config)
         except Exception as err:  # any failure: a report must not fail a finished sweep
-            print(f"[normsweep] warning: sweep report not generated: {type(err).__name__}: {err}", file=sys.stderr)
+            say(f"[normsweep] warning: sweep report not generated: {type(err).__name__}: {err}", sys.stderr)
 
     @staticmethod
     def _another_copy_runs(config: DictConfig) -> bool:
@@ -51,12 +51,9 @@ class SweepReport(Callback):
 
         busy = still_running_elsewhere()
         if busy:
-            print(
-                f"[normsweep] report: not written by this copy: another copy of the sweep still trains "
+            say(f"[normsweep] report: not written by this copy: another copy of the sweep still trains "
                 f"{len(busy)} of its jobs ({', '.join(busy)}); the last copy to end writes it "
-                f"(python -m src.report --experiment-name {config.experiment_name} reads it meanwhile)",
-                flush=True,
-            )
+                f"(python -m src.report --experiment-name {config.experiment_name} reads it meanwhile)")
         return bool(busy)
 
     @staticmethod

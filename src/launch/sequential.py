@@ -37,6 +37,7 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
+from src.core import terminal
 from src.core.paths import ConfigError
 from src.launch.sweep_end import returned
 from src.stats.pairs import pair_label
@@ -325,7 +326,7 @@ class SequentialSweeper(Sweeper):
         self.job_idx += len(batch)
         failed = [r for r in returns if r.status == JobStatus.FAILED]
         for r in failed:  # the job's own error is on its log; the look reports the missing result
-            print(f"[normsweep] job failed: {r.overrides}: {returned(r)!r}", file=sys.stderr)
+            terminal.say(f"[normsweep] job failed: {r.overrides}: {returned(r)!r}", sys.stderr)
         return returns
 
     def _decide(
@@ -430,4 +431,5 @@ def describe(c: Comparison) -> str:
 
 
 def say(text: str) -> None:
-    print("\n".join(f"[normsweep] {line}" for line in text.splitlines()), flush=True)
+    for line in text.splitlines():
+        terminal.say(f"[normsweep] {line}")

@@ -32,6 +32,7 @@ from omegaconf import OmegaConf
 
 from src.core.cli import CANCELLED_FILE_ENV
 from src.core.paths import ConfigError
+from src.core.terminal import say
 from src.launch.done_jobs import in_order, lost, split_done
 
 # squeue's states of a job that will still produce a result (it may be requeued meanwhile).
@@ -174,7 +175,7 @@ class SlurmSweepLauncher(SlurmLauncher):
         assert self.config is not None
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
         for num, overrides in pending:
-            print(f"[normsweep] submitting #{num}: {' '.join(filter_overrides(overrides))}", flush=True)
+            say(f"[normsweep] submitting #{num}: {' '.join(filter_overrides(overrides))}")
         state = Singleton.get_state()
         params = [(o, "hydra.sweep.dir", num, f"job_id_for_{num}", state) for num, o in pending]
         with held_stderr() as told:
@@ -214,7 +215,7 @@ class SlurmSweepLauncher(SlurmLauncher):
                     states[num] = view[0] if view else None
                     if view is not None and view[1] > restarts[num]:
                         restarts[num] = view[1]
-                        print(requeued_line(num, job.job_id, view[1]), flush=True)
+                        say(requeued_line(num, job.job_id, view[1]))
                     if states[num] in SLURM_ALIVE:
                         gone_since.pop(num, None)
                     elif now - gone_since.setdefault(num, now) > NO_RESULT_GRACE_S:
@@ -245,5 +246,5 @@ def cancel(jobs: list[Any], cancelled: Path) -> None:
         said = "" if done.returncode == 0 else f" (scancel: {(done.stderr or done.stdout).strip() or done.returncode})"
     except (OSError, subprocess.TimeoutExpired) as err:
         said = f" (scancel failed: {err}; cancel them yourself: scancel {' '.join(arrays)})"
-    print(f"[normsweep] sweep stopped: its SLURM job{'s' if len(arrays) > 1 else ''} {', '.join(arrays)} cancelled{said}; "
-          "running jobs checkpoint and stop without requeueing: re-run the same command to resume them", flush=True)  # fmt: skip
+    say(f"[normsweep] sweep stopped: its SLURM job{'s' if len(arrays) > 1 else ''} {', '.join(arrays)} cancelled{said}; "
+          "running jobs checkpoint and stop without requeueing: re-run the same command to resume them")  # fmt: skip

@@ -23,7 +23,7 @@ from typing import Any, TextIO
 
 from src.core.paths import PROJECT_ROOT, user_config_dirs
 from src.core.progress import PREFIXES
-from src.core.terminal import fit
+from src.core.terminal import fit, say
 from src.tracking.store import Store
 from src.tracking.summary import sweep_params
 from src.tracking.sweep import Lock, kept_fresh, take_lock
@@ -189,4 +189,4 @@ def _measure(command: list[str], jobs: Sequence[Mapping[str, Any]], rounds: int,
             errors.seek(0)
             _say(f"[normsweep] warning: speed check failed ({code}): {errors.read()[-500:]}", sys.stderr)
             return
-    print(f"[normsweep] speed check took {time.perf_counter() - started:.0f} s", flush=True)
+    say(f"[normsweep] speed check took {time.perf_counter() - started:.0f} s")

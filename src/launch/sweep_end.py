@@ -33,6 +33,7 @@ from hydra.errors import CompactHydraException
 from omegaconf import DictConfig, OmegaConf
 
 from src.core.patches import recast_job_return
+from src.core.terminal import say
 from src.tracking import sweep
 from src.tracking.store import Store
 from src.tracking.summary import stored_verdict, sweep_note
@@ -160,7 +161,7 @@ class SweepParent:
 
             if isinstance(err, ServerLost) and self.failures:  # a job's line said the server died; the re-run reopens this run
                 return
-            print(f"[normsweep] warning: sweep run {self.run_id} not closed: {type(err).__name__}: {err}", file=sys.stderr)
+            say(f"[normsweep] warning: sweep run {self.run_id} not closed: {type(err).__name__}: {err}", sys.stderr)
 
 
 # Set in a job whose launcher waits on another machine or process for its result (submitit sets

@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from src.report.analysis import Analysis, analyze
+from src.report.figures.style import NOT_A_VARIANT, variant_hex
 from src.report.files import claim_tags, default_out_dir, report_folder, write
 from src.report.judge.pairs import Margins
 from src.report.read.claims import ClaimsFile
@@ -26,9 +27,11 @@ from src.report.read.runs import ReportError, open_store, save_summary_run, tag_
 from src.report.render.markdown import verdict
 from src.report.render.sections import table_rows
 from src.report.render.terminal import terminal_text
+from src.report.words.columns import job_columns
 from src.report.words.pairs import comparisons_frame
-from src.tracking.summary import log_job_speed, log_sweep_summary, pair_speed_metrics
+from src.tracking.summary import log_job_columns, log_job_speed, log_sweep_summary, pair_speed_metrics
 from src.tracking.sweep import STALE_AFTER_S
+from src.tracking.tags import BENCH_TAG, BENCH_VARIANTS, RUN_COLOR_TAG
 from src.tracking.ui_view import publish_view
 
 __all__ = [
@@ -83,5 +86,14 @@ def generate_report(
         if speed is not None:  # each job's run carries its variant's estimate: a column, one chart of all variants
             reference, estimates = speed
             log_job_speed(store, zip(analysis.runs.run_id, analysis.runs.variant, strict=True), estimates, reference)
+        # Each job's run: its pair's word and interval, and its speed verdict, as columns to sort and filter on.
+        # Each job in its variant's colour in the UI (the figures' colour); the sweep run and its checks in grey.
+        found, colors = job_columns(analysis), variant_hex(list(analysis.table.variant))
+        columns = {v: ({**found[v].tags, RUN_COLOR_TAG: c}, found[v].metrics) if v in found else ({RUN_COLOR_TAG: c}, {})
+                   for v, c in colors.items()}  # fmt: skip
+        log_job_columns(store, zip(analysis.runs.run_id, analysis.runs.variant, strict=True), columns)
+        checks = [r.info.run_id for r in store.runs_tagged(analysis.experiment_id, BENCH_TAG, BENCH_VARIANTS)]
+        for run_id in [analysis.report_run_id, *checks]:
+            store.set_tags(run_id, {RUN_COLOR_TAG: NOT_A_VARIANT})
         publish_view(store, analysis.experiment_id)  # the start view now knows the speed check's run (no curves: not charted)
     return analysis

@@ -19,7 +19,7 @@ from src.report.figures.claims import plot_claims
 from src.report.figures.losses import plot_losses
 from src.report.figures.speed import plot_speed
 from src.report.figures.stability import plot_stability
-from src.report.figures.style import save
+from src.report.figures.style import DESCRIPTION_WIDTH_PX, save
 from src.report.judge.study import StudySection
 from src.report.read.claims import STABILITY, STUDY_FILE
 from src.report.render.html import html_page
@@ -56,13 +56,14 @@ def write(analysis: Analysis, out_dir: Path) -> list[Path]:
         figures.append(save(plot_by_axis(analysis.runs, axis), out_dir / file_name(axis)))
     # Speed is drawn only as the check measured it: the jobs' own tokens/s (one after another or at once)
     # rank the machine's load, not the norms.
+    # These two are drawn in the sweep run's description too: no wider than it is at 1440 px.
     speed = plot_speed(analysis.speed_verdicts, analysis.margins.speed)
     if speed is not None:
-        figures.append(save(speed, out_dir / "speed.png"))
+        figures.append(save(speed, out_dir / "speed.png", DESCRIPTION_WIDTH_PX))
     for section in analysis.claim_sections:
         claims = plot_claims(section)
         if claims is not None:  # a file's claims with an interval: none of the study's in a one-seed sweep
-            figures.append(save(claims, out_dir / f"{claims_name(section)}.png"))
+            figures.append(save(claims, out_dir / f"{claims_name(section)}.png", DESCRIPTION_WIDTH_PX))
     if analysis.stability is not None:
         # A sweep of the learning rate alone draws its one line once: by_optim_lr.png, with its seeds.
         if axis is None or axis.name != LR_KEY:
@@ -70,8 +71,8 @@ def write(analysis: Analysis, out_dir: Path) -> list[Path]:
         analysis.stability.to_csv(out_dir / "stability.csv", index=False)
     if analysis.sensitivity is not None:
         analysis.sensitivity.to_csv(out_dir / "lr_sensitivity.csv", index=False)
-    # speed_vs_hand is the jobs' own tokens/s ratio: speed_vs_hand_caveat beside it says how they ran
-    # and that it is not a measurement (src.report.read.table.summarize), as the pages' header does.
+    # The table's speed_vs_hand is the jobs' own tokens/s ratio: table.csv names it load-driven, and a caveat
+    # beside it says how they ran and that it is not a measurement (src.report.words.table.csv_frame).
     csv_frame(analysis.table).to_csv(out_dir / "table.csv", index=False)
     comparisons_frame(analysis).to_csv(out_dir / "comparisons.csv", index=False)
     analysis.runs.to_csv(out_dir / "runs.csv", index=False)

@@ -110,6 +110,13 @@ def _open_sqlite_client(uri: str, db: Path) -> MlflowClient:
 # --- the door ------------------------------------------------------------------------------------
 
 
+# MLflow's own lines in normsweep's output, off unless the user set them (MLflow's public settings): the
+# "Downloading artifacts" progress bar of every small file the report reads or a table it appends to, and
+# the "🏃 View run ... / 🧪 View experiment ..." pair a run against an http:// store prints as it ends
+# (normsweep's own line names the run, and `make ui` / the printed links open it).
+QUIET_MLFLOW_ENV = {"MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false", "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
+
+
 class Store:
     """One MLflow store, checked once (`connect`) and opened once (the first use of `client`).
 
@@ -118,6 +125,8 @@ class Store:
     """
 
     def __init__(self, uri: str) -> None:
+        for key, value in QUIET_MLFLOW_ENV.items():  # MLflow reads them at each call: set before any
+            os.environ.setdefault(key, value)
         self.uri = uri
         self.db = sqlite_path(uri)
         self._client: MlflowClient | None = None
@@ -273,7 +282,6 @@ class Store:
 
     def read_text(self, run_id: str, artifact_path: str) -> str:
         """A small text artifact of the run."""
-        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one small file: no bar
         with tempfile.TemporaryDirectory() as tmp:
             return Path(self._retry(lambda: self.client.download_artifacts(run_id, artifact_path, tmp))).read_text()
 

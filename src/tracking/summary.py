@@ -59,6 +59,13 @@ JOB_SPEED_METRIC = "step_vs_ref_pct"
 JOB_SPEED_SECTION = "speed_check"  # the interval's bounds: `speed_check/step_vs_ref_pct_{low,high}`
 JOB_SPEED_DECIMALS = 2  # hundredths of a percent: the check resolves no finer, and the column shows it whole
 JOB_SPEED_TAG = "speed_check.estimate"  # the same in words: `+0.4% [+0.3%, +0.5%] vs torch_layernorm (...)`
+# On each job's run, its variant's verdicts as the report judged them (src.report.words.columns writes
+# them): tags that start with the word, so the runs table sorts and filters on it
+# (`tags.loss_verdict LIKE 'different%'`), and the loss difference with its interval as metrics.
+LOSS_VERDICT_TAG = "loss_verdict"
+SPEED_VERDICT_TAG = "speed_verdict"
+JOB_LOSS_METRIC = "loss_vs_ref"  # nats of test loss against the variant's pair's reference
+JOB_LOSS_BOUNDS = "pairs/loss_vs_ref"  # the interval's ends: `pairs/loss_vs_ref_{low,high}`
 
 
 def job_speed_metrics(change: float, low: float, high: float) -> dict[str, float]:
@@ -86,6 +93,29 @@ def log_job_speed(store: Store, jobs: Iterable[tuple[str, str]], estimates: Mapp
         words = "ref" if variant == reference else f"{change:+.1%} [{low:+.1%}, {high:+.1%}] vs {reference}"
         store.set_tags(run_id, {JOB_SPEED_TAG: f"{words} (step time, the sweep's speed check: its norms' kernels, interleaved)"})
         written += 1
+    return written
+
+
+def log_job_columns(
+    store: Store, jobs: Iterable[tuple[str, str]], columns: Mapping[str, tuple[Mapping[str, str], Mapping[str, float]]]
+) -> int:
+    """Each job run (run id, variant) gets its variant's verdict columns (`columns`: variant -> tags,
+    metrics), at the sweep's end where the verdicts are known; the number of runs written. A run that
+    already holds the same values is left as it is (a report made again adds no second row)."""
+    written = 0
+    for run_id, variant in jobs:
+        if variant not in columns:
+            continue
+        tags, metrics = columns[variant]
+        run = store.get_run(run_id)
+        held = (run.data.tags, run.data.metrics) if run is not None else ({}, {})
+        new_tags = {k: v for k, v in tags.items() if held[0].get(k) != v}
+        new_metrics = {k: v for k, v in metrics.items() if held[1].get(k) != v}
+        if new_tags:
+            store.set_tags(run_id, new_tags)
+        if new_metrics:
+            store.log_metrics(run_id, new_metrics, step=SUMMARY_STEP)
+        written += bool(new_tags or new_metrics)
     return written
 
 

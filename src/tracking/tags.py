@@ -9,6 +9,7 @@ from __future__ import annotations
 
 # --- MLflow's own keys ---------------------------------------------------------------------------
 NOTE_TAG = "mlflow.note.content"  # a run's (or an experiment's) description in the MLflow UI
+RUN_COLOR_TAG = "mlflow.runColor"  # a run's colour in the MLflow UI's table and charts (#rrggbb)
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's nesting of a job's run under its sweep's run
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"  # MLflow 3 opens the experiment on training runs with it
 

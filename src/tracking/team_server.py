@@ -36,6 +36,7 @@ from src.core.atomic_io import try_hold
 from src.core.paths import PROJECT_ROOT, unwritable_reason
 from src.core.ports import free_port, listens
 from src.core.process_group import stop_group
+from src.core.terminal import say
 from src.tracking.server_guard import group_members, postmaster_pid, stop
 
 DB_USER = "normsweep"  # the cluster's superuser; trust authentication on 127.0.0.1 only
@@ -136,11 +137,8 @@ class TeamServer:
         if members:
             left.append(f"mlflow server (pids {', '.join(map(str, members))})")
         if left:
-            print(
-                f"[normsweep] {self.state_dir}: {' and '.join(left)} of a team server that died were still running; "
-                f"stopping them (their logs: {self.pgdata / 'server.log'}, {self.state_dir / 'mlflow-server.log'})",
-                flush=True,
-            )
+            say(f"[normsweep] {self.state_dir}: {' and '.join(left)} of a team server that died were still running; "
+                f"stopping them (their logs: {self.pgdata / 'server.log'}, {self.state_dir / 'mlflow-server.log'})")
             stop([pgid] if members and pgid is not None else [], [self.pgdata])
         group_file.unlink(missing_ok=True)
 
@@ -356,12 +354,9 @@ def serve(server: TeamServer) -> str:
         server.check_ports()  # after the folder's lock: a second server on one folder is said as such
         server.start_postgres()
         server.start_mlflow()
-        print(
-            f"[normsweep] team server at {server.uri} (PostgreSQL on 127.0.0.1:{server.pg_port}, data in {server.pgdata}, "
+        say(f"[normsweep] team server at {server.uri} (PostgreSQL on 127.0.0.1:{server.pg_port}, data in {server.pgdata}, "
             f"artifacts in {server.artifacts}); point a sweep at it with logger.tracking_uri={server.uri}; "
-            "Ctrl+C (or SIGTERM) stops both",
-            flush=True,
-        )
+            "Ctrl+C (or SIGTERM) stops both")
         return watch(server)
     except KeyboardInterrupt:
         return "[normsweep] team server stopped (PostgreSQL and mlflow server)"

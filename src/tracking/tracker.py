@@ -25,6 +25,7 @@ from typing import Any
 from lightning.pytorch.loggers import MLFlowLogger
 from lightning.pytorch.utilities import rank_zero_only
 
+from src.core.terminal import say
 from src.data.cache import read_meta
 from src.tracking import unsent
 from src.tracking.code import MANIFEST_ARTIFACT
@@ -191,7 +192,7 @@ class Tracker:
             # What a lost server never acknowledged first: a resumed run starts past those steps and
             # would not log them again, and they count among the steps already logged below.
             for note in unsent.send(store, unsent_file).notes:
-                print(f"[normsweep] {spec.run_name}: {note}", flush=True)
+                say(f"[normsweep] {spec.run_name}: {note}")
             if run_id is None:
                 # Created now, through the store: once this returns, another copy of the sweep sees it
                 # RUNNING (the claim on its config is released after this).

@@ -31,7 +31,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from src.tracking.store_uri import is_server, redact_uri
-from src.tracking.summary import JOB_SPEED_METRIC, JOB_SPEED_SECTION
+from src.tracking.summary import (
+    JOB_LOSS_METRIC,
+    JOB_SPEED_METRIC,
+    JOB_SPEED_SECTION,
+    LOSS_VERDICT_TAG,
+    SPEED_VERDICT_TAG,
+)
 from src.tracking.tags import (
     BENCH_TAG,
     BENCH_VARIANTS,
@@ -63,6 +69,12 @@ GROUP_TAG = VARIANT_TAG  # the run tag that names the variant (src.tracking.vari
 # dataset, the final train loss and the rest are one click away (Columns).
 RESULT_METRICS = ("test_loss", JOB_SPEED_METRIC)
 RESULT_TAGS = (OUTCOME_TAG, VARIANT_TAG, SEED_TAG)
+# Each number beside its verdict (src.report.words.columns): the words a user sorts and filters on, next
+# to the figure they were read from; then the outcome, the variant and the seed.
+RESULT_COLUMNS = (
+    ("metrics", "test_loss"), ("tags", LOSS_VERDICT_TAG), ("metrics", JOB_SPEED_METRIC), ("tags", SPEED_VERDICT_TAG),
+    *(("tags", t) for t in RESULT_TAGS),
+)  # fmt: skip
 # An experiment that swept a norm of the user's adds its class and file hash (src.training.run_spec), so a
 # changed file shows in the list; the columns would stand empty for the built-ins alone.
 USER_NORM_TAGS = (NORM_TARGET_TAG, NORM_FILE_HASH_TAG)
@@ -95,6 +107,9 @@ LEADING_CHARTS = (
     ("train", "train/train_loss", "LINE"),
     ("val", "val/val_loss", "LINE"),
     (MODEL_METRICS, "test_loss", "BAR"),
+    # MLflow draws a bar from 0 (no axis range to set on a bar card): test losses of 6.17 and 6.28 look alike
+    # there, so each job's gap to its pair's reference, which reads from 0, is drawn beside them.
+    (MODEL_METRICS, JOB_LOSS_METRIC, "BAR"),
     (MODEL_METRICS, JOB_SPEED_METRIC, "BAR"),  # every variant's speed estimate, one bar each
     *((ONE_AFTER_ANOTHER, key, "BAR") for key in ONE_AFTER_ANOTHER_METRICS),
 )
@@ -105,6 +120,11 @@ LINE_CARD = {"selectedMetricKeys": None, "lineSmoothness": 0, "xAxisScaleType": 
              "ignoreOutliers": False, "useGlobalXaxisKey": True, "useGlobalLineSmoothing": True}  # fmt: skip
 
 
+# A card draws its first `runsCountToCompare` runs (MLflow's default: 10, so a 15-job sweep's bars and legend
+# named 10 of them): every job of any sweep normsweep runs on one machine.
+RUNS_CHARTED = 1000
+
+
 def chart_layout() -> dict[str, object]:
     """The chart view's sections in CHART_SECTIONS' order, as the UI keeps a layout a user reordered
     (new metrics join their section, after the leading charts; a section not listed follows)."""
@@ -112,7 +132,7 @@ def chart_layout() -> dict[str, object]:
     leading = {section for section, _, _ in LEADING_CHARTS}
     sections = [{"uuid": uuid[name], "name": name, "display": True, "deleted": False, "isGenerated": True,
                  "isReordered": name in leading} for name in CHART_SECTIONS]  # fmt: skip
-    charts = [{"uuid": f"{VIEW_KEY}-chart-{key}", "type": kind, "runsCountToCompare": 10, "deleted": False, "isGenerated": True,
+    charts = [{"uuid": f"{VIEW_KEY}-chart-{key}", "type": kind, "runsCountToCompare": RUNS_CHARTED, "deleted": False, "isGenerated": True,
                "metricSectionId": uuid[section], "metricKey": key, "displayName": key.rpartition("/")[2],
                **(_line_card(key) if kind == "LINE" else {})} for section, key, kind in LEADING_CHARTS]  # fmt: skip
     return {"compareRunSections": sections, "compareRunCharts": charts, "isAccordionReordered": True}
@@ -127,8 +147,8 @@ def view_state(user_norms: bool = False) -> dict[str, object]:
     `user_norms`: the experiment swept a norm of the user's, whose class and file hash are columns too."""
     return {
         "selectedColumns": [
-            *(column("metrics", m) for m in RESULT_METRICS),
-            *(column("tags", t) for t in (*RESULT_TAGS, *(USER_NORM_TAGS if user_norms else ()))),
+            *(column(kind, name) for kind, name in RESULT_COLUMNS),
+            *(column("tags", t) for t in (USER_NORM_TAGS if user_norms else ())),
         ],
         "runsHiddenMode": SHOW_ALL_RUNS,
         "groupBy": {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": GROUP_TAG}]},

@@ -17,7 +17,7 @@ from typing import Any
 import lightning as L
 import torch
 
-from src.core.terminal import fit
+from src.core.terminal import fit, say
 from src.model.dispatch import norm_modules, record_dispatch
 from src.tracking.tags import NORM_DISPATCH_TAG
 from src.tracking.tracker import Tracker
@@ -37,7 +37,7 @@ class NormDispatch(L.Callback):
         try:
             self._record(trainer, pl_module)
         except Exception as err:  # a record, not a result: the run goes on without it
-            print(f"[normsweep] warning: norm dispatch not recorded: {type(err).__name__}: {err}", file=sys.stderr)
+            say(f"[normsweep] warning: norm dispatch not recorded: {type(err).__name__}: {err}", sys.stderr)
 
     def _record(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         model: Any = pl_module.model

@@ -33,6 +33,7 @@ from src.core.devices import DeviceSpec, configure_matmul_precision
 from src.core.interrupts import OneCtrlC
 from src.core.memory_peak import JOB_PEAK, PROCESS_PEAK, high_water_mb, process_peak_mb, reset_peak
 from src.core.paths import ConfigError
+from src.core.terminal import say
 from src.data.datamodule import TokenDataModule, build_datamodule
 from src.tracking.identity import LAST
 from src.tracking.record import RunResult
@@ -246,7 +247,7 @@ class RunLife(L.Callback):
         store = Store.connect(spec.store.tracking_uri) if spec.store.enabled else None
         plan = decided_once(lambda: plan_run(spec, in_multirun(), store), devices.world_size, devices.device_type)
         if plan.message:
-            print(f"[normsweep] {plan.message}", flush=True)
+            say(f"[normsweep] {plan.message}")
         return cls(spec, store, plan)
 
     @property
@@ -373,7 +374,7 @@ class RunLife(L.Callback):
             if rank_zero_only.rank == 0:  # one line, not one per DDP rank; one requeue per job
                 then = requeue_this_job() if slurm_job_id() and saved else "re-run the same command to resume"
                 where = f"checkpoint saved at {saved}; {then}" if saved else "no checkpoint (checkpoint.enabled=false)"
-                print(f"[normsweep] {name} stopped by {self.run.agreed_sigterm.signal_name or 'SIGTERM'}: {where}", flush=True)
+                say(f"[normsweep] {name} stopped by {self.run.agreed_sigterm.signal_name or 'SIGTERM'}: {where}")
             if slurm_job_id():  # stopped and saved: SLURM's repeated warnings must not kill the exit
                 for sig in SLURM_WARNINGS:
                     signal.signal(sig, signal.SIG_IGN)
@@ -384,7 +385,7 @@ class RunLife(L.Callback):
             # Lightning turns Ctrl+C into a silent sys.exit(1): say what happened and how to go on.
             interrupted = isinstance(err, KeyboardInterrupt) or err.code not in (0, None)
             if interrupted and rank_zero_only.rank == 0:
-                print(f"[normsweep] {name} interrupted (Ctrl+C): {self._resume_hint()}", flush=True)
+                say(f"[normsweep] {name} interrupted (Ctrl+C): {self._resume_hint()}")
         elif isinstance(err, Exception):
             self._fail(err)
         else:

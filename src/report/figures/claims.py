@@ -6,8 +6,9 @@ the band the claim's words give, the report's equivalence margin (for an equival
 
 A part outside its claim's domain (a CPU sweep against the study's GPU kernels, a model 50× smaller)
 is drawn as *not testable here*: the claim's figure and band with the facts that leave the domain,
-and no dot of this sweep's: set beside the study's band, a CPU's ~0% would read "the effect was not
-there". Its own reading is in the report's claim line. The speed panel's axis names what is drawn:
+and no coloured dot of this sweep's (set beside the study's band, a CPU's ~0% would read "the effect
+was not there"): this sweep's own reading at its own setting is set apart, a grey hollow square below
+the claim's marks, named in the legend as no test of the claim. The speed panel's axis names what is drawn:
 the study's training time, this sweep's step time predicted from its norms' kernels (the speed
 check), or its jobs' training time.
 """
@@ -17,10 +18,11 @@ from __future__ import annotations
 import math
 import textwrap
 
+import numpy as np
 from matplotlib.figure import Figure
 
 from src.report.figures.forest import Row, draw_rows, legend
-from src.report.figures.style import new_figure
+from src.report.figures.style import blank_figure
 from src.report.judge.study import Finding, StudySection
 from src.report.read.claims import EQUIVALENCE, LOSS, SHARE, SPEED, STABILITY, STUDY_FILE
 from src.stats.verdicts import ClaimWord
@@ -30,11 +32,13 @@ COLORS = {ClaimWord.REPRODUCED: "tab:green", ClaimWord.PARTLY: "tab:olive", Clai
 PANELS = ((SPEED, "training time, b vs a (%)", 100.0), (LOSS, "test loss, b − a (nats)", 1.0),
           (SHARE, "a norm's share of a step,\nlargest model vs smallest (%)", 100.0))
 # The speed panel's title when this sweep's figures are the speed check's (Effect.per: kernel rounds).
-CHECK_SPEED_TITLE = "time, b vs a (%): the study's training time;\nthis sweep's step time predicted from its norms' kernels (speed check)"
+CHECK_SPEED_TITLE = ("time, b vs a (%): the study's training time;\nthis sweep's step time predicted from its norms' kernels\n"
+                     "(speed check)")  # three lines: a panel's width beside its row labels
 NOT_TESTABLE = "not testable here"
 STUDY = {"marker": "D", "color": "black", "ms": 5, "mfc": "white", "label": "the study"}  # the study's figure
 LABELS = {"estimate": "this sweep (simultaneous interval)", "span": "the claim's size (its words and figure)",
-          "note": f"{NOT_TESTABLE} (outside the claim's domain)"}  # the legend's words for a row's parts
+          "note": f"{NOT_TESTABLE} (outside the claim's domain)",
+          "own": "this sweep's own reading at its setting (no test of the claim)"}  # the legend's words for a row's parts
 
 
 def not_testable(f: Finding) -> bool:
@@ -94,7 +98,7 @@ def _view(metric: str, parts: list[Finding]) -> tuple[float, float]:
     xs = [0.0]
     for f in parts:
         xs += [x for x in (f.part.published(metric), *f.part.band(metric)) if math.isfinite(x)]  # a trend's band is unbounded
-        if not_testable(f):  # no figure of this sweep's drawn
+        if not_testable(f) and not has_interval(f):  # no figure of this sweep's drawn
             continue
         xs += [f.estimate]
         xs += [-f.margin, f.margin] if f.part.asserts == EQUIVALENCE else []
@@ -114,9 +118,10 @@ def _row(section: StudySection, metric: str, scale: float, f: Finding) -> Row:
     why = f"{NOT_TESTABLE}: " + ", ".join(x.fact for x in f.outside) if not_testable(f) else ""
     figure = f.part.published(metric)  # none where the claims file has no table (a trend, a stated hypothesis)
     span = (max(low, -1e3) * scale, min(high, 1e3) * scale) if not (math.isnan(low) or math.isnan(high)) else None
+    own = tuple(x * scale for x in (f.estimate, f.low, f.high)) if why and has_interval(f) else None
     return Row(_label(section, f), COLORS[f.word], *(x * scale for x in (f.estimate, f.low, f.high)),
                marks=((figure * scale, STUDY),) if math.isfinite(figure) else (), span=span,
-               margin=f.margin * scale if f.part.asserts == EQUIVALENCE else None, note=why)  # fmt: skip
+               margin=f.margin * scale if f.part.asserts == EQUIVALENCE else None, note=why, own=own)  # fmt: skip
 
 
 def plot_claims(section: StudySection) -> Figure | None:
@@ -127,8 +132,11 @@ def plot_claims(section: StudySection) -> Figure | None:
     panels = [p for p in panels if p[3]]
     if not panels:
         return None
-    rows = max(len(p[3]) for p in panels)
-    fig, axes = new_figure(7 * len(panels), 1.6 + 0.9 * rows, ncols=len(panels))
+    # The panels one above the other, 7 inches wide: side by side (14 inches) the figure was too wide for the
+    # sweep run's description in a 1440 px window, and scaled down there its labels could not be read.
+    sizes = [len(p[3]) for p in panels]
+    fig = blank_figure(7, 1.6 + sum(0.6 + 0.9 * n for n in sizes))
+    axes = list(np.atleast_1d(fig.subplots(len(panels), 1, height_ratios=[0.6 + 0.9 * n for n in sizes])))
     for ax, (metric, title, scale, parts) in zip(axes, panels, strict=True):
         # An interval wider than the view (two seeds, a ratio without bound) runs to its edge, arrowed.
         draw_rows(ax, [_row(section, metric, scale, f) for f in parts], [x * scale for x in _view(metric, parts)], LABELS)
@@ -136,10 +144,14 @@ def plot_claims(section: StudySection) -> Figure | None:
         ax.locator_params(axis="x", nbins=6)  # readable ticks on a narrow panel
     legend(fig)
     whose = "The study's claims" if section.file.name == STUDY_FILE else f"The claims of {section.file.title}"
-    title = f"{whose} against this sweep (dotted: the report's equivalence margin)"
+    title = f"{whose} against this sweep"
+    if any(f.part.asserts == EQUIVALENCE and not not_testable(f) for f in found):  # a margin is drawn: say what it is
+        title += " (dotted: the report's equivalence margin)"
     if any(not_testable(f) for f in found):
-        said = f"{NOT_TESTABLE}: a claim outside this sweep's setting; this sweep's own reading is in the report, not drawn"
-        title += "\n" + textwrap.fill(said, 80 * len(panels))  # one panel's width holds 80 characters
+        own = any(has_interval(f) for f in found if not_testable(f))
+        said = f"{NOT_TESTABLE}: a claim outside this sweep's setting; " + (
+            "this sweep's own reading is the grey square, set apart" if own else "this sweep's own reading is in the report")
+        title += "\n" + textwrap.fill(said, 80)  # a panel's width holds 80 characters
     rows_of = {c.claim.number for c in section.claims if any(f in found for f in c.findings)}
     if left := {n: why for n, why in not_drawn(section).items() if n not in rows_of}:
         # A claim with no interval has no row: the figure says so, rather than dropping it silently.
@@ -147,6 +159,6 @@ def plot_claims(section: StudySection) -> Figure | None:
         for number, why in left.items():
             groups.setdefault(why, []).append(number)
         said = "; ".join(f"{'claim' if len(ns) == 1 else 'claims'} {', '.join(map(str, ns))} ({why})" for why, ns in groups.items())
-        title += "\n" + textwrap.fill(f"Not drawn: {said}; their lines in the report give this sweep's figure.", 80 * len(panels))
+        title += "\n" + textwrap.fill(f"Not drawn: {said}; their lines in the report give this sweep's figure.", 80)
     fig.suptitle(title, fontsize="medium")
     return fig

@@ -28,6 +28,10 @@ class Row:
     span: tuple[float, float] | None = None  # a band behind the row (the size a claim's words give)
     margin: float | None = None  # dotted ± ticks: the margin its equivalence is judged within
     note: str = ""  # a grey row with this note under it and no interval: an estimate not drawn here
+    own: tuple[float, float, float] | None = None  # in a note's row: this sweep's reading at its own setting (estimate, low, high)
+
+
+OWN = {"marker": "s", "color": "0.35", "mfc": "white", "ms": 5}  # a reading set apart from the words: grey, hollow
 
 
 def draw_rows(ax: Axes, rows: Sequence[Row], view: Sequence[float] | None = None, labels: Mapping[str, str] = {}) -> None:
@@ -41,6 +45,10 @@ def draw_rows(ax: Axes, rows: Sequence[Row], view: Sequence[float] | None = None
             ax.plot(x, y + lift, ls="none", **style)
         if r.note:
             ax.axhspan(y - 0.42, y + 0.42, color="0.92", lw=0, zorder=0, label=labels.get("note"))
+            if r.own is not None:  # below the claim's marks, thin and grey: a reading, not the claim's test
+                left, right = view or (r.own[1], r.own[2])
+                ax.plot([max(r.own[1], left), min(r.own[2], right)], [y - 0.1] * 2, color=OWN["color"], lw=1)
+                ax.plot(r.own[0], y - 0.1, ls="none", **OWN, label=labels.get("own"))
             ax.text(0.5, y - 0.4, textwrap.fill(r.note, 58), transform=ax.get_yaxis_transform(), ha="center", va="bottom",
                     fontsize="x-small", color="0.25", style="italic")  # fmt: skip
             continue

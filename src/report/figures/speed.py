@@ -10,6 +10,7 @@ load between jobs, not the norms.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 
 from matplotlib.figure import Figure
@@ -48,6 +49,7 @@ def plot_speed(verdicts: Sequence[SpeedVerdict], margin: float) -> Figure | None
     draw_rows(ax, drawn)
     ax.set(xlabel="step time of b vs a (%), predicted from the norms' own cost, 95% interval")
     legend(fig)  # below the axes: inside, it would cover the last pairs' marks wherever they fall
-    fig.suptitle("Speed per pair (the verdict's estimate; hollow: whole steps measured, where precise enough to check it; off the axis when wild)",
-                 fontsize="medium")  # fmt: skip
+    # The title names the hollow mark only where one is drawn, and wraps to the figure's width.
+    hollow = "; hollow: whole steps measured, where precise enough to check it; off the axis when wild" if any(r.marks for r in drawn) else ""
+    fig.suptitle(textwrap.fill(f"Speed per pair (the verdict's estimate{hollow})", 90), fontsize="medium")
     return fig

@@ -74,6 +74,20 @@ def variant_colors(variants: Sequence[str]) -> dict[str, tuple]:
     return {v: s.color for v, s in variant_styles(variants).items()}
 
 
+# The runs that are no variant (a sweep's parent run, its speed check) in the MLflow UI: a grey no variant's
+# colour is, so that no job shares a colour with them.
+NOT_A_VARIANT = "#7f7f7f"
+
+
+def variant_hex(variants: Sequence[str]) -> dict[str, str]:
+    """Each variant's colour as `#rrggbb`: the one the report's figures draw it in (its runs' colour in
+    MLflow's UI, `mlflow.runColor`), never NOT_A_VARIANT (tab10's grey is skipped for it)."""
+    from matplotlib.colors import to_hex
+
+    found = {v: to_hex(c) for v, c in variant_colors(variants).items()}
+    return {v: "#5a5a5a" if h == NOT_A_VARIANT else h for v, h in found.items()}
+
+
 def legend_below(fig: Figure, handles: Sequence[Artist], labels: Sequence[str]) -> None:
     """The legend under the axes, in columns that fit the figure's width; the figure grows by its
     rows, so that constrained layout can place it without covering or cutting anything."""
@@ -91,6 +105,17 @@ def legend_below(fig: Figure, handles: Sequence[Artist], labels: Sequence[str]) 
     fig.legend(handles, labels, loc="outside lower center", ncols=ncols, fontsize=LEGEND_FONT, handlelength=HANDLE_EM)
 
 
-def save(fig: Figure, path: Path) -> Path:
-    fig.savefig(path, dpi=120)
+DPI = 120
+# The widest a figure shown in the sweep run's description may be, in pixels: MLflow's UI draws an image
+# there at its own size (its sanitizer drops a width), beside *About this run*'s 440 px column, so in a
+# 1440 px window the description has ~740 px; a wider figure (claims.png's two panels side by side: 1,680)
+# widened the description past the window and cut its sentences mid-word.
+DESCRIPTION_WIDTH_PX = 720
+
+
+def save(fig: Figure, path: Path, max_width_px: float | None = None) -> Path:
+    """The figure as a PNG at DPI, or, where `max_width_px` is given, at the resolution that keeps it that
+    wide (the same drawing, smaller)."""
+    width = fig.get_size_inches()[0]
+    fig.savefig(path, dpi=min(DPI, max_width_px / width) if max_width_px else DPI)
     return path

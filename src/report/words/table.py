@@ -14,13 +14,18 @@ from src.report.words.common import ONE_RUN
 from src.report.words.jobs import jobs_caveat, jobs_ran
 from src.tracking.variants import REFERENCE_VARIANT, metric_key
 
-SPEED_CAVEAT = "speed_vs_hand_caveat"  # table.csv: beside speed_vs_hand, how the jobs were timed: "...: not a measurement"
+# table.csv's name of the table's `speed_vs_hand`: the jobs' own tokens/s against the hand-rolled norm's,
+# which ranks the machine's load between the jobs (torch_rmsnorm 1.73, torch_layernorm 0.88 on a loaded
+# machine), so the name says so; the speed check's estimate is the measurement (comparisons, the report).
+JOBS_SPEED_COLUMN = "jobs_tokens_per_sec_vs_hand_load_driven"
+SPEED_CAVEAT = f"{JOBS_SPEED_COLUMN}_caveat"  # beside it, how the jobs were timed: "...: not a measurement"
 
 
 def csv_frame(table: pd.DataFrame) -> pd.DataFrame:
-    """table.csv: the table, with the jobs' ratio's caveat beside `speed_vs_hand`."""
+    """table.csv: the table, `speed_vs_hand` named for what it is (JOBS_SPEED_COLUMN), its caveat beside it."""
     out = table.copy()
-    out.insert(list(out.columns).index("speed_vs_hand") + 1, SPEED_CAVEAT, jobs_caveat(_at_once(table)))
+    out.columns = [JOBS_SPEED_COLUMN if c == "speed_vs_hand" else c for c in out.columns]
+    out.insert(list(out.columns).index(JOBS_SPEED_COLUMN) + 1, SPEED_CAVEAT, jobs_caveat(_at_once(table)))
     return out
 
 

@@ -1,0 +1,72 @@
+"""The verdict in MLflow's own columns, on the tiny sweep's real runs: each job's run carries its pair's
+word and interval (and its speed verdict) as tags and metrics that MLflow's search sorts and filters on;
+and the report, made again from MLflow, prints only normsweep's lines."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from helpers import EXPERIMENT, TinySweep
+from mlflow.tracking import MlflowClient
+
+from src.report import analyze
+from src.report.__main__ import main as report_main
+from src.report.words.columns import REFERENCE_WORD, job_columns
+from src.stats.verdicts import PairWord, SpeedWord
+from src.tracking.store import QUIET_MLFLOW_ENV
+from src.tracking.summary import JOB_LOSS_BOUNDS, JOB_LOSS_METRIC, LOSS_VERDICT_TAG, SPEED_VERDICT_TAG
+
+
+def _jobs(client: MlflowClient, variant: str) -> list:
+    exp = client.get_experiment_by_name(EXPERIMENT).experiment_id
+    return client.search_runs([exp], f"tags.variant = '{variant}'")
+
+
+@pytest.mark.slow
+def test_each_job_run_carries_its_pairs_verdict_as_columns(tiny_sweep: TinySweep, tiny_client: MlflowClient) -> None:
+    analysis = analyze(EXPERIMENT, tiny_sweep.uri)
+    (pair,) = [r for r in analysis.comparisons if (r.a, r.b) == ("hand_layernorm", "torch_layernorm")]
+    measured = _jobs(tiny_client, "torch_layernorm")
+    assert len(measured) == 2
+    for run in measured:
+        tags, metrics = run.data.tags, run.data.metrics
+        # The word first (a sort groups it, LIKE filters it), then the reference and the interval it was read from.
+        assert tags[LOSS_VERDICT_TAG].startswith(f"{pair.verdict} vs hand_layernorm: Δ "), tags[LOSS_VERDICT_TAG]
+        assert pair.verdict in set(PairWord) and "interval" in tags[LOSS_VERDICT_TAG]
+        assert metrics[JOB_LOSS_METRIC] == pytest.approx(pair.primary.diff, abs=1e-4)  # at the printed precision
+        if pair.decision is not None and pair.decision.spread:
+            assert metrics[f"{JOB_LOSS_BOUNDS}_low"] <= metrics[JOB_LOSS_METRIC] <= metrics[f"{JOB_LOSS_BOUNDS}_high"]
+        (speed,) = [v for v in analysis.speed_verdicts if v.b == "torch_layernorm"]
+        assert tags[SPEED_VERDICT_TAG].startswith(f"{speed.verdict} vs {speed.a}: step time ")
+        assert speed.verdict in set(SpeedWord)
+    # The reference of the only pair says so; a variant no pair judged (no_norm: diverged) carries nothing.
+    assert all(r.data.tags[LOSS_VERDICT_TAG].startswith(REFERENCE_WORD) for r in _jobs(tiny_client, "hand_layernorm"))
+    assert not any(LOSS_VERDICT_TAG in r.data.tags for r in _jobs(tiny_client, "no_norm"))
+    # MLflow's own search filters and sorts on them, as the runs table's filter box does.
+    exp = tiny_client.get_experiment_by_name(EXPERIMENT).experiment_id
+    found = tiny_client.search_runs([exp], f"tags.{LOSS_VERDICT_TAG} LIKE '{pair.verdict}%'", order_by=[f"metrics.{JOB_LOSS_METRIC} DESC"])
+    assert {r.info.run_id for r in found} == {r.info.run_id for r in measured}
+    assert set(job_columns(analysis)) == {"hand_layernorm", "torch_layernorm"}
+
+
+@pytest.mark.slow
+def test_the_report_made_again_prints_only_our_lines(
+    tiny_sweep: TinySweep, tmp_path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`python -m src.report` on a finished sweep appends to its tables (MLflow downloads each first):
+    MLflow's "Downloading artifacts" bars stayed on the console. The verdict columns are written once."""
+    for key in QUIET_MLFLOW_ENV:
+        monkeypatch.delenv(key, raising=False)
+    before = {r.info.run_id: r.data.metrics for r in _jobs(MlflowClient(tiny_sweep.uri), "torch_layernorm")}
+    args = ["--experiment-name", EXPERIMENT, "--tracking-uri", tiny_sweep.uri, "--out", str(tmp_path)]
+    assert report_main(args) == 0
+    out, err = capsys.readouterr()
+    assert "Downloading artifacts" not in out + err and "View run" not in out + err, err[-2000:]
+    assert "normsweep report:" in out
+    lines = (out + err).splitlines()
+    assert max(map(len, lines)) <= 120, max(lines, key=len)
+    client = MlflowClient(tiny_sweep.uri)
+    for run_id, metrics in before.items():  # unchanged values are not logged again (no second row)
+        history = client.get_metric_history(run_id, JOB_LOSS_METRIC)
+        assert len(history) == 1 and math.isclose(history[0].value, metrics[JOB_LOSS_METRIC])
