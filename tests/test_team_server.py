@@ -188,7 +188,7 @@ def test_server_killed_mid_run_then_back(
 def test_a_single_run_against_a_server_prints_only_our_lines(team_server: TeamServer, token_cache_dir: Path, tmp_path: Path) -> None:
     """One run (no -m) against an http:// store: its lines are normsweep's (7 lines were 2 of ours and
     MLflow's "🏃 View run ... / 🧪 View experiment ..." pair, printed twice), each within 120 characters."""
-    args = [a for a in _copy_args(tmp_path, token_cache_dir, team_server.uri, "single_http", "progress_bar=false")
+    args = [a for a in node_sweep_args(tmp_path, token_cache_dir, team_server.uri, "single_http", "progress_bar=false")
             if not a.startswith("hydra.sweep")]  # fmt: skip
     proc = subprocess.run([sys.executable, "-m", "src.train", *args], cwd=tmp_path, env={**cli_env(), "PYTHONPATH": str(REPO)},
                           capture_output=True, text=True, timeout=600)  # fmt: skip
