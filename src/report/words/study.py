@@ -193,7 +193,8 @@ def part_figure(f: Finding) -> str:
     contrast, what = bool(f.part.minus), {SPEED: "training time", SHARE: "share of a step"}.get(f.metric, "nats")
     estimate, how = f"{shown(f.metric, e.diff, contrast)} {what}", measured_by(e)
     if f.shares:  # a trend: the change of the share, and the share at each size
-        levels = ", ".join(f"{size} {SHARE_OF(x)} [{SHARE_OF(low)}, {SHARE_OF(high)}]" for size, x, low, high in f.shares)
+        levels = ", ".join(f"{size} {estimate_text(x, low, high, 1 - f.alpha, SHARE_OF, high > low, 'share round')}"
+                           for size, x, low, high in f.shares)  # fmt: skip
         how = f"{how}; the share at {levels}"
     if not e.has_interval:
         return f"{estimate} ({how})"
