@@ -34,9 +34,10 @@ train: install  ## one run on the defaults (CPU, Shakespeare, MLflow in ./mlflow
 
 # What a CPU sweep answers, said before it runs (the README's "What a CPU sweep can answer" has the measurements).
 define CPU_SWEEP_NOTE
-[normsweep] on a CPU this sweep answers: each pair's kernel speed verdict (the speed check, at its end) and each
-[normsweep] pair's test loss at cpu_small. It tests none of the study's 7 claims (GPT-2 small, 16-bit, A100s: a GPU
-[normsweep] runs experiment=gpt2_small_study), and no_norm's lower loss at 150 steps is the study's init, not a finding.
+[normsweep] on a CPU this sweep answers: each pair's kernel speed verdict (the speed check, at its end), each pair's
+[normsweep] test loss at cpu_small, and the study's claim 8 (a norm's share of a step as the model grows, timed at three
+[normsweep] sizes). Claims 1-7 need GPT-2 small, 16-bit and A100s (a GPU runs experiment=gpt2_small_study), and
+[normsweep] no_norm's lower loss at 150 steps is the study's init, not a finding.
 endef
 export CPU_SWEEP_NOTE
 
@@ -45,7 +46,7 @@ sweep: install  ## the five-norm sweep, then the study's table (~7.5 min quiet o
 	@echo "[normsweep] expect ~7.5 min on a quiet 2-core CPU (49 min at load average 7); make sweep-quick: a first look"
 	$(PY) -m src.train -m experiment=norm_sweep $(ARGS)
 
-sweep-quick: install  ## a first look in minutes: the five norms' kernel speed verdicts, 2 seeds x 20 steps
+sweep-quick: install  ## a first look in minutes: the five norms' kernel speed verdicts, one run each x 20 steps
 	@echo "[normsweep] a first look: each pair's kernel speed verdict; 20 steps train nothing to judge (docs/sweeps.md)"
 	$(PY) -m src.train -m experiment=norm_sweep_quick $(ARGS)
 

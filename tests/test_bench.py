@@ -187,7 +187,7 @@ def test_variants_bench_writes_reports_and_an_mlflow_run(tmp_path: Path, store: 
     before = in_cwd.stat().st_mtime_ns if in_cwd.exists() else None
     args = argparse.Namespace(
         variants="hand_layernorm,torch_layernorm,no_norm", rounds=2, warmup=1, batch=None, seed=0, out=None,
-        kernel_seconds=0.1, kernel_threads=1,
+        kernel_seconds=0.1, kernel_threads=1, share_sizes="", share_rounds=0,
         overrides=[*TINY_BENCH, f"paths.mlflow_db={store['db']}", f"paths.mlflow_artifacts={store['artifacts']}",
                    "experiment_name=bench", f"paths.root_dir={tmp_path / 'elsewhere'}"],
     )  # fmt: skip

@@ -199,7 +199,7 @@ def test_on_another_hydra_the_command_line_goes_to_hydra_as_typed(monkeypatch: p
     monkeypatch.setattr(patches, "_said", set())
     monkeypatch.setenv(patches.UNPATCHED_ENV, "1")
     assert hydra_argv(["norm=x", "-m", "seed=0,1"]) == ["norm=x", "-m", "seed=0,1"]
-    assert capsys.readouterr().err == f"[normsweep] warning: {patches.ARGV_PATCH} left out: {patches.UNPATCHED_ENV} is set; {patches.ARGV_INSTEAD}\n"
+    assert unwrapped(capsys.readouterr().err) + "\n" == f"[normsweep] warning: {patches.ARGV_PATCH} left out: {patches.UNPATCHED_ENV} is set; {patches.ARGV_INSTEAD}\n"
 
 
 @pytest.mark.slow  # a CLI in a subprocess

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, TINY_MODEL, cli_env
+from helpers import REPO, TINY_MODEL, cli_env, unwrapped
 from mlflow.tracking import MlflowClient
 
 from src.tracking.code import CODE_PATHS, compute
@@ -143,7 +143,7 @@ def test_a_model_change_stops_the_rerun_then_keep_and_rerun_decide(project: Proj
     # rerun: both old runs are trained again; they stay in the store, marked superseded by the new ones.
     rerun = project.sweep("seed=0,1", "sweep.on_code_change=rerun")
     assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert rerun.stdout.count("training it again (sweep.on_code_change=rerun)") == 2
+    assert unwrapped(rerun.stdout).count("training it again (sweep.on_code_change=rerun)") == 2
     after = {r.info.run_id: r for r in project.runs()}
     assert len(after) == 5 and set(old) < set(after)
     new_ids = set(after) - set(old)

@@ -90,8 +90,6 @@ def counted(self, *args, **kwargs):
     return compose(self, *args, **kwargs)
 ConfigLoaderImpl._load_configuration_impl = counted
 atexit.register(lambda: print(f"config loads: {len(loads)}", file=sys.stderr))
-import resource  # the process's own peak resident size, job after job (Linux: KiB)
-atexit.register(lambda: print(f"process peak: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB", file=sys.stderr))
 sys.argv = ["src.train", *sys.argv[1:]]
 runpy.run_module("src.train", run_name="__main__")
 """
@@ -124,9 +122,10 @@ def test_a_six_job_sweep_loads_its_config_at_most_eight_times(
     runs = sorted(training_runs(MlflowClient(store["uri"]), "normsweep"), key=lambda r: r.info.start_time)
     peaks = [r.data.metrics[JOB_PEAK] for r in runs]
     assert len(peaks) == 6 and not any(PROCESS_PEAK in r.data.metrics for r in runs), [r.data.metrics for r in runs]
+    # Each job's own peak starts from the resident size the job found (clear_refs), so what the process
+    # kept job after job would show here as a climb: flat peaks are the bound on the growth. (The
+    # process's lifetime peak is not: the sweep's end, after the jobs, is not a job's.)
     assert max(peaks) <= 1.05 * min(peaks), peaks  # each job's own, not climbing in job order
-    process = float(proc.stderr.rpartition("process peak: ")[2].split()[0])
-    assert process <= 1.05 * max(peaks), (process, peaks)  # nothing kept job after job
 
 
 def test_the_time_split_adds_up() -> None:

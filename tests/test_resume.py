@@ -9,7 +9,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-from helpers import checkpointed
+from helpers import checkpointed, unwrapped
 from mlflow.tracking import MlflowClient
 
 import src.training.run_life as run_life_module
@@ -130,7 +130,7 @@ def test_sigterm_saves_and_exits_cleanly(
     (run,) = client.search_runs([client.get_experiment_by_name("preempt").experiment_id])
     assert run.info.status == "KILLED" and run.data.tags["outcome"] == "preempted"
     assert torch.load(tmp_path / "ckpt" / "last.ckpt", weights_only=True, mmap=True)["global_step"] == 4
-    assert "re-run the same command to resume" in capsys.readouterr().out
+    assert "re-run the same command to resume" in unwrapped(capsys.readouterr().out)
 
     # The identical command resumes the pre-empted run (a single run as a sweep's job does); Ctrl+C
     # at step 6 stops it again, before that step's checkpoint, and says how to go on.

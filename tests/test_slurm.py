@@ -185,7 +185,7 @@ def test_signals_and_requeue_resume_the_same_run_with_the_uninterrupted_result(
     assert sorted(runs) == sorted(probes), "one MLflow run per job, however often it was stopped"
     assert runs["ref"].data.tags.get("resumed") != "true", "the job left alone was stopped too"
     ref = runs["ref"].data.metrics
-    logs = "".join(p.read_text() for p in (tmp_path / "multirun" / ".submitit").rglob("*_0_log.out"))
+    logs = unwrapped("".join(p.read_text() for p in (tmp_path / "multirun" / ".submitit").rglob("*_0_log.out")))
     for probe in SIGNALLED:
         run = runs[probe]
         assert run.info.status == "FINISHED", (probe, run.data.tags)

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import run_cli, run_train
+from helpers import run_cli, run_train, unwrapped
 
 from src.core.schema import SPEED_KERNEL_S_MAX
 
@@ -68,7 +68,7 @@ def test_a_swept_key_nothing_reads_is_warned_about_before_training(tiny_override
     before anything trains (here a refused report setting stops the sweep right after it) and does not
     stop the sweep itself: tests sweep an unread `+probe=...` on purpose."""
     proc = run_cli("src.train", "-m", "+foo=1,2", *tiny_overrides, "report.margin.speed=0", timeout=300)
-    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    lines = [line for line in unwrapped(proc.stdout + proc.stderr).splitlines() if line.strip()]
     assert proc.returncode == 2, lines
     assert len(lines) == 2, lines
     assert lines[0].startswith("[normsweep] warning: foo: no part of the config reads it"), lines

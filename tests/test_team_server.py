@@ -325,7 +325,7 @@ def test_sigterm_stops_the_team_server_as_ctrl_c_and_a_dead_mlflow_server_is_sai
         mlflow_server.kill()
         rest, _ = proc.communicate(timeout=120)
         assert proc.returncode == 1, rest
-        (line,) = rest.strip().splitlines()
+        (line,) = unwrapped(rest).strip().splitlines()
         assert line.startswith("error: mlflow server exited by itself (signal 9); PostgreSQL stopped too; see "), line
         assert not (state_dir / "pgdata" / "postmaster.pid").exists()
 
@@ -338,7 +338,7 @@ def test_sigterm_stops_the_team_server_as_ctrl_c_and_a_dead_mlflow_server_is_sai
         guard.kill()
         rest, _ = proc.communicate(timeout=120)
         assert proc.returncode == 1, rest
-        (line,) = rest.strip().splitlines()
+        (line,) = unwrapped(rest).strip().splitlines()
         assert line.startswith(f"error: the team server's guard (pid {guard.pid}) stopped by itself"), line
         assert not (state_dir / "pgdata" / "postmaster.pid").exists()
 
@@ -352,7 +352,7 @@ def test_sigterm_stops_the_team_server_as_ctrl_c_and_a_dead_mlflow_server_is_sai
         os.kill(postmaster, signal.SIGKILL)
         rest, _ = proc.communicate(timeout=120)
         assert proc.returncode == 1, rest
-        (line,) = rest.strip().splitlines()
+        (line,) = unwrapped(rest).strip().splitlines()
         assert line.startswith(f"error: PostgreSQL (pid {postmaster}) stopped by itself; mlflow server stopped too"), line
         assert not listens(port)
     finally:  # whatever the test left: a cluster it started, an mlflow server left behind

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import TINY_MODEL, cli_env, first_checkpoint, training_runs
+from helpers import TINY_MODEL, cli_env, first_checkpoint, training_runs, unwrapped
 from mlflow.tracking import MlflowClient
 
 from src.core.ports import free_port
@@ -240,7 +240,7 @@ def test_a_cut_unsent_file_is_sent_as_far_as_it_reads_and_kept(killed: Killed) -
     proc = _run(killed.root, *killed.args)
     assert proc.returncode == 0, proc.stdout[-3000:]
     kept = killed.unsent.with_name(UNSENT_FILE + UNREADABLE_SUFFIX)
-    said = [line for line in proc.stdout.splitlines() if "cut short" in line]
+    said = [line for line in unwrapped(proc.stdout).splitlines() if "cut short" in line]
     assert len(said) == 1 and str(kept) in said[0], proc.stdout[-3000:]
     assert kept.read_bytes() == cut and not killed.unsent.exists()
 
@@ -263,7 +263,7 @@ def test_a_sweep_against_another_store_keeps_the_unsent_metrics_beside_the_repla
     assert proc.returncode == 0, proc.stdout[-3000:]
     replaced = killed.folder / "replaced"
     kept = unsent.kept_for(killed.folder, killed.run_id)
-    said = [line for line in proc.stdout.splitlines() if "kept as" in line]
+    said = [line for line in unwrapped(proc.stdout).splitlines() if "kept as" in line]
     assert len(said) == 1 and str(replaced / f"{killed.run_id}.ckpt") in said[0] and str(kept) in said[0], said
     assert kept.read_bytes() == killed.unsent_bytes  # every step the old server never acknowledged, on disk
 
@@ -292,7 +292,7 @@ def test_a_run_deleted_in_mlflow_says_so_and_the_two_ways_on(killed: Killed) -> 
     # A sweep starts over (it must finish), saying so once; the old run's checkpoint and metrics kept.
     proc = _run(killed.root, *killed.args)
     assert proc.returncode == 0, proc.stdout[-3000:]
-    lines = [line for line in proc.stdout.splitlines() if "deleted in MLflow" in line]
+    lines = [line for line in unwrapped(proc.stdout).splitlines() if "deleted in MLflow" in line]
     assert len(lines) == 1 and f"mlflow runs restore --run-id {killed.run_id}" in lines[0], proc.stdout[-3000:]
     assert (killed.folder / "replaced" / f"{killed.run_id}.ckpt").is_file()
     assert unsent.kept_for(killed.folder, killed.run_id).read_bytes() == killed.unsent_bytes

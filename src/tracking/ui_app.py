@@ -29,6 +29,7 @@ import json
 import sys
 from pathlib import Path
 
+from src.core.terminal import say
 from src.tracking.ui_view import START_VIEW_TAG
 
 APP_NAME = "normsweep"
@@ -134,10 +135,8 @@ def main(argv: list[str]) -> int:
     if ui_patchable() and registered():
         argv = [*argv, "--app-name", APP_NAME]
     elif ui_patchable():
-        print(
-            f"[normsweep] warning: {UI_PATCH} left out: the `mlflow.app` entry point {APP_NAME} is not installed "
-            f"(pip install -e . in the repository); {UI_INSTEAD}", file=sys.stderr, flush=True,
-        )  # fmt: skip
+        say(f"[normsweep] warning: {UI_PATCH} left out: the `mlflow.app` entry point {APP_NAME} is not installed "
+            f"(pip install -e . in the repository); {UI_INSTEAD}", sys.stderr)
     return int(cli.main(argv, standalone_mode=False) or 0)
 
 
