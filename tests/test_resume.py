@@ -148,7 +148,7 @@ def test_sigterm_saves_and_exits_cleanly(
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)  # Lightning ignores SIGINT from then on
     assert exit_info.value.code == 1
-    out = capsys.readouterr().out
+    out = unwrapped(capsys.readouterr().out)
     assert "resuming from its checkpoint" in out
     assert f"interrupted (Ctrl+C): run closed as killed; re-run the same command to continue from {tmp_path / 'ckpt' / 'last.ckpt'}" in out
     assert client.get_run(run.info.run_id).data.tags["outcome"] == "killed"
