@@ -137,6 +137,9 @@ def test_the_time_split_adds_up() -> None:
     assert "speed check" not in split_line(30.0, 0.0, 40.0, resumed=False)
     resumed = split_line(12.0, 0.0, 40.0, resumed=False, earlier_s=68.0)  # this command's own, the earlier apart
     assert "training 12 s (30%) (and 68 s in earlier attempts of resumed jobs), the rest 28 s (70%)" in resumed
+    # Two pool workers' training adds up past the wall time: said as a sum, never as 170% of it.
+    pooled = split_line(4709.0, 0.0, 2778.0, resumed=False)
+    assert "the jobs' training 4,709 s summed over jobs that ran at once" in pooled and "%" not in pooled
 
 
 # Refusals of the command line, each answered before torch, Lightning or MLflow is imported: one

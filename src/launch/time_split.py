@@ -39,8 +39,13 @@ def split_line(training_s: float, measuring_s: float, wall_s: float, resumed: bo
         return f"{seconds:,.0f} s ({seconds / wall_s:.0%})" if wall_s > 0 else f"{seconds:,.0f} s"
 
     before = f" (and {earlier_s:,.0f} s in earlier attempts of resumed jobs)" if earlier_s > 0 else ""
-    trained = f"training{' at most' if resumed else ''} {part(training_s)}{before}"
     measured = f", the speed check {part(measuring_s)}" if measuring_s else ""
+    if training_s + measuring_s > wall_s > 0:  # jobs ran at once (a pool, a node): their training adds up past the wall
+        return (
+            f"[normsweep] where the time went: {wall_s:,.0f} s in all: the jobs' training {training_s:,.0f} s summed over "
+            f"jobs that ran at once{before}{measured}; no share of the wall time is theirs alone"
+        )
+    trained = f"training{' at most' if resumed else ''} {part(training_s)}{before}"
     return (
         f"[normsweep] where the time went: {wall_s:,.0f} s in all: {trained}{measured}, "
         f"the rest {part(rest)} (start-up, checks, data, recording, tests, the report)"

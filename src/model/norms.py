@@ -21,10 +21,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from src.core.norm_source import NormSource
 from src.core.norm_yamls import shipped_norms
 from src.core.schema import NORM_EPS
 from src.model.fast_norms import fast_dyt
-from src.model.user_norms import CALL_KEYS, TARGET_KEY, NormSource, NotANorm, UserNorm, check_key, check_runs
+from src.model.user_norms import CALL_KEYS, TARGET_KEY, NotANorm, UserNorm, check_key, check_runs
 
 DEFAULT_EPS = NORM_EPS  # the same explicit eps for every variant: the config's default `norm.eps` (src/core/schema.py)
 # Where a norm sits in the model: in the attention path (its input, output for peri-norm, and the
@@ -196,7 +197,7 @@ class NormSpec:
     @functools.cached_property
     def source(self) -> NormSource | None:
         """A user norm's provenance (None for a shipped one: its code is the project's)."""
-        return None if self.shipped else NormSource.of(self.maker)
+        return None if self.shipped else NormSource.of(self.maker.target, self.maker.factory, self.maker.reference)
 
     def check_at(self, widths: Sequence[tuple[str, int]], precision: str | None = None) -> None:
         """Built at the model's widths (`(position, width)` pairs) on the meta device, then, for a norm

@@ -19,14 +19,13 @@ YAML's name.
 
 `UserNorm` imports the target and reads its signature; `check_runs` builds it at the model's width
 and runs it on a random batch under the run's precision (shape, dtype, finite output, a gradient
-reaching its input), once per variant and process; `NormSource` is its provenance, the file that
-defines it (or its installed distribution) and that file's hash, which joins the run's code fingerprint.
+reaching its input), once per variant and process; its provenance (the file that defines it, or its
+installed distribution, and that file's hash) is src.core.norm_source's.
 Each refusal is a ValueError naming the `norm.` field and the fix; `src.training.run_spec` adds the YAML.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib
 import inspect
@@ -34,8 +33,6 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -250,59 +247,3 @@ def _check_runs(build: Callable[[], nn.Module], target: str, width: int, precisi
                 f"{precision} (the model could not learn through it); compute the output from x with differentiable torch ops, "
                 "without .detach() or torch.no_grad()"
             )
-
-
-# --- where it comes from ----------------------------------------------------------------------
-
-
-@functools.cache
-def _distributions() -> Mapping[str, list[str]]:
-    return metadata.packages_distributions()
-
-
-def _defining_file(obj: Any) -> Path | None:
-    try:
-        found = inspect.getsourcefile(obj) or inspect.getfile(obj)
-    except (TypeError, OSError):
-        return None
-    return Path(found).resolve() if found else None
-
-
-def _distribution(obj: Any, file: Path | None) -> tuple[str, str] | None:
-    """(distribution, version) of an installed package's object; None for the user's own module
-    (found on PYTHONPATH, not inside an installed distribution's files)."""
-    top = (getattr(obj, "__module__", None) or "").split(".")[0]
-    for name in _distributions().get(top, []):
-        try:
-            dist = metadata.distribution(name)
-        except metadata.PackageNotFoundError:
-            continue
-        site = Path(str(dist.locate_file(""))).resolve()
-        if file is None or site in file.parents:
-            return dist.metadata["Name"], dist.version
-    return None
-
-
-@dataclass(frozen=True)
-class NormSource:
-    """A user norm's provenance: import path, defining file and its hash, or its distribution."""
-
-    target: str
-    file: str  # the file that defines it ("" when Python cannot tell: a compiled extension)
-    file_sha256: str  # that file's bytes ("" as above)
-    package: str  # "name==version" when it comes from an installed distribution, else ""
-    reference: str  # the built-in its YAML's `reference` names; "" when none (the run then records none)
-
-    @classmethod
-    def of(cls, user: UserNorm) -> NormSource:
-        file = _defining_file(user.factory)
-        dist = _distribution(user.factory, file)
-        digest = hashlib.sha256(file.read_bytes()).hexdigest() if file is not None and file.is_file() else ""
-        return cls(user.target, str(file or ""), digest, f"{dist[0]}=={dist[1]}" if dist else "", user.reference)
-
-    def code(self) -> tuple[dict[str, str], dict[str, str]]:
-        """What joins the run's code fingerprint: (files, package versions). An installed package counts
-        by its version (and the file's hash: an edited site-packages file changes results too)."""
-        files = {f"norm {self.target} ({Path(self.file).name})": self.file_sha256[:16]} if self.file else {}
-        versions = dict([self.package.split("==", 1)]) if self.package else {}
-        return files, versions
