@@ -332,7 +332,7 @@ def test_sigterm_stops_the_team_server_as_ctrl_c_and_a_dead_mlflow_server_is_sai
         # Its guard killed: said, and both servers stopped (before: silent, the servers ran on unguarded).
         proc = _team_server_cli(state_dir, port, pg_port)
         assert proc.stdout is not None
-        assert proc.stdout.readline().startswith("[normsweep] team server at")
+        assert _serving_line(proc).startswith("[normsweep] team server at")
         spawned = _children(proc.pid)
         guard = next(p for p in psutil.Process(proc.pid).children() if "server_guard" in " ".join(p.cmdline()))
         guard.kill()
@@ -346,7 +346,7 @@ def test_sigterm_stops_the_team_server_as_ctrl_c_and_a_dead_mlflow_server_is_sai
         # dead database (before: silent, /health 200 while the API answered 503).
         proc = _team_server_cli(state_dir, port, pg_port)
         assert proc.stdout is not None
-        assert proc.stdout.readline().startswith("[normsweep] team server at")
+        assert _serving_line(proc).startswith("[normsweep] team server at")
         spawned = _children(proc.pid)
         postmaster = int((state_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
         os.kill(postmaster, signal.SIGKILL)
