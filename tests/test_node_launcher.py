@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
 import pytest
 from helpers import REPO, cli_env, training_runs, unwrapped
@@ -73,24 +74,31 @@ def _rank_pid(sweep_pid: int, rank: int) -> int | None:
     return None
 
 
+def _training_on_two_ranks(overrides: list[str], experiment: str, tmp_path: Path, out: IO[str], log: Path) -> subprocess.Popen[str]:
+    """A long one-job node sweep on two CPU ranks, returned once both ranks are inside the training loop
+    (its first checkpoint written), its output going to `out` (the file `log`)."""
+    args = [
+        sys.executable, "-m", "src.train", "-m", *overrides, f"experiment_name={experiment}",
+        "cluster=gpu_node", "cluster.accelerator=cpu", "cluster.devices=2", "optim.max_steps=2000",
+        "val_every_n_steps=1000", "checkpoint.enabled=true", "checkpoint.every_n_steps=5",
+    ]  # fmt: skip
+    proc = subprocess.Popen(args, cwd=REPO, env=cli_env(), stdout=out, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 300
+    while not list((tmp_path / "checkpoints").glob("*/*/last.ckpt")):
+        assert proc.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, "the job wrote no checkpoint"
+        time.sleep(0.3)
+    return proc
+
+
 @pytest.mark.slow
 def test_a_rank_killed_by_a_signal_is_one_line_naming_it(tiny_overrides: list[str], store: dict[str, str], tmp_path: Path) -> None:
     """`kill -9` of rank 1 mid-job printed rank 0's gloo error (`Connection closed by peer ...`) and
     torchrun's `ChildFailedError` traceback and table: 47 lines, none saying which rank died and why."""
     experiment = "node_rank_killed"
-    args = [
-        sys.executable, "-m", "src.train", "-m", *tiny_overrides, f"experiment_name={experiment}",
-        "cluster=gpu_node", "cluster.accelerator=cpu", "cluster.devices=2", "optim.max_steps=2000",
-        "val_every_n_steps=1000", "checkpoint.enabled=true", "checkpoint.every_n_steps=5",
-    ]  # fmt: skip
     log = tmp_path / "sweep.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen(args, cwd=REPO, env=cli_env(), stdout=out, stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + 300
-        while not list((tmp_path / "checkpoints").glob("*/*/last.ckpt")):  # both ranks inside the training loop
-            assert proc.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "the job wrote no checkpoint"
-            time.sleep(0.3)
+        proc = _training_on_two_ranks(tiny_overrides, experiment, tmp_path, out, log)
         victim = _rank_pid(proc.pid, 1)
         assert victim is not None
         os.kill(victim, signal.SIGKILL)
@@ -121,19 +129,9 @@ def test_a_sigkilled_node_sweep_takes_torchrun_and_its_ranks_with_it(
     import psutil
 
     experiment = "node_sweep_killed"
-    args = [
-        sys.executable, "-m", "src.train", "-m", *tiny_overrides, f"experiment_name={experiment}",
-        "cluster=gpu_node", "cluster.accelerator=cpu", "cluster.devices=2", "optim.max_steps=2000",
-        "val_every_n_steps=1000", "checkpoint.enabled=true", "checkpoint.every_n_steps=5",
-    ]  # fmt: skip
     log = tmp_path / "sweep.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen(args, cwd=REPO, env=cli_env(), stdout=out, stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + 300
-        while not list((tmp_path / "checkpoints").glob("*/*/last.ckpt")):  # both ranks inside the training loop
-            assert proc.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "the job wrote no checkpoint"
-            time.sleep(0.3)
+        proc = _training_on_two_ranks(tiny_overrides, experiment, tmp_path, out, log)
         left = psutil.Process(proc.pid).children(recursive=True)  # torchrun and the two ranks
         assert len([p for p in left if "src.launch.node_job" in p.cmdline()]) >= 3  # torchrun names it too
         proc.kill()

@@ -317,42 +317,31 @@ def test_sigterm_stops_the_team_server_as_ctrl_c_and_a_dead_mlflow_server_is_sai
         assert not (state_dir / "pgdata" / "postmaster.pid").exists()  # PostgreSQL stopped
         assert not [p for p in spawned if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], spawned
 
-        proc = _team_server_cli(state_dir, port, pg_port)  # the same command again: the same data
-        assert proc.stdout is not None
-        assert _serving_line(proc).startswith("[normsweep] team server at")
+        # The same command again, on the same data: its MLflow server killed.
+        proc = _serving_team_server(state_dir, port, pg_port)
         spawned = _children(proc.pid)
         mlflow_server = next(p for p in psutil.Process(proc.pid).children() if "mlflow" in " ".join(p.cmdline()))
         mlflow_server.kill()
-        rest, _ = proc.communicate(timeout=120)
-        assert proc.returncode == 1, rest
-        (line,) = unwrapped(rest).strip().splitlines()
+        line = _its_one_error_line(proc)
         assert line.startswith("error: mlflow server exited by itself (signal 9); PostgreSQL stopped too; see "), line
         assert not (state_dir / "pgdata" / "postmaster.pid").exists()
 
         # Its guard killed: said, and both servers stopped (before: silent, the servers ran on unguarded).
-        proc = _team_server_cli(state_dir, port, pg_port)
-        assert proc.stdout is not None
-        assert _serving_line(proc).startswith("[normsweep] team server at")
+        proc = _serving_team_server(state_dir, port, pg_port)
         spawned = _children(proc.pid)
         guard = next(p for p in psutil.Process(proc.pid).children() if "server_guard" in " ".join(p.cmdline()))
         guard.kill()
-        rest, _ = proc.communicate(timeout=120)
-        assert proc.returncode == 1, rest
-        (line,) = unwrapped(rest).strip().splitlines()
+        line = _its_one_error_line(proc)
         assert line.startswith(f"error: the team server's guard (pid {guard.pid}) stopped by itself"), line
         assert not (state_dir / "pgdata" / "postmaster.pid").exists()
 
         # PostgreSQL killed: said, and the MLflow server stopped with it, so nothing answers /health over a
         # dead database (before: silent, /health 200 while the API answered 503).
-        proc = _team_server_cli(state_dir, port, pg_port)
-        assert proc.stdout is not None
-        assert _serving_line(proc).startswith("[normsweep] team server at")
+        proc = _serving_team_server(state_dir, port, pg_port)
         spawned = _children(proc.pid)
         postmaster = int((state_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
         os.kill(postmaster, signal.SIGKILL)
-        rest, _ = proc.communicate(timeout=120)
-        assert proc.returncode == 1, rest
-        (line,) = unwrapped(rest).strip().splitlines()
+        line = _its_one_error_line(proc)
         assert line.startswith(f"error: PostgreSQL (pid {postmaster}) stopped by itself; mlflow server stopped too"), line
         assert not listens(port)
     finally:  # whatever the test left: a cluster it started, an mlflow server left behind
@@ -443,6 +432,21 @@ def test_a_team_server_restarted_between_two_jobs_is_ridden_out(team_server: Tea
 
 
 SERVING_ENDS = "Ctrl+C (or SIGTERM) stops both"  # the last words of the line that says the server serves
+
+
+def _serving_team_server(state_dir: Path, port: int, pg_port: int) -> subprocess.Popen[str]:
+    """The team server's command, read up to the line that says it serves."""
+    proc = _team_server_cli(state_dir, port, pg_port)
+    assert _serving_line(proc).startswith("[normsweep] team server at")
+    return proc
+
+
+def _its_one_error_line(proc: subprocess.Popen[str]) -> str:
+    """What the team server says once one of its servers died: exit 1 and one line (read whole)."""
+    rest, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 1, rest
+    (line,) = unwrapped(rest).strip().splitlines()
+    return line
 
 
 def _serving_line(proc: subprocess.Popen[str]) -> str:
