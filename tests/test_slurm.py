@@ -19,7 +19,7 @@ from helpers import REPO, TINY_MODEL, cli_env, run_train, training_runs, unwrapp
 from mlflow.tracking import MlflowClient
 
 from src.launch.local_slurm import PARTITION, LocalSlurm, SlurmSetupError
-from src.tracking.tags import JOB_NUM_TAG
+from src.tracking.tags import JOB_NUM_TAG, PARENT_TAG
 from src.tracking.team_server import TeamServer
 
 pytestmark = pytest.mark.slow
@@ -362,3 +362,53 @@ def _wait_in_fit(client: MlflowClient, experiment: str, jobs: int, proc: subproc
 
 def _array_states(cluster: LocalSlurm, array: str) -> list[str]:
     return cluster.run("squeue", "-h", "-t", "all", "-j", array, "-o", "%T").stdout.split()
+
+
+def test_a_slurm_that_stops_mid_job_is_one_line_and_the_rerun_resumes(
+    team_server: TeamServer, token_cache_dir: Path, tmp_path: Path
+) -> None:
+    """Stopping the local SLURM mid-job printed "requeued ... resumes when SLURM starts it again" (it
+    would not), then after 49 s Hydra's 623-character `Error executing job with overrides` line. Its
+    own cluster here: this test stops it."""
+    experiment, steps = "slurm_stopped", 200
+    cluster = LocalSlurm.start(tmp_path / "slurm")
+    try:
+        args = _sweep_args(tmp_path, token_cache_dir, team_server.uri, experiment, "norm=hand_layernorm",
+                           f"optim.max_steps={steps}", f"val_every_n_steps={steps}", "log_every_n_steps=5")  # fmt: skip
+        client = MlflowClient(team_server.uri)
+        log = tmp_path / "sweep.log"
+        with open(log, "w") as sink:
+            proc = subprocess.Popen(args, cwd=REPO, env=_env(cluster), stdout=sink, stderr=subprocess.STDOUT, text=True)
+            try:
+                _wait_in_fit(client, experiment, 1, proc)
+                cluster.stop()  # what Ctrl+C on `python -m src.launch.local_slurm` does
+                stopped = time.monotonic()
+                proc.wait(timeout=120)
+                waited = time.monotonic() - stopped
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+    finally:
+        cluster.stop()
+    out = log.read_text()
+    assert proc.returncode == 1, out[-3000:]
+    said = [line for line in out.splitlines()[1:] if not line.startswith(("[normsweep] submitting", "    "))]
+    assert len(said) == 1 and said[0].startswith("error: the SLURM controller stopped answering (Slurmctld(primary) at "), out
+    assert " is DOWN) for " in said[0] and " s with job #0 not done; the sweep stopped waiting. Its run keeps what it " in said[0]
+    assert said[0].endswith("and re-run the same command: finished jobs are skipped, the others resume from their checkpoints")
+    assert waited < 60, waited  # the local cluster's SlurmctldTimeout (5 s) + MessageTimeout (10 s), not 49 s of scontrol
+    (run,) = training_runs(client, experiment)
+    assert run.info.status == "KILLED" and run.data.tags["outcome"] == "preempted", run.data.tags  # checkpointed on scancel
+    (sweep_run,) = [r for r in client.search_runs([run.info.experiment_id]) if r.info.run_id == run.data.tags[PARENT_TAG]]
+    assert sweep_run.info.status == "FAILED"
+    assert sweep_run.data.tags["sweep.end_reason"].startswith("the SLURM controller stopped answering")
+
+    again = LocalSlurm.start(tmp_path / "slurm-again")  # SLURM started again: the same command resumes the run
+    try:
+        done = _run(again, args)
+    finally:
+        again.stop()
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    (run,) = training_runs(client, experiment)
+    assert run.info.status == "FINISHED" and run.data.tags.get("resumed") == "true", run.data.tags
+    assert run.data.metrics["steps_done"] == steps

@@ -90,6 +90,8 @@ MailProg=/bin/true
 KillWait=10
 MinJobAge=600
 SlurmdTimeout=60
+# No backup controller here: a sweep waits this long (+ MessageTimeout) for a silent one, not 120 s.
+SlurmctldTimeout=5
 InactiveLimit=0
 {nodes}
 PartitionName={PARTITION} Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:8

@@ -5,7 +5,10 @@ Without SLURM accounting (`sacct`) submitit cannot tell a job that ended without
 still pending, and waits for ever; `scontrol` can, for as long as SLURM lists the job (MinJobAge).
 It also counts a job's requeues: each one is a line on the sweep's console (a pre-emption and a
 plain `scancel` both send SIGTERM, which the job answers by checkpointing and requeueing itself),
-where submitit printed only its sacct warnings, now held back. A sweep stopped by Ctrl+C or SIGTERM
+where submitit printed only its sacct warnings, now held back. A controller that stops answering
+(`scontrol ping`) is waited for as long as the cluster says its backup would take to answer
+instead; then the sweep ends in one line that says so (`controller_gone_line`): each `scontrol show
+job` against a dead controller took 18 s and ended in "no longer listed", which was not the reason. A sweep stopped by Ctrl+C or SIGTERM
 cancels the jobs it submitted, after writing the file that tells them not to requeue themselves.
 Hydra instantiates launchers only from `hydra_plugins`: the class Hydra sees is the subclass in
 hydra_plugins/normsweep_launchers/slurm.py (cluster=slurm sets it).
@@ -34,12 +37,15 @@ from src.core.cli import CANCELLED_FILE_ENV
 from src.core.paths import ConfigError
 from src.core.terminal import say
 from src.launch.done_jobs import in_order, lost, split_done
+from src.launch.sweep_end import job_failed, without_hydra_line
 
 # squeue's states of a job that will still produce a result (it may be requeued meanwhile).
 SLURM_ALIVE = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD",
                          "REQUEUE_FED", "RESIZING", "SUSPENDED", "STAGE_OUT", "SIGNALING", "PREEMPTED"})  # fmt: skip
 SQUEUE_EVERY_S = 5.0  # how often a job without a result is looked up (scontrol)
 NO_RESULT_GRACE_S = 10.0  # a result file may lag the job's end on a shared file system
+SCONTROL_TIMEOUT_S = 30.0
+DEFAULT_CONTROLLER_WAIT_S = 130.0  # SLURM's defaults: SlurmctldTimeout 120 s + MessageTimeout 10 s
 
 
 
@@ -54,6 +60,46 @@ def job_view(job_id: str) -> tuple[str, int] | None:
     if out.returncode != 0 or state is None:
         return None
     return state.group(1), int(restarts.group(1)) if restarts else 0
+
+
+def controller_down() -> str | None:
+    """None while a SLURM controller (primary or backup) answers; else what `scontrol ping` said."""
+    try:
+        out = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=SCONTROL_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"scontrol ping: {err}"
+    said = [line.strip() for line in (out.stdout + out.stderr).splitlines() if line.strip() and "*" not in line]
+    if out.returncode == 0 or any(line.endswith(" is UP") for line in said):
+        return None
+    return "; ".join(said) or f"scontrol ping exited {out.returncode}"
+
+
+def controller_wait_s() -> float:
+    """How long a controller may be silent before the sweep stops waiting for it: the cluster's
+    SlurmctldTimeout (after which its backup controller, if it has one, takes over) and one
+    MessageTimeout to reach it, as `scontrol show config` gives them; SLURM's defaults otherwise."""
+    try:
+        out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=SCONTROL_TIMEOUT_S).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return DEFAULT_CONTROLLER_WAIT_S
+    found = {key: float(value) for key, value in re.findall(r"^(SlurmctldTimeout|MessageTimeout)\s*=\s*(\d+)", out, re.M)}
+    if len(found) != 2:
+        return DEFAULT_CONTROLLER_WAIT_S
+    return found["SlurmctldTimeout"] + found["MessageTimeout"]
+
+
+def controller_gone_line(nums: list[int], arrays: list[str], reason: str, waited_s: float) -> str:
+    """The sweep's one line when the SLURM controller stopped answering with jobs not done."""
+    jobs = ", ".join(f"#{n}" for n in nums)
+    many = len(nums) > 1
+    return (
+        f"error: the SLURM controller stopped answering ({reason}) for {waited_s:.0f} s with job{'s' if many else ''} "
+        f"{jobs} not done; the sweep stopped waiting. {'Their runs keep what they' if many else 'Its run keeps what it'} "
+        "checkpointed. Start SLURM again "
+        f"(python -m src.launch.local_slurm, on this machine's own cluster; elsewhere the cluster's admins), then "
+        f"`scancel {' '.join(arrays)}` (SLURM may still hold them) and re-run the same command: finished jobs are "
+        "skipped, the others resume from their checkpoints"
+    )
 
 
 def requeued_line(num: int, job_id: str, restarts: int) -> str:
@@ -195,9 +241,12 @@ class SlurmSweepLauncher(SlurmLauncher):
         waiting = {num: (job, overrides) for (num, overrides), job in zip(pending, jobs, strict=True)}
         results: dict[int, JobReturn] = {}
         restarts = dict.fromkeys(waiting, 0)
+        seen_restarts = dict.fromkeys(waiting, 0)
         gone_since: dict[int, float] = {}
         states: dict[int, str | None] = {}
         looked = 0.0
+        silent_since: float | None = None
+        wait_s = controller_wait_s()
         while waiting:
             with held_stderr(keep=not_sacct):  # submitit asks sacct first, at every look
                 for num, (job, overrides) in list(waiting.items()):
@@ -210,12 +259,22 @@ class SlurmSweepLauncher(SlurmLauncher):
             now = time.monotonic()
             if waiting and now - looked >= SQUEUE_EVERY_S:
                 looked = now
+                reason = controller_down()
+                if reason is not None:
+                    silent_since = now if silent_since is None else silent_since
+                    if now - silent_since >= wait_s:
+                        results.update(self._controller_gone(waiting, reason, now - silent_since))
+                        break
+                    continue
+                silent_since = None
                 for num, (job, overrides) in list(waiting.items()):
                     view = job_view(job.job_id)
                     states[num] = view[0] if view else None
-                    if view is not None and view[1] > restarts[num]:
+                    # Said once two looks agree: a job requeued as its controller is stopped would not resume.
+                    if view is not None and view[1] > restarts[num] and view[1] == seen_restarts[num]:
                         restarts[num] = view[1]
                         say(requeued_line(num, job.job_id, view[1]))
+                    seen_restarts[num] = view[1] if view is not None else seen_restarts[num]
                     if states[num] in SLURM_ALIVE:
                         gone_since.pop(num, None)
                     elif now - gone_since.setdefault(num, now) > NO_RESULT_GRACE_S:
@@ -227,11 +286,29 @@ class SlurmSweepLauncher(SlurmLauncher):
     @staticmethod
     def _lost(job: Any, num: int, overrides: list[str], state: str | None) -> JobReturn:
         what = f"ended ({state})" if state else "is no longer listed by SLURM"
-        return lost(
+        return said_lost(
             overrides,
             f"job #{num}: SLURM job {job.job_id} {what} without a result (its log: "
             f"{job.paths.stderr}); re-run the same command to continue it from its checkpoint",
         )
+
+    @staticmethod
+    def _controller_gone(waiting: dict[int, tuple[Any, list[str]]], reason: str, waited_s: float) -> dict[int, JobReturn]:
+        """Every job still waited for, failed with the one line that says the controller is gone."""
+        arrays = sorted({str(job.job_id).split("_")[0] for job, _ in waiting.values()})
+        line = controller_gone_line(sorted(waiting), arrays, reason, waited_s)
+        job_failed(line.removeprefix("error: "))  # the sweep run's end reason, once
+        return {num: said_lost(overrides, line, reason=False) for num, (_, overrides) in waiting.items()}
+
+
+def said_lost(overrides: list[str], line: str, reason: bool = True) -> JobReturn:
+    """A job lost with `line` as its last line (Hydra's own line before it, every override of the job,
+    left out) and, with `reason`, the sweep run's end reason."""
+    if reason:
+        job_failed(line.removeprefix("error: "))
+    result = lost(overrides, line)
+    without_hydra_line(result)
+    return result
 
 
 def cancel(jobs: list[Any], cancelled: Path) -> None:
