@@ -121,15 +121,23 @@ def test_runs_that_recorded_their_init_get_no_such_line(old_store: tuple[Store, 
 
 def test_the_study_sections_code_line_names_what_a_sweep_changed() -> None:
     study = study_code()
-    assert study == {"model.init": "study", "optim.decay_norm_and_bias": "True", "optim.betas": "[0.9, 0.999]", "optim.min_lr_ratio": "0.1"}
-    runs = pd.DataFrame({"model.init": ["", "study"], "optim.decay_norm_and_bias": ["False"] * 2,
-                         "optim.betas": ["[0.9, 0.95]"] * 2, "optim.min_lr_ratio": ["", "0.1"]})  # fmt: skip
+    assert study == {"model.init": "study", "model.attention": "explicit", "optim.decay_norm_and_bias": "True",
+                     "optim.betas": "[0.9, 0.999]", "optim.min_lr_ratio": "0.1", "optim.grad_clip": "3.5",
+                     "data.order": "in_order", "test_weights": "best_train_loss"}  # fmt: skip
+    runs = pd.DataFrame({"model.init": ["", "study"], "model.attention": ["sdpa"] * 2, "optim.decay_norm_and_bias": ["False"] * 2,
+                         "optim.betas": ["[0.9, 0.95]"] * 2, "optim.min_lr_ratio": ["", "0.1"], "optim.grad_clip": ["1.0"] * 2,
+                         "data.order": ["drawn"] * 2, "test_weights": ["final"] * 2})  # fmt: skip
     assert code_line(runs, study) == (
-        "code: this sweep model.init=gpt2 (recorded before model.init) / study, optim.decay_norm_and_bias=False, "
-        "optim.betas=[0.9, 0.95], optim.min_lr_ratio=0.1; the study model.init=study, optim.decay_norm_and_bias=True, "
-        "optim.betas=[0.9, 0.999], optim.min_lr_ratio=0.1 (differs: model.init, optim.decay_norm_and_bias, optim.betas)"
+        "code: this sweep model.init=gpt2 (recorded before model.init) / study, model.attention=sdpa, "
+        "optim.decay_norm_and_bias=False, optim.betas=[0.9, 0.95], optim.min_lr_ratio=0.1, optim.grad_clip=1.0, "
+        "data.order=drawn, test_weights=final; the study model.init=study, model.attention=explicit, "
+        "optim.decay_norm_and_bias=True, optim.betas=[0.9, 0.999], optim.min_lr_ratio=0.1, optim.grad_clip=3.5, "
+        "data.order=in_order, test_weights=best_train_loss (differs: model.init, model.attention, "
+        "optim.decay_norm_and_bias, optim.betas, optim.grad_clip, data.order, test_weights)"
     )
-    assert code_line(runs.iloc[1:].assign(**{"optim.decay_norm_and_bias": "True", "optim.betas": "[0.9, 0.999]"}), study).endswith("optim.min_lr_ratio=0.1")
+    same = {"optim.decay_norm_and_bias": "True", "optim.betas": "[0.9, 0.999]", "model.attention": "explicit",
+            "optim.grad_clip": "3.5", "data.order": "in_order", "test_weights": "best_train_loss"}  # fmt: skip
+    assert code_line(runs.iloc[1:].assign(**same), study).endswith("test_weights=best_train_loss")
 
 
 def test_the_fingerprint_is_the_inits() -> None:

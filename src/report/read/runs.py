@@ -22,7 +22,7 @@ import pandas as pd
 from src.report.read.published import MODEL_AXES, STUDY_CODE
 from src.report.read.table import AXIS_PREFIX, order_of
 from src.report.read.table import UNKNOWN as UNKNOWN_FAMILY
-from src.tracking.identity import INIT_KEY, INIT_RECORDED_BEFORE
+from src.tracking.identity import ADDED_LATER, INIT_KEY, INIT_RECORDED_BEFORE
 from src.tracking.store import Store
 from src.tracking.store_uri import redact_uri, sqlite_path
 from src.tracking.sweep import PARENT_ENV, STALE_AFTER_S, latest_sweep_run, predates_init, run_state
@@ -197,7 +197,7 @@ def _row(store: Store, run: Run, variants: Variants, stale_after_s: float) -> di
         "norm_target": tags.get(NORM_TARGET_TAG, ""),  # its class or factory, as data (the study section names it)
         "commit": tags.get(GIT_COMMIT_TAG, "")[:7] + ("-dirty" if tags.get(GIT_DIRTY_TAG) == "true" else ""),
     }
-    row.update(setting_of(run.data.params, tags))  # "" where unrecorded: no difference from the study
+    row.update(setting_of(with_added_later(run.data.params), tags))  # "" where unrecorded: no difference from the study
     row.update({f"{AXIS_PREFIX}{name}": value for name, value in variants.parts[run_id].items()})
     for column, key in METRIC_COLUMNS.items():
         row[column] = metrics.get(key, math.nan)
@@ -221,13 +221,23 @@ def user_norm_code(tags: Mapping[str, str]) -> str:
 
 
 def recorded_params(run: Run) -> dict[str, str]:
-    """The run's params, with the norm and seed its tags name (records that logged no such param)."""
+    """The run's params, with the norm and seed its tags name (records that logged no such param), and
+    each key added later at the value the run trained with (ADDED_LATER)."""
     tags = run.data.tags
     seed = tags.get(SEED_TAG)
     params = {NORM_KEY: tags[NORM_TAG], **({SEED_KEY: seed} if seed is not None else {}), **run.data.params}
     if predates_init(run):  # its init by its one label, not a missing value (`init=none`, `None`)
         params[INIT_KEY] = INIT_RECORDED_BEFORE
-    return params
+    return with_added_later(params) if run.data.params else params
+
+
+def with_added_later(params: dict[str, str]) -> dict[str, str]:
+    """A run's params with each key added after `model.init` at the value the run trained with: those
+    kept it as their default, so a run that names it is the same variant. (`model.init` changed its
+    default: a run without it is labelled, not filled; an empty record says nothing.)"""
+    if not params:
+        return params
+    return {**{k: v for k, v in ADDED_LATER.items() if k != INIT_KEY}, **params}
 
 
 def variant_ranks(runs: pd.DataFrame, variants: Variants) -> list[int]:
