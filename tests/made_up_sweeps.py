@@ -69,12 +69,17 @@ def runs_frames(draw: st.DrawFn) -> MadeUp:
     seed_effect = draw(st.sampled_from((0.0, 0.016)))  # the seed's own share (the study's SD), paired out
     base = draw(st.floats(2.5, 7.0, allow_nan=False)).__round__(4)
     spread = draw(st.sampled_from(SPREADS))
-    at_once = draw(st.booleans())  # the jobs ran one after another (a laptop's multirun) or overlapping (SLURM, a pool)
+    # The jobs ran one after another (a laptop's multirun), all overlapping (SLURM), or each beside the
+    # job of the other axis value at its place (a pool of two over `-m axis=a,b`: no job of one value
+    # overlaps another of the same value).
+    timing = draw(st.sampled_from(("one after another", "at once", "beside the other value")))
     rng = np.random.default_rng(draw(st.integers(0, 2**16)))
     seed_loss = base + rng.normal(0, seed_effect, MAX_SEEDS) if seed_effect else np.full(MAX_SEEDS, base)
     rows = []
     start = 0
-    for value in values:
+    for index, value in enumerate(values):
+        if timing == "beside the other value":
+            start = index * 0.1  # the second value's jobs start 0.1 s after the first's, each beside its peer
         for norm in norms:
             n_seeds = draw(st.integers(1, MAX_SEEDS))
             seeds = draw(st.sampled_from(("first", "gaps"))) == "first"
@@ -91,8 +96,8 @@ def runs_frames(draw: st.DrawFn) -> MadeUp:
                     "outcome": outcome, "test_loss": loss if outcome == "finished" else math.nan,
                     "tokens_per_sec": 1000.0 * (1 + 0.4 * rng.random()), "train_time_s": 100.0 + start,
                     "stopped_at_step": 530.0 if outcome == "diverged" else math.nan,
-                    "start_time": pd.Timestamp(0) + pd.Timedelta(seconds=0 if at_once else 200 * start),
-                    "end_time": pd.Timestamp(0) + pd.Timedelta(seconds=150 if at_once else 200 * start + 150),
+                    "start_time": pd.Timestamp(0) + pd.Timedelta(seconds=0 if timing == "at once" else 200 * start),
+                    "end_time": pd.Timestamp(0) + pd.Timedelta(seconds=150 if timing == "at once" else 200 * start + 150),
                     "dispatch": "fwd=fused bwd=fused",
                     "model.norm_placement": "pre", "model.qk_norm": "False", "model.init": "study", "norm_reference": "",
                     **setting, **({AXIS_PREFIX + "norm": norm, AXIS_PREFIX + axis: value} if axis else {}),

@@ -237,12 +237,34 @@ def check_jobs_timings_carry_their_caveat(a: Analysis, out: dict[str, str]) -> N
             assert re.search(r"not a measurement|one after another|at once|jobs'", line), f"the jobs' ratio without its caveat: {line}"
 
 
+def check_jobs_beside_others_are_not_one_after_another(a: Analysis, out: dict[str, str]) -> None:
+    """Where every job ran beside another (a pool, SLURM), no sentence says the jobs ran one after another,
+    whichever of them it reads (the study's section reads some variants only: they ran beside the rest)."""
+    spans = a.runs[["start_time", "end_time"]].dropna()
+    if len(spans) < 2:
+        return
+    overlaps = [any(i != j and s.start_time < t.end_time and t.start_time < s.end_time for j, t in spans.iterrows())
+                for i, s in spans.iterrows()]  # fmt: skip
+    if all(overlaps):
+        assert "one after another" not in out["report.md"], "jobs that each ran beside another called one after another"
+
+
+def check_a_column_against_a_variant_names_one_that_ran(a: Analysis, out: dict[str, str]) -> None:
+    """A table column "test loss vs X" compares with a variant X of this sweep, not a name nobody ran."""
+    ran = set(a.table.variant)
+    for line in out["report.md"].splitlines():
+        if line.startswith("|") and "---" not in line:
+            for named in re.findall(r"test loss vs ([A-Za-z0-9_·. =\[\],-]+?) *\|", line):
+                assert named.strip() in ran, f"a column against {named.strip()!r}, which this sweep did not run: {line}"
+
+
 INVARIANTS = [
     check_numbers_inside_intervals, check_every_interval_says_its_level, check_the_word_is_the_intervals, check_family_printed_is_adjusted, check_no_p_zero,
     check_no_interval_without_spread_called_different, check_seeds_to_settle_exceed_seeds_run, check_lowest_is_established,
     check_agree_only_on_a_usable_interval, check_set_aside_runs_are_named, check_jobs_timings_carry_their_caveat,
     check_other_setting_runs_are_set_aside_by_name, check_a_time_that_is_not_a_measurement_decides_nothing,
-    check_not_tested_is_not_outside,
+    check_not_tested_is_not_outside, check_jobs_beside_others_are_not_one_after_another,
+    check_a_column_against_a_variant_names_one_that_ran,
 ]  # fmt: skip
 
 

@@ -537,4 +537,4 @@ def against_study(
     reach, facts = _reach(judged, setting, listed, source)
     return StudySection(claims, unjudged, family, event, decided_parts, matched(values).labels, reach=reach, domain_facts=facts,
                         read=tuple(v for v in dict.fromkeys(runs.variant) if v in seen),
-                        set_aside=_set_aside(runs, seen, values, variants), timing=jobs_timing(setting), source=source)  # fmt: skip
+                        set_aside=_set_aside(runs, seen, values, variants), timing=jobs_timing(setting, runs), source=source)  # fmt: skip

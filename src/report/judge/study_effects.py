@@ -53,12 +53,13 @@ class Timing(StrEnum):
         return self in (Timing.CHECK, Timing.OWN_DEVICE)
 
 
-def jobs_timing(runs: pd.DataFrame) -> Timing:
+def jobs_timing(runs: pd.DataFrame, among: pd.DataFrame | None = None) -> Timing:
     """How the jobs' own times were taken: on GPUs each job had its device; elsewhere, at once where
-    two jobs' [start, end) overlapped (src.report.read.timing), else one after another."""
+    one of them overlapped another job of `among` (all the runs read; src.report.read.timing), else
+    one after another."""
     if len(runs) and set(runs.device_type.dropna().astype(str)) == {"cuda"}:
         return Timing.OWN_DEVICE
-    return Timing.AT_ONCE if most_at_once(runs) > 1 else Timing.ONE_AFTER_ANOTHER
+    return Timing.AT_ONCE if most_at_once(runs, among) > 1 else Timing.ONE_AFTER_ANOTHER
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ def from_runs(runs: pd.DataFrame, part: Part, metric: str, labels: Mapping[str, 
     """The paired per-run effect of a part (None when a side has no finished run)."""
     a, b = str(labels[str(part.a)]), str(labels[part.b])
     read = [a, b, *(str(labels[v]) for v in part.minus or ())]
-    timing = jobs_timing(runs[runs.variant.isin(read)]) if metric == SPEED else None
+    timing = jobs_timing(runs[runs.variant.isin(read)], runs) if metric == SPEED else None
     if part.minus is not None:  # a contrast of two pairs, seed by seed (speed only)
         first, second = _time_change(runs, a, b), _time_change(runs, *read[2:])
         both = first.index.intersection(second.index)

@@ -126,4 +126,9 @@ def display_rows(
     # times follow as the record they are, not as the first numbers a reader compares.
     order = [0, 1, headers.index(METRIC_LABELS["test_loss"]), headers.index(f"test loss vs {REFERENCE_VARIANT}"), sequential, headers.index("notes")]
     order += [i for i in range(len(headers)) if i not in order]
+    # Against a reference that is not a variant here (a sweep without torch_layernorm, or whose every
+    # variant also varies another axis), the column would be dashes under a name nobody ran.
+    loss_column = headers.index(f"test loss vs {REFERENCE_VARIANT}")
+    if rows and all(row[loss_column] == DASH for row in rows):
+        order.remove(loss_column)
     return [headers[i] for i in order], [[row[i] for i in order] for row in rows]
