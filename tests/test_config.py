@@ -179,15 +179,20 @@ VALUE_OPTIONS = [(g, o) for g, o in OPTIONS if g in VALUE_GROUPS]
 
 
 def _written(group: str, option: str) -> dict[str, object]:
-    """The values `conf/<group>/<option>.yaml` writes for its group's node (unresolved)."""
+    """The values `conf/<group>/<option>.yaml` writes for its group's node (unresolved). An option that
+    builds on another of its group (`defaults: [adamw, _self_]`) writes what it changes: the values it
+    does not are that option's, written there (each value has one owner)."""
     path = CONF_DIR / group / f"{option}.yaml"
     raw = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
     assert isinstance(raw, dict)
-    raw.pop("defaults", None)
+    based_on = [d for d in raw.pop("defaults", None) or [] if isinstance(d, str) and (CONF_DIR / group / f"{d}.yaml").is_file()]
     is_global = "# @package _global_" in path.read_text().splitlines()[:1]
     node = raw.get(group, {}) if is_global else raw
     assert isinstance(node, dict)
-    return node
+    inherited: dict[str, object] = {}
+    for base in based_on:
+        inherited.update(_written(group, base))
+    return {**inherited, **node}
 
 
 @pytest.mark.parametrize("group,option", VALUE_OPTIONS, ids=[f"{g}={o}" for g, o in VALUE_OPTIONS])
