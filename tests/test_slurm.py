@@ -365,23 +365,22 @@ def _array_states(cluster: LocalSlurm, array: str) -> list[str]:
 
 
 def test_a_slurm_that_stops_mid_job_is_one_line_and_the_rerun_resumes(
-    team_server: TeamServer, token_cache_dir: Path, tmp_path: Path
+    local_slurm: LocalSlurm, team_server: TeamServer, token_cache_dir: Path, tmp_path: Path
 ) -> None:
     """Stopping the local SLURM mid-job printed "requeued ... resumes when SLURM starts it again" (it
-    would not), then after 49 s Hydra's 623-character `Error executing job with overrides` line. Its
-    own cluster here: this test stops it."""
+    would not), then after 49 s Hydra's 623-character `Error executing job with overrides` line. The
+    session's cluster is stopped here, as Ctrl+C stops `python -m src.launch.local_slurm`, and started again."""
     experiment, steps = "slurm_stopped", 200
-    cluster = LocalSlurm.start(tmp_path / "slurm")
+    args = _sweep_args(tmp_path, token_cache_dir, team_server.uri, experiment, "norm=hand_layernorm",
+                       f"optim.max_steps={steps}", f"val_every_n_steps={steps}", "log_every_n_steps=5")  # fmt: skip
+    client = MlflowClient(team_server.uri)
+    log = tmp_path / "sweep.log"
     try:
-        args = _sweep_args(tmp_path, token_cache_dir, team_server.uri, experiment, "norm=hand_layernorm",
-                           f"optim.max_steps={steps}", f"val_every_n_steps={steps}", "log_every_n_steps=5")  # fmt: skip
-        client = MlflowClient(team_server.uri)
-        log = tmp_path / "sweep.log"
         with open(log, "w") as sink:
-            proc = subprocess.Popen(args, cwd=REPO, env=_env(cluster), stdout=sink, stderr=subprocess.STDOUT, text=True)
+            proc = subprocess.Popen(args, cwd=REPO, env=_env(local_slurm), stdout=sink, stderr=subprocess.STDOUT, text=True)
             try:
                 _wait_in_fit(client, experiment, 1, proc)
-                cluster.stop()  # what Ctrl+C on `python -m src.launch.local_slurm` does
+                local_slurm.stop()
                 stopped = time.monotonic()
                 proc.wait(timeout=120)
                 waited = time.monotonic() - stopped
@@ -389,7 +388,8 @@ def test_a_slurm_that_stops_mid_job_is_one_line_and_the_rerun_resumes(
                 if proc.poll() is None:
                     proc.kill()
     finally:
-        cluster.stop()
+        local_slurm.stop()
+        local_slurm.restart()  # for this test's re-run and the session's other tests
     out = log.read_text()
     assert proc.returncode == 1, out[-3000:]
     said = [line for line in out.splitlines()[1:] if not line.startswith(("[normsweep] submitting", "    "))]
@@ -403,11 +403,7 @@ def test_a_slurm_that_stops_mid_job_is_one_line_and_the_rerun_resumes(
     assert sweep_run.info.status == "FAILED"
     assert sweep_run.data.tags["sweep.end_reason"].startswith("the SLURM controller stopped answering")
 
-    again = LocalSlurm.start(tmp_path / "slurm-again")  # SLURM started again: the same command resumes the run
-    try:
-        done = _run(again, args)
-    finally:
-        again.stop()
+    done = _run(local_slurm, args)  # SLURM started again: the same command resumes the run
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     (run,) = training_runs(client, experiment)
     assert run.info.status == "FINISHED" and run.data.tags.get("resumed") == "true", run.data.tags

@@ -162,6 +162,12 @@ class LocalSlurm:
                 raise SlurmSetupError(f"the nodes did not come up ({out.stdout.strip() or out.stderr.strip()}); see {self.folder}/log")
             time.sleep(0.3)
 
+    def restart(self) -> None:
+        """Start it again in its folder after `stop` (new ports, the same SLURM_CONF path, its state
+        cleared): two clusters on one machine share node names and launch each other's jobs."""
+        again = LocalSlurm.start(self.folder)
+        self.conf, self.pids[:] = again.conf, again.pids
+
     def run(self, *command: str) -> subprocess.CompletedProcess[str]:
         """A SLURM client command (squeue, scontrol, scancel, ...) against this cluster."""
         return subprocess.run(list(command), env=self.env, capture_output=True, text=True, timeout=60)
