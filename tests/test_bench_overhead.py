@@ -48,22 +48,22 @@ def test_both_sweeps_run_the_same_tiny_model() -> None:
     assert overhead.CLOCK in floor and overhead.CLOCK in tool
 
 
-@pytest.mark.slow  # five real sweeps: the warm-up, then normsweep and the floor at 1 and 2 jobs
+@pytest.mark.slow  # three real sweeps: the warm-up, then normsweep and the floor at 2 jobs
 def test_the_overhead_bench_measures_both_sweeps(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "src.bench", "overhead", "--jobs", "1,2", "--rounds", "1", "--out", str(tmp_path)],
+        [sys.executable, "-m", "src.bench", "overhead", "--jobs", "2", "--rounds", "1", "--out", str(tmp_path)],
         cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     report = json.loads((tmp_path / "overhead.json").read_text())
-    assert [row["jobs"] for row in report["rows"]] == [1, 2]
+    assert [row["jobs"] for row in report["rows"]] == [2]
     for row in report["rows"]:
         for kind in ("normsweep", "floor"):
             assert row[f"training_s {kind}"] > 0 and row[f"before_first_job_s {kind}"] > 0
         assert row["config_loads_per_job"] is not None and row["config_loads_per_job"] > 0
         assert math.isfinite(row["all_but_training_s ratio"]["ratio"])
-    for n in ("1", "2"):  # each sweep's clock heard each of its jobs
-        assert all(len(report["raw"][n][kind]) == 1 for kind in ("normsweep", "floor"))
+    # each sweep's clock heard each of its jobs
+    assert all(len(report["raw"]["2"][kind]) == 1 for kind in ("normsweep", "floor"))
     markdown = (tmp_path / "overhead.md").read_text()
     assert markdown.startswith("# The tool's own cost against the floor (1 interleaved rounds") and "| 2 |" in markdown
     print(markdown)
