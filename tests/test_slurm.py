@@ -408,3 +408,21 @@ def test_a_slurm_that_stops_mid_job_is_one_line_and_the_rerun_resumes(
     (run,) = training_runs(client, experiment)
     assert run.info.status == "FINISHED" and run.data.tags.get("resumed") == "true", run.data.tags
     assert run.data.metrics["steps_done"] == steps
+
+
+def test_a_machine_without_scontrol_is_not_told_its_controller_is_down(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Where `scontrol` is not installed the launcher cannot ask: it says nothing of the controller, and
+    waits SLURM's default 130 s (SlurmctldTimeout 120 + MessageTimeout 10) before ever saying so."""
+    from src.launch.slurm_launcher import controller_down, controller_wait_s
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert controller_down() is None
+    assert controller_wait_s() == 130.0
+
+
+def test_the_local_cluster_is_waited_for_15_seconds(local_slurm: LocalSlurm, monkeypatch: pytest.MonkeyPatch) -> None:
+    from src.launch.slurm_launcher import controller_down, controller_wait_s
+
+    monkeypatch.setenv("SLURM_CONF", local_slurm.env["SLURM_CONF"])
+    assert controller_down() is None  # it answers
+    assert controller_wait_s() == 15.0  # its SlurmctldTimeout=5 + MessageTimeout 10, as scontrol shows them
