@@ -108,7 +108,7 @@ def test_invalid_values_name_the_field(override: str, field: str) -> None:
         ("logger.system_metrics_s=abc", "logger.system_metrics_s: 'abc' is not a number"),
         ("logger.ui.port=http", "logger.ui.port: 'http' is not an integer"),
         # a misspelt key: Hydra's own advice was to append it with `+`, which nothing would have read
-        ("optim.lrr=1", "optim.lrr: no such key; did you mean optim.lr? (optim's keys: lr, min_lr_ratio, "),
+        ("optim.lrr=1", "optim.lrr: no such key; did you mean optim.lr? (optim's keys: name, lr, min_lr_ratio, "),
         ("cluster.device=2", "cluster.device: no such key; did you mean cluster.devices? (cluster's keys: name, "),
         # a sweep without -m: Hydra's advice included key=[a,b], which for a group merges both options
         ("seed=0,1", "seed=0,1: a sweep, which only -m (--multirun) runs: add -m, or quote the value for one string (seed='0,1')"),

@@ -222,7 +222,7 @@ def test_a_run_with_the_studys_three_ways_records_them_and_its_scored_step(
     ways = ["model.attention=explicit", "data.order=in_order", "test_weights=best_train_loss"]
     result = train(compose([*tiny_overrides, *ways, "checkpoint.enabled=true", f"checkpoint.dir={ckpt}"]))
     run = MlflowClient(store["uri"]).get_run(result.run_id)
-    assert {k: run.data.params[k] for k in ADDED_LATER if k != "model.init"} == dict(w.split("=") for w in ways)
+    assert {k: run.data.params[k] for k in ADDED_LATER if k != "model.init"} == {**dict(w.split("=") for w in ways), "optim.name": "adamw"}
     losses = [m.value for m in MlflowClient(store["uri"]).get_metric_history(result.run_id, "train/train_loss")]
     assert len(losses) == 4 and interval_steps(4) == 1  # every step closes an interval: the lowest step is scored
     assert run.data.metrics["test_weights_step"] == 1 + losses.index(min(losses))

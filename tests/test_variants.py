@@ -76,6 +76,34 @@ def test_any_key_is_an_axis_and_flags_and_numbers_carry_their_name() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("group", "options"),
+    [("model", ("cpu_small", "gpt2_small")), ("precision", ("fp32", "bf16_mixed")), ("optim", ("adamw", "adamw_study"))],
+)
+def test_a_config_group_swept_is_an_axis_named_by_the_group_and_its_options(group: str, options: tuple[str, str]) -> None:
+    """`-m model=cpu_small,gpt2_small` was labelled `context_length=128` / `context_length=1024` (the first
+    of the keys the option changed, by name), `precision=...` `lightning=32-true` / `bf16-mixed`, and
+    `optim=adamw,adamw_study` `betas=[0.9, 0.95]`, its decay and clip unsaid; the override rebuilt from
+    the axis (`--plan`, the report's next command) set that key alone, not the option."""
+    from src.core.paths import compose
+    from src.tracking.identity import fingerprint, flatten, identity_config
+    from src.tracking.variants import override_of
+
+    configs = {f"{o}-{n}": compose([f"{group}={o}", f"norm={n}"]) for o in options for n in ("hand_layernorm", "torch_rmsnorm")}
+    found = find_variants({run: flatten(identity_config(cfg)) for run, cfg in configs.items()})
+    assert [a.name for a in found.axes] == ["norm", group]
+    assert found.labels[f"{options[1]}-torch_rmsnorm"] == f"torch_rmsnorm · {options[1]}"
+    assert override_of(found.axes[1], found.values(group)) == f"{group}={','.join(options)}"
+    # The option's name labels values the fingerprint already holds: naming it changed no recorded run's.
+    if group == "optim":
+        from omegaconf import OmegaConf
+
+        for option in options:
+            named = OmegaConf.to_container(compose([f"optim={option}", "norm=hand_layernorm"]), resolve=True)
+            unnamed = {**named, "optim": {k: v for k, v in named["optim"].items() if k != "name"}}
+            assert fingerprint(unnamed) == fingerprint(named)
+
+
 # --- real sweeps ------------------------------------------------------------------------------------
 
 

@@ -311,6 +311,7 @@ LOGGER_SCHEMAS = {"none": LoggerSchema, "mlflow": MlflowLogger}
 class OptimSchema:
     """The optimizer, its schedule, the batch size and the training budget (values: conf/optim/*.yaml)."""
 
+    name: str = MISSING  # the option's name (optim=<name>): a sweep over options is named by it
     lr: Number = MISSING
     min_lr_ratio: Number = MISSING
     betas: list[float] = MISSING  # floats: OmegaConf 2.3 iterates a list of Number as its nodes

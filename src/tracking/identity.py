@@ -49,15 +49,20 @@ NON_RESULT_KEYS = (
 # MLflow params show it all the same); at any other value the config is another one.
 INIT_KEY, INIT_BEFORE_THE_KEY = "model.init", "gpt2"
 # Keys added after runs were recorded, each with the one value those runs had: at that value a key is
-# left out of the fingerprint, so a re-run of an old sweep still finds its finished runs. The three
+# left out of the fingerprint, so a re-run of an old sweep still finds its finished runs. The keys
 # after `model.init` kept that value as their default (the fused attention, drawn windows, the final
-# weights scored); only the study preset takes the study's.
+# weights scored, the optimizer option's name); only the study preset takes the study's.
 ADDED_LATER = {
     INIT_KEY: INIT_BEFORE_THE_KEY,
     "model.attention": "sdpa",
     "data.order": "drawn",
     "test_weights": "final",
+    "optim.name": "adamw",  # the option's name, so a sweep over optim options is named by it
 }
+# Keys that name values the identity holds already (an option's name: `optim=adamw_study` is its
+# betas, decay and clip): never in the fingerprint, so the study preset's runs, recorded before the
+# name, are still its runs; recorded as params all the same, which name a sweep's variants.
+LABEL_KEYS = ("optim.name",)
 # Such a run's init as the report names it, wherever it does (variants, headline, the study's code line).
 INIT_RECORDED_BEFORE = f"{INIT_BEFORE_THE_KEY} (recorded before {INIT_KEY})"
 
@@ -97,20 +102,30 @@ def recorded_min_lr(lr: float, ratio: float) -> float:
 
 
 def as_recorded(identity: Mapping[str, Any]) -> dict[str, Any]:
-    """The identity in the form the fingerprints of recorded runs hash: each key of ADDED_LATER left
-    out at the value those runs had, and the cosine floor as the absolute `optim.min_lr` they recorded."""
+    """The identity in the form the fingerprints of recorded runs hash: LABEL_KEYS left out, each key
+    of ADDED_LATER left out at the value those runs had, and the cosine floor as the absolute `optim.min_lr` they recorded."""
     out = copy.deepcopy(dict(identity))
+    for key in LABEL_KEYS:
+        node, leaf = _holder(out, key)
+        if node is not None:
+            node.pop(leaf, None)
     for key, before in ADDED_LATER.items():
-        *parents, leaf = key.split(".")
-        node: Any = out
-        for part in parents:
-            node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict) and leaf in node and node[leaf] == before:
+        node, leaf = _holder(out, key)
+        if node is not None and leaf in node and node[leaf] == before:
             node.pop(leaf)
     optim = out.get("optim")
     if isinstance(optim, dict) and "min_lr_ratio" in optim:
         optim["min_lr"] = recorded_min_lr(optim["lr"], optim.pop("min_lr_ratio"))
     return out
+
+
+def _holder(tree: dict[str, Any], key: str) -> tuple[dict[str, Any] | None, str]:
+    """(the dict that holds a dotted key's leaf, or None; the leaf's name)."""
+    *parents, leaf = key.split(".")
+    node: Any = tree
+    for part in parents:
+        node = node.get(part) if isinstance(node, dict) else None
+    return (node if isinstance(node, dict) else None), leaf
 
 
 def _digest(identity: Mapping[str, Any]) -> str:

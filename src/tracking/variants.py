@@ -5,7 +5,9 @@ at sweep time, or the MLflow params the runs recorded), `find_variants` finds th
 runs differ, leaves out the seed, and turns them into axes:
 
 - keys that always change together (`norm.norm_type` with `norm.family`, `norm.eps`, ...) are one
-  axis, named by the override that sets it (`norm` for the norm group, else the dotted key);
+  axis, named by the override that sets it: `norm` for the norm group, a config group whose options
+  carry their `name` (`model`, `precision`: `-m model=cpu_small,gpt2_small`) by the group, with that
+  name as its value, else the dotted key;
 - a key whose value follows from the axes already chosen (the learning rate of a `no_norm` run kept
   apart from the others) is folded into them, so it adds no variant of its own;
 - with no axis left (a seed-only sweep, a single run) the variant is the run's norm.
@@ -81,17 +83,27 @@ def _joint(partitions: Sequence[tuple[int, ...]], n: int) -> int:
     return len({tuple(p[i] for p in partitions) for i in range(n)})
 
 
+def _group_of(key: str) -> str | None:
+    """`model` for `model.name`: the config group whose option's name the key holds (each option of
+    conf/model/ and conf/precision/ writes its own), else None."""
+    group, _, leaf = key.partition(".")
+    return group if leaf == "name" else None
+
+
 def _axis_name(keys: Sequence[str]) -> str:
-    return NORM_AXIS if NORM_KEY in keys else keys[0]
+    if NORM_KEY in keys:
+        return NORM_AXIS
+    return _group_of(keys[0]) or keys[0]
 
 
 def _naming_order(keys: Sequence[str], preferred: Sequence[str]) -> list[str]:
     """A group's keys, the one that names the axis first: the norm, an axis the sweep named
-    (`preferred`), a config key, then a value derived from the config (n_params, budget.*)."""
+    (`preferred`), a config group's option name (`model.name`: the keys change together because the
+    option did), a config key, then a value derived from the config (n_params, budget.*)."""
 
-    def rank(key: str) -> tuple[int, int, str]:
+    def rank(key: str) -> tuple[bool, bool, bool, bool, str]:
         derived = key.startswith(DERIVED_PARAMS)
-        return (key != NORM_KEY, key not in preferred, derived, key)
+        return (key != NORM_KEY, key not in preferred, _group_of(key) is None, derived, key)
 
     return sorted(keys, key=rank)
 

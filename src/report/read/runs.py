@@ -266,7 +266,8 @@ def load_sweep(experiment: str, store: Store, stale_after_s: float = STALE_AFTER
     params = {r.info.run_id: recorded_params(r) for r in training}
     # The axes the sweeps named on their runs name the report's too (else a derived n_params could).
     named = {a for r in training for a in r.data.tags.get(VARIANT_AXES_TAG, "").split(",") if a}
-    variants = find_variants(params, preferred=[NORM_KEY if a == NORM_AXIS else a for a in named])
+    # An axis named by its config group (`model`) was named by that group's option name (`model.name`).
+    variants = find_variants(params, preferred=[NORM_KEY if a == NORM_AXIS else a if "." in a else f"{a}.name" for a in named])
     runs = pd.DataFrame([_row(store, r, variants, stale_after_s) for r in training])
     runs["lr_variant"] = [label_without(params[i], variants.axes, LR_KEY, str(v)) for i, v in zip(runs.run_id, runs.norm, strict=True)]
     runs["variant_rank"] = variant_ranks(runs, variants)
