@@ -389,7 +389,7 @@ def schema_of(node: DictConfig) -> type | None:
 
 
 def unknown_key_line(key: str, valid: tuple[str, ...] | list[str]) -> str:
-    """`optim.lrr: no such key; did you mean optim.lr? (optim's keys: lr, min_lr, ...)`."""
+    """`optim.lrr: no such key; did you mean optim.lr? (optim's keys: name, lr, min_lr_ratio, ...)`."""
     parent, _, leaf = key.rpartition(".")
     where = f"{parent}'s" if parent else "the config's"
     near = difflib.get_close_matches(leaf, valid, n=1)
