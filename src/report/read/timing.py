@@ -12,11 +12,11 @@ def most_at_once(runs: pd.DataFrame, among: pd.DataFrame | None = None) -> int:
     run has both times. A run without an end (running, lost) is left out: it has no timing to show.
     With `among` (all the runs read, `runs` among them): the most of those running at a moment when
     one of `runs` ran: a variant's jobs that each ran beside another variant's ran at once."""
-    among = runs if among is None else among
-    if not len(_spans(runs)):
+    own = _spans(runs)
+    if not len(own):
         return 0
-    mine = set(_spans(runs).index)
-    spans = _spans(among)
+    mine = set(own.index)
+    spans = own if among is None else _spans(among)
     # An end sorts before a start at the same instant: a job that starts as another ends did not overlap it.
     events = sorted([(t, 1, i in mine) for i, t in spans.start_time.items()] + [(t, -1, i in mine) for i, t in spans.end_time.items()],
                     key=lambda e: (e[0], e[1]))  # fmt: skip
