@@ -87,13 +87,16 @@ def test_a_config_group_swept_is_an_axis_named_by_the_group_and_its_options(grou
     the axis (`--plan`, the report's next command) set that key alone, not the option."""
     from src.core.paths import compose
     from src.tracking.identity import fingerprint, flatten, identity_config
-    from src.tracking.variants import override_of
+    from src.tracking.variants import naming_keys, override_of
 
     configs = {f"{o}-{n}": compose([f"{group}={o}", f"norm={n}"]) for o in options for n in ("hand_layernorm", "torch_rmsnorm")}
     found = find_variants({run: flatten(identity_config(cfg)) for run, cfg in configs.items()})
     assert [a.name for a in found.axes] == ["norm", group]
     assert found.labels[f"{options[1]}-torch_rmsnorm"] == f"torch_rmsnorm · {options[1]}"
     assert override_of(found.axes[1], found.values(group)) == f"{group}={','.join(options)}"
+    # The report finds the key that named it again from the name the sweep tagged its runs with; a
+    # top-level key swept (`test_weights=...`) is still found as itself.
+    assert found.axes[1].primary in naming_keys(group) and "test_weights" in naming_keys("test_weights")
     # The option's name labels values the fingerprint already holds: naming it changed no recorded run's.
     if group == "optim":
         from omegaconf import OmegaConf

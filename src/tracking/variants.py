@@ -90,6 +90,15 @@ def _group_of(key: str) -> str | None:
     return group if leaf == "name" else None
 
 
+def naming_keys(axis: str) -> tuple[str, ...]:
+    """The keys whose value may name an axis, from the axis's name (`_axis_name`'s inverse): `norm` ->
+    `norm.norm_type`; `model`, a config group's or a top-level key's name (`test_weights`) -> the
+    option's `model.name` and the key itself; a dotted key -> itself."""
+    if axis == NORM_AXIS:
+        return (NORM_KEY,)
+    return (axis,) if "." in axis else (f"{axis}.name", axis)
+
+
 def _axis_name(keys: Sequence[str]) -> str:
     if NORM_KEY in keys:
         return NORM_AXIS

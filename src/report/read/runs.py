@@ -65,6 +65,7 @@ from src.tracking.variants import (
     Variants,
     find_variants,
     label_without,
+    naming_keys,
     variant_tags,
 )
 
@@ -266,8 +267,7 @@ def load_sweep(experiment: str, store: Store, stale_after_s: float = STALE_AFTER
     params = {r.info.run_id: recorded_params(r) for r in training}
     # The axes the sweeps named on their runs name the report's too (else a derived n_params could).
     named = {a for r in training for a in r.data.tags.get(VARIANT_AXES_TAG, "").split(",") if a}
-    # An axis named by its config group (`model`) was named by that group's option name (`model.name`).
-    variants = find_variants(params, preferred=[NORM_KEY if a == NORM_AXIS else a if "." in a else f"{a}.name" for a in named])
+    variants = find_variants(params, preferred=[key for a in named for key in naming_keys(a)])
     runs = pd.DataFrame([_row(store, r, variants, stale_after_s) for r in training])
     runs["lr_variant"] = [label_without(params[i], variants.axes, LR_KEY, str(v)) for i, v in zip(runs.run_id, runs.norm, strict=True)]
     runs["variant_rank"] = variant_ranks(runs, variants)
