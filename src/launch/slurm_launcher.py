@@ -277,7 +277,8 @@ class SlurmSweepLauncher(SlurmLauncher):
                     if view is not None and view[1] > restarts[num] and view[1] == seen_restarts[num]:
                         restarts[num] = view[1]
                         say(requeued_line(num, job.job_id, view[1]))
-                    seen_restarts[num] = view[1] if view is not None else seen_restarts[num]
+                    if view is not None:
+                        seen_restarts[num] = view[1]
                     if states[num] in SLURM_ALIVE:
                         gone_since.pop(num, None)
                     elif now - gone_since.setdefault(num, now) > NO_RESULT_GRACE_S:
@@ -289,11 +290,10 @@ class SlurmSweepLauncher(SlurmLauncher):
     @staticmethod
     def _lost(job: Any, num: int, overrides: list[str], state: str | None) -> JobReturn:
         what = f"ended ({state})" if state else "is no longer listed by SLURM"
-        return said_lost(
-            overrides,
-            f"job #{num}: SLURM job {job.job_id} {what} without a result (its log: "
-            f"{job.paths.stderr}); re-run the same command to continue it from its checkpoint",
-        )
+        line = (f"job #{num}: SLURM job {job.job_id} {what} without a result (its log: {job.paths.stderr}); "
+                "re-run the same command to continue it from its checkpoint")  # fmt: skip
+        job_failed(line)  # the sweep run's end reason
+        return said_lost(overrides, line)
 
     @staticmethod
     def _controller_gone(waiting: dict[int, tuple[Any, list[str]]], reason: str, waited_s: float) -> dict[int, JobReturn]:
@@ -301,14 +301,12 @@ class SlurmSweepLauncher(SlurmLauncher):
         arrays = sorted({str(job.job_id).split("_")[0] for job, _ in waiting.values()})
         line = controller_gone_line(sorted(waiting), arrays, reason, waited_s)
         job_failed(line.removeprefix("error: "))  # the sweep run's end reason, once
-        return {num: said_lost(overrides, line, reason=False) for num, (_, overrides) in waiting.items()}
+        return {num: said_lost(overrides, line) for num, (_, overrides) in waiting.items()}
 
 
-def said_lost(overrides: list[str], line: str, reason: bool = True) -> JobReturn:
+def said_lost(overrides: list[str], line: str) -> JobReturn:
     """A job lost with `line` as its last line (Hydra's own line before it, every override of the job,
-    left out) and, with `reason`, the sweep run's end reason."""
-    if reason:
-        job_failed(line.removeprefix("error: "))
+    left out)."""
     result = lost(overrides, line)
     without_hydra_line(result)
     return result
