@@ -33,11 +33,7 @@ def test_a_node_sweep_runs_each_job_on_its_ranks_and_a_sigterm_loses_nothing(
     log = tmp_path / "first.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(args, cwd=REPO, env=cli_env(), stdout=out, stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + 240
-        while not list((tmp_path / "checkpoints").glob("*/hand_layernorm-*/last.ckpt")):
-            assert proc.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "job #0 wrote no checkpoint"
-            time.sleep(0.3)
+        _await_checkpoint(proc, tmp_path, "*/hand_layernorm-*/last.ckpt", log, 240)
         proc.send_signal(signal.SIGTERM)  # to the sweep's process: torchrun passes it to both ranks
         code = proc.wait(timeout=120)
     first = log.read_text()
@@ -83,12 +79,18 @@ def _training_on_two_ranks(overrides: list[str], experiment: str, tmp_path: Path
         "val_every_n_steps=1000", "checkpoint.enabled=true", "checkpoint.every_n_steps=5",
     ]  # fmt: skip
     proc = subprocess.Popen(args, cwd=REPO, env=cli_env(), stdout=out, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 300
-    while not list((tmp_path / "checkpoints").glob("*/*/last.ckpt")):
-        assert proc.poll() is None, log.read_text()[-3000:]
-        assert time.monotonic() < deadline, "the job wrote no checkpoint"
-        time.sleep(0.3)
+    _await_checkpoint(proc, tmp_path, "*/*/last.ckpt", log, 300)
     return proc
+
+
+def _await_checkpoint(proc: subprocess.Popen[str], tmp_path: Path, pattern: str, log: Path, timeout: float) -> None:
+    """Until a checkpoint matching `pattern` is under tmp_path/checkpoints (the job is inside its fit);
+    the sweep's output (`log`) if it ends first."""
+    deadline = time.monotonic() + timeout
+    while not list((tmp_path / "checkpoints").glob(pattern)):
+        assert proc.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, f"no checkpoint {pattern} within {timeout:.0f} s"
+        time.sleep(0.3)
 
 
 @pytest.mark.slow
