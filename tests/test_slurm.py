@@ -21,6 +21,7 @@ from mlflow.tracking import MlflowClient
 from src.launch.local_slurm import PARTITION, LocalSlurm, SlurmSetupError
 from src.tracking.tags import JOB_NUM_TAG, PARENT_TAG
 from src.tracking.team_server import TeamServer
+from src.training.preemption import run_past_sigterm
 
 pytestmark = pytest.mark.slow
 
@@ -199,6 +200,16 @@ def test_signals_and_requeue_resume_the_same_run_with_the_uninterrupted_result(
     for name in ("SIGUSR1", "SIGUSR2", "SIGTERM"):
         assert re.search(rf"stopped by {name}: checkpoint saved at .*; SLURM job \S+ requeued", logs), name
     assert not list(REPO.glob("hpc_ckpt_*.ckpt"))
+
+
+def test_the_requeue_request_outlives_the_sigterm_its_requeue_sends() -> None:
+    """`scontrol requeue` of the job it runs in is sent that job's SIGTERM, sometimes before it exits:
+    run it so that the signal does not kill it (a killed one said "not requeued" of a requeued job)."""
+    alive = "import os, signal; os.kill(os.getpid(), signal.SIGTERM); print('answered')"
+    done = run_past_sigterm([sys.executable, "-c", alive], timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, "answered"), done.stderr
+    plain = subprocess.run([sys.executable, "-c", alive], capture_output=True, text=True, timeout=60)
+    assert plain.returncode == -signal.SIGTERM, "the check above would pass without run_past_sigterm"
 
 
 def _refused_in_process(cluster: LocalSlurm, monkeypatch: pytest.MonkeyPatch, team_server: TeamServer, cache: Path,

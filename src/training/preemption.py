@@ -63,13 +63,34 @@ def requeue_this_job() -> str:
     if cancelled and os.path.exists(cancelled):
         return f"SLURM job {job} not requeued: its sweep was stopped and cancelled it; re-run the same command to resume"
     try:
-        done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
+        done = run_past_sigterm(["scontrol", "requeue", job], timeout=60)
     except (OSError, subprocess.TimeoutExpired) as err:
         return f"SLURM job {job} not requeued ({err}); re-run the same command to resume"
     if done.returncode == 0 or "pending execution" in done.stderr:  # pending: SLURM requeued it already
         return f"SLURM job {job} requeued"
     reason = (done.stderr or done.stdout).strip().splitlines()
-    return f"SLURM job {job} not requeued ({reason[-1] if reason else done.returncode}); re-run the same command to resume"
+    said = reason[-1] if reason else _exit_in_words(done.returncode)
+    return f"SLURM job {job} not requeued ({said}); re-run the same command to resume"
+
+
+def run_past_sigterm(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run a command that ignores SIGTERM. A requeue stops the job it requeues with SIGTERM, sent to
+    every process of the job — `scontrol requeue` itself included, once the controller has accepted
+    the request but sometimes before scontrol has exited: it then died of the very requeue it asked
+    for (measured here: "not requeued (-15)" of a job that was requeued and came back). An ignored
+    signal stays ignored across exec, so the shell's `trap` reaches scontrol; SLURM's SIGKILL after
+    KillWait still ends it."""
+    return subprocess.run(["sh", "-c", 'trap "" TERM; exec "$@"', "sh", *args],
+                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+
+
+def _exit_in_words(code: int) -> str:
+    if code >= 0:
+        return f"scontrol exited {code}"
+    try:
+        return f"scontrol stopped by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"scontrol stopped by signal {-code}"
 
 
 class AgreedSigterm(L.Callback):
