@@ -61,7 +61,7 @@ collapse: install  ## reproduce the no-norm divergence on the CPU
 TEST_WORKERS ?= 2
 
 test: install  ## the whole test suite (what CI runs): on two workers, then the timing tests alone
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not alone" $(ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not alone" $(ARGS)
 	$(PY) -m pytest -q -m alone $(ARGS) || [ $$? -eq 5 ]  # 5: ARGS chose no such test
 
 test-fast: install  ## the inner loop: everything but the slow tests

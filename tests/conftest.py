@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -153,11 +154,28 @@ def worker_groups(items: list[pytest.Item]) -> dict[str, str]:
     return group
 
 
+def longest_first(items: list[pytest.Item], group: dict[str, str]) -> list[pytest.Item]:
+    """The order in which the workers take the groups (`make test` keeps it: --no-loadscope-reorder):
+    the shared engines' groups first (the team server's and SLURM's files are the longest, ~8 minutes
+    of waiting on real processes), then the groups with the most slow tests, the quick ones last, so
+    that no worker is left alone with a long group at the end. pytest-xdist's own order is by number
+    of tests, which put the quick files (hundreds of parametrized cases) first."""
+    slow = Counter(group[item.path.name] for item in items if item.get_closest_marker("slow") is not None)
+    shared = list(dict.fromkeys(SHARED_ENGINES.values()))
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        name = group[item.path.name]
+        return (shared.index(name), 0) if name in shared else (len(shared), -slow[name])
+
+    return sorted(items, key=rank)  # stable: each file's tests keep their order
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its own hook turns them into node ids)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     group = worker_groups(items)
     for item in items:
         item.add_marker(pytest.mark.xdist_group(group[item.path.name]))
+    items[:] = longest_first(items, group)
     unmarked = [
         item.nodeid
         for item in items

@@ -67,3 +67,24 @@ def test_a_files_tests_run_on_one_worker() -> None:
         workers.setdefault(path, set()).add(worker)
     assert workers.keys() == set(files), done.stdout[-3000:]
     assert all(len(ran_on) == 1 for ran_on in workers.values()), workers
+
+
+def test_the_longest_groups_are_taken_first() -> None:
+    """The shared engines' groups first, then the groups with the most slow tests: xdist's own order (by
+    number of tests) left one worker alone with the team server's and SLURM's files at the end."""
+    from conftest import longest_first
+
+    slow = pytest.mark.slow
+
+    def item(file: str, *marks: pytest.MarkDecorator) -> SimpleNamespace:
+        found = [m.mark for m in marks]
+        return SimpleNamespace(path=REPO / "tests" / file, name=file,
+                               get_closest_marker=lambda name: next((m for m in found if m.name == name), None))  # fmt: skip
+
+    items = [item("test_config.py"), item("test_config.py"), item("test_pool.py", slow), item("test_slurm.py", slow),
+             item("test_user_norms.py", slow), item("test_user_norms.py", slow), item("test_report.py", slow)]  # fmt: skip
+    group = {"test_config.py": "test_config.py", "test_pool.py": "test_pool.py", "test_slurm.py": "engines",
+             "test_user_norms.py": "test_user_norms.py", "test_report.py": "tiny_sweep"}  # fmt: skip
+    order = [i.name for i in longest_first(items, group)]  # type: ignore[arg-type]
+    assert order == ["test_slurm.py", "test_report.py", "test_user_norms.py", "test_user_norms.py", "test_pool.py",
+                     "test_config.py", "test_config.py"]  # fmt: skip
