@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import subprocess
 import sys
@@ -25,6 +26,17 @@ def test_a_free_port_is_below_the_ephemeral_range_and_takes_a_listener() -> None
         client = socket.create_connection(("127.0.0.1", port))
         assert client.getsockname()[1] >= low  # the connection's own port: the range the pick avoids
         client.close()
+
+
+def test_processes_seeded_alike_still_pick_different_ports() -> None:
+    """Every training seeds the global `random`: two test workers that had each trained with seed 0 both
+    started a server on 26311 (the first port drawn after `random.seed(0)`), and a test that expected a
+    refusal from its own server got an answer from the other's."""
+    picks = set()
+    for _ in range(3):
+        random.seed(0)  # what Lightning's seed_everything(0) does before each of them
+        picks.add(free_port())
+    assert len(picks) > 1, picks  # one pick three times: it came from the seeded state
 
 
 def test_a_stopped_server_s_port_is_not_taken_though_a_closed_connection_lingers() -> None:

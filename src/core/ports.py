@@ -11,9 +11,10 @@ trial bind and is passed over.
 
 from __future__ import annotations
 
-import random
 import socket
 from pathlib import Path
+
+from src.core.unseeded import UNSEEDED
 
 LOWEST = 20_000  # above the ports that services commonly take (MLflow's 5000, PostgreSQL's 5432, ...)
 EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
@@ -54,7 +55,7 @@ def listens(port: int) -> bool:
 def free_port() -> int:
     """A port below the ephemeral range that nothing holds now (the kernel's pick where none is)."""
     candidates = range(LOWEST, ephemeral_low())
-    for port in random.sample(candidates, k=min(len(candidates), 200)):
+    for port in UNSEEDED.sample(candidates, k=min(len(candidates), 200)):
         if is_free(port):
             return port
     with socket.socket() as s:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
 import socket
 import threading
 import time
@@ -40,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from src.core.cli import COMMAND_ENV
 from src.core.schema import SweepSchema
+from src.core.unseeded import UNSEEDED
 from src.tracking.code import MANIFEST_ARTIFACT, CodeState, differences, read_manifest
 from src.tracking.identity import INIT_BEFORE_THE_KEY, INIT_KEY
 from src.tracking.store import Store
@@ -370,7 +370,7 @@ def take_lock(store: Store, experiment_id: str, fp: str, stale_after_s: float) -
             key = prefix + uuid.uuid4().hex[:12]
             store.set_experiment_tag(experiment_id, key, _claim_value(False, since, me))
             continue
-        time.sleep(random.uniform(*CLAIM_BACKOFF_S))
+        time.sleep(UNSEEDED.uniform(*CLAIM_BACKOFF_S))  # not in step with a copy seeded alike
 
 
 @contextlib.contextmanager
