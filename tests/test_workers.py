@@ -1,4 +1,4 @@
-"""`make test`'s two workers: what shares a fixture's engine runs on one worker, so each engine (a team
+"""`make test`'s workers: what shares a fixture's engine runs on one worker, so each engine (a team
 server, a local SLURM, the tiny sweeps, a module's trained runs) is started once, as in a plain run."""
 
 from __future__ import annotations
