@@ -21,6 +21,7 @@ from src.report.judge.pairs import Margins
 from src.report.read.timing import most_at_once
 from src.report.render.markdown import markdown_page, verdict
 from src.report.render.terminal import terminal_text
+from src.report.words.headline import settings_of
 from src.report.words.pairs import comparisons_frame
 from src.report.words.speed import speed_section
 from src.stats import inference
@@ -168,18 +169,24 @@ def check_seeds_to_settle_exceed_seeds_run(a: Analysis, out: dict[str, str]) -> 
 
 def check_lowest_is_established(a: Analysis, out: dict[str, str]) -> None:
     """"lowest" names a variant that no judged pair puts above another, and no exact tie (per setting,
-    where the sweep varied more than the norm)."""
+    where the sweep varied more than the norm: a setting's "lowest" is among that setting's variants,
+    so a pair across two settings, e.g. one norm at two inits, is not its business)."""
     line = next((x for x in items(out["terminal"]) if x.startswith("Loss")), "")
     # "Loss, per setting (...): at init=study: ...; at init=gpt2: ...": each setting's part on its own
     parts = re.split(r"(?:: |; )at ([^:;]+): ", line)
+    members = {s.label: set(s.variants) for s in settings_of(a.runs)}  # the variants each "at ..." speaks of
     segments = [(None, parts[0])] + [(parts[i].split("=", 1)[-1], parts[i + 1]) for i in range(1, len(parts) - 1, 2)]
-    for setting, segment in segments:
+    labels = [None] + [parts[i] for i in range(1, len(parts) - 1, 2)]
+    for (setting, segment), label in zip(segments, labels, strict=True):
         m = re.search(r"lowest test loss (?!undecided)(\S+) \d", segment)
         if not m:
             continue
         best = m.group(1) if setting is None else f"{m.group(1)} · {setting}"
+        assert label is None or label in members, f"the line speaks of a setting the runs do not have: {label}"
         for r in a.comparisons:
             if r.verdict != PairWord.DIFFERENT or best not in (r.a, r.b):
+                continue
+            if label is not None and not {r.a, r.b} <= members[label]:
                 continue
             other_lower = r.primary.diff > 0 if r.a != best else r.primary.diff < 0  # diff = b - a
             assert not other_lower, f"'lowest {best}' while {r.pair} is different the other way: {line[:400]}"
