@@ -56,9 +56,10 @@ sweep-seeds: install  ## five norms x three seeds, with statistics
 collapse: install  ## reproduce the no-norm divergence on the CPU
 	$(PY) -m src.train -m experiment=no_norm_collapse $(ARGS)
 
-# The slow tests mostly wait (on subprocesses, servers, signals, SLURM): on two cores, three workers
-# fill the time two leave idle. tests/conftest.py keeps what shares an engine on one worker and hands
-# out the longest groups first (--no-loadscope-reorder keeps that order), so no worker ends alone.
+# The slow tests mostly wait (on subprocesses, servers, signals, SLURM), so the workers overlap them;
+# three against two measured within the noise on two cores (README). tests/conftest.py keeps what
+# shares an engine on one worker and hands out the longest groups first (--no-loadscope-reorder keeps
+# that order), so no worker ends alone with a long one.
 TEST_WORKERS ?= 3
 
 test: install  ## the whole test suite (what CI runs): on two workers, then the timing tests alone
