@@ -10,6 +10,14 @@ import threading
 from typing import Any
 
 
+def signal_name(number: int) -> str:
+    """`SIGKILL` for 9: a process that a signal ended, in words (a number no name has: `signal 64`)."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
 class OneCtrlC:
     """Ctrl+C during a run: the first one stops it (KeyboardInterrupt, as Python's own handler), the
     ones after it are noted and ignored until the run is closed. A second Ctrl+C pressed while the

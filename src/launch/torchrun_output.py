@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import sys
 import threading
 from dataclasses import dataclass
 from typing import IO, TextIO
+
+from src.core.interrupts import signal_name
 
 # What starts the held part: the survivors' transport errors and torchrun's report of a failed worker.
 FAILURE_LINE = re.compile(
@@ -40,12 +41,7 @@ class KilledRank:
         found = ROOT_CAUSE.search(text)
         if found is None or int(found.group(2)) >= 0:
             return None
-        code = -int(found.group(2))
-        try:
-            name = signal.Signals(code).name
-        except ValueError:
-            name = f"signal {code}"
-        return cls(int(found.group(1)), int(found.group(3)), name)
+        return cls(int(found.group(1)), int(found.group(3)), signal_name(-int(found.group(2))))
 
 
 class TorchrunOutput:

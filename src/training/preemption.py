@@ -35,6 +35,7 @@ import torch
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from src.core.cli import CANCELLED_FILE_ENV
+from src.core.interrupts import signal_name
 
 
 def slurm_job_id() -> str | None:
@@ -85,12 +86,7 @@ def run_past_sigterm(args: list[str], timeout: float) -> subprocess.CompletedPro
 
 
 def _exit_in_words(code: int) -> str:
-    if code >= 0:
-        return f"scontrol exited {code}"
-    try:
-        return f"scontrol stopped by {signal.Signals(-code).name}"
-    except ValueError:
-        return f"scontrol stopped by signal {-code}"
+    return f"scontrol exited {code}" if code >= 0 else f"scontrol stopped by {signal_name(-code)}"
 
 
 class AgreedSigterm(L.Callback):
