@@ -62,7 +62,7 @@ collapse: install  ## reproduce the no-norm divergence on the CPU
 # that order), so no worker ends alone with a long one.
 TEST_WORKERS ?= 3
 
-test: install  ## the whole test suite (what CI runs): on two workers, then the timing tests alone
+test: install  ## the whole test suite (what CI runs): on three workers, then the timing tests alone
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not alone" $(ARGS)
 	$(PY) -m pytest -q -m alone $(ARGS) || [ $$? -eq 5 ]  # 5: ARGS chose no such test
 

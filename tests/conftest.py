@@ -138,7 +138,7 @@ def tiny_client(tiny_sweep: TinySweep) -> MlflowClient:
 SWEEP_FIXTURES = frozenset({"tiny_sweep", "tiny_client"})
 
 
-# `make test` runs the suite on two pytest-xdist workers (--dist loadgroup). What a session or module
+# `make test` runs the suite on pytest-xdist workers (--dist loadgroup; three, TEST_WORKERS). What a session or module
 # fixture builds (a team server, a local SLURM, the tiny sweeps, a module's trained runs) is built
 # once per worker that needs it, so each file's tests stay on one worker, and files that share a
 # session-wide engine share one worker: each engine is started once, as in a plain `pytest` run.

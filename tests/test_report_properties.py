@@ -175,13 +175,12 @@ def check_lowest_is_established(a: Analysis, out: dict[str, str]) -> None:
     # "Loss, per setting (...): at init=study: ...; at init=gpt2: ...": each setting's part on its own
     parts = re.split(r"(?:: |; )at ([^:;]+): ", line)
     members = {s.label: set(s.variants) for s in settings_of(a.runs)}  # the variants each "at ..." speaks of
-    segments = [(None, parts[0])] + [(parts[i].split("=", 1)[-1], parts[i + 1]) for i in range(1, len(parts) - 1, 2)]
-    labels = [None] + [parts[i] for i in range(1, len(parts) - 1, 2)]
-    for (setting, segment), label in zip(segments, labels, strict=True):
+    segments = [(None, parts[0])] + [(parts[i], parts[i + 1]) for i in range(1, len(parts) - 1, 2)]
+    for label, segment in segments:
         m = re.search(r"lowest test loss (?!undecided)(\S+) \d", segment)
         if not m:
             continue
-        best = m.group(1) if setting is None else f"{m.group(1)} · {setting}"
+        best = m.group(1) if label is None else f"{m.group(1)} · {label.split('=', 1)[-1]}"
         assert label is None or label in members, f"the line speaks of a setting the runs do not have: {label}"
         for r in a.comparisons:
             if r.verdict != PairWord.DIFFERENT or best not in (r.a, r.b):

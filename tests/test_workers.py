@@ -71,7 +71,8 @@ def test_a_files_tests_run_on_one_worker() -> None:
 
 def test_the_longest_groups_are_taken_first() -> None:
     """The shared engines' groups first, then the groups with the most slow tests: xdist's own order (by
-    number of tests) left one worker alone with the team server's and SLURM's files at the end."""
+    number of tests) hands out the quick, many-cased files first, which can leave one worker alone
+    with a long group at the end."""
     from conftest import longest_first
 
     slow = pytest.mark.slow
