@@ -29,13 +29,15 @@ from mlflow.tracking import MlflowClient
 
 from src.core.paths import ConfigError, compose
 from src.core.ports import listens
+from src.core.process_group import wait_until
 from src.launch.callbacks import MlflowSetup
 from src.report.__main__ import main as report_main
 from src.tracking.server_client import DatabaseLost
+from src.tracking.server_guard import alive
 from src.tracking.store import Store
 from src.tracking.store_uri import StoreError
 from src.tracking.sweep import FINGERPRINT_TAG, SWEEP_TAG
-from src.tracking.team_server import DB_USER, TeamServer, free_port
+from src.tracking.team_server import DB_USER, TeamServer, free_port, watch
 from src.train import train
 from src.training.run_spec import validate
 
@@ -363,6 +365,15 @@ def test_a_server_whose_database_died_is_a_fault_not_a_config_error(capsys: pyte
     try:
         postmaster = int((server.pgdata / "postmaster.pid").read_text().split()[0])
         os.kill(postmaster, signal.SIGKILL)
+        assert wait_until(lambda: not alive(postmaster), 10)  # gone (or a zombie), not merely signalled
+        # Killed before the team server's watch began (a busy machine: between its serving line and its
+        # first look): still said. Before, the watch took the pid at its start, found none, and waited
+        # forever over a dead database.
+        said: list[str] = []
+        watching = threading.Thread(target=lambda: said.append(watch(server)), daemon=True)
+        watching.start()
+        watching.join(timeout=30)
+        assert said and said[0].startswith(f"error: PostgreSQL (pid {postmaster}) stopped by itself"), said
         started = time.monotonic()
         with pytest.raises(DatabaseLost) as lost:
             Store.connect(server.uri)

@@ -31,7 +31,8 @@ from pathlib import Path
 from src.core.process_group import GRACE_S, group_members, signal_group, wait_until
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """The process runs (neither gone nor a zombie waiting to be reaped)."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
     except OSError:
@@ -44,7 +45,7 @@ def postmaster_pid(pgdata: Path) -> int | None:
     with contextlib.suppress(OSError, ValueError, IndexError):
         pid = int((pgdata / "postmaster.pid").read_text().split()[0])
         # Its command line names the folder (pg_ctl starts `postgres -D <pgdata>`): a reused pid is not it.
-        if _alive(pid) and str(pgdata).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+        if alive(pid) and str(pgdata).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
             return pid
     return None
 
@@ -63,11 +64,11 @@ def stop(groups: list[int], pgdatas: list[Path], grace_s: float = GRACE_S) -> No
     for pid in postmasters:
         _signal(pid, signal.SIGINT)
 
-    def alive() -> tuple[list[int], list[int]]:
-        return [g for g in groups if group_members(g)], [p for p in postmasters if _alive(p)]
+    def still_running() -> tuple[list[int], list[int]]:
+        return [g for g in groups if group_members(g)], [p for p in postmasters if alive(p)]
 
-    wait_until(lambda: not any(alive()), grace_s)
-    left_groups, left_postmasters = alive()
+    wait_until(lambda: not any(still_running()), grace_s)
+    left_groups, left_postmasters = still_running()
     for pgid in left_groups:
         signal_group(pgid, signal.SIGKILL)
     for pid in left_postmasters:

@@ -37,7 +37,7 @@ from src.core.paths import PROJECT_ROOT, unwritable_reason
 from src.core.ports import free_port, listens
 from src.core.process_group import stop_group
 from src.core.terminal import say
-from src.tracking.server_guard import group_members, postmaster_pid, stop
+from src.tracking.server_guard import alive, group_members, postmaster_pid, stop
 
 DB_USER = "normsweep"  # the cluster's superuser; trust authentication on 127.0.0.1 only
 DB_NAME = "mlflow"
@@ -101,6 +101,9 @@ class TeamServer:
     folder_lock: FileLock | None = field(default=None, repr=False)
     guard: subprocess.Popen | None = field(default=None, repr=False)  # src/tracking/server_guard.py
     postgres_started: bool = field(default=False, repr=False)  # by this process: only then does it stop it
+    # Taken when PostgreSQL has started, not when the watch begins: a postmaster killed in between was
+    # never watched, and the team server ran on over a dead database.
+    postmaster: int | None = field(default=None, repr=False)
 
     # --- the state folder: one team server at a time ---
 
@@ -222,6 +225,7 @@ class TeamServer:
             self.tell_guard(f"forget postgres {self.pgdata}")  # a cluster that runs is another's: not to be stopped
             raise
         self.postgres_started = True
+        self.postmaster = postmaster_pid(self.pgdata)
         if new:
             _run([pg_tool("createdb"), "-h", "127.0.0.1", "-p", str(self.pg_port), "-U", DB_USER, DB_NAME], "createdb")
 
@@ -315,28 +319,19 @@ def _stop_as_ctrl_c(signum: int, frame: object) -> None:
 WATCH_S = 1.0  # how often the team server looks at its three processes
 
 
-def _postmaster_alive(pgdata: Path) -> int | None:
-    """PostgreSQL's postmaster pid while it runs (None once it is gone: killed, or crashed)."""
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        pid = int((pgdata / "postmaster.pid").read_text().split()[0])
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        return pid if state != "Z" else None
-    return None
-
-
 def watch(server: TeamServer) -> str:
     """Wait while `mlflow server`, PostgreSQL and the guard all run; the line saying which one ended.
     Any of them gone ends the team server (its `finally` stops the others): an MLflow server over a
     dead database answered /health 200 while its API answered 503, and one unguarded ran on silently."""
     assert server.mlflow_proc is not None
-    postmaster = _postmaster_alive(server.pgdata)
+    postmaster = server.postmaster
     again = "then start the team server again (the same command: the same data)"
     while True:
         code = server.mlflow_proc.poll()
         if code is not None:
             how = f"signal {-code}" if code < 0 else f"status {code}"
             return f"error: mlflow server exited by itself ({how}); PostgreSQL stopped too; see {server.state_dir / 'mlflow-server.log'}, {again}"
-        if postmaster is not None and _postmaster_alive(server.pgdata) is None:
+        if postmaster is not None and not alive(postmaster):
             server.postgres_started = False  # nothing left to stop
             return (f"error: PostgreSQL (pid {postmaster}) stopped by itself; mlflow server stopped too (it cannot record "
                     f"without it); see {server.pgdata / 'server.log'}, {again}")  # fmt: skip
