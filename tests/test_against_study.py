@@ -276,7 +276,7 @@ def test_the_studys_table_sits_beside_the_sweeps_and_the_plot_draws_each_part() 
     lines = section.lines()
     assert any(line.startswith("variant ") and "test loss (study)" in line for line in lines)
     assert section.method.startswith(
-        "Each interval below is simultaneous over the section's 10 claim part(s) with one and claim 6's exact test (Fisher) "
+        "Each interval below is simultaneous over the section's 10 claim part(s) with one and claim 6's Fisher exact test "
         "(Bonferroni: each at 99.55%)"
     )
     fig = plot_claims(section.judged)

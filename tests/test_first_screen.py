@@ -47,7 +47,7 @@ EXPERIMENT = "five_norms"
 
 
 def test_a_wide_table_splits_its_columns_into_blocks_led_by_the_first() -> None:
-    headers = ["variant", "test loss", "step time vs its pair (speed check: the verdict's estimate)", "training time (s) (jobs one after another)", "tokens/s (jobs one after another)", "family"]
+    headers = ["variant", "test loss", "step time vs its pair (speed check: the verdict's estimate)", "training time (s; jobs one after another)", "tokens/s (jobs one after another)", "family"]
     long = "vs hand_rmsnorm -0.1% [-0.1%, -0.1%]; vs torch_layernorm +0.4% [+0.4%, +0.4%]; vs no_norm +0.6% [+0.6%, +0.6%]"
     rows = [["torch_rmsnorm", "10.7896", long, "0.3", "1,927", "rmsnorm"], ["no_norm", "10.8240", "—", "0.3", "1,970", "none"]]
     whole = text_table(headers, rows)

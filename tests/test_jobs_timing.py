@@ -53,7 +53,7 @@ def test_a_two_seed_table_labels_the_jobs_ratio_as_not_a_measurement(overlap: bo
     table = summarize(two_seeds(spans))
     headers, rows = display_rows(table)
     assert f"jobs' tokens/s vs hand-rolled ({how}: not a measurement)" in headers
-    assert f"tokens/s (jobs {how})" in headers and f"training time (s) (jobs {how})" in headers
+    assert f"tokens/s (jobs {how})" in headers and f"training time (s; jobs {how})" in headers
     assert "speed vs hand-rolled" not in headers  # no bare ratio left
     csv = csv_frame(table)
     assert set(csv[SPEED_CAVEAT]) == {f"{how}: not a measurement"}  # table.csv, beside the jobs' ratio

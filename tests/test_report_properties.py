@@ -266,13 +266,23 @@ def check_a_column_against_a_variant_names_one_that_ran(a: Analysis, out: dict[s
                 assert named.strip() in ran, f"a column against {named.strip()!r}, which this sweep did not run: {line}"
 
 
+def check_no_parentheses_back_to_back(a: Analysis, out: dict[str, str]) -> None:
+    """Two asides in a row (`+0.0062 (no interval) (paired over 5 seeds unless said)`) read as one
+    thing said twice: the second belongs in a clause of its own."""
+    for name, text in out.items():
+        if name.endswith(".csv"):
+            continue
+        bad = [line for line in text.splitlines() if ") (" in line]
+        assert not bad, f"{name}: two parentheses back to back: {bad[0][:300]}"
+
+
 INVARIANTS = [
     check_numbers_inside_intervals, check_every_interval_says_its_level, check_the_word_is_the_intervals, check_family_printed_is_adjusted, check_no_p_zero,
     check_no_interval_without_spread_called_different, check_seeds_to_settle_exceed_seeds_run, check_lowest_is_established,
     check_agree_only_on_a_usable_interval, check_set_aside_runs_are_named, check_jobs_timings_carry_their_caveat,
     check_other_setting_runs_are_set_aside_by_name, check_a_time_that_is_not_a_measurement_decides_nothing,
     check_not_tested_is_not_outside, check_jobs_beside_others_are_not_one_after_another,
-    check_a_column_against_a_variant_names_one_that_ran,
+    check_a_column_against_a_variant_names_one_that_ran, check_no_parentheses_back_to_back,
 ]  # fmt: skip
 
 

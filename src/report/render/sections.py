@@ -87,7 +87,7 @@ def _pairs(a: Analysis, output: Output, pairs: Pairs) -> Block:
     sentences = section_sentences(a)
     said = sentences or [nothing_to_compare(a)]
     if output == Output.PAGE:
-        return Block(PAIRS_HEADING, heading(a) + " (all pairs in `comparisons.csv`).", items=said)
+        return Block(PAIRS_HEADING, heading(a) + "; all pairs in `comparisons.csv`.", items=said)
     if output == Output.TERMINAL:
         tested = any(r.verdict != PairWord.UNTESTED for r in a.comparisons)
         return Block(heading(a) if tested else "", items=said)

@@ -22,6 +22,12 @@ def printed_zero(x: float) -> bool:
     return NATS(x) == NATS(0.0)
 
 
+def aside(label: str, said: str) -> str:
+    """`label (said)`; inside the label's own closing parenthesis when it ends in one, so that two asides
+    never stand back to back: `training time (s; jobs one after another)`."""
+    return f"{label[:-1]}; {said})" if label.endswith(")") else f"{label} ({said})"
+
+
 def how_paired(paired: bool, n: int, n_a: int = 0, n_b: int = 0) -> str:
     """How a difference over seeds was measured, the one phrasing of it: `paired over 3 seeds`, or
     `unpaired (Welch: seed sets differ), n = 2 vs 3` (b's runs, then a's)."""

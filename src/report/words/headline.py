@@ -234,11 +234,13 @@ def _order_head(first: str, gaps: Sequence[Gap]) -> tuple[str, str]:
 
 
 def _gaps_text(gaps: Sequence[Gap]) -> str:
-    """The gaps, how each was tested: the most common way said once, any other beside its gap."""
+    """The gaps, how each was tested: one way, said once after them; more, each other way beside its gap
+    and the most common one as a clause of its own (in parentheses it ran into the last gap's own:
+    `... (paired over 10 seeds) (paired over 2 seeds unless said)`)."""
     hows = Counter(g.how for g in gaps)
     common = hows.most_common(1)[0][0]
     shown = [g.text + (f" ({g.how})" if g.how != common else "") for g in gaps]
-    return f"{_named(shown)} ({common}{' unless said' if len(hows) > 1 else ''})"
+    return f"{_named(shown)} ({common})" if len(hows) == 1 else f"{_named(shown)}; the others {common}"
 
 
 def _namer(runs: pd.DataFrame, setting: Setting) -> Callable[[str], str]:

@@ -455,7 +455,7 @@ def method_line(family: int, event: bool, sequential: int, event_claim: int = 6)
     if not family:
         return ""
     parts = [f"{family - event} claim part(s) with one"] if family > event else []
-    tests = " and ".join([*parts, *([f"claim {event_claim}'s exact test (Fisher)"] if event else [])])
+    tests = " and ".join([*parts, *([f"claim {event_claim}'s Fisher exact test"] if event else [])])
     line = (f"Each interval below is simultaneous over the section's {tests} (Bonferroni: each at {1 - family_alpha(ALPHA, family):.2%}), "
             "so the words they decide hold together at 95%; the report's other comparisons do not change them. A claim's word "
             "comes from three readings of its interval (direction, size against the study's figure, equivalence within "

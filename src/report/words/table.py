@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from src.report.read.table import JOBS_AT_ONCE, METRIC_LABELS, VALUE_COLUMNS
-from src.report.words.common import ONE_RUN
+from src.report.words.common import ONE_RUN, aside
 from src.report.words.jobs import jobs_caveat, jobs_ran
 from src.tracking.variants import REFERENCE_VARIANT, metric_key
 
@@ -62,8 +62,8 @@ SEQUENTIAL_SPEED_HEADER = JOBS_SPEED_HEADER.format(ONE_SEED + jobs_caveat(1))
 # With a speed check, the speed column holds each pair's one estimate (the verdict's), on the row of the
 # variant measured; the jobs' own times stay as what they are, with how they were timed.
 CHECK_SPEED_HEADER = "step time vs its pair (speed check: the verdict's estimate)"
-JOBS_SUFFIX = " (jobs {})"  # on the jobs' own training time and tokens/s columns
-ONE_AFTER_ANOTHER = JOBS_SUFFIX.format(jobs_ran(1))
+JOBS_ASIDE = "jobs {}"  # on the jobs' own training time and tokens/s columns
+ONE_AFTER_ANOTHER = f"{JOBS_ASIDE.format(jobs_ran(1))})"  # how those columns' headers end
 USER_NORM_HEADER = "norm code (class, file hash, params)"  # shown when a norm of the user's was swept
 
 
@@ -105,7 +105,8 @@ def display_rows(
         rows.append([r.variant, f"{r.finished}/{r.runs}", *values, speed, loss, r.notes, r.family])
     sequential = headers.index("speed vs hand-rolled")
     for column in ("train_time_s", "tokens_per_sec"):
-        headers[headers.index(METRIC_LABELS[column])] += JOBS_SUFFIX.format(jobs_ran(_at_once(table)))
+        label = METRIC_LABELS[column]
+        headers[headers.index(label)] = aside(label, JOBS_ASIDE.format(jobs_ran(_at_once(table))))
     if pair_cells:
         headers[sequential] = CHECK_SPEED_HEADER
         for row in rows:
