@@ -32,6 +32,7 @@ from src.core.ports import listens
 from src.core.process_group import wait_until
 from src.launch.callbacks import MlflowSetup
 from src.report.__main__ import main as report_main
+from src.tracking import server_client
 from src.tracking.server_client import DatabaseLost
 from src.tracking.server_guard import alive
 from src.tracking.store import Store
@@ -358,9 +359,12 @@ def test_sigterm_stops_the_team_server_as_ctrl_c_and_a_dead_mlflow_server_is_sai
 
 
 @pytest.mark.slow  # a team server of its own, whose PostgreSQL is killed
-def test_a_server_whose_database_died_is_a_fault_not_a_config_error(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_server_whose_database_died_is_a_fault_not_a_config_error(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """PostgreSQL killed under the team server: the next job was refused with `config error: ... a
     server answers there, but not as an MLflow tracking server (HTTP 503)`, status 2."""
+    # MLflow's API holds each request over a dead database for ~100 s; the probe's 8 s per attempt
+    # (meant for a slow server) only lengthens this test, twice ~27 s, not what it checks.
+    monkeypatch.setattr(server_client, "PROBE_TIMEOUT_S", 2.0)
     server = TeamServer.start(fast=True)
     try:
         postmaster = int((server.pgdata / "postmaster.pid").read_text().split()[0])
