@@ -276,6 +276,25 @@ def check_no_parentheses_back_to_back(a: Analysis, out: dict[str, str]) -> None:
         assert not bad, f"{name}: two parentheses back to back: {bad[0][:300]}"
 
 
+PLURAL_AFTER_ONE = re.compile(r"(?<![\d/.,])\b1 (seeds|runs|pairs|comparisons|claims|jobs|variants|steps|tests|settings|rounds)\b")
+PROGRAM_VALUE = re.compile(r"\bnan%?|\bNone\b|\binf\b")  # Python's printing of a value that is missing
+
+
+def check_counts_agree_with_their_nouns(a: Analysis, out: dict[str, str]) -> None:
+    for name, text in out.items():
+        if not name.endswith(".csv"):
+            bad = [m.group(0) for m in PLURAL_AFTER_ONE.finditer(text)]
+            assert not bad, f"{name}: a count of one with a plural noun: {bad[:3]}"
+
+
+def check_no_missing_value_printed_as_python_does(a: Analysis, out: dict[str, str]) -> None:
+    """`nan%`, `None`, `inf` are how Python prints a value that is not there; the words say why not."""
+    for name, text in out.items():
+        if not name.endswith(".csv"):
+            bad = [line for line in text.splitlines() if PROGRAM_VALUE.search(line)]
+            assert not bad, f"{name}: a missing value printed as Python does: {bad[0][:300]}"
+
+
 INVARIANTS = [
     check_numbers_inside_intervals, check_every_interval_says_its_level, check_the_word_is_the_intervals, check_family_printed_is_adjusted, check_no_p_zero,
     check_no_interval_without_spread_called_different, check_seeds_to_settle_exceed_seeds_run, check_lowest_is_established,
@@ -283,6 +302,7 @@ INVARIANTS = [
     check_other_setting_runs_are_set_aside_by_name, check_a_time_that_is_not_a_measurement_decides_nothing,
     check_not_tested_is_not_outside, check_jobs_beside_others_are_not_one_after_another,
     check_a_column_against_a_variant_names_one_that_ran, check_no_parentheses_back_to_back,
+    check_counts_agree_with_their_nouns, check_no_missing_value_printed_as_python_does,
 ]  # fmt: skip
 
 

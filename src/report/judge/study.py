@@ -62,9 +62,11 @@ from src.stats.verdicts import (
     MAX_SEEDS,
     Because,
     ClaimWord,
+    Direction,
     Event,
     Judgement,
     Readings,
+    Size,
     claim_family,
     claim_word,
     decided,
@@ -306,6 +308,10 @@ def readings_of(part: Part, metric: str, low: float, high: float, e: Evidence, e
         found = read(low, high, sign, part.band(metric), margin, bounds)
     else:
         found = read_alike(effect.diff, effect.interval.n, sign, margin, e.alpha, bounds)
+        if part.asserts == TREND and found.direction == Direction.HOLDS:
+            # A trend claims a side, no size (its band is that whole side): every round on it is
+            # consistent, as any interval there is; left untested it read "partly" for a unanimous trend.
+            found = replace(found, size=Size.CONSISTENT)
     if decision is None:
         return found
     same_side = part.sign(metric) == 0 or math.copysign(1, effect.diff) == part.sign(metric)
@@ -358,7 +364,8 @@ def divergence(part: Part, e: Evidence) -> Divergence:
     short = theirs[(theirs.outcome != DIVERGED) & (theirs.steps_done < first)] if math.isfinite(first) else theirs.iloc[:0]
     counted = theirs.drop(short.index)
     event = Event(int((own.outcome == DIVERGED).sum()), len(own), int((counted.outcome == DIVERGED).sum()), len(counted))
-    trained = runs[runs.outcome == FINISHED].steps_done.dropna()
+    # Trained through: finished, or ended with a broken evaluation (its steps ran all the same).
+    trained = own[own.outcome != DIVERGED].steps_done.dropna()
     most = float(trained.max()) if len(trained) else math.nan
     return Divergence(b, runs, normalized, counted, short, first, event, most, part.published(STABILITY))
 

@@ -12,6 +12,7 @@ from src.tracking.tags import FINISHED
 
 ONE_RUN = "one run each"  # the phrase, with what it means where it is said
 ONE_RUN_EACH = f"{ONE_RUN}: no interval"
+NO_SHARED_SEED = "no seed with both variants finished"  # a paired figure over no seed: none to print
 
 
 DECIMALS = NATS.decimals  # a test-loss figure's printed precision
@@ -20,6 +21,11 @@ DECIMALS = NATS.decimals  # a test-loss figure's printed precision
 def printed_zero(x: float) -> bool:
     """True when `x` prints as zero (`+0.0000`, `-0.0000`): a gap the reader cannot tell from none."""
     return NATS(x) == NATS(0.0)
+
+
+def counted(n: int, noun: str) -> str:
+    """`1 comparison`, `3 comparisons`: a count with its noun agreeing."""
+    return f"{n} {noun}{'s' * (n != 1)}"
 
 
 def aside(label: str, said: str) -> str:

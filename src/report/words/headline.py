@@ -33,6 +33,7 @@ from src.report.read.table import AXIS_PREFIX
 from src.report.words.common import (
     DECIMALS,
     ONE_RUN_EACH,
+    counted,
     how_paired,
     one_run_each,
     printed_zero,
@@ -207,7 +208,7 @@ def _means(values: pd.DataFrame, first: str | None = None) -> tuple[pd.Series, s
         return shared.mean(), f"the {len(shared)} seeds every variant here finished" if len(shared) > 1 else "the one seed every variant here finished"
     own = int(values[first].count()) if first is not None else 0
     few = "only one seed" if len(shared) else "no seed"
-    return values.mean(), f"over its {own} finished seed{'s' * (own != 1)}: {few} finished by every variant"
+    return values.mean(), f"over its {counted(own, 'finished seed')}: {few} finished by every variant"
 
 
 def _first(judged: Sequence[Result], means: pd.Series) -> str:

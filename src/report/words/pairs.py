@@ -20,7 +20,7 @@ import pandas as pd
 
 from src.report.judge.pairs import METRICS, NO_NORM, Result, Unmatched, family_of
 from src.report.judge.sequential import with_verdicts
-from src.report.words.common import how_paired, run_counts
+from src.report.words.common import counted, how_paired, run_counts
 from src.report.words.jobs import how_jobs_ran
 from src.report.words.numbers import (
     NATS,
@@ -157,7 +157,12 @@ def heading(a: Analysis) -> str:
     """How the pairs were tested: the tests, the margin, and the family Holm adjusted over (the tests
     with a p-value, `Result.family`; the others are named when there are any)."""
     family, total = family_of(a.comparisons), len(a.comparisons)
-    over = f"{family} comparisons" if family == total else f"the {family} of {total} comparisons with a p-value"
+    if family == total:
+        over = counted(total, "comparison")
+    elif family == 0:
+        over = f"nothing: {'the one comparison has' if total == 1 else f'none of the {total} comparisons has'} a p-value"
+    else:
+        over = f"the {family} of {total} comparisons with a p-value"
     return (
         f"Test loss, paired by seed (Welch where seed sets differ); equivalence by TOST within ±{a.margins.test_loss:g} nats "
         f"(its 90% interval printed beside it); Holm-adjusted over {over}; speed is the "

@@ -124,6 +124,12 @@ def load_text(load: Mapping[str, Any] | None) -> str:
     return f"load average {before[0]:.2f}" + (f" → {after[0]:.2f}" if after else "")
 
 
+def _spread_text(x: float) -> str:
+    """A round-to-round spread; none where fewer than two rounds were timed or their median is zero
+    (no_norm has no norm kernel): printed as `nan%` before."""
+    return f"{x:.1%}" if math.isfinite(x) else "none timed"
+
+
 def header(check: Mapping[str, Any], reference: str | None) -> str:
     """How the check was made: rounds, time, load, the reference's round-to-round spread."""
     kernel = check.get("kernel") or {}
@@ -139,7 +145,7 @@ def header(check: Mapping[str, Any], reference: str | None) -> str:
         f"compile {s.get('compile', '?')}): each norm's forward+backward at the run's calls per step ({shapes}), "
         f"{kernel.get('rounds', 0)} rounds in {kernel.get('seconds', 0):.0f} s{threads} ({load_text(kernel.get('load'))}); whole steps, "
         f"{s.get('rounds', 0)} rounds ({load_text(check.get('load'))}). Round-to-round spread of {reference}: "
-        f"{k_spread:.1%} (norm), {s_spread:.1%} (step). Step time of b vs a, 20% trimmed mean and 95% interval:"
+        f"{_spread_text(k_spread)} (norm), {_spread_text(s_spread)} (step). Step time of b vs a, 20% trimmed mean and 95% interval:"
     )
 
 

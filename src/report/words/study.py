@@ -42,7 +42,7 @@ from src.report.read.claims import (
     StudyClaim,
     table_effect,
 )
-from src.report.words.common import ONE_RUN, how_paired
+from src.report.words.common import NO_SHARED_SEED, ONE_RUN, counted, how_paired, run_counts
 from src.report.words.jobs import AT_ONCE, NOT_A_MEASUREMENT, jobs_ran
 from src.report.words.numbers import (
     NATS,
@@ -186,10 +186,15 @@ def part_figure(f: Finding) -> str:
         diverged = int((d.runs.outcome == DIVERGED).sum())
         if diverged:
             return f"{diverged}/{len(d.runs)} runs diverged{_steps(d.runs)}"
-        return f"{int((d.runs.outcome == FINISHED).sum())}/{len(d.runs)} runs finished, {d.most:.0f} steps"
+        finished = int((d.runs.outcome == FINISHED).sum())
+        if finished < len(d.runs):  # how the others ended, said (`0/2 runs finished, nan steps` before)
+            return run_counts(d.runs) + (f", {d.most:.0f} steps" if math.isfinite(d.most) else "")
+        return f"{finished}/{len(d.runs)} runs finished, {d.most:.0f} steps"
     e = f.effect
     if e is None:
         return DASH
+    if _no_shared_seed(f):
+        return f"{DASH} ({NO_SHARED_SEED})"
     contrast, what = bool(f.part.minus), {SPEED: "training time", SHARE: "share of a step"}.get(f.metric, "nats")
     estimate, how = f"{shown(f.metric, e.diff, contrast)} {what}", measured_by(e)
     if f.shares:  # a trend: the change of the share, and the share at each size
@@ -203,8 +208,16 @@ def part_figure(f: Finding) -> str:
     return f"{interval_of(f, contrast)} {what} ({how})"
 
 
+def _no_shared_seed(f: Finding) -> bool:
+    """Runs on both sides, but no seed finished by both: a paired figure over nothing (printed `+nan`)."""
+    e = f.effect
+    return e is not None and e.per == "seeds" and e.interval.test == "paired_t" and e.interval.n == 0
+
+
 def _one(f: Finding) -> tuple[str, str]:
-    """Why one run per side gives no interval: in full, and short."""
+    """Why one run per side, or none paired, gives no interval: in full, and short."""
+    if _no_shared_seed(f):
+        return f"{NO_SHARED_SEED}: nothing to pair (seed=0,1,2, each finished by both, gives an interval)", NO_SHARED_SEED
     return (ONE_RUN, ONE_RUN_SHORT) if f.metric == SPEED and f.effect is not None and f.effect.per == "seeds" else (ONE_SEED, ONE_SEED_SHORT)
 
 
@@ -288,7 +301,8 @@ def interval_reason(f: Finding, j: Judgement) -> str:
     if part.asserts == TREND and because in (Because.DIRECTION_AND_SIZE, Because.OPPOSITE, Because.ZERO_WITHIN_MARGIN):
         side = "falls" if part.sign(metric) < 0 else "rises"
         moved = {Because.DIRECTION_AND_SIZE: f"the share {side}", Because.OPPOSITE: "the opposite direction"}.get(because)
-        return f"{moved}: the interval excludes no change{said}" if moved else f"no change of the share beyond {margin}{said}"
+        # Without spread there is no interval: the rounds' one move and its sign-flip p say it (`said`).
+        return f"{moved}{said or ': the interval excludes no change'}" if moved else f"no change of the share beyond {margin}{said}"
     if because == Because.DIRECTION_AND_SIZE:
         return f"{whose} direction, and its {study} is inside the interval"
     if because in (Because.DIRECTION_SMALLER, Because.DIRECTION_LARGER):
@@ -576,7 +590,7 @@ def set_aside_lines(set_aside: Sequence[SetAside], read: Sequence[str]) -> list[
     for why, these in groups.items():
         differs = " and ".join(f"{key}={got} (the study {'has no ' + key if study is None else f'{key}={study}'})" for key, got, study in why)
         runs = sum(s.runs for s in these)
-        said.append(f"{', '.join(s.variant for s in these)} ({runs} run{'s' * (runs != 1)}){': ' + differs if differs else ''}")
+        said.append(f"{', '.join(s.variant for s in these)} ({counted(runs, 'run')}){': ' + differs if differs else ''}")
     return [f"set aside, read by no claim: {'; '.join(said)}. The lines above are the runs the claims read: {', '.join(read)}"]
 
 
