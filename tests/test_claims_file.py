@@ -103,6 +103,21 @@ def test_own_claims_judged_in_their_own_section(tmp_path: Path) -> None:
     assert [c.claim.number for c in study_section(runs, (), {}, Margins(), source=mine).judged.claims] == [1]
 
 
+def test_a_trend_every_round_shows_alike_is_reproduced_without_a_figure(tmp_path: Path) -> None:
+    """Every share round moved by exactly the same factor: no spread, so no interval, and the sign-flip
+    test reads the direction. A trend claims a side, not a size: it read `partly reproduced`, with
+    `no interval to hold against its +nan%` (a figure the claim never had)."""
+    mine = load("mine", builtin_variants(), [write(tmp_path / "claims", MINE)])
+    runs = made_up_runs({"torch_rmsnorm": "torch_rmsnorm", "hand_rmsnorm": "hand_rmsnorm"}, **CPU)
+    alike = {"shares": {"sizes": ["cpu_small", "gpt2_small"], "samples": {"hand_rmsnorm": {"cpu_small": [0.02] * 8, "gpt2_small": [0.005] * 8}}}}
+    judged = study_section(runs, (), alike, Margins(test_loss=0.1), summarize(runs), source=mine).judged
+    trend = next(c for c in judged.claims if c.claim.number == 2)
+    assert trend.word == ClaimWord.REPRODUCED
+    line = next(line for line in study_section(runs, (), alike, Margins(test_loss=0.1), summarize(runs), source=mine).lines(10_000) if line.startswith("2. "))
+    assert "the share falls (every one of 8 share rounds moved by exactly -75.0%" in line and "sign-flip p = 0.0078" in line, line
+    assert "nan" not in line and "interval excludes" not in line, line
+
+
 def test_the_eighth_claim_is_judged_from_rounds_timed_on_this_cpu(tmp_path: Path) -> None:
     """Real rounds (few and small: the test's cost is seconds), judged by the same rule as any claim."""
     import torch
