@@ -160,7 +160,7 @@ def heading(a: Analysis) -> str:
     if family == total:
         over = counted(total, "comparison")
     elif family == 0:
-        over = f"nothing: {'the one comparison has' if total == 1 else f'none of the {total} comparisons has'} a p-value"
+        over = "nothing: " + ("the one comparison has no p-value" if total == 1 else f"none of the {total} comparisons has a p-value")
     else:
         over = f"the {family} of {total} comparisons with a p-value"
     return (
