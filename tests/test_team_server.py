@@ -29,12 +29,11 @@ from mlflow.tracking import MlflowClient
 
 from src.core.paths import ConfigError, compose
 from src.core.ports import listens
-from src.core.process_group import wait_until
+from src.core.process_group import alive, wait_until
 from src.launch.callbacks import MlflowSetup
 from src.report.__main__ import main as report_main
 from src.tracking import server_client
 from src.tracking.server_client import DatabaseLost
-from src.tracking.server_guard import alive
 from src.tracking.store import Store
 from src.tracking.store_uri import StoreError
 from src.tracking.sweep import FINGERPRINT_TAG, SWEEP_TAG

@@ -24,6 +24,20 @@ def signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
+def stat_fields(pid: int | str) -> list[str]:
+    """/proc/<pid>/stat after the command name: `[state, ppid, pgrp, ...]` (OSError when it is gone).
+    The name may hold spaces or parentheses, so the fields start after its last `)`."""
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+
+
+def alive(pid: int) -> bool:
+    """The process runs (neither gone nor a zombie waiting to be reaped)."""
+    try:
+        return stat_fields(pid)[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def group_members(pgid: int) -> list[int]:
     """The live processes of group `pgid` (zombies left to a parent that does not reap them excluded);
     none where there is no /proc to read (the leader's own exit is then what is waited for)."""
@@ -33,8 +47,7 @@ def group_members(pgid: int) -> list[int]:
             if not entry.isdigit():
                 continue
             with contextlib.suppress(OSError, ValueError, IndexError):
-                # /proc/<pid>/stat: "pid (comm) state ppid pgrp ..."; comm may hold spaces or parentheses.
-                fields = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()
+                fields = stat_fields(entry)
                 if fields[0] != "Z" and int(fields[2]) == pgid:
                     members.append(int(entry))
     return members

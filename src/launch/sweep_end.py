@@ -24,7 +24,6 @@ import signal
 import socket
 import sys
 from dataclasses import replace
-from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -33,6 +32,7 @@ from hydra.errors import CompactHydraException
 from omegaconf import DictConfig, OmegaConf
 
 from src.core.patches import recast_job_return
+from src.core.process_group import stat_fields
 from src.core.terminal import say
 from src.tracking import sweep
 from src.tracking.store import Store
@@ -231,10 +231,9 @@ def _our_worker(run: Any) -> bool:
     if tags.get(HOST_TAG) != socket.gethostname() or not tags.get(PID_TAG, "").isdigit():
         return False
     try:
-        stat = Path(f"/proc/{tags[PID_TAG]}/stat").read_text()
+        return int(stat_fields(tags[PID_TAG])[1]) == os.getpid()  # the field after the state: the parent's pid
     except OSError:
         return False
-    return int(stat.rpartition(")")[2].split()[1]) == os.getpid()  # the field after the state: the parent's pid
 
 
 def still_running_elsewhere() -> list[str]:

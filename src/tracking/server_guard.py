@@ -28,15 +28,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from src.core.process_group import GRACE_S, group_members, signal_group, wait_until
-
-
-def alive(pid: int) -> bool:
-    """The process runs (neither gone nor a zombie waiting to be reaped)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False
+from src.core.process_group import GRACE_S, alive, group_members, signal_group, wait_until
 
 
 def postmaster_pid(pgdata: Path) -> int | None:

@@ -35,9 +35,9 @@ from src.core import cli
 from src.core.atomic_io import try_hold
 from src.core.paths import PROJECT_ROOT, unwritable_reason
 from src.core.ports import free_port, listens
-from src.core.process_group import stop_group
+from src.core.process_group import alive, group_members, stop_group
 from src.core.terminal import say
-from src.tracking.server_guard import alive, group_members, postmaster_pid, stop
+from src.tracking.server_guard import postmaster_pid, stop
 
 DB_USER = "normsweep"  # the cluster's superuser; trust authentication on 127.0.0.1 only
 DB_NAME = "mlflow"
