@@ -395,7 +395,10 @@ def event_settle(event: Event, ran: int, alpha: float) -> int:
 def divergence_finding(claim: StudyClaim, part: Part, e: Evidence) -> Finding:
     """StudyClaim 6: no_norm diverges where the normalized variants, at its learning rate, train on."""
     d = replace(divergence(part, e), collapse=claim.collapse_within)
-    j = judge_event(d.event, e.alpha, d.most >= d.study_step, normalized=bool(len(d.normalized)), like_for_like=d.like_for_like)
+    # Long enough: past the step its source's run went NaN, else the steps it says a collapse takes, else
+    # (a claim with neither) any run that trained through.
+    horizon = d.study_step if math.isfinite(d.study_step) else float(claim.collapse_within or 0)
+    j = judge_event(d.event, e.alpha, d.most >= horizon, normalized=bool(len(d.normalized)), like_for_like=d.like_for_like)
     if j.because == Because.TOO_FEW:
         j = replace(j, settle=event_settle(d.event, most_seeds(pd.concat([d.runs, d.normalized])), e.alpha))
     off = tuple(outside(claim.domain, pd.concat([d.runs, d.normalized]), e.source))

@@ -148,7 +148,7 @@ def published_text(claim: StudyClaim, part: Part) -> str:
     if claim.metric == LOSS:
         return f"{value:+.4f} nats test loss"
     typical = f" (training typically collapses within about {claim.collapse_within} steps)" if claim.collapse_within else ""
-    return f"NaN by step {value:.0f}{typical}"
+    return f"NaN by step {value:.0f}{typical}" if math.isfinite(value) else f"its loss goes NaN{typical}"
 
 
 def not_the_setting(mismatches: Sequence[Mismatch], noun: str = "the study") -> str:
@@ -380,10 +380,12 @@ def divergence_reason(j: Judgement, d: Divergence, alpha: float, noun: str = "th
         return f"{b} at lr {own}, the normalized variants at {theirs}: not like for like"
     seen = f"{b} diverged in {event.k}/{event.n} runs{_steps(d.runs)}, the normalized variants in {event.k_others}/{event.n_others}{_steps(d.counted)}"
     nan_by = f"step {d.study_step:.0f}, by which {noun}'s {d.b} loss was NaN" if noun != "the study" else f"step {d.study_step:.0f}, by which the study's no-norm loss was NaN"
+    if not math.isfinite(d.study_step):  # a claim with no step of its own: the steps it says a collapse takes, or none
+        nan_by = f"the {d.collapse} steps it says a collapse typically takes" if d.collapse else "no step claimed"
     reason = {
         Because.NONE_COUNTS: f"none of {b + chr(39) + 's' if not event.n else 'the normalized variants' + chr(39)} runs counts",
         Because.TRAINED_WHERE_OTHERS_DIVERGED: f"{seen}: {b} trained where they diverged",
-        Because.TRAINED_PAST_STUDY: f"no NaN in {d.most:.0f} steps, past {nan_by}",
+        Because.TRAINED_PAST_STUDY: f"no NaN in {d.most:.0f} steps" + (f", past {nan_by}" if nan_by != "no step claimed" else ""),
         Because.TRAINED_TOO_SHORT: f"trained {d.most:.0f} steps, short of {nan_by}"
                                    + (f" (it says training typically collapses within about {d.collapse})" if d.collapse else ""),
         Because.BEYOND_CHANCE: f"{seen}: more often than chance allows ({p_text(event.p, FISHER)})",
