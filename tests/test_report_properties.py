@@ -18,13 +18,12 @@ from made_up_sweeps import MadeUp, sweeps, sweeps_with_claims
 
 from src.report.analysis import Analysis, assemble
 from src.report.judge.pairs import Margins
+from src.report.judge.study import Finding, Reach
+from src.report.read.claims import EQUIVALENCE, SHARE, SPEED, TREND
 from src.report.read.timing import most_at_once
 from src.report.render.markdown import markdown_page, verdict
 from src.report.render.terminal import terminal_text
-from src.report.words.headline import settings_of
-from src.report.judge.study import Finding, Reach, StudySection
-from src.report.read.claims import EQUIVALENCE, SHARE, SPEED, TREND
-from src.report.words.headline import reproduced_line
+from src.report.words.headline import reproduced_line, settings_of
 from src.report.words.pairs import comparisons_frame
 from src.report.words.speed import speed_section
 from src.report.words.study import part_reason, written
