@@ -24,7 +24,7 @@ from src.training.schedule import lr_factor, warmup_steps_for
 GROUPS = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir() and p.name not in ("hydra", "claims"))
 OPTIONS = [(g, f.stem) for g in GROUPS for f in sorted((CONF_DIR / g).glob("*.yaml"))]
 # Options that need a value only the user can give (a glob of their files).
-REQUIRED = {("data", "text_files"): ["data.paths=/tmp/none/*.txt"]}
+REQUIRED = {("data", "text_files"): ["data.paths=/tmp/none/*.txt"], ("data", "safetensors"): ["data.folder=/tmp/none"]}
 
 
 def _compose(overrides: list[str]) -> DictConfig:
@@ -165,6 +165,7 @@ def test_python_defaults_read_no_yaml_and_equal_it(monkeypatch: pytest.MonkeyPat
     assert (web.dataset, web.subset, web.val_fraction, web.shard_tokens, web.num_proc, web.verify_checksums) == (
         fineweb.dataset, fineweb.subset, fineweb.val_fraction, fineweb.shard_tokens, fineweb.num_proc, fineweb.verify_checksums
     )
+    assert (web.split_by, web.literal_eot) == (fineweb.split_by, fineweb.literal_eot)
     (tmp_path / "a.txt").write_text("a document")
     local = TextFilesSource(str(tmp_path / "*.txt"))
     assert (local.val_fraction, local.test_fraction) == (text_files.val_fraction, text_files.test_fraction)

@@ -96,6 +96,21 @@ class DataOrder(StrEnum):
     IN_ORDER = "in_order"  # the study's: consecutive windows from the split's first token, each token once
 
 
+class SplitBy(StrEnum):
+    """How FineWeb's documents are split into train and val (`data.split_by`, src.data.fineweb)."""
+
+    HASH = "hash"  # each document by a hash of its text: no seed, the same in any order
+    # the study's prepare_datasets.py: train[:99%] / train[99%:] of the rows of data.files, in file order
+    ROW_ORDER = "row_order"
+
+
+class LiteralEot(StrEnum):
+    """What a literal '<|endoftext|>' inside a document is tokenized as (`data.literal_eot`, src.data.cache)."""
+
+    TEXT = "text"  # its characters (tiktoken's encode_ordinary)
+    TOKEN = "token"  # the end-of-text token, as the study's prepare_datasets.py (allowed_special)
+
+
 def check_architecture(model: Any) -> None:
     """The model's shape, checked without torch (a refused config is answered before it is imported):
     `model` is a GPTConfig or the composed config's `model` group. ValueError naming the field."""
@@ -253,11 +268,22 @@ class FineWebData(DataSchema):
     shard_tokens: int = MISSING
     num_proc: int = MISSING
     verify_checksums: bool = MISSING
+    split_by: str = MISSING  # one of SplitBy
+    literal_eot: str = MISSING  # one of LiteralEot
     test_split: str = MISSING
     test_offset: int = MISSING
 
 
-DATA_SCHEMAS = {"shakespeare": ShakespeareData, "text_files": TextFilesData, "fineweb": FineWebData}
+@dataclass
+class SafetensorsData(DataSchema):
+    """The study's token files (train.safetensors, validation.safetensors): its exact tokens, nothing tokenized."""
+
+    folder: str = MISSING  # the folder holding the two files
+    test_split: str = MISSING
+    test_offset: int = MISSING
+
+
+DATA_SCHEMAS = {"shakespeare": ShakespeareData, "text_files": TextFilesData, "fineweb": FineWebData, "safetensors": SafetensorsData}
 
 
 # --- the cluster options (conf/cluster/<name>.yaml: `defaults: [/schema/cluster/<kind>@...]`) -----
