@@ -52,7 +52,8 @@ INIT_KEY, INIT_BEFORE_THE_KEY = "model.init", "gpt2"
 # left out of the fingerprint, so a re-run of an old sweep still finds its finished runs. The keys
 # after `model.init` kept that value as their default (the fused attention, drawn windows, the final
 # weights scored, the optimizer option's name, our order of operations, FineWeb's hash split and its
-# literal end-of-text read as text); only the study preset takes the study's.
+# literal end-of-text read as text); only the study preset takes the study's, and of these only the
+# model's and training's (its data choices need the study's own files).
 ADDED_LATER = {
     INIT_KEY: INIT_BEFORE_THE_KEY,
     "model.attention": "sdpa",
