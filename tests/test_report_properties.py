@@ -107,6 +107,18 @@ def check_every_interval_says_its_level(a: Analysis, out: dict[str, str]) -> Non
             assert LEVEL.search(line), f"report.md: an interval without its level: {line[:300]}"
 
 
+MEAN_PLUS_MINUS = re.compile(rf"{NUMBER} ± {NUMBER}")
+
+
+def check_every_plus_minus_says_its_level(a: Analysis, out: dict[str, str]) -> None:
+    """A `mean ± half-width` cell in the terminal's tables has its level said above it (the block's lead)."""
+    lines = out["terminal"].splitlines()
+    for i, line in enumerate(lines):
+        if MEAN_PLUS_MINUS.search(line):
+            top = next((j for j in range(i, -1, -1) if not lines[j].strip()), 0)  # the block starts after a blank line
+            assert any(LEVEL.search(x) or "95% CI" in x for x in lines[top : i + 1]), f"terminal: ± with no level above it: {line[:200]}"
+
+
 def check_the_word_is_the_intervals(a: Analysis, out: dict[str, str]) -> None:
     """Each pair's printed interval is the one its word was read from, and supports that word: a
     difference excludes zero, an equivalence lies inside ±margin, and an inconclusive interval that
@@ -306,7 +318,7 @@ INVARIANTS = [
     check_other_setting_runs_are_set_aside_by_name, check_a_time_that_is_not_a_measurement_decides_nothing,
     check_not_tested_is_not_outside, check_jobs_beside_others_are_not_one_after_another,
     check_a_column_against_a_variant_names_one_that_ran, check_no_parentheses_back_to_back,
-    check_counts_agree_with_their_nouns, check_no_missing_value_printed_as_python_does,
+    check_counts_agree_with_their_nouns, check_no_missing_value_printed_as_python_does, check_every_plus_minus_says_its_level,
 ]  # fmt: skip
 
 

@@ -557,7 +557,7 @@ class StudyText:
         if f.figures_from and f.setting_from:
             noun = f.source_noun
             return (f"{noun[:1].upper()}{noun[1:]}'s figures come from {f.figures_from}, its setting from {f.setting_from}. "
-                    "Its table and setting beside this sweep's:")  # fmt: skip
+                    "Its table and setting beside this sweep's (mean ± 95% CI over finished seeds):")  # fmt: skip
         link = f" ({f.link})" if f.link else ""
         return f"The claims of {f.title or f.name + '.yaml'}{link}, stated in {f.name}.yaml before this sweep, each judged on it:"
 
