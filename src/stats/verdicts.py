@@ -133,7 +133,7 @@ class Equivalence(StrEnum):
 
 
 def _df(n: int, trim: float) -> int:
-    """Degrees of freedom of a mean of n (trim = 0) or of Yuen's trimmed mean of n rounds."""
+    """Degrees of freedom of a mean of n (trim = 0) or of a 20% trimmed mean of n rounds (Tukey–McLaughlin's interval)."""
     return n - 2 * math.floor(trim * n) - 1
 
 
