@@ -71,6 +71,9 @@ MALFORMED = {
     "open question of a speed claim": ("    metric: test_loss\n", "    metric: test_loss\n    open_question: true\n", None, None),
     "unknown precision": ("claims:\n", "domains:\n  mine: {precision: [fp8]}\nclaims:\n", "domains.mine.precision[0]",
                           "unknown precision 'fp8'; valid choices: bf16_mixed, fp16_mixed, fp32"),
+    "too many claims": ("claims:\n", "claims:\n" + "".join(f"  - {{statement: claim {i}, metric: test_loss, parts: [{{a: torch_rmsnorm, "
+                        f"b: hand_rmsnorm, asserts: equivalence, size: [-0.{i + 1:03d}, 0.05]}}]}}\n" for i in range(200)),
+                        "claims", "at most 200 claims in a file, got 202: split it"),
 }  # fmt: skip
 # A speed claim written in percents: [-20, -3] read as -2,000% to -300% before.
 MALFORMED["percent as a number"] = ("    metric: test_loss\n    parts:\n      - {a: torch_rmsnorm, b: hand_rmsnorm, asserts: equivalence, size: [-0.05, 0.05]}",
