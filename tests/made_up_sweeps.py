@@ -217,7 +217,11 @@ def claims_texts(draw: st.DrawFn, norms: list[str]) -> str:
                 parts.append(f"{{b: {b}, asserts: event}}")
             else:
                 a = draw(st.sampled_from([n for n in norms if n != b]))
-                kind = draw(st.sampled_from(("difference", "equivalence")))
+                kind = draw(st.sampled_from(("difference", "equivalence", "no_worse")))
+                if kind == "no_worse":
+                    margin = draw(st.sampled_from((0.001, 0.005, 0.02, 0.1)))
+                    parts.append(f"{{a: {a}, b: {b}, asserts: no_worse, margin: {margin}}}")
+                    continue
                 size = _band(draw, kind, metric == "train_time_s")
                 parts.append(f"{{a: {a}, b: {b}, asserts: {kind}, size: {size}}}")
         key = metric + "|".join(sorted(parts))

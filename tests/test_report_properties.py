@@ -19,7 +19,7 @@ from made_up_sweeps import MadeUp, sweeps, sweeps_with_claims
 from src.report.analysis import Analysis, assemble
 from src.report.judge.pairs import Margins
 from src.report.judge.study import Finding, Reach
-from src.report.read.claims import EQUIVALENCE, SHARE, SPEED, TREND
+from src.report.read.claims import EQUIVALENCE, NO_WORSE, SHARE, SPEED, TREND
 from src.report.read.timing import most_at_once
 from src.report.render.markdown import markdown_page, verdict
 from src.report.render.terminal import terminal_text
@@ -340,6 +340,8 @@ def expected_word(f: Finding) -> ClaimWord:
     lower, upper = speed_bounds(f.margin) if metric in (SPEED, SHARE) and not part.minus else (-f.margin, f.margin)
     meets = low <= b_high and high >= b_low
     inside = lower < low and high < upper
+    if part.asserts == NO_WORSE:  # one-sided: the upper end below the margin, or the lower end at or beyond it
+        return ClaimWord.REPRODUCED if high < part.margin else ClaimWord.NOT_REPRODUCED if low >= part.margin else ClaimWord.INCONCLUSIVE
     if part.asserts == EQUIVALENCE:
         if inside:
             return ClaimWord.REPRODUCED if meets else ClaimWord.PARTLY
@@ -370,7 +372,7 @@ def check_reasons_state_a_true_relation(a: Analysis, out: dict[str, str]) -> Non
     for section in a.claim_sections:
         for c in section.claims:
             for f in c.findings:
-                if not _read_from_an_interval(f) or f.outside or f.part.asserts == TREND:
+                if not _read_from_an_interval(f) or f.outside or f.part.asserts in (TREND, NO_WORSE):
                     continue
                 reason, (low, high) = part_reason(f), (f.low, f.high)
                 b_low, b_high = f.part.band(f.metric)

@@ -33,6 +33,7 @@ from src.report.judge.study_match import Mismatch, study_code
 from src.report.read.claims import (
     EQUIVALENCE,
     LOSS,
+    NO_WORSE,
     SHARE,
     SPEED,
     STABILITY,
@@ -120,6 +121,8 @@ def claimed(metric: str, part: Part) -> str:
     """The part's claimed size where its source has no figure: `-20.0% to -3.0%`, `within ±0.05`, `no size claimed`."""
     if part.asserts == TREND:
         return f"{'falls' if part.sign(metric) < 0 else 'rises'} from {part.sizes[0]} to {part.sizes[-1]}"
+    if part.asserts == NO_WORSE:
+        return f"at most {shown(metric, float(part.margin or 0.0))} worse"
     if not part.size:
         return "no size claimed"
     low, high = part.size
@@ -313,6 +316,12 @@ def interval_reason(f: Finding, j: Judgement) -> str:
     if because == Because.ALIKE_TOO_FEW:
         return f"{alike}, not below the family's {f.alpha:.2g}: {settle}"
     said = f" ({alike})" if alike else ""
+    if part.asserts == NO_WORSE:
+        bound, upper = shown(metric, float(part.margin or 0.0)), shown(metric, f.high, contrast)
+        return {
+            Because.NOT_WORSE: f"no worse than {part.a} by {bound}: the interval's upper end {upper} is below it{said}",
+            Because.WORSE: f"worse than {part.a} by {bound} or more: the whole interval lies at or beyond it{said}",
+        }.get(because) or f"the interval reaches {bound} (its upper end {upper}): {settle}"
     if part.asserts == EQUIVALENCE:
         limits = part.band(metric)
         claimed = f"±{limits[1]:.2%}" if metric == SPEED else f"±{limits[1]:g}"
