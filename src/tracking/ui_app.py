@@ -101,6 +101,7 @@ def _serve_page():  # noqa: ANN202 (a Flask view)
 
 # The MLflow and Flask whose internals this app patches (the page's view in Flask's view table,
 # MLflow 3.17's browser keys above); any other: MLflow's own UI.
+STARLETTE_WSGI_WARNING = r"starlette\.middleware\.wsgi is deprecated"
 UI_WRITTEN_FOR = {"mlflow": ">=3.17,<3.18", "flask": ">=3.0,<4"}
 UI_PATCH = "the UI's start page (src/tracking/ui_app.py)"
 UI_INSTEAD = "MLflow serves its own page unchanged (open an experiment's printed link)"
@@ -113,6 +114,11 @@ def ui_patchable() -> bool:
 
 
 if __name__ != "__main__":  # imported by the server's workers (and once by MLflow's command, to check it)
+    import warnings
+
+    # MLflow's FastAPI app imports Starlette's WSGI middleware, which warns at import that it is deprecated:
+    # 265 characters, twice, addressed to MLflow's developers, not to a user browsing runs. That one warning only.
+    warnings.filterwarnings("ignore", message=STARLETTE_WSGI_WARNING)
     from mlflow.server import app as _flask_app
     from mlflow.server.fastapi_app import app  # noqa: F401  (what uvicorn serves)
 
