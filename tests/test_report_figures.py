@@ -191,15 +191,15 @@ def test_identical_curves_say_so_and_one_seed_promises_no_band() -> None:
     curves["value"] = 10.8 - curves.step * 0.01  # every variant the same curve
     fig = drawn_quietly(plot_losses, curves)
     labels = [t.get_text() for t in legend_of(fig).get_texts()]
-    assert sum("same curve as" in label for label in labels) == 2, labels
+    assert sum("'s curve: hollow marks" in label for label in labels) == 2, labels
     assert "band" not in fig.get_suptitle()
-    dashed = [line for line in fig.axes[0].lines if line.get_linestyle() != "-"]
-    assert len(dashed) == 2 and all(line.get_markerfacecolor() == "none" for line in dashed)  # the first shows through
+    hollow = [line for line in fig.axes[0].lines if line.get_markerfacecolor() == "none"]
+    assert len(hollow) == 2  # the first curve's marks show inside theirs
     configs = [{NORM_KEY: n, SEED_KEY: s} for n in ("hand_rmsnorm", "torch_rmsnorm") for s in ("0", "1")]
     _, curves, _ = sweep(configs)
     curves["value"] += 0.1 * (curves.variant == "torch_rmsnorm")
     fig = drawn_quietly(plot_losses, curves)
-    assert "band: min–max" in fig.get_suptitle() and not any("same curve" in t.get_text() for t in legend_of(fig).get_texts())
+    assert "band: min–max" in fig.get_suptitle() and not any("hollow marks" in t.get_text() for t in legend_of(fig).get_texts())
 
 
 def test_speed_png_draws_each_interval_visibly() -> None:

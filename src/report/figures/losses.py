@@ -1,5 +1,5 @@
 """The loss curves: train and validation loss per variant, mean over seeds with a min–max band (where a
-variant has more than one run); a curve identical to one drawn before it is dashed and says so."""
+variant has more than one run); a curve lying on one drawn before it has hollow marks and says so."""
 
 from __future__ import annotations
 
@@ -27,22 +27,26 @@ def _mean_curves(curves: pd.DataFrame, metric: str, variants: list[str]) -> dict
     return out
 
 
+# Two mean curves closer than this share of their panel's range everywhere are one line to the eye.
+SAME_CURVE = 0.003
+
+
 def hidden_under(curves: pd.DataFrame, variants: list[str]) -> dict[str, str]:
-    """variant -> the earlier variant whose mean curves (train and validation) it repeats to 1e-9: drawn
-    later, its line would hide the other's (hand-rolled and built-in norms are the same function, so a
-    short run gives the same curve)."""
+    """variant -> the earlier variant whose mean curves (train and validation) it lies on, within SAME_CURVE
+    of each panel's range: drawn later, its line would hide the other's (hand-rolled and built-in norms
+    compute nearly the same function, so a short run draws one line for both)."""
     means = {m: {v: r.mean(axis=1) for v, r in _mean_curves(curves, m, variants).items()} for m in CURVE_TITLES}
-    found: dict[str, str] = {}
-    for i, v in enumerate(variants):
-        for earlier in variants[:i]:
-            same = [m for m in means if v in means[m] or earlier in means[m]]
-            if same and all(
-                v in means[m] and earlier in means[m] and means[m][v].index.equals(means[m][earlier].index)
-                and np.allclose(means[m][v], means[m][earlier], rtol=0, atol=1e-9, equal_nan=True) for m in same
-            ):  # fmt: skip
-                found[v] = earlier
-                break
-    return found
+    spans = {m: np.ptp(np.concatenate([c.dropna().to_numpy() for c in found.values()])) if found else 0.0 for m, found in means.items()}
+
+    def lies_on(v: str, other: str) -> bool:
+        shared = [m for m in means if v in means[m] or other in means[m]]
+        return bool(shared) and all(
+            v in means[m] and other in means[m] and means[m][v].index.equals(means[m][other].index)
+            and np.allclose(means[m][v], means[m][other], rtol=0, atol=SAME_CURVE * spans[m] + 1e-12, equal_nan=True)
+            for m in shared
+        )  # fmt: skip
+
+    return {v: other for i, v in enumerate(variants) for other in [next((e for e in variants[:i] if lies_on(v, e)), None)] if other}
 
 
 def _loss_axis(ax: Axes, curves: pd.DataFrame, metric: str, styles: dict[str, Style], under: dict[str, str]) -> None:
@@ -68,11 +72,9 @@ def _loss_axis(ax: Axes, curves: pd.DataFrame, metric: str, styles: dict[str, St
 
 
 def _drawn(style: Style, over: bool) -> dict[str, object]:
-    """A variant's line; drawn over an identical curve (`over`), dashed with hollow markers, so that the
-    curve under it still shows between its dashes and through its markers."""
-    if not over:
-        return {**style.kwargs(), "ms": 3.5, "lw": 1.3}
-    return {**style.kwargs(), "linestyle": (0, (3, 3)), "mfc": "none", "ms": 6, "lw": 1.6}
+    """A variant's line; drawn over a curve it lies on (`over`), with larger hollow markers, so that the
+    markers of the curve under it still show inside them (and its legend entry says so)."""
+    return {**style.kwargs(), "ms": 7, "mfc": "none", "mew": 1.3, "lw": 1.3} if over else {**style.kwargs(), "ms": 3.5, "lw": 1.3}
 
 
 def plot_losses(curves: pd.DataFrame) -> Figure:
@@ -87,7 +89,7 @@ def plot_losses(curves: pd.DataFrame) -> Figure:
     runs = curves.groupby("variant").run_id.nunique() if len(curves) else pd.Series(dtype=int)
     handles = [Line2D([], [], **_drawn(styles[v], v in under)) for v in drawn]
     # runs without step metrics draw nothing; a curve drawn over an identical one says so in its label
-    legend_below(fig, handles, [f"{v} (n={runs[v]}" + (f"; same curve as {under[v]}: drawn over it)" if v in under else ")") for v in drawn])
+    legend_below(fig, handles, [f"{v} (n={runs[v]}" + (f"; on {under[v]}'s curve: hollow marks)" if v in under else ")") for v in drawn])
     banded = bool(len(runs)) and int(runs.max()) > 1  # a band only where a variant has more than one run
     fig.suptitle("Loss curves (line: mean over seeds" + ("; band: min–max)" if banded else ")"))
     return fig
