@@ -243,3 +243,36 @@ def test_the_sweep_summary_goes_through_the_store(store: dict[str, str]) -> None
     assert {f.path for f in client.list_artifacts(run_id, "report")} == set(TABLES.values())
     assert VIEW_TAG in client.get_experiment(experiment).tags
     assert [(d.dataset.name, d.tags[0].value) for d in run.inputs.dataset_inputs] == [("corpus-r50k", "train")]
+
+
+@pytest.mark.usefixtures("migrated_store")
+def test_interval_bars_are_written_once_per_generation(store: dict[str, str]) -> None:
+    """Each job's interval as three points of a step metric (low, estimate, high) at its variant's place; a
+    report made again over the same intervals writes nothing, one whose intervals changed writes every job
+    into a new block of steps, which the view's interval cards then show alone."""
+    from src.tracking.intervals import BLOCK, GENERATION, interval_key, log_job_intervals
+    from src.tracking.store import Store
+    from src.tracking.summary import JOB_LOSS_METRIC
+    from src.tracking.ui_view import VIEW_TAG, publish_view
+
+    door = Store.connect(store["uri"])
+    experiment = door.experiment_id("intervals", store["artifacts"])
+    jobs = [(door.create_run(experiment, f"{v}-s0", {"variant": v}), v) for v in ("ref", "b")]
+    places = {"ref": 1, "b": 2}
+    first = {"ref": {JOB_LOSS_METRIC: (0.0, 0.0, 0.0)}, "b": {JOB_LOSS_METRIC: (-0.1, 0.02, 0.15)}}
+    assert log_job_intervals(door, experiment, jobs, first, places) == 0
+    assert log_job_intervals(door, experiment, jobs, first, places) == -1  # the same again: nothing written
+    client = MlflowClient(store["uri"])
+    history = sorted((m.step, m.value) for m in client.get_metric_history(jobs[1][0], interval_key(JOB_LOSS_METRIC)))
+    assert history == [(2 * BLOCK, -0.1), (2 * BLOCK + 1, 0.02), (2 * BLOCK + 2, 0.15)]
+    changed = {**first, "b": {JOB_LOSS_METRIC: (-0.05, 0.01, 0.07)}}
+    assert log_job_intervals(door, experiment, jobs, changed, places) == 1
+    steps = {m.step for m in client.get_metric_history(jobs[0][0], interval_key(JOB_LOSS_METRIC))}
+    assert steps == {BLOCK, BLOCK + 1, BLOCK + 2, GENERATION + BLOCK, GENERATION + BLOCK + 1, GENERATION + BLOCK + 2}
+    publish_view(door, experiment)
+    import json
+
+    cards = json.loads(client.get_experiment(experiment).tags[VIEW_TAG])["compareRunCharts"]
+    (card,) = [c for c in cards if c["metricKey"] == interval_key(JOB_LOSS_METRIC)]
+    assert card["type"] == "LINE" and card["range"]["xMin"] < GENERATION + BLOCK < GENERATION + 2 * BLOCK + 2 < card["range"]["xMax"]
+    assert card["range"]["xMin"] > BLOCK + 2  # the replaced generation out of view

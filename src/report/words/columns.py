@@ -12,7 +12,9 @@ comparisons alone (one per variant), and its speed verdict its variant against t
   report's printed precision, for a numeric sort (0 for the reference, which the bars then name too);
 - `speed_verdict` (tag): the speed check's word, with its 95% interval of step time;
 - `sort/loss_verdict`, `sort/speed_verdict` (metrics): each word's place in LOSS_ORDER / SPEED_ORDER,
-  which MLflow's runs table sorts (it sorts metrics and params, never tags).
+  which MLflow's runs table sorts (it sorts metrics and params, never tags);
+- `intervals/loss_vs_ref`, `intervals/step_vs_ref_pct`: the two estimates with their 95% intervals, as
+  the chart view's interval bars (src.tracking.intervals).
 
 The tag and metric names are src.tracking.summary's (the store side); the words are written here once.
 """
@@ -29,10 +31,13 @@ from src.stats.verdicts import PairWord, SpeedWord
 from src.tracking.summary import (
     JOB_LOSS_BOUNDS,
     JOB_LOSS_METRIC,
+    JOB_SPEED_METRIC,
+    JOB_SPEED_SECTION,
     LOSS_SORT_METRIC,
     LOSS_VERDICT_TAG,
     SPEED_SORT_METRIC,
     SPEED_VERDICT_TAG,
+    job_speed_metrics,
 )
 
 if TYPE_CHECKING:
@@ -55,6 +60,7 @@ class JobColumns:
 
     tags: dict[str, str] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
+    intervals: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # result -> low, estimate, high
 
 
 def loss_cell(r: Result) -> str:
@@ -85,10 +91,14 @@ def job_columns(a: Analysis) -> dict[str, JobColumns]:
     (`Analysis.reference_comparisons`, `.reference_speed`), for every variant they judged."""
     out: dict[str, JobColumns] = {}
     for r in a.reference_comparisons:
-        out.setdefault(r.a, JobColumns({LOSS_VERDICT_TAG: LOSS_REFERENCE_CELL}, {JOB_LOSS_METRIC: 0.0, LOSS_SORT_METRIC: 0.0}))
+        out.setdefault(r.a, JobColumns({LOSS_VERDICT_TAG: LOSS_REFERENCE_CELL}, {JOB_LOSS_METRIC: 0.0, LOSS_SORT_METRIC: 0.0},
+                                       {JOB_LOSS_METRIC: (0.0, 0.0, 0.0)}))  # fmt: skip
         cols = out.setdefault(r.b, JobColumns())
         cols.tags[LOSS_VERDICT_TAG] = loss_cell(r)
         cols.metrics |= {**loss_metrics(r), LOSS_SORT_METRIC: float(LOSS_ORDER.index(r.verdict))}
+        ends = [cols.metrics.get(f"{JOB_LOSS_BOUNDS}_{end}") for end in ("low", "high")]
+        if None not in ends:  # an interval to draw (not an untested pair's)
+            cols.intervals[JOB_LOSS_METRIC] = (ends[0], cols.metrics[JOB_LOSS_METRIC], ends[1])
     for v in a.reference_speed:
         reference = out.setdefault(v.a, JobColumns())
         reference.tags[SPEED_VERDICT_TAG] = SPEED_REFERENCE_CELL
@@ -96,4 +106,10 @@ def job_columns(a: Analysis) -> dict[str, JobColumns]:
         cols = out.setdefault(v.b, JobColumns())
         cols.tags[SPEED_VERDICT_TAG] = speed_cell(v)
         cols.metrics[SPEED_SORT_METRIC] = float(SPEED_ORDER.index(v.verdict))
+    speed = a.speed_estimates()
+    for variant, (change, low, high) in (speed[1] if speed else {}).items():  # the step_vs_ref_pct bars' intervals
+        shown = job_speed_metrics(change, low, high)
+        bounds = f"{JOB_SPEED_SECTION}/{JOB_SPEED_METRIC}"
+        out.setdefault(variant, JobColumns()).intervals[JOB_SPEED_METRIC] = (
+            shown[f"{bounds}_low"], shown[JOB_SPEED_METRIC], shown[f"{bounds}_high"])  # fmt: skip
     return out
