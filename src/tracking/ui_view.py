@@ -124,6 +124,10 @@ LINE_CARD = {"selectedMetricKeys": None, "lineSmoothness": 0, "xAxisScaleType": 
              "ignoreOutliers": False, "useGlobalXaxisKey": True, "useGlobalLineSmoothing": True}  # fmt: skip
 
 
+# Cards per row and their height by section. MLflow's three a row, 360 px, gave a legend two lines that named
+# 2 or 3 of 5 variants; two a row name 5 under a bar chart, and the interval charts, whose legend names each
+# variant with its metric, take a row each.
+SECTION_CARDS = {name: {"columns": 2, "cardHeight": 420} for name in ("train", "val", MODEL_METRICS)} | {INTERVALS: {"columns": 1}}
 # A card draws its first `runsCountToCompare` runs (MLflow's default: 10, so a 15-job sweep's bars and legend
 # named 10 of them): every job of any sweep normsweep runs on one machine.
 RUNS_CHARTED = 1000
@@ -136,7 +140,8 @@ def chart_layout(intervals: tuple[int, int] | None = None) -> dict[str, object]:
     uuid = {name: f"{VIEW_KEY}-section-{i}" for i, name in enumerate(CHART_SECTIONS)}
     leading = {section for section, _, _ in LEADING_CHARTS}
     sections = [{"uuid": uuid[name], "name": name, "display": True, "deleted": False, "isGenerated": True,
-                 "isReordered": name in leading} for name in CHART_SECTIONS]  # fmt: skip
+                 "isReordered": name in leading, **SECTION_CARDS.get(name, {})}
+                for name in CHART_SECTIONS]  # fmt: skip
     charts = [{"uuid": f"{VIEW_KEY}-chart-{key}", "type": kind, "runsCountToCompare": RUNS_CHARTED, "deleted": False, "isGenerated": True,
                "metricSectionId": uuid[section], "metricKey": key, "displayName": key.rpartition("/")[2],
                **(_line_card(key, intervals) if kind == "LINE" else {})} for section, key, kind in LEADING_CHARTS]  # fmt: skip
