@@ -122,7 +122,8 @@ def test_user_norm_swept_judged_and_tied_to_its_code(tmp_path: Path) -> None:
     (parent,) = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get(SWEEP_TAG) == "true"]
     recorded = parent.data.tags[SWEEP_COMMAND_TAG]
     assert recorded.startswith(f"PYTHONPATH={tmp_path} python -m src.train -m --config-dir {conf} "), recorded
-    env = {k: v for k, v in cli_env().items() if k != "PYTHONPATH"}
+    env = {k: v for k, v in cli_env().items() if k != "PYTHONPATH"}  # the command brings its own
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # `python`: this venv's, as activated
     again = subprocess.run(["bash", "-c", recorded], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     said = again.stdout + again.stderr
     assert again.returncode == 0 and said.count(": skipped, run ") == 4, said[-3000:]

@@ -164,7 +164,7 @@ def _line_card(key: str, intervals: tuple[int, int] | None) -> dict[str, object]
 # word and its reference, then the rest. At 1440 px the verdicts are on screen; the variant and the seed
 # (in the run's name and its group) are a scroll away.
 COLUMN_WIDTHS = (
-    (column("attributes", "Run Name"), 170), ("runDateAndNestInfo", 130), ("duration", 65),
+    (column("attributes", "Run Name"), 190), ("runDateAndNestInfo", 130), ("duration", 65),
     (column("metrics", "test_loss"), 90), (column("tags", LOSS_VERDICT_TAG), 215),
     (column("metrics", JOB_SPEED_METRIC), 105), (column("tags", SPEED_VERDICT_TAG), 205),
     (column("tags", OUTCOME_TAG), 75), (column("tags", VARIANT_TAG), 130), (column("tags", SEED_TAG), 50),
