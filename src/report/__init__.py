@@ -87,7 +87,7 @@ def generate_report(
         if speed is not None:  # each job's run carries its variant's estimate: a column, one chart of all variants
             reference, estimates = speed
             log_job_speed(store, zip(analysis.runs.run_id, analysis.runs.variant, strict=True), estimates, reference)
-        # Each job's run: its pair's word and interval, and its speed verdict, as columns to sort and filter on.
+        # Each job's run: its words against the report's references, with their intervals, as columns to sort and filter on.
         # Each job in its variant's colour in the UI (the figures' colour); the sweep run and its checks in grey.
         found, colors = job_columns(analysis), variant_hex(list(analysis.table.variant))
         columns = {v: ({**found[v].tags, RUN_COLOR_TAG: c}, found[v].metrics) if v in found else ({RUN_COLOR_TAG: c}, {})

@@ -110,7 +110,7 @@ LEADING_CHARTS = (
     ("val", "val/val_loss", "LINE"),
     (MODEL_METRICS, "test_loss", "BAR"),
     # MLflow draws a bar from 0 (no axis range to set on a bar card): test losses of 6.17 and 6.28 look alike
-    # there, so each job's gap to its pair's reference, which reads from 0, is drawn beside them.
+    # there, so each job's gap to the report's reference, which reads from 0, is drawn beside them.
     (MODEL_METRICS, JOB_LOSS_METRIC, "BAR"),
     (MODEL_METRICS, JOB_SPEED_METRIC, "BAR"),  # every variant's speed estimate, one bar each
     # The same two estimates with their 95% intervals: a segment per variant (src.tracking.intervals).
