@@ -38,6 +38,7 @@ from src.tracking.summary import (
     JOB_SPEED_METRIC,
     JOB_SPEED_SECTION,
     LOSS_VERDICT_TAG,
+    SORT_SECTION,
     SPEED_VERDICT_TAG,
 )
 from src.tracking.tags import (
@@ -101,7 +102,10 @@ MODEL_METRICS, SYSTEM_METRICS = "Model metrics", "System metrics"
 # A section of our own. One view serves every sweep of the experiment, so its title does not say whether
 # the jobs ran one after another or at once (the report's table does: src.report.words.jobs).
 ONE_AFTER_ANOTHER = "jobs' own times (machine load, not the norms' speed)"
-CHART_SECTIONS = ("train", "val", MODEL_METRICS, INTERVALS, JOB_SPEED_SECTION, "sweep", "perf", ONE_AFTER_ANOTHER, SYSTEM_METRICS)
+CHART_SECTIONS = ("train", "val", MODEL_METRICS, INTERVALS, JOB_SPEED_SECTION, "sweep", "perf", ONE_AFTER_ANOTHER, SYSTEM_METRICS,
+                  SORT_SECTION)  # fmt: skip
+# Sections folded shut: the verdicts' sort keys are numbers for the runs table's Sort menu, not results to chart.
+FOLDED = (SORT_SECTION,)
 # The charts each section starts with (the UI adds a metric with no card of its own to its section,
 # after these; a metric that has a card here stays where it is put). The losses on a log axis: one
 # variant's spike (no_norm's ~17 nats) would otherwise flatten the others' curves into one line.
@@ -139,7 +143,7 @@ def chart_layout(intervals: tuple[int, int] | None = None) -> dict[str, object]:
     `intervals`: the interval charts' generation and variants shown (src.tracking.intervals)."""
     uuid = {name: f"{VIEW_KEY}-section-{i}" for i, name in enumerate(CHART_SECTIONS)}
     leading = {section for section, _, _ in LEADING_CHARTS}
-    sections = [{"uuid": uuid[name], "name": name, "display": True, "deleted": False, "isGenerated": True,
+    sections = [{"uuid": uuid[name], "name": name, "display": name not in FOLDED, "deleted": False, "isGenerated": True,
                  "isReordered": name in leading, **SECTION_CARDS.get(name, {})}
                 for name in CHART_SECTIONS]  # fmt: skip
     charts = [{"uuid": f"{VIEW_KEY}-chart-{key}", "type": kind, "runsCountToCompare": RUNS_CHARTED, "deleted": False, "isGenerated": True,
