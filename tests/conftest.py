@@ -31,11 +31,11 @@ def cores_per_worker(cores: int, workers: int) -> int | None:
 _threads = cores_per_worker(len(os.sched_getaffinity(0)), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")))
 if _threads is not None and "OMP_NUM_THREADS" not in os.environ:  # a user's own setting is kept
     os.environ["OMP_NUM_THREADS"] = str(_threads)  # the CLIs, sweeps and servers the tests start
+    torch.set_num_threads(_threads)
 # The team servers the tests start record their addresses (src.tracking.team_marker) in this run's own
 # folder: a server of the user's on a port a test once used is not taken for a team server later.
 if MARKERS_ENV not in os.environ:
     os.environ[MARKERS_ENV] = tempfile.mkdtemp(prefix="normsweep-test-team-markers-")
-    torch.set_num_threads(_threads)
 
 
 @pytest.fixture(scope="session")
