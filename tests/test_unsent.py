@@ -255,7 +255,7 @@ def test_a_cut_unsent_file_is_sent_as_far_as_it_reads_and_kept(killed: Killed) -
     # ...and the gap is carried: the run ended FINISHED with steps missing and nothing on it said so.
     assert missing, "the cut removed no step the resumed run did not train again: nothing to carry"
     gap = unsent.step_ranges(sorted(missing))
-    assert run.data.tags.get(MISSING_STEPS_TAG) == gap, run.data.tags
+    assert run.data.tags.get(MISSING_STEPS_TAG) == gap, proc.stdout[-3000:]
     lines = [line for line in unwrapped(proc.stdout).splitlines() if "misses step(s)" in line]
     assert len(lines) == 1 and f"its loss curve misses step(s) {gap} for good" in lines[0], proc.stdout[-3000:]
 

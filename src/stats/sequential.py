@@ -65,9 +65,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import stats
 
-from src.stats.inference import MIN_SEEDS, RESOLUTION, paired_t, sign_flip_p
+from src.stats.inference import MIN_SEEDS, RESOLUTION, paired_t
 from src.stats.settings import OBRIEN_FLEMING, POCOCK, SPENDING
-from src.stats.verdicts import SequentialWord, least_detectable, look_word
+from src.stats.verdicts import SequentialWord, least_detectable, look_word, shown_without_spread
 
 EQUIVALENT, DIFFERENT, UNDECIDED, UNDECIDABLE = (SequentialWord.EQUIVALENT, SequentialWord.DIFFERENT, SequentialWord.UNDECIDED,
                                                  SequentialWord.UNDECIDABLE)  # fmt: skip
@@ -246,7 +246,7 @@ def simulate_differences(
         # equivalent (the t statistics are infinite there), a difference by the sign-flip test's p.
         with np.errstate(divide="ignore", invalid="ignore"):
             equivalent = ((mean + margin) / se > q_one) & ((mean - margin) / se < -q_one)
-            shown = np.where(se > 0, np.abs(mean) / se > q_two, (mean != 0) & (sign_flip_p(n) < level))
+            shown = np.where(se > 0, np.abs(mean) / se > q_two, (mean != 0) & shown_without_spread(n, level))
             different = ~equivalent & shown
         decision[rows[equivalent]], decision[rows[different]] = CODES[EQUIVALENT], CODES[DIFFERENT]
         seeds[rows[equivalent | different]] = n

@@ -270,6 +270,12 @@ def look_word(diff: float, se: float, df: float, p: float, margin: float, level:
     return tost_p, word
 
 
+def shown_without_spread(n: int, level: float) -> bool:
+    """Whether n differences with no spread, all of one sign, show a difference at `level`: the
+    sign-flip test's 2/2ⁿ (src.stats.inference.alike_p), as `look_word` reads them."""
+    return sign_flip_p(n) < level
+
+
 # --- pairs and speed: two tests at the caller's levels ----------------------------------------------
 
 
