@@ -42,7 +42,7 @@ SWEEP_OVERRIDES = (
 READY_S = 30.0  # how long the daemons get to come up
 # A stop ends within STOP_S (10 s): the jobs get JOBS_GRACE_S to checkpoint on scancel's SIGTERM, the
 # daemons DAEMONS_GRACE_S to exit on theirs, then whatever of the folder is left is killed.
-JOBS_GRACE_S, DAEMONS_GRACE_S = 6.0, 2.0
+JOBS_GRACE_S, DAEMONS_GRACE_S = 5.0, 1.5
 CLIENT_TIMEOUT_S = 5.0  # scontrol/squeue/scancel of a stop: a controller that does not answer is being stopped anyway
 # The processes a cluster of this module runs: found by the SLURM_CONF they inherit from it.
 DAEMONS = frozenset({"munged", "slurmctld", "slurmscriptd", "slurmd", "slurmstepd"})
