@@ -394,7 +394,7 @@ class TrainSpec:
 class RunSpec:
     """The one object a run is built from, past `resolve`: no stage reads the DictConfig again."""
 
-    run_name: str
+    run_name: str  # the job's one name in every line and its MLflow run's: `record.run_name` (see `shown_name`)
     seed: int
     model: GPTConfig
     identity: Identity
@@ -407,9 +407,9 @@ class RunSpec:
 
     @property
     def shown_name(self) -> str:
-        """The name its MLflow run gets (the variant apart, `hand_layernorm · pre-s0`), which a job's
-        lines use: `run_name` alone cannot tell the runs of a norm × placement sweep apart."""
-        return self.record.run_name
+        """The name its MLflow run gets (the variant apart, `hand_layernorm · pre-s0`), which every line
+        of the job uses: cfg.run_name alone cannot tell the runs of a norm × placement sweep apart."""
+        return self.run_name
 
 
 def check_artifact_location(location: str | None) -> None:
@@ -473,7 +473,9 @@ def resolve(cfg: DictConfig, trains_here: bool = True) -> RunSpec:
     if trains_here and store.enabled:
         check_artifact_location(store.artifact_location)
     return RunSpec(
-        run_name=cfg.run_name,
+        # The MLflow run's name (`lr=0.001-s0` in a learning-rate sweep), not cfg.run_name's `<norm>-s<seed>`:
+        # a SIGTERM line named the job `torch_layernorm-s0` while its run and its other lines said `lr=0.001-s0`.
+        run_name=record.run_name,
         seed=cfg.seed,
         model=model,
         identity=identity,
