@@ -43,7 +43,7 @@ from src.report.read.claims import (
     StudyClaim,
     table_effect,
 )
-from src.report.words.common import NO_SHARED_SEED, ONE_RUN, counted, how_paired, run_counts
+from src.report.words.common import NO_SHARED_SEED, ONE_RUN, aside, counted, how_paired, run_counts
 from src.report.words.jobs import AT_ONCE, NOT_A_MEASUREMENT, jobs_ran
 from src.report.words.numbers import (
     NATS,
@@ -331,8 +331,9 @@ def interval_reason(f: Finding, j: Judgement) -> str:
         return {
             Because.AS_CLOSE: f"{equivalent}, and as close as {whose} {claimed}",
             Because.FURTHER_APART: f"{equivalent}, but further apart than {whose} {claimed}",
-            Because.EQUIVALENT_SIZE_UNTESTED: f"{equivalent}{said}: no interval to hold against {whose} {claimed}",
-            Because.DIFFER_BY_MARGIN: f"they differ by {margin} or more ({'; '.join(x for x in ('a bound itself is a difference that matters', alike) if x)})",
+            Because.EQUIVALENT_SIZE_UNTESTED: f"{aside(equivalent, alike) if alike else equivalent}: no interval to hold against {whose} {claimed}",
+            Because.DIFFER_BY_MARGIN: aside(f"they differ by {margin} or more (a bound itself is a difference that matters)", alike) if alike
+            else f"they differ by {margin} or more (a bound itself is a difference that matters)",
             Because.BEYOND_CLAIMED: f"the whole interval lies beyond {whose} {claimed}: no seed count makes them that close",
         }.get(because) or (f"the interval straddles the margin ({margin}) and {RELATION_VERB.get(r.relation if r else Relation.NONE, 'meets')} "
                            f"{whose} {claimed}: {settle}")  # fmt: skip
