@@ -151,8 +151,8 @@ def check_reference(config: DictConfig, variants: Variants) -> None:
     """The report's settings as the sweep-end report reads them (`report.margin.*`, `report.pairs`,
     and `report.reference` naming values the sweep has): checked before any job trains, in one line,
     since the report is made only after the whole sweep has trained."""
-    from src.report.judge.pairs import reference_setting, reference_values, settings
     from src.report.read.claims import chosen
+    from src.report.read.settings import reference_setting, reference_values, settings
 
     report_cfg = OmegaConf.select(config, "report", default=None)
     try:
