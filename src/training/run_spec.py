@@ -468,6 +468,7 @@ def resolve(cfg: DictConfig, trains_here: bool = True) -> RunSpec:
     # What the paths and files decide, before torch (the model's module) is imported.
     if store.enabled:
         check_uri(store.tracking_uri)  # its file: a folder, read-only, a driver missing (the store re-checks as it opens)
+    resolve_budget(train.optim, train.seq_len, devices.world_size, 0)  # its steps (a budget per parameter: below)
     if trains_here:
         check_device(devices)
         # The floor's logits alone (no parameters counted yet): a micro-batch or a context far too large.
