@@ -36,6 +36,7 @@ from src.core.schema import (
     schema_of,
     unknown_key_line,
 )
+from src.data.base import check_loader_values
 from src.data.tokenizer import VOCAB_SIZE
 from src.tracking.checkpoint_file import read_run_state, resolve_ckpt_path
 from src.tracking.identity import CheckpointSpec, Identity, check_checkpoint, checkpoint_folder
@@ -325,6 +326,8 @@ def check_values(cfg: DictConfig) -> None:
     _require(every >= 1, "checkpoint.every_n_steps", f"must be >= 1 (checkpoint.enabled=false writes none), got {every}")
     _require_choice(cfg.test_weights, tuple(ScoredWeights), "test_weights")
     _require_choice(cfg.data.get("order", DataOrder.DRAWN.value), tuple(DataOrder), "data.order")
+    d = cfg.data
+    check_loader_values(d.get("val_max_windows"), d.get("test_max_windows"), int(d.get("num_workers", 0)), int(d.get("test_offset", 0)))
     _require_choice(cfg.precision.lightning, LIGHTNING_PRECISIONS, "precision.lightning")
     _require_choice(cfg.precision.matmul_precision, MATMUL_PRECISIONS, "precision.matmul_precision")
     # Spawned workers keep the results (losses, timings) in their own memory: this entry point runs
