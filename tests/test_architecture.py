@@ -38,6 +38,8 @@ TORCH_FREE = [
     "src.tracking.sweep",
     "src.tracking.store",  # and its helpers: the URI and its credentials, retries, the SQLite file, a server
     "src.tracking.store_uri",
+    "src.tracking.checkpoint_file",  # a checkpoint's recorded config, read before a refusal
+    "src.report.read.settings",
     "src.tracking.retry",
     "src.tracking.sqlite_file",
     "src.tracking.store_faults",
