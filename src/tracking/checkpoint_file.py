@@ -80,6 +80,8 @@ def checkpoint_structure(path: Path) -> Any:
                 raise ConfigError(f"ckpt_path: {path} is not a readable checkpoint (no {PICKLE_ENTRY} in its archive)")
             with archive.open(entries[0]) as pickled:
                 return _StructureReader(pickled).load()
+    except ConfigError:
+        raise
     except (zipfile.BadZipFile, pickle.UnpicklingError, EOFError, OSError, ValueError, TypeError,
             AttributeError, IndexError, KeyError) as err:  # fmt: skip
         raise ConfigError(f"ckpt_path: {path} is not a readable checkpoint ({type(err).__name__})") from None
