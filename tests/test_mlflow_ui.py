@@ -27,7 +27,7 @@ from helpers import EXPERIMENT, REPO, TinySweep, ui_env
 from mlflow.tracking import MlflowClient
 
 from src.core.process_group import stop_group
-from src.report import analyze
+from src.report.analysis import analyze
 from src.report.render.sections import table_rows
 from src.report.words.columns import REFERENCE_WORD
 from src.report.words.table import CHECK_SPEED_HEADER

@@ -215,7 +215,7 @@ def test_a_killed_round_is_resumed_and_decides_as_an_uninterrupted_sweep(
 
     # GPT-2's init is not the study's code: claim 5 says so by name (how a claim reads a sequential
     # decision at the study's setting is tested from recorded looks in test_against_study).
-    from src.report import analyze
+    from src.report.analysis import analyze
     from src.report.words.study import claim_reason
 
     claim_5 = next(c for c in analyze(experiment, store["uri"]).study.claims if c.claim.number == 5)

@@ -200,7 +200,8 @@ class SequentialSweeper(Sweeper):
     ) -> list[Comparison]:
         import pandas as pd
 
-        from src.report.judge.pairs import comparison_pairs, reference_setting, settings
+        from src.report.judge.pairs import comparison_pairs
+        from src.report.read.settings import reference_setting, settings
         from src.tracking.tags import FINISHED
 
         assert self.config is not None

@@ -22,11 +22,13 @@ from omegaconf import OmegaConf
 
 from src.core import cli, paths
 from src.core.terminal import fit
-from src.report import ReportError, analyze, generate_report, report_folder, terminal_text, write
+from src.report.analysis import analyze
 from src.report.commands.status import status_text
-from src.report.judge.pairs import Margins, default_margin, reference_setting, settings
-from src.report.read.runs import open_store
-from src.report.render.terminal import links_text, ui_links
+from src.report.files import report_folder, write
+from src.report.generate import generate_report
+from src.report.read.runs import ReportError, open_store
+from src.report.read.settings import Margins, default_margin, reference_setting, settings
+from src.report.render.terminal import links_text, terminal_text, ui_links
 from src.tracking.server_client import ServerLost, TeamServerDown
 from src.tracking.store_uri import StoreError, redact_uri
 from src.tracking.sweep import JOBS_FILE, STALE_AFTER_S, running_sweep
