@@ -182,7 +182,6 @@ def test_a_sweeps_config_check_and_report_settings_import_no_heavy_library() -> 
     assert heavy_imports(BEFORE_THE_FIRST_JOB) == ""
 
 
-@pytest.mark.xfail(strict=True, reason="the claims format imports src.stats.verdicts (scipy) until it is rewritten light")
 def test_the_claims_format_imports_no_heavy_library() -> None:
     assert heavy_imports(CLAIMS_FORMAT) == ""
 
