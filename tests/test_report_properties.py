@@ -47,7 +47,7 @@ def _fewer_resamples(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def analysis_of(made: MadeUp) -> Analysis:
-    """What `src.report.analyze` makes of these runs and this check (`assemble`), without an MLflow store."""
+    """What `src.report.analysis.analyze` makes of these runs and this check (`assemble`), without an MLflow store."""
     return assemble(made.runs, made.axes, made.check, Margins(), sequential=made.sequential, experiment="made-up",
                     tracking_uri="sqlite://", claims=made.claims)  # fmt: skip
 

@@ -270,7 +270,10 @@ def _inside_reason(f: Finding, j: Judgement) -> str:
         noun = "process" if f.processes == (1,) else "processes"
         notes.append(f"this sweep trained on {'/'.join(map(str, f.processes))} {noun}, the study on {f.devices}, whose "
                      "all-reduce is part of its step time and shrinks a norm's share of it")  # fmt: skip
-    return interval_reason(f, j) + "".join(f" ({n})" for n in notes)
+    reason = interval_reason(f, j)
+    for note in notes:  # each an aside, inside the reason's own closing parenthesis where it ends in one
+        reason = aside(reason, note)
+    return reason
 
 
 def _alike(f: Finding) -> str:
