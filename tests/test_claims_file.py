@@ -54,7 +54,30 @@ MALFORMED = {
     "unknown size": ("sizes: [cpu_small, gpt2_small]", "sizes: [cpu_small, gpt2_huge]", "claims[1].parts[0].sizes[1]",
                      "unknown model size 'gpt2_huge'"),
     "wrong kind": ("asserts: trend", "asserts: difference", "claims[1].parts[0].asserts", "norm_share is asserted as trend"),
+    # Accepted, and wrong, before the format was declared once: each is now refused naming its key.
+    "no metric": ("    metric: test_loss\n", "", "claims[0].metric", "required"),
+    "no asserts": ("b: hand_rmsnorm, asserts: equivalence,", "b: hand_rmsnorm,", "claims[0].parts[0].asserts", "required"),
+    "sizes largest first": ("sizes: [cpu_small, gpt2_small]", "sizes: [gpt2_small, cpu_small]", "claims[1].parts[0].sizes",
+                            "smallest first (by parameters): [cpu_small, gpt2_small]"),
+    "a size twice": ("sizes: [cpu_small, gpt2_small]", "sizes: [gpt2_small, gpt2_small]", "claims[1].parts[0].sizes[1]",
+                     "listed twice"),
+    "a on a trend": ("{b: hand_rmsnorm, asserts: trend,", "{a: torch_rmsnorm, b: hand_rmsnorm, asserts: trend,",
+                     "claims[1].parts[0].a", "a trend is of b alone"),
+    "size on a trend": ("asserts: trend,", "asserts: trend, size: [-0.5, -0.1],", "claims[1].parts[0].size", "not a size"),
+    "percent as a number": ("    metric: test_loss", "    metric: train_time_s", "claims[0].parts[0].size", None),
+    "a duplicate claim": ("  - statement: my norm's share", "  - statement: my norm's test loss is within 0.05 nats of nn.RMSNorm's\n"
+                          "    metric: test_loss\n    parts:\n      - {a: torch_rmsnorm, b: hand_rmsnorm, asserts: equivalence, "
+                          "size: [-0.05, 0.05]}\n  - statement: my norm's share", "claims[1]", "the same claim as claims[0]"),
+    "open question of a speed claim": ("    metric: test_loss\n", "    metric: test_loss\n    open_question: true\n", None, None),
+    "unknown precision": ("claims:\n", "domains:\n  mine: {precision: [fp8]}\nclaims:\n", "domains.mine.precision[0]",
+                          "unknown precision 'fp8'; valid choices: bf16_mixed, fp16_mixed, fp32"),
 }  # fmt: skip
+# A speed claim written in percents: [-20, -3] read as -2,000% to -300% before.
+MALFORMED["percent as a number"] = ("    metric: test_loss\n    parts:\n      - {a: torch_rmsnorm, b: hand_rmsnorm, asserts: equivalence, size: [-0.05, 0.05]}",
+                                    "    metric: train_time_s\n    parts:\n      - {a: torch_rmsnorm, b: hand_rmsnorm, asserts: difference, size: [-20, -3]}",
+                                    "claims[0].parts[0].size", "sizes of train_time_s are fractions: 0.03 is 3%")
+MALFORMED["open question of a speed claim"] = ("    metric: test_loss\n", "    metric: train_time_s\n    open_question: true\n",
+                                               "claims[0].open_question", "asked of a test_loss claim")
 
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))
@@ -177,3 +200,32 @@ def test_a_chosen_trend_adds_its_rounds_to_the_speed_check_and_a_bad_count_is_re
     assert "--share-sizes" not in (bench_command(JOBS, 20, tmp_path) or [])  # no trend chosen: no rounds
     with pytest.raises(ConfigError, match=r"report.share_rounds: must be 0 .* or an integer >= 2"):
         validate(compose(["report.share_rounds=1"]))
+
+
+def test_two_chosen_files_of_one_name_are_refused(tmp_path: Path) -> None:
+    """Two `my_claims.yaml` in different folders would share a section's heading, its files and its tags."""
+    one, two = write(tmp_path / "a", MINE, "twin"), write(tmp_path / "b", MINE, "twin")
+    with pytest.raises(ConfigError, match=r"report.claims: two files named twin.yaml .*rename one"):
+        load_all([str(one / "twin.yaml"), str(two / "twin.yaml")], builtin_variants())
+
+
+def _documented() -> dict[str, str]:
+    """docs/claims.md's field table: each field's path -> its default column ("required" or a default)."""
+    text = (Path(__file__).parents[1] / "docs" / "claims.md").read_text()
+    table = text[text.index("| field | type | default | meaning |") :].split("\n\n")[0].splitlines()[2:]
+    return {cells[1].strip().strip("`"): cells[3].strip() for cells in (row.split("|") for row in table)}
+
+
+def test_the_documented_fields_are_the_formats_and_say_which_are_required() -> None:
+    from src.report.read.claims import Claim, ClaimsFile, Domain, Part, Published, Setting, Source
+
+    models = {"": ClaimsFile, "source.": Source, "table.<variant>.": Published, "setting.": Setting,
+              "domains.<name>.": Domain, "claims[].": Claim, "parts[].": Part}  # fmt: skip
+    declared = {f"{prefix}{f.alias or name}": f.is_required() for prefix, model in models.items()
+                for name, f in model.model_fields.items()}  # fmt: skip
+    documented = _documented()
+    assert set(documented) == set(declared), (
+        f"docs/claims.md's field table and src/report/read/claims.py differ: only documented "
+        f"{sorted(set(documented) - set(declared))}, only declared {sorted(set(declared) - set(documented))}")
+    wrong = {k for k, required in declared.items() if (documented[k] == "required") != required}
+    assert not wrong, f"docs/claims.md says required where the format has a default, or the reverse: {sorted(wrong)}"

@@ -1,40 +1,46 @@
-"""A claims file, as data: its source, its published table and setting (both optional), and its claims.
+"""A claims file, as data: one declaration of its format, validated in one place.
 
 A claims file (`conf/claims/<name>.yaml`, or `claims/<name>.yaml` in a config folder of the user's on
 Hydra's search path, as their norms are) states hypotheses before a sweep tests them; the report's
 claims sections (src.report.judge.study) judge every chosen file (`report.claims`) by one rule.
-`ClaimsSchema` is its format: OmegaConf merges the YAML onto it, so a key the format does not know or a
-value of the wrong type is refused naming it; `check` adds what a type cannot say (a known variant,
-metric or model size; a size that can be claimed). Each refusal is one ConfigError line naming the
-file and the key, raised before anything trains or is recorded (src.launch.callbacks.check_reference).
+
+The classes below are both the format and the data the judging code reads: pydantic models, frozen,
+that refuse a key they do not know (`extra="forbid"`), a missing required field, a value of the wrong
+type, and — in their validators — what a type cannot say: a known variant, metric or model size, a
+size an effect can have, a trend's sizes smallest first, no duplicate claim. A refusal is one
+ConfigError line naming the file and the key's full path (`claims[1].parts[0].size`), raised before
+anything trains or is recorded (src.launch.callbacks.check_reference). docs/claims.md's field table is
+held against these fields by tests/test_claims_file.py.
 
 Each claim is a hypothesis of its own: per part, the effect it speaks of (a pair and a metric, a
-contrast of two pairs, or one norm's trend over model sizes), what it asserts (a difference, an
-equivalence, an event, a trend), the size its words give, and the `Domain` in which its figure can be
-expected (device and kernels, scale, precision). How a sweep's interval is read against it is
-src/stats/verdicts.py. docs/claims.md documents the format field by field.
+contrast of two pairs, or one norm's trend over model sizes), what it asserts, the size its words give,
+and the `Domain` in which its figure can be expected. How a sweep's interval is read against it is
+src/stats/verdicts.py.
 
-Torch- and pandas-free: read once per process and file.
+Light on purpose: a sweep reads its claims files before its first job, so this module imports none of
+pandas, scipy, matplotlib, MLflow or torch (tests/test_architecture.py checks it).
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field, fields, is_dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, get_args, get_origin, get_type_hints
+from typing import Any, Union, get_args, get_origin
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 
 from src.core.paths import CONF_DIR, ConfigError
-from src.stats.verdicts import Asserts
 
 CLAIMS_GROUP = "claims"  # conf/claims/<name>.yaml, and <config-dir>/claims/<name>.yaml of the user's
 STUDY_FILE = "rmsnorm_study"  # the study this project reproduces: report.claims' default
+MAX_CLAIMS = 200  # claims in one file: a file is a study's hypotheses, read in one section (docs/claims.md)
+DOCS = "docs/claims.md"
 
 
 class Metric(StrEnum):
-    """What a claim measures (each member named as its file spells it: OmegaConf reads an Enum by name)."""
+    """What a claim measures (each member named as its file spells it)."""
 
     train_time_s = "train_time_s"  # training time: b / a - 1 (the speed check's kernel rounds where it timed them)
     test_loss = "test_loss"  # test loss: b - a, nats
@@ -43,131 +49,93 @@ class Metric(StrEnum):
 
 
 class Kind(StrEnum):
-    """What a part asserts of its effect (`Asserts`, and a trend over model sizes)."""
+    """What a part asserts of its effect (equal, as strings, to src.stats.verdicts.Asserts' members)."""
 
-    difference = Asserts.DIFFERENCE.value
-    equivalence = Asserts.EQUIVALENCE.value
-    event = Asserts.EVENT.value
+    difference = "difference"
+    equivalence = "equivalence"
+    event = "event"
     trend = "trend"
 
 
 SPEED, LOSS, STABILITY, SHARE = (m.value for m in Metric)
-DIFFERENCE, EQUIVALENCE, EVENT, TREND = Asserts.DIFFERENCE, Asserts.EQUIVALENCE, Asserts.EVENT, Kind.trend.value
+DIFFERENCE, EQUIVALENCE, EVENT, TREND = Kind.difference, Kind.equivalence, Kind.event, Kind.trend
 # The kinds each metric can be asserted with: a loss never diverges by a size, a trend is of a share.
 KINDS_OF = {SPEED: (DIFFERENCE, EQUIVALENCE), LOSS: (DIFFERENCE, EQUIVALENCE), STABILITY: (EVENT,), SHARE: (TREND,)}
+RELATIVE_METRICS = (SPEED, SHARE)  # sizes that are fractions of a value: 0.03 is 3%
 HALF_PRECISION = ("fp16_mixed", "bf16_mixed")  # 16-bit autocast: a norm's kernels move 2 bytes a value either way
 FP16 = ("fp16_mixed",)  # fp16's narrow exponent range: bf16 keeps fp32's
 
 
-# --- the format: what OmegaConf merges a claims file onto -------------------------------------------------
+class At(ValueError):
+    """A validator's refusal of a key below the node it validates (`parts[0].size`): its path is
+    joined to the node's, so the line names the key itself."""
+
+    def __init__(self, key: str, what: str) -> None:
+        super().__init__(what)
+        self.key, self.what = key, what
 
 
-@dataclass
-class SourceSchema:
-    title: str = "the published study"  # the section is "Against <title>"
+class Node(BaseModel):
+    """A node of the format: frozen, no unknown key; equal by its fields (the private links a file
+    sets after validation — a part's table, a claim's number — are not part of what it is)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self.__dict__ == other.__dict__  # type: ignore[union-attr]
+
+    def __hash__(self) -> int:
+        return hash((type(self), *(_frozen(v) for v in self.__dict__.values())))
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+# --- the format ------------------------------------------------------------------------------------------
+
+
+class Source(Node):
+    title: str = ""  # the section is "Against <title>" (no title: "Against the claims of <name>.yaml")
     link: str = ""
     figures_from: str = ""  # where its table's figures come from
     setting_from: str = ""  # where its setting comes from
 
 
-@dataclass
-class RowSchema:
+class Published(Node):
+    """One row of a source's table (NaN where it has no number)."""
+
     train_time_s: float = math.nan
     tokens_per_sec: float = math.nan
     test_loss: float = math.nan
-    nan_from_step: int | None = None  # the step by which the loss was NaN
-
-
-@dataclass
-class SettingSchema:
-    device: str = ""
-    devices: int = 1
-    cuda: bool = False
-    model: str = ""
-    n_params: int = 0
-    tokens: int = 0
-    precision: str = ""
-    seeds: int = 1
-    preset: str | None = None  # conf/experiment/<preset>.yaml: its run configuration, line by line
-    model_axes: list[str] = field(default_factory=list)  # model keys it fixed: a run off them is another model
-    code: list[str] = field(default_factory=list)  # what its code does that a config can change
-    scale_factor: float = 2.0  # a model within this factor of its parameters counts as its scale
-
-
-@dataclass
-class DomainSchema:
-    cuda: bool = False
-    gpu: str = ""
-    params: bool = False
-    tokens: bool = False
-    precision: list[str] = field(default_factory=list)
-
-
-@dataclass
-class PartSchema:
-    b: str = ""
-    a: str | None = None
-    asserts: Kind = Kind.difference
-    label: str = ""
-    size: list[float] | None = None
-    minus: list[str] | None = None
-    sizes: list[str] | None = None  # a trend: the model sizes (conf/model/<name>.yaml), smallest first
-
-
-@dataclass
-class ClaimSchema:
-    statement: str = ""
-    metric: Metric = Metric.train_time_s
-    parts: list[PartSchema] = field(default_factory=list)
-    domain: str = "any"  # a name in `domains`, or `any`
-    words: str = ""
-    note: str = ""
-    open_question: bool = False  # the seed-spread question of a single-seed loss gap is asked after it
-    collapse_within: int | None = None  # an event: the steps its source says a collapse typically takes
-
-
-@dataclass
-class ClaimsSchema:
-    source: SourceSchema = field(default_factory=SourceSchema)
-    table: dict[str, RowSchema] = field(default_factory=dict)
-    setting: SettingSchema | None = None
-    domains: dict[str, DomainSchema] = field(default_factory=dict)
-    claims: list[ClaimSchema] = field(default_factory=list)
-
-
-# --- the data the judging code reads ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Published:
-    """One row of a source's table (NaN where it has no number)."""
-
-    train_time_s: float
-    tokens_per_sec: float
-    test_loss: float
     nan_from_step: int | None = None  # the step by which the loss was NaN (the study's no-norm run)
 
 
-@dataclass(frozen=True)
-class Setting:
-    """Where a result was made: the few facts that decide how far a comparison carries."""
+Table = dict[str, Published]
+
+
+class Setting(Node):
+    """Where a source's table was made: the few facts that decide how far a comparison carries."""
 
     device: str
-    devices: int
-    cuda: bool
+    devices: int = 1
+    cuda: bool = False
     model: str
     n_params: int
     tokens: int
     precision: str
-    seeds: int
-    preset: str | None = None
-    model_axes: tuple[str, ...] = ()
-    code: tuple[str, ...] = ()
-    scale_factor: float = 2.0
+    seeds: int = 1
+    preset: str | None = None  # conf/experiment/<preset>.yaml: its run configuration, line by line
+    model_axes: tuple[str, ...] = ()  # model keys it fixed: a run off them is another model
+    code: tuple[str, ...] = ()  # what its code does that a config can change
+    scale_factor: float = Field(2.0, gt=1)  # a model within this factor of its parameters counts as its scale
 
 
-@dataclass(frozen=True)
-class Domain:
+class Domain(Node):
     """The setting in which a claim's figure can be expected; outside it a claim is *not applicable
     here* (the sweep's own figure is still shown)."""
 
@@ -177,25 +145,48 @@ class Domain:
     tokens: bool = False  # at least its tokens per parameter / scale factor
     precision: tuple[str, ...] = ()  # the precisions the figure holds in (() any)
 
+    @field_validator("precision")
+    @classmethod
+    def _precisions(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        valid = sorted(p.stem for p in (CONF_DIR / "precision").glob("*.yaml"))
+        for i, p in enumerate(value):
+            if p not in valid:
+                raise At(f"[{i}]", f"unknown precision {p!r}; valid choices: {', '.join(valid)}")
+        return value
 
-Table = dict[str, Published]
+
+ANY = "any"  # the domain every claim may name: every setting
 
 
-@dataclass(frozen=True)
-class Part:
+class Part(Node):
     """One effect a claim speaks of: b against a (or, with `minus`, that effect less another pair's; or
     for a trend b's share of a step over `sizes`), what it asserts of it and the size its words give
     (signed, low <= high; for an equivalence the band around zero). The band a sweep is read against is
     that size joined with the source's own figure for this part (`band`); without a size, the figure alone."""
 
-    a: str | None  # None: a claim about b alone (no_norm's divergence, a norm's share)
     b: str
-    asserts: str  # DIFFERENCE, EQUIVALENCE, EVENT or TREND
+    a: str | None = None  # None: a claim about b alone (no_norm's divergence, a norm's share)
+    asserts: Kind
     label: str = ""
     size: tuple[float, float] | None = None
     minus: tuple[str, str] | None = None  # (a', b'): the effect is (b vs a) - (b' vs a')
     sizes: tuple[str, ...] = ()  # a trend: the model sizes, smallest first
-    table: Table = field(default_factory=dict, compare=False, hash=False, repr=False)  # its file's
+    _table: Table = PrivateAttr(default_factory=dict)  # its file's, set by the file
+
+    @property
+    def table(self) -> Table:
+        return self._table
+
+    @field_validator("size")
+    @classmethod
+    def _size(cls, size: tuple[float, float] | None) -> tuple[float, float] | None:
+        if size is None:
+            return None
+        if not all(math.isfinite(x) for x in size):
+            raise ValueError(f"two finite numbers [low, high], got {list(size)}")
+        if size[0] > size[1]:
+            raise ValueError(f"low must be <= high, got [{size[0]:g}, {size[1]:g}]")
+        return size
 
     def published(self, metric: str) -> float:
         """The source's figure for this part: b / a - 1 of training time, b - a of test loss, or the
@@ -211,7 +202,7 @@ class Part:
     def band(self, metric: str) -> tuple[float, float]:
         """The claimed band: its size joined with its figure (a trend: the side it claims, unbounded)."""
         if self.asserts == TREND:
-            return self.size or (-math.inf, 0.0)
+            return (-math.inf, 0.0)
         figure = self.published(metric)
         if math.isnan(figure):
             return self.size if self.size else (math.nan, math.nan)
@@ -219,7 +210,7 @@ class Part:
         return min(low, figure), max(high, figure)
 
     def sign(self, metric: str) -> int:
-        """The side of zero claimed (0 for an equivalence): its figure's, else its size's."""
+        """The side of zero claimed (0 for an equivalence): its figure's, else its size's (a trend: falls)."""
         if self.asserts == EQUIVALENCE:
             return 0
         figure = self.published(metric)
@@ -232,52 +223,187 @@ class Part:
     def variants(self) -> tuple[str, ...]:
         return tuple(v for v in (self.a, self.b, *(self.minus or ())) if v is not None)
 
+    def check(self, metric: str, known: list[str], sizes: dict[str, float]) -> None:
+        """What a type cannot say of a part, given its claim's metric (At naming the key)."""
+        kind = self.asserts
+        if kind not in KINDS_OF[metric]:
+            raise At("asserts", f"{metric} is asserted as {' or '.join(KINDS_OF[metric])}, got {kind.value}")
+        for name, value in (("b", self.b), ("a", self.a), *((f"minus[{i}]", v) for i, v in enumerate(self.minus or ()))):
+            if value is not None and value not in known:
+                raise At(name, f"unknown variant {value!r}; valid choices: {', '.join(known)}")
+        if kind in (DIFFERENCE, EQUIVALENCE) and (self.a is None or self.a == self.b):
+            raise At("a", f"a {kind.value} compares b with another variant a, got a={self.a!r}")
+        if kind in (EVENT, TREND) and self.a is not None:
+            alone = "an event is of b alone (whether its loss went NaN)" if kind == EVENT else "a trend is of b alone (its share of a step over model sizes)"
+            raise At("a", f"{alone}; remove a")
+        if self.minus is not None and metric != SPEED:
+            raise At("minus", f"a contrast [a', b'] is of train_time_s, not {metric}")
+        if kind == TREND:
+            self._check_sizes(sizes)
+        elif self.sizes:
+            raise At("sizes", "only a trend spans model sizes")
+        if self.size is not None:
+            self._check_size(metric)
 
-def table_effect(table: Table, metric: str, a: str, b: str) -> float:
-    """b against a in a source's table: b / a - 1 of training time, b - a of test loss (NaN: no row)."""
-    if a not in table or b not in table:
-        return math.nan
-    if metric == SPEED:
-        return table[b].train_time_s / table[a].train_time_s - 1
-    return table[b].test_loss - table[a].test_loss
+    def _check_sizes(self, sizes: dict[str, float]) -> None:
+        if len(self.sizes) < 2:
+            raise At("sizes", f"a trend spans at least two model sizes; valid choices: {', '.join(sizes)}")
+        for j, size in enumerate(self.sizes):
+            if size not in sizes:
+                raise At(f"sizes[{j}]", f"unknown model size {size!r}; valid choices: {', '.join(sizes)}")
+            if size in self.sizes[:j]:
+                raise At(f"sizes[{j}]", f"{size} is listed twice; a trend's sizes are distinct")
+        ordered = sorted(self.sizes, key=lambda s: sizes[s])
+        if list(self.sizes) != ordered:
+            raise At("sizes", f"smallest first (by parameters): [{', '.join(ordered)}], got [{', '.join(self.sizes)}]")
+
+    def _check_size(self, metric: str) -> None:
+        low, high = self.size  # type: ignore[misc]
+        if self.asserts == TREND:
+            raise At("size", "a trend claims a direction over its sizes, not a size; remove size")
+        if self.asserts == EVENT:
+            raise At("size", "an event has no size; remove size")
+        if metric in RELATIVE_METRICS and not (-1 < low and high < 1):
+            raise At("size", f"sizes of {metric} are fractions: 0.03 is 3%, -0.1 is -10%; got [{low:g}, {high:g}]")
+        if self.asserts == EQUIVALENCE and not low < 0 < high:
+            raise At("size", f"an equivalence's band holds zero inside it, got [{low:g}, {high:g}]")
+        if self.asserts == DIFFERENCE and low < 0 < high:
+            raise At("size", f"a difference is on one side of zero, got [{low:g}, {high:g}]")
 
 
-@dataclass(frozen=True)
-class Claim:
-    number: int
+class Claim(Node):
     statement: str  # as its source put it
-    metric: str  # SPEED, LOSS, STABILITY or SHARE
-    parts: tuple[Part, ...]
-    domain: Domain
+    metric: Metric  # what it measures
+    parts: tuple[Part, ...] = Field(min_length=1)
+    domain_name: str = Field(ANY, alias="domain")  # a name in the file's `domains`, or `any`
     words: str = ""  # how the size was read from its words
     note: str = ""  # what its source itself said of it
-    open_question: bool = False
-    collapse_within: int | None = None
+    open_question: bool = False  # the seed-spread question of a single-seed loss gap is asked after it
+    collapse_within: int | None = Field(None, gt=0)  # an event: the steps its source says a collapse typically takes
+    _number: int = PrivateAttr(0)
+    _domain: Domain = PrivateAttr(default_factory=Domain)
+
+    @property
+    def number(self) -> int:
+        """Its place in its file, from 1."""
+        return self._number
+
+    @property
+    def domain(self) -> Domain:
+        """The domain its `domain` names, resolved in its file."""
+        return self._domain
+
+    @field_validator("statement")
+    @classmethod
+    def _said(cls, statement: str) -> str:
+        if not statement.strip():
+            raise ValueError("each claim says what it claims, in its source's words")
+        return statement
+
+    @model_validator(mode="after")
+    def _parts(self, info: ValidationInfo) -> Claim:
+        context = info.context or {}
+        for j, part in enumerate(self.parts):
+            try:
+                part.check(self.metric.value, context.get("known", []), context.get("sizes", {}))
+            except At as err:
+                raise At(f"parts[{j}].{err.key}", err.what) from None
+        if self.open_question and self.metric != Metric.test_loss:
+            raise At("open_question", f"the seed-spread question is asked of a test_loss claim, not {self.metric.value}")
+        if self.collapse_within is not None and self.metric != Metric.divergence:
+            raise At("collapse_within", f"the steps a collapse takes are said of a divergence claim, not {self.metric.value}")
+        return self
 
     def variants(self) -> set[str]:
         return {v for p in self.parts for v in p.variants()}
+
+    def same_as(self, other: Claim) -> bool:
+        """The same hypothesis twice: one statement, or one metric of the same parts."""
+        return self.statement.strip().lower() == other.statement.strip().lower() or (
+            self.metric == other.metric and set(self.parts) == set(other.parts))  # fmt: skip
 
 
 StudyClaim = Claim  # the name the judging code has used since the study's claims were its only ones
 
 
-@dataclass(frozen=True)
-class ClaimsFile:
+class ClaimsFile(Node):
     """One claims file, loaded and checked."""
 
-    name: str  # its file's stem: report.claims' entry, and its MLflow tags' key
-    path: Path
-    title: str
-    link: str
-    figures_from: str
-    setting_from: str
-    table: Table
-    setting: Setting | None
-    claims: tuple[Claim, ...]
+    source: Source = Field(default_factory=Source)
+    table: Table = Field(default_factory=dict)  # a variant -> its published row
+    setting: Setting | None = None
+    domains: dict[str, Domain] = Field(default_factory=dict)
+    claims: tuple[Claim, ...] = Field(min_length=1)
+    _name: str = PrivateAttr("")
+    _path: Path = PrivateAttr(Path())
+
+    @model_validator(mode="after")
+    def _whole(self, info: ValidationInfo) -> ClaimsFile:
+        known = (info.context or {}).get("known", [])
+        for variant in self.table:
+            if variant not in known:
+                raise At(f"table.{variant}", f"unknown variant; valid choices: {', '.join(known)}")
+        for name, d in self.domains.items():
+            if name == ANY:
+                raise At(f"domains.{name}", f"{ANY!r} is every setting, always there; name yours otherwise")
+            if (d.params or d.tokens) and (self.setting is None or not self.setting.n_params):
+                raise At(f"domains.{name}", "params/tokens hold a run against the setting's scale: the file needs setting.n_params")
+        if len(self.claims) > MAX_CLAIMS:
+            raise At("claims", f"at most {MAX_CLAIMS} claims in a file, got {len(self.claims):,}: split it ({DOCS})")
+        domains = {ANY: Domain(), **self.domains}
+        for i, claim in enumerate(self.claims):
+            if claim.domain_name not in domains:
+                raise At(f"claims[{i}].domain", f"unknown domain {claim.domain_name!r}; valid choices: {', '.join(domains)}")
+            same = next((j for j in range(i) if claim.same_as(self.claims[j])), None)
+            if same is not None:
+                raise At(f"claims[{i}]", f"the same claim as claims[{same}] (one statement, or one metric of the same parts)")
+            claim._number, claim._domain = i + 1, domains[claim.domain_name]
+            for j, part in enumerate(claim.parts):
+                part._table = self.table
+                if part.asserts in (DIFFERENCE, EQUIVALENCE) and part.size is None and math.isnan(part.published(claim.metric)):
+                    raise At(f"claims[{i}].parts[{j}].size", f"no size, and the file's table has no {claim.metric.value} of "
+                             f"{part.a} and {part.b} to take it from")  # fmt: skip
+        return self
+
+    @property
+    def name(self) -> str:
+        """Its file's stem: report.claims' entry, and its MLflow tags' key."""
+        return self._name
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def title(self) -> str:
+        return self.source.title
+
+    @property
+    def link(self) -> str:
+        return self.source.link
+
+    @property
+    def figures_from(self) -> str:
+        return self.source.figures_from
+
+    @property
+    def setting_from(self) -> str:
+        return self.source.setting_from
+
+    @property
+    def is_study(self) -> bool:
+        """The published study this project reproduces (the one file whose words say "the study")."""
+        return self.name == STUDY_FILE and self.path.resolve() == (CONF_DIR / CLAIMS_GROUP / f"{STUDY_FILE}.yaml").resolve()
+
+    @property
+    def source_noun(self) -> str:
+        """Who stated its figures, as its section names them: the study, a source with a published
+        table, or the claim itself (a file of hypotheses with no table)."""
+        return "the study" if self.is_study else "the source" if self.table else "the claim"
 
     @property
     def heading(self) -> str:
-        return f"Against {self.title}"
+        return f"Against {self.title or f'the claims of {self.name}.yaml'}"
 
     @property
     def files_stem(self) -> str:
@@ -308,6 +434,15 @@ class ClaimsFile:
     def trend_sizes(self) -> tuple[str, ...]:
         """Every model size a trend claim of it times, in order (none: it has no trend)."""
         return tuple(dict.fromkeys(s for c in self.claims for p in c.parts for s in p.sizes))
+
+
+def table_effect(table: Table, metric: str, a: str, b: str) -> float:
+    """b against a in a source's table: b / a - 1 of training time, b - a of test loss (NaN: no row)."""
+    if a not in table or b not in table:
+        return math.nan
+    if metric == SPEED:
+        return table[b].train_time_s / table[a].train_time_s - 1
+    return table[b].test_loss - table[a].test_loss
 
 
 # --- finding, reading and checking a file -------------------------------------------------------------------
@@ -349,167 +484,105 @@ def shown_path(path: Path) -> str:
 
 
 def _error(path: Path, key: str, what: str) -> ConfigError:
-    return ConfigError(f"{shown_path(path)}: {key}: {what}")
+    return ConfigError(f"{shown_path(path)}: {key or '(file)'}: {what}")
 
 
-def parse(path: Path) -> ClaimsSchema:
-    """The file merged onto the format: an unknown key or a wrong type is refused naming it."""
-    from omegaconf import OmegaConf
-
-    try:
-        raw = OmegaConf.to_container(OmegaConf.load(path))
-    except Exception as err:  # a YAML syntax error: its line, in one line
-        raise _error(path, "(file)", " ".join(str(err).split())) from None
-    if not isinstance(raw, dict):
-        raise _error(path, "(file)", f"a mapping of {', '.join(f.name for f in fields(ClaimsSchema))}, got {type(raw).__name__}")
-    return _typed(ClaimsSchema, raw, "", path)
+def _key(loc: tuple[str | int, ...]) -> str:
+    """A pydantic location as the file's key path: ('claims', 1, 'parts', 0, 'size') -> claims[1].parts[0].size."""
+    key = ""
+    for x in loc:
+        key += f"[{x}]" if isinstance(x, int) else f".{x}"
+    return key.lstrip(".")
 
 
-def _typed(schema: type, raw: Any, key: str, path: Path) -> Any:
-    """`raw` (a node of the file) as the dataclass `schema`, node by node so that a refusal names its
-    full key (`claims[1].parts[0].size`): an unknown key with the node's keys, a wrong type with OmegaConf's words."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    valid = [f.name for f in fields(schema)]
-    if not isinstance(raw, dict):
-        raise _error(path, key or "(file)", f"a mapping of {', '.join(valid)}, got {raw!r}")
-    for k in raw:
-        if k not in valid:
-            raise _error(path, f"{key}.{k}".lstrip("."), f"no such key ({key or 'the file'}'s keys: {', '.join(valid)}; docs/claims.md)")
-    hints = get_type_hints(schema)
-    nested = {}
-    for f in fields(schema):
-        kind, value = hints[f.name], raw.get(f.name)
-        inner = _dataclass_in(kind)
-        if value is None or inner is None:
+def _node_at(loc: tuple[str | int, ...]) -> type[Node] | None:
+    """The model class of the node at `loc` (for a refused key: the keys its node does have)."""
+    node: Any = ClaimsFile
+    for x in loc:
+        if isinstance(x, int) or not (isinstance(node, type) and issubclass(node, Node)):
             continue
-        at = f"{key}.{f.name}".lstrip(".")
-        if get_origin(kind) is list or (isinstance(value, list) and get_origin(kind) is not dict):
-            if not isinstance(value, list):
-                raise _error(path, at, f"a list, got {value!r}")
-            nested[f.name] = [_typed(inner, v, f"{at}[{i}]", path) for i, v in enumerate(value)]
-        elif get_origin(kind) is dict:
-            if not isinstance(value, dict):
-                raise _error(path, at, f"a mapping, got {value!r}")
-            nested[f.name] = {str(k): _typed(inner, v, f"{at}.{k}", path) for k, v in value.items()}
-        else:
-            nested[f.name] = _typed(inner, value, at, path)
-    flat = {k: v for k, v in raw.items() if k not in nested}
-    try:
-        node = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), flat))
-    except OmegaConfBaseException as err:
-        leaf = getattr(err, "full_key", "") or ""
-        what = str(getattr(err, "msg", err)).splitlines()[0]
-        raise _error(path, f"{key}.{leaf}".strip("."), what) from None
-    for k, v in nested.items():
-        setattr(node, k, v)
-    return node
+        field = next((f for n, f in node.model_fields.items() if x in (n, f.alias)), None)
+        if field is None:  # a mapping's key (table.<variant>, domains.<name>): the mapping's values
+            continue
+        node = _model_in(field.annotation)
+    return node if isinstance(node, type) and issubclass(node, Node) else None
 
 
-def _dataclass_in(kind: Any) -> type | None:
-    """The dataclass a field holds (itself, in a list, as a mapping's values, or optional), else None."""
-    if is_dataclass(kind):
-        return kind  # type: ignore[return-value]
-    for arg in get_args(kind):
-        found = _dataclass_in(arg)
-        if found is not None:
+def _model_in(kind: Any) -> Any:
+    if isinstance(kind, type) and issubclass(kind, Node):
+        return kind
+    if get_origin(kind) is dict:
+        return _model_in(get_args(kind)[1])
+    for arg in get_args(kind) if get_origin(kind) in (Union, tuple, list) or get_args(kind) else ():
+        if (found := _model_in(arg)) is not None:
             return found
     return None
 
 
-def _size(path: Path, key: str, part: PartSchema, metric: str) -> tuple[float, float] | None:
-    """A part's size as (low, high), refused where no effect could have it."""
-    if part.size is None:
-        return None
-    size = tuple(float(x) for x in part.size)
-    if len(size) != 2 or not all(math.isfinite(x) for x in size):
-        raise _error(path, f"{key}.size", f"two finite numbers [low, high], got {list(part.size)}")
-    low, high = size
-    if low > high:
-        raise _error(path, f"{key}.size", f"low must be <= high, got [{low:g}, {high:g}]")
-    if part.asserts == Kind.equivalence and not low < 0 < high:
-        raise _error(path, f"{key}.size", f"an equivalence's band holds zero inside it, got [{low:g}, {high:g}]")
-    if part.asserts in (Kind.difference, Kind.trend) and low < 0 < high:
-        raise _error(path, f"{key}.size", f"a {part.asserts.value} is on one side of zero, got [{low:g}, {high:g}]")
-    if metric == SPEED and low <= -1:
-        raise _error(path, f"{key}.size", f"a training time cannot fall by 100% or more, got {low:g}")
-    return low, high
+def _keys(model: type[Node]) -> list[str]:
+    return [f.alias or n for n, f in model.model_fields.items()]
 
 
-def check(path: Path, s: ClaimsSchema, known: list[str], sizes: list[str]) -> ClaimsFile:
-    """The checked file: every variant known (`known`), every model size a conf/model option (`sizes`),
-    every size one an effect can have, a table row for each figure a part quotes without a size."""
-    table = {k: Published(r.train_time_s, r.tokens_per_sec, r.test_loss, r.nan_from_step) for k, r in s.table.items()}
-    for variant in table:
-        if variant not in known:
-            raise _error(path, f"table.{variant}", f"unknown variant; valid choices: {', '.join(known)}")
-    setting = None
-    if s.setting is not None:
-        t = s.setting
-        setting = Setting(t.device, t.devices, t.cuda, t.model, t.n_params, t.tokens, t.precision, t.seeds, t.preset,
-                          tuple(t.model_axes), tuple(t.code), t.scale_factor)  # fmt: skip
-    domains = {"any": Domain()}
-    for name, d in s.domains.items():
-        key = f"domains.{name}"
-        if (d.params or d.tokens) and (setting is None or not setting.n_params):
-            raise _error(path, key, "params/tokens hold a run against the setting's scale: the file needs setting.n_params")
-        domains[name] = Domain(d.cuda, d.gpu, d.params, d.tokens, tuple(d.precision))
-    if not s.claims:
-        raise _error(path, "claims", "a claims file states at least one claim")
-    claims = []
-    for i, c in enumerate(s.claims):
-        key, metric = f"claims[{i}]", c.metric.value
-        if not c.statement.strip():
-            raise _error(path, f"{key}.statement", "each claim says what it claims, in its source's words")
-        if c.domain not in domains:
-            raise _error(path, f"{key}.domain", f"unknown domain {c.domain!r}; valid choices: {', '.join(domains)}")
-        if not c.parts:
-            raise _error(path, f"{key}.parts", "a claim has at least one part")
-        parts = [_part(path, f"{key}.parts[{j}]", p, metric, table, known, sizes) for j, p in enumerate(c.parts)]
-        claims.append(Claim(i + 1, c.statement, metric, tuple(parts), domains[c.domain], c.words, c.note, c.open_question,
-                            c.collapse_within))  # fmt: skip
-    return ClaimsFile(path.stem, path, s.source.title, s.source.link, s.source.figures_from, s.source.setting_from, table,
-                      setting, tuple(claims))  # fmt: skip
+def _refusal(path: Path, err: ValidationError) -> ConfigError:
+    """The first thing pydantic refused, in one line naming the key (extra keys, missing fields and
+    choices in the format's words; a validator's own words as it wrote them)."""
+    # A misspelt key explains the required one it leaves missing: said first; then the deepest (a part
+    # refused empties its list, which is the consequence, not the cause).
+    e = min(err.errors(include_url=False), key=lambda x: (x["type"] != "extra_forbidden", -len(x["loc"])))
+    loc, kind, got = tuple(e["loc"]), e["type"], e.get("input")
+    cause = (e.get("ctx") or {}).get("error")
+    if isinstance(cause, At):  # a validator naming a key below its node
+        return _error(path, ".".join(k for k in (_key(loc), cause.key) if k).replace(".[", "["), cause.what)
+    if kind == "extra_forbidden":
+        parent = _node_at(loc[:-1])
+        valid = f"; {_key(loc[:-1]) or 'the file'}'s keys: {', '.join(_keys(parent))}" if parent else ""
+        return _error(path, _key(loc), f"no such key{valid} ({DOCS})")
+    if kind == "missing":
+        return _error(path, _key(loc), f"required ({DOCS})")
+    if kind == "enum":
+        return _error(path, _key(loc), f"valid choices: {e['ctx']['expected'].replace(chr(39), '')}; got {got!r}")
+    what = e["msg"].removeprefix("Value error, ")
+    return _error(path, _key(loc), what if kind == "value_error" else f"{what[:1].lower()}{what[1:]}, got {got!r}")
 
 
-def _part(path: Path, key: str, p: PartSchema, metric: str, table: Table, known: list[str], sizes: list[str]) -> Part:
-    kind = p.asserts.value
-    if kind not in KINDS_OF[metric]:
-        raise _error(path, f"{key}.asserts", f"{metric} is asserted as {' or '.join(KINDS_OF[metric])}, got {kind}")
-    for name, value in (("b", p.b), ("a", p.a), *((f"minus[{i}]", v) for i, v in enumerate(p.minus or ()))):
-        if value is not None and value not in known:
-            raise _error(path, f"{key}.{name}", f"unknown variant {value!r}; valid choices: {', '.join(known)}")
-    if not p.b:
-        raise _error(path, f"{key}.b", "every part names the variant it speaks of")
-    if kind in (DIFFERENCE, EQUIVALENCE) and (p.a is None or p.a == p.b):
-        raise _error(path, f"{key}.a", f"a {kind} compares b with another variant a, got a={p.a!r}")
-    if p.minus is not None and (len(p.minus) != 2 or metric != SPEED):
-        raise _error(path, f"{key}.minus", "a contrast is two variants [a', b'] of training time")
-    if kind == TREND:
-        if not p.sizes or len(p.sizes) < 2:
-            raise _error(path, f"{key}.sizes", f"a trend spans at least two model sizes; valid choices: {', '.join(sizes)}")
-        for j, size in enumerate(p.sizes):
-            if size not in sizes:
-                raise _error(path, f"{key}.sizes[{j}]", f"unknown model size {size!r}; valid choices: {', '.join(sizes)}")
-    elif p.sizes:
-        raise _error(path, f"{key}.sizes", "only a trend spans model sizes")
-    size = _size(path, key, p, metric)
-    part = Part(p.a, p.b, kind, p.label, size, tuple(p.minus) if p.minus else None, tuple(p.sizes or ()), table)
-    if kind in (DIFFERENCE, EQUIVALENCE) and size is None and math.isnan(part.published(metric)):
-        raise _error(path, f"{key}.size", f"no size, and the file's table has no {metric} of {part.a} and {part.b} to take it from")
-    if kind == EVENT and p.a is not None:
-        raise _error(path, f"{key}.a", "an event is of b alone (whether its loss went NaN)")
-    return part
+def read_yaml(path: Path) -> Any:
+    """The file's YAML as plain data (safe: no tags that build objects), or one line naming it."""
+    import yaml
+
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError, OSError) as err:  # a syntax error: its line, in one line
+        raise _error(path, "", " ".join(str(err).split())) from None
 
 
-def model_sizes() -> list[str]:
-    return sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml"))
+def parse(path: Path, known: list[str], sizes: dict[str, float]) -> ClaimsFile:
+    """The file validated against the format: `known` variants, model `sizes` (name -> parameters)."""
+    raw = read_yaml(path)
+    if not isinstance(raw, dict):
+        raise _error(path, "", f"a mapping of {', '.join(_keys(ClaimsFile))}, got {type(raw).__name__}")
+    try:
+        found = ClaimsFile.model_validate(raw, context={"known": known, "sizes": sizes})
+    except ValidationError as err:
+        raise _refusal(path, err) from None
+    found._name, found._path = path.stem, path
+    return found
+
+
+def model_sizes() -> dict[str, float]:
+    """Each conf/model option and its parameter count, smallest first (a trend's sizes are in this order)."""
+    import yaml
+
+    def params(m: dict[str, Any]) -> float:
+        d, layers, vocab, n = (float(m[k]) for k in ("emb_dim", "n_layers", "vocab_size", "context_length"))
+        return 2 * vocab * d + n * d + layers * 12 * d * d
+
+    found = {p.stem: params(yaml.safe_load(p.read_text())) for p in (CONF_DIR / "model").glob("*.yaml")}
+    return dict(sorted(found.items(), key=lambda kv: kv[1]))
 
 
 @functools.cache
 def _load(path: Path, known: tuple[str, ...]) -> ClaimsFile:
-    return check(path, parse(path), list(known), model_sizes())
+    return parse(path, list(known), model_sizes())
 
 
 def load(name: str, known: list[str] | None = None, folders: list[Path] | None = None) -> ClaimsFile:
@@ -523,15 +596,24 @@ def load(name: str, known: list[str] | None = None, folders: list[Path] | None =
 
 
 def load_all(names: Any, known: list[str] | None = None) -> list[ClaimsFile]:
-    """`report.claims`: the chosen files in order, each once (ConfigError for a bad entry or file)."""
+    """`report.claims`: the chosen files in order, each once (ConfigError for a bad entry or file, or
+    two files of one name: their sections, files and MLflow tags are keyed by it)."""
     if names is None:
         names = [STUDY_FILE]
     if isinstance(names, str) or not list(names):
         raise ConfigError(f"report.claims: a list of claims files' names, e.g. [{STUDY_FILE}, my_claims], got {names!r}")
-    return [load(n, known) for n in dict.fromkeys(names)]
+    files = [load(n, known) for n in dict.fromkeys(names)]
+    by_name: dict[str, ClaimsFile] = {}
+    for f in files:
+        if f.name in by_name and by_name[f.name].path.resolve() != f.path.resolve():
+            raise ConfigError(f"report.claims: two files named {f.name}.yaml ({shown_path(by_name[f.name].path)}, "
+                              f"{shown_path(f.path)}): a file's name keys its section, files and tags; rename one")  # fmt: skip
+        by_name[f.name] = f
+    return list(by_name.values())
 
 
 def chosen(report_cfg: Any) -> list[ClaimsFile]:
     """The claims files the config's `report` group chooses (`report.claims`; absent: the study's)."""
     names = (report_cfg or {}).get("claims") if isinstance(report_cfg, dict) else None
     return load_all(list(names) if names is not None else None)
+
