@@ -7,22 +7,20 @@ heads, layers L, context n, vocabulary V) one round times, forward+backward, on 
 
 - a whole block as the model runs it (src.model.gpt.TransformerBlock: attention through the fused
   causal kernel, the MLP, residual adds, dropout at the option's rate), built with the identity for its
-  norms, on `rows` tokens as rows ÷ SEQ sequences of SEQ tokens, counted L times: one call of a whole
-  block, not its matmuls apart (matmuls timed one by one on few rows ran at another rate than in the
-  block, and the share moved with the row count);
-- the output head and its loss (d→V, then cross-entropy over V) on the same rows, once;
-- each norm at (NORM_ROWS, d), its time scaled to `rows` tokens, counted 2L + 1 times (two per block,
-  one final): a step's norm call is on thousands of rows, and on a few a narrow norm's call is mostly
-  its fixed per-call cost.
+  norms, on `rows` tokens as sequences of min(SEQ, n) tokens (a GPT-2 size: one sequence of its full
+  1,024-token context), counted L times: one call of a whole block, not its matmuls apart (matmuls
+  timed one by one on 128 rows ran at another rate than a step's, and the share moved with the rows);
+- the output head and its loss (d→V, then cross-entropy over V) on the same rows, once, timed on a
+  slice of the vocabulary and scaled (HEAD_SLICE);
+- each norm at (max(rows, NORM_ROWS), d), its time scaled to `rows` tokens, counted 2L + 1 times (two
+  per block, one final).
 
-A norm's step is then L blocks + head + its 2L + 1 calls, and the shares and savings are per token.
-Every part's cost is per token at a fixed sequence length, so the row count only sets how many
-sequences a call holds (tests/test_shares.py times two row counts and finds the same shares).
-Attention sees SEQ tokens of context, not n: at n = 1024 a causal query's keys are 4× SEQ's, so the
-step is short of its attention's full cost and every share here is an upper bound of a full
-context's (attention is 13% of gpt2_small's multiply-adds per token at n = 1024, 4% at SEQ; see
-docs/claims.md). Left out, each O(d) per token or O(parameters) per step spread over a batch: the
-embedding lookup and AdamW (under 0.1% of a step at 8 × 1024 tokens a step).
+A norm's step is then L blocks + head + its 2L + 1 calls; its share is norm ÷ step, and a saving of b
+against a (norm_a - norm_b) is per token too. The row count sets how many sequences a call holds, and
+at ROWS the parts run at their rate: tests/test_shares.py times two row counts and finds the same
+shares. What a training step adds is left out, each O(d) per token or O(parameters) per step spread
+over its 8 × 1,024 tokens: the embedding lookup and AdamW (under 0.1% of a step), so a share here is,
+if anything, a little high.
 
 One round times every size once, its parts in turn, the sizes' order rotating, on the thread's CPU
 clock on a CPU (src.bench.kernels.clock): a burst of another process's load lands on a round's parts
@@ -49,8 +47,16 @@ from src.bench.kernels import Context, _timed, clock, load
 from src.core.paths import CONF_DIR
 from src.core.progress import KERNELS, PROGRESS_S, say
 
-ROWS = 128  # tokens per timed call (one sequence of SEQ): a round at gpt2_small..gpt2_large takes ~1.5 s of one core
-SEQ = 128  # tokens per sequence of a timed block: attention's context here (module docstring)
+# Tokens per timed call: one sequence of a GPT-2 size's full context. A block's weight gradients are
+# matmuls whose inner dimension is the token count, and on one thread their rate kept rising with it:
+# gpt2_large's block took 1,890, 908 and 770 µs a token on 128, 512 and 1,024 rows (load 7); tiny widths
+# reached their rate by 1,024 rows (tests/test_shares.py). A training step's is 8 × 1,024.
+ROWS = 1024
+SEQ = 1024  # tokens per sequence of a timed block at most (a size's context if shorter): attention's context
+# The head is timed on 1/HEAD_SLICE of the vocabulary and its time scaled by HEAD_SLICE: the logits' columns
+# are independent dot products (the matmul's rate is set by its rows and width, not by how many columns),
+# and the loss is linear in them; the whole head would be half a round's time (50,257 × d a token).
+HEAD_SLICE = 8
 # A norm is timed on more tokens, and its time scaled to ROWS': at width 128 a call on 128 rows is mostly
 # its fixed per-call cost (dispatch, autograd), which a real step's thousands of rows spread thin.
 NORM_ROWS = 2048
@@ -114,18 +120,22 @@ def block_call(shape: Shape, rows: int, device: torch.device, context: Context) 
     from src.model.gpt import GPTConfig, TransformerBlock
 
     seq = min(SEQ, shape.context)
+    if rows % seq:
+        raise ValueError(f"rows: a whole number of {seq}-token sequences at {shape.name}, got {rows}")
     cfg = GPTConfig(vocab_size=shape.vocab, context_length=shape.context, emb_dim=shape.width, n_heads=shape.heads,
                     n_layers=shape.layers, drop_rate=shape.drop, norm_type="no_norm")  # fmt: skip
     block = TransformerBlock(cfg).to(device).train()
-    x = torch.randn(max(1, rows // seq), seq, shape.width, device=device, requires_grad=True)
+    x = torch.randn(rows // seq, seq, shape.width, device=device, requires_grad=True)
     return _fwd_bwd(block, [x], context, list(block.parameters()))
 
 
 def head_call(shape: Shape, rows: int, device: torch.device, context: Context) -> Callable[[], None]:
-    """The output head and its loss as a step runs them: logits over V, cross-entropy, backward."""
-    head = nn.Linear(shape.width, shape.vocab, bias=False).to(device)
+    """The output head and its loss as a step runs them (logits, cross-entropy, backward) on
+    1/HEAD_SLICE of the vocabulary: its time × HEAD_SLICE is the head's."""
+    vocab = max(1, shape.vocab // HEAD_SLICE)
+    head = nn.Linear(shape.width, vocab, bias=False).to(device)
     x = torch.randn(rows, shape.width, device=device, requires_grad=True)
-    targets = torch.randint(0, shape.vocab, (rows,), device=device)
+    targets = torch.randint(0, vocab, (rows,), device=device)
     return _fwd_bwd(lambda h: F.cross_entropy(head(h).float(), targets), [x], context, list(head.parameters()))
 
 
@@ -137,18 +147,18 @@ def norm_call(build: Callable[[int], nn.Module], shape: Shape, rows: int, device
 
 def norm_share_rounds(
     norms: Mapping[str, Callable[[int], nn.Module]],
-    sizes: Sequence[str],
+    sizes: Sequence[str | Shape],
     rounds: int,
     device: torch.device,
     context: Context,
     rows: int = ROWS,
 ) -> dict[str, Any]:
-    """Per norm (name -> its builder at a width) and model size (conf/model names), in each of `rounds`
+    """Per norm (name -> its builder at a width) and model size (conf/model names, or Shapes), in each of `rounds`
     interleaved rounds: its seconds per `rows` tokens of a step (`norm_s`), the rest of that step's
     (`rest_s`: L blocks with the identity, the head and its loss) and its share of the step, norm ÷
     (norm + rest) (`samples`). A saving of b against a is norm_s[a] - norm_s[b] of the same round. The
     CPU caller runs it on one thread (src.bench.kernels.cpu_threads)."""
-    shapes = [Shape.of(s) for s in sizes]
+    shapes = [s if isinstance(s, Shape) else Shape.of(s) for s in sizes]
     blocks = {s.name: block_call(s, rows, device, context) for s in shapes}
     heads = {s.name: head_call(s, rows, device, context) for s in shapes}
     norm_rows = max(rows, NORM_ROWS)
@@ -165,7 +175,7 @@ def norm_share_rounds(
     for r in range(rounds):
         order = shapes[r % len(shapes):] + shapes[: r % len(shapes)]
         for s in order:
-            block, head = _timed(blocks[s.name], device, 1), _timed(heads[s.name], device, 1)
+            block, head = _timed(blocks[s.name], device, 1), _timed(heads[s.name], device, 1) * s.vocab / max(1, s.vocab // HEAD_SLICE)
             parts_s[s.name]["block"].append(block)
             parts_s[s.name]["head"].append(head)
             other = s.layers * block + head
@@ -177,11 +187,12 @@ def norm_share_rounds(
                 samples[n][s.name].append(norm / (norm + other))
         if (now := time.perf_counter()) - said >= PROGRESS_S:
             said = now
-            say(KERNELS, f"norm share: {r + 1} of {rounds} rounds at {', '.join(sizes)}, {now - started:.0f} s")
+            say(KERNELS, f"norm share: {r + 1} of {rounds} rounds at {', '.join(s.name for s in shapes)}, {now - started:.0f} s")
     return {
-        "sizes": list(sizes),
+        "sizes": [s.name for s in shapes],
         "rows": rows,
         "seq": SEQ,
+        "head_slice": HEAD_SLICE,
         "norm_rows": norm_rows,
         "rounds": rounds,
         "samples": samples,  # norm -> size -> its share of a step, one per round
@@ -189,7 +200,7 @@ def norm_share_rounds(
         "rest_s": rest_s,  # size -> the rest of the step's seconds per `rows` tokens, one per round
         "parts_s": parts_s,  # size -> one block's and the head's seconds per `rows` tokens, one per round
         "multiply_adds": {s.name: s.multiply_adds(min(SEQ, s.context)) for s in shapes},  # per token, forward
-        "denominator": f"L whole blocks (identity norms) and the head with its loss, on {SEQ}-token sequences (src/bench/shares.py)",
+        "denominator": f"L whole blocks (identity norms) and the head with its loss, on sequences of up to {SEQ} tokens (src/bench/shares.py)",
         "seconds": time.perf_counter() - started,
         "load": {"before": load_before, "after": load()},
         "threads": torch.get_num_threads() if device.type == "cpu" else None,
