@@ -119,7 +119,7 @@ def block_call(shape: Shape, rows: int, device: torch.device, context: Context) 
     tokens as rows ÷ SEQ sequences of min(SEQ, n) tokens."""
     from src.model.gpt import GPTConfig, TransformerBlock
 
-    seq = min(SEQ, shape.context)
+    seq = min(SEQ, shape.context, rows)  # fewer rows than a context (a test's): one sequence of them
     if rows % seq:
         raise ValueError(f"rows: a whole number of {seq}-token sequences at {shape.name}, got {rows}")
     cfg = GPTConfig(vocab_size=shape.vocab, context_length=shape.context, emb_dim=shape.width, n_heads=shape.heads,
@@ -199,7 +199,7 @@ def norm_share_rounds(
         "norm_s": norm_s,  # norm -> size -> its seconds per `rows` tokens of a step, one per round
         "rest_s": rest_s,  # size -> the rest of the step's seconds per `rows` tokens, one per round
         "parts_s": parts_s,  # size -> one block's and the head's seconds per `rows` tokens, one per round
-        "multiply_adds": {s.name: s.multiply_adds(min(SEQ, s.context)) for s in shapes},  # per token, forward
+        "multiply_adds": {s.name: s.multiply_adds(min(SEQ, s.context, rows)) for s in shapes},  # per token, forward
         "denominator": f"L whole blocks (identity norms) and the head with its loss, on sequences of up to {SEQ} tokens (src/bench/shares.py)",
         "seconds": time.perf_counter() - started,
         "load": {"before": load_before, "after": load()},

@@ -140,7 +140,7 @@ def published_text(claim: StudyClaim, part: Part) -> str:
     if claim.metric == SAVING:  # the sizes are this check's: the study names the architectures' costs, not sizes
         if part.asserts == TREND:
             return f"the saving {claimed(SAVING, part)} (this check's sizes, not the study's)"
-        return f"{claimed(SAVING, part)} of a step at {part.sizes[-1]} (this check's size, not the study's)"
+        return f"{part.b}'s step {claimed(SAVING, part)} against {part.a}'s at {part.sizes[-1]} (this check's size, not the study's)"
     if math.isnan(value) and claim.metric != STABILITY:
         return f"{claimed(claim.metric, part)} {'training time' if claim.metric == SPEED else 'nats test loss'}"
     if claim.metric == SPEED:
