@@ -85,7 +85,7 @@ def test_1_an_interval_beyond_the_claimed_size_is_not_reproduced_whatever_the_ma
     built_in = claims[4].findings[0]
     assert built_in.low < 0.0065 < 0.01 < built_in.high
     assert built_in.word == ClaimWord.INCONCLUSIVE
-    assert "the interval straddles the margin (±0.01 nats) and holds the study's ±0.0065: about" in part_reason(built_in)
+    assert "the interval straddles the margin (±0.01 nats) and overlaps the study's ±0.0065: about" in part_reason(built_in)
 
 
 def _five(**columns: object) -> pd.DataFrame:

@@ -100,6 +100,29 @@ class Size(StrEnum):
     UNTESTED = "untested"  # no spread: a zero-width interval would turn a size into an exact-equality test
 
 
+class Relation(StrEnum):
+    """Where an interval lies against a claimed band: the relation its reason states (the size
+    reading joins the first three as consistent, and the last two are smaller or larger)."""
+
+    WITHIN = "within"  # the whole interval inside the band
+    HOLDS = "holds"  # the band (or a figure) inside the interval
+    OVERLAPS = "overlaps"  # each holds a part of the other
+    APART = "apart"  # no value in common
+    NONE = "none"  # no interval (no spread) or no band
+
+
+def relation(low: float, high: float, band: tuple[float, float]) -> Relation:
+    """The relation of [low, high] to the band (edges count as inside, as `read`'s size does)."""
+    b_low, b_high = band
+    if math.isnan(b_low) or math.isnan(b_high):
+        return Relation.NONE
+    if b_low <= low and high <= b_high:
+        return Relation.WITHIN
+    if low <= b_low and b_high <= high:
+        return Relation.HOLDS
+    return Relation.OVERLAPS if low <= b_high and high >= b_low else Relation.APART
+
+
 class Equivalence(StrEnum):
     INSIDE = "inside"  # the whole interval within ±margin
     OUTSIDE = "outside"
@@ -357,6 +380,7 @@ class Readings:
     holds_zero: bool = True  # the interval printed beside the word holds zero (a sequential decision may differ)
     spread: bool = True  # False: every observation moved by exactly the same amount (no interval)
     alike_p: float = math.nan  # with no spread, the sign-flip p of n equal signs that read it instead
+    relation: Relation = Relation.NONE  # the interval against the claimed band: what a reason states
 
 
 def read(low: float, high: float, sign: int, band: tuple[float, float], margin: float,
@@ -386,7 +410,7 @@ def read(low: float, high: float, sign: int, band: tuple[float, float], margin: 
         equivalence = Equivalence.OUTSIDE
     else:
         equivalence = Equivalence.UNDECIDED
-    return Readings(direction, size, equivalence, side != 0, side == 0)
+    return Readings(direction, size, equivalence, side != 0, side == 0, relation=relation(low, high, band))
 
 
 def read_alike(diff: float, n: int, sign: int, margin: float, alpha: float,
@@ -406,7 +430,7 @@ def read_alike(diff: float, n: int, sign: int, margin: float, alpha: float,
 def decided(readings: Readings, decision: SequentialWord | str, same_side: bool) -> Readings:
     """A sequential sweep's readings: direction and equivalence from its own decision, error-controlled
     over its looks; the size from the interval."""
-    kept = {"holds_zero": readings.holds_zero, "spread": readings.spread, "alike_p": readings.alike_p}
+    kept = {"holds_zero": readings.holds_zero, "spread": readings.spread, "alike_p": readings.alike_p, "relation": readings.relation}
     if decision == SequentialWord.DIFFERENT:
         return Readings(Direction.HOLDS if same_side else Direction.OPPOSITE, readings.size, Equivalence.UNDECIDED, True, **kept)
     inside = Equivalence.INSIDE if decision == SequentialWord.EQUIVALENT else Equivalence.UNDECIDED

@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 from src.report.figures.forest import Row, draw_rows, legend
 from src.report.figures.style import blank_figure
 from src.report.judge.study import Finding, StudySection
-from src.report.read.claims import EQUIVALENCE, LOSS, SHARE, SPEED, STABILITY, STUDY_FILE
+from src.report.read.claims import EQUIVALENCE, LOSS, SHARE, SPEED, STABILITY
 from src.stats.verdicts import ClaimWord
 
 COLORS = {ClaimWord.REPRODUCED: "tab:green", ClaimWord.PARTLY: "tab:olive", ClaimWord.NOT_REPRODUCED: "tab:red",
@@ -32,10 +32,10 @@ COLORS = {ClaimWord.REPRODUCED: "tab:green", ClaimWord.PARTLY: "tab:olive", Clai
 PANELS = ((SPEED, "training time, b vs a (%)", 100.0), (LOSS, "test loss, b − a (nats)", 1.0),
           (SHARE, "a norm's share of a step,\nlargest model vs smallest (%)", 100.0))
 # The speed panel's title when this sweep's figures are the speed check's (Effect.per: kernel rounds).
-CHECK_SPEED_TITLE = ("time, b vs a (%): the study's training time;\nthis sweep's step time predicted from its norms' kernels\n"
-                     "(speed check)")  # three lines: a panel's width beside its row labels
+CHECK_SPEED_TITLE = ("time, b vs a (%): {whose} training time;\nthis sweep's step time predicted from its norms' kernels\n"
+                     "(speed check)")  # three lines: a panel's width beside its row labels; {whose}: who stated the figures
 NOT_TESTABLE = "not testable here"
-STUDY = {"marker": "D", "color": "black", "ms": 5, "mfc": "white", "label": "the study"}  # the study's figure
+STUDY = {"marker": "D", "color": "black", "ms": 5, "mfc": "white", "label": "the study"}  # the source's figure (label: its noun)
 LABELS = {"estimate": "this sweep (simultaneous interval)", "span": "the claim's size (its words and figure)",
           "note": f"{NOT_TESTABLE} (outside the claim's domain)",
           "own": "this sweep's own reading at its setting (no test of the claim)"}  # the legend's words for a row's parts
@@ -71,15 +71,15 @@ def not_drawn(section: StudySection) -> dict[int, str]:
         elif any(f.effect is not None and not f.effect.has_interval for f in c.findings):
             out[c.claim.number] = "one run each: no interval"
         else:
-            out[c.claim.number] = "no finished runs of its variants at the study's setting"
+            out[c.claim.number] = f"no finished runs of its variants at {section.file.source_noun}'s setting"
     out |= dict.fromkeys(section.unjudged, "not swept")
     return dict(sorted(out.items()))
 
 
-def _title(metric: str, title: str, parts: list[Finding]) -> str:
+def _title(metric: str, title: str, parts: list[Finding], noun: str) -> str:
     sweep = [f for f in parts if not not_testable(f) or f.effect is not None]
     if metric == SPEED and sweep and all(f.effect is not None and f.effect.per == "kernel rounds" for f in sweep):
-        return CHECK_SPEED_TITLE
+        return CHECK_SPEED_TITLE.format(whose="the claimed" if noun == "the claim" else f"{noun}'s")
     return title
 
 
@@ -88,7 +88,7 @@ def _label(section: StudySection, f: Finding) -> str:
     name = f" {f.part.label}" if f.part.label else ""
     pair = f"{f.part.b} vs {f.part.a}" if f.part.a else f"{f.part.b}, {f.part.sizes[-1]} vs {f.part.sizes[0]}"
     if f.part.minus:  # a contrast of two pairs' effects
-        pair = "built-ins' gap − hand-rolled gap"
+        pair = "built-ins' gap − hand-rolled gap" if section.file.is_study else f"({pair}) − ({f.part.minus[1]} vs {f.part.minus[0]})"
     return f"{claim.number}{name}: {pair}\n{f.word}"
 
 
@@ -120,7 +120,7 @@ def _row(section: StudySection, metric: str, scale: float, f: Finding) -> Row:
     span = (max(low, -1e3) * scale, min(high, 1e3) * scale) if not (math.isnan(low) or math.isnan(high)) else None
     own = tuple(x * scale for x in (f.estimate, f.low, f.high)) if why and has_interval(f) else None
     return Row(_label(section, f), COLORS[f.word], *(x * scale for x in (f.estimate, f.low, f.high)),
-               marks=((figure * scale, STUDY),) if math.isfinite(figure) else (), span=span,
+               marks=((figure * scale, {**STUDY, "label": section.file.source_noun}),) if math.isfinite(figure) else (), span=span,
                margin=f.margin * scale if f.part.asserts == EQUIVALENCE else None, note=why, own=own)  # fmt: skip
 
 
@@ -140,11 +140,11 @@ def plot_claims(section: StudySection) -> Figure | None:
     for ax, (metric, title, scale, parts) in zip(axes, panels, strict=True):
         # An interval wider than the view (two seeds, a ratio without bound) runs to its edge, arrowed.
         draw_rows(ax, [_row(section, metric, scale, f) for f in parts], [x * scale for x in _view(metric, parts)], LABELS)
-        ax.set_title(_title(metric, title, parts), fontsize="medium")
+        ax.set_title(_title(metric, title, parts, section.file.source_noun), fontsize="medium")
         ax.locator_params(axis="x", nbins=6)  # readable ticks on a narrow panel
     legend(fig)
-    whose = "The study's claims" if section.file.name == STUDY_FILE else f"The claims of {section.file.title}"
-    title = f"{whose} against this sweep"
+    whose = "The study's claims" if section.file.is_study else f"The claims of {section.file.title or section.file.name + '.yaml'}"
+    title = textwrap.fill(f"{whose} against this sweep", 80)  # a long title wraps, never clipped at the figure's edge
     if any(f.part.asserts == EQUIVALENCE and not not_testable(f) for f in found):  # a margin is drawn: say what it is
         title += " (dotted: the report's equivalence margin)"
     if any(not_testable(f) for f in found):

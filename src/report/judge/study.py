@@ -220,6 +220,7 @@ class StudySection:
     set_aside: tuple[SetAside, ...] = ()  # the study's norms' other variants, which no claim read
     timing: Timing = Timing.OWN_DEVICE  # how the jobs' own times were taken (the table's speed columns)
     source: ClaimsFile | None = None  # the claims file judged (None: the study's)
+    untimed: tuple[StudyClaim, ...] = ()  # trend claims no share rounds timed: not tested here, said so
 
     @property
     def file(self) -> ClaimsFile:
@@ -467,11 +468,15 @@ def _setting_runs(runs: pd.DataFrame, seen: set[str], variants: Sequence[str]) -
 def _reach(judged: Mapping[int, ClaimResult | None], runs: pd.DataFrame, claims: Sequence[StudyClaim],
            source: ClaimsFile) -> tuple[dict[int, Reach], dict[int, tuple[DomainFact, ...]]]:  # fmt: skip
     """Per claim where this sweep stands, and the facts that take it out of its domain: a claim read
-    at its own setting has them from its findings; one not read (not swept, or no variant at the
-    study's setting) is held against the setting of the runs that were read."""
+    at its own setting has them from its findings; one read with no variant at its setting is held
+    against the setting of the runs that were read; one not read at all (its variants not swept, a
+    trend untimed) is not tested here, never outside: run what it needs and it is tested."""
     reach, facts = {}, {}
     for claim in claims:
-        result = judged[claim.number]
+        result = judged.get(claim.number)
+        if result is None:
+            reach[claim.number] = Reach.UNTESTED
+            continue
         tested = [f for f in result.findings if f.judgement is not None] if result else []
         off = next((f.outside for f in tested if f.outside), ()) if tested else tuple(outside(claim.domain, runs, source))
         if off:
@@ -512,8 +517,9 @@ def against_study(
     present = [n for n in variants if n in swept]
     # The claims this sweep can list: a trend only where its share was timed.
     listed = tuple(c for c in source.claims if c.metric not in SIZED or any(shares_timed(check, p) for p in c.parts))
+    untimed = tuple(c for c in source.claims if c not in listed)
     if not present and not any(c.metric in SIZED for c in listed):
-        return StudySection(ran_none=True, source=source)
+        return StudySection(ran_none=True, source=source, untimed=untimed)
     values = study_values(axes, source)
 
     def matched(wanted: Mapping[str, str | None], rank: Callable[[pd.DataFrame], tuple[bool, ...]] | None = None) -> Evidence:
@@ -541,7 +547,8 @@ def against_study(
     decided_parts = sum(bool(f.readings and f.decision) for c in claims for f in c.findings)
     seen = {v for c in listed if judged[c.number] is not None and c.metric not in SIZED for v in evidence[c.domain.precision].variants_read(c)}
     setting = _setting_runs(runs, seen, variants)
-    reach, facts = _reach(judged, setting, listed, source)
+    reach, facts = _reach(judged, setting, source.claims, source)
     return StudySection(claims, unjudged, family, event, decided_parts, matched(values).labels, reach=reach, domain_facts=facts,
                         read=tuple(v for v in dict.fromkeys(runs.variant) if v in seen),
-                        set_aside=_set_aside(runs, seen, values, variants), timing=jobs_timing(setting, runs), source=source)  # fmt: skip
+                        set_aside=_set_aside(runs, seen, values, variants), timing=jobs_timing(setting, runs), source=source,
+                        untimed=untimed)  # fmt: skip

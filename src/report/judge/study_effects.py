@@ -28,7 +28,7 @@ import pandas as pd
 
 from src.report.judge.pairs import compare_one, seed_values
 from src.report.judge.speed import predicted_rounds
-from src.report.read.claims import FP16, SPEED, ClaimsFile, Domain, Part
+from src.report.read.claims import FP16, HALF_PRECISION, SPEED, ClaimsFile, Domain, Part
 from src.report.read.timing import most_at_once
 from src.stats.inference import TRIM, Interval, at_level, paired_t, trimmed_mean_interval
 from src.stats.verdicts import Estimate, speed_margin
@@ -184,32 +184,36 @@ def outside(domain: Domain, runs: pd.DataFrame, source: ClaimsFile) -> list[Doma
     """Why the runs' setting is outside the claim's domain (its file's `source`), one fact each ([] when inside)."""
     why = []
     setting, factor = source.setting, source.scale_factor
+    noun = source.source_noun  # who stated the figure: the study, a source, or the claim itself
+    whose = f"{noun}'s"
     kinds = sorted(set(runs.device_type.dropna().astype(str))) or ["unrecorded"]
     if domain.cuda and kinds != ["cuda"]:
-        why.append(DomainFact(f"{'/'.join(k.upper() if k == 'cpu' else k for k in kinds)} run", ": the study's figure comes from its CUDA kernels"))
+        why.append(DomainFact(f"{'/'.join(k.upper() if k == 'cpu' else k for k in kinds)} run", f": {whose} figure comes from its CUDA kernels"))
     params = runs.n_params.dropna()
     if domain.params and setting is not None:
         if not len(params):
             why.append(DomainFact("the runs record no parameter count"))
         elif not setting.n_params / factor <= params.max() <= setting.n_params * factor:
-            why.append(DomainFact(f"{int(params.max()):,} parameters", f", not within {factor:g}× of the study's {setting.n_params:,}"))
+            why.append(DomainFact(f"{int(params.max()):,} parameters", f", not within {factor:g}× of {whose} {setting.n_params:,}"))
     if domain.tokens and setting is not None:
         tokens, study = runs.tokens.dropna(), setting.tokens / setting.n_params
         if not (len(tokens) and len(params)):
             why.append(DomainFact("the runs record no token count"))
         elif tokens.max() / params.max() < study / factor:
-            why.append(DomainFact(f"{tokens.max() / params.max():.3g} tokens per parameter", f", below the study's {study:.3g} / {factor:g}"))
+            why.append(DomainFact(f"{tokens.max() / params.max():.3g} tokens per parameter", f", below {whose} {study:.3g} / {factor:g}"))
     if domain.gpu and kinds == ["cuda"]:
         names = sorted(set(runs.device_name.dropna().astype(str)) - {""}) or ["an unrecorded GPU"]
         if not all(domain.gpu in n for n in names):
-            why.append(DomainFact(f"{'/'.join(names)} run", f": the study timed {domain.gpu}s, and a norm's share of a step moves with "
+            why.append(DomainFact(f"{'/'.join(names)} run", f": {noun} timed {domain.gpu}s, and a norm's share of a step moves with "
                                   "the chip's bandwidth-to-compute ratio"))  # fmt: skip
     if not precision_inside(domain, runs):
         shown = "/".join(sorted(precision_name(runs.precision))) or "unrecorded"
         if domain.precision == FP16:  # the study's NaN came from fp16's narrow range, which bf16 and fp32 do not share
-            why.append(DomainFact(f"precision {shown}", ", not the study's fp16 autocast (bf16 and fp32 keep fp32's exponent range)"))
+            why.append(DomainFact(f"precision {shown}", f", not {whose} fp16 autocast (bf16 and fp32 keep fp32's exponent range)"))
+        elif set(domain.precision) == set(HALF_PRECISION):
+            why.append(DomainFact(f"precision {shown}", f", not {whose} 16-bit autocast"))
         else:
-            why.append(DomainFact(f"precision {shown}", ", not the study's 16-bit autocast"))
+            why.append(DomainFact(f"precision {shown}", f", not {whose} {' or '.join(domain.precision)}"))
     return why
 
 

@@ -29,7 +29,16 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from src.core.paths import CONF_DIR, ConfigError
 
@@ -177,10 +186,16 @@ class Part(Node):
     minus: tuple[str, str] | None = None  # (a', b'): the effect is (b vs a) - (b' vs a')
     sizes: tuple[str, ...] = ()  # a trend: the model sizes, smallest first
     _table: Table = PrivateAttr(default_factory=dict)  # its file's, set by the file
+    _noun: str = PrivateAttr("the claim")  # who stated its figure: its file's `source_noun`
 
     @property
     def table(self) -> Table:
         return self._table
+
+    @property
+    def noun(self) -> str:
+        """Who stated its figure, as its section names them (`ClaimsFile.source_noun`)."""
+        return self._noun
 
     @field_validator("size")
     @classmethod
@@ -276,7 +291,7 @@ class Part(Node):
             raise At("size", "a trend claims a direction over its sizes, not a size; remove size")
         if self.asserts == EVENT:
             raise At("size", "an event has no size; remove size")
-        if metric in RELATIVE_METRICS and not (-1 < low and high < 1):
+        if metric in RELATIVE_METRICS and not (low > -1 and high < 1):
             raise At("size", f"sizes of {metric} are fractions: 0.03 is 3%, -0.1 is -10%; got [{low:g}, {high:g}]")
         if self.asserts == EQUIVALENCE and not low < 0 < high:
             raise At("size", f"an equivalence's band holds zero inside it, got [{low:g}, {high:g}]")
@@ -578,6 +593,9 @@ def parse(path: Path, known: list[str], sizes: dict[str, float]) -> ClaimsFile:
     except ValidationError as err:
         raise _refusal(path, err) from None
     found._name, found._path = path.stem, path
+    for claim in found.claims:
+        for part in claim.parts:
+            part._noun = found.source_noun
     return found
 
 

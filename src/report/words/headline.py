@@ -371,9 +371,12 @@ def reproduced_line(a: Analysis, section: StudySection | None = None) -> str:
     answer = f"{len(tested)} of {whose} {len(study.reach)} claims tested in this sweep's domain"
     answer += f" ({'; '.join(f'{w}: {_claims(ns)}' for w, ns in grouped.items())})" if grouped else ""
     if untested:
-        missing = sorted({v for n in untested if n in study.unjudged for v in study.unjudged[n][1]})
-        needs = f": {', '.join(missing)} not run at this setting" if missing else ": their variants not run at this setting"
-        answer += f"; {len(untested)} in its domain but not tested here ({_claims(untested)}{needs})"
+        untimed = [c.number for c in study.untimed]
+        swept = [n for n in untested if n not in untimed]
+        missing = sorted({v for n in swept if n in study.unjudged for v in study.unjudged[n][1]})
+        needs = [f"{_claims(swept)}: {', '.join(missing) if missing else 'their variants'} not run at this setting"] if swept else []
+        needs += [f"{_claims(untimed)} untimed: no share rounds ran"] if untimed else []
+        answer += f"; {len(untested)} not tested here ({'; '.join(needs)})"
     if outside:
         why = list(dict.fromkeys(fact.fact for n in outside for fact in study.domain_facts.get(n, ())))
         answer += f"; {len(outside)} outside it ({_claims(outside)}" + (f": {', '.join(why)})" if why else ")")

@@ -69,6 +69,8 @@ from src.stats.verdicts import (
     Direction,
     Equivalence,
     Judgement,
+    Readings,
+    Relation,
     Size,
     family_alpha,
 )
@@ -154,11 +156,12 @@ def published_text(claim: StudyClaim, part: Part) -> str:
     return f"NaN by step {value:.0f}{typical}"
 
 
-def not_the_setting(mismatches: Sequence[Mismatch]) -> str:
-    """`not the study's setting: X has model.norm_placement=post (the study model.norm_placement=pre)`."""
-    said = [f"{label} has {key}={got} (the study {'has no ' + key if study is None else f'{key}={study}'})"
+def not_the_setting(mismatches: Sequence[Mismatch], noun: str = "the study") -> str:
+    """`not the study's setting: X has model.norm_placement=post (the study model.norm_placement=pre)`
+    (`noun`: who stated the setting, its file's `source_noun`)."""
+    said = [f"{label} has {key}={got} ({noun} {'has no ' + key if study is None else f'{key}={study}'})"
             for label, key, got, study in mismatches]  # fmt: skip
-    return "not the study's setting: " + ", ".join(said)
+    return f"not {noun}'s setting: " + ", ".join(said)
 
 
 # --- a claim part ---------------------------------------------------------------------------------------
@@ -248,7 +251,7 @@ def here_text(f: Finding) -> str:
 def part_reason(f: Finding) -> str:
     """Why the part got its word (claims.csv's `reason`)."""
     if f.judgement is None:  # no variant of the sweep is the study's norm
-        return "; ".join(dict.fromkeys(map(not_the_setting, f.mismatch)))
+        return "; ".join(dict.fromkeys(not_the_setting(m, f.part.noun) for m in f.mismatch))
     if f.outside:
         here, unmeasured = here_text(f), unmeasured_text(f)
         own = f" (at this sweep's own setting it reads {here})" if here else f" (its figure is {unmeasured})" if unmeasured else ""
@@ -259,7 +262,7 @@ def part_reason(f: Finding) -> str:
 def _inside_reason(f: Finding, j: Judgement) -> str:
     """The reason at the sweep's own setting, written from what decided it (`j.because`)."""
     if f.divergence is not None:
-        return divergence_reason(j, f.divergence, f.alpha)
+        return divergence_reason(j, f.divergence, f.alpha, f.part.noun)
     if j.because == Because.NO_RUNS:
         return f"no finished runs of {' and '.join(f.variants)}"
     if unmeasured := unmeasured_text(f):  # read for no word, whatever its interval
@@ -281,12 +284,36 @@ def _alike(f: Finding) -> str:
     return f"{moved}; {p_text(r.alike_p, 'sign-flip p')}"
 
 
+def band_text(metric: str, part: Part, contrast: bool = False) -> str:
+    """The band a part's interval is held against: `its -11.1%` (its source's figure), `its claimed
+    +0.0200 to +0.0800` (a size), `its band -11.5% to -9.5%` (a size joined with a figure)."""
+    figure, low, high = part.published(metric), *part.band(metric)
+    if math.isnan(figure) or low == high:
+        return f"its {figure_of(metric, part, contrast)}"
+    return f"its band {shown(metric, low, contrast)} to {shown(metric, high, contrast)}"
+
+
+RELATION_VERB = {Relation.WITHIN: "lies inside", Relation.HOLDS: "holds", Relation.OVERLAPS: "overlaps",
+                 Relation.APART: "lies apart from"}  # fmt: skip
+
+
+def relation_text(f: Finding, r: Readings | None, contrast: bool) -> str:
+    """The relation that holds between the interval and what was claimed, said as it is: its source's
+    figure inside the interval where it is, else the interval against the claimed band."""
+    figure = f.part.published(f.metric)
+    if math.isfinite(figure) and f.low <= figure <= f.high:
+        return f"its {shown(f.metric, figure, contrast)} is inside the interval"
+    verb = RELATION_VERB.get(r.relation if r is not None else Relation.NONE)
+    band = band_text(f.metric, f.part, contrast)
+    return f"the interval {verb} {band}" if verb else f"no interval to hold against {band}"
+
+
 def interval_reason(f: Finding, j: Judgement) -> str:
     """Why a part read from an interval got its word, with the numbers it read."""
     part, metric, r, effect, contrast = f.part, f.metric, j.readings, f.effect, bool(f.part.minus)
     margin = f"±{f.margin:.0%}" if metric in (SPEED, SHARE, SAVING) else f"±{f.margin:g} nats"
     study = figure_of(metric, part, contrast)
-    whose = "the study's" if part.table else "the claim's"  # a claims file with no table states its own sizes
+    whose = f"{part.noun}'s"
     because = j.because
     settle = settle_text(j.settle, effect.per)
     alike = "" if r is None or r.spread else _alike(f)
@@ -294,8 +321,8 @@ def interval_reason(f: Finding, j: Judgement) -> str:
         return f"{alike}, not below the family's {f.alpha:.2g}: {settle}"
     said = f" ({alike})" if alike else ""
     if part.asserts == EQUIVALENCE:
-        band = part.band(metric)
-        claimed = f"±{band[1]:.2%}" if metric == SPEED else f"±{band[1]:g}"
+        limits = part.band(metric)
+        claimed = f"±{limits[1]:.2%}" if metric == SPEED else f"±{limits[1]:g}"
         remains = shown(metric, effect.diff, contrast) if alike else interval_of(f, contrast)
         equivalent = equivalent_text(margin.lstrip("±"), remains if r is not None and r.excludes_zero else False)
         return {
@@ -304,14 +331,15 @@ def interval_reason(f: Finding, j: Judgement) -> str:
             Because.EQUIVALENT_SIZE_UNTESTED: f"{equivalent}{said}: no interval to hold against {whose} {claimed}",
             Because.DIFFER_BY_MARGIN: f"they differ by {margin} or more (a bound itself is a difference that matters){said}",
             Because.BEYOND_CLAIMED: f"the whole interval lies beyond {whose} {claimed}: no seed count makes them that close",
-        }.get(because) or f"the interval straddles the margin ({margin}) and holds {whose} {claimed}: {settle}"
+        }.get(because) or (f"the interval straddles the margin ({margin}) and {RELATION_VERB.get(r.relation if r else Relation.NONE, 'meets')} "
+                           f"{whose} {claimed}: {settle}")  # fmt: skip
     if part.asserts == TREND and because in (Because.DIRECTION_AND_SIZE, Because.OPPOSITE, Because.ZERO_WITHIN_MARGIN):
         side, what = ("falls", "the share") if part.sign(metric) < 0 else ("grows", "the saving")
         moved = {Because.DIRECTION_AND_SIZE: f"{what} {side}", Because.OPPOSITE: "the opposite direction"}.get(because)
         # Without spread there is no interval: the rounds' one move and its sign-flip p say it (`said`).
         return f"{moved}{said or ': the interval excludes no change'}" if moved else f"no change of {what} beyond {margin}{said}"
     if because == Because.DIRECTION_AND_SIZE:
-        return f"{whose} direction, and its {study} is inside the interval"
+        return f"{whose} direction, and {relation_text(f, r, contrast)}"
     if because in (Because.DIRECTION_SMALLER, Because.DIRECTION_LARGER):
         return f"{whose} direction, by {'less' if because == Because.DIRECTION_SMALLER else 'more'} than its {study} (outside the interval)"
     if because == Because.DIRECTION_SIZE_UNTESTED:
@@ -319,7 +347,9 @@ def interval_reason(f: Finding, j: Judgement) -> str:
     if because == Because.OPPOSITE:
         return f"the opposite direction{said}"
     if because == Because.ZERO_WITHIN_MARGIN:
-        return f"equivalent to zero within {margin}, where the study has {study}{said}"
+        figure = part.published(metric)
+        against = f"where {part.noun} has {shown(metric, figure, contrast)}" if not math.isnan(figure) else f"where it {figure_of(metric, part, contrast)}"
+        return f"equivalent to zero within {margin}, {against}{said}"
     smaller = f"; {whose} {study} is outside it: any effect here is smaller" if r is not None and r.size == Size.SMALLER else ""
     # Said of the interval printed beside it (a sequential sweep's direction is its own decision's).
     undecided = "the interval holds zero" if r is not None and r.holds_zero else "the direction is undecided"
@@ -347,16 +377,16 @@ def _left_out(who: str, frame: pd.DataFrame) -> str:
     return f"{who} {len(frame)} {'/'.join(sorted(set(frame.outcome.astype(str))))} run(s){at}, which neither trained through nor diverged"
 
 
-def divergence_reason(j: Judgement, d: Divergence, alpha: float) -> str:
+def divergence_reason(j: Judgement, d: Divergence, alpha: float, noun: str = "the study") -> str:
     """The divergence claim's reason, written from what decided it (`j.because`) with the counts."""
     b, event = d.b, d.event
     if j.because == Because.NO_NORMALIZED:
-        return "no normalized variant of the study's trained beside it"
+        return f"no normalized variant of {noun}'s trained beside it"
     if j.because == Because.NOT_LIKE_FOR_LIKE:
         own, theirs = (", ".join(f"{x:g}" for x in lrs) for lrs in d.learning_rates)
         return f"{b} at lr {own}, the normalized variants at {theirs}: not like for like"
     seen = f"{b} diverged in {event.k}/{event.n} runs{_steps(d.runs)}, the normalized variants in {event.k_others}/{event.n_others}{_steps(d.counted)}"
-    nan_by = f"step {d.study_step:.0f}, by which the study's no-norm loss was NaN"
+    nan_by = f"step {d.study_step:.0f}, by which {noun}'s {d.b} loss was NaN" if noun != "the study" else f"step {d.study_step:.0f}, by which the study's no-norm loss was NaN"
     reason = {
         Because.NONE_COUNTS: f"none of {b + chr(39) + 's' if not event.n else 'the normalized variants' + chr(39)} runs counts",
         Because.TRAINED_WHERE_OTHERS_DIVERGED: f"{seen}: {b} trained where they diverged",
@@ -402,7 +432,7 @@ def claim_reason(c: ClaimResult) -> str:
 
 def _whose(claim: StudyClaim) -> str:
     """Whose figure a claim line quotes: a published study's (its file has a table), else the claim's own statement."""
-    return "Study" if any(p.table for p in claim.parts) else "Claimed"
+    return {"the study": "Study", "the source": "Source"}.get(claim.parts[0].noun, "Claimed")
 
 
 def _study_and_note(claim: StudyClaim) -> tuple[str, str]:
@@ -428,6 +458,15 @@ def unjudged_line(claim: StudyClaim, missing: Sequence[str]) -> str:
     return f"{claim.number}. {ClaimWord.NOT_TESTED} — {claim.statement}{note}. {_whose(claim)}: {published}. → needs {', '.join(missing)} (not swept)."
 
 
+UNTIMED = "untimed: the speed check times a share per model size (report.speed_rounds and report.share_rounds above 0)"
+
+
+def untimed_line(claim: StudyClaim) -> str:
+    """A trend claim no share rounds timed: listed, not tested, and what would time it."""
+    published, note = _study_and_note(claim)
+    return f"{claim.number}. {ClaimWord.NOT_TESTED} — {claim.statement}{note}. {_whose(claim)}: {published}. → {UNTIMED}."
+
+
 def open_question(c: ClaimResult) -> str:
     """StudyClaim 5's question in the study's terms: one run's seed spread here, the study's single-seed
     gap in that spread, the paired implementation effect, and whether this sweep can settle it ("" for
@@ -435,22 +474,24 @@ def open_question(c: ClaimResult) -> str:
     q = c.question
     if q is None:
         return ""
-    lead = "The study's open question (is the built-ins' loss edge real, or seed noise?): "
+    noun = c.claim.parts[0].noun
+    edge = "the built-ins' loss edge" if noun == "the study" else "its single-seed loss gap"
+    lead = f"{noun[:1].upper()}{noun[1:]}'s open question (is {edge} real, or seed noise?): "
     off = list(dict.fromkeys(why.fact for f in c.findings for why in f.outside))  # one setting: the same for every part
     cannot = f"outside its domain ({', '.join(off)})"
     if not q.df:
         cannot = f"this sweep cannot settle it: {cannot}, and " if off else ""
         if not q.variants:
-            return lead + cannot + "no variant of it ran at the study's setting, so there is no seed spread to measure here."
+            return lead + cannot + f"no variant of it ran at {noun}'s setting, so there is no seed spread to measure here."
         return lead + cannot + f"{'one seed' if q.most_seeds == 1 else 'no finished run'} per variant shows no seed spread here; ≥2 seeds (seed=0,1,2) measure it."
     pooled = f"pooled over {len(q.variants)} variants, {q.df} df"
     if q.sd > 0:
         gaps = " and ".join(f"{_named(p)}{p.published(LOSS):+.4f} = {abs(p.published(LOSS)) / (math.sqrt(2) * q.sd):.1f}" for p in c.claim.parts)
         spread = (f"one run's test loss varies over seeds by SD {q.sd:.4f} nats here ({pooled}), so a gap between two "
-                  f"single runs of different seeds spreads √2·SD = {math.sqrt(2) * q.sd:.4f}; the study's single-seed gaps "
+                  f"single runs of different seeds spreads √2·SD = {math.sqrt(2) * q.sd:.4f}; {noun}'s single-seed gaps "
                   f"are {gaps} such SDs")  # fmt: skip
     else:  # every seed gave one variant the same loss: no seed spread to hold the study's gaps against
-        spread = f"one run's test loss is the same on every seed here ({pooled}): no seed spread to set the study's single-seed gaps against"
+        spread = f"one run's test loss is the same on every seed here ({pooled}): no seed spread to set {noun}'s single-seed gaps against"
     effects = [f for f in c.findings if f.readings is not None]
     shows = "; ".join(f"{_named(f.part)}{part_figure(f)}" for f in effects) or "no paired effect with an interval"
     if off:
@@ -458,28 +499,30 @@ def open_question(c: ClaimResult) -> str:
         return lead + f"{spread}. The paired implementation effect here: {shows}. This sweep cannot settle it: {cannot}.{same}"
     said = f"{lead}{spread}. The paired implementation effect: {shows}: "
     if effects and all(f.readings.equivalence == Equivalence.INSIDE and f.readings.direction == Direction.UNDECIDED for f in effects) and not c.not_swept:
-        return said + f"zero within ±{q.margin:g} nats at the study's setting, which settles the study's open question: its gap was not an implementation effect."
+        return said + f"zero within ±{q.margin:g} nats at {noun}'s setting, which settles {noun}'s open question: its gap was not an implementation effect."
     if effects and all(f.readings.direction == Direction.HOLDS for f in effects):
         shown_by = "every interval excludes zero" if all(f.readings.spread for f in effects) else "shown for every part, by its interval or its equal signs"
         return said + f"real at this setting ({shown_by}), so the edge is not seed noise alone."
     if effects and all(f.readings.direction == Direction.OPPOSITE for f in effects):
-        return said + "the opposite of the study's edge at this setting."
+        return said + f"the opposite of {noun}'s edge at this setting."
     return said + f"not settled at this sweep's seeds ({claim_reason(c)})."
 
 
 # --- the section ----------------------------------------------------------------------------------------
 
 
-def method_line(family: int, event: bool, sequential: int, event_claim: int = 6) -> str:
+def method_line(family: int, event: bool, sequential: int, event_claim: int = 6, noun: str = "the study") -> str:
     """How the section's tests were taken, and what their words promise together ("" without a test);
-    `event_claim`: the number of the claim whose exact test is one of them."""
+    `event_claim`: the number of the claim whose exact test is one of them; `noun`: who stated the
+    figures (a file of hypotheses with no table: the claim, whose band its size is)."""
+    against = f"{noun}'s figure" if noun != "the claim" else "the claimed band"
     if not family:
         return ""
     parts = [f"{family - event} claim part(s) with one"] if family > event else []
     tests = " and ".join([*parts, *([f"claim {event_claim}'s Fisher exact test"] if event else [])])
     line = (f"Each interval below is simultaneous over the section's {tests} (Bonferroni: each at {1 - family_alpha(ALPHA, family):.2%}), "
             "so the words they decide hold together at 95%; the report's other comparisons do not change them. A claim's word "
-            "comes from three readings of its interval (direction, size against the study's figure, equivalence within "
+            f"comes from three readings of its interval (direction, size against {against}, equivalence within "
             "the report's margin) and the setting its figure can be expected in (docs/reproducing.md).")  # fmt: skip
     if sequential:
         line += (f" For the {sequential} part(s) the sequential sweep decided, direction and equivalence are its decisions, "
@@ -512,27 +555,31 @@ class StudyText:
     def method(self) -> str:
         s = self.judged
         event_claim = next((c.number for c in s.file.claims if c.metric == STABILITY), 0)
-        return method_line(s.family, s.event, s.sequential, event_claim)
+        return method_line(s.family, s.event, s.sequential, event_claim, s.file.source_noun)
 
     def lead(self) -> str:
         f = self.judged.file
         if f.figures_from and f.setting_from:
-            return f"The study's figures come from {f.figures_from}, its setting from {f.setting_from}. Its table and setting beside this sweep's:"
+            noun = f.source_noun
+            return (f"{noun[:1].upper()}{noun[1:]}'s figures come from {f.figures_from}, its setting from {f.setting_from}. "
+                    "Its table and setting beside this sweep's:")  # fmt: skip
         link = f" ({f.link})" if f.link else ""
-        return f"The claims of {f.title}{link}, stated in {f.name}.yaml before this sweep, each judged on it:"
+        return f"The claims of {f.title or f.name + '.yaml'}{link}, stated in {f.name}.yaml before this sweep, each judged on it:"
 
     def claim_lines(self) -> list[str]:
         """Every claim in the study's order: a judged one with its open question, an unjudged one with what it needs."""
         judged = {c.claim.number: [line for line in (claim_line(c), open_question(c)) if line] for c in self.judged.claims}
         unjudged = {n: [unjudged_line(c, missing)] for n, (c, missing) in self.judged.unjudged.items()}
-        return [line for _, lines in sorted({**judged, **unjudged}.items()) for line in lines]
+        untimed = {c.number: [untimed_line(c)] for c in self.judged.untimed}
+        return [line for _, lines in sorted({**judged, **unjudged, **untimed}.items()) for line in lines]
 
     def outside_line(self) -> list[str]:
         """One line for the ways this sweep's setting leaves the claims' domains, shared by their lines."""
         facts = self.judged.outside_facts()
         if not facts:
             return []
-        return [f"Outside the study's domain here: {'; '.join(facts)}. A claim whose domain this leaves reads "
+        where = "the study's domain" if self.judged.file.is_study else "the claims' domains"
+        return [f"Outside {where} here: {'; '.join(facts)}. A claim whose domain this leaves reads "
                 f"{ClaimWord.NOT_APPLICABLE} and names which of these facts; its figure is still this sweep's, read at this "
                 "sweep's own setting and set apart from the claim's word."]  # fmt: skip
 
@@ -551,6 +598,7 @@ class StudyText:
         full = f"the full section, each figure with its interval and reason: report.md and {self.judged.file.files_stem}.png on this run"
         s = self.judged
         words = {c.claim.number: (c.claim, c.word) for c in s.claims} | {n: (c, ClaimWord.NOT_TESTED) for n, (c, _) in s.unjudged.items()}
+        words |= {c.number: (c, ClaimWord.NOT_TESTED) for c in s.untimed}
         return [*(f"{n}. {word} — {c.statement}" for n, (c, word) in sorted(words.items())), f"({full})"]
 
     def lines(self, width: int | None = None) -> list[str]:
