@@ -151,6 +151,9 @@ def header(check: Mapping[str, Any], reference: str | None) -> str:
     s_spread = spread(check.get("samples_s", {}).get(reference, [])) if reference else math.nan
     threads = f" on {kernel['threads']} thread(s)" if kernel.get("threads") else ""
     threads += ", timed by the thread's CPU clock" if kernel.get("clock") == "thread_cpu" else ""
+    steps = kernel.get("step_samples_s") or []
+    if steps and reference:  # the denominator of every share and prediction, timed in the rounds themselves
+        threads += f", a whole {reference} step in each (spread {_spread_text(spread(steps))})"
     return (
         f"Speed (python -m src.bench variants, variants interleaved in one process; precision {s.get('precision', '?')}, "
         f"compile {s.get('compile', '?')}): each norm's forward+backward at the run's calls per step ({shapes}), "
