@@ -1,5 +1,5 @@
-"""`python -m src.ui [--host H] [--port P] [--workers N] [key=value ...]`: the MLflow UI on the store that
-training writes to.
+"""`python -m src.ui [--host H] [--port P] [--workers N] [--access-log] [key=value ...]`: the MLflow UI on
+the store that training writes to.
 
 The store comes from the composed training config, so `python -m src.ui paths.mlflow_db=/x/mlflow.db`
 browses the store that `python -m src.train paths.mlflow_db=/x/mlflow.db` filled. The address and the
@@ -41,6 +41,12 @@ def ui_processes(workers: int) -> str:
     return f"{count} processes ({workers} server worker{'s' if workers != 1 else ''}; MLflow's job runner off)"
 
 
+def server_log(access_log: bool) -> list[str]:
+    """MLflow's options for its server's log: uvicorn's access log (a line per request: opening one
+    experiment printed 330) only when asked for; its start and its errors always."""
+    return [] if access_log else ["--uvicorn-opts", "--no-access-log"]
+
+
 def port_in_use(host: str, port: int) -> str | None:
     """Why the UI's server could not listen on host:port (another server holds it, or no such address
     here), naming the field, or None.
@@ -64,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     made.add_argument("--host", default=None, help="bind address (default: logger.ui.host, 127.0.0.1: this machine only)")
     made.add_argument("--port", type=cli.port_option("--port"), default=None, help="default: logger.ui.port (5000)")
     made.add_argument("--workers", type=cli.int_option(1), default=None, help="server processes (default: one per two cores)")
+    made.add_argument("--access-log", action="store_true", help="print a line per request the server answers (off: hundreds per page)")
     args = cli.parse(made, argv)
     return cli.run(lambda: serve(args), failures=(StoreError,))
 
@@ -102,7 +109,7 @@ def serve(args: argparse.Namespace) -> int:
         print("experiments (each link opens normsweep's view: every run charted, grouped by variant):", *links, sep="\n", flush=True)
     # MLflow's own server and command, serving its UI with the page opening on the result (src/tracking/ui_app.py).
     command = [sys.executable, "-m", "src.tracking.ui_app", "ui", "--backend-store-uri", uri, "--host", host,
-               "--port", str(port), "--workers", str(workers)]  # fmt: skip
+               "--port", str(port), "--workers", str(workers), *server_log(args.access_log)]  # fmt: skip
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(paths.PROJECT_ROOT), os.environ.get("PYTHONPATH", "")) if p)
     os.chdir(paths.PROJECT_ROOT)  # the server's workers import the app from the project
     os.execv(sys.executable, command)

@@ -11,8 +11,11 @@ check of 2 to 40 rounds (its whole steps as few as 2), and a sequential sweep's 
 
 from __future__ import annotations
 
+import itertools
 import math
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,6 +24,8 @@ from hypothesis import strategies as st
 
 from src.report.judge.pairs import comparison_pairs
 from src.report.judge.sequential import SequentialVerdict
+from src.report.read.claims import ClaimsFile, model_sizes, parse
+from src.report.read.published import STUDY as STUDY_CLAIMS
 from src.report.read.table import AXIS_PREFIX
 from src.stats.pairs import pair_label
 from src.stats.verdicts import SequentialWord
@@ -53,6 +58,7 @@ class MadeUp:
     check: dict[str, Any] = field(default_factory=dict)
     axes: tuple = ()
     sequential: list[SequentialVerdict] = field(default_factory=list)
+    claims: list[ClaimsFile] = field(default_factory=list)  # the claims files judged (none: the study's)
 
     @property
     def seeds_per_variant(self) -> int:
@@ -164,4 +170,88 @@ def sweeps(draw: st.DrawFn) -> MadeUp:
     made = draw(runs_frames())
     made.check = draw(speed_checks([v for v in dict.fromkeys(made.runs.variant)]))
     made.sequential = draw(sequential_decisions(made.runs))
+    return made
+
+
+# --- claims files: a researcher's own, drawn as YAML and read by the real loader ------------------------
+
+SIZES = ("cpu_small", "gpt2_small", "gpt2_medium")  # conf/model options, smallest first
+CLAIMS_DIR = Path(tempfile.mkdtemp(prefix="made_up_claims_"))
+_drawn = itertools.count()
+
+
+def _band(draw: st.DrawFn, kind: str, relative: bool) -> list[float] | None:
+    """A size a claim's words could give: one side of zero for a difference, a band holding zero for
+    an equivalence (a relative metric's in fractions, a loss's in nats)."""
+    scale = draw(st.sampled_from((0.001, 0.01, 0.05, 0.2) if relative else (0.001, 0.005, 0.02, 0.1)))
+    low, high = sorted(round(scale * draw(st.floats(0.05, 4.0)), 6) for _ in range(2))
+    if kind == "equivalence":
+        return [-high, high] if draw(st.booleans()) else [-low - 1e-4, high]
+    if high == low:
+        high = round(low * 1.5 + 1e-4, 6)
+    sign = draw(st.sampled_from((-1, 1)))
+    band = sorted([sign * low, sign * high])
+    return [max(band[0], -0.9), min(band[1], 0.9)] if relative else band
+
+
+@st.composite
+def claims_texts(draw: st.DrawFn, norms: list[str]) -> str:
+    """A well-formed claims file of a researcher's own (YAML): every kind, metric and domain, sizes
+    or none (a file with no table needs one for a difference or an equivalence), a title or none."""
+    lines = []
+    if draw(st.booleans()):
+        lines.append(f"source: {{title: {draw(st.sampled_from(('my hypotheses', 'DyT beside the norms', 'a lab note')))}}}")
+    domain = draw(st.sampled_from(("any", "gpu16", "cpu_fp32")))
+    if domain != "any":
+        spec = "{cuda: true, precision: [fp16_mixed, bf16_mixed]}" if domain == "gpu16" else "{precision: [fp32]}"
+        lines += ["domains:", f"  {domain}: {spec}"]
+    lines.append("claims:")
+    seen: set[str] = set()
+    for i in range(draw(st.integers(1, 5))):
+        metric = draw(st.sampled_from(("train_time_s", "test_loss", "test_loss", "norm_share", "divergence")))
+        claim_domain = draw(st.sampled_from(("any", domain)))
+        parts = []
+        for _ in range(draw(st.integers(1, 2))):
+            b = draw(st.sampled_from(norms))
+            if metric == "norm_share":
+                chosen = sorted(draw(st.sets(st.sampled_from(SIZES), min_size=2, max_size=3)), key=SIZES.index)
+                parts.append(f"{{b: {b}, asserts: trend, sizes: [{', '.join(chosen)}]}}")
+            elif metric == "divergence":
+                parts.append(f"{{b: {b}, asserts: event}}")
+            else:
+                a = draw(st.sampled_from([n for n in norms if n != b]))
+                kind = draw(st.sampled_from(("difference", "equivalence", "no_worse")))
+                if kind == "no_worse":
+                    margin = draw(st.sampled_from((0.001, 0.005, 0.02, 0.1)))
+                    parts.append(f"{{a: {a}, b: {b}, asserts: no_worse, margin: {margin}}}")
+                    continue
+                size = _band(draw, kind, metric == "train_time_s")
+                parts.append(f"{{a: {a}, b: {b}, asserts: {kind}, size: {size}}}")
+        key = metric + "|".join(sorted(parts))
+        if key in seen or len(set(parts)) < len(parts):  # the same claim twice is refused: draw it once
+            continue
+        seen.add(key)
+        lines += [f"  - statement: hypothesis {i + 1} of this file", f"    metric: {metric}", f"    domain: {claim_domain}", "    parts:"]
+        lines += [f"      - {p}" for p in parts]
+    if lines[-1] == "claims:":  # every drawn claim was a duplicate: one of its own
+        lines += ["  - statement: a loss of its own", "    metric: test_loss", "    parts:",
+                  f"      - {{a: {norms[0]}, b: {norms[-1]}, asserts: equivalence, size: [-0.05, 0.05]}}"]
+    return "\n".join(lines) + "\n"
+
+
+def claims_file(text: str) -> ClaimsFile:
+    """The drawn text as a user's `claims/my_claims_<n>.yaml`, read by the loader every sweep uses."""
+    folder = CLAIMS_DIR / str(next(_drawn))
+    folder.mkdir()
+    path = folder / "my_claims.yaml"
+    path.write_text(text)
+    return parse(path, [*BUILT_INS, *USER], model_sizes())
+
+
+@st.composite
+def sweeps_with_claims(draw: st.DrawFn) -> MadeUp:
+    """A sweep, and beside the study's file a researcher's own drawn for its norms."""
+    made = draw(sweeps())
+    norms = list(dict.fromkeys(made.runs.norm))
+    made.claims = [STUDY_CLAIMS, claims_file(draw(claims_texts(norms)))]
     return made

@@ -49,6 +49,7 @@ TORCH_FREE = [
     "src.data.shakespeare",
     "src.data.text_files",
     "src.data.fineweb",
+    "src.data.safetensors_tokens",
     "src.data.__main__",
 ]
 
@@ -114,7 +115,7 @@ def test_data_modules_import_one_way() -> None:
     assert graph["cache"] == {"tokenizer"}  # the BPE that turns text into tokens
     assert graph["base"] == {"cache"}
     assert graph["tokenizer"] == set()
-    for source in ("shakespeare", "text_files", "fineweb"):
+    for source in ("shakespeare", "text_files", "fineweb", "safetensors_tokens"):
         assert "sources" not in graph[source] and graph[source] <= {"base", "cache", "tokenizer"}, source
     visiting: list[str] = []
 

@@ -6,6 +6,7 @@ real interleaved rounds timed on this CPU (src/bench/shares.py)."""
 from __future__ import annotations
 
 import contextlib
+import re
 import textwrap
 from pathlib import Path
 
@@ -71,6 +72,9 @@ MALFORMED = {
     "open question of a speed claim": ("    metric: test_loss\n", "    metric: test_loss\n    open_question: true\n", None, None),
     "unknown precision": ("claims:\n", "domains:\n  mine: {precision: [fp8]}\nclaims:\n", "domains.mine.precision[0]",
                           "unknown precision 'fp8'; valid choices: bf16_mixed, fp16_mixed, fp32"),
+    "too many claims": ("claims:\n", "claims:\n" + "".join(f"  - {{statement: claim {i}, metric: test_loss, parts: [{{a: torch_rmsnorm, "
+                        f"b: hand_rmsnorm, asserts: equivalence, size: [-0.{i + 1:03d}, 0.05]}}]}}\n" for i in range(200)),
+                        "claims", "at most 200 claims in a file, got 202: split it"),
 }  # fmt: skip
 # A speed claim written in percents: [-20, -3] read as -2,000% to -300% before.
 MALFORMED["percent as a number"] = ("    metric: test_loss\n    parts:\n      - {a: torch_rmsnorm, b: hand_rmsnorm, asserts: equivalence, size: [-0.05, 0.05]}",
@@ -276,3 +280,40 @@ def test_the_documented_fields_are_the_formats_and_say_which_are_required() -> N
         f"{sorted(set(documented) - set(declared))}, only declared {sorted(set(declared) - set(documented))}")
     wrong = {k for k, required in declared.items() if (documented[k] == "required") != required}
     assert not wrong, f"docs/claims.md says required where the format has a default, or the reverse: {sorted(wrong)}"
+
+
+NO_WORSE = """
+source: {title: my norm is no worse}
+claims:
+  - statement: my norm's step is no slower than nn.RMSNorm's by 2% or more
+    metric: train_time_s
+    parts:
+      - {a: torch_rmsnorm, b: hand_rmsnorm, asserts: no_worse, margin: 0.02}
+  - statement: my norm's test loss is no worse than nn.RMSNorm's by 0.01 nats or more
+    metric: test_loss
+    parts:
+      - {a: torch_rmsnorm, b: hand_rmsnorm, asserts: no_worse, margin: 0.01}
+"""
+
+
+def test_no_worse_than_is_a_kind_of_its_own(tmp_path: Path) -> None:
+    """Non-inferiority, the claim a researcher means by "my norm is no slower": one-sided against its
+    margin. Written as a difference of -50% to 0%, the same runs read "not reproduced — the opposite
+    direction" beside a +0.08% step, far inside the report's own ±2% margin."""
+    mine = load("nw", builtin_variants(), [write(tmp_path / "claims", NO_WORSE, "nw")])
+    runs = made_up_runs({"torch_rmsnorm": "torch_rmsnorm", "hand_rmsnorm": "hand_rmsnorm"}, seeds=5)
+    rng = np.random.default_rng(1)
+    a = runs.variant == "torch_rmsnorm"
+    runs.loc[~a, "tokens_per_sec"] = runs.loc[a, "tokens_per_sec"].to_numpy() / 1.0008 * (1 + rng.normal(0, 1e-5, 5))
+    runs.loc[~a, "test_loss"] = runs.loc[a, "test_loss"].to_numpy() + 0.03 + rng.normal(0, 1e-4, 5)  # worse by 0.03 nats
+    text = study_section(runs, (), {}, Margins(), summarize(runs), source=mine)
+    words = {c.claim.number: c for c in text.judged.claims}
+    assert words[1].word == ClaimWord.REPRODUCED and words[2].word == ClaimWord.NOT_REPRODUCED
+    line1, line2 = (next(x for x in text.lines(10_000) if x.startswith(f"{n}. ")) for n in (1, 2))
+    assert "Claimed: at most +2.0% worse training time" in line1 and "no worse than torch_rmsnorm by +2.0%: the interval's upper end +0.1%" in line1, line1
+    assert "worse than torch_rmsnorm by +0.0100 or more: the whole interval lies at or beyond it" in line2, line2
+    for wrong, key, phrase in ((", margin: 0.02}", "claims[0].parts[0].margin", "says how much worse b may be"),
+                               ("margin: 2}", "claims[0].parts[0].margin", "a fraction: 0.02 is 2%")):  # fmt: skip
+        text = NO_WORSE.replace(", margin: 0.02}", "}", 1) if wrong.startswith(",") else NO_WORSE.replace("margin: 0.02}", wrong, 1)
+        with pytest.raises(ConfigError, match=rf": {re.escape(key)}: .*{re.escape(phrase)}"):
+            load("nw", builtin_variants(), [write(tmp_path / key.replace(".", "_") / phrase[:4], text, "nw")])

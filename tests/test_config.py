@@ -24,7 +24,7 @@ from src.training.schedule import lr_factor, warmup_steps_for
 GROUPS = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir() and p.name not in ("hydra", "claims"))
 OPTIONS = [(g, f.stem) for g in GROUPS for f in sorted((CONF_DIR / g).glob("*.yaml"))]
 # Options that need a value only the user can give (a glob of their files).
-REQUIRED = {("data", "text_files"): ["data.paths=/tmp/none/*.txt"]}
+REQUIRED = {("data", "text_files"): ["data.paths=/tmp/none/*.txt"], ("data", "safetensors"): ["data.folder=/tmp/none"]}
 
 
 def _compose(overrides: list[str]) -> DictConfig:
@@ -165,6 +165,7 @@ def test_python_defaults_read_no_yaml_and_equal_it(monkeypatch: pytest.MonkeyPat
     assert (web.dataset, web.subset, web.val_fraction, web.shard_tokens, web.num_proc, web.verify_checksums) == (
         fineweb.dataset, fineweb.subset, fineweb.val_fraction, fineweb.shard_tokens, fineweb.num_proc, fineweb.verify_checksums
     )
+    assert (web.split_by, web.literal_eot) == (fineweb.split_by, fineweb.literal_eot)
     (tmp_path / "a.txt").write_text("a document")
     local = TextFilesSource(str(tmp_path / "*.txt"))
     assert (local.val_fraction, local.test_fraction) == (text_files.val_fraction, text_files.test_fraction)
@@ -174,7 +175,7 @@ def test_python_defaults_read_no_yaml_and_equal_it(monkeypatch: pytest.MonkeyPat
 # comment, and the schema holds only the types (docs/configuration.md). Keys of these groups that no
 # option sets are one default for every option, the schema's.
 VALUE_GROUPS = ("model", "data", "optim", "precision", "cluster")
-SCHEMA_DEFAULTS = {"model": {"norm_placement", "qk_norm", "init", "attention"}, "data": {"order"}}
+SCHEMA_DEFAULTS = {"model": {"norm_placement", "qk_norm", "init", "attention", "op_order"}, "data": {"order"}}
 VALUE_OPTIONS = [(g, o) for g, o in OPTIONS if g in VALUE_GROUPS]
 
 
@@ -220,9 +221,10 @@ def test_each_group_file_writes_out_the_values_it_sets(group: str, option: str) 
 # `model.init=gpt2`, and the cosine floor became `optim.min_lr_ratio` (hashed as the `optim.min_lr` it means).
 RECORDED_FINGERPRINTS = {
     "model.init=gpt2": "8f44d02402f48d1f",
-    # The preset's runs recorded before it took the study's attention, order and scored weights: found by those three.
+    # The preset's runs recorded before it took the study's attention, order, scored weights and order of
+    # operations: found by those four.
     "experiment=gpt2_small_study norm=dyt model.init=gpt2 optim.decay_norm_and_bias=false optim.betas=[0.9,0.95] "
-    "model.attention=sdpa data.order=drawn test_weights=final": "2438e1dd5cc1fe18",
+    "model.attention=sdpa data.order=drawn test_weights=final model.op_order=normsweep": "2438e1dd5cc1fe18",
     "model=gpt2_small norm=fast_dyt model.init=gpt2": "fe0c41d600447a68",
     "data=fineweb model.init=gpt2": "2ced1e0ef8e45578",
     "optim.min_lr_ratio=0 optim.tokens_per_param=20 seed=3 model.init=gpt2": "bff7b74bb8c87436",  # ints stay ints

@@ -325,7 +325,7 @@ def test_text_files_errors(tmp_path) -> None:
 
 
 def test_unknown_source_names_field_and_choices() -> None:
-    with pytest.raises(ValueError, match=r"data\.source 'fineweb_edu'; valid choices: fineweb, shakespeare, text_files"):
+    with pytest.raises(ValueError, match=r"data\.source 'fineweb_edu'; valid choices: fineweb, safetensors, shakespeare, text_files"):
         build_source({"source": "fineweb_edu"})
     with pytest.raises(ValueError, match=r"data\.paths is required"):
         build_source({"source": "text_files"})

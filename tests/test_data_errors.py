@@ -196,7 +196,7 @@ def test_training_cli_prints_one_line(
 def test_data_command_reports_config_errors_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = _bad_corpus("empty", tmp_path / "corpus")
     for args, start in [
-        (["shakspeare"], "config error: data: no option 'shakspeare' (conf/data/); valid choices: fineweb, shakespeare, text_files"),  # as data=shakspeare says it
+        (["shakspeare"], "config error: data: no option 'shakspeare' (conf/data/); valid choices: fineweb, safetensors, shakespeare, text_files"),  # as data=shakspeare says it
         (["data.foo=1"], "config error: data.foo: no such key (data's keys: source, cache_dir, "),
         (["text_files", *bad[1:], f"paths.cache_dir={tmp_path / 'cache'}"], "config error: data.paths: the corpus is empty"),
     ]:

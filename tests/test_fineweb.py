@@ -164,9 +164,9 @@ def test_interrupted_preparation_resumes_without_loss_or_duplicates(corpus, tmp_
     tokenized: list[str] = []
     real_encode = fineweb.encode_batch
 
-    def counting_encode(batch: list[str], val_fraction: float):
+    def counting_encode(batch: list[str], val_fraction: float, literal_eot_token: bool = False):
         tokenized.extend(batch)
-        return real_encode(batch, val_fraction)
+        return real_encode(batch, val_fraction, literal_eot_token)
 
     monkeypatch.setattr(fineweb, "encode_batch", counting_encode)
     assert _source(pattern).prepare(tmp_path / "cache") == folder

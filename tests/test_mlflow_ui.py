@@ -19,17 +19,23 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from helpers import EXPERIMENT, REPO, TinySweep, ui_env
 from mlflow.tracking import MlflowClient
 
 from src.core.process_group import stop_group
+from src.report import analyze
+from src.report.render.sections import table_rows
 from src.report.words.columns import REFERENCE_WORD
 from src.report.words.table import CHECK_SPEED_HEADER
 from src.stats.verdicts import PairWord
+from src.tracking.intervals import interval_key
 from src.tracking.summary import (
+    JOB_LOSS_METRIC,
     JOB_SPEED_METRIC,
+    LOSS_SORT_METRIC,
     LOSS_VERDICT_TAG,
     SECTION,
     SPEED_VERDICT_TAG,
@@ -39,6 +45,7 @@ from src.tracking.summary import (
 from src.tracking.sweep import SWEEP_TAG
 from src.tracking.tags import SPEED_CHECK_RUN_NAME
 from src.tracking.ui_view import column, ui_link
+from src.tracking.variants import REFERENCE_VARIANT as REFERENCE
 
 UP_TIMEOUT_S = 300  # the UI's first start on a loaded 2-core machine
 WIDTH_PX = 1440  # a laptop's browser window: the answer is on it unscrolled
@@ -65,8 +72,8 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def mlflow_ui(tiny_sweep: TinySweep, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """`python -m src.ui` on the tiny sweep's store: (base URL, what it printed)."""
+def mlflow_ui(tiny_sweep: TinySweep, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, Path]]:
+    """`python -m src.ui` on the tiny sweep's store: (base URL, what it printed when it answered, its log)."""
     port = free_port()
     db = tiny_sweep.uri.removeprefix("sqlite:///")
     log = tmp_path_factory.mktemp("ui") / "ui.log"
@@ -86,17 +93,17 @@ def mlflow_ui(tiny_sweep: TinySweep, tmp_path_factory: pytest.TempPathFactory) -
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 assert time.monotonic() < deadline, f"the UI did not answer within {UP_TIMEOUT_S} s"
                 time.sleep(1)
-        yield base, log.read_text()
+        yield base, log.read_text(), log
     finally:
         stop_group(server)  # the server and the workers it started
 
 
 @pytest.mark.slow
-def test_the_ui_shows_the_answer(tiny_sweep: TinySweep, tiny_client: MlflowClient, mlflow_ui: tuple[str, str]) -> None:
+def test_the_ui_shows_the_answer(tiny_sweep: TinySweep, tiny_client: MlflowClient, mlflow_ui: tuple[str, str, Path]) -> None:
     chromium = chromium_or_skip()
     from playwright.sync_api import sync_playwright
 
-    base, printed = mlflow_ui
+    base, printed, log = mlflow_ui
     experiment_id = tiny_client.get_experiment_by_name(EXPERIMENT).experiment_id
     runs = tiny_client.search_runs([experiment_id])
     jobs = [r for r in runs if "norm" in r.data.tags]
@@ -133,10 +140,18 @@ def test_the_ui_shows_the_answer(tiny_sweep: TinySweep, tiny_client: MlflowClien
         for name in (f"sweep-{EXPERIMENT}", SPEED_CHECK_RUN_NAME, *(r.info.run_name for r in jobs)):
             page.get_by_role("link", name=name, exact=True).first.wait_for()  # unfolded: every job is a row
         assert {"test_loss", JOB_SPEED_METRIC} <= set(page.locator(".ag-header-cell").all_inner_texts())
-        # A row per job, each with its pair's word (the cell shows the word first; the tag holds the interval too).
-        cells = page.locator(f".ag-cell[col-id='{column('tags', LOSS_VERDICT_TAG)}']")
-        words = {t.split(" ")[0].rstrip(":…") for t in cells.all_inner_texts() if t.strip() not in ("", "-")}
-        assert words and words <= {*PairWord, REFERENCE_WORD}, words
+        # A row per job, each with its word against the report's one reference (the table's `test loss vs`
+        # column's): the reference's own rows say so, every other finished job names it.
+        for job in jobs:
+            row = page.locator(f".ag-center-cols-container .ag-row[row-id$='{job.info.run_id}']").first
+            cell = row.locator(f".ag-cell[col-id='{column('tags', LOSS_VERDICT_TAG)}']")
+            variant = job.data.tags["variant"]
+            text = cell.inner_text() if variant in _finished(jobs) else ""
+            if variant == REFERENCE:
+                assert text.startswith(f"{REFERENCE_WORD}: "), text
+            elif variant in _finished(jobs):
+                assert text.split(" ")[0] in set(PairWord) and text.split(" ", 1)[1].startswith(f"vs {REFERENCE}: Δ "), text
+        assert f"test loss vs {REFERENCE}" in table_rows(analyze(EXPERIMENT, tiny_sweep.uri))[0]
         page.locator("label", has=page.locator("input[value=CHART]")).click()
         first = page.locator("[data-testid='experiment-view-compare-runs-card'] h4").first
         first.wait_for()
@@ -149,10 +164,31 @@ def test_the_ui_shows_the_answer(tiny_sweep: TinySweep, tiny_client: MlflowClien
             page.locator(f".ag-row[row-id^='tag.variant.{variant}.']").first.wait_for()
         headers = page.locator(".ag-header-cell").all_inner_texts()
         assert {"test_loss", JOB_SPEED_METRIC} <= set(headers), headers
-        # The verdicts as columns, on screen without scrolling sideways; the word fills its cell first.
+        # The verdicts as columns, on screen without scrolling sideways, wide enough for the word and its reference.
         for name in (LOSS_VERDICT_TAG, SPEED_VERDICT_TAG):
             box = page.locator(".ag-header-cell", has_text=name).first.bounding_box()
-            assert box is not None and box["x"] + box["width"] <= WIDTH_PX, (name, box)
+            assert box is not None and box["x"] + box["width"] <= WIDTH_PX and box["width"] >= 200, (name, box)
+        # Sorted as docs/mlflow-ui.md says (Sort -> sort/loss_verdict -> ascending): the reference's group first.
+        page.get_by_text("Sort:").first.click()
+        page.get_by_placeholder("Search").last.fill(LOSS_SORT_METRIC)
+        page.get_by_text(LOSS_SORT_METRIC, exact=True).first.click()
+        page.keyboard.press("Escape")
+        page.get_by_text("Sort:").first.click()
+        page.get_by_role("button", name="Sort ascending").click()
+        page.keyboard.press("Escape")
+        rows = page.locator(".ag-center-cols-container .ag-row")
+        page.wait_for_function("() => location.hash.includes('orderByAsc=true')")
+        page.locator(".ag-row[row-index='0']").first.wait_for()
+        first_row = page.locator(".ag-center-cols-container .ag-row[row-index='0']").get_attribute("row-id")
+        assert first_row == f"tag.variant.{REFERENCE}", first_row
+        # ...and filtered as it says: the search box takes `tags.loss_verdict LIKE '<word>%'`.
+        search = page.locator("input[placeholder^='metrics.rmse']")
+        search.fill(f"tags.{LOSS_VERDICT_TAG} LIKE '{REFERENCE_WORD}%'")
+        search.press("Enter")
+        page.wait_for_function(f"() => document.querySelectorAll(\".ag-center-cols-container .ag-row[row-id^='tag.variant.']\").length > 0 && [...document.querySelectorAll('.ag-center-cols-container .ag-row')].every(r => r.getAttribute('row-id').startsWith('tag.variant.{REFERENCE}'))")
+        assert rows.count() == 1 + sum(j.data.tags["variant"] == REFERENCE for j in jobs)
+        search.fill("")
+        search.press("Enter")
 
         # The chart view: no run hidden (MLflow draws the first 10 by default), test loss as bars.
         page.locator("label", has=page.locator("input[value=CHART]")).click()
@@ -164,6 +200,12 @@ def test_the_ui_shows_the_answer(tiny_sweep: TinySweep, tiny_client: MlflowClien
         card = page.locator("[data-testid='experiment-view-compare-runs-card']", has=page.locator("h4[title='test_loss']"))
         card.locator(".js-plotly-plot").wait_for()  # its section follows the curves: no scrolling to find it
         assert card.locator(".barlayer .point").count() >= 1, "test_loss is not drawn as bars"
+        # Interval bars: each finished variant's loss_vs_ref with its 95% interval, one segment per variant.
+        page.get_by_placeholder("Search metric charts").fill(interval_key(JOB_LOSS_METRIC))
+        card = page.locator("[data-testid='experiment-view-compare-runs-card']", has=page.locator(f"h4[title='{interval_key(JOB_LOSS_METRIC)}']"))
+        card.locator(".js-plotly-plot").wait_for()
+        segments = card.locator(".scatterlayer .trace .js-line")
+        assert segments.count() >= len(_finished(jobs)), segments.count()
 
         # The sweep run's Overview: the verdict (its description: the headline, the table, the figures)
         # and the per-variant aggregates; every tag chip with its key.
@@ -183,6 +225,9 @@ def test_the_ui_shows_the_answer(tiny_sweep: TinySweep, tiny_client: MlflowClien
         for variant in variants:
             assert f"{SECTION}/{variant}.n_seeds" in body or variant not in _finished(jobs), variant
         browser.close()
+    # The console says what a user needs: no line per request (uvicorn's access log), no Starlette warning.
+    said = log.read_text()
+    assert '"GET /' not in said and '"POST /' not in said and "DeprecationWarning" not in said, said[-3000:]
 
 
 def _finished(jobs: list) -> set[str]:
@@ -243,3 +288,36 @@ def test_the_sweep_summary_goes_through_the_store(store: dict[str, str]) -> None
     assert {f.path for f in client.list_artifacts(run_id, "report")} == set(TABLES.values())
     assert VIEW_TAG in client.get_experiment(experiment).tags
     assert [(d.dataset.name, d.tags[0].value) for d in run.inputs.dataset_inputs] == [("corpus-r50k", "train")]
+
+
+@pytest.mark.usefixtures("migrated_store")
+def test_interval_bars_are_written_once_per_generation(store: dict[str, str]) -> None:
+    """Each job's interval as three points of a step metric (low, estimate, high) at its variant's place; a
+    report made again over the same intervals writes nothing, one whose intervals changed writes every job
+    into a new block of steps, which the view's interval cards then show alone."""
+    from src.tracking.intervals import BLOCK, GENERATION, interval_key, log_job_intervals
+    from src.tracking.store import Store
+    from src.tracking.summary import JOB_LOSS_METRIC
+    from src.tracking.ui_view import VIEW_TAG, publish_view
+
+    door = Store.connect(store["uri"])
+    experiment = door.experiment_id("intervals", store["artifacts"])
+    jobs = [(door.create_run(experiment, f"{v}-s0", {"variant": v}), v) for v in ("ref", "b")]
+    places = {"ref": 1, "b": 2}
+    first = {"ref": {JOB_LOSS_METRIC: (0.0, 0.0, 0.0)}, "b": {JOB_LOSS_METRIC: (-0.1, 0.02, 0.15)}}
+    assert log_job_intervals(door, experiment, jobs, first, places) == 0
+    assert log_job_intervals(door, experiment, jobs, first, places) == -1  # the same again: nothing written
+    client = MlflowClient(store["uri"])
+    history = sorted((m.step, m.value) for m in client.get_metric_history(jobs[1][0], interval_key(JOB_LOSS_METRIC)))
+    assert history == [(2 * BLOCK, -0.1), (2 * BLOCK + 1, 0.02), (2 * BLOCK + 2, 0.15)]
+    changed = {**first, "b": {JOB_LOSS_METRIC: (-0.05, 0.01, 0.07)}}
+    assert log_job_intervals(door, experiment, jobs, changed, places) == 1
+    steps = {m.step for m in client.get_metric_history(jobs[0][0], interval_key(JOB_LOSS_METRIC))}
+    assert steps == {BLOCK, BLOCK + 1, BLOCK + 2, GENERATION + BLOCK, GENERATION + BLOCK + 1, GENERATION + BLOCK + 2}
+    publish_view(door, experiment)
+    import json
+
+    cards = json.loads(client.get_experiment(experiment).tags[VIEW_TAG])["compareRunCharts"]
+    (card,) = [c for c in cards if c["metricKey"] == interval_key(JOB_LOSS_METRIC)]
+    assert card["type"] == "LINE" and card["range"]["xMin"] < GENERATION + BLOCK < GENERATION + 2 * BLOCK + 2 < card["range"]["xMax"]
+    assert card["range"]["xMin"] > BLOCK + 2  # the replaced generation out of view

@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from helpers import EXPERIMENT, TinySweep, unwrapped
@@ -128,7 +129,7 @@ def test_single_seed_table_matches_the_study(client: MlflowClient, store: dict[s
     assert loss.startswith("Loss: lowest test loss undecided: torch_layernorm 3.5712 (the one seed every variant here finished); against it torch_rmsnorm +0.0012")
     assert "(one run each: no interval)" in loss and loss.endswith("no_norm diverged (1/1 runs, step 530).")
     assert real.startswith("Is it real? One seed per variant") and "make sweep-seeds" in real
-    assert reproduced.startswith("Reproduced? 7 of the study's 7 claims tested in this sweep's domain (inconclusive: claims 1, 2, 3")
+    assert reproduced.startswith("Reproduced? 7 of the study's 8 claims tested in this sweep's domain (inconclusive: claims 1, 2, 3")
     # The same lines head report.md, report.html and the sweep run's description.
     # report.html shows a code span as code: its text, read without the tags, is the line without backticks.
     for page, shown in (("report.md", str), ("report.html", lambda line: line.replace("`", ""))):
@@ -647,3 +648,31 @@ def test_two_model_sizes_in_one_experiment_fill_the_study_table_and_give_ranges(
     first_block = section[section.index("\nvariant "):].split("\n\n")[0]  # a table split to fit: its first block
     rows = [line for line in first_block.splitlines() if line.startswith(("hand_layernorm", "torch_layernorm"))]
     assert len(rows) == 4 and all(" / 1 " in r or "1 / 1" in r for r in rows), section
+
+
+def test_every_swept_variant_is_judged_against_a_reference() -> None:
+    """A variant no study pair measures here (dyt beside torch_rmsnorm: its pair is torch_layernorm's) is
+    paired with the sweep's reference, so it has a loss verdict and, timed, a speed verdict; the headline
+    no longer calls it "not a compared pair"."""
+    from made_up_sweeps import CPU
+
+    from src.report.analysis import assemble
+    from src.report.words.headline import headline
+
+    assert pairs_for({"torch_rmsnorm": "rmsnorm", "dyt": "dyt", "my_norm": "rmsnorm"}) == [
+        ("torch_rmsnorm", "my_norm"), ("torch_rmsnorm", "dyt")]  # fmt: skip
+    assert ("torch_layernorm", "dyt") in pairs_for({"torch_layernorm": "layernorm", "dyt": "dyt", "scalenorm": "scalenorm"})
+    variants, rng = ["torch_rmsnorm", "dyt", "my_norm"], np.random.default_rng(0)
+    rows = [{"run_id": f"{v}-s{s}", "variant": v, "norm": v, "family": {"dyt": "dyt"}.get(v, "rmsnorm"), "seed": s,
+             "outcome": "finished", "test_loss": 5.0 + 0.01 * i + rng.normal(0, 1e-3), "tokens_per_sec": 1000.0,
+             "train_time_s": 100.0, "stopped_at_step": math.nan, "start_time": pd.Timestamp(0) + pd.Timedelta(seconds=9 * s + i),
+             "end_time": pd.Timestamp(0) + pd.Timedelta(seconds=9 * s + i + 5), "dispatch": "fwd=fused bwd=fused",
+             "model.norm_placement": "pre", "model.qk_norm": "False", "model.init": "study", "norm_reference": "", **CPU}
+            for s in range(3) for i, v in enumerate(variants)]  # fmt: skip
+    norms = {v: list(1e-3 * (1 + i) * (1 + rng.normal(0, 0.01, 10))) for i, v in enumerate(variants)}
+    check = {"kernel": {"samples_s": norms, "step_s": 0.1, "rounds": 10}, "samples_s": {v: [0.1, 0.1] for v in variants},
+             "settings": {"variants": variants, "rounds": 2}}  # fmt: skip
+    a = assemble(pd.DataFrame(rows), (), check, Margins())
+    assert ("torch_rmsnorm", "dyt") in {(r.a, r.b) for r in a.comparisons}
+    assert {(v.a, v.b) for v in a.speed_verdicts} == {("torch_rmsnorm", "my_norm"), ("torch_rmsnorm", "dyt")}
+    assert "not a compared pair" not in "\n".join(headline(a))

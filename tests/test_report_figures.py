@@ -181,3 +181,41 @@ def test_a_real_sweep_of_30_learning_rates_writes_readable_figures(
     assert len(analysis.runs) == 30 and numeric_axis(analysis.runs, analysis.axes) is not None
     labels = [t.get_text() for t in legend_of(drawn_quietly(plot_losses, analysis.curves)).get_texts()]
     assert len(labels) == len(set(labels)) == 30
+
+
+def test_identical_curves_say_so_and_one_seed_promises_no_band() -> None:
+    """Variants whose curves lie on one another (hand-rolled and built-in norms at a few steps) each keep a
+    marker in view and name the curve they are drawn over; with one seed each no min–max band is promised."""
+    configs = [{NORM_KEY: n, SEED_KEY: "0"} for n in ("hand_rmsnorm", "torch_rmsnorm", "torch_layernorm")]
+    _, curves, _ = sweep(configs)
+    curves["value"] = 10.8 - curves.step * 0.01  # every variant the same curve
+    fig = drawn_quietly(plot_losses, curves)
+    labels = [t.get_text() for t in legend_of(fig).get_texts()]
+    assert sum("'s curve: hollow marks" in label for label in labels) == 2, labels
+    assert "band" not in fig.get_suptitle()
+    hollow = [line for line in fig.axes[0].lines if line.get_markerfacecolor() == "none"]
+    assert len(hollow) == 2  # the first curve's marks show inside theirs
+    configs = [{NORM_KEY: n, SEED_KEY: s} for n in ("hand_rmsnorm", "torch_rmsnorm") for s in ("0", "1")]
+    _, curves, _ = sweep(configs)
+    curves["value"] += 0.1 * (curves.variant == "torch_rmsnorm")
+    fig = drawn_quietly(plot_losses, curves)
+    assert "band: min–max" in fig.get_suptitle() and not any("hollow marks" in t.get_text() for t in legend_of(fig).get_texts())
+
+
+def test_speed_png_draws_each_interval_visibly() -> None:
+    """A tight interval is thinner than its estimate's dot: its ends are capped and written in its label."""
+    from src.report.figures.speed import plot_speed
+    from src.report.judge.speed import compare_speed
+
+    rng = np.random.default_rng(0)
+    norms = {"a": list(1e-3 * (1 + rng.normal(0, 1e-3, 30))), "b": list(1.2e-3 * (1 + rng.normal(0, 1e-3, 30)))}
+    check = {"kernel": {"samples_s": norms, "step_s": 0.1, "rounds": 30}, "samples_s": {"a": [0.1, 0.1], "b": [0.1, 0.1]},
+             "settings": {"variants": ["a", "b"], "rounds": 2}}  # fmt: skip
+    (v,) = compare_speed(check, [("a", "b")], 0.02)
+    fig = drawn_quietly(plot_speed, [v], 0.02)
+    ax = fig.axes[0]
+    low, high = (100 * np.expm1(x) for x in (v.predicted.low, v.predicted.high))
+    caps = [line for line in ax.lines if line.get_marker() == "|"]
+    assert caps and list(caps[0].get_xdata()) == pytest.approx([low, high])
+    label = ax.get_yticklabels()[0].get_text()
+    assert f"[{low:+.2f}, {high:+.2f}]" in label, label

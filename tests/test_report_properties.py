@@ -14,19 +14,23 @@ import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from made_up_sweeps import MadeUp, sweeps
+from made_up_sweeps import MadeUp, sweeps, sweeps_with_claims
 
 from src.report.analysis import Analysis, assemble
 from src.report.judge.pairs import Margins
+from src.report.judge.study import Finding, Reach
+from src.report.read.claims import EQUIVALENCE, NO_WORSE, SHARE, SPEED, TREND
 from src.report.read.timing import most_at_once
 from src.report.render.markdown import markdown_page, verdict
 from src.report.render.terminal import terminal_text
-from src.report.words.headline import settings_of
+from src.report.words.headline import reproduced_line, settings_of
 from src.report.words.pairs import comparisons_frame
 from src.report.words.speed import speed_section
+from src.report.words.study import part_reason, written
 from src.stats import inference
+from src.stats.inference import ALPHA
 from src.stats.pairs import pair_label
-from src.stats.verdicts import PairWord
+from src.stats.verdicts import ClaimWord, PairWord, speed_bounds
 
 settings.register_profile("fast", max_examples=int(os.environ.get("PROPERTY_EXAMPLES", 50)), deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
@@ -45,7 +49,7 @@ def _fewer_resamples(monkeypatch: pytest.MonkeyPatch) -> None:
 def analysis_of(made: MadeUp) -> Analysis:
     """What `src.report.analyze` makes of these runs and this check (`assemble`), without an MLflow store."""
     return assemble(made.runs, made.axes, made.check, Margins(), sequential=made.sequential, experiment="made-up",
-                    tracking_uri="sqlite://")  # fmt: skip
+                    tracking_uri="sqlite://", claims=made.claims)  # fmt: skip
 
 
 def outputs(a: Analysis) -> dict[str, str]:
@@ -101,6 +105,18 @@ def check_every_interval_says_its_level(a: Analysis, out: dict[str, str]) -> Non
             assert LEVEL.search(head), f"report.md: a table of intervals with no level in its header or lead: {head[:300]}"
         else:
             assert LEVEL.search(line), f"report.md: an interval without its level: {line[:300]}"
+
+
+MEAN_PLUS_MINUS = re.compile(rf"{NUMBER} ± {NUMBER}")
+
+
+def check_every_plus_minus_says_its_level(a: Analysis, out: dict[str, str]) -> None:
+    """A `mean ± half-width` cell in the terminal's tables has its level said above it (the block's lead)."""
+    lines = out["terminal"].splitlines()
+    for i, line in enumerate(lines):
+        if MEAN_PLUS_MINUS.search(line):
+            top = next((j for j in range(i, -1, -1) if not lines[j].strip()), 0)  # the block starts after a blank line
+            assert any(LEVEL.search(x) or "95% CI" in x for x in lines[top : i + 1]), f"terminal: ± with no level above it: {line[:200]}"
 
 
 def check_the_word_is_the_intervals(a: Analysis, out: dict[str, str]) -> None:
@@ -159,12 +175,13 @@ def check_seeds_to_settle_exceed_seeds_run(a: Analysis, out: dict[str, str]) -> 
     for r in a.comparisons:
         if r.seeds is not None:
             assert r.seeds > r.primary.n, f"{r.pair}: {r.seeds} seeds would settle it, {r.primary.n} already ran"
-    # "per variant" is said by the study's claims: of the variants they read (an init sweep's others are set aside).
-    read = a.runs[a.runs.variant.isin(a.study.read)] if a.study.read else a.runs
-    most = int(read.groupby("variant").size().max())
-    for name, text in out.items():
-        for m in re.finditer(r"(\d[\d,]*) seeds per variant would settle", text):
-            assert number(m.group(1)) > most, f"{name}: {m.group(0)} with {most} already run"
+    # "per variant" is said by a claims section: of the variants it reads (an init sweep's others are set aside),
+    # each section of its own (a researcher's file may read fewer variants than the study's).
+    for section in a.claim_sections:
+        read = a.runs[a.runs.variant.isin(section.read)] if section.read else a.runs
+        most = int(read.groupby("variant").size().max())
+        for m in re.finditer(r"(\d[\d,]*) seeds per variant would settle", "\n".join(written(a, section).lines(10_000))):
+            assert number(m.group(1)) > most, f"{section.file.name}: {m.group(0)} with {most} already run"
 
 
 def check_lowest_is_established(a: Analysis, out: dict[str, str]) -> None:
@@ -302,8 +319,137 @@ INVARIANTS = [
     check_other_setting_runs_are_set_aside_by_name, check_a_time_that_is_not_a_measurement_decides_nothing,
     check_not_tested_is_not_outside, check_jobs_beside_others_are_not_one_after_another,
     check_a_column_against_a_variant_names_one_that_ran, check_no_parentheses_back_to_back,
-    check_counts_agree_with_their_nouns, check_no_missing_value_printed_as_python_does,
+    check_counts_agree_with_their_nouns, check_no_missing_value_printed_as_python_does, check_every_plus_minus_says_its_level,
 ]  # fmt: skip
+
+
+# --- a claims file's words: held against the rule (docs/statistics.md's table), not re-read from it ------
+
+
+def _read_from_an_interval(f: Finding) -> bool:
+    """A part whose word the fixed-n interval decided (not a gate, an event, equal signs or a sequential decision)."""
+    r = f.readings
+    return (f.judgement is not None and r is not None and r.spread and f.decision is None and f.divergence is None
+            and f.word != ClaimWord.NOT_APPLICABLE and math.isfinite(f.low) and math.isfinite(f.high))  # fmt: skip
+
+
+def expected_word(f: Finding) -> ClaimWord:
+    """The word docs/statistics.md's table gives an interval [low, high], its claimed band and the
+    report's margin: written here from the table, apart from src/stats/verdicts.py."""
+    low, high, metric, part = f.low, f.high, f.metric, f.part
+    b_low, b_high = part.band(metric)
+    lower, upper = speed_bounds(f.margin) if metric in (SPEED, SHARE) and not part.minus else (-f.margin, f.margin)
+    meets = low <= b_high and high >= b_low
+    inside = lower < low and high < upper
+    if part.asserts == NO_WORSE:  # one-sided: the upper end below the margin, or the lower end at or beyond it
+        return ClaimWord.REPRODUCED if high < part.margin else ClaimWord.NOT_REPRODUCED if low >= part.margin else ClaimWord.INCONCLUSIVE
+    if part.asserts == EQUIVALENCE:
+        if inside:
+            return ClaimWord.REPRODUCED if meets else ClaimWord.PARTLY
+        if low >= upper or high <= lower or not meets:
+            return ClaimWord.NOT_REPRODUCED
+        return ClaimWord.INCONCLUSIVE
+    sign = part.sign(metric)
+    side = 1 if low > 0 else -1 if high < 0 else 0
+    if side == sign:
+        return ClaimWord.REPRODUCED if meets else ClaimWord.PARTLY
+    if side == -sign:
+        return ClaimWord.NOT_REPRODUCED
+    return ClaimWord.NOT_REPRODUCED if inside else ClaimWord.INCONCLUSIVE
+
+
+def check_claim_words_follow_the_table(a: Analysis, out: dict[str, str]) -> None:
+    for section in a.claim_sections:
+        for c in section.claims:
+            for f in c.findings:
+                if _read_from_an_interval(f):
+                    want = expected_word(f)
+                    assert f.word == want, (f"{section.file.name} claim {c.claim.number}: {f.word} where the table gives {want} "
+                                            f"for [{f.low:+.4g}, {f.high:+.4g}] against {f.part.band(f.metric)} ±{f.margin:g}")  # fmt: skip
+
+
+def check_reasons_state_a_true_relation(a: Analysis, out: dict[str, str]) -> None:
+    """The relation a reason states between the interval and the claimed figure or band holds."""
+    for section in a.claim_sections:
+        for c in section.claims:
+            for f in c.findings:
+                if not _read_from_an_interval(f) or f.outside or f.part.asserts in (TREND, NO_WORSE):
+                    continue
+                reason, (low, high) = part_reason(f), (f.low, f.high)
+                b_low, b_high = f.part.band(f.metric)
+                figure = f.part.published(f.metric)
+                said = f"{section.file.name} claim {c.claim.number}: {reason[:300]} ([{low:+.4g}, {high:+.4g}] against [{b_low:+.4g}, {b_high:+.4g}])"
+                if "is inside the interval" in reason:
+                    assert low <= figure <= high, said
+                if "the interval lies inside" in reason:
+                    assert b_low <= low and high <= b_high, said
+                if re.search(r"the interval (?:straddles the margin \([^)]*\) and )?holds (?!zero)", reason):
+                    assert low <= b_low and b_high <= high, said
+                if "overlaps" in reason:
+                    assert low <= b_high and high >= b_low and not (b_low <= low and high <= b_high) and not (low <= b_low and b_high <= high), said
+                if "(outside the interval)" in reason or "lies apart from" in reason or "the whole interval lies beyond" in reason:
+                    assert high < b_low or low > b_high, said
+
+
+STUDY_WORD = re.compile(r"\bstudy(?:'s)?\b", re.IGNORECASE)
+
+
+def check_no_study_in_a_researchers_section(a: Analysis, out: dict[str, str]) -> None:
+    for section in a.claim_sections:
+        if section.file.is_study:
+            continue
+        text = "\n".join([*written(a, section).lines(10_000), reproduced_line(a, section)])
+        for label in sorted(set(a.runs.variant), key=len, reverse=True):  # a variant may be named by its init, `study`
+            text = text.replace(label, "")
+        text = re.sub(r"=study\b", "", text)
+        bad = [line for line in text.splitlines() if STUDY_WORD.search(line)]
+        assert not bad, f"{section.file.name}: a researcher's section speaks of the study: {bad[0][:300]}"
+
+
+def check_the_family_printed_is_the_family_used(a: Analysis, out: dict[str, str]) -> None:
+    for section in a.claim_sections:
+        method = written(a, section).method
+        if not section.family:
+            assert not method, f"{section.file.name}: a method line with no test: {method[:200]}"
+            continue
+        m = re.search(r"simultaneous over the section's (?:(\d+) claim part\(s\) with one)?.*each at (\d+\.\d+)%", method)
+        assert m, f"{section.file.name}: no family in the method line: {method[:200]}"
+        assert int(m.group(1) or 0) == section.family - section.event, f"{section.file.name}: {m.group(1)} parts printed, {section.family - section.event} used"
+        assert float(m.group(2)) == pytest.approx(100 * (1 - ALPHA / section.family), abs=0.006), f"{section.file.name}: level {m.group(2)}% printed"
+
+
+def check_headline_counts_add_up(a: Analysis, out: dict[str, str]) -> None:
+    """The headline's tested, not-tested and outside counts add up to the file's claims, and a claim
+    the section calls not tested is never counted tested or outside."""
+    for section in a.claim_sections:
+        line = reproduced_line(a, section)
+        if section.ran_none:
+            continue
+        m = re.search(r"(\d+) of (?:its|the study's) (\d+) claims? tested", line)
+        assert m, f"{section.file.name}: no count in the headline: {line[:300]}"
+        counts = [int(m.group(1))] + [int(x.group(1)) for x in re.finditer(r"; (\d+) (?:not tested here|outside it)", line)]
+        assert int(m.group(2)) == len(section.file.claims) == sum(counts), f"{section.file.name}: counts {counts} of {len(section.file.claims)}: {line[:300]}"
+        said_untested = {int(x.group(1)) for x in re.finditer(r"^(\d+)\. not tested here — ", "\n".join(written(a, section).claim_lines()), re.M)}
+        assert said_untested <= set(section.reached(Reach.UNTESTED)), f"{section.file.name}: claims {sorted(said_untested)} said not tested, counted otherwise"
+
+
+CLAIMS_INVARIANTS = [check_claim_words_follow_the_table, check_reasons_state_a_true_relation, check_no_study_in_a_researchers_section,
+                     check_the_family_printed_is_the_family_used, check_headline_counts_add_up]  # fmt: skip
+
+
+@given(made=sweeps_with_claims())
+def test_a_researchers_claims_file_reads_right_on_any_sweep(made: MadeUp) -> None:
+    """A claims file of a researcher's own, drawn beside each sweep: its words, reasons, family and
+    counts held against the rule, and every invariant of the report besides."""
+    a = analysis_of(made)
+    out = outputs(a)
+    broken = []
+    for invariant in [*INVARIANTS, *CLAIMS_INVARIANTS]:
+        try:
+            invariant(a, out)
+        except AssertionError as e:
+            broken.append(f"{invariant.__name__}: {e}")
+    assert not broken, "\n".join(broken)
 
 
 @given(made=sweeps())

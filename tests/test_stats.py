@@ -186,7 +186,7 @@ def test_least_detectable_difference_is_seeds_needed_read_the_other_way() -> Non
     assert least_detectable(1000, 1.0, 0.05) == pytest.approx(0.08859, rel=2e-3)
     assert math.isnan(least_detectable(1, 1.0, 0.05)) and math.isnan(least_detectable(5, 0.0, 0.05))
     assert needed(sd=1.0, diff=1e-6, alpha=0.05) == 10_001  # "more than ten thousand"
-    # Speed-check rounds: Yuen's trimmed mean loses 2·⌊0.2n⌋ degrees of freedom, so it needs more rounds.
+    # Speed-check rounds: The trimmed mean loses 2·⌊0.2n⌋ degrees of freedom, so it needs more rounds.
     assert needed(sd=1.0, diff=1.0, alpha=0.05, trim=0.2) > 10
 
 
@@ -198,7 +198,7 @@ def test_median_interval() -> None:
 
 
 def test_trimmed_mean_interval_by_hand() -> None:
-    """Yuen's trimmed mean: the mean of the middle 60%, its t-interval from the winsorized spread."""
+    """The 20% trimmed mean (Tukey–McLaughlin): the mean of the middle 60%, its t-interval from the winsorized spread."""
     x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 1000.0]  # one burst
     r = trimmed_mean_interval(x)
     assert r.diff == pytest.approx(stats.trim_mean(x, 0.2)) == pytest.approx(5.5)  # the burst moves nothing
@@ -208,3 +208,9 @@ def test_trimmed_mean_interval_by_hand() -> None:
     assert (r.low, r.high) == pytest.approx((5.5 - stats.t.ppf(0.975, 5) * se, 5.5 + stats.t.ppf(0.975, 5) * se))
     assert r.sd == pytest.approx(se * math.sqrt(10))  # what src.stats.verdicts.needed takes
     assert math.isnan(trimmed_mean_interval([1.0]).low)
+    # By hand: winsorized squares 6·2.5² + 2·1.5² + 2·0.5² = 42.5, s_w² = 42.5/9; se = s_w/(0.6·√10) = 1.1453;
+    # t(0.975, 5) = 2.5706: [2.5558, 8.4442], Wilcox's trimci (se = √winvar/((1 − 2·0.2)·√n)) to the digit.
+    assert (r.low, r.high) == pytest.approx((2.5558, 8.4442), abs=1e-4)
+    # Not Yuen's variance term ((n − 1)·s_w² / (h(h − 1)), h = 6 kept): that interval is 3.9% wider here.
+    yuen = math.sqrt(9 * stats.tvar(winsorized) / (6 * 5))
+    assert yuen / r.se == pytest.approx(1.0392, abs=1e-4) and r.se != pytest.approx(yuen)

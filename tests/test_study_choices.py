@@ -97,6 +97,7 @@ def test_the_speed_check_runs_each_attentions_own_kernels() -> None:
         ("model.attention=flash", r"^model\.attention: 'flash' is not one of sdpa, explicit$"),
         ("test_weights=best", r"^test_weights: 'best' is not one of the valid choices: final, best_train_loss$"),
         ("data.order=shuffled", r"^data\.order: 'shuffled' is not one of the valid choices: drawn, in_order$"),
+        ("model.op_order=theirs", r"^model\.op_order: 'theirs' is not one of normsweep, study$"),
     ],
 )
 def test_a_misspelt_choice_is_refused_before_anything_runs(override: str, line: str) -> None:
@@ -126,9 +127,9 @@ def test_the_default_values_leave_recorded_fingerprints_as_they_were() -> None:
     # The default config's fingerprint before these keys existed (commit ffd6b88), and the study preset's.
     assert Identity.of(compose([])).fingerprint == "5f7a44aa039049b9"
     assert ADDED_LATER["model.attention"] == "sdpa" and ADDED_LATER["data.order"] == "drawn"
-    assert ADDED_LATER["test_weights"] == "final"
+    assert ADDED_LATER["test_weights"] == "final" and ADDED_LATER["model.op_order"] == "normsweep"
     base = Identity.of(compose([]))
-    for override in ("model.attention=explicit", "data.order=in_order", "test_weights=best_train_loss"):
+    for override in ("model.attention=explicit", "data.order=in_order", "test_weights=best_train_loss", "model.op_order=study"):
         other = Identity.of(compose([override]))
         assert other.fingerprint != base.fingerprint, override  # each is its own config, swept like any key
         key, _, value = override.partition("=")
@@ -137,10 +138,10 @@ def test_the_default_values_leave_recorded_fingerprints_as_they_were() -> None:
 
 def test_the_study_preset_takes_the_studys_way_and_composes_with_the_choices() -> None:
     cfg = compose(["experiment=gpt2_small_study"])
-    assert (cfg.model.attention, cfg.data.order, cfg.test_weights) == ("explicit", "in_order", "best_train_loss")
-    back = compose(["experiment=gpt2_small_study", "model.attention=sdpa", "data.order=drawn", "test_weights=final"])
+    assert (cfg.model.attention, cfg.data.order, cfg.test_weights, cfg.model.op_order) == ("explicit", "in_order", "best_train_loss", "study")
+    back = compose(["experiment=gpt2_small_study", "model.attention=sdpa", "data.order=drawn", "test_weights=final", "model.op_order=normsweep"])
     validate(back)
-    assert (back.model.attention, back.data.order, back.test_weights) == ("sdpa", "drawn", "final")
+    assert (back.model.attention, back.data.order, back.test_weights, back.model.op_order) == ("sdpa", "drawn", "final", "normsweep")
 
 
 # --- test_weights=best_train_loss: the study's rule ----------------------------------------------
@@ -222,7 +223,10 @@ def test_a_run_with_the_studys_three_ways_records_them_and_its_scored_step(
     ways = ["model.attention=explicit", "data.order=in_order", "test_weights=best_train_loss"]
     result = train(compose([*tiny_overrides, *ways, "checkpoint.enabled=true", f"checkpoint.dir={ckpt}"]))
     run = MlflowClient(store["uri"]).get_run(result.run_id)
-    assert {k: run.data.params[k] for k in ADDED_LATER if k != "model.init"} == {**dict(w.split("=") for w in ways), "optim.name": "adamw"}
+    fineweb_only = ("data.split_by", "data.literal_eot")  # keys of that source alone: this run's corpus has neither
+    assert not any(k in run.data.params for k in fineweb_only)
+    recorded = {k: run.data.params[k] for k in ADDED_LATER if k not in ("model.init", *fineweb_only)}
+    assert recorded == {**dict(w.split("=") for w in ways), "optim.name": "adamw", "model.op_order": "normsweep"}
     losses = [m.value for m in MlflowClient(store["uri"]).get_metric_history(result.run_id, "train/train_loss")]
     assert len(losses) == 4 and interval_steps(4) == 1  # every step closes an interval: the lowest step is scored
     assert run.data.metrics["test_weights_step"] == 1 + losses.index(min(losses))

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from src.stats.verdicts import ClaimWord, SpeedWord
+from src.tracking.sweep import SWEEP_TAG
+from src.tracking.tags import SWEEP_COMMAND_TAG
 from src.tracking.ui_view import START_VIEW_TAG, USER_NORM_TAGS, column
 from tests.helpers import FAST, REPO, cli_env, run_train
 
@@ -114,6 +116,17 @@ def test_user_norm_swept_judged_and_tied_to_its_code(tmp_path: Path) -> None:
     # The verdict in MLflow: each claim's word a tag on the sweep's run, the user's file under its own name.
     verdicts = [r.data.tags for r in client.search_runs([exp.experiment_id]) if "normsweep.claims.my_claims.claim1" in r.data.tags]
     assert verdicts and verdicts[0]["normsweep.claims.my_claims.claim2"] in {w.value for w in ClaimWord}, verdicts
+
+    # The sweep's recorded command, as MLflow shows it, re-runs as recorded (its --config-dir and PYTHONPATH
+    # kept): every job already done, nothing trains again.
+    (parent,) = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get(SWEEP_TAG) == "true"]
+    recorded = parent.data.tags[SWEEP_COMMAND_TAG]
+    assert recorded.startswith(f"PYTHONPATH={tmp_path} python -m src.train -m --config-dir {conf} "), recorded
+    env = {k: v for k, v in cli_env().items() if k != "PYTHONPATH"}  # the command brings its own
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # `python`: this venv's, as activated
+    again = subprocess.run(["bash", "-c", recorded], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    said = again.stdout + again.stderr
+    assert again.returncode == 0 and said.count(": skipped, run ") == 4, said[-3000:]
 
     with (tmp_path / "my_norms.py").open("a") as f:
         f.write("# an edit that could change the numbers\n")

@@ -326,7 +326,7 @@ def test_the_speed_margin_is_one_factor_either_way_in_the_section_and_the_claims
     lower, upper = speed_bounds(0.02)
     assert (lower, upper) == pytest.approx((1 / 1.02 - 1, 0.02))
     estimate = math.log1p(-0.01971)
-    rounds = Interval("yuen_trimmed", 200, estimate, estimate - 1e-5, estimate + 1e-5, 1e-30, 5e-6, 119.0, 5e-6 * math.sqrt(200))
+    rounds = Interval("tukey_mclaughlin", 200, estimate, estimate - 1e-5, estimate + 1e-5, 1e-30, 5e-6, 119.0, 5e-6 * math.sqrt(200))
     (d,) = decisions([rounds], 0.02)
     assert speed_word(d) == SpeedWord.FASTER
     relative = (math.expm1(rounds.low), math.expm1(rounds.high))
@@ -371,7 +371,7 @@ def _verdict(step_rounds: list[float], kernel_rounds: list[float]) -> SpeedVerdi
         arr = np.log1p(np.asarray(x))
         se = float(np.std(arr, ddof=1) / math.sqrt(len(arr)))
         half = float(stats.t.ppf(0.975, len(arr) - 1)) * se
-        return Interval("yuen_trimmed", len(arr), float(arr.mean()), float(arr.mean()) - half, float(arr.mean()) + half, math.nan, se, len(arr) - 1.0)
+        return Interval("tukey_mclaughlin", len(arr), float(arr.mean()), float(arr.mean()) - half, float(arr.mean()) + half, math.nan, se, len(arr) - 1.0)
 
     predicted = interval(kernel_rounds)
     (d,) = decisions([predicted], 0.02)

@@ -1,5 +1,5 @@
-"""The verdict in MLflow's own columns, on the tiny sweep's real runs: each job's run carries its pair's
-word and interval (and its speed verdict) as tags and metrics that MLflow's search sorts and filters on;
+"""The verdict in MLflow's own columns, on the tiny sweep's real runs: each job's run carries its word
+against the report's reference and its interval (and its speed verdict) as tags and metrics that MLflow's search sorts and filters on;
 and the report, made again from MLflow, prints only normsweep's lines."""
 
 from __future__ import annotations
@@ -12,10 +12,18 @@ from mlflow.tracking import MlflowClient
 
 from src.report import analyze
 from src.report.__main__ import main as report_main
-from src.report.words.columns import REFERENCE_WORD, job_columns
-from src.stats.verdicts import PairWord, SpeedWord
+from src.report.render.sections import table_rows
+from src.report.words.columns import LOSS_ORDER, REFERENCE_WORD, SPEED_ORDER, job_columns
+from src.stats.verdicts import PairWord
 from src.tracking.store import QUIET_MLFLOW_ENV
-from src.tracking.summary import JOB_LOSS_BOUNDS, JOB_LOSS_METRIC, LOSS_VERDICT_TAG, SPEED_VERDICT_TAG
+from src.tracking.summary import (
+    JOB_LOSS_BOUNDS,
+    JOB_LOSS_METRIC,
+    LOSS_SORT_METRIC,
+    LOSS_VERDICT_TAG,
+    SPEED_SORT_METRIC,
+    SPEED_VERDICT_TAG,
+)
 
 
 def _jobs(client: MlflowClient, variant: str) -> list:
@@ -24,29 +32,37 @@ def _jobs(client: MlflowClient, variant: str) -> list:
 
 
 @pytest.mark.slow
-def test_each_job_run_carries_its_pairs_verdict_as_columns(tiny_sweep: TinySweep, tiny_client: MlflowClient) -> None:
+def test_each_job_run_carries_its_verdict_against_the_reports_reference(tiny_sweep: TinySweep, tiny_client: MlflowClient) -> None:
+    """One reference per column, the report's (torch_layernorm, its table's `test loss vs` column's), on every
+    job's run; and each word as a metric MLflow's runs table sorts (it sorts no tag)."""
     analysis = analyze(EXPERIMENT, tiny_sweep.uri)
-    (pair,) = [r for r in analysis.comparisons if (r.a, r.b) == ("hand_layernorm", "torch_layernorm")]
-    measured = _jobs(tiny_client, "torch_layernorm")
+    (pair,) = [r for r in analysis.reference_comparisons if (r.a, r.b) == ("torch_layernorm", "hand_layernorm")]
+    assert f"test loss vs {pair.a}" in table_rows(analysis)[0]  # the reference the report's table names
+    measured = _jobs(tiny_client, "hand_layernorm")
     assert len(measured) == 2
     for run in measured:
         tags, metrics = run.data.tags, run.data.metrics
-        # The word first (a sort groups it, LIKE filters it), then the reference and the interval it was read from.
-        assert tags[LOSS_VERDICT_TAG].startswith(f"{pair.verdict} vs hand_layernorm: Δ "), tags[LOSS_VERDICT_TAG]
+        # The word first (LIKE filters it), then the reference and the interval it was read from.
+        assert tags[LOSS_VERDICT_TAG].startswith(f"{pair.verdict} vs torch_layernorm: Δ "), tags[LOSS_VERDICT_TAG]
         assert pair.verdict in set(PairWord) and "interval" in tags[LOSS_VERDICT_TAG]
         assert metrics[JOB_LOSS_METRIC] == pytest.approx(pair.primary.diff, abs=1e-4)  # at the printed precision
+        assert metrics[LOSS_SORT_METRIC] == LOSS_ORDER.index(pair.verdict)
         if pair.decision is not None and pair.decision.spread:
             assert metrics[f"{JOB_LOSS_BOUNDS}_low"] <= metrics[JOB_LOSS_METRIC] <= metrics[f"{JOB_LOSS_BOUNDS}_high"]
-        (speed,) = [v for v in analysis.speed_verdicts if v.b == "torch_layernorm"]
-        assert tags[SPEED_VERDICT_TAG].startswith(f"{speed.verdict} vs {speed.a}: step time ")
-        assert speed.verdict in set(SpeedWord)
-    # The reference of the only pair says so; a variant no pair judged (no_norm: diverged) carries nothing.
-    assert all(r.data.tags[LOSS_VERDICT_TAG].startswith(REFERENCE_WORD) for r in _jobs(tiny_client, "hand_layernorm"))
+        (speed,) = [v for v in analysis.reference_speed if v.b == "hand_layernorm"]
+        assert tags[SPEED_VERDICT_TAG].startswith(f"{speed.verdict} vs torch_layernorm: step time ")
+        assert metrics[SPEED_SORT_METRIC] == SPEED_ORDER.index(speed.verdict)
+    # The reference's runs say so, first in a sort; a variant nothing judged (no_norm: diverged) carries nothing.
+    for run in _jobs(tiny_client, "torch_layernorm"):
+        assert run.data.tags[LOSS_VERDICT_TAG].startswith(REFERENCE_WORD) and run.data.tags[SPEED_VERDICT_TAG].startswith(REFERENCE_WORD)
+        assert run.data.metrics[LOSS_SORT_METRIC] == run.data.metrics[SPEED_SORT_METRIC] == run.data.metrics[JOB_LOSS_METRIC] == 0
     assert not any(LOSS_VERDICT_TAG in r.data.tags for r in _jobs(tiny_client, "no_norm"))
-    # MLflow's own search filters and sorts on them, as the runs table's filter box does.
+    # MLflow's own search filters on the tag and sorts on the metric, as the runs table does.
     exp = tiny_client.get_experiment_by_name(EXPERIMENT).experiment_id
     found = tiny_client.search_runs([exp], f"tags.{LOSS_VERDICT_TAG} LIKE '{pair.verdict}%'", order_by=[f"metrics.{JOB_LOSS_METRIC} DESC"])
     assert {r.info.run_id for r in found} == {r.info.run_id for r in measured}
+    ordered = tiny_client.search_runs([exp], f"metrics.`{LOSS_SORT_METRIC}` >= 0", order_by=[f"metrics.`{LOSS_SORT_METRIC}` ASC"])
+    assert [r.data.tags["variant"] for r in ordered] == ["torch_layernorm"] * 2 + ["hand_layernorm"] * 2
     assert set(job_columns(analysis)) == {"hand_layernorm", "torch_layernorm"}
 
 

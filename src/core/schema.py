@@ -7,7 +7,7 @@ naming the key, and one appended with `+` (`+optim.lrr=1`) is refused by `valida
 `optim/`, `precision/` and `cluster/` writes out each value it sets, so their fields here are types
 only (`MISSING`: an option that forgets one fails while composing). A default stays here only where
 no YAML sets it: the top-level keys, `norm.eps`, `model.norm_placement`, `model.qk_norm`,
-`model.init` and `model.attention` (one for every model), `data.order` (one for every source),
+`model.init`, `model.attention` and `model.op_order` (one for every model), `data.order` (one for every source),
 report, checkpoint, sweep and preflight.
 
 Groups whose keys vary per option are mappings: `norm` (each norm's options are checked against its
@@ -70,6 +70,18 @@ class Attention(StrEnum):
     EXPLICIT = "explicit"  # the study's: QK^T, a -inf causal mask, softmax of the scores / sqrt(d), dropout, @V
 
 
+class OpOrder(StrEnum):
+    """The order of operations where the study's code computes the same function as ours in another
+    order (`model.op_order`): the same math, rounded apart, so only the last bits differ."""
+
+    # Q, K, V projections; the hand-rolled LayerNorm multiplies by its scale, then divides; a block's
+    # parameters registered in forward order (norm1, att, norm2, ff)
+    NORMSWEEP = "normsweep"
+    # the study's gpt.py: K, Q, V projections; its LayerNorm divides, then scales; att, ff, norm1, norm2
+    # registered in that order (gradient clipping sums the parameters' norms in it)
+    STUDY = "study"
+
+
 class ScoredWeights(StrEnum):
     """Which weights the test loss scores (`test_weights`, src.training.best_weights)."""
 
@@ -82,6 +94,21 @@ class DataOrder(StrEnum):
 
     DRAWN = "drawn"  # window i at a start drawn from (seed, i)
     IN_ORDER = "in_order"  # the study's: consecutive windows from the split's first token, each token once
+
+
+class SplitBy(StrEnum):
+    """How FineWeb's documents are split into train and val (`data.split_by`, src.data.fineweb)."""
+
+    HASH = "hash"  # each document by a hash of its text: no seed, the same in any order
+    # the study's prepare_datasets.py: train[:99%] / train[99%:] of the rows of data.files, in file order
+    ROW_ORDER = "row_order"
+
+
+class LiteralEot(StrEnum):
+    """What a literal '<|endoftext|>' inside a document is tokenized as (`data.literal_eot`, src.data.cache)."""
+
+    TEXT = "text"  # its characters (tiktoken's encode_ordinary)
+    TOKEN = "token"  # the end-of-text token, as the study's prepare_datasets.py (allowed_special)
 
 
 def check_architecture(model: Any) -> None:
@@ -105,6 +132,9 @@ def check_architecture(model: Any) -> None:
     attention = getattr(model, "attention", Attention.SDPA.value)
     if attention not in tuple(Attention):
         raise ValueError(f"model.attention: {attention!r} is not one of {', '.join(Attention)}")
+    op_order = getattr(model, "op_order", OpOrder.NORMSWEEP.value)  # likewise: ours
+    if op_order not in tuple(OpOrder):
+        raise ValueError(f"model.op_order: {op_order!r} is not one of {', '.join(OpOrder)}")
 
 
 @dataclass
@@ -116,6 +146,7 @@ class ModelSchema:
     qk_norm: bool = False  # true: the chosen norm also normalizes queries and keys per head
     init: str = ModelInit.STUDY.value  # one of ModelInit: the study's code never re-initializes its model
     attention: str = Attention.SDPA.value  # one of Attention: the fused kernel, or the study's explicit softmax
+    op_order: str = OpOrder.NORMSWEEP.value  # one of OpOrder: ours, or the study's order of the same operations
     name: str = MISSING  # the option's name (model=<name>)
     vocab_size: int = MISSING
     context_length: int = MISSING
@@ -237,11 +268,22 @@ class FineWebData(DataSchema):
     shard_tokens: int = MISSING
     num_proc: int = MISSING
     verify_checksums: bool = MISSING
+    split_by: str = MISSING  # one of SplitBy
+    literal_eot: str = MISSING  # one of LiteralEot
     test_split: str = MISSING
     test_offset: int = MISSING
 
 
-DATA_SCHEMAS = {"shakespeare": ShakespeareData, "text_files": TextFilesData, "fineweb": FineWebData}
+@dataclass
+class SafetensorsData(DataSchema):
+    """The study's token files (train.safetensors, validation.safetensors): its exact tokens, nothing tokenized."""
+
+    folder: str = MISSING  # the folder holding the two files
+    test_split: str = MISSING
+    test_offset: int = MISSING
+
+
+DATA_SCHEMAS = {"shakespeare": ShakespeareData, "text_files": TextFilesData, "fineweb": FineWebData, "safetensors": SafetensorsData}
 
 
 # --- the cluster options (conf/cluster/<name>.yaml: `defaults: [/schema/cluster/<kind>@...]`) -----

@@ -6,6 +6,7 @@ print its size.
     python -m src.data text_files data.paths='corpus/**/*.txt'
     python -m src.data fineweb data.num_proc=16                 stream FineWeb from the hub
     python -m src.data fineweb data.files='/data/fineweb/*.parquet'
+    python -m src.data safetensors data.folder=/data/tokens      the study's own token files, copied
     python -m src.data experiment=gpt2_small_study              the data of a preset
 
 The first argument, when it is not an override, picks the `data/` config (`data=<source>`). The rest

@@ -174,6 +174,7 @@ DATA_SOURCES: dict[str, str] = {
     "shakespeare": "shakespeare:ShakespeareSource",
     "text_files": "text_files:TextFilesSource",
     "fineweb": "fineweb:FineWebSource",
+    "safetensors": "safetensors_tokens:SafetensorsTokensSource",
 }
 
 

@@ -32,7 +32,7 @@ import numpy as np
 from src.core.atomic_io import TEMP_GLOB, atomic_file, atomic_write
 from src.core.paths import require_writable
 
-from .tokenizer import EOT_ID, TOKENIZER_NAME, gpt2_encoding
+from .tokenizer import EOT_ID, EOT_TOKEN, TOKENIZER_NAME, gpt2_encoding
 
 META_FILE = "meta.json"
 TOKEN_DTYPE = np.uint16  # GPT-2's 50,257 ids fit; half the bytes of int32
@@ -48,14 +48,21 @@ def split_path(folder: Path, split: str) -> Path:
     return folder / f"{split}.bin"
 
 
-def encode_documents(documents: Iterable[str], eot_after: bool = False) -> Iterator[np.ndarray]:
+def encode_documents(
+    documents: Iterable[str], eot_after: bool = False, literal_eot_token: bool = False
+) -> Iterator[np.ndarray]:
     """Token arrays, one per document, each starting with `<|endoftext|>` (or ending with it when
-    `eot_after`, the convention of the FineWeb shards the study trained on)."""
+    `eot_after`, the convention of the FineWeb shards the study trained on).
+
+    A literal '<|endoftext|>' inside a document is text (encode_ordinary), not a separator; with
+    `literal_eot_token` it is the end-of-text token, as the study's tokenizer call allowed it.
+    """
     enc = gpt2_encoding()
     docs = list(documents)
     for start in range(0, len(docs), _BATCH_DOCS):
-        # encode_ordinary: a literal '<|endoftext|>' inside a document is text, not a separator.
-        for ids in enc.encode_ordinary_batch(docs[start : start + _BATCH_DOCS]):
+        batch = docs[start : start + _BATCH_DOCS]
+        encoded = enc.encode_batch(batch, allowed_special={EOT_TOKEN}) if literal_eot_token else enc.encode_ordinary_batch(batch)
+        for ids in encoded:
             yield np.array([*ids, EOT_ID] if eot_after else [EOT_ID, *ids], dtype=TOKEN_DTYPE)
 
 

@@ -3,8 +3,12 @@
 Documents come from the Hugging Face hub in streaming mode (`HuggingFaceFW/fineweb`, config
 `sample-10BT`; needs the optional `datasets` package, `pip install -e '.[fineweb]'`) or from local
 `.parquet` / `.jsonl` files (`data.files`), read with pyarrow / json. Every document is followed by
-`<|endoftext|>`, and goes to val with probability `val_fraction` by a hash of its text (the rule of
-`text_files`: no seed, the same whatever the order of the stream or the number of processes).
+`<|endoftext|>`. `split_by` sends it to val: `hash`, with probability `val_fraction` by a hash of its
+text (the rule of `text_files`: no seed, the same whatever the order of the stream or the number of
+processes); `row_order`, the study's split, by its place in the files: the last `val_fraction` of the
+rows, as `train[:99%]` / `train[99%:]` (local files only: the hub stream's length is known only at its
+end). `literal_eot=token` tokenizes a literal '<|endoftext|>' in a document as the end-of-text token, as
+the study's tokenizer call did; with both, the shards hold the study's train and validation tokens.
 
 The shards live in the cache folder the DataModule reads (`DataSource.folder`), written by the
 cache's one writer (`cache.write_tokens`, then `cache.finish_cache`):
@@ -43,6 +47,7 @@ from tqdm.auto import tqdm
 
 from ..core.atomic_io import exclusive
 from ..core.paths import ConfigError
+from ..core.schema import LiteralEot, SplitBy
 from .base import DataSource, fingerprint, match_files, read_documents, unit_interval
 from .cache import (
     TOKEN_DTYPE,
@@ -72,8 +77,11 @@ DEFAULTS: dict[str, Any] = {
     "shard_tokens": 100_000_000,
     "num_proc": 8,
     "verify_checksums": True,
+    "split_by": SplitBy.HASH.value,
+    "literal_eot": LiteralEot.TEXT.value,
 }
-_SCHEME = "hash1-eotafter"  # part of the cache key; bump if the split rule or the EOT placement changes
+# Part of the cache key, per split rule; bump one if its rule or the EOT placement changes.
+_SCHEMES = {SplitBy.HASH: "hash1-eotafter", SplitBy.ROW_ORDER: "rows1-eotafter"}
 _DOCS_PER_TASK = 256  # documents per tokenizer task: large enough to amortize the inter-process copy
 
 
@@ -109,6 +117,32 @@ def iter_file_documents(files: Sequence[Path], skip: int = 0) -> Iterator[str]:
         skip = 0
 
 
+def count_file_documents(files: Sequence[Path]) -> int:
+    """The documents of local files: a parquet file's rows from its footer, unread; a .jsonl file's lines."""
+    import pyarrow.parquet as pq
+
+    return sum(
+        pq.ParquetFile(path).metadata.num_rows if path.suffix == ".parquet" else len(read_documents(path, FIELD))
+        for path in files
+    )
+
+
+def train_percent(val_fraction: float) -> int:
+    """The whole percent of rows `train[:N%]` keeps; ConfigError unless `val_fraction` is whole percents."""
+    percent = round(100 * (1 - val_fraction))
+    if abs(percent - 100 * (1 - val_fraction)) > 1e-9:
+        raise ConfigError(
+            f"data.val_fraction={val_fraction}: data.split_by=row_order splits as train[:N%] / train[N%:], "
+            "whole percents only (0.01 is the study's 99% / 1%)"
+        )
+    return percent
+
+
+def first_val_row(rows: int, percent: int) -> int:
+    """Where `train[percent%:]` starts among `rows` rows: Hugging Face `datasets`' closest rounding."""
+    return int(round(percent * rows / 100.0))
+
+
 def iter_hub_documents(dataset: str, subset: str, skip: int = 0) -> Iterator[str]:
     """The documents of a hub dataset, streamed (nothing is downloaded ahead), from number `skip` on."""
     try:
@@ -129,14 +163,19 @@ def iter_hub_documents(dataset: str, subset: str, skip: int = 0) -> Iterator[str
 # --- tokenizing --------------------------------------------------------------------------------
 
 
-def encode_batch(docs: list[str], val_fraction: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A batch of documents as (tokens of all, each followed by EOT; tokens per document; is val).
+def encode_batch(
+    docs: list[str], val_fraction: float | None, literal_eot_token: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """A batch of documents as (tokens of all, each followed by EOT; tokens per document; is val by
+    hash, or None when `val_fraction` is None: the split by row order is the caller's).
 
     Runs in the worker processes: one concatenated array pickles far faster than one per document.
     """
-    arrays = list(encode_documents(docs, eot_after=True))
+    arrays = list(encode_documents(docs, eot_after=True, literal_eot_token=literal_eot_token))
     tokens = np.concatenate(arrays) if arrays else np.zeros(0, dtype=TOKEN_DTYPE)
     lengths = np.array([len(a) for a in arrays], dtype=np.int64)
+    if val_fraction is None:
+        return tokens, lengths, None
     is_val = np.array([unit_interval(doc) < val_fraction for doc in docs], dtype=bool)
     return tokens, lengths, is_val
 
@@ -209,6 +248,8 @@ class FineWebSource(DataSource):
         shard_tokens: int | None = None,
         num_proc: int | None = None,
         verify_checksums: bool | None = None,
+        split_by: str | None = None,
+        literal_eot: str | None = None,
     ) -> None:
         dataset = dataset or str(DEFAULTS["dataset"])
         subset = subset or str(DEFAULTS["subset"])
@@ -222,6 +263,19 @@ class FineWebSource(DataSource):
             raise ConfigError(f"data.shard_tokens must be >= 1, got {shard_tokens}")
         if num_proc < 1:
             raise ConfigError(f"data.num_proc must be >= 1, got {num_proc}")
+        split_by = str(DEFAULTS["split_by"] if split_by is None else split_by)
+        literal_eot = str(DEFAULTS["literal_eot"] if literal_eot is None else literal_eot)
+        if split_by not in tuple(SplitBy):
+            raise ConfigError(f"data.split_by: {split_by!r} is not one of the valid choices: {', '.join(SplitBy)}")
+        if literal_eot not in tuple(LiteralEot):
+            raise ConfigError(f"data.literal_eot: {literal_eot!r} is not one of the valid choices: {', '.join(LiteralEot)}")
+        if split_by == SplitBy.ROW_ORDER and not files:
+            raise ConfigError(
+                "data.split_by=row_order: splits the rows of data.files in file order, and the hub stream's "
+                "length is known only at its end; set data.files to the local .parquet / .jsonl files"
+            )
+        # train[:N%]: the rows before the last val_fraction of them (row_order only)
+        self.train_percent = train_percent(val_fraction) if split_by == SplitBy.ROW_ORDER else None
         self.files = match_files(files, FIELD, SUFFIXES) if files else None
         self.dataset = dataset
         self.subset = subset
@@ -229,19 +283,30 @@ class FineWebSource(DataSource):
         self.shard_tokens = shard_tokens
         self.num_proc = num_proc
         self.verify_checksums = verify_checksums
+        self.split_by = SplitBy(split_by)
+        self.literal_eot = LiteralEot(literal_eot)
         self._ready: set[Path] = set()  # folders verified by this object: Lightning prepares twice
 
     @classmethod
     def from_config(cls, data_cfg: Mapping[str, Any]) -> FineWebSource:
-        keys = ("files", "dataset", "subset", "val_fraction", "shard_tokens", "num_proc", "verify_checksums")
+        keys = (
+            "files", "dataset", "subset", "val_fraction", "shard_tokens", "num_proc", "verify_checksums", "split_by",
+            "literal_eot",
+        )  # fmt: skip
         return cls(**{key: data_cfg.get(key) for key in keys})
+
+    @property
+    def scheme(self) -> str:
+        """The split rule and the tokenizer's reading of a literal EOT, as the cache key names them."""
+        scheme = _SCHEMES[self.split_by]
+        return scheme if self.literal_eot == LiteralEot.TEXT else f"{scheme}-eottoken"
 
     def make_cache_key(self) -> str:
         # The shard size is not in the key: it moves shard boundaries, never which tokens are where.
         if self.files is None:
             name = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{self.dataset}-{self.subset}")
-            return f"fineweb-{name}-{_SCHEME}-val{self.val_fraction:g}"
-        return f"fineweb_files-{fingerprint(f'{_SCHEME} {self.val_fraction}', self.files)}"
+            return f"fineweb-{name}-{self.scheme}-val{self.val_fraction:g}"
+        return f"fineweb_files-{fingerprint(f'{self.scheme} {self.val_fraction}', self.files)}"
 
     def documents(self, skip: int = 0) -> Iterator[str]:
         """The document stream, from document number `skip` on."""
@@ -327,12 +392,19 @@ class FineWebSource(DataSource):
         shards = manifest["shards"]
         done = shards[-1]["documents"][1] if shards else 0
         shard = _Shard(len(shards), done)
-        encode = partial(encode_batch, val_fraction=self.val_fraction)
+        by_row = self.train_percent is not None
+        first_val = first_val_row(count_file_documents(self.files or []), self.train_percent) if by_row else None
+        encode = partial(
+            encode_batch,
+            val_fraction=None if by_row else self.val_fraction,
+            literal_eot_token=self.literal_eot == LiteralEot.TOKEN,
+        )
         batches = _batched(self.documents(skip=done), _DOCS_PER_TASK)
         pool = multiprocessing.Pool(self.num_proc) if self.num_proc > 1 else nullcontext()
         with pool as workers, tqdm(desc="tokenizing FineWeb", unit="doc", initial=done, disable=None) as bar:
             for tokens, lengths, is_val in _ordered_map(workers, encode, batches, ahead=2 * self.num_proc):
-                for end, n, val in zip(np.cumsum(lengths), lengths, is_val, strict=True):
+                for i, (end, n) in enumerate(zip(np.cumsum(lengths), lengths, strict=True)):
+                    val = shard.next_doc >= first_val if first_val is not None else is_val[i]
                     shard.add(tokens[end - n : end], "val" if val else "train")
                     if shard.tokens >= self.shard_tokens:
                         shard = self._finish(folder, manifest, shard, on_shard)

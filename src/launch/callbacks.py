@@ -201,6 +201,21 @@ def _claim_parent(store: Any, experiment_id: str, sweep_id: str, stale_after_s: 
         time.sleep(0.5)  # the other copy is creating it
 
 
+
+def sweep_command(config: DictConfig) -> str:
+    """The sweep's command as a user re-runs it from the repository: their PYTHONPATH (where a norm of
+    theirs is imported from) as an environment prefix, `--config-dir` (where its YAML is found), the
+    Hydra overrides they typed (`hydra.sweep.dir=...`, `hydra.searchpath=...`; not `hydra.mode`, which
+    `-m` sets) and the task's. Without the first two, the recorded command of a sweep of a user's norm
+    stopped on `norm: no option ...`."""
+    from hydra.core.hydra_config import HydraConfig
+
+    folders = [str(s.path) for s in HydraConfig.get().runtime.config_sources if s.provider == "command-line"] if HydraConfig.initialized() else []
+    typed = [o for o in config.hydra.overrides.hydra if not str(o).startswith("hydra.mode=")]
+    args = [*(a for folder in folders for a in ("--config-dir", folder)), *map(str, typed), *map(str, config.hydra.overrides.task)]
+    env = f"PYTHONPATH={shlex.quote(os.environ['PYTHONPATH'])} " if os.environ.get("PYTHONPATH") else ""
+    return env + "python -m src.train -m " + " ".join(shlex.quote(a) for a in args)
+
 class MlflowSetup(Callback):
     """Open (or reopen) the sweep's parent run before any job starts; close it when the sweep ends.
 
@@ -272,7 +287,7 @@ class MlflowSetup(Callback):
         sweep_id = hashlib.sha256(key.encode()).hexdigest()[:16]
         publish_view(store, experiment_id)  # what the links printed for this sweep open on
         # Credentials in a tracking URI never reach MLflow (they are refused anyway; redacting is cheap).
-        command = redact_text("python -m src.train -m " + " ".join(shlex.quote(o) for o in config.hydra.overrides.task))
+        command = redact_text(sweep_command(config))
         # A copy of the same sweep started at the same time (another node) shares one parent run.
         held, found = _claim_parent(store, experiment_id, sweep_id, float(config.sweep.stale_after_s))
         if found:

@@ -9,7 +9,10 @@ head to queries and keys); their defaults (pre, off) are the study's model. Atte
 `F.scaled_dot_product_attention(is_causal=True)`, the same fused kernel for every variant; `explicit` is
 the study's own computation, the same math at another step time (a norm's share of a step depends on it).
 How the weights start is `init` (`init_weights`): by default the study's, PyTorch's constructor
-defaults left as they are.
+defaults left as they are. `op_order=study` computes the same functions in the study's order of
+operations where it differs from ours (its K, Q, V projections, its LayerNorm's divide-then-scale, its
+blocks' parameters registered attention first, the order gradient clipping sums them in): with
+`attention=explicit` a training step is the study's to the bit in fp32.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from src.core.schema import DEFAULT_NORM, Attention, ModelInit, ModelSchema, check_architecture
-from src.model.norms import DEFAULT_EPS, NormSpec
+from src.core.schema import DEFAULT_NORM, Attention, ModelInit, ModelSchema, OpOrder, check_architecture
+from src.model.norms import DEFAULT_EPS, HandLayerNorm, NormSpec
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ class GPTConfig:
     qk_norm: bool = ModelSchema.qk_norm
     init: str = ModelSchema.init  # a ModelInit: how the weights start (init_weights)
     attention: str = ModelSchema.attention  # an Attention: the fused kernel or the study's explicit softmax
+    op_order: str = ModelSchema.op_order  # an OpOrder: ours, or the study's order of the same operations
     norm: NormSpec = field(init=False, repr=False, compare=False)  # the checked norm, built from the three above
 
     def __post_init__(self) -> None:
@@ -68,6 +72,10 @@ class CausalSelfAttention(nn.Module):
     explicit:  the study's gpt.py MultiHeadAttention, op for op: scores = Q @ K^T, the future masked
                to -inf, softmax(scores / sqrt(head_dim)), dropout on the weights, @ V. It materializes
                the T x T scores that the fused kernel never does.
+
+    The projections run in `cfg.op_order`'s order: Q, K, V, or the study's K, Q, V. The forward is the
+    same either way; backward sums the three input gradients in the reverse order of the projections,
+    so the order moves the gradient reaching the norm below by rounding.
     """
 
     def __init__(self, cfg: GPTConfig) -> None:
@@ -84,6 +92,7 @@ class CausalSelfAttention(nn.Module):
             self.q_norm = cfg.norm.build(head_dim, "attn")
             self.k_norm = cfg.norm.build(head_dim, "attn")
         self.qk_norm = cfg.qk_norm
+        self.study_order = cfg.op_order == OpOrder.STUDY
         self.explicit = cfg.attention == Attention.EXPLICIT
         if self.explicit:
             # Built once, as the study's buffer is; not persistent, so an sdpa model's state loads into
@@ -93,11 +102,16 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, d = x.shape
-        # (b, t, d) -> (b, heads, t, head_dim)
-        q, k, v = (
-            w(x).view(b, t, self.n_heads, d // self.n_heads).transpose(1, 2)
-            for w in (self.W_query, self.W_key, self.W_value)
-        )
+
+        def heads(w: nn.Linear) -> torch.Tensor:  # (b, t, d) -> (b, heads, t, head_dim)
+            return w(x).view(b, t, self.n_heads, d // self.n_heads).transpose(1, 2)
+
+        if self.study_order:  # the study's K, Q, V
+            k = heads(self.W_key)
+            q = heads(self.W_query)
+            v = heads(self.W_value)
+        else:
+            q, k, v = (heads(w) for w in (self.W_query, self.W_key, self.W_value))
         if self.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
         if self.explicit:
@@ -139,11 +153,13 @@ class TransformerBlock(nn.Module):
         super().__init__()
         self.placement = cfg.norm_placement
         att, ff = CausalSelfAttention(cfg), FeedForward(cfg)
-        # Registered in forward order: the optimizer's state and gradient clipping follow parameter order.
-        self.norm1 = cfg.norm.build(cfg.emb_dim, "attn")
-        self.att = att
-        self.norm2 = cfg.norm.build(cfg.emb_dim, "ffn")
-        self.ff = ff
+        norm1, norm2 = cfg.norm.build(cfg.emb_dim, "attn"), cfg.norm.build(cfg.emb_dim, "ffn")
+        # Registered in forward order, or the study's (attention, MLP, then the norms): the optimizer's
+        # state and gradient clipping follow parameter order, and clipping sums the norms in it.
+        if cfg.op_order == OpOrder.STUDY:
+            self.att, self.ff, self.norm1, self.norm2 = att, ff, norm1, norm2
+        else:
+            self.norm1, self.att, self.norm2, self.ff = norm1, att, norm2, ff
         self.drop_shortcut = nn.Dropout(cfg.drop_rate)
         if self.placement == "peri":
             self.norm1_out = cfg.norm.build(cfg.emb_dim, "attn")
@@ -174,6 +190,10 @@ class GPTModel(nn.Module):
         if cfg.tie_weights:
             self.out_head.weight = self.tok_emb.weight
         init_weights(self, ModelInit(cfg.init), cfg.n_layers)
+        if cfg.op_order == OpOrder.STUDY:
+            for module in self.modules():
+                if isinstance(module, HandLayerNorm):
+                    module.study_order = True
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         t = idx.shape[1]

@@ -34,7 +34,15 @@ POSITIONS = ("attn", "ffn", "final")
 
 
 class HandLayerNorm(nn.Module):
-    """LayerNorm written out: per-vector mean and biased variance, learnable scale and shift."""
+    """LayerNorm written out: per-vector mean and biased variance, learnable scale and shift.
+
+    `study_order` (set by the model under `model.op_order=study`, not a norm option: it is one
+    setting for every norm of a sweep) divides first and scales the normalized vector, the study's
+    gpt.py order; by default the scale multiplies x - mean before the division. The same function,
+    rounded apart once the scales move from 1.
+    """
+
+    study_order = False
 
     def __init__(self, dim: int, eps: float = DEFAULT_EPS) -> None:
         super().__init__()
@@ -45,6 +53,8 @@ class HandLayerNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         mean = x.mean(dim=-1, keepdim=True)
         var = x.var(dim=-1, keepdim=True, unbiased=False)
+        if self.study_order:
+            return self.scale * ((x - mean) / torch.sqrt(var + self.eps)) + self.shift
         return self.scale * (x - mean) / torch.sqrt(var + self.eps) + self.shift
 
     def extra_repr(self) -> str:

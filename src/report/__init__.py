@@ -29,6 +29,7 @@ from src.report.render.sections import table_rows
 from src.report.render.terminal import terminal_text
 from src.report.words.columns import job_columns
 from src.report.words.pairs import comparisons_frame
+from src.tracking.intervals import log_job_intervals
 from src.tracking.summary import log_job_columns, log_job_speed, log_sweep_summary, pair_speed_metrics
 from src.tracking.sweep import STALE_AFTER_S
 from src.tracking.tags import BENCH_TAG, BENCH_VARIANTS, RUN_COLOR_TAG
@@ -86,12 +87,15 @@ def generate_report(
         if speed is not None:  # each job's run carries its variant's estimate: a column, one chart of all variants
             reference, estimates = speed
             log_job_speed(store, zip(analysis.runs.run_id, analysis.runs.variant, strict=True), estimates, reference)
-        # Each job's run: its pair's word and interval, and its speed verdict, as columns to sort and filter on.
+        # Each job's run: its words against the report's references, with their intervals, as columns to sort and filter on.
         # Each job in its variant's colour in the UI (the figures' colour); the sweep run and its checks in grey.
         found, colors = job_columns(analysis), variant_hex(list(analysis.table.variant))
         columns = {v: ({**found[v].tags, RUN_COLOR_TAG: c}, found[v].metrics) if v in found else ({RUN_COLOR_TAG: c}, {})
                    for v, c in colors.items()}  # fmt: skip
         log_job_columns(store, zip(analysis.runs.run_id, analysis.runs.variant, strict=True), columns)
+        places = {v: i for i, v in enumerate(analysis.table.variant, start=1)}  # the table's order along the step axis
+        log_job_intervals(store, analysis.experiment_id, zip(analysis.runs.run_id, analysis.runs.variant, strict=True),
+                          {v: c.intervals for v, c in found.items() if c.intervals and v in places}, places)  # fmt: skip
         checks = [r.info.run_id for r in store.runs_tagged(analysis.experiment_id, BENCH_TAG, BENCH_VARIANTS)]
         for run_id in [analysis.report_run_id, *checks]:
             store.set_tags(run_id, {RUN_COLOR_TAG: NOT_A_VARIANT})

@@ -17,7 +17,16 @@ from typing import Any
 import pandas as pd
 
 from src.core import paths
-from src.report.judge.pairs import Margins, Result, Unmatched, compare, comparison_pairs, unmatched_pairs
+from src.report.judge.pairs import (
+    Margins,
+    Result,
+    Unmatched,
+    compare,
+    compare_family,
+    comparison_pairs,
+    reference_pairs,
+    unmatched_pairs,
+)
 from src.report.judge.sequential import SequentialVerdict, load_verdicts
 from src.report.judge.speed import SpeedVerdict, compare_speed, pair_estimate
 from src.report.judge.speed import check_reference as _reference
@@ -70,6 +79,11 @@ class Analysis:
     sequential: list[SequentialVerdict] = field(default_factory=list)  # a sequential sweep's verdicts
     study: StudySection = field(default_factory=StudySection)  # the first claims file's section (the study's by default), judged
     more_claims: list[StudySection] = field(default_factory=list)  # the other chosen claims files' (report.claims), each its own
+    # Each variant against the report's one loss reference (the table's `test loss vs` column's), a Holm
+    # family of its own, and each timed variant against the speed check's reference: what every job's
+    # run carries in MLflow's columns (src.report.words.columns), one reference per column.
+    reference_comparisons: list[Result] = field(default_factory=list)
+    reference_speed: list[SpeedVerdict] = field(default_factory=list)
 
     @property
     def claim_sections(self) -> list[StudySection]:
@@ -182,6 +196,8 @@ def assemble(
         sequential=sequential,
         study=sections[0],
         more_claims=sections[1:],
+        reference_comparisons=compare_family(runs, reference_pairs(runs), margins),
+        reference_speed=compare_speed(check, _timed(check, _against(_reference(check), check)), margins.speed),
     )
 
 
@@ -191,3 +207,8 @@ def _timed(check: dict[str, Any], pairs: list[tuple[str, str]]) -> list[tuple[st
     variants = (check.get("settings") or {}).get("variants") or []
     return [(a, b) for a, b in pairs if a in variants and b in variants] if _kernels(check) else []
 
+
+def _against(reference: str | None, check: dict[str, Any]) -> list[tuple[str, str]]:
+    """(reference, variant) for every other variant the check timed."""
+    variants = (check.get("settings") or {}).get("variants") or []
+    return [(reference, v) for v in variants if v != reference] if reference else []

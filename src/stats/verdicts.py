@@ -85,6 +85,7 @@ class Asserts(StrEnum):
     DIFFERENCE = "difference"
     EQUIVALENCE = "equivalence"
     EVENT = "event"
+    NO_WORSE = "no_worse"  # non-inferiority: not worse by the margin or more (one-sided)
 
 
 class Direction(StrEnum):
@@ -133,7 +134,7 @@ class Equivalence(StrEnum):
 
 
 def _df(n: int, trim: float) -> int:
-    """Degrees of freedom of a mean of n (trim = 0) or of Yuen's trimmed mean of n rounds."""
+    """Degrees of freedom of a mean of n (trim = 0) or of a 20% trimmed mean of n rounds (Tukey–McLaughlin's interval)."""
     return n - 2 * math.floor(trim * n) - 1
 
 
@@ -463,6 +464,10 @@ class Because(StrEnum):
     BEYOND_CLAIMED = "beyond the claimed size"
     STRADDLES = "straddles the margin"
     ALIKE_TOO_FEW = "all alike, too few to show it"  # no spread: n equal signs short of the family's level
+    # no worse (non-inferiority)
+    NOT_WORSE = "no worse than the margin"
+    WORSE = "worse by the margin or more"
+    MAY_BE_WORSE = "the interval reaches the margin"
     # an event
     NONE_COUNTS = "no run counts"
     TRAINED_WHERE_OTHERS_DIVERGED = "trained where the others diverged"
@@ -527,6 +532,20 @@ def judge_interval(asserts: Asserts | str, r: Readings, e: Estimate, alpha: floa
         return replace(j, settle=max(sign_flip_seeds(alpha), e.n + 1))
     beyond = asserts == Asserts.EQUIVALENCE
     return replace(j, settle=to_settle(e.sd, e.diff, e.n, e.margin, alpha, alpha / 2, trim, beyond=beyond))
+
+
+def judge_no_worse(low: float, high: float, margin: float, e: Estimate, alpha: float, trim: float = 0.0) -> Judgement:
+    """A non-inferiority part (b no worse than a by `margin`, worse meaning higher) from the interval
+    [low, high] at the family's level: its upper end below the margin shows b no worse (the one-sided
+    test at half the interval's alpha); its lower end at or beyond it shows b worse by the margin or
+    more; else inconclusive, with the count whose interval would clear the margin on the estimate's
+    side (the true effect taken to be the estimate `e`). The margin's edge counts as worse."""
+    if high < margin:
+        return Judgement(ClaimWord.REPRODUCED, Because.NOT_WORSE)
+    if low >= margin:
+        return Judgement(ClaimWord.NOT_REPRODUCED, Because.WORSE)
+    count = needed(e.sd, margin - e.diff, alpha, trim=trim) if e.diff != margin else None
+    return Judgement(ClaimWord.INCONCLUSIVE, Because.MAY_BE_WORSE, settle=None if count is None else max(count, e.n + 1))
 
 
 def gate(inside: Judgement, outside_domain: bool, say_here: bool = True) -> Judgement:

@@ -51,12 +51,17 @@ INIT_KEY, INIT_BEFORE_THE_KEY = "model.init", "gpt2"
 # Keys added after runs were recorded, each with the one value those runs had: at that value a key is
 # left out of the fingerprint, so a re-run of an old sweep still finds its finished runs. The keys
 # after `model.init` kept that value as their default (the fused attention, drawn windows, the final
-# weights scored, the optimizer option's name); only the study preset takes the study's.
+# weights scored, the optimizer option's name, our order of operations, FineWeb's hash split and its
+# literal end-of-text read as text); only the study preset takes the study's, and of these only the
+# model's and training's (its data choices need the study's own files).
 ADDED_LATER = {
     INIT_KEY: INIT_BEFORE_THE_KEY,
     "model.attention": "sdpa",
     "data.order": "drawn",
     "test_weights": "final",
+    "model.op_order": "normsweep",
+    "data.split_by": "hash",  # these two are FineWeb's: other sources have neither key
+    "data.literal_eot": "text",
     "optim.name": "adamw",  # the option's name, so a sweep over optim options is named by it
 }
 # Keys that name values the identity holds already (an option's name: `optim=adamw_study` is its

@@ -60,12 +60,18 @@ JOB_SPEED_SECTION = "speed_check"  # the interval's bounds: `speed_check/step_vs
 JOB_SPEED_DECIMALS = 2  # hundredths of a percent: the check resolves no finer, and the column shows it whole
 JOB_SPEED_TAG = "speed_check.estimate"  # the same in words: `+0.4% [+0.3%, +0.5%] vs torch_layernorm (...)`
 # On each job's run, its variant's verdicts as the report judged them (src.report.words.columns writes
-# them): tags that start with the word, so the runs table sorts and filters on it
+# them): tags that start with the word, so the runs table's search filters on it
 # (`tags.loss_verdict LIKE 'different%'`), and the loss difference with its interval as metrics.
 LOSS_VERDICT_TAG = "loss_verdict"
 SPEED_VERDICT_TAG = "speed_verdict"
-JOB_LOSS_METRIC = "loss_vs_ref"  # nats of test loss against the variant's pair's reference
+JOB_LOSS_METRIC = "loss_vs_ref"  # nats of test loss against the report's loss reference
 JOB_LOSS_BOUNDS = "pairs/loss_vs_ref"  # the interval's ends: `pairs/loss_vs_ref_{low,high}`
+# MLflow's runs table sorts metrics and params, never tags: each verdict's word as its place in the words'
+# order (src.report.words.columns). A metric, not a param: a report made again may change a word, and a
+# param is written once.
+SORT_SECTION = "sort"
+LOSS_SORT_METRIC = f"{SORT_SECTION}/{LOSS_VERDICT_TAG}"
+SPEED_SORT_METRIC = f"{SORT_SECTION}/{SPEED_VERDICT_TAG}"
 
 
 def job_speed_metrics(change: float, low: float, high: float) -> dict[str, float]:

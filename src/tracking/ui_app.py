@@ -14,6 +14,7 @@ the page it serves, which, in a browser that has not chosen otherwise:
   sweep runs unfolded over their jobs, every training run charted, the loss curves first;
 - gives each run of such an experiment the same chart order on its own page (a job opens on its
   loss curve, not on MLflow's alphabetical first, `perf/...`);
+- gives each variant's group (runs grouped by variant) its runs' colour, the figures' one;
 - keeps MLflow's Assistant panel closed (it opens itself once per browser, over a quarter of the
   page; its button stays).
 
@@ -30,7 +31,8 @@ import sys
 from pathlib import Path
 
 from src.core.terminal import say
-from src.tracking.ui_view import START_VIEW_TAG
+from src.tracking.tags import RUN_COLOR_TAG
+from src.tracking.ui_view import GROUP_TAG, START_VIEW_TAG
 
 APP_NAME = "normsweep"
 APP = "src.tracking.ui_app:app"
@@ -43,6 +45,10 @@ SAVED_VIEW_KEY = 'MLflowLocalStorage-1.1-ExperimentPage-["{}"]-ReactComponentSta
 ASSISTANT_OPENED_KEY = "mlflow.assistant.fab.autoOpenedOnFirstLoad_v1"
 # A run's own page keeps its chart layout under this key (`<run id>-model`: its model-metrics tab).
 RUN_CHARTS_KEY = "MLflowLocalStorage-1.1-RunPage-{}-model-chartUIState"
+# The colours of the runs table's groups, by group id (`tag.variant.<variant>` when grouped by variant): MLflow
+# picks a group's colour from a hash of its id (dyt and hand_rmsnorm were one yellow), so each group gets
+# its variant's runs' colour (`mlflow.runColor`, the report figures' colour) unless the user chose one.
+GROUP_COLORS_KEY = "experimentRunColors"
 RUN_CHART_KEYS = ("compareRunCharts", "compareRunSections", "isAccordionReordered")  # the start view's, reused
 
 # Plain ES5, run before MLflow's own bundle; any failure leaves MLflow's defaults in place.
@@ -59,8 +65,13 @@ function runCharts(id,view){var charts={autoRefreshEnabled:true,
 globalLineChartConfig:{xAxisKey:"step",lineSmoothness:0,selectedXAxisMetricKey:""}};
 %(run_chart_keys)s.forEach(function(k){charts[k]=view[k];});
 post("runs/search",{experiment_ids:[id],max_results:1000},function(r){
+var colors={};try{colors=JSON.parse(ls.getItem(%(group_colors)s)||"{}");}catch(err){}
 (r.runs||[]).forEach(function(run){var k=%(run_charts)s.replace("{}",run.info.run_id);
-if(!ls.getItem(k))ls.setItem(k,JSON.stringify(charts));});});}
+if(!ls.getItem(k))ls.setItem(k,JSON.stringify(charts));
+var tags={};(run.data.tags||[]).forEach(function(t){tags[t.key]=t.value;});
+var g=%(group_prefix)s+tags[%(variant_tag)s];
+if(tags[%(variant_tag)s]&&tags[%(color_tag)s]&&!colors[g])colors[g]=tags[%(color_tag)s];});
+ls.setItem(%(group_colors)s,JSON.stringify(colors));});}
 post("experiments/search",{max_results:1000},function(r){
 (r.experiments||[]).forEach(function(e){
 (e.tags||[]).forEach(function(t){
@@ -81,6 +92,10 @@ def page_script() -> str:
         "saved": json.dumps(SAVED_VIEW_KEY),
         "run_charts": json.dumps(RUN_CHARTS_KEY),
         "run_chart_keys": json.dumps(list(RUN_CHART_KEYS)),
+        "group_colors": json.dumps(GROUP_COLORS_KEY),
+        "group_prefix": json.dumps(f"tag.{GROUP_TAG}."),
+        "variant_tag": json.dumps(GROUP_TAG),
+        "color_tag": json.dumps(RUN_COLOR_TAG),
     }
 
 
@@ -101,6 +116,7 @@ def _serve_page():  # noqa: ANN202 (a Flask view)
 
 # The MLflow and Flask whose internals this app patches (the page's view in Flask's view table,
 # MLflow 3.17's browser keys above); any other: MLflow's own UI.
+STARLETTE_WSGI_WARNING = r"starlette\.middleware\.wsgi is deprecated"
 UI_WRITTEN_FOR = {"mlflow": ">=3.17,<3.18", "flask": ">=3.0,<4"}
 UI_PATCH = "the UI's start page (src/tracking/ui_app.py)"
 UI_INSTEAD = "MLflow serves its own page unchanged (open an experiment's printed link)"
@@ -113,6 +129,11 @@ def ui_patchable() -> bool:
 
 
 if __name__ != "__main__":  # imported by the server's workers (and once by MLflow's command, to check it)
+    import warnings
+
+    # MLflow's FastAPI app imports Starlette's WSGI middleware, which warns at import that it is deprecated:
+    # 265 characters, twice, addressed to MLflow's developers, not to a user browsing runs. That one warning only.
+    warnings.filterwarnings("ignore", message=STARLETTE_WSGI_WARNING)
     from mlflow.server import app as _flask_app
     from mlflow.server.fastapi_app import app  # noqa: F401  (what uvicorn serves)
 

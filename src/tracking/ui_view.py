@@ -30,12 +30,15 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
+from src.tracking.intervals import SECTION as INTERVALS
+from src.tracking.intervals import interval_key, shown_generation, x_range
 from src.tracking.store_uri import is_server, redact_uri
 from src.tracking.summary import (
     JOB_LOSS_METRIC,
     JOB_SPEED_METRIC,
     JOB_SPEED_SECTION,
     LOSS_VERDICT_TAG,
+    SORT_SECTION,
     SPEED_VERDICT_TAG,
 )
 from src.tracking.tags import (
@@ -99,7 +102,10 @@ MODEL_METRICS, SYSTEM_METRICS = "Model metrics", "System metrics"
 # A section of our own. One view serves every sweep of the experiment, so its title does not say whether
 # the jobs ran one after another or at once (the report's table does: src.report.words.jobs).
 ONE_AFTER_ANOTHER = "jobs' own times (machine load, not the norms' speed)"
-CHART_SECTIONS = ("train", "val", MODEL_METRICS, JOB_SPEED_SECTION, "sweep", "perf", ONE_AFTER_ANOTHER, SYSTEM_METRICS)
+CHART_SECTIONS = ("train", "val", MODEL_METRICS, INTERVALS, JOB_SPEED_SECTION, "sweep", "perf", ONE_AFTER_ANOTHER, SYSTEM_METRICS,
+                  SORT_SECTION)  # fmt: skip
+# Sections folded shut: the verdicts' sort keys are numbers for the runs table's Sort menu, not results to chart.
+FOLDED = (SORT_SECTION,)
 # The charts each section starts with (the UI adds a metric with no card of its own to its section,
 # after these; a metric that has a card here stays where it is put). The losses on a log axis: one
 # variant's spike (no_norm's ~17 nats) would otherwise flatten the others' curves into one line.
@@ -108,9 +114,11 @@ LEADING_CHARTS = (
     ("val", "val/val_loss", "LINE"),
     (MODEL_METRICS, "test_loss", "BAR"),
     # MLflow draws a bar from 0 (no axis range to set on a bar card): test losses of 6.17 and 6.28 look alike
-    # there, so each job's gap to its pair's reference, which reads from 0, is drawn beside them.
+    # there, so each job's gap to the report's reference, which reads from 0, is drawn beside them.
     (MODEL_METRICS, JOB_LOSS_METRIC, "BAR"),
     (MODEL_METRICS, JOB_SPEED_METRIC, "BAR"),  # every variant's speed estimate, one bar each
+    # The same two estimates with their 95% intervals: a segment per variant (src.tracking.intervals).
+    *((INTERVALS, interval_key(key), "LINE") for key in (JOB_LOSS_METRIC, JOB_SPEED_METRIC)),
     *((ONE_AFTER_ANOTHER, key, "BAR") for key in ONE_AFTER_ANOTHER_METRICS),
 )
 LOG_AXIS = ("train/train_loss", "val/val_loss")
@@ -120,63 +128,97 @@ LINE_CARD = {"selectedMetricKeys": None, "lineSmoothness": 0, "xAxisScaleType": 
              "ignoreOutliers": False, "useGlobalXaxisKey": True, "useGlobalLineSmoothing": True}  # fmt: skip
 
 
+# Cards per row and their height by section. MLflow's three a row, 360 px, gave a legend two lines that named
+# 2 or 3 of 5 variants; two a row name 5 under a bar chart, and the interval charts, whose legend names each
+# variant with its metric, take a row each.
+SECTION_CARDS = {name: {"columns": 2, "cardHeight": 420} for name in ("train", "val", MODEL_METRICS)} | {INTERVALS: {"columns": 1}}
 # A card draws its first `runsCountToCompare` runs (MLflow's default: 10, so a 15-job sweep's bars and legend
 # named 10 of them): every job of any sweep normsweep runs on one machine.
 RUNS_CHARTED = 1000
 
 
-def chart_layout() -> dict[str, object]:
+def chart_layout(intervals: tuple[int, int] | None = None) -> dict[str, object]:
     """The chart view's sections in CHART_SECTIONS' order, as the UI keeps a layout a user reordered
-    (new metrics join their section, after the leading charts; a section not listed follows)."""
+    (new metrics join their section, after the leading charts; a section not listed follows);
+    `intervals`: the interval charts' generation and variants shown (src.tracking.intervals)."""
     uuid = {name: f"{VIEW_KEY}-section-{i}" for i, name in enumerate(CHART_SECTIONS)}
     leading = {section for section, _, _ in LEADING_CHARTS}
-    sections = [{"uuid": uuid[name], "name": name, "display": True, "deleted": False, "isGenerated": True,
-                 "isReordered": name in leading} for name in CHART_SECTIONS]  # fmt: skip
+    sections = [{"uuid": uuid[name], "name": name, "display": name not in FOLDED, "deleted": False, "isGenerated": True,
+                 "isReordered": name in leading, **SECTION_CARDS.get(name, {})}
+                for name in CHART_SECTIONS]  # fmt: skip
     charts = [{"uuid": f"{VIEW_KEY}-chart-{key}", "type": kind, "runsCountToCompare": RUNS_CHARTED, "deleted": False, "isGenerated": True,
                "metricSectionId": uuid[section], "metricKey": key, "displayName": key.rpartition("/")[2],
-               **(_line_card(key) if kind == "LINE" else {})} for section, key, kind in LEADING_CHARTS]  # fmt: skip
+               **(_line_card(key, intervals) if kind == "LINE" else {})} for section, key, kind in LEADING_CHARTS]  # fmt: skip
     return {"compareRunSections": sections, "compareRunCharts": charts, "isAccordionReordered": True}
 
 
-def _line_card(key: str) -> dict[str, object]:
-    return {**LINE_CARD, "scaleType": "log" if key in LOG_AXIS else "linear"}
+def _line_card(key: str, intervals: tuple[int, int] | None) -> dict[str, object]:
+    card: dict[str, object] = {**LINE_CARD, "scaleType": "log" if key in LOG_AXIS else "linear"}
+    if key.startswith(f"{INTERVALS}/"):
+        # The newest generation's block of steps only (an older one holds intervals a report replaced), and
+        # its title says what the segments are: the step axis only places the variants side by side.
+        card["displayName"] = f"{key.partition('/')[2]}: 95% interval per variant (low, estimate, high)"
+        if intervals is not None:
+            card["range"] = x_range(*intervals)
+    return card
 
 
-def view_state(user_norms: bool = False) -> dict[str, object]:
+# The runs table's columns in this order and at these widths (px; MLflow gives every column 100, so a verdict
+# read "inconclusiv…"): MLflow's own first (narrowed), each number beside its verdict, wide enough for the
+# word and its reference, then the rest. At 1440 px the verdicts are on screen; the variant and the seed
+# (in the run's name and its group) are a scroll away.
+COLUMN_WIDTHS = (
+    (column("attributes", "Run Name"), 190), ("runDateAndNestInfo", 130), ("duration", 65),
+    (column("metrics", "test_loss"), 90), (column("tags", LOSS_VERDICT_TAG), 215),
+    (column("metrics", JOB_SPEED_METRIC), 105), (column("tags", SPEED_VERDICT_TAG), 205),
+    (column("tags", OUTCOME_TAG), 75), (column("tags", VARIANT_TAG), 130), (column("tags", SEED_TAG), 50),
+)  # fmt: skip
+
+
+def column_layout() -> dict[str, object]:
+    """The runs table's column order and widths (COLUMN_WIDTHS), as the UI keeps a user's resized columns."""
+    return {"columnOrder": [c for c, _ in COLUMN_WIDTHS], "columnWidths": dict(COLUMN_WIDTHS)}
+
+
+def view_state(user_norms: bool = False, intervals: tuple[int, int] | None = None) -> dict[str, object]:
     """The shared view: result columns first, every run charted, runs grouped (and coloured) by variant;
-    `user_norms`: the experiment swept a norm of the user's, whose class and file hash are columns too."""
+    `user_norms`: the experiment swept a norm of the user's, whose class and file hash are columns too;
+    `intervals`: the interval charts' generation and variants (src.tracking.intervals)."""
     return {
         "selectedColumns": [
             *(column(kind, name) for kind, name in RESULT_COLUMNS),
             *(column("tags", t) for t in (USER_NORM_TAGS if user_norms else ())),
         ],
+        **column_layout(),
         "runsHiddenMode": SHOW_ALL_RUNS,
         "groupBy": {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": GROUP_TAG}]},
         "useGroupedValuesInCharts": True,
         "hideEmptyCharts": True,
-        **chart_layout(),
+        **chart_layout(intervals),
     }
 
 
 def start_view_state(
-    sweep_runs: list[str], without_curves: list[str] | None = None, user_norms: bool = False
-) -> dict[str, object]:
+    sweep_runs: list[str], without_curves: list[str] | None = None, user_norms: bool = False,
+    intervals: tuple[int, int] | None = None,
+) -> dict[str, object]:  # fmt: skip
     """The view a browser starts from when it opens the experiment without a link (src/tracking/ui_app.py
     puts it in the browser's storage): ungrouped, so each sweep run is one row with its jobs unfolded
     under it, with the same result columns; every training run charted, and the runs that draw no
     curve (`without_curves`: the sweep runs and their speed checks) left out of the charts and their
     legends (the UI takes which runs are hidden from a saved view, never from a shared one)."""
-    shared = view_state(user_norms)
+    shared = view_state(user_norms, intervals)
     hidden = list(without_curves or [])
     return {
         "selectedColumns": shared["selectedColumns"],
+        **column_layout(),
         "runsExpanded": dict.fromkeys(sweep_runs, True),
         # CUSTOM: exactly `runsHidden` are hidden; the visibility map is what newer UIs read instead.
         "runsHiddenMode": HIDE_LISTED if hidden else SHOW_ALL_RUNS,
         "runsHidden": hidden,
         "runsVisibilityMap": dict.fromkeys(hidden, False),
         "hideEmptyCharts": True,
-        **chart_layout(),
+        **chart_layout(intervals),
     }
 
 
@@ -187,7 +229,8 @@ def publish_view(store: Store, experiment_id: str) -> None:
     checks = [r.info.run_id for r in store.runs_tagged(experiment_id, BENCH_TAG, BENCH_VARIANTS)]
     user_norms = bool(store.runs(experiment_id, f"tags.`{NORM_TARGET_TAG}` != ''", most=1))
     tags = store.experiment_tags(experiment_id)
-    views = ((VIEW_TAG, view_state(user_norms)), (START_VIEW_TAG, start_view_state(sweeps, [*sweeps, *checks], user_norms)))
+    shown = shown_generation(tags)
+    views = ((VIEW_TAG, view_state(user_norms, shown)), (START_VIEW_TAG, start_view_state(sweeps, [*sweeps, *checks], user_norms, shown)))
     for key, state in views:
         value = json.dumps(state, separators=(",", ":"))
         if tags.get(key) != value:

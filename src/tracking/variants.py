@@ -33,6 +33,13 @@ NORM_AXIS = "norm"  # the norm group's axis, named as its override (`norm=a,b`)
 # The baseline GPT-2 uses: the report's test losses and interleaved speeds, and the benchmarks' step
 # ratios, are relative to it (a sweep without it: to its first variant).
 REFERENCE_VARIANT = "torch_layernorm"
+
+
+def reference_of(variants: Sequence[str]) -> str | None:
+    """The variant others are measured against: REFERENCE_VARIANT where it ran, else the first (in the
+    caller's order: the table's), else None."""
+    return REFERENCE_VARIANT if REFERENCE_VARIANT in variants else (variants[0] if variants else None)
+
 LR_KEY = "optim.lr"
 # Params a training run logs beside its config, computed from it (`RunLife.setup`, src/training/run_life.py): they change
 # with an axis but never name it.

@@ -91,6 +91,7 @@ def model_config(cfg: DictConfig) -> GPTConfig:
             qk_norm=m.qk_norm,
             init=m.init,
             attention=m.get("attention", ModelSchema.attention),  # a config recorded before the key: none
+            op_order=m.get("op_order", ModelSchema.op_order),  # likewise
         )
     except ValueError as err:  # the line names the norm's YAML
         raise ConfigError(f"{norm_yaml(cfg)}: {err}") from None

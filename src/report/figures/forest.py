@@ -56,6 +56,9 @@ def draw_rows(ax: Axes, rows: Sequence[Row], view: Sequence[float] | None = None
             ax.plot([x, x], [y - 0.35, y + 0.35], color="0.3", ls=":", lw=1)
         left, right = view or (r.low, r.high)
         ax.plot([max(r.low, left), min(r.high, right)], [y, y], color=r.color, lw=2.5, solid_capstyle="butt")
+        # Caps taller than the estimate's dot: an interval narrower than the dot still shows its two ends.
+        ends = [x for x in (r.low, r.high) if left <= x <= right]
+        ax.plot(ends, [y] * len(ends), ls="none", marker="|", ms=13, mew=2, color=r.color)
         for end, edge, arrow in ((r.low, left, "<"), (r.high, right, ">")):
             if (end < edge) if arrow == "<" else (end > edge):
                 ax.plot(edge, y, arrow, color=r.color, ms=7)

@@ -1,7 +1,7 @@
 """`speed.png`: each pair's speed estimate, the one its verdict reads (src.report.judge.speed.pair_estimate).
 
 One row per pair (b vs a): the step-time change predicted from the norms' own cost with its 95%
-interval, coloured by the pair's speed verdict, inside the ±margin band that "equivalent" means;
+interval (capped at both ends, and in figures in its label, so that a tight one is seen), coloured by the pair's speed verdict, inside the ±margin band that "equivalent" means;
 the whole-step measurement as a hollow mark where it checks the prediction (precise enough to:
 src.report.judge.speed.can_check; a measurement too imprecise to check anything is not drawn as one). The jobs' own tokens/s, timed one after another, are not drawn: they rank the machine's
 load between jobs, not the norms.
@@ -35,7 +35,9 @@ def rows(verdicts: Sequence[SpeedVerdict], margin: float) -> list[Row]:
         p, measured = v.predicted, v.measured.diff if checked else math.nan
         est, low, high, measured = (100 * math.expm1(x) for x in (p.diff, p.low, p.high, measured))
         check = ((measured, MEASURED),) if math.isfinite(measured) and abs(measured) <= 4 * 100 * margin else ()
-        found.append(Row(f"{pair_label(v.a, v.b)}\n{v.verdict}", COLORS[v.verdict], est, low, high, marks=check))
+        # The interval in the label too: at a step-time scale a tight one is a few pixels wide.
+        label = f"{pair_label(v.a, v.b)}\n{v.verdict}: {est:+.2f}% [{low:+.2f}, {high:+.2f}]"
+        found.append(Row(label, COLORS[v.verdict], est, low, high, marks=check))
     return found
 
 

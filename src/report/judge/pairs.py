@@ -52,7 +52,7 @@ from src.stats.verdicts import (
     pair_word,
 )
 from src.tracking.tags import FINISHED
-from src.tracking.variants import NORM_AXIS
+from src.tracking.variants import NORM_AXIS, reference_of
 
 # (a, b): b is measured against a. Hand-rolled vs built-in, LayerNorm vs RMSNorm, the additions
 # against the usual LayerNorm; every variant is also compared with NO_NORM (added by `pairs_for`).
@@ -173,10 +173,30 @@ def pairs_for(
     if pairs is not None:
         return [p for p in pairs if set(p) <= have]
     out = [p for p in PAIRS if set(p) <= have] + user_norm_pairs(present, references or {})
+    out += unpaired(present, out)
     if NO_NORM in have:
         # Sorted like the table (LayerNorms, RMSNorms, others) so the report reads in one order.
         out += [(NO_NORM, v) for v in order_of(present) if v != NO_NORM]
     return out
+
+
+def unpaired(present: Mapping[str, str], pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Each variant in none of `pairs` (no study pair has both its sides here: `dyt` beside
+    `torch_rmsnorm`) against the sweep's reference among the built-ins (src.tracking.variants.reference_of,
+    in the table's order), so that every swept variant has a loss verdict and, timed, a speed verdict."""
+    order = [v for v in order_of(present) if v != NO_NORM]
+    known = set(builtin_variants())
+    reference = reference_of([v for v in order if v in known] or order)
+    paired = {v for pair in pairs for v in pair}
+    return [(reference, v) for v in order if v not in paired and v != reference] if reference else []
+
+
+def reference_pairs(runs: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """(reference, variant, ""): every variant with a finished run against the report's one loss
+    reference (the table's `test loss vs` column's: src.tracking.variants.reference_of, in the table's order)."""
+    order = order_of(finished_variants(runs))
+    reference = reference_of(order)
+    return [(reference, v, "") for v in order if v != reference] if reference else []
 
 
 def user_references(runs: pd.DataFrame) -> dict[str, str]:
@@ -378,10 +398,14 @@ def compare(
 ) -> list[Result]:
     """Every pair with runs on both sides (`comparison_pairs`), on test loss (`PAIR_METRICS`); Holm
     over the whole family."""
-    margins = margins or Margins()
+    return compare_family(runs, comparison_pairs(runs, pairs, reference), margins or Margins())
+
+
+def compare_family(runs: pd.DataFrame, chosen: Sequence[tuple[str, str, str]], margins: Margins) -> list[Result]:
+    """`chosen` (a, b, axis) on test loss, one family: Holm over these pairs alone."""
     items = [
         {**compare_one(runs, a, b, metric, margins.of(metric)), "axis": axis}
-        for a, b, axis in comparison_pairs(runs, pairs, reference)
+        for a, b, axis in chosen
         for metric in PAIR_METRICS
     ]
     reasons = [_untested(item) for item in items]

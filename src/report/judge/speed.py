@@ -8,7 +8,7 @@ Two measurements, taken in one process with the variants interleaved round by ro
   that round, at the kernels' thread count and clock;
 - **step level**: whole training steps, per round log(step_b / step_a): the check of the prediction.
 
-Each is summarised by its 20% trimmed mean with Yuen's interval (`stats.trimmed_mean_interval`): a
+Each is summarised by its 20% trimmed mean with its Tukey–McLaughlin interval (`stats.trimmed_mean_interval`): a
 burst of foreign load that spoils a few rounds is cut off, not averaged in. The pair's verdict is
 taken on the prediction, by the rule of src/stats/verdicts.py: **equivalent within ±margin** (TOST
 on the per-round log ratios, margin `report.margin.speed`), else **faster/slower** (Holm over the
@@ -154,7 +154,7 @@ def step_rounds(check: Mapping[str, Any], a: str) -> np.ndarray | None:
 def pair_estimate(check: Mapping[str, Any], a: str, b: str) -> Interval | None:
     """The one speed estimate of b against a, wherever the report shows a pair's speed (its verdict,
     the table's column, the figure, the study's table, the sweep run's metrics): the step-time change
-    predicted from the norms' own cost, a log ratio with Yuen's 95% interval over the kernel rounds.
+    predicted from the norms' own cost, a log ratio with its 95% Tukey–McLaughlin interval over the kernel rounds.
     None when the check did not time both norms."""
     rounds = predicted_rounds(check, a, b)
     return None if rounds is None else trimmed_mean_interval(rounds)

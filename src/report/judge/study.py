@@ -46,6 +46,7 @@ from src.report.judge.study_match import (
 from src.report.read.claims import (
     DIFFERENCE,
     LOSS,
+    NO_WORSE,
     SIZED,
     SPEED,
     STABILITY,
@@ -63,6 +64,7 @@ from src.stats.verdicts import (
     Because,
     ClaimWord,
     Direction,
+    Estimate,
     Event,
     Judgement,
     Readings,
@@ -74,9 +76,11 @@ from src.stats.verdicts import (
     gate,
     judge_event,
     judge_interval,
+    judge_no_worse,
     no_evidence,
     read,
     read_alike,
+    sign_flip_seeds,
     speed_bounds,
 )
 from src.tracking.tags import DIVERGED, FINISHED, RESULT_OUTCOMES
@@ -319,6 +323,15 @@ def readings_of(part: Part, metric: str, low: float, high: float, e: Evidence, e
     return decided(found, decision.verdict, same_side)
 
 
+def no_worse(part: Part, low: float, high: float, readings: Readings, estimate: Estimate, alpha: float, trim: float) -> Judgement:
+    """A non-inferiority part's judgement: from its interval, or with no spread only as far as n equal
+    signs reach the family's level (a zero-wide interval is no interval)."""
+    margin = float(part.margin or 0.0)
+    if not readings.spread and not readings.alike_p < alpha:
+        return Judgement(ClaimWord.INCONCLUSIVE, Because.ALIKE_TOO_FEW, readings, settle=max(sign_flip_seeds(alpha), estimate.n + 1))
+    return replace(judge_no_worse(low, high, margin, estimate, alpha, trim), readings=readings)
+
+
 def part_finding(claim: StudyClaim, part: Part, e: Evidence) -> Finding:
     """One part on this sweep: its judgement from the gates (the domain, the evidence), then the
     interval (src/stats/verdicts.py decides each)."""
@@ -339,8 +352,12 @@ def part_finding(claim: StudyClaim, part: Part, e: Evidence) -> Finding:
     low, high = effect.at(e.alpha)
     decision = _sequential(part, claim.metric, e)
     readings = readings_of(part, claim.metric, low, high, e, effect, decision)
-    asserts = DIFFERENCE if part.asserts == TREND else part.asserts  # a trend: a direction of the share's change
-    j = gate(judge_interval(asserts, readings, effect.estimate(e.margin(claim.metric)), e.alpha, effect.trim), bool(off))
+    if part.asserts == NO_WORSE:  # one-sided against its own margin: no sequential decision reads it
+        decision, readings = None, readings_of(part, claim.metric, low, high, e, effect, None)
+        j = gate(no_worse(part, low, high, readings, effect.estimate(e.margin(claim.metric)), e.alpha, effect.trim), bool(off))
+    else:
+        asserts = DIFFERENCE if part.asserts == TREND else part.asserts  # a trend: a direction of the share's change
+        j = gate(judge_interval(asserts, readings, effect.estimate(e.margin(claim.metric)), e.alpha, effect.trim), bool(off))
     return replace(found, word=j.word, effect=effect, low=low, high=high, margin=e.margin(claim.metric), judgement=j,
                    decision=decision, processes=processes(claim.domain, runs, e.source),
                    shares=share_levels(e.check, part, e.alpha) if claim.metric in SIZED else ())  # fmt: skip
@@ -395,7 +412,10 @@ def event_settle(event: Event, ran: int, alpha: float) -> int:
 def divergence_finding(claim: StudyClaim, part: Part, e: Evidence) -> Finding:
     """StudyClaim 6: no_norm diverges where the normalized variants, at its learning rate, train on."""
     d = replace(divergence(part, e), collapse=claim.collapse_within)
-    j = judge_event(d.event, e.alpha, d.most >= d.study_step, normalized=bool(len(d.normalized)), like_for_like=d.like_for_like)
+    # Long enough: past the step its source's run went NaN, else the steps it says a collapse takes, else
+    # (a claim with neither) any run that trained through.
+    horizon = d.study_step if math.isfinite(d.study_step) else float(claim.collapse_within or 0)
+    j = judge_event(d.event, e.alpha, d.most >= horizon, normalized=bool(len(d.normalized)), like_for_like=d.like_for_like)
     if j.because == Because.TOO_FEW:
         j = replace(j, settle=event_settle(d.event, most_seeds(pd.concat([d.runs, d.normalized])), e.alpha))
     off = tuple(outside(claim.domain, pd.concat([d.runs, d.normalized]), e.source))

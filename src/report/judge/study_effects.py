@@ -4,7 +4,7 @@ An `Effect` is an interval in the units it was measured in, with the map to the 
 (relative training time, nats):
 
 - speed, from the end-of-sweep speed check: the norms' kernel-level prediction of the step-time change,
-  per kernel round a log ratio (src.report.judge.speed.predicted_rounds), Yuen's trimmed-mean interval;
+  per kernel round a log ratio (src.report.judge.speed.predicted_rounds), the trimmed-mean (Tukey–McLaughlin) interval;
 - speed, without a check: the per-seed relative change of tokens/s, paired over seeds
   (src.report.judge.pairs.compare_one), turned into training time (1 / (1 + x) - 1);
 - loss: the per-seed difference of test loss, paired over seeds, in nats;
@@ -104,7 +104,7 @@ class Effect:
 
     @property
     def trim(self) -> float:
-        return TRIM if self.interval.test == "yuen_trimmed" else 0.0
+        return TRIM if self.interval.test == "tukey_mclaughlin" else 0.0
 
     def estimate(self, margin: float) -> Estimate:
         """What src.stats.verdicts judges, in this effect's own units (a relative `margin` of

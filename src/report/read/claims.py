@@ -67,13 +67,15 @@ class Kind(StrEnum):
     equivalence = "equivalence"
     event = "event"
     trend = "trend"
+    no_worse = "no_worse"  # non-inferiority: b is not worse than a by `margin` or more (one-sided)
 
 
 SPEED, LOSS, STABILITY, SHARE, SAVING = (m.value for m in Metric)
-DIFFERENCE, EQUIVALENCE, EVENT, TREND = Kind.difference, Kind.equivalence, Kind.event, Kind.trend
+DIFFERENCE, EQUIVALENCE, EVENT, TREND, NO_WORSE = Kind.difference, Kind.equivalence, Kind.event, Kind.trend, Kind.no_worse
+PAIRED_KINDS = (DIFFERENCE, EQUIVALENCE, NO_WORSE)  # b against another variant a
 # The kinds each metric can be asserted with: a loss never diverges by a size, a trend is of a share.
-KINDS_OF = {SPEED: (DIFFERENCE, EQUIVALENCE), LOSS: (DIFFERENCE, EQUIVALENCE), STABILITY: (EVENT,), SHARE: (TREND,),
-            SAVING: (TREND, DIFFERENCE)}  # fmt: skip
+KINDS_OF = {SPEED: (DIFFERENCE, EQUIVALENCE, NO_WORSE), LOSS: (DIFFERENCE, EQUIVALENCE, NO_WORSE), STABILITY: (EVENT,),
+            SHARE: (TREND,), SAVING: (TREND, DIFFERENCE)}  # fmt: skip
 RELATIVE_METRICS = (SPEED, SHARE, SAVING)  # sizes that are fractions of a value: 0.03 is 3%
 SIZED = (SHARE, SAVING)  # timed per model size by the speed check's share rounds, not read from runs
 HALF_PRECISION = ("fp16_mixed", "bf16_mixed")  # 16-bit autocast: a norm's kernels move 2 bytes a value either way
@@ -185,6 +187,7 @@ class Part(Node):
     size: tuple[float, float] | None = None
     minus: tuple[str, str] | None = None  # (a', b'): the effect is (b vs a) - (b' vs a')
     sizes: tuple[str, ...] = ()  # a trend: the model sizes, smallest first
+    margin: float | None = None  # no_worse: how much worse b may be (higher time or loss), and still be no worse
     _table: Table = PrivateAttr(default_factory=dict)  # its file's, set by the file
     _noun: str = PrivateAttr("the claim")  # who stated its figure: its file's `source_noun`
 
@@ -223,6 +226,8 @@ class Part(Node):
         """The claimed band: its size joined with its figure (a trend: the side it claims, unbounded)."""
         if self.asserts == TREND:
             return (0.0, math.inf) if metric == SAVING else (-math.inf, 0.0)  # a saving grows; a share falls
+        if self.asserts == NO_WORSE:  # anything better than a, or worse by less than the margin
+            return (-math.inf, float(self.margin or 0.0))
         figure = self.published(metric)
         if math.isnan(figure):
             return self.size if self.size else (math.nan, math.nan)
@@ -231,7 +236,7 @@ class Part(Node):
 
     def sign(self, metric: str) -> int:
         """The side of zero claimed (0 for an equivalence): its figure's, else its size's (a trend: falls)."""
-        if self.asserts == EQUIVALENCE:
+        if self.asserts in (EQUIVALENCE, NO_WORSE):
             return 0
         figure = self.published(metric)
         if math.isnan(figure) and self.size:
@@ -251,7 +256,7 @@ class Part(Node):
         for name, value in (("b", self.b), ("a", self.a), *((f"minus[{i}]", v) for i, v in enumerate(self.minus or ()))):
             if value is not None and value not in known:
                 raise At(name, f"unknown variant {value!r}; valid choices: {', '.join(known)}")
-        if kind in (DIFFERENCE, EQUIVALENCE) and (self.a is None or self.a == self.b):
+        if kind in PAIRED_KINDS and (self.a is None or self.a == self.b):
             raise At("a", f"a {kind.value} compares b with another variant a, got a={self.a!r}")
         if metric == SAVING and (self.a is None or self.a == self.b):
             raise At("a", f"a saving is b's against another variant a, got a={self.a!r}")
@@ -272,6 +277,19 @@ class Part(Node):
             raise At("sizes", "only a trend, or a saving, spans model sizes")
         if self.size is not None:
             self._check_size(metric)
+        if kind == NO_WORSE:
+            self._check_margin(metric)
+        elif self.margin is not None:
+            raise At("margin", f"only a no_worse claim has a margin; a {kind.value}'s size is `size`")
+
+    def _check_margin(self, metric: str) -> None:
+        if self.margin is None:
+            raise At("margin", f"a no_worse claim says how much worse b may be: e.g. margin: 0.02 ({'2%' if metric in RELATIVE_METRICS else '0.02 nats'})")
+        if self.size is not None:
+            raise At("size", "a no_worse claim has a margin, not a size; remove size")
+        if not 0 < self.margin < (1 if metric in RELATIVE_METRICS else math.inf):
+            unit = "a fraction: 0.02 is 2% (0 < margin < 1)" if metric in RELATIVE_METRICS else "nats, above 0"
+            raise At("margin", f"{metric}'s margin is {unit}; got {self.margin:g}")
 
     def _check_sizes(self, sizes: dict[str, float]) -> None:
         if len(self.sizes) < 2:

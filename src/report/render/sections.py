@@ -54,6 +54,7 @@ class Block:
 
 PAIRS_HEADING = "Is it more than seed noise? Paired comparisons"
 VERDICT_TABLE = "Per variant (mean ± 95% CI over finished seeds)"
+TABLE_CELLS = "Cells are mean ± 95% CI (t) over finished seeds."
 
 
 def blocks(a: Analysis, output: Output, width: int = WIDTH, pairs: Pairs = Pairs.SENTENCES, study: Study = Study.FULL) -> list[Block]:
@@ -62,7 +63,8 @@ def blocks(a: Analysis, output: Output, width: int = WIDTH, pairs: Pairs = Pairs
     The verdict leaves the stability to report.md; only the terminal counts the runs left out."""
     page, terminal, verdict = (output == o for o in Output)
     found = [Block("" if verdict else HEADLINE, items=headline(a), listed=True)]
-    lead = f"{len(a.runs)} runs from `{a.tracking_uri}`. Cells are mean ± 95% CI (t) over finished seeds." if page else ""
+    # Every interval with its level, the terminal's table too (its cells are mean ± half-width).
+    lead = (f"{len(a.runs)} runs from `{a.tracking_uri}`. {TABLE_CELLS}" if page else TABLE_CELLS if terminal else "")
     found.append(Block(VERDICT_TABLE if verdict else "", lead, table_rows(a)))
     found += [Block(lead=a.code_note)] if a.code_note and not verdict else []
     found.append(_pairs(a, output, pairs))

@@ -1,17 +1,20 @@
 """The verdict in MLflow's own columns: what each job's run carries so that the runs table can sort and
 filter on the answer, not only show the numbers it was read from.
 
-A job's run gets its variant's pair, the first of the report's pairs that measures it (b against a,
-in the report's order: `hand_rmsnorm` against `hand_layernorm`, `torch_rmsnorm` against `hand_rmsnorm`);
-a variant that only ever is a pair's reference (`no_norm`) says so. Per run:
+One reference per column, the report's: a job's loss verdict is its variant against the report's loss
+reference (the table's `test loss vs` column's, `torch_layernorm` where it ran), Holm-adjusted over those
+comparisons alone (one per variant), and its speed verdict its variant against the speed check's reference
+(the reference of `step_vs_ref_pct` beside it). The reference's own runs say so. Per run:
 
-- `loss_verdict` (tag): the pair's word first (`equivalent`, `different`, `inconclusive`, `untested`),
-  then the reference and the interval the word was read from, so that `tags.loss_verdict LIKE
-  'different%'` filters and a sort groups the words;
+- `loss_verdict` (tag): the word first (`equivalent`, `different`, `inconclusive`, `untested`), then the
+  reference and the interval the word was read from, so that `tags.loss_verdict LIKE 'different%'` filters;
 - `loss_vs_ref` with `pairs/loss_vs_ref_low|high` (metrics): the same difference in nats, at the
-  report's printed precision, for a numeric sort;
-- `speed_verdict` (tag): the speed check's word for the same variant against its pair's reference,
-  with its 95% interval of step time.
+  report's printed precision, for a numeric sort (0 for the reference, which the bars then name too);
+- `speed_verdict` (tag): the speed check's word, with its 95% interval of step time;
+- `sort/loss_verdict`, `sort/speed_verdict` (metrics): each word's place in LOSS_ORDER / SPEED_ORDER,
+  which MLflow's runs table sorts (it sorts metrics and params, never tags);
+- `intervals/loss_vs_ref`, `intervals/step_vs_ref_pct`: the two estimates with their 95% intervals, as
+  the chart view's interval bars (src.tracking.intervals).
 
 The tag and metric names are src.tracking.summary's (the store side); the words are written here once.
 """
@@ -24,15 +27,31 @@ from typing import TYPE_CHECKING
 
 from src.report.words.numbers import NATS, decimals_for, estimate_text, shown
 from src.report.words.speed import step_time_text
-from src.stats.verdicts import PairWord
-from src.tracking.summary import JOB_LOSS_BOUNDS, JOB_LOSS_METRIC, LOSS_VERDICT_TAG, SPEED_VERDICT_TAG
+from src.stats.verdicts import PairWord, SpeedWord
+from src.tracking.summary import (
+    JOB_LOSS_BOUNDS,
+    JOB_LOSS_METRIC,
+    JOB_SPEED_METRIC,
+    JOB_SPEED_SECTION,
+    LOSS_SORT_METRIC,
+    LOSS_VERDICT_TAG,
+    SPEED_SORT_METRIC,
+    SPEED_VERDICT_TAG,
+    job_speed_metrics,
+)
 
 if TYPE_CHECKING:
     from src.report.analysis import Analysis
     from src.report.judge.pairs import Result
     from src.report.judge.speed import SpeedVerdict
 
-REFERENCE_WORD = "reference"  # a variant only ever measured against, never measured
+REFERENCE_WORD = "reference"  # the variant the others are measured against
+# The order a sort by `sort/loss_verdict` / `sort/speed_verdict` gives the words (a word's number is its
+# place here): the reference, then from like it to unlike it, then what could not be told.
+LOSS_ORDER = (REFERENCE_WORD, PairWord.EQUIVALENT, PairWord.INCONCLUSIVE, PairWord.DIFFERENT, PairWord.UNTESTED)
+SPEED_ORDER = (REFERENCE_WORD, SpeedWord.EQUIVALENT, SpeedWord.FASTER, SpeedWord.SLOWER, SpeedWord.UNRESOLVED)
+LOSS_REFERENCE_CELL = f"{REFERENCE_WORD}: the others' test loss is measured against it"
+SPEED_REFERENCE_CELL = f"{REFERENCE_WORD}: the others' step time is measured against it"
 
 
 @dataclass
@@ -41,6 +60,7 @@ class JobColumns:
 
     tags: dict[str, str] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
+    intervals: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # result -> low, estimate, high
 
 
 def loss_cell(r: Result) -> str:
@@ -67,18 +87,29 @@ def speed_cell(v: SpeedVerdict) -> str:
 
 
 def job_columns(a: Analysis) -> dict[str, JobColumns]:
-    """variant -> its runs' verdict columns (loss pair and speed), for every variant the report judged."""
+    """variant -> its runs' verdict columns: its loss and its speed against the report's references
+    (`Analysis.reference_comparisons`, `.reference_speed`), for every variant they judged."""
     out: dict[str, JobColumns] = {}
-    for r in a.comparisons:
-        if r.metric != "test_loss" or r.b in out and LOSS_VERDICT_TAG in out[r.b].tags:
-            continue
+    for r in a.reference_comparisons:
+        out.setdefault(r.a, JobColumns({LOSS_VERDICT_TAG: LOSS_REFERENCE_CELL}, {JOB_LOSS_METRIC: 0.0, LOSS_SORT_METRIC: 0.0},
+                                       {JOB_LOSS_METRIC: (0.0, 0.0, 0.0)}))  # fmt: skip
         cols = out.setdefault(r.b, JobColumns())
         cols.tags[LOSS_VERDICT_TAG] = loss_cell(r)
-        cols.metrics |= loss_metrics(r)
-    for r in a.comparisons:  # a variant measured by no pair: the others' reference
-        if r.a not in out:
-            out[r.a] = JobColumns({LOSS_VERDICT_TAG: f"{REFERENCE_WORD}: the others' test loss is measured against it"})
-    for v in a.speed_verdicts:
+        cols.metrics |= {**loss_metrics(r), LOSS_SORT_METRIC: float(LOSS_ORDER.index(r.verdict))}
+        ends = [cols.metrics.get(f"{JOB_LOSS_BOUNDS}_{end}") for end in ("low", "high")]
+        if None not in ends:  # an interval to draw (not an untested pair's)
+            cols.intervals[JOB_LOSS_METRIC] = (ends[0], cols.metrics[JOB_LOSS_METRIC], ends[1])
+    for v in a.reference_speed:
+        reference = out.setdefault(v.a, JobColumns())
+        reference.tags[SPEED_VERDICT_TAG] = SPEED_REFERENCE_CELL
+        reference.metrics[SPEED_SORT_METRIC] = 0.0
         cols = out.setdefault(v.b, JobColumns())
-        cols.tags.setdefault(SPEED_VERDICT_TAG, speed_cell(v))
+        cols.tags[SPEED_VERDICT_TAG] = speed_cell(v)
+        cols.metrics[SPEED_SORT_METRIC] = float(SPEED_ORDER.index(v.verdict))
+    speed = a.speed_estimates()
+    for variant, (change, low, high) in (speed[1] if speed else {}).items():  # the step_vs_ref_pct bars' intervals
+        shown = job_speed_metrics(change, low, high)
+        bounds = f"{JOB_SPEED_SECTION}/{JOB_SPEED_METRIC}"
+        out.setdefault(variant, JobColumns()).intervals[JOB_SPEED_METRIC] = (
+            shown[f"{bounds}_low"], shown[JOB_SPEED_METRIC], shown[f"{bounds}_high"])  # fmt: skip
     return out

@@ -368,7 +368,7 @@ def reproduced_line(a: Analysis, section: StudySection | None = None) -> str:
     grouped: dict[ClaimWord, list[int]] = {}
     for number in tested:
         grouped.setdefault(words.get(number, ClaimWord.NOT_TESTED), []).append(number)
-    answer = f"{len(tested)} of {whose} {len(study.reach)} claims tested in this sweep's domain"
+    answer = f"{len(tested)} of {whose} {counted(len(study.reach), 'claim')} tested in this sweep's domain"
     answer += f" ({'; '.join(f'{w}: {_claims(ns)}' for w, ns in grouped.items())})" if grouped else ""
     if untested:
         untimed = [c.number for c in study.untimed]

@@ -33,6 +33,7 @@ from src.report.judge.study_match import Mismatch, study_code
 from src.report.read.claims import (
     EQUIVALENCE,
     LOSS,
+    NO_WORSE,
     SAVING,
     SHARE,
     SPEED,
@@ -121,6 +122,8 @@ def claimed(metric: str, part: Part) -> str:
     """The part's claimed size where its source has no figure: `-20.0% to -3.0%`, `within ±0.05`, `no size claimed`."""
     if part.asserts == TREND:
         return f"{'falls' if part.sign(metric) < 0 else 'grows'} from {part.sizes[0]} to {part.sizes[-1]}"
+    if part.asserts == NO_WORSE:
+        return f"at most {shown(metric, float(part.margin or 0.0))} worse"
     if not part.size:
         return "no size claimed"
     low, high = part.size
@@ -153,7 +156,7 @@ def published_text(claim: StudyClaim, part: Part) -> str:
     if claim.metric == LOSS:
         return f"{value:+.4f} nats test loss"
     typical = f" (training typically collapses within about {claim.collapse_within} steps)" if claim.collapse_within else ""
-    return f"NaN by step {value:.0f}{typical}"
+    return f"NaN by step {value:.0f}{typical}" if math.isfinite(value) else f"its loss goes NaN{typical}"
 
 
 def not_the_setting(mismatches: Sequence[Mismatch], noun: str = "the study") -> str:
@@ -320,6 +323,12 @@ def interval_reason(f: Finding, j: Judgement) -> str:
     if because == Because.ALIKE_TOO_FEW:
         return f"{alike}, not below the family's {f.alpha:.2g}: {settle}"
     said = f" ({alike})" if alike else ""
+    if part.asserts == NO_WORSE:
+        bound, upper = shown(metric, float(part.margin or 0.0)), shown(metric, f.high, contrast)
+        return {
+            Because.NOT_WORSE: f"no worse than {part.a} by {bound}: the interval's upper end {upper} is below it{said}",
+            Because.WORSE: f"worse than {part.a} by {bound} or more: the whole interval lies at or beyond it{said}",
+        }.get(because) or f"the interval reaches {bound} (its upper end {upper}): {settle}"
     if part.asserts == EQUIVALENCE:
         limits = part.band(metric)
         claimed = f"±{limits[1]:.2%}" if metric == SPEED else f"±{limits[1]:g}"
@@ -387,10 +396,12 @@ def divergence_reason(j: Judgement, d: Divergence, alpha: float, noun: str = "th
         return f"{b} at lr {own}, the normalized variants at {theirs}: not like for like"
     seen = f"{b} diverged in {event.k}/{event.n} runs{_steps(d.runs)}, the normalized variants in {event.k_others}/{event.n_others}{_steps(d.counted)}"
     nan_by = f"step {d.study_step:.0f}, by which {noun}'s {d.b} loss was NaN" if noun != "the study" else f"step {d.study_step:.0f}, by which the study's no-norm loss was NaN"
+    if not math.isfinite(d.study_step):  # a claim with no step of its own: the steps it says a collapse takes, or none
+        nan_by = f"the {d.collapse} steps it says a collapse typically takes" if d.collapse else "no step claimed"
     reason = {
         Because.NONE_COUNTS: f"none of {b + chr(39) + 's' if not event.n else 'the normalized variants' + chr(39)} runs counts",
         Because.TRAINED_WHERE_OTHERS_DIVERGED: f"{seen}: {b} trained where they diverged",
-        Because.TRAINED_PAST_STUDY: f"no NaN in {d.most:.0f} steps, past {nan_by}",
+        Because.TRAINED_PAST_STUDY: f"no NaN in {d.most:.0f} steps" + (f", past {nan_by}" if nan_by != "no step claimed" else ""),
         Because.TRAINED_TOO_SHORT: f"trained {d.most:.0f} steps, short of {nan_by}"
                                    + (f" (it says training typically collapses within about {d.collapse})" if d.collapse else ""),
         Because.BEYOND_CHANCE: f"{seen}: more often than chance allows ({p_text(event.p, FISHER)})",
@@ -562,7 +573,7 @@ class StudyText:
         if f.figures_from and f.setting_from:
             noun = f.source_noun
             return (f"{noun[:1].upper()}{noun[1:]}'s figures come from {f.figures_from}, its setting from {f.setting_from}. "
-                    "Its table and setting beside this sweep's:")  # fmt: skip
+                    "Its table and setting beside this sweep's (mean ± 95% CI over finished seeds):")  # fmt: skip
         link = f" ({f.link})" if f.link else ""
         return f"The claims of {f.title or f.name + '.yaml'}{link}, stated in {f.name}.yaml before this sweep, each judged on it:"
 
