@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from helpers import TINY_MODEL, TinySweep, build_tiny_sweep, tmpfs
 from mlflow.tracking import MlflowClient
 
 from src.tracking.store import Store
+from src.tracking.team_marker import MARKERS_ENV
 from src.tracking.team_server import ServerSetupError, TeamServer, pg_tool
 
 
@@ -30,6 +32,10 @@ _threads = cores_per_worker(len(os.sched_getaffinity(0)), int(os.environ.get("PY
 if _threads is not None and "OMP_NUM_THREADS" not in os.environ:  # a user's own setting is kept
     os.environ["OMP_NUM_THREADS"] = str(_threads)  # the CLIs, sweeps and servers the tests start
     torch.set_num_threads(_threads)
+# The team servers the tests start record their addresses (src.tracking.team_marker) in this run's own
+# folder: a server of the user's on a port a test once used is not taken for a team server later.
+if MARKERS_ENV not in os.environ:
+    os.environ[MARKERS_ENV] = tempfile.mkdtemp(prefix="normsweep-test-team-markers-")
 
 
 @pytest.fixture(scope="session")

@@ -32,7 +32,7 @@ from study_runs import (
 )
 
 from src.core import paths
-from src.report import analyze
+from src.report.analysis import analyze
 from src.report.figures.claims import plot_claims
 from src.report.files import claim_tags, claims_frame
 from src.report.judge.pairs import Margins, compare

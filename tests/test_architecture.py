@@ -38,6 +38,8 @@ TORCH_FREE = [
     "src.tracking.sweep",
     "src.tracking.store",  # and its helpers: the URI and its credentials, retries, the SQLite file, a server
     "src.tracking.store_uri",
+    "src.tracking.checkpoint_file",  # a checkpoint's recorded config, read before a refusal
+    "src.report.read.settings",
     "src.tracking.retry",
     "src.tracking.sqlite_file",
     "src.tracking.store_faults",
@@ -134,6 +136,54 @@ def test_late_stages_do_not_import_torch() -> None:
     code = f"import sys; import {', '.join(TORCH_FREE)}; assert 'torch' not in sys.modules, 'torch imported'"
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+# What a sweep runs before its first job trains, beside Hydra: the config's value checks, the report's
+# settings and the claims files it will judge. None of them may import the analysis's libraries, nor
+# the model's, the trainer's or the store's: every sweep would pay for them at its start.
+HEAVY = ("pandas", "scipy", "matplotlib", "mlflow", "torch", "lightning")
+BEFORE_THE_FIRST_JOB = """
+import sys
+from omegaconf import OmegaConf
+from src.core.paths import compose
+from src.training.run_spec import check_values
+from src.report.read.settings import reference_setting, reference_values, settings
+
+cfg = compose(["report.margin.speed=0.05", "report.pairs=[[hand_layernorm,torch_layernorm]]",
+               "report.reference={norm: torch_layernorm}"])
+check_values(cfg)
+report = OmegaConf.to_container(cfg.report, resolve=True)
+settings(report)
+reference_values(reference_setting(report), {"norm": ["torch_layernorm", "hand_layernorm"]})
+print(",".join(m for m in HEAVY if m in sys.modules))
+"""
+CLAIMS_FORMAT = """
+import sys
+from src.report.read.claims import chosen
+
+chosen(None)  # the study's claims file, read and checked as a sweep's start does
+print(",".join(m for m in HEAVY if m in sys.modules))
+"""
+
+
+def heavy_imports(code: str) -> str:
+    """The heavy libraries a fresh interpreter has imported after running `code`."""
+    proc = subprocess.run(
+        [sys.executable, "-c", f"HEAVY = {HEAVY!r}\n{code}"], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout.strip()
+
+
+def test_a_sweeps_config_check_and_report_settings_import_no_heavy_library() -> None:
+    """Before: a sweep's check of `report.margin`, `report.pairs` and `report.reference` imported the
+    pairs' judge, and with it pandas and scipy; and any module of src.report ran the package's
+    __init__, which imported the whole analysis (pandas, scipy, matplotlib, MLflow)."""
+    assert heavy_imports(BEFORE_THE_FIRST_JOB) == ""
+
+
+def test_the_claims_format_imports_no_heavy_library() -> None:
+    assert heavy_imports(CLAIMS_FORMAT) == ""
 
 
 def test_store_override_reaches_the_report(tmp_path: Path, store_template: Path, capsys: pytest.CaptureFixture[str]) -> None:

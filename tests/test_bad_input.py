@@ -72,6 +72,45 @@ def test_credentials_never_logged() -> None:
     assert "http://127.0.0.1:5000" in record.machine_paths_yaml
 
 
+class _Runs:
+    """Pickled as a call of os.system: what a hostile checkpoint could hold."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        import os
+
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_a_checkpoints_record_is_read_without_running_what_it_holds(tmp_path: Path) -> None:
+    """The run state is read from the checkpoint's pickle without torch: no class outside Python's
+    own plain ones is built, so a pickled call never runs; an archive without torch's pickle, or a
+    pickle that is not Lightning's dict, is refused naming the file."""
+    import pickle
+    import zipfile
+
+    from src.tracking.checkpoint_file import read_run_state
+
+    marker = tmp_path / "ran"
+    hostile = tmp_path / "hostile.ckpt"
+    with zipfile.ZipFile(hostile, "w") as archive:
+        archive.writestr("hostile/data.pkl", pickle.dumps({"state_dict": {}, "callbacks": {"RunTracking": _Runs(marker)}}))
+    assert read_run_state(hostile) == {}  # the call read as an opaque value, not a state
+    assert not marker.exists()
+    other = tmp_path / "other.ckpt"
+    with zipfile.ZipFile(other, "w") as archive:
+        archive.writestr("notes.txt", "a zip, not a checkpoint")
+    with pytest.raises(ConfigError, match=r"other\.ckpt is not a readable checkpoint \(no data\.pkl in its archive\)"):
+        read_run_state(other)
+    listed = tmp_path / "list.ckpt"
+    with zipfile.ZipFile(listed, "w") as archive:
+        archive.writestr("list/data.pkl", pickle.dumps([1, 2]))
+    with pytest.raises(ConfigError, match=r"list\.ckpt is not a Lightning checkpoint \(no state_dict\)"):
+        read_run_state(listed)
+
+
 @pytest.mark.fresh_store  # asserts that no store file is written
 def test_not_a_checkpoint_names_the_file(tiny_overrides: list[str], tmp_path: Path, store: dict[str, str]) -> None:
     bogus = tmp_path / "bogus.ckpt"

@@ -142,43 +142,128 @@ def test_the_time_split_adds_up() -> None:
     assert "the jobs' training 4,709 s summed over jobs that ran at once" in pooled and "%" not in pooled
 
 
-# Refusals of the command line, each answered before torch, Lightning or MLflow is imported: one
-# interpreter runs them all through the entry point, then names the heavy modules it imported.
+# Every refusal that a config, a path or a file decides (docs/faults.md's tables), answered before the
+# heavy libraries are imported: one interpreter runs them all through the entry point, one after
+# another, and names after each the heavy modules imported so far (the first to import one is named).
+HEAVY = ("torch", "lightning", "mlflow", "pandas", "scipy", "matplotlib")
 REFUSALS = r"""
-import os, runpy, sys
+import json, os, runpy, sys
 
-for override in sys.argv[1:]:
+HEAVY = json.loads(sys.argv[2])
+for n, case in enumerate(json.loads(sys.argv[1])):
+    saved = dict(os.environ)
+    os.environ.update(case["env"])
     os.environ["HYDRA_FULL_ERROR"] = "0"  # the entry point sets it to 1 for its own run
-    sys.argv = ["src.train", override, "paths.mlflow_db=/nonexistent/never/mlflow.db"]
+    sys.argv = ["src.train", *case["argv"]]
+    print(f"--- case {n}", file=sys.stderr, flush=True)
     try:
         runpy.run_module("src.train", run_name="__main__")
     except SystemExit as exit_:
         print(f"exit {exit_.code}", file=sys.stderr, flush=True)
-print("heavy:", ",".join(m for m in ("torch", "lightning", "mlflow") if m in sys.modules), file=sys.stderr)
+    os.environ.clear()
+    os.environ.update(saved)
+    print("heavy:", ",".join(m for m in HEAVY if m in sys.modules), file=sys.stderr, flush=True)
 """
+SWEEP = ["-m", "norm=hand_layernorm,torch_layernorm"]
+# Refused for what this machine or the installed packages say, not the config alone, so torch or
+# Lightning is asked (and imported) first, as before: a GPU on a machine without one (torch.cuda);
+# `cluster.strategy=bogus` / `cluster.accelerator=bogus` (the choices are Lightning's registries); a
+# norm's options (its layers are built on the meta device); the token cache's folder and FineWeb's
+# `datasets` package (the data stage, as Lightning prepares the data); a checkpoint in the folder of
+# a new single run (whose run it is: the store says).
+REFUSED: dict[str, tuple[list[str], str]] = {
+    "lr": (["optim.lr=-1"], "config error: optim.lr:"),
+    "seed_type": (["seed=abc"], "config error: seed:"),
+    "seed_range": (["seed=-1"], "config error: seed: must be an integer in [0, 4294967295], got -1"),
+    "norm": (["norm=nope"], "config error: norm"),
+    "appended_key": (["+optim.lrr=1"], "config error: optim.lrr:"),
+    "misspelt_key": (["optim.lrr=1"], "config error: optim.lrr: no such key; did you mean optim.lr?"),
+    "misspelt_group_key": (["data.folder=x"], "config error: data.folder:"),
+    "misspelt_margin": (["report.margin.tst_loss=1"], "config error: report.margin.tst_loss:"),
+    "unknown_key": (["foo=1"], "config error: foo:"),
+    "devices": (["cluster.devices=0"], "config error: cluster.devices:"),
+    "devices_type": (["cluster.devices=1.5"], "config error: cluster.devices: 1.5 is not an integer"),
+    "workers_type": (["cluster=cpu_pool", "cluster.workers=abc"], "config error: cluster.workers:"),
+    "bool_type": (["logger.enabled=maybe"], "config error: logger.enabled: 'maybe' is not a boolean"),
+    "system_metrics": (["logger.system_metrics_s=abc"], "config error: logger.system_metrics_s:"),
+    "experiment_name": (["experiment_name= "], "config error: experiment_name:"),
+    "heads": (["model.n_heads=3"], "config error: model.emb_dim (32) must be divisible by model.n_heads (3)"),
+    "placement": (["model.norm_placement=side"], "config error: model.norm_placement: 'side' is not one of"),
+    "num_workers": (["data.num_workers=-1"], "config error: data.num_workers: must be >= 0"),
+    "test_offset": (["data.test_offset=-1"], "config error: data.test_offset:"),
+    "every_n_steps": (["checkpoint.every_n_steps=0"], "config error: checkpoint.every_n_steps: must be >= 1"),
+    "token_budget": (["optim.token_budget=100"], "config error: optim.token_budget: a budget of 100 tokens is less than"),
+    "huge_micro_batch": (["optim.micro_batch_size=100000"], "config error: optim.micro_batch_size=100000: one step's logits"),
+    "huge_context": (["model.context_length=100000000"], "config error: seq_len=100000000 (= model.context_length): one step's logits"),
+    "scheme": (["logger.tracking_uri=ftp://x/y"], "config error: logger.tracking_uri=ftp://x/y: scheme ftp:// is not a tracking store"),
+    "credentials": (["logger.tracking_uri=http://127.0.0.1:9/x?access_token=abc"], "config error: logger.tracking_uri=http://127.0.0.1:9/x?access_token=***"),
+    "sweep_without_m": (["seed=0,1"], "config error: seed=0,1: a sweep, which only -m"),
+    "group_list": (["norm=[hand_rmsnorm,no_norm]"], "config error: norm=[hand_rmsnorm,no_norm]: a list of norm options"),
+    "group_added": (["+norm=hand_rmsnorm"], "config error: +norm=hand_rmsnorm: norm has an option already"),
+    "run_dir": (["hydra.run.dir=/proc/x"], "config error: hydra.run.dir: /proc is not writable"),
+    "store_folder": (["paths.mlflow_db={tmp}"], "config error: logger.tracking_uri=sqlite:///{tmp}: paths.mlflow_db={tmp} is a directory"),
+    "store_unwritable": (["paths.mlflow_db=/proc/x/mlflow.db"], "config error: logger.tracking_uri=sqlite:////proc/x/mlflow.db: /proc is not writable"),
+    "artifacts": (["paths.mlflow_artifacts=/proc/x"], "config error: logger.artifact_location: /proc is not writable"),
+    "checkpoint_folder": (["checkpoint.enabled=true", "checkpoint.dir=/proc/x"], "config error: checkpoint.dir: /proc is not writable"),
+    "no_checkpoint": (["ckpt_path=last", "checkpoint.dir={tmp}/none"], "config error: ckpt_path: no checkpoint at {tmp}/none/last.ckpt"),
+    "not_a_checkpoint": (["ckpt_path={tmp}/text.ckpt"], "config error: ckpt_path: {tmp}/text.ckpt is not a readable checkpoint"),
+    # under -m: the sweep's start refuses before Hydra launches job 0
+    "empty_sweep": (["-m", "norm=glob(zzz*)"], "config error: norm=glob(zzz*): the sweep has no jobs"),
+    "margin": ([*SWEEP, "report.margin.speed=0"], "config error: report.margin.speed: must be a number > 0, got 0"),
+    "pairs": ([*SWEEP, "report.pairs=[[a,b,c]]"], "config error: report.pairs: each pair is two variants"),
+    "reference": ([*SWEEP, "report.reference={model.norm_placement: side}"], "config error: report.reference:"),
+    "kernel_s": ([*SWEEP, "report.speed_kernel_s=1e9"], "config error: report.speed_kernel_s: must be a number of seconds"),
+    "sweeper": ([*SWEEP, "hydra/sweeper=sequential", "hydra.sweeper.futility=1.5"], "config error: hydra.sweeper.futility:"),
+    "swept_unknown_key": ([*SWEEP, "foo=1,2"], "config error: foo: no such key"),
+    "policy": ([*SWEEP, "sweep.on_code_change=nonsense"], "config error: sweep.on_code_change: 'nonsense' is not one of"),
+    "launcher_name": ([*SWEEP, "hydra.launcher=joblib"], "config error: hydra.launcher=joblib:"),
+    "sweep_dir": ([*SWEEP, "hydra.sweep.dir=/proc/x"], "config error: hydra.sweep.dir: /proc is not writable"),
+    "reports_dir": ([*SWEEP, "paths.reports_dir=/proc/x"], "config error: paths.reports_dir: /proc is not writable"),
+    "sweep_artifacts": ([*SWEEP, "paths.mlflow_artifacts=/proc/x"], "config error: logger.artifact_location: /proc is not writable"),
+    "sweep_store_folder": ([*SWEEP, "paths.mlflow_db={tmp}"], "config error: logger.tracking_uri=sqlite:///{tmp}: paths.mlflow_db={tmp} is a directory"),
+    "sweep_micro_batch": ([*SWEEP, "optim.micro_batch_size=100000"], "config error: optim.micro_batch_size=100000: one step's logits"),
+}
 
 
 @pytest.mark.slow  # a fresh interpreter
-def test_refusals_import_no_torch_lightning_or_mlflow() -> None:
-    refused = {
-        "optim.lr=-1": "config error: optim.lr:",
-        "seed=abc": "config error: seed:",
-        "norm=nope": "config error: norm",
-        "+optim.lrr=1": "config error: optim.lrr:",
-        "cluster.devices=0": "config error: cluster.devices:",
-        "experiment_name= ": "config error: experiment_name:",
-        "model.n_heads=3": "config error: model.emb_dim (128) must be divisible by model.n_heads (3)",
-        # the URI's scheme, with the config's checks (before: after ~5 s of importing Lightning)
-        "logger.tracking_uri=ftp://x/y": "config error: logger.tracking_uri=ftp://x/y: scheme ftp:// is not a tracking store",
-    }
+def test_refusals_import_no_heavy_library(tmp_path: Path) -> None:
+    """Before: a store path that is a folder, an unwritable checkpoint or artifact folder, a micro-batch
+    far too large, a missing checkpoint or one that is no checkpoint, and every refusal at a sweep's
+    start were answered after torch and Lightning (and for a sweep's report settings, pandas and
+    scipy) were imported: seconds, tens of them beside load."""
+    (tmp_path / "text.ckpt").write_text("not a checkpoint")
+    common = [
+        *FAST, f"paths.mlflow_db={tmp_path / 'store' / 'mlflow.db'}", f"paths.cache_dir={tmp_path / 'cache'}",
+        f"paths.mlflow_artifacts={tmp_path / 'artifacts'}", f"paths.reports_dir={tmp_path / 'reports'}",
+        f"paths.checkpoints_dir={tmp_path / 'checkpoints'}", f"hydra.run.dir={tmp_path / 'out'}",
+        f"hydra.sweep.dir={tmp_path / 'multirun'}",
+    ]  # fmt: skip
+    cases = [{"argv": [*common, *(a.replace("{tmp}", str(tmp_path)) for a in argv)], "env": {}} for argv, _ in REFUSED.values()]
+    # cluster=slurm on a machine without sbatch: refused before the store is opened
+    slurm = ("slurm", "config error: cluster=slurm: no sbatch or srun on PATH")
+    cases.append({"argv": [*common, *SWEEP, "cluster=slurm"], "env": {"PATH": str(tmp_path)}})
+    expected = [line.replace("{tmp}", str(tmp_path)) for _, line in REFUSED.values()] + [slurm[1]]
+    names = [*REFUSED, slurm[0]]
     proc = subprocess.run(
-        [sys.executable, "-c", REFUSALS, *refused], cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", REFUSALS, json.dumps(cases), json.dumps(HEAVY)], cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=600
     )
-    lines = proc.stderr.splitlines()
-    assert [line for line in lines if line.startswith("exit ")] == ["exit 2"] * len(refused), proc.stderr[-3000:]
-    for start in refused.values():
-        assert any(line.startswith(start) for line in lines), proc.stderr[-3000:]
-    assert lines[-1].strip() == "heavy:", proc.stderr[-3000:]
+    # A sweep's start reads its claims files (src.report.read.claims), whose own imports are held to
+    # none by tests/test_architecture.py: what they import still is not counted against the refusals.
+    claims = subprocess.run(
+        [sys.executable, "-c", f"import sys, src.report.read.claims; print(*(m for m in {HEAVY!r} if m in sys.modules))"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    ).stdout.split()  # fmt: skip
+    said = proc.stderr.split("--- case ")[1:]
+    assert len(said) == len(cases), proc.stderr[-3000:]
+    wrong = []
+    for name, start, text in zip(names, expected, said, strict=True):
+        lines = [line.strip() for line in text.splitlines()[1:]]
+        if "exit 2" not in lines or not any(line.startswith(start) for line in lines):
+            wrong.append(f"{name}: not refused as expected: {text[-800:]}")
+        elif set(lines[-1].removeprefix("heavy:").strip().split(",")) - {"", *claims}:  # the first to import one
+            wrong.append(f"{name}: imported {lines[-1]}")
+            break
+    assert not wrong, "\n".join(wrong)
 
 
 # --- the memo never hands back a composition of files that changed --------------------------------

@@ -130,6 +130,21 @@ def test_schema_refuses_while_composing(override: str, line: str) -> None:
     assert str(refused.value).startswith(line) and "\n" not in str(refused.value), str(refused.value)
 
 
+@pytest.mark.parametrize("override", ["report.claims=[my claims ü]", "experiment_name=ñörm", "report.claims=[ä,b c]"])
+def test_the_quoting_hint_gives_a_form_that_composes(override: str) -> None:
+    """A list's hint quoted the whole list (`report.claims='[my claims ü]'`), which was then refused as
+    "str is not a ListConfig"; the elements are quoted now, and the hinted override composes as given."""
+    with pytest.raises(ConfigError) as refused:
+        compose([override])
+    hinted = str(refused.value).split("quote the value: ", 1)[1].split(" (on a shell", 1)[0].split("; the override", 1)[0]
+    key, _, value = override.partition("=")
+    cfg = compose([hinted])
+    if value.startswith("["):
+        assert list(OmegaConf.select(cfg, key)) == [e.strip() for e in value[1:-1].split(",")], hinted
+    else:
+        assert OmegaConf.select(cfg, key) == value
+
+
 def test_lists_and_dotted_keys_that_mean_what_they_say_are_kept() -> None:
     """What the refusals of group lists and of option names on a group's node leave alone."""
     assert compose(["norm=[hand_rmsnorm]"]).norm.norm_type == "hand_rmsnorm"  # a one-option list is that option

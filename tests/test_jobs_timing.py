@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from src.report import analyze
+from src.report.analysis import analyze
 from src.report.read.table import JOBS_AT_ONCE, summarize
 from src.report.read.timing import most_at_once
 from src.report.render.sections import table_rows

@@ -9,6 +9,7 @@ test skips without them, unless NORMSWEEP_REQUIRE_BROWSER=1.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -26,7 +27,7 @@ from helpers import EXPERIMENT, REPO, TinySweep, ui_env
 from mlflow.tracking import MlflowClient
 
 from src.core.process_group import stop_group
-from src.report import analyze
+from src.report.analysis import analyze
 from src.report.render.sections import table_rows
 from src.report.words.columns import REFERENCE_WORD
 from src.report.words.table import CHECK_SPEED_HEADER
@@ -286,6 +287,12 @@ def test_the_sweep_summary_goes_through_the_store(store: dict[str, str]) -> None
     assert run.data.metrics == aggregate_metrics(rows)
     assert run.data.tags[NOTE_TAG] == "a is equivalent\n\n3 jobs finished."
     assert {f.path for f in client.list_artifacts(run_id, "report")} == set(TABLES.values())
+    # The report made again replaces its tables (MLflow's log_table appended: two rows of variant a),
+    # still shown as tables by MLflow's artifact viewer.
+    for name in ("variants", "comparisons"):
+        shown = json.loads(door.read_text(run_id, TABLES[name]))  # MLflow's table format (`orient="split"`)
+        assert (shown["columns"], shown["data"]) == (["variant", "test loss"], [["a", 5.0]]), (name, shown)
+    assert {"path": TABLES["variants"], "type": "table"} in json.loads(run.data.tags["mlflow.loggedArtifacts"])
     assert VIEW_TAG in client.get_experiment(experiment).tags
     assert [(d.dataset.name, d.tags[0].value) for d in run.inputs.dataset_inputs] == [("corpus-r50k", "train")]
 

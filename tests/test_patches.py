@@ -115,3 +115,40 @@ def test_the_ui_serves_mlflows_own_page_when_its_patch_is_left_out(migrated_stor
         "unchanged (open an experiment's printed link)"
     ], said
     assert "left out" not in (tmp_path / "patched.log").read_text()
+
+
+def test_the_memory_checks_tracker_falls_back_to_torchs_own_with_the_same_estimate(
+    fresh_warnings: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The memory check overrode torch's private MemTracker internals on every torch >= 2.4 (with no
+    version gate): on another torch, or NORMSWEEP_UNPATCHED set, MemTracker runs as it ships."""
+    from helpers import TINY_MODEL
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    from src.core.paths import compose
+    from src.preflight import memory
+    from src.training.run_spec import validate
+
+    cfg = validate(compose(TINY_MODEL))
+    patched = memory.tracker_class()
+    assert patched is not MemTracker and issubclass(patched, MemTracker)
+    fast = memory._replay(cfg, 2, 32, "32-true", "cpu")
+    monkeypatch.setenv(patches.UNPATCHED_ENV, "1")
+    assert memory.tracker_class() is MemTracker
+    assert memory._replay(cfg, 2, 32, "32-true", "cpu") == fast  # the same peak, by torch's own walk
+    assert f"{patches.PEAK_PATCH} left out: {patches.UNPATCHED_ENV} is set; {patches.PEAK_INSTEAD}" in unwrapped(capsys.readouterr().err)
+
+
+def test_a_benchmarks_recompile_limit_is_set_only_on_the_torch_it_names(fresh_warnings: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from src.bench.norms import raise_recompile_limit
+
+    config = torch._dynamo.config
+    monkeypatch.setattr(config, "recompile_limit", config.recompile_limit)  # restored after the test
+    monkeypatch.setattr(config, "accumulated_recompile_limit", config.accumulated_recompile_limit)
+    monkeypatch.setenv(patches.UNPATCHED_ENV, "1")
+    before = config.recompile_limit
+    assert raise_recompile_limit() is False and config.recompile_limit == before
+    monkeypatch.delenv(patches.UNPATCHED_ENV)
+    assert raise_recompile_limit() is True and config.recompile_limit == 1024

@@ -24,14 +24,18 @@ from mlflow.tracking import MlflowClient
 from src.core import paths
 from src.core.paths import ConfigError
 from src.core.terminal import WIDTH
-from src.report import ReportError, analyze, generate_report, terminal_text
 from src.report.__main__ import main as report_main
+from src.report.analysis import analyze
 from src.report.figures.speed import plot_speed
-from src.report.judge.pairs import PAIRS, Margins, check_pairs, pairs_for
+from src.report.generate import generate_report
+from src.report.judge.pairs import PAIRS, Margins, pairs_for
 from src.report.judge.stability import by_learning_rate, largest_stable_lr
 from src.report.read.published import SETTING, TABLE
+from src.report.read.runs import ReportError
+from src.report.read.settings import check_pairs
 from src.report.read.table import parse_variant, summarize
 from src.report.render.sections import table_rows
+from src.report.render.terminal import terminal_text
 from src.report.words.headline import HEADING as HEADLINE
 from src.report.words.pairs import comparisons_frame, section_sentences
 from src.report.words.speed import speed_section, step_time_text

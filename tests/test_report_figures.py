@@ -19,7 +19,7 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 
-from src.report import analyze
+from src.report.analysis import analyze
 from src.report.figures.axis import file_name, numeric_axis, plot_by_axis
 from src.report.figures.losses import plot_losses
 from src.report.figures.style import save, variant_styles

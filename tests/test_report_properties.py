@@ -300,7 +300,7 @@ PROGRAM_VALUE = re.compile(r"\bnan%?|\bNone\b|\binf\b")  # Python's printing of 
 def check_counts_agree_with_their_nouns(a: Analysis, out: dict[str, str]) -> None:
     for name, text in out.items():
         if not name.endswith(".csv"):
-            bad = [m.group(0) for m in PLURAL_AFTER_ONE.finditer(text)]
+            bad = [text[max(0, m.start() - 150) : m.end() + 60] for m in PLURAL_AFTER_ONE.finditer(text)]  # with where it is said
             assert not bad, f"{name}: a count of one with a plural noun: {bad[:3]}"
 
 

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import lightning as L
 import pytest
 import torch
-from helpers import checkpointed, unwrapped
+from helpers import REPO, checkpointed, cli_env, unwrapped
 from mlflow.tracking import MlflowClient
 
 import src.training.run_life as run_life_module
@@ -182,6 +185,19 @@ def test_foreign_checkpoint_is_refused_before_any_run_is_touched(
     owner = client.get_run(done.run_id)
     assert owner.info.status == "FINISHED" and owner.data.tags["outcome"] == "finished"
     assert client.get_experiment_by_name("other") is None  # nothing recorded for the refused job
+    # The command line refuses it from the checkpoint's recorded config, before torch or Lightning is
+    # imported (before: after both, 42 s on a loaded machine), and before MLflow.
+    probe = (
+        "import runpy, sys; sys.argv = ['src.train', *sys.argv[1:]]\n"
+        "try:\n    runpy.run_module('src.train', run_name='__main__')\n"
+        "except SystemExit as exit_:\n    print('exit', exit_.code, file=sys.stderr)\n"
+        "print('heavy:', *(m for m in ('torch', 'lightning', 'mlflow') if m in sys.modules), file=sys.stderr)"
+    )
+    args = [*checkpointed(tiny_overrides, tmp_path, STEPS), "experiment_name=other", "ckpt_path=last", "model.n_layers=2"]
+    proc = subprocess.run([sys.executable, "-c", probe, *args], cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300)
+    lines = [line.strip() for line in proc.stderr.splitlines()]
+    assert lines[-2:] == ["exit 2", "heavy:"], proc.stderr[-2000:]
+    assert any(re.match(r"config error: ckpt_path: .* another config; differing keys: model.n_layers$", line) for line in lines)
 
     # A new run of the same config would overwrite the finished run's checkpoint: refused in one line.
     before = (tmp_path / "ckpt" / "last.ckpt").stat()

@@ -66,6 +66,25 @@ def test_the_vectorised_rule_decides_like_the_per_look_rule() -> None:
     assert len(set(sim.decision.tolist())) == 4  # the sample exercises every outcome, futility included
 
 
+def test_a_tie_reads_as_rounding_noise_does_and_both_rules_agree_on_it() -> None:
+    """Two implementations of one function: their per-seed losses agree to the last bit on one machine
+    and by a float32 ulp on another. The tie read "undecided (TOST p 0.25)" at 2 seeds by the sign-flip
+    floor while the ulp's spread read "equivalent" by the t rule: the verdict came from the rounding.
+    Both read equivalent now, in the per-look rule and the vectorised one alike; a difference with
+    no spread beyond the margin still needs the sign-flip test's n equal signs."""
+    design = Design(2, 1, 3, 0.001, POCOCK, 0.0, family=2)
+    ulp = float(np.spacing(np.float32(3.6)))
+    tie, noise = np.zeros(2), np.array([ulp, -ulp])
+    decisions = {look_at(design, 0, d, MARGIN).decision for d in (tie, noise)}
+    assert decisions == {EQUIVALENT}, decisions
+    assert look_at(design, 0, tie, MARGIN).tost_p == 0.0
+    shifted = np.full(2, 2 * MARGIN)  # no spread, beyond the margin: 2 equal signs give p 0.5
+    assert look_at(design, 0, shifted, MARGIN).decision == UNDECIDED
+    rows = np.array([[0.0, 0.0, 0.0], [ulp, -ulp, 0.0], [2 * MARGIN] * 3])
+    sim = simulate_differences(design, rows, MARGIN)
+    assert sim.decision.tolist() == [CODES[EQUIVALENT], CODES[EQUIVALENT], CODES[UNDECIDED]]
+
+
 def test_the_spending_functions_and_the_defaults() -> None:
     for spending in SPENDING:
         levels = Design(3, 2, 10, ALPHA, spending, 0.0).levels()

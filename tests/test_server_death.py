@@ -116,8 +116,9 @@ def test_a_database_dead_under_a_run_is_said_as_such() -> None:
         print(line)
         assert line.startswith(
             f"logger.tracking_uri={server.uri}: the tracking server answered HTTP 503 Service Unavailable while "
-            "logging metrics: its database stopped answering (a team server: its PostgreSQL); its MLflow run"
+            "logging metrics: its database stopped answering (its PostgreSQL; the team server's terminal says why); its MLflow run"
         ), line
+        assert "once the team server is back (stop it if it still runs, and start it again: python -m src.tracking.team_server --dir" in line
         assert "og-batch" not in line and "stopped answering while" not in line
     finally:
         server.postgres_started = False  # killed: nothing to stop

@@ -437,3 +437,62 @@ def test_the_local_cluster_is_waited_for_15_seconds(local_slurm: LocalSlurm, mon
     monkeypatch.setenv("SLURM_CONF", local_slurm.env["SLURM_CONF"])
     assert controller_down() is None  # it answers
     assert controller_wait_s() == 15.0  # its SlurmctldTimeout=5 + MessageTimeout 10, as scontrol shows them
+
+
+def _of_folder(folder: Path) -> list[str]:
+    """Every process whose command line or environment names `folder` (read apart from the module's own
+    search), as `pid comm`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            text = Path(f"/proc/{pid}/cmdline").read_bytes() + Path(f"/proc/{pid}/environ").read_bytes()
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            continue
+        if str(folder).encode() in text and int(pid) != os.getpid():
+            found.append(f"{pid} {comm}")
+    return found
+
+
+def _cluster_with_a_stubborn_job(folder: Path) -> subprocess.Popen[str]:
+    """`python -m src.launch.local_slurm --dir folder`, up, running a job that ignores SIGTERM (its step
+    daemon would kill it only after KillWait, 10 s)."""
+    proc = subprocess.Popen([sys.executable, "-m", "src.launch.local_slurm", "--dir", str(folder)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    assert proc.stdout is not None
+    banner = proc.stdout.readline()
+    assert banner.startswith("[normsweep] SLURM up"), banner + proc.stdout.read()
+    env = {**os.environ, "SLURM_CONF": str(folder / "slurm.conf")}
+    script = folder / "stubborn.sh"
+    script.write_text("#!/bin/bash\ntrap '' TERM\nsleep 300 & wait; sleep 300\n")
+    subprocess.run(["sbatch", "--requeue", "-o", str(folder / "stubborn.out"), str(script)], env=env, check=True, capture_output=True)
+    deadline = time.monotonic() + 60
+    while "R" not in subprocess.run(["squeue", "-h", "-o", "%t"], env=env, capture_output=True, text=True).stdout.split():
+        assert time.monotonic() < deadline, "the job never ran"
+        time.sleep(0.3)
+    return proc
+
+
+def test_local_slurm_stops_in_10_s_leaving_nothing_and_says_which_daemon_died(tmp_path: Path) -> None:
+    """SIGTERM took 26 s, said nothing and left 6 slurmstepd (PPID 1); a second start and stop on the same
+    --dir left both slurmd; a killed slurmctld went unsaid for minutes under a banner still "SLURM up"."""
+    if shutil.which("slurmctld") is None and not os.path.exists("/usr/sbin/slurmctld"):
+        pytest.skip("slurm-wlm is not installed here")
+    folder = tmp_path / "cluster"
+    proc = _cluster_with_a_stubborn_job(folder)
+    began = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    out = proc.communicate(timeout=60)[0]
+    took = time.monotonic() - began
+    assert proc.returncode == 0 and took < 10, (took, out)
+    assert _of_folder(folder) == [], out
+    assert unwrapped(out).strip().endswith(f"SLURM stopped: its jobs cancelled without requeueing, nothing of {folder} left running"), out
+
+    proc = _cluster_with_a_stubborn_job(folder)  # the same --dir again
+    ctld = int((folder / "slurmctld.pid").read_text().split()[0])
+    os.kill(ctld, signal.SIGKILL)
+    out = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 1, out
+    (said,) = [line for line in unwrapped(out).splitlines() if line.startswith("error:")]
+    assert said.startswith(f"error: slurmctld (pid {ctld}) stopped: the local SLURM cannot run jobs without it"), out
+    assert _of_folder(folder) == [], out

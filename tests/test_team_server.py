@@ -389,7 +389,9 @@ def test_a_server_whose_database_died_is_a_fault_not_a_config_error(capsys: pyte
         code = report_main(["--status", "--tracking-uri", server.uri, "--experiment-name", "gone"])
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 1 and len(err) == 1, err
-        assert err[0].startswith("error: ") and "its database does not" in err[0] and "restart the database" in err[0], err
+        assert err[0].startswith("error: ") and "its database does not" in err[0], err
+        # ...with the fix that fits a team server: its own command, not a database or `mlflow server` of one's own.
+        assert f"it is a team server: its terminal says why; stop it and start it again (python -m src.tracking.team_server --dir {server.state_dir} --port {server.port} " in err[0], err
         assert "nothing was recorded for this run" not in err[0]
     finally:
         server.postgres_started = False  # killed: nothing to stop (its orphaned backends exit on their own)
@@ -565,3 +567,30 @@ def test_a_sigkilled_team_server_takes_its_servers_with_it_and_a_restart_clears_
         for left in _alive(spawned):
             left.kill()
         shutil.rmtree(state_dir, ignore_errors=True)
+
+
+def test_a_stopped_team_server_is_said_as_one_to_start_again(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--status` against a dead team server said `config error: ... no MLflow tracking server answers
+    there` (exit 2, a wrong command line) and advised `mlflow server ...`; a sweep whose team server
+    stopped under it blamed "the tracking server" with no word of where the cause is said."""
+    from src.tracking.server_client import server_lost
+
+    monkeypatch.setattr(server_client, "PROBE_TIMEOUT_S", 2.0)
+    server = TeamServer.start(fast=True)
+    again = f"python -m src.tracking.team_server --dir {server.state_dir} --port {server.port} --pg-port {server.pg_port}"
+    server.stop()
+    try:
+        code = report_main(["--status", "--tracking-uri", server.uri, "--experiment-name", "gone"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 1 and len(err) == 1, err  # a failed read
+        assert err[0].startswith(f"error: --tracking-uri {server.uri}: the team server there does not answer ("), err
+        assert f"its terminal says why it stopped. Start it again ({again}; `make server` for the default one" in err[0], err
+        assert "mlflow server --backend-store-uri" not in err[0]
+        try:  # what a job meets when the server stops under it
+            MlflowClient(server.uri).search_experiments(max_results=1)
+        except Exception as refused:
+            line = str(server_lost(server.uri, refused, "logging metrics"))
+        assert "stopped answering while logging metrics (Connection refused); it is a team server: its terminal says why it stopped" in line, line
+        assert f"once the team server is back (stop it if it still runs, and start it again: {again})" in line, line
+    finally:
+        shutil.rmtree(server.state_dir, ignore_errors=True)

@@ -87,6 +87,40 @@ def test_a_jobs_lines_name_its_run_by_its_variant(tiny_overrides: list[str], mon
     assert resolve(configs[1]).shown_name == "hand_layernorm-s0"
 
 
+@pytest.mark.slow
+def test_a_sigterm_line_names_the_job_as_its_run(tiny_overrides: list[str], store: dict[str, str], tmp_path: Path) -> None:
+    """In a learning-rate sweep the line read `torch_layernorm-s0 stopped by SIGTERM` while the MLflow run
+    and the job's other lines said `lr=0.001-s0`: every line of a job uses its run's name."""
+    import sys
+
+    from helpers import REPO, cli_env
+    from mlflow.tracking import MlflowClient
+
+    args = [sys.executable, "-m", "src.train", "-m", *tiny_overrides, "norm=torch_layernorm", "optim.lr=0.001,0.002",
+            "optim.max_steps=5000", "val_every_n_steps=5000", "log_every_n_steps=1", "experiment_name=lr_named",
+            f"hydra.sweep.dir={tmp_path / 'multirun'}"]  # fmt: skip
+    client = MlflowClient(store["uri"])
+    proc = subprocess.Popen(args, cwd=REPO, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while True:  # until the first job is inside its fit
+            assert proc.poll() is None and time.monotonic() < deadline, "the job never reached its fit"
+            exp = client.get_experiment_by_name("lr_named") if Path(store["db"]).exists() else None
+            runs = [r for r in client.search_runs([exp.experiment_id]) if SWEEP_TAG not in r.data.tags] if exp else []
+            if runs and len(client.get_metric_history(runs[0].info.run_id, "train/train_loss")) >= 2:
+                break
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        out = unwrapped(proc.communicate(timeout=180)[0])
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    (run,) = runs
+    said = [line for line in out.splitlines() if "stopped by SIGTERM:" in line]
+    assert said and said[0].startswith(f"[normsweep] {run.info.run_name} stopped by SIGTERM"), out[-3000:]
+    assert run.info.run_name == "lr=0.001-s0", run.info.run_name
+
+
 
 def _slowed(request: Callable[..., object]) -> Callable[..., object]:
     def slow(*args: object) -> object:

@@ -26,6 +26,7 @@ from mlflow.tracking import MlflowClient
 from src.core.ports import free_port
 from src.tracking import unsent
 from src.tracking.store import Store
+from src.tracking.tags import MISSING_STEPS_TAG
 from src.tracking.team_server import TeamServer
 from src.tracking.unsent import UNREADABLE_SUFFIX, UNSENT_FILE
 
@@ -251,6 +252,12 @@ def test_a_cut_unsent_file_is_sent_as_far_as_it_reads_and_kept(killed: Killed) -
     assert missing <= held - readable, (sorted(missing), sorted(held), sorted(readable))
     run = MlflowClient(killed.server.uri).get_run(killed.run_id)
     assert run.info.status == "FINISHED"
+    # ...and the gap is carried: the run ended FINISHED with steps missing and nothing on it said so.
+    assert missing, "the cut removed no step the resumed run did not train again: nothing to carry"
+    gap = unsent.step_ranges(sorted(missing))
+    assert run.data.tags.get(MISSING_STEPS_TAG) == gap, proc.stdout[-3000:]
+    lines = [line for line in unwrapped(proc.stdout).splitlines() if "misses step(s)" in line]
+    assert len(lines) == 1 and f"its loss curve misses step(s) {gap} for good" in lines[0], proc.stdout[-3000:]
 
 
 @pytest.mark.slow  # a real server, a killed sweep job, then the re-run against another store

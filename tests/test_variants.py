@@ -161,7 +161,7 @@ def test_a_placement_sweep_reports_four_variants_and_the_four_one_axis_compariso
 
 @pytest.mark.slow
 def test_against_the_study_a_placement_sweep_counts_its_pre_norm_variants(sweeps: Sweeps) -> None:
-    from src.report import analyze
+    from src.report.analysis import analyze
     from src.report.words.study import claim_line, claim_reason, written
     from src.stats.verdicts import ClaimWord
 
@@ -208,7 +208,7 @@ def test_the_runs_the_sweep_run_and_the_ui_view_carry_the_variant(sweeps: Sweeps
 
 @pytest.mark.slow
 def test_status_plan_and_the_reference_follow_the_axes(sweeps: Sweeps) -> None:
-    from src.report import analyze
+    from src.report.analysis import analyze
     from src.report.commands.plan import forecast, pilot_hours, plan_text, sweep_overrides
     from src.report.commands.status import status_text
     from src.report.judge.pairs import Margins

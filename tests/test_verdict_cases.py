@@ -283,10 +283,10 @@ def _alike(seeds: int, loss: dict[str, float]) -> dict[int, object]:
          "so no interval; sign-flip p = 0.00049)"),
         # An equivalence: shown within the margin, its closeness to the study's ±0.0065 not tested.
         (12, {"hand_rmsnorm": 0.001}, 4, ClaimWord.PARTLY,
-         "equivalent within ±0.01 nats (a difference of +0.0010 remains) (every one of 12 seeds moved by exactly +0.0010: no spread, "
+         "equivalent within ±0.01 nats (a difference of +0.0010 remains; every one of 12 seeds moved by exactly +0.0010: no spread, "
          "so no interval; sign-flip p = 0.00049): no interval to hold against the study's ±0.0065"),
         (12, {"hand_rmsnorm": 0.012}, 4, ClaimWord.NOT_REPRODUCED,
-         "they differ by ±0.01 nats or more (a bound itself is a difference that matters) (every one of 12 seeds moved by exactly "
+         "they differ by ±0.01 nats or more (a bound itself is a difference that matters; every one of 12 seeds moved by exactly "
          "+0.0120: no spread, so no interval; sign-flip p = 0.00049)"),
     ],
 )

@@ -10,8 +10,8 @@ import pytest
 from helpers import EXPERIMENT, TinySweep
 from mlflow.tracking import MlflowClient
 
-from src.report import analyze
 from src.report.__main__ import main as report_main
+from src.report.analysis import analyze
 from src.report.render.sections import table_rows
 from src.report.words.columns import LOSS_ORDER, REFERENCE_WORD, SPEED_ORDER, job_columns
 from src.stats.verdicts import PairWord

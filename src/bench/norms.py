@@ -37,6 +37,7 @@ from src.bench.common import (
 from src.bench.files import cells, default_out_dir, parse_list, write_report
 from src.core import cli
 from src.core.norm_yamls import builtin_variants
+from src.core.patches import RECOMPILE_INSTEAD, RECOMPILE_PATCH, TORCH_RECOMPILE_WRITTEN_FOR, patchable
 from src.core.paths import ConfigError, compose
 from src.core.tables import markdown_table
 from src.model.norms import DEFAULT_EPS, HandLayerNorm, HandRMSNorm, make_norm
@@ -46,6 +47,16 @@ SKIPPED = {"no_norm": "identity: no kernel, no bytes to move"}
 COMPILED = {"compiled_hand_layernorm": HandLayerNorm, "compiled_hand_rmsnorm": HandRMSNorm}
 HEADLINE_SHAPE = (4096, 768)
 COPY = "copy"  # the same-size copy reference, timed with the variants of each shape
+
+
+def raise_recompile_limit() -> bool:
+    """Every shape compiles afresh; the default limit would silently drop later shapes to eager. Set
+    only on the torch whose names these are (src/core/patches.py); whether it was set."""
+    if not patchable(RECOMPILE_PATCH, TORCH_RECOMPILE_WRITTEN_FOR, RECOMPILE_INSTEAD):
+        return False
+    torch._dynamo.config.recompile_limit = 1024
+    torch._dynamo.config.accumulated_recompile_limit = 4096
+    return True
 
 
 def variants() -> list[str]:
@@ -165,9 +176,7 @@ def run(
     only: list[str] | None = None,
 ) -> dict[str, Any]:
     """Benchmark every variant over the grid; returns the JSON-ready report."""
-    # Every shape compiles afresh; the default limit would silently drop later shapes to eager.
-    torch._dynamo.config.recompile_limit = 1024
-    torch._dynamo.config.accumulated_recompile_limit = 4096
+    raise_recompile_limit()
     copy = copy_bandwidth(device)
     llc = last_level_cache_bytes(device)
     failed_pct: list[dict[str, Any]] = []

@@ -47,8 +47,9 @@ from src.core.progress import PROGRESS_S, STEPS, say
 from src.core.schema import ReportSchema
 from src.core.tables import markdown_table
 from src.model.gpt import GPTModel
-from src.report.judge.pairs import pairs_for, settings
+from src.report.judge.pairs import pairs_for
 from src.report.judge.speed import norm_shares
+from src.report.read.settings import settings
 from src.report.words.speed import share_where, speed_lines
 from src.stats.inference import Interval, median_interval
 from src.tracking.environment import environment_tags

@@ -55,10 +55,12 @@ class DeviceSpec:
 
 
 def check_device(spec: DeviceSpec) -> None:
-    """Refuse an accelerator or precision this machine cannot run, naming the field."""
-    import torch
+    """Refuse an accelerator or precision this machine cannot run, naming the field. Torch is asked
+    only about a GPU: a CPU run's checks answer before it is imported."""
     accelerator, precision = spec.accelerator, spec.precision
     on_gpu = cuda_accelerator(accelerator)
+    if on_gpu or accelerator in ("gpu", "cuda"):
+        import torch
     if accelerator in ("gpu", "cuda") and not torch.cuda.is_available():
         raise ConfigError(
             f"cluster.accelerator={accelerator!r} but no CUDA device is visible; use cluster=cpu "
@@ -112,8 +114,9 @@ class ModelSize:
 
 def device_memory_bytes(device_type: str) -> int:
     """All the memory of the run's device: the first CUDA device's, or this machine's RAM."""
-    import torch
     if device_type == "cuda":
+        import torch
+
         return torch.cuda.get_device_properties(0).total_memory
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 

@@ -26,6 +26,15 @@ ARGV_PATCH = "options after overrides (python -m src.train)"
 ARGV_INSTEAD = "Hydra reads the command line as typed: its options first, then the overrides"
 FAILURE_PATCH = "a failed job's one line (src/launch/sweep_end.py)"
 FAILURE_INSTEAD = "Hydra prints its own line, with every override of the job, before the job's"
+# torch's MemTracker (a private module, torch.distributed._tools.mem_tracker) with its per-module peak
+# walk replaced by the process-wide peak alone (`_update_peak_stats`, reading `_curr_mem_snap`).
+TORCH_MEM_WRITTEN_FOR = {"torch": ">=2.6,<2.15"}
+PEAK_PATCH = "the memory check's fast peak tracking (src/preflight/memory.py)"
+PEAK_INSTEAD = "torch's MemTracker runs as it ships: the same estimate, a few times slower"
+# torch._dynamo's recompile limits, under these names since torch 2.7 (`cache_size_limit` before).
+TORCH_RECOMPILE_WRITTEN_FOR = {"torch": ">=2.7,<2.15"}
+RECOMPILE_PATCH = "a compiled benchmark's recompile limit (src/bench/norms.py)"
+RECOMPILE_INSTEAD = "torch's default limit: past it, a shape runs eager (its compiled timing is then the eager one)"
 _said: set[str] = set()  # the patches whose fallback this process has announced
 
 

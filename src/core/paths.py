@@ -192,6 +192,22 @@ def override_grammar_url() -> str:
 _SHELL_ACTIVE_IN_DOUBLE_QUOTES = set('"$`\\!')
 
 
+def _quoted(text: str) -> str:
+    quote = "'" if "'" not in text else '"'
+    return f"{quote}{text}{quote}"
+
+
+def quoted_value(value: str) -> str:
+    """An override's value quoted as Hydra reads it: a list (`[a b,c]`) or a sweep (`a b,c`) element by
+    element — the whole of `'[my claims ü]'` is one string, which a list key refuses — else whole."""
+    bracketed = value.startswith("[") and value.endswith("]")
+    inner = value[1:-1] if bracketed else value
+    if (bracketed or "," in inner) and not set("[]{}'\"") & set(inner):
+        elements = ",".join(_quoted(e.strip()) if e.strip() else e for e in inner.split(","))
+        return f"[{elements}]" if bracketed else elements
+    return _quoted(value)
+
+
 def override_parse_line(override: str, message: str) -> str:
     """Hydra's refusal of an override it cannot parse, as one line. Its lexer takes only ASCII
     letters, digits and a few symbols outside quotes (`experiment_name=ñörm` fails), so a value it
@@ -205,8 +221,7 @@ def override_parse_line(override: str, message: str) -> str:
         if not 0 <= at < len(override):
             at = len(override) - 1
         if sep and len(key) < at and value[:1] not in ("'", '"'):
-            quote = "'" if "'" not in value else '"'
-            quoted = f"{key}={quote}{value}{quote}"
+            quoted = f"{key}={quoted_value(value)}"
             shell = "" if _SHELL_ACTIVE_IN_DOUBLE_QUOTES & set(quoted) else f' (on a shell\'s command line: "{quoted}")'
             return (
                 f"{override}: {override[at]!r} is not allowed in an unquoted value; quote the value: "

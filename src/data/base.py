@@ -74,6 +74,23 @@ class DataSource(ABC):
 # --- local files -------------------------------------------------------------------------------
 
 
+def _check_max_windows(field: str, value: Any) -> None:
+    # 0 would silently score nothing (a run without a test loss); null means the whole split.
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ConfigError(f"{field} must be an integer >= 1 or null (the whole split), got {value!r}")
+
+
+def check_loader_values(val_max_windows: Any, test_max_windows: Any, num_workers: int, test_offset: int) -> None:
+    """The data group's window and loader values: the DataModule checks them as it is built, and the
+    config's check (src.training.run_spec) before torch and Lightning are imported."""
+    _check_max_windows("data.val_max_windows", val_max_windows)
+    _check_max_windows("data.test_max_windows", test_max_windows)
+    if num_workers < 0:  # the DataLoader would refuse it only as the fit starts, after the run is recorded
+        raise ConfigError(f"data.num_workers: must be >= 0 (0: windows read in the training process), got {num_workers}")
+    if test_offset < 0:
+        raise ConfigError(f"data.test_offset: must be >= 0 (a token position in data.test_split), got {test_offset}")
+
+
 def match_files(patterns: str | Sequence[str], field: str, suffixes: Sequence[str]) -> list[Path]:
     """The files matched by one or more globs, sorted (a stable document order), all of `suffixes`.
 

@@ -19,15 +19,9 @@ from torch.utils.data import DataLoader, Sampler
 
 from ..core.paths import ConfigError
 from ..core.schema import DataOrder
-from .base import DataSource, build_source
+from .base import DataSource, build_source, check_loader_values
 from .cache import load_split, split_tokens
 from .windows import FixedWindows, OrderedWindows, RandomWindows, ResumableRankSampler, TokenArray
-
-
-def _check_max_windows(field: str, value: Any) -> None:
-    # 0 would silently score nothing (a run without a test loss); null means the whole split.
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ConfigError(f"{field} must be an integer >= 1 or null (the whole split), got {value!r}")
 
 
 class TokenDataModule(L.LightningDataModule):
@@ -62,12 +56,7 @@ class TokenDataModule(L.LightningDataModule):
         super().__init__()
         if order not in tuple(DataOrder):
             raise ConfigError(f"data.order: {order!r} is not one of the valid choices: {', '.join(DataOrder)}")
-        _check_max_windows("data.val_max_windows", val_max_windows)
-        _check_max_windows("data.test_max_windows", test_max_windows)
-        if num_workers < 0:  # the DataLoader would refuse it only as the fit starts, after the run is recorded
-            raise ConfigError(f"data.num_workers: must be >= 0 (0: windows read in the training process), got {num_workers}")
-        if test_offset < 0:
-            raise ConfigError(f"data.test_offset: must be >= 0 (a token position in data.test_split), got {test_offset}")
+        check_loader_values(val_max_windows, test_max_windows, num_workers, test_offset)
         if test_split not in source.splits:
             raise ConfigError(f"data.test_split={test_split!r}; valid choices: {', '.join(source.splits)}")
         if global_batch_size < 1 or max_steps < 1:

@@ -72,9 +72,11 @@ def refuse_empty_sweep(config: DictConfig) -> None:
 job_code: dict[str, Any] = {}
 
 
-def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants]:
+def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants, list[DictConfig]]:
     """Every job of the sweep as the basic sweeper will launch it (the sequential one: its first round):
-    overrides, run name, fingerprint, and its variant (what the jobs' configs differ in, seed aside)."""
+    overrides, run name, fingerprint, and its variant (what the jobs' configs differ in, seed aside),
+    with each job's composed config. Each config's values are checked here (`check_values`); what
+    needs the model, the device or the files is `resolve_jobs`, once the report's settings passed too."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
@@ -82,26 +84,36 @@ def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants]:
     from src.core.paths import compose_error_line
     from src.tracking.identity import fingerprint, flatten, identity_config
     from src.tracking.variants import find_variants
-    from src.training.run_spec import resolve
+    from src.training.run_spec import check_values
 
-    # Jobs that train on this machine are checked against it too: its device, memory and folders.
-    here = not config.cluster.get("spans_machines", False)
     install()  # each job composed here once; Hydra's sweeper and launcher reuse it
-    jobs, params = [], {}
-    job_code.clear()
+    jobs, params, configs = [], {}, []
     for overrides in _job_overrides(_parsed_overrides(config)):
         try:
             cfg = job_config(config, overrides)
         except (HydraException, OmegaConfBaseException) as err:  # `foo=1,2`: as `src.train` says it
             raise ConfigError(compose_error_line(err)) from None
-        spec = resolve(cfg, trains_here=here)  # a job that would be refused: no sweep run is recorded for it
+        check_values(cfg)  # a job that would be refused: no sweep run is recorded for it
         params[str(len(jobs))] = flatten(identity_config(cfg))
         jobs.append({"num": len(jobs), "overrides": list(overrides), "run_name": cfg.run_name, "fingerprint": fingerprint(cfg)})
-        job_code[jobs[-1]["fingerprint"]] = spec.record.code  # a norm of the user's: its file joins it
+        configs.append(cfg)
     variants = find_variants(params)
     for job in jobs:
         job["variant"] = variants.labels[str(job["num"])]
-    return jobs, variants
+    return jobs, variants, configs
+
+
+def resolve_jobs(config: DictConfig, jobs: list[dict[str, Any]], configs: list[DictConfig]) -> None:
+    """Each job resolved as it will train (src.training.run_spec.resolve: the model, the device, the
+    memory floor, the folders); the code each runs kept in `job_code`. Jobs that train on this
+    machine are checked against it too."""
+    from src.training.run_spec import resolve
+
+    here = not config.cluster.get("spans_machines", False)
+    job_code.clear()
+    for job, cfg in zip(jobs, configs, strict=True):
+        spec = resolve(cfg, trains_here=here)
+        job_code[job["fingerprint"]] = spec.record.code  # a norm of the user's: its file joins it
 
 
 # What a SLURM launcher runs on this machine: sbatch submits; submitit looks for srun before it submits
@@ -151,8 +163,8 @@ def check_reference(config: DictConfig, variants: Variants) -> None:
     """The report's settings as the sweep-end report reads them (`report.margin.*`, `report.pairs`,
     and `report.reference` naming values the sweep has): checked before any job trains, in one line,
     since the report is made only after the whole sweep has trained."""
-    from src.report.judge.pairs import reference_setting, reference_values, settings
     from src.report.read.claims import chosen
+    from src.report.read.settings import reference_setting, reference_values, settings
 
     report_cfg = OmegaConf.select(config, "report", default=None)
     try:
@@ -235,7 +247,7 @@ class MlflowSetup(Callback):
         try:  # every job's config, the sweeper's and the report's settings, before Hydra launches job 0
             check_scheduler(config)  # seconds, and before the store: a sweep SLURM cannot take records nothing
             check_hydra_folder(Path(str(config.hydra.sweep.dir)), "hydra.sweep.dir")  # Hydra makes it after this callback
-            jobs, variants = sweep_jobs(config)
+            jobs, variants, configs = sweep_jobs(config)
             warn_unread_keys(jobs)  # before training: a swept key nothing reads makes identical jobs
             check_reference(config, variants)
             if config.logger.enabled:  # what the sweep writes at its start and at its end
@@ -243,6 +255,7 @@ class MlflowSetup(Callback):
 
                 check_artifact_location(config.logger.get("artifact_location"))
                 check_report_folder(config)
+            resolve_jobs(config, jobs, configs)  # last: the model's size imports torch
         except ConfigError as err:  # Hydra turns a callback's exception into a warning: stop here instead
             raise SystemExit(f"config error: {err}") from None
         except Exception as err:  # another sweeper plugin: no job list, status groups runs instead

@@ -15,6 +15,7 @@ tells a job that ended without a result from `squeue` (src/launch/slurm_launcher
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -27,6 +28,7 @@ from pathlib import Path
 from src.core import cli
 from src.core.paths import unwritable_reason
 from src.core.ports import free_port
+from src.core.process_group import alive, stat_fields, wait_until
 from src.core.terminal import say
 
 NODES = ("node1", "node2")
@@ -38,6 +40,13 @@ SWEEP_OVERRIDES = (
     f"hydra.launcher.partition={PARTITION}", "hydra.launcher.cpus_per_task=1",
 )  # fmt: skip
 READY_S = 30.0  # how long the daemons get to come up
+# A stop ends within STOP_S (10 s): the jobs get JOBS_GRACE_S to checkpoint on scancel's SIGTERM, the
+# daemons DAEMONS_GRACE_S to exit on theirs, then whatever of the folder is left is killed.
+JOBS_GRACE_S, DAEMONS_GRACE_S = 5.0, 1.5
+CLIENT_TIMEOUT_S = 5.0  # scontrol/squeue/scancel of a stop: a controller that does not answer is being stopped anyway
+# The processes a cluster of this module runs: found by the SLURM_CONF they inherit from it.
+DAEMONS = frozenset({"munged", "slurmctld", "slurmscriptd", "slurmd", "slurmstepd"})
+WATCH_EVERY_S = 1.0
 
 
 class SlurmSetupError(RuntimeError):
@@ -98,11 +107,39 @@ PartitionName={PARTITION} Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE S
 """
 
 
+def _environ_has(pid: str, entry: bytes) -> bool:
+    try:
+        return entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:  # gone, or not ours to read
+        return False
+
+
+def folder_processes(conf: Path) -> list[int]:
+    """Every process of the cluster configured by `conf`: its daemons (each started with SLURM_CONF in
+    its environment), the step daemons they fork (`slurmstepd`, which outlive a stopped slurmd: PPID 1)
+    and the jobs those run (each in its step daemon's session)."""
+    entry = f"SLURM_CONF={conf}".encode()
+    daemons, sessions, fields = [], set(), {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields[pid] = stat_fields(pid)
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            continue
+        if comm in DAEMONS and _environ_has(pid, entry):
+            daemons.append(int(pid))
+            if comm == "slurmstepd":
+                sessions.add(fields[pid][3])
+    jobs = [int(pid) for pid, f in fields.items() if f[3] in sessions and int(pid) not in daemons]
+    return [p for p in (*daemons, *jobs) if p != os.getpid()]
+
+
 @dataclass
 class LocalSlurm:
     folder: Path
     conf: Path
     pids: list[int] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)  # each daemon's name, as `pids`: what a watch names
 
     @property
     def env(self) -> dict[str, str]:
@@ -150,6 +187,7 @@ class LocalSlurm:
                 raise SlurmSetupError(f"{Path(command[0]).name} wrote no pid file ({pid_file}); see {self.folder}/log")
             time.sleep(0.1)
         self.pids.append(int(pid_file.read_text().split()[0]))
+        self.names.append(Path(command[0]).name + (f" {command[2]}" if command[1] == "-N" else ""))
 
     def _wait_idle(self) -> None:
         deadline = time.monotonic() + READY_S
@@ -166,35 +204,65 @@ class LocalSlurm:
         """Start it again in its folder after `stop` (new ports, the same SLURM_CONF path, its state
         cleared): two clusters on one machine share node names and launch each other's jobs."""
         again = LocalSlurm.start(self.folder)
-        self.conf, self.pids[:] = again.conf, again.pids
+        self.conf, self.pids[:], self.names[:] = again.conf, again.pids, again.names
 
     def run(self, *command: str) -> subprocess.CompletedProcess[str]:
         """A SLURM client command (squeue, scontrol, scancel, ...) against this cluster."""
         return subprocess.run(list(command), env=self.env, capture_output=True, text=True, timeout=60)
 
+    def dead(self) -> str | None:
+        """The first of its daemons no longer running, as `slurmd node1` (pid 123); None while all run."""
+        return next((f"{name} (pid {pid})" for name, pid in zip(self.names, self.pids, strict=True) if not alive(pid)), None)
+
     def stop(self) -> None:
-        """Cancel every job, then stop the daemons (the last started first)."""
+        """Cancel every job without requeueing it, then stop the daemons, and kill whatever of the
+        cluster is left: within about 10 s, nothing of its folder running.
+
+        Requeue=0 first: a job that checkpoints on scancel's SIGTERM asks SLURM to requeue it, and a
+        cluster being stopped (and started again clean) would never run it again; a requeue said to the
+        sweep then was a promise broken (`scontrol requeue` is refused instead: "presently disabled").
+        The step daemons do not stop with slurmd (they are reparented to init), so they are found by
+        the SLURM_CONF they inherited and stopped with their jobs."""
         if self.pids:
-            self.run("scancel", "--user", str(os.getuid()) if os.geteuid() else "root")
-        for pid in reversed(self.pids):
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                continue
-            for _ in range(100):
-                try:
-                    os.kill(pid, 0)
-                except ProcessLookupError:
-                    break
-                time.sleep(0.1)
+            jobs = self._client("squeue", "-h", "-o", "%i").split()
+            if jobs:
+                self._client("scontrol", "update", f"jobid={','.join(jobs)}", "Requeue=0")
+                self._client("scancel", *jobs)
+            wait_until(lambda: not [p for p in folder_processes(self.conf) if _comm(p) == "slurmstepd"], JOBS_GRACE_S)
+        for pid in self.pids:
+            _signal(pid, signal.SIGTERM)
+        wait_until(lambda: not any(alive(p) for p in self.pids), DAEMONS_GRACE_S)
+        for pid in folder_processes(self.conf):
+            _signal(pid, signal.SIGKILL)
+        wait_until(lambda: not folder_processes(self.conf), 1.0)
         self.pids.clear()
+        self.names.clear()
+
+    def _client(self, *command: str) -> str:
+        """A SLURM client command's output ('' when it fails or the controller does not answer)."""
+        try:
+            return subprocess.run(list(command), env=self.env, capture_output=True, text=True, timeout=CLIENT_TIMEOUT_S).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _signal(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, sig)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = cli.parser(
         "python -m src.launch.local_slurm",
         "A real SLURM cluster (munged, slurmctld, two slurmd nodes) on this machine, for trying cluster=slurm;\n"
-        "it runs until Ctrl+C or SIGTERM stops it (exit 0).",
+        "it runs until Ctrl+C or SIGTERM stops it (exit 0), or one of its daemons dies (one line naming it, exit 1).",
         overrides=None,
     )
     parser.add_argument("--dir", type=Path, default=Path(".local_slurm"), help="where its config, state and logs live")
@@ -213,13 +281,20 @@ def main(argv: list[str] | None = None) -> None:
           "    logger.tracking_uri=http://127.0.0.1:5050   # a team server (make server)\n"
           "Ctrl+C stops it")  # fmt: skip
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    died = None
     try:
-        while True:
-            time.sleep(3600)
+        while died is None:
+            time.sleep(WATCH_EVERY_S)
+            died = cluster.dead()
+        say(f"error: {died} stopped: the local SLURM cannot run jobs without it (its log: {cluster.folder / 'log'}, "
+            f"munged's: {cluster.folder / 'munge'}); stopping the others")  # fmt: skip
     except KeyboardInterrupt:
         pass
     finally:
         cluster.stop()
+    say(f"[normsweep] SLURM stopped: its jobs cancelled without requeueing, nothing of {cluster.folder} left running")
+    if died is not None:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -67,7 +67,7 @@ class SweepReport(Callback):
             return
         started = os.environ.get(SWEEP_STARTED_ENV)
         elapsed = time.time() - float(started) if started else MIN_TIMEOUT_S
-        from src.report import report_folder
+        from src.report.files import report_folder
 
         out_dir = report_folder(config.paths.reports_dir, config.experiment_name) / "bench"
         kernel_s = float(OmegaConf.select(config, "report.speed_kernel_s", default=0) or 0)
@@ -92,12 +92,10 @@ class SweepReport(Callback):
         from src.core.paths import register_resolvers  # the paths in the config use ${project_root:}
 
         register_resolvers()
-        from src.report import (  # late: MLflow and pandas are slow to import
-            generate_report,
-            report_folder,
-            terminal_text,
-        )
-        from src.report.render.terminal import links_text, ui_links
+        # late: MLflow and pandas are slow to import
+        from src.report.files import report_folder
+        from src.report.generate import generate_report
+        from src.report.render.terminal import links_text, terminal_text, ui_links
 
         rounds = int(OmegaConf.select(config, "report.speed_rounds", default=0) or 0)
         measuring = time.perf_counter()
@@ -109,7 +107,7 @@ class SweepReport(Callback):
         reports = OmegaConf.select(config, "paths.reports_dir", default=None)
         if out_dir is None and reports:
             out_dir = report_folder(reports, experiment)
-        from src.report.judge.pairs import reference_setting, settings
+        from src.report.read.settings import reference_setting, settings
 
         report_cfg = OmegaConf.select(config, "report", default=None)
         report_settings = OmegaConf.to_container(report_cfg, resolve=True) if report_cfg else None

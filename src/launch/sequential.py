@@ -200,7 +200,8 @@ class SequentialSweeper(Sweeper):
     ) -> list[Comparison]:
         import pandas as pd
 
-        from src.report.judge.pairs import comparison_pairs, reference_setting, settings
+        from src.report.judge.pairs import comparison_pairs
+        from src.report.read.settings import reference_setting, settings
         from src.tracking.tags import FINISHED
 
         assert self.config is not None
@@ -391,6 +392,12 @@ class SequentialSweeper(Sweeper):
             record_stop(store, parent, stop[0], stop[1] + "\n")
 
 
+def chance_floor(chance: float) -> str:
+    """A lower bound on a probability, in whole percent: rounded down so it stays a lower bound, and
+    never 100% (1 − 10⁻⁴ rounds there, and "≥ 100%" reads as no probability at all)."""
+    return f"{min(math.floor(chance * 100), 99)}%"
+
+
 def describe(c: Comparison) -> str:
     """One line: the comparison, its verdict, the look and seeds it took and the level spent by then,
     with the last look's interval (and, for one the budget cannot settle, what it could detect)."""
@@ -425,7 +432,7 @@ def describe(c: Comparison) -> str:
     else:
         chance = last.get("chance")
         verdict = f"{word.UNDECIDED} after {seeds} seeds" + (
-            f" (a later look decides with probability ≥ {chance:.0%})" if chance is not None and math.isfinite(chance) else ""
+            f" (a later look decides with probability ≥ {chance_floor(chance)})" if chance is not None and math.isfinite(chance) else ""
         )
     return f"{c.name}: {verdict} ({interval}, p {last['p']:.2g}, TOST p {last['tost_p']:.2g}, level {last['level']:.2g})"
 

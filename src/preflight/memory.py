@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from src.core.patches import PEAK_INSTEAD, PEAK_PATCH, TORCH_MEM_WRITTEN_FOR, patchable
 from src.model.gpt import GPTConfig, GPTModel
 
 # Lightning precision -> (autocast dtype or None, parameter dtype)
@@ -72,9 +73,13 @@ def _forward_backward_peak(cfg: GPTConfig, micro_batch: int, seq_len: int, preci
     return _PEAKS[key]
 
 
-def _replay(cfg: GPTConfig, micro_batch: int, seq_len: int, precision: str, device: str) -> dict[str, int]:
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.distributed._tools.mem_tracker import _TOTAL_KEY, MemTracker, _MemRefType
+def tracker_class() -> type:
+    """torch's MemTracker, with its per-module peak walk left out where the torch it was written for is
+    installed (src/core/patches.py; on another, or NORMSWEEP_UNPATCHED set, the class as it ships)."""
+    from torch.distributed._tools.mem_tracker import _TOTAL_KEY, MemTracker
+
+    if not patchable(PEAK_PATCH, TORCH_MEM_WRITTEN_FOR, PEAK_INSTEAD):
+        return MemTracker
 
     class PeakTracker(MemTracker):
         """MemTracker without its per-module peaks: after every op it walks every module seen so far
@@ -86,6 +91,14 @@ def _replay(cfg: GPTConfig, micro_batch: int, seq_len: int, precision: str, devi
                     self._peak_mem[dev] = snap[_TOTAL_KEY]
                     self._peak_mem_snap[dev] = dict(snap)
 
+    return PeakTracker
+
+
+def _replay(cfg: GPTConfig, micro_batch: int, seq_len: int, precision: str, device: str) -> dict[str, int]:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.distributed._tools.mem_tracker import _MemRefType
+
+    PeakTracker = tracker_class()  # noqa: N806 - a class
     autocast, param_dtype = PRECISIONS[precision]
     default_dtype = torch.get_default_dtype()
     with FakeTensorMode(), torch.device(device):

@@ -3,101 +3,14 @@
     python -m src.report [--experiment-name NAME] [--margin-loss M] [--margin-speed M] [overrides]
 
 - `analysis`: `analyze` reads everything from the tracker into an `Analysis` (the data and its prose);
-- `render_terminal`, `render_markdown`, `render_html`: the same report for a terminal, `report.md`
+- `render.terminal`, `render.markdown`, `render.html`: the same report for a terminal, `report.md`
   (and the verdict MLflow shows on the sweep's run) and `report.html`;
 - `files`: `write` puts the pages, CSVs and figures in `reports/<experiment>/`;
-- here, `generate_report` does all of it and attaches the files to the sweep's parent run (`report/`),
-  where MLflow's artifact viewer shows `report.html` with its figures inline and the CSVs as grids.
+- `generate`: `generate_report` does all of it and attaches the files to the sweep's parent run
+  (`report/`), where MLflow's artifact viewer shows `report.html` with its figures inline and the
+  CSVs as grids.
+
+This file imports nothing: it runs before every module of the package, and a sweep reads the claims
+format and the report's settings (`read.claims`, `read.settings`) before its first job, without the
+analysis's pandas, scipy, matplotlib and MLflow (tests/test_architecture.py checks it).
 """
-
-from __future__ import annotations
-
-import math
-from collections.abc import Sequence
-from pathlib import Path
-
-import pandas as pd
-
-from src.report.analysis import Analysis, analyze
-from src.report.figures.style import NOT_A_VARIANT, variant_hex
-from src.report.files import claim_tags, default_out_dir, report_folder, write
-from src.report.judge.pairs import Margins
-from src.report.read.claims import ClaimsFile
-from src.report.read.runs import ReportError, open_store, save_summary_run, tag_variants
-from src.report.render.markdown import verdict
-from src.report.render.sections import table_rows
-from src.report.render.terminal import terminal_text
-from src.report.words.columns import job_columns
-from src.report.words.pairs import comparisons_frame
-from src.tracking.intervals import log_job_intervals
-from src.tracking.summary import log_job_columns, log_job_speed, log_sweep_summary, pair_speed_metrics
-from src.tracking.sweep import STALE_AFTER_S
-from src.tracking.tags import BENCH_TAG, BENCH_VARIANTS, RUN_COLOR_TAG
-from src.tracking.ui_view import publish_view
-
-__all__ = [
-    "Analysis",
-    "Margins",
-    "ReportError",
-    "analyze",
-    "default_out_dir",
-    "generate_report",
-    "report_folder",
-    "terminal_text",
-    "write",
-]
-
-
-def generate_report(
-    experiment: str,
-    tracking_uri: str | None = None,
-    out_dir: Path | None = None,
-    log_summary: bool = True,
-    margins: Margins | None = None,
-    pairs: list[tuple[str, str]] | None = None,
-    reference: dict[str, str] | None = None,
-    stale_after_s: float = STALE_AFTER_S,
-    claims: Sequence[ClaimsFile] = (),
-) -> Analysis:
-    """Analyze, write the files, and (optionally) log them to the sweep's parent run, and tag each
-    run with its variant as the report found it (the MLflow UI groups runs by that tag); `claims`:
-    the claims files judged (report.claims; none given: the study's)."""
-    analysis = analyze(experiment, tracking_uri, margins, pairs, reference, stale_after_s, claims)
-    analysis.files = write(analysis, out_dir or default_out_dir(experiment))
-    if log_summary:
-        store = analysis.store or open_store(analysis.tracking_uri)
-        tag_variants(store, analysis.runs, analysis.axes)
-        analysis.report_run_id = save_summary_run(store, analysis.experiment_id, analysis.files)
-        headers, rows = table_rows(analysis)
-        log_sweep_summary(
-            store,
-            analysis.report_run_id,
-            analysis.table.to_dict("records"),
-            pd.DataFrame(rows, columns=headers),
-            comparisons_frame(analysis),
-            verdict(analysis),
-            pair_speed_metrics(
-                (v.a, v.b, *(math.expm1(x) for x in (v.predicted.diff, v.predicted.low, v.predicted.high)))
-                for v in analysis.speed_verdicts
-            ),
-        )
-        for section in analysis.claim_sections:  # one per claim of each file: its word
-            store.set_tags(analysis.report_run_id, claim_tags(section))
-        speed = analysis.speed_estimates()
-        if speed is not None:  # each job's run carries its variant's estimate: a column, one chart of all variants
-            reference, estimates = speed
-            log_job_speed(store, zip(analysis.runs.run_id, analysis.runs.variant, strict=True), estimates, reference)
-        # Each job's run: its words against the report's references, with their intervals, as columns to sort and filter on.
-        # Each job in its variant's colour in the UI (the figures' colour); the sweep run and its checks in grey.
-        found, colors = job_columns(analysis), variant_hex(list(analysis.table.variant))
-        columns = {v: ({**found[v].tags, RUN_COLOR_TAG: c}, found[v].metrics) if v in found else ({RUN_COLOR_TAG: c}, {})
-                   for v, c in colors.items()}  # fmt: skip
-        log_job_columns(store, zip(analysis.runs.run_id, analysis.runs.variant, strict=True), columns)
-        places = {v: i for i, v in enumerate(analysis.table.variant, start=1)}  # the table's order along the step axis
-        log_job_intervals(store, analysis.experiment_id, zip(analysis.runs.run_id, analysis.runs.variant, strict=True),
-                          {v: c.intervals for v, c in found.items() if c.intervals and v in places}, places)  # fmt: skip
-        checks = [r.info.run_id for r in store.runs_tagged(analysis.experiment_id, BENCH_TAG, BENCH_VARIANTS)]
-        for run_id in [analysis.report_run_id, *checks]:
-            store.set_tags(run_id, {RUN_COLOR_TAG: NOT_A_VARIANT})
-        publish_view(store, analysis.experiment_id)  # the start view now knows the speed check's run (no curves: not charted)
-    return analysis

@@ -22,12 +22,14 @@ from omegaconf import OmegaConf
 
 from src.core import cli, paths
 from src.core.terminal import fit
-from src.report import ReportError, analyze, generate_report, report_folder, terminal_text, write
+from src.report.analysis import analyze
 from src.report.commands.status import status_text
-from src.report.judge.pairs import Margins, default_margin, reference_setting, settings
-from src.report.read.runs import open_store
-from src.report.render.terminal import links_text, ui_links
-from src.tracking.server_client import ServerLost
+from src.report.files import report_folder, write
+from src.report.generate import generate_report
+from src.report.read.runs import ReportError, open_store
+from src.report.read.settings import Margins, default_margin, reference_setting, settings
+from src.report.render.terminal import links_text, terminal_text, ui_links
+from src.tracking.server_client import ServerLost, TeamServerDown
 from src.tracking.store_uri import StoreError, redact_uri
 from src.tracking.sweep import JOBS_FILE, STALE_AFTER_S, running_sweep
 from src.tracking.tags import HOST_TAG, PID_TAG
@@ -123,16 +125,23 @@ def main(argv: list[str] | None = None) -> int:
 def named_as_given(args: argparse.Namespace) -> int:
     """`report(args)`, its store's refusal naming `--tracking-uri` when that is where the URI came from
     (the store names the config's key, `logger.tracking_uri`, which the training commands take)."""
+    shown = redact_uri(args.tracking_uri or "")  # the store's messages show the URI without its secrets
+    key = f"logger.tracking_uri={shown}"
+
+    def as_given(text: str) -> str:
+        if args.tracking_uri and text.startswith(key):
+            return text.replace(key, f"--tracking-uri {shown}", 1).replace("drop the override to track in", "drop --tracking-uri to read")
+        return text
+
     try:
         return report(args)
     except ServerLost as err:  # its database or the server died: a fault, said in one line without a run's words
-        raise ReportError(err.what) from None
+        raise ReportError(as_given(err.what)) from None
+    except TeamServerDown as err:  # the address is a team server's: a failed read (exit 1), not a wrong command line
+        raise ReportError(as_given(str(err))) from None
     except paths.ConfigError as err:
-        shown = redact_uri(args.tracking_uri or "")  # the store's messages show the URI without its secrets
-        key = f"logger.tracking_uri={shown}"
-        if args.tracking_uri and str(err).startswith(key):
-            said = str(err).replace(key, f"--tracking-uri {shown}", 1)
-            raise paths.ConfigError(said.replace("drop the override to track in", "drop --tracking-uri to read")) from None
+        if as_given(str(err)) != str(err):
+            raise paths.ConfigError(as_given(str(err))) from None
         raise
 
 

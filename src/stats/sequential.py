@@ -65,9 +65,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import stats
 
-from src.stats.inference import MIN_SEEDS, paired_t
+from src.stats.inference import MIN_SEEDS, RESOLUTION, paired_t
 from src.stats.settings import OBRIEN_FLEMING, POCOCK, SPENDING
-from src.stats.verdicts import SequentialWord, least_detectable, look_word
+from src.stats.verdicts import SequentialWord, least_detectable, look_word, shown_without_spread
 
 EQUIVALENT, DIFFERENT, UNDECIDED, UNDECIDABLE = (SequentialWord.EQUIVALENT, SequentialWord.DIFFERENT, SequentialWord.UNDECIDED,
                                                  SequentialWord.UNDECIDABLE)  # fmt: skip
@@ -146,7 +146,7 @@ def decide_look(differences: np.ndarray, margin: float, level: float) -> LookRes
         return LookResult(t.n, t.diff, math.nan, math.nan, math.nan, math.nan, level, UNDECIDED)
     half = 0.0 if t.se == 0 else float(stats.t.ppf(1 - level / 2, t.df)) * t.se
     p = t.p_value if math.isfinite(t.p_value) else 1.0  # every seed at exactly 0: nothing to detect
-    tost_p, decision = look_word(t.diff, t.se, t.df, p, margin, level, t.n)
+    tost_p, decision = look_word(t.diff, t.se, t.df, p, margin, level)
     return LookResult(t.n, t.diff, t.diff - half, t.diff + half, p, tost_p, level, decision)
 
 
@@ -229,6 +229,7 @@ def simulate_differences(
     decision = np.zeros(sweeps, dtype=np.int8)
     seeds = np.full(sweeps, design.max_seeds)
     csum, csq = np.cumsum(d, axis=1), np.cumsum(d * d, axis=1)
+    largest = np.maximum.accumulate(np.abs(d), axis=1)  # rounding's scale, as `alike` takes it
     looks = design.looks()
     for k, (n, level) in enumerate(zip(looks, levels or design.levels(), strict=True)):
         rows = np.flatnonzero(decision == 0)  # the sweeps still looking
@@ -236,13 +237,17 @@ def simulate_differences(
             break
         mean = csum[rows, n - 1] / n
         sd = np.sqrt(np.maximum(csq[rows, n - 1] - n * mean * mean, 0.0) / (n - 1))
+        sd = np.where(sd <= RESOLUTION * largest[rows, n - 1], 0.0, sd)  # the cumulative sums' cancellation is no spread
         se = sd / math.sqrt(n)
         # p < level as critical values: |t| beyond t(1 - level/2) for the t-test; for TOST both
         # one-sided statistics beyond t(1 - level).
         q_two, q_one = stats.t.ppf(1 - level / 2, n - 1), stats.t.ppf(1 - level, n - 1)
+        # No spread reads as `decide_look` reads it (src.stats.verdicts.look_word): inside the margin
+        # equivalent (the t statistics are infinite there), a difference by the sign-flip test's p.
         with np.errstate(divide="ignore", invalid="ignore"):
             equivalent = ((mean + margin) / se > q_one) & ((mean - margin) / se < -q_one)
-            different = ~equivalent & (np.abs(mean) / se > q_two)
+            shown = np.where(se > 0, np.abs(mean) / se > q_two, (mean != 0) & shown_without_spread(n, level))
+            different = ~equivalent & shown
         decision[rows[equivalent]], decision[rows[different]] = CODES[EQUIVALENT], CODES[DIFFERENT]
         seeds[rows[equivalent | different]] = n
         if design.futility > 0 and k < len(looks) - 1:

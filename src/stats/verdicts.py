@@ -277,13 +277,27 @@ class Estimate:
     untestable: bool = False
 
 
-def look_word(diff: float, se: float, df: float, p: float, margin: float, level: float, n: int) -> tuple[float, SequentialWord]:
+def look_word(diff: float, se: float, df: float, p: float, margin: float, level: float) -> tuple[float, SequentialWord]:
     """A sequential look's TOST p and decision at the level it spends: equivalent by TOST within
-    ±margin, else different by the paired t-test's `p` (with no spread, sign-flip tests' of n equal
-    signs, as for a pair), else undecided (the sweeper adds undecidable and untestable)."""
-    tost_p = tost(diff, se, df, margin) if se > 0 else (sign_flip_p(n, one_sided=True) if abs(diff) < margin else 1.0)
+    ±margin, else different by the paired t-test's `p` (with no spread, the sign-flip test's of n
+    equal signs, as for a pair: src.stats.inference.alike_p), else undecided (the sweeper adds
+    undecidable and untestable).
+
+    No spread (every seed moved by the same amount, a tie included) inside the margin reads as TOST
+    reads it at se 0: equivalent (`tost`). That is where the t rule goes as the spread shrinks, so two
+    implementations of one function read alike whether they agree to the last bit (no spread) or
+    differ by a float's rounding (a spread of a few ulps, TOST p ~ 0): a sign-flip floor here gave
+    the tie 1/2ⁿ (undecided at n = 2) and the rounding-noise pair equivalent, a verdict set by the
+    machine's rounding."""
+    tost_p = tost(diff, se, df, margin)
     word = SequentialWord.EQUIVALENT if tost_p < level else SequentialWord.DIFFERENT if p < level else SequentialWord.UNDECIDED
     return tost_p, word
+
+
+def shown_without_spread(n: int, level: float) -> bool:
+    """Whether n differences with no spread, all of one sign, show a difference at `level`: the
+    sign-flip test's 2/2ⁿ (src.stats.inference.alike_p), as `look_word` reads them."""
+    return sign_flip_p(n) < level
 
 
 # --- pairs and speed: two tests at the caller's levels ----------------------------------------------

@@ -23,14 +23,11 @@ from __future__ import annotations
 import datetime
 import functools
 import os
-import pickle
-import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-import torch
 import torch.distributed as dist
 from lightning.fabric.plugins.environments import (
     ClusterEnvironment,
@@ -43,8 +40,9 @@ from src.core.atomic_io import move_aside, remove_partial_writes
 from src.core.cli import in_multirun
 from src.core.paths import ConfigError, PeerRefused
 from src.tracking import unsent
+from src.tracking.checkpoint_file import read_run_state, resolve_ckpt_path
 from src.tracking.code import CodeState
-from src.tracking.identity import RUN_STATE_KEY, CheckpointSpec, Identity, check_checkpoint
+from src.tracking.identity import CheckpointSpec, Identity, check_checkpoint
 from src.tracking.record import RecordSpec, RunResult, StoreSpec
 from src.tracking.store import Store
 from src.tracking.store_uri import redact_uri
@@ -97,29 +95,6 @@ class PlannedRun(Protocol):
     @property
     def record(self) -> RecordSpec: ...
 
-
-
-# --- what a checkpoint says about its run
-def resolve_ckpt_path(spec: CheckpointSpec) -> Path | None:
-    """The checkpoint to resume from: `ckpt_path=last` / `resume=true` mean this run's last.ckpt."""
-    if spec.resume_from is None:
-        return None
-    path = spec.last if spec.resume_from == "last" else Path(spec.resume_from)
-    if not path.is_file():
-        raise ConfigError(f"ckpt_path: no checkpoint at {path} (run with checkpoint.enabled=true to write one)")
-    return path
-
-
-def read_run_state(path: Path) -> dict[str, Any]:
-    """The tracking state a checkpoint carries ({} if it has none); ConfigError if it is no checkpoint."""
-    try:
-        # mmap: only the small entries we read leave the disk, not gigabytes of optimizer state.
-        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except (RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, EOFError, OSError) as err:
-        raise ConfigError(f"ckpt_path: {path} is not a readable checkpoint ({type(err).__name__})") from None
-    if not isinstance(ckpt, dict) or "state_dict" not in ckpt:
-        raise ConfigError(f"ckpt_path: {path} is not a Lightning checkpoint (no state_dict)")
-    return ckpt.get("callbacks", {}).get(RUN_STATE_KEY, {})
 
 
 def deleted_run_message(store: Store, run_id: str, last: Path) -> str:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from src.core.schema import SERVER_RESTART_S
 from src.tracking.retry import causes, retry
 from src.tracking.store_uri import CREDENTIAL_ENV, FIELD, StoreError, redact_text, redact_uri
+from src.tracking.team_marker import team_server_at
 
 T = TypeVar("T")
 PROBE_TIMEOUT_S = 8.0  # per attempt, connect and read (a basic-auth server hashes each password: slow on a busy host)
@@ -66,15 +67,20 @@ def server_lost(uri: str, err: BaseException, doing: str) -> ServerLost:
     """One line: which server, what the job was doing, the cause, what became of the run, and what to do."""
     text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     status = http_status(text)
+    team = team_server_at(uri)  # a team server's own terminal names the cause (its PostgreSQL, its mlflow server)
     if status is not None and status >= 500:  # it answers, with an error: its database (PostgreSQL) is gone
+        whose = "its PostgreSQL; the team server's terminal says why" if team else "a team server: its PostgreSQL"
         what = (
             f"{FIELD}={redact_uri(uri)}: the tracking server answered {_short_cause(text, uri)} while {doing}: "
-            "its database stopped answering (a team server: its PostgreSQL)"
+            f"its database stopped answering ({whose})"
         )
         back = "the server and its database are back (a team server: stop it and start it again, make server)"
     else:
         what = f"{FIELD}={redact_uri(uri)}: the tracking server stopped answering while {doing} ({_short_cause(text, uri)})"
+        what += "; it is a team server: its terminal says why it stopped" if team else ""
         back = "the server is back"
+    if team:
+        back = f"the team server is back (stop it if it still runs, and start it again: {team})"
     return ServerLost(
         f"{what}; its MLflow run, if it was opened, stays RUNNING and the checkpoint is kept: once {back}, "
         "re-run the same command to resume",
@@ -148,6 +154,12 @@ def _short_cause(text: str, uri: str) -> str:
 CAUSE_MAX = 200  # characters of an unrecognised cause kept in a one-line message
 
 
+class TeamServerDown(StoreError):
+    """Nothing answers where a team server of this machine served (src.tracking.team_marker): the
+    address is right, the server is down. Still a refusal before anything runs for a training command;
+    a failed read for a reading one (src.report)."""
+
+
 class DatabaseLost(ServerLost):
     """The MLflow server answers, but its database does not: a fault of the store, not of the config."""
 
@@ -166,7 +178,9 @@ def refuse_if_database_lost(uri: str, cause: str) -> None:
         return
     if health.status_code == 200:
         fault = f"{FIELD}={redact_uri(uri)}: the tracking server answers, but its database does not ({cause}, from its API)"
-        fix = "restart the database (a team server: stop it and start it again, make server), then re-run the same command"
+        team = team_server_at(uri)
+        fix = (f"it is a team server: its terminal says why; stop it and start it again ({team}), then re-run the same command"
+               if team else "restart the database (a team server: stop it and start it again, make server), then re-run the same command")  # fmt: skip
         # `what`: the fault and its fix alone, for a command that records nothing (src.report).
         raise DatabaseLost(f"{fault}; nothing was recorded for this run: {fix}", what=f"{fault}: {fix}")
 
@@ -200,6 +214,12 @@ def probe_server(uri: str) -> None:
     except Exception as err:
         cause = _short_cause(str(err), uri)
         refuse_if_database_lost(uri, cause)
+        team = team_server_at(uri)
+        if team:
+            raise TeamServerDown(
+                f"{where}: the team server there does not answer ({cause}); its terminal says why it stopped. Start "
+                f"it again ({team}; `make server` for the default one, docs/store.md), then re-run the same command"
+            ) from err
         raise StoreError(
             f"{where}: no MLflow tracking server answers there ({cause}); start it "
             "(`mlflow server --backend-store-uri ...`), fix the address, or drop the override to track "

@@ -356,8 +356,20 @@ class Store:
     # --- tables, dataset inputs ---
 
     def log_table(self, run_id: str, data: pd.DataFrame, artifact_file: str) -> None:
-        """A table artifact (`*.json`) that MLflow's artifact viewer shows as a grid."""
-        self._retry(lambda: self.client.log_table(run_id, data=data, artifact_file=artifact_file))
+        """A table artifact (`*.json`) that MLflow's artifact viewer shows as a grid, written whole: it
+        replaces a table of that name. (MLflow's `log_table` appends to one already there, so a report
+        made again added its rows to the sweep run's tables each time.) The file is MLflow's own table
+        format, and the run's `mlflow.loggedArtifacts` tag names it a table, as `log_table` does."""
+        import json
+
+        from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
+
+        self.log_text(run_id, data.to_json(orient="split", index=False, date_format="iso"), artifact_file)
+        run = self.get_run(run_id)
+        logged = json.loads(run.data.tags.get(MLFLOW_LOGGED_ARTIFACTS, "[]")) if run is not None else []
+        entry = {"path": artifact_file, "type": "table"}
+        if entry not in logged:
+            self.set_tags(run_id, {MLFLOW_LOGGED_ARTIFACTS: json.dumps([*logged, entry])})
 
     def log_inputs(self, run_id: str, datasets: Sequence[DatasetInput]) -> None:
         """Dataset inputs of the run (the UI's Datasets column)."""

@@ -27,6 +27,8 @@ GIT_COMMIT_TAG = "git_commit"
 GIT_DIRTY_TAG = "git_dirty"
 JOB_NUM_TAG = "hydra_job_num"
 RESUMED_TAG = "resumed"
+# Steps missing from the run's loss curve for good (`12-14, 20`): lost with a cut-short unsent-metrics file.
+MISSING_STEPS_TAG = "missing_steps"
 
 # --- sweep bookkeeping (src.tracking.sweep) ------------------------------------------------------
 FINGERPRINT_TAG = "normsweep.fingerprint"

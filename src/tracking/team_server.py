@@ -38,6 +38,7 @@ from src.core.ports import free_port, listens
 from src.core.process_group import alive, group_members, stop_group
 from src.core.terminal import say
 from src.tracking.server_guard import postmaster_pid, stop
+from src.tracking.team_marker import publish
 
 DB_USER = "normsweep"  # the cluster's superuser; trust authentication on 127.0.0.1 only
 DB_NAME = "mlflow"
@@ -257,6 +258,8 @@ class TeamServer:
         self.tell_guard(f"group {self.mlflow_proc.pid}")
         (self.state_dir / MLFLOW_GROUP).write_text(f"{self.mlflow_proc.pid}\n")
         self.wait_ready()
+        # Clients that find it dead later say to start it again, with this command (src.tracking.team_marker).
+        publish(self.uri, f"python -m src.tracking.team_server --dir {self.state_dir} --port {self.port} --pg-port {self.pg_port}")
 
     def wait_ready(self, wait_s: float = START_WAIT_S) -> None:
         deadline = time.monotonic() + wait_s

@@ -44,6 +44,7 @@ from src.tracking.tags import (
     FINISHED,
     HEARTBEAT_TAG,
     JOB_NUM_TAG,
+    MISSING_STEPS_TAG,
     NOTE_TAG,
     OUTCOME_STATUS,
     OUTCOME_TAG,
@@ -171,6 +172,7 @@ class Tracker:
         experiment_id = store.experiment_id(spec.experiment_name, spec.artifact_location)
         self.store = store
         self.spec = spec
+        self.cut_short = False  # its unsent-metrics file was cut short: its curve may keep a gap (`_say_gap`)
         self.git = git_state()
         tags = {
             **spec.tags,
@@ -191,7 +193,9 @@ class Tracker:
         if rank_zero_only.rank == 0:  # rank 0 writes the run through the store; the logger below only reads it
             # What a lost server never acknowledged first: a resumed run starts past those steps and
             # would not log them again, and they count among the steps already logged below.
-            for note in unsent.send(store, unsent_file).notes:
+            sent = unsent.send(store, unsent_file)
+            self.cut_short = sent.cut
+            for note in sent.notes:
                 say(f"[normsweep] {spec.run_name}: {note}")
             if run_id is None:
                 # Created now, through the store: once this returns, another copy of the sweep sees it
@@ -314,6 +318,18 @@ class Tracker:
     def set_tags(self, tags: Mapping[str, str]) -> None:
         self.store.set_tags(self.logger.run_id, tags)
 
+    def _gap(self) -> str:
+        """The steps of the loss curve lost with a cut-short unsent file (`12-14`), said in the job's line;
+        '' when the curve is whole after all (the lost part held steps trained again)."""
+        held = [m.step for m in self.store.metric_history(self.logger.run_id, "train/train_loss") if m.step != SUMMARY_STEP]
+        missing = unsent.missing_steps(held)
+        if not missing:
+            return ""
+        gap = unsent.step_ranges(missing)
+        say(f"[normsweep] {self.spec.run_name}: its loss curve misses step(s) {gap} for good (they were in the cut-off part of "
+            f"its unsent metrics file); the run carries them in its tag {MISSING_STEPS_TAG}")  # fmt: skip
+        return gap
+
     def close(self, outcome: str, note: str | None = None) -> None:
         """End the run: FINISHED for `finished`, FAILED for `diverged` or `failed`. Idempotent.
 
@@ -338,6 +354,7 @@ class Tracker:
         self.closed = True
         if self.system_metrics is not None:
             self._stop_system_metrics()
-        self.set_tags({OUTCOME_TAG: outcome, **({NOTE_TAG: note} if note else {})})
+        gap = self._gap() if self.cut_short and rank_zero_only.rank == 0 else ""
+        self.set_tags({OUTCOME_TAG: outcome, **({NOTE_TAG: note} if note else {}), **({MISSING_STEPS_TAG: gap} if gap else {})})
         if rank_zero_only.rank == 0:
             self.store.terminate(self.logger.run_id, OUTCOME_STATUS[outcome])

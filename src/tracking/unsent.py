@@ -23,6 +23,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +145,7 @@ class Sent:
 
     values: int = 0
     notes: list[str] = field(default_factory=list)
+    cut: bool = False  # the file was cut short: its runs' curves may keep a gap (`missing_steps`)
 
 
 def is_deleted(run: Any) -> bool:
@@ -182,7 +184,7 @@ def send(store: Store, path: Path | None) -> Sent:
     if kept.whole:
         path.unlink(missing_ok=True)
     else:
-        aside = set_aside(path)
+        aside, done.cut = set_aside(path), True
         steps = sum(len(r) for r in kept.runs.values())
         done.notes.append(
             f"{path} was cut short or damaged: the {steps} step(s) still readable in it were sent; "
@@ -202,3 +204,23 @@ def _send_run(store: Store, run_id: str, records: Sequence[Record]) -> int:
             store.log_metrics(run_id, missing, step=step, timestamp_ms=record.get("timestamp"))
             sent += len(missing)
     return sent
+
+
+def missing_steps(steps: Sequence[int]) -> list[int]:
+    """The steps a curve logged every k steps lacks between its first and last (k: its smallest gap)."""
+    held = sorted(set(steps))
+    if len(held) < 2:
+        return []
+    every = min(b - a for a, b in pairwise(held))
+    return sorted(set(range(held[0], held[-1] + 1, every)) - set(held))
+
+
+def step_ranges(steps: Sequence[int]) -> str:
+    """`[12, 13, 14, 20]` -> `12-14, 20`."""
+    out: list[str] = []
+    for step in sorted(steps):
+        if out and out[-1].split("-")[-1] == str(step - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{step}"
+        else:
+            out.append(str(step))
+    return ", ".join(out)

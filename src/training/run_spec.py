@@ -21,6 +21,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from src.core.budget import Budget, resolve_budget
+from src.core.cli import in_multirun
 from src.core.devices import DeviceSpec, ModelSize, check_device, check_memory_floor
 from src.core.norm_yamls import known_variants, without_shipped_target
 from src.core.paths import CONF_DIR, ConfigError, require_writable, user_config_dirs
@@ -35,11 +36,13 @@ from src.core.schema import (
     schema_of,
     unknown_key_line,
 )
+from src.data.base import check_loader_values
 from src.data.tokenizer import VOCAB_SIZE
-from src.tracking.identity import CheckpointSpec, Identity, checkpoint_folder
+from src.tracking.checkpoint_file import read_run_state, resolve_ckpt_path
+from src.tracking.identity import CheckpointSpec, Identity, check_checkpoint, checkpoint_folder
 from src.tracking.record import RecordSpec, StoreSpec
 from src.tracking.store import NAME_MAX
-from src.tracking.store_uri import check_uri_text
+from src.tracking.store_uri import check_uri, check_uri_text
 from src.tracking.sweep import CODE_POLICIES, POLICIES
 from src.tracking.tags import (
     NORM_EPS_TAG,
@@ -246,6 +249,17 @@ def check_store_placement(cfg: DictConfig) -> None:
 
 def validate(cfg: DictConfig) -> GPTConfig:
     """Check every value that would otherwise fail mid-training; returns the model config."""
+    check_values(cfg)
+    # Last: the norm's options are checked by building its layers (on the meta device), with torch;
+    # a norm of the user's is also run at the model's width.
+    model = model_config(cfg)
+    check_user_norm(cfg, model)
+    return model
+
+
+def check_values(cfg: DictConfig) -> None:
+    """Every check of the config's values that needs neither torch nor Lightning nor the store: a
+    refused value is answered before they are imported (seconds; tens of them on a loaded machine)."""
     for key, valid, kind in appended_keys(cfg):  # `+optim.lrr=1`: Hydra appends it, the run never reads it
         raise ConfigError(f"{unknown_key_line(key, valid)}; `+` cannot add one: its keys are its schema's ({kind}, src/core/schema.py)")
     seed = cfg.seed
@@ -313,6 +327,8 @@ def validate(cfg: DictConfig) -> GPTConfig:
     _require(every >= 1, "checkpoint.every_n_steps", f"must be >= 1 (checkpoint.enabled=false writes none), got {every}")
     _require_choice(cfg.test_weights, tuple(ScoredWeights), "test_weights")
     _require_choice(cfg.data.get("order", DataOrder.DRAWN.value), tuple(DataOrder), "data.order")
+    d = cfg.data
+    check_loader_values(d.get("val_max_windows"), d.get("test_max_windows"), int(d.get("num_workers", 0)), int(d.get("test_offset", 0)))
     _require_choice(cfg.precision.lightning, LIGHTNING_PRECISIONS, "precision.lightning")
     _require_choice(cfg.precision.matmul_precision, MATMUL_PRECISIONS, "precision.matmul_precision")
     # Spawned workers keep the results (losses, timings) in their own memory: this entry point runs
@@ -345,11 +361,6 @@ def validate(cfg: DictConfig) -> GPTConfig:
         )
     _require_choice(cfg.cluster.strategy, lightning_names("strategy", cfg.cluster.strategy), "cluster.strategy")
     _require_choice(cfg.cluster.accelerator, lightning_names("accelerator", cfg.cluster.accelerator), "cluster.accelerator")
-    # Last: the norm's options are checked by building its layers (on the meta device), with torch;
-    # a norm of the user's is also run at the model's width.
-    model = model_config(cfg)
-    check_user_norm(cfg, model)
-    return model
 
 
 @dataclass(frozen=True)
@@ -394,7 +405,7 @@ class TrainSpec:
 class RunSpec:
     """The one object a run is built from, past `resolve`: no stage reads the DictConfig again."""
 
-    run_name: str
+    run_name: str  # the job's one name in every line and its MLflow run's: `record.run_name` (see `shown_name`)
     seed: int
     model: GPTConfig
     identity: Identity
@@ -407,9 +418,9 @@ class RunSpec:
 
     @property
     def shown_name(self) -> str:
-        """The name its MLflow run gets (the variant apart, `hand_layernorm · pre-s0`), which a job's
-        lines use: `run_name` alone cannot tell the runs of a norm × placement sweep apart."""
-        return self.record.run_name
+        """The name its MLflow run gets (the variant apart, `hand_layernorm · pre-s0`), which every line
+        of the job uses: cfg.run_name alone cannot tell the runs of a norm × placement sweep apart."""
+        return self.run_name
 
 
 def check_artifact_location(location: str | None) -> None:
@@ -444,7 +455,7 @@ def resolve(cfg: DictConfig, trains_here: bool = True) -> RunSpec:
     device, its memory, the checkpoint folder) is checked here too, before anything is recorded; a
     launcher that resolves its jobs elsewhere (`trains_here=False`, a SLURM login node without GPUs)
     leaves that to the job."""
-    model = validate(cfg)
+    check_values(cfg)
     train, store = TrainSpec.of(cfg), StoreSpec.of(cfg)
     ck, wanted = cfg.checkpoint, cfg.get("ckpt_path")
     overrides, job_num = hydra_context()
@@ -457,23 +468,39 @@ def resolve(cfg: DictConfig, trains_here: bool = True) -> RunSpec:
         resume_from="last" if wanted is None and cfg.get("resume") else wanted,
         placed_by="checkpoint.dir" if ck.get("dir") else "paths.checkpoints_dir",
     )
-    record = RecordSpec.from_config(cfg, identity.params, axes_from_env(axes), overrides, job_num)
-    record = user_norm_record(model, record)  # a norm of the user's: its provenance, its code
-    from src.model.gpt import parameter_count
-
-    size = ModelSize(parameter_count(model), model.vocab_size, model.context_length, model.emb_dim)
     devices = DeviceSpec.of(cfg)
+    # What the paths and files decide, before torch (the model's module) is imported.
+    if store.enabled:
+        check_uri(store.tracking_uri)  # its file: a folder, read-only, a driver missing (the store re-checks as it opens)
+    resolve_budget(train.optim, train.seq_len, devices.world_size, 0)  # its steps (a budget per parameter: below)
     if trains_here:
         check_device(devices)
-        check_memory_floor(size, train.micro_batch_size, train.seq_len, devices.precision, devices.device_type)
-    budget = resolve_budget(train.optim, train.seq_len, devices.world_size, size.n_params)
+        # The floor's logits alone (no parameters counted yet): a micro-batch or a context far too large.
+        floor = ModelSize(0, cfg.model.vocab_size, cfg.model.context_length, cfg.model.emb_dim)
+        check_memory_floor(floor, train.micro_batch_size, train.seq_len, devices.precision, devices.device_type)
     if trains_here and checkpoint.enabled:  # its first write would otherwise fail the run at the first checkpoint
         field = checkpoint.placed_by
         require_writable(checkpoint.folder, field, f"checkpoints go to {checkpoint.folder}: point {field} at a writable folder")
     if trains_here and store.enabled:
         check_artifact_location(store.artifact_location)
+    if not in_multirun():  # a single run's checkpoint: this config's, by its record (a sweep's jobs: each as it starts)
+        given = resolve_ckpt_path(checkpoint)
+        if given is not None:
+            check_checkpoint(given, identity.fingerprint, identity.config, read_run_state(given))
+    model = model_config(cfg)
+    check_user_norm(cfg, model)
+    record = RecordSpec.from_config(cfg, identity.params, axes_from_env(axes), overrides, job_num)
+    record = user_norm_record(model, record)  # a norm of the user's: its provenance, its code
+    from src.model.gpt import parameter_count
+
+    size = ModelSize(parameter_count(model), model.vocab_size, model.context_length, model.emb_dim)
+    if trains_here:
+        check_memory_floor(size, train.micro_batch_size, train.seq_len, devices.precision, devices.device_type)
+    budget = resolve_budget(train.optim, train.seq_len, devices.world_size, size.n_params)
     return RunSpec(
-        run_name=cfg.run_name,
+        # The MLflow run's name (`lr=0.001-s0` in a learning-rate sweep), not cfg.run_name's `<norm>-s<seed>`:
+        # a SIGTERM line named the job `torch_layernorm-s0` while its run and its other lines said `lr=0.001-s0`.
+        run_name=record.run_name,
         seed=cfg.seed,
         model=model,
         identity=identity,

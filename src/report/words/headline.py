@@ -376,7 +376,7 @@ def reproduced_line(a: Analysis, section: StudySection | None = None) -> str:
         missing = sorted({v for n in swept if n in study.unjudged for v in study.unjudged[n][1]})
         needs = [f"{_claims(swept)}: {', '.join(missing) if missing else 'their variants'} not run at this setting"] if swept else []
         needs += [f"{_claims(untimed)} untimed: no share rounds ran"] if untimed else []
-        answer += f"; {len(untested)} not tested here ({'; '.join(needs)})"
+        answer += f"; {len(untested)} {ClaimWord.NOT_TESTED} ({'; '.join(needs)})"
     if outside:
         why = list(dict.fromkeys(fact.fact for n in outside for fact in study.domain_facts.get(n, ())))
         answer += f"; {len(outside)} outside it ({_claims(outside)}" + (f": {', '.join(why)})" if why else ")")

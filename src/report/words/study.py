@@ -44,7 +44,7 @@ from src.report.read.claims import (
     StudyClaim,
     table_effect,
 )
-from src.report.words.common import NO_SHARED_SEED, ONE_RUN, counted, how_paired, run_counts
+from src.report.words.common import NO_SHARED_SEED, ONE_RUN, aside, counted, how_paired, run_counts
 from src.report.words.jobs import AT_ONCE, NOT_A_MEASUREMENT, jobs_ran
 from src.report.words.numbers import (
     NATS,
@@ -326,8 +326,9 @@ def interval_reason(f: Finding, j: Judgement) -> str:
     if part.asserts == NO_WORSE:
         bound, upper = shown(metric, float(part.margin or 0.0)), shown(metric, f.high, contrast)
         return {
-            Because.NOT_WORSE: f"no worse than {part.a} by {bound}: the interval's upper end {upper} is below it{said}",
-            Because.WORSE: f"worse than {part.a} by {bound} or more: the whole interval lies at or beyond it{said}",
+            # With no spread there is no interval: the rounds' one move and its sign-flip p say it (`said`).
+            Because.NOT_WORSE: f"no worse than {part.a} by {bound}" + (said or f": the interval's upper end {upper} is below it"),
+            Because.WORSE: f"worse than {part.a} by {bound} or more" + (said or ": the whole interval lies at or beyond it"),
         }.get(because) or f"the interval reaches {bound} (its upper end {upper}): {settle}"
     if part.asserts == EQUIVALENCE:
         limits = part.band(metric)
@@ -337,8 +338,9 @@ def interval_reason(f: Finding, j: Judgement) -> str:
         return {
             Because.AS_CLOSE: f"{equivalent}, and as close as {whose} {claimed}",
             Because.FURTHER_APART: f"{equivalent}, but further apart than {whose} {claimed}",
-            Because.EQUIVALENT_SIZE_UNTESTED: f"{equivalent}{said}: no interval to hold against {whose} {claimed}",
-            Because.DIFFER_BY_MARGIN: f"they differ by {margin} or more (a bound itself is a difference that matters){said}",
+            Because.EQUIVALENT_SIZE_UNTESTED: f"{aside(equivalent, alike) if alike else equivalent}: no interval to hold against {whose} {claimed}",
+            Because.DIFFER_BY_MARGIN: aside(f"they differ by {margin} or more (a bound itself is a difference that matters)", alike) if alike
+            else f"they differ by {margin} or more (a bound itself is a difference that matters)",
             Because.BEYOND_CLAIMED: f"the whole interval lies beyond {whose} {claimed}: no seed count makes them that close",
         }.get(because) or (f"the interval straddles the margin ({margin}) and {RELATION_VERB.get(r.relation if r else Relation.NONE, 'meets')} "
                            f"{whose} {claimed}: {settle}")  # fmt: skip
