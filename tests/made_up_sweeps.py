@@ -137,12 +137,15 @@ def speed_checks(draw: st.DrawFn, variants: list[str]) -> dict[str, Any]:
              for i, (v, ms) in enumerate(cost.items())}  # fmt: skip
     check = {"kernel": {"samples_s": norms, "step_s": step_ms / 1e3, "rounds": rounds}, "samples_s": steps,
              "settings": {"variants": list(variants), "rounds": step_rounds}}  # fmt: skip
-    if draw(st.booleans()):  # the norms' share of a step at the study's trend's sizes (its eighth claim)
+    if draw(st.booleans()):  # the norms' cost and the rest of a step at the study's eighth claim's sizes
         share_rounds = draw(st.integers(2, 12))
         falls = draw(st.sampled_from((0.5, 0.95, 1.0, 1.3)))  # the share at each next size, relative to the last
-        check["shares"] = {"samples": {v: {size: list(0.02 * falls**i * (1 + rng.normal(0, noise, share_rounds)).clip(0.1))
-                                           for i, size in enumerate(("cpu_small", "gpt2_small", "gpt2_medium"))}
-                                       for v in variants if v != "no_norm"}}  # fmt: skip
+        sizes = ("gpt2_small", "gpt2_medium", "gpt2_large")
+        rest = {size: list(2.0**i * (1 + rng.normal(0, noise, share_rounds)).clip(0.1)) for i, size in enumerate(sizes)}
+        norm_s = {v: {size: list(0.02 * cost[v] * (2 * falls) ** i * (1 + rng.normal(0, noise, share_rounds)).clip(0.1))
+                      for i, size in enumerate(sizes)} for v in variants if v != "no_norm"}  # fmt: skip
+        samples = {v: {size: [n / (n + r) for n, r in zip(x, rest[size], strict=True)] for size, x in by.items()} for v, by in norm_s.items()}
+        check["shares"] = {"sizes": list(sizes), "samples": samples, "norm_s": norm_s, "rest_s": rest}
     return check
 
 

@@ -17,7 +17,7 @@ from study_runs import made_up_runs
 from src.core.norm_yamls import builtin_variants
 from src.core.paths import ConfigError
 from src.report.judge.pairs import Margins
-from src.report.read.claims import SHARE, TREND, load, load_all
+from src.report.read.claims import DIFFERENCE, SAVING, TREND, load, load_all
 from src.report.read.published import CLAIMS, STUDY, TABLE
 from src.report.read.table import summarize
 from src.report.words.study import study_section
@@ -99,9 +99,11 @@ def test_the_study_is_a_claims_file_read_by_the_generic_code() -> None:
     assert STUDY.path.parts[-2:] == ("claims", "rmsnorm_study.yaml") and STUDY.heading == "Against the published study"
     assert [c.number for c in CLAIMS] == list(range(1, 9)) and list(TABLE) == list(STUDY.variants)
     eighth = CLAIMS[-1]
-    assert eighth.metric == SHARE and {p.asserts for p in eighth.parts} == {TREND}
-    assert {p.sizes for p in eighth.parts} == {("cpu_small", "gpt2_small", "gpt2_medium")} and not eighth.domain.cuda
-    assert STUDY.trend_sizes() == ("cpu_small", "gpt2_small", "gpt2_medium")
+    assert eighth.metric == SAVING and [p.asserts for p in eighth.parts] == [TREND, TREND, DIFFERENCE, DIFFERENCE]
+    assert {(p.a, p.b) for p in eighth.parts} == {("hand_layernorm", "hand_rmsnorm"), ("torch_layernorm", "torch_rmsnorm")}
+    assert eighth.statement.startswith('"While its computational savings scale linearly with model width and depth')
+    assert not eighth.domain.cuda and not eighth.domain.gpu  # read on any chip, which its line names
+    assert STUDY.trend_sizes() == ("gpt2_small", "gpt2_medium", "gpt2_large")
     with pytest.raises(ConfigError, match=r"report.claims: no claims file 'nope'; valid choices: .*rmsnorm_study"):
         load_all(["rmsnorm_study", "nope"])
 
@@ -128,6 +130,51 @@ def test_own_claims_judged_in_their_own_section(tmp_path: Path) -> None:
     assert {c.claim.number: c.word for c in rises.claims}[2] == ClaimWord.NOT_REPRODUCED  # the opposite direction
     # Without share rounds a trend is not listed: the words of a sweep that timed none stay as they were.
     assert [c.claim.number for c in study_section(runs, (), {}, Margins(), source=mine).judged.claims] == [1]
+
+
+def _savings_check(rounds: int = 10) -> dict[str, object]:
+    """Share rounds at claim 8's sizes: hand-rolled RMSNorm saves 40% of LayerNorm's norm time at every
+    size (a saving that grows with the size), nn.RMSNorm costs 4× nn.LayerNorm (a cost that grows)."""
+    rng = np.random.default_rng(7)
+    sizes = ("gpt2_small", "gpt2_medium", "gpt2_large")
+    grow = {"gpt2_small": 1.0, "gpt2_medium": 2.7, "gpt2_large": 5.0}  # width × depth, as GPT-2's sizes have it
+    rest = {s: list(1.0 * grow[s] * 1.6 * (1 + rng.normal(0, 0.02, rounds))) for s in sizes}  # the blocks' d² outgrow the norms' d
+    per = {"hand_layernorm": 0.05, "hand_rmsnorm": 0.03, "torch_layernorm": 0.006, "torch_rmsnorm": 0.024}
+    norm_s = {v: {s: list(x * grow[s] * (1 + rng.normal(0, 0.02, rounds))) for s in sizes} for v, x in per.items()}
+    return {"shares": {"sizes": list(sizes), "norm_s": norm_s, "rest_s": rest,
+                       "samples": {v: {s: [n / (n + r) for n, r in zip(x, rest[s], strict=True)] for s, x in by.items()} for v, by in norm_s.items()}},
+            "environment": {"env.device": "Intel Xeon (2 cores)"}}  # fmt: skip
+
+
+def test_the_eighth_claim_reads_the_savings_the_study_speaks_of() -> None:
+    """Claim 8 as the study says it: RMSNorm's saving against LayerNorm grows with width × depth, and at the
+    largest size it is a modest share of a step. A saving that is a cost (nn.RMSNorm's on this CPU) is said so."""
+    runs = made_up_runs({n: n for n in ("hand_layernorm", "torch_layernorm", "hand_rmsnorm", "torch_rmsnorm")}, **CPU)
+    text = study_section(runs, (), _savings_check(), Margins(), summarize(runs))
+    (eighth,) = [c for c in text.judged.claims if c.claim.number == 8]
+    words = {f.part.label: f.word for f in eighth.findings}
+    assert words["hand-rolled"] == ClaimWord.REPRODUCED and words["hand-rolled, modest"] == ClaimWord.REPRODUCED, words
+    assert words["built-in"] == ClaimWord.NOT_REPRODUCED and words["built-in, modest"] == ClaimWord.NOT_REPRODUCED, words
+    assert eighth.word == ClaimWord.PARTLY
+    hand = next(f for f in eighth.findings if f.part.label == "hand-rolled")
+    assert hand.effect.diff == pytest.approx(4.0, rel=0.05)  # the saving at gpt2_large is 5× gpt2_small's: +400%
+    line = next(x for x in text.lines(100_000) if x.startswith("8. "))
+    assert '"While its computational savings scale linearly with model width and depth' in line, line
+    assert "the saving grows from gpt2_small to gpt2_large (this check's sizes, not the study's)" in line, line
+    assert "hand_rmsnorm's step -5.0% to +0.0% against hand_layernorm's at gpt2_large (this check's size, not the study's)" in line, line
+    assert "share check, 10 interleaved rounds on Intel Xeon (2 cores)" in line, line
+    assert "the saving's share of a step at gpt2_small" in line, line
+
+
+def test_a_saving_names_what_it_is_against(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"claims\[0\]\.parts\[0\]\.a: a saving is b's against another variant a"):
+        load("bad", builtin_variants(), [write(tmp_path / "claims", """
+    claims:
+      - statement: RMSNorm's saving grows
+        metric: norm_saving
+        parts:
+          - {b: hand_rmsnorm, asserts: trend, sizes: [gpt2_small, gpt2_large]}
+    """, "bad")])
 
 
 def test_a_trend_every_round_shows_alike_is_reproduced_without_a_figure(tmp_path: Path) -> None:
@@ -200,7 +247,7 @@ def test_a_chosen_trend_adds_its_rounds_to_the_speed_check_and_a_bad_count_is_re
 
     command = bench_command(JOBS, 20, tmp_path, share=(STUDY.trend_sizes(), 3))
     assert command is not None and command[command.index("--share-sizes") :][:4] == [
-        "--share-sizes", "cpu_small,gpt2_small,gpt2_medium", "--share-rounds", "3"]  # fmt: skip
+        "--share-sizes", "gpt2_small,gpt2_medium,gpt2_large", "--share-rounds", "3"]  # fmt: skip
     assert "--share-sizes" not in (bench_command(JOBS, 20, tmp_path) or [])  # no trend chosen: no rounds
     with pytest.raises(ConfigError, match=r"report.share_rounds: must be 0 .* or an integer >= 2"):
         validate(compose(["report.share_rounds=1"]))

@@ -379,8 +379,8 @@ def _verdict(step_rounds: list[float], kernel_rounds: list[float]) -> SpeedVerdi
 
 
 def test_whole_steps_check_the_prediction_only_when_precise() -> None:
-    """An interval wider than the margin checks nothing, apart or not; precise intervals apart disagree,
-    whichever is the wider (never "too noisy")."""
+    """An interval wider than the margin that holds the prediction checks nothing; precise intervals apart
+    disagree, whichever is the wider (never "too noisy")."""
     rng = np.random.default_rng(0)
     kernel = list(0.05 + rng.normal(0, 0.001, 30))
     wide = _verdict(list(-0.05 + rng.normal(0, 0.2, 30)), kernel)

@@ -21,10 +21,12 @@ the experiment, which `python -m src.report` shows as the "interleaved speed" co
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -35,7 +37,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.bench.common import synchronize
 from src.bench.files import default_out_dir, parse_list, write_report
-from src.bench.kernels import clock, cpu_threads, kernel_check, load
+from src.bench.kernels import cpu_threads, kernel_check, load
 from src.bench.norms import SKIPPED
 from src.bench.shares import norm_share_rounds
 from src.core import cli
@@ -48,7 +50,7 @@ from src.model.gpt import GPTModel
 from src.report.judge.pairs import pairs_for
 from src.report.judge.speed import norm_shares
 from src.report.read.settings import settings
-from src.report.words.speed import speed_lines
+from src.report.words.speed import share_where, speed_lines
 from src.stats.inference import Interval, median_interval
 from src.tracking.environment import environment_tags
 from src.tracking.git import git_state
@@ -68,7 +70,7 @@ from src.training.steps import TrainStep, bench_config, build_module, device_of,
 
 BASELINE = "no_norm"  # the norm's cost is a step's time minus the identity's
 N_BATCHES = 4  # distinct random batches, cycled: the same for every variant
-REFERENCE_STEPS = 3  # whole steps of the reference at the kernel check's thread count (median)
+STEP_ROUNDS = 1000  # the schedule's length: room for one reference step per kernel round (the budget ends them first)
 STUDY_PRESET = "norm_sweep"  # without --variants: the norms this preset sweeps (the study's five)
 
 
@@ -112,17 +114,14 @@ def build_variants(overrides: list[str], variants: list[str] | dict[str, list[st
     return {v: TrainStep(modules[v], configs[v], device) for v in variants}, models, first
 
 
-def reference_step_s(step: TrainStep, batches: list, device: torch.device) -> float:
-    """Median seconds of REFERENCE_STEPS whole steps (after one untimed), at the current thread count
-    and on the kernel rounds' clock."""
-    times, now = [], clock(device)
-    for i in range(REFERENCE_STEPS + 1):
-        synchronize(device)
-        t0 = now()
-        step(*batches[i % len(batches)])
-        synchronize(device)
-        times.append(now() - t0)
-    return float(sorted(times[1:])[REFERENCE_STEPS // 2])
+def reference_step(step: TrainStep, batches: list) -> Callable[[], None]:
+    """One whole step of the reference per call, the batches cycled: the kernel rounds' denominator."""
+    calls = itertools.count()
+
+    def run() -> None:
+        step(*batches[next(calls) % len(batches)])
+
+    return run
 
 
 def time_rounds(steps: dict[str, TrainStep], batches: list, warmup: int, rounds: int, device: torch.device) -> dict[str, list[float]]:
@@ -189,7 +188,7 @@ def variant_overrides(args: argparse.Namespace) -> dict[str, list[str]]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     chosen = variant_overrides(args)
     variants = list(chosen)
-    total = args.warmup + args.rounds + REFERENCE_STEPS + 1
+    total = args.warmup + args.rounds + STEP_ROUNDS
     clock = {"start": time.perf_counter(), "wall_start": time.time()}
     steps, _, cfg = build_variants(args.overrides, chosen, args.batch, total, args.seed)
     device = device_of(cfg)
@@ -200,14 +199,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     print(f"{len(variants)} variants: their norms' forward+backward at the run's shapes for {args.kernel_seconds:g} s", flush=True)
     threads = args.kernel_threads if device.type == "cpu" else None
     with cpu_threads(threads):
+        # The prediction divides the norms' cost by a whole step at the same thread count, timed in
+        # the same rounds (one reference step per round), so a round's load is in both.
+        reference = REFERENCE_VARIANT if REFERENCE_VARIANT in steps else variants[0]
         kernel, dispatch = kernel_check(
             {v: s.model for v, s in steps.items()}, batches[0][0].to(device), steps[variants[0]].autocast_context,
-            bool(cfg.compile), args.kernel_seconds, device,
+            bool(cfg.compile), args.kernel_seconds, device, step=reference_step(steps[reference], batches),
         )  # fmt: skip
-        # The prediction divides the norms' cost by a whole step at the same thread count.
-        reference = REFERENCE_VARIANT if REFERENCE_VARIANT in steps else variants[0]
         kernel["reference"] = reference
-        kernel["step_s"] = reference_step_s(steps[reference], batches, device)
         shares = None
         if args.share_sizes and args.share_rounds:  # a trend claim's evidence: each norm's share of a step per model size
             specs = {str(s.model.cfg.norm.norm_type): s.model.cfg.norm for s in steps.values()}
@@ -303,7 +302,8 @@ def to_markdown(report: dict[str, Any]) -> str:
             f"- training config overrides: {' '.join(s['overrides']) or 'none'}",
             "- intervals: 95% bootstrap of the median over rounds; ratios and costs are per round, so drift cancels",
             f"- {SHARE_HEADER}: "
-            + ("each norm's own forward+backward per step (its kernels, timed apart) ÷ the reference's whole step" if own
+            + (f"each norm's own forward+backward per step (its kernels, timed apart) ÷ the reference's whole step in the "
+               f"same round, median over rounds ({share_where(report)})" if own
                else f"the norm cost ÷ the variant's step; {BELOW_NOISE} where the two steps' difference fell outside [0, 100%]"),
             "",
             markdown_table(headers, rows),

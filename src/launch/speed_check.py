@@ -1,5 +1,6 @@
 """The speed comparison a sweep reports, measured where it can be seen: after the jobs, every swept
-variant's norm forward+backward at the run's shapes (`report.speed_kernel_s` seconds), then its
+variant's norm forward+backward at the run's shapes (`report.speed_kernel_s` seconds, one whole step of
+the reference in every round: the denominator of a share, timed under the round's own load), then its
 training step, each timed in interleaved rounds in one process (`python -m src.bench variants`).
 The first predicts each pair's step-time difference; the second checks it (src/report/judge/speed.py).
 

@@ -4,7 +4,8 @@ Two measurements, taken in one process with the variants interleaved round by ro
 
 - **kernel level**: each variant's norm forward+backward at the run's shapes, as norm seconds per
   training step (calls per step × seconds per call). Per round, the predicted step-time change of
-  b against a is log(1 + (norm_b - norm_a) / step_a), with step_a a's median whole step;
+  b against a is log(1 + (norm_b - norm_a) / step), with step the reference's whole step timed in
+  that round, at the kernels' thread count and clock;
 - **step level**: whole training steps, per round log(step_b / step_a): the check of the prediction.
 
 Each is summarised by its 20% trimmed mean with its Tukey–McLaughlin interval (`stats.trimmed_mean_interval`): a
@@ -13,12 +14,15 @@ taken on the prediction, by the rule of src/stats/verdicts.py: **equivalent with
 on the per-round log ratios, margin `report.margin.speed`), else **faster/slower** (Holm over the
 section's pairs), else **unresolved**, with the rounds that would settle it.
 
-The whole steps check the prediction only when they can (`Agreement`, decided by `agreement`): with
-at least `MIN_CHECK_ROUNDS` rounds and a 95% interval no wider than the speed margin either side of
-its estimate. Then the two **agree** when their intervals overlap, else they **disagree**: precise
-intervals apart are a real disagreement (the whole step moved by other than the norms' own cost),
-never noise. Short of that the measurement is **too imprecise** to check anything, and the verdict
-rests on the prediction alone. No sentence is written here: src.report.words.speed writes them.
+The whole steps check the prediction (`Agreement`, decided by `agreement`): with at least
+`MIN_CHECK_ROUNDS` rounds, an interval that excludes the prediction **disagrees** whatever its width
+(the whole step moved by other than the norms' own cost: a finding, never noise). To **agree** takes
+more: an interval no wider than the speed margin either side of its estimate that overlaps the
+prediction's (a wider one overlaps any prediction worth telling apart). Short of either the
+measurement is **too imprecise** to check anything, and the verdict rests on the prediction alone.
+
+The kernel rounds each time one whole step of the reference too (at the kernels' thread count and
+clock), and a round's norms are divided by its own step: the step's spread is in the interval. No sentence is written here: src.report.words.speed writes them.
 """
 
 from __future__ import annotations
@@ -66,11 +70,16 @@ def agreement(predicted: Interval, measured: Interval | None, margin: float) -> 
     the measurement can check anything; the prediction without an interval is its estimate."""
     if measured is None:
         return Agreement.NO_STEP_ROUNDS
-    if not can_check(measured, margin):
-        return Agreement.TOO_IMPRECISE
     finite = math.isfinite(predicted.low) and math.isfinite(predicted.high)
     low, high = (predicted.low, predicted.high) if finite else (predicted.diff, predicted.diff)
-    return Agreement.AGREE if measured.low <= high and low <= measured.high else Agreement.DISAGREE
+    apart = not (measured.low <= high and low <= measured.high)
+    # An interval that excludes the prediction contradicts it however wide it is (a wider one only
+    # makes that harder); the minimum rounds still hold, or one burst could make it.
+    if apart and measured.n >= MIN_CHECK_ROUNDS and math.isfinite(measured.low) and math.isfinite(measured.high):
+        return Agreement.DISAGREE
+    if not can_check(measured, margin):
+        return Agreement.TOO_IMPRECISE
+    return Agreement.DISAGREE if apart else Agreement.AGREE
 
 
 @dataclass(frozen=True)
@@ -116,18 +125,30 @@ def _aligned(x: Sequence[float], y: Sequence[float]) -> tuple[np.ndarray, np.nda
 def predicted_rounds(check: Mapping[str, Any], a: str, b: str) -> np.ndarray | None:
     """Per kernel round, the step-time change of b against a predicted from the norms' own cost, as
     a log ratio (None when the check did not time both norms, in a round at least, and a's step)."""
-    steps: Mapping[str, list[float]] = check.get("samples_s") or {}
     norms: Mapping[str, list[float]] = (check.get("kernel") or {}).get("samples_s") or {}
-    if a not in norms or b not in norms or a not in steps:
+    step = step_rounds(check, a)
+    if a not in norms or b not in norms or step is None:
         return None
-    # A whole step at the kernels' thread count, when measured (the reference's); else a's.
-    step_a = float((check.get("kernel") or {}).get("step_s") or np.median(steps[a]))
     na, nb = _aligned(norms[a], norms[b])
     if not len(na):  # no round: no estimate to print or judge
         return None
     # A burst can make one round's a-sample longer than a whole step: an extreme round, kept for
     # the trimming to cut (clipped at -99.9%), not dropped as NaN from one side only.
-    return np.log(np.maximum(1 + (nb - na) / step_a, 1e-3))
+    return np.log(np.maximum(1 + (nb - na) / step[: len(na)], 1e-3))
+
+
+def step_rounds(check: Mapping[str, Any], a: str) -> np.ndarray | None:
+    """The whole step each kernel round's norms are divided by: the reference's, timed in that round
+    (src.bench.kernels.time_norm_work), so the step's own spread is in every interval read from it.
+    A check from before that has one step for all rounds: its `step_s`, else a's median whole step."""
+    kernel = check.get("kernel") or {}
+    rounds = len(next(iter((kernel.get("samples_s") or {}).values()), []))
+    if kernel.get("step_samples_s"):
+        step = np.asarray(kernel["step_samples_s"], dtype=float)
+        return step if len(step) >= rounds else None
+    steps: Mapping[str, list[float]] = check.get("samples_s") or {}
+    single = kernel.get("step_s") or (np.median(steps[a]) if len(steps.get(a, [])) else None)
+    return None if not single else np.full(rounds, float(single))
 
 
 def pair_estimate(check: Mapping[str, Any], a: str, b: str) -> Interval | None:
@@ -140,17 +161,21 @@ def pair_estimate(check: Mapping[str, Any], a: str, b: str) -> Interval | None:
 
 
 def norm_shares(check: Mapping[str, Any]) -> dict[str, float]:
-    """Per variant, its norm's share of a whole step: median norm seconds per step over the kernel
-    rounds, divided by the reference's step at the kernels' thread count (variants that do no norm
-    work left out)."""
+    """Per variant, its norm's share of a whole step, the one share the report says of it (headline,
+    table): the median over the kernel rounds of its norm seconds per step ÷ that round's reference
+    step at the kernels' thread count (variants that do no norm work left out)."""
     kernel = check.get("kernel") or {}
-    step = kernel.get("step_s")
     norms: Mapping[str, list[float]] = kernel.get("samples_s") or {}
     # An identity (no_norm) is timed too: its rounds measure the timing's own floor, not a norm.
     idle = {v for v, d in (check.get("dispatch") or {}).items() if d.get("fwd") == NO_KERNEL}
-    if not step:
+    if not kernel.get("step_s") and not kernel.get("step_samples_s"):
         return {}
-    return {v: float(np.median(x)) / float(step) for v, x in norms.items() if v not in idle and len(x)}
+    out = {}
+    for v, x in norms.items():
+        step = step_rounds(check, v)
+        if v not in idle and len(x) and step is not None:
+            out[v] = float(np.median(np.asarray(x, dtype=float) / step[: len(x)]))
+    return out
 
 
 def compare_speed(check: Mapping[str, Any], pairs: Sequence[tuple[str, str]], margin: float) -> list[SpeedVerdict]:

@@ -47,7 +47,7 @@ from src.report.read.claims import (
     DIFFERENCE,
     LOSS,
     NO_WORSE,
-    SHARE,
+    SIZED,
     SPEED,
     STABILITY,
     TREND,
@@ -285,7 +285,7 @@ class Evidence:
 def effect_of(claim: StudyClaim, part: Part, e: Evidence) -> Effect | None:
     """The part's effect: for speed the speed check's when it timed the norms, else the paired runs'."""
     key = (claim.metric, part)
-    if key not in e.effects and claim.metric == SHARE:
+    if key not in e.effects and claim.metric in SIZED:
         e.effects[key] = share_effect(e.check, part)
     if key not in e.effects:
         found = from_check(e.check, part, e.labels) if claim.metric == SPEED else None
@@ -307,7 +307,7 @@ def readings_of(part: Part, metric: str, low: float, high: float, e: Evidence, e
     """The readings: from the interval (with no spread, from n equal signs), or, for a sequential
     sweep, direction and equivalence from its decision (and the size from the interval)."""
     # A speed margin is a factor either way (±log(1 + m) of the log ratio), as the speed section reads it.
-    bounds = speed_bounds(e.margin(metric)) if metric in (SPEED, SHARE) and not part.minus else None
+    bounds = speed_bounds(e.margin(metric)) if metric in (SPEED, *SIZED) and not part.minus else None
     sign, margin = part.sign(metric), e.margin(metric)
     if effect.spread:
         found = read(low, high, sign, part.band(metric), margin, bounds)
@@ -360,7 +360,7 @@ def part_finding(claim: StudyClaim, part: Part, e: Evidence) -> Finding:
         j = gate(judge_interval(asserts, readings, effect.estimate(e.margin(claim.metric)), e.alpha, effect.trim), bool(off))
     return replace(found, word=j.word, effect=effect, low=low, high=high, margin=e.margin(claim.metric), judgement=j,
                    decision=decision, processes=processes(claim.domain, runs, e.source),
-                   shares=share_levels(e.check, part, e.alpha) if claim.metric == SHARE else ())  # fmt: skip
+                   shares=share_levels(e.check, part, e.alpha) if claim.metric in SIZED else ())  # fmt: skip
 
 
 # --- claim 6: an event ----------------------------------------------------------------------------------
@@ -427,7 +427,7 @@ def divergence_finding(claim: StudyClaim, part: Part, e: Evidence) -> Finding:
 def evaluate(claim: StudyClaim, e: Evidence) -> ClaimResult | None:
     """The claim on this sweep (`e`: the evidence matched for its domain); None when the sweep ran none
     of its parts' norms."""
-    if claim.metric == SHARE:  # timed apart from the runs: each part judged where the share check timed its norm
+    if claim.metric in SIZED:  # timed apart from the runs: each part judged where the share check timed its norm
         timed = [p for p in claim.parts if shares_timed(e.check, p)]
         untimed = tuple(p.label or p.b for p in claim.parts if p not in timed)
         return ClaimResult(claim, tuple(part_finding(claim, p, e) for p in timed), untimed) if timed else None
@@ -536,9 +536,9 @@ def against_study(
     swept = set(runs.norm)
     present = [n for n in variants if n in swept]
     # The claims this sweep can list: a trend only where its share was timed.
-    listed = tuple(c for c in source.claims if c.metric != SHARE or any(shares_timed(check, p) for p in c.parts))
+    listed = tuple(c for c in source.claims if c.metric not in SIZED or any(shares_timed(check, p) for p in c.parts))
     untimed = tuple(c for c in source.claims if c not in listed)
-    if not present and not any(c.metric == SHARE for c in listed):
+    if not present and not any(c.metric in SIZED for c in listed):
         return StudySection(ran_none=True, source=source, untimed=untimed)
     values = study_values(axes, source)
 
@@ -565,7 +565,7 @@ def against_study(
     # A claim with no part swept still has its line: the variants it needs, in the study's table order.
     unjudged = {c.number: (c, tuple(v for v in variants if v in c.variants() - swept)) for c in listed if judged[c.number] is None}
     decided_parts = sum(bool(f.readings and f.decision) for c in claims for f in c.findings)
-    seen = {v for c in listed if judged[c.number] is not None and c.metric != SHARE for v in evidence[c.domain.precision].variants_read(c)}
+    seen = {v for c in listed if judged[c.number] is not None and c.metric not in SIZED for v in evidence[c.domain.precision].variants_read(c)}
     setting = _setting_runs(runs, seen, variants)
     reach, facts = _reach(judged, setting, source.claims, source)
     return StudySection(claims, unjudged, family, event, decided_parts, matched(values).labels, reach=reach, domain_facts=facts,

@@ -32,7 +32,7 @@ from src.report.read.claims import FP16, HALF_PRECISION, SPEED, ClaimsFile, Doma
 from src.report.read.timing import most_at_once
 from src.stats.inference import TRIM, Interval, at_level, paired_t, trimmed_mean_interval
 from src.stats.verdicts import Estimate, speed_margin
-from src.tracking.tags import FINISHED
+from src.tracking.tags import DEVICE_TAG, FINISHED
 
 LOG_TIME, TOKENS, DIRECT = "log step-time ratio", "relative tokens/s", "direct"  # an Effect's own units
 
@@ -69,6 +69,7 @@ class Effect:
     per: str  # what one more sample is: "seeds" or "kernel rounds" (the speed check's)
     sizes: tuple[int, int] = (0, 0)  # the runs of a and of b, where the pair fell back to Welch (unpaired)
     timing: Timing | None = None  # a speed figure: how it was timed (None: not a time)
+    device: str = ""  # where a share check timed it (its CPU or GPU, as the run's device tag names it)
 
     @property
     def measured(self) -> bool:
@@ -242,28 +243,67 @@ def seed_spread(runs: pd.DataFrame, variants: Sequence[str]) -> tuple[float, int
 
 
 def _share_samples(check: Mapping[str, Any], part: Part) -> dict[str, np.ndarray] | None:
-    """Per model size of the part, its norm's share of a step, one per round (None: not timed)."""
-    found = ((check.get("shares") or {}).get("samples") or {}).get(part.b) or {}
+    """Per model size of the part, one value per round (None: not timed): a trend of b alone, its
+    norm's share of a step; a part of b against a, b's saving's share of a's step, (norm_a - norm_b)
+    ÷ (the rest of the step + norm_a), signed (below zero: b costs more than a)."""
+    shares = check.get("shares") or {}
+    if part.a is not None:
+        saved = _savings(shares, part.a, part.b, part.sizes)
+        return None if saved is None else {size: saving / step for size, (saving, step) in saved.items()}
+    found = (shares.get("samples") or {}).get(part.b) or {}
     if not part.sizes or not all(len(found.get(size) or ()) >= 2 for size in part.sizes):
         return None
     return {size: np.asarray(found[size], dtype=float) for size in part.sizes}
 
 
+def _savings(shares: Mapping[str, Any], a: str, b: str, sizes: Sequence[str]) -> dict[str, tuple[np.ndarray, np.ndarray]] | None:
+    """Per size, per round: b's saving against a (a's norm seconds less b's, per the check's rows of
+    tokens) and a's whole step (the rest of the step + a's norm); None unless both norms were timed at every size."""
+    norm_s, rest_s = shares.get("norm_s") or {}, shares.get("rest_s") or {}
+    na, nb = norm_s.get(a) or {}, norm_s.get(b) or {}
+    if not sizes or not all(len(na.get(s) or ()) >= 2 and len(nb.get(s) or ()) >= 2 and len(rest_s.get(s) or ()) >= 2 for s in sizes):
+        return None
+    out = {}
+    for size in sizes:
+        x, y, rest = (np.asarray(v, dtype=float) for v in (na[size], nb[size], rest_s[size]))
+        n = min(len(x), len(y), len(rest))
+        out[size] = (x[:n] - y[:n], rest[:n] + x[:n])
+    return out
+
+
 def shares_timed(check: Mapping[str, Any], part: Part) -> bool:
-    """Whether the share check timed a trend's part: its norm at each of its sizes."""
+    """Whether the share check timed a part: its norm (a saving: both norms) at each of its sizes."""
     return _share_samples(check, part) is not None
 
 
 def share_effect(check: Mapping[str, Any], part: Part) -> Effect | None:
-    """A trend's effect: per round, the log of the share at the largest size over the smallest's (the
-    sizes' shares timed in one round, so a burst of load lands on both), its trimmed-mean interval; in
-    the claim's units a relative change of the share (-0.4: the share falls by 40%)."""
+    """A part timed by the share rounds (sizes of one round timed together, so a burst of load lands
+    on all), its trimmed-mean interval over rounds:
+
+    - a norm's trend: per round, the log of the share at the largest size over the smallest's; in the
+      claim's units a relative change of the share (-0.4: the share falls by 40%);
+    - a saving's trend: per round, the saving at the largest size less the smallest's, over the
+      smallest's saving (its median over rounds, a magnitude): +3.0 is a saving 4× the first size's, and
+      a saving below zero that grows more negative (b costs more as the model grows) reads below zero;
+    - a saving at sizes (a difference): per round, the log of b's step over a's at the largest of them,
+      where b's step is a's less the saving; in the claim's units the relative change of the step."""
     found = _share_samples(check, part)
     if found is None:
         return None
+    device = str((check.get("environment") or {}).get(DEVICE_TAG) or "")
+    if part.a is not None:
+        saved = _savings(check.get("shares") or {}, part.a, part.b, part.sizes) or {}
+        if part.asserts == "trend":
+            (first, _), (last, _) = saved[part.sizes[0]], saved[part.sizes[-1]]
+            n, scale = min(len(first), len(last)), abs(float(np.median(first)))
+            if not scale:
+                return None
+            return Effect(trimmed_mean_interval((last[:n] - first[:n]) / scale), DIRECT, "share rounds", timing=Timing.CHECK, device=device)
+        saving, step = saved[part.sizes[-1]]
+        return Effect(trimmed_mean_interval(np.log1p(-saving / step)), LOG_TIME, "share rounds", timing=Timing.CHECK, device=device)
     first, last = found[part.sizes[0]], found[part.sizes[-1]]
     n = min(len(first), len(last))
-    return Effect(trimmed_mean_interval(np.log(last[:n] / first[:n])), LOG_TIME, "share rounds", timing=Timing.CHECK)
+    return Effect(trimmed_mean_interval(np.log(last[:n] / first[:n])), LOG_TIME, "share rounds", timing=Timing.CHECK, device=device)
 
 
 def share_levels(check: Mapping[str, Any], part: Part, alpha: float) -> tuple[tuple[str, float, float, float], ...]:

@@ -55,6 +55,9 @@ class Metric(StrEnum):
     test_loss = "test_loss"  # test loss: b - a, nats
     divergence = "divergence"  # whether b's loss went NaN (an event)
     norm_share = "norm_share"  # a norm's share of a training step, per model size (a trend)
+    # b's saving against a (a's norm time less b's), per model size: a trend (it grows with the size) or
+    # a difference at the sizes listed (b's step against a's at the largest, within a band)
+    norm_saving = "norm_saving"
 
 
 class Kind(StrEnum):
@@ -67,13 +70,14 @@ class Kind(StrEnum):
     no_worse = "no_worse"  # non-inferiority: b is not worse than a by `margin` or more (one-sided)
 
 
-SPEED, LOSS, STABILITY, SHARE = (m.value for m in Metric)
+SPEED, LOSS, STABILITY, SHARE, SAVING = (m.value for m in Metric)
 DIFFERENCE, EQUIVALENCE, EVENT, TREND, NO_WORSE = Kind.difference, Kind.equivalence, Kind.event, Kind.trend, Kind.no_worse
 PAIRED_KINDS = (DIFFERENCE, EQUIVALENCE, NO_WORSE)  # b against another variant a
 # The kinds each metric can be asserted with: a loss never diverges by a size, a trend is of a share.
 KINDS_OF = {SPEED: (DIFFERENCE, EQUIVALENCE, NO_WORSE), LOSS: (DIFFERENCE, EQUIVALENCE, NO_WORSE), STABILITY: (EVENT,),
-            SHARE: (TREND,)}  # fmt: skip
-RELATIVE_METRICS = (SPEED, SHARE)  # sizes that are fractions of a value: 0.03 is 3%
+            SHARE: (TREND,), SAVING: (TREND, DIFFERENCE)}  # fmt: skip
+RELATIVE_METRICS = (SPEED, SHARE, SAVING)  # sizes that are fractions of a value: 0.03 is 3%
+SIZED = (SHARE, SAVING)  # timed per model size by the speed check's share rounds, not read from runs
 HALF_PRECISION = ("fp16_mixed", "bf16_mixed")  # 16-bit autocast: a norm's kernels move 2 bytes a value either way
 FP16 = ("fp16_mixed",)  # fp16's narrow exponent range: bf16 keeps fp32's
 
@@ -213,7 +217,7 @@ class Part(Node):
         if metric == STABILITY:
             row = self.table.get(self.b)
             return float(row.nan_from_step) if row is not None and row.nan_from_step is not None else math.nan
-        if self.a is None or metric == SHARE:
+        if self.a is None or metric in SIZED:
             return math.nan
         value = table_effect(self.table, metric, self.a, self.b)
         return value - table_effect(self.table, metric, *self.minus) if self.minus else value
@@ -221,7 +225,7 @@ class Part(Node):
     def band(self, metric: str) -> tuple[float, float]:
         """The claimed band: its size joined with its figure (a trend: the side it claims, unbounded)."""
         if self.asserts == TREND:
-            return (-math.inf, 0.0)
+            return (0.0, math.inf) if metric == SAVING else (-math.inf, 0.0)  # a saving grows; a share falls
         if self.asserts == NO_WORSE:  # anything better than a, or worse by less than the margin
             return (-math.inf, float(self.margin or 0.0))
         figure = self.published(metric)
@@ -238,7 +242,7 @@ class Part(Node):
         if math.isnan(figure) and self.size:
             figure = self.size[1] if self.size[1] < 0 else self.size[0]
         if math.isnan(figure) and self.asserts == TREND:
-            figure = -1.0
+            figure = 1.0 if metric == SAVING else -1.0
         return int(math.copysign(1, figure))
 
     def variants(self) -> tuple[str, ...]:
@@ -254,15 +258,23 @@ class Part(Node):
                 raise At(name, f"unknown variant {value!r}; valid choices: {', '.join(known)}")
         if kind in PAIRED_KINDS and (self.a is None or self.a == self.b):
             raise At("a", f"a {kind.value} compares b with another variant a, got a={self.a!r}")
-        if kind in (EVENT, TREND) and self.a is not None:
+        if metric == SAVING and (self.a is None or self.a == self.b):
+            raise At("a", f"a saving is b's against another variant a, got a={self.a!r}")
+        if kind in (EVENT, TREND) and self.a is not None and metric != SAVING:
             alone = "an event is of b alone (whether its loss went NaN)" if kind == EVENT else "a trend is of b alone (its share of a step over model sizes)"
             raise At("a", f"{alone}; remove a")
         if self.minus is not None and metric != SPEED:
             raise At("minus", f"a contrast [a', b'] is of train_time_s, not {metric}")
         if kind == TREND:
             self._check_sizes(sizes)
+        elif metric == SAVING:  # a saving's size: at the sizes listed, each one known
+            if not self.sizes:
+                raise At("sizes", f"the model sizes at which the saving is read; valid choices: {', '.join(sizes)}")
+            for j, size in enumerate(self.sizes):
+                if size not in sizes:
+                    raise At(f"sizes[{j}]", f"unknown model size {size!r}; valid choices: {', '.join(sizes)}")
         elif self.sizes:
-            raise At("sizes", "only a trend spans model sizes")
+            raise At("sizes", "only a trend, or a saving, spans model sizes")
         if self.size is not None:
             self._check_size(metric)
         if kind == NO_WORSE:

@@ -42,7 +42,7 @@ from src.report.words.common import (
 from src.report.words.jobs import how_jobs_ran
 from src.report.words.numbers import NATS, NATS_AS_IS, equivalent_text, estimate_text, settle_text
 from src.report.words.pairs import verdict_text
-from src.report.words.speed import step_time_text
+from src.report.words.speed import share_where, step_time_text
 from src.report.words.study import absent_text
 from src.report.words.study_setting import seeds_per_variant
 from src.stats.inference import MIN_SEEDS
@@ -104,7 +104,7 @@ def _checked_speed(verdicts: Sequence[SpeedVerdict], check: dict, margin: float)
     share = ""
     if shares:
         low, high = min(shares, key=shares.get), max(shares, key=shares.get)  # type: ignore[arg-type]
-        share = f"; the norm is {shares[low]:.1%} ({low}) to {shares[high]:.1%} ({high}) of a step here"
+        share = f"; the norm is {shares[low]:.1%} ({low}) to {shares[high]:.1%} ({high}) {share_where(check)}"
     return f"Speed (speed check: the norms' kernels, {len(verdicts)} pair(s)): {'; '.join(parts)}{share}."
 
 

@@ -33,6 +33,7 @@ from src.report.words.numbers import (
 from src.stats.inference import CONFIDENCE, Interval
 from src.stats.pairs import pair_label
 from src.stats.verdicts import Decision, SpeedWord
+from src.tracking.tags import DEVICE_TAG
 
 if TYPE_CHECKING:
     from src.report.analysis import Analysis
@@ -91,9 +92,9 @@ def check_text(v: SpeedVerdict) -> str:
             return (f"{measured}, {CHECK_ROLE}: they disagree: the whole step moved by other than the norms' own cost "
                     f"(what a step does beside the norm, or the machine's load on whole steps), {RESTS}.")  # fmt: skip
         case Agreement.TOO_IMPRECISE:
-            return (f"{measured} over {v.measured.n} round(s): too imprecise to check the prediction (a check needs at "
-                    f"least {MIN_CHECK_ROUNDS} rounds and a {level_text(CONFIDENCE)} within the ±{v.margin:.0%} margin "
-                    f"of its estimate), {RESTS}.")  # fmt: skip
+            return (f"{measured} over {v.measured.n} round(s): too imprecise to check the prediction (it does not "
+                    f"exclude it, and to bear it out a check needs at least {MIN_CHECK_ROUNDS} rounds and a "
+                    f"{level_text(CONFIDENCE)} within the ±{v.margin:.0%} margin of its estimate), {RESTS}.")  # fmt: skip
     return ""
 
 
@@ -113,6 +114,16 @@ def pair_cells(verdicts: Sequence[SpeedVerdict]) -> dict[str, str]:
 
 
 # --- the section -------------------------------------------------------------------------------------
+
+
+def share_where(check: Mapping[str, Any]) -> str:
+    """Where a norm's share of a step (judge.speed.norm_shares) was read: the model, the device and the
+    kernels' threads, for a share holds of one model on one chip (a CPU's ratio of bandwidth to
+    compute is not a GPU's)."""
+    kernel, s = check.get("kernel") or {}, check.get("settings") or {}
+    device = (check.get("environment") or {}).get(DEVICE_TAG) or "an unnamed device"
+    threads = f", {kernel['threads']} thread(s)" if kernel.get("threads") else ""
+    return f"of a {s.get('model', '?')} step on {device}{threads}"
 
 
 def load_text(load: Mapping[str, Any] | None) -> str:
@@ -140,6 +151,9 @@ def header(check: Mapping[str, Any], reference: str | None) -> str:
     s_spread = spread(check.get("samples_s", {}).get(reference, [])) if reference else math.nan
     threads = f" on {kernel['threads']} thread(s)" if kernel.get("threads") else ""
     threads += ", timed by the thread's CPU clock" if kernel.get("clock") == "thread_cpu" else ""
+    steps = kernel.get("step_samples_s") or []
+    if steps and reference:  # the denominator of every share and prediction, timed in the rounds themselves
+        threads += f", a whole {reference} step in each (spread {_spread_text(spread(steps))})"
     return (
         f"Speed (python -m src.bench variants, variants interleaved in one process; precision {s.get('precision', '?')}, "
         f"compile {s.get('compile', '?')}): each norm's forward+backward at the run's calls per step ({shapes}), "

@@ -34,6 +34,7 @@ from src.report.read.claims import (
     EQUIVALENCE,
     LOSS,
     NO_WORSE,
+    SAVING,
     SHARE,
     SPEED,
     STABILITY,
@@ -102,7 +103,7 @@ def _named(part: Part) -> str:
 
 def units_of(metric: str, contrast: bool = False) -> Units:
     """The study's units of a metric: a relative time change, percentage points of two, or nats."""
-    if metric in (SPEED, SHARE):
+    if metric in (SPEED, SHARE, SAVING):
         return POINTS if contrast else RELATIVE
     return NATS
 
@@ -120,7 +121,7 @@ def interval_of(f: Finding, contrast: bool) -> str:
 def claimed(metric: str, part: Part) -> str:
     """The part's claimed size where its source has no figure: `-20.0% to -3.0%`, `within ±0.05`, `no size claimed`."""
     if part.asserts == TREND:
-        return f"{'falls' if part.sign(metric) < 0 else 'rises'} from {part.sizes[0]} to {part.sizes[-1]}"
+        return f"{'falls' if part.sign(metric) < 0 else 'grows'} from {part.sizes[0]} to {part.sizes[-1]}"
     if part.asserts == NO_WORSE:
         return f"at most {shown(metric, float(part.margin or 0.0))} worse"
     if not part.size:
@@ -141,6 +142,10 @@ def published_text(claim: StudyClaim, part: Part) -> str:
     value = part.published(claim.metric)
     if claim.metric == SHARE:
         return f"the share {claimed(SHARE, part)}"
+    if claim.metric == SAVING:  # the sizes are this check's: the study names the architectures' costs, not sizes
+        if part.asserts == TREND:
+            return f"the saving {claimed(SAVING, part)} (this check's sizes, not the study's)"
+        return f"{part.b}'s step {claimed(SAVING, part)} against {part.a}'s at {part.sizes[-1]} (this check's size, not the study's)"
     if math.isnan(value) and claim.metric != STABILITY:
         return f"{claimed(claim.metric, part)} {'training time' if claim.metric == SPEED else 'nats test loss'}"
     if claim.metric == SPEED:
@@ -171,7 +176,7 @@ def measured_by(e: Effect) -> str:
     if e.per == "kernel rounds":
         return f"speed check, {e.interval.n} kernel rounds"
     if e.per == "share rounds":
-        return f"share check, {e.interval.n} interleaved rounds"
+        return f"share check, {e.interval.n} interleaved rounds" + (f" on {e.device}" if e.device else "")
     caveat = f"; {timing_caveat(e.timing)}" if not e.measured else ""
     if e.interval.test == "welch":
         return how_paired(False, 0, *e.sizes) + caveat
@@ -201,12 +206,14 @@ def part_figure(f: Finding) -> str:
         return DASH
     if _no_shared_seed(f):
         return f"{DASH} ({NO_SHARED_SEED})"
-    contrast, what = bool(f.part.minus), {SPEED: "training time", SHARE: "share of a step"}.get(f.metric, "nats")
+    saving = "the saving" if f.part.asserts == TREND else "step time"
+    contrast, what = bool(f.part.minus), {SPEED: "training time", SHARE: "share of a step", SAVING: saving}.get(f.metric, "nats")
     estimate, how = f"{shown(f.metric, e.diff, contrast)} {what}", measured_by(e)
-    if f.shares:  # a trend: the change of the share, and the share at each size
+    if f.shares:  # timed per size: the change of the share (or the saving), and the share at each size
         levels = ", ".join(f"{size} {estimate_text(x, low, high, 1 - f.alpha, SHARE_OF, high > low, 'share round')}"
                            for size, x, low, high in f.shares)  # fmt: skip
-        how = f"{how}; the share at {levels}"
+        whose = "the saving's share of a step" if f.metric == SAVING else "the share"
+        how = f"{how}; {whose} at {levels}"
     if not e.has_interval:
         return f"{estimate} ({how})"
     if not e.spread:  # a zero-wide interval is none: said so, never printed as [x, x]
@@ -310,7 +317,7 @@ def relation_text(f: Finding, r: Readings | None, contrast: bool) -> str:
 def interval_reason(f: Finding, j: Judgement) -> str:
     """Why a part read from an interval got its word, with the numbers it read."""
     part, metric, r, effect, contrast = f.part, f.metric, j.readings, f.effect, bool(f.part.minus)
-    margin = f"±{f.margin:.0%}" if metric in (SPEED, SHARE) else f"±{f.margin:g} nats"
+    margin = f"±{f.margin:.0%}" if metric in (SPEED, SHARE, SAVING) else f"±{f.margin:g} nats"
     study = figure_of(metric, part, contrast)
     whose = f"{part.noun}'s"
     because = j.because
@@ -341,10 +348,10 @@ def interval_reason(f: Finding, j: Judgement) -> str:
         }.get(because) or (f"the interval straddles the margin ({margin}) and {RELATION_VERB.get(r.relation if r else Relation.NONE, 'meets')} "
                            f"{whose} {claimed}: {settle}")  # fmt: skip
     if part.asserts == TREND and because in (Because.DIRECTION_AND_SIZE, Because.OPPOSITE, Because.ZERO_WITHIN_MARGIN):
-        side = "falls" if part.sign(metric) < 0 else "rises"
-        moved = {Because.DIRECTION_AND_SIZE: f"the share {side}", Because.OPPOSITE: "the opposite direction"}.get(because)
+        side, what = ("falls", "the share") if part.sign(metric) < 0 else ("grows", "the saving")
+        moved = {Because.DIRECTION_AND_SIZE: f"{what} {side}", Because.OPPOSITE: "the opposite direction"}.get(because)
         # Without spread there is no interval: the rounds' one move and its sign-flip p say it (`said`).
-        return f"{moved}{said or ': the interval excludes no change'}" if moved else f"no change of the share beyond {margin}{said}"
+        return f"{moved}{said or ': the interval excludes no change'}" if moved else f"no change of {what} beyond {margin}{said}"
     if because == Because.DIRECTION_AND_SIZE:
         return f"{whose} direction, and {relation_text(f, r, contrast)}"
     if because in (Because.DIRECTION_SMALLER, Because.DIRECTION_LARGER):
