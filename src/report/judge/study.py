@@ -537,7 +537,10 @@ def against_study(
     present = [n for n in variants if n in swept]
     # The claims this sweep can list: a trend only where its share was timed.
     listed = tuple(c for c in source.claims if c.metric not in SIZED or any(shares_timed(check, p) for p in c.parts))
-    untimed = tuple(c for c in source.claims if c not in listed)
+    # Not listed: a trend whose norms were not all swept needs them (the check times swept norms only);
+    # one whose norms were swept was not timed (no share rounds ran).
+    needs = {c.number: (c, tuple(v for v in variants if v in c.variants() - swept)) for c in source.claims if c not in listed}
+    untimed = tuple(c for c, missing in needs.values() if not missing)
     if not present and not any(c.metric in SIZED for c in listed):
         return StudySection(ran_none=True, source=source, untimed=untimed)
     values = study_values(axes, source)
@@ -564,6 +567,7 @@ def against_study(
     claims = [r for r in judged.values() if r is not None]
     # A claim with no part swept still has its line: the variants it needs, in the study's table order.
     unjudged = {c.number: (c, tuple(v for v in variants if v in c.variants() - swept)) for c in listed if judged[c.number] is None}
+    unjudged |= {n: found for n, found in needs.items() if found[1]}
     decided_parts = sum(bool(f.readings and f.decision) for c in claims for f in c.findings)
     seen = {v for c in listed if judged[c.number] is not None and c.metric not in SIZED for v in evidence[c.domain.precision].variants_read(c)}
     setting = _setting_runs(runs, seen, variants)

@@ -459,19 +459,24 @@ def _study_and_note(claim: StudyClaim) -> tuple[str, str]:
     return published, f" ({claim.note})" if claim.note else ""
 
 
+def said(statement: str) -> str:
+    """A statement as a sentence of its line: its own full stop kept (a quotation ends in one), else one added."""
+    return statement if statement.rstrip('"”’').endswith((".", "!", "?")) else f"{statement}."
+
+
 def claim_line(c: ClaimResult) -> str:
     """`1. partly reproduced — <statement>. Study: <figure>. This sweep: <figure>. → <reason>.`"""
     published, note = _study_and_note(c.claim)
     figures = [f"{_named(f.part)}{part_figure(f)}" for f in c.findings] + [f"{label} not swept" for label in c.not_swept]
     reason = claim_reason(c)
     reason = f" → {reason}." if reason else ""
-    return f"{c.claim.number}. {c.word} — {c.claim.statement}{note}. {_whose(c.claim)}: {published}. This sweep: {'; '.join(figures)}.{reason}"
+    return f"{c.claim.number}. {c.word} — {said(c.claim.statement + note)} {_whose(c.claim)}: {published}. This sweep: {'; '.join(figures)}.{reason}"
 
 
 def unjudged_line(claim: StudyClaim, missing: Sequence[str]) -> str:
     """A claim this sweep ran none of the parts of: the study's figure, and the variants it needs."""
     published, note = _study_and_note(claim)
-    return f"{claim.number}. {ClaimWord.NOT_TESTED} — {claim.statement}{note}. {_whose(claim)}: {published}. → needs {', '.join(missing)} (not swept)."
+    return f"{claim.number}. {ClaimWord.NOT_TESTED} — {said(claim.statement + note)} {_whose(claim)}: {published}. → needs {', '.join(missing)} (not swept)."
 
 
 UNTIMED = "untimed: the speed check times a share per model size (report.speed_rounds and report.share_rounds above 0)"
@@ -480,7 +485,7 @@ UNTIMED = "untimed: the speed check times a share per model size (report.speed_r
 def untimed_line(claim: StudyClaim) -> str:
     """A trend claim no share rounds timed: listed, not tested, and what would time it."""
     published, note = _study_and_note(claim)
-    return f"{claim.number}. {ClaimWord.NOT_TESTED} — {claim.statement}{note}. {_whose(claim)}: {published}. → {UNTIMED}."
+    return f"{claim.number}. {ClaimWord.NOT_TESTED} — {said(claim.statement + note)} {_whose(claim)}: {published}. → {UNTIMED}."
 
 
 def open_question(c: ClaimResult) -> str:
