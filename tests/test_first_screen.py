@@ -188,7 +188,7 @@ def test_claims_outside_a_cpu_sweeps_domain_are_drawn_not_testable(five_norms: F
     fig = plot_claims(section)
     assert fig is not None
     speed_ax = fig.axes[0]
-    assert speed_ax.get_title() == CHECK_SPEED_TITLE  # the quantity drawn: step time from the norms' kernels
+    assert speed_ax.get_title() == CHECK_SPEED_TITLE.format(whose="the study's")  # the quantity drawn: step time from the norms' kernels
     for ax in fig.axes:
         rows = len(ax.get_yticks())
         said = [t for t in ax.texts if t.get_text().startswith(NOT_TESTABLE)]

@@ -9,6 +9,7 @@ test skips without them, unless NORMSWEEP_REQUIRE_BROWSER=1.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -102,6 +103,7 @@ def mlflow_ui(tiny_sweep: TinySweep, tmp_path_factory: pytest.TempPathFactory) -
 @pytest.mark.slow
 def test_the_ui_shows_the_answer(tiny_sweep: TinySweep, tiny_client: MlflowClient, mlflow_ui: tuple[str, str, Path]) -> None:
     chromium = chromium_or_skip()
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 
     base, printed, log = mlflow_ui
@@ -180,7 +182,13 @@ def test_the_ui_shows_the_answer(tiny_sweep: TinySweep, tiny_client: MlflowClien
         rows = page.locator(".ag-center-cols-container .ag-row")
         page.wait_for_function("() => location.hash.includes('orderByAsc=true')")
         page.locator(".ag-row[row-index='0']").first.wait_for()
-        first_row = page.locator(".ag-center-cols-container .ag-row[row-index='0']").get_attribute("row-id")
+        # The grid re-renders its rows after the sort reaches the address: wait for its first row (a loaded
+        # machine read the rows of before the sort), then hold it to the reference's group.
+        first = ".ag-center-cols-container .ag-row[row-index='0']"
+        with contextlib.suppress(PlaywrightTimeout):
+            page.wait_for_function(f"() => document.querySelector(\"{first}\")?.getAttribute('row-id') === 'tag.variant.{REFERENCE}'",
+                                   timeout=30_000)  # fmt: skip
+        first_row = page.locator(first).get_attribute("row-id")
         assert first_row == f"tag.variant.{REFERENCE}", first_row
         # ...and filtered as it says: the search box takes `tags.loss_verdict LIKE '<word>%'`.
         search = page.locator("input[placeholder^='metrics.rmse']")

@@ -27,6 +27,7 @@ def _shares(rows: int) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # it times kernels: beside the suite's other workers a share moves with their load
 def test_a_norms_share_is_the_same_at_two_row_counts() -> None:
     """Each norm's share at each size, timed on the check's own tokens a call (ROWS) and on twice them: their
     95% intervals over rounds overlap. The former instrument's 128 rows against 512 read every share here

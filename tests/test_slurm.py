@@ -466,7 +466,7 @@ def _cluster_with_a_stubborn_job(folder: Path) -> subprocess.Popen[str]:
     script = folder / "stubborn.sh"
     script.write_text("#!/bin/bash\ntrap '' TERM\nsleep 300 & wait; sleep 300\n")
     subprocess.run(["sbatch", "--requeue", "-o", str(folder / "stubborn.out"), str(script)], env=env, check=True, capture_output=True)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180  # a fresh cluster's first job waits for its slurmd to register: long under load
     while "R" not in subprocess.run(["squeue", "-h", "-o", "%t"], env=env, capture_output=True, text=True).stdout.split():
         assert time.monotonic() < deadline, "the job never ran"
         time.sleep(0.3)
