@@ -468,11 +468,15 @@ def _cluster_with_a_stubborn_job(folder: Path) -> subprocess.Popen[str]:
     subprocess.run(["sbatch", "--requeue", "-o", str(folder / "stubborn.out"), str(script)], env=env, check=True, capture_output=True)
     deadline = time.monotonic() + 180  # a fresh cluster's first job waits for its slurmd to register: long under load
     while "R" not in subprocess.run(["squeue", "-h", "-o", "%t"], env=env, capture_output=True, text=True).stdout.split():
-        assert time.monotonic() < deadline, "the job never ran"
+        if time.monotonic() > deadline:  # why it waits, as SLURM says it, for the next one who reads this
+            why = subprocess.run(["squeue", "-h", "-o", "%i %t %r"], env=env, capture_output=True, text=True).stdout
+            nodes = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T %E"], env=env, capture_output=True, text=True).stdout
+            raise AssertionError(f"the job never ran: {why.strip()} | nodes: {nodes.strip()}")
         time.sleep(0.3)
     return proc
 
 
+@pytest.mark.alone  # its own cluster's first job never started inside the parallel run (twice, cause not found); alone it runs in ~30 s
 def test_local_slurm_stops_in_10_s_leaving_nothing_and_says_which_daemon_died(tmp_path: Path) -> None:
     """SIGTERM took 26 s, said nothing and left 6 slurmstepd (PPID 1); a second start and stop on the same
     --dir left both slurmd; a killed slurmctld went unsaid for minutes under a banner still "SLURM up"."""
