@@ -471,6 +471,8 @@ def _cluster_with_a_stubborn_job(folder: Path) -> subprocess.Popen[str]:
         if time.monotonic() > deadline:  # why it waits, as SLURM says it, for the next one who reads this
             why = subprocess.run(["squeue", "-h", "-o", "%i %t %r"], env=env, capture_output=True, text=True).stdout
             nodes = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T %E"], env=env, capture_output=True, text=True).stdout
+            proc.terminate()  # its cluster stopped with it: a failed test leaves no daemons behind
+            proc.wait(timeout=60)
             raise AssertionError(f"the job never ran: {why.strip()} | nodes: {nodes.strip()}")
         time.sleep(0.3)
     return proc
