@@ -411,7 +411,8 @@ def read(low: float, high: float, sign: int, band: tuple[float, float], margin: 
     side = 1 if low > 0 else -1 if high < 0 else 0
     direction = Direction.UNDECIDED if sign == 0 or side == 0 else Direction.HOLDS if side == sign else Direction.OPPOSITE
     b_low, b_high = band
-    if low <= b_high and high >= b_low:
+    found = relation(low, high, band)  # the size reading and the reasons' relation: one comparison
+    if found in (Relation.WITHIN, Relation.HOLDS, Relation.OVERLAPS):
         size = Size.CONSISTENT
     elif sign == 0:  # an equivalence's band holds zero: an interval that misses it lies beyond it
         size = Size.LARGER
@@ -425,7 +426,7 @@ def read(low: float, high: float, sign: int, band: tuple[float, float], margin: 
         equivalence = Equivalence.OUTSIDE
     else:
         equivalence = Equivalence.UNDECIDED
-    return Readings(direction, size, equivalence, side != 0, side == 0, relation=relation(low, high, band))
+    return Readings(direction, size, equivalence, side != 0, side == 0, relation=found)
 
 
 def read_alike(diff: float, n: int, sign: int, margin: float, alpha: float,

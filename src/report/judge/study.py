@@ -350,10 +350,10 @@ def part_finding(claim: StudyClaim, part: Part, e: Evidence) -> Finding:
         j = gate(no_evidence(has_runs=effect is not None), bool(off), say_here=effect is not None)
         return replace(found, word=j.word, effect=effect, judgement=j)
     low, high = effect.at(e.alpha)
-    decision = _sequential(part, claim.metric, e)
+    # A no_worse part is one-sided against its own margin: no sequential decision reads it.
+    decision = None if part.asserts == NO_WORSE else _sequential(part, claim.metric, e)
     readings = readings_of(part, claim.metric, low, high, e, effect, decision)
-    if part.asserts == NO_WORSE:  # one-sided against its own margin: no sequential decision reads it
-        decision, readings = None, readings_of(part, claim.metric, low, high, e, effect, None)
+    if part.asserts == NO_WORSE:
         j = gate(no_worse(part, low, high, readings, effect.estimate(e.margin(claim.metric)), e.alpha, effect.trim), bool(off))
     else:
         asserts = DIFFERENCE if part.asserts == TREND else part.asserts  # a trend: a direction of the share's change

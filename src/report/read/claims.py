@@ -27,7 +27,7 @@ import functools
 import math
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin
+from typing import Any, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -559,7 +559,7 @@ def _model_in(kind: Any) -> Any:
         return kind
     if get_origin(kind) is dict:
         return _model_in(get_args(kind)[1])
-    for arg in get_args(kind) if get_origin(kind) in (Union, tuple, list) or get_args(kind) else ():
+    for arg in get_args(kind):  # optional, a tuple or a list of a node
         if (found := _model_in(arg)) is not None:
             return found
     return None

@@ -338,12 +338,12 @@ def interval_reason(f: Finding, j: Judgement) -> str:
         claimed = f"±{limits[1]:.2%}" if metric == SPEED else f"±{limits[1]:g}"
         remains = shown(metric, effect.diff, contrast) if alike else interval_of(f, contrast)
         equivalent = equivalent_text(margin.lstrip("±"), remains if r is not None and r.excludes_zero else False)
+        differ = f"they differ by {margin} or more (a bound itself is a difference that matters)"
         return {
             Because.AS_CLOSE: f"{equivalent}, and as close as {whose} {claimed}",
             Because.FURTHER_APART: f"{equivalent}, but further apart than {whose} {claimed}",
             Because.EQUIVALENT_SIZE_UNTESTED: f"{aside(equivalent, alike) if alike else equivalent}: no interval to hold against {whose} {claimed}",
-            Because.DIFFER_BY_MARGIN: aside(f"they differ by {margin} or more (a bound itself is a difference that matters)", alike) if alike
-            else f"they differ by {margin} or more (a bound itself is a difference that matters)",
+            Because.DIFFER_BY_MARGIN: aside(differ, alike) if alike else differ,
             Because.BEYOND_CLAIMED: f"the whole interval lies beyond {whose} {claimed}: no seed count makes them that close",
         }.get(because) or (f"the interval straddles the margin ({margin}) and {RELATION_VERB.get(r.relation if r else Relation.NONE, 'meets')} "
                            f"{whose} {claimed}: {settle}")  # fmt: skip
@@ -400,14 +400,15 @@ def divergence_reason(j: Judgement, d: Divergence, alpha: float, noun: str = "th
         own, theirs = (", ".join(f"{x:g}" for x in lrs) for lrs in d.learning_rates)
         return f"{b} at lr {own}, the normalized variants at {theirs}: not like for like"
     seen = f"{b} diverged in {event.k}/{event.n} runs{_steps(d.runs)}, the normalized variants in {event.k_others}/{event.n_others}{_steps(d.counted)}"
-    nan_by = f"step {d.study_step:.0f}, by which {noun}'s {d.b} loss was NaN" if noun != "the study" else f"step {d.study_step:.0f}, by which the study's no-norm loss was NaN"
+    whose = "the study's no-norm" if noun == "the study" else f"{noun}'s {d.b}"
+    nan_by = f"step {d.study_step:.0f}, by which {whose} loss was NaN"
     if not math.isfinite(d.study_step):  # a claim with no step of its own: the steps it says a collapse takes, or none
-        nan_by = f"the {d.collapse} steps it says a collapse typically takes" if d.collapse else "no step claimed"
+        nan_by = f"the {d.collapse} steps it says a collapse typically takes" if d.collapse else ""
     reason = {
         Because.NONE_COUNTS: f"none of {b + chr(39) + 's' if not event.n else 'the normalized variants' + chr(39)} runs counts",
         Because.TRAINED_WHERE_OTHERS_DIVERGED: f"{seen}: {b} trained where they diverged",
-        Because.TRAINED_PAST_STUDY: f"no NaN in {d.most:.0f} steps" + (f", past {nan_by}" if nan_by != "no step claimed" else ""),
-        Because.TRAINED_TOO_SHORT: f"trained {d.most:.0f} steps, short of {nan_by}"
+        Because.TRAINED_PAST_STUDY: f"no NaN in {d.most:.0f} steps" + (f", past {nan_by}" if nan_by else ""),
+        Because.TRAINED_TOO_SHORT: f"trained {d.most:.0f} steps, short of {nan_by or 'no step claimed'}"
                                    + (f" (it says training typically collapses within about {d.collapse})" if d.collapse else ""),
         Because.BEYOND_CHANCE: f"{seen}: more often than chance allows ({p_text(event.p, FISHER)})",
         Because.AS_OFTEN: f"{seen}: as often, so the divergence is not the missing norm's",
