@@ -158,10 +158,18 @@ reference_values(reference_setting(report), {"norm": ["torch_layernorm", "hand_l
 print(",".join(m for m in HEAVY if m in sys.modules))
 """
 CLAIMS_FORMAT = """
-import sys
-from src.report.read.claims import chosen
+import pathlib, sys, tempfile
+from src.report.kinds import KINDS
+from src.report.read.claims import chosen, load
 
-chosen(None)  # the study's claims file, read and checked as a sweep's start does
+study = chosen(None)[0]  # the study's claims file, read and checked as a sweep's start does
+folder = pathlib.Path(tempfile.mkdtemp())
+(folder / "mine.yaml").write_text(
+    "claims:\\n- {statement: mine is no slower, metric: train_time_s,"
+    " parts: [{b: hand_rmsnorm, a: torch_rmsnorm, asserts: no_worse, margin: 0.02}]}\\n")
+mine = load("mine", ["hand_rmsnorm", "torch_rmsnorm"], [folder])
+read = {p.kind.name for f in (study, mine) for c in f.claims for p in c.parts}
+assert read == set(KINDS), f"a file of every kind is read here: add one of {set(KINDS) - read}"
 print(",".join(m for m in HEAVY if m in sys.modules))
 """
 
@@ -183,7 +191,32 @@ def test_a_sweeps_config_check_and_report_settings_import_no_heavy_library() -> 
 
 
 def test_the_claims_format_imports_no_heavy_library() -> None:
+    """A file of every kind read and checked: the kinds' checks import no heavy library (their verdict
+    rule, with scipy, is imported when a part is judged)."""
     assert heavy_imports(CLAIMS_FORMAT) == ""
+
+
+# The kinds' names, as the code that would switch on them spells them.
+KIND_NAMES = ("DIFFERENCE", "EQUIVALENCE", "EVENT", "TREND", "NO_WORSE", "Kind.", "Asserts.")
+
+
+def test_no_code_switches_on_a_claims_kind_outside_its_module() -> None:
+    """A claim's kind is one module (src/report/kinds/): the format, the judge, the words and the figure
+    ask a part's `kind`, never compare its name, so a new kind is one module and its registry entry."""
+    owners = {SRC / "report" / "read" / "claims.py", SRC / "report" / "read" / "published.py", SRC / "stats" / "verdicts.py"}
+    breaches = []
+    for path in sorted((SRC / "report").rglob("*.py")):
+        if path in owners or (SRC / "report" / "kinds") in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            text = ast.unparse(node) if isinstance(node, ast.Compare) else ""
+            if ".asserts" in text or any(name in text for name in KIND_NAMES):
+                breaches.append(f"{path.relative_to(REPO)}:{node.lineno}: {text}")
+    assert not breaches, (
+        "code outside src/report/kinds/ switches on a claim's kind:\n" + "\n".join(breaches) + "\nFix: give the kinds "
+        "a method or attribute for what differs (src/report/kinds/base.py's ClaimKind), override it in the kind that "
+        "differs, and call it through `part.kind`."
+    )
 
 
 def test_store_override_reaches_the_report(tmp_path: Path, store_template: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -406,7 +439,7 @@ def test_every_import_of_the_package_is_declared() -> None:
 # one module, src/stats/verdicts.py, with no exemption: the sequential sweeper's decisions are its
 # Enum too (SequentialWord), spent over the looks in src/stats/sequential.py.
 VERDICT_MODULE = SRC / "stats" / "verdicts.py"
-PHRASES_MODULE = SRC / "report" / "words" / "numbers.py"  # the verdicts' phrases (equivalent within ±m, what would settle it)
+PHRASES_MODULE = SRC / "report" / "numbers.py"  # the verdicts' phrases (equivalent within ±m, what would settle it)
 
 
 def _spelled_words(path: Path, words: set[str]) -> list[str]:
@@ -436,7 +469,7 @@ def test_one_module_decides_every_verdict_word() -> None:
         "a verdict word is spelled outside src/stats/verdicts.py:\n" + "\n".join(breaches) + "\nFix: let "
         "src.stats.verdicts decide it (decide_pair/pair_word/speed_word for a pair or a speed check, read/judge_interval/"
         "claim_word/judge_event for a claim, SequentialWord for a sequential sweep's look) and print the Enum it "
-        "returns (PairWord, SpeedWord, ClaimWord, SequentialWord) or its phrases (src.report.words.numbers: equivalent_text, settle_text); "
+        "returns (PairWord, SpeedWord, ClaimWord, SequentialWord) or its phrases (src.report.numbers: equivalent_text, settle_text); "
         "never compare with or return the word as a string."
     )
 
@@ -479,7 +512,7 @@ def test_no_margin_alpha_or_family_is_decided_outside_the_verdict_module() -> No
 
 # A judgement's words and reasons travel as data (src.stats.verdicts' Judgement, Decision, SequentialWord);
 # the modules that judge and write never read them back out of a sentence.
-JUDGING_AND_WRITING = ("judge", "words", "render")  # folders of src/report
+JUDGING_AND_WRITING = ("judge", "kinds", "words", "render")  # folders of src/report
 PROSE_SEPARATORS = ("(", ":", ";", " vs ")
 
 

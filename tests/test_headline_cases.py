@@ -28,7 +28,7 @@ from src.report.judge.pairs import Margins, Result, compare, family_of
 from src.report.read.published import TABLE
 from src.report.read.table import summarize
 from src.report.words.headline import headline, loss_line, real_line, settings_of
-from src.report.words.numbers import NATS, NATS_AS_IS, estimate_text, p_text
+from src.report.numbers import NATS, NATS_AS_IS, estimate_text, p_text
 from src.report.words.pairs import heading, sentences, to_frame, verdict_text
 from src.stats.inference import RESOLUTION, paired_t, trimmed_mean_interval, welch_interval
 from src.stats.verdicts import PairWord

@@ -21,7 +21,7 @@ from src.report.figures.speed import plot_speed
 from src.report.figures.stability import plot_stability
 from src.report.figures.style import DESCRIPTION_WIDTH_PX, save
 from src.report.judge.study import StudySection
-from src.report.read.claims import STABILITY, STUDY_FILE
+from src.report.read.claims import STUDY_FILE
 from src.report.render.html import html_page
 from src.report.render.markdown import markdown_page
 from src.report.words.pairs import comparisons_frame
@@ -108,7 +108,7 @@ def claims_frame(study: StudySection) -> pd.DataFrame:
     for c in study.claims:
         claim_why = claim_reason(c)  # the claim's line, as the terminal and report.md print it
         for f in c.findings:
-            band = f.part.band(c.claim.metric) if c.claim.metric != STABILITY else (math.nan, math.nan)
+            band = f.part.band(c.claim.metric)
             r = f.readings
             rows.append({
                 "claim": c.claim.number, "part": f.part.label, "metric": c.claim.metric, "a": f.part.a, "b": f.part.b,

@@ -13,6 +13,10 @@ from typing import Any
 
 from src.core.paths import ConfigError
 
+# The most seeds a count of "what would settle it" names: beyond it the words say "more than" (light
+# here, apart from src.stats.verdicts and its scipy, for the report's number phrases a claims file reads).
+MAX_SEEDS = 10_000
+
 POCOCK, OBRIEN_FLEMING = "pocock", "obrien_fleming"
 SPENDING = (POCOCK, OBRIEN_FLEMING)  # the spending functions a design may use (hydra.sweeper.spending)
 

@@ -36,9 +36,9 @@ import numpy as np
 from scipy import optimize, stats
 
 from src.stats.inference import MIN_SEEDS, holm, sign_flip_p, tost
+from src.stats.settings import MAX_SEEDS
 
 POWER = 0.80  # the power "would settle it" aims for
-MAX_SEEDS = 10_000  # beyond this the count says "more than"
 
 
 class PairWord(StrEnum):

@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 from src.report.figures.forest import Row, draw_rows, legend
 from src.report.figures.style import blank_figure
 from src.report.judge.study import Finding, StudySection
-from src.report.read.claims import EQUIVALENCE, LOSS, SHARE, SPEED, STABILITY
+from src.report.read.claims import LOSS, SHARE, SPEED, STABILITY
 from src.stats.verdicts import ClaimWord
 
 COLORS = {ClaimWord.REPRODUCED: "tab:green", ClaimWord.PARTLY: "tab:olive", ClaimWord.NOT_REPRODUCED: "tab:red",
@@ -101,7 +101,7 @@ def _view(metric: str, parts: list[Finding]) -> tuple[float, float]:
         if not_testable(f) and not has_interval(f):  # no figure of this sweep's drawn
             continue
         xs += [f.estimate]
-        xs += [-f.margin, f.margin] if f.part.asserts == EQUIVALENCE else []
+        xs += [-f.margin, f.margin] if f.part.kind.draws_margin else []
         # An interval's ends count where they stay near the rest (a tight interval, on this scale).
         figure = f.part.published(metric)
         near = max(abs(figure) if math.isfinite(figure) else 0.0, abs(f.estimate), f.margin if f.margin == f.margin else 0)
@@ -121,7 +121,7 @@ def _row(section: StudySection, metric: str, scale: float, f: Finding) -> Row:
     own = tuple(x * scale for x in (f.estimate, f.low, f.high)) if why and has_interval(f) else None
     return Row(_label(section, f), COLORS[f.word], *(x * scale for x in (f.estimate, f.low, f.high)),
                marks=((figure * scale, {**STUDY, "label": section.file.source_noun}),) if math.isfinite(figure) else (), span=span,
-               margin=f.margin * scale if f.part.asserts == EQUIVALENCE else None, note=why, own=own)  # fmt: skip
+               margin=f.margin * scale if f.part.kind.draws_margin else None, note=why, own=own)  # fmt: skip
 
 
 def plot_claims(section: StudySection) -> Figure | None:
@@ -145,7 +145,7 @@ def plot_claims(section: StudySection) -> Figure | None:
     legend(fig)
     whose = "The study's claims" if section.file.is_study else f"The claims of {section.file.title or section.file.name + '.yaml'}"
     title = textwrap.fill(f"{whose} against this sweep", 80)  # a long title wraps, never clipped at the figure's edge
-    if any(f.part.asserts == EQUIVALENCE and not not_testable(f) for f in found):  # a margin is drawn: say what it is
+    if any(f.part.kind.draws_margin and not not_testable(f) for f in found):  # a margin is drawn: say what it is
         title += " (dotted: the report's equivalence margin)"
     if any(not_testable(f) for f in found):
         own = any(has_interval(f) for f in found if not_testable(f))

@@ -44,13 +44,10 @@ from src.report.judge.study_match import (
     the_study,
 )
 from src.report.read.claims import (
-    DIFFERENCE,
     LOSS,
-    NO_WORSE,
     SIZED,
     SPEED,
     STABILITY,
-    TREND,
     ClaimsFile,
     Domain,
     Part,
@@ -63,24 +60,18 @@ from src.stats.verdicts import (
     MAX_SEEDS,
     Because,
     ClaimWord,
-    Direction,
-    Estimate,
     Event,
     Judgement,
     Readings,
-    Size,
     claim_family,
     claim_word,
     decided,
     family_alpha,
     gate,
     judge_event,
-    judge_interval,
-    judge_no_worse,
     no_evidence,
     read,
     read_alike,
-    sign_flip_seeds,
     speed_bounds,
 )
 from src.tracking.tags import DIVERGED, FINISHED, RESULT_OUTCOMES
@@ -312,24 +303,11 @@ def readings_of(part: Part, metric: str, low: float, high: float, e: Evidence, e
     if effect.spread:
         found = read(low, high, sign, part.band(metric), margin, bounds)
     else:
-        found = read_alike(effect.diff, effect.interval.n, sign, margin, e.alpha, bounds)
-        if part.asserts == TREND and found.direction == Direction.HOLDS:
-            # A trend claims a side, no size (its band is that whole side): every round on it is
-            # consistent, as any interval there is; left untested it read "partly" for a unanimous trend.
-            found = replace(found, size=Size.CONSISTENT)
+        found = part.kind.alike(read_alike(effect.diff, effect.interval.n, sign, margin, e.alpha, bounds))
     if decision is None:
         return found
     same_side = part.sign(metric) == 0 or math.copysign(1, effect.diff) == part.sign(metric)
     return decided(found, decision.verdict, same_side)
-
-
-def no_worse(part: Part, low: float, high: float, readings: Readings, estimate: Estimate, alpha: float, trim: float) -> Judgement:
-    """A non-inferiority part's judgement: from its interval, or with no spread only as far as n equal
-    signs reach the family's level (a zero-wide interval is no interval)."""
-    margin = float(part.margin or 0.0)
-    if not readings.spread and not readings.alike_p < alpha:
-        return Judgement(ClaimWord.INCONCLUSIVE, Because.ALIKE_TOO_FEW, readings, settle=max(sign_flip_seeds(alpha), estimate.n + 1))
-    return replace(judge_no_worse(low, high, margin, estimate, alpha, trim), readings=readings)
 
 
 def part_finding(claim: StudyClaim, part: Part, e: Evidence) -> Finding:
@@ -350,14 +328,9 @@ def part_finding(claim: StudyClaim, part: Part, e: Evidence) -> Finding:
         j = gate(no_evidence(has_runs=effect is not None), bool(off), say_here=effect is not None)
         return replace(found, word=j.word, effect=effect, judgement=j)
     low, high = effect.at(e.alpha)
-    # A no_worse part is one-sided against its own margin: no sequential decision reads it.
-    decision = None if part.asserts == NO_WORSE else _sequential(part, claim.metric, e)
+    decision = _sequential(part, claim.metric, e) if part.kind.sequential else None
     readings = readings_of(part, claim.metric, low, high, e, effect, decision)
-    if part.asserts == NO_WORSE:
-        j = gate(no_worse(part, low, high, readings, effect.estimate(e.margin(claim.metric)), e.alpha, effect.trim), bool(off))
-    else:
-        asserts = DIFFERENCE if part.asserts == TREND else part.asserts  # a trend: a direction of the share's change
-        j = gate(judge_interval(asserts, readings, effect.estimate(e.margin(claim.metric)), e.alpha, effect.trim), bool(off))
+    j = gate(part.kind.judge(part, low, high, readings, effect.estimate(e.margin(claim.metric)), e.alpha, effect.trim), bool(off))
     return replace(found, word=j.word, effect=effect, low=low, high=high, margin=e.margin(claim.metric), judgement=j,
                    decision=decision, processes=processes(claim.domain, runs, e.source),
                    shares=share_levels(e.check, part, e.alpha) if claim.metric in SIZED else ())  # fmt: skip

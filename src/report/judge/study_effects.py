@@ -293,7 +293,7 @@ def share_effect(check: Mapping[str, Any], part: Part) -> Effect | None:
     device = str((check.get("environment") or {}).get(DEVICE_TAG) or "")
     if part.a is not None:
         saved = _savings(check.get("shares") or {}, part.a, part.b, part.sizes) or {}
-        if part.asserts == "trend":
+        if part.kind.over_sizes:
             (first, _), (last, _) = saved[part.sizes[0]], saved[part.sizes[-1]]
             n, scale = min(len(first), len(last)), abs(float(np.median(first)))
             if not scale:

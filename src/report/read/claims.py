@@ -41,6 +41,9 @@ from pydantic import (
 )
 
 from src.core.paths import CONF_DIR, ConfigError
+from src.report.kinds import KINDS
+from src.report.kinds.base import At, ClaimKind
+from src.report.kinds.metrics import LOSS, SAVING, SHARE, SIZED, SPEED, STABILITY, Metric
 
 CLAIMS_GROUP = "claims"  # conf/claims/<name>.yaml, and <config-dir>/claims/<name>.yaml of the user's
 STUDY_FILE = "rmsnorm_study"  # the study this project reproduces: report.claims' default
@@ -48,47 +51,14 @@ MAX_CLAIMS = 200  # claims in one file: a file is a study's hypotheses, read in 
 DOCS = "docs/claims.md"
 
 
-class Metric(StrEnum):
-    """What a claim measures (each member named as its file spells it)."""
-
-    train_time_s = "train_time_s"  # training time: b / a - 1 (the speed check's kernel rounds where it timed them)
-    test_loss = "test_loss"  # test loss: b - a, nats
-    divergence = "divergence"  # whether b's loss went NaN (an event)
-    norm_share = "norm_share"  # a norm's share of a training step, per model size (a trend)
-    # b's saving against a (a's norm time less b's), per model size: a trend (it grows with the size) or
-    # a difference at the sizes listed (b's step against a's at the largest, within a band)
-    norm_saving = "norm_saving"
-
-
-class Kind(StrEnum):
-    """What a part asserts of its effect (equal, as strings, to src.stats.verdicts.Asserts' members)."""
-
-    difference = "difference"
-    equivalence = "equivalence"
-    event = "event"
-    trend = "trend"
-    no_worse = "no_worse"  # non-inferiority: b is not worse than a by `margin` or more (one-sided)
-
-
-SPEED, LOSS, STABILITY, SHARE, SAVING = (m.value for m in Metric)
-DIFFERENCE, EQUIVALENCE, EVENT, TREND, NO_WORSE = Kind.difference, Kind.equivalence, Kind.event, Kind.trend, Kind.no_worse
-PAIRED_KINDS = (DIFFERENCE, EQUIVALENCE, NO_WORSE)  # b against another variant a
+# A part's `asserts`: the kinds' names (src.report.kinds, one module each), as an enum the format refuses others by.
+Kind = StrEnum("Kind", {name: name for name in KINDS})
+DIFFERENCE, EQUIVALENCE, EVENT, TREND, NO_WORSE = (Kind[k] for k in ("difference", "equivalence", "event", "trend", "no_worse"))
 # The kinds each metric can be asserted with: a loss never diverges by a size, a trend is of a share.
 KINDS_OF = {SPEED: (DIFFERENCE, EQUIVALENCE, NO_WORSE), LOSS: (DIFFERENCE, EQUIVALENCE, NO_WORSE), STABILITY: (EVENT,),
             SHARE: (TREND,), SAVING: (TREND, DIFFERENCE)}  # fmt: skip
-RELATIVE_METRICS = (SPEED, SHARE, SAVING)  # sizes that are fractions of a value: 0.03 is 3%
-SIZED = (SHARE, SAVING)  # timed per model size by the speed check's share rounds, not read from runs
 HALF_PRECISION = ("fp16_mixed", "bf16_mixed")  # 16-bit autocast: a norm's kernels move 2 bytes a value either way
 FP16 = ("fp16_mixed",)  # fp16's narrow exponent range: bf16 keeps fp32's
-
-
-class At(ValueError):
-    """A validator's refusal of a key below the node it validates (`parts[0].size`): its path is
-    joined to the node's, so the line names the key itself."""
-
-    def __init__(self, key: str, what: str) -> None:
-        super().__init__(what)
-        self.key, self.what = key, what
 
 
 class Node(BaseModel):
@@ -222,99 +192,42 @@ class Part(Node):
         value = table_effect(self.table, metric, self.a, self.b)
         return value - table_effect(self.table, metric, *self.minus) if self.minus else value
 
+    @property
+    def kind(self) -> ClaimKind:
+        """What it asserts, as the module that owns that kind (src.report.kinds)."""
+        return KINDS[self.asserts]
+
     def band(self, metric: str) -> tuple[float, float]:
-        """The claimed band: its size joined with its figure (a trend: the side it claims, unbounded)."""
-        if self.asserts == TREND:
-            return (0.0, math.inf) if metric == SAVING else (-math.inf, 0.0)  # a saving grows; a share falls
-        if self.asserts == NO_WORSE:  # anything better than a, or worse by less than the margin
-            return (-math.inf, float(self.margin or 0.0))
-        figure = self.published(metric)
-        if math.isnan(figure):
-            return self.size if self.size else (math.nan, math.nan)
-        low, high = self.size if self.size else (figure, figure)
-        return min(low, figure), max(high, figure)
+        """The claimed band, by its kind: a size joined with its figure, a side, a margin's region."""
+        return self.kind.band(self, metric)
 
     def sign(self, metric: str) -> int:
-        """The side of zero claimed (0 for an equivalence): its figure's, else its size's (a trend: falls)."""
-        if self.asserts in (EQUIVALENCE, NO_WORSE):
-            return 0
-        figure = self.published(metric)
-        if math.isnan(figure) and self.size:
-            figure = self.size[1] if self.size[1] < 0 else self.size[0]
-        if math.isnan(figure) and self.asserts == TREND:
-            figure = 1.0 if metric == SAVING else -1.0
-        return int(math.copysign(1, figure))
+        """The side of zero claimed, by its kind (0: none)."""
+        return self.kind.sign(self, metric)
 
     def variants(self) -> tuple[str, ...]:
         return tuple(v for v in (self.a, self.b, *(self.minus or ())) if v is not None)
 
     def check(self, metric: str, known: list[str], sizes: dict[str, float]) -> None:
-        """What a type cannot say of a part, given its claim's metric (At naming the key)."""
-        kind = self.asserts
-        if kind not in KINDS_OF[metric]:
-            raise At("asserts", f"{metric} is asserted as {' or '.join(KINDS_OF[metric])}, got {kind.value}")
+        """What a type cannot say of a part, given its claim's metric (At naming the key); then what its kind needs."""
+        if self.asserts not in KINDS_OF[metric]:
+            raise At("asserts", f"{metric} is asserted as {' or '.join(KINDS_OF[metric])}, got {self.asserts.value}")
         for name, value in (("b", self.b), ("a", self.a), *((f"minus[{i}]", v) for i, v in enumerate(self.minus or ()))):
             if value is not None and value not in known:
                 raise At(name, f"unknown variant {value!r}; valid choices: {', '.join(known)}")
-        if kind in PAIRED_KINDS and (self.a is None or self.a == self.b):
-            raise At("a", f"a {kind.value} compares b with another variant a, got a={self.a!r}")
         if metric == SAVING and (self.a is None or self.a == self.b):
             raise At("a", f"a saving is b's against another variant a, got a={self.a!r}")
-        if kind in (EVENT, TREND) and self.a is not None and metric != SAVING:
-            alone = "an event is of b alone (whether its loss went NaN)" if kind == EVENT else "a trend is of b alone (its share of a step over model sizes)"
-            raise At("a", f"{alone}; remove a")
         if self.minus is not None and metric != SPEED:
             raise At("minus", f"a contrast [a', b'] is of train_time_s, not {metric}")
-        if kind == TREND:
-            self._check_sizes(sizes)
-        elif metric == SAVING:  # a saving's size: at the sizes listed, each one known
+        if metric == SAVING and not self.kind.over_sizes:  # a saving's size: at the sizes listed, each one known
             if not self.sizes:
                 raise At("sizes", f"the model sizes at which the saving is read; valid choices: {', '.join(sizes)}")
             for j, size in enumerate(self.sizes):
                 if size not in sizes:
                     raise At(f"sizes[{j}]", f"unknown model size {size!r}; valid choices: {', '.join(sizes)}")
-        elif self.sizes:
+        elif self.sizes and not self.kind.over_sizes:
             raise At("sizes", "only a trend, or a saving, spans model sizes")
-        if self.size is not None:
-            self._check_size(metric)
-        if kind == NO_WORSE:
-            self._check_margin(metric)
-        elif self.margin is not None:
-            raise At("margin", f"only a no_worse claim has a margin; a {kind.value}'s size is `size`")
-
-    def _check_margin(self, metric: str) -> None:
-        if self.margin is None:
-            raise At("margin", f"a no_worse claim says how much worse b may be: e.g. margin: 0.02 ({'2%' if metric in RELATIVE_METRICS else '0.02 nats'})")
-        if self.size is not None:
-            raise At("size", "a no_worse claim has a margin, not a size; remove size")
-        if not 0 < self.margin < (1 if metric in RELATIVE_METRICS else math.inf):
-            unit = "a fraction: 0.02 is 2% (0 < margin < 1)" if metric in RELATIVE_METRICS else "nats, above 0"
-            raise At("margin", f"{metric}'s margin is {unit}; got {self.margin:g}")
-
-    def _check_sizes(self, sizes: dict[str, float]) -> None:
-        if len(self.sizes) < 2:
-            raise At("sizes", f"a trend spans at least two model sizes; valid choices: {', '.join(sizes)}")
-        for j, size in enumerate(self.sizes):
-            if size not in sizes:
-                raise At(f"sizes[{j}]", f"unknown model size {size!r}; valid choices: {', '.join(sizes)}")
-            if size in self.sizes[:j]:
-                raise At(f"sizes[{j}]", f"{size} is listed twice; a trend's sizes are distinct")
-        ordered = sorted(self.sizes, key=lambda s: sizes[s])
-        if list(self.sizes) != ordered:
-            raise At("sizes", f"smallest first (by parameters): [{', '.join(ordered)}], got [{', '.join(self.sizes)}]")
-
-    def _check_size(self, metric: str) -> None:
-        low, high = self.size  # type: ignore[misc]
-        if self.asserts == TREND:
-            raise At("size", "a trend claims a direction over its sizes, not a size; remove size")
-        if self.asserts == EVENT:
-            raise At("size", "an event has no size; remove size")
-        if metric in RELATIVE_METRICS and not (low > -1 and high < 1):
-            raise At("size", f"sizes of {metric} are fractions: 0.03 is 3%, -0.1 is -10%; got [{low:g}, {high:g}]")
-        if self.asserts == EQUIVALENCE and not low < 0 < high:
-            raise At("size", f"an equivalence's band holds zero inside it, got [{low:g}, {high:g}]")
-        if self.asserts == DIFFERENCE and low < 0 < high:
-            raise At("size", f"a difference is on one side of zero, got [{low:g}, {high:g}]")
+        self.kind.check(self, metric, sizes)
 
 
 class Claim(Node):
@@ -406,7 +319,7 @@ class ClaimsFile(Node):
             claim._number, claim._domain = i + 1, domains[claim.domain_name]
             for j, part in enumerate(claim.parts):
                 part._table = self.table
-                if part.asserts in (DIFFERENCE, EQUIVALENCE) and part.size is None and math.isnan(part.published(claim.metric)):
+                if part.kind.banded and math.isnan(part.band(claim.metric)[0]):
                     raise At(f"claims[{i}].parts[{j}].size", f"no size, and the file's table has no {claim.metric.value} of "
                              f"{part.a} and {part.b} to take it from")  # fmt: skip
         return self

@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from src.report.words.numbers import NATS, decimals_for, estimate_text, shown
+from src.report.numbers import NATS, decimals_for, estimate_text, shown
 from src.report.words.speed import step_time_text
 from src.stats.verdicts import PairWord, SpeedWord
 from src.tracking.summary import (

@@ -1,13 +1,13 @@
 """Phrases more than one section of the report says about runs: each written here once, so that the
 same fact reads the same wherever it is printed (one run each, how many runs a variant has and how
-they ended). Numbers with their uncertainty are src.report.words.numbers'. Torch-free.
+they ended). Numbers with their uncertainty are src.report.numbers'. Torch-free.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from src.report.words.numbers import NATS
+from src.report.numbers import NATS
 from src.tracking.tags import FINISHED
 
 ONE_RUN = "one run each"  # the phrase, with what it means where it is said
@@ -26,12 +26,6 @@ def printed_zero(x: float) -> bool:
 def counted(n: int, noun: str) -> str:
     """`1 comparison`, `3 comparisons`: a count with its noun agreeing."""
     return f"{n} {noun}{'s' * (n != 1)}"
-
-
-def aside(label: str, said: str) -> str:
-    """`label (said)`; inside the label's own closing parenthesis when it ends in one, so that two asides
-    never stand back to back: `training time (s; jobs one after another)`."""
-    return f"{label[:-1]}; {said})" if label.endswith(")") else f"{label} ({said})"
 
 
 def how_paired(paired: bool, n: int, n_a: int = 0, n_b: int = 0) -> str:

@@ -40,7 +40,7 @@ from src.report.words.common import (
     run_counts,
 )
 from src.report.words.jobs import how_jobs_ran
-from src.report.words.numbers import NATS, NATS_AS_IS, equivalent_text, estimate_text, settle_text
+from src.report.numbers import NATS, NATS_AS_IS, equivalent_text, estimate_text, settle_text
 from src.report.words.pairs import verdict_text
 from src.report.words.speed import share_where, step_time_text
 from src.report.words.study import absent_text

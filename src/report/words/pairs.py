@@ -4,8 +4,8 @@ verdict column, and the interleaved speed sentence of a check without the norms'
 The one writer of these facts (src.report.judge.pairs and src.report.analysis hold the data):
 
 - a pair's verdict (`verdict_text`), written from its `Decision`, never with numbers of its own:
-  where numbers go beside it, they are the interval it was read from, its level said (src.report.words.numbers.estimate_text);
-- a p-value, through src.report.words.numbers.p_text: never `p = 0` (a t tail that underflows);
+  where numbers go beside it, they are the interval it was read from, its level said (src.report.numbers.estimate_text);
+- a p-value, through src.report.numbers.p_text: never `p = 0` (a t tail that underflows);
 - no spread (`alike_text`): every seed moved by the same amount, so no interval;
 - the family Holm adjusted over (`heading`): the tests that had a p-value, as `compare` counted them.
 """
@@ -22,7 +22,7 @@ from src.report.judge.pairs import METRICS, NO_NORM, Result, Unmatched, family_o
 from src.report.judge.sequential import with_verdicts
 from src.report.words.common import counted, how_paired, run_counts
 from src.report.words.jobs import how_jobs_ran
-from src.report.words.numbers import (
+from src.report.numbers import (
     NATS,
     RELATIVE,
     Units,

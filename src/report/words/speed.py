@@ -19,7 +19,7 @@ from src.report.judge.speed import (
     has_section,
     spread,
 )
-from src.report.words.numbers import (
+from src.report.numbers import (
     FACTOR,
     LOG_RATIO,
     Units,
@@ -43,7 +43,7 @@ CHECK_ROLE = "the check of that prediction (a whole step carries the machine's l
 RESTS = "so the verdict rests on the norms' own cost alone"
 
 
-# --- a step-time estimate with its interval (src.report.words.numbers writes it) ---------------------
+# --- a step-time estimate with its interval (src.report.numbers writes it) ---------------------
 
 
 def interval_text(i: Interval, units: Units = LOG_RATIO) -> str:

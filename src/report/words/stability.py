@@ -8,7 +8,7 @@ import math
 import pandas as pd
 
 from src.report.judge.stability import largest_stable_lr
-from src.report.words.numbers import level_text
+from src.report.numbers import level_text
 from src.stats.inference import CONFIDENCE
 
 HEADING = "Learning-rate stability"

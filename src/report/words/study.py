@@ -30,36 +30,30 @@ from src.report.judge.study import (
 )
 from src.report.judge.study_effects import Effect, Timing
 from src.report.judge.study_match import Mismatch, study_code
+from src.report.kinds.base import interval_of
+from src.report.kinds.metrics import shown
+from src.report.numbers import (
+    RELATIVE,
+    alike_text,
+    aside,
+    estimate_text,
+    p_text,
+    settle_text,
+)
+from src.report.numbers import SHARE as SHARE_OF
 from src.report.read.claims import (
-    EQUIVALENCE,
     LOSS,
-    NO_WORSE,
     SAVING,
     SHARE,
     SPEED,
     STABILITY,
-    TREND,
     ClaimsFile,
     Part,
     StudyClaim,
     table_effect,
 )
-from src.report.words.common import NO_SHARED_SEED, ONE_RUN, aside, counted, how_paired, run_counts
+from src.report.words.common import NO_SHARED_SEED, ONE_RUN, counted, how_paired, run_counts
 from src.report.words.jobs import AT_ONCE, NOT_A_MEASUREMENT, jobs_ran
-from src.report.words.numbers import (
-    NATS,
-    POINTS,
-    RELATIVE,
-    Units,
-    alike_text,
-    equivalent_text,
-    estimate_text,
-    moved_alike,
-    p_text,
-    settle_text,
-)
-from src.report.words.numbers import SHARE as SHARE_OF
-from src.report.words.numbers import shown as figure
 from src.report.words.speed import step_time_text
 from src.report.words.study_setting import setting_lines, study_table
 from src.report.words.table import DASH
@@ -70,9 +64,6 @@ from src.stats.verdicts import (
     Direction,
     Equivalence,
     Judgement,
-    Readings,
-    Relation,
-    Size,
     family_alpha,
 )
 from src.tracking.tags import DIVERGED, FINISHED
@@ -101,53 +92,14 @@ def _named(part: Part) -> str:
     return f"{part.label} " if part.label else ""
 
 
-def units_of(metric: str, contrast: bool = False) -> Units:
-    """The study's units of a metric: a relative time change, percentage points of two, or nats."""
-    if metric in (SPEED, SHARE, SAVING):
-        return POINTS if contrast else RELATIVE
-    return NATS
-
-
-def shown(metric: str, x: float, contrast: bool = False) -> str:
-    """A value in the study's units (src.report.words.numbers prints it)."""
-    return figure(x, units_of(metric, contrast))
-
-
-def interval_of(f: Finding, contrast: bool) -> str:
-    """The part's estimate with the family's interval it was read from, its level said."""
-    return estimate_text(f.effect.diff, f.low, f.high, 1 - f.alpha, units_of(f.metric, contrast))
-
-
-def claimed(metric: str, part: Part) -> str:
-    """The part's claimed size where its source has no figure: `-20.0% to -3.0%`, `within ±0.05`, `no size claimed`."""
-    if part.asserts == TREND:
-        return f"{'falls' if part.sign(metric) < 0 else 'grows'} from {part.sizes[0]} to {part.sizes[-1]}"
-    if part.asserts == NO_WORSE:
-        return f"at most {shown(metric, float(part.margin or 0.0))} worse"
-    if not part.size:
-        return "no size claimed"
-    low, high = part.size
-    if part.asserts == EQUIVALENCE and low == -high:
-        return f"within ±{shown(metric, high).lstrip('+')}"
-    return f"{shown(metric, low)} to {shown(metric, high)}"
-
-
-def figure_of(metric: str, part: Part, contrast: bool = False) -> str:
-    """The source's figure for a part in its units, or what it claimed where it has none."""
-    value = part.published(metric)
-    return f"claimed {claimed(metric, part)}" if math.isnan(value) and part.asserts != TREND else shown(metric, value, contrast)
-
-
 def published_text(claim: StudyClaim, part: Part) -> str:
     value = part.published(claim.metric)
     if claim.metric == SHARE:
-        return f"the share {claimed(SHARE, part)}"
+        return f"the share {part.kind.claimed(part, SHARE)}"
     if claim.metric == SAVING:  # the sizes are this check's: the study names the architectures' costs, not sizes
-        if part.asserts == TREND:
-            return f"the saving {claimed(SAVING, part)} (this check's sizes, not the study's)"
-        return f"{part.b}'s step {claimed(SAVING, part)} against {part.a}'s at {part.sizes[-1]} (this check's size, not the study's)"
+        return part.kind.saving_text(part, SAVING)
     if math.isnan(value) and claim.metric != STABILITY:
-        return f"{claimed(claim.metric, part)} {'training time' if claim.metric == SPEED else 'nats test loss'}"
+        return f"{part.kind.claimed(part, claim.metric)} {'training time' if claim.metric == SPEED else 'nats test loss'}"
     if claim.metric == SPEED:
         if not part.minus:
             return f"{shown(SPEED, value)} training time"
@@ -206,8 +158,8 @@ def part_figure(f: Finding) -> str:
         return DASH
     if _no_shared_seed(f):
         return f"{DASH} ({NO_SHARED_SEED})"
-    saving = "the saving" if f.part.asserts == TREND else "step time"
-    contrast, what = bool(f.part.minus), {SPEED: "training time", SHARE: "share of a step", SAVING: saving}.get(f.metric, "nats")
+    contrast = bool(f.part.minus)
+    what = {SPEED: "training time", SHARE: "share of a step", SAVING: f.part.kind.saving_noun}.get(f.metric, "nats")
     estimate, how = f"{shown(f.metric, e.diff, contrast)} {what}", measured_by(e)
     if f.shares:  # timed per size: the change of the share (or the saving), and the share at each size
         levels = ", ".join(f"{size} {estimate_text(x, low, high, 1 - f.alpha, SHARE_OF, high > low, 'share round')}"
@@ -277,100 +229,10 @@ def _inside_reason(f: Finding, j: Judgement) -> str:
         noun = "process" if f.processes == (1,) else "processes"
         notes.append(f"this sweep trained on {'/'.join(map(str, f.processes))} {noun}, the study on {f.devices}, whose "
                      "all-reduce is part of its step time and shrinks a norm's share of it")  # fmt: skip
-    reason = interval_reason(f, j)
+    reason = f.part.kind.reason(f, j)
     for note in notes:  # each an aside, inside the reason's own closing parenthesis where it ends in one
         reason = aside(reason, note)
     return reason
-
-
-def _alike(f: Finding) -> str:
-    """With no spread, what the word rests on instead of an interval: n equal signs."""
-    e, r = f.effect, f.readings
-    moved = moved_alike(e.interval.n, e.per, shown(f.metric, e.diff, bool(f.part.minus)), exactly=e.interval.sd == 0)
-    return f"{moved}; {p_text(r.alike_p, 'sign-flip p')}"
-
-
-def band_text(metric: str, part: Part, contrast: bool = False) -> str:
-    """The band a part's interval is held against: `its -11.1%` (its source's figure), `its claimed
-    +0.0200 to +0.0800` (a size), `its band -11.5% to -9.5%` (a size joined with a figure)."""
-    figure, low, high = part.published(metric), *part.band(metric)
-    if math.isnan(figure) or low == high:
-        return f"its {figure_of(metric, part, contrast)}"
-    return f"its band {shown(metric, low, contrast)} to {shown(metric, high, contrast)}"
-
-
-RELATION_VERB = {Relation.WITHIN: "lies inside", Relation.HOLDS: "holds", Relation.OVERLAPS: "overlaps",
-                 Relation.APART: "lies apart from"}  # fmt: skip
-
-
-def relation_text(f: Finding, r: Readings | None, contrast: bool) -> str:
-    """The relation that holds between the interval and what was claimed, said as it is: its source's
-    figure inside the interval where it is, else the interval against the claimed band."""
-    figure = f.part.published(f.metric)
-    if math.isfinite(figure) and f.low <= figure <= f.high:
-        return f"its {shown(f.metric, figure, contrast)} is inside the interval"
-    verb = RELATION_VERB.get(r.relation if r is not None else Relation.NONE)
-    band = band_text(f.metric, f.part, contrast)
-    return f"the interval {verb} {band}" if verb else f"no interval to hold against {band}"
-
-
-def interval_reason(f: Finding, j: Judgement) -> str:
-    """Why a part read from an interval got its word, with the numbers it read."""
-    part, metric, r, effect, contrast = f.part, f.metric, j.readings, f.effect, bool(f.part.minus)
-    margin = f"±{f.margin:.0%}" if metric in (SPEED, SHARE, SAVING) else f"±{f.margin:g} nats"
-    study = figure_of(metric, part, contrast)
-    whose = f"{part.noun}'s"
-    because = j.because
-    settle = settle_text(j.settle, effect.per)
-    alike = "" if r is None or r.spread else _alike(f)
-    if because == Because.ALIKE_TOO_FEW:
-        return f"{alike}, not below the family's {f.alpha:.2g}: {settle}"
-    said = f" ({alike})" if alike else ""
-    if part.asserts == NO_WORSE:
-        bound, upper = shown(metric, float(part.margin or 0.0)), shown(metric, f.high, contrast)
-        return {
-            # With no spread there is no interval: the rounds' one move and its sign-flip p say it (`said`).
-            Because.NOT_WORSE: f"no worse than {part.a} by {bound}" + (said or f": the interval's upper end {upper} is below it"),
-            Because.WORSE: f"worse than {part.a} by {bound} or more" + (said or ": the whole interval lies at or beyond it"),
-        }.get(because) or f"the interval reaches {bound} (its upper end {upper}): {settle}"
-    if part.asserts == EQUIVALENCE:
-        limits = part.band(metric)
-        claimed = f"±{limits[1]:.2%}" if metric == SPEED else f"±{limits[1]:g}"
-        remains = shown(metric, effect.diff, contrast) if alike else interval_of(f, contrast)
-        equivalent = equivalent_text(margin.lstrip("±"), remains if r is not None and r.excludes_zero else False)
-        differ = f"they differ by {margin} or more (a bound itself is a difference that matters)"
-        return {
-            Because.AS_CLOSE: f"{equivalent}, and as close as {whose} {claimed}",
-            Because.FURTHER_APART: f"{equivalent}, but further apart than {whose} {claimed}",
-            Because.EQUIVALENT_SIZE_UNTESTED: f"{aside(equivalent, alike) if alike else equivalent}: no interval to hold against {whose} {claimed}",
-            Because.DIFFER_BY_MARGIN: aside(differ, alike) if alike else differ,
-            Because.BEYOND_CLAIMED: f"the whole interval lies beyond {whose} {claimed}: no seed count makes them that close",
-        }.get(because) or (f"the interval straddles the margin ({margin}) and {RELATION_VERB.get(r.relation if r else Relation.NONE, 'meets')} "
-                           f"{whose} {claimed}: {settle}")  # fmt: skip
-    if part.asserts == TREND and because in (Because.DIRECTION_AND_SIZE, Because.OPPOSITE, Because.ZERO_WITHIN_MARGIN):
-        side, what = ("falls", "the share") if part.sign(metric) < 0 else ("grows", "the saving")
-        moved = {Because.DIRECTION_AND_SIZE: f"{what} {side}", Because.OPPOSITE: "the opposite direction"}.get(because)
-        # Without spread there is no interval: the rounds' one move and its sign-flip p say it (`said`).
-        return f"{moved}{said or ': the interval excludes no change'}" if moved else f"no change of {what} beyond {margin}{said}"
-    if because == Because.DIRECTION_AND_SIZE:
-        return f"{whose} direction, and {relation_text(f, r, contrast)}"
-    if because in (Because.DIRECTION_SMALLER, Because.DIRECTION_LARGER):
-        return f"{whose} direction, by {'less' if because == Because.DIRECTION_SMALLER else 'more'} than its {study} (outside the interval)"
-    if because == Because.DIRECTION_SIZE_UNTESTED:
-        return f"{whose} direction{said}: no interval to hold against its {study}"
-    if because == Because.OPPOSITE:
-        return f"the opposite direction{said}"
-    if because == Because.ZERO_WITHIN_MARGIN:
-        figure = part.published(metric)
-        against = f"where {part.noun} has {shown(metric, figure, contrast)}" if not math.isnan(figure) else f"where it {figure_of(metric, part, contrast)}"
-        return f"equivalent to zero within {margin}, {against}{said}"
-    smaller = f"; {whose} {study} is outside it: any effect here is smaller" if r is not None and r.size == Size.SMALLER else ""
-    # Said of the interval printed beside it (a sequential sweep's direction is its own decision's).
-    undecided = "the interval holds zero" if r is not None and r.holds_zero else "the direction is undecided"
-    return f"{undecided}{smaller}: {settle}"
-
-
-# --- claim 6: an event ----------------------------------------------------------------------------------
 
 
 def _steps(runs: pd.DataFrame) -> str:

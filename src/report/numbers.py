@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from src.stats.verdicts import MAX_SEEDS
+from src.stats.settings import MAX_SEEDS
 
 
 @dataclass(frozen=True)
@@ -129,3 +129,9 @@ def equivalent_text(margin: str, remains: str | bool = False) -> str:
     if remains is True:
         return f"equivalent within ±{margin}, a difference remains"
     return f"equivalent within ±{margin}" + (f" (a difference of {remains} remains)" if remains else "")
+
+
+def aside(label: str, said: str) -> str:
+    """`label (said)`; inside the label's own closing parenthesis when it ends in one, so that two asides
+    never stand back to back: `training time (s; jobs one after another)`."""
+    return f"{label[:-1]}; {said})" if label.endswith(")") else f"{label} ({said})"
