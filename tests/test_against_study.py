@@ -49,7 +49,16 @@ from src.report.words.study import (
     study_section,
     written,
 )
-from src.stats.verdicts import Asserts, ClaimWord, Direction, Equivalence, Size, claim_word, judge_part, read
+from src.stats.verdicts import (
+    ClaimWord,
+    Direction,
+    Equivalence,
+    Size,
+    claim_word,
+    judge_difference,
+    judge_equivalence,
+    read,
+)
 from src.tracking.sweep import SWEEP_TAG
 from src.tracking.variants import Axis
 
@@ -80,7 +89,7 @@ def test_the_claims_quote_the_studys_table_and_the_preset_is_its_setting() -> No
 
 # --- words from numbers: the readings and the rule (src/stats/verdicts.py) -------------------------------
 
-DIFFERENCE, EQUIVALENCE = Asserts.DIFFERENCE, Asserts.EQUIVALENCE
+DIFFERENCE, EQUIVALENCE = judge_difference, judge_equivalence  # each kind's rule
 HOLDS, OPPOSITE, UNDECIDED = Direction.HOLDS, Direction.OPPOSITE, Direction.UNDECIDED
 CONSISTENT, SMALLER, LARGER = Size.CONSISTENT, Size.SMALLER, Size.LARGER
 INSIDE, OUTSIDE = Equivalence.INSIDE, Equivalence.OUTSIDE
@@ -110,7 +119,7 @@ INCONCLUSIVE, NOT_APPLICABLE, NOT_TESTED = ClaimWord.INCONCLUSIVE, ClaimWord.NOT
 def test_three_readings_then_one_word(interval, sign, band, readings, asserts, word) -> None:  # noqa: ANN001
     found = read(*interval, sign, band, 0.01)
     assert (found.direction, found.size, found.equivalence) == readings
-    assert judge_part(asserts, found).word == word
+    assert asserts(found).word == word
 
 
 @pytest.mark.parametrize(

@@ -25,10 +25,10 @@ from study_runs import NOISE, SEEDS, Z, jitter, judged_section, made_up_runs, st
 from src.core.schema import MarginSchema
 from src.report.analysis import Analysis
 from src.report.judge.pairs import Margins, Result, compare, family_of
+from src.report.numbers import NATS, NATS_AS_IS, estimate_text, p_text
 from src.report.read.published import TABLE
 from src.report.read.table import summarize
 from src.report.words.headline import headline, loss_line, real_line, settings_of
-from src.report.numbers import NATS, NATS_AS_IS, estimate_text, p_text
 from src.report.words.pairs import heading, sentences, to_frame, verdict_text
 from src.stats.inference import RESOLUTION, paired_t, trimmed_mean_interval, welch_interval
 from src.stats.verdicts import PairWord

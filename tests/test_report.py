@@ -162,7 +162,7 @@ def test_single_seed_table_matches_the_study(client: MlflowClient, store: dict[s
     claims = {c.claim.number: c for c in analysis.study.claims}
     assert "LayerNorm -11.1% training time (one run each" in claim_line(claims[1])  # from its tokens/s: 1 / 1.124 - 1
     assert "built-in +0.0012 nats (one run each)" in claim_line(claims[4])
-    # StudyClaim 6 too: the normalized runs stopped at step 100, short of the step 530 where no_norm's loss went NaN.
+    # Claim 6 too: the normalized runs stopped at step 100, short of the step 530 where no_norm's loss went NaN.
     assert claim_line(claims[6]).startswith("6. inconclusive — without normalization training diverges.")  # the word first
     assert ("1/1 runs diverged (step 530). → none of the normalized variants' runs counts; left out: the "
             "normalized variants' 4 run(s) that finished before step 530, where no_norm diverged.") in claim_line(claims[6])

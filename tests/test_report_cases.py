@@ -9,8 +9,8 @@ from made_up_sweeps import STUDY, MadeUp
 from study_runs import made_up_runs
 from test_report_properties import INVARIANTS, analysis_of, outputs
 
-from src.report.render.terminal import terminal_text
 from src.report.numbers import LOG_RATIO, NATS, estimate_text
+from src.report.render.terminal import terminal_text
 from src.report.words.pairs import heading
 
 

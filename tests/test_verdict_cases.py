@@ -66,7 +66,7 @@ def _time_as_tokens(base: np.ndarray, change: np.ndarray) -> np.ndarray:
 
 
 def test_1_an_interval_beyond_the_claimed_size_is_not_reproduced_whatever_the_margin() -> None:
-    """StudyClaim 3's built-ins at -2.4% [-3.2%, -1.5%] (the ±2% margin straddled), claim 4's built-in at
+    """Claim 3's built-ins at -2.4% [-3.2%, -1.5%] (the ±2% margin straddled), claim 4's built-in at
     +0.007 [+0.002, +0.012] nats (the ±0.01 margin straddled)."""
     time = with_interval(-0.024, -0.0325, -0.0155)
     loss = with_interval(0.007, 0.002, 0.012)
@@ -80,7 +80,7 @@ def test_1_an_interval_beyond_the_claimed_size_is_not_reproduced_whatever_the_ma
     assert built_ins.high < -0.0055 and built_ins.low < -0.02 < built_ins.high  # beyond ±0.55%, straddling ±2%
     assert built_ins.word == ClaimWord.NOT_REPRODUCED
     assert part_reason(built_ins).startswith("the whole interval lies beyond the study's ±0.55%: no seed count makes them that close")
-    # StudyClaim 4's interval holds the claimed 0.0065 as well as values beyond the margin: the size is
+    # Claim 4's interval holds the claimed 0.0065 as well as values beyond the margin: the size is
     # not decided either, so it stays inconclusive, and says what would settle it.
     built_in = claims[4].findings[0]
     assert built_in.low < 0.0065 < 0.01 < built_in.high

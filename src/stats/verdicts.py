@@ -79,15 +79,6 @@ class SequentialWord(StrEnum):
         return {SequentialWord.UNDECIDABLE: "undecidable at this budget", SequentialWord.UNTESTABLE: "not testable"}.get(self, self.value)
 
 
-class Asserts(StrEnum):
-    """What a claim part asserts of its effect."""
-
-    DIFFERENCE = "difference"
-    EQUIVALENCE = "equivalence"
-    EVENT = "event"
-    NO_WORSE = "no_worse"  # non-inferiority: not worse by the margin or more (one-sided)
-
-
 class Direction(StrEnum):
     HOLDS = "holds"  # excludes zero on the study's side
     OPPOSITE = "opposite"
@@ -506,46 +497,45 @@ class Judgement:
     settle: int | None = None
 
 
-def judge_part(asserts: Asserts | str, r: Readings) -> Judgement:
-    """A claim part's word from its readings (the table in docs/statistics.md), and which decided it."""
-    if asserts == Asserts.DIFFERENCE:
-        if r.direction == Direction.HOLDS:
-            if r.size == Size.CONSISTENT:
-                return Judgement(ClaimWord.REPRODUCED, Because.DIRECTION_AND_SIZE, r)
-            if r.size == Size.UNTESTED:
-                return Judgement(ClaimWord.PARTLY, Because.DIRECTION_SIZE_UNTESTED, r)
-            return Judgement(ClaimWord.PARTLY, Because.DIRECTION_SMALLER if r.size == Size.SMALLER else Because.DIRECTION_LARGER, r)
-        if r.direction == Direction.OPPOSITE:
-            return Judgement(ClaimWord.NOT_REPRODUCED, Because.OPPOSITE, r)
-        if r.equivalence == Equivalence.INSIDE:
-            return Judgement(ClaimWord.NOT_REPRODUCED, Because.ZERO_WITHIN_MARGIN, r)
-        return Judgement(ClaimWord.INCONCLUSIVE, Because.DIRECTION_UNDECIDED if r.spread else Because.ALIKE_TOO_FEW, r)
-    if asserts == Asserts.EQUIVALENCE:
-        if r.equivalence == Equivalence.INSIDE:
-            if r.size == Size.CONSISTENT:
-                return Judgement(ClaimWord.REPRODUCED, Because.AS_CLOSE, r)
-            return Judgement(ClaimWord.PARTLY, Because.FURTHER_APART if r.spread else Because.EQUIVALENT_SIZE_UNTESTED, r)
-        if r.equivalence == Equivalence.OUTSIDE:
-            return Judgement(ClaimWord.NOT_REPRODUCED, Because.DIFFER_BY_MARGIN, r)
-        # Wholly beyond the claimed size, and not shown equivalent: no seed count makes it the claim.
-        if r.size == Size.LARGER:
-            return Judgement(ClaimWord.NOT_REPRODUCED, Because.BEYOND_CLAIMED, r)
-        return Judgement(ClaimWord.INCONCLUSIVE, Because.STRADDLES if r.spread else Because.ALIKE_TOO_FEW, r)
-    raise ValueError(f"a part read from an interval asserts {Asserts.DIFFERENCE!r} or {Asserts.EQUIVALENCE!r}, got {asserts!r}")
+def judge_difference(r: Readings) -> Judgement:
+    """A difference's word from its readings (the table in docs/statistics.md), and which decided it."""
+    if r.direction == Direction.HOLDS:
+        if r.size == Size.CONSISTENT:
+            return Judgement(ClaimWord.REPRODUCED, Because.DIRECTION_AND_SIZE, r)
+        if r.size == Size.UNTESTED:
+            return Judgement(ClaimWord.PARTLY, Because.DIRECTION_SIZE_UNTESTED, r)
+        return Judgement(ClaimWord.PARTLY, Because.DIRECTION_SMALLER if r.size == Size.SMALLER else Because.DIRECTION_LARGER, r)
+    if r.direction == Direction.OPPOSITE:
+        return Judgement(ClaimWord.NOT_REPRODUCED, Because.OPPOSITE, r)
+    if r.equivalence == Equivalence.INSIDE:
+        return Judgement(ClaimWord.NOT_REPRODUCED, Because.ZERO_WITHIN_MARGIN, r)
+    return Judgement(ClaimWord.INCONCLUSIVE, Because.DIRECTION_UNDECIDED if r.spread else Because.ALIKE_TOO_FEW, r)
 
 
-def judge_interval(asserts: Asserts | str, r: Readings, e: Estimate, alpha: float, trim: float = 0.0) -> Judgement:
-    """A claim part's judgement (`judge_part`), and undecided, what would settle it, the true effect
-    taken to be the estimate `e` (in the units of its `margin`) and its interval taken at 1 − alpha:
-    with spread, the count that puts the interval inside ±margin when the estimate is, else wholly
-    beyond zero (a difference) or beyond the margin (an equivalence); with none, the count at
-    which n equal signs reach alpha."""
-    j = judge_part(asserts, r)
-    if j.word != ClaimWord.INCONCLUSIVE:
+def judge_equivalence(r: Readings) -> Judgement:
+    """An equivalence's word from its readings (the table in docs/statistics.md), and which decided it."""
+    if r.equivalence == Equivalence.INSIDE:
+        if r.size == Size.CONSISTENT:
+            return Judgement(ClaimWord.REPRODUCED, Because.AS_CLOSE, r)
+        return Judgement(ClaimWord.PARTLY, Because.FURTHER_APART if r.spread else Because.EQUIVALENT_SIZE_UNTESTED, r)
+    if r.equivalence == Equivalence.OUTSIDE:
+        return Judgement(ClaimWord.NOT_REPRODUCED, Because.DIFFER_BY_MARGIN, r)
+    # Wholly beyond the claimed size, and not shown equivalent: no seed count makes it the claim.
+    if r.size == Size.LARGER:
+        return Judgement(ClaimWord.NOT_REPRODUCED, Because.BEYOND_CLAIMED, r)
+    return Judgement(ClaimWord.INCONCLUSIVE, Because.STRADDLES if r.spread else Because.ALIKE_TOO_FEW, r)
+
+
+def judge_interval(j: Judgement, e: Estimate, alpha: float, trim: float = 0.0, beyond: bool = False) -> Judgement:
+    """A part's judgement (`judge_difference`, `judge_equivalence`) and, undecided, what would settle
+    it, the true effect taken to be the estimate `e` (in the units of its `margin`) and its interval
+    taken at 1 − alpha: with spread, the count that puts the interval inside ±margin when the estimate
+    is, else wholly beyond zero (a difference) or beyond the margin (an equivalence: `beyond`); with
+    none, the count at which n equal signs reach alpha."""
+    if j.word != ClaimWord.INCONCLUSIVE or j.readings is None:
         return j
-    if not r.spread:
+    if not j.readings.spread:
         return replace(j, settle=max(sign_flip_seeds(alpha), e.n + 1))
-    beyond = asserts == Asserts.EQUIVALENCE
     return replace(j, settle=to_settle(e.sd, e.diff, e.n, e.margin, alpha, alpha / 2, trim, beyond=beyond))
 
 
@@ -644,11 +634,3 @@ def judge_event(e: Event, alpha: float, long_enough: bool, normalized: bool = Tr
     if e.k_others / e.n_others >= e.k / e.n:
         return Judgement(ClaimWord.NOT_APPLICABLE, Because.AS_OFTEN)
     return Judgement(ClaimWord.INCONCLUSIVE, Because.TOO_FEW)
-
-
-def event_seeds(others_per_seed: int, alpha: float) -> int:
-    """Seeds per variant at which no_norm diverging in every run and the others in none reaches `alpha`."""
-    seeds = 1
-    while Event(seeds, seeds, 0, seeds * others_per_seed).p >= alpha and seeds < MAX_SEEDS:
-        seeds += 1
-    return seeds

@@ -143,7 +143,7 @@ def plot_claims(section: StudySection) -> Figure | None:
         ax.set_title(_title(metric, title, parts, section.file.source_noun), fontsize="medium")
         ax.locator_params(axis="x", nbins=6)  # readable ticks on a narrow panel
     legend(fig)
-    whose = "The study's claims" if section.file.is_study else f"The claims of {section.file.title or section.file.name + '.yaml'}"
+    whose = "The study's claims" if section.file.is_study else f"The claims of {section.file.called}"
     title = textwrap.fill(f"{whose} against this sweep", 80)  # a long title wraps, never clipped at the figure's edge
     if any(f.part.kind.draws_margin and not not_testable(f) for f in found):  # a margin is drawn: say what it is
         title += " (dotted: the report's equivalence margin)"

@@ -48,10 +48,10 @@ from src.report.read.claims import (
     SIZED,
     SPEED,
     STABILITY,
+    Claim,
     ClaimsFile,
     Domain,
     Part,
-    StudyClaim,
 )
 from src.report.read.table import AXIS_PREFIX, most_seeds
 from src.stats.inference import ALPHA
@@ -76,8 +76,6 @@ from src.stats.verdicts import (
 )
 from src.tracking.tags import DIVERGED, FINISHED, RESULT_OUTCOMES
 from src.tracking.variants import Axis
-
-HEADING = "Against the published study"  # the section's name (src.report.words.study and the renderers print it)
 
 
 @dataclass(frozen=True, eq=False)  # eq=False: frames inside, compared by identity
@@ -162,7 +160,7 @@ class OpenQuestion:
 
 @dataclass(frozen=True)
 class ClaimResult:
-    claim: StudyClaim
+    claim: Claim
     findings: tuple[Finding, ...]
     not_swept: tuple[str, ...] = ()  # labels of the claim's parts whose norms this sweep did not run
     question: OpenQuestion | None = None  # claim 5: the study's open question
@@ -203,7 +201,7 @@ class StudySection:
     """The section's judgements, as data."""
 
     claims: list[ClaimResult] = field(default_factory=list)
-    unjudged: dict[int, tuple[StudyClaim, tuple[str, ...]]] = field(default_factory=dict)  # number -> claim, variants it needs
+    unjudged: dict[int, tuple[Claim, tuple[str, ...]]] = field(default_factory=dict)  # number -> claim, variants it needs
     family: int = 0  # the tests the words rest on: each at 1 - ALPHA / family
     event: bool = False  # claim 6's exact test is one of them
     sequential: int = 0  # the parts whose direction and equivalence the sequential sweep decided
@@ -215,7 +213,7 @@ class StudySection:
     set_aside: tuple[SetAside, ...] = ()  # the study's norms' other variants, which no claim read
     timing: Timing = Timing.OWN_DEVICE  # how the jobs' own times were taken (the table's speed columns)
     source: ClaimsFile | None = None  # the claims file judged (None: the study's)
-    untimed: tuple[StudyClaim, ...] = ()  # trend claims no share rounds timed: not tested here, said so
+    untimed: tuple[Claim, ...] = ()  # trend claims no share rounds timed: not tested here, said so
 
     @property
     def file(self) -> ClaimsFile:
@@ -256,12 +254,12 @@ class Evidence:
     effects: dict[tuple[str, Part], Effect | None] = field(default_factory=dict)  # measured once per part
     source: ClaimsFile = field(default_factory=the_study)  # the claims file judged
 
-    def variants_read(self, claim: StudyClaim) -> set[str]:
+    def variants_read(self, claim: Claim) -> set[str]:
         """The variants `claim` reads here: its norms' (claim 6 also every normalized variant it counts)."""
         norms = set(self.labels) if claim.metric == STABILITY else claim.variants()
         return {str(v) for n, v in self.labels.items() if n in norms and v}
 
-    def runs_of_claim(self, claim: StudyClaim) -> pd.DataFrame:
+    def runs_of_claim(self, claim: Claim) -> pd.DataFrame:
         return self.runs[self.runs.variant.isin([self.labels.get(v) for v in claim.variants()])]
 
     def margin(self, metric: str) -> float:
@@ -273,7 +271,7 @@ class Evidence:
         return family_alpha(ALPHA, self.family)
 
 
-def effect_of(claim: StudyClaim, part: Part, e: Evidence) -> Effect | None:
+def effect_of(claim: Claim, part: Part, e: Evidence) -> Effect | None:
     """The part's effect: for speed the speed check's when it timed the norms, else the paired runs'."""
     key = (claim.metric, part)
     if key not in e.effects and claim.metric in SIZED:
@@ -310,7 +308,7 @@ def readings_of(part: Part, metric: str, low: float, high: float, e: Evidence, e
     return decided(found, decision.verdict, same_side)
 
 
-def part_finding(claim: StudyClaim, part: Part, e: Evidence) -> Finding:
+def part_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
     """One part on this sweep: its judgement from the gates (the domain, the evidence), then the
     interval (src/stats/verdicts.py decides each)."""
     # The domain is the sweep's setting, judged once per claim (its parts' models differ by a norm's weights).
@@ -382,8 +380,8 @@ def event_settle(event: Event, ran: int, alpha: float) -> int:
     return high
 
 
-def divergence_finding(claim: StudyClaim, part: Part, e: Evidence) -> Finding:
-    """StudyClaim 6: no_norm diverges where the normalized variants, at its learning rate, train on."""
+def divergence_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
+    """Claim 6: no_norm diverges where the normalized variants, at its learning rate, train on."""
     d = replace(divergence(part, e), collapse=claim.collapse_within)
     # Long enough: past the step its source's run went NaN, else the steps it says a collapse takes, else
     # (a claim with neither) any run that trained through.
@@ -397,7 +395,7 @@ def divergence_finding(claim: StudyClaim, part: Part, e: Evidence) -> Finding:
     return Finding(part, STABILITY, j.word, outside=off, judgement=j, alpha=e.alpha, divergence=d)
 
 
-def evaluate(claim: StudyClaim, e: Evidence) -> ClaimResult | None:
+def evaluate(claim: Claim, e: Evidence) -> ClaimResult | None:
     """The claim on this sweep (`e`: the evidence matched for its domain); None when the sweep ran none
     of its parts' norms."""
     if claim.metric in SIZED:  # timed apart from the runs: each part judged where the share check timed its norm
@@ -424,8 +422,8 @@ def evaluate(claim: StudyClaim, e: Evidence) -> ClaimResult | None:
     return ClaimResult(claim, tuple(findings), tuple(not_swept), question)
 
 
-def open_question(claim: StudyClaim, e: Evidence) -> OpenQuestion:
-    """StudyClaim 5's open question, as numbers: one run's seed spread here over the claim's variants."""
+def open_question(claim: Claim, e: Evidence) -> OpenQuestion:
+    """Claim 5's open question, as numbers: one run's seed spread here over the claim's variants."""
     variants = tuple(str(e.labels[v]) for v in sorted(claim.variants()) if e.labels.get(v))
     sd, df = seed_spread(e.runs, variants)
     runs = e.runs[e.runs.variant.isin(variants)]
@@ -458,7 +456,7 @@ def _setting_runs(runs: pd.DataFrame, seen: set[str], variants: Sequence[str]) -
     return runs
 
 
-def _reach(judged: Mapping[int, ClaimResult | None], runs: pd.DataFrame, claims: Sequence[StudyClaim],
+def _reach(judged: Mapping[int, ClaimResult | None], runs: pd.DataFrame, claims: Sequence[Claim],
            source: ClaimsFile) -> tuple[dict[int, Reach], dict[int, tuple[DomainFact, ...]]]:  # fmt: skip
     """Per claim where this sweep stands, and the facts that take it out of its domain: a claim read
     at its own setting has them from its findings; one read with no variant at its setting is held

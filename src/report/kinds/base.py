@@ -104,7 +104,8 @@ class ClaimKind:
     def judge(self, part: Part, low: float, high: float, readings: Readings, estimate: Estimate, alpha: float,
               trim: float) -> Judgement:  # fmt: skip
         """The part's judgement from its interval [low, high] at the family's level `alpha`."""
-        return verdicts().judge_interval(self.name, readings, estimate, alpha, trim)
+        v = verdicts()
+        return v.judge_interval(v.judge_difference(readings), estimate, alpha, trim)
 
     # --- its words ------------------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from src.report.numbers import aside, equivalent_text, settle_text
 if TYPE_CHECKING:
     from src.report.judge.study import Finding
     from src.report.read.claims import Part
-    from src.stats.verdicts import Judgement
+    from src.stats.verdicts import Estimate, Judgement, Readings
 
 
 class Equivalence(ClaimKind):
@@ -34,6 +34,11 @@ class Equivalence(ClaimKind):
 
     def sign(self, part: Part, metric: str) -> int:
         return 0
+
+    def judge(self, part: Part, low: float, high: float, readings: Readings, estimate: Estimate, alpha: float,
+              trim: float) -> Judgement:  # fmt: skip
+        v = verdicts()  # undecided: the count that puts the interval inside the margin, or wholly beyond it
+        return v.judge_interval(v.judge_equivalence(readings), estimate, alpha, trim, beyond=True)
 
     def claimed(self, part: Part, metric: str) -> str:
         if part.size and part.size[0] == -part.size[1]:

@@ -1,7 +1,8 @@
 """A trend: a value per model size moves one way as the model grows — a norm's share of a step falls,
 a saving (a's norm time less b's) grows. It claims a side, not a size: its band is that whole side, and
 it is read as a difference of the last size's value from the first's (src.report.judge.study_effects
-times it in the speed check's share rounds). Its `sizes` are known model sizes, smallest first."""
+times it in the speed check's share rounds), judged as a difference is. Its `sizes` are known model
+sizes, smallest first."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from src.report.kinds.metrics import SAVING, shown
 if TYPE_CHECKING:
     from src.report.judge.study import Finding
     from src.report.read.claims import Part
-    from src.stats.verdicts import Estimate, Judgement, Readings
+    from src.stats.verdicts import Judgement, Readings
 
 
 class Trend(Difference):
@@ -43,10 +44,6 @@ class Trend(Difference):
         # untested, a unanimous trend read "partly").
         v = verdicts()
         return replace(found, size=v.Size.CONSISTENT) if found.direction == v.Direction.HOLDS else found
-
-    def judge(self, part: Part, low: float, high: float, readings: Readings, estimate: Estimate, alpha: float,
-              trim: float) -> Judgement:  # fmt: skip
-        return verdicts().judge_interval(Difference.name, readings, estimate, alpha, trim)  # a direction of the change
 
     def claimed(self, part: Part, metric: str) -> str:
         return f"{'falls' if self.sign(part, metric) < 0 else 'grows'} from {part.sizes[0]} to {part.sizes[-1]}"

@@ -282,9 +282,6 @@ class Claim(Node):
             self.metric == other.metric and set(self.parts) == set(other.parts))  # fmt: skip
 
 
-StudyClaim = Claim  # the name the judging code has used since the study's claims were its only ones
-
-
 class ClaimsFile(Node):
     """One claims file, loaded and checked."""
 
@@ -334,22 +331,6 @@ class ClaimsFile(Node):
         return self._path
 
     @property
-    def title(self) -> str:
-        return self.source.title
-
-    @property
-    def link(self) -> str:
-        return self.source.link
-
-    @property
-    def figures_from(self) -> str:
-        return self.source.figures_from
-
-    @property
-    def setting_from(self) -> str:
-        return self.source.setting_from
-
-    @property
     def is_study(self) -> bool:
         """The published study this project reproduces (the one file whose words say "the study")."""
         return self.name == STUDY_FILE and self.path.resolve() == (CONF_DIR / CLAIMS_GROUP / f"{STUDY_FILE}.yaml").resolve()
@@ -361,8 +342,13 @@ class ClaimsFile(Node):
         return "the study" if self.is_study else "the source" if self.table else "the claim"
 
     @property
+    def called(self) -> str:
+        """What its section calls it: its source's title, else its file's name."""
+        return self.source.title or f"{self.name}.yaml"
+
+    @property
     def heading(self) -> str:
-        return f"Against {self.title or f'the claims of {self.name}.yaml'}"
+        return f"Against {self.source.title or f'the claims of {self.name}.yaml'}"
 
     @property
     def files_stem(self) -> str:

@@ -11,27 +11,15 @@ from __future__ import annotations
 from src.core.paths import CONF_DIR
 from src.report.read.claims import (  # noqa: F401  (re-exported: the study's names for what every file has)
     CLAIMS_GROUP,
-    DIFFERENCE,
-    EQUIVALENCE,
-    EVENT,
     FP16,
-    HALF_PRECISION,
     LOSS,
-    SHARE,
     SPEED,
     STABILITY,
     STUDY_FILE,
-    TREND,
-    Claim,
     ClaimsFile,
-    Domain,
-    Part,
-    Published,
     Setting,
-    StudyClaim,
     load,
 )
-from src.report.read.claims import table_effect as _table_effect
 
 
 def _study() -> ClaimsFile:
@@ -45,13 +33,5 @@ STUDY = _study()
 TABLE = STUDY.table
 SETTING: Setting = STUDY.setting  # type: ignore[assignment]
 CLAIMS = STUDY.claims
-TABLE_SOURCE, SETTING_SOURCE = STUDY.figures_from, STUDY.setting_from
 PRESET = STUDY.preset
 MODEL_AXES, STUDY_CODE = STUDY.model_axes, STUDY.code
-SCALE_FACTOR = STUDY.scale_factor
-STUDY_VARIANTS = tuple(TABLE)  # the study's five, in its table's order
-
-
-def table_effect(metric: str, a: str, b: str) -> float:
-    """b against a in the study's table: b / a - 1 of training time, b - a of test loss."""
-    return _table_effect(TABLE, metric, a, b)

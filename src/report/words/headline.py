@@ -28,6 +28,7 @@ import pandas as pd
 
 from src.report.judge.speed import norm_shares
 from src.report.judge.study import Reach, StudySection
+from src.report.numbers import NATS, NATS_AS_IS, equivalent_text, estimate_text, settle_text
 from src.report.read.published import PRESET, STUDY_FILE
 from src.report.read.table import AXIS_PREFIX
 from src.report.words.common import (
@@ -40,7 +41,6 @@ from src.report.words.common import (
     run_counts,
 )
 from src.report.words.jobs import how_jobs_ran
-from src.report.numbers import NATS, NATS_AS_IS, equivalent_text, estimate_text, settle_text
 from src.report.words.pairs import verdict_text
 from src.report.words.speed import share_where, step_time_text
 from src.report.words.study import absent_text

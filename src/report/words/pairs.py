@@ -20,8 +20,6 @@ import pandas as pd
 
 from src.report.judge.pairs import METRICS, NO_NORM, Result, Unmatched, family_of
 from src.report.judge.sequential import with_verdicts
-from src.report.words.common import counted, how_paired, run_counts
-from src.report.words.jobs import how_jobs_ran
 from src.report.numbers import (
     NATS,
     RELATIVE,
@@ -33,6 +31,8 @@ from src.report.numbers import (
     settle_text,
     shown,
 )
+from src.report.words.common import counted, how_paired, run_counts
+from src.report.words.jobs import how_jobs_ran
 from src.report.words.speed import speed_section
 from src.report.words.table import interleaved_cell
 from src.stats import pairs as pairs_

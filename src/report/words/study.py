@@ -20,9 +20,7 @@ from src.report.judge.pairs import Margins
 from src.report.judge.sequential import SequentialVerdict
 from src.report.judge.speed import pair_estimate
 from src.report.judge.study import (
-    ENDED,
     ClaimResult,
-    Divergence,
     Finding,
     SetAside,
     StudySection,
@@ -31,14 +29,13 @@ from src.report.judge.study import (
 from src.report.judge.study_effects import Effect, Timing
 from src.report.judge.study_match import Mismatch, study_code
 from src.report.kinds.base import interval_of
+from src.report.kinds.event import steps_text
 from src.report.kinds.metrics import shown
 from src.report.numbers import (
     RELATIVE,
     alike_text,
     aside,
     estimate_text,
-    p_text,
-    settle_text,
 )
 from src.report.numbers import SHARE as SHARE_OF
 from src.report.read.claims import (
@@ -47,9 +44,9 @@ from src.report.read.claims import (
     SHARE,
     SPEED,
     STABILITY,
+    Claim,
     ClaimsFile,
     Part,
-    StudyClaim,
     table_effect,
 )
 from src.report.words.common import NO_SHARED_SEED, ONE_RUN, counted, how_paired, run_counts
@@ -74,7 +71,6 @@ ONE_SEED = f"{ONE_SEED_SHORT} (≥2 seeds do: seed=0,1,2)"
 OWN_READING = "this sweep's own reading at its own setting, not a test of the claim"
 ONE_RUN_SHORT = f"{ONE_RUN}: a ratio without an interval"
 ONE_RUN = f"{ONE_RUN_SHORT} (report.speed_rounds or seed=0,1,2 give one)"
-FISHER = "Fisher's exact p"
 MEASURES_IT = "report.speed_rounds=20 times the norms interleaved in one process"
 
 
@@ -92,7 +88,7 @@ def _named(part: Part) -> str:
     return f"{part.label} " if part.label else ""
 
 
-def published_text(claim: StudyClaim, part: Part) -> str:
+def published_text(claim: Claim, part: Part) -> str:
     value = part.published(claim.metric)
     if claim.metric == SHARE:
         return f"the share {part.kind.claimed(part, SHARE)}"
@@ -148,7 +144,7 @@ def part_figure(f: Finding) -> str:
         d = f.divergence
         diverged = int((d.runs.outcome == DIVERGED).sum())
         if diverged:
-            return f"{diverged}/{len(d.runs)} runs diverged{_steps(d.runs)}"
+            return f"{diverged}/{len(d.runs)} runs diverged{steps_text(d.runs)}"
         finished = int((d.runs.outcome == FINISHED).sum())
         if finished < len(d.runs):  # how the others ended, said (`0/2 runs finished, nan steps` before)
             return run_counts(d.runs) + (f", {d.most:.0f} steps" if math.isfinite(d.most) else "")
@@ -217,7 +213,7 @@ def part_reason(f: Finding) -> str:
 def _inside_reason(f: Finding, j: Judgement) -> str:
     """The reason at the sweep's own setting, written from what decided it (`j.because`)."""
     if f.divergence is not None:
-        return divergence_reason(j, f.divergence, f.alpha, f.part.noun)
+        return f.part.kind.reason(f, j)
     if j.because == Because.NO_RUNS:
         return f"no finished runs of {' and '.join(f.variants)}"
     if unmeasured := unmeasured_text(f):  # read for no word, whatever its interval
@@ -233,57 +229,6 @@ def _inside_reason(f: Finding, j: Judgement) -> str:
     for note in notes:  # each an aside, inside the reason's own closing parenthesis where it ends in one
         reason = aside(reason, note)
     return reason
-
-
-def _steps(runs: pd.DataFrame) -> str:
-    """` (step 530 each)`, ` (steps 23, 25)`: where the diverged runs stopped."""
-    steps = sorted(int(s) for s in runs[runs.outcome == DIVERGED].stopped_at_step.dropna())
-    if not steps:
-        return ""
-    if len(set(steps)) == 1:
-        return f" (step {steps[0]:,}{' each' if len(steps) > 1 else ''})"
-    return f" (steps {', '.join(f'{s:,}' for s in steps)})" if len(steps) <= 5 else f" (steps {steps[0]:,}–{steps[-1]:,})"
-
-
-def _left_out(who: str, frame: pd.DataFrame) -> str:
-    if not len(frame):
-        return ""
-    steps = sorted({int(s) for s in frame.steps_done.dropna()})
-    at = f" at step {', '.join(f'{s:,}' for s in steps[:3])}{'…' if len(steps) > 3 else ''}" if steps else ""
-    return f"{who} {len(frame)} {'/'.join(sorted(set(frame.outcome.astype(str))))} run(s){at}, which neither trained through nor diverged"
-
-
-def divergence_reason(j: Judgement, d: Divergence, alpha: float, noun: str = "the study") -> str:
-    """The divergence claim's reason, written from what decided it (`j.because`) with the counts."""
-    b, event = d.b, d.event
-    if j.because == Because.NO_NORMALIZED:
-        return f"no normalized variant of {noun}'s trained beside it"
-    if j.because == Because.NOT_LIKE_FOR_LIKE:
-        own, theirs = (", ".join(f"{x:g}" for x in lrs) for lrs in d.learning_rates)
-        return f"{b} at lr {own}, the normalized variants at {theirs}: not like for like"
-    seen = f"{b} diverged in {event.k}/{event.n} runs{_steps(d.runs)}, the normalized variants in {event.k_others}/{event.n_others}{_steps(d.counted)}"
-    whose = "the study's no-norm" if noun == "the study" else f"{noun}'s {d.b}"
-    nan_by = f"step {d.study_step:.0f}, by which {whose} loss was NaN"
-    if not math.isfinite(d.study_step):  # a claim with no step of its own: the steps it says a collapse takes, or none
-        nan_by = f"the {d.collapse} steps it says a collapse typically takes" if d.collapse else ""
-    reason = {
-        Because.NONE_COUNTS: f"none of {b + chr(39) + 's' if not event.n else 'the normalized variants' + chr(39)} runs counts",
-        Because.TRAINED_WHERE_OTHERS_DIVERGED: f"{seen}: {b} trained where they diverged",
-        Because.TRAINED_PAST_STUDY: f"no NaN in {d.most:.0f} steps" + (f", past {nan_by}" if nan_by else ""),
-        Because.TRAINED_TOO_SHORT: f"trained {d.most:.0f} steps, short of {nan_by or 'no step claimed'}"
-                                   + (f" (it says training typically collapses within about {d.collapse})" if d.collapse else ""),
-        Because.BEYOND_CHANCE: f"{seen}: more often than chance allows ({p_text(event.p, FISHER)})",
-        Because.AS_OFTEN: f"{seen}: as often, so the divergence is not the missing norm's",
-    }.get(j.because)
-    if reason is None:  # too few: the seeds that would settle it are more than those run (src.report.judge.study.event_settle)
-        seeds = settle_text(j.settle, "seeds per variant").removesuffix(" would settle it")
-        reason = (f"{seen}: too few runs to tell that from chance ({p_text(event.p, FISHER)}); {seeds} would settle it "
-                  f"if {b} diverged in each further run and the others in none")  # fmt: skip
-    left = [_left_out(who, frame[~frame.outcome.isin(ENDED)]) for who, frame in (("no_norm's", d.runs), ("the normalized variants'", d.normalized))]
-    if len(d.short):
-        left.append(f"the normalized variants' {len(d.short)} run(s) that finished before step {d.first:,.0f}, where no_norm diverged")
-    left = [x for x in left if x]
-    return reason + (f"; left out: {'; '.join(left)}" if left else "")
 
 
 # --- a claim --------------------------------------------------------------------------------------------
@@ -309,12 +254,12 @@ def claim_reason(c: ClaimResult) -> str:
     return "; ".join(dict.fromkeys(reasons))
 
 
-def _whose(claim: StudyClaim) -> str:
+def _whose(claim: Claim) -> str:
     """Whose figure a claim line quotes: a published study's (its file has a table), else the claim's own statement."""
     return {"the study": "Study", "the source": "Source"}.get(claim.parts[0].noun, "Claimed")
 
 
-def _study_and_note(claim: StudyClaim) -> tuple[str, str]:
+def _study_and_note(claim: Claim) -> tuple[str, str]:
     texts = [published_text(claim, p) for p in claim.parts]
     if claim.metric == SHARE and len(set(texts)) == 1:  # one trend claimed of every norm: said once
         return texts[0], f" ({claim.note})" if claim.note else ""
@@ -336,7 +281,7 @@ def claim_line(c: ClaimResult) -> str:
     return f"{c.claim.number}. {c.word} — {said(c.claim.statement + note)} {_whose(c.claim)}: {published}. This sweep: {'; '.join(figures)}.{reason}"
 
 
-def unjudged_line(claim: StudyClaim, missing: Sequence[str]) -> str:
+def unjudged_line(claim: Claim, missing: Sequence[str]) -> str:
     """A claim this sweep ran none of the parts of: the study's figure, and the variants it needs."""
     published, note = _study_and_note(claim)
     return f"{claim.number}. {ClaimWord.NOT_TESTED} — {said(claim.statement + note)} {_whose(claim)}: {published}. → needs {', '.join(missing)} (not swept)."
@@ -345,14 +290,14 @@ def unjudged_line(claim: StudyClaim, missing: Sequence[str]) -> str:
 UNTIMED = "untimed: the speed check times a share per model size (report.speed_rounds and report.share_rounds above 0)"
 
 
-def untimed_line(claim: StudyClaim) -> str:
+def untimed_line(claim: Claim) -> str:
     """A trend claim no share rounds timed: listed, not tested, and what would time it."""
     published, note = _study_and_note(claim)
     return f"{claim.number}. {ClaimWord.NOT_TESTED} — {said(claim.statement + note)} {_whose(claim)}: {published}. → {UNTIMED}."
 
 
 def open_question(c: ClaimResult) -> str:
-    """StudyClaim 5's question in the study's terms: one run's seed spread here, the study's single-seed
+    """Claim 5's question in the study's terms: one run's seed spread here, the study's single-seed
     gap in that spread, the paired implementation effect, and whether this sweep can settle it ("" for
     another claim)."""
     q = c.question
@@ -443,12 +388,12 @@ class StudyText:
 
     def lead(self) -> str:
         f = self.judged.file
-        if f.figures_from and f.setting_from:
+        if f.source.figures_from and f.source.setting_from:
             noun = f.source_noun
-            return (f"{noun[:1].upper()}{noun[1:]}'s figures come from {f.figures_from}, its setting from {f.setting_from}. "
+            return (f"{noun[:1].upper()}{noun[1:]}'s figures come from {f.source.figures_from}, its setting from {f.source.setting_from}. "
                     "Its table and setting beside this sweep's (mean ± 95% CI over finished seeds):")  # fmt: skip
-        link = f" ({f.link})" if f.link else ""
-        return f"The claims of {f.title or f.name + '.yaml'}{link}, stated in {f.name}.yaml before this sweep, each judged on it:"
+        link = f" ({f.source.link})" if f.source.link else ""
+        return f"The claims of {f.called}{link}, stated in {f.name}.yaml before this sweep, each judged on it:"
 
     def claim_lines(self) -> list[str]:
         """Every claim in the study's order: a judged one with its open question, an unjudged one with what it needs."""

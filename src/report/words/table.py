@@ -9,8 +9,8 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from src.report.read.table import JOBS_AT_ONCE, METRIC_LABELS, VALUE_COLUMNS
 from src.report.numbers import aside
+from src.report.read.table import JOBS_AT_ONCE, METRIC_LABELS, VALUE_COLUMNS
 from src.report.words.common import ONE_RUN
 from src.report.words.jobs import jobs_caveat, jobs_ran
 from src.tracking.variants import REFERENCE_VARIANT, metric_key
