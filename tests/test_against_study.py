@@ -37,8 +37,8 @@ from src.report.figures.claims import plot_claims
 from src.report.files import claim_tags, claims_frame
 from src.report.judge.pairs import Margins, compare
 from src.report.judge.sequential import SequentialVerdict
-from src.report.judge.study import HEADING, Reach, StudySection
-from src.report.read.published import CLAIMS, FP16, LOSS, SETTING, SPEED, STABILITY, TABLE
+from src.report.judge.study import Reach, StudySection
+from src.report.read.published import CLAIMS, FP16, LOSS, SETTING, SPEED, STABILITY, STUDY, TABLE
 from src.report.read.table import summarize
 from src.report.words.study import (
     OWN_READING,
@@ -61,6 +61,8 @@ from src.stats.verdicts import (
 )
 from src.tracking.sweep import SWEEP_TAG
 from src.tracking.variants import Axis
+
+HEADING = STUDY.heading  # the study's section: "Against <its title>"
 
 # --- the study as data ------------------------------------------------------------------------------
 
