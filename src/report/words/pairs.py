@@ -223,9 +223,7 @@ def to_frame(results: Sequence[Result]) -> pd.DataFrame:
     for r in results:
         d = r.decision
         decided = {"verdict_level": d.level, "verdict_low": d.low, "verdict_high": d.high} if d else dict.fromkeys(COLUMNS[-3:], math.nan)
-        for test in (r.primary, r.bootstrap):
-            if test is None:
-                continue
+        for test in [t for t in (r.primary, r.bootstrap) if t is not None]:
             primary = test is r.primary
             rows.append(
                 {

@@ -123,9 +123,7 @@ def share_where(check: Mapping[str, Any]) -> str:
 
 
 def load_text(load: Mapping[str, Any] | None) -> str:
-    if not load:
-        return "load average unknown"
-    before, after = load.get("before"), load.get("after")
+    before, after = (load or {}).get("before"), (load or {}).get("after")
     if not before:
         return "load average unknown"
     return f"load average {before[0]:.2f}" + (f" → {after[0]:.2f}" if after else "")
