@@ -177,8 +177,7 @@ def norm_shares(check: Mapping[str, Any]) -> dict[str, float]:
 def compare_speed(check: Mapping[str, Any], pairs: Sequence[tuple[str, str]], margin: float) -> list[SpeedVerdict]:
     """A verdict per pair (b vs a) from a speed check's per-round samples (`variants.json`)."""
     steps: Mapping[str, list[float]] = check.get("samples_s") or {}
-    kernel = check.get("kernel") or {}
-    norms: Mapping[str, list[float]] = kernel.get("samples_s") or {}
+    norms: Mapping[str, list[float]] = (check.get("kernel") or {}).get("samples_s") or {}
     found = []
     for a, b in pairs:
         predicted = pair_estimate(check, a, b)
