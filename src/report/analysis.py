@@ -28,9 +28,7 @@ from src.report.judge.pairs import (
     unmatched_pairs,
 )
 from src.report.judge.sequential import SequentialVerdict, load_verdicts
-from src.report.judge.speed import SpeedVerdict, compare_speed, pair_estimate
-from src.report.judge.speed import check_reference as _reference
-from src.report.judge.speed import kernels_timed as _kernels
+from src.report.judge.speed import SpeedVerdict, check_reference, compare_speed, pair_estimate, timed_variants
 from src.report.judge.stability import by_learning_rate, initial_losses, is_lr_sweep, lr_sensitivity
 from src.report.judge.study import StudySection, against_study
 from src.report.read.claims import ClaimsFile
@@ -90,25 +88,15 @@ class Analysis:
         """Every chosen claims file's section, in report.claims' order (src.report.words.study writes each)."""
         return [self.study, *self.more_claims]
 
-    @property
-    def kernels(self) -> bool:
-        """Whether the speed check timed the norms' kernels (an older check timed whole steps only)."""
-        return _kernels(self.check)
-
-    @property
-    def speed_reference(self) -> str | None:
-        """The variant the speed check's pairs are measured against."""
-        return _reference(self.check)
-
     def speed_estimates(self) -> tuple[str, dict[str, tuple[float, float, float]]] | None:
         """The speed check's reference and, per variant it timed, the step-time change against it
         (relative; the one estimate, src.report.judge.speed.pair_estimate, with its 95% interval); the
         reference's own is 0. None without a check of the norms' kernels."""
-        reference = _reference(self.check)
-        if reference is None or not _kernels(self.check):
+        reference = check_reference(self.check)
+        if reference is None:
             return None
         found = {reference: (0.0, 0.0, 0.0)}
-        for variant in self.check["settings"]["variants"]:
+        for variant in timed_variants(self.check):
             estimate = pair_estimate(self.check, reference, variant) if variant != reference else None
             if estimate is not None:
                 found[variant] = (math.expm1(estimate.diff), math.expm1(estimate.low), math.expm1(estimate.high))
@@ -197,18 +185,17 @@ def assemble(
         study=sections[0],
         more_claims=sections[1:],
         reference_comparisons=compare_family(runs, reference_pairs(runs), margins),
-        reference_speed=compare_speed(check, _timed(check, _against(_reference(check), check)), margins.speed),
+        reference_speed=compare_speed(check, _against(check_reference(check), check), margins.speed),
     )
 
 
 def _timed(check: dict[str, Any], pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """The report's pairs (`pairs`) that the experiment's latest speed check (`check`, empty without
     one) timed with the norms' kernels."""
-    variants = (check.get("settings") or {}).get("variants") or []
-    return [(a, b) for a, b in pairs if a in variants and b in variants] if _kernels(check) else []
+    variants = timed_variants(check)
+    return [(a, b) for a, b in pairs if a in variants and b in variants]
 
 
 def _against(reference: str | None, check: dict[str, Any]) -> list[tuple[str, str]]:
     """(reference, variant) for every other variant the check timed."""
-    variants = (check.get("settings") or {}).get("variants") or []
-    return [(reference, v) for v in variants if v != reference] if reference else []
+    return [(reference, v) for v in timed_variants(check) if v != reference] if reference else []

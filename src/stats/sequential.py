@@ -139,9 +139,7 @@ class LookResult:
 
 def decide_look(differences: np.ndarray, margin: float, level: float) -> LookResult:
     """The decision on the finite per-seed differences (b - a) at one look's level."""
-    d = np.asarray(differences, dtype=float)
-    d = d[np.isfinite(d)]
-    t = paired_t(np.zeros(len(d)), d)
+    t = paired_t(np.zeros(len(differences)), differences)  # the non-finite ones dropped there
     if t.n < MIN_SEEDS:
         return LookResult(t.n, t.diff, math.nan, math.nan, math.nan, math.nan, level, UNDECIDED)
     half = 0.0 if t.se == 0 else float(stats.t.ppf(1 - level / 2, t.df)) * t.se

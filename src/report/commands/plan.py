@@ -23,14 +23,14 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 from omegaconf import OmegaConf
 
 from src.core import paths
-from src.report.judge.pairs import Margins, comparison_pairs
+from src.report.judge.pairs import Margins, comparison_pairs, seed_values
 from src.report.read.runs import ReportError, load_sweep, open_store
 from src.report.read.table import AXIS_PREFIX
 from src.stats.inference import MIN_SEEDS
@@ -82,11 +82,11 @@ class Plan:
 
 
 def _pilot_differences(runs: pd.DataFrame, a: str, b: str) -> np.ndarray:
-    done = runs[runs.outcome == "finished"]
-    va = done[done.variant == a].set_index("seed")[PLAN_METRIC].astype(float)
-    vb = done[done.variant == b].set_index("seed")[PLAN_METRIC].astype(float)
-    common = sorted(set(va.dropna().index) & set(vb.dropna().index))
-    return (vb.loc[common] - va.loc[common]).to_numpy()
+    """The pilot's finite per-seed differences b - a, over the seeds both finished."""
+    va, vb = seed_values(runs, a, PLAN_METRIC), seed_values(runs, b, PLAN_METRIC)
+    common = sorted(set(va.index) & set(vb.index))
+    d = (vb.loc[common] - va.loc[common]).to_numpy()
+    return d[np.isfinite(d)]
 
 
 def pilot_hours(runs: pd.DataFrame, variants: Sequence[str]) -> dict[str, float]:
@@ -109,11 +109,10 @@ def planned_pairs(
     return chosen
 
 
-def pilot_too_small(runs: pd.DataFrame, chosen: Sequence[tuple[str, str]]) -> str:
-    """Why the pilot supports no plan, and the seeds it needs: a per-seed difference has a spread only
-    from `MIN_SEEDS` seeds on."""
-    seeds = {pair_label(a, b): int(np.isfinite(_pilot_differences(runs, a, b)).sum()) for a, b in chosen}
-    have = ", ".join(f"{pair}: {n}" for pair, n in seeds.items())
+def pilot_too_small(pilot: Mapping[tuple[str, str], np.ndarray]) -> str:
+    """Why the pilot (each pair's per-seed differences) supports no plan, and the seeds it needs: a
+    per-seed difference has a spread only from `MIN_SEEDS` seeds on."""
+    have = ", ".join(f"{pair_label(a, b)}: {len(d)}" for (a, b), d in pilot.items())
     return (
         f"the pilot cannot support a plan: a forecast needs >= {MIN_SEEDS} seeds with both variants of a pair "
         f"finished (the spread of their per-seed differences), and it has {have}; add seeds to the pilot "
@@ -142,9 +141,8 @@ def forecast(
     totals: dict[str, tuple[float, float]] = {}
     draws = {}  # pair -> (delta, sigma) per simulated sweep, shared by the designs so they compare like for like
     rng = np.random.default_rng(0)  # seeded: a plan read twice gives the same numbers
-    for a, b in chosen:
-        d = _pilot_differences(runs, a, b)
-        d = d[np.isfinite(d)]
+    pilot = {(a, b): _pilot_differences(runs, a, b) for a, b in chosen}
+    for (a, b), d in pilot.items():
         if len(d) < MIN_SEEDS:
             continue
         n, mean, sd = len(d), float(np.mean(d)), float(np.std(d, ddof=1))
@@ -152,16 +150,14 @@ def forecast(
         sigma = sd * np.sqrt((n - 1) / rng.chisquare(n - 1, sweeps)) if sd > 0 else np.zeros(sweeps)
         draws[(a, b)] = (n, mean, sd, mean + sigma / math.sqrt(n) * rng.standard_normal(sweeps), sigma)
     if not draws:  # no pair has a spread to draw from: a table of "-" and a design chosen from nothing
-        raise ReportError(pilot_too_small(runs, chosen))
+        raise ReportError(pilot_too_small(pilot))
     for spending in SPENDING:
-        planned = Design(design.first_seeds, design.seeds_per_round, design.max_seeds, design.alpha, spending,
-                         design.futility, family=len(chosen))  # fmt: skip
+        planned = replace(design, spending=spending, family=len(chosen))
         per_variant: dict[str, np.ndarray] = {}  # the most seeds any comparison asked of the variant, per sweep
         for i, (a, b) in enumerate(chosen):
             cost = hours.get(a, math.nan) + hours.get(b, math.nan)
             if (a, b) not in draws:
-                pilot = int(np.isfinite(_pilot_differences(runs, a, b)).sum())
-                out.append(Forecast(a, b, spending, pilot, math.nan, math.nan, {}, math.nan, math.nan, math.nan,
+                out.append(Forecast(a, b, spending, len(pilot[(a, b)]), math.nan, math.nan, {}, math.nan, math.nan, math.nan,
                                     f"needs ≥{MIN_SEEDS} seeds with both variants finished in the pilot"))  # fmt: skip
                 continue
             n, mean, sd, delta, sigma = draws[(a, b)]

@@ -102,10 +102,6 @@ class SpeedVerdict:
         return self.decision.settle if self.decision else None
 
     @property
-    def tost_p(self) -> float:
-        return self.decision.tost_p if self.decision else math.nan
-
-    @property
     def agreement(self) -> Agreement:
         return agreement(self.predicted, self.measured, self.margin)
 
@@ -181,8 +177,7 @@ def norm_shares(check: Mapping[str, Any]) -> dict[str, float]:
 def compare_speed(check: Mapping[str, Any], pairs: Sequence[tuple[str, str]], margin: float) -> list[SpeedVerdict]:
     """A verdict per pair (b vs a) from a speed check's per-round samples (`variants.json`)."""
     steps: Mapping[str, list[float]] = check.get("samples_s") or {}
-    kernel = check.get("kernel") or {}
-    norms: Mapping[str, list[float]] = kernel.get("samples_s") or {}
+    norms: Mapping[str, list[float]] = (check.get("kernel") or {}).get("samples_s") or {}
     found = []
     for a, b in pairs:
         predicted = pair_estimate(check, a, b)
@@ -208,18 +203,19 @@ def spread(samples: Sequence[float]) -> float:
     return float(np.median(np.abs(x - med)) / med) if med else math.nan
 
 
-def kernels_timed(check: Mapping[str, Any]) -> bool:
-    """Whether the check timed the norms' kernels (an older check timed whole steps only)."""
-    return bool(check.get("kernel") and (check.get("settings") or {}).get("variants"))
+def timed_variants(check: Mapping[str, Any]) -> list[str]:
+    """The variants the check timed with the norms' kernels (none: no check, or an older one that timed
+    whole steps only)."""
+    return list((check.get("settings") or {}).get("variants") or []) if check.get("kernel") else []
 
 
 def check_reference(check: Mapping[str, Any]) -> str | None:
     """The variant the check's header describes and the table's speed column is relative to."""
-    variants = (check.get("settings") or {}).get("variants") or []
+    variants = timed_variants(check)
     return REFERENCE_VARIANT if REFERENCE_VARIANT in variants else (variants[0] if variants else None)
 
 
 def has_section(check: Mapping[str, Any], verdicts: Sequence[SpeedVerdict]) -> bool:
     """Whether the report has a speed section of the check's own (its verdicts or the kernels that ran)
     in place of an older whole-step check's line."""
-    return kernels_timed(check) and bool(verdicts or check.get("dispatch"))
+    return bool(timed_variants(check)) and bool(verdicts or check.get("dispatch"))

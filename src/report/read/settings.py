@@ -88,12 +88,7 @@ def reference_setting(report_cfg: Mapping[str, Any] | None) -> dict[str, str] | 
         return None
     if not isinstance(chosen, Mapping) or not chosen:
         raise ConfigError(f"report.reference: a mapping of axis to value (e.g. {{model.norm_placement: pre}}) or null, got {chosen!r}")
-    return {str(k): _param_text(v) for k, v in chosen.items()}
-
-
-def _param_text(value: Any) -> str:
-    """A config value as the runs' params spell it (MLflow stores str(value): True, 0.1)."""
-    return str(value)
+    return {str(k): str(v) for k, v in chosen.items()}  # as the runs' params spell it (MLflow stores str(value): True, 0.1)
 
 
 def _axis_named(name: str, axes: Sequence[str]) -> str | None:

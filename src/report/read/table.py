@@ -30,6 +30,7 @@ VALUE_COLUMNS = ("train_time_s", "tokens_per_sec", "test_loss")
 METRIC_LABELS = {"train_time_s": "training time (s)", "tokens_per_sec": "tokens/s", "test_loss": "test loss"}
 UNKNOWN = "unknown"  # the family of a run recorded without a norm_family tag
 AXIS_PREFIX = "axis."  # a runs frame's column per swept axis, with the run's value: "axis.model.norm_placement"
+LOSS_DELTA = f"test_loss_vs_{REFERENCE_VARIANT}"  # each variant's mean test loss minus the reference's
 JOBS_AT_ONCE = "jobs_at_once"  # the most jobs that ran at one moment (src.report.words.jobs.most_at_once)
 
 
@@ -137,5 +138,5 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
     ]
     # The ratio is of jobs' own tokens/s: how they ran in time goes beside it (src.report.words.table says it).
     table[JOBS_AT_ONCE] = most_at_once(runs)
-    table["test_loss_vs_" + REFERENCE_VARIANT] = table.test_loss - loss_ref
+    table[LOSS_DELTA] = table.test_loss - loss_ref
     return table

@@ -84,19 +84,16 @@ def speed_line(a: Analysis) -> str:
 
 
 def _checked_speed(verdicts: Sequence[SpeedVerdict], check: dict, margin: float) -> str:
-    by_word: dict[SpeedWord, list[SpeedVerdict]] = {}
-    for v in verdicts:
-        by_word.setdefault(v.verdict, []).append(v)
+    by_word = {word: [v for v in verdicts if v.verdict == word] for word in SpeedWord}
     parts = []
     for word in (SpeedWord.FASTER, SpeedWord.SLOWER):
-        found = by_word.get(word, [])
-        if found:
+        if found := by_word[word]:
             parts.append("; ".join(f"{v.b} {word} than {v.a} ({step_time_text(v.predicted)} step time)" for v in found[:SHOWN]))
             parts[-1] += f" and {len(found) - SHOWN} more {word}" if len(found) > SHOWN else ""
-    if same := by_word.get(SpeedWord.EQUIVALENT, []):
+    if same := by_word[SpeedWord.EQUIVALENT]:
         every = "every pair" if len(same) == len(verdicts) else f"{len(same)} pair(s)"
         parts.append(f"{every} {equivalent_text(f'{margin:.0%}')} of a step")
-    if open_ := by_word.get(SpeedWord.UNRESOLVED, []):
+    if open_ := by_word[SpeedWord.UNRESOLVED]:
         most = max((v.rounds_needed or 0 for v in open_), default=0)
         settle = f": {settle_text(most, 'kernel rounds')}" if most else ""
         parts.append(f"{len(open_)} pair(s) {SpeedWord.UNRESOLVED}{settle} (`report.speed_kernel_s` longer)")

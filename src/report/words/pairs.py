@@ -60,17 +60,13 @@ def units(relative: bool) -> Units:
     return RELATIVE if relative else NATS
 
 
-def signed(value: float, relative: bool) -> str:
-    """An estimate alone: `+0.0052` (nats) or `+1.3%`."""
-    return shown(value, units(relative))
-
-
 def alike_text(p: Interval, relative: bool) -> str:
     """No spread: every seed moved by the same amount (`exactly` only where the values say so; a spread
-    below their resolution, src.stats.inference.alike, reads as none too)."""
+    below their resolution, src.stats.inference.alike, reads as none too), by `+0.0052` (nats) or `+1.3%`."""
+    moved = shown(p.diff, units(relative))
     if p.test == "welch":
-        return f"each variant's seeds gave one value, {signed(p.diff, relative)} apart: no spread, so no interval"
-    return moved_alike(p.n, "seeds", signed(p.diff, relative), exactly=p.sd == 0)
+        return f"each variant's seeds gave one value, {moved} apart: no spread, so no interval"
+    return moved_alike(p.n, "seeds", moved, exactly=p.sd == 0)
 
 
 # --- a pair ------------------------------------------------------------------------------------------
@@ -223,9 +219,7 @@ def to_frame(results: Sequence[Result]) -> pd.DataFrame:
     for r in results:
         d = r.decision
         decided = {"verdict_level": d.level, "verdict_low": d.low, "verdict_high": d.high} if d else dict.fromkeys(COLUMNS[-3:], math.nan)
-        for test in (r.primary, r.bootstrap):
-            if test is None:
-                continue
+        for test in [t for t in (r.primary, r.bootstrap) if t is not None]:
             primary = test is r.primary
             rows.append(
                 {

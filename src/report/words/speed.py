@@ -46,14 +46,10 @@ RESTS = "so the verdict rests on the norms' own cost alone"
 # --- a step-time estimate with its interval (src.report.numbers writes it) ---------------------
 
 
-def interval_text(i: Interval, units: Units = LOG_RATIO) -> str:
-    """A log ratio's estimate with its 95% interval (stats.trimmed_mean_interval's), in `units`."""
+def step_time_text(i: Interval, units: Units = LOG_RATIO) -> str:
+    """A log ratio's estimate with its 95% interval (stats.trimmed_mean_interval's), in `units`: a step
+    time as the report prints it, `+0.3% [+0.2%, +0.3%] (95% interval)` (b's step against a's)."""
     return estimate_text(i.diff, i.low, i.high, CONFIDENCE, units, spread=i.se != 0, per="round")
-
-
-def step_time_text(i: Interval) -> str:
-    """A log step-time ratio as the report prints it: `+0.3% [+0.2%, +0.3%] (95% interval)` (b's step against a's)."""
-    return interval_text(i)
 
 
 def decided_text(i: Interval, d: Decision | None) -> str:
@@ -100,7 +96,7 @@ def check_text(v: SpeedVerdict) -> str:
 
 def sentence(v: SpeedVerdict) -> str:
     """One pair's line: its verdict, the estimate it was read from, the norm ratio, the whole-step check."""
-    norm = f", its norm {interval_text(v.norm_ratio, FACTOR)}" if v.norm_ratio else ""
+    norm = f", its norm {step_time_text(v.norm_ratio, FACTOR)}" if v.norm_ratio else ""
     text = f"{pair_label(v.a, v.b)}: {verdict_text(v)} — step time {step_time_text(v.predicted)} predicted from the norms' own cost (the verdict's estimate){norm}"
     return text + (check_text(v) or ".")
 
@@ -127,9 +123,7 @@ def share_where(check: Mapping[str, Any]) -> str:
 
 
 def load_text(load: Mapping[str, Any] | None) -> str:
-    if not load:
-        return "load average unknown"
-    before, after = load.get("before"), load.get("after")
+    before, after = (load or {}).get("before"), (load or {}).get("after")
     if not before:
         return "load average unknown"
     return f"load average {before[0]:.2f}" + (f" → {after[0]:.2f}" if after else "")

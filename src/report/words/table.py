@@ -5,12 +5,14 @@ The numbers are src.report.read.table's (`summarize`)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any
 
 import pandas as pd
 
 from src.report.numbers import aside
-from src.report.read.table import JOBS_AT_ONCE, METRIC_LABELS, VALUE_COLUMNS
+from src.report.read.table import JOBS_AT_ONCE, LOSS_DELTA, METRIC_LABELS
 from src.report.words.common import ONE_RUN
 from src.report.words.jobs import jobs_caveat, jobs_ran
 from src.tracking.variants import REFERENCE_VARIANT, metric_key
@@ -86,51 +88,42 @@ def display_rows(
     without either, the ratio of the jobs' own tokens/s, its header saying how they were timed and
     that it is not a measurement (any seed count). The jobs' own columns say how they were timed.
     """
-    loss_delta = "test_loss_vs_" + REFERENCE_VARIANT
-    headers = [
-        "variant",
-        "seeds (finished/all)",
-        *(METRIC_LABELS[c] for c in VALUE_COLUMNS),
-        "speed vs hand-rolled",
-        f"test loss vs {REFERENCE_VARIANT}",
-        "notes",
-        "family",
-    ]
-    rows = []
-    for r in table.itertuples(index=False):
-        baseline = r.speed_reference
-        speed = DASH if math.isnan(r.speed_vs_hand) else "ref" if r.variant == baseline else f"{r.speed_vs_hand - 1:+.1%}"
-        delta = getattr(r, loss_delta)
-        loss = DASH if math.isnan(delta) else "ref" if r.variant == REFERENCE_VARIANT else f"{delta:+.4f}"
-        values = [with_ci(getattr(r, c), getattr(r, f"{c}_ci"), _FORMATS[c]) for c in VALUE_COLUMNS]
-        rows.append([r.variant, f"{r.finished}/{r.runs}", *values, speed, loss, r.notes, r.family])
-    sequential = headers.index("speed vs hand-rolled")
-    for column in ("train_time_s", "tokens_per_sec"):
-        label = METRIC_LABELS[column]
-        headers[headers.index(label)] = aside(label, JOBS_ASIDE.format(jobs_ran(_at_once(table))))
     if pair_cells:
-        headers[sequential] = CHECK_SPEED_HEADER
-        for row in rows:
-            row[sequential] = pair_cells.get(row[0]) or DASH
-    elif interleaved:
-        # The interleaved measurement replaces the ratio of sequential jobs' averages.
-        headers[sequential] = f"interleaved speed vs {REFERENCE_VARIANT}"
-        for row in rows:
-            row[sequential] = interleaved_cell(interleaved.get(metric_key(row[0])))
+        speed = {CHECK_SPEED_HEADER: lambda r: pair_cells.get(r.variant) or DASH}
+    elif interleaved:  # the interleaved measurement replaces the ratio of sequential jobs' averages
+        speed = {f"interleaved speed vs {REFERENCE_VARIANT}": lambda r: interleaved_cell(interleaved.get(metric_key(r.variant)))}
     else:
         one_seed = ONE_SEED if len(table) and int(table.finished.max()) < 2 else ""
-        headers[sequential] = JOBS_SPEED_HEADER.format(one_seed + jobs_caveat(_at_once(table)))
-    if "norm_code" in table and table.norm_code.astype(bool).any():  # a norm of the user's was swept
-        headers.append(USER_NORM_HEADER)
-        for row, code in zip(rows, table.norm_code, strict=True):
-            row.append(code or "built-in")
-    # The results lead (loss, then the speed column, then what happened to the runs); the jobs' own
-    # times follow as the record they are, not as the first numbers a reader compares.
-    order = [0, 1, headers.index(METRIC_LABELS["test_loss"]), headers.index(f"test loss vs {REFERENCE_VARIANT}"), sequential, headers.index("notes")]
-    order += [i for i in range(len(headers)) if i not in order]
+        speed = {JOBS_SPEED_HEADER.format(one_seed + jobs_caveat(_at_once(table))): _jobs_speed}
+    jobs = JOBS_ASIDE.format(jobs_ran(_at_once(table)))
     # Against a reference that is not a variant here (a sweep without torch_layernorm, or whose every
     # variant also varies another axis), the column would be dashes under a name nobody ran.
-    loss_column = headers.index(f"test loss vs {REFERENCE_VARIANT}")
-    if rows and all(row[loss_column] == DASH for row in rows):
-        order.remove(loss_column)
-    return [headers[i] for i in order], [[row[i] for i in order] for row in rows]
+    missing = len(table) > 0 and bool(table[LOSS_DELTA].isna().all())
+    # header -> its cell of a row. The results lead (loss, then the speed column, then what happened to
+    # the runs); the jobs' own times follow as the record they are, not as the first numbers a reader compares.
+    cells: dict[str, Callable[[Any], str]] = {
+        "variant": lambda r: r.variant,
+        "seeds (finished/all)": lambda r: f"{r.finished}/{r.runs}",
+        METRIC_LABELS["test_loss"]: lambda r: _mean_cell(r, "test_loss"),
+        **({} if missing else {f"test loss vs {REFERENCE_VARIANT}": _loss_vs_reference}),
+        **speed,
+        "notes": lambda r: r.notes,
+        **{aside(METRIC_LABELS[c], jobs): partial(_mean_cell, column=c) for c in ("train_time_s", "tokens_per_sec")},
+        "family": lambda r: r.family,
+    }
+    if "norm_code" in table and table.norm_code.astype(bool).any():  # a norm of the user's was swept
+        cells[USER_NORM_HEADER] = lambda r: r.norm_code or "built-in"
+    return list(cells), [[cell(r) for cell in cells.values()] for r in table.itertuples(index=False)]
+
+
+def _mean_cell(r: Any, column: str) -> str:
+    return with_ci(getattr(r, column), getattr(r, f"{column}_ci"), _FORMATS[column])
+
+
+def _loss_vs_reference(r: Any) -> str:
+    delta = getattr(r, LOSS_DELTA)
+    return DASH if math.isnan(delta) else "ref" if r.variant == REFERENCE_VARIANT else f"{delta:+.4f}"
+
+
+def _jobs_speed(r: Any) -> str:
+    return DASH if math.isnan(r.speed_vs_hand) else "ref" if r.variant == r.speed_reference else f"{r.speed_vs_hand - 1:+.1%}"
