@@ -67,7 +67,7 @@ from scipy import stats
 
 from src.stats.inference import MIN_SEEDS, RESOLUTION, paired_t
 from src.stats.settings import OBRIEN_FLEMING, POCOCK, SPENDING
-from src.stats.verdicts import SequentialWord, least_detectable, look_word, shown_without_spread
+from src.stats.verdicts import SequentialWord, first_seeds, least_detectable, look_word, shown_without_spread
 
 EQUIVALENT, DIFFERENT, UNDECIDED, UNDECIDABLE = (SequentialWord.EQUIVALENT, SequentialWord.DIFFERENT, SequentialWord.UNDECIDED,
                                                  SequentialWord.UNDECIDABLE)  # fmt: skip
@@ -308,15 +308,7 @@ def fixed_seeds_for_power(
     seed: int = 0,
 ) -> int | None:
     """The fewest seeds a single-look design needs to match `power` (None if `most` is not enough)."""
-    if fixed_power(most, delta, sd, margin, alpha, sweeps, seed) < power:
-        return None
-    low, high = MIN_SEEDS - 1, most  # power grows with n: bisect for the first n that reaches it
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (
-            (low, mid) if fixed_power(mid, delta, sd, margin, alpha, sweeps, seed) >= power else (mid, high)
-        )
-    return high
+    return first_seeds(lambda n: fixed_power(n, delta, sd, margin, alpha, sweeps, seed) >= power, most)
 
 
 # --- operating characteristics: the tables of docs/sequential.md --------------------------------

@@ -200,14 +200,21 @@ def least_detectable(n: int, sd: float, alpha: float) -> float:
     return float(optimize.brentq(lambda d: power_difference(n, d, sd, alpha) - POWER, 0.0, high, xtol=se * 1e-6))
 
 
-def _first(power: Callable[[int], float]) -> int:
-    if power(MAX_SEEDS) < POWER:
-        return MAX_SEEDS + 1
-    low, high = MIN_SEEDS - 1, MAX_SEEDS  # power grows with n: bisect for the first n that reaches it
+def first_seeds(reaches: Callable[[int], bool], most: int = MAX_SEEDS) -> int | None:
+    """The fewest seeds at which `reaches` holds, for a property that holds for every count above one
+    that does (power grows with n): bisected from MIN_SEEDS (None: not by `most`)."""
+    if not reaches(most):
+        return None
+    low, high = MIN_SEEDS - 1, most
     while high - low > 1:
         mid = (low + high) // 2
-        low, high = (low, mid) if power(mid) >= POWER else (mid, high)
+        low, high = (low, mid) if reaches(mid) else (mid, high)
     return high
+
+
+def _first(power: Callable[[int], float]) -> int:
+    found = first_seeds(lambda n: power(n) >= POWER)
+    return MAX_SEEDS + 1 if found is None else found
 
 
 def to_settle(sd: float, diff: float, n: int, margin: float | None, difference_alpha: float, equivalence_alpha: float,

@@ -16,7 +16,7 @@ import pandas as pd
 from src.report.read.claims import SPEED, ClaimsFile, Setting, table_effect
 from src.report.read.published import STUDY
 from src.report.read.table import most_seeds
-from src.report.words.table import DASH, with_ci
+from src.report.words.table import DASH, mean_cell
 from src.tracking.identity import INIT_KEY, INIT_RECORDED_BEFORE
 from src.tracking.tags import FINISHED
 
@@ -150,7 +150,7 @@ def study_table(
 def _study_row(source: ClaimsFile, norm: str, label: str, r: pd.Series) -> list[str]:
     """One study variant's row: the study's figures beside those of the sweep's variant `label`."""
     study = source.table[norm]
-    ours = [with_ci(r[c], r[f"{c}_ci"], f) for c, f in (("train_time_s", "{:,.1f}"), ("tokens_per_sec", "{:,.0f}"), ("test_loss", "{:.4f}"))]
+    ours = [mean_cell(r, c) for c in ("train_time_s", "tokens_per_sec", "test_loss")]
     if r.finished == 0 and r.notes:
         ours[-1] = str(r.notes)
     theirs = [DASH if math.isnan(v) else f.format(v) for v, f in ((study.train_time_s, "{:,.0f}"), (study.tokens_per_sec, "{:,.0f}"), (study.test_loss, "{:.4f}"))]

@@ -104,11 +104,11 @@ def display_rows(
     cells: dict[str, Callable[[Any], str]] = {
         "variant": lambda r: r.variant,
         "seeds (finished/all)": lambda r: f"{r.finished}/{r.runs}",
-        METRIC_LABELS["test_loss"]: lambda r: _mean_cell(r, "test_loss"),
+        METRIC_LABELS["test_loss"]: lambda r: mean_cell(r, "test_loss"),
         **({} if missing else {f"test loss vs {REFERENCE_VARIANT}": _loss_vs_reference}),
         **speed,
         "notes": lambda r: r.notes,
-        **{aside(METRIC_LABELS[c], jobs): partial(_mean_cell, column=c) for c in ("train_time_s", "tokens_per_sec")},
+        **{aside(METRIC_LABELS[c], jobs): partial(mean_cell, column=c) for c in ("train_time_s", "tokens_per_sec")},
         "family": lambda r: r.family,
     }
     if "norm_code" in table and table.norm_code.astype(bool).any():  # a norm of the user's was swept
@@ -116,7 +116,8 @@ def display_rows(
     return list(cells), [[cell(r) for cell in cells.values()] for r in table.itertuples(index=False)]
 
 
-def _mean_cell(r: Any, column: str) -> str:
+def mean_cell(r: Any, column: str) -> str:
+    """A run column's mean ± its 95% CI half-width, at the column's precision."""
     return with_ci(getattr(r, column), getattr(r, f"{column}_ci"), _FORMATS[column])
 
 
