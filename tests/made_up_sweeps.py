@@ -175,7 +175,7 @@ def sweeps(draw: st.DrawFn) -> MadeUp:
 
 # --- claims files: a researcher's own, drawn as YAML and read by the real loader ------------------------
 
-SIZES = ("cpu_small", "gpt2_small", "gpt2_medium")  # conf/model options, smallest first
+SIZES = ("cpu_small", "gpt2_small", "gpt2_medium", "gpt2_large")  # conf/model options, smallest first (the check times the last three)
 CLAIMS_DIR = Path(tempfile.mkdtemp(prefix="made_up_claims_"))
 _drawn = itertools.count()
 
@@ -208,14 +208,21 @@ def claims_texts(draw: st.DrawFn, norms: list[str]) -> str:
     lines.append("claims:")
     seen: set[str] = set()
     for i in range(draw(st.integers(1, 5))):
-        metric = draw(st.sampled_from(("train_time_s", "test_loss", "test_loss", "norm_share", "divergence")))
+        metric = draw(st.sampled_from(("train_time_s", "test_loss", "test_loss", "norm_share", "norm_saving", "divergence")))
         claim_domain = draw(st.sampled_from(("any", domain)))
         parts = []
         for _ in range(draw(st.integers(1, 2))):
             b = draw(st.sampled_from(norms))
-            if metric == "norm_share":
+            if metric in ("norm_share", "norm_saving"):
                 chosen = sorted(draw(st.sets(st.sampled_from(SIZES), min_size=2, max_size=3)), key=SIZES.index)
-                parts.append(f"{{b: {b}, asserts: trend, sizes: [{', '.join(chosen)}]}}")
+                if metric == "norm_share":
+                    parts.append(f"{{b: {b}, asserts: trend, sizes: [{', '.join(chosen)}]}}")
+                    continue
+                a = draw(st.sampled_from([n for n in norms if n != b]))  # a saving: b's against a, a trend or at sizes
+                if draw(st.booleans()):
+                    parts.append(f"{{a: {a}, b: {b}, asserts: trend, sizes: [{', '.join(chosen)}]}}")
+                else:
+                    parts.append(f"{{a: {a}, b: {b}, asserts: difference, sizes: [{', '.join(chosen)}], size: {_band(draw, 'difference', True)}}}")
             elif metric == "divergence":
                 parts.append(f"{{b: {b}, asserts: event}}")
             else:
