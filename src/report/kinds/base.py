@@ -123,7 +123,7 @@ class ClaimKind:
 
     def saving_text(self, part: Part, metric: str) -> str:
         """A saving claim's figure, at the sizes this check timed."""
-        return f"{part.b}'s step {self.claimed(part, metric)} against {part.a}'s at {part.sizes[-1]} (this check's size, not the study's)"
+        return f"{part.b}'s step {self.claimed(part, metric)} against {part.a}'s at {part.sizes[-1]} ({sizes_whose(part, 'size')})"
 
     def reason(self, f: Finding, j: Judgement) -> str:
         """Why a part read from an interval got its word, with the numbers it read."""
@@ -177,6 +177,12 @@ def check_sizes(part: Part, sizes: dict[str, float]) -> None:
 
 
 # --- the phrases every kind's reason shares -------------------------------------------------------------
+
+
+def sizes_whose(part: Part, noun: str) -> str:
+    """Whose model sizes a saving is read at: this check's, where its source named none (a published
+    study speaks of architectures' costs, not of sizes); a file of hypotheses names its own."""
+    return f"this check's {noun}" + ("" if part.noun == "the claim" else f", not {part.noun}'s")
 
 
 def margin_text(f: Finding) -> str:

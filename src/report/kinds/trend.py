@@ -10,7 +10,7 @@ import math
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from src.report.kinds.base import At, margin_text, verdicts
+from src.report.kinds.base import At, margin_text, sizes_whose, verdicts
 from src.report.kinds.difference import Difference
 from src.report.kinds.metrics import SAVING, shown
 
@@ -52,7 +52,7 @@ class Trend(Difference):
         return shown(metric, part.published(metric), contrast)
 
     def saving_text(self, part: Part, metric: str) -> str:
-        return f"the saving {self.claimed(part, metric)} (this check's sizes, not the study's)"
+        return f"the saving {self.claimed(part, metric)} ({sizes_whose(part, 'sizes')})"
 
     def said(self, f: Finding, j: Judgement, alike: str) -> str:
         v, said = verdicts(), f" ({alike})" if alike else ""
