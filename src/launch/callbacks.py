@@ -171,9 +171,17 @@ def check_report_settings(config: DictConfig) -> None:
     """The report's settings as the sweep-end report reads them (`report.margin.*`, `report.pairs`,
     the claims files): the sweep's own, checked before its jobs are composed, in one line, since the
     report is made only after the whole sweep has trained."""
+    from hydra.core.hydra_config import HydraConfig
+
     from src.report.read.claims import chosen
     from src.report.read.settings import reference_setting, settings
 
+    # A user's claims files are found in the sweep's own config folders (`--config-dir`,
+    # src.core.paths.user_config_dirs), which Hydra names in a config it has not set yet.
+    hydra_config = HydraConfig.instance()
+    before = hydra_config.cfg
+    if before is None:
+        hydra_config.set_config(config)
     try:
         report_settings = _report_settings(config)
         settings(report_settings)  # the margins (> 0) and the pairs
@@ -181,6 +189,8 @@ def check_report_settings(config: DictConfig) -> None:
         reference_setting(report_settings)  # its form; its values are the jobs' (check_reference)
     except ConfigError as err:
         raise SystemExit(f"config error: {err}") from None
+    finally:
+        hydra_config.cfg = before
 
 
 def check_reference(config: DictConfig, variants: Variants) -> None:
