@@ -174,6 +174,25 @@ print(",".join(m for m in HEAVY if m in sys.modules))
 """
 
 
+# Each job's model sized at a sweep's start (src.launch.callbacks.resolve_jobs): torch is imported to
+# check the norm (built at each width on the meta device), but not torch's compiler stack, which a
+# model built there would import (its embeddings' initial values are drawn through it): ~2 s that a
+# launcher training elsewhere (a pool, SLURM) never needs.
+RESOLVED_JOBS = """
+import sys
+from src.core.paths import compose
+from src.training.run_spec import resolve
+
+for overrides in ([], ["model=gpt2_small", "norm=dyt", "model.qk_norm=true"], ["norm=hand_rmsnorm", "model.norm_placement=peri"]):
+    resolve(compose([*overrides, "logger.enabled=false", "checkpoint.enabled=false"]), trains_here=False)
+print(",".join(m for m in ("torch._dynamo", "lightning") if m in sys.modules))
+"""
+
+
+def test_sizing_a_sweeps_jobs_imports_no_compiler_stack() -> None:
+    assert heavy_imports(RESOLVED_JOBS) == ""
+
+
 def heavy_imports(code: str) -> str:
     """The heavy libraries a fresh interpreter has imported after running `code`."""
     proc = subprocess.run(

@@ -266,6 +266,51 @@ def test_refusals_import_no_heavy_library(tmp_path: Path) -> None:
     assert not wrong, "\n".join(wrong)
 
 
+# A refusal the sweep's jobs share, at a sweep's start, with Hydra's compositions counted per case.
+SIZED_REFUSALS = r"""
+import json, os, runpy, sys
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+loads = []
+compose = ConfigLoaderImpl._load_configuration_impl
+def counted(self, *args, **kwargs):
+    loads.append(1)
+    return compose(self, *args, **kwargs)
+ConfigLoaderImpl._load_configuration_impl = counted
+for n, argv in enumerate(json.loads(sys.argv[1])):
+    os.environ["HYDRA_FULL_ERROR"] = "0"
+    sys.argv = ["src.train", *argv]
+    before = len(loads)
+    print(f"--- case {n}", file=sys.stderr, flush=True)
+    try:
+        runpy.run_module("src.train", run_name="__main__")
+    except SystemExit as exit_:
+        print(f"exit {exit_.code}", file=sys.stderr, flush=True)
+    print(f"loads {len(loads) - before}", file=sys.stderr, flush=True)
+"""
+SHARED_REFUSALS = ("sweep_store_folder", "margin", "sweep_micro_batch", "sweep_artifacts")
+
+
+@pytest.mark.slow  # a fresh interpreter
+def test_a_refusal_the_jobs_share_costs_the_same_at_any_sweep_size(tmp_path: Path) -> None:
+    """Before: a 40-job sweep composed all 40 jobs (~0.1-0.2 s each; 20 s at 100 jobs beside load)
+    before refusing a store path, an artifact folder, a micro-batch or a report margin that every job
+    shares; now the sweep's config and at most its first job."""
+    common = [*FAST, "-m", "seed=range(0,40)", f"hydra.sweep.dir={tmp_path / 'multirun'}", f"paths.reports_dir={tmp_path / 'r'}",
+              f"paths.mlflow_db={tmp_path / 'store' / 'mlflow.db'}", f"paths.mlflow_artifacts={tmp_path / 'a'}"]  # fmt: skip
+    cases = [[*common, *(a.replace("{tmp}", str(tmp_path)) for a in REFUSED[name][0] if a not in SWEEP)] for name in SHARED_REFUSALS]
+    proc = subprocess.run(
+        [sys.executable, "-c", SIZED_REFUSALS, json.dumps(cases)], cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=600
+    )
+    said = proc.stderr.split("--- case ")[1:]
+    assert len(said) == len(cases), proc.stderr[-3000:]
+    for name, text in zip(SHARED_REFUSALS, said, strict=True):
+        lines = [line.strip() for line in text.splitlines()[1:]]
+        start = REFUSED[name][1].replace("{tmp}", str(tmp_path))
+        assert "exit 2" in lines and any(line.startswith(start) for line in lines), (name, text[-800:])
+        assert int(lines[-1].removeprefix("loads ")) <= 2, (name, lines[-1])
+
+
 # --- the memo never hands back a composition of files that changed --------------------------------
 
 

@@ -1,12 +1,17 @@
 """GPT-2 model: the study's parameter counts with every norm, shapes, causality, weight tying, FLOPs,
 parameter order, and the model axes (norm placement, QK-norm, per-position options) computing what they say."""
 
+import itertools
+from pathlib import Path
+
 import pytest
 import torch
+from omegaconf import OmegaConf
 from torch import nn
 
 from src.core.norm_yamls import builtin_variants
-from src.model.gpt import GPTConfig, GPTModel, count_params, model_stats
+from src.core.schema import PLACEMENTS
+from src.model.gpt import GPTConfig, GPTModel, count_params, model_stats, parameter_count
 from src.model.norms import POSITIONS, NormSpec
 
 SMALL = {"context_length": 16, "emb_dim": 32, "n_heads": 4, "n_layers": 2, "vocab_size": 97}
@@ -45,6 +50,36 @@ def test_gpt2_small_parameter_counts(norm_type: str, options: dict, expected: in
 def test_gpt2_small_parameter_counts_of_the_axes(axes: dict, expected: int) -> None:
     with torch.device("meta"):
         assert count_params(GPTModel(GPTConfig(**axes))) == expected
+
+
+MODEL_YAMLS = sorted((Path(__file__).parents[1] / "conf" / "model").glob("*.yaml"))
+
+
+def _model_yaml(path: Path) -> dict:
+    return {k: v for k, v in OmegaConf.to_container(OmegaConf.load(path)).items() if k != "name"}
+
+
+def _built_count(cfg: GPTConfig) -> int:
+    with torch.device("meta"):
+        return count_params(GPTModel(cfg))
+
+
+@pytest.mark.parametrize("model", MODEL_YAMLS, ids=lambda p: p.stem)
+def test_parameter_count_is_the_built_models_for_every_model_and_norm(model: Path) -> None:
+    """`parameter_count` (sizes and the norms' own counts, no model built) against the model built,
+    for every conf/model YAML with every built-in norm."""
+    for norm_type in builtin_variants():
+        cfg = GPTConfig(**_model_yaml(model), norm_type=norm_type)
+        assert parameter_count(cfg) == _built_count(cfg), (model.stem, norm_type)
+
+
+@pytest.mark.parametrize("norm_type,options", [("torch_layernorm", {}), ("dyt", {"alpha_init": {"attn": 0.8, "ffn": 0.2, "final": 0.2}, "bias": False}), ("scalenorm", {})])
+def test_parameter_count_is_the_built_models_on_every_axis(norm_type: str, options: dict) -> None:
+    """Every axis that changes the parameters (placement, QK-norm, tied head, qkv bias), each combination."""
+    for placement, qk_norm, tie, bias in itertools.product(PLACEMENTS, (False, True), (False, True), (False, True)):
+        axes = {"norm_placement": placement, "qk_norm": qk_norm, "tie_weights": tie, "qkv_bias": bias}
+        cfg = GPTConfig(**SMALL, **axes, norm_type=norm_type, norm_options=options)
+        assert parameter_count(cfg) == _built_count(cfg), axes
 
 
 def test_flops_per_token_gpt2_small() -> None:

@@ -65,15 +65,16 @@ def test_unread_swept_keys_are_those_outside_the_schema() -> None:
 @pytest.mark.slow  # one CLI process (~4 s on a quiet machine)
 def test_a_swept_key_nothing_reads_is_warned_about_before_training(tiny_overrides: list[str], tmp_path: Path) -> None:
     """`+foo=1,2` trained two identical variants without a word. The warning comes
-    before anything trains (here a refused report setting stops the sweep right after it) and does not
-    stop the sweep itself: tests sweep an unread `+probe=...` on purpose."""
-    proc = run_cli("src.train", "-m", "+foo=1,2", *tiny_overrides, "report.margin.speed=0", timeout=300)
+    before anything trains (here a reference value the sweep lacks, checked once every job is composed,
+    stops the sweep right after it) and does not stop the sweep itself: tests sweep an unread
+    `+probe=...` on purpose."""
+    proc = run_cli("src.train", "-m", "+foo=1,2", *tiny_overrides, "report.reference={foo: 3}", timeout=300)
     lines = [line for line in unwrapped(proc.stdout + proc.stderr).splitlines() if line.strip()]
     assert proc.returncode == 2, lines
     assert len(lines) == 2, lines
     assert lines[0].startswith("[normsweep] warning: foo: no part of the config reads it"), lines
     assert "the sweep goes on" in lines[0] and "seed=0,1" in lines[0]
-    assert lines[1].startswith("config error: report.margin.speed"), lines
+    assert lines[1].startswith("config error: report.reference"), lines
     assert not (tmp_path / "multirun").exists()
 
 

@@ -95,7 +95,7 @@ def check_device(spec: DeviceSpec) -> None:
 #   bytes of the compute dtype (the largest activation of a GPT: `micro_batch_size=100000` asked the
 #   CPU allocator for 643 GB of logits in its first forward pass).
 # A floor above the device's whole memory is a `ConfigError`, so nothing is recorded; the parameters
-# are counted on the meta device (src.model.gpt.parameter_count), so a model far too large is never built.
+# are counted from the model's sizes (src.model.gpt.parameter_count), so a model far too large is never built.
 STATE_COPIES = 4  # weights, gradients, AdamW's exp_avg and exp_avg_sq
 LOGITS_COPIES = 2  # the logits and their gradient
 HALF_PRECISION_BYTES = 2  # bf16/fp16 compute (mixed or true)

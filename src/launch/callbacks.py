@@ -28,6 +28,7 @@ PARENT_WAIT_S = 60.0  # another copy of the sweep holds the claim on its parent 
 if TYPE_CHECKING:
     from src.tracking.store import Store
     from src.tracking.variants import Variants
+    from src.training.run_spec import CheckedJob
 
 
 def _parsed_overrides(config: DictConfig) -> list[Any]:
@@ -72,11 +73,13 @@ def refuse_empty_sweep(config: DictConfig) -> None:
 job_code: dict[str, Any] = {}
 
 
-def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants, list[DictConfig]]:
+def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants, list[tuple[DictConfig, CheckedJob]]]:
     """Every job of the sweep as the basic sweeper will launch it (the sequential one: its first round):
     overrides, run name, fingerprint, and its variant (what the jobs' configs differ in, seed aside),
-    with each job's composed config. Each config's values are checked here (`check_values`); what
-    needs the model, the device or the files is `resolve_jobs`, once the report's settings passed too."""
+    with each job's composed config and its `check_job`. Each config's values, paths and files are
+    checked as it is composed: a refusal the jobs share answers at the first job, whatever the sweep's
+    size (composing a job takes ~0.1-0.2 s: a store path refused after all of them took 20 s at 100
+    jobs). What needs the model (torch) is `resolve_jobs`, once the report's settings passed too."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
@@ -84,8 +87,9 @@ def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants, list
     from src.core.paths import compose_error_line
     from src.tracking.identity import fingerprint, flatten, identity_config
     from src.tracking.variants import find_variants
-    from src.training.run_spec import check_values
+    from src.training.run_spec import check_job
 
+    here = not config.cluster.get("spans_machines", False)
     install()  # each job composed here once; Hydra's sweeper and launcher reuse it
     jobs, params, configs = [], {}, []
     for overrides in _job_overrides(_parsed_overrides(config)):
@@ -93,26 +97,25 @@ def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants, list
             cfg = job_config(config, overrides)
         except (HydraException, OmegaConfBaseException) as err:  # `foo=1,2`: as `src.train` says it
             raise ConfigError(compose_error_line(err)) from None
-        check_values(cfg)  # a job that would be refused: no sweep run is recorded for it
+        checked = check_job(cfg, trains_here=here)  # a job that would be refused: no sweep run is recorded for it
         params[str(len(jobs))] = flatten(identity_config(cfg))
         jobs.append({"num": len(jobs), "overrides": list(overrides), "run_name": cfg.run_name, "fingerprint": fingerprint(cfg)})
-        configs.append(cfg)
+        configs.append((cfg, checked))
     variants = find_variants(params)
     for job in jobs:
         job["variant"] = variants.labels[str(job["num"])]
     return jobs, variants, configs
 
 
-def resolve_jobs(config: DictConfig, jobs: list[dict[str, Any]], configs: list[DictConfig]) -> None:
-    """Each job resolved as it will train (src.training.run_spec.resolve: the model, the device, the
-    memory floor, the folders); the code each runs kept in `job_code`. Jobs that train on this
-    machine are checked against it too."""
+def resolve_jobs(config: DictConfig, jobs: list[dict[str, Any]], configs: list[tuple[DictConfig, CheckedJob]]) -> None:
+    """Each job resolved as it will train, past its `check_job` (src.training.run_spec.resolve: the
+    norm, the model's size, the memory it needs); the code each runs kept in `job_code`."""
     from src.training.run_spec import resolve
 
     here = not config.cluster.get("spans_machines", False)
     job_code.clear()
-    for job, cfg in zip(jobs, configs, strict=True):
-        spec = resolve(cfg, trains_here=here)
+    for job, (cfg, checked) in zip(jobs, configs, strict=True):
+        spec = resolve(cfg, trains_here=here, checked=checked)
         job_code[job["fingerprint"]] = spec.record.code  # a norm of the user's: its file joins it
 
 
@@ -159,19 +162,43 @@ def warn_unread_keys(jobs: list[dict[str, Any]]) -> None:
         say(unread_warning(unread, len(jobs)), sys.stderr)
 
 
-def check_reference(config: DictConfig, variants: Variants) -> None:
-    """The report's settings as the sweep-end report reads them (`report.margin.*`, `report.pairs`,
-    and `report.reference` naming values the sweep has): checked before any job trains, in one line,
-    since the report is made only after the whole sweep has trained."""
-    from src.report.read.claims import chosen
-    from src.report.read.settings import reference_setting, reference_values, settings
-
+def _report_settings(config: DictConfig) -> dict[str, Any] | None:
     report_cfg = OmegaConf.select(config, "report", default=None)
+    return OmegaConf.to_container(report_cfg, resolve=True) if report_cfg else None  # type: ignore[return-value]
+
+
+def check_report_settings(config: DictConfig) -> None:
+    """The report's settings as the sweep-end report reads them (`report.margin.*`, `report.pairs`,
+    the claims files): the sweep's own, checked before its jobs are composed, in one line, since the
+    report is made only after the whole sweep has trained."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from src.report.read.claims import chosen
+    from src.report.read.settings import reference_setting, settings
+
+    # A user's claims files are found in the sweep's own config folders (`--config-dir`,
+    # src.core.paths.user_config_dirs), which Hydra names in a config it has not set yet.
+    hydra_config = HydraConfig.instance()
+    before = hydra_config.cfg
+    if before is None:
+        hydra_config.set_config(config)
     try:
-        report_settings = OmegaConf.to_container(report_cfg, resolve=True) if report_cfg else None
+        report_settings = _report_settings(config)
         settings(report_settings)  # the margins (> 0) and the pairs
         chosen(report_settings)  # the claims files, each read and checked
-        reference = reference_setting(report_settings)
+        reference_setting(report_settings)  # its form; its values are the jobs' (check_reference)
+    except ConfigError as err:
+        raise SystemExit(f"config error: {err}") from None
+    finally:
+        hydra_config.cfg = before
+
+
+def check_reference(config: DictConfig, variants: Variants) -> None:
+    """`report.reference` naming values the sweep has: checked once every job is composed."""
+    from src.report.read.settings import reference_setting, reference_values
+
+    try:
+        reference = reference_setting(_report_settings(config))
         reference_values(reference, {a.name: variants.values(a.name) for a in variants.axes})
     except ConfigError as err:
         raise SystemExit(f"config error: {err}") from None
@@ -247,15 +274,16 @@ class MlflowSetup(Callback):
         try:  # every job's config, the sweeper's and the report's settings, before Hydra launches job 0
             check_scheduler(config)  # seconds, and before the store: a sweep SLURM cannot take records nothing
             check_hydra_folder(Path(str(config.hydra.sweep.dir)), "hydra.sweep.dir")  # Hydra makes it after this callback
-            jobs, variants, configs = sweep_jobs(config)
-            warn_unread_keys(jobs)  # before training: a swept key nothing reads makes identical jobs
-            check_reference(config, variants)
+            check_report_settings(config)
             if config.logger.enabled:  # what the sweep writes at its start and at its end
                 from src.training.run_spec import check_artifact_location, check_report_folder
 
                 check_artifact_location(config.logger.get("artifact_location"))
                 check_report_folder(config)
-            resolve_jobs(config, jobs, configs)  # last: the model's size imports torch
+            jobs, variants, configs = sweep_jobs(config)  # each checked as it is composed
+            warn_unread_keys(jobs)  # before training: a swept key nothing reads makes identical jobs
+            check_reference(config, variants)
+            resolve_jobs(config, jobs, configs)  # last: the norms' checks import torch
         except ConfigError as err:  # Hydra turns a callback's exception into a warning: stop here instead
             raise SystemExit(f"config error: {err}") from None
         except Exception as err:  # another sweeper plugin: no job list, status groups runs instead

@@ -247,12 +247,35 @@ _counted: dict[str, int] = {}  # repr(config) -> parameters: a sweep's jobs most
 
 
 def parameter_count(cfg: GPTConfig) -> int:
-    """The model's parameters, counted without allocating them (on the meta device), once per config."""
+    """The model's parameters, from its sizes, with each kind of norm it holds built once on the meta
+    device (`NormSpec.param_count`): the same count as `count_params(GPTModel(cfg))`
+    (tests/test_model.py checks it for every conf/model YAML, norm and axis) without building the
+    model. Building it, even on the meta device, draws its embeddings' initial values, which imports
+    torch's compiler stack (~2 s): the sweep's start sizes every job's model, and a launcher that
+    trains elsewhere never needs that stack."""
     key = repr(cfg)  # every field but the norm built from three of them
-    if key not in _counted:
+    if key not in _counted and not cfg.norm.shipped:  # a norm of the user's: its model as built, whatever its code shares
         with torch.device("meta"):
             _counted[key] = count_params(GPTModel(cfg))
+    if key not in _counted:
+        _counted[key] = _sized(cfg)
     return _counted[key]
+
+
+def _sized(cfg: GPTConfig) -> int:
+    d, vocab = cfg.emb_dim, cfg.vocab_size
+    norm = cfg.norm.param_count
+    attention = 3 * d * d + (3 * d if cfg.qkv_bias else 0) + d * d + d  # W_query, W_key, W_value; out_proj
+    if cfg.qk_norm:  # per head, before the dot product
+        attention += 2 * norm(d // cfg.n_heads, "attn")
+    feed_forward = d * 4 * d + 4 * d + 4 * d * d + d
+    norms = norm(d, "attn") + norm(d, "ffn")
+    if cfg.norm_placement == "peri":  # each sublayer's output normalized too
+        norms *= 2
+    block = attention + feed_forward + norms
+    final = 0 if cfg.norm_placement == "post" else norm(d, "final")  # post-norm blocks end in one
+    head = 0 if cfg.tie_weights else d * vocab  # no bias; a tied head is the token embedding
+    return vocab * d + cfg.context_length * d + cfg.n_layers * block + final + head
 
 
 @dataclass(frozen=True)

@@ -240,6 +240,12 @@ class NormSpec:
                     f"({type(err).__name__}: {err}); its forward takes a (..., {width}) tensor and returns one"
                 ) from None
 
+    def param_count(self, width: int, position: str) -> int:
+        """The parameters of one norm of `position` at `width`, built on the meta device (no memory, no
+        values drawn): what the norm's constructor makes, whoever wrote it."""
+        with torch.device("meta"):
+            return sum(p.numel() for p in self.build(width, position).parameters())
+
     def options_at(self, position: str) -> dict[str, Any]:
         """The options of the norms at `position`: per-position mappings resolved to their value."""
         if position not in POSITIONS:

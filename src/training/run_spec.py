@@ -449,17 +449,24 @@ def hydra_context() -> tuple[list[str], int | None]:
     return list(hc.overrides.task), OmegaConf.select(hc, "job.num", default=None)
 
 
-def resolve(cfg: DictConfig, trains_here: bool = True) -> RunSpec:
-    """Validate `cfg` (ConfigError naming the field) and split it into the stages' pieces, with the
-    model's size and the token budget. What takes a second to check on the machine that trains (the
-    device, its memory, the checkpoint folder) is checked here too, before anything is recorded; a
-    launcher that resolves its jobs elsewhere (`trains_here=False`, a SLURM login node without GPUs)
-    leaves that to the job."""
+@dataclass(frozen=True)
+class CheckedJob:
+    """A config past `check_job`: what its values, paths and files decide, before the model's module."""
+
+    train: TrainSpec
+    store: StoreSpec
+    identity: Identity
+    checkpoint: CheckpointSpec
+    devices: DeviceSpec
+
+
+def check_job(cfg: DictConfig, trains_here: bool = True) -> CheckedJob:
+    """Everything `resolve` checks that neither torch nor the store needs (ConfigError naming the field):
+    its values, then what the paths and files decide. A sweep's start runs it on each job as the job
+    is composed, so a refusal the jobs share answers at the first, whatever the sweep's size."""
     check_values(cfg)
     train, store = TrainSpec.of(cfg), StoreSpec.of(cfg)
     ck, wanted = cfg.checkpoint, cfg.get("ckpt_path")
-    overrides, job_num = hydra_context()
-    axes = os.environ.get(AXES_ENV)  # what the sweep varied (src.launch.callbacks sets it)
     identity = Identity.of(cfg)
     checkpoint = CheckpointSpec(
         enabled=bool(ck.enabled),
@@ -469,10 +476,9 @@ def resolve(cfg: DictConfig, trains_here: bool = True) -> RunSpec:
         placed_by="checkpoint.dir" if ck.get("dir") else "paths.checkpoints_dir",
     )
     devices = DeviceSpec.of(cfg)
-    # What the paths and files decide, before torch (the model's module) is imported.
     if store.enabled:
         check_uri(store.tracking_uri)  # its file: a folder, read-only, a driver missing (the store re-checks as it opens)
-    resolve_budget(train.optim, train.seq_len, devices.world_size, 0)  # its steps (a budget per parameter: below)
+    resolve_budget(train.optim, train.seq_len, devices.world_size, 0)  # its steps (a budget per parameter: in resolve)
     if trains_here:
         check_device(devices)
         # The floor's logits alone (no parameters counted yet): a micro-batch or a context far too large.
@@ -487,6 +493,19 @@ def resolve(cfg: DictConfig, trains_here: bool = True) -> RunSpec:
         given = resolve_ckpt_path(checkpoint)
         if given is not None:
             check_checkpoint(given, identity.fingerprint, identity.config, read_run_state(given))
+    return CheckedJob(train, store, identity, checkpoint, devices)
+
+
+def resolve(cfg: DictConfig, trains_here: bool = True, checked: CheckedJob | None = None) -> RunSpec:
+    """Validate `cfg` (ConfigError naming the field) and split it into the stages' pieces, with the
+    model's size and the token budget. What takes a second to check on the machine that trains (the
+    device, its memory, the checkpoint folder) is checked here too, before anything is recorded; a
+    launcher that resolves its jobs elsewhere (`trains_here=False`, a SLURM login node without GPUs)
+    leaves that to the job. `checked`: this config's `check_job`, already run."""
+    c = checked or check_job(cfg, trains_here)
+    train, store, identity, checkpoint, devices = c.train, c.store, c.identity, c.checkpoint, c.devices
+    overrides, job_num = hydra_context()
+    axes = os.environ.get(AXES_ENV)  # what the sweep varied (src.launch.callbacks sets it)
     model = model_config(cfg)
     check_user_norm(cfg, model)
     record = RecordSpec.from_config(cfg, identity.params, axes_from_env(axes), overrides, job_num)
