@@ -77,10 +77,8 @@ def test_remembered_compositions_equal_hydras_own() -> None:
     assert "test_weights: final" in final and "  attention: explicit\n" in final
 
 
-# `python -m src.train` with Hydra's loader counted: each full composition (`_load_configuration_impl`)
-# adds one; the count is printed as the process exits.
-COUNT = r"""
-import atexit, runpy, sys
+# Hydra's loader counted: each full composition (`_load_configuration_impl`) adds one to `loads`.
+COUNTED = r"""
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
 
 loads = []
@@ -89,7 +87,11 @@ def counted(self, *args, **kwargs):
     loads.append(1)
     return compose(self, *args, **kwargs)
 ConfigLoaderImpl._load_configuration_impl = counted
-atexit.register(lambda: print(f"config loads: {len(loads)}", file=sys.stderr))
+"""
+# `python -m src.train` with its compositions counted, the count printed as the process exits.
+COUNT = r"""
+import atexit, runpy, sys
+""" + COUNTED + r"""atexit.register(lambda: print(f"config loads: {len(loads)}", file=sys.stderr))
 sys.argv = ["src.train", *sys.argv[1:]]
 runpy.run_module("src.train", run_name="__main__")
 """
@@ -269,15 +271,7 @@ def test_refusals_import_no_heavy_library(tmp_path: Path) -> None:
 # A refusal the sweep's jobs share, at a sweep's start, with Hydra's compositions counted per case.
 SIZED_REFUSALS = r"""
 import json, os, runpy, sys
-from hydra._internal.config_loader_impl import ConfigLoaderImpl
-
-loads = []
-compose = ConfigLoaderImpl._load_configuration_impl
-def counted(self, *args, **kwargs):
-    loads.append(1)
-    return compose(self, *args, **kwargs)
-ConfigLoaderImpl._load_configuration_impl = counted
-for n, argv in enumerate(json.loads(sys.argv[1])):
+""" + COUNTED + r"""for n, argv in enumerate(json.loads(sys.argv[1])):
     os.environ["HYDRA_FULL_ERROR"] = "0"
     sys.argv = ["src.train", *argv]
     before = len(loads)
