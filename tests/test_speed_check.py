@@ -150,6 +150,28 @@ def test_speed_verdicts_by_hand() -> None:
     assert f"about {noisy.rounds_needed} kernel rounds would settle it" in sentence(noisy)
 
 
+@pytest.mark.alone  # it times kernels
+def test_a_samples_time_a_call_does_not_depend_on_its_repeats() -> None:
+    """A norm sample after memory traffic (as in the rounds: another variant's sample, or a whole step,
+    before it) reads about the same seconds a call on 2 repeats as on 16 (the least disturbed sample of
+    each: the first call's cost is in every sample, another process's only in some). Its first call ran
+    cold, 179 µs where the next ones took 45 (torch_layernorm at 32×32, load 8): 2 repeats read 2.0-2.3×
+    16's, and a run whose repeats came out at 10 read every norm 10-25% slower than a run at 20, in all its
+    rounds alike. With an untimed call first, 1.2-1.3× (the sample's own fixed cost, spread over 2 calls)."""
+    evict = torch.randn(8 * 2**20)  # 32 MiB, more than the caches
+    work = NormWork([NormCall(torch.nn.LayerNorm(32), (32, 32), torch.float32, calls=13)], torch.device("cpu"), contextlib.nullcontext)
+    per_call: dict[int, list[float]] = {2: [], 16: []}
+    with cpu_threads(1):
+        for _ in range(3):
+            work.once()
+        for _ in range(20):
+            for repeats in per_call:
+                evict.mul_(1.0)
+                per_call[repeats].append(work.step_seconds(torch.device("cpu"), repeats))  # a call's mean, × 13
+    ratio = min(per_call[2]) / min(per_call[16])
+    assert 0.8 < ratio < 1.5, ratio
+
+
 class _ExtraPass(torch.nn.Module):
     """nn.LayerNorm plus `extra` more LayerNorms of the same input: a known, injected extra cost."""
 
