@@ -223,7 +223,6 @@ def test_kernel_verdicts_survive_a_cpu_hog() -> None:
 # Six blocks 32 wide: the norms are 1-4% of the step, as cpu_small's are, in seconds a check.
 HOG_BENCH = ["model.n_layers=6", "model.emb_dim=32", "model.n_heads=2", "model.context_length=16",
              "optim.micro_batch_size=2", "logger=none"]  # fmt: skip
-LOAD_SHIFT = 0.35  # the most a pair's estimate may move between a quiet check and one beside CPU hogs (relative)
 STUDY_FIVE = ("hand_layernorm", "torch_layernorm", "hand_rmsnorm", "torch_rmsnorm", "no_norm")
 
 
@@ -246,11 +245,11 @@ def _check_words(tmp_path: Path) -> dict[tuple[str, str], SpeedVerdict]:
 @pytest.mark.alone  # its hogs take every core; no other test may run beside it
 def test_the_check_gives_every_pair_the_same_reading_quiet_and_beside_a_cpu_hog(tmp_path: Path) -> None:
     """The check run quiet, then with a CPU-bound process on each core: every pair keeps its word, or its
-    two 95% intervals overlap, or its two estimates lie within LOAD_SHIFT of each other. One median step
-    timed apart moved 2× with the load (1.6 s and 0.74 s), and the same kernels read -1.31% [-1.33, -1.29]
-    equivalent and -2.30% [-2.31, -2.29] faster. Measured here beside the hogs, a pair's estimate still
-    moved by up to ~25% (a whole step's CPU time grows more under contention than a norm's), so a pair that
-    close to the ±2% margin can change its word (docs/benchmarks.md says so)."""
+    two 95% intervals overlap. One median step timed apart moved 2× with the load (1.6 s and 0.74 s), and
+    the same kernels read -1.31% [-1.33, -1.29] equivalent and -2.30% [-2.31, -2.29] faster. With the step
+    in every round, a pair's estimate still moved by up to 40% between runs, each interval excluding the
+    other's: a norm sample's first call ran cold, and a run whose repeats came out few read every norm
+    10-25% slower, in all its rounds (test_a_samples_time_a_call_does_not_depend_on_its_repeats)."""
     quiet = _check_words(tmp_path / "quiet")
     hogs = [subprocess.Popen(["nice", "-n", "10", sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
     try:
@@ -264,8 +263,7 @@ def test_the_check_gives_every_pair_the_same_reading_quiet_and_beside_a_cpu_hog(
     for pair, q in quiet.items():
         v = loaded[pair]
         overlap = q.predicted.low <= v.predicted.high and v.predicted.low <= q.predicted.high
-        close = abs(q.predicted.diff - v.predicted.diff) <= LOAD_SHIFT * max(abs(q.predicted.diff), abs(v.predicted.diff))
-        assert q.verdict == v.verdict or overlap or close, (pair, sentence(q), sentence(v))
+        assert q.verdict == v.verdict or overlap, (pair, sentence(q), sentence(v))
     words = {str(v.verdict) for v in quiet.values()}
     assert len(words) > 1, words  # not a test every pair passes by reading "equivalent"
 
