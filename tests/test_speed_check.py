@@ -150,6 +150,28 @@ def test_speed_verdicts_by_hand() -> None:
     assert f"about {noisy.rounds_needed} kernel rounds would settle it" in sentence(noisy)
 
 
+@pytest.mark.alone  # it times kernels
+def test_a_samples_time_a_call_does_not_depend_on_its_repeats() -> None:
+    """A norm sample after memory traffic (as in the rounds: another variant's sample, or a whole step,
+    before it) reads about the same seconds a call on 2 repeats as on 16 (the least disturbed sample of
+    each: the first call's cost is in every sample, another process's only in some). Its first call ran
+    cold, 179 µs where the next ones took 45 (torch_layernorm at 32×32, load 8): 2 repeats read 2.0-2.3×
+    16's, and a run whose repeats came out at 10 read every norm 10-25% slower than a run at 20, in all its
+    rounds alike. With an untimed call first, 1.2-1.3× (the sample's own fixed cost, spread over 2 calls)."""
+    evict = torch.randn(8 * 2**20)  # 32 MiB, more than the caches
+    work = NormWork([NormCall(torch.nn.LayerNorm(32), (32, 32), torch.float32, calls=13)], torch.device("cpu"), contextlib.nullcontext)
+    per_call: dict[int, list[float]] = {2: [], 16: []}
+    with cpu_threads(1):
+        for _ in range(3):
+            work.once()
+        for _ in range(20):
+            for repeats in per_call:
+                evict.mul_(1.0)
+                per_call[repeats].append(work.step_seconds(torch.device("cpu"), repeats))  # a call's mean, × 13
+    ratio = min(per_call[2]) / min(per_call[16])
+    assert 0.8 < ratio < 1.5, ratio
+
+
 class _ExtraPass(torch.nn.Module):
     """nn.LayerNorm plus `extra` more LayerNorms of the same input: a known, injected extra cost."""
 
@@ -201,7 +223,6 @@ def test_kernel_verdicts_survive_a_cpu_hog() -> None:
 # Six blocks 32 wide: the norms are 1-4% of the step, as cpu_small's are, in seconds a check.
 HOG_BENCH = ["model.n_layers=6", "model.emb_dim=32", "model.n_heads=2", "model.context_length=16",
              "optim.micro_batch_size=2", "logger=none"]  # fmt: skip
-LOAD_SHIFT = 0.35  # the most a pair's estimate may move between a quiet check and one beside CPU hogs (relative)
 STUDY_FIVE = ("hand_layernorm", "torch_layernorm", "hand_rmsnorm", "torch_rmsnorm", "no_norm")
 
 
@@ -224,11 +245,11 @@ def _check_words(tmp_path: Path) -> dict[tuple[str, str], SpeedVerdict]:
 @pytest.mark.alone  # its hogs take every core; no other test may run beside it
 def test_the_check_gives_every_pair_the_same_reading_quiet_and_beside_a_cpu_hog(tmp_path: Path) -> None:
     """The check run quiet, then with a CPU-bound process on each core: every pair keeps its word, or its
-    two 95% intervals overlap, or its two estimates lie within LOAD_SHIFT of each other. One median step
-    timed apart moved 2× with the load (1.6 s and 0.74 s), and the same kernels read -1.31% [-1.33, -1.29]
-    equivalent and -2.30% [-2.31, -2.29] faster. Measured here beside the hogs, a pair's estimate still
-    moved by up to ~25% (a whole step's CPU time grows more under contention than a norm's), so a pair that
-    close to the ±2% margin can change its word (docs/benchmarks.md says so)."""
+    two 95% intervals overlap. One median step timed apart moved 2× with the load (1.6 s and 0.74 s), and
+    the same kernels read -1.31% [-1.33, -1.29] equivalent and -2.30% [-2.31, -2.29] faster. With the step
+    in every round, a pair's estimate still moved by up to 40% between runs, each interval excluding the
+    other's: a norm sample's first call ran cold, and a run whose repeats came out few read every norm
+    10-25% slower, in all its rounds (test_a_samples_time_a_call_does_not_depend_on_its_repeats)."""
     quiet = _check_words(tmp_path / "quiet")
     hogs = [subprocess.Popen(["nice", "-n", "10", sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
     try:
@@ -242,8 +263,7 @@ def test_the_check_gives_every_pair_the_same_reading_quiet_and_beside_a_cpu_hog(
     for pair, q in quiet.items():
         v = loaded[pair]
         overlap = q.predicted.low <= v.predicted.high and v.predicted.low <= q.predicted.high
-        close = abs(q.predicted.diff - v.predicted.diff) <= LOAD_SHIFT * max(abs(q.predicted.diff), abs(v.predicted.diff))
-        assert q.verdict == v.verdict or overlap or close, (pair, sentence(q), sentence(v))
+        assert q.verdict == v.verdict or overlap, (pair, sentence(q), sentence(v))
     words = {str(v.verdict) for v in quiet.values()}
     assert len(words) > 1, words  # not a test every pair passes by reading "equivalent"
 

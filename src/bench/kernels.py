@@ -103,9 +103,16 @@ class NormWork:
             fn()
 
     def step_seconds(self, device: torch.device, repeats: int) -> float:
-        """Seconds of norm work per training step: sum of calls × seconds per call (mean of `repeats`)."""
+        """Seconds of norm work per training step: sum of calls × seconds per call (mean of `repeats`).
+
+        Each call runs once untimed first. A step's norm runs on what the op before it just wrote; here
+        the sample before it (another variant's, or a whole step) has evicted its data and code, and a
+        cold first call counted in the mean made a run's per-call time depend on its `repeats`: 10 to 13
+        repeats read every norm 10-25% slower than 17 to 22, an offset that every round of one run shared,
+        so two runs' intervals each excluded the other's estimate."""
         total = 0.0
         for call, fn in zip(self.calls, self.fns, strict=True):
+            fn()
             total += call.calls * _timed(fn, device, repeats) / repeats
         return total
 

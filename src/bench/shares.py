@@ -11,7 +11,7 @@ heads, layers L, context n, vocabulary V) one round times, forward+backward, on 
   1,024-token context), counted L times: one call of a whole block, not its matmuls apart (matmuls
   timed one by one on 128 rows ran at another rate than a step's, and the share moved with the rows);
 - the output head and its loss (d→V, then cross-entropy over V) on the same rows, once, timed on a
-  slice of the vocabulary and scaled (HEAD_SLICE);
+  slice of the vocabulary and scaled (head_columns);
 - each norm at (max(rows, NORM_ROWS), d), its time scaled to `rows` tokens, counted 2L + 1 times (two
   per block, one final).
 
@@ -24,9 +24,11 @@ if anything, a little high.
 
 One round times every size once, its parts in turn, the sizes' order rotating, on the thread's CPU
 clock on a CPU (src.bench.kernels.clock): a burst of another process's load lands on a round's parts
-alike, and a trend is read per round (src.report.judge.study_effects).
+alike, and a trend is read per round (src.report.judge.study_effects). `share_rounds_at_rows` times
+several row counts in the same rounds, so that two row counts' shares are compared under one state of
+the machine.
 
-`norm_share_rounds` is the one function: the sweep's speed check calls it (src.bench.variants
+`norm_share_rounds` is the one function at one row count: the sweep's speed check calls it (src.bench.variants
 `--share-sizes`), and anything else that needs a norm's share of a step at a size can.
 """
 
@@ -35,7 +37,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -57,6 +59,10 @@ SEQ = 1024  # tokens per sequence of a timed block at most (a size's context if 
 # are independent dot products (the matmul's rate is set by its rows and width, not by how many columns),
 # and the loss is linear in them; the whole head would be half a round's time (50,257 × d a token).
 HEAD_SLICE = 8
+# ...but on no fewer columns than this (a small vocabulary's, as tests/test_shares.py's): on 256 columns the
+# head ran 8-13% faster a token on 2,048 rows than on 1,024 (its per-row work not yet spread thin), on 1,024
+# columns 2-4% (widths 128 and 256, the row counts interleaved, load 7.6-7.8).
+HEAD_MIN_COLUMNS = 1024
 # A norm is timed on more tokens, and its time scaled to ROWS': at width 128 a call on 128 rows is mostly
 # its fixed per-call cost (dispatch, autograd), which a real step's thousands of rows spread thin.
 NORM_ROWS = 2048
@@ -129,10 +135,15 @@ def block_call(shape: Shape, rows: int, device: torch.device, context: Context) 
     return _fwd_bwd(block, [x], context, list(block.parameters()))
 
 
+def head_columns(shape: Shape) -> int:
+    """The vocabulary's columns the head is timed on: 1/HEAD_SLICE of them, at least HEAD_MIN_COLUMNS."""
+    return min(shape.vocab, max(shape.vocab // HEAD_SLICE, HEAD_MIN_COLUMNS))
+
+
 def head_call(shape: Shape, rows: int, device: torch.device, context: Context) -> Callable[[], None]:
     """The output head and its loss as a step runs them (logits, cross-entropy, backward) on
-    1/HEAD_SLICE of the vocabulary: its time × HEAD_SLICE is the head's."""
-    vocab = max(1, shape.vocab // HEAD_SLICE)
+    head_columns of the vocabulary: its time × vocab ÷ those columns is the head's."""
+    vocab = head_columns(shape)
     head = nn.Linear(shape.width, vocab, bias=False).to(device)
     x = torch.randn(rows, shape.width, device=device, requires_grad=True)
     targets = torch.randint(0, vocab, (rows,), device=device)
@@ -158,51 +169,114 @@ def norm_share_rounds(
     (`rest_s`: L blocks with the identity, the head and its loss) and its share of the step, norm ÷
     (norm + rest) (`samples`). A saving of b against a is norm_s[a] - norm_s[b] of the same round. The
     CPU caller runs it on one thread (src.bench.kernels.cpu_threads)."""
+    return share_rounds_at_rows(norms, sizes, rounds, device, context, (rows,))[rows]
+
+
+def share_rounds_at_rows(
+    norms: Mapping[str, Callable[[int], nn.Module]],
+    sizes: Sequence[str | Shape],
+    rounds: int,
+    device: torch.device,
+    context: Context,
+    rows: Sequence[int],
+) -> dict[int, dict[str, Any]]:
+    """`norm_share_rounds` at several row counts in the same rounds: each round times every size at
+    every row count, the row counts' order reversed every other round (the sizes' rotating within), so
+    a share read at two row counts was read under the machine's same state, and a difference between
+    them is the row count's, not the load's (two runs one after the other beside CPU hogs read
+    hand_layernorm's share 0.193 [0.188, 0.197] and 0.210 [0.204, 0.217]). Row count -> its result."""
+    if len(set(rows)) != len(rows) or not rows:
+        raise ValueError(f"rows: distinct row counts, at least one, got {list(rows)}")
     shapes = [s if isinstance(s, Shape) else Shape.of(s) for s in sizes]
-    blocks = {s.name: block_call(s, rows, device, context) for s in shapes}
-    heads = {s.name: head_call(s, rows, device, context) for s in shapes}
-    norm_rows = max(rows, NORM_ROWS)
-    calls = {(n, s.name): norm_call(b, s, norm_rows, device, context) for n, b in norms.items() for s in shapes}
-    for fn in [*blocks.values(), *heads.values(), *calls.values()]:
-        fn()  # warm-up: allocations, first-call dispatch
+    settings = {(n, s.name): _Setting.build(norms, s, n, device, context) for n in rows for s in shapes}
+    for setting in settings.values():
+        setting.warm_up()
     synchronize(device)
-    repeats = {key: int(min(MAX_REPEATS, max(1, math.ceil(NORM_SAMPLE_S / max(_timed(fn, device, 1), 1e-7))))) for key, fn in calls.items()}
-    samples: dict[str, dict[str, list[float]]] = {n: {s.name: [] for s in shapes} for n in norms}
-    norm_s: dict[str, dict[str, list[float]]] = {n: {s.name: [] for s in shapes} for n in norms}
-    rest_s: dict[str, list[float]] = {s.name: [] for s in shapes}
-    parts_s: dict[str, dict[str, list[float]]] = {s.name: {"block": [], "head": []} for s in shapes}
+    for setting in settings.values():
+        setting.count_repeats(device)
     started, said, load_before = time.perf_counter(), time.perf_counter(), load()
     for r in range(rounds):
-        order = shapes[r % len(shapes):] + shapes[: r % len(shapes)]
-        for s in order:
-            block, head = _timed(blocks[s.name], device, 1), _timed(heads[s.name], device, 1) * s.vocab / max(1, s.vocab // HEAD_SLICE)
-            parts_s[s.name]["block"].append(block)
-            parts_s[s.name]["head"].append(head)
-            other = s.layers * block + head
-            rest_s[s.name].append(other)
-            for n in norms:
-                per_call = _timed(calls[(n, s.name)], device, repeats[(n, s.name)]) / repeats[(n, s.name)] * rows / norm_rows
-                norm = per_call * s.norms
-                norm_s[n][s.name].append(norm)
-                samples[n][s.name].append(norm / (norm + other))
+        order = list(rows) if r % 2 == 0 else list(reversed(rows))
+        turn = shapes[r % len(shapes):] + shapes[: r % len(shapes)]
+        for n in order:
+            for s in turn:
+                settings[(n, s.name)].time_round(device)
         if (now := time.perf_counter()) - said >= PROGRESS_S:
             said = now
             say(KERNELS, f"norm share: {r + 1} of {rounds} rounds at {', '.join(s.name for s in shapes)}, {now - started:.0f} s")
+    seconds, load_after = time.perf_counter() - started, load()
     return {
-        "sizes": [s.name for s in shapes],
-        "rows": rows,
-        "seq": SEQ,
-        "head_slice": HEAD_SLICE,
-        "norm_rows": norm_rows,
-        "rounds": rounds,
-        "samples": samples,  # norm -> size -> its share of a step, one per round
-        "norm_s": norm_s,  # norm -> size -> its seconds per `rows` tokens of a step, one per round
-        "rest_s": rest_s,  # size -> the rest of the step's seconds per `rows` tokens, one per round
-        "parts_s": parts_s,  # size -> one block's and the head's seconds per `rows` tokens, one per round
-        "multiply_adds": {s.name: s.multiply_adds(min(SEQ, s.context, rows)) for s in shapes},  # per token, forward
-        "denominator": f"L whole blocks (identity norms) and the head with its loss, on sequences of up to {SEQ} tokens (src/bench/shares.py)",
-        "seconds": time.perf_counter() - started,
-        "load": {"before": load_before, "after": load()},
-        "threads": torch.get_num_threads() if device.type == "cpu" else None,
-        "clock": "thread_cpu" if clock(device) is time.thread_time else "wall",
+        n: {
+            "sizes": [s.name for s in shapes],
+            "rows": n,
+            "seq": SEQ,
+            "head_columns": {s.name: head_columns(s) for s in shapes},  # of its vocabulary, the head timed on
+            "norm_rows": max(n, NORM_ROWS),
+            "rounds": rounds,
+            **_collected([settings[(n, s.name)] for s in shapes], list(norms)),
+            "multiply_adds": {s.name: s.multiply_adds(min(SEQ, s.context, n)) for s in shapes},  # per token, forward
+            "denominator": f"L whole blocks (identity norms) and the head with its loss, on sequences of up to {SEQ} tokens (src/bench/shares.py)",
+            "seconds": seconds,  # of all the row counts' rounds together
+            **({"row_counts": list(rows)} if len(rows) > 1 else {}),  # timed in the same rounds
+            "load": {"before": load_before, "after": load_after},
+            "threads": torch.get_num_threads() if device.type == "cpu" else None,
+            "clock": "thread_cpu" if clock(device) is time.thread_time else "wall",
+        }
+        for n in rows
+    }
+
+
+@dataclass
+class _Setting:
+    """One size at one row count: its timed calls and the samples its rounds collect."""
+
+    shape: Shape
+    rows: int
+    block: Callable[[], None]
+    head: Callable[[], None]
+    calls: dict[str, Callable[[], None]]  # norm -> its call at (norm_rows, width)
+    repeats: dict[str, int] = field(default_factory=dict)
+    samples: dict[str, list[float]] = field(default_factory=dict)  # norm -> its share of a step, one per round
+    norm_s: dict[str, list[float]] = field(default_factory=dict)  # norm -> its seconds per `rows` tokens, one per round
+    rest_s: list[float] = field(default_factory=list)  # the rest of the step's seconds per `rows` tokens, one per round
+    parts_s: dict[str, list[float]] = field(default_factory=lambda: {"block": [], "head": []})
+
+    @classmethod
+    def build(cls, norms: Mapping[str, Callable[[int], nn.Module]], shape: Shape, rows: int, device: torch.device,
+              context: Context) -> _Setting:  # fmt: skip
+        calls = {n: norm_call(b, shape, max(rows, NORM_ROWS), device, context) for n, b in norms.items()}
+        return cls(shape, rows, block_call(shape, rows, device, context), head_call(shape, rows, device, context), calls,
+                   samples={n: [] for n in norms}, norm_s={n: [] for n in norms})  # fmt: skip
+
+    def warm_up(self) -> None:
+        for fn in [self.block, self.head, *self.calls.values()]:
+            fn()  # allocations, first-call dispatch
+
+    def count_repeats(self, device: torch.device) -> None:
+        """Calls a norm's sample repeats: about NORM_SAMPLE_S of them (a small width's call is microseconds)."""
+        self.repeats = {n: int(min(MAX_REPEATS, max(1, math.ceil(NORM_SAMPLE_S / max(_timed(fn, device, 1), 1e-7)))))
+                        for n, fn in self.calls.items()}  # fmt: skip
+
+    def time_round(self, device: torch.device) -> None:
+        """One round: a block, the head, then each norm, a share per norm from this round's parts alone."""
+        s = self.shape
+        block = _timed(self.block, device, 1)
+        head = _timed(self.head, device, 1) * s.vocab / head_columns(s)
+        self.parts_s["block"].append(block)
+        self.parts_s["head"].append(head)
+        other = s.layers * block + head
+        self.rest_s.append(other)
+        for n, fn in self.calls.items():
+            norm = _timed(fn, device, self.repeats[n]) / self.repeats[n] * self.rows / max(self.rows, NORM_ROWS) * s.norms
+            self.norm_s[n].append(norm)
+            self.samples[n].append(norm / (norm + other))
+
+
+def _collected(settings: Sequence[_Setting], norms: Sequence[str]) -> dict[str, Any]:
+    """One row count's samples, keyed as `norm_share_rounds` returns them."""
+    return {
+        "samples": {n: {x.shape.name: x.samples[n] for x in settings} for n in norms},  # norm -> size -> its share of a step, one per round
+        "norm_s": {n: {x.shape.name: x.norm_s[n] for x in settings} for n in norms},  # norm -> size -> its seconds per `rows` tokens, one per round
+        "rest_s": {x.shape.name: x.rest_s for x in settings},  # size -> the rest of the step's seconds per `rows` tokens, one per round
+        "parts_s": {x.shape.name: x.parts_s for x in settings},  # size -> one block's and the head's seconds per `rows` tokens, one per round
     }
