@@ -421,6 +421,9 @@ def test_a_norms_share_is_named_with_its_model_and_device() -> None:
     assert norm_shares(check)["a"] == pytest.approx(0.04, rel=0.01)
     line = _checked_speed(compare_speed(check, [("a", "b")], 0.02), check, 0.02)
     assert "the norm is 4.0% (a) to 5.0% (b) of a cpu_small step on Intel Xeon (2 cores), 1 thread(s)." in line, line
+    # A model the sweep's overrides reshaped is named as it ran, not as its config's name alone.
+    check["settings"]["model_overrides"] = ["model.n_layers=1", "model.emb_dim=32"]
+    assert share_where(check) == "of a cpu_small step (model.n_layers=1, model.emb_dim=32) on Intel Xeon (2 cores), 1 thread(s)"
 
 
 def test_overlapping_precise_intervals_agree() -> None:

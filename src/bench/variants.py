@@ -227,6 +227,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "settings": {
             "variants": variants,
             "model": str(cfg.model.name),
+            # Its shape where overrides changed the named model's: a share is of the model that ran.
+            "model_overrides": [o for o in args.overrides if o.lstrip("+~").startswith("model.")],
             "precision": str(cfg.precision.name),
             "compile": bool(cfg.compile),
             "batch": batch,

@@ -119,7 +119,8 @@ def share_where(check: Mapping[str, Any]) -> str:
     kernel, s = check.get("kernel") or {}, check.get("settings") or {}
     device = (check.get("environment") or {}).get(DEVICE_TAG) or "an unnamed device"
     threads = f", {kernel['threads']} thread(s)" if kernel.get("threads") else ""
-    return f"of a {s.get('model', '?')} step on {device}{threads}"
+    changed = f" ({', '.join(s['model_overrides'])})" if s.get("model_overrides") else ""
+    return f"of a {s.get('model', '?')} step{changed} on {device}{threads}"
 
 
 def load_text(load: Mapping[str, Any] | None) -> str:
