@@ -198,12 +198,13 @@ def test_refused_seed_under_multirun_names_it_and_leaves_nothing_running(
         assert [r for r in _sweep_parents(client) if r.info.status == "RUNNING"] == []
 
 
+@pytest.mark.slow
 def test_job_refused_after_the_sweep_started_closes_its_parent_with_the_reason(
     tiny_overrides: list[str], store: dict[str, str]
 ) -> None:
     # Valid as a config (the sweep-start checks pass, the parent run opens), refused by the job itself;
-    # the entry point run in this process (the sweep's bookkeeping is the point, not the process).
-    proc = run_train("-m", *tiny_overrides, "cluster.devices=2", "experiment_name=refused_job")
+    # a process of its own: the parent is closed as the process ends.
+    proc = run_cli("src.train", "-m", *tiny_overrides, "cluster.devices=2", "experiment_name=refused_job")
     assert proc.returncode == 2 and "config error: cluster: 2 processes inside a multirun" in proc.stderr
     (parent,) = _sweep_parents(MlflowClient(store["uri"]))
     assert parent.info.status == "FAILED" and parent.data.tags["outcome"] == "failed"

@@ -171,10 +171,11 @@ def test_experiment_config_runs_the_sweep(tiny_overrides: list[str], store: dict
     assert (tmp_path / "reports" / "norm_sweep" / "claims.png").is_file()  # the forest plot, from the real sweep (tiny_overrides' reports_dir)
 
 
+@pytest.mark.slow
 def test_multi_device_job_inside_multirun_is_refused(tiny_overrides: list[str], store: dict[str, str]) -> None:
     # Lightning's DDP launcher would re-run `-m ...` in every rank: each would restart the sweep.
-    # In this process (the entry point as `python -m` runs it): the refusal is the point, not the process.
-    proc = run_train("-m", "cluster.devices=2", "cluster.strategy=ddp", *tiny_overrides)
+    # A process of its own: the sweep's run opens before the job refuses, and is closed as its process ends.
+    proc = run_cli("src.train", "-m", "cluster.devices=2", "cluster.strategy=ddp", *tiny_overrides)
     assert proc.returncode != 0
     assert "inside a multirun" in proc.stderr and "torchrun" in proc.stderr
     assert not _runs(store["uri"], "normsweep")
