@@ -147,8 +147,11 @@ SWEEP_FIXTURES = frozenset({"tiny_sweep", "tiny_client"})
 # `make test` runs the suite on pytest-xdist workers (--dist loadgroup; three, TEST_WORKERS). What a session or module
 # fixture builds (a team server, a local SLURM, the tiny sweeps, a module's trained runs) is built
 # once per worker that needs it, so each file's tests stay on one worker, and files that share a
-# session-wide engine share one worker: each engine is started once, as in a plain `pytest` run.
-SHARED_ENGINES = {"team_server": "engines", "local_slurm": "engines", "tiny_sweep": "tiny_sweep", "tiny_client": "tiny_sweep"}
+# costly session-wide engine share one worker: it is started once, as in a plain `pytest` run. The team
+# server is not one of them (started in ~5 s): test_slurm.py and test_team_server.py, one group while they
+# shared it, were the suite's longest (12 min 48 s beside load, 7 and 5 of it each), so they run on two
+# workers, a team server each.
+SHARED_ENGINES = {"local_slurm": "slurm", "tiny_sweep": "tiny_sweep", "tiny_client": "tiny_sweep"}
 
 
 def worker_groups(items: list[pytest.Item]) -> dict[str, str]:
@@ -162,8 +165,8 @@ def worker_groups(items: list[pytest.Item]) -> dict[str, str]:
 
 def longest_first(items: list[pytest.Item], group: dict[str, str]) -> list[pytest.Item]:
     """The order in which the workers take the groups (`make test` keeps it: --no-loadscope-reorder):
-    the shared engines' groups first (the team server's and SLURM's files are the longest, ~8 minutes
-    of waiting on real processes), then the groups with the most slow tests, the quick ones last, so
+    the shared engines' groups first (SLURM's file is the longest, minutes of waiting on real
+    processes), then the groups with the most slow tests, the quick ones last, so
     that no worker is left alone with a long group at the end. pytest-xdist's own order is by number
     of tests, which put the quick files (hundreds of parametrized cases) first."""
     slow = Counter(group[item.path.name] for item in items if item.get_closest_marker("slow") is not None)

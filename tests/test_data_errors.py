@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
+from helpers import run_train
 
 from src.core.paths import ConfigError, compose
 from src.data.__main__ import main as data_main
@@ -182,11 +182,12 @@ def test_training_refuses_bad_data_before_recording(
 
 
 @pytest.mark.fresh_store  # asserts that no store file is written
-@pytest.mark.slow  # a CLI in a subprocess: a fresh interpreter imports torch, Lightning, Hydra and MLflow
 def test_training_cli_prints_one_line(
     tiny_overrides: list[str], store: dict[str, str], tmp_path: Path
 ) -> None:
-    proc = run_cli("src.train", *tiny_overrides, *_bad_corpus("not_utf8", tmp_path / "corpus"))
+    # The entry point in this process (helpers.run_train): its exit status and lines, without a second
+    # interpreter importing the stack; tests/test_train.py runs a config error's line as a process.
+    proc = run_train(*tiny_overrides, *_bad_corpus("not_utf8", tmp_path / "corpus"))
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert lines[-1].startswith("config error: data.paths: ") and "bad.txt is not UTF-8 text" in lines[-1]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import lightning as L
 import pytest
-from helpers import REPO, TINY_MODEL, checkpointed, cli_env, run_cli
+from helpers import REPO, TINY_MODEL, checkpointed, cli_env, run_cli, run_train
 from mlflow.tracking import MlflowClient
 
 import src.training.run_life as run_life_module
@@ -186,11 +186,10 @@ def _sweep_parents(client: MlflowClient) -> list:
             if r.data.tags.get(SWEEP_TAG) == "true"]
 
 
-@pytest.mark.slow
 def test_refused_seed_under_multirun_names_it_and_leaves_nothing_running(
     tiny_overrides: list[str], store: dict[str, str]
 ) -> None:
-    proc = run_cli("src.train", "-m", *tiny_overrides, "seed=-1", "experiment_name=bad_seed")
+    proc = run_train("-m", *tiny_overrides, "seed=-1", "experiment_name=bad_seed")  # the entry point, in this process
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "seed: must be an integer in [0, 4294967295], got -1" in out and "Traceback" not in out
@@ -203,7 +202,8 @@ def test_refused_seed_under_multirun_names_it_and_leaves_nothing_running(
 def test_job_refused_after_the_sweep_started_closes_its_parent_with_the_reason(
     tiny_overrides: list[str], store: dict[str, str]
 ) -> None:
-    # Valid as a config (the sweep-start checks pass, the parent run opens), refused by the job itself.
+    # Valid as a config (the sweep-start checks pass, the parent run opens), refused by the job itself;
+    # a process of its own: the parent is closed as the process ends.
     proc = run_cli("src.train", "-m", *tiny_overrides, "cluster.devices=2", "experiment_name=refused_job")
     assert proc.returncode == 2 and "config error: cluster: 2 processes inside a multirun" in proc.stderr
     (parent,) = _sweep_parents(MlflowClient(store["uri"]))

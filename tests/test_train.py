@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import REPO, run_cli, unwrapped
+from helpers import REPO, run_cli, run_train, unwrapped
 from mlflow.tracking import MlflowClient
 
 from src.core.paths import ConfigError, compose, preset_norms
@@ -174,6 +174,7 @@ def test_experiment_config_runs_the_sweep(tiny_overrides: list[str], store: dict
 @pytest.mark.slow
 def test_multi_device_job_inside_multirun_is_refused(tiny_overrides: list[str], store: dict[str, str]) -> None:
     # Lightning's DDP launcher would re-run `-m ...` in every rank: each would restart the sweep.
+    # A process of its own: the sweep's run opens before the job refuses, and is closed as its process ends.
     proc = run_cli("src.train", "-m", "cluster.devices=2", "cluster.strategy=ddp", *tiny_overrides)
     assert proc.returncode != 0
     assert "inside a multirun" in proc.stderr and "torchrun" in proc.stderr
@@ -181,9 +182,9 @@ def test_multi_device_job_inside_multirun_is_refused(tiny_overrides: list[str], 
 
 
 @pytest.mark.fresh_store  # asserts that no store file is written
-@pytest.mark.slow  # a CLI in a subprocess: a fresh interpreter imports torch, Lightning, Hydra and MLflow
 def test_unknown_norm_lists_options_and_records_nothing(tiny_overrides: list[str], store: dict[str, str]) -> None:
-    proc = run_cli("src.train", "norm=foo", *tiny_overrides)
+    # In this process: test_cli's test_train_refused_by_hydra_is_status_2 runs this refusal as a process.
+    proc = run_train("norm=foo", *tiny_overrides)
     assert proc.returncode != 0
     for norm in NORMS:
         assert norm in proc.stderr

@@ -1,5 +1,5 @@
-"""`make test`'s workers: what shares a fixture's engine runs on one worker, so each engine (a team
-server, a local SLURM, the tiny sweeps, a module's trained runs) is started once, as in a plain run."""
+"""`make test`'s workers: what shares a costly fixture's engine runs on one worker, so each such engine
+(a local SLURM, the tiny sweeps, a module's trained runs) is started once, as in a plain run."""
 
 from __future__ import annotations
 
@@ -20,10 +20,11 @@ def test_files_sharing_an_engine_share_a_group() -> None:
     groups = worker_groups([
         item("test_team_server.py", "team_server"), item("test_team_server.py"),
         item("test_slurm.py", "local_slurm", "team_server"), item("test_report.py"), item("test_report.py", "tiny_client"),
-        item("test_mlflow_ui.py", "tiny_sweep"), item("test_tokenizer.py"),
+        item("test_mlflow_ui.py", "tiny_sweep"), item("test_slurm_more.py", "local_slurm"), item("test_tokenizer.py"),
     ])  # fmt: skip
     assert groups["test_tokenizer.py"] == "test_tokenizer.py"  # no shared engine: the file alone
-    assert groups["test_team_server.py"] == groups["test_slurm.py"]  # one team server for both
+    assert groups["test_slurm.py"] == groups["test_slurm_more.py"]  # one local SLURM for both
+    assert groups["test_team_server.py"] == "test_team_server.py"  # a team server per worker (tests/conftest.py)
     assert groups["test_report.py"] == groups["test_mlflow_ui.py"] != groups["test_slurm.py"]  # a whole file moves
 
 
@@ -34,7 +35,8 @@ def test_each_worker_gets_its_share_of_the_cores() -> None:
 
 
 # Session fixtures cheap enough to build once per worker: a file each, made in seconds.
-PER_WORKER = {"token_cache_dir": "tokenizes the bundled corpus (~1 s)", "store_template": "one migrated SQLite file (~2 s)"}
+PER_WORKER = {"token_cache_dir": "tokenizes the bundled corpus (~1 s)", "store_template": "one migrated SQLite file (~2 s)",
+              "team_server": "PostgreSQL and mlflow server (~5 s; ~7 s beside load)"}  # fmt: skip
 
 
 def test_every_session_fixture_is_shared_or_cheap() -> None:
@@ -84,7 +86,7 @@ def test_the_longest_groups_are_taken_first() -> None:
 
     items = [item("test_config.py"), item("test_config.py"), item("test_pool.py", slow), item("test_slurm.py", slow),
              item("test_user_norms.py", slow), item("test_user_norms.py", slow), item("test_report.py", slow)]  # fmt: skip
-    group = {"test_config.py": "test_config.py", "test_pool.py": "test_pool.py", "test_slurm.py": "engines",
+    group = {"test_config.py": "test_config.py", "test_pool.py": "test_pool.py", "test_slurm.py": "slurm",
              "test_user_norms.py": "test_user_norms.py", "test_report.py": "tiny_sweep"}  # fmt: skip
     order = [i.name for i in longest_first(items, group)]  # type: ignore[arg-type]
     assert order == ["test_slurm.py", "test_report.py", "test_user_norms.py", "test_user_norms.py", "test_pool.py",
