@@ -48,3 +48,28 @@ def test_an_interval_narrower_than_its_printed_digits_widens_them() -> None:
     assert estimate_text(-2e-5, -2.1e-5, -1.9e-5, 0.95, LOG_RATIO) == "-0.0020% [-0.0021%, -0.0019%] (95% interval)"
     assert estimate_text(-1e-5, -1.2e-5, -0.4e-5, 0.9, NATS) == "-0.00001 [-0.00001, -0.00000] (90% interval)"
     assert estimate_text(0.3, 0.3, 0.3, 0.95, NATS) == "+0.3000 (its 95% interval narrower than the last digit)"
+
+
+def test_a_saving_is_not_read_through_the_pairs_loss_decision() -> None:
+    """A sequential sweep's test-loss decision on hand_layernorm vs hand_rmsnorm was read as the
+    direction of claim 8's saving over model sizes (timed in the speed check's share rounds, which no
+    sequential sweep decides): "the direction is undecided; the study's +nan% is outside it" beside an
+    interval wholly below zero."""
+    from src.report.judge.sequential import SequentialVerdict
+    from src.stats.pairs import pair_label
+    from src.stats.verdicts import SequentialWord
+
+    norms = ("hand_layernorm", "hand_rmsnorm")
+    runs = made_up_runs({v: v for v in norms}, seeds=2, device="cpu")
+    sizes, rounds = ("gpt2_small", "gpt2_medium", "gpt2_large"), 7
+    rng = np.random.default_rng(3)
+    rest = {s: list(2.0**i * (1 + rng.normal(0, 0.01, rounds))) for i, s in enumerate(sizes)}
+    # hand_rmsnorm's norms cost more than hand_layernorm's, more so as the model grows: the saving falls.
+    norm_s = {v: {s: list(0.02 * (1 + (0.5 * i if v == "hand_rmsnorm" else 0)) * 2**i * (1 + rng.normal(0, 0.01, rounds)))
+                  for i, s in enumerate(sizes)} for v in norms}  # fmt: skip
+    samples = {v: {s: [n / (n + r) for n, r in zip(x, rest[s], strict=True)] for s, x in by.items()} for v, by in norm_s.items()}
+    check = {"shares": {"sizes": list(sizes), "samples": samples, "norm_s": norm_s, "rest_s": rest}}
+    decision = SequentialVerdict(pair_label(*norms), "test_loss", SequentialWord.UNTESTABLE, 1, 2, 0.01, 0.004)
+    text = _holds(MadeUp(runs, check=check, sequential=[decision]))
+    line = next(x for x in text.splitlines() if x.lstrip().startswith("8. "))
+    assert "hand-rolled: the opposite direction" in line and "sequential" not in line, line

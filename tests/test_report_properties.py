@@ -308,8 +308,9 @@ def check_no_missing_value_printed_as_python_does(a: Analysis, out: dict[str, st
     """`nan%`, `None`, `inf` are how Python prints a value that is not there; the words say why not."""
     for name, text in out.items():
         if not name.endswith(".csv"):
-            bad = [line for line in text.splitlines() if PROGRAM_VALUE.search(line)]
-            assert not bad, f"{name}: a missing value printed as Python does: {bad[0][:300]}"
+            found = next((m for line in text.splitlines() if (m := PROGRAM_VALUE.search(line))), None)
+            # The value with the words before it (a long line's start would not show where it is).
+            assert found is None, f"{name}: a missing value printed as Python does: …{found.string[max(found.start() - 300, 0):found.end() + 60]}"
 
 
 INVARIANTS = [

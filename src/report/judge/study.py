@@ -283,10 +283,13 @@ def effect_of(claim: Claim, part: Part, e: Evidence) -> Effect | None:
 
 
 def _sequential(part: Part, metric: str, e: Evidence) -> SequentialVerdict | None:
-    """The sequential sweep's decision on this pair, where it made one (per-run evidence only)."""
-    if part.minus is not None or part.a is None:
+    """The sequential sweep's decision on this pair, where it made one: on the metric it decided
+    (tokens per second for a time, test loss for a loss), per-run evidence only. A share or a saving
+    is timed in the speed check's rounds, which no sequential sweep decides: the pair's loss decision
+    read as a saving's direction said "undecided" beside an interval wholly on one side."""
+    key = {SPEED: "tokens_per_sec", LOSS: "test_loss"}.get(metric)
+    if part.minus is not None or part.a is None or key is None:
         return None
-    key = "tokens_per_sec" if metric == SPEED else "test_loss"
     label = pair_label(str(e.labels[part.a]), str(e.labels[part.b]))
     return next((v for v in e.sequential if v.pair == label and v.metric == key), None)
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from src.report.kinds.base import At, margin_text, sizes_whose, verdicts
 from src.report.kinds.difference import Difference
-from src.report.kinds.metrics import SAVING, shown
+from src.report.kinds.metrics import SAVING
 
 if TYPE_CHECKING:
     from src.report.judge.study import Finding
@@ -47,9 +47,6 @@ class Trend(Difference):
 
     def claimed(self, part: Part, metric: str) -> str:
         return f"{'falls' if self.sign(part, metric) < 0 else 'grows'} from {part.sizes[0]} to {part.sizes[-1]}"
-
-    def figure_of(self, part: Part, metric: str, contrast: bool = False) -> str:
-        return shown(metric, part.published(metric), contrast)
 
     def saving_text(self, part: Part, metric: str) -> str:
         return f"the saving {self.claimed(part, metric)} ({sizes_whose(part, 'sizes')})"
