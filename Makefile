@@ -35,8 +35,8 @@ train: install  ## one run on the defaults (CPU, Shakespeare, MLflow in ./mlflow
 # What a CPU sweep answers, said before it runs (the README's "What a CPU sweep can answer" has the measurements).
 define CPU_SWEEP_NOTE
 [normsweep] on a CPU this sweep answers: each pair's kernel speed verdict (the speed check, at its end), each pair's
-[normsweep] test loss at cpu_small, and the study's claim 8 (a norm's share of a step as the model grows, timed at three
-[normsweep] sizes). Claims 1-7 need GPT-2 small, 16-bit and A100s (a GPU runs experiment=gpt2_small_study), and
+[normsweep] test loss at cpu_small, and the study's claim 8 (RMSNorm's saving against LayerNorm as the model grows,
+[normsweep] timed at GPT-2's three sizes). Claims 1-7 need GPT-2 small, 16-bit and A100s (a GPU runs experiment=gpt2_small_study), and
 [normsweep] no_norm's lower loss at 150 steps is the study's init, not a finding.
 endef
 export CPU_SWEEP_NOTE
