@@ -1,28 +1,11 @@
 """The one rule from an interval to a word: every verdict the report prints is decided here.
 
-Three kinds of word, one reading of the evidence behind each (docs/statistics.md states the rule as
-a table; docs/reproducing.md its claim half):
-
-- a **pair** (`PairWord`): two variants' paired difference on one metric;
-- a **speed** verdict (`SpeedWord`): a pair's step-time change from the interleaved speed check;
-- a **claim** of the published study (`ClaimWord`), from its parts' readings.
-
-An interval is read three ways: its **direction** (does it exclude zero, and on which side), its
-**size** against a band (a claimed size), its **equivalence** to zero within a margin. A pair and a
-speed verdict read direction and equivalence from the two tests whose levels the caller chose (TOST
-and the family-adjusted p-value); a claim reads all three from one interval at the family's level.
-Whatever cannot decide says what would: the seeds or rounds that give the test 80% power, by the
-exact power of the t distribution (the noncentral t for a difference; Owen's integral over the
-sample SD for two one-sided tests).
-
-**Families** (α and the family are always the caller's, never this module's): a pair's *different*
-is Holm-adjusted over every pair and metric of the report that has a p-value (`family_size`), its
-*equivalent* is TOST at α (per pair only one of the two errors is possible); a speed verdict
-likewise, with Holm over the speed section's pairs (a measurement of its own, in one process); a
-claim part's interval is taken at 1 − α/m over the section's m tests (Bonferroni: the words hold
-together at 1 − α).
-
-Numbers in, readings and words out: no pandas, MLflow or torch.
+Three kinds of word — a pair's (`PairWord`), a speed verdict's (`SpeedWord`), a claim's (`ClaimWord`)
+— each from an interval read three ways (direction, size against a band, equivalence within a
+margin), and, undecided, the seeds or rounds that would settle it by the exact t power. The rule as
+a table, with each kind's family and level, is docs/statistics.md ("One rule from an interval to a
+word"); its claim half docs/reproducing.md. α and the family are always the caller's, never this
+module's. Numbers in, readings and words out: no pandas, MLflow or torch.
 """
 
 from __future__ import annotations
@@ -277,16 +260,10 @@ class Estimate:
 
 def look_word(diff: float, se: float, df: float, p: float, margin: float, level: float) -> tuple[float, SequentialWord]:
     """A sequential look's TOST p and decision at the level it spends: equivalent by TOST within
-    ±margin, else different by the paired t-test's `p` (with no spread, the sign-flip test's of n
-    equal signs, as for a pair: src.stats.inference.alike_p), else undecided (the sweeper adds
-    undecidable and untestable).
-
-    No spread (every seed moved by the same amount, a tie included) inside the margin reads as TOST
-    reads it at se 0: equivalent (`tost`). That is where the t rule goes as the spread shrinks, so two
-    implementations of one function read alike whether they agree to the last bit (no spread) or
-    differ by a float's rounding (a spread of a few ulps, TOST p ~ 0): a sign-flip floor here gave
-    the tie 1/2ⁿ (undecided at n = 2) and the rounding-noise pair equivalent, a verdict set by the
-    machine's rounding."""
+    ±margin, else different by the paired t-test's `p` (with no spread, the sign-flip test's, as for a
+    pair), else undecided (the sweeper adds undecidable and untestable). No spread inside the margin
+    reads as TOST at se 0 (equivalent), so a tie to the last bit and rounding noise read alike: why,
+    in docs/sequential.md (step 4, "No spread")."""
     tost_p = tost(diff, se, df, margin)
     word = SequentialWord.EQUIVALENT if tost_p < level else SequentialWord.DIFFERENT if p < level else SequentialWord.UNDECIDED
     return tost_p, word
@@ -400,10 +377,8 @@ def read(low: float, high: float, sign: int, band: tuple[float, float], margin: 
          bounds: tuple[float, float] | None = None) -> Readings:  # fmt: skip
     """The readings of [low, high] for a claim whose effect has the study's `sign` (-1 or +1; 0 for
     an equivalence), claimed `band` (signed, low <= high) and equivalence `margin` (the region
-    (-margin, +margin), or `bounds` where it is not symmetric: a speed margin, `speed_bounds`).
-
-    At an edge: an interval that touches zero does not exclude it; one that touches the band meets
-    it; the equivalence region is open (a bound itself is a difference that matters)."""
+    (-margin, +margin), or `bounds` where it is not symmetric: a speed margin, `speed_bounds`). At an
+    edge a value reads one way: docs/statistics.md, "One interval per word, and the edges"."""
     if not (low <= high) or math.isnan(low) or math.isnan(high):
         raise ValueError(f"an interval needs low <= high, got [{low}, {high}]")
     side = 1 if low > 0 else -1 if high < 0 else 0
@@ -444,11 +419,11 @@ def read_alike(diff: float, n: int, sign: int, margin: float, alpha: float,
 def decided(readings: Readings, decision: SequentialWord | str, same_side: bool) -> Readings:
     """A sequential sweep's readings: direction and equivalence from its own decision, error-controlled
     over its looks; the size from the interval."""
-    kept = {"holds_zero": readings.holds_zero, "spread": readings.spread, "alike_p": readings.alike_p, "relation": readings.relation}
     if decision == SequentialWord.DIFFERENT:
-        return Readings(Direction.HOLDS if same_side else Direction.OPPOSITE, readings.size, Equivalence.UNDECIDED, True, **kept)
+        direction = Direction.HOLDS if same_side else Direction.OPPOSITE
+        return replace(readings, direction=direction, equivalence=Equivalence.UNDECIDED, excludes_zero=True)
     inside = Equivalence.INSIDE if decision == SequentialWord.EQUIVALENT else Equivalence.UNDECIDED
-    return Readings(Direction.UNDECIDED, readings.size, inside, **kept)
+    return replace(readings, direction=Direction.UNDECIDED, equivalence=inside, excludes_zero=False)
 
 
 class Because(StrEnum):
@@ -548,10 +523,8 @@ def judge_interval(j: Judgement, e: Estimate, alpha: float, trim: float = 0.0, b
 
 def judge_no_worse(low: float, high: float, margin: float, e: Estimate, alpha: float, trim: float = 0.0) -> Judgement:
     """A non-inferiority part (b no worse than a by `margin`, worse meaning higher) from the interval
-    [low, high] at the family's level: its upper end below the margin shows b no worse (the one-sided
-    test at half the interval's alpha); its lower end at or beyond it shows b worse by the margin or
-    more; else inconclusive, with the count whose interval would clear the margin on the estimate's
-    side (the true effect taken to be the estimate `e`). The margin's edge counts as worse."""
+    [low, high] at the family's level (docs/statistics.md's *no worse* row); undecided, the count whose
+    interval would clear the margin, the true effect taken to be `e`. The margin's edge counts as worse."""
     if high < margin:
         return Judgement(ClaimWord.REPRODUCED, Because.NOT_WORSE)
     if low >= margin:
@@ -620,12 +593,9 @@ class Event:
 
 def judge_event(e: Event, alpha: float, long_enough: bool, normalized: bool = True, like_for_like: bool = True) -> Judgement:
     """The divergence claim's word and what decided it: the gates first (a normalized variant trained
-    beside no_norm, at its learning rate), then the counts of runs that trained or diverged. no_norm
-    diverged: *reproduced* when it diverges more often than the normalized variants beyond chance
-    (Fisher at the family's `alpha`), *not applicable* when they diverge as often (the divergence is
-    not the missing norm's), else *inconclusive* (too few runs to tell). no_norm trained through: *not
-    reproduced* when they diverged, or when it trained as long as the study's run took to go NaN
-    (`long_enough`), else *not applicable* (too short a run to say)."""
+    beside no_norm, at its learning rate), then the counts of runs that trained or diverged, Fisher at
+    the family's `alpha` (`long_enough`: no_norm trained as long as the study's run took to go NaN).
+    The rule, word by word: docs/reproducing.md, "Claim 6"."""
     if not normalized:
         return Judgement(ClaimWord.NOT_APPLICABLE, Because.NO_NORMALIZED)
     if not like_for_like:

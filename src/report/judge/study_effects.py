@@ -1,18 +1,10 @@
 """What this sweep measured of one claim part's effect, and whether its setting is the claim's domain.
 
-An `Effect` is an interval in the units it was measured in, with the map to the study's units
-(relative training time, nats):
-
-- speed, from the end-of-sweep speed check: the norms' kernel-level prediction of the step-time change,
-  per kernel round a log ratio (src.report.judge.speed.predicted_rounds), the trimmed-mean (Tukey–McLaughlin) interval;
-- speed, without a check: the per-seed relative change of tokens/s, paired over seeds
-  (src.report.judge.pairs.compare_one), turned into training time (1 / (1 + x) - 1);
-- loss: the per-seed difference of test loss, paired over seeds, in nats;
-- a contrast (one pair's effect less another's, "shrank"): per round or per seed the difference of
-  the two relative changes, an interval of its own.
-
-The interval is kept with its `se` and `df`, so the section widens it for its family of claims
-(src/stats/verdicts.py). Torch-free.
+An `Effect` is an interval in the units it was measured in (a log step-time ratio per kernel round,
+relative tokens/s per seed, or the study's own units), with the map to the study's units; which
+evidence each metric reads is docs/reproducing.md, "How a claim gets its word". The interval is kept
+with its `se` and `df`, so the section widens it for its family of claims (src/stats/verdicts.py).
+Torch-free.
 """
 
 from __future__ import annotations

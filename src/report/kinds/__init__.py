@@ -1,9 +1,5 @@
-"""What a claim's part asserts of its effect: one module per kind, one registry.
-
-Each kind (src.report.kinds.base.ClaimKind) owns its checks, its band and side, how its interval is read
-into a word, the words of its claim and reasons, and its figure marks; the format, the judge, the
-words and the figure reach a part's kind through `Part.kind`, never by its name. A new kind: a module
-here, its entry below, docs/claims.md's row, and tests.
+"""What a claim's part asserts of its effect: one module per kind (src.report.kinds.base.ClaimKind),
+one registry; docs/claims.md, "Each kind is one module", says what a kind owns and how to add one.
 """
 
 from __future__ import annotations

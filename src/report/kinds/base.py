@@ -1,16 +1,13 @@
 """The interface every claim kind implements, and the phrases the kinds' reasons share.
 
-A part of a claim measures an effect (its metric's: src.report.kinds.metrics) and asserts something of
-it: its kind. A kind owns, in one module, what differs between kinds at every stage: the checks its
-fields need (`check`), the band and side it claims (`band`, `sign`), how its interval is read into a
-word (`readings`, `judge`), the words of its claimed size and of its reasons (`claimed`, `reason`)
-and its marks on the claims figure (`draws_margin`). The format, the judge, the words and the
-figure call these, never switch on a kind's name; a new kind is one module here, its entry in
-KINDS (src/report/kinds/__init__.py), a row of docs/claims.md and its tests.
+A part's kind owns, in one module, what differs between kinds at every stage (its checks, band and
+side, how its interval is read into a word, its words, its figure marks): the format, the judge, the
+words and the figure call these, never switch on a kind's name. The methods, stage by stage, and how
+to add a kind: docs/claims.md, "Each kind is one module".
 
-Light: the format (src.report.read.claims) asks each part's kind to check it when a sweep reads its
-claims files, before its first job. The verdict rule (src.stats.verdicts, which needs scipy) is
-imported when a part is judged or its reason written, through `verdicts()`, never when a file is read.
+Light: a sweep reads its claims files (and each part's kind checks its fields) before its first job;
+the verdict rule (src.stats.verdicts, which needs scipy) is imported when a part is judged or its
+reason written, through `verdicts()`, never when a file is read.
 """
 
 from __future__ import annotations

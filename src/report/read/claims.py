@@ -4,18 +4,11 @@ A claims file (`conf/claims/<name>.yaml`, or `claims/<name>.yaml` in a config fo
 Hydra's search path, as their norms are) states hypotheses before a sweep tests them; the report's
 claims sections (src.report.judge.study) judge every chosen file (`report.claims`) by one rule.
 
-The classes below are both the format and the data the judging code reads: pydantic models, frozen,
-that refuse a key they do not know (`extra="forbid"`), a missing required field, a value of the wrong
-type, and — in their validators — what a type cannot say: a known variant, metric or model size, a
-size an effect can have, a trend's sizes smallest first, no duplicate claim. A refusal is one
-ConfigError line naming the file and the key's full path (`claims[1].parts[0].size`), raised before
-anything trains or is recorded (src.launch.callbacks.check_reference). docs/claims.md's field table is
-held against these fields by tests/test_claims_file.py.
-
-Each claim is a hypothesis of its own: per part, the effect it speaks of (a pair and a metric, a
-contrast of two pairs, or one norm's trend over model sizes), what it asserts, the size its words give,
-and the `Domain` in which its figure can be expected. How a sweep's interval is read against it is
-src/stats/verdicts.py.
+The classes below are both the format and the data the judging code reads: frozen pydantic models
+whose validators refuse what a type cannot say, each refusal one ConfigError line naming the file and
+the key's full path, raised before anything trains (src.launch.callbacks.check_reference). The
+format, field by field, and what it refuses: docs/claims.md (tests/test_claims_file.py holds its
+table against these fields).
 
 Light on purpose: a sweep reads its claims files before its first job, so this module imports none of
 pandas, scipy, matplotlib, MLflow or torch (tests/test_architecture.py checks it).
