@@ -168,7 +168,7 @@ def needed(sd: float, diff: float, alpha: float, margin: float | None = None, tr
         def power(n: int) -> float:
             return power_equivalence(n, abs(diff), sd, margin, alpha, trim)
 
-    return _first(power)
+    return seeds_to_reach(lambda n: power(n) >= POWER)
 
 
 def least_detectable(n: int, sd: float, alpha: float) -> float:
@@ -183,20 +183,21 @@ def least_detectable(n: int, sd: float, alpha: float) -> float:
     return float(optimize.brentq(lambda d: power_difference(n, d, sd, alpha) - POWER, 0.0, high, xtol=se * 1e-6))
 
 
-def first_seeds(reaches: Callable[[int], bool], most: int = MAX_SEEDS) -> int | None:
-    """The fewest seeds at which `reaches` holds, for a property that holds for every count above one
-    that does (power grows with n): bisected from MIN_SEEDS (None: not by `most`)."""
-    if not reaches(most):
+def first_seeds(reaches: Callable[[int], bool], most: int = MAX_SEEDS, low: int = MIN_SEEDS - 1) -> int | None:
+    """The fewest seeds above `low` at which `reaches` holds, for a property that holds for every count
+    above one that does (power grows with n): bisected (None: not by `most`)."""
+    if low >= most or not reaches(most):
         return None
-    low, high = MIN_SEEDS - 1, most
+    high = most
     while high - low > 1:
         mid = (low + high) // 2
         low, high = (low, mid) if reaches(mid) else (mid, high)
     return high
 
 
-def _first(power: Callable[[int], float]) -> int:
-    found = first_seeds(lambda n: power(n) >= POWER)
+def seeds_to_reach(reaches: Callable[[int], bool], low: int = MIN_SEEDS - 1) -> int:
+    """`first_seeds`, or MAX_SEEDS + 1 where not even MAX_SEEDS reach it (what "would settle it" prints)."""
+    found = first_seeds(reaches, low=low)
     return MAX_SEEDS + 1 if found is None else found
 
 

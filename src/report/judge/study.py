@@ -57,7 +57,6 @@ from src.report.read.table import AXIS_PREFIX, most_seeds
 from src.stats.inference import ALPHA
 from src.stats.pairs import pair_label
 from src.stats.verdicts import (
-    MAX_SEEDS,
     Because,
     ClaimWord,
     Event,
@@ -72,6 +71,7 @@ from src.stats.verdicts import (
     no_evidence,
     read,
     read_alike,
+    seeds_to_reach,
     speed_bounds,
 )
 from src.tracking.tags import DIVERGED, FINISHED, RESULT_OUTCOMES
@@ -372,15 +372,7 @@ def event_settle(event: Event, ran: int, alpha: float) -> int:
         more = seeds - event.n
         return Event(event.k + more, seeds, event.k_others, event.n_others + more * per).p < alpha
 
-    low, high = max(ran, event.n), max(ran, event.n) + 1  # p falls as runs are added: double, then bisect
-    while not settles(high):
-        if high > MAX_SEEDS:
-            return MAX_SEEDS + 1
-        low, high = high, 2 * high
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (low, mid) if settles(mid) else (mid, high)
-    return high
+    return seeds_to_reach(settles, low=max(ran, event.n))  # p falls as runs are added
 
 
 def divergence_finding(claim: Claim, part: Part, e: Evidence) -> Finding:

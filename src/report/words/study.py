@@ -259,12 +259,14 @@ def _whose(claim: Claim) -> str:
     return {"the study": "Study", "the source": "Source"}.get(claim.parts[0].noun, "Claimed")
 
 
-def _study_and_note(claim: Claim) -> tuple[str, str]:
+def _head(claim: Claim, word: str) -> str:
+    """`1. <word> — <statement>. Study: <figure>.`: how every claim line starts, judged or not."""
     texts = [published_text(claim, p) for p in claim.parts]
-    if claim.metric == SHARE and len(set(texts)) == 1:  # one trend claimed of every norm: said once
-        return texts[0], f" ({claim.note})" if claim.note else ""
     published = "; ".join(f"{_named(p)}{text}" for p, text in zip(claim.parts, texts, strict=True))
-    return published, f" ({claim.note})" if claim.note else ""
+    if claim.metric == SHARE and len(set(texts)) == 1:  # one trend claimed of every norm: said once
+        published = texts[0]
+    note = f" ({claim.note})" if claim.note else ""
+    return f"{claim.number}. {word} — {said(claim.statement + note)} {_whose(claim)}: {published}."
 
 
 def said(statement: str) -> str:
@@ -274,17 +276,15 @@ def said(statement: str) -> str:
 
 def claim_line(c: ClaimResult) -> str:
     """`1. partly reproduced — <statement>. Study: <figure>. This sweep: <figure>. → <reason>.`"""
-    published, note = _study_and_note(c.claim)
     figures = [f"{_named(f.part)}{part_figure(f)}" for f in c.findings] + [f"{label} not swept" for label in c.not_swept]
     reason = claim_reason(c)
     reason = f" → {reason}." if reason else ""
-    return f"{c.claim.number}. {c.word} — {said(c.claim.statement + note)} {_whose(c.claim)}: {published}. This sweep: {'; '.join(figures)}.{reason}"
+    return f"{_head(c.claim, c.word)} This sweep: {'; '.join(figures)}.{reason}"
 
 
 def unjudged_line(claim: Claim, missing: Sequence[str]) -> str:
     """A claim this sweep ran none of the parts of: the study's figure, and the variants it needs."""
-    published, note = _study_and_note(claim)
-    return f"{claim.number}. {ClaimWord.NOT_TESTED} — {said(claim.statement + note)} {_whose(claim)}: {published}. → needs {', '.join(missing)} (not swept)."
+    return f"{_head(claim, ClaimWord.NOT_TESTED)} → needs {', '.join(missing)} (not swept)."
 
 
 UNTIMED = "untimed: the speed check times a share per model size (report.speed_rounds and report.share_rounds above 0)"
@@ -292,8 +292,7 @@ UNTIMED = "untimed: the speed check times a share per model size (report.speed_r
 
 def untimed_line(claim: Claim) -> str:
     """A trend claim no share rounds timed: listed, not tested, and what would time it."""
-    published, note = _study_and_note(claim)
-    return f"{claim.number}. {ClaimWord.NOT_TESTED} — {said(claim.statement + note)} {_whose(claim)}: {published}. → {UNTIMED}."
+    return f"{_head(claim, ClaimWord.NOT_TESTED)} → {UNTIMED}."
 
 
 def open_question(c: ClaimResult) -> str:
