@@ -38,7 +38,8 @@ from src.report.files import claim_tags, claims_frame
 from src.report.judge.pairs import Margins, compare
 from src.report.judge.sequential import SequentialVerdict
 from src.report.judge.study import Reach, StudySection
-from src.report.read.published import CLAIMS, FP16, LOSS, SETTING, SPEED, STABILITY, STUDY, TABLE
+from src.report.read.claims import FP16, LOSS, SPEED, STABILITY
+from src.report.read.published import CLAIMS, SETTING, STUDY, TABLE
 from src.report.read.table import summarize
 from src.report.words.study import (
     OWN_READING,

@@ -175,7 +175,8 @@ def precision_inside(domain: Domain, runs: pd.DataFrame) -> bool:
 def outside(domain: Domain, runs: pd.DataFrame, source: ClaimsFile) -> list[DomainFact]:
     """Why the runs' setting is outside the claim's domain (its file's `source`), one fact each ([] when inside)."""
     why = []
-    setting, factor = source.setting, source.scale_factor
+    setting = source.setting  # the format refuses a params or tokens domain in a file without one
+    factor = setting.scale_factor if setting else math.nan
     noun = source.source_noun  # who stated the figure: the study, a source, or the claim itself
     whose = f"{noun}'s"
     kinds = sorted(set(runs.device_type.dropna().astype(str))) or ["unrecorded"]

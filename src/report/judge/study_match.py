@@ -31,17 +31,17 @@ def study_values(axes: Sequence[Axis], source: ClaimsFile | None = None) -> dict
     """column of the runs frame -> the source's value (as a run's param spells it; None where its
     configuration has no such key): each swept axis but the norm, and the model axes it fixed. A
     file with no preset names no configuration: every variant of its norms is its norm ({})."""
-    source = source or the_study()
-    if not source.preset:
+    setting = (source or the_study()).setting
+    if setting is None or not setting.preset:
         return {}
-    keys = {AXIS_PREFIX + a.name: a.primary for a in axes if a.name != NORM_AXIS} | {k: k for k in source.model_axes}
-    return {column: _study_value(source.preset, key) for column, key in keys.items()}
+    keys = {AXIS_PREFIX + a.name: a.primary for a in axes if a.name != NORM_AXIS} | {k: k for k in setting.model_axes}
+    return {column: _study_value(setting.preset, key) for column, key in keys.items()}
 
 
 def study_code(source: ClaimsFile | None = None) -> dict[str, str | None]:
     """The settings of the source's code a config can change (its setting's `code`), as its preset has them."""
-    source = source or the_study()
-    return {key: _study_value(source.preset, key) for key in source.code} if source.preset else {}
+    setting = (source or the_study()).setting
+    return {key: _study_value(setting.preset, key) for key in setting.code} if setting and setting.preset else {}
 
 
 @functools.cache

@@ -353,22 +353,6 @@ class ClaimsFile(Node):
         """Its variants in order: its table's, then its claims' (a file without a table has its claims' only)."""
         return tuple(dict.fromkeys([*self.table, *(v for c in self.claims for p in c.parts for v in p.variants())]))
 
-    @property
-    def preset(self) -> str | None:
-        return self.setting.preset if self.setting else None
-
-    @property
-    def model_axes(self) -> tuple[str, ...]:
-        return self.setting.model_axes if self.setting else ()
-
-    @property
-    def code(self) -> tuple[str, ...]:
-        return self.setting.code if self.setting else ()
-
-    @property
-    def scale_factor(self) -> float:
-        return self.setting.scale_factor if self.setting else 2.0
-
     def trend_sizes(self) -> tuple[str, ...]:
         """Every model size a trend claim of it times, in order (none: it has no trend)."""
         return tuple(dict.fromkeys(s for c in self.claims for p in c.parts for s in p.sizes))

@@ -9,17 +9,7 @@ table beside a sweep's, its preset); the report's claims sections read each chos
 from __future__ import annotations
 
 from src.core.paths import CONF_DIR
-from src.report.read.claims import (  # noqa: F401  (re-exported: the study's names for what every file has)
-    CLAIMS_GROUP,
-    FP16,
-    LOSS,
-    SPEED,
-    STABILITY,
-    STUDY_FILE,
-    ClaimsFile,
-    Setting,
-    load,
-)
+from src.report.read.claims import CLAIMS_GROUP, STUDY_FILE, ClaimsFile, Setting, load
 
 
 def _study() -> ClaimsFile:
@@ -33,5 +23,5 @@ STUDY = _study()
 TABLE = STUDY.table
 SETTING: Setting = STUDY.setting  # type: ignore[assignment]
 CLAIMS = STUDY.claims
-PRESET = STUDY.preset
-MODEL_AXES, STUDY_CODE = STUDY.model_axes, STUDY.code
+PRESET = SETTING.preset
+MODEL_AXES, STUDY_CODE = SETTING.model_axes, SETTING.code

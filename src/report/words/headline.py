@@ -29,7 +29,8 @@ import pandas as pd
 from src.report.judge.speed import norm_shares
 from src.report.judge.study import Reach, StudySection
 from src.report.numbers import NATS, NATS_AS_IS, equivalent_text, estimate_text, settle_text
-from src.report.read.published import PRESET, STUDY_FILE
+from src.report.read.claims import STUDY_FILE
+from src.report.read.published import PRESET
 from src.report.read.table import AXIS_PREFIX
 from src.report.words.common import (
     DECIMALS,

@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping
 import pandas as pd
 
 from src.report.read.claims import SPEED, ClaimsFile, Setting, table_effect
-from src.report.read.published import STUDY
 from src.report.read.table import most_seeds
 from src.report.words.table import DASH, mean_cell
 from src.tracking.identity import INIT_KEY, INIT_RECORDED_BEFORE
@@ -67,14 +66,11 @@ def code_line(runs: pd.DataFrame, study: Mapping[str, str | None], who: str = "t
     return f"code: {who} {sweep}; the study {theirs}" + (f" (differs: {', '.join(differs)})" if differs else "")
 
 
-def setting_lines(runs: pd.DataFrame, study_code: Mapping[str, str | None] | None = None, who: str = "this sweep",
-                  setting: Setting | None = None) -> list[str]:  # fmt: skip
+def setting_lines(runs: pd.DataFrame, study_code: Mapping[str, str | None], who: str, s: Setting) -> list[str]:
     """One line per fact: `device: this sweep ...; the study ...` (`who`: whose runs these are, "the
-    runs read" where some were set aside). A quantity the runs differ in (two model sizes in one
-    experiment) is given as its range; tokens per parameter is each run's own. With `study_code`
-    (STUDY_CODE key -> the study's value), a line for the study's code too."""
-    s = setting or STUDY.setting
-    assert s is not None  # a file without a setting has no setting lines (src.report.words.study)
+    runs read" where some were set aside), the last the study's code (`study_code`: STUDY_CODE key ->
+    the study's value). A quantity the runs differ in (two model sizes in one experiment) is given as
+    its range; tokens per parameter is each run's own."""
     n_params = f"{_span(runs.n_params, '{:,.0f}')} parameters"
     per_param = _span(runs.tokens / runs.n_params, "{:.3g}")
     sweep_tokens = _span(runs.tokens, "{:,.0f}") + (f" ({per_param} per parameter)" if per_param != "?" else "")
@@ -84,7 +80,7 @@ def setting_lines(runs: pd.DataFrame, study_code: Mapping[str, str | None] | Non
         f"tokens trained per run: {who} {sweep_tokens}; the study {s.tokens:,} ({s.tokens / s.n_params:.3g} per parameter)",
         f"precision: {who} {_values(runs.precision)}; the study {s.precision}",
         f"seeds per variant: {who} {seeds_per_variant(runs)}; the study {s.seeds}",
-        *([code_line(runs, study_code, who)] if study_code is not None else []),
+        code_line(runs, study_code, who),
         *not_the_study_lines(runs),
     ]
 
@@ -112,9 +108,9 @@ RELATIVE_COLUMNS = ["variant", "seeds (study / sweep)", "training time s (study)
 def study_table(
     table: pd.DataFrame,
     labels: Mapping[str, str | None],
-    estimate: Callable[[str, str], str | None] | None = None,
-    caveat: str = "",
-    source: ClaimsFile | None = None,
+    estimate: Callable[[str, str], str | None] | None,
+    caveat: str,
+    source: ClaimsFile,
 ) -> tuple[list[str], list[list[str]]]:
     """The study's row and this sweep's (mean ± 95% CI over finished seeds, the report's table) per
     study variant: the sweep's variant that is the study's (`labels`), or where none is (another model
@@ -127,7 +123,6 @@ def study_table(
     by_variant = table.set_index("variant") if len(table) else table
     norm_of = by_variant["norm"].to_dict() if "norm" in by_variant else {}
     reference = labels.get(TIME_REFERENCE)
-    source = source or STUDY
     for norm in source.table:
         label = labels.get(norm)
         shown = [label] if label is not None else [v for v in by_variant.index if norm_of.get(v) == norm]
