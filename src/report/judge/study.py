@@ -53,7 +53,7 @@ from src.report.read.claims import (
     Domain,
     Part,
 )
-from src.report.read.table import AXIS_PREFIX, most_seeds
+from src.report.read.table import most_seeds
 from src.stats.inference import ALPHA
 from src.stats.pairs import pair_label
 from src.stats.verdicts import (
@@ -440,7 +440,7 @@ def _family(claims: Sequence[ClaimResult]) -> tuple[int, bool]:
 def precision_rank(domain: Domain, study: Mapping[str, str | None]) -> Callable[[pd.DataFrame], tuple[bool, bool]]:
     """Of a norm's variants that differ only in a swept precision: the study's own first, then one in
     the claim's domain (bf16 for a 16-bit-autocast claim where fp32 ran beside it), then the first."""
-    return lambda runs: (bool(differences(runs.iloc[0], study)), not precision_inside(domain, runs))
+    return lambda runs: (bool(differences("", runs.iloc[0], study)), not precision_inside(domain, runs))
 
 
 def _setting_runs(runs: pd.DataFrame, seen: set[str], variants: Sequence[str]) -> pd.DataFrame:
@@ -479,10 +479,9 @@ def _set_aside(runs: pd.DataFrame, seen: set[str], values: Mapping[str, str | No
         return ()
     rest = runs[runs.norm.isin(variants) & ~runs.variant.isin(seen)]
     return tuple(
-        SetAside(str(label), len(group), tuple(dict.fromkeys((str(label), c.removeprefix(AXIS_PREFIX), got, study)
-                                                             for c, got, study in differences(group.iloc[0], values))))
+        SetAside(str(label), len(group), tuple(dict.fromkeys(differences(str(label), group.iloc[0], values))))
         for label, group in rest.groupby("variant", sort=False)
-    )  # fmt: skip
+    )
 
 
 def against_study(

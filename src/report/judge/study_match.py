@@ -64,10 +64,11 @@ def _study_value(preset: str, key: str) -> str | None:
 Mismatch = tuple[str, str, str, str | None]
 
 
-def differences(row: pd.Series, values: Mapping[str, str | None]) -> list[tuple[str, str, str | None]]:
-    """(column, the row's value, the study's) for each column of `values` the row has another value in
-    ("": not recorded, on older runs, is no difference)."""
-    return [(c, str(row[c]), study) for c, study in values.items() if c in row and row[c] not in ("", study)]
+def differences(label: str, row: pd.Series, values: Mapping[str, str | None]) -> list[Mismatch]:
+    """Why the variant `label` (its runs' first `row`) is not the study's norm: each column of `values`
+    the row has another value in ("": not recorded, on older runs, is no difference)."""
+    off = {c: study for c, study in values.items() if c in row and row[c] not in ("", study)}
+    return [(label, c.removeprefix(AXIS_PREFIX), str(row[c]), study) for c, study in off.items()]
 
 
 def match(norm: str, runs: pd.DataFrame, values: Mapping[str, str | None],
@@ -77,12 +78,10 @@ def match(norm: str, runs: pd.DataFrame, values: Mapping[str, str | None],
     of_norm = runs[runs.norm == norm]
     reasons, found = [], []
     for label, group in of_norm.groupby("variant", sort=False):
-        off = differences(group.iloc[0], values)
+        off = differences(str(label), group.iloc[0], values)
         if not off:
             found.append((str(label), group))
-            continue
-        for column, got, study in off:
-            reasons.append((str(label), column.removeprefix(AXIS_PREFIX), got, study))
+        reasons += off
     if found:
         return min(found, key=lambda f: rank(f[1]) if rank else ())[0], ()  # min keeps the first of equals
     return None, tuple(dict.fromkeys(reasons))
