@@ -158,17 +158,10 @@ def needed(sd: float, diff: float, alpha: float, margin: float | None = None, tr
     if margin is None:
         if diff == 0:
             return None
-
-        def power(n: int) -> float:
-            return power_difference(n, abs(diff), sd, alpha, trim)
-    else:
-        if abs(diff) >= margin:
-            return None
-
-        def power(n: int) -> float:
-            return power_equivalence(n, abs(diff), sd, margin, alpha, trim)
-
-    return seeds_to_reach(lambda n: power(n) >= POWER)
+        return seeds_to_reach(lambda n: power_difference(n, abs(diff), sd, alpha, trim) >= POWER)
+    if abs(diff) >= margin:
+        return None
+    return seeds_to_reach(lambda n: power_equivalence(n, abs(diff), sd, margin, alpha, trim) >= POWER)
 
 
 def least_detectable(n: int, sd: float, alpha: float) -> float:
