@@ -1,16 +1,10 @@
-"""`claims.png`: a forest plot of the study's claims against this sweep.
+"""`claims.png`: a forest plot of the study's claims against this sweep, one row per claim part with an
+interval, in a panel per metric (what each row draws: docs/reproducing.md, "The forest plot").
 
-One row per claim part with an interval, speed parts (%) and loss parts (nats) in two panels: this
-sweep's estimate with its interval (simultaneous over the section's family), the study's figure,
-the band the claim's words give, the report's equivalence margin (for an equivalence) and zero.
-
-A part outside its claim's domain (a CPU sweep against the study's GPU kernels, a model 50× smaller)
-is drawn as *not testable here*: the claim's figure and band with the facts that leave the domain,
-and no coloured dot of this sweep's (set beside the study's band, a CPU's ~0% would read "the effect
-was not there"): this sweep's own reading at its own setting is set apart, a grey hollow square below
-the claim's marks, named in the legend as no test of the claim. The speed panel's axis names what is drawn:
-the study's training time, this sweep's step time predicted from its norms' kernels (the speed
-check), or its jobs' training time.
+A part outside its claim's domain is drawn *not testable here*, with no coloured dot of this sweep's:
+set beside the study's band, a CPU's ~0% would read "the effect was not there". Its own reading at
+its own setting is set apart, a grey hollow square below the claim's marks, named in the legend as no
+test of the claim.
 """
 
 from __future__ import annotations

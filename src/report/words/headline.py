@@ -4,10 +4,8 @@ command that would sharpen it.
 
 - **Speed**: the speed verdicts in one line (src.report.judge.speed: the step-time change predicted from the
   norms' own cost, per pair), and the norm's share of a step;
-- **Loss**: the lowest test loss where every pair of it with the others shows it lower, else the tie or
-  that the lowest is undecided, and each gap as its pair's judgement has it (the paired estimate, the
-  interval with its level and the word it was decided on; said plainly where no pair judged it), per
-  setting when the sweep varied more than the norm, and the variants that diverged;
+- **Loss**: the lowest test loss and each gap as the pairs' judgements have them (the rule: the
+  comment that opens the loss part below), per setting, and the variants that diverged;
 - **Is it real?**: what the seeds can tell, and what to run when one seed cannot;
 - **Reproduced?**: how many of the study's claims this sweep's setting can test, their words, and what
   to run for the rest.
