@@ -306,9 +306,8 @@ def decide_pair(diff: float, se: float, df: float, sd: float, n: int, margin: fl
     """A pair's decision from its estimate (`diff`, `se`, `df`; `sd` per observation, n of them),
     its equivalence margin, and its p-value adjusted over its family (with no spread, the sign-flip
     test's: src.stats.inference). None when there is no spread measured to test with (one seed).
-    Undecided, the count that would settle it is the one for equivalence when the estimate is inside
-    the margin, else for a difference at the worst level Holm can ask, alpha / family; with no
-    spread, the count at which a sign-flip test can reach that level."""
+    Undecided, the count that would settle it, at the level its word is read at (docs/statistics.md,
+    "What would settle it"); with no spread, the count at which a sign-flip test reaches it."""
     if not (math.isfinite(se) and se >= 0) or (se > 0 and not df > 0):
         return None
     spread = se > 0
@@ -504,10 +503,9 @@ def judge_equivalence(r: Readings) -> Judgement:
 
 def judge_interval(j: Judgement, e: Estimate, alpha: float, trim: float = 0.0, beyond: bool = False) -> Judgement:
     """A part's judgement (`judge_difference`, `judge_equivalence`) and, undecided, what would settle
-    it, the true effect taken to be the estimate `e` (in the units of its `margin`) and its interval
-    taken at 1 − alpha: with spread, the count that puts the interval inside ±margin when the estimate
-    is, else wholly beyond zero (a difference) or beyond the margin (an equivalence: `beyond`); with
-    none, the count at which n equal signs reach alpha."""
+    it (`to_settle`, the true effect taken to be the estimate `e`, in the units of its `margin`, its
+    interval at 1 − alpha; an equivalence's from the margin: `beyond`); with no spread, the count at
+    which n equal signs reach alpha."""
     if j.word != ClaimWord.INCONCLUSIVE or j.readings is None:
         return j
     if not j.readings.spread:
