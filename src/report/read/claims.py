@@ -63,16 +63,8 @@ class Node(BaseModel):
     def __eq__(self, other: object) -> bool:
         return type(self) is type(other) and self.__dict__ == other.__dict__  # type: ignore[union-attr]
 
-    def __hash__(self) -> int:
-        return hash((type(self), *(_frozen(v) for v in self.__dict__.values())))
-
-
-def _frozen(value: Any) -> Any:
-    if isinstance(value, dict):
-        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
-    if isinstance(value, list):
-        return tuple(_frozen(v) for v in value)
-    return value
+    def __hash__(self) -> int:  # the nodes hashed (a part: an effect's key; a claim) hold tuples, never a dict
+        return hash((type(self), *self.__dict__.values()))
 
 
 # --- the format ------------------------------------------------------------------------------------------
@@ -411,26 +403,22 @@ def _error(path: Path, key: str, what: str) -> ConfigError:
 
 def _key(loc: tuple[str | int, ...]) -> str:
     """A pydantic location as the file's key path: ('claims', 1, 'parts', 0, 'size') -> claims[1].parts[0].size."""
-    key = ""
-    for x in loc:
-        key += f"[{x}]" if isinstance(x, int) else f".{x}"
-    return key.lstrip(".")
+    return "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in loc).lstrip(".")
 
 
 def _node_at(loc: tuple[str | int, ...]) -> type[Node] | None:
     """The model class of the node at `loc` (for a refused key: the keys its node does have)."""
-    node: Any = ClaimsFile
+    node: type[Node] | None = ClaimsFile
     for x in loc:
-        if isinstance(x, int) or not (isinstance(node, type) and issubclass(node, Node)):
+        if node is None or isinstance(x, int):
             continue
         field = next((f for n, f in node.model_fields.items() if x in (n, f.alias)), None)
-        if field is None:  # a mapping's key (table.<variant>, domains.<name>): the mapping's values
-            continue
-        node = _model_in(field.annotation)
-    return node if isinstance(node, type) and issubclass(node, Node) else None
+        if field is not None:  # None: a mapping's key (table.<variant>, domains.<name>), its values' node
+            node = _model_in(field.annotation)
+    return node
 
 
-def _model_in(kind: Any) -> Any:
+def _model_in(kind: Any) -> type[Node] | None:
     if isinstance(kind, type) and issubclass(kind, Node):
         return kind
     if get_origin(kind) is dict:
