@@ -455,8 +455,7 @@ def _reach(judged: Mapping[int, ClaimResult | None], runs: pd.DataFrame, claims:
            source: ClaimsFile) -> tuple[dict[int, Reach], dict[int, tuple[DomainFact, ...]]]:  # fmt: skip
     """Per claim where this sweep stands, and the facts that take it out of its domain: a claim read
     at its own setting has them from its findings; one read with no variant at its setting is held
-    against the setting of the runs that were read; one not read at all (its variants not swept, a
-    trend untimed) is not tested here, never outside: run what it needs and it is tested."""
+    against the setting of the runs that were read; one not read at all is not tested here (`Reach`)."""
     reach, facts = {}, {}
     for claim in claims:
         result = judged.get(claim.number)

@@ -352,8 +352,7 @@ def _how_paired(tested: Sequence[Result], seeds: int) -> str:
 def reproduced_line(a: Analysis, section: StudySection | None = None) -> str:
     """Where the sweep stands with each claim of a claims file (default: the first, the study's;
     src.report.judge.study.Reach): tested in its domain, with their words; in its domain but not
-    tested (the variants they need did not run at this setting); outside it, with why. A claim not
-    tested is never counted as outside. One line per file."""
+    tested (the variants they need did not run at this setting); outside it, with why. One line per file."""
     study = section or a.study  # the judgements: the line needs their words, not the section's sentences
     own = study.file.name != STUDY_FILE
     question, whose = (f"Claims of {study.file.name}.yaml?", "its") if own else ("Reproduced?", "the study's")
