@@ -66,10 +66,11 @@ def headline(a: Analysis) -> list[str]:
     return [speed_line(a), loss_line(a), real_line(a), *(reproduced_line(a, s) for s in a.claim_sections)]
 
 
-def _named(items: Sequence[str], sep: str = ", ") -> str:
+def _named(items: Sequence[str], sep: str = ", ", noun: str = "") -> str:
+    """The first SHOWN items, and how many more (`noun`: what they are, after the count)."""
     shown = list(items[:SHOWN])
     more = len(items) - len(shown)
-    return sep.join(shown) + (f" and {more} more" if more > 0 else "")
+    return sep.join(shown) + (f" and {more} more{noun}" if more > 0 else "")
 
 
 # --- speed ------------------------------------------------------------------------------------------
@@ -87,8 +88,8 @@ def _checked_speed(verdicts: Sequence[SpeedVerdict], check: dict, margin: float)
     parts = []
     for word in (SpeedWord.FASTER, SpeedWord.SLOWER):
         if found := by_word[word]:
-            parts.append("; ".join(f"{v.b} {word} than {v.a} ({step_time_text(v.predicted)} step time)" for v in found[:SHOWN]))
-            parts[-1] += f" and {len(found) - SHOWN} more {word}" if len(found) > SHOWN else ""
+            said = [f"{v.b} {word} than {v.a} ({step_time_text(v.predicted)} step time)" for v in found]
+            parts.append(_named(said, "; ", f" {word}"))
     if same := by_word[SpeedWord.EQUIVALENT]:
         every = "every pair" if len(same) == len(verdicts) else f"{len(same)} pair(s)"
         parts.append(f"{every} {equivalent_text(f'{margin:.0%}')} of a step")
