@@ -339,19 +339,16 @@ def part_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
 
 # --- claim 6: an event ----------------------------------------------------------------------------------
 
-# A run that trained through (its evaluation may have broken: `eval not finite`) or diverged; failed,
-# killed or running ones did neither.
-ENDED = RESULT_OUTCOMES
-
 
 def divergence(part: Part, e: Evidence) -> Divergence:
-    """The runs on each side and those that count: runs that neither trained through nor diverged are
-    left out, and normalized runs that finished before no_norm's first divergence (they never reached
-    the step in question)."""
+    """The runs on each side and those that count: runs that neither trained through (an evaluation
+    that broke included: `eval not finite`) nor diverged are left out, failed, killed or running ones,
+    and normalized runs that finished before no_norm's first divergence (they never reached the step)."""
     b = str(e.labels[part.b])
     runs = e.runs[e.runs.variant == b]
     normalized = e.runs[e.runs.variant.isin([v for n, v in e.labels.items() if v and n != part.b])]
-    own, theirs = runs[runs.outcome.isin(ENDED)], normalized[normalized.outcome.isin(ENDED)]
+    own = runs[runs.outcome.isin(RESULT_OUTCOMES)]
+    theirs = normalized[normalized.outcome.isin(RESULT_OUTCOMES)]
     first = own[own.outcome == DIVERGED].stopped_at_step.min()
     short = theirs[(theirs.outcome != DIVERGED) & (theirs.steps_done < first)] if math.isfinite(first) else theirs.iloc[:0]
     counted = theirs.drop(short.index)
