@@ -38,7 +38,7 @@ class Event(ClaimKind):
         return math.nan, math.nan  # a count of runs, held against no band
 
     def reason(self, f: Finding, j: Judgement) -> str:
-        return divergence_reason(j, f.divergence, f.alpha, f.part.noun)  # type: ignore[arg-type]
+        return divergence_reason(j, f.divergence, f.part.noun)  # type: ignore[arg-type]
 
 
 def steps_text(runs: pd.DataFrame) -> str:
@@ -59,7 +59,7 @@ def _left_out(who: str, frame: pd.DataFrame) -> str:
     return f"{who} {len(frame)} {'/'.join(sorted(set(frame.outcome.astype(str))))} run(s){at}, which neither trained through nor diverged"
 
 
-def divergence_reason(j: Judgement, d: Divergence, alpha: float, noun: str = "the study") -> str:
+def divergence_reason(j: Judgement, d: Divergence, noun: str) -> str:
     """The divergence claim's reason, written from what decided it (`j.because`) with the counts."""
     Because = verdicts().Because  # noqa: N806  (the verdict rule's enum, imported when a reason is written)
     b, event = d.b, d.event
