@@ -62,9 +62,14 @@ collapse: install  ## reproduce the no-norm divergence on the CPU
 # that order), so no worker ends alone with a long one.
 TEST_WORKERS ?= 3
 
+# The alone part collects only the files that hold such tests (collecting all of them: ~5 s more, alone on
+# the machine); where ARGS names test files, those are the ones. tests/conftest.py refuses a test marked
+# alone in a file this would not find.
+ALONE_FILES = $(shell grep -l 'pytest.mark.alone' tests/test_*.py)
+
 test: install  ## the whole test suite (what CI runs): on three workers, then the timing tests alone
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not alone" $(ARGS)
-	$(PY) -m pytest -q -m alone $(ARGS) || [ $$? -eq 5 ]  # 5: ARGS chose no such test
+	$(PY) -m pytest -q -m alone $(if $(filter tests/%,$(ARGS)),,$(ALONE_FILES)) $(ARGS) || [ $$? -eq 5 ]  # 5: ARGS chose no such test
 
 test-fast: install  ## the inner loop: everything but the slow tests
 	$(PY) -m pytest -q -m "not slow" $(ARGS)

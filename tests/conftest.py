@@ -192,3 +192,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     ]
     if unmarked:
         raise pytest.UsageError(f"mark these @pytest.mark.slow (they run real sweeps): {unmarked}")
+    unfound = alone_outside_their_files(items)
+    if unfound:
+        raise pytest.UsageError(f"mark these with `@pytest.mark.alone` written in their file (Makefile's ALONE_FILES greps for it): {unfound}")
+
+
+def alone_outside_their_files(items: list[pytest.Item]) -> list[str]:
+    """The tests marked `alone` whose file does not spell `pytest.mark.alone`: `make test` runs the alone
+    part on the files that do (Makefile's ALONE_FILES), and would leave these out."""
+    spelled: dict[Path, bool] = {}
+    for item in items:
+        if item.get_closest_marker("alone") is not None and item.path not in spelled:
+            spelled[item.path] = ALONE_MARK in item.path.read_text()
+    return [item.nodeid for item in items if spelled.get(item.path) is False and item.get_closest_marker("alone") is not None]
+
+
+ALONE_MARK = "pytest.mark.alone"  # what Makefile's ALONE_FILES greps for

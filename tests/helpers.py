@@ -121,11 +121,28 @@ def run_train(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(["src.train", *args], code, out.getvalue(), err.getvalue())
 
 
-def launch_sweep(cwd: Path, *args: str) -> subprocess.Popen[str]:
+# `python -m src.train`, its wait for a restarting server (SERVER_RESTART_S, 20 s) cut to 2 s: for a
+# job whose server is killed for good, the same ride-out then ServerLost, 18 s sooner (the wait itself:
+# tests/test_team_server.py).
+SHORT_RESTART_WAIT = """
+import runpy, sys
+from src.tracking import server_client
+server_client.SERVER_RESTART_S = 2.0
+sys.argv = ["src.train", *sys.argv[1:]]
+runpy.run_module("src.train", run_name="__main__")
+"""
+
+
+def train_entry(short_restart_wait: bool = False) -> list[str]:
+    """The interpreter's arguments that start `python -m src.train` (SHORT_RESTART_WAIT's where asked)."""
+    return ["-c", SHORT_RESTART_WAIT] if short_restart_wait else ["-m", "src.train"]
+
+
+def launch_sweep(cwd: Path, *args: str, short_restart_wait: bool = False) -> subprocess.Popen[str]:
     """`python -m src.train -m <args>` from `cwd`, in a session of its own, its output on one pipe."""
     cwd.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen(
-        [sys.executable, "-m", "src.train", "-m", *args],
+        [sys.executable, *train_entry(short_restart_wait), "-m", *args],
         cwd=cwd, env={**cli_env(), "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True,
     )  # fmt: skip

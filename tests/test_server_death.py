@@ -47,7 +47,8 @@ def test_a_server_killed_mid_run_leaves_no_hole_in_the_curves(
         args = node_sweep_args(tmp_path, token_cache_dir, server.uri, experiment, "norm=torch_layernorm", "seed=0",
                           f"optim.max_steps={STEPS}", f"val_every_n_steps={STEPS}", "optim.lr=3e-3",
                           "checkpoint.enabled=true", f"checkpoint.every_n_steps={EVERY}")  # fmt: skip
-        proc = launch_sweep(tmp_path, *args)
+        # Killed for good: its wait for a restart cut short (helpers.SHORT_RESTART_WAIT), the line the same.
+        proc = launch_sweep(tmp_path, *args, short_restart_wait=True)
         first_checkpoint(proc, tmp_path)  # step 5
         server.kill_mlflow()
         out, _ = proc.communicate(timeout=300)

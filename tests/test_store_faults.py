@@ -22,6 +22,7 @@ from src.core.paths import ConfigError, compose
 from src.core.ports import free_port
 from src.tracking.store import Store
 from src.tracking.store_uri import CREDENTIAL_ENV, StoreError
+from src.tracking.team_server import SERVER_ENV
 from src.train import train
 
 SECRET = "Sup3r-s3cret-pw"  # the password under test: it must appear nowhere
@@ -101,7 +102,7 @@ def _wait_healthy(uri: str, proc: subprocess.Popen[bytes], log: Path) -> None:
                 if response.status == 200:
                     return
         except OSError:
-            time.sleep(1)
+            time.sleep(0.2)
     pytest.fail(f"mlflow server did not answer within {SERVER_START_S} s: {log.read_text()[-2000:]}")
 
 
@@ -119,9 +120,14 @@ def auth_server(tmp_path_factory: pytest.TempPathFactory, store_template: Path) 
         "[mlflow]\ndefault_permission = READ\n"
         f"database_uri = sqlite:///{root / 'auth.db'}\nadmin_username = admin\nadmin_password = {SECRET}\n"
         "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+        # A checked password kept for a minute: MLflow's default (0) hashes it again (scrypt, ~75 ms of
+        # CPU) for each of the run's hundreds of requests, half a minute of the test on two cores. A
+        # wrong or missing one is still refused: only a password that passed is kept.
+        "auth_cache_ttl_seconds = 60\n"
     )
     port = free_port()
-    env = {**os.environ, "MLFLOW_AUTH_CONFIG_PATH": str(ini), "MLFLOW_FLASK_SERVER_SECRET_KEY": "test-only-key"}
+    # Its job runner off, as on a team server (SERVER_ENV): eight more processes that this test never uses.
+    env = {**os.environ, **SERVER_ENV, "MLFLOW_AUTH_CONFIG_PATH": str(ini), "MLFLOW_FLASK_SERVER_SECRET_KEY": "test-only-key"}
     log = root / "server.log"
     mlflow = Path(sys.executable).parent / "mlflow"
     command = [str(mlflow), "server", "--app-name", "basic-auth", "--host", "127.0.0.1", "--port", str(port),

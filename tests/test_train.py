@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import subprocess
@@ -23,6 +24,7 @@ from src.core.terminal import WIDTH
 from src.tracking.summary import SUMMARY_STEP
 from src.tracking.sweep import SWEEP_TAG
 from src.tracking.tags import BENCH_TAG
+from src.tracking.team_server import SERVER_ENV
 from src.train import train
 from src.training.lit_module import GPTLitModule
 
@@ -261,9 +263,13 @@ def test_mlflow_server_lists_the_run(tiny_overrides: list[str], store: dict[str,
     result = train(cfg)
     port = _free_port()
     mlflow_bin = Path(sys.executable).parent / "mlflow"
+    # One worker and no job runner, as `make ui` serves (src/ui.py): MLflow's defaults (four workers, eight
+    # job-runner processes) cost ~15 s of CPU on two cores and change nothing that the API answers.
     server = subprocess.Popen(
-        [str(mlflow_bin), "server", "--backend-store-uri", store["uri"], "--host", "127.0.0.1", "--port", str(port)],
+        [str(mlflow_bin), "server", "--backend-store-uri", store["uri"], "--host", "127.0.0.1", "--port", str(port),
+         "--workers", "1"],
         cwd=REPO,
+        env={**os.environ, **SERVER_ENV},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,  # the server and its workers, stopped together

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import TINY_MODEL, cli_env, first_checkpoint, training_runs, unwrapped
+from helpers import TINY_MODEL, cli_env, first_checkpoint, train_entry, training_runs, unwrapped
 from mlflow.tracking import MlflowClient
 
 from src.core.ports import free_port
@@ -140,22 +140,9 @@ def _args(root: Path, cache: Path, store: str) -> list[str]:
     ]  # fmt: skip
 
 
-# `python -m src.train`, its wait for a restarting server (SERVER_RESTART_S, 20 s) cut to 2 s: for the
-# job whose server is killed for good, the same ride-out then ServerLost, 18 s sooner (the wait itself:
-# tests/test_team_server.py).
-SHORT_RESTART_WAIT = """
-import runpy, sys
-from src.tracking import server_client
-server_client.SERVER_RESTART_S = 2.0
-sys.argv = ["src.train", *sys.argv[1:]]
-runpy.run_module("src.train", run_name="__main__")
-"""
-
-
 def _launch(root: Path, *args: str, short_restart_wait: bool = False) -> subprocess.Popen[str]:
-    entry = ["-c", SHORT_RESTART_WAIT] if short_restart_wait else ["-m", "src.train"]
     return subprocess.Popen(
-        [sys.executable, *entry, *args], cwd=root, env=cli_env(), stdout=subprocess.PIPE,
+        [sys.executable, *train_entry(short_restart_wait), *args], cwd=root, env=cli_env(), stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )  # fmt: skip
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -91,3 +92,25 @@ def test_the_longest_groups_are_taken_first() -> None:
     order = [i.name for i in longest_first(items, group)]  # type: ignore[arg-type]
     assert order == ["test_slurm.py", "test_report.py", "test_user_norms.py", "test_user_norms.py", "test_pool.py",
                      "test_config.py", "test_config.py"]  # fmt: skip
+
+
+def test_a_test_marked_alone_is_in_a_file_the_alone_part_collects(tmp_path: Path) -> None:
+    """`make test`'s alone part collects only the files that spell the mark (Makefile's ALONE_FILES): a
+    test marked otherwise (a module's `pytestmark` through an alias) is refused at collection, not
+    silently left out of both parts."""
+    from conftest import ALONE_MARK, alone_outside_their_files
+
+    spelled, aliased = tmp_path / "test_spelled.py", tmp_path / "test_aliased.py"
+    spelled.write_text(f"@{ALONE_MARK}\ndef test_a(): ...\n")
+    aliased.write_text("from pytest import mark\npytestmark = mark.alone\ndef test_b(): ...\n")
+
+    def item(path: Path, *marks: str) -> SimpleNamespace:
+        return SimpleNamespace(path=path, nodeid=f"{path.name}::t",
+                               get_closest_marker=lambda name: name if name in marks else None)  # fmt: skip
+
+    items = [item(spelled, "alone"), item(aliased, "alone"), item(aliased), item(REPO / "tests" / "test_ports.py")]
+    assert alone_outside_their_files(items) == ["test_aliased.py::t"]  # type: ignore[arg-type]
+    # Makefile's list, as make expands it: this suite's files that hold an alone test.
+    made = subprocess.run(["make", "-s", "--no-print-directory", "-f", "Makefile", "-f", "-", "alone-files"], cwd=REPO,
+                          input="alone-files:\n\t@echo $(ALONE_FILES)\n", capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert made.returncode == 0 and set(made.stdout.split()) >= {"tests/test_slurm.py", "tests/test_speed_check.py"}, made
