@@ -120,12 +120,11 @@ def welch(a: Sequence[float], b: Sequence[float]) -> Difference:
         return Difference(na, nb, mean_a, mean_b, diff, math.nan, math.nan, math.nan, math.nan)
     if alike(xa, xa, xb) and alike(xb, xa, xb):  # each group one value, to rounding: nothing to test
         return Difference(na, nb, mean_a, mean_b, diff, diff, diff, math.nan, math.nan)
-    va, vb = float(np.var(xa, ddof=1)) / na, float(np.var(xb, ddof=1)) / nb
-    se = math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
-    half = t_quantile(df) * se
-    p_value = float(stats.ttest_ind(xb, xa, equal_var=False).pvalue)
-    return Difference(na, nb, mean_a, mean_b, diff, diff - half, diff + half, df, p_value)
+    found = stats.ttest_ind(xb, xa, equal_var=False)  # Welch–Satterthwaite df
+    ci = found.confidence_interval(CONFIDENCE)
+    return Difference(
+        na, nb, mean_a, mean_b, diff, float(ci.low), float(ci.high), float(found.df), float(found.pvalue)
+    )
 
 
 # --- paired comparisons ------------------------------------------------------------------------
@@ -264,11 +263,9 @@ def holm(p_values: Sequence[float]) -> list[float]:
     p = np.asarray(p_values, dtype=float)
     out = np.full(len(p), math.nan)
     finite = np.flatnonzero(np.isfinite(p))
-    m = len(finite)
-    running = 0.0
-    for rank, idx in enumerate(finite[np.argsort(p[finite], kind="stable")]):
-        running = max(running, min(1.0, (m - rank) * p[idx]))  # monotone: never below an earlier one
-        out[idx] = running
+    ranked = finite[np.argsort(p[finite], kind="stable")]
+    # (m - rank)·p, capped at 1, made monotone: never below an earlier one's.
+    out[ranked] = np.maximum.accumulate(np.minimum(1.0, (len(ranked) - np.arange(len(ranked))) * p[ranked]))
     return out.tolist()
 
 
