@@ -101,10 +101,8 @@ def mean_ci(values: Sequence[float]) -> Estimate:
     """Mean and 95% t-interval half-width of the finite values (half-width NaN below two values)."""
     x = _finite(values)
     n = len(x)
-    if n == 0:
-        return Estimate(0, math.nan, math.nan)
     if n < MIN_SEEDS:
-        return Estimate(n, float(x[0]), math.nan)
+        return Estimate(n, float(x[0]) if n else math.nan, math.nan)
     sem = float(np.std(x, ddof=1)) / math.sqrt(n)
     return Estimate(n, float(np.mean(x)), t_quantile(n - 1) * sem)
 
@@ -181,9 +179,7 @@ def paired_t(a: Sequence[float], b: Sequence[float]) -> Interval:
     xa, xb = _paired(a, b)
     d = xb - xa
     n = len(d)
-    if n == 0:
-        return Interval("paired_t", 0, math.nan, math.nan, math.nan)
-    mean = float(np.mean(d))
+    mean = float(np.mean(d)) if n else math.nan
     if n < MIN_SEEDS:
         return Interval("paired_t", n, mean, math.nan, math.nan)
     sd = float(np.std(d, ddof=1))
@@ -273,9 +269,7 @@ def median_interval(values: Sequence[float], seed: int = 0) -> Interval:
     """Median with a 95% percentile-bootstrap interval (benchmark timings: robust to stragglers)."""
     x = _finite(values)
     n = len(x)
-    if n == 0:
-        return Interval("bootstrap_median", 0, math.nan, math.nan, math.nan)
-    med = float(np.median(x))
+    med = float(np.median(x)) if n else math.nan
     if n < MIN_SEEDS or alike(x):
         return Interval("bootstrap_median", n, med, med if n > 1 else math.nan, med if n > 1 else math.nan)
     res = stats.bootstrap(
@@ -306,11 +300,9 @@ def trimmed_mean_interval(values: Sequence[float], trim: float = TRIM) -> Interv
     x = np.sort(_finite(values))
     n = len(x)
     g = int(math.floor(trim * n))
-    if n == 0:
-        return Interval("tukey_mclaughlin", 0, math.nan, math.nan, math.nan)
     kept = x[g : n - g]
-    mean = float(np.mean(kept))
     h = len(kept)
+    mean = float(np.mean(kept)) if h else math.nan
     if n < MIN_SEEDS or h < MIN_SEEDS:
         return Interval("tukey_mclaughlin", n, mean, math.nan, math.nan)
     winsorized = np.clip(x, x[g], x[n - g - 1])
