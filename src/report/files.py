@@ -61,7 +61,7 @@ def write(analysis: Analysis, out_dir: Path) -> list[Path]:
     for section in analysis.claim_sections:
         claims = plot_claims(section)
         if claims is not None:  # a file's claims with an interval: none of the study's in a one-seed sweep
-            figures.append(save(claims, out_dir / f"{claims_name(section)}.png", DESCRIPTION_WIDTH_PX))
+            figures.append(save(claims, out_dir / f"{section.file.files_stem}.png", DESCRIPTION_WIDTH_PX))
     if analysis.stability is not None:
         # A sweep of the learning rate alone draws its one line once: by_optim_lr.png, with its seeds.
         if axis is None or axis.name != LR_KEY:
@@ -76,11 +76,11 @@ def write(analysis: Analysis, out_dir: Path) -> list[Path]:
     analysis.runs.to_csv(out_dir / "runs.csv", index=False)
     for section in analysis.claim_sections:
         if section.claims:
-            claims_frame(section).to_csv(out_dir / f"{claims_name(section)}.csv", index=False)
+            claims_frame(section).to_csv(out_dir / f"{section.file.files_stem}.csv", index=False)
     (out_dir / "report.md").write_text(markdown_page(analysis, figures))
     (out_dir / "report.html").write_text(html_page(analysis, figures))
     names = ["report.html", "report.md", "table.csv", "comparisons.csv", "runs.csv"]
-    names += [f"{claims_name(s)}.csv" for s in analysis.claim_sections if s.claims]
+    names += [f"{s.file.files_stem}.csv" for s in analysis.claim_sections if s.claims]
     names += ["stability.csv"] if analysis.stability is not None else []
     names += ["lr_sensitivity.csv"] if analysis.sensitivity is not None else []
     return [*(out_dir / n for n in names), *figures]
@@ -88,11 +88,6 @@ def write(analysis: Analysis, out_dir: Path) -> list[Path]:
 
 CLAIM_TAG = "normsweep.study.claim{}"  # on the sweep's run: one tag per claim of the study's file, its word
 FILE_CLAIM_TAG = "normsweep.claims.{}.claim{}"  # ...and of another claims file (its name, the claim's number)
-
-
-def claims_name(section: StudySection) -> str:
-    """The stem of a section's files (src.report.read.claims.ClaimsFile.files_stem)."""
-    return section.file.files_stem
 
 
 def claim_tags(study: StudySection) -> dict[str, str]:
