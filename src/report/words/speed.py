@@ -52,10 +52,8 @@ def step_time_text(i: Interval, units: Units = LOG_RATIO) -> str:
     return estimate_text(i.diff, i.low, i.high, CONFIDENCE, units, spread=i.se != 0, per="round")
 
 
-def decided_text(i: Interval, d: Decision | None) -> str:
+def decided_text(i: Interval, d: Decision) -> str:
     """The estimate with the interval its word was read from (TOST's 90% one for an equivalence)."""
-    if d is None:
-        return step_time_text(i)
     return estimate_text(i.diff, d.low, d.high, d.level, LOG_RATIO, spread=d.spread, per="round")
 
 
