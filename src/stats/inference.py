@@ -292,9 +292,8 @@ def trimmed_mean_interval(values: Sequence[float], trim: float = TRIM) -> Interv
     this divides by the share actually kept. Not Yuen's: Yuen's variance term (n - 1)·s_w² / (h(h - 1))
     (h = n - 2g, as his two-sample test uses it) gives intervals a few percent wider (tests/test_stats.py).
 
-    Made for per-round differences of interleaved benchmark rounds: a burst of foreign load that
-    spoils up to `trim` of the rounds on either side is cut off instead of pulling the estimate,
-    and the interval is a t-interval, so it plugs into `tost` and src.stats.verdicts (with `sd`, the
+    Why (docs/benchmarks.md, "Why these estimators"): a burst of load that spoils up to `trim` of the
+    rounds either side is cut off, and a t-interval plugs into `tost` and src.stats.verdicts (`sd`: the
     spread per round that gives `se` = sd / sqrt(n)) like the paired tests do.
     """
     x = np.sort(_finite(values))
