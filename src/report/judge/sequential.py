@@ -20,7 +20,6 @@ from src.stats.verdicts import SequentialWord
 from src.tracking.looks import latest_looks
 from src.tracking.store import Store
 
-COLUMNS = ["sequential_verdict", "decided_at_look", "seeds_used", "level_spent"]  # added to comparisons.csv
 OPEN = (SequentialWord.UNDECIDABLE, SequentialWord.UNDECIDED)  # what the budget detects is said for these
 
 
