@@ -200,9 +200,3 @@ def check_reference(check: Mapping[str, Any]) -> str | None:
     """The variant the check's header describes and the table's speed column is relative to."""
     variants = timed_variants(check)
     return REFERENCE_VARIANT if REFERENCE_VARIANT in variants else (variants[0] if variants else None)
-
-
-def has_section(check: Mapping[str, Any], verdicts: Sequence[SpeedVerdict]) -> bool:
-    """Whether the report has a speed section of the check's own (its verdicts or the kernels that ran)
-    in place of an older whole-step check's line."""
-    return bool(timed_variants(check)) and bool(verdicts or check.get("dispatch"))
