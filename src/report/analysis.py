@@ -114,7 +114,7 @@ def analyze(
 ) -> Analysis:
     """Read the experiment from MLflow and compute the table and the comparisons.
 
-    `pairs` (validated by `comparisons.check_pairs`) replaces the study's pairs when given;
+    `pairs` (validated by `read.settings.check_pairs`) replaces the study's pairs when given;
     `reference` (`report.reference`: axis -> value) the reference value of an axis;
     `stale_after_s` (`sweep.stale_after_s`) how long a silent RUNNING run counts as running;
     `claims` (`report.claims`, src.report.read.claims.load_all) the claims files judged, each in its

@@ -61,38 +61,30 @@ def write(analysis: Analysis, out_dir: Path) -> list[Path]:
     for section in analysis.claim_sections:
         claims = plot_claims(section)
         if claims is not None:  # a file's claims with an interval: none of the study's in a one-seed sweep
-            figures.append(save(claims, out_dir / f"{claims_name(section)}.png", DESCRIPTION_WIDTH_PX))
-    if analysis.stability is not None:
-        # A sweep of the learning rate alone draws its one line once: by_optim_lr.png, with its seeds.
-        if axis is None or axis.name != LR_KEY:
-            figures.append(save(plot_stability(analysis.stability), out_dir / "stability.png"))
-        analysis.stability.to_csv(out_dir / "stability.csv", index=False)
-    if analysis.sensitivity is not None:
-        analysis.sensitivity.to_csv(out_dir / "lr_sensitivity.csv", index=False)
+            figures.append(save(claims, out_dir / f"{section.file.files_stem}.png", DESCRIPTION_WIDTH_PX))
+    # A sweep of the learning rate alone draws its one line once: by_optim_lr.png, with its seeds.
+    if analysis.stability is not None and (axis is None or axis.name != LR_KEY):
+        figures.append(save(plot_stability(analysis.stability), out_dir / "stability.png"))
     # The table's speed_vs_hand is the jobs' own tokens/s ratio: table.csv names it load-driven, and a caveat
     # beside it says how they ran and that it is not a measurement (src.report.words.table.csv_frame).
-    csv_frame(analysis.table).to_csv(out_dir / "table.csv", index=False)
-    comparisons_frame(analysis).to_csv(out_dir / "comparisons.csv", index=False)
-    analysis.runs.to_csv(out_dir / "runs.csv", index=False)
-    for section in analysis.claim_sections:
-        if section.claims:
-            claims_frame(section).to_csv(out_dir / f"{claims_name(section)}.csv", index=False)
+    frames = {
+        "table.csv": csv_frame(analysis.table),
+        "comparisons.csv": comparisons_frame(analysis),
+        "runs.csv": analysis.runs,
+        **{f"{s.file.files_stem}.csv": claims_frame(s) for s in analysis.claim_sections if s.claims},
+        "stability.csv": analysis.stability,  # these two: a learning-rate sweep's (None otherwise)
+        "lr_sensitivity.csv": analysis.sensitivity,
+    }
+    written = {name: frame for name, frame in frames.items() if frame is not None}
+    for name, frame in written.items():
+        frame.to_csv(out_dir / name, index=False)
     (out_dir / "report.md").write_text(markdown_page(analysis, figures))
     (out_dir / "report.html").write_text(html_page(analysis, figures))
-    names = ["report.html", "report.md", "table.csv", "comparisons.csv", "runs.csv"]
-    names += [f"{claims_name(s)}.csv" for s in analysis.claim_sections if s.claims]
-    names += ["stability.csv"] if analysis.stability is not None else []
-    names += ["lr_sensitivity.csv"] if analysis.sensitivity is not None else []
-    return [*(out_dir / n for n in names), *figures]
+    return [*(out_dir / n for n in ["report.html", "report.md", *written]), *figures]
 
 
 CLAIM_TAG = "normsweep.study.claim{}"  # on the sweep's run: one tag per claim of the study's file, its word
 FILE_CLAIM_TAG = "normsweep.claims.{}.claim{}"  # ...and of another claims file (its name, the claim's number)
-
-
-def claims_name(section: StudySection) -> str:
-    """The stem of a section's files (src.report.read.claims.ClaimsFile.files_stem)."""
-    return section.file.files_stem
 
 
 def claim_tags(study: StudySection) -> dict[str, str]:

@@ -101,10 +101,8 @@ def mean_ci(values: Sequence[float]) -> Estimate:
     """Mean and 95% t-interval half-width of the finite values (half-width NaN below two values)."""
     x = _finite(values)
     n = len(x)
-    if n == 0:
-        return Estimate(0, math.nan, math.nan)
     if n < MIN_SEEDS:
-        return Estimate(n, float(x[0]), math.nan)
+        return Estimate(n, float(x[0]) if n else math.nan, math.nan)
     sem = float(np.std(x, ddof=1)) / math.sqrt(n)
     return Estimate(n, float(np.mean(x)), t_quantile(n - 1) * sem)
 
@@ -120,12 +118,11 @@ def welch(a: Sequence[float], b: Sequence[float]) -> Difference:
         return Difference(na, nb, mean_a, mean_b, diff, math.nan, math.nan, math.nan, math.nan)
     if alike(xa, xa, xb) and alike(xb, xa, xb):  # each group one value, to rounding: nothing to test
         return Difference(na, nb, mean_a, mean_b, diff, diff, diff, math.nan, math.nan)
-    va, vb = float(np.var(xa, ddof=1)) / na, float(np.var(xb, ddof=1)) / nb
-    se = math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
-    half = t_quantile(df) * se
-    p_value = float(stats.ttest_ind(xb, xa, equal_var=False).pvalue)
-    return Difference(na, nb, mean_a, mean_b, diff, diff - half, diff + half, df, p_value)
+    found = stats.ttest_ind(xb, xa, equal_var=False)  # Welch–Satterthwaite df
+    ci = found.confidence_interval(CONFIDENCE)
+    return Difference(
+        na, nb, mean_a, mean_b, diff, float(ci.low), float(ci.high), float(found.df), float(found.pvalue)
+    )
 
 
 # --- paired comparisons ------------------------------------------------------------------------
@@ -182,9 +179,7 @@ def paired_t(a: Sequence[float], b: Sequence[float]) -> Interval:
     xa, xb = _paired(a, b)
     d = xb - xa
     n = len(d)
-    if n == 0:
-        return Interval("paired_t", 0, math.nan, math.nan, math.nan)
-    mean = float(np.mean(d))
+    mean = float(np.mean(d)) if n else math.nan
     if n < MIN_SEEDS:
         return Interval("paired_t", n, mean, math.nan, math.nan)
     sd = float(np.std(d, ddof=1))
@@ -264,11 +259,9 @@ def holm(p_values: Sequence[float]) -> list[float]:
     p = np.asarray(p_values, dtype=float)
     out = np.full(len(p), math.nan)
     finite = np.flatnonzero(np.isfinite(p))
-    m = len(finite)
-    running = 0.0
-    for rank, idx in enumerate(finite[np.argsort(p[finite], kind="stable")]):
-        running = max(running, min(1.0, (m - rank) * p[idx]))  # monotone: never below an earlier one
-        out[idx] = running
+    ranked = finite[np.argsort(p[finite], kind="stable")]
+    # (m - rank)·p, capped at 1, made monotone: never below an earlier one's.
+    out[ranked] = np.maximum.accumulate(np.minimum(1.0, (len(ranked) - np.arange(len(ranked))) * p[ranked]))
     return out.tolist()
 
 
@@ -276,9 +269,7 @@ def median_interval(values: Sequence[float], seed: int = 0) -> Interval:
     """Median with a 95% percentile-bootstrap interval (benchmark timings: robust to stragglers)."""
     x = _finite(values)
     n = len(x)
-    if n == 0:
-        return Interval("bootstrap_median", 0, math.nan, math.nan, math.nan)
-    med = float(np.median(x))
+    med = float(np.median(x)) if n else math.nan
     if n < MIN_SEEDS or alike(x):
         return Interval("bootstrap_median", n, med, med if n > 1 else math.nan, med if n > 1 else math.nan)
     res = stats.bootstrap(
@@ -301,19 +292,16 @@ def trimmed_mean_interval(values: Sequence[float], trim: float = TRIM) -> Interv
     this divides by the share actually kept. Not Yuen's: Yuen's variance term (n - 1)·s_w² / (h(h - 1))
     (h = n - 2g, as his two-sample test uses it) gives intervals a few percent wider (tests/test_stats.py).
 
-    Made for per-round differences of interleaved benchmark rounds: a burst of foreign load that
-    spoils up to `trim` of the rounds on either side is cut off instead of pulling the estimate,
-    and the interval is a t-interval, so it plugs into `tost` and src.stats.verdicts (with `sd`, the
+    Why (docs/benchmarks.md, "Why these estimators"): a burst of load that spoils up to `trim` of the
+    rounds either side is cut off, and a t-interval plugs into `tost` and src.stats.verdicts (`sd`: the
     spread per round that gives `se` = sd / sqrt(n)) like the paired tests do.
     """
     x = np.sort(_finite(values))
     n = len(x)
     g = int(math.floor(trim * n))
-    if n == 0:
-        return Interval("tukey_mclaughlin", 0, math.nan, math.nan, math.nan)
     kept = x[g : n - g]
-    mean = float(np.mean(kept))
     h = len(kept)
+    mean = float(np.mean(kept)) if h else math.nan
     if n < MIN_SEEDS or h < MIN_SEEDS:
         return Interval("tukey_mclaughlin", n, mean, math.nan, math.nan)
     winsorized = np.clip(x, x[g], x[n - g - 1])

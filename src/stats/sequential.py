@@ -1,56 +1,23 @@
 """Decisions on paired seed differences that stay honest when a sweep looks after every round.
 
-A sequential sweep looks at its comparisons after each round of seeds and stops a comparison once
-it is decided. Testing every look at the fixed-n level α would inflate false decisions: paired
-t-tests at 0.05 after 2, 4, 6, 8 and 10 seeds give a false "different" 16.1% of the time under no
-effect (`naive_looks_error`, 200,000 simulated sweeps; the 14% usually quoted is for z-tests with a
-known variance at five equally spaced looks, which the small-n t-tests exceed). The rule here:
+The rule, its spending functions (Lan–DeMets, Pocock and O'Brien–Fleming types), the futility check
+and their references are docs/sequential.md's ("The stopping rule and why it keeps its error rate").
+In short: α is split evenly over the family's m comparisons (Bonferroni: α/m each), and each share is
+spent over a look schedule fixed before launch (`Design`); at look k a comparison is **equivalent**
+when TOST at the margin gives p < a_k, else **different** when the paired t-test does, else open, or
+**undecidable** when the predictive probability that a later look decides is below `futility`.
 
-**Group-sequential alpha spending with Bonferroni across the family and the looks.**
-The look schedule is fixed before launch: n_1 = first_seeds, n_k = n_{k-1} + seeds_per_round, up
-to n_K = max_seeds (seeds per variant). The error rate α is split evenly over the family's m
-comparisons (Bonferroni: α/m each), and each comparison's share a = α/m is spent over the looks
-with a spending function of Lan and DeMets (K. K. G. Lan and D. L. DeMets, "Discrete sequential
-boundaries for clinical trials", Biometrika 70(3):659–663, 1983), t = n_k / n_K:
-
-- Pocock type:          a(t) = a · ln(1 + (e − 1)·t)           (spends early: easy comparisons stop at once)
-- O'Brien–Fleming type: a(t) = 2 − 2·Φ(z_{1−a/2} / √t)        (keeps the budget for the last looks)
-
-Look k gets the increment a_k = a(t_k) − a(t_{k−1}), and runs two exact fixed-n tests on the n_k
-paired differences at that level:
-
-- **equivalent** when TOST at the margin gives p < a_k (the (1 − 2a_k) interval lies within ±margin),
-- else **different** when the paired t-test gives p < a_k (the (1 − a_k) interval excludes 0).
-
-Why it holds: for one comparison only one of the two errors is possible (a false "different"
-needs a true difference of 0; a false "equivalent" needs |true difference| ≥ margin), and each
-look's test has size at most a_k, so by the union bound over looks the comparison errs with
-probability at most Σ a_k = α/m, and the family (union over comparisons) at most α. The bound
-uses no joint-normal approximation of the looks' statistics, which matters here: Student's t is
-exact for normal seed differences at n = 2 or 3, where the usual group-sequential boundaries
-(built for known variance) are not. It is conservative; `simulate` measures by how much.
-
-**Futility: stop what the budget cannot decide (non-binding).** When the true difference lies
-between 0 and the margin and the seeds are noisy, no look may ever decide, and the sweep would
-spend max_seeds for nothing. At look k (n seeds, mean m, spread s) the rule computes the
-*predictive probability* that a later look decides, either way (Spiegelhalter, Freedman and
-Blackburn, "Monitoring clinical trials: conditional or predictive power?", Controlled Clinical
-Trials 7:8–17, 1986; C. Jennison and B. W. Turnbull, *Group Sequential Methods with Applications
-to Clinical Trials*, Chapman & Hall/CRC 2000, ch. 10 "Stochastic curtailment"). Under a
-flat prior on the true difference and σ, the mean at a later look n_j is predicted as
-m + s·√((n_j − n)/(n_j·n))·T with T ~ t(n − 1); look j decides if that mean falls outside
-±t(1 − a_j/2)·s/√n_j (different) or inside ±(margin − t(1 − a_j)·s/√n_j) (equivalent), taking the
-spread at look j to be s. The probability of deciding by the last look is at least the largest of
-these per-look probabilities (a path that reaches look j decides there or has decided before), and
-that lower bound is what is compared with `futility`: below it, the comparison stops as
-*undecidable at this budget*. With it comes the smallest difference the budget could still have
-detected (`detectable`): the least |Δ| that one of the remaining looks' t-tests finds with 80%
-power at spread s.
-
-The futility rule is non-binding: the levels a_k are those of the
-design without it, and stopping a comparison only removes chances to declare something, so the
-union bound above holds whether or not futility stops are taken; `simulate` shows the error rates
-with it on.
+Why not the fixed-n level at every look: paired t-tests at 0.05 after 2, 4, 6, 8 and 10 seeds say
+"different" 16.1% of the time under no effect (`naive_looks_error`, 200,000 simulated sweeps; the
+14% usually quoted is for z-tests with a known variance at five equally spaced looks, which the
+small-n t-tests exceed). Why the union bound: each look's test has size at most a_k, so a comparison
+errs with probability at most Σ a_k = α/m (only one of its two errors is possible for a given truth),
+and the family at most α, with no joint-normal approximation of the looks' statistics; that matters
+here, for Student's t is exact for normal seed differences at n = 2 or 3, where the usual
+group-sequential boundaries (built for known variance) are not. It is conservative; `simulate`
+measures by how much. Why futility keeps the bound: it is non-binding (the levels are the design's
+without it, and a stop only removes chances to declare something), and its probability is a lower
+bound (the best single later look: a path that reaches look j decides there or has decided before).
 
 Torch-free and MLflow-free: numbers in, decisions out. `python -m src.stats` (its `__main__`)
 prints the operating characteristics (error rates, seeds, power) that docs/sequential.md quotes.
@@ -65,7 +32,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import stats
 
-from src.stats.inference import MIN_SEEDS, RESOLUTION, paired_t
+from src.stats.inference import MIN_SEEDS, RESOLUTION, at_level, paired_t
 from src.stats.settings import OBRIEN_FLEMING, POCOCK, SPENDING
 from src.stats.verdicts import SequentialWord, first_seeds, least_detectable, look_word, shown_without_spread
 
@@ -142,17 +109,16 @@ def decide_look(differences: np.ndarray, margin: float, level: float) -> LookRes
     t = paired_t(np.zeros(len(differences)), differences)  # the non-finite ones dropped there
     if t.n < MIN_SEEDS:
         return LookResult(t.n, t.diff, math.nan, math.nan, math.nan, math.nan, level, UNDECIDED)
-    half = 0.0 if t.se == 0 else float(stats.t.ppf(1 - level / 2, t.df)) * t.se
     p = t.p_value if math.isfinite(t.p_value) else 1.0  # every seed at exactly 0: nothing to detect
     tost_p, decision = look_word(t.diff, t.se, t.df, p, margin, level)
-    return LookResult(t.n, t.diff, t.diff - half, t.diff + half, p, tost_p, level, decision)
+    return LookResult(t.n, t.diff, *at_level(t, level), p, tost_p, level, decision)
 
 
 def decision_chance(
     design: Design, look: int, mean: np.ndarray | float, sd: np.ndarray | float, margin: float
 ) -> np.ndarray:
     """Predictive probability (a lower bound) that a look after `look` (0-based) decides, given the
-    mean and spread of the differences at `look` (see the module's docstring). 1 at the last look."""
+    mean and spread of the differences at `look` (docs/sequential.md, "Futility"). 1 at the last look."""
     looks, levels = design.looks(), design.levels()
     n = looks[look]
     m = np.abs(np.asarray(mean, dtype=float))  # the rule is symmetric in the sign of the difference
@@ -274,10 +240,8 @@ def simulate(
 
 def clopper_pearson(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
     """Exact binomial interval of a rate (Clopper & Pearson 1934)."""
-    tail = (1 - confidence) / 2
-    low = 0.0 if successes == 0 else float(stats.beta.ppf(tail, successes, trials - successes + 1))
-    high = 1.0 if successes == trials else float(stats.beta.ppf(1 - tail, successes + 1, trials - successes))
-    return low, high
+    found = stats.binomtest(successes, trials).proportion_ci(confidence, method="exact")
+    return float(found.low), float(found.high)
 
 
 def correct_code(delta: float, margin: float) -> int:
@@ -364,7 +328,5 @@ def naive_looks_error(looks: Sequence[int], alpha: float = 0.05, sweeps: int = 2
     x = np.random.default_rng(seed).standard_normal((sweeps, max(looks)))
     rejected = np.zeros(sweeps, dtype=bool)
     for n in looks:
-        d = x[:, :n]
-        t = d.mean(axis=1) / (d.std(axis=1, ddof=1) / math.sqrt(n))
-        rejected |= 2 * stats.t.sf(np.abs(t), n - 1) < alpha
+        rejected |= stats.ttest_1samp(x[:, :n], 0.0, axis=1).pvalue < alpha
     return float(rejected.mean())

@@ -1,21 +1,13 @@
 """Plan a sequential sweep before launching it: each design's verdicts, seeds and device-hours per
-comparison, from a pilot.
+comparison, from a pilot (docs/sequential.md, "Plan before launch", says what it prints and how).
 
     python -m src.report --plan --experiment-name NAME [hydra.sweeper.max_seeds=20] [cluster=gpu_node ...]
 
-The pilot is the experiment's finished runs (at least two seeds with both variants of a pair).
-For each comparison (the report's pairs on test loss) and each spending function
-(`src.stats.sequential.SPENDING`) the planner simulates `SWEEPS` sequential sweeps under the sweeper's
-own rule and settings (conf/hydra/sweeper/sequential.yaml with any `hydra.sweeper.*` override: the
-schedule, alpha, futility; the family being every planned comparison). Each simulated sweep draws
-its true difference and spread from what the pilot allows (σ² ~ (n−1)s²/χ²(n−1), Δ ~ N(mean, σ²/n)),
-so a pilot of three seeds gives a wide forecast rather than a confident one. Per comparison: the
-probability of each verdict (equivalent, different, undecidable at this budget, undecided at
-max_seeds), the expected and 90th-percentile seeds per variant, and the expected device-hours:
-seeds × the device-hours of one seed of each of the pair's variants, which the caller gives (the
-pilot's recorded train time × devices, or preflight's cost model for another cluster). The sweep's
-own total counts a variant shared by several comparisons once, at the most seeds any of them took
-(comparisons simulated independently).
+Each comparison is simulated `SWEEPS` times under the sweeper's own rule and settings, per spending
+function, each simulated sweep drawing its true difference and spread from what the pilot allows
+(σ² ~ (n−1)s²/χ²(n−1), Δ ~ N(mean, σ²/n)): a pilot of three seeds gives a wide forecast rather than a
+confident one. Device-hours per seed are the caller's (the pilot's recorded train time × devices, or
+preflight's cost model for another cluster).
 """
 
 from __future__ import annotations

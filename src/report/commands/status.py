@@ -10,18 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from src.core.tables import text_table
-from src.report.read.runs import ReportError, find_experiment, open_store
+from src.report.read.runs import find_experiment, open_store
 from src.tracking import sweep
 from src.tracking.store import Store
 from src.tracking.tags import RESULT_OUTCOMES as DONE
 
 
-def load_definition(store: Store, experiment_id: str, sweep_dir: Path | None) -> dict:
-    if sweep_dir is not None:
-        path = sweep_dir / sweep.JOBS_FILE
-        if not path.is_file():
-            raise ReportError(f"{path} not found: not a multirun folder of this version (or the sweep never started)")
-        return sweep.read_definition(path.read_text())
+def load_definition(store: Store, experiment_id: str) -> dict:
+    """The job list of the experiment's latest sweep run, else one job per config seen."""
     parent = sweep.latest_sweep_run(store, experiment_id)
     if parent is not None:
         try:
@@ -33,11 +29,10 @@ def load_definition(store: Store, experiment_id: str, sweep_dir: Path | None) ->
 
 def status_text(experiment: str | None, tracking_uri: str, sweep_dir: Path | None, stale_after_s: float) -> str:
     store = open_store(tracking_uri)
-    if sweep_dir is not None and experiment is None:
-        experiment = sweep.read_definition((sweep_dir / sweep.JOBS_FILE).read_text())["experiment"]
-    assert experiment is not None
-    experiment_id = find_experiment(store, experiment)
-    definition = load_definition(store, experiment_id, sweep_dir)
+    # A multirun folder's job list (`--sweep-dir`: the command line found it there) names its experiment.
+    saved = sweep.read_definition((sweep_dir / sweep.JOBS_FILE).read_text()) if sweep_dir is not None else None
+    experiment_id = find_experiment(store, experiment or saved["experiment"])
+    definition = saved or load_definition(store, experiment_id)
     rows = sweep.status_rows(store, experiment_id, definition["jobs"], stale_after_s)
     header = ["job", "variant", "run", "state", "mlflow run", "overrides"]
     cells = [[r["job"], r["variant"], r["run_name"], r["state"], r["run_id"], r["overrides"]] for r in rows]

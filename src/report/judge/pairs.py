@@ -1,29 +1,19 @@
-"""Paired comparisons of the variants that matter, with a verdict per pair.
+"""Paired comparisons of the variants that matter, with a verdict per pair (the tests, the margin,
+Holm and the verdicts: docs/statistics.md, "Paired by seed").
 
-Every variant of one seed starts from the same initial weights and sees the same data order, so
-two variants are compared seed by seed on test loss: the per-seed difference b - a, in nats (speed
-is the speed check's, src.report.judge.speed: tokens/s of jobs run one after another is not judged here).
-For each pair:
-
-- `paired_t`: mean difference, 95% t-interval, p-value; `paired_bootstrap`: a 95% bootstrap
-  interval of the same mean, resampling whole seeds (BCa from 4 pairs). Groups that share fewer
-  than two seeds are compared by `welch` instead, and the output names which test ran.
-- TOST at the margin (`report.margin.test_loss` nats): a small `tost_p` says the difference lies
-  within ±margin.
-- Holm's correction over the family (every pair of the report with a p-value: `Result.family`
-  counts them) turns `p` into `p_holm`.
-- The verdict, by the one rule of src/stats/verdicts.py: **equivalent** (within the margin; with the
-  difference that remains when one is shown too), **different**, or **inconclusive** with the seeds
-  that would settle it, and the interval it was read from (`Decision`). Runs without a partner (a
-  seed missing for one side, a diverged or failed run) are left out of that pair and counted.
-
-Data only: src.report.words.pairs writes the sentences, the heading and comparisons.csv's words.
+Every variant of one seed starts from the same initial weights and sees the same data order, so two
+variants are compared seed by seed on test loss, b - a in nats: `paired_t`, with `paired_bootstrap`
+as a check that needs no normality, or `welch` where the seed sets share fewer than two seeds. Speed is
+the speed check's (src.report.judge.speed): tokens/s of jobs run one after another is not judged here.
+TOST at `report.margin.test_loss`, Holm over the report's family (`Result.family`), and the verdict by
+the one rule of src/stats/verdicts.py (`Decision`). Data only: src.report.words.pairs writes the
+sentences, the heading and comparisons.csv's words.
 
 The pairs are data (`PAIRS`); a pair is compared when both of its variants have runs. A variant is
-what the sweep varied (src.tracking.variants): with one swept axis the pairs are the norms' pairs
-above, or every value against the reference; with several, every pair of variants that differ in
-exactly one axis (`pre` vs `post` within each norm), labelled with that axis (`comparison_pairs`).
-`report.reference` (axis -> value) chooses an axis's reference value.
+what the sweep varied (src.tracking.variants): with one swept axis the pairs are the norms' pairs, or
+every value against the reference; with several, every pair of variants that differ in exactly one
+axis, labelled with that axis (`comparison_pairs`). `report.reference` (axis -> value) chooses an
+axis's reference value.
 """
 
 from __future__ import annotations

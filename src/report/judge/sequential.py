@@ -20,7 +20,6 @@ from src.stats.verdicts import SequentialWord
 from src.tracking.looks import latest_looks
 from src.tracking.store import Store
 
-COLUMNS = ["sequential_verdict", "decided_at_look", "seeds_used", "level_spent"]  # added to comparisons.csv
 OPEN = (SequentialWord.UNDECIDABLE, SequentialWord.UNDECIDED)  # what the budget detects is said for these
 
 
@@ -75,6 +74,4 @@ def with_verdicts(comparisons: pd.DataFrame, verdicts: Sequence[SequentialVerdic
           "seeds_used": v.seeds, "level_spent": v.spent} for v in verdicts]  # fmt: skip
     )
     merged = comparisons.merge(extra, on=["pair", "metric"], how="left")
-    merged["decided_at_look"] = merged["decided_at_look"].astype("Int64")
-    merged["seeds_used"] = merged["seeds_used"].astype("Int64")
-    return merged
+    return merged.astype({"decided_at_look": "Int64", "seeds_used": "Int64"})  # whole, blank if not compared

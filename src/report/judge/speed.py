@@ -1,28 +1,15 @@
-"""The speed verdict of each pair, from the end-of-sweep speed check (`python -m src.bench variants`).
+"""The speed verdict of each pair, from the end-of-sweep speed check (`python -m src.bench variants`);
+the measurements, the estimators and the rule are docs/benchmarks.md's ("The sweep's speed check").
 
-Two measurements, taken in one process with the variants interleaved round by round:
-
-- **kernel level**: each variant's norm forward+backward at the run's shapes, as norm seconds per
-  training step (calls per step × seconds per call). Per round, the predicted step-time change of
-  b against a is log(1 + (norm_b - norm_a) / step), with step the reference's whole step timed in
-  that round, at the kernels' thread count and clock;
-- **step level**: whole training steps, per round log(step_b / step_a): the check of the prediction.
-
-Each is summarised by its 20% trimmed mean with its Tukey–McLaughlin interval (`stats.trimmed_mean_interval`): a
-burst of foreign load that spoils a few rounds is cut off, not averaged in. The pair's verdict is
-taken on the prediction, by the rule of src/stats/verdicts.py: **equivalent within ±margin** (TOST
-on the per-round log ratios, margin `report.margin.speed`), else **faster/slower** (Holm over the
-section's pairs), else **unresolved**, with the rounds that would settle it.
-
-The whole steps check the prediction (`Agreement`, decided by `agreement`): with at least
-`MIN_CHECK_ROUNDS` rounds, an interval that excludes the prediction **disagrees** whatever its width
-(the whole step moved by other than the norms' own cost: a finding, never noise). To **agree** takes
-more: an interval no wider than the speed margin either side of its estimate that overlaps the
-prediction's (a wider one overlaps any prediction worth telling apart). Short of either the
-measurement is **too imprecise** to check anything, and the verdict rests on the prediction alone.
-
-The kernel rounds each time one whole step of the reference too (at the kernels' thread count and
-clock), and a round's norms are divided by its own step: the step's spread is in the interval. No sentence is written here: src.report.words.speed writes them.
+Two levels, timed in one process with the variants interleaved round by round: the norms' own kernels,
+from which each round predicts b's step-time change against a as log(1 + (norm_b - norm_a) / step),
+step the reference's whole step timed in that round (so the step's own spread is in the interval);
+and whole training steps, log(step_b / step_a) per round, the check of that prediction (`agreement`).
+Each is summarised by its 20% trimmed mean with its Tukey–McLaughlin interval
+(`stats.trimmed_mean_interval`): a burst of foreign load that spoils a few rounds is cut off, not
+averaged in. The verdict is taken on the prediction, by the rule of src/stats/verdicts.py (TOST at
+`report.margin.speed`, Holm over the section's pairs). No sentence is written here:
+src.report.words.speed writes them.
 """
 
 from __future__ import annotations
@@ -66,8 +53,8 @@ def can_check(measured: Interval, margin: float) -> bool:
 
 
 def agreement(predicted: Interval, measured: Interval | None, margin: float) -> Agreement:
-    """The whole steps' reading of the prediction (module docstring): overlap is tested only where
-    the measurement can check anything; the prediction without an interval is its estimate."""
+    """The whole steps' reading of the prediction: overlap is tested only where the measurement can
+    check anything (`can_check`); the prediction without an interval is its estimate."""
     if measured is None:
         return Agreement.NO_STEP_ROUNDS
     finite = math.isfinite(predicted.low) and math.isfinite(predicted.high)
@@ -213,9 +200,3 @@ def check_reference(check: Mapping[str, Any]) -> str | None:
     """The variant the check's header describes and the table's speed column is relative to."""
     variants = timed_variants(check)
     return REFERENCE_VARIANT if REFERENCE_VARIANT in variants else (variants[0] if variants else None)
-
-
-def has_section(check: Mapping[str, Any], verdicts: Sequence[SpeedVerdict]) -> bool:
-    """Whether the report has a speed section of the check's own (its verdicts or the kernels that ran)
-    in place of an older whole-step check's line."""
-    return bool(timed_variants(check)) and bool(verdicts or check.get("dispatch"))

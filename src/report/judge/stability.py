@@ -1,16 +1,10 @@
 """Learning-rate stability: final loss against learning rate per variant, and where each one breaks.
 
 A sweep over `optim.lr` (`experiment=lr_stability`) holds several learning rates per variant; this
-module turns its runs (one row each, with `lr`, `outcome`, `test_loss`, `stopped_at_step`) into
-one row per variant and learning rate, each variant's largest stable learning rate, and a figure:
-test loss against learning rate on a log axis, diverged runs marked with the step they stopped at.
-A learning rate counts as stable when every seed run at it finished.
-
-Each variant also gets the LR-sensitivity score of Wortsman et al. 2023 ("Small-scale proxies for
-large-scale Transformer training instabilities", ICLR 2024): the expectation over the swept
-(log-spaced) learning rates of min(final loss, initial loss) − the best final loss. A run that
-diverged or failed counts at its initial loss, so a variant that trains well over the whole grid
-scores near 0. It is computed per seed and then averaged, with a t-interval when there are several.
+module turns its runs into one row per variant and learning rate, each variant's largest stable
+learning rate (every seed run at it finished), and the LR-sensitivity score of Wortsman et al. 2023
+(docs/sequential.md, "Learning-rate sensitivity", defines it): a run that diverged or failed counts
+at its initial loss, so a variant that trains well over the whole grid scores near 0.
 """
 
 from __future__ import annotations

@@ -4,8 +4,7 @@ Each run carries its variant's family (the `norm_family` tag, from `family:` in 
 and the table is grouped by it. Within a family the written-out variant (`hand_<family>`, or the
 family's own name: `dyt`, `scalenorm`) is the reference every other implementation is timed and
 compared against, so a new variant such as `fast_dyt` is compared against `dyt` without touching
-this module. Test losses are relative to `REFERENCE_VARIANT` (src.tracking.variants), and the
-reference of each family proposed to replace it (`ALTERNATIVES`) is compared against it.
+this module. Test losses are relative to `REFERENCE_VARIANT` (src.tracking.variants).
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from src.core.tables import markdown_table, text_table  # noqa: F401  (the report's writers)
 from src.report.read.timing import most_at_once
 from src.stats.inference import mean_ci
 from src.tracking.tags import DIVERGED, EVAL_NOT_FINITE, FAILED, FINISHED, INTERRUPTED_OUTCOMES, RUNNING
@@ -24,7 +22,6 @@ from src.tracking.variants import REFERENCE_VARIANT
 
 FAMILIES = ("layernorm", "rmsnorm", "dyt", "scalenorm", "none")  # the table's order; others follow
 NO_KERNEL = ("none",)  # families with nothing to time (the identity)
-ALTERNATIVES = ("dyt", "scalenorm")  # families proposed to replace LayerNorm
 HAND = "hand"  # the implementation every other one in its family is timed against
 VALUE_COLUMNS = ("train_time_s", "tokens_per_sec", "test_loss")
 METRIC_LABELS = {"train_time_s": "training time (s)", "tokens_per_sec": "tokens/s", "test_loss": "test loss"}

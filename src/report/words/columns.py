@@ -1,22 +1,14 @@
 """The verdict in MLflow's own columns: what each job's run carries so that the runs table can sort and
-filter on the answer, not only show the numbers it was read from.
+filter on the answer, not only show the numbers it was read from (each column: docs/mlflow-ui.md,
+"The verdict in the columns").
 
 One reference per column, the report's: a job's loss verdict is its variant against the report's loss
-reference (the table's `test loss vs` column's, `torch_layernorm` where it ran), Holm-adjusted over those
-comparisons alone (one per variant), and its speed verdict its variant against the speed check's reference
-(the reference of `step_vs_ref_pct` beside it). The reference's own runs say so. Per run:
-
-- `loss_verdict` (tag): the word first (`equivalent`, `different`, `inconclusive`, `untested`), then the
-  reference and the interval the word was read from, so that `tags.loss_verdict LIKE 'different%'` filters;
-- `loss_vs_ref` with `pairs/loss_vs_ref_low|high` (metrics): the same difference in nats, at the
-  report's printed precision, for a numeric sort (0 for the reference, which the bars then name too);
-- `speed_verdict` (tag): the speed check's word, with its 95% interval of step time;
-- `sort/loss_verdict`, `sort/speed_verdict` (metrics): each word's place in LOSS_ORDER / SPEED_ORDER,
-  which MLflow's runs table sorts (it sorts metrics and params, never tags);
-- `intervals/loss_vs_ref`, `intervals/step_vs_ref_pct`: the two estimates with their 95% intervals, as
-  the chart view's interval bars (src.tracking.intervals).
-
-The tag and metric names are src.tracking.summary's (the store side); the words are written here once.
+reference (the table's `test loss vs` column's), Holm-adjusted over those comparisons alone, and its
+speed verdict its variant against the speed check's reference (that of `step_vs_ref_pct` beside it).
+A tag's word comes first, so that `tags.loss_verdict LIKE 'different%'` filters; each word's place in
+LOSS_ORDER / SPEED_ORDER is a metric as well, because MLflow's runs table sorts metrics and params,
+never tags. The tag and metric names are src.tracking.summary's (the store side); the words are
+written here once.
 """
 
 from __future__ import annotations

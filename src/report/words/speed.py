@@ -16,8 +16,8 @@ from src.report.judge.speed import (
     SpeedVerdict,
     check_reference,
     compare_speed,
-    has_section,
     spread,
+    timed_variants,
 )
 from src.report.numbers import (
     FACTOR,
@@ -52,10 +52,8 @@ def step_time_text(i: Interval, units: Units = LOG_RATIO) -> str:
     return estimate_text(i.diff, i.low, i.high, CONFIDENCE, units, spread=i.se != 0, per="round")
 
 
-def decided_text(i: Interval, d: Decision | None) -> str:
+def decided_text(i: Interval, d: Decision) -> str:
     """The estimate with the interval its word was read from (TOST's 90% one for an equivalence)."""
-    if d is None:
-        return step_time_text(i)
     return estimate_text(i.diff, d.low, d.high, d.level, LOG_RATIO, spread=d.spread, per="round")
 
 
@@ -180,8 +178,8 @@ def speed_lines(check: Mapping[str, Any], pairs: Sequence[tuple[str, str]], marg
 
 
 def speed_section(a: Analysis) -> list[str]:
-    """The analysed sweep's speed section (empty without a check of the norms' kernels: an older
-    whole-step check's line is the analysis's own)."""
-    if not has_section(a.check, a.speed_verdicts):
+    """The analysed sweep's speed section, from a check of the norms' kernels (an older whole-step
+    check's line is the analysis's own): its verdicts and the kernels that ran (`speed_lines`)."""
+    if not timed_variants(a.check):
         return []
     return speed_lines(a.check, [], a.margins.speed, check_reference(a.check), a.speed_verdicts)
