@@ -237,10 +237,7 @@ class SequentialSweeper(Sweeper):
         variants = self._variants(arguments)
         first = self._job_config(next(iter(variants.values())))
         comparisons = self._comparisons(variants, self.families)
-        design = Design(
-            self.first_seeds, self.seeds_per_round, self.max_seeds, self.alpha, self.spending, self.futility,
-            family=len(comparisons),
-        )
+        design = Design.of(vars(self), family=len(comparisons))
         experiment = str(first.experiment_name)
         from src.tracking.store import Store  # imported late: Hydra imports this module at start-up
         from src.tracking.sweep import PARENT_ENV

@@ -21,10 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     def simulate() -> int:
         sweeper = compose(["hydra/sweeper=sequential", *args.overrides], with_hydra=True).hydra.sweeper
         check_sweeper(sweeper)  # as the sweeper checks them: one line naming the key
-        design = Design(
-            sweeper.first_seeds, sweeper.seeds_per_round, sweeper.max_seeds, sweeper.alpha, sweeper.spending, sweeper.futility
-        )
-        print(tables(design))
+        print(tables(Design.of(sweeper)))
         return cli.OK
 
     return cli.run(simulate)

@@ -26,8 +26,9 @@ prints the operating characteristics (error rates, seeds, power) that docs/seque
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -71,6 +72,11 @@ class Design:
             raise ValueError(f"invalid look schedule: {self}")
         if not (0 < self.alpha < 1 and self.family >= 1 and self.spending in SPENDING and 0 <= self.futility < 1):
             raise ValueError(f"invalid error budget: {self}")
+
+    @classmethod
+    def of(cls, settings: Mapping[str, Any], family: int = 1) -> Design:
+        """The design a sequential sweeper's settings fix (`hydra.sweeper`, checked first: src.stats.settings)."""
+        return cls(**{f.name: settings[f.name] for f in fields(cls) if f.name != "family"}, family=family)
 
     def looks(self) -> list[int]:
         """Seeds per variant at each look: first_seeds, +seeds_per_round, ..., max_seeds."""

@@ -276,7 +276,7 @@ def plan_command(
     sweeper = paths.compose([*overrides, "hydra/sweeper=sequential"], with_hydra=True).hydra.sweeper
     settings_ = OmegaConf.to_container(sweeper, resolve=True)
     check_sweeper(settings_)
-    design = Design(*(settings_[k] for k in ("first_seeds", "seeds_per_round", "max_seeds", "alpha", "spending", "futility")))
+    design = Design.of(settings_)
     sweep = load_sweep(experiment, open_store(uri))
     runs = sweep.runs
     variants = sorted({v for pair in planned_pairs(runs, pairs, reference) for v in pair})
