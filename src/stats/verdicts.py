@@ -18,7 +18,7 @@ from enum import StrEnum
 import numpy as np
 from scipy import optimize, stats
 
-from src.stats.inference import MIN_SEEDS, holm, sign_flip_p, tost
+from src.stats.inference import MIN_SEEDS, Interval, holm, sign_flip_p, tost
 from src.stats.settings import MAX_SEEDS
 
 POWER = 0.80  # the power "would settle it" aims for
@@ -250,6 +250,11 @@ class Estimate:
     p: float
     margin: float
     untestable: bool = False
+
+    @classmethod
+    def of(cls, i: Interval, margin: float, sd: float | None = None, untestable: bool = False) -> Estimate:
+        """An interval's estimate at `margin` (`sd`: the spread of one observation where the interval has none)."""
+        return cls(i.diff, i.se, i.df, i.sd if sd is None else sd, i.n, i.p_value, margin, untestable)
 
 
 def look_word(diff: float, se: float, df: float, p: float, margin: float, level: float) -> tuple[float, SequentialWord]:

@@ -303,8 +303,7 @@ def compare_family(runs: pd.DataFrame, chosen: Sequence[tuple[str, str, str]], m
         for metric in PAIR_METRICS
     ]
     reasons = [_untested(item) for item in items]
-    estimates = [Estimate(i["primary"].diff, i["primary"].se, i["primary"].df, i["sd"], i["primary"].n, i["primary"].p_value,
-                          i["margin"], bool(why)) for i, why in zip(items, reasons, strict=True)]  # fmt: skip
+    estimates = [Estimate.of(i["primary"], i["margin"], i["sd"], bool(why)) for i, why in zip(items, reasons, strict=True)]
     adjusted = family_p(estimates)  # Holm runs once: its p-values, their count and the decisions read them
     found, family = decide_adjusted(estimates, adjusted, ALPHA), family_size(adjusted)
     return [Result(**{k: v for k, v in item.items() if k != "sd"}, p_holm=p, decision=d, reason=why, family=family)

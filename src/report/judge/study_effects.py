@@ -101,8 +101,7 @@ class Effect:
     def estimate(self, margin: float) -> Estimate:
         """What src.stats.verdicts judges, in this effect's own units (a relative `margin` of
         training time turned into them)."""
-        i = self.interval
-        return Estimate(i.diff, i.se, i.df, i.sd, i.n, i.p_value, speed_margin(margin) if self.units == LOG_TIME else margin)
+        return Estimate.of(self.interval, speed_margin(margin) if self.units == LOG_TIME else margin)
 
 
 def from_check(check: Mapping[str, Any], part: Part, labels: Mapping[str, str | None]) -> Effect | None:
