@@ -158,6 +158,10 @@ class Store:
             if self.db is not None:
                 self.db.parent.mkdir(parents=True, exist_ok=True)
                 with store_lock(self.db):
+                    if not self.db.exists():  # a copy of an empty store, not MLflow's migrations run again
+                        from src.tracking.store_template import seed_new_store
+
+                        seed_new_store(self.db)
                     self._client = _open_sqlite_client(self.uri, self.db)
             else:
                 from mlflow.tracking import MlflowClient
