@@ -387,3 +387,23 @@ def test_another_hydra_composes_unpatched_after_one_warning(
         monkeypatch.undo()
         compositions.install()
     assert ConfigLoaderImpl.load_configuration is not own
+
+
+def test_a_remembered_composition_makes_no_config_repository(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: the memo found each composition's search path by making a config repository and parsing
+    every override (~10-15 ms), at every ask, remembered or not: three times a job in a sweep."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    from src.core import compositions
+    from src.core.paths import compose
+
+    compositions.install()
+    made = []
+    own = ConfigLoaderImpl._parse_overrides_and_create_caching_repo
+    monkeypatch.setattr(ConfigLoaderImpl, "_parse_overrides_and_create_caching_repo", lambda self, *a: made.append(a) or own(self, *a))
+    compose(["seed=918273"])  # the memo's miss: Hydra composes it, with its own repository
+    composed = len(made)
+    compose(["seed=918273"])  # remembered
+    assert len(made) == composed
+    compose(["seed=918274"])  # another job: Hydra's own composition alone makes one
+    assert len(made) - composed == 1, made[composed:]
