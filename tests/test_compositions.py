@@ -209,6 +209,13 @@ REFUSED: dict[str, tuple[list[str], str]] = {
     "checkpoint_folder": (["checkpoint.enabled=true", "checkpoint.dir=/proc/x"], "config error: checkpoint.dir: /proc is not writable"),
     "no_checkpoint": (["ckpt_path=last", "checkpoint.dir={tmp}/none"], "config error: ckpt_path: no checkpoint at {tmp}/none/last.ckpt"),
     "not_a_checkpoint": (["ckpt_path={tmp}/text.ckpt"], "config error: ckpt_path: {tmp}/text.ckpt is not a readable checkpoint"),
+    "other_config_checkpoint": (["ckpt_path={tmp}/other.ckpt"], "config error: ckpt_path: {tmp}/other.ckpt was trained with another config"),
+    # the data: the source's fields and files, as the run builds it, and the token cache's folder
+    "split_rule": (["data=fineweb", "data.split_by=rows"], "config error: data.split_by: 'rows' is not one of the valid choices"),
+    "row_order_hub": (["data=fineweb", "data.split_by=row_order"], "config error: data.split_by=row_order: splits the rows of data.files"),
+    "token_folder": (["data=safetensors", "data.folder={tmp}"], "config error: data.folder: {tmp} has no train.safetensors"),
+    "text_files": (["data=text_files", "data.paths={tmp}/none*.txt"], "config error: data.paths"),
+    "cache_dir": (["paths.cache_dir=/proc/x"], "config error: data.cache_dir: /proc is not writable"),
     # under -m: the sweep's start refuses before Hydra launches job 0
     "empty_sweep": (["-m", "norm=glob(zzz*)"], "config error: norm=glob(zzz*): the sweep has no jobs"),
     "margin": ([*SWEEP, "report.margin.speed=0"], "config error: report.margin.speed: must be a number > 0, got 0"),
@@ -224,6 +231,8 @@ REFUSED: dict[str, tuple[list[str], str]] = {
     "sweep_artifacts": ([*SWEEP, "paths.mlflow_artifacts=/proc/x"], "config error: logger.artifact_location: /proc is not writable"),
     "sweep_store_folder": ([*SWEEP, "paths.mlflow_db={tmp}"], "config error: logger.tracking_uri=sqlite:///{tmp}: paths.mlflow_db={tmp} is a directory"),
     "sweep_micro_batch": ([*SWEEP, "optim.micro_batch_size=100000"], "config error: optim.micro_batch_size=100000: one step's logits"),
+    "sweep_cache_dir": ([*SWEEP, "paths.cache_dir=/proc/x"], "config error: data.cache_dir: /proc is not writable"),
+    "sweep_claims_file": ([*SWEEP, "report.claims=[{tmp}/claims.yaml]"], "config error: {tmp}/claims.yaml: claims[0].kind: no such key"),
 }
 
 
@@ -234,6 +243,14 @@ def test_refusals_import_no_heavy_library(tmp_path: Path) -> None:
     start were answered after torch and Lightning (and for a sweep's report settings, pandas and
     scipy) were imported: seconds, tens of them beside load."""
     (tmp_path / "text.ckpt").write_text("not a checkpoint")
+    (tmp_path / "claims.yaml").write_text("claims: [{kind: nope}]\n")
+    # A checkpoint of another config: its run's record, as Lightning saves it (made here, where torch is loaded).
+    import torch
+
+    from src.tracking.identity import RUN_STATE_KEY
+
+    state = {"identity": {"model": {"n_layers": 7}}, "fingerprint": "0" * 16}
+    torch.save({"state_dict": {}, "callbacks": {RUN_STATE_KEY: state}}, tmp_path / "other.ckpt")
     common = [
         *FAST, f"paths.mlflow_db={tmp_path / 'store' / 'mlflow.db'}", f"paths.cache_dir={tmp_path / 'cache'}",
         f"paths.mlflow_artifacts={tmp_path / 'artifacts'}", f"paths.reports_dir={tmp_path / 'reports'}",

@@ -36,7 +36,7 @@ from src.core.schema import (
     schema_of,
     unknown_key_line,
 )
-from src.data.base import check_loader_values
+from src.data.base import check_data, check_loader_values
 from src.data.tokenizer import VOCAB_SIZE
 from src.tracking.checkpoint_file import read_run_state, resolve_ckpt_path
 from src.tracking.identity import CheckpointSpec, Identity, check_checkpoint, checkpoint_folder
@@ -484,6 +484,8 @@ def check_job(cfg: DictConfig, trains_here: bool = True) -> CheckedJob:
         # The floor's logits alone (no parameters counted yet): a micro-batch or a context far too large.
         floor = ModelSize(0, cfg.model.vocab_size, cfg.model.context_length, cfg.model.emb_dim)
         check_memory_floor(floor, train.micro_batch_size, train.seq_len, devices.precision, devices.device_type)
+    if trains_here:  # the data as this machine has it (a cluster's nodes may have folders a login node lacks)
+        check_data(OmegaConf.to_container(cfg.data, resolve=True))  # type: ignore[arg-type]
     if trains_here and checkpoint.enabled:  # its first write would otherwise fail the run at the first checkpoint
         field = checkpoint.placed_by
         require_writable(checkpoint.folder, field, f"checkpoints go to {checkpoint.folder}: point {field} at a writable folder")
