@@ -21,8 +21,11 @@ import contextlib
 import hashlib
 import logging
 import os
-import shutil
+from importlib.metadata import version
 from pathlib import Path
+from typing import Any
+
+from src.core.atomic_io import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -33,50 +36,41 @@ def template_folder() -> Path:
     return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache") / "normsweep" / "mlflow-stores"
 
 
-def _schema_key() -> str:
+def _schema_key(db_utils: Any) -> str:
     """The installed MLflow's version and its migrations' file names: the schema a new store gets."""
-    import mlflow
-    import mlflow.store.db_migrations as migrations
-
-    versions = Path(migrations.__file__).parent / "versions"
+    versions = Path(db_utils.__file__).parent.parent / "db_migrations" / "versions"
     names = sorted(p.name for p in versions.glob("*.py"))
     digest = hashlib.sha256("\n".join(names).encode()).hexdigest()[:12]
-    return f"{mlflow.__version__}-{digest}"
+    return f"{version('mlflow')}-{digest}"
 
 
 def _made_template() -> Path:
     """The empty store of this MLflow, made now if it is not there yet (by MLflow's own migrations)."""
-    import sqlalchemy
-    from mlflow.store.db.utils import _initialize_tables
+    import mlflow.store.db.utils as db_utils
 
-    template = template_folder() / f"empty-{_schema_key()}.db"
+    template = template_folder() / f"empty-{_schema_key(db_utils)}.db"
     if template.is_file():
         return template
     template.parent.mkdir(parents=True, exist_ok=True)
-    partial = template.with_name(f".{template.name}.{os.getpid()}.partial")
+    scratch = template.with_name(f".{template.name}.{os.getpid()}.new")  # SQLite writes it in place
     try:
-        engine = sqlalchemy.create_engine(f"sqlite:///{partial}")
+        engine = db_utils.create_sqlalchemy_engine(f"sqlite:///{scratch}")
         try:
-            _initialize_tables(engine)
+            db_utils._initialize_tables(engine)  # what MLflow runs on a new file: every migration
         finally:
             engine.dispose()
-        os.replace(partial, template)  # whole or absent: a process beside this one may make it too
+        atomic_write(template, scratch.read_bytes())  # whole or absent: a process beside this one may make it too
     finally:
         with contextlib.suppress(OSError):
-            partial.unlink()
+            scratch.unlink()
     return template
 
 
 def seed_new_store(db: Path) -> bool:
     """Make `db`, which does not exist, a copy of the empty store; False when MLflow must make it."""
-    partial = db.with_name(f".{db.name}.{os.getpid()}.partial")
     try:
-        shutil.copyfile(_made_template(), partial)
-        os.replace(partial, db)
+        atomic_write(db, _made_template().read_bytes())  # ~1 MB
         return True
     except Exception as err:  # noqa: BLE001 - any reason at all: MLflow's migrations make the store as before
         log.debug("a new store without the template (%s: %s)", type(err).__name__, err)
         return False
-    finally:
-        with contextlib.suppress(OSError):
-            partial.unlink()
