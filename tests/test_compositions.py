@@ -408,19 +408,28 @@ def test_another_hydra_composes_unpatched_after_one_warning(
 
 def test_a_remembered_composition_makes_no_config_repository(monkeypatch: pytest.MonkeyPatch) -> None:
     """Before: the memo found each composition's search path by making a config repository and parsing
-    every override (~10-15 ms), at every ask, remembered or not: three times a job in a sweep."""
+    every override (~10-15 ms), and parsed them again for Hydra's check of sweep overrides, at every
+    ask, remembered or not: three times a job in a sweep."""
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.types import RunMode
 
     from src.core import compositions
-    from src.core.paths import compose
+    from src.core.paths import hydra_initialized, register_resolvers
 
+    register_resolvers()
     compositions.install()
-    made = []
+    made, parsed = [], []
     own = ConfigLoaderImpl._parse_overrides_and_create_caching_repo
     monkeypatch.setattr(ConfigLoaderImpl, "_parse_overrides_and_create_caching_repo", lambda self, *a: made.append(a) or own(self, *a))
-    compose(["seed=918273"])  # the memo's miss: Hydra composes it, with its own repository
-    composed = len(made)
-    compose(["seed=918273"])  # remembered
-    assert len(made) == composed
-    compose(["seed=918274"])  # another job: Hydra's own composition alone makes one
-    assert len(made) - composed == 1, made[composed:]
+    parse = OverridesParser.parse_overrides
+    monkeypatch.setattr(OverridesParser, "parse_overrides", lambda self, *a, **k: parsed.append(a or k) or parse(self, *a, **k))
+    with hydra_initialized():
+        load = GlobalHydra.instance().config_loader().load_configuration
+        load("train", ["seed=918273"], RunMode.RUN)  # the memo's miss: Hydra composes it, with its own repository
+        composed, read = len(made), len(parsed)
+        load("train", ["seed=918273"], RunMode.RUN)  # remembered, its overrides already checked
+        assert (len(made), len(parsed)) == (composed, read), parsed[read:]
+        load("train", ["seed=918274"], RunMode.RUN)  # another job: Hydra's own composition alone makes one
+        assert len(made) - composed == 1, made[composed:]

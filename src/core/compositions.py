@@ -129,6 +129,7 @@ def install() -> None:
     load_configuration = ConfigLoaderImpl.load_configuration
     loaded: dict[tuple[Any, ...], bytes] = {}
     search_paths: dict[tuple[Any, ...], tuple[tuple[str, str, str], ...]] = {}
+    validated: set[tuple[Any, ...]] = set()  # compositions whose sweep overrides Hydra's check passed
 
     def searched_sources(self: Any, config_name: str | None, plain: list[str]) -> tuple[tuple[str, str, str], ...]:
         """`_sources` of the repository this composition reads: the loader's search path with the
@@ -138,13 +139,16 @@ def install() -> None:
         their files (the primary config's `hydra.searchpath` is in one of them) and the overrides that
         can name `hydra.searchpath` (any that mentions it). Each folder's files are digested every time."""
         named = tuple(line for line in plain if SEARCHPATH_KEY in line)
-        key = (_sources(self.repository), config_name, named)
+        base = _sources(self.repository)
+        key = (base, config_name, named)
         if key not in search_paths:
             # A relative search path is another folder in another working folder: digested where it is now.
             _, searched = self._parse_overrides_and_create_caching_repo(config_name, plain)
             search_paths[key] = tuple((str(s.provider), str(s.path), s.scheme()) for s in searched.get_sources())
+        digested = {path: digest for _, path, digest in base if digest}  # the loader's folders, digested just now
         return tuple(
-            (provider, path, _files_digest(path) if scheme == "file" else "") for provider, path, scheme in search_paths[key]
+            (provider, path, (digested.get(path) or _files_digest(path)) if scheme == "file" else "")
+            for provider, path, scheme in search_paths[key]
         )
 
     def remembered_configuration(
@@ -163,11 +167,13 @@ def install() -> None:
         if key not in loaded:
             _made[0] += 1
             loaded[key] = pickle.dumps(load_configuration(self, config_name, plain, run_mode, from_shell, validate_sweep_overrides))
-        elif validate_sweep_overrides:  # the earlier call skipped this check (Hydra's `get_mode` does)
+        elif validate_sweep_overrides and key not in validated:  # the earlier call skipped this check (Hydra's `get_mode` does)
             from hydra.core.override_parser.overrides_parser import OverridesParser
 
             parsed = OverridesParser.create().parse_overrides(overrides=plain)
             self.validate_sweep_overrides_legal(overrides=parsed, run_mode=run_mode, from_shell=from_shell)
+        if validate_sweep_overrides:  # the same overrides in the same mode pass it again: checked once
+            validated.add(key)
         made: DictConfig = pickle.loads(loaded[key])
         if mode_line:
             from hydra.types import RunMode
