@@ -85,7 +85,6 @@ def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants, list
 
     from src.core.compositions import install, job_config
     from src.core.paths import compose_error_line
-    from src.tracking.identity import fingerprint, flatten, identity_config
     from src.tracking.variants import find_variants
     from src.training.run_spec import check_job
 
@@ -98,8 +97,9 @@ def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants, list
         except (HydraException, OmegaConfBaseException) as err:  # `foo=1,2`: as `src.train` says it
             raise ConfigError(compose_error_line(err)) from None
         checked = check_job(cfg, trains_here=here)  # a job that would be refused: no sweep run is recorded for it
-        params[str(len(jobs))] = flatten(identity_config(cfg))
-        jobs.append({"num": len(jobs), "overrides": list(overrides), "run_name": cfg.run_name, "fingerprint": fingerprint(cfg)})
+        identity = checked.identity  # the config's identity, its flat params and fingerprint, made once
+        params[str(len(jobs))] = identity.params
+        jobs.append({"num": len(jobs), "overrides": list(overrides), "run_name": cfg.run_name, "fingerprint": identity.fingerprint})
         configs.append((cfg, checked))
     variants = find_variants(params)
     for job in jobs:
