@@ -433,3 +433,22 @@ def test_a_remembered_composition_makes_no_config_repository(monkeypatch: pytest
         assert (len(made), len(parsed)) == (composed, read), parsed[read:]
         load("train", ["seed=918274"], RunMode.RUN)  # another job: Hydra's own composition alone makes one
         assert len(made) - composed == 1, made[composed:]
+
+
+def test_a_sweeps_start_checks_each_job_without_writing_its_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: the start resolved each job whole, its record's YAML included (~12 ms a job), to keep
+    only the code it runs; the job resolves it again as it trains. Now its checks with the model alone,
+    and the same code."""
+    from src.core.paths import compose
+    from src.launch.callbacks import job_code, resolve_jobs
+    from src.tracking.record import RecordSpec
+    from src.training.run_spec import check_job, resolve
+
+    cfg = compose(["model.n_layers=1", "model.emb_dim=32", "model.n_heads=2", "model.context_length=32"])
+    checked = check_job(cfg)
+    made = []
+    own = RecordSpec.from_config.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(RecordSpec, "from_config", classmethod(lambda cls, *a, **k: made.append(a) or own(cls, *a, **k)))
+    resolve_jobs(cfg, [{"fingerprint": checked.identity.fingerprint}], [(cfg, checked)])
+    assert not made
+    assert job_code[checked.identity.fingerprint] == resolve(cfg).record.code
