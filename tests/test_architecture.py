@@ -318,6 +318,8 @@ MLFLOW_OUTSIDE_THE_DOOR = {
     "mlflow.server": "ui_app.py",
     "mlflow.server.fastapi_app": "ui_app.py",
     "mlflow.cli": "ui_app.py",
+    # The empty schema a new SQLite store is copied from, made by MLflow's own migrations: no run.
+    "mlflow.store.db.utils": "store_template.py",
 }
 
 

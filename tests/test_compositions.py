@@ -209,6 +209,13 @@ REFUSED: dict[str, tuple[list[str], str]] = {
     "checkpoint_folder": (["checkpoint.enabled=true", "checkpoint.dir=/proc/x"], "config error: checkpoint.dir: /proc is not writable"),
     "no_checkpoint": (["ckpt_path=last", "checkpoint.dir={tmp}/none"], "config error: ckpt_path: no checkpoint at {tmp}/none/last.ckpt"),
     "not_a_checkpoint": (["ckpt_path={tmp}/text.ckpt"], "config error: ckpt_path: {tmp}/text.ckpt is not a readable checkpoint"),
+    "other_config_checkpoint": (["ckpt_path={tmp}/other.ckpt"], "config error: ckpt_path: {tmp}/other.ckpt was trained with another config"),
+    # the data: the source's fields and files, as the run builds it, and the token cache's folder
+    "split_rule": (["data=fineweb", "data.split_by=rows"], "config error: data.split_by: 'rows' is not one of the valid choices"),
+    "row_order_hub": (["data=fineweb", "data.split_by=row_order"], "config error: data.split_by=row_order: splits the rows of data.files"),
+    "token_folder": (["data=safetensors", "data.folder={tmp}"], "config error: data.folder: {tmp} has no train.safetensors"),
+    "text_files": (["data=text_files", "data.paths={tmp}/none*.txt"], "config error: data.paths"),
+    "cache_dir": (["paths.cache_dir=/proc/x"], "config error: data.cache_dir: /proc is not writable"),
     # under -m: the sweep's start refuses before Hydra launches job 0
     "empty_sweep": (["-m", "norm=glob(zzz*)"], "config error: norm=glob(zzz*): the sweep has no jobs"),
     "margin": ([*SWEEP, "report.margin.speed=0"], "config error: report.margin.speed: must be a number > 0, got 0"),
@@ -224,6 +231,8 @@ REFUSED: dict[str, tuple[list[str], str]] = {
     "sweep_artifacts": ([*SWEEP, "paths.mlflow_artifacts=/proc/x"], "config error: logger.artifact_location: /proc is not writable"),
     "sweep_store_folder": ([*SWEEP, "paths.mlflow_db={tmp}"], "config error: logger.tracking_uri=sqlite:///{tmp}: paths.mlflow_db={tmp} is a directory"),
     "sweep_micro_batch": ([*SWEEP, "optim.micro_batch_size=100000"], "config error: optim.micro_batch_size=100000: one step's logits"),
+    "sweep_cache_dir": ([*SWEEP, "paths.cache_dir=/proc/x"], "config error: data.cache_dir: /proc is not writable"),
+    "sweep_claims_file": ([*SWEEP, "report.claims=[{tmp}/claims.yaml]"], "config error: {tmp}/claims.yaml: claims[0].kind: no such key"),
 }
 
 
@@ -234,6 +243,14 @@ def test_refusals_import_no_heavy_library(tmp_path: Path) -> None:
     start were answered after torch and Lightning (and for a sweep's report settings, pandas and
     scipy) were imported: seconds, tens of them beside load."""
     (tmp_path / "text.ckpt").write_text("not a checkpoint")
+    (tmp_path / "claims.yaml").write_text("claims: [{kind: nope}]\n")
+    # A checkpoint of another config: its run's record, as Lightning saves it (made here, where torch is loaded).
+    import torch
+
+    from src.tracking.identity import RUN_STATE_KEY
+
+    state = {"identity": {"model": {"n_layers": 7}}, "fingerprint": "0" * 16}
+    torch.save({"state_dict": {}, "callbacks": {RUN_STATE_KEY: state}}, tmp_path / "other.ckpt")
     common = [
         *FAST, f"paths.mlflow_db={tmp_path / 'store' / 'mlflow.db'}", f"paths.cache_dir={tmp_path / 'cache'}",
         f"paths.mlflow_artifacts={tmp_path / 'artifacts'}", f"paths.reports_dir={tmp_path / 'reports'}",
@@ -387,3 +404,51 @@ def test_another_hydra_composes_unpatched_after_one_warning(
         monkeypatch.undo()
         compositions.install()
     assert ConfigLoaderImpl.load_configuration is not own
+
+
+def test_a_remembered_composition_makes_no_config_repository(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: the memo found each composition's search path by making a config repository and parsing
+    every override (~10-15 ms), and parsed them again for Hydra's check of sweep overrides, at every
+    ask, remembered or not: three times a job in a sweep."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.types import RunMode
+
+    from src.core import compositions
+    from src.core.paths import hydra_initialized, register_resolvers
+
+    register_resolvers()
+    compositions.install()
+    made, parsed = [], []
+    own = ConfigLoaderImpl._parse_overrides_and_create_caching_repo
+    monkeypatch.setattr(ConfigLoaderImpl, "_parse_overrides_and_create_caching_repo", lambda self, *a: made.append(a) or own(self, *a))
+    parse = OverridesParser.parse_overrides
+    monkeypatch.setattr(OverridesParser, "parse_overrides", lambda self, *a, **k: parsed.append(a or k) or parse(self, *a, **k))
+    with hydra_initialized():
+        load = GlobalHydra.instance().config_loader().load_configuration
+        load("train", ["seed=918273"], RunMode.RUN)  # the memo's miss: Hydra composes it, with its own repository
+        composed, read = len(made), len(parsed)
+        load("train", ["seed=918273"], RunMode.RUN)  # remembered, its overrides already checked
+        assert (len(made), len(parsed)) == (composed, read), parsed[read:]
+        load("train", ["seed=918274"], RunMode.RUN)  # another job: Hydra's own composition alone makes one
+        assert len(made) - composed == 1, made[composed:]
+
+
+def test_a_sweeps_start_checks_each_job_without_writing_its_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: the start resolved each job whole, its record's YAML included (~12 ms a job), to keep
+    only the code it runs; the job resolves it again as it trains. Now its checks with the model alone,
+    and the same code."""
+    from src.core.paths import compose
+    from src.launch.callbacks import job_code, resolve_jobs
+    from src.tracking.record import RecordSpec
+    from src.training.run_spec import check_job, resolve
+
+    cfg = compose(["model.n_layers=1", "model.emb_dim=32", "model.n_heads=2", "model.context_length=32"])
+    checked = check_job(cfg)
+    made = []
+    own = RecordSpec.from_config.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(RecordSpec, "from_config", classmethod(lambda cls, *a, **k: made.append(a) or own(cls, *a, **k)))
+    resolve_jobs(cfg, [{"fingerprint": checked.identity.fingerprint}], [(cfg, checked)])
+    assert not made
+    assert job_code[checked.identity.fingerprint] == resolve(cfg).record.code

@@ -41,6 +41,7 @@ _unpatched: dict[str, Any] = {}  # Hydra's own functions, as `install` found the
 _made = [0]  # the compositions Hydra made in this process, the memo's misses (src/bench/overhead.py counts them)
 CONFIG_SUFFIXES = (".yaml", ".yml")
 MULTIRUN_LINE = "hydra.mode=MULTIRUN"  # what Hydra's `_run_app` appends to a multirun's overrides
+SEARCHPATH_KEY = "hydra.searchpath"  # the key whose overrides add config folders (Hydra's `_process_config_searchpath`)
 
 
 def _group_lines(repo: Any, overrides_list: list[Any]) -> tuple[str, ...]:
@@ -127,6 +128,28 @@ def install() -> None:
 
     load_configuration = ConfigLoaderImpl.load_configuration
     loaded: dict[tuple[Any, ...], bytes] = {}
+    search_paths: dict[tuple[Any, ...], tuple[tuple[str, str, str], ...]] = {}
+    validated: set[tuple[Any, ...]] = set()  # compositions whose sweep overrides Hydra's check passed
+
+    def searched_sources(self: Any, config_name: str | None, plain: list[str]) -> tuple[tuple[str, str, str], ...]:
+        """`_sources` of the repository this composition reads: the loader's search path with the
+        primary config's and the overrides' `hydra.searchpath` added. Finding that path makes a
+        repository and parses every override (~10-15 ms, three times a job: the sweep's checks, the
+        sweeper, the launcher), so it is remembered by what decides it: the loader's own sources with
+        their files (the primary config's `hydra.searchpath` is in one of them) and the overrides that
+        can name `hydra.searchpath` (any that mentions it). Each folder's files are digested every time."""
+        named = tuple(line for line in plain if SEARCHPATH_KEY in line)
+        base = _sources(self.repository)
+        key = (base, config_name, named)
+        if key not in search_paths:
+            # A relative search path is another folder in another working folder: digested where it is now.
+            _, searched = self._parse_overrides_and_create_caching_repo(config_name, plain)
+            search_paths[key] = tuple((str(s.provider), str(s.path), s.scheme()) for s in searched.get_sources())
+        digested = {path: digest for _, path, digest in base if digest}  # the loader's folders, digested just now
+        return tuple(
+            (provider, path, (digested.get(path) or _files_digest(path)) if scheme == "file" else "")
+            for provider, path, scheme in search_paths[key]
+        )
 
     def remembered_configuration(
         self: Any,
@@ -140,18 +163,17 @@ def install() -> None:
         # `hydra.mode=MULTIRUN` appended: one composition, the mode set on the copy as Hydra sets it.
         mode_line = MULTIRUN_LINE if overrides and overrides[-1] == MULTIRUN_LINE else None
         plain = list(overrides[:-1]) if mode_line else list(overrides)
-        # The search path as this composition sees it: the primary config's and the overrides'
-        # `hydra.searchpath` added (a relative one is another folder in another working folder).
-        _, searched = self._parse_overrides_and_create_caching_repo(config_name, plain)
-        key = (_sources(searched), config_name, tuple(plain), run_mode, from_shell)
+        key = (searched_sources(self, config_name, plain), config_name, tuple(plain), run_mode, from_shell)
         if key not in loaded:
             _made[0] += 1
             loaded[key] = pickle.dumps(load_configuration(self, config_name, plain, run_mode, from_shell, validate_sweep_overrides))
-        elif validate_sweep_overrides:  # the earlier call skipped this check (Hydra's `get_mode` does)
+        elif validate_sweep_overrides and key not in validated:  # the earlier call skipped this check (Hydra's `get_mode` does)
             from hydra.core.override_parser.overrides_parser import OverridesParser
 
             parsed = OverridesParser.create().parse_overrides(overrides=plain)
             self.validate_sweep_overrides_legal(overrides=parsed, run_mode=run_mode, from_shell=from_shell)
+        if validate_sweep_overrides:  # the same overrides in the same mode pass it again: checked once
+            validated.add(key)
         made: DictConfig = pickle.loads(loaded[key])
         if mode_line:
             from hydra.types import RunMode

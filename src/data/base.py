@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.paths import ConfigError
-from .cache import cache_folder, ensure_token_cache
+from .cache import cache_folder, ensure_token_cache, is_valid_cache, require_cache_writable
 
 # The splits a corpus may have, in the order they are written and reported. A source with fewer
 # (FineWeb: train and val) narrows `DataSource.splits`.
@@ -206,3 +206,16 @@ def source_class(name: str) -> type[DataSource]:
 def build_source(data_cfg: Mapping[str, Any]) -> DataSource:
     """The source named by `data_cfg['source']`, built from the rest of the data config."""
     return source_class(data_cfg.get("source")).from_config(data_cfg)
+
+
+def check_data(data_cfg: Mapping[str, Any]) -> None:
+    """What the data config and its files decide, answered by the config's check (src.training.run_spec)
+    before torch and Lightning are imported: the source's own fields and files, built as the run builds
+    it (a split rule, a token folder without its files, a glob matching nothing), and the token cache's
+    folder, which must be writable unless a complete cache is there already (its files' sizes; their
+    hashes are checked as the data is prepared)."""
+    source = build_source(data_cfg)
+    if data_cfg.get("cache_dir") is not None:
+        folder = source.folder(data_cfg["cache_dir"])
+        if not is_valid_cache(folder, check_hash=False, splits=source.splits):
+            require_cache_writable(folder)

@@ -79,15 +79,20 @@ def cache_header(cache_key: str) -> dict[str, str]:
     return {"cache_key": cache_key, "tokenizer": TOKENIZER_NAME, "dtype": np.dtype(TOKEN_DTYPE).name}
 
 
-def begin_cache(folder: Path) -> None:
-    """Create `folder` and withdraw its certificate, so a crash while writing leaves a cache that
-    reads as invalid. Call it before writing any token file. A folder that cannot be written is a
-    ConfigError naming the field (a complete cache there is only read, and never gets here)."""
+def require_cache_writable(folder: Path) -> None:
+    """A token cache to be written in `folder`: ConfigError naming the field where it cannot be."""
     require_writable(
         folder, "data.cache_dir",
         f"the token cache is written to {folder}: point paths.cache_dir (or data.cache_dir) at a writable folder, "
         "or prepare the cache there first (python -m src.data)",
     )  # fmt: skip
+
+
+def begin_cache(folder: Path) -> None:
+    """Create `folder` and withdraw its certificate, so a crash while writing leaves a cache that
+    reads as invalid. Call it before writing any token file. A folder that cannot be written is a
+    ConfigError naming the field (a complete cache there is only read, and never gets here)."""
+    require_cache_writable(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / META_FILE).unlink(missing_ok=True)
 

@@ -85,7 +85,6 @@ def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants, list
 
     from src.core.compositions import install, job_config
     from src.core.paths import compose_error_line
-    from src.tracking.identity import fingerprint, flatten, identity_config
     from src.tracking.variants import find_variants
     from src.training.run_spec import check_job
 
@@ -98,8 +97,9 @@ def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants, list
         except (HydraException, OmegaConfBaseException) as err:  # `foo=1,2`: as `src.train` says it
             raise ConfigError(compose_error_line(err)) from None
         checked = check_job(cfg, trains_here=here)  # a job that would be refused: no sweep run is recorded for it
-        params[str(len(jobs))] = flatten(identity_config(cfg))
-        jobs.append({"num": len(jobs), "overrides": list(overrides), "run_name": cfg.run_name, "fingerprint": fingerprint(cfg)})
+        identity = checked.identity  # the config's identity, its flat params and fingerprint, made once
+        params[str(len(jobs))] = identity.params
+        jobs.append({"num": len(jobs), "overrides": list(overrides), "run_name": cfg.run_name, "fingerprint": identity.fingerprint})
         configs.append((cfg, checked))
     variants = find_variants(params)
     for job in jobs:
@@ -108,15 +108,16 @@ def sweep_jobs(config: DictConfig) -> tuple[list[dict[str, Any]], Variants, list
 
 
 def resolve_jobs(config: DictConfig, jobs: list[dict[str, Any]], configs: list[tuple[DictConfig, CheckedJob]]) -> None:
-    """Each job resolved as it will train, past its `check_job` (src.training.run_spec.resolve: the
+    """Each job checked as it will train, past its `check_job` (src.training.run_spec.check_model: the
     norm, the model's size, the memory it needs); the code each runs kept in `job_code`."""
-    from src.training.run_spec import resolve
+    from src.tracking.code import code_state
+    from src.training.run_spec import check_model, with_norm_code
 
     here = not config.cluster.get("spans_machines", False)
     job_code.clear()
     for job, (cfg, checked) in zip(jobs, configs, strict=True):
-        spec = resolve(cfg, trains_here=here, checked=checked)
-        job_code[job["fingerprint"]] = spec.record.code  # a norm of the user's: its file joins it
+        model, _ = check_model(cfg, checked, trains_here=here)
+        job_code[job["fingerprint"]] = with_norm_code(code_state(), model)  # a norm of the user's: its file joins it
 
 
 # What a SLURM launcher runs on this machine: sbatch submits; submitit looks for srun before it submits

@@ -158,6 +158,10 @@ class Store:
             if self.db is not None:
                 self.db.parent.mkdir(parents=True, exist_ok=True)
                 with store_lock(self.db):
+                    if not self.db.exists():  # a copy of an empty store, not MLflow's migrations run again
+                        from src.tracking.store_template import seed_new_store
+
+                        seed_new_store(self.db)
                     self._client = _open_sqlite_client(self.uri, self.db)
             else:
                 from mlflow.tracking import MlflowClient
@@ -297,8 +301,12 @@ class Store:
         return made.info.run_id
 
     def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
-        for key, value in tags.items():
-            self._retry(lambda k=key, v=value: self.client.set_tag(run_id, k, v))
+        """The tags in one write per MLflow batch (each `set_tag` was a SQLite commit of its own)."""
+        from mlflow.entities import RunTag
+
+        items = [RunTag(key, str(value)) for key, value in tags.items()]
+        for i in range(0, len(items), BATCH_MAX):
+            self._retry(lambda chunk=items[i : i + BATCH_MAX]: self.client.log_batch(run_id, tags=chunk))
 
     def delete_tag(self, run_id: str, key: str) -> None:
         self._retry(lambda: self.client.delete_tag(run_id, key))

@@ -36,7 +36,7 @@ from src.core.schema import (
     schema_of,
     unknown_key_line,
 )
-from src.data.base import check_loader_values
+from src.data.base import check_data, check_loader_values
 from src.data.tokenizer import VOCAB_SIZE
 from src.tracking.checkpoint_file import read_run_state, resolve_ckpt_path
 from src.tracking.identity import CheckpointSpec, Identity, check_checkpoint, checkpoint_folder
@@ -58,6 +58,7 @@ from src.tracking.variants import AXES_ENV, axes_from_env
 
 if TYPE_CHECKING:  # the model's module imports torch: a refused config is answered without it
     from src.model.gpt import GPTConfig
+    from src.tracking.code import CodeState
 
 # Seeds seed numpy too, whose generator takes an unsigned 32-bit integer.
 SEED_RANGE = (0, 2**32 - 1)
@@ -166,9 +167,14 @@ def user_norm_record(model: GPTConfig, record: RecordSpec) -> RecordSpec:
         NORM_REFERENCE_TAG: source.reference,
         NORM_PROJECT_CODE_TAG: record.code.fingerprint,  # the report reads which project code made it
     }
-    files, versions = source.code()
     tags = {**record.tags, **{k: v for k, v in tags.items() if v}}
-    return replace(record, tags=tags, code=record.code.joined(files, versions))
+    return replace(record, tags=tags, code=with_norm_code(record.code, model))
+
+
+def with_norm_code(code: CodeState, model: GPTConfig) -> CodeState:
+    """`code` with a norm of the user's beside it (its file, or its package's version); a built-in's as it is."""
+    source = model.norm.source
+    return code if source is None else code.joined(*source.code())
 
 
 def _require(ok: bool, field: str, message: str) -> None:
@@ -484,6 +490,8 @@ def check_job(cfg: DictConfig, trains_here: bool = True) -> CheckedJob:
         # The floor's logits alone (no parameters counted yet): a micro-batch or a context far too large.
         floor = ModelSize(0, cfg.model.vocab_size, cfg.model.context_length, cfg.model.emb_dim)
         check_memory_floor(floor, train.micro_batch_size, train.seq_len, devices.precision, devices.device_type)
+    if trains_here:  # the data as this machine has it (a cluster's nodes may have folders a login node lacks)
+        check_data(OmegaConf.to_container(cfg.data, resolve=True))  # type: ignore[arg-type]
     if trains_here and checkpoint.enabled:  # its first write would otherwise fail the run at the first checkpoint
         field = checkpoint.placed_by
         require_writable(checkpoint.folder, field, f"checkpoints go to {checkpoint.folder}: point {field} at a writable folder")
@@ -496,6 +504,21 @@ def check_job(cfg: DictConfig, trains_here: bool = True) -> CheckedJob:
     return CheckedJob(train, store, identity, checkpoint, devices)
 
 
+def check_model(cfg: DictConfig, checked: CheckedJob, trains_here: bool = True) -> tuple[GPTConfig, Budget]:
+    """What `resolve` checks with the model's module (torch): the norm's options, the model's size
+    against the memory floor, the token budget of each parameter. A sweep's start runs it on every job
+    before launch; the job's `resolve` runs it again with the run's record, which only the job needs."""
+    train, devices = checked.train, checked.devices
+    model = model_config(cfg)
+    check_user_norm(cfg, model)
+    from src.model.gpt import parameter_count
+
+    size = ModelSize(parameter_count(model), model.vocab_size, model.context_length, model.emb_dim)
+    if trains_here:
+        check_memory_floor(size, train.micro_batch_size, train.seq_len, devices.precision, devices.device_type)
+    return model, resolve_budget(train.optim, train.seq_len, devices.world_size, size.n_params)
+
+
 def resolve(cfg: DictConfig, trains_here: bool = True, checked: CheckedJob | None = None) -> RunSpec:
     """Validate `cfg` (ConfigError naming the field) and split it into the stages' pieces, with the
     model's size and the token budget. What takes a second to check on the machine that trains (the
@@ -504,18 +527,11 @@ def resolve(cfg: DictConfig, trains_here: bool = True, checked: CheckedJob | Non
     leaves that to the job. `checked`: this config's `check_job`, already run."""
     c = checked or check_job(cfg, trains_here)
     train, store, identity, checkpoint, devices = c.train, c.store, c.identity, c.checkpoint, c.devices
+    model, budget = check_model(cfg, c, trains_here)
     overrides, job_num = hydra_context()
     axes = os.environ.get(AXES_ENV)  # what the sweep varied (src.launch.callbacks sets it)
-    model = model_config(cfg)
-    check_user_norm(cfg, model)
     record = RecordSpec.from_config(cfg, identity.params, axes_from_env(axes), overrides, job_num)
     record = user_norm_record(model, record)  # a norm of the user's: its provenance, its code
-    from src.model.gpt import parameter_count
-
-    size = ModelSize(parameter_count(model), model.vocab_size, model.context_length, model.emb_dim)
-    if trains_here:
-        check_memory_floor(size, train.micro_batch_size, train.seq_len, devices.precision, devices.device_type)
-    budget = resolve_budget(train.optim, train.seq_len, devices.world_size, size.n_params)
     return RunSpec(
         # The MLflow run's name (`lr=0.001-s0` in a learning-rate sweep), not cfg.run_name's `<norm>-s<seed>`:
         # a SIGTERM line named the job `torch_layernorm-s0` while its run and its other lines said `lr=0.001-s0`.
