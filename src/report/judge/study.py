@@ -43,6 +43,7 @@ from src.report.judge.study_match import (
     study_values,
     the_study,
 )
+from src.report.kinds.event import Divergence
 from src.report.read.claims import (
     LOSS,
     SIZED,
@@ -57,9 +58,7 @@ from src.report.read.table import most_seeds
 from src.stats.inference import ALPHA
 from src.stats.pairs import pair_label
 from src.stats.verdicts import (
-    Because,
     ClaimWord,
-    Event,
     Judgement,
     Readings,
     claim_family,
@@ -67,43 +66,13 @@ from src.stats.verdicts import (
     decided,
     family_alpha,
     gate,
-    judge_event,
     no_evidence,
     read,
     read_alike,
-    seeds_to_reach,
     speed_bounds,
 )
-from src.tracking.tags import DIVERGED, FINISHED, RESULT_OUTCOMES
+from src.tracking.tags import FINISHED
 from src.tracking.variants import Axis
-
-
-@dataclass(frozen=True, eq=False)  # eq=False: frames inside, compared by identity
-class Divergence:
-    """Claim 6's runs as they were counted: no_norm's, the study's normalized variants', and of those
-    the ones that count (trained through or diverged, and reached no_norm's first divergence)."""
-
-    b: str  # no_norm's label
-    runs: pd.DataFrame  # no_norm's runs
-    normalized: pd.DataFrame  # the normalized variants' runs
-    counted: pd.DataFrame  # the normalized variants' runs that count
-    short: pd.DataFrame  # theirs that finished before no_norm's first divergence (never reached it)
-    first: float  # the step of no_norm's first divergence (NaN: none)
-    event: Event
-    most: float  # the most steps a no_norm run trained through (NaN: none did)
-    study_step: float  # the step by which the study's no-norm loss was NaN
-    collapse: int | None = None  # the steps its source says a collapse typically takes
-
-    @property
-    def learning_rates(self) -> tuple[list[float], list[float]]:
-        """no_norm's learning rates and the normalized variants'."""
-        return sorted(set(self.runs.lr.dropna())), sorted(set(self.normalized.lr.dropna()))
-
-    @property
-    def like_for_like(self) -> bool:
-        """no_norm at the normalized variants' learning rates (or none recorded)."""
-        own, theirs = self.learning_rates
-        return not theirs or own == theirs
 
 
 @dataclass(frozen=True)
@@ -340,50 +309,16 @@ def part_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
 # --- claim 6: an event ----------------------------------------------------------------------------------
 
 
-def divergence(part: Part, e: Evidence) -> Divergence:
-    """The runs on each side and those that count: runs that neither trained through (an evaluation
-    that broke included: `eval not finite`) nor diverged are left out, failed, killed or running ones,
-    and normalized runs that finished before no_norm's first divergence (they never reached the step)."""
-    b = str(e.labels[part.b])
-    runs = e.runs[e.runs.variant == b]
-    normalized = e.runs[e.runs.variant.isin([v for n, v in e.labels.items() if v and n != part.b])]
-    own = runs[runs.outcome.isin(RESULT_OUTCOMES)]
-    theirs = normalized[normalized.outcome.isin(RESULT_OUTCOMES)]
-    first = own[own.outcome == DIVERGED].stopped_at_step.min()
-    short = theirs[(theirs.outcome != DIVERGED) & (theirs.steps_done < first)] if math.isfinite(first) else theirs.iloc[:0]
-    counted = theirs.drop(short.index)
-    event = Event(int((own.outcome == DIVERGED).sum()), len(own), int((counted.outcome == DIVERGED).sum()), len(counted))
-    # Trained through: finished, or ended with a broken evaluation (its steps ran all the same).
-    trained = own[own.outcome != DIVERGED].steps_done.dropna()
-    most = float(trained.max()) if len(trained) else math.nan
-    return Divergence(b, runs, normalized, counted, short, first, event, most, part.published(STABILITY))
-
-
-def event_settle(event: Event, ran: int, alpha: float) -> int:
-    """Seeds per variant that would settle claim 6's count: more than the `ran` already run, the counts
-    so far kept, each further no_norm run diverging and each further normalized run training through
-    (MAX_SEEDS + 1: more than MAX_SEEDS)."""
-    per = max(round(event.n_others / max(event.n, 1)), 1)  # normalized runs per no_norm run, as run so far
-
-    def settles(seeds: int) -> bool:
-        more = seeds - event.n
-        return Event(event.k + more, seeds, event.k_others, event.n_others + more * per).p < alpha
-
-    return seeds_to_reach(settles, low=max(ran, event.n))  # p falls as runs are added
-
-
 def divergence_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
-    """Claim 6: no_norm diverges where the normalized variants, at its learning rate, train on."""
-    d = replace(divergence(part, e), collapse=claim.collapse_within)
-    # Long enough: past the step its source's run went NaN, else the steps it says a collapse takes, else
-    # (a claim with neither) any run that trained through.
-    horizon = d.study_step if math.isfinite(d.study_step) else float(claim.collapse_within or 0)
-    j = judge_event(d.event, e.alpha, d.most >= horizon, normalized=bool(len(d.normalized)), like_for_like=d.like_for_like)
-    if j.because == Because.TOO_FEW:
-        j = replace(j, settle=event_settle(d.event, most_seeds(pd.concat([d.runs, d.normalized])), e.alpha))
-    off = tuple(outside(claim.domain, pd.concat([d.runs, d.normalized]), e.source))
+    """Claim 6: no_norm diverges where the normalized variants, at its learning rate, train on (its
+    runs counted and judged by the event kind: src.report.kinds.event.Divergence)."""
+    b = str(e.labels[part.b])
+    normalized = e.runs[e.runs.variant.isin([v for n, v in e.labels.items() if v and n != part.b])]
+    d = Divergence.of(b, e.runs[e.runs.variant == b], normalized, claim.collapse_within)
+    runs = pd.concat([d.runs, d.normalized])
+    off = tuple(outside(claim.domain, runs, e.source))
     # Outside the domain (a CPU collapse at a raised learning rate, say): what it shows at its own setting.
-    j = gate(j, bool(off))
+    j = gate(d.judge(part.published(STABILITY), e.alpha, most_seeds(runs)), bool(off))
     return Finding(part, STABILITY, j.word, outside=off, judgement=j, alpha=e.alpha, divergence=d)
 
 

@@ -211,9 +211,7 @@ def part_reason(f: Finding) -> str:
 
 
 def _inside_reason(f: Finding, j: Judgement) -> str:
-    """The reason at the sweep's own setting, written from what decided it (`j.because`)."""
-    if f.divergence is not None:
-        return f.part.kind.reason(f, j)
+    """The reason at the sweep's own setting, from what decided it (`j.because`; an event's: its kind's)."""
     if j.because == Because.NO_RUNS:
         return f"no finished runs of {' and '.join(f.variants)}"
     if unmeasured := unmeasured_text(f):  # read for no word, whatever its interval
