@@ -433,10 +433,11 @@ def against_study(
     present = [n for n in variants if n in swept]
     # The claims this sweep can list: a trend only where its share was timed.
     listed = tuple(c for c in source.claims if c.metric not in SIZED or any(shares_timed(check, p) for p in c.parts))
+    # Per claim the variants it needs that the sweep did not run, in the study's table order.
+    needs = {c.number: tuple(v for v in variants if v in c.variants() - swept) for c in source.claims}
     # Not listed: a trend whose norms were not all swept needs them (the check times swept norms only);
     # one whose norms were swept was not timed (no share rounds ran).
-    needs = {c.number: (c, tuple(v for v in variants if v in c.variants() - swept)) for c in source.claims if c not in listed}
-    untimed = tuple(c for c, missing in needs.values() if not missing)
+    untimed = tuple(c for c in source.claims if c not in listed and not needs[c.number])
     if not present and not any(c.metric in SIZED for c in listed):
         return StudySection(ran_none=True, source=source, untimed=untimed)
     values = study_values(axes, source)
@@ -461,9 +462,8 @@ def against_study(
         e.family = family
     judged = judge()
     claims = [r for r in judged.values() if r is not None]
-    # A claim with no part swept still has its line: the variants it needs, in the study's table order.
-    unjudged = {c.number: (c, tuple(v for v in variants if v in c.variants() - swept)) for c in listed if judged[c.number] is None}
-    unjudged |= {n: found for n, found in needs.items() if found[1]}
+    # A claim with no part swept (or a trend not listed for want of its norms) still has its line.
+    unjudged = {c.number: (c, needs[c.number]) for c in source.claims if judged.get(c.number) is None and needs[c.number]}
     decided_parts = sum(bool(f.readings and f.decision) for c in claims for f in c.findings)
     seen = {v for c in listed if judged[c.number] is not None and c.metric not in SIZED for v in evidence[c.domain.precision].variants_read(c)}
     setting = _setting_runs(runs, seen, variants)
