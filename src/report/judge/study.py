@@ -22,12 +22,12 @@ from src.report.judge.study_effects import (
     DomainFact,
     Effect,
     Timing,
-    fp32_only,
     from_check,
     from_runs,
     jobs_timing,
     outside,
     precision_inside,
+    precision_name,
     processes,
     seed_spread,
     share_effect,
@@ -124,7 +124,6 @@ class OpenQuestion:
     df: int
     most_seeds: int  # the most finished seeds of one variant
     fp32: bool  # every run in fp32: hand-rolled and built-in compute the same function
-    margin: float  # the report's equivalence margin of test loss
 
 
 @dataclass(frozen=True)
@@ -352,9 +351,9 @@ def evaluate(claim: Claim, e: Evidence) -> ClaimResult | None:
 def open_question(claim: Claim, e: Evidence) -> OpenQuestion:
     """Claim 5's open question, as numbers: one run's seed spread here over the claim's variants."""
     variants = tuple(str(e.labels[v]) for v in sorted(claim.variants()) if e.labels.get(v))
-    sd, df = seed_spread(e.runs, variants)
     runs = e.runs[e.runs.variant.isin(variants)]
-    return OpenQuestion(variants, sd, df, most_seeds(runs[runs.outcome == FINISHED]), fp32_only(runs), e.margins.test_loss)
+    finished = runs[runs.outcome == FINISHED]
+    return OpenQuestion(variants, *seed_spread(finished), most_seeds(finished), precision_name(runs.precision) == {"fp32"})
 
 
 # --- the section ----------------------------------------------------------------------------------------

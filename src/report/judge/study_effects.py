@@ -24,7 +24,7 @@ from src.report.read.claims import FP16, HALF_PRECISION, SPEED, ClaimsFile, Doma
 from src.report.read.timing import most_at_once
 from src.stats.inference import TRIM, Interval, at_level, paired_t, trimmed_mean_interval
 from src.stats.verdicts import Estimate, speed_margin
-from src.tracking.tags import DEVICE_TAG, FINISHED
+from src.tracking.tags import DEVICE_TAG
 
 LOG_TIME, TOKENS, DIRECT = "log step-time ratio", "relative tokens/s", "direct"  # an Effect's own units
 
@@ -216,19 +216,11 @@ def processes(domain: Domain, runs: pd.DataFrame, source: ClaimsFile) -> tuple[i
     return () if not counts or counts == [source.setting.devices] else tuple(counts)
 
 
-def fp32_only(runs: pd.DataFrame) -> bool:
-    return precision_name(runs.precision) == {"fp32"}
-
-
-def seed_spread(runs: pd.DataFrame, variants: Sequence[str]) -> tuple[float, int]:
-    """The pooled SD over seeds of one variant's test loss (finished runs), and its degrees of freedom."""
-    ss, df = 0.0, 0
-    for v in variants:
-        x = runs[(runs.variant == v) & (runs.outcome == FINISHED)].test_loss.astype(float).dropna()
-        if len(x) >= 2:
-            ss += float(np.var(x, ddof=1)) * (len(x) - 1)
-            df += len(x) - 1
-    return (math.sqrt(ss / df), df) if df else (math.nan, 0)
+def seed_spread(finished: pd.DataFrame) -> tuple[float, int]:
+    """The pooled SD over seeds of one variant's test loss (of the `finished` runs), and its degrees of freedom."""
+    loss = finished.test_loss.astype(float).groupby(finished.variant)
+    df = int((loss.count() - 1).clip(lower=0).sum())
+    return (math.sqrt(float((loss.var() * (loss.count() - 1)).sum()) / df), df) if df else (math.nan, 0)
 
 
 # --- a trend: a norm's share of a step over model sizes ---------------------------------------------------

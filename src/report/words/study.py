@@ -325,7 +325,7 @@ def open_question(c: ClaimResult) -> str:
         return lead + f"{spread}. The paired implementation effect here: {shows}. This sweep cannot settle it: {cannot}.{same}"
     said = f"{lead}{spread}. The paired implementation effect: {shows}: "
     if effects and all(f.readings.equivalence == Equivalence.INSIDE and f.readings.direction == Direction.UNDECIDED for f in effects) and not c.not_swept:
-        return said + f"zero within ±{q.margin:g} nats at {noun}'s setting, which settles {noun}'s open question: its gap was not an implementation effect."
+        return said + f"zero within ±{effects[0].margin:g} nats at {noun}'s setting, which settles {noun}'s open question: its gap was not an implementation effect."
     if effects and all(f.readings.direction == Direction.HOLDS for f in effects):
         shown_by = "every interval excludes zero" if all(f.readings.spread for f in effects) else "shown for every part, by its interval or its equal signs"
         return said + f"real at this setting ({shown_by}), so the edge is not seed noise alone."
