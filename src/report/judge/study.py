@@ -180,16 +180,8 @@ class StudySection:
     read: tuple[str, ...] = ()  # the variants the claims read
     set_aside: tuple[SetAside, ...] = ()  # the study's norms' other variants, which no claim read
     timing: Timing = Timing.OWN_DEVICE  # how the jobs' own times were taken (the table's speed columns)
-    source: ClaimsFile | None = None  # the claims file judged (None: the study's)
+    file: ClaimsFile = field(default_factory=the_study)  # the claims file judged
     untimed: tuple[Claim, ...] = ()  # trend claims no share rounds timed: not tested here, said so
-
-    @property
-    def file(self) -> ClaimsFile:
-        return self.source or the_study()
-
-    @property
-    def heading(self) -> str:
-        return self.file.heading
 
     def reached(self, reach: Reach) -> list[int]:
         """The claims (numbers, in order) where this sweep stands at `reach`: the headline's counts."""
@@ -438,7 +430,7 @@ def against_study(
     # one whose norms were swept was not timed (no share rounds ran).
     untimed = tuple(c for c in source.claims if c not in listed and not needs[c.number])
     if not present and not any(c.metric in SIZED for c in listed):
-        return StudySection(ran_none=True, source=source, untimed=untimed)
+        return StudySection(ran_none=True, file=source, untimed=untimed)
     values = study_values(axes, source)
 
     def matched(wanted: Mapping[str, str | None], rank: Callable[[pd.DataFrame], tuple[bool, ...]] | None = None) -> Evidence:
@@ -469,5 +461,5 @@ def against_study(
     reach, facts = _reach(judged, setting, source.claims, source)
     return StudySection(claims, unjudged, family, event, decided_parts, matched(values).labels, reach=reach, domain_facts=facts,
                         read=tuple(v for v in dict.fromkeys(runs.variant) if v in seen),
-                        set_aside=_set_aside(runs, seen, values, variants), timing=jobs_timing(setting, runs), source=source,
+                        set_aside=_set_aside(runs, seen, values, variants), timing=jobs_timing(setting, runs), file=source,
                         untimed=untimed)  # fmt: skip

@@ -106,7 +106,7 @@ def _study(a: Analysis, output: Output, width: int, study: Study, judged: StudyS
     if output == Output.TERMINAL:
         return Block(items=s.lines(width))
     if output == Output.PAGE:
-        return Block(judged.heading, "" if s.absent else s.lead(), s.table, s.items())
+        return Block(judged.file.heading, "" if s.absent else s.lead(), s.table, s.items())
     lead = "" if s.absent or study == Study.WORDS else f" ({s.lead()})"
-    return Block(f"**{judged.heading}**{lead}", table=s.table if study != Study.WORDS else None,
+    return Block(f"**{judged.file.heading}**{lead}", table=s.table if study != Study.WORDS else None,
                  items=s.items() if study == Study.FULL else s.short_items())  # fmt: skip

@@ -431,10 +431,10 @@ class StudyText:
         """The section for a terminal or a note: the heading, the lead, the setting, the table (its
         columns split to `width`, when given), the claims."""
         if self.absent:
-            return [f"{self.judged.heading}: {self.absent}"]
+            return [f"{self.judged.file.heading}: {self.absent}"]
         table = text_table(*self.table, width=width).splitlines() if self.table else []
         rest = self.items()[len(self.setting) :]
-        return [f"{self.judged.heading} — {self.lead()}", *(f"  {s}" for s in self.setting), *table, *rest]
+        return [f"{self.judged.file.heading} — {self.lead()}", *(f"  {s}" for s in self.setting), *table, *rest]
 
 
 def study_text(judged: StudySection, runs: pd.DataFrame, table: pd.DataFrame | None, check: Mapping[str, Any]) -> StudyText:
