@@ -337,26 +337,6 @@ def open_question(c: ClaimResult) -> str:
 # --- the section ----------------------------------------------------------------------------------------
 
 
-def method_line(family: int, event: bool, sequential: int, event_claim: int = 6, noun: str = "the study") -> str:
-    """How the section's tests were taken, and what their words promise together ("" without a test);
-    `event_claim`: the number of the claim whose exact test is one of them; `noun`: who stated the
-    figures (a file of hypotheses with no table: the claim, whose band its size is)."""
-    against = f"{noun}'s figure" if noun != "the claim" else "the claimed band"
-    if not family:
-        return ""
-    parts = [f"{family - event} claim part(s) with one"] if family > event else []
-    tests = " and ".join([*parts, *([f"claim {event_claim}'s Fisher exact test"] if event else [])])
-    line = (f"Each interval below is simultaneous over the section's {tests} (Bonferroni: each at {1 - family_alpha(ALPHA, family):.2%}), "
-            "so the words they decide hold together at 95%; the report's other comparisons do not change them. A claim's word "
-            f"comes from three readings of its interval (direction, size against {against}, equivalence within "
-            "the report's margin) and the setting its figure can be expected in (docs/reproducing.md).")  # fmt: skip
-    if sequential:
-        line += (f" For the {sequential} part(s) the sequential sweep decided, direction and equivalence are its decisions, "
-                 "error-controlled at the sweep's own alpha over its looks, and the size describes a fixed-n interval of data "
-                 "the sweep stopped when it chose: those words rest on the sweep's alpha, not on this 95%.")  # fmt: skip
-    return line
-
-
 def absent_text(judged: StudySection) -> str:
     """Why the section lists no claim ("" when it lists some): the sweep ran none of the study's variants."""
     whose = "the study's variants" if judged.file.table else "the variants its claims name"
@@ -379,9 +359,25 @@ class StudyText:
 
     @property
     def method(self) -> str:
-        s = self.judged
+        """How the section's tests were taken, and what their words promise together ("" without a test):
+        its claim parts with an interval and its event claim's exact test, read against its source's
+        figure (a file of hypotheses with no table: the claim, whose band its size is)."""
+        s, noun = self.judged, self.judged.file.source_noun
+        against = f"{noun}'s figure" if noun != "the claim" else "the claimed band"
+        if not s.family:
+            return ""
         event_claim = next((c.number for c in s.file.claims if c.metric == STABILITY), 0)
-        return method_line(s.family, s.event, s.sequential, event_claim, s.file.source_noun)
+        parts = [f"{s.family - s.event} claim part(s) with one"] if s.family > s.event else []
+        tests = " and ".join([*parts, *([f"claim {event_claim}'s Fisher exact test"] if s.event else [])])
+        line = (f"Each interval below is simultaneous over the section's {tests} (Bonferroni: each at {1 - family_alpha(ALPHA, s.family):.2%}), "
+                "so the words they decide hold together at 95%; the report's other comparisons do not change them. A claim's word "
+                f"comes from three readings of its interval (direction, size against {against}, equivalence within "
+                "the report's margin) and the setting its figure can be expected in (docs/reproducing.md).")  # fmt: skip
+        if s.sequential:
+            line += (f" For the {s.sequential} part(s) the sequential sweep decided, direction and equivalence are its decisions, "
+                     "error-controlled at the sweep's own alpha over its looks, and the size describes a fixed-n interval of data "
+                     "the sweep stopped when it chose: those words rest on the sweep's alpha, not on this 95%.")  # fmt: skip
+        return line
 
     def lead(self) -> str:
         f = self.judged.file
