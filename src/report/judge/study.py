@@ -219,8 +219,9 @@ class Evidence:
         norms = set(self.labels) if claim.metric == STABILITY else claim.variants()
         return {str(v) for n, v in self.labels.items() if n in norms and v}
 
-    def runs_of_claim(self, claim: Claim) -> pd.DataFrame:
-        return self.runs[self.runs.variant.isin([self.labels.get(v) for v in claim.variants()])]
+    def runs_read(self, claim: Claim) -> pd.DataFrame:
+        """The runs of the variants `claim` reads here: the setting its domain is held against."""
+        return self.runs[self.runs.variant.isin(self.variants_read(claim))]
 
     def margin(self, metric: str) -> float:
         """The equivalence margin: nats of test loss, else relative (a time, a norm's share)."""
@@ -275,7 +276,7 @@ def part_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
     """One part on this sweep: its judgement from the gates (the domain, the evidence), then the
     interval (src/stats/verdicts.py decides each)."""
     # The domain is the sweep's setting, judged once per claim (its parts' models differ by a norm's weights).
-    runs = e.runs_of_claim(claim)
+    runs = e.runs_read(claim)
     off = tuple(outside(claim.domain, runs, e.source))
     found = Finding(part, claim.metric, ClaimWord.INCONCLUSIVE, outside=off, alpha=e.alpha,
                     variants=tuple(str(e.labels.get(v, v)) for v in part.variants()),
@@ -303,10 +304,8 @@ def part_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
 def divergence_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
     """Claim 6: no_norm diverges where the normalized variants, at its learning rate, train on (its
     runs counted and judged by the event kind: src.report.kinds.event.Divergence)."""
-    b = str(e.labels[part.b])
-    normalized = e.runs[e.runs.variant.isin([v for n, v in e.labels.items() if v and n != part.b])]
-    d = Divergence.of(b, e.runs[e.runs.variant == b], normalized, claim.collapse_within)
-    runs = pd.concat([d.runs, d.normalized])
+    runs = e.runs_read(claim)  # no_norm's and the normalized variants'
+    d = Divergence.of(str(e.labels[part.b]), runs, claim.collapse_within)
     off = tuple(outside(claim.domain, runs, e.source))
     # Outside the domain (a CPU collapse at a raised learning rate, say): what it shows at its own setting.
     j = gate(d.judge(part.published(STABILITY), e.alpha, most_seeds(runs)), bool(off))
@@ -355,7 +354,7 @@ def _family(claims: Sequence[ClaimResult]) -> tuple[int, bool]:
     """The claim parts with an interval, and whether claim 6 is tested (its exact test): the family
     every word that rests on a test is taken over (inside a claim's domain or not)."""
     found = [f for c in claims for f in c.findings]
-    count = sum(f.divergence is None and f.effect is not None and f.effect.has_interval and f.effect.measured for f in found)
+    count = sum(f.effect is not None and f.effect.has_interval and f.effect.measured for f in found)
     event = any(d.event.k and d.event.n_others and d.like_for_like for f in found if (d := f.divergence))
     return claim_family(count, event), event
 
@@ -385,7 +384,7 @@ def _reach(judged: Mapping[int, ClaimResult | None], runs: pd.DataFrame, claims:
         if result is None:
             reach[claim.number] = Reach.UNTESTED
             continue
-        tested = [f for f in result.findings if f.judgement is not None] if result else []
+        tested = [f for f in result.findings if f.judgement is not None]
         off = next((f.outside for f in tested if f.outside), ()) if tested else tuple(outside(claim.domain, runs, source))
         if off:
             reach[claim.number], facts[claim.number] = Reach.OUTSIDE, off

@@ -91,11 +91,12 @@ class Divergence:
     collapse: int | None = None  # the steps its source says a collapse typically takes
 
     @classmethod
-    def of(cls, b: str, runs: pd.DataFrame, normalized: pd.DataFrame, collapse: int | None) -> Divergence:
-        """no_norm's runs (`b`: its label) and the normalized variants', and those that count: runs that
-        neither trained through (an evaluation that broke included: `eval not finite`) nor diverged are
-        left out, failed, killed or running ones, and normalized runs that finished before no_norm's first
-        divergence (they never reached the step)."""
+    def of(cls, b: str, read: pd.DataFrame, collapse: int | None) -> Divergence:
+        """The runs `read`, no_norm's (`b`: its label) and the normalized variants', and those that count:
+        runs that neither trained through (an evaluation that broke included: `eval not finite`) nor
+        diverged are left out, failed, killed or running ones, and normalized runs that finished before
+        no_norm's first divergence (they never reached the step)."""
+        runs, normalized = read[read.variant == b], read[read.variant != b]
         own = runs[runs.outcome.isin(RESULT_OUTCOMES)]
         theirs = normalized[normalized.outcome.isin(RESULT_OUTCOMES)]
         first = own[own.outcome == DIVERGED].stopped_at_step.min()
