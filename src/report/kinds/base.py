@@ -134,23 +134,19 @@ class ClaimKind:
         """The reason of a difference, from what decided it (`alike`: the rounds' one move, with no spread)."""
         v, part, metric, r, contrast = verdicts(), f.part, f.metric, j.readings, bool(f.part.minus)
         because, whose, said = j.because, f"{part.noun}'s", f" ({alike})" if alike else ""
-        study = self.figure_of(part, metric, contrast)
-        if because == v.Because.DIRECTION_AND_SIZE:
-            return f"{whose} direction, and {relation_text(f, r, contrast)}"
-        if because in (v.Because.DIRECTION_SMALLER, v.Because.DIRECTION_LARGER):
-            return f"{whose} direction, by {'less' if because == v.Because.DIRECTION_SMALLER else 'more'} than its {study} (outside the interval)"
-        if because == v.Because.DIRECTION_SIZE_UNTESTED:
-            return f"{whose} direction{said}: no interval to hold against its {study}"
-        if because == v.Because.OPPOSITE:
-            return f"the opposite direction{said}"
-        if because == v.Because.ZERO_WITHIN_MARGIN:
-            figure = part.published(metric)
-            against = f"where {part.noun} has {shown(metric, figure, contrast)}" if not math.isnan(figure) else f"where it {study}"
-            return f"equivalent to zero within {margin_text(f)}, {against}{said}"
+        study, figure = self.figure_of(part, metric, contrast), part.published(metric)
+        against = f"where {part.noun} has {shown(metric, figure, contrast)}" if not math.isnan(figure) else f"where it {study}"
         smaller = f"; {whose} {study} is outside it: any effect here is smaller" if r is not None and r.size == v.Size.SMALLER else ""
         # Said of the interval printed beside it (a sequential sweep's direction is its own decision's).
         undecided = "the interval holds zero" if r is not None and r.holds_zero else "the direction is undecided"
-        return f"{undecided}{smaller}: {settle_text(j.settle, f.effect.per)}"
+        return {
+            v.Because.DIRECTION_AND_SIZE: f"{whose} direction, and {relation_text(f, r, contrast)}",
+            v.Because.DIRECTION_SMALLER: f"{whose} direction, by less than its {study} (outside the interval)",
+            v.Because.DIRECTION_LARGER: f"{whose} direction, by more than its {study} (outside the interval)",
+            v.Because.DIRECTION_SIZE_UNTESTED: f"{whose} direction{said}: no interval to hold against its {study}",
+            v.Because.OPPOSITE: f"the opposite direction{said}",
+            v.Because.ZERO_WITHIN_MARGIN: f"equivalent to zero within {margin_text(f)}, {against}{said}",
+        }.get(because) or f"{undecided}{smaller}: {settle_text(j.settle, f.effect.per)}"
 
 
 def check_fraction(metric: str, low: float, high: float) -> None:
