@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from study_runs import made_up_runs
 
@@ -317,3 +318,33 @@ def test_no_worse_than_is_a_kind_of_its_own(tmp_path: Path) -> None:
         text = NO_WORSE.replace(", margin: 0.02}", "}", 1) if wrong.startswith(",") else NO_WORSE.replace("margin: 0.02}", wrong, 1)
         with pytest.raises(ConfigError, match=rf": {re.escape(key)}: .*{re.escape(phrase)}"):
             load("nw", builtin_variants(), [write(tmp_path / key.replace(".", "_") / phrase[:4], text, "nw")])
+
+
+def test_a_researchers_setting_table_and_set_aside_runs_are_said_of_its_source_not_the_study(tmp_path: Path) -> None:
+    """A researcher's file with a table and a setting that fixes `model.init` through a preset: its
+    setting lines, its table's columns and its set-aside runs name the file's source, never "the study"."""
+    own = """
+    source: {title: my notes}
+    setting: {device: A100, model: GPT-2 small, n_params: 163009536, tokens: 3260190720, precision: fp16,
+              preset: gpt2_small_study, model_axes: [model.init]}
+    table: {hand_layernorm: {test_loss: 3.60}, torch_layernorm: {test_loss: 3.58}}
+    claims:
+      - statement: my norm's test loss is within 0.05 nats of nn.LayerNorm's
+        metric: test_loss
+        parts:
+          - {a: torch_layernorm, b: hand_layernorm, asserts: equivalence, size: [-0.05, 0.05]}
+    """
+    mine = load("mine", builtin_variants(), [write(tmp_path / "claims", own)])
+    frames = []
+    for init in ("study", "gpt2"):
+        runs = made_up_runs({"hand_layernorm": "hand_layernorm", "torch_layernorm": "torch_layernorm"}, **CPU)
+        frames.append(runs.assign(**{"model.init": init}, variant=runs.variant + f" · init={init}", run_id=runs.run_id + init))
+    runs = pd.concat(frames, ignore_index=True)
+    text = study_section(runs, (), {}, Margins(test_loss=0.1), summarize(runs), source=mine)
+    (line,) = (x for x in text.lines(10_000) if "set aside" in x)
+    assert "model.init=gpt2 (the source model.init=study)" in line, line
+    assert "test loss (source)" in text.table[0], text.table[0]
+    assert "study" not in "\n".join(text.lines(10_000)).replace("init=study", ""), text.lines(10_000)
+    # The sweep ran none of its variants: its section says so of its source.
+    none = study_section(made_up_runs({"torch_rmsnorm": "torch_rmsnorm"}, **CPU), (), {}, Margins(), source=mine)
+    assert none.lines() == ["Against my notes: this sweep ran none of the source's variants (hand_layernorm, torch_layernorm); nothing to compare."]

@@ -110,9 +110,12 @@ def published_text(claim: Claim, part: Part) -> str:
 def not_the_setting(mismatches: Sequence[Mismatch], noun: str = "the study") -> str:
     """`not the study's setting: X has model.norm_placement=post (the study model.norm_placement=pre)`
     (`noun`: who stated the setting, its file's `source_noun`)."""
-    said = [f"{label} has {key}={got} ({noun} {'has no ' + key if study is None else f'{key}={study}'})"
-            for label, key, got, study in mismatches]  # fmt: skip
-    return f"not {noun}'s setting: " + ", ".join(said)
+    return f"not {noun}'s setting: " + ", ".join(f"{label} has {_differs(key, got, study, noun)}" for label, key, got, study in mismatches)
+
+
+def _differs(key: str, got: str, wanted: str | None, noun: str) -> str:
+    """`model.init=gpt2 (the study model.init=study)`: a run's value beside its source's."""
+    return f"{key}={got} ({noun} {'has no ' + key if wanted is None else f'{key}={wanted}'})"
 
 
 # --- a claim part ---------------------------------------------------------------------------------------
@@ -339,7 +342,7 @@ def open_question(c: ClaimResult) -> str:
 
 def absent_text(judged: StudySection) -> str:
     """Why the section lists no claim ("" when it lists some): the sweep ran none of the study's variants."""
-    whose = "the study's variants" if judged.file.table else "the variants its claims name"
+    whose = f"{judged.file.source_noun}'s variants" if judged.file.table else "the variants its claims name"
     return f"this sweep ran none of {whose} ({', '.join(judged.file.variants)}); nothing to compare." if judged.ran_none else ""
 
 
@@ -451,13 +454,14 @@ def study_text(judged: StudySection, runs: pd.DataFrame, table: pd.DataFrame | N
     aside = {s.variant for s in judged.set_aside}
     read = runs[~runs.variant.isin(aside)]
     who = "the runs read" if aside else "this sweep"
-    setting = setting_lines(read, study_code(source), who, source.setting) if source.setting else []
-    return StudyText(judged, [*setting, *set_aside_lines(judged.set_aside, judged.read)], beside)
+    setting = setting_lines(read, study_code(source), who, source.setting, source.source_noun) if source.setting else []
+    return StudyText(judged, [*setting, *set_aside_lines(judged.set_aside, judged.read, judged.file.source_noun)], beside)
 
 
-def set_aside_lines(set_aside: Sequence[SetAside], read: Sequence[str]) -> list[str]:
+def set_aside_lines(set_aside: Sequence[SetAside], read: Sequence[str], noun: str) -> list[str]:
     """`set aside, no claim reads them: X, Y (6 runs): model.init=gpt2 (the study model.init=study); the
-    lines above are the runs the claims read: ...` ([] when every run of the study's norms was read)."""
+    lines above are the runs the claims read: ...` ([] when every run of its file's norms was read;
+    `noun`: who stated the setting, its file's `source_noun`)."""
     if not set_aside:
         return []
     groups: dict[tuple[tuple[str, str, str | None], ...], list[SetAside]] = {}
@@ -465,7 +469,7 @@ def set_aside_lines(set_aside: Sequence[SetAside], read: Sequence[str]) -> list[
         groups.setdefault(tuple(m[1:] for m in s.why), []).append(s)
     said = []
     for why, these in groups.items():
-        differs = " and ".join(f"{key}={got} (the study {'has no ' + key if study is None else f'{key}={study}'})" for key, got, study in why)
+        differs = " and ".join(_differs(key, got, wanted, noun) for key, got, wanted in why)
         runs = sum(s.runs for s in these)
         said.append(f"{', '.join(s.variant for s in these)} ({counted(runs, 'run')}){': ' + differs if differs else ''}")
     return [f"set aside, read by no claim: {'; '.join(said)}. The lines above are the runs the claims read: {', '.join(read)}"]

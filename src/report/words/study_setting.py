@@ -49,10 +49,13 @@ def _span(values: pd.Series, fmt: str) -> str:
     return high if low == high else f"{low}–{high}"
 
 
-def code_line(runs: pd.DataFrame, study: Mapping[str, str | None], who: str = "this sweep") -> str:
+def code_line(runs: pd.DataFrame, study: Mapping[str, str | None], who: str = "this sweep", noun: str = "the study") -> str:
     """`code: this sweep model.init=gpt2, ...; the study model.init=study, ... (differs: model.init)`:
-    the settings of the study's training code a config can change (STUDY_CODE), the study's as its
-    preset (`study`) has them. A run recorded before `model.init` existed started from its one init."""
+    the settings of the source's training code a config can change (its `setting.code`), the source's
+    (`noun`'s) as its preset (`study`) has them; "" for a file that names none. A run recorded before
+    `model.init` existed started from its one init."""
+    if not study:
+        return ""
     ours = {}
     keys = tuple(study)
     for key in keys:
@@ -63,35 +66,36 @@ def code_line(runs: pd.DataFrame, study: Mapping[str, str | None], who: str = "t
     differs = [k for k in keys if ours[k] != str(study.get(k))]
     sweep = ", ".join(f"{k}={v}" for k, v in ours.items())
     theirs = ", ".join(f"{k}={study.get(k)}" for k in keys)
-    return f"code: {who} {sweep}; the study {theirs}" + (f" (differs: {', '.join(differs)})" if differs else "")
+    return f"code: {who} {sweep}; {noun} {theirs}" + (f" (differs: {', '.join(differs)})" if differs else "")
 
 
-def setting_lines(runs: pd.DataFrame, study_code: Mapping[str, str | None], who: str, s: Setting) -> list[str]:
+def setting_lines(runs: pd.DataFrame, study_code: Mapping[str, str | None], who: str, s: Setting, noun: str = "the study") -> list[str]:
     """One line per fact: `device: this sweep ...; the study ...` (`who`: whose runs these are, "the
-    runs read" where some were set aside), the last the study's code (`study_code`: STUDY_CODE key ->
-    the study's value). A quantity the runs differ in (two model sizes in one experiment) is given as
+    runs read" where some were set aside; `noun`: who stated the setting, its file's `source_noun`),
+    the last its code (`study_code`: a `setting.code` key -> the source's value), where it names any. A quantity the runs differ in (two model sizes in one experiment) is given as
     its range; tokens per parameter is each run's own."""
     n_params = f"{_span(runs.n_params, '{:,.0f}')} parameters"
     per_param = _span(runs.tokens / runs.n_params, "{:.3g}")
     sweep_tokens = _span(runs.tokens, "{:,.0f}") + (f" ({per_param} per parameter)" if per_param != "?" else "")
+    code = code_line(runs, study_code, who, noun)
     return [
-        f"device: {who} {device_text(runs)}; the study {s.devices}× {s.device} ({'cuda' if s.cuda else 'cpu'})",
-        f"model: {who} {_values(runs.model)}, {n_params}; the study {s.model}, {s.n_params:,} parameters",
-        f"tokens trained per run: {who} {sweep_tokens}; the study {s.tokens:,} ({s.tokens / s.n_params:.3g} per parameter)",
-        f"precision: {who} {_values(runs.precision)}; the study {s.precision}",
-        f"seeds per variant: {who} {seeds_per_variant(runs)}; the study {s.seeds}",
-        code_line(runs, study_code, who),
-        *not_the_study_lines(runs),
+        f"device: {who} {device_text(runs)}; {noun} {s.devices}× {s.device} ({'cuda' if s.cuda else 'cpu'})",
+        f"model: {who} {_values(runs.model)}, {n_params}; {noun} {s.model}, {s.n_params:,} parameters",
+        f"tokens trained per run: {who} {sweep_tokens}; {noun} {s.tokens:,} ({s.tokens / s.n_params:.3g} per parameter)",
+        f"precision: {who} {_values(runs.precision)}; {noun} {s.precision}",
+        f"seeds per variant: {who} {seeds_per_variant(runs)}; {noun} {s.seeds}",
+        *([code] if code else []),
+        *not_the_study_lines(runs, noun),
     ]
 
 
-def not_the_study_lines(runs: pd.DataFrame) -> list[str]:
-    """Norms of the user's (`_target_`) the sweep ran: none is a variant of the study, none has a claim's word."""
+def not_the_study_lines(runs: pd.DataFrame, noun: str = "the study") -> list[str]:
+    """Norms of the user's (`_target_`) the sweep ran: none is a variant of the source (`noun`), none has a claim's word."""
     if "norm_target" not in runs:
         return []
     own = dict(zip(runs.norm, runs.norm_target, strict=True))
     named = [f"{norm} ({target})" for norm, target in own.items() if target]
-    return [f"not the study's variants (no claim reads them): {', '.join(named)}"] if named else []
+    return [f"not {noun}'s variants (no claim reads them): {', '.join(named)}"] if named else []
 
 
 TABLE_COLUMNS = ["variant", "seeds (study / sweep)", "training time s (study)", "training time s (sweep)",
@@ -136,10 +140,12 @@ def study_table(
                 study_text = "ref" if norm == TIME_REFERENCE else DASH if math.isnan(study) else f"{study:+.1%}"
                 row = [*row[:3], study_text, ours or DASH, *row[6:]]
             rows.append(row)
+    # The columns name whose figures they hold: the study's, or another source's.
+    whose = source.source_noun.removeprefix("the ")
     if estimate is not None:
-        return RELATIVE_COLUMNS, rows
+        return [c.replace("(study", f"({whose}") for c in RELATIVE_COLUMNS], rows
     timed = ("training time s (sweep)", "tokens/s (sweep)")
-    return [f"{c[:-1]}; {caveat})" if caveat and c in timed else c for c in TABLE_COLUMNS], rows
+    return [f"{c[:-1]}; {caveat})" if caveat and c in timed else c.replace("(study", f"({whose}") for c in TABLE_COLUMNS], rows
 
 
 def _study_row(source: ClaimsFile, norm: str, label: str, r: pd.Series) -> list[str]:
