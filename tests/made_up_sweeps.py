@@ -197,10 +197,17 @@ def _band(draw: st.DrawFn, kind: str, relative: bool) -> list[float] | None:
 @st.composite
 def claims_texts(draw: st.DrawFn, norms: list[str]) -> str:
     """A well-formed claims file of a researcher's own (YAML): every kind, metric and domain, sizes
-    or none (a file with no table needs one for a difference or an equivalence), a title or none."""
+    or none (a file with no table needs one for a difference or an equivalence), a title or none, a
+    setting (fixing the model's init through a preset, or naming none) or none, a table or none."""
     lines = []
     if draw(st.booleans()):
         lines.append(f"source: {{title: {draw(st.sampled_from(('my hypotheses', 'DyT beside the norms', 'a lab note')))}}}")
+    if draw(st.booleans()):
+        preset = ", preset: gpt2_small_study, model_axes: [model.init]" if draw(st.booleans()) else ""
+        lines.append(f"setting: {{device: A100, model: GPT-2 small, n_params: 163009536, tokens: 3260190720, precision: fp16{preset}}}")
+    if draw(st.booleans()):
+        rows = [f"{n}: {{train_time_s: {draw(st.integers(5000, 9000))}, test_loss: {draw(st.floats(3.5, 3.7)):.4f}}}" for n in norms]
+        lines.append(f"table: {{{', '.join(rows)}}}")
     domain = draw(st.sampled_from(("any", "gpu16", "cpu_fp32")))
     if domain != "any":
         spec = "{cuda: true, precision: [fp16_mixed, bf16_mixed]}" if domain == "gpu16" else "{precision: [fp32]}"

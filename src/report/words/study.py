@@ -389,7 +389,10 @@ class StudyText:
             return (f"{noun[:1].upper()}{noun[1:]}'s figures come from {f.source.figures_from}, its setting from {f.source.setting_from}. "
                     "Its table and setting beside this sweep's (mean ± 95% CI over finished seeds):")  # fmt: skip
         link = f" ({f.source.link})" if f.source.link else ""
-        return f"The claims of {f.called}{link}, stated in {f.name}.yaml before this sweep, each judged on it:"
+        lead = f"The claims of {f.called}{link}, stated in {f.name}.yaml before this sweep, each judged on it"
+        # A table's cells are intervals: their level is said above them, as every interval's is.
+        beside = f"; its table{' and setting' if f.setting else ''} beside this sweep's (mean ± 95% CI over finished seeds)" if f.table else ""
+        return f"{lead}{beside}:"
 
     def claim_lines(self) -> list[str]:
         """Every claim in the study's order: a judged one with its open question, an unjudged one with what it needs."""
