@@ -61,12 +61,6 @@ PAIRS: tuple[tuple[str, str], ...] = (
 NO_NORM = "no_norm"
 
 
-# What the pairs compare over seeds: test loss. Speed is the speed check's (src.report.judge.speed): the
-# jobs' tokens/s, run one after another, time the machine's load between jobs as much as the norm, so
-# they stay in the table, labelled, and are not judged pair by pair.
-PAIR_METRICS = ("test_loss",)
-
-
 def paired_difference(metric: str, a: Any, b: Any) -> Any:
     """b measured against a on `metric` (src.stats.pairs): nats of test loss, relative tokens/s."""
     return pairs_.paired_difference(a, b, METRICS[metric][2])
@@ -173,10 +167,6 @@ class Result:
     @property
     def pair(self) -> str:
         return pairs_.pair_label(self.a, self.b)
-
-    @property
-    def relative(self) -> bool:
-        return METRICS[self.metric][2]
 
     @property
     def reason(self) -> str:
@@ -289,14 +279,13 @@ def compare(
     pairs: Sequence[tuple[str, str]] | None = None,
     reference: Mapping[str, str] | None = None,
 ) -> list[Result]:
-    """Every pair with runs on both sides (`comparison_pairs`), on test loss (`PAIR_METRICS`); Holm
-    over the whole family."""
+    """Every pair with runs on both sides (`comparison_pairs`), on test loss; Holm over the whole family."""
     return compare_family(runs, comparison_pairs(runs, pairs, reference), margins or Margins())
 
 
 def compare_family(runs: pd.DataFrame, chosen: Sequence[tuple[str, str, str]], margins: Margins) -> list[Result]:
     """`chosen` (a, b, axis) on test loss, one family: Holm over these pairs alone."""
-    items = [compare_one(runs, a, b, m, margins.of(m), axis) for a, b, axis in chosen for m in PAIR_METRICS]
+    items = [compare_one(runs, a, b, "test_loss", margins.of("test_loss"), axis) for a, b, axis in chosen]
     estimates = [Estimate.of(r.primary, r.margin, r.sd, bool(r.reason)) for r in items]
     adjusted = family_p(estimates)  # Holm runs once: its p-values, their count and the decisions read them
     found, family = decide_adjusted(estimates, adjusted, ALPHA), family_size(adjusted)

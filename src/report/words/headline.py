@@ -107,8 +107,7 @@ def _checked_speed(verdicts: Sequence[SpeedVerdict], check: dict, margin: float)
 
 def _pair_words(results: Sequence[Result]) -> str:
     counts = Counter(r.verdict for r in results)
-    different = [f"{r.pair} {r.primary.diff:+.4g}" if not r.relative else f"{r.pair} {r.primary.diff:+.1%}"
-                 for r in results if r.verdict == PairWord.DIFFERENT]  # fmt: skip
+    different = [f"{r.pair} {r.primary.diff:+.4g}" for r in results if r.verdict == PairWord.DIFFERENT]
     text = ", ".join(f"{n} {w}" for w, n in counts.items())
     return text + (f" ({PairWord.DIFFERENT}: {_named(different)})" if different else "")
 
@@ -187,7 +186,7 @@ def _setting_loss(a: Analysis, setting: Setting) -> str:
     if values.shape[1] == 1:
         only = str(values.columns[0])
         return f"{name(only)} {values[only].mean():.4f}, the only variant that finished" + (f"; {diverged}" if diverged else "")
-    judged = [r for r in a.comparisons if r.metric == "test_loss" and {r.a, r.b} <= set(values.columns)]
+    judged = [r for r in a.comparisons if {r.a, r.b} <= set(values.columns)]
     first = _first(judged, _means(values)[0])
     means, over = _means(values, first)
     gaps = sorted((_gap(judged, runs, first, str(v), float(means[v] - means[first]), name) for v in means.index if v != first),
@@ -312,9 +311,8 @@ def real_line(a: Analysis) -> str:
         return f"Is it real? {_one_seed(a.runs, seeds)}: no gap here is tested against seed noise; {SEEDS_COMMAND} tells."
     # Test loss within a setting: seeds decide it; speed is the speed check's (or, without one, the Speed line's).
     within = {frozenset(s.variants) for s in settings_of(a.runs)}
-    losses = [r for r in a.comparisons if r.metric == "test_loss"]
-    inside = [r for r in losses if any({r.a, r.b} <= w for w in within)]
-    across = len(losses) - len(inside)
+    inside = [r for r in a.comparisons if any({r.a, r.b} <= w for w in within)]
+    across = len(a.comparisons) - len(inside)
     tested = [r for r in inside if r.verdict != PairWord.UNTESTED]
     if not tested:
         return f"Is it real? {seeds} seeds, but no pair shares two finished seeds; {SEEDS_COMMAND} tells."
