@@ -1,19 +1,10 @@
-"""Paired comparisons of the variants that matter, with a verdict per pair (the tests, the margin,
-Holm and the verdicts: docs/statistics.md, "Paired by seed").
+"""Paired comparisons of the variants that matter, with a verdict per pair. Every variant of one seed
+starts from the same initial weights and data order, so two variants are compared seed by seed on test
+loss (Welch's where their seed sets share fewer than two seeds): the tests, the margin, Holm and the
+verdict rule are docs/statistics.md's ("Paired by seed"). Speed is the speed check's
+(src.report.judge.speed). Data only: src.report.words.pairs writes the words.
 
-Every variant of one seed starts from the same initial weights and sees the same data order, so two
-variants are compared seed by seed on test loss, b - a in nats: `paired_t`, with `paired_bootstrap`
-as a check that needs no normality, or `welch` where the seed sets share fewer than two seeds. Speed is
-the speed check's (src.report.judge.speed): tokens/s of jobs run one after another is not judged here.
-TOST at `report.margin.test_loss`, Holm over the report's family (`Result.family`), and the verdict by
-the one rule of src/stats/verdicts.py (`Decision`). Data only: src.report.words.pairs writes the
-sentences, the heading and comparisons.csv's words.
-
-The pairs are data (`PAIRS`); a pair is compared when both of its variants have runs. A variant is
-what the sweep varied (src.tracking.variants): with one swept axis the pairs are the norms' pairs, or
-every value against the reference; with several, every pair of variants that differ in exactly one
-axis, labelled with that axis (`comparison_pairs`). `report.reference` (axis -> value) chooses an
-axis's reference value.
+Which pairs: `PAIRS` and `comparison_pairs` (several swept axes: docs/sweeps.md, "which pairs are compared").
 """
 
 from __future__ import annotations
