@@ -36,10 +36,6 @@ class SequentialVerdict:
     def __post_init__(self) -> None:  # a decision read from the looks' JSON arrives as its text
         object.__setattr__(self, "verdict", SequentialWord(self.verdict))
 
-    @property
-    def label(self) -> str:
-        return self.verdict.label
-
 
 def verdicts_of(looks: Sequence[Mapping[str, Any]]) -> list[SequentialVerdict]:
     """Each comparison's standing at the sweep's last look."""
@@ -70,7 +66,7 @@ def with_verdicts(comparisons: pd.DataFrame, verdicts: Sequence[SequentialVerdic
     if not verdicts:
         return comparisons
     extra = pd.DataFrame(
-        [{"pair": v.pair, "metric": v.metric, "sequential_verdict": v.label, "decided_at_look": v.look,
+        [{"pair": v.pair, "metric": v.metric, "sequential_verdict": v.verdict.label, "decided_at_look": v.look,
           "seeds_used": v.seeds, "level_spent": v.spent} for v in verdicts]  # fmt: skip
     )
     merged = comparisons.merge(extra, on=["pair", "metric"], how="left")
