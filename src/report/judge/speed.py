@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 import numpy as np
+from scipy.stats import median_abs_deviation
 
 from src.stats.inference import ALPHA, TRIM, Interval, trimmed_mean_interval
 from src.stats.verdicts import Decision, Estimate, SpeedWord, decide_family, speed_margin, speed_word
@@ -179,10 +180,8 @@ def compare_speed(check: Mapping[str, Any], pairs: Sequence[tuple[str, str]], ma
 def spread(samples: Sequence[float]) -> float:
     """Round-to-round spread of one variant's samples: median absolute deviation ÷ median."""
     x = np.asarray(samples, dtype=float)
-    if len(x) < 2:
-        return math.nan
-    med = float(np.median(x))
-    return float(np.median(np.abs(x - med)) / med) if med else math.nan
+    med = float(np.median(x)) if len(x) > 1 else 0.0
+    return float(median_abs_deviation(x) / med) if med else math.nan
 
 
 def timed_variants(check: Mapping[str, Any]) -> list[str]:
