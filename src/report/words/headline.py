@@ -114,13 +114,8 @@ def _pair_words(results: Sequence[Result]) -> str:
 
 # --- loss -------------------------------------------------------------------------------------------
 #
-# The line reads the pairs' judgements. "Lowest" is said only of a variant every one of whose pairs
-# with the others shows it lower (the direction decided at the family's level); a gap is the paired
-# estimate its pair's word was decided on, with that word's interval and level. Where a pair leaves
-# the order open (inconclusive, untested, no pair at all) the line says the lowest is undecided, and
-# gaps judged equivalent (or equal as printed) are said as ties, never ranked. A sweep that varies
-# more than the norm is read per setting (the other axes' values): a learning rate's settings are not
-# pooled into one ranking.
+# The line reads the pairs' judgements, never a mean, per setting of the other swept axes (never pooled
+# into one ranking): the rule is docs/statistics.md's, "The headline reads the pairs".
 
 
 @dataclass(frozen=True)
