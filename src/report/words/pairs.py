@@ -203,6 +203,7 @@ def to_frame(results: Sequence[Result]) -> pd.DataFrame:
     """comparisons.csv: one row per pair, metric and test (the bootstrap shares its pair's verdict).
     The verdict's words carry no numbers; beside them, the interval it was read from with its level
     (`verdict_level`: TOST's 0.9 for an equivalence, else 0.95), apart from each test's 95% ci_low/ci_high."""
+    axis = any(r.axis for r in results)  # a sweep of more than the norm: which axis each pair differs in
     rows = []
     for r in results:
         d = r.decision
@@ -215,9 +216,7 @@ def to_frame(results: Sequence[Result]) -> pd.DataFrame:
                     "diff": test.diff, "ci_low": test.low, "ci_high": test.high,
                     "p": test.p_value, "p_holm": r.p_holm if primary else math.nan,
                     "tost_p": r.tost_p if primary else math.nan, "margin": r.margin, "verdict": verdict_text(r), **decided,
+                    **({"axis": r.axis} if axis else {}),
                 }
             )  # fmt: skip
-    if any(r.axis for r in results):  # a sweep of more than the norm: which axis each pair differs in
-        by_pair = {r.pair: r.axis for r in results}
-        return pd.DataFrame(rows, columns=COLUMNS).assign(axis=lambda f: f.pair.map(by_pair))
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return pd.DataFrame(rows, columns=[*COLUMNS, "axis"] if axis else COLUMNS)
