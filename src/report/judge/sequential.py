@@ -9,9 +9,8 @@ sweep stopped on, with error control over its looks (src/stats/sequential.py).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 
@@ -37,11 +36,13 @@ class SequentialVerdict:
         object.__setattr__(self, "verdict", SequentialWord(self.verdict))
 
 
-def verdicts_of(looks: Sequence[Mapping[str, Any]]) -> list[SequentialVerdict]:
-    """Each comparison's standing at the sweep's last look."""
-    if not looks:
+def load_verdicts(store: Store, experiment_id: str) -> list[SequentialVerdict]:
+    """Each comparison's standing at the last look of the experiment's latest sequential sweep ([] when
+    it had none)."""
+    found = latest_looks(store, experiment_id)
+    if not found or not found[1]:
         return []
-    last = looks[-1]
+    last = found[1][-1]
     out = []
     for row in last.get("comparisons", []):
         pair, metric = pair_label(str(row["a"]), str(row["b"])), str(row["metric"])  # as data, never parsed from its name
@@ -53,12 +54,6 @@ def verdicts_of(looks: Sequence[Mapping[str, Any]]) -> list[SequentialVerdict]:
             float(spent) if spent is not None else math.nan, abs(float(row.get("detectable", math.nan) or math.nan)),
         ))  # fmt: skip
     return out
-
-
-def load_verdicts(store: Store, experiment_id: str) -> list[SequentialVerdict]:
-    """The verdicts of the experiment's latest sequential sweep ([] when it had none)."""
-    found = latest_looks(store, experiment_id)
-    return verdicts_of(found[1]) if found else []
 
 
 def with_verdicts(comparisons: pd.DataFrame, verdicts: Sequence[SequentialVerdict]) -> pd.DataFrame:
