@@ -61,8 +61,9 @@ def with_verdicts(comparisons: pd.DataFrame, verdicts: Sequence[SequentialVerdic
     if not verdicts:
         return comparisons
     extra = pd.DataFrame(
-        [{"pair": v.pair, "metric": v.metric, "sequential_verdict": v.verdict.label, "decided_at_look": v.look,
-          "seeds_used": v.seeds, "level_spent": v.spent} for v in verdicts]  # fmt: skip
+        [{"pair": v.pair, "metric": v.metric, "sequential_verdict": v.verdict.label,
+          "decided_at_look": v.look, "seeds_used": v.seeds, "level_spent": v.spent}
+         for v in verdicts]  # fmt: skip
     )
     merged = comparisons.merge(extra, on=["pair", "metric"], how="left")
     return merged.astype({"decided_at_look": "Int64", "seeds_used": "Int64"})  # whole, blank if not compared
