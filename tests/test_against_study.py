@@ -506,6 +506,7 @@ def test_one_seed_of_rmsnorm_by_qk_norm_without_no_norm(tmp_path: Path, token_ca
 def test_the_sweep_runs_description_keeps_a_word_per_claim_within_mlflows_limit() -> None:
     from src.report.analysis import Analysis
     from src.report.render.markdown import _verdict, verdict
+    from src.report.render.sections import Cut
     from src.tracking.summary import VERDICT_MAX
 
     # The study's five and the zoo's norms: many pairs, so the whole section would not fit.
@@ -514,7 +515,7 @@ def test_the_sweep_runs_description_keeps_a_word_per_claim_within_mlflows_limit(
     analysis = Analysis("study", "sqlite://", "0", runs, pd.DataFrame(), summarize(runs), compare(runs), Margins(), 0,
                         study=judged_section(runs))  # fmt: skip
     text = verdict(analysis)
-    assert len(_verdict(analysis, "sentences", "full")) > VERDICT_MAX >= len(text)
+    assert len(_verdict(analysis, Cut.NONE)) > VERDICT_MAX >= len(text)
     for c in analysis.study.claims:
         assert f"- {c.claim.number}. {c.word} — {c.claim.statement}" in text
     assert text.rstrip().endswith("report.md and claims.png on this run)")

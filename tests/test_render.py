@@ -19,7 +19,7 @@ from src.report.read.published import TABLE
 from src.report.read.table import summarize
 from src.report.render.html import html_page
 from src.report.render.markdown import _verdict, markdown_page
-from src.report.render.sections import Output, Pairs, Study, blocks
+from src.report.render.sections import Cut, Output, blocks
 from src.report.render.terminal import terminal_text
 from src.report.words import sequential
 from src.report.words.pairs import section_sentences
@@ -40,7 +40,7 @@ def _words(text: str) -> str:
 def test_the_page_the_terminal_and_the_verdict_say_each_sections_words() -> None:
     a = _analysis()
     md, page, text = markdown_page(a, []), html_page(a, []), _words(terminal_text(a))
-    full, short = _verdict(a, Pairs.SENTENCES, Study.FULL), _verdict(a, Pairs.COUNT, Study.WORDS)
+    full, short = _verdict(a, Cut.NONE), _verdict(a, Cut.TABLE)
     # The two pages: the same sections in the same order, every bullet in both.
     md_headings = re.findall(r"^## (.+)$", md, re.M)
     assert md_headings == [html.unescape(h) for h in re.findall(r"<h2>(.*?)</h2>", page)]

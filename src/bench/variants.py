@@ -48,7 +48,7 @@ from src.core.schema import ReportSchema
 from src.core.tables import markdown_table
 from src.model.gpt import GPTModel
 from src.report.judge.pairs import pairs_for
-from src.report.judge.speed import norm_shares
+from src.report.judge.speed import compare_speed, norm_shares
 from src.report.read.settings import settings
 from src.report.words.speed import share_where, speed_lines
 from src.stats.inference import Interval, median_interval
@@ -264,7 +264,7 @@ def verdict_lines(report: dict[str, Any]) -> list[str]:
     variants = report["settings"]["variants"]
     chosen = pairs_for(dict.fromkeys(variants, ""), pairs)
     reference = REFERENCE_VARIANT if REFERENCE_VARIANT in variants else variants[0]
-    return speed_lines(report, chosen, margins.speed, reference)
+    return speed_lines(report, compare_speed(report, chosen, margins.speed), reference)
 
 
 def _cell(d: dict[str, Any] | None, fmt: str) -> str:

@@ -1,11 +1,8 @@
-"""`by_<axis>.png`: final test loss against the one numeric value a sweep varied.
-
-When the runs vary along a single axis (src.tracking.variants) and its values are numbers (a
-learning rate, a weight decay, a width), the variants are points on a line, not names: 30 legend
-entries `lr=…` hide what the sweep asks, where the loss is lowest and where training breaks. This
-figure puts the value on the x-axis (log when it spans decades, as a learning-rate grid does): the
-mean over finished seeds with its 95% interval, each seed as a dot, and every run that did not
-finish in a strip above, by outcome with the step it stopped at, so none is silently left out.
+"""`by_<axis>.png`: final test loss against the one numeric value a sweep varied (what it draws:
+docs/zoo.md). When the runs vary along a single axis whose values are numbers (a learning rate, a
+width), the variants are points on a line, not names: 30 legend entries `lr=…` hide what the sweep
+asks, where the loss is lowest and where training breaks; and every run that did not finish is
+drawn, so none is silently left out.
 """
 
 from __future__ import annotations

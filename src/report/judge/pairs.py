@@ -1,26 +1,17 @@
-"""Paired comparisons of the variants that matter, with a verdict per pair (the tests, the margin,
-Holm and the verdicts: docs/statistics.md, "Paired by seed").
+"""Paired comparisons of the variants that matter, with a verdict per pair. Every variant of one seed
+starts from the same initial weights and data order, so two variants are compared seed by seed on test
+loss (Welch's where their seed sets share fewer than two seeds): the tests, the margin, Holm and the
+verdict rule are docs/statistics.md's ("Paired by seed"). Speed is the speed check's
+(src.report.judge.speed). Data only: src.report.words.pairs writes the words.
 
-Every variant of one seed starts from the same initial weights and sees the same data order, so two
-variants are compared seed by seed on test loss, b - a in nats: `paired_t`, with `paired_bootstrap`
-as a check that needs no normality, or `welch` where the seed sets share fewer than two seeds. Speed is
-the speed check's (src.report.judge.speed): tokens/s of jobs run one after another is not judged here.
-TOST at `report.margin.test_loss`, Holm over the report's family (`Result.family`), and the verdict by
-the one rule of src/stats/verdicts.py (`Decision`). Data only: src.report.words.pairs writes the
-sentences, the heading and comparisons.csv's words.
-
-The pairs are data (`PAIRS`); a pair is compared when both of its variants have runs. A variant is
-what the sweep varied (src.tracking.variants): with one swept axis the pairs are the norms' pairs, or
-every value against the reference; with several, every pair of variants that differ in exactly one
-axis, labelled with that axis (`comparison_pairs`). `report.reference` (axis -> value) chooses an
-axis's reference value.
+Which pairs: `PAIRS` and `comparison_pairs` (several swept axes: docs/sweeps.md, "which pairs are compared").
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -59,12 +50,6 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("torch_layernorm", "layernorm_noaffine"),
 )
 NO_NORM = "no_norm"
-
-
-# What the pairs compare over seeds: test loss. Speed is the speed check's (src.report.judge.speed): the
-# jobs' tokens/s, run one after another, time the machine's load between jobs as much as the norm, so
-# they stay in the table, labelled, and are not judged pair by pair.
-PAIR_METRICS = ("test_loss",)
 
 
 def paired_difference(metric: str, a: Any, b: Any) -> Any:
@@ -161,13 +146,13 @@ class Result:
     primary: Interval  # paired_t, or welch when the seed sets do not overlap enough
     bootstrap: Interval | None  # the paired bootstrap (None for welch)
     margin: float
-    p_holm: float
     n_a: int  # finished runs of a with a value
     n_b: int
     left_out: int  # runs of a or b (any outcome) not in the comparison
-    decision: Decision | None  # src.stats.verdicts' readings (None: no spread to test with)
-    reason: str = ""  # untested: why
+    sd: float  # the spread of one paired difference (Welch: of one run's), what the decision's power reads
     axis: str = ""  # the swept axis the pair differs in, when the sweep varied several (or not the norm)
+    p_holm: float = math.nan
+    decision: Decision | None = None  # src.stats.verdicts' readings (None: no spread to test with)
     family: int = 0  # the tests Holm adjusted `p_holm` over (src.stats.verdicts.family_size), the same for every pair
 
     @property
@@ -175,8 +160,13 @@ class Result:
         return pairs_.pair_label(self.a, self.b)
 
     @property
-    def relative(self) -> bool:
-        return METRICS[self.metric][2]
+    def reason(self) -> str:
+        """Why the pair has no interval to test, or "" when it has one."""
+        if self.primary.test == "paired_t" and self.primary.n < MIN_SEEDS:
+            return f"{self.primary.n} seed(s) with both variants finished; needs ≥{MIN_SEEDS}"
+        if not math.isfinite(self.primary.low):
+            return f"needs ≥{MIN_SEEDS} finished seeds per variant (n = {self.n_b} vs {self.n_a})"
+        return ""
 
     @property
     def verdict(self) -> PairWord:
@@ -198,7 +188,8 @@ def seed_values(runs: pd.DataFrame, variant: str, metric: str) -> pd.Series:
     return rows.set_index("seed")[metric].astype(float).dropna()
 
 
-def compare_one(runs: pd.DataFrame, a: str, b: str, metric: str, margin: float) -> dict[str, Any]:
+def compare_one(runs: pd.DataFrame, a: str, b: str, metric: str, margin: float, axis: str = "") -> Result:
+    """b against a on `metric` over seeds, not yet judged (`compare_family` adds Holm and the decision)."""
     va, vb = seed_values(runs, a, metric), seed_values(runs, b, metric)
     total = int(((runs.variant == a) | (runs.variant == b)).sum())
     common = sorted(set(va.index) & set(vb.index))
@@ -216,18 +207,7 @@ def compare_one(runs: pd.DataFrame, a: str, b: str, metric: str, margin: float) 
             primary = Interval("welch", primary.n, primary.diff / scale, primary.low / scale, primary.high / scale,
                                primary.p_value, primary.se / scale, primary.df)  # fmt: skip
         used, sd = len(va) + len(vb), primary.se * math.sqrt(min(len(va), len(vb)))
-    return {"a": a, "b": b, "metric": metric, "primary": primary, "bootstrap": boot, "margin": margin,
-            "n_a": len(va), "n_b": len(vb), "left_out": total - used, "sd": sd}  # fmt: skip
-
-
-def _untested(item: Mapping[str, Any]) -> str:
-    """Why a pair has no interval to test, or "" when it has one."""
-    primary: Interval = item["primary"]
-    if primary.test == "paired_t" and primary.n < MIN_SEEDS:
-        return f"{primary.n} seed(s) with both variants finished; needs ≥{MIN_SEEDS}"
-    if not math.isfinite(primary.low):
-        return f"needs ≥{MIN_SEEDS} finished seeds per variant (n = {item['n_b']} vs {item['n_a']})"
-    return ""
+    return Result(a, b, metric, primary, boot, margin, len(va), len(vb), total - used, sd, axis)
 
 
 def axes_of(runs: pd.DataFrame) -> list[str]:
@@ -290,24 +270,20 @@ def compare(
     pairs: Sequence[tuple[str, str]] | None = None,
     reference: Mapping[str, str] | None = None,
 ) -> list[Result]:
-    """Every pair with runs on both sides (`comparison_pairs`), on test loss (`PAIR_METRICS`); Holm
-    over the whole family."""
+    """Every pair with runs on both sides (`comparison_pairs`), on test loss; Holm over the whole family."""
     return compare_family(runs, comparison_pairs(runs, pairs, reference), margins or Margins())
 
 
 def compare_family(runs: pd.DataFrame, chosen: Sequence[tuple[str, str, str]], margins: Margins) -> list[Result]:
     """`chosen` (a, b, axis) on test loss, one family: Holm over these pairs alone."""
-    items = [
-        {**compare_one(runs, a, b, metric, margins.of(metric)), "axis": axis}
-        for a, b, axis in chosen
-        for metric in PAIR_METRICS
-    ]
-    reasons = [_untested(item) for item in items]
-    estimates = [Estimate.of(i["primary"], i["margin"], i["sd"], bool(why)) for i, why in zip(items, reasons, strict=True)]
+    items = [compare_one(runs, a, b, "test_loss", margins.of("test_loss"), axis) for a, b, axis in chosen]
+    estimates = [Estimate.of(r.primary, r.margin, r.sd, bool(r.reason)) for r in items]
     adjusted = family_p(estimates)  # Holm runs once: its p-values, their count and the decisions read them
     found, family = decide_adjusted(estimates, adjusted, ALPHA), family_size(adjusted)
-    return [Result(**{k: v for k, v in item.items() if k != "sd"}, p_holm=p, decision=d, reason=why, family=family)
-            for item, p, d, why in zip(items, adjusted, found, reasons, strict=True)]  # fmt: skip
+    return [
+        replace(r, p_holm=p, decision=d, family=family)
+        for r, p, d in zip(items, adjusted, found, strict=True)
+    ]
 
 
 def family_of(results: Sequence[Result]) -> int:

@@ -9,9 +9,8 @@ sweep stopped on, with error control over its looks (src/stats/sequential.py).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 
@@ -36,16 +35,14 @@ class SequentialVerdict:
     def __post_init__(self) -> None:  # a decision read from the looks' JSON arrives as its text
         object.__setattr__(self, "verdict", SequentialWord(self.verdict))
 
-    @property
-    def label(self) -> str:
-        return self.verdict.label
 
-
-def verdicts_of(looks: Sequence[Mapping[str, Any]]) -> list[SequentialVerdict]:
-    """Each comparison's standing at the sweep's last look."""
-    if not looks:
+def load_verdicts(store: Store, experiment_id: str) -> list[SequentialVerdict]:
+    """Each comparison's standing at the last look of the experiment's latest sequential sweep ([] when
+    it had none)."""
+    found = latest_looks(store, experiment_id)
+    if not found or not found[1]:
         return []
-    last = looks[-1]
+    last = found[1][-1]
     out = []
     for row in last.get("comparisons", []):
         pair, metric = pair_label(str(row["a"]), str(row["b"])), str(row["metric"])  # as data, never parsed from its name
@@ -59,19 +56,14 @@ def verdicts_of(looks: Sequence[Mapping[str, Any]]) -> list[SequentialVerdict]:
     return out
 
 
-def load_verdicts(store: Store, experiment_id: str) -> list[SequentialVerdict]:
-    """The verdicts of the experiment's latest sequential sweep ([] when it had none)."""
-    found = latest_looks(store, experiment_id)
-    return verdicts_of(found[1]) if found else []
-
-
 def with_verdicts(comparisons: pd.DataFrame, verdicts: Sequence[SequentialVerdict]) -> pd.DataFrame:
     """comparisons.csv with the sequential columns (empty where the sweep did not compare that pair)."""
     if not verdicts:
         return comparisons
     extra = pd.DataFrame(
-        [{"pair": v.pair, "metric": v.metric, "sequential_verdict": v.label, "decided_at_look": v.look,
-          "seeds_used": v.seeds, "level_spent": v.spent} for v in verdicts]  # fmt: skip
+        [{"pair": v.pair, "metric": v.metric, "sequential_verdict": v.verdict.label,
+          "decided_at_look": v.look, "seeds_used": v.seeds, "level_spent": v.spent}
+         for v in verdicts]  # fmt: skip
     )
     merged = comparisons.merge(extra, on=["pair", "metric"], how="left")
     return merged.astype({"decided_at_look": "Int64", "seeds_used": "Int64"})  # whole, blank if not compared

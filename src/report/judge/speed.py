@@ -1,15 +1,10 @@
 """The speed verdict of each pair, from the end-of-sweep speed check (`python -m src.bench variants`);
 the measurements, the estimators and the rule are docs/benchmarks.md's ("The sweep's speed check").
 
-Two levels, timed in one process with the variants interleaved round by round: the norms' own kernels,
-from which each round predicts b's step-time change against a as log(1 + (norm_b - norm_a) / step),
-step the reference's whole step timed in that round (so the step's own spread is in the interval);
-and whole training steps, log(step_b / step_a) per round, the check of that prediction (`agreement`).
-Each is summarised by its 20% trimmed mean with its Tukey–McLaughlin interval
-(`stats.trimmed_mean_interval`): a burst of foreign load that spoils a few rounds is cut off, not
-averaged in. The verdict is taken on the prediction, by the rule of src/stats/verdicts.py (TOST at
-`report.margin.speed`, Holm over the section's pairs). No sentence is written here:
-src.report.words.speed writes them.
+The verdict is taken on the step-time change predicted from the norms' own kernels, and the whole
+steps only check it (`agreement`): a whole step carries the machine's load, which a norm's own rounds
+shed. Every estimate is a 20% trimmed mean, so that a burst of foreign load that spoils a few rounds
+is cut off, not averaged in. No sentence is written here: src.report.words.speed writes them.
 """
 
 from __future__ import annotations
@@ -21,6 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 import numpy as np
+from scipy.stats import median_abs_deviation
 
 from src.stats.inference import ALPHA, TRIM, Interval, trimmed_mean_interval
 from src.stats.verdicts import Decision, Estimate, SpeedWord, decide_family, speed_margin, speed_word
@@ -184,10 +180,8 @@ def compare_speed(check: Mapping[str, Any], pairs: Sequence[tuple[str, str]], ma
 def spread(samples: Sequence[float]) -> float:
     """Round-to-round spread of one variant's samples: median absolute deviation ÷ median."""
     x = np.asarray(samples, dtype=float)
-    if len(x) < 2:
-        return math.nan
-    med = float(np.median(x))
-    return float(np.median(np.abs(x - med)) / med) if med else math.nan
+    med = float(np.median(x)) if len(x) > 1 else 0.0
+    return float(median_abs_deviation(x) / med) if med else math.nan
 
 
 def timed_variants(check: Mapping[str, Any]) -> list[str]:

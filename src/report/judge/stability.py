@@ -34,23 +34,18 @@ def is_lr_sweep(runs: pd.DataFrame) -> bool:
 def by_learning_rate(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per (variant, lr): runs, finished, mean test loss of the finished, first diverged step."""
     runs = across_lrs(runs)
-    rows = []
-    for (variant, lr), group in runs.groupby(["variant", "lr"], sort=False):
-        finished = group[group.outcome == FINISHED]
-        stopped = group[group.outcome != FINISHED].stopped_at_step.dropna()
-        rows.append(
-            {
-                "variant": variant,
-                "lr": float(lr),
-                "runs": len(group),
-                "finished": len(finished),
-                "test_loss": float(finished.test_loss.mean()) if len(finished) else math.nan,
-                "stopped_at_step": float(stopped.min()) if len(stopped) else math.nan,
-            }
-        )
+    done = runs.outcome == FINISHED
+    # A run's loss counts where it finished, its stopping step where it did not.
+    loss, stop = runs.test_loss.astype(float).where(done), runs.stopped_at_step.where(~done)
+    groups = runs.assign(finished=done, test_loss=loss, stop=stop).groupby(["variant", "lr"], sort=False)
+    table = groups.agg(
+        runs=("finished", "size"),
+        finished=("finished", "sum"),
+        test_loss=("test_loss", "mean"),
+        stopped_at_step=("stop", "min"),
+    ).reset_index()
     rank = {v: i for i, v in enumerate(variant_order(runs))}  # grouped by family, as the main table
-    table = pd.DataFrame(rows)
-    table = table.assign(rank=table.variant.map(rank)).sort_values(["rank", "lr"])
+    table = table.assign(lr=table.lr.astype(float), rank=table.variant.map(rank)).sort_values(["rank", "lr"])
     return table.drop(columns="rank").reset_index(drop=True)
 
 

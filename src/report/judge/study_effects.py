@@ -139,9 +139,9 @@ def from_runs(runs: pd.DataFrame, part: Part, metric: str, labels: Mapping[str, 
         return Effect(paired_t(np.zeros(len(d)), d), DIRECT, "seeds", timing=timing)
     key = "tokens_per_sec" if metric == SPEED else "test_loss"
     found = compare_one(runs, a, b, key, margin)
-    if not (found["n_a"] and found["n_b"]):
+    if not (found.n_a and found.n_b):
         return None
-    return Effect(found["primary"], TOKENS if metric == SPEED else DIRECT, "seeds", (found["n_a"], found["n_b"]), timing)
+    return Effect(found.primary, TOKENS if metric == SPEED else DIRECT, "seeds", (found.n_a, found.n_b), timing)
 
 
 # --- the claim's domain ---------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from src.core.tables import markdown_table
 from src.report.analysis import Analysis
-from src.report.render.sections import Block, Output, Pairs, Study, blocks
+from src.report.render.sections import Block, Cut, Output, blocks
 from src.tracking.summary import VERDICT_MAX
 
 
@@ -22,27 +22,22 @@ def markdown_page(analysis: Analysis, figures: list[Path]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-# What the verdict keeps as space runs short, most first: the pairs' sentences go to report.md first,
-# then the claims' reasons (their table stays), then the study's table (a word per claim stays).
-LEVELS = ((Pairs.SENTENCES, Study.FULL), (Pairs.COUNT, Study.FULL), (Pairs.COUNT, Study.TABLE), (Pairs.COUNT, Study.WORDS))
-
-
 def verdict(analysis: Analysis) -> str:
     """The answer in a few lines: the headline, per variant its numbers, each pair's verdict, the study's
-    claims; within MLflow's limit on a tag (VERDICT_MAX), the first of LEVELS that fits, and only when
+    claims; within MLflow's limit on a tag (VERDICT_MAX), the first `Cut` that fits, and only when
     none does the text cut, saying so."""
-    for pairs, study in LEVELS:
-        text = _verdict(analysis, pairs, study)
+    for cut in Cut:
+        text = _verdict(analysis, cut)
         if len(text) <= VERDICT_MAX:
             return text
     cut = "\n\n… (cut at MLflow's limit on a run's description: report.md on this run has it all)"
     return text[: VERDICT_MAX - len(cut)] + cut
 
 
-def _verdict(analysis: Analysis, pairs: Pairs, study: Study) -> str:
+def _verdict(analysis: Analysis, cut: Cut) -> str:
     """The verdict at one level: its blocks a blank line apart, each heading right above its bullets."""
     lines = [f"**normsweep verdict, experiment `{analysis.experiment}`**"]
-    for b in blocks(analysis, Output.VERDICT, pairs=pairs, study=study):
+    for b in blocks(analysis, Output.VERDICT, cut=cut):
         lines += ["", *_compact(b)]
     return "\n".join([*lines, *_figures(analysis)])
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 
 from src.core.terminal import WIDTH
 from src.report.analysis import Analysis
@@ -26,18 +26,17 @@ Table = tuple[list[str], list[list[str]]]  # headers, rows
 class Output(StrEnum):
     PAGE = "page"  # report.md and report.html: every section under its heading
     TERMINAL = "terminal"  # what a sweep ends with: lines that fit a terminal
-    VERDICT = "verdict"  # the sweep run's description in MLflow: short (render.markdown.LEVELS)
+    VERDICT = "verdict"  # the sweep run's description in MLflow: short (`Cut`)
 
 
-class Pairs(StrEnum):  # how the verdict shows the pairs (the page and the terminal: every sentence)
-    SENTENCES = "sentences"
-    COUNT = "count"  # how many sentences, and where they are
+class Cut(IntEnum):
+    """How much the verdict leaves to report.md as space runs short, each level on top of the one
+    before (the page and the terminal: nothing)."""
 
-
-class Study(StrEnum):  # how much of the study's section the verdict keeps (the others: all of it)
-    FULL = "full"
-    TABLE = "table"  # its table and a word per claim
-    WORDS = "words"  # a word per claim
+    NONE = 0
+    PAIRS = 1  # the pairs' sentences: their count, and where they are
+    REASONS = 2  # the claims' reasons: the study's table and a word per claim stay
+    TABLE = 3  # the study's table: a word per claim stays
 
 
 @dataclass(frozen=True)
@@ -57,7 +56,7 @@ VERDICT_TABLE = "Per variant (mean ± 95% CI over finished seeds)"
 TABLE_CELLS = "Cells are mean ± 95% CI (t) over finished seeds."
 
 
-def blocks(a: Analysis, output: Output, width: int = WIDTH, pairs: Pairs = Pairs.SENTENCES, study: Study = Study.FULL) -> list[Block]:
+def blocks(a: Analysis, output: Output, width: int = WIDTH, cut: Cut = Cut.NONE) -> list[Block]:
     """The report's sections as `output` shows them, in order: the headline, the table, the pairs,
     the sequential verdicts, the learning-rate stability, the study (its last: what a sweep ends with).
     The verdict leaves the stability to report.md; only the terminal counts the runs left out."""
@@ -67,14 +66,14 @@ def blocks(a: Analysis, output: Output, width: int = WIDTH, pairs: Pairs = Pairs
     lead = (f"{len(a.runs)} runs from `{a.tracking_uri}`. {TABLE_CELLS}" if page else TABLE_CELLS if terminal else "")
     found.append(Block(VERDICT_TABLE if verdict else "", lead, table_rows(a)))
     found += [Block(lead=a.code_note)] if a.code_note and not verdict else []
-    found.append(_pairs(a, output, pairs))
+    found.append(_pairs(a, output, cut))
     if a.sequential:
         found.append(Block(sequential.HEADING, items=[sequential.sentence(v) for v in a.sequential], listed=True))
     if a.stability is not None and not verdict:
         found.append(Block(stability.HEADING if page else "", items=stability.sentences(a.stability, a.sensitivity)))
     if a.superseded and terminal:
         found.append(Block(lead=f"({a.superseded} other runs of a config run more than once were left out: its latest result counts.)"))
-    return [*found, *(_study(a, output, width, study, s) for s in a.claim_sections)]
+    return [*found, *(_study(a, output, width, cut, s) for s in a.claim_sections)]
 
 
 def table_rows(a: Analysis) -> Table:
@@ -82,7 +81,7 @@ def table_rows(a: Analysis) -> Table:
     return display_rows(a.table, a.interleaved, pair_cells(a.speed_verdicts))
 
 
-def _pairs(a: Analysis, output: Output, pairs: Pairs) -> Block:
+def _pairs(a: Analysis, output: Output, cut: Cut) -> Block:
     """The paired comparisons and the speed verdicts: the page under its question, the tests' method as
     its lead; the terminal with the method as its heading, only above tests that ran; the verdict with
     the method above its sentences, or their count where space is short."""
@@ -93,20 +92,20 @@ def _pairs(a: Analysis, output: Output, pairs: Pairs) -> Block:
     if output == Output.TERMINAL:
         tested = any(r.verdict != PairWord.UNTESTED for r in a.comparisons)
         return Block(heading(a) if tested else "", items=said)
-    if pairs == Pairs.COUNT:
+    if cut >= Cut.PAIRS:
         said = [f"{len(sentences)} sentences on the pairs and their speed: report.md on this run"]
     return Block(lead=f"{heading(a)}:", items=[*said, *([a.code_note] if a.code_note else [])])
 
 
-def _study(a: Analysis, output: Output, width: int, study: Study, judged: StudySection) -> Block:
+def _study(a: Analysis, output: Output, width: int, cut: Cut, judged: StudySection) -> Block:
     """A claims file's section (against the published study, or the user's own claims): the page's
     section; the terminal's lines as the section writes them (its table split to `width`); the
-    verdict's as much as `study` keeps."""
+    verdict's as much as `cut` keeps."""
     s = written(a, judged)
     if output == Output.TERMINAL:
         return Block(items=s.lines(width))
     if output == Output.PAGE:
         return Block(judged.file.heading, "" if s.absent else s.lead(), s.table, s.items())
-    lead = "" if s.absent or study == Study.WORDS else f" ({s.lead()})"
-    return Block(f"**{judged.file.heading}**{lead}", table=s.table if study != Study.WORDS else None,
-                 items=s.items() if study == Study.FULL else s.short_items())  # fmt: skip
+    lead = "" if s.absent or cut >= Cut.TABLE else f" ({s.lead()})"
+    return Block(f"**{judged.file.heading}**{lead}", table=s.table if cut < Cut.TABLE else None,
+                 items=s.items() if cut < Cut.REASONS else s.short_items())  # fmt: skip

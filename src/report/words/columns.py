@@ -1,14 +1,9 @@
 """The verdict in MLflow's own columns: what each job's run carries so that the runs table can sort and
-filter on the answer, not only show the numbers it was read from (each column: docs/mlflow-ui.md,
-"The verdict in the columns").
-
-One reference per column, the report's: a job's loss verdict is its variant against the report's loss
-reference (the table's `test loss vs` column's), Holm-adjusted over those comparisons alone, and its
-speed verdict its variant against the speed check's reference (that of `step_vs_ref_pct` beside it).
-A tag's word comes first, so that `tags.loss_verdict LIKE 'different%'` filters; each word's place in
-LOSS_ORDER / SPEED_ORDER is a metric as well, because MLflow's runs table sorts metrics and params,
-never tags. The tag and metric names are src.tracking.summary's (the store side); the words are
-written here once.
+filter on the answer, not only show the numbers it was read from (each column, and the one reference
+it is against: docs/mlflow-ui.md, "The verdict in the columns"). A tag's word comes first, so that
+`tags.loss_verdict LIKE 'different%'` filters; each word's place in LOSS_ORDER / SPEED_ORDER is a
+metric as well, because MLflow's runs table sorts metrics and params, never tags. The tag and metric
+names are src.tracking.summary's (the store side); the words are written here once.
 """
 
 from __future__ import annotations

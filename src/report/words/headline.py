@@ -107,21 +107,15 @@ def _checked_speed(verdicts: Sequence[SpeedVerdict], check: dict, margin: float)
 
 def _pair_words(results: Sequence[Result]) -> str:
     counts = Counter(r.verdict for r in results)
-    different = [f"{r.pair} {r.primary.diff:+.4g}" if not r.relative else f"{r.pair} {r.primary.diff:+.1%}"
-                 for r in results if r.verdict == PairWord.DIFFERENT]  # fmt: skip
+    different = [f"{r.pair} {r.primary.diff:+.4g}" for r in results if r.verdict == PairWord.DIFFERENT]
     text = ", ".join(f"{n} {w}" for w, n in counts.items())
     return text + (f" ({PairWord.DIFFERENT}: {_named(different)})" if different else "")
 
 
 # --- loss -------------------------------------------------------------------------------------------
 #
-# The line reads the pairs' judgements. "Lowest" is said only of a variant every one of whose pairs
-# with the others shows it lower (the direction decided at the family's level); a gap is the paired
-# estimate its pair's word was decided on, with that word's interval and level. Where a pair leaves
-# the order open (inconclusive, untested, no pair at all) the line says the lowest is undecided, and
-# gaps judged equivalent (or equal as printed) are said as ties, never ranked. A sweep that varies
-# more than the norm is read per setting (the other axes' values): a learning rate's settings are not
-# pooled into one ranking.
+# The line reads the pairs' judgements, never a mean, per setting of the other swept axes (never pooled
+# into one ranking): the rule is docs/statistics.md's, "The headline reads the pairs".
 
 
 @dataclass(frozen=True)
@@ -187,7 +181,7 @@ def _setting_loss(a: Analysis, setting: Setting) -> str:
     if values.shape[1] == 1:
         only = str(values.columns[0])
         return f"{name(only)} {values[only].mean():.4f}, the only variant that finished" + (f"; {diverged}" if diverged else "")
-    judged = [r for r in a.comparisons if r.metric == "test_loss" and {r.a, r.b} <= set(values.columns)]
+    judged = [r for r in a.comparisons if {r.a, r.b} <= set(values.columns)]
     first = _first(judged, _means(values)[0])
     means, over = _means(values, first)
     gaps = sorted((_gap(judged, runs, first, str(v), float(means[v] - means[first]), name) for v in means.index if v != first),
@@ -312,9 +306,8 @@ def real_line(a: Analysis) -> str:
         return f"Is it real? {_one_seed(a.runs, seeds)}: no gap here is tested against seed noise; {SEEDS_COMMAND} tells."
     # Test loss within a setting: seeds decide it; speed is the speed check's (or, without one, the Speed line's).
     within = {frozenset(s.variants) for s in settings_of(a.runs)}
-    losses = [r for r in a.comparisons if r.metric == "test_loss"]
-    inside = [r for r in losses if any({r.a, r.b} <= w for w in within)]
-    across = len(losses) - len(inside)
+    inside = [r for r in a.comparisons if any({r.a, r.b} <= w for w in within)]
+    across = len(a.comparisons) - len(inside)
     tested = [r for r in inside if r.verdict != PairWord.UNTESTED]
     if not tested:
         return f"Is it real? {seeds} seeds, but no pair shares two finished seeds; {SEEDS_COMMAND} tells."

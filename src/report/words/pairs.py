@@ -22,8 +22,6 @@ from src.report.judge.pairs import METRICS, NO_NORM, Result, Unmatched, family_o
 from src.report.judge.sequential import with_verdicts
 from src.report.numbers import (
     NATS,
-    RELATIVE,
-    Units,
     equivalent_text,
     estimate_text,
     moved_alike,
@@ -50,20 +48,10 @@ COLUMNS = ["pair", "metric", "test", "n", "diff", "ci_low", "ci_high", "p", "p_h
 # --- numbers ---------------------------------------------------------------------------------------
 
 
-def amount(value: float, relative: bool) -> str:
-    """A margin as written: `0.01` (nats) or `2%`."""
-    return f"{value * 100:g}%" if relative else f"{value:g}"
-
-
-def units(relative: bool) -> Units:
-    """A metric's units: nats of test loss, or a relative change."""
-    return RELATIVE if relative else NATS
-
-
-def alike_text(p: Interval, relative: bool) -> str:
+def alike_text(p: Interval) -> str:
     """No spread: every seed moved by the same amount (`exactly` only where the values say so; a spread
-    below their resolution, src.stats.inference.alike, reads as none too), by `+0.0052` (nats) or `+1.3%`."""
-    moved = shown(p.diff, units(relative))
+    below their resolution, src.stats.inference.alike, reads as none too), by `+0.0052` nats."""
+    moved = shown(p.diff, NATS)
     if p.test == "welch":
         return f"each variant's seeds gave one value, {moved} apart: no spread, so no interval"
     return moved_alike(p.n, "seeds", moved, exactly=p.sd == 0)
@@ -77,7 +65,7 @@ def verdict_text(r: Result) -> str:
     (the CSV's verdict_level/low/high, the line's interval), never inside it."""
     word = r.verdict
     if word == PairWord.EQUIVALENT and r.decision is not None:
-        return equivalent_text(amount(r.margin, r.relative), r.decision.remains)
+        return equivalent_text(f"{r.margin:g}", r.decision.remains)
     if word == PairWord.INCONCLUSIVE:
         return f"{word}: {settle_text(r.seeds, 'seeds')}" if r.seeds is not None else str(word)
     if word == PairWord.UNTESTED:
@@ -98,8 +86,8 @@ def clause(r: Result) -> str:
         tests = [p_text(r.tost_p, "equivalence p")] if abs(p.diff) < r.margin else []
         tests += [f"{p_text(p.p_value, 'difference p')} ({holm})"] if math.isfinite(p.p_value) else []
         word = verdict_text(r) if r.verdict == PairWord.EQUIVALENT else str(r.verdict)  # the seeds to settle it follow
-        return f"{label} {word} ({alike_text(p, r.relative)}; sign-flip tests: {', '.join(tests)}{settle})"
-    stats = f"Δ {estimate_text(p.diff, d.low, d.high, d.level, units(r.relative))}"
+        return f"{label} {word} ({alike_text(p)}; sign-flip tests: {', '.join(tests)}{settle})"
+    stats = f"Δ {estimate_text(p.diff, d.low, d.high, d.level, NATS)}"
     if r.verdict == PairWord.DIFFERENT:
         return f"{label} {r.verdict} ({stats}, {holm})"
     if r.verdict == PairWord.EQUIVALENT:
@@ -215,6 +203,7 @@ def to_frame(results: Sequence[Result]) -> pd.DataFrame:
     """comparisons.csv: one row per pair, metric and test (the bootstrap shares its pair's verdict).
     The verdict's words carry no numbers; beside them, the interval it was read from with its level
     (`verdict_level`: TOST's 0.9 for an equivalence, else 0.95), apart from each test's 95% ci_low/ci_high."""
+    axis = any(r.axis for r in results)  # a sweep of more than the norm: which axis each pair differs in
     rows = []
     for r in results:
         d = r.decision
@@ -227,9 +216,7 @@ def to_frame(results: Sequence[Result]) -> pd.DataFrame:
                     "diff": test.diff, "ci_low": test.low, "ci_high": test.high,
                     "p": test.p_value, "p_holm": r.p_holm if primary else math.nan,
                     "tost_p": r.tost_p if primary else math.nan, "margin": r.margin, "verdict": verdict_text(r), **decided,
+                    **({"axis": r.axis} if axis else {}),
                 }
             )  # fmt: skip
-    if any(r.axis for r in results):  # a sweep of more than the norm: which axis each pair differs in
-        by_pair = {r.pair: r.axis for r in results}
-        return pd.DataFrame(rows, columns=COLUMNS).assign(axis=lambda f: f.pair.map(by_pair))
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return pd.DataFrame(rows, columns=[*COLUMNS, "axis"] if axis else COLUMNS)

@@ -16,4 +16,4 @@ def sentence(v: SequentialVerdict) -> str:
     where = f"at look {v.look}" if v.look is not None else "not settled when the sweep stopped"
     size = f"{v.detectable:.0%}" if v.metric == "tokens_per_sec" else f"{v.detectable:.2g}"  # speed: relative
     least = f"; the budget detects |Δ| ≥ {size}" if math.isfinite(v.detectable) and v.verdict in OPEN else ""
-    return f"{v.pair} ({v.metric}): {v.label} {where}, {counted(v.seeds, 'seed')} per variant, level spent {v.spent:.2g}{least}"
+    return f"{v.pair} ({v.metric}): {v.verdict.label} {where}, {counted(v.seeds, 'seed')} per variant, level spent {v.spent:.2g}{least}"

@@ -15,7 +15,6 @@ from src.report.judge.speed import (
     Agreement,
     SpeedVerdict,
     check_reference,
-    compare_speed,
     spread,
     timed_variants,
 )
@@ -167,14 +166,12 @@ def dispatch_lines(dispatch: Mapping[str, Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-def speed_lines(check: Mapping[str, Any], pairs: Sequence[tuple[str, str]], margin: float, reference: str | None,
-                verdicts: Sequence[SpeedVerdict] | None = None) -> list[str]:  # fmt: skip
-    """The report's speed section: how it was measured, one verdict per pair, the kernels that ran
-    (`verdicts`: those of `compare_speed` for the same pairs, when already made)."""
-    verdicts = compare_speed(check, pairs, margin) if verdicts is None else verdicts
-    if not verdicts and not check.get("dispatch"):
+def speed_lines(check: Mapping[str, Any], judged: Sequence[SpeedVerdict], reference: str | None) -> list[str]:
+    """The report's speed section: how it was measured, one verdict per pair (`compare_speed`'s on
+    the check), the kernels that ran."""
+    if not judged and not check.get("dispatch"):
         return []
-    return [header(check, reference), *(sentence(v) for v in verdicts), *dispatch_lines(check.get("dispatch") or {})]
+    return [header(check, reference), *(sentence(v) for v in judged), *dispatch_lines(check.get("dispatch") or {})]
 
 
 def speed_section(a: Analysis) -> list[str]:
@@ -182,4 +179,4 @@ def speed_section(a: Analysis) -> list[str]:
     check's line is the analysis's own): its verdicts and the kernels that ran (`speed_lines`)."""
     if not timed_variants(a.check):
         return []
-    return speed_lines(a.check, [], a.margins.speed, check_reference(a.check), a.speed_verdicts)
+    return speed_lines(a.check, a.speed_verdicts, check_reference(a.check))

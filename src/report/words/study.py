@@ -187,7 +187,7 @@ def _one(f: Finding) -> tuple[str, str]:
 
 def _sequential_text(decision: SequentialVerdict) -> str:
     settled = f"at look {decision.look}" if decision.look is not None else "open when the sweep stopped"
-    return f"direction and equivalence: the sequential sweep's decision, {decision.label} {settled}, error-controlled over its looks"
+    return f"direction and equivalence: the sequential sweep's decision, {decision.verdict.label} {settled}, error-controlled over its looks"
 
 
 def here_text(f: Finding) -> str:

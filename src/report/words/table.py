@@ -38,12 +38,6 @@ _FORMATS = {"train_time_s": "{:,.1f}", "tokens_per_sec": "{:,.0f}", "test_loss":
 DASH = "—"
 
 
-def with_ci(mean: float, ci: float, fmt: str) -> str:
-    if math.isnan(mean):
-        return DASH
-    return fmt.format(mean) if math.isnan(ci) else f"{fmt.format(mean)} ± {fmt.format(ci)}"
-
-
 def interleaved_cell(ratio: tuple[float, float, float] | None) -> str:
     """Speed relative to torch_layernorm from interleaved rounds (the inverse of the step-time
     ratio `(median, low, high)`), with its 95% interval: -9.5% is 9.5% slower."""
@@ -118,7 +112,10 @@ def display_rows(
 
 def mean_cell(r: Any, column: str) -> str:
     """A run column's mean ± its 95% CI half-width, at the column's precision."""
-    return with_ci(getattr(r, column), getattr(r, f"{column}_ci"), _FORMATS[column])
+    mean, ci, fmt = getattr(r, column), getattr(r, f"{column}_ci"), _FORMATS[column]
+    if math.isnan(mean):
+        return DASH
+    return fmt.format(mean) if math.isnan(ci) else f"{fmt.format(mean)} ± {fmt.format(ci)}"
 
 
 def _loss_vs_reference(r: Any) -> str:
