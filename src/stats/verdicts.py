@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import NamedTuple
 
 import numpy as np
 from scipy import optimize, stats
@@ -210,30 +211,25 @@ def to_settle(sd: float, diff: float, n: int, margin: float | None, difference_a
     return None if count is None else max(count, n + 1)
 
 
-def family_p(estimates: Sequence[Estimate]) -> list[float]:
-    """Each estimate's p-value Holm-adjusted over the family (NaN stays NaN and is not counted)."""
-    return holm([e.p for e in estimates])
+class Family(NamedTuple):
+    """A family's decisions (None: an estimate with nothing to test), its p-values Holm-adjusted (NaN
+    stays NaN: an untested estimate, or one with no spread and nothing to test) and its size: the
+    tests Holm adjusted over, those with a p-value. The one count a report prints."""
+
+    decisions: list[Decision | None]
+    adjusted: list[float]
+    size: int
 
 
-def family_size(adjusted: Sequence[float]) -> int:
-    """The tests Holm adjusted over: those with a p-value (`family_p` leaves the others NaN: an
-    untested estimate, or one with no spread and nothing to test). The one count a report prints."""
-    return sum(math.isfinite(p) for p in adjusted)
-
-
-def decide_family(estimates: Sequence[Estimate], alpha: float, trim: float = 0.0) -> list[Decision | None]:
+def decide_family(estimates: Sequence[Estimate], alpha: float, trim: float = 0.0) -> Family:
     """The decisions of a family of estimates, each at its own margin: a difference shown by its
     p-value Holm-adjusted over the family (the p-values that exist), an equivalence by TOST at alpha
-    (per estimate only one of the two errors is possible). None for an estimate with nothing to test."""
-    return decide_adjusted(estimates, family_p(estimates), alpha, trim)
-
-
-def decide_adjusted(estimates: Sequence[Estimate], adjusted: Sequence[float], alpha: float, trim: float = 0.0) -> list[Decision | None]:
-    """`decide_family` from the family's adjusted p-values already made (`family_p`), for a caller
-    that keeps them and the family's size beside the decisions."""
-    family = family_size(adjusted)
-    return [None if e.untestable else decide_pair(e.diff, e.se, e.df, e.sd, e.n, e.margin, p, alpha, family, trim)
-            for e, p in zip(estimates, adjusted, strict=True)]  # fmt: skip
+    (per estimate only one of the two errors is possible)."""
+    adjusted = holm([e.p for e in estimates])
+    size = sum(math.isfinite(p) for p in adjusted)
+    pairs = zip(estimates, adjusted, strict=True)
+    found = [None if e.untestable else decide_pair(e, p, alpha, size, trim) for e, p in pairs]
+    return Family(found, adjusted, size)
 
 
 @dataclass(frozen=True)
@@ -306,13 +302,13 @@ def sign_flip_seeds(alpha: float, one_sided: bool = False) -> int:
     return n
 
 
-def decide_pair(diff: float, se: float, df: float, sd: float, n: int, margin: float, p_family: float,
-           alpha: float, family: int, trim: float = 0.0) -> Decision | None:  # fmt: skip
+def decide_pair(e: Estimate, p_family: float, alpha: float, family: int, trim: float = 0.0) -> Decision | None:
     """A pair's decision from its estimate (`diff`, `se`, `df`; `sd` per observation, n of them),
     its equivalence margin, and its p-value adjusted over its family (with no spread, the sign-flip
     test's: src.stats.inference). None when there is no spread measured to test with (one seed).
     Undecided, the count that would settle it, at the level its word is read at (docs/statistics.md,
     "What would settle it"); with no spread, the count at which a sign-flip test reaches it."""
+    diff, se, df, sd, n, margin = e.diff, e.se, e.df, e.sd, e.n, e.margin
     if not (math.isfinite(se) and se >= 0) or (se > 0 and not df > 0):
         return None
     spread = se > 0

@@ -32,15 +32,7 @@ from src.report.read.settings import METRICS, Margins, reference_values
 from src.report.read.table import AXIS_PREFIX, families_of, order_of
 from src.stats import pairs as pairs_
 from src.stats.inference import ALPHA, MIN_SEEDS, Interval, paired_bootstrap, paired_t, welch_interval
-from src.stats.verdicts import (
-    Decision,
-    Estimate,
-    PairWord,
-    decide_adjusted,
-    family_p,
-    family_size,
-    pair_word,
-)
+from src.stats.verdicts import Decision, Estimate, PairWord, decide_family, pair_word
 from src.tracking.tags import FINISHED
 from src.tracking.variants import NORM_AXIS, reference_of
 
@@ -168,7 +160,7 @@ class Result:
     decision: Decision | None  # src.stats.verdicts' readings (None: no spread to test with)
     reason: str = ""  # untested: why
     axis: str = ""  # the swept axis the pair differs in, when the sweep varied several (or not the norm)
-    family: int = 0  # the tests Holm adjusted `p_holm` over (src.stats.verdicts.family_size), the same for every pair
+    family: int = 0  # the tests Holm adjusted `p_holm` over (src.stats.verdicts.Family.size), the same for every pair
 
     @property
     def pair(self) -> str:
@@ -304,8 +296,8 @@ def compare_family(runs: pd.DataFrame, chosen: Sequence[tuple[str, str, str]], m
     ]
     reasons = [_untested(item) for item in items]
     estimates = [Estimate.of(i["primary"], i["margin"], i["sd"], bool(why)) for i, why in zip(items, reasons, strict=True)]
-    adjusted = family_p(estimates)  # Holm runs once: its p-values, their count and the decisions read them
-    found, family = decide_adjusted(estimates, adjusted, ALPHA), family_size(adjusted)
+    # Holm runs once: its p-values, their count and the decisions read them
+    found, adjusted, family = decide_family(estimates, ALPHA)
     return [Result(**{k: v for k, v in item.items() if k != "sd"}, p_holm=p, decision=d, reason=why, family=family)
             for item, p, d, why in zip(items, adjusted, found, reasons, strict=True)]  # fmt: skip
 
