@@ -36,8 +36,6 @@ from src.report.read.provenance import code_sentence, mark_rows, reference_code
 from src.report.read.runs import (
     ReportError,
     load_curves,
-    load_interleaved,
-    load_norm_costs,
     load_speed_check,
     load_sweep,
     open_store,
@@ -131,14 +129,14 @@ def analyze(
         raise ReportError(f"MLflow experiment {experiment!r} has no runs with a result{yet} ({counts})")
     curves = load_curves(store, runs)
     code = reference_code(store, sweep.experiment_id, runs)
+    speed = load_speed_check(store, sweep.experiment_id)
     found = assemble(
-        runs, sweep.axes, load_speed_check(store, sweep.experiment_id), margins or Margins(), pairs, reference,
+        runs, sweep.axes, speed.check, margins or Margins(), pairs, reference,
         load_verdicts(store, sweep.experiment_id), curves, experiment, uri, sweep.experiment_id, claims,
     )  # fmt: skip
     found.table = mark_rows(found.table, runs, code)
     found.superseded, found.store, found.code_note = sweep.superseded, store, code_sentence(runs, code)
-    found.interleaved = load_interleaved(store, sweep.experiment_id)
-    found.norm_costs = load_norm_costs(store, sweep.experiment_id)
+    found.interleaved, found.norm_costs = speed.interleaved, speed.norm_costs
     return found
 
 
