@@ -90,8 +90,7 @@ class Design:
 
     def levels(self) -> list[float]:
         """The level each look tests at, per comparison (they sum to alpha / family)."""
-        cumulative = self.spent_by()
-        return [b - a for a, b in zip([0.0, *cumulative[:-1]], cumulative, strict=True)]
+        return np.diff([0.0, *self.spent_by()]).tolist()
 
 
 @dataclass(frozen=True)
