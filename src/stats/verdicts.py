@@ -402,12 +402,10 @@ def read_alike(diff: float, n: int, sign: int, margin: float, alpha: float,
     direction or an equivalence only as far as n equal signs show it (the sign-flip test's floor,
     two-sided at `alpha` as the claim's interval is), and no size test (`Size.UNTESTED`)."""
     p = sign_flip_p(n)
-    shown = p < alpha
-    side = int(math.copysign(1, diff)) if shown and diff != 0 else 0
-    direction = Direction.UNDECIDED if sign == 0 or side == 0 else Direction.HOLDS if side == sign else Direction.OPPOSITE
-    lower, upper = bounds or (-margin, margin)
-    equivalence = Equivalence.UNDECIDED if not shown else Equivalence.INSIDE if lower < diff < upper else Equivalence.OUTSIDE
-    return Readings(direction, Size.UNTESTED, equivalence, side != 0, side == 0, spread=False, alike_p=p)
+    if not p < alpha:  # n equal signs short of alpha show nothing
+        return Readings(Direction.UNDECIDED, Size.UNTESTED, Equivalence.UNDECIDED, spread=False, alike_p=p)
+    shown = read(diff, diff, sign, (math.nan, math.nan), margin, bounds)  # as the interval [diff, diff]
+    return replace(shown, size=Size.UNTESTED, spread=False, alike_p=p)
 
 
 def decided(readings: Readings, decision: SequentialWord | str, same_side: bool) -> Readings:
@@ -551,12 +549,6 @@ def claim_word(words: Sequence[str], unswept: int = 0) -> ClaimWord:
     if found & {ClaimWord.REPRODUCED, ClaimWord.PARTLY}:
         return ClaimWord.PARTLY
     return ClaimWord.NOT_REPRODUCED if ClaimWord.NOT_REPRODUCED in found else ClaimWord.INCONCLUSIVE
-
-
-def claim_family(with_interval: int, event_tested: bool) -> int:
-    """The claim section's family: every part whose word rests on an interval, and claim 6's exact
-    test when it is made (each is then taken at `family_alpha`)."""
-    return with_interval + event_tested
 
 
 def family_alpha(alpha: float, family: int) -> float:
