@@ -1,23 +1,19 @@
 """Decisions on paired seed differences that stay honest when a sweep looks after every round.
 
-The rule, its spending functions (Lan–DeMets, Pocock and O'Brien–Fleming types), the futility check
-and their references are docs/sequential.md's ("The stopping rule and why it keeps its error rate").
-In short: α is split evenly over the family's m comparisons (Bonferroni: α/m each), and each share is
-spent over a look schedule fixed before launch (`Design`); at look k a comparison is **equivalent**
-when TOST at the margin gives p < a_k, else **different** when the paired t-test does, else open, or
+α is split evenly over the family's m comparisons (Bonferroni: α/m each), and each share is spent
+over a look schedule fixed before launch (`Design`); at look k a comparison is **equivalent** when
+TOST at the margin gives p < a_k, else **different** when the paired t-test does, else open, or
 **undecidable** when the predictive probability that a later look decides is below `futility`.
+The rule, its spending functions and references, and why it keeps its error rate (the union bound,
+with no joint-normal approximation of the looks; a non-binding futility check that only removes
+chances to declare, its chance a lower bound: the best single later look's, for a path that reaches
+look j decides there or has decided before): docs/sequential.md, "The stopping rule and why it keeps
+its error rate".
 
 Why not the fixed-n level at every look: paired t-tests at 0.05 after 2, 4, 6, 8 and 10 seeds say
 "different" 16.1% of the time under no effect (`naive_looks_error`, 200,000 simulated sweeps; the
 14% usually quoted is for z-tests with a known variance at five equally spaced looks, which the
-small-n t-tests exceed). Why the union bound: each look's test has size at most a_k, so a comparison
-errs with probability at most Σ a_k = α/m (only one of its two errors is possible for a given truth),
-and the family at most α, with no joint-normal approximation of the looks' statistics; that matters
-here, for Student's t is exact for normal seed differences at n = 2 or 3, where the usual
-group-sequential boundaries (built for known variance) are not. It is conservative; `simulate`
-measures by how much. Why futility keeps the bound: it is non-binding (the levels are the design's
-without it, and a stop only removes chances to declare something), and its probability is a lower
-bound (the best single later look: a path that reaches look j decides there or has decided before).
+small-n t-tests exceed). `simulate` measures how conservative the union bound is.
 
 Torch-free and MLflow-free: numbers in, decisions out. `python -m src.stats` (its `__main__`)
 prints the operating characteristics (error rates, seeds, power) that docs/sequential.md quotes.
