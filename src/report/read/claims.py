@@ -154,17 +154,16 @@ class Part(Node):
     minus: tuple[str, str] | None = None  # (a', b'): the effect is (b vs a) - (b' vs a')
     sizes: tuple[str, ...] = ()  # a trend: the model sizes, smallest first
     margin: float | None = None  # no_worse: how much worse b may be (higher time or loss), and still be no worse
-    _table: Table = PrivateAttr(default_factory=dict)  # its file's, set by the file
-    _noun: str = PrivateAttr("the claim")  # who stated its figure: its file's `source_noun`
+    _file: ClaimsFile | None = PrivateAttr(None)  # set by the file that read it
 
     @property
     def table(self) -> Table:
-        return self._table
+        return self._file.table if self._file else {}
 
     @property
     def noun(self) -> str:
         """Who stated its figure, as its section names them (`ClaimsFile.source_noun`)."""
-        return self._noun
+        return self._file.source_noun if self._file else "the claim"
 
     @field_validator("size")
     @classmethod
@@ -311,7 +310,7 @@ class ClaimsFile(Node):
                 raise At(f"claims[{i}]", f"the same claim as claims[{same}] (one statement, or one metric of the same parts)")
             claim._number, claim._domain = i + 1, domains[claim.domain_name]
             for j, part in enumerate(claim.parts):
-                part._table = self.table
+                part._file = self
                 if part.kind.banded and math.isnan(part.band(claim.metric)[0]):
                     raise At(f"claims[{i}].parts[{j}].size", f"no size, and the file's table has no {claim.metric.value} of "
                              f"{part.a} and {part.b} to take it from")  # fmt: skip
@@ -464,9 +463,6 @@ def parse(path: Path, known: list[str], sizes: dict[str, float]) -> ClaimsFile:
     except ValidationError as err:
         raise _refusal(path, err, raw, context.get("nodes", {})) from None
     found._name, found._path = path.stem, path
-    for claim in found.claims:
-        for part in claim.parts:
-            part._noun = found.source_noun
     return found
 
 
