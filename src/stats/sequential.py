@@ -105,16 +105,6 @@ class LookResult:
     detectable: float = math.nan  # for an open or undecidable comparison: the least |Δ| the budget detects
 
 
-def decide_look(differences: np.ndarray, margin: float, level: float) -> LookResult:
-    """The decision on the finite per-seed differences (b - a) at one look's level."""
-    t = paired_t(np.zeros(len(differences)), differences)  # the non-finite ones dropped there
-    if t.n < MIN_SEEDS:
-        return LookResult(t.n, t.diff, math.nan, math.nan, math.nan, math.nan, level, UNDECIDED)
-    p = t.p_value if math.isfinite(t.p_value) else 1.0  # every seed at exactly 0: nothing to detect
-    tost_p, decision = look_word(t.diff, t.se, t.df, p, margin, level)
-    return LookResult(t.n, t.diff, *at_level(t, level), p, tost_p, level, decision)
-
-
 def decision_chance(
     design: Design, look: int, mean: np.ndarray | float, sd: np.ndarray | float, margin: float
 ) -> np.ndarray:
@@ -149,18 +139,22 @@ def detectable(design: Design, look: int, sd: float) -> float:
 
 
 def look_at(design: Design, look: int, differences: np.ndarray, margin: float) -> LookResult:
-    """The sweeper's decision at look `look` (0-based): `decide_look` at that look's level, then, for a
-    comparison still open before the last look, the futility check."""
-    result = decide_look(differences, margin, design.levels()[look])
-    if result.decision != UNDECIDED or result.n < MIN_SEEDS:
+    """The sweeper's decision at look `look` (0-based) on the finite per-seed differences (b - a), at
+    that look's level; then, for a comparison still open before the last look, the futility check."""
+    level = design.levels()[look]
+    t = paired_t(np.zeros(len(differences)), differences)  # the non-finite ones dropped there
+    if t.n < MIN_SEEDS:
+        return LookResult(t.n, t.diff, math.nan, math.nan, math.nan, math.nan, level, UNDECIDED)
+    p = t.p_value if math.isfinite(t.p_value) else 1.0  # every seed at exactly 0: nothing to detect
+    tost_p, decision = look_word(t.diff, t.se, t.df, p, margin, level)
+    result = LookResult(t.n, t.diff, *at_level(t, level), p, tost_p, level, decision)
+    if decision != UNDECIDED:
         return result
-    d = np.asarray(differences, dtype=float)
-    sd = float(np.std(d[np.isfinite(d)], ddof=1))
     last = look == len(design.looks()) - 1
-    chance = math.nan if last else float(decision_chance(design, look, result.diff, sd, margin))
+    chance = math.nan if last else float(decision_chance(design, look, t.diff, t.sd, margin))
     futile = not last and chance < design.futility
     return replace(result, decision=UNDECIDABLE if futile else UNDECIDED, chance=chance,
-                   detectable=detectable(design, look, sd))  # fmt: skip
+                   detectable=detectable(design, look, t.sd))  # fmt: skip
 
 
 # --- simulation: error rates, seeds used, and the planner's forecasts ---------------------------
@@ -207,7 +201,7 @@ def simulate_differences(
         # p < level as critical values: |t| beyond t(1 - level/2) for the t-test; for TOST both
         # one-sided statistics beyond t(1 - level).
         q_two, q_one = stats.t.ppf(1 - level / 2, n - 1), stats.t.ppf(1 - level, n - 1)
-        # No spread reads as `decide_look` reads it (src.stats.verdicts.look_word): inside the margin
+        # No spread reads as `look_at` reads it (src.stats.verdicts.look_word): inside the margin
         # equivalent (the t statistics are infinite there), a difference by the sign-flip test's p.
         with np.errstate(divide="ignore", invalid="ignore"):
             equivalent = ((mean + margin) / se > q_one) & ((mean - margin) / se < -q_one)
