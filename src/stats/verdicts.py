@@ -520,8 +520,8 @@ def judge_no_worse(low: float, high: float, margin: float, e: Estimate, alpha: f
         return Judgement(ClaimWord.REPRODUCED, Because.NOT_WORSE)
     if low >= margin:
         return Judgement(ClaimWord.NOT_REPRODUCED, Because.WORSE)
-    count = needed(e.sd, margin - e.diff, alpha, trim=trim) if e.diff != margin else None
-    return Judgement(ClaimWord.INCONCLUSIVE, Because.MAY_BE_WORSE, settle=None if count is None else max(count, e.n + 1))
+    settle = to_settle(e.sd, margin - e.diff, e.n, None, alpha, alpha, trim)  # a difference from the margin
+    return Judgement(ClaimWord.INCONCLUSIVE, Because.MAY_BE_WORSE, settle=settle)
 
 
 def gate(inside: Judgement, outside_domain: bool, say_here: bool = True) -> Judgement:
