@@ -31,7 +31,7 @@ from src.core.schema import USER_NORM_REFERENCE
 from src.report.read.settings import METRICS, Margins, reference_values
 from src.report.read.table import AXIS_PREFIX, families_of, order_of
 from src.stats import pairs as pairs_
-from src.stats.inference import ALPHA, MIN_SEEDS, Interval, paired_bootstrap, paired_t, welch_interval
+from src.stats.inference import ALPHA, MIN_SEEDS, Interval, paired_bootstrap, paired_t, welch
 from src.stats.verdicts import Decision, Estimate, PairWord, decide_family, pair_word
 from src.tracking.tags import FINISHED
 from src.tracking.variants import NORM_AXIS, reference_of
@@ -202,7 +202,7 @@ def compare_one(runs: pd.DataFrame, a: str, b: str, metric: str, margin: float) 
         primary, boot = paired_t(xa, xb), paired_bootstrap(xa, xb)
         used, sd = 2 * len(common), primary.sd
     else:  # the seed sets barely overlap: compare the groups unpaired
-        primary, boot = welch_interval(va.to_numpy(), vb.to_numpy()), None
+        primary, boot = welch(va.to_numpy(), vb.to_numpy()), None
         if relative:
             scale = float(va.mean())
             primary = Interval("welch", primary.n, primary.diff / scale, primary.low / scale, primary.high / scale,
