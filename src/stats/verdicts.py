@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from enum import StrEnum
 from typing import NamedTuple
 
@@ -225,7 +225,7 @@ def decide_family(estimates: Sequence[Estimate], alpha: float, trim: float = 0.0
     """The decisions of a family of estimates, each at its own margin: a difference shown by its
     p-value Holm-adjusted over the family (the p-values that exist), an equivalence by TOST at alpha
     (per estimate only one of the two errors is possible)."""
-    adjusted = holm([e.p for e in estimates])
+    adjusted = holm([e.p_value for e in estimates])
     size = sum(math.isfinite(p) for p in adjusted)
     pairs = zip(estimates, adjusted, strict=True)
     found = [None if e.untestable else decide_pair(e, p, alpha, size, trim) for e, p in pairs]
@@ -233,24 +233,19 @@ def decide_family(estimates: Sequence[Estimate], alpha: float, trim: float = 0.0
 
 
 @dataclass(frozen=True)
-class Estimate:
-    """What a decision reads: the estimate, its standard error and degrees of freedom, the spread of
-    one observation and their count, its two-sided p-value and equivalence margin (`untestable`:
-    decided as nothing, still counted in the family when it has a p-value)."""
+class Estimate(Interval):
+    """What a decision reads: an interval (the estimate, its standard error and degrees of freedom, the
+    spread of one observation and their count, its two-sided p-value) at its equivalence margin
+    (`untestable`: decided as nothing, still counted in the family when it has a p-value)."""
 
-    diff: float
-    se: float
-    df: float
-    sd: float
-    n: int
-    p: float
-    margin: float
+    margin: float = math.nan
     untestable: bool = False
 
     @classmethod
     def of(cls, i: Interval, margin: float, sd: float | None = None, untestable: bool = False) -> Estimate:
         """An interval's estimate at `margin` (`sd`: the spread of one observation where the interval has none)."""
-        return cls(i.diff, i.se, i.df, i.sd if sd is None else sd, i.n, i.p_value, margin, untestable)
+        found = {f.name: getattr(i, f.name) for f in fields(Interval)}
+        return cls(**{**found, "sd": i.sd if sd is None else sd}, margin=margin, untestable=untestable)
 
 
 def look_word(diff: float, se: float, df: float, p: float, margin: float, level: float) -> tuple[float, SequentialWord]:
