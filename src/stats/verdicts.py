@@ -297,7 +297,7 @@ def sign_flip_seeds(alpha: float, one_sided: bool = False) -> int:
     return n
 
 
-def decide_pair(e: Estimate, p_family: float, alpha: float, family: int, trim: float = 0.0) -> Decision | None:
+def decide_pair(e: Estimate, p_holm: float, alpha: float, family: int, trim: float = 0.0) -> Decision | None:
     """A pair's decision from its estimate (`diff`, `se`, `df`; `sd` per observation, n of them),
     its equivalence margin, and its p-value adjusted over its family (with no spread, the sign-flip
     test's: src.stats.inference). None when there is no spread measured to test with (one seed).
@@ -309,7 +309,7 @@ def decide_pair(e: Estimate, p_family: float, alpha: float, family: int, trim: f
     spread = se > 0
     tost_p = tost(diff, se, df, margin) if spread else (sign_flip_p(n, one_sided=True) if abs(diff) < margin else 1.0)
     inside = math.isfinite(tost_p) and tost_p < alpha
-    sign = int(math.copysign(1, diff)) if math.isfinite(p_family) and p_family < alpha else 0
+    sign = int(math.copysign(1, diff)) if math.isfinite(p_holm) and p_holm < alpha else 0
     settle = None
     if not inside and not sign:
         if not spread:

@@ -160,7 +160,7 @@ class Result:
     decision: Decision | None  # src.stats.verdicts' readings (None: no spread to test with)
     reason: str = ""  # untested: why
     axis: str = ""  # the swept axis the pair differs in, when the sweep varied several (or not the norm)
-    family: int = 0  # the tests Holm adjusted `p_holm` over (src.stats.verdicts.Family.size), the same for every pair
+    family: int = 0  # the tests Holm adjusted `p_holm` over (src.stats.verdicts.Family), the same for every pair
 
     @property
     def pair(self) -> str:

@@ -319,7 +319,8 @@ def load_speed_check(store: Store, experiment_id: str) -> SpeedCheck:
     run = latest_speed_check(store, experiment_id)
     metrics = run.data.metrics if run else {}
     check = read_speed_check(store, run) if run else {}
-    return SpeedCheck(check, _per_variant(metrics, RATIO_METRICS), _per_variant(metrics, NORM_COST_METRICS))  # type: ignore[arg-type]
+    interleaved, costs = _per_variant(metrics, RATIO_METRICS), _per_variant(metrics, NORM_COST_METRICS)
+    return SpeedCheck(check, interleaved, costs)  # type: ignore[arg-type]
 
 
 def read_speed_check(store: Store, run: Run) -> dict[str, Any]:
