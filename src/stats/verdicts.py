@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import optimize, stats
 
-from src.stats.inference import MIN_SEEDS, Interval, holm, sign_flip_p, tost
+from src.stats.inference import MIN_SEEDS, Interval, at_level, holm, sign_flip_p, tost
 from src.stats.settings import MAX_SEEDS
 
 POWER = 0.80  # the power "would settle it" aims for
@@ -318,8 +318,7 @@ def decide_pair(e: Estimate, p_holm: float, alpha: float, family: int, trim: flo
         else:
             settle = to_settle(sd, diff, n, margin, family_alpha(alpha, family), alpha, trim)
     level = 1 - 2 * alpha if inside else 1 - alpha
-    half = float(stats.t.ppf(1 - (1 - level) / 2, df)) * se if spread else 0.0
-    return Decision(tost_p, inside, sign, settle, diff - half, diff + half, level, spread)
+    return Decision(tost_p, inside, sign, settle, *at_level(e, 1 - level), level, spread)
 
 
 def speed_margin(margin: float) -> float:
