@@ -285,8 +285,7 @@ class ClaimsFile(Node):
     setting: Setting | None = None
     domains: dict[str, Domain] = Field(default_factory=dict)
     claims: tuple[Claim, ...] = Field(min_length=1)
-    _name: str = PrivateAttr("")
-    _path: Path = PrivateAttr(Path())
+    _path: Path = PrivateAttr(Path())  # set by the reader (`parse`)
 
     @model_validator(mode="after")
     def _whole(self, info: ValidationInfo) -> ClaimsFile:
@@ -319,7 +318,7 @@ class ClaimsFile(Node):
     @property
     def name(self) -> str:
         """Its file's stem: report.claims' entry, and its MLflow tags' key."""
-        return self._name
+        return self._path.stem
 
     @property
     def path(self) -> Path:
@@ -462,7 +461,7 @@ def parse(path: Path, known: list[str], sizes: dict[str, float]) -> ClaimsFile:
         found = ClaimsFile.model_validate(raw, context=context)
     except ValidationError as err:
         raise _refusal(path, err, raw, context.get("nodes", {})) from None
-    found._name, found._path = path.stem, path
+    found._path = path
     return found
 
 
