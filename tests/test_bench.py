@@ -19,7 +19,7 @@ from src.bench.files import parse_list
 from src.core.paths import PROJECT_ROOT, ConfigError
 from src.core.tables import markdown_table
 from src.model.gpt import GPTConfig, GPTModel, model_stats
-from src.report.read.runs import load_interleaved, load_norm_costs, open_store
+from src.report.read.runs import load_speed_check, open_store
 from src.training.steps import bench_config
 
 
@@ -224,7 +224,8 @@ def test_variants_bench_writes_reports_and_an_mlflow_run(tmp_path: Path, store: 
     assert metrics["speed_check_run/hand_layernorm.step_ms"] == pytest.approx(saved["summary"]["hand_layernorm"]["step_ms"]["diff"])
     assert min(v for k, v in metrics.items() if k.endswith(".norm_ms")) > 0
     door = open_store(store["uri"])
-    assert load_interleaved(door, exp.experiment_id) == {} == load_norm_costs(door, exp.experiment_id)
+    found = load_speed_check(door, exp.experiment_id)
+    assert found.interleaved == {} == found.norm_costs
 
 
 def test_variants_bench_rejects_unknown_variants() -> None:

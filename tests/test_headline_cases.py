@@ -30,7 +30,7 @@ from src.report.read.published import TABLE
 from src.report.read.table import summarize
 from src.report.words.headline import headline, loss_line, real_line, settings_of
 from src.report.words.pairs import heading, sentences, to_frame, verdict_text
-from src.stats.inference import RESOLUTION, paired_t, trimmed_mean_interval, welch_interval
+from src.stats.inference import RESOLUTION, paired_t, trimmed_mean_interval, welch
 from src.stats.verdicts import PairWord
 
 
@@ -295,7 +295,7 @@ def test_a_spread_below_the_values_resolution_is_no_spread() -> None:
     assert "every one of 5 seeds moved by -0.0234 (to floating-point rounding): no spread, so no interval" in line, line
     assert "CI [" not in line and "different" not in line
     # The same spread in the other intervals that share the rule: Welch's and the trimmed mean's.
-    assert welch_interval(np.full(3, 3.6) + Z[:3] * 1e-12, np.full(3, 3.5) + Z[2:] * 1e-12).se == 0
+    assert welch(np.full(3, 3.6) + Z[:3] * 1e-12, np.full(3, 3.5) + Z[2:] * 1e-12).se == 0
     assert trimmed_mean_interval(0.02 + Z * 1e-13).se == 0
     # Just above the resolution a spread is a spread.
     assert paired_t(SEEDS, SEEDS - 0.0234 + Z * 10 * RESOLUTION * 3.62).se > 0

@@ -36,8 +36,6 @@ from src.report.read.provenance import code_sentence, mark_rows, reference_code
 from src.report.read.runs import (
     ReportError,
     load_curves,
-    load_interleaved,
-    load_norm_costs,
     load_speed_check,
     load_sweep,
     open_store,
@@ -131,14 +129,14 @@ def analyze(
         raise ReportError(f"MLflow experiment {experiment!r} has no runs with a result{yet} ({counts})")
     curves = load_curves(store, runs)
     code = reference_code(store, sweep.experiment_id, runs)
+    speed = load_speed_check(store, sweep.experiment_id)
     found = assemble(
-        runs, sweep.axes, load_speed_check(store, sweep.experiment_id), margins or Margins(), pairs, reference,
+        runs, sweep.axes, speed.check, margins or Margins(), pairs, reference,
         load_verdicts(store, sweep.experiment_id), curves, experiment, uri, sweep.experiment_id, claims,
     )  # fmt: skip
     found.table = mark_rows(found.table, runs, code)
     found.superseded, found.store, found.code_note = sweep.superseded, store, code_sentence(runs, code)
-    found.interleaved = load_interleaved(store, sweep.experiment_id)
-    found.norm_costs = load_norm_costs(store, sweep.experiment_id)
+    found.interleaved, found.norm_costs = speed.interleaved, speed.norm_costs
     return found
 
 
@@ -163,7 +161,11 @@ def assemble(
     curves = curves if curves is not None else pd.DataFrame()
     sequential = sequential or []
     lr_swept = is_lr_sweep(runs)
-    timed = _timed(check, [(a, b) for a, b, _ in comparison_pairs(runs, pairs, reference)])
+    # The speed check (empty without one) times the report's pairs whose variants it ran with the
+    # norms' kernels, and each other variant it ran against its reference.
+    timed, reference_ = timed_variants(check), check_reference(check)
+    chosen = [(a, b) for a, b, _ in comparison_pairs(runs, pairs, reference) if a in timed and b in timed]
+    against = [(reference_, v) for v in timed if v != reference_] if reference_ else []
     sections = [against_study(runs, axes, check, margins, sequential, f) for f in claims or [None]]
     return Analysis(
         experiment=experiment,
@@ -176,7 +178,7 @@ def assemble(
         margins=margins,
         superseded=0,
         unmatched=unmatched_pairs(runs, pairs) if pairs is not None else [],
-        speed_verdicts=compare_speed(check, timed, margins.speed),
+        speed_verdicts=compare_speed(check, chosen, margins.speed),
         check=check,
         stability=by_learning_rate(runs) if lr_swept else None,
         sensitivity=lr_sensitivity(runs, initial_losses(curves)) if lr_swept else None,
@@ -185,17 +187,6 @@ def assemble(
         study=sections[0],
         more_claims=sections[1:],
         reference_comparisons=compare_family(runs, reference_pairs(runs), margins),
-        reference_speed=compare_speed(check, _against(check_reference(check), check), margins.speed),
+        reference_speed=compare_speed(check, against, margins.speed),
     )
 
-
-def _timed(check: dict[str, Any], pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The report's pairs (`pairs`) that the experiment's latest speed check (`check`, empty without
-    one) timed with the norms' kernels."""
-    variants = timed_variants(check)
-    return [(a, b) for a, b in pairs if a in variants and b in variants]
-
-
-def _against(reference: str | None, check: dict[str, Any]) -> list[tuple[str, str]]:
-    """(reference, variant) for every other variant the check timed."""
-    return [(reference, v) for v in timed_variants(check) if v != reference] if reference else []

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from src.core import paths
 from src.report.analysis import Analysis
 from src.report.figures.axis import file_name, numeric_axis, plot_by_axis
 from src.report.figures.claims import plot_claims
@@ -35,10 +34,6 @@ def report_folder(reports_dir: str | Path, experiment: str) -> Path:
     """`<reports_dir>/<experiment>/`, the experiment's name made a safe folder name (no separators,
     no `..`): a report never lands outside `reports_dir`."""
     return Path(reports_dir) / safe_folder_name(experiment, "experiment_name")
-
-
-def default_out_dir(experiment: str) -> Path:
-    return report_folder(paths.compose().paths.reports_dir, experiment)
 
 
 def write(analysis: Analysis, out_dir: Path) -> list[Path]:

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from src.core import paths
 from src.report.analysis import Analysis, analyze
 from src.report.figures.style import NOT_A_VARIANT, variant_hex
-from src.report.files import claim_tags, default_out_dir, write
+from src.report.files import claim_tags, report_folder, write
 from src.report.judge.pairs import Margins
 from src.report.read.claims import ClaimsFile
 from src.report.read.runs import open_store, save_summary_run, tag_variants
@@ -46,7 +47,7 @@ def generate_report(
     run with its variant as the report found it (the MLflow UI groups runs by that tag); `claims`:
     the claims files judged (report.claims; none given: the study's)."""
     analysis = analyze(experiment, tracking_uri, margins, pairs, reference, stale_after_s, claims)
-    analysis.files = write(analysis, out_dir or default_out_dir(experiment))
+    analysis.files = write(analysis, out_dir or report_folder(paths.compose().paths.reports_dir, experiment))
     if log_summary:
         store = analysis.store or open_store(analysis.tracking_uri)
         tag_variants(store, analysis.runs, analysis.axes)

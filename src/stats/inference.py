@@ -43,30 +43,6 @@ class Estimate:
         return self.mean + self.ci
 
 
-@dataclass(frozen=True)
-class Difference:
-    """mean(b) - mean(a), its 95% interval (Welch–Satterthwaite df) and Welch's p-value."""
-
-    n_a: int
-    n_b: int
-    mean_a: float
-    mean_b: float
-    diff: float
-    low: float
-    high: float
-    df: float
-    p_value: float
-
-    @property
-    def testable(self) -> bool:
-        return min(self.n_a, self.n_b) >= MIN_SEEDS and math.isfinite(self.p_value)
-
-    @property
-    def relative(self) -> float:
-        """The difference as a fraction of mean(a) (e.g. 0.12 = b is 12% above a)."""
-        return self.diff / self.mean_a if self.mean_a else math.nan
-
-
 def _finite(values: Sequence[float]) -> np.ndarray:
     arr = np.asarray(values, dtype=float)
     return arr[np.isfinite(arr)]
@@ -105,24 +81,6 @@ def mean_ci(values: Sequence[float]) -> Estimate:
         return Estimate(n, float(x[0]) if n else math.nan, math.nan)
     sem = float(np.std(x, ddof=1)) / math.sqrt(n)
     return Estimate(n, float(np.mean(x)), t_quantile(n - 1) * sem)
-
-
-def welch(a: Sequence[float], b: Sequence[float]) -> Difference:
-    """Compare b against a (diff = mean(b) - mean(a)); NaN statistics when either has < 2 values."""
-    xa, xb = _finite(a), _finite(b)
-    na, nb = len(xa), len(xb)
-    mean_a = float(np.mean(xa)) if na else math.nan
-    mean_b = float(np.mean(xb)) if nb else math.nan
-    diff = mean_b - mean_a
-    if min(na, nb) < MIN_SEEDS:
-        return Difference(na, nb, mean_a, mean_b, diff, math.nan, math.nan, math.nan, math.nan)
-    if alike(xa, xa, xb) and alike(xb, xa, xb):  # each group one value, to rounding: nothing to test
-        return Difference(na, nb, mean_a, mean_b, diff, diff, diff, math.nan, math.nan)
-    found = stats.ttest_ind(xb, xa, equal_var=False)  # Welch–Satterthwaite df
-    ci = found.confidence_interval(CONFIDENCE)
-    return Difference(
-        na, nb, mean_a, mean_b, diff, float(ci.low), float(ci.high), float(found.df), float(found.pvalue)
-    )
 
 
 # --- paired comparisons ------------------------------------------------------------------------
@@ -230,11 +188,42 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], seed: int = 0) -> I
     return Interval("paired_bootstrap", n, mean, low, high)
 
 
-def welch_interval(a: Sequence[float], b: Sequence[float]) -> Interval:
-    """Welch's comparison (unpaired groups) in the same shape as the paired tests."""
-    r = welch(a, b)
-    se = (r.high - r.diff) / t_quantile(r.df) if math.isfinite(r.df) else (0.0 if r.low == r.diff else math.nan)
-    return Interval("welch", min(r.n_a, r.n_b), r.diff, r.low, r.high, r.p_value, se, r.df)
+@dataclass(frozen=True)
+class Difference(Interval):
+    """Welch's mean(b) - mean(a) (`welch`), in the shape of the paired tests (its n the smaller
+    group's), with each group's count and mean."""
+
+    n_a: int = 0
+    n_b: int = 0
+    mean_a: float = math.nan
+    mean_b: float = math.nan
+
+    @property
+    def testable(self) -> bool:
+        return min(self.n_a, self.n_b) >= MIN_SEEDS and math.isfinite(self.p_value)
+
+    @property
+    def relative(self) -> float:
+        """The difference as a fraction of mean(a) (e.g. 0.12 = b is 12% above a)."""
+        return self.diff / self.mean_a if self.mean_a else math.nan
+
+
+def welch(a: Sequence[float], b: Sequence[float]) -> Difference:
+    """Compare b against a unpaired (diff = mean(b) - mean(a)), with the Welch–Satterthwaite df; NaN
+    statistics when either has < 2 values."""
+    xa, xb = _finite(a), _finite(b)
+    na, nb = len(xa), len(xb)
+    mean_a = float(np.mean(xa)) if na else math.nan
+    mean_b = float(np.mean(xb)) if nb else math.nan
+    diff, groups = mean_b - mean_a, {"n_a": na, "n_b": nb, "mean_a": mean_a, "mean_b": mean_b}
+    if min(na, nb) < MIN_SEEDS:
+        return Difference("welch", min(na, nb), diff, math.nan, math.nan, **groups)
+    if alike(xa, xa, xb) and alike(xb, xa, xb):  # each group one value, to rounding: nothing to test
+        return Difference("welch", min(na, nb), diff, diff, diff, se=0.0, **groups)
+    found = stats.ttest_ind(xb, xa, equal_var=False)  # Welch–Satterthwaite df
+    ci, df = found.confidence_interval(CONFIDENCE), float(found.df)
+    low, high, p = float(ci.low), float(ci.high), float(found.pvalue)
+    return Difference("welch", min(na, nb), diff, low, high, p, (high - diff) / t_quantile(df), df, **groups)
 
 
 def tost(diff: float, se: float, df: float, margin: float) -> float:

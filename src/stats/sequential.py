@@ -1,23 +1,19 @@
 """Decisions on paired seed differences that stay honest when a sweep looks after every round.
 
-The rule, its spending functions (Lan–DeMets, Pocock and O'Brien–Fleming types), the futility check
-and their references are docs/sequential.md's ("The stopping rule and why it keeps its error rate").
-In short: α is split evenly over the family's m comparisons (Bonferroni: α/m each), and each share is
-spent over a look schedule fixed before launch (`Design`); at look k a comparison is **equivalent**
-when TOST at the margin gives p < a_k, else **different** when the paired t-test does, else open, or
+α is split evenly over the family's m comparisons (Bonferroni: α/m each), and each share is spent
+over a look schedule fixed before launch (`Design`); at look k a comparison is **equivalent** when
+TOST at the margin gives p < a_k, else **different** when the paired t-test does, else open, or
 **undecidable** when the predictive probability that a later look decides is below `futility`.
+The rule, its spending functions and references, and why it keeps its error rate (the union bound,
+with no joint-normal approximation of the looks; a non-binding futility check that only removes
+chances to declare, its chance a lower bound: the best single later look's, for a path that reaches
+look j decides there or has decided before): docs/sequential.md, "The stopping rule and why it keeps
+its error rate".
 
 Why not the fixed-n level at every look: paired t-tests at 0.05 after 2, 4, 6, 8 and 10 seeds say
 "different" 16.1% of the time under no effect (`naive_looks_error`, 200,000 simulated sweeps; the
 14% usually quoted is for z-tests with a known variance at five equally spaced looks, which the
-small-n t-tests exceed). Why the union bound: each look's test has size at most a_k, so a comparison
-errs with probability at most Σ a_k = α/m (only one of its two errors is possible for a given truth),
-and the family at most α, with no joint-normal approximation of the looks' statistics; that matters
-here, for Student's t is exact for normal seed differences at n = 2 or 3, where the usual
-group-sequential boundaries (built for known variance) are not. It is conservative; `simulate`
-measures by how much. Why futility keeps the bound: it is non-binding (the levels are the design's
-without it, and a stop only removes chances to declare something), and its probability is a lower
-bound (the best single later look: a path that reaches look j decides there or has decided before).
+small-n t-tests exceed). `simulate` measures how conservative the union bound is.
 
 Torch-free and MLflow-free: numbers in, decisions out. `python -m src.stats` (its `__main__`)
 prints the operating characteristics (error rates, seeds, power) that docs/sequential.md quotes.
@@ -90,8 +86,7 @@ class Design:
 
     def levels(self) -> list[float]:
         """The level each look tests at, per comparison (they sum to alpha / family)."""
-        cumulative = self.spent_by()
-        return [b - a for a, b in zip([0.0, *cumulative[:-1]], cumulative, strict=True)]
+        return np.diff([0.0, *self.spent_by()]).tolist()
 
 
 @dataclass(frozen=True)
@@ -108,16 +103,6 @@ class LookResult:
     decision: SequentialWord  # equivalent | different | undecided | undecidable
     chance: float = math.nan  # predictive probability that a later look decides (when it was computed)
     detectable: float = math.nan  # for an open or undecidable comparison: the least |Δ| the budget detects
-
-
-def decide_look(differences: np.ndarray, margin: float, level: float) -> LookResult:
-    """The decision on the finite per-seed differences (b - a) at one look's level."""
-    t = paired_t(np.zeros(len(differences)), differences)  # the non-finite ones dropped there
-    if t.n < MIN_SEEDS:
-        return LookResult(t.n, t.diff, math.nan, math.nan, math.nan, math.nan, level, UNDECIDED)
-    p = t.p_value if math.isfinite(t.p_value) else 1.0  # every seed at exactly 0: nothing to detect
-    tost_p, decision = look_word(t.diff, t.se, t.df, p, margin, level)
-    return LookResult(t.n, t.diff, *at_level(t, level), p, tost_p, level, decision)
 
 
 def decision_chance(
@@ -154,18 +139,22 @@ def detectable(design: Design, look: int, sd: float) -> float:
 
 
 def look_at(design: Design, look: int, differences: np.ndarray, margin: float) -> LookResult:
-    """The sweeper's decision at look `look` (0-based): `decide_look` at that look's level, then, for a
-    comparison still open before the last look, the futility check."""
-    result = decide_look(differences, margin, design.levels()[look])
-    if result.decision != UNDECIDED or result.n < MIN_SEEDS:
+    """The sweeper's decision at look `look` (0-based) on the finite per-seed differences (b - a), at
+    that look's level; then, for a comparison still open before the last look, the futility check."""
+    level = design.levels()[look]
+    t = paired_t(np.zeros(len(differences)), differences)  # the non-finite ones dropped there
+    if t.n < MIN_SEEDS:
+        return LookResult(t.n, t.diff, math.nan, math.nan, math.nan, math.nan, level, UNDECIDED)
+    p = t.p_value if math.isfinite(t.p_value) else 1.0  # every seed at exactly 0: nothing to detect
+    tost_p, decision = look_word(t.diff, t.se, t.df, p, margin, level)
+    result = LookResult(t.n, t.diff, *at_level(t, level), p, tost_p, level, decision)
+    if decision != UNDECIDED:
         return result
-    d = np.asarray(differences, dtype=float)
-    sd = float(np.std(d[np.isfinite(d)], ddof=1))
     last = look == len(design.looks()) - 1
-    chance = math.nan if last else float(decision_chance(design, look, result.diff, sd, margin))
+    chance = math.nan if last else float(decision_chance(design, look, t.diff, t.sd, margin))
     futile = not last and chance < design.futility
     return replace(result, decision=UNDECIDABLE if futile else UNDECIDED, chance=chance,
-                   detectable=detectable(design, look, sd))  # fmt: skip
+                   detectable=detectable(design, look, t.sd))  # fmt: skip
 
 
 # --- simulation: error rates, seeds used, and the planner's forecasts ---------------------------
@@ -212,7 +201,7 @@ def simulate_differences(
         # p < level as critical values: |t| beyond t(1 - level/2) for the t-test; for TOST both
         # one-sided statistics beyond t(1 - level).
         q_two, q_one = stats.t.ppf(1 - level / 2, n - 1), stats.t.ppf(1 - level, n - 1)
-        # No spread reads as `decide_look` reads it (src.stats.verdicts.look_word): inside the margin
+        # No spread reads as `look_at` reads it (src.stats.verdicts.look_word): inside the margin
         # equivalent (the t statistics are infinite there), a difference by the sign-flip test's p.
         with np.errstate(divide="ignore", invalid="ignore"):
             equivalent = ((mean + margin) / se > q_one) & ((mean - margin) / se < -q_one)

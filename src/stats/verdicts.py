@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from enum import StrEnum
+from typing import NamedTuple
 
 import numpy as np
 from scipy import optimize, stats
 
-from src.stats.inference import MIN_SEEDS, Interval, holm, sign_flip_p, tost
+from src.stats.inference import MIN_SEEDS, Interval, at_level, holm, sign_flip_p, tost
 from src.stats.settings import MAX_SEEDS
 
 POWER = 0.80  # the power "would settle it" aims for
@@ -210,51 +211,41 @@ def to_settle(sd: float, diff: float, n: int, margin: float | None, difference_a
     return None if count is None else max(count, n + 1)
 
 
-def family_p(estimates: Sequence[Estimate]) -> list[float]:
-    """Each estimate's p-value Holm-adjusted over the family (NaN stays NaN and is not counted)."""
-    return holm([e.p for e in estimates])
+class Family(NamedTuple):
+    """A family's decisions (None: an estimate with nothing to test), its p-values Holm-adjusted (NaN
+    stays NaN: an untested estimate, or one with no spread and nothing to test) and its size: the
+    tests Holm adjusted over, those with a p-value. The one count a report prints."""
+
+    decisions: list[Decision | None]
+    adjusted: list[float]
+    size: int
 
 
-def family_size(adjusted: Sequence[float]) -> int:
-    """The tests Holm adjusted over: those with a p-value (`family_p` leaves the others NaN: an
-    untested estimate, or one with no spread and nothing to test). The one count a report prints."""
-    return sum(math.isfinite(p) for p in adjusted)
-
-
-def decide_family(estimates: Sequence[Estimate], alpha: float, trim: float = 0.0) -> list[Decision | None]:
+def decide_family(estimates: Sequence[Estimate], alpha: float, trim: float = 0.0) -> Family:
     """The decisions of a family of estimates, each at its own margin: a difference shown by its
     p-value Holm-adjusted over the family (the p-values that exist), an equivalence by TOST at alpha
-    (per estimate only one of the two errors is possible). None for an estimate with nothing to test."""
-    return decide_adjusted(estimates, family_p(estimates), alpha, trim)
-
-
-def decide_adjusted(estimates: Sequence[Estimate], adjusted: Sequence[float], alpha: float, trim: float = 0.0) -> list[Decision | None]:
-    """`decide_family` from the family's adjusted p-values already made (`family_p`), for a caller
-    that keeps them and the family's size beside the decisions."""
-    family = family_size(adjusted)
-    return [None if e.untestable else decide_pair(e.diff, e.se, e.df, e.sd, e.n, e.margin, p, alpha, family, trim)
-            for e, p in zip(estimates, adjusted, strict=True)]  # fmt: skip
+    (per estimate only one of the two errors is possible)."""
+    adjusted = holm([e.p_value for e in estimates])
+    size = sum(math.isfinite(p) for p in adjusted)
+    pairs = zip(estimates, adjusted, strict=True)
+    found = [None if e.untestable else decide_pair(e, p, alpha, size, trim) for e, p in pairs]
+    return Family(found, adjusted, size)
 
 
 @dataclass(frozen=True)
-class Estimate:
-    """What a decision reads: the estimate, its standard error and degrees of freedom, the spread of
-    one observation and their count, its two-sided p-value and equivalence margin (`untestable`:
-    decided as nothing, still counted in the family when it has a p-value)."""
+class Estimate(Interval):
+    """What a decision reads: an interval (the estimate, its standard error and degrees of freedom, the
+    spread of one observation and their count, its two-sided p-value) at its equivalence margin
+    (`untestable`: decided as nothing, still counted in the family when it has a p-value)."""
 
-    diff: float
-    se: float
-    df: float
-    sd: float
-    n: int
-    p: float
-    margin: float
+    margin: float = math.nan
     untestable: bool = False
 
     @classmethod
     def of(cls, i: Interval, margin: float, sd: float | None = None, untestable: bool = False) -> Estimate:
         """An interval's estimate at `margin` (`sd`: the spread of one observation where the interval has none)."""
-        return cls(i.diff, i.se, i.df, i.sd if sd is None else sd, i.n, i.p_value, margin, untestable)
+        found = {f.name: getattr(i, f.name) for f in fields(Interval)}
+        return cls(**{**found, "sd": i.sd if sd is None else sd}, margin=margin, untestable=untestable)
 
 
 def look_word(diff: float, se: float, df: float, p: float, margin: float, level: float) -> tuple[float, SequentialWord]:
@@ -306,19 +297,19 @@ def sign_flip_seeds(alpha: float, one_sided: bool = False) -> int:
     return n
 
 
-def decide_pair(diff: float, se: float, df: float, sd: float, n: int, margin: float, p_family: float,
-           alpha: float, family: int, trim: float = 0.0) -> Decision | None:  # fmt: skip
+def decide_pair(e: Estimate, p_holm: float, alpha: float, family: int, trim: float = 0.0) -> Decision | None:
     """A pair's decision from its estimate (`diff`, `se`, `df`; `sd` per observation, n of them),
     its equivalence margin, and its p-value adjusted over its family (with no spread, the sign-flip
     test's: src.stats.inference). None when there is no spread measured to test with (one seed).
     Undecided, the count that would settle it, at the level its word is read at (docs/statistics.md,
     "What would settle it"); with no spread, the count at which a sign-flip test reaches it."""
+    diff, se, df, sd, n, margin = e.diff, e.se, e.df, e.sd, e.n, e.margin
     if not (math.isfinite(se) and se >= 0) or (se > 0 and not df > 0):
         return None
     spread = se > 0
     tost_p = tost(diff, se, df, margin) if spread else (sign_flip_p(n, one_sided=True) if abs(diff) < margin else 1.0)
     inside = math.isfinite(tost_p) and tost_p < alpha
-    sign = int(math.copysign(1, diff)) if math.isfinite(p_family) and p_family < alpha else 0
+    sign = int(math.copysign(1, diff)) if math.isfinite(p_holm) and p_holm < alpha else 0
     settle = None
     if not inside and not sign:
         if not spread:
@@ -327,8 +318,7 @@ def decide_pair(diff: float, se: float, df: float, sd: float, n: int, margin: fl
         else:
             settle = to_settle(sd, diff, n, margin, family_alpha(alpha, family), alpha, trim)
     level = 1 - 2 * alpha if inside else 1 - alpha
-    half = float(stats.t.ppf(1 - (1 - level) / 2, df)) * se if spread else 0.0
-    return Decision(tost_p, inside, sign, settle, diff - half, diff + half, level, spread)
+    return Decision(tost_p, inside, sign, settle, *at_level(e, 1 - level), level, spread)
 
 
 def speed_margin(margin: float) -> float:
@@ -406,12 +396,10 @@ def read_alike(diff: float, n: int, sign: int, margin: float, alpha: float,
     direction or an equivalence only as far as n equal signs show it (the sign-flip test's floor,
     two-sided at `alpha` as the claim's interval is), and no size test (`Size.UNTESTED`)."""
     p = sign_flip_p(n)
-    shown = p < alpha
-    side = int(math.copysign(1, diff)) if shown and diff != 0 else 0
-    direction = Direction.UNDECIDED if sign == 0 or side == 0 else Direction.HOLDS if side == sign else Direction.OPPOSITE
-    lower, upper = bounds or (-margin, margin)
-    equivalence = Equivalence.UNDECIDED if not shown else Equivalence.INSIDE if lower < diff < upper else Equivalence.OUTSIDE
-    return Readings(direction, Size.UNTESTED, equivalence, side != 0, side == 0, spread=False, alike_p=p)
+    if not p < alpha:  # n equal signs short of alpha show nothing
+        return Readings(Direction.UNDECIDED, Size.UNTESTED, Equivalence.UNDECIDED, spread=False, alike_p=p)
+    shown = read(diff, diff, sign, (math.nan, math.nan), margin, bounds)  # as the interval [diff, diff]
+    return replace(shown, size=Size.UNTESTED, spread=False, alike_p=p)
 
 
 def decided(readings: Readings, decision: SequentialWord | str, same_side: bool) -> Readings:
@@ -526,8 +514,8 @@ def judge_no_worse(low: float, high: float, margin: float, e: Estimate, alpha: f
         return Judgement(ClaimWord.REPRODUCED, Because.NOT_WORSE)
     if low >= margin:
         return Judgement(ClaimWord.NOT_REPRODUCED, Because.WORSE)
-    count = needed(e.sd, margin - e.diff, alpha, trim=trim) if e.diff != margin else None
-    return Judgement(ClaimWord.INCONCLUSIVE, Because.MAY_BE_WORSE, settle=None if count is None else max(count, e.n + 1))
+    settle = to_settle(e.sd, margin - e.diff, e.n, None, alpha, alpha, trim)  # a difference from the margin
+    return Judgement(ClaimWord.INCONCLUSIVE, Because.MAY_BE_WORSE, settle=settle)
 
 
 def gate(inside: Judgement, outside_domain: bool, say_here: bool = True) -> Judgement:
@@ -555,12 +543,6 @@ def claim_word(words: Sequence[str], unswept: int = 0) -> ClaimWord:
     if found & {ClaimWord.REPRODUCED, ClaimWord.PARTLY}:
         return ClaimWord.PARTLY
     return ClaimWord.NOT_REPRODUCED if ClaimWord.NOT_REPRODUCED in found else ClaimWord.INCONCLUSIVE
-
-
-def claim_family(with_interval: int, event_tested: bool) -> int:
-    """The claim section's family: every part whose word rests on an interval, and claim 6's exact
-    test when it is made (each is then taken at `family_alpha`)."""
-    return with_interval + event_tested
 
 
 def family_alpha(alpha: float, family: int) -> float:

@@ -22,16 +22,8 @@ from src.core.schema import USER_NORM_REFERENCE
 from src.report.read.settings import METRICS, Margins, reference_values
 from src.report.read.table import AXIS_PREFIX, families_of, order_of
 from src.stats import pairs as pairs_
-from src.stats.inference import ALPHA, MIN_SEEDS, Interval, paired_bootstrap, paired_t, welch_interval
-from src.stats.verdicts import (
-    Decision,
-    Estimate,
-    PairWord,
-    decide_adjusted,
-    family_p,
-    family_size,
-    pair_word,
-)
+from src.stats.inference import ALPHA, MIN_SEEDS, Interval, paired_bootstrap, paired_t, welch
+from src.stats.verdicts import Decision, Estimate, PairWord, decide_family, pair_word
 from src.tracking.tags import FINISHED
 from src.tracking.variants import NORM_AXIS, reference_of
 
@@ -153,7 +145,7 @@ class Result:
     axis: str = ""  # the swept axis the pair differs in, when the sweep varied several (or not the norm)
     p_holm: float = math.nan
     decision: Decision | None = None  # src.stats.verdicts' readings (None: no spread to test with)
-    family: int = 0  # the tests Holm adjusted `p_holm` over (src.stats.verdicts.family_size), the same for every pair
+    family: int = 0  # the tests Holm adjusted `p_holm` over (src.stats.verdicts.Family), the same for every pair
 
     @property
     def pair(self) -> str:
@@ -201,7 +193,7 @@ def compare_one(runs: pd.DataFrame, a: str, b: str, metric: str, margin: float, 
         primary, boot = paired_t(xa, xb), paired_bootstrap(xa, xb)
         used, sd = 2 * len(common), primary.sd
     else:  # the seed sets barely overlap: compare the groups unpaired
-        primary, boot = welch_interval(va.to_numpy(), vb.to_numpy()), None
+        primary, boot = welch(va.to_numpy(), vb.to_numpy()), None
         if relative:
             scale = float(va.mean())
             primary = Interval("welch", primary.n, primary.diff / scale, primary.low / scale, primary.high / scale,
@@ -278,8 +270,8 @@ def compare_family(runs: pd.DataFrame, chosen: Sequence[tuple[str, str, str]], m
     """`chosen` (a, b, axis) on test loss, one family: Holm over these pairs alone."""
     items = [compare_one(runs, a, b, "test_loss", margins.of("test_loss"), axis) for a, b, axis in chosen]
     estimates = [Estimate.of(r.primary, r.margin, r.sd, bool(r.reason)) for r in items]
-    adjusted = family_p(estimates)  # Holm runs once: its p-values, their count and the decisions read them
-    found, family = decide_adjusted(estimates, adjusted, ALPHA), family_size(adjusted)
+    # Holm runs once: its p-values, their count and the decisions read them
+    found, adjusted, family = decide_family(estimates, ALPHA)
     return [
         replace(r, p_holm=p, decision=d, family=family)
         for r, p, d in zip(items, adjusted, found, strict=True)

@@ -93,7 +93,7 @@ def decisions(intervals: Sequence[Interval], margin: float) -> list[Decision | N
     """Each log-ratio interval's decision at a relative margin (±log(1 + m): the same factor either
     way), faster/slower Holm-adjusted over them all."""
     room = speed_margin(margin)
-    return decide_family([Estimate.of(i, room) for i in intervals], ALPHA, TRIM)
+    return decide_family([Estimate.of(i, room) for i in intervals], ALPHA, TRIM).decisions
 
 
 def _aligned(x: Sequence[float], y: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, get_args, get_origin
+from typing import Any
 
 from pydantic import (
     BaseModel,
@@ -59,6 +60,16 @@ class Node(BaseModel):
     sets after validation — a part's table, a claim's number — are not part of what it is)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _seen(cls, data: Any, info: ValidationInfo) -> Any:
+        """Which node a mapping of the file is read as, kept in the validation's context: a refused
+        key's node and the keys it has (`_refusal`), which pydantic's error, naming its path alone,
+        leaves out."""
+        if info.context is not None:
+            info.context.setdefault("nodes", {})[id(data)] = cls
+        return data
 
     def __eq__(self, other: object) -> bool:
         return type(self) is type(other) and self.__dict__ == other.__dict__  # type: ignore[union-attr]
@@ -143,17 +154,16 @@ class Part(Node):
     minus: tuple[str, str] | None = None  # (a', b'): the effect is (b vs a) - (b' vs a')
     sizes: tuple[str, ...] = ()  # a trend: the model sizes, smallest first
     margin: float | None = None  # no_worse: how much worse b may be (higher time or loss), and still be no worse
-    _table: Table = PrivateAttr(default_factory=dict)  # its file's, set by the file
-    _noun: str = PrivateAttr("the claim")  # who stated its figure: its file's `source_noun`
+    _file: ClaimsFile | None = PrivateAttr(None)  # set by the file that read it
 
     @property
     def table(self) -> Table:
-        return self._table
+        return self._file.table if self._file else {}
 
     @property
     def noun(self) -> str:
         """Who stated its figure, as its section names them (`ClaimsFile.source_noun`)."""
-        return self._noun
+        return self._file.source_noun if self._file else "the claim"
 
     @field_validator("size")
     @classmethod
@@ -275,8 +285,7 @@ class ClaimsFile(Node):
     setting: Setting | None = None
     domains: dict[str, Domain] = Field(default_factory=dict)
     claims: tuple[Claim, ...] = Field(min_length=1)
-    _name: str = PrivateAttr("")
-    _path: Path = PrivateAttr(Path())
+    _path: Path = PrivateAttr(Path())  # set by the reader (`parse`)
 
     @model_validator(mode="after")
     def _whole(self, info: ValidationInfo) -> ClaimsFile:
@@ -300,7 +309,7 @@ class ClaimsFile(Node):
                 raise At(f"claims[{i}]", f"the same claim as claims[{same}] (one statement, or one metric of the same parts)")
             claim._number, claim._domain = i + 1, domains[claim.domain_name]
             for j, part in enumerate(claim.parts):
-                part._table = self.table
+                part._file = self
                 if part.kind.banded and math.isnan(part.band(claim.metric)[0]):
                     raise At(f"claims[{i}].parts[{j}].size", f"no size, and the file's table has no {claim.metric.value} of "
                              f"{part.a} and {part.b} to take it from")  # fmt: skip
@@ -309,7 +318,7 @@ class ClaimsFile(Node):
     @property
     def name(self) -> str:
         """Its file's stem: report.claims' entry, and its MLflow tags' key."""
-        return self._name
+        return self._path.stem
 
     @property
     def path(self) -> Path:
@@ -406,34 +415,11 @@ def _key(loc: tuple[str | int, ...]) -> str:
     return "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in loc).lstrip(".")
 
 
-def _node_at(loc: tuple[str | int, ...]) -> type[Node] | None:
-    """The model class of the node at `loc` (for a refused key: the keys its node does have)."""
-    node: type[Node] | None = ClaimsFile
-    for x in loc:
-        if node is None or isinstance(x, int):
-            continue
-        field = next((f for n, f in node.model_fields.items() if x in (n, f.alias)), None)
-        if field is not None:  # None: a mapping's key (table.<variant>, domains.<name>), its values' node
-            node = _model_in(field.annotation)
-    return node
-
-
-def _model_in(kind: Any) -> type[Node] | None:
-    if isinstance(kind, type) and issubclass(kind, Node):
-        return kind
-    if get_origin(kind) is dict:
-        return _model_in(get_args(kind)[1])
-    for arg in get_args(kind):  # optional, a tuple or a list of a node
-        if (found := _model_in(arg)) is not None:
-            return found
-    return None
-
-
 def _keys(model: type[Node]) -> list[str]:
     return [f.alias or n for n, f in model.model_fields.items()]
 
 
-def _refusal(path: Path, err: ValidationError) -> ConfigError:
+def _refusal(path: Path, err: ValidationError, raw: Any, nodes: dict[int, type[Node]]) -> ConfigError:
     """The first thing pydantic refused, in one line naming the key (extra keys, missing fields and
     choices in the format's words; a validator's own words as it wrote them)."""
     # A misspelt key explains the required one it leaves missing: said first; then the deepest (a part
@@ -444,7 +430,7 @@ def _refusal(path: Path, err: ValidationError) -> ConfigError:
     if isinstance(cause, At):  # a validator naming a key below its node
         return _error(path, ".".join(k for k in (_key(loc), cause.key) if k).replace(".[", "["), cause.what)
     if kind == "extra_forbidden":
-        parent = _node_at(loc[:-1])
+        parent = nodes.get(id(functools.reduce(operator.getitem, loc[:-1], raw)))  # the mapping it is in
         valid = f"; {_key(loc[:-1]) or 'the file'}'s keys: {', '.join(_keys(parent))}" if parent else ""
         return _error(path, _key(loc), f"no such key{valid} ({DOCS})")
     if kind == "missing":
@@ -470,14 +456,12 @@ def parse(path: Path, known: list[str], sizes: dict[str, float]) -> ClaimsFile:
     raw = read_yaml(path)
     if not isinstance(raw, dict):
         raise _error(path, "", f"a mapping of {', '.join(_keys(ClaimsFile))}, got {type(raw).__name__}")
+    context: dict[str, Any] = {"known": known, "sizes": sizes}
     try:
-        found = ClaimsFile.model_validate(raw, context={"known": known, "sizes": sizes})
+        found = ClaimsFile.model_validate(raw, context=context)
     except ValidationError as err:
-        raise _refusal(path, err) from None
-    found._name, found._path = path.stem, path
-    for claim in found.claims:
-        for part in claim.parts:
-            part._noun = found.source_noun
+        raise _refusal(path, err, raw, context.get("nodes", {})) from None
+    found._path = path
     return found
 
 

@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pandas as pd
 
@@ -295,12 +295,6 @@ def latest_speed_check(store: Store, experiment_id: str) -> Run | None:
     return found[0] if found else None
 
 
-def _bench_metrics(store: Store, experiment_id: str) -> dict[str, float]:
-    """The metrics of the experiment's latest finished bench-variants run; empty when it has none."""
-    run = latest_speed_check(store, experiment_id)
-    return run.data.metrics if run else {}
-
-
 def _per_variant(metrics: dict[str, float], names: Sequence[str]) -> dict[str, tuple[float, ...]]:
     variants = {key.split("/", 1)[1] for key in metrics if key.startswith(f"{names[0]}/")}
     return {v: tuple(metrics.get(f"{m}/{v}", math.nan) for m in names) for v in variants}
@@ -309,11 +303,24 @@ def _per_variant(metrics: dict[str, float], names: Sequence[str]) -> dict[str, t
 SPEED_CHECK_ARTIFACT = "variants.json"  # the bench-variants run's per-round samples, load and dispatched kernels
 
 
-def load_speed_check(store: Store, experiment_id: str) -> dict[str, Any]:
-    """The latest finished bench-variants run's `variants.json` (per-round samples of whole steps and
-    of the norms' kernels, load, dispatched kernels); empty when there is none or it cannot be read."""
+class SpeedCheck(NamedTuple):
+    """What the experiment's latest finished bench-variants run holds (each empty without one)."""
+
+    check: dict[str, Any]  # its `variants.json`: per-round samples of steps and kernels, load, kernels run
+    # Per variant, from its metrics: the step-time ratio to REFERENCE_VARIANT (median, low, high) ...
+    interleaved: dict[str, tuple[float, float, float]]
+    # ... and, when it timed no_norm too, the norm's own cost in ms (step - no_norm's step per round:
+    # median, low, high) with the variant's median step in ms.
+    norm_costs: dict[str, tuple[float, float, float, float]]
+
+
+def load_speed_check(store: Store, experiment_id: str) -> SpeedCheck:
+    """The latest finished bench-variants run of the experiment, read once (`SpeedCheck`)."""
     run = latest_speed_check(store, experiment_id)
-    return read_speed_check(store, run) if run else {}
+    metrics = run.data.metrics if run else {}
+    check = read_speed_check(store, run) if run else {}
+    interleaved, costs = _per_variant(metrics, RATIO_METRICS), _per_variant(metrics, NORM_COST_METRICS)
+    return SpeedCheck(check, interleaved, costs)  # type: ignore[arg-type]
 
 
 def read_speed_check(store: Store, run: Run) -> dict[str, Any]:
@@ -322,18 +329,6 @@ def read_speed_check(store: Store, run: Run) -> dict[str, Any]:
         return dict(json.loads(store.read_text(run.info.run_id, SPEED_CHECK_ARTIFACT)))
     except Exception:  # an older run without the file, a store that lost it: the report goes on without it
         return {}
-
-
-def load_interleaved(store: Store, experiment_id: str) -> dict[str, tuple[float, float, float]]:
-    """Step-time ratio to REFERENCE_VARIANT (median, low, high) per variant from the latest
-    bench-variants run of the experiment; empty when it has none."""
-    return _per_variant(_bench_metrics(store, experiment_id), RATIO_METRICS)  # type: ignore[return-value]
-
-
-def load_norm_costs(store: Store, experiment_id: str) -> dict[str, tuple[float, float, float, float]]:
-    """Per variant from the same run, when it timed no_norm too: the norm's own cost in ms (step -
-    no_norm's step per round: median, low, high) and the variant's median step in ms."""
-    return _per_variant(_bench_metrics(store, experiment_id), NORM_COST_METRICS)  # type: ignore[return-value]
 
 
 def load_curves(store: Store, runs: pd.DataFrame, keys: Sequence[str] = CURVE_METRICS) -> pd.DataFrame:
