@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.core import cli, compositions
 from src.core.interrupts import exit_quietly_after_ctrl_c
-from src.core.memory_peak import release_garbage
+from src.core.memory_peak import release_garbage, set_imports_aside
 from src.core.paths import refuse_misread_overrides, register_resolvers
 from src.core.terminal import say
 from src.launch.sweep_end import RESULT_AWAITED_ENV, JobFailed, job_failed
@@ -45,6 +45,8 @@ def train(cfg: DictConfig) -> RunResult:
     from src.training.lit_module import GPTLitModule
     from src.training.run_life import RunLife, build_trainer, run_datamodule
 
+    if cli.in_multirun():  # this process runs job after job: its imports are set aside, once
+        set_imports_aside()
     life = RunLife.plan(spec)  # done / resume / settle / supersede / new, decided once per job
     if life.done is not None:
         return life.done

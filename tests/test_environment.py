@@ -27,6 +27,34 @@ def test_environment_tags_name_versions_and_device() -> None:
     assert f"torch uses {torch.get_num_threads()})" in tags["env.device"]  # CPU: model, cores, threads
 
 
+def test_what_cannot_change_is_read_once_a_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sweep's jobs share a process: its versions, host and platform are read once (each job read
+    them again, ~2 ms of CPU, most of it three packages' metadata); torch's thread count, which a
+    process may change, is read for each run."""
+    import platform
+
+    from src.tracking import environment
+
+    environment_tags(device="cpu")
+    read: list[str] = []
+    version, where = environment.package_version, platform.platform
+    monkeypatch.setattr(environment, "package_version", lambda dist: read.append(dist) or version(dist))
+    monkeypatch.setattr(platform, "platform", lambda *a, **k: read.append("platform") or where(*a, **k))
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = environment_tags(device="cpu")
+        torch.set_num_threads(2)
+        two = environment_tags(world_size=2, device="cpu")
+    finally:
+        torch.set_num_threads(threads)
+    assert read == []
+    assert "torch uses 1)" in one["env.device"] and "torch uses 2)" in two["env.device"]
+    assert two["env.world_size"] == "2" and {k: v for k, v in one.items() if k not in ("env.device", "env.world_size")} == {
+        k: v for k, v in two.items() if k not in ("env.device", "env.world_size")
+    }
+
+
 def test_physical_cores_agree_with_the_kernel_topology() -> None:
     """The cores in the CPU's tag are physical cores: /proc/cpuinfo's (package, core) pairs, the same
     count as the kernel's sysfs topology, never more than the logical CPUs; '?' where unknown."""

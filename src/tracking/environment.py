@@ -6,6 +6,7 @@ records these as MLflow tags (`env.*`); the code's state is src.tracking.git's.
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import socket
@@ -19,6 +20,12 @@ from src.tracking.tags import DEVICE_TAG, GPU_COUNT_TAG
 PACKAGES = {"lightning": "lightning", "hydra": "hydra-core", "mlflow": "mlflow"}  # tag -> distribution
 
 
+# What cannot change while a process lives (its CPU, host, platform, the versions it imported) is read
+# once per process: a sweep's jobs share one, and each job read it again (~2 ms of CPU a job, most of
+# it parsing three packages' metadata). The torch thread count and the world size are each job's.
+
+
+@functools.cache
 def cpu_model() -> str:
     """The CPU's model name (/proc/cpuinfo on Linux), else what the platform module knows."""
     try:
@@ -30,6 +37,7 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+@functools.cache
 def physical_cores() -> int | None:
     """Distinct (package, core) pairs in /proc/cpuinfo; None where it cannot be read."""
     try:
@@ -57,20 +65,27 @@ def device_name(device: torch.device | str | None = None) -> str:
     return f"{cpu_model()} ({cores or '?'} cores, {threads} threads; torch uses {torch.get_num_threads()})"
 
 
-def environment_tags(world_size: int = 1, device: torch.device | str | None = None) -> dict[str, str]:
-    """Versions, device, host and world size as `env.*` MLflow tags (strings)."""
+@functools.cache
+def _versions() -> dict[str, str]:
+    """The versions this process runs (an install during a sweep does not change what it imported)."""
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    tags = {
+    return {
         "env.python": platform.python_version(),
         "env.torch": torch.__version__,
         "env.cuda": torch.version.cuda or "none",
         "env.cudnn": str(cudnn) if cudnn else "none",
         **{f"env.{tag}": package_version(dist) for tag, dist in PACKAGES.items()},
-        DEVICE_TAG: device_name(device),
-        "env.host": socket.gethostname(),
-        "env.platform": platform.platform(),
-        "env.world_size": str(world_size),
     }
+
+
+@functools.cache
+def _machine() -> dict[str, str]:
+    return {"env.host": socket.gethostname(), "env.platform": platform.platform()}
+
+
+def environment_tags(world_size: int = 1, device: torch.device | str | None = None) -> dict[str, str]:
+    """Versions, device, host and world size as `env.*` MLflow tags (strings)."""
+    tags = {**_versions(), DEVICE_TAG: device_name(device), **_machine(), "env.world_size": str(world_size)}
     if torch.cuda.is_available():
         tags[GPU_COUNT_TAG] = str(torch.cuda.device_count())
     return tags

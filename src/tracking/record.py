@@ -70,8 +70,9 @@ class RecordSpec:
         """`params`: the run's identity config, flat (src.tracking.identity.Identity); `axes`: what its
         sweep varied (none: the norm alone), which give the run its variant's tags and name."""
         portable, machine = split_machine_paths(cfg)
-        if OmegaConf.select(machine, "logger.tracking_uri"):
-            machine.logger.tracking_uri = redact_uri(machine.logger.tracking_uri)
+        logger = machine.get("logger") or {}
+        if logger.get("tracking_uri"):
+            logger["tracking_uri"] = redact_uri(str(logger["tracking_uri"]))
         norm, seed = str(cfg.norm.norm_type), str(cfg.seed)
         label, parts = label_of(params, axes, norm)
         return cls(
@@ -90,8 +91,8 @@ class RecordSpec:
             },
             # Machine-local paths and the tracking location are not params: the experiment's variables only.
             params=params,
-            config_yaml=OmegaConf.to_yaml(portable),
-            machine_paths_yaml=OmegaConf.to_yaml(machine),
+            config_yaml=config_yaml(portable),
+            machine_paths_yaml=config_yaml(machine),
             world_size=int(cfg.cluster.devices) * int(cfg.cluster.num_nodes),
             overrides=list(overrides or []),
             job_num=job_num,
@@ -159,20 +160,34 @@ class RunResult:
         )
 
 
-def split_machine_paths(cfg: DictConfig) -> tuple[DictConfig, DictConfig]:
-    """(the config without this machine's paths, those paths): the first is what another machine can
-    reuse and compare; the second says where this run read and wrote."""
-    portable = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
-    machine = OmegaConf.create()
+def split_machine_paths(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the config without this machine's paths, those paths), resolved, as plain containers: the first
+    is what another machine can reuse and compare; the second says where this run read and wrote.
+    Plain containers, not configs again: a job spent ~7 ms of CPU making the resolved config a config
+    once more, to pop a few keys from it and turn it back into containers for YAML."""
+    portable = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    assert isinstance(portable, dict)
+    machine: dict[str, Any] = {}
     for key in MACHINE_PATH_KEYS:
-        value = OmegaConf.select(portable, key, default=None)
-        if value is None:
-            continue
-        OmegaConf.update(machine, key, value)
         *parents, leaf = key.split(".")
-        node = OmegaConf.select(portable, ".".join(parents)) if parents else portable
-        node.pop(leaf)
+        node: Any = portable
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or node.get(leaf) is None:
+            continue  # absent or null: left as it is, in the portable config
+        into = machine
+        for part in parents:
+            into = into.setdefault(part, {})
+        into[leaf] = node.pop(leaf)
     return portable, machine
+
+
+def config_yaml(container: dict[str, Any]) -> str:
+    """A resolved config's YAML, as `OmegaConf.to_yaml` writes it (its dumper, its options)."""
+    import yaml
+    from omegaconf._utils import get_omega_conf_dumper
+
+    return yaml.dump(container, default_flow_style=False, allow_unicode=True, sort_keys=False, Dumper=get_omega_conf_dumper())
 
 
 @dataclass(frozen=True)

@@ -140,14 +140,17 @@ def decide_job(
     code: CodeState | None = None,
     on_code_change: str = "fail",
     before_init: str | None = None,
+    runs: list[Run] | None = None,
 ) -> JobAction:
     """What a job with fingerprint `fp` should do; `checkpoint_of(run)`: a checkpoint of that run exists.
 
     `code`: this process's code; a run to reuse that other code made follows `on_code_change`
     (None: no code check). `before_init`: the fingerprint this config had before `model.init`
     existed (Identity.before_init): a new run says which runs that was, and why it is not them.
+    `runs`: the runs of `fp` (`runs_with_fingerprint`) when the caller has read them; else read here.
     Changes no record: a lost run is settled when the job opens its run."""
-    runs = runs_with_fingerprint(store, experiment_id, fp)
+    if runs is None:
+        runs = runs_with_fingerprint(store, experiment_id, fp)
     if not runs:
         return before_init_runs(store, experiment_id, before_init) or JobAction("new")
     latest = runs[0]
@@ -182,6 +185,13 @@ class RunPlan:
     done: RunResult | None = None  # nothing to train: this is the job's result
     message: str = ""
     claim: Lock | None = None  # held until the job's run is open (`open_tracker` releases it)
+    # The runs of its config may hold one left RUNNING by a process that is gone (`settle_lost_runs`
+    # looks). False for a sweep's job whose decision, under its claim, read no RUNNING run: the
+    # claim keeps other copies of the sweep from opening one, and a run another process opens or
+    # reopens after that is alive, so searching again as its run opens (~4 ms of CPU a job) would
+    # find none to settle. A process that opens a run there and dies before this job's run opens
+    # leaves it for the next run of the config to settle.
+    lost_possible: bool = True
 
 
 def plan_run(spec: PlannedRun, in_multirun: bool, store: Store | None) -> RunPlan:
@@ -258,9 +268,11 @@ def plan_sweep_job(spec: PlannedRun, store: Store) -> RunPlan:
     if held is None:
         return RunPlan(done=RunResult(spec.run_name, RUNNING, 0.0, 0.0, None, None, None, None), message=f"{name}: warning: skipped, {why}")
     try:
+        runs = runs_with_fingerprint(store, experiment_id, identity.fingerprint)  # read under the claim
+        lost_possible = any(r.info.status == "RUNNING" for r in runs)
         d = decide_job(
             store, experiment_id, identity.fingerprint, where.on_existing, where.stale_after_s, checkpoint_of,
-            spec.record.code, where.on_code_change, identity.before_init,
+            spec.record.code, where.on_code_change, identity.before_init, runs,
         )  # fmt: skip
         if d.action in ("skip", "busy"):
             assert d.run is not None
@@ -270,14 +282,16 @@ def plan_sweep_job(spec: PlannedRun, store: Store) -> RunPlan:
         if d.action == "resume":
             assert d.run is not None
             check_checkpoint(last, identity.fingerprint, identity.config, last_state())
-            return RunPlan(last, d.run.info.run_id, message=f"{name}: run {d.run.info.run_id} {d.reason}", claim=held)
+            return RunPlan(last, d.run.info.run_id, message=f"{name}: run {d.run.info.run_id} {d.reason}", claim=held,
+                           lost_possible=lost_possible)  # fmt: skip
         said = [f"run {d.run.info.run_id} {d.reason}"] if d.run is not None else []
         # A new run of this config is about to checkpoint into `last`'s folder: the file there (a failed,
         # superseded or other-code run's) moves to `replaced/<its run id>.ckpt`, so no run's state is
         # written over. Rank 0 moves it; a DDP job's other ranks start the new run without reading it.
         if enabled and last.is_file() and rank_zero_only.rank == 0:
             said.append(_keep_aside(store, last, last_state().get("mlflow_run_id")))
-        return RunPlan(supersede=d.supersede, message=f"{name}: {'; '.join(said)}" if said else "", claim=held)
+        message = f"{name}: {'; '.join(said)}" if said else ""
+        return RunPlan(supersede=d.supersede, message=message, claim=held, lost_possible=lost_possible)
     except BaseException:
         held.release()
         raise
@@ -475,7 +489,8 @@ def open_tracker(spec: PlannedRun, store: Store, plan: RunPlan, device: str) -> 
     it supersedes; a sweep's job does it under its claim, which is released here."""
     try:
         parent = os.environ.get(PARENT_ENV) if in_multirun() else None
-        settle_lost_runs(spec, store)  # under the claim of a sweep's job, like the run's creation below
+        if plan.lost_possible:
+            settle_lost_runs(spec, store)  # under the claim of a sweep's job, like the run's creation below
         tracker = Tracker(store, spec.record, spec.identity.fingerprint, plan.run_id, parent, device,
                           spec.checkpoint.write_folder)  # fmt: skip
         if plan.supersede and tracker.run_id:
