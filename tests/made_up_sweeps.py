@@ -180,16 +180,16 @@ CLAIMS_DIR = Path(tempfile.mkdtemp(prefix="made_up_claims_"))
 _drawn = itertools.count()
 
 
-def _band(draw: st.DrawFn, kind: str, relative: bool) -> list[float] | None:
-    """A size a claim's words could give: one side of zero for a difference, a band holding zero for
-    an equivalence (a relative metric's in fractions, a loss's in nats)."""
+def _band(draw: st.DrawFn, kind: str, relative: bool, side: int | None = None) -> list[float] | None:
+    """A size a claim's words could give: one side of zero for a difference (`side`, where its file's
+    table gives one), a band holding zero for an equivalence (a relative metric's in fractions, a loss's in nats)."""
     scale = draw(st.sampled_from((0.001, 0.01, 0.05, 0.2) if relative else (0.001, 0.005, 0.02, 0.1)))
     low, high = sorted(round(scale * draw(st.floats(0.05, 4.0)), 6) for _ in range(2))
     if kind == "equivalence":
         return [-high, high] if draw(st.booleans()) else [-low - 1e-4, high]
     if high == low:
         high = round(low * 1.5 + 1e-4, 6)
-    sign = draw(st.sampled_from((-1, 1)))
+    sign = draw(st.sampled_from((-1, 1))) if side is None else side
     band = sorted([sign * low, sign * high])
     return [max(band[0], -0.9), min(band[1], 0.9)] if relative else band
 
@@ -205,8 +205,10 @@ def claims_texts(draw: st.DrawFn, norms: list[str]) -> str:
     if draw(st.booleans()):
         preset = ", preset: gpt2_small_study, model_axes: [model.init]" if draw(st.booleans()) else ""
         lines.append(f"setting: {{device: A100, model: GPT-2 small, n_params: 163009536, tokens: 3260190720, precision: fp16{preset}}}")
+    table: dict[str, dict[str, float]] = {}
     if draw(st.booleans()):
-        rows = [f"{n}: {{train_time_s: {draw(st.integers(5000, 9000))}, test_loss: {draw(st.floats(3.5, 3.7)):.4f}}}" for n in norms]
+        table = {n: {"train_time_s": draw(st.integers(5000, 9000)), "test_loss": round(draw(st.floats(3.5, 3.7)), 4)} for n in norms}
+        rows = [f"{n}: {{train_time_s: {r['train_time_s']}, test_loss: {r['test_loss']}}}" for n, r in table.items()]
         lines.append(f"table: {{{', '.join(rows)}}}")
     domain = draw(st.sampled_from(("any", "gpu16", "cpu_fp32")))
     if domain != "any":
@@ -239,7 +241,11 @@ def claims_texts(draw: st.DrawFn, norms: list[str]) -> str:
                     margin = draw(st.sampled_from((0.001, 0.005, 0.02, 0.1)))
                     parts.append(f"{{a: {a}, b: {b}, asserts: no_worse, margin: {margin}}}")
                     continue
-                size = _band(draw, kind, metric == "train_time_s")
+                # A difference's size is on its table's side of zero (the format refuses it otherwise).
+                figure = (table[b][metric] / table[a][metric] - 1 if metric == "train_time_s" else table[b][metric] - table[a][metric]) if table else None
+                if kind == "difference" and figure == 0:
+                    kind = "equivalence"
+                size = _band(draw, kind, metric == "train_time_s", None if figure is None else int(math.copysign(1, figure)))
                 parts.append(f"{{a: {a}, b: {b}, asserts: {kind}, size: {size}}}")
         key = metric + "|".join(sorted(parts))
         if key in seen or len(set(parts)) < len(parts):  # the same claim twice is refused: draw it once

@@ -95,6 +95,10 @@ def test_a_runs_config_files_are_omegaconfs_yaml(overrides: list[str]) -> None:
             (OmegaConf.select(portable, ".".join(parents)) if parents else portable).pop(leaf)
     assert record.config_yaml == OmegaConf.to_yaml(portable) and record.machine_paths_yaml == OmegaConf.to_yaml(machine)
     assert "paths:" in record.machine_paths_yaml and "paths:" not in record.config_yaml
+    # The public call it falls back on where OmegaConf's private dumper moves writes the same text.
+    from src.tracking.record import _yaml_through_a_config, split_machine_paths
+
+    assert [_yaml_through_a_config(c) for c in split_machine_paths(cfg)][0] == record.config_yaml
 
 
 class _Runs:

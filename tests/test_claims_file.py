@@ -84,6 +84,14 @@ MALFORMED["percent as a number"] = ("    metric: test_loss\n    parts:\n      - 
 MALFORMED["open question of a speed claim"] = ("    metric: test_loss\n", "    metric: train_time_s\n    open_question: true\n",
                                                "claims[0].open_question", "asked of a test_loss claim")
 
+# A difference whose size and whose file's own table disagree on its side: read as a band holding both
+# sides before, so the claimed side was the table's and the interval was held against a band round zero.
+_TIMES = "table: {torch_rmsnorm: {train_time_s: 100}, hand_rmsnorm: {train_time_s: %d}}\nclaims:\n  - statement: mine is faster\n" \
+         "    metric: train_time_s\n    parts:\n      - {a: torch_rmsnorm, b: hand_rmsnorm, asserts: difference%s}\n"
+MALFORMED["a difference with no side in its table"] = ("claims:\n", _TIMES % (100, ""), "claims[0].parts[0].size", "a difference needs a side")
+MALFORMED["a size on the other side of its table's figure"] = ("claims:\n", _TIMES % (110, ", size: [-0.2, -0.03]"), "claims[0].parts[0].size",
+                                                                "other side of zero from the file's table")
+
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))
 def test_a_malformed_file_is_refused_in_one_line_naming_file_and_key(case: str, tmp_path: Path) -> None:

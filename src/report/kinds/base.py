@@ -53,6 +53,7 @@ class ClaimKind:
     draws_margin: ClassVar[bool] = False  # the claims figure draws the report's equivalence margin beside it
     saving_noun: ClassVar[str] = "step time"  # what a saving claim's estimate is of
     banded: ClassVar[bool] = True  # held against a band (its size or its source's figure): a file must give one
+    sided: ClassVar[bool] = False  # claims a side of zero (its size's or its figure's), which the two must share
 
     # --- the format: what a type cannot say of a part's fields --------------------------------------
 
@@ -74,6 +75,19 @@ class ClaimKind:
         check_fraction(metric, low, high)
         if low < 0 < high:
             raise At("size", f"a difference is on one side of zero, got [{low:g}, {high:g}]")
+
+    def check_figure(self, part: Part, metric: str) -> None:
+        """Its size beside its source's figure, once the part can read its file's table (At naming the
+        key): a kind with a side of zero needs the figure on its size's side, and a side at all."""
+        figure = part.published(metric)
+        if not self.sided or math.isnan(figure):
+            return
+        if figure == 0:
+            raise At("size", f"the file's table gives {part.b} against {part.a} no difference ({metric}): a difference needs a side; "
+                     "claim an equivalence, or give the table's figures")  # fmt: skip
+        if part.size and math.copysign(1, figure) != math.copysign(1, part.size[0] + part.size[1]):
+            raise At("size", f"[{part.size[0]:g}, {part.size[1]:g}] is on the other side of zero from the file's table "
+                     f"({part.b} against {part.a}: {figure:+.4g}): its band would hold both sides")  # fmt: skip
 
     # --- what it claims ------------------------------------------------------------------------------
 

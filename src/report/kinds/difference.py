@@ -9,3 +9,4 @@ from src.report.kinds.base import ClaimKind
 
 class Difference(ClaimKind):
     name = "difference"
+    sided = True

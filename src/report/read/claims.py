@@ -310,6 +310,10 @@ class ClaimsFile(Node):
             claim._number, claim._domain = i + 1, domains[claim.domain_name]
             for j, part in enumerate(claim.parts):
                 part._file = self
+                try:
+                    part.kind.check_figure(part, claim.metric)
+                except At as err:
+                    raise At(f"claims[{i}].parts[{j}].{err.key}", err.what) from None
                 if part.kind.banded and math.isnan(part.band(claim.metric)[0]):
                     raise At(f"claims[{i}].parts[{j}].size", f"no size, and the file's table has no {claim.metric.value} of "
                              f"{part.a} and {part.b} to take it from")  # fmt: skip
