@@ -18,7 +18,7 @@ from study_runs import made_up_runs
 from src.core.norm_yamls import builtin_variants
 from src.core.paths import ConfigError
 from src.report.judge.pairs import Margins
-from src.report.read.claims import DIFFERENCE, SAVING, TREND, load, load_all
+from src.report.read.claims import DIFFERENCE, SAVING, TREND, chosen, load, load_all
 from src.report.read.published import CLAIMS, STUDY, TABLE
 from src.report.read.table import summarize
 from src.report.words.study import study_section
@@ -356,3 +356,11 @@ def test_a_researchers_setting_table_and_set_aside_runs_are_said_of_its_source_n
     # The sweep ran none of its variants: its section says so of its source.
     none = study_section(made_up_runs({"torch_rmsnorm": "torch_rmsnorm"}, **CPU), (), {}, Margins(), source=mine)
     assert none.lines() == ["Against my notes: this sweep ran none of the source's variants (hand_layernorm, torch_layernorm); nothing to compare."]
+
+
+def test_report_claims_given_one_name_not_a_list_is_refused_saying_so() -> None:
+    """`report.claims=rmsnorm_study` on a command line is a string: refused as not a list, not read as
+    the files `r`, `m`, ... (the first of which was refused as unknown)."""
+    with pytest.raises(ConfigError, match=r"report.claims: a list of claims files' names, e.g. \[rmsnorm_study, my_claims\], got 'rmsnorm_study'"):
+        chosen({"claims": "rmsnorm_study"})
+    assert [f.name for f in chosen({"claims": ["rmsnorm_study"]})] == ["rmsnorm_study"]

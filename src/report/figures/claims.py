@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 from src.report.figures.forest import Row, draw_rows, legend
 from src.report.figures.style import blank_figure
 from src.report.judge.study import Finding, StudySection
+from src.report.judge.study_effects import Per
 from src.report.read.claims import LOSS, SHARE, SPEED, STABILITY
 from src.stats.verdicts import ClaimWord
 
@@ -72,7 +73,7 @@ def not_drawn(section: StudySection) -> dict[int, str]:
 
 def _title(metric: str, title: str, parts: list[Finding], noun: str) -> str:
     sweep = [f for f in parts if not not_testable(f) or f.effect is not None]
-    if metric == SPEED and sweep and all(f.effect is not None and f.effect.per == "kernel rounds" for f in sweep):
+    if metric == SPEED and sweep and all(f.effect is not None and f.effect.per == Per.KERNEL_ROUNDS for f in sweep):
         return CHECK_SPEED_TITLE.format(whose="the claimed" if noun == "the claim" else f"{noun}'s")
     return title
 

@@ -29,6 +29,14 @@ from src.tracking.tags import DEVICE_TAG
 LOG_TIME, TOKENS, DIRECT = "log step-time ratio", "relative tokens/s", "direct"  # an Effect's own units
 
 
+class Per(StrEnum):
+    """What one more sample of an effect is: its reason's noun ("moved alike over 12 kernel rounds")."""
+
+    SEEDS = "seeds"
+    KERNEL_ROUNDS = "kernel rounds"  # the speed check's
+    SHARE_ROUNDS = "share rounds"  # the speed check's rounds at each model size
+
+
 class Timing(StrEnum):
     """How a speed figure was timed, which decides whether it measures the norm at all."""
 
@@ -58,7 +66,7 @@ def jobs_timing(runs: pd.DataFrame, among: pd.DataFrame | None = None) -> Timing
 class Effect:
     interval: Interval  # in `units`
     units: str  # LOG_TIME, TOKENS or DIRECT (already the study's units)
-    per: str  # what one more sample is: "seeds" or "kernel rounds" (the speed check's)
+    per: Per  # what one more sample is
     sizes: tuple[int, int] = (0, 0)  # the runs of a and of b, where the pair fell back to Welch (unpaired)
     timing: Timing | None = None  # a speed figure: how it was timed (None: not a time)
     device: str = ""  # where a share check timed it (its CPU or GPU, as the run's device tag names it)
@@ -110,13 +118,13 @@ def from_check(check: Mapping[str, Any], part: Part, labels: Mapping[str, str | 
     if first is None:
         return None
     if part.minus is None:
-        return Effect(trimmed_mean_interval(first), LOG_TIME, "kernel rounds", timing=Timing.CHECK)
+        return Effect(trimmed_mean_interval(first), LOG_TIME, Per.KERNEL_ROUNDS, timing=Timing.CHECK)
     second = predicted_rounds(check, str(labels[part.minus[0]]), str(labels[part.minus[1]]))
     if second is None:
         return None
     n = min(len(first), len(second))
     rounds = np.expm1(first[:n]) - np.expm1(second[:n])
-    return Effect(trimmed_mean_interval(rounds), DIRECT, "kernel rounds", timing=Timing.CHECK)
+    return Effect(trimmed_mean_interval(rounds), DIRECT, Per.KERNEL_ROUNDS, timing=Timing.CHECK)
 
 
 def _time_change(runs: pd.DataFrame, a: str, b: str) -> pd.Series:
@@ -136,12 +144,12 @@ def from_runs(runs: pd.DataFrame, part: Part, metric: str, labels: Mapping[str, 
         if not len(both):
             return None
         d = (first.loc[both] - second.loc[both]).to_numpy()
-        return Effect(paired_t(np.zeros(len(d)), d), DIRECT, "seeds", timing=timing)
+        return Effect(paired_t(np.zeros(len(d)), d), DIRECT, Per.SEEDS, timing=timing)
     key = "tokens_per_sec" if metric == SPEED else "test_loss"
     found = compare_one(runs, a, b, key, margin)
     if not (found.n_a and found.n_b):
         return None
-    return Effect(found.primary, TOKENS if metric == SPEED else DIRECT, "seeds", (found.n_a, found.n_b), timing)
+    return Effect(found.primary, TOKENS if metric == SPEED else DIRECT, Per.SEEDS, (found.n_a, found.n_b), timing)
 
 
 # --- the claim's domain ---------------------------------------------------------------------------
@@ -282,12 +290,12 @@ def share_effect(check: Mapping[str, Any], part: Part) -> Effect | None:
             n, scale = min(len(first), len(last)), abs(float(np.median(first)))
             if not scale:
                 return None
-            return Effect(trimmed_mean_interval((last[:n] - first[:n]) / scale), DIRECT, "share rounds", timing=Timing.CHECK, device=device)
+            return Effect(trimmed_mean_interval((last[:n] - first[:n]) / scale), DIRECT, Per.SHARE_ROUNDS, timing=Timing.CHECK, device=device)
         saving, step = saved[part.sizes[-1]]
-        return Effect(trimmed_mean_interval(np.log1p(-saving / step)), LOG_TIME, "share rounds", timing=Timing.CHECK, device=device)
+        return Effect(trimmed_mean_interval(np.log1p(-saving / step)), LOG_TIME, Per.SHARE_ROUNDS, timing=Timing.CHECK, device=device)
     first, last = found[part.sizes[0]], found[part.sizes[-1]]
     n = min(len(first), len(last))
-    return Effect(trimmed_mean_interval(np.log(last[:n] / first[:n])), LOG_TIME, "share rounds", timing=Timing.CHECK, device=device)
+    return Effect(trimmed_mean_interval(np.log(last[:n] / first[:n])), LOG_TIME, Per.SHARE_ROUNDS, timing=Timing.CHECK, device=device)
 
 
 def share_levels(check: Mapping[str, Any], part: Part, alpha: float) -> tuple[tuple[str, float, float, float], ...]:

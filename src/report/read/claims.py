@@ -516,5 +516,5 @@ def load_all(names: Any, known: list[str] | None = None) -> list[ClaimsFile]:
 def chosen(report_cfg: Any) -> list[ClaimsFile]:
     """The claims files the config's `report` group chooses (`report.claims`; absent: the study's)."""
     names = (report_cfg or {}).get("claims") if isinstance(report_cfg, dict) else None
-    return load_all(list(names) if names is not None else None)
+    return load_all(names)  # a string (`report.claims=my_claims`) is refused there, not read letter by letter
 

@@ -26,7 +26,7 @@ from src.report.judge.study import (
     StudySection,
     against_study,
 )
-from src.report.judge.study_effects import Effect, Timing
+from src.report.judge.study_effects import Effect, Per, Timing
 from src.report.judge.study_match import Mismatch, study_code
 from src.report.kinds.base import interval_of
 from src.report.kinds.event import steps_text
@@ -124,9 +124,9 @@ def _differs(key: str, got: str, wanted: str | None, noun: str) -> str:
 def measured_by(e: Effect) -> str:
     """How an effect was measured: `speed check, 30 kernel rounds`, `paired over 3 seeds`, `unpaired
     (Welch), n = 2 vs 3`; a time that is not a measurement with its caveat (claims.csv carries it too)."""
-    if e.per == "kernel rounds":
+    if e.per == Per.KERNEL_ROUNDS:
         return f"speed check, {e.interval.n} kernel rounds"
-    if e.per == "share rounds":
+    if e.per == Per.SHARE_ROUNDS:
         return f"share check, {e.interval.n} interleaved rounds" + (f" on {e.device}" if e.device else "")
     caveat = f"; {timing_caveat(e.timing)}" if not e.measured else ""
     if e.interval.test == "welch":
@@ -175,14 +175,14 @@ def part_figure(f: Finding) -> str:
 def _no_shared_seed(f: Finding) -> bool:
     """Runs on both sides, but no seed finished by both: a paired figure over nothing (printed `+nan`)."""
     e = f.effect
-    return e is not None and e.per == "seeds" and e.interval.test == "paired_t" and e.interval.n == 0
+    return e is not None and e.per == Per.SEEDS and e.interval.test == "paired_t" and e.interval.n == 0
 
 
 def _one(f: Finding) -> tuple[str, str]:
     """Why one run per side, or none paired, gives no interval: in full, and short."""
     if _no_shared_seed(f):
         return f"{NO_SHARED_SEED}: nothing to pair (seed=0,1,2, each finished by both, gives an interval)", NO_SHARED_SEED
-    return (ONE_RUN, ONE_RUN_SHORT) if f.metric == SPEED and f.effect is not None and f.effect.per == "seeds" else (ONE_SEED, ONE_SEED_SHORT)
+    return (ONE_RUN, ONE_RUN_SHORT) if f.metric == SPEED and f.effect is not None and f.effect.per == Per.SEEDS else (ONE_SEED, ONE_SEED_SHORT)
 
 
 def _sequential_text(decision: SequentialVerdict) -> str:
