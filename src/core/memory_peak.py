@@ -10,6 +10,7 @@ it is recorded under its own name (`process_peak_memory_mb`), never as the job's
 
 from __future__ import annotations
 
+import functools
 import resource
 from pathlib import Path
 
@@ -44,9 +45,7 @@ def process_peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-_imports_set_aside = False  # once per process: the first job of a sequential multirun does it
-
-
+@functools.cache  # once per process: the first job of a sequential multirun does it
 def set_imports_aside() -> None:
     """Take what the process imported (torch, Lightning, MLflow, Hydra: ~680,000 objects by the first
     job's fit) out of every later collection, once per process, as a sequential multirun's first job
@@ -57,10 +56,6 @@ def set_imports_aside() -> None:
     objects; a full collection there took 322 ms to find them)."""
     import gc
 
-    global _imports_set_aside
-    if _imports_set_aside:
-        return
-    _imports_set_aside = True
     gc.collect(1)
     gc.freeze()
 

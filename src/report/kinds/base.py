@@ -85,7 +85,7 @@ class ClaimKind:
         if figure == 0:
             raise At("size", f"the file's table gives {part.b} against {part.a} no difference ({metric}): a difference needs a side; "
                      "claim an equivalence, or give the table's figures")  # fmt: skip
-        if part.size and math.copysign(1, figure) != math.copysign(1, part.size[0] + part.size[1]):
+        if part.size and math.copysign(1, figure) != math.copysign(1, size_side(part.size)):
             raise At("size", f"[{part.size[0]:g}, {part.size[1]:g}] is on the other side of zero from the file's table "
                      f"({part.b} against {part.a}: {figure:+.4g}): its band would hold both sides")  # fmt: skip
 
@@ -103,7 +103,7 @@ class ClaimKind:
         """The side of zero claimed (0: none): its figure's, else its size's."""
         figure = part.published(metric)
         if math.isnan(figure) and part.size:
-            figure = part.size[1] if part.size[1] < 0 else part.size[0]
+            figure = size_side(part.size)
         return int(math.copysign(1, figure))
 
     # --- judged ---------------------------------------------------------------------------------------
@@ -161,6 +161,11 @@ class ClaimKind:
             v.Because.OPPOSITE: f"the opposite direction{said}",
             v.Because.ZERO_WITHIN_MARGIN: f"equivalent to zero within {margin_text(f)}, {against}{said}",
         }.get(because) or f"{undecided}{smaller}: {settle_text(j.settle, f.effect.per)}"
+
+
+def size_side(size: tuple[float, float]) -> float:
+    """An end of a one-sided size whose sign is the side of zero it claims: its upper end below zero, else its lower."""
+    return size[1] if size[1] < 0 else size[0]
 
 
 def check_fraction(metric: str, low: float, high: float) -> None:
