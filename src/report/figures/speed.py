@@ -3,7 +3,7 @@
 One row per pair (b vs a): the step-time change predicted from the norms' own cost with its 95%
 interval (capped at both ends, and in figures in its label, so that a tight one is seen), coloured by the pair's speed verdict, inside the ±margin band that "equivalent" means;
 the whole-step measurement as a hollow mark where it checks the prediction (precise enough to:
-src.report.judge.speed.can_check; a measurement too imprecise to check anything is not drawn as one). The jobs' own tokens/s, timed one after another, are not drawn: they rank the machine's
+src.report.judge.speed.agreement; a measurement too imprecise to check anything is not drawn as one). The jobs' own tokens/s, timed one after another, are not drawn: they rank the machine's
 load between jobs, not the norms.
 """
 

@@ -38,31 +38,24 @@ class Agreement(StrEnum):
     NO_STEP_ROUNDS = "no step rounds"  # whole steps were not timed for this pair
 
 
-def can_check(measured: Interval, margin: float) -> bool:
-    """Whether a whole-step measurement is precise enough to check a prediction: at least
-    MIN_CHECK_ROUNDS rounds, and a 95% interval reaching no further than the speed margin (±log(1 + m))
-    from its estimate. A wider one overlaps a prediction a whole margin away, a difference the sweep
-    calls one that matters, so its "agree" would hold of any prediction worth telling apart."""
-    if measured.n < MIN_CHECK_ROUNDS or not (math.isfinite(measured.low) and math.isfinite(measured.high)):
-        return False
-    return max(measured.high - measured.diff, measured.diff - measured.low) <= speed_margin(margin)
-
-
 def agreement(predicted: Interval, measured: Interval | None, margin: float) -> Agreement:
-    """The whole steps' reading of the prediction: overlap is tested only where the measurement can
-    check anything (`can_check`); the prediction without an interval is its estimate."""
+    """The whole steps' reading of the prediction (the prediction without an interval is its estimate).
+    Below MIN_CHECK_ROUNDS rounds, or without an interval, nothing is checked: one burst could make
+    any difference. An interval that excludes the prediction contradicts it however wide it is (a
+    wider one only makes that harder); one that holds it agrees only where it reaches no further than
+    the speed margin (±log(1 + m)) from its estimate: a wider one overlaps a prediction a whole margin
+    away, a difference the sweep calls one that matters, so its "agree" would hold of any prediction
+    worth telling apart."""
     if measured is None:
         return Agreement.NO_STEP_ROUNDS
+    if measured.n < MIN_CHECK_ROUNDS or not (math.isfinite(measured.low) and math.isfinite(measured.high)):
+        return Agreement.TOO_IMPRECISE
     finite = math.isfinite(predicted.low) and math.isfinite(predicted.high)
     low, high = (predicted.low, predicted.high) if finite else (predicted.diff, predicted.diff)
-    apart = not (measured.low <= high and low <= measured.high)
-    # An interval that excludes the prediction contradicts it however wide it is (a wider one only
-    # makes that harder); the minimum rounds still hold, or one burst could make it.
-    if apart and measured.n >= MIN_CHECK_ROUNDS and math.isfinite(measured.low) and math.isfinite(measured.high):
+    if not (measured.low <= high and low <= measured.high):
         return Agreement.DISAGREE
-    if not can_check(measured, margin):
-        return Agreement.TOO_IMPRECISE
-    return Agreement.DISAGREE if apart else Agreement.AGREE
+    wide = max(measured.high - measured.diff, measured.diff - measured.low) > speed_margin(margin)
+    return Agreement.TOO_IMPRECISE if wide else Agreement.AGREE
 
 
 @dataclass(frozen=True)
@@ -116,10 +109,11 @@ def predicted_rounds(check: Mapping[str, Any], a: str, b: str) -> np.ndarray | N
     return np.log(np.maximum(1 + (nb - na) / step[: len(na)], 1e-3))
 
 
-def step_rounds(check: Mapping[str, Any], a: str) -> np.ndarray | None:
+def step_rounds(check: Mapping[str, Any], a: str = "") -> np.ndarray | None:
     """The whole step each kernel round's norms are divided by: the reference's, timed in that round
     (src.bench.kernels.time_norm_work), so the step's own spread is in every interval read from it.
-    A check from before that has one step for all rounds: its `step_s`, else a's median whole step."""
+    A check from before that has one step for all rounds: its `step_s`, else a's median whole step
+    (none without `a`)."""
     kernel = check.get("kernel") or {}
     rounds = len(next(iter((kernel.get("samples_s") or {}).values()), []))
     if kernel.get("step_samples_s"):
@@ -142,19 +136,20 @@ def pair_estimate(check: Mapping[str, Any], a: str, b: str) -> Interval | None:
 def norm_shares(check: Mapping[str, Any]) -> dict[str, float]:
     """Per variant, its norm's share of a whole step, the one share the report says of it (headline,
     table): the median over the kernel rounds of its norm seconds per step ÷ that round's reference
-    step at the kernels' thread count (variants that do no norm work left out)."""
+    step at the kernels' thread count (none where the check timed no step beside its kernels), the
+    variants that do no norm work left out."""
     kernel = check.get("kernel") or {}
-    norms: Mapping[str, list[float]] = kernel.get("samples_s") or {}
     # An identity (no_norm) is timed too: its rounds measure the timing's own floor, not a norm.
     idle = {v for v, d in (check.get("dispatch") or {}).items() if d.get("fwd") == NO_KERNEL}
-    if not kernel.get("step_s") and not kernel.get("step_samples_s"):
+    step = step_rounds(check) if kernel.get("step_s") or kernel.get("step_samples_s") else None
+    if step is None:
         return {}
-    out = {}
-    for v, x in norms.items():
-        step = step_rounds(check, v)
-        if v not in idle and len(x) and step is not None:
-            out[v] = float(np.median(np.asarray(x, dtype=float) / step[: len(x)]))
-    return out
+    norms: Mapping[str, list[float]] = kernel.get("samples_s") or {}
+    return {
+        v: float(np.median(np.asarray(x, dtype=float) / step[: len(x)]))
+        for v, x in norms.items()
+        if v not in idle and len(x)
+    }
 
 
 def compare_speed(check: Mapping[str, Any], pairs: Sequence[tuple[str, str]], margin: float) -> list[SpeedVerdict]:
