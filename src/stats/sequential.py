@@ -1,14 +1,10 @@
 """Decisions on paired seed differences that stay honest when a sweep looks after every round.
 
-α is split evenly over the family's m comparisons (Bonferroni: α/m each), and each share is spent
-over a look schedule fixed before launch (`Design`); at look k a comparison is **equivalent** when
-TOST at the margin gives p < a_k, else **different** when the paired t-test does, else open, or
-**undecidable** when the predictive probability that a later look decides is below `futility`.
-The rule, its spending functions and references, and why it keeps its error rate (the union bound,
-with no joint-normal approximation of the looks; a non-binding futility check that only removes
-chances to declare, its chance a lower bound: the best single later look's, for a path that reaches
-look j decides there or has decided before): docs/sequential.md, "The stopping rule and why it keeps
-its error rate".
+α is split evenly over the family's comparisons and each share spent over a look schedule fixed
+before launch (`Design`): at each look equivalent by TOST, else different by the paired t-test, else
+open, or undecidable (futility). The rule, its references and why it keeps its error rate (the union
+bound; a non-binding futility check): docs/sequential.md, "The stopping rule and why it keeps its
+error rate".
 
 Why not the fixed-n level at every look: paired t-tests at 0.05 after 2, 4, 6, 8 and 10 seeds say
 "different" 16.1% of the time under no effect (`naive_looks_error`, 200,000 simulated sweeps; the
@@ -244,18 +240,6 @@ def correct_code(delta: float, margin: float) -> int:
     return CODES[EQUIVALENT] if abs(delta) < margin else CODES[DIFFERENT]
 
 
-def fixed_power(
-    n: int, delta: float, sd: float, margin: float, alpha: float, sweeps: int, seed: int = 0
-) -> float:
-    """Power of a fixed design of n seeds, one look at level alpha, to decide correctly.
-
-    Correct means equivalent when |delta| < margin, else different (simulated like `simulate`).
-    """
-    n = max(n, MIN_SEEDS)
-    one_look = Design(n, 1, n, alpha, POCOCK, 0.0)  # one look spends all of alpha, whatever the function
-    return simulate(one_look, delta, sd, margin, sweeps, seed).rate(correct_code(delta, margin))
-
-
 def fixed_seeds_for_power(
     power: float,
     delta: float,
@@ -266,8 +250,14 @@ def fixed_seeds_for_power(
     most: int = 1000,
     seed: int = 0,
 ) -> int | None:
-    """The fewest seeds a single-look design needs to match `power` (None if `most` is not enough)."""
-    return first_seeds(lambda n: fixed_power(n, delta, sd, margin, alpha, sweeps, seed) >= power, most)
+    """The fewest seeds a fixed design (one look at level alpha, simulated like `simulate`) needs to
+    decide correctly (`correct_code`) as often as `power` (None if `most` is not enough)."""
+
+    def reaches(n: int) -> bool:
+        one_look = Design(n, 1, n, alpha, POCOCK, 0.0)  # one look spends all of alpha, whatever the function
+        return simulate(one_look, delta, sd, margin, sweeps, seed).rate(correct_code(delta, margin)) >= power
+
+    return first_seeds(reaches, most)
 
 
 # --- operating characteristics: the tables of docs/sequential.md --------------------------------
