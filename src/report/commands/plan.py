@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -51,12 +51,13 @@ class Forecast:
     b: str
     spending: str
     pilot_seeds: int
-    diff: float  # the pilot's mean difference b - a
-    sd: float  # the pilot's spread of per-seed differences
-    verdicts: dict[str, float]  # verdict -> probability
-    mean_seeds: float  # per variant, when it stops (NaN when the pilot cannot say)
-    p90_seeds: float
-    device_hours: float  # expected: mean seeds x both variants' device-hours per seed
+    # NaN where the pilot cannot say (too few seeds of the pair's own: its `note` says so).
+    diff: float = math.nan  # the pilot's mean difference b - a
+    sd: float = math.nan  # the pilot's spread of per-seed differences
+    verdicts: dict[str, float] = field(default_factory=dict)  # verdict -> probability
+    mean_seeds: float = math.nan  # per variant, when it stops
+    p90_seeds: float = math.nan
+    device_hours: float = math.nan  # expected: mean seeds x both variants' device-hours per seed
     note: str = ""
 
     @property
@@ -75,9 +76,7 @@ class Plan:
 
 def _pilot_differences(runs: pd.DataFrame, a: str, b: str) -> np.ndarray:
     """The pilot's finite per-seed differences b - a, over the seeds both finished."""
-    va, vb = seed_values(runs, a, PLAN_METRIC), seed_values(runs, b, PLAN_METRIC)
-    common = sorted(set(va.index) & set(vb.index))
-    d = (vb.loc[common] - va.loc[common]).to_numpy()
+    d = (seed_values(runs, b, PLAN_METRIC) - seed_values(runs, a, PLAN_METRIC)).to_numpy()  # aligned by seed
     return d[np.isfinite(d)]
 
 
@@ -149,8 +148,8 @@ def forecast(
         for i, (a, b) in enumerate(chosen):
             cost = hours.get(a, math.nan) + hours.get(b, math.nan)
             if (a, b) not in draws:
-                out.append(Forecast(a, b, spending, len(pilot[(a, b)]), math.nan, math.nan, {}, math.nan, math.nan, math.nan,
-                                    f"needs ≥{MIN_SEEDS} seeds with both variants finished in the pilot"))  # fmt: skip
+                note = f"needs ≥{MIN_SEEDS} seeds with both variants finished in the pilot"
+                out.append(Forecast(a, b, spending, len(pilot[(a, b)]), note=note))
                 continue
             n, mean, sd, delta, sigma = draws[(a, b)]
             sim = simulate(planned, delta, sigma, margin, sweeps, seed=1000 + i)
