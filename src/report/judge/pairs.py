@@ -21,8 +21,8 @@ from src.core.norm_yamls import builtin_variants
 from src.core.schema import USER_NORM_REFERENCE
 from src.report.read.settings import METRICS, Margins, reference_values
 from src.report.read.table import AXIS_PREFIX, families_of, order_of
-from src.stats import pairs as pairs_
 from src.stats.inference import ALPHA, MIN_SEEDS, Interval, paired_bootstrap, paired_t, welch
+from src.stats.pairs import pair_label
 from src.stats.verdicts import Decision, Estimate, PairWord, decide_family, pair_word
 from src.tracking.tags import FINISHED
 from src.tracking.variants import NORM_AXIS, reference_of
@@ -45,8 +45,9 @@ NO_NORM = "no_norm"
 
 
 def paired_difference(metric: str, a: Any, b: Any) -> Any:
-    """b measured against a on `metric` (src.stats.pairs): nats of test loss, relative tokens/s."""
-    return pairs_.paired_difference(a, b, METRICS[metric][2])
+    """b measured against a on `metric`, seed by seed (scalars or arrays): b - a (nats of test loss),
+    or b / a - 1 for a relative metric (tokens/s)."""
+    return b / a - 1 if METRICS[metric][2] else b - a
 
 
 def finished_variants(runs: pd.DataFrame) -> dict[str, str]:
@@ -149,7 +150,7 @@ class Result:
 
     @property
     def pair(self) -> str:
-        return pairs_.pair_label(self.a, self.b)
+        return pair_label(self.a, self.b)
 
     @property
     def reason(self) -> str:
