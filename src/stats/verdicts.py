@@ -228,24 +228,22 @@ def decide_family(estimates: Sequence[Estimate], alpha: float, trim: float = 0.0
     adjusted = holm([e.p_value for e in estimates])
     size = sum(math.isfinite(p) for p in adjusted)
     pairs = zip(estimates, adjusted, strict=True)
-    found = [None if e.untestable else decide_pair(e, p, alpha, size, trim) for e, p in pairs]
+    found = [decide_pair(e, p, alpha, size, trim) for e, p in pairs]
     return Family(found, adjusted, size)
 
 
 @dataclass(frozen=True)
 class Estimate(Interval):
     """What a decision reads: an interval (the estimate, its standard error and degrees of freedom, the
-    spread of one observation and their count, its two-sided p-value) at its equivalence margin
-    (`untestable`: decided as nothing, still counted in the family when it has a p-value)."""
+    spread of one observation and their count, its two-sided p-value) at its equivalence margin."""
 
     margin: float = math.nan
-    untestable: bool = False
 
     @classmethod
-    def of(cls, i: Interval, margin: float, sd: float | None = None, untestable: bool = False) -> Estimate:
+    def of(cls, i: Interval, margin: float, sd: float | None = None) -> Estimate:
         """An interval's estimate at `margin` (`sd`: the spread of one observation where the interval has none)."""
         found = {f.name: getattr(i, f.name) for f in fields(Interval)}
-        return cls(**{**found, "sd": i.sd if sd is None else sd}, margin=margin, untestable=untestable)
+        return cls(**{**found, "sd": i.sd if sd is None else sd}, margin=margin)
 
 
 def look_word(diff: float, se: float, df: float, p: float, margin: float, level: float) -> tuple[float, SequentialWord]:

@@ -270,7 +270,8 @@ def compare(
 def compare_family(runs: pd.DataFrame, chosen: Sequence[tuple[str, str, str]], margins: Margins) -> list[Result]:
     """`chosen` (a, b, axis) on test loss, one family: Holm over these pairs alone."""
     items = [compare_one(runs, a, b, "test_loss", margins.of("test_loss"), axis) for a, b, axis in chosen]
-    estimates = [Estimate.of(r.primary, r.margin, r.sd, bool(r.reason)) for r in items]
+    # A pair with no interval (`Result.reason`) has no finite standard error either: decide_pair decides nothing.
+    estimates = [Estimate.of(r.primary, r.margin, r.sd) for r in items]
     # Holm runs once: its p-values, their count and the decisions read them
     found, adjusted, family = decide_family(estimates, ALPHA)
     return [
