@@ -44,7 +44,7 @@ MATMUL_PRECISIONS = ("highest", "high", "medium")
 NORM_EPS = 1e-5  # the same explicit eps for every variant (DyT and no_norm have none)
 NORM_TARGET_KEY = "_target_"  # Hydra's key for the object a config builds: a norm of the user's (src/model/user_norms.py)
 # What a norm of the user's is compared with when its YAML names no `reference` and no built-in of its
-# family is swept (the report's rule, src.report.judge.pairs.user_norm_pairs; nothing is recorded on the run).
+# family is swept (the report's rule, src.report.judge.pairs.pairs_for; nothing is recorded on the run).
 USER_NORM_REFERENCE = "torch_layernorm"
 # A norm YAML without `norm_type` (one of the user's, naming a `_target_`) is the variant its file names.
 NORM_TYPE_OF_YAML = "${hydra:runtime.choices.norm}"

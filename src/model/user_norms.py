@@ -13,7 +13,7 @@ explicit eps by name where the signature takes one (a target without one is not 
 records that, since a different eps is a different comparison), its options by name, per position
 as for any norm. `width_arg` / `eps_arg` name those arguments for a signature that differs
 (`eps_arg: null`: it takes none). `reference` names the built-in variant it is compared with; without
-one nothing is recorded and the report chooses (src.report.judge.pairs.user_norm_pairs: the first
+one nothing is recorded and the report chooses (src.report.judge.pairs.pairs_for: the first
 swept built-in of its family, else torch_layernorm, else the first built-in). Its variant name is its
 YAML's name.
 

@@ -73,28 +73,34 @@ def unmatched_pairs(runs: pd.DataFrame, pairs: Sequence[tuple[str, str]]) -> lis
 def pairs_for(
     present: Mapping[str, str], pairs: Sequence[tuple[str, str]] | None = None, references: Mapping[str, str] | None = None
 ) -> list[tuple[str, str]]:
-    """The pairs whose both sides are `present` (variant -> family); by default `PAIRS`, each norm of
-    the user's against its reference (`user_norm_pairs`), plus every variant against no_norm."""
+    """The pairs whose both sides are `present` (variant -> family); by default, in this order: `PAIRS`;
+    each variant no conf/norm YAML names (a norm of the user's, `_target_`) against a built-in: the
+    reference its YAML names (`references`, from its runs' tags) when swept, else the first built-in
+    of its family, else torch_layernorm, else the first built-in in the table's order; each variant
+    still in no pair (no study pair has both its sides here: `dyt` beside `torch_rmsnorm`) against
+    the sweep's reference among the built-ins (src.tracking.variants.reference_of, in the table's
+    order), so that every swept variant has a loss verdict and, timed, a speed verdict; then every
+    variant against no_norm."""
     have = set(present)
     if pairs is not None:
         return [p for p in pairs if set(p) <= have]
-    out = [p for p in PAIRS if set(p) <= have] + user_norm_pairs(present, references or {})
-    out += unpaired(present, out)
+    known = set(builtin_variants())
+    order = order_of(present)
+    builtins = [v for v in order if v in known]
+    out = [p for p in PAIRS if set(p) <= have]
+    for variant in (v for v in order if v not in known and builtins):
+        kin = [b for b in builtins if present.get(b) and present.get(b) == present.get(variant)]
+        fallback = [USER_NORM_REFERENCE] if USER_NORM_REFERENCE in builtins else builtins
+        chosen = (references or {}).get(variant)
+        out.append((chosen if chosen in builtins else (kin or fallback)[0], variant))
+    others = [v for v in order if v != NO_NORM]
+    reference = reference_of([v for v in others if v in known] or others)
+    paired = {v for pair in out for v in pair}
+    out += [(reference, v) for v in others if v not in paired and v != reference] if reference else []
     if NO_NORM in have:
         # Sorted like the table (LayerNorms, RMSNorms, others) so the report reads in one order.
-        out += [(NO_NORM, v) for v in order_of(present) if v != NO_NORM]
+        out += [(NO_NORM, v) for v in order if v != NO_NORM]
     return out
-
-
-def unpaired(present: Mapping[str, str], pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-    """Each variant in none of `pairs` (no study pair has both its sides here: `dyt` beside
-    `torch_rmsnorm`) against the sweep's reference among the built-ins (src.tracking.variants.reference_of,
-    in the table's order), so that every swept variant has a loss verdict and, timed, a speed verdict."""
-    order = [v for v in order_of(present) if v != NO_NORM]
-    known = set(builtin_variants())
-    reference = reference_of([v for v in order if v in known] or order)
-    paired = {v for pair in pairs for v in pair}
-    return [(reference, v) for v in order if v not in paired and v != reference] if reference else []
 
 
 def reference_pairs(runs: pd.DataFrame) -> list[tuple[str, str, str]]:
@@ -111,22 +117,6 @@ def user_references(runs: pd.DataFrame) -> dict[str, str]:
         return {}
     named = runs[runs.norm_reference != ""]
     return dict(zip(named.variant, named.norm_reference, strict=True))
-
-
-def user_norm_pairs(present: Mapping[str, str], references: Mapping[str, str]) -> list[tuple[str, str]]:
-    """Each variant no conf/norm YAML names (a norm of the user's, `_target_`) against a built-in: the
-    reference its YAML names (`references`, from its runs' tags) when swept, else the first built-in
-    of its family, else torch_layernorm, else the first built-in in the table's order."""
-    known = set(builtin_variants())
-    order = order_of(present)
-    builtins = [v for v in order if v in known]
-    out = []
-    for variant in (v for v in order if v not in known and builtins):
-        kin = [b for b in builtins if present.get(b) and present.get(b) == present.get(variant)]
-        fallback = [USER_NORM_REFERENCE] if USER_NORM_REFERENCE in builtins else builtins
-        chosen = references.get(variant)
-        out.append((chosen if chosen in builtins else (kin or fallback)[0], variant))
-    return out
 
 
 @dataclass(frozen=True)
