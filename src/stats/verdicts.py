@@ -288,11 +288,8 @@ class Decision:
 
 
 def sign_flip_seeds(alpha: float, one_sided: bool = False) -> int:
-    """Observations at which n of one sign reach `alpha` (a sign-flip test's floor)."""
-    n = 1
-    while sign_flip_p(n, one_sided) >= alpha and n < MAX_SEEDS:
-        n += 1
-    return n
+    """Observations at which n of one sign reach `alpha` (a sign-flip test's floor; MAX_SEEDS at the most)."""
+    return first_seeds(lambda n: sign_flip_p(n, one_sided) < alpha, low=0) or MAX_SEEDS
 
 
 def decide_pair(e: Estimate, p_holm: float, alpha: float, family: int, trim: float = 0.0) -> Decision | None:
