@@ -198,14 +198,6 @@ def axes_of(runs: pd.DataFrame) -> list[str]:
     return [c[len(AXIS_PREFIX) :] for c in runs.columns if c.startswith(AXIS_PREFIX)]
 
 
-def check_reference(runs: pd.DataFrame, reference: Mapping[str, str] | None) -> dict[str, str]:
-    """axis -> reference value, each checked against the runs; a value no run has is a ConfigError."""
-    if not reference:
-        return {}
-    ordered = runs.sort_values("start_time", kind="stable")
-    return reference_values(reference, {a: list(dict.fromkeys(ordered[AXIS_PREFIX + a])) for a in axes_of(runs)})
-
-
 def comparison_pairs(
     runs: pd.DataFrame, pairs: Sequence[tuple[str, str]] | None = None, reference: Mapping[str, str] | None = None
 ) -> list[tuple[str, str, str]]:
@@ -215,7 +207,10 @@ def comparison_pairs(
     axis, every two variants that differ in that axis alone: for the norm its pairs (families), for
     any other axis each value against the reference (`reference`, else the first value run).
     """
-    axes, refs = axes_of(runs), check_reference(runs, reference)
+    axes = axes_of(runs)
+    # axis -> reference value, checked against the values run, in the order run (none: a ConfigError).
+    ordered = runs.sort_values("start_time", kind="stable") if reference else runs
+    refs = reference_values(reference, {a: list(dict.fromkeys(ordered[AXIS_PREFIX + a])) for a in axes})
     if axes in ([], [NORM_AXIS]) and NORM_AXIS not in refs:
         return [(a, b, "") for a, b in pairs_for(finished_variants(runs), pairs, user_references(runs))]
     finished = runs[runs.outcome == FINISHED].sort_values("start_time", kind="stable")
