@@ -19,7 +19,6 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
-from omegaconf import OmegaConf
 
 from src.core import paths
 from src.report.judge.pairs import Margins, comparison_pairs, seed_values
@@ -43,6 +42,7 @@ from src.tracking.variants import Axis, override_of
 SWEEPS = 4000  # simulated sweeps per comparison and design
 PLAN_METRIC = "test_loss"  # speed is measured by interleaving (python -m src.bench variants), not by seeds
 VERDICTS = (EQUIVALENT, DIFFERENT, UNDECIDABLE, UNDECIDED)
+PILOT_HOURS = "the pilot's recorded train time x devices"  # where a seed's device-hours come from, by default
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ def forecast(
     pairs: Sequence[tuple[str, str]] | None = None,
     sweeps: int = SWEEPS,
     reference: Mapping[str, str] | None = None,
-    hours_source: str = "the pilot's recorded train time x devices",
+    hours_source: str = PILOT_HOURS,
 ) -> Plan:
     """Every spending function's forecast for every pair present in the pilot (see the module's docstring).
 
@@ -273,9 +273,8 @@ def plan_command(
     overrides)` (preflight's cost model, which the command line hands in: it sits above the report)."""
     # The sweeper's settings as `hydra/sweeper=sequential` composes them (with any hydra.sweeper.* override).
     sweeper = paths.compose([*overrides, "hydra/sweeper=sequential"], with_hydra=True).hydra.sweeper
-    settings_ = OmegaConf.to_container(sweeper, resolve=True)
-    check_sweeper(settings_)
-    design = Design.of(settings_)
+    check_sweeper(sweeper)  # as the sweeper checks them: one line naming the key
+    design = Design.of(sweeper)
     sweep = load_sweep(experiment, open_store(uri))
     runs = sweep.runs
     variants = sorted({v for pair in planned_pairs(runs, pairs, reference) for v in pair})
@@ -286,6 +285,6 @@ def plan_command(
         made_by = variant_overrides(runs, sweep.axes)
         hours, source = priced(overrides, {v: made_by[v] for v in variants}), f"preflight's cost model, {' '.join(elsewhere)}"
     else:
-        hours, source = pilot_hours(runs, variants), "the pilot's recorded train time x devices"
+        hours, source = pilot_hours(runs, variants), PILOT_HOURS
     plan_ = forecast(runs, margins, design, hours, pairs, reference=reference, hours_source=source)
     return plan_text(experiment, plan_, margins, elsewhere, sweep_overrides(runs, sweep.axes))
