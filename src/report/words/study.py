@@ -99,8 +99,11 @@ def published_text(claim: Claim, part: Part) -> str:
     if claim.metric == SPEED:
         if not part.minus:
             return f"{shown(SPEED, value)} training time"
-        gaps = [RELATIVE(table_effect(part.table, SPEED, str(a), b)) for a, b in ((part.a, part.b), part.minus)]
-        return f"{shown(SPEED, value, True)} training time (the built-ins' {gaps[0]} less the hand-rolled {gaps[1]})"
+        pairs = ((part.a, part.b), part.minus)
+        # The study's one contrast is of its built-in and hand-rolled norms; any other file's, of its own pairs.
+        names = ("the built-ins'", "the hand-rolled") if part.noun == "the study" else (f"{b} vs {a}" for a, b in pairs)
+        gaps = [f"{name} {RELATIVE(table_effect(part.table, SPEED, str(a), b))}" for name, (a, b) in zip(names, pairs, strict=True)]
+        return f"{shown(SPEED, value, True)} training time ({gaps[0]} less {gaps[1]})"
     if claim.metric == LOSS:
         return f"{value:+.4f} nats test loss"
     typical = f" (training typically collapses within about {claim.collapse_within} steps)" if claim.collapse_within else ""
