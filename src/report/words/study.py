@@ -286,17 +286,19 @@ def claim_line(c: ClaimResult) -> str:
     return f"{_head(c.claim, c.word)} This sweep: {'; '.join(figures)}.{reason}"
 
 
-def unjudged_line(claim: Claim, missing: Sequence[str]) -> str:
-    """A claim this sweep ran none of the parts of: the study's figure, and the variants it needs."""
-    return f"{_head(claim, ClaimWord.NOT_TESTED)} → needs {', '.join(missing)} (not swept)."
-
-
 UNTIMED = "untimed: the speed check times a share per model size (report.speed_rounds and report.share_rounds above 0)"
 
 
-def untimed_line(claim: Claim) -> str:
-    """A trend claim no share rounds timed: listed, not tested, and what would time it."""
-    return f"{_head(claim, ClaimWord.NOT_TESTED)} → {UNTIMED}."
+def listed(s: StudySection) -> list[tuple[Claim, ClaimWord, list[str]]]:
+    """Every claim of the file in its order, with its word and its lines: a judged one with its open
+    question; one this sweep ran none of the parts of with the variants it needs; a trend no share
+    rounds timed with what would time it."""
+    found = {c.claim.number: (c.claim, c.word, [line for line in (claim_line(c), open_question(c)) if line]) for c in s.claims}
+    for n, (claim, missing) in s.unjudged.items():
+        found[n] = (claim, ClaimWord.NOT_TESTED, [f"{_head(claim, ClaimWord.NOT_TESTED)} → needs {', '.join(missing)} (not swept)."])
+    for claim in s.untimed:
+        found[claim.number] = (claim, ClaimWord.NOT_TESTED, [f"{_head(claim, ClaimWord.NOT_TESTED)} → {UNTIMED}."])
+    return [found[n] for n in sorted(found)]
 
 
 def open_question(c: ClaimResult) -> str:
@@ -398,11 +400,7 @@ class StudyText:
         return f"{lead}{beside}:"
 
     def claim_lines(self) -> list[str]:
-        """Every claim in the study's order: a judged one with its open question, an unjudged one with what it needs."""
-        judged = {c.claim.number: [line for line in (claim_line(c), open_question(c)) if line] for c in self.judged.claims}
-        unjudged = {n: [unjudged_line(c, missing)] for n, (c, missing) in self.judged.unjudged.items()}
-        untimed = {c.number: [untimed_line(c)] for c in self.judged.untimed}
-        return [line for _, lines in sorted({**judged, **unjudged, **untimed}.items()) for line in lines]
+        return [line for *_, lines in listed(self.judged) for line in lines]
 
     def outside_line(self) -> list[str]:
         """One line for the ways this sweep's setting leaves the claims' domains, shared by their lines."""
@@ -427,10 +425,7 @@ class StudyText:
         if self.absent:
             return [self.absent]
         full = f"the full section, each figure with its interval and reason: report.md and {self.judged.file.files_stem}.png on this run"
-        s = self.judged
-        words = {c.claim.number: (c.claim, c.word) for c in s.claims} | {n: (c, ClaimWord.NOT_TESTED) for n, (c, _) in s.unjudged.items()}
-        words |= {c.number: (c, ClaimWord.NOT_TESTED) for c in s.untimed}
-        return [*(f"{n}. {word} — {c.statement}" for n, (c, word) in sorted(words.items())), f"({full})"]
+        return [*(f"{c.number}. {word} — {c.statement}" for c, word, _ in listed(self.judged)), f"({full})"]
 
     def lines(self, width: int | None = None) -> list[str]:
         """The section for a terminal or a note: the heading, the lead, the setting, the table (its
