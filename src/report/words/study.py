@@ -18,16 +18,14 @@ from src.core.tables import text_table
 from src.report.analysis import Analysis
 from src.report.judge.pairs import Margins
 from src.report.judge.sequential import SequentialVerdict
-from src.report.judge.speed import pair_estimate
 from src.report.judge.study import (
     ClaimResult,
     Finding,
-    SetAside,
     StudySection,
     against_study,
 )
-from src.report.judge.study_effects import Effect, Per, Timing
-from src.report.judge.study_match import Mismatch, study_code
+from src.report.judge.study_effects import Effect, Per
+from src.report.judge.study_match import Mismatch
 from src.report.kinds.base import interval_of
 from src.report.kinds.event import steps_text
 from src.report.kinds.metrics import shown
@@ -49,10 +47,9 @@ from src.report.read.claims import (
     Part,
     table_effect,
 )
-from src.report.words.common import NO_SHARED_SEED, ONE_RUN, counted, how_paired, run_counts
-from src.report.words.jobs import AT_ONCE, NOT_A_MEASUREMENT, jobs_ran
-from src.report.words.speed import step_time_text
-from src.report.words.study_setting import setting_lines, study_table
+from src.report.words.common import NO_SHARED_SEED, ONE_RUN, how_paired, run_counts
+from src.report.words.jobs import timing_caveat
+from src.report.words.study_setting import differs_text, setting_lines, study_table
 from src.report.words.table import DASH
 from src.stats.inference import ALPHA
 from src.stats.verdicts import (
@@ -72,16 +69,6 @@ OWN_READING = "this sweep's own reading at its own setting, not a test of the cl
 ONE_RUN_SHORT = f"{ONE_RUN}: a ratio without an interval"
 ONE_RUN = f"{ONE_RUN_SHORT} (report.speed_rounds or seed=0,1,2 give one)"
 MEASURES_IT = "report.speed_rounds=20 times the norms interleaved in one process"
-
-
-def timing_caveat(timing: Timing | None, short: bool = False) -> str:
-    """Why a time is not a measurement of the norm ("" where it is), in src.report.words.jobs' words:
-    said wherever the time is printed."""
-    if timing not in (Timing.ONE_AFTER_ANOTHER, Timing.AT_ONCE):
-        return ""
-    ran = jobs_ran(1) if timing == Timing.ONE_AFTER_ANOTHER else AT_ONCE
-    load = "the machine's load between jobs" if timing == Timing.ONE_AFTER_ANOTHER else "each beside the others' load"
-    return f"jobs {ran} on CPUs: machine load" if short else f"jobs timed {ran} on CPUs: {load}, {NOT_A_MEASUREMENT}"
 
 
 def _named(part: Part) -> str:
@@ -113,12 +100,7 @@ def published_text(claim: Claim, part: Part) -> str:
 def not_the_setting(mismatches: Sequence[Mismatch], noun: str = "the study") -> str:
     """`not the study's setting: X has model.norm_placement=post (the study model.norm_placement=pre)`
     (`noun`: who stated the setting, its file's `source_noun`)."""
-    return f"not {noun}'s setting: " + ", ".join(f"{label} has {_differs(key, got, study, noun)}" for label, key, got, study in mismatches)
-
-
-def _differs(key: str, got: str, wanted: str | None, noun: str) -> str:
-    """`model.init=gpt2 (the study model.init=study)`: a run's value beside its source's."""
-    return f"{key}={got} ({noun} {'has no ' + key if wanted is None else f'{key}={wanted}'})"
+    return f"not {noun}'s setting: " + ", ".join(f"{label} has {differs_text(key, got, study, noun)}" for label, key, got, study in mismatches)
 
 
 # --- a claim part ---------------------------------------------------------------------------------------
@@ -438,42 +420,12 @@ class StudyText:
 
 
 def study_text(judged: StudySection, runs: pd.DataFrame, table: pd.DataFrame | None, check: Mapping[str, Any]) -> StudyText:
-    """The judged section written: with the report's table (src.report.read.table.summarize) the
-    study's table beside it, with a speed check of the norms' kernels its estimates against the
-    hand-rolled LayerNorm in place of the jobs' times."""
+    """The judged section written: its setting beside its source's (src.report.words.study_setting),
+    and with the report's table (src.report.read.table.summarize) its source's table beside it."""
     if judged.ran_none:
         return StudyText(judged)
-
-    def estimate(a: str, b: str) -> str | None:  # b's step time against a's, as the speed check's verdict has it
-        found = pair_estimate(check, a, b)
-        return step_time_text(found) if found is not None else None
-
-    source = judged.file
-    beside = (study_table(table, judged.labels, estimate if check.get("kernel") else None, timing_caveat(judged.timing, short=True), source)
-              if table is not None and source.table else None)  # fmt: skip
-    # The setting is that of the runs the claims read; the study's norms' other variants are named apart.
-    aside = {s.variant for s in judged.set_aside}
-    read = runs[~runs.variant.isin(aside)]
-    who = "the runs read" if aside else "this sweep"
-    setting = setting_lines(read, study_code(source), who, source.setting, source.source_noun) if source.setting else []
-    return StudyText(judged, [*setting, *set_aside_lines(judged.set_aside, judged.read, judged.file.source_noun)], beside)
-
-
-def set_aside_lines(set_aside: Sequence[SetAside], read: Sequence[str], noun: str) -> list[str]:
-    """`set aside, no claim reads them: X, Y (6 runs): model.init=gpt2 (the study model.init=study); the
-    lines above are the runs the claims read: ...` ([] when every run of its file's norms was read;
-    `noun`: who stated the setting, its file's `source_noun`)."""
-    if not set_aside:
-        return []
-    groups: dict[tuple[tuple[str, str, str | None], ...], list[SetAside]] = {}
-    for s in set_aside:
-        groups.setdefault(tuple(m[1:] for m in s.why), []).append(s)
-    said = []
-    for why, these in groups.items():
-        differs = " and ".join(_differs(key, got, wanted, noun) for key, got, wanted in why)
-        runs = sum(s.runs for s in these)
-        said.append(f"{', '.join(s.variant for s in these)} ({counted(runs, 'run')}){': ' + differs if differs else ''}")
-    return [f"set aside, read by no claim: {'; '.join(said)}. The lines above are the runs the claims read: {', '.join(read)}"]
+    beside = study_table(table, judged, check) if table is not None and judged.file.table else None
+    return StudyText(judged, setting_lines(runs, judged), beside)
 
 
 def written(a: Analysis, judged: StudySection | None = None) -> StudyText:
