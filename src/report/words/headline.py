@@ -52,7 +52,6 @@ from src.tracking.variants import NORM_AXIS
 if TYPE_CHECKING:
     from src.report.analysis import Analysis
     from src.report.judge.pairs import Result
-    from src.report.judge.speed import SpeedVerdict
 
 HEADING = "At a glance"
 SHOWN = 4  # variants or pairs named on one line; the rest are counted
@@ -77,13 +76,10 @@ def _named(items: Sequence[str], sep: str = ", ", noun: str = "") -> str:
 
 
 def speed_line(a: Analysis) -> str:
-    if a.speed_verdicts:
-        return _checked_speed(a.speed_verdicts, a.check, a.margins.speed)
-    return (f"Speed: not measured: the jobs, run {how_jobs_ran(a.runs)}, time the machine's load, not the norm (their "
-            f"tokens/s is in the table, labelled so); {CHECK_COMMAND} times the variants interleaved in one process.")  # fmt: skip
-
-
-def _checked_speed(verdicts: Sequence[SpeedVerdict], check: dict, margin: float) -> str:
+    verdicts = a.speed_verdicts
+    if not verdicts:
+        return (f"Speed: not measured: the jobs, run {how_jobs_ran(a.runs)}, time the machine's load, not the norm (their "
+                f"tokens/s is in the table, labelled so); {CHECK_COMMAND} times the variants interleaved in one process.")  # fmt: skip
     by_word = {word: [v for v in verdicts if v.verdict == word] for word in SpeedWord}
     parts = []
     for word in (SpeedWord.FASTER, SpeedWord.SLOWER):
@@ -92,16 +88,16 @@ def _checked_speed(verdicts: Sequence[SpeedVerdict], check: dict, margin: float)
             parts.append(_named(said, "; ", f" {word}"))
     if same := by_word[SpeedWord.EQUIVALENT]:
         every = "every pair" if len(same) == len(verdicts) else f"{len(same)} pair(s)"
-        parts.append(f"{every} {equivalent_text(f'{margin:.0%}')} of a step")
+        parts.append(f"{every} {equivalent_text(f'{a.margins.speed:.0%}')} of a step")
     if open_ := by_word[SpeedWord.UNRESOLVED]:
         most = max((v.rounds_needed or 0 for v in open_), default=0)
         settle = f": {settle_text(most, 'kernel rounds')}" if most else ""
         parts.append(f"{len(open_)} pair(s) {SpeedWord.UNRESOLVED}{settle} (`report.speed_kernel_s` longer)")
-    shares = norm_shares(check)
+    shares = norm_shares(a.check)
     share = ""
     if shares:
         low, high = min(shares, key=shares.get), max(shares, key=shares.get)  # type: ignore[arg-type]
-        share = f"; the norm is {shares[low]:.1%} ({low}) to {shares[high]:.1%} ({high}) {share_where(check)}"
+        share = f"; the norm is {shares[low]:.1%} ({low}) to {shares[high]:.1%} ({high}) {share_where(a.check)}"
     return f"Speed (speed check: the norms' kernels, {len(verdicts)} pair(s)): {'; '.join(parts)}{share}."
 
 
