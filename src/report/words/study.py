@@ -75,26 +75,27 @@ def _named(part: Part) -> str:
     return f"{part.label} " if part.label else ""
 
 
+FIGURE_OF = {SPEED: "training time", LOSS: "nats test loss"}  # what a pair's published figure is of
+
+
 def published_text(claim: Claim, part: Part) -> str:
-    value = part.published(claim.metric)
-    if claim.metric == SHARE:
+    metric, value = claim.metric, part.published(claim.metric)
+    if metric == SHARE:
         return f"the share {part.kind.claimed(part, SHARE)}"
-    if claim.metric == SAVING:  # the sizes are this check's: the study names the architectures' costs, not sizes
+    if metric == SAVING:  # the sizes are this check's: the study names the architectures' costs, not sizes
         return part.kind.saving_text(part, SAVING)
-    if math.isnan(value) and claim.metric != STABILITY:
-        return f"{part.kind.claimed(part, claim.metric)} {'training time' if claim.metric == SPEED else 'nats test loss'}"
-    if claim.metric == SPEED:
-        if not part.minus:
-            return f"{shown(SPEED, value)} training time"
-        pairs = ((part.a, part.b), part.minus)
-        # The study's one contrast is of its built-in and hand-rolled norms; any other file's, of its own pairs.
-        names = ("the built-ins'", "the hand-rolled") if part.noun == "the study" else (f"{b} vs {a}" for a, b in pairs)
-        gaps = [f"{name} {RELATIVE(table_effect(part.table, SPEED, str(a), b))}" for name, (a, b) in zip(names, pairs, strict=True)]
-        return f"{shown(SPEED, value, True)} training time ({gaps[0]} less {gaps[1]})"
-    if claim.metric == LOSS:
-        return f"{value:+.4f} nats test loss"
-    typical = f" (training typically collapses within about {claim.collapse_within} steps)" if claim.collapse_within else ""
-    return f"NaN by step {value:.0f}{typical}" if math.isfinite(value) else f"its loss goes NaN{typical}"
+    if metric == STABILITY:
+        typical = f" (training typically collapses within about {claim.collapse_within} steps)" if claim.collapse_within else ""
+        return f"NaN by step {value:.0f}{typical}" if math.isfinite(value) else f"its loss goes NaN{typical}"
+    if math.isnan(value):
+        return f"{part.kind.claimed(part, metric)} {FIGURE_OF[metric]}"
+    if not part.minus:
+        return f"{shown(metric, value)} {FIGURE_OF[metric]}"
+    pairs = ((part.a, part.b), part.minus)
+    # The study's one contrast is of its built-in and hand-rolled norms; any other file's, of its own pairs.
+    names = ("the built-ins'", "the hand-rolled") if part.noun == "the study" else (f"{b} vs {a}" for a, b in pairs)
+    gaps = [f"{name} {RELATIVE(table_effect(part.table, metric, str(a), b))}" for name, (a, b) in zip(names, pairs, strict=True)]
+    return f"{shown(metric, value, True)} {FIGURE_OF[metric]} ({gaps[0]} less {gaps[1]})"
 
 
 def not_the_setting(mismatches: Sequence[Mismatch], noun: str = "the study") -> str:
