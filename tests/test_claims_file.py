@@ -21,6 +21,7 @@ from src.report.judge.pairs import Margins
 from src.report.read.claims import DIFFERENCE, SAVING, TREND, chosen, load, load_all
 from src.report.read.published import CLAIMS, STUDY, TABLE
 from src.report.read.table import summarize
+from src.report.words.headline import reproduced_line
 from src.report.words.study import study_section
 from src.stats.verdicts import ClaimWord
 
@@ -379,6 +380,16 @@ def test_a_researchers_contrast_names_its_own_pairs_not_the_studys_norms(tmp_pat
     # The study's own claim keeps its words.
     study = study_section(runs, (), {}, Margins(), summarize(runs)).lines(10_000)
     assert any("(the built-ins' -0.4% less the hand-rolled -2.4%)" in x for x in study), study
+
+
+def test_a_researchers_file_named_as_the_studys_is_asked_of_as_its_own(tmp_path: Path) -> None:
+    """A file of one's own that shares the study's file name (`report.claims=[/my/rmsnorm_study.yaml]`)
+    is not the study: its headline asks of its claims, as its section speaks of them."""
+    mine = load("rmsnorm_study", builtin_variants(), [write(tmp_path / "claims", MINE, "rmsnorm_study")])
+    runs = made_up_runs({"torch_rmsnorm": "torch_rmsnorm", "hand_rmsnorm": "hand_rmsnorm"}, **CPU)
+    line = reproduced_line(study_section(runs, (), {}, Margins(test_loss=0.1), summarize(runs), source=mine).judged)
+    assert line.startswith("Claims of rmsnorm_study.yaml? 1 of its 2 claims tested"), line
+    assert "study" not in line.replace("rmsnorm_study", ""), line
 
 
 def test_report_claims_given_one_name_not_a_list_is_refused_saying_so() -> None:

@@ -27,7 +27,6 @@ import pandas as pd
 from src.report.judge.speed import norm_shares
 from src.report.judge.study import Reach, StudySection
 from src.report.numbers import NATS, NATS_AS_IS, equivalent_text, estimate_text, settle_text
-from src.report.read.claims import STUDY_FILE
 from src.report.read.published import PRESET
 from src.report.read.table import AXIS_PREFIX
 from src.report.words.common import (
@@ -62,7 +61,7 @@ CHECK_COMMAND = "`report.speed_rounds=20` on the sweep's command (`experiment=no
 
 def headline(a: Analysis) -> list[str]:
     """The lines, each `<question>: <answer> (<evidence>); <next command>`."""
-    return [speed_line(a), loss_line(a), real_line(a), *(reproduced_line(a, s) for s in a.claim_sections)]
+    return [speed_line(a), loss_line(a), real_line(a), *(reproduced_line(s) for s in a.claim_sections)]
 
 
 def _named(items: Sequence[str], sep: str = ", ", noun: str = "") -> str:
@@ -339,12 +338,12 @@ def _how_paired(tested: Sequence[Result], seeds: int) -> str:
 # --- the study --------------------------------------------------------------------------------------
 
 
-def reproduced_line(a: Analysis, section: StudySection | None = None) -> str:
-    """Where the sweep stands with each claim of a claims file (default: the first, the study's;
-    src.report.judge.study.Reach): tested in its domain, with their words; in its domain but not
-    tested (the variants they need did not run at this setting); outside it, with why. One line per file."""
-    study = section or a.study  # the judgements: the line needs their words, not the section's sentences
-    own = study.file.name != STUDY_FILE
+def reproduced_line(study: StudySection) -> str:
+    """Where the sweep stands with each claim of a claims file (its judgements: the line needs their
+    words, not the section's sentences; src.report.judge.study.Reach): tested in its domain, with their
+    words; in its domain but not tested (the variants they need did not run at this setting); outside
+    it, with why. One line per file."""
+    own = not study.file.is_study
     question, whose = (f"Claims of {study.file.name}.yaml?", "its") if own else ("Reproduced?", "the study's")
     if study.ran_none:
         return f"{question} Not here: {absent_text(study)}"
