@@ -41,7 +41,7 @@ from src.report.words.common import (
 from src.report.words.jobs import how_jobs_ran
 from src.report.words.pairs import verdict_text
 from src.report.words.speed import share_where, step_time_text
-from src.report.words.study import absent_text
+from src.report.words.study import StudyText
 from src.report.words.study_setting import seeds_per_variant
 from src.stats.inference import MIN_SEEDS
 from src.stats.verdicts import ClaimWord, PairWord, SpeedWord
@@ -346,7 +346,7 @@ def reproduced_line(study: StudySection) -> str:
     own = not study.file.is_study
     question, whose = (f"Claims of {study.file.name}.yaml?", "its") if own else ("Reproduced?", "the study's")
     if study.ran_none:
-        return f"{question} Not here: {absent_text(study)}"
+        return f"{question} Not here: {StudyText(study).absent}"  # the section's own words, without its setting or table
     words = {c.claim.number: c.word for c in study.claims}
     tested, untested, outside = (study.reached(r) for r in (Reach.TESTED, Reach.UNTESTED, Reach.OUTSIDE))
     grouped: dict[ClaimWord, list[int]] = {}

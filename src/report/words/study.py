@@ -328,12 +328,6 @@ def open_question(c: ClaimResult) -> str:
 # --- the section ----------------------------------------------------------------------------------------
 
 
-def absent_text(judged: StudySection) -> str:
-    """Why the section lists no claim ("" when it lists some): the sweep ran none of the study's variants."""
-    whose = f"{judged.file.source_noun}'s variants" if judged.file.table else "the variants its claims name"
-    return f"this sweep ran none of {whose} ({', '.join(judged.file.variants)}); nothing to compare." if judged.ran_none else ""
-
-
 @dataclass
 class StudyText:
     """The section in words: the judged section (`judged`: its data is read there, never through
@@ -346,7 +340,9 @@ class StudyText:
     @property
     def absent(self) -> str:
         """Why no claim is listed ("" when some is): the sweep ran none of the study's variants."""
-        return absent_text(self.judged)
+        f = self.judged.file
+        whose = f"{f.source_noun}'s variants" if f.table else "the variants its claims name"
+        return f"this sweep ran none of {whose} ({', '.join(f.variants)}); nothing to compare." if self.judged.ran_none else ""
 
     @property
     def method(self) -> str:
