@@ -357,6 +357,7 @@ def test_a_researchers_setting_table_and_set_aside_runs_are_said_of_its_source_n
     # The sweep ran none of its variants: its section says so of its source.
     none = study_section(made_up_runs({"torch_rmsnorm": "torch_rmsnorm"}, **CPU), (), {}, Margins(), source=mine)
     assert none.lines() == ["Against my notes: this sweep ran none of the source's variants (hand_layernorm, torch_layernorm); nothing to compare."]
+    assert reproduced_line(none.judged) == "Claims of mine.yaml? Not here: this sweep ran none of the source's variants (hand_layernorm, torch_layernorm); nothing to compare."
 
 
 def test_a_researchers_contrast_names_its_own_pairs_not_the_studys_norms(tmp_path: Path) -> None:
