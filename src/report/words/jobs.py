@@ -42,8 +42,12 @@ def jobs_caveat(at_once: int) -> str:
 
 def timing_caveat(timing: Timing | None, short: bool = False) -> str:
     """Why a claim's time is not a measurement of the norm ("" where it is): said wherever the time is printed."""
-    if timing not in (Timing.ONE_AFTER_ANOTHER, Timing.AT_ONCE):
+    if timing == Timing.ONE_AFTER_ANOTHER:
+        ran, load = jobs_ran(1), "the machine's load between jobs"
+    elif timing == Timing.AT_ONCE:
+        ran, load = AT_ONCE, "each beside the others' load"
+    else:
         return ""
-    ran = jobs_ran(1) if timing == Timing.ONE_AFTER_ANOTHER else AT_ONCE
-    load = "the machine's load between jobs" if timing == Timing.ONE_AFTER_ANOTHER else "each beside the others' load"
-    return f"jobs {ran} on CPUs: machine load" if short else f"jobs timed {ran} on CPUs: {load}, {NOT_A_MEASUREMENT}"
+    if short:
+        return f"jobs {ran} on CPUs: machine load"
+    return f"jobs timed {ran} on CPUs: {load}, {NOT_A_MEASUREMENT}"
