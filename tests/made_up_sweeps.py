@@ -197,7 +197,8 @@ def _band(draw: st.DrawFn, kind: str, relative: bool, side: int | None = None) -
 @st.composite
 def claims_texts(draw: st.DrawFn, norms: list[str]) -> str:
     """A well-formed claims file of a researcher's own (YAML): every kind, metric and domain, sizes
-    or none (a file with no table needs one for a difference or an equivalence), a title or none, a
+    or none (a file with no table needs one for a difference or an equivalence), a contrast of two
+    pairs' training times or none (where a table gives its figure), a title or none, a
     setting (fixing the model's init through a preset, or naming none) or none, a table or none."""
     lines = []
     if draw(st.booleans()):
@@ -243,10 +244,15 @@ def claims_texts(draw: st.DrawFn, norms: list[str]) -> str:
                     continue
                 # A difference's size is on its table's side of zero (the format refuses it otherwise).
                 figure = (table[b][metric] / table[a][metric] - 1 if metric == "train_time_s" else table[b][metric] - table[a][metric]) if table else None
+                minus = ""
+                if metric == "train_time_s" and figure is not None and draw(st.booleans()):  # a contrast: (b vs a) - (b' vs a')
+                    a2, b2 = draw(st.permutations(norms))[:2]
+                    figure -= table[b2][metric] / table[a2][metric] - 1
+                    minus = f", minus: [{a2}, {b2}]"
                 if kind == "difference" and figure == 0:
                     kind = "equivalence"
                 size = _band(draw, kind, metric == "train_time_s", None if figure is None else int(math.copysign(1, figure)))
-                parts.append(f"{{a: {a}, b: {b}, asserts: {kind}, size: {size}}}")
+                parts.append(f"{{a: {a}, b: {b}, asserts: {kind}, size: {size}{minus}}}")
         key = metric + "|".join(sorted(parts))
         if key in seen or len(set(parts)) < len(parts):  # the same claim twice is refused: draw it once
             continue

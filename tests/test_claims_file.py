@@ -21,6 +21,7 @@ from src.report.judge.pairs import Margins
 from src.report.read.claims import DIFFERENCE, SAVING, TREND, chosen, load, load_all
 from src.report.read.published import CLAIMS, STUDY, TABLE
 from src.report.read.table import summarize
+from src.report.words.headline import reproduced_line
 from src.report.words.study import study_section
 from src.stats.verdicts import ClaimWord
 
@@ -356,6 +357,40 @@ def test_a_researchers_setting_table_and_set_aside_runs_are_said_of_its_source_n
     # The sweep ran none of its variants: its section says so of its source.
     none = study_section(made_up_runs({"torch_rmsnorm": "torch_rmsnorm"}, **CPU), (), {}, Margins(), source=mine)
     assert none.lines() == ["Against my notes: this sweep ran none of the source's variants (hand_layernorm, torch_layernorm); nothing to compare."]
+    assert reproduced_line(none.judged) == "Claims of mine.yaml? Not here: this sweep ran none of the source's variants (hand_layernorm, torch_layernorm); nothing to compare."
+
+
+def test_a_researchers_contrast_names_its_own_pairs_not_the_studys_norms(tmp_path: Path) -> None:
+    """A `minus` part of a researcher's file quotes its figure as the gap of its own pairs, by their
+    variants: "the built-ins' ... less the hand-rolled ..." is true of the study's claim only."""
+    own = """
+    source: {title: my notes}
+    table: {hand_layernorm: {train_time_s: 9000}, hand_rmsnorm: {train_time_s: 8900},
+            torch_layernorm: {train_time_s: 8000}, torch_rmsnorm: {train_time_s: 7800}}
+    claims:
+      - statement: my RMSNorm's edge over LayerNorm is wider in torch's pair than in mine
+        metric: train_time_s
+        parts:
+          - {a: torch_layernorm, b: torch_rmsnorm, asserts: difference, minus: [hand_layernorm, hand_rmsnorm]}
+    """
+    mine = load("mine", builtin_variants(), [write(tmp_path / "claims", own)])
+    runs = made_up_runs({v: v for v in ("hand_layernorm", "hand_rmsnorm", "torch_layernorm", "torch_rmsnorm")}, **CPU)
+    (line,) = (x for x in study_section(runs, (), {}, Margins(), summarize(runs), source=mine).lines(10_000) if x.startswith("1. "))
+    assert "Source: -1.4 pp training time (torch_rmsnorm vs torch_layernorm -2.5% less hand_rmsnorm vs hand_layernorm -1.1%)" in line, line
+    assert "built-in" not in line and "hand-rolled" not in line, line
+    # The study's own claim keeps its words.
+    study = study_section(runs, (), {}, Margins(), summarize(runs)).lines(10_000)
+    assert any("(the built-ins' -0.4% less the hand-rolled -2.4%)" in x for x in study), study
+
+
+def test_a_researchers_file_named_as_the_studys_is_asked_of_as_its_own(tmp_path: Path) -> None:
+    """A file of one's own that shares the study's file name (`report.claims=[/my/rmsnorm_study.yaml]`)
+    is not the study: its headline asks of its claims, as its section speaks of them."""
+    mine = load("rmsnorm_study", builtin_variants(), [write(tmp_path / "claims", MINE, "rmsnorm_study")])
+    runs = made_up_runs({"torch_rmsnorm": "torch_rmsnorm", "hand_rmsnorm": "hand_rmsnorm"}, **CPU)
+    line = reproduced_line(study_section(runs, (), {}, Margins(test_loss=0.1), summarize(runs), source=mine).judged)
+    assert line.startswith("Claims of rmsnorm_study.yaml? 1 of its 2 claims tested"), line
+    assert "study" not in line.replace("rmsnorm_study", ""), line
 
 
 def test_report_claims_given_one_name_not_a_list_is_refused_saying_so() -> None:

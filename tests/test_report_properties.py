@@ -399,7 +399,7 @@ def check_no_study_in_a_researchers_section(a: Analysis, out: dict[str, str]) ->
     for section in a.claim_sections:
         if section.file.is_study:
             continue
-        text = "\n".join([*written(a, section).lines(10_000), reproduced_line(a, section)])
+        text = "\n".join([*written(a, section).lines(10_000), reproduced_line(section)])
         for label in sorted(set(a.runs.variant), key=len, reverse=True):  # a variant may be named by its init, `study`
             text = text.replace(label, "")
         text = re.sub(r"=study\b", "", text)
@@ -423,7 +423,7 @@ def check_headline_counts_add_up(a: Analysis, out: dict[str, str]) -> None:
     """The headline's tested, not-tested and outside counts add up to the file's claims, and a claim
     the section calls not tested is never counted tested or outside."""
     for section in a.claim_sections:
-        line = reproduced_line(a, section)
+        line = reproduced_line(section)
         if section.ran_none:
             continue
         m = re.search(r"(\d+) of (?:its|the study's) (\d+) claims? tested", line)

@@ -27,7 +27,6 @@ import pandas as pd
 from src.report.judge.speed import norm_shares
 from src.report.judge.study import Reach, StudySection
 from src.report.numbers import NATS, NATS_AS_IS, equivalent_text, estimate_text, settle_text
-from src.report.read.claims import STUDY_FILE
 from src.report.read.published import PRESET
 from src.report.read.table import AXIS_PREFIX
 from src.report.words.common import (
@@ -42,7 +41,7 @@ from src.report.words.common import (
 from src.report.words.jobs import how_jobs_ran
 from src.report.words.pairs import verdict_text
 from src.report.words.speed import share_where, step_time_text
-from src.report.words.study import absent_text
+from src.report.words.study import StudyText
 from src.report.words.study_setting import seeds_per_variant
 from src.stats.inference import MIN_SEEDS
 from src.stats.verdicts import ClaimWord, PairWord, SpeedWord
@@ -52,7 +51,6 @@ from src.tracking.variants import NORM_AXIS
 if TYPE_CHECKING:
     from src.report.analysis import Analysis
     from src.report.judge.pairs import Result
-    from src.report.judge.speed import SpeedVerdict
 
 HEADING = "At a glance"
 SHOWN = 4  # variants or pairs named on one line; the rest are counted
@@ -63,7 +61,7 @@ CHECK_COMMAND = "`report.speed_rounds=20` on the sweep's command (`experiment=no
 
 def headline(a: Analysis) -> list[str]:
     """The lines, each `<question>: <answer> (<evidence>); <next command>`."""
-    return [speed_line(a), loss_line(a), real_line(a), *(reproduced_line(a, s) for s in a.claim_sections)]
+    return [speed_line(a), loss_line(a), real_line(a), *(reproduced_line(s) for s in a.claim_sections)]
 
 
 def _named(items: Sequence[str], sep: str = ", ", noun: str = "") -> str:
@@ -77,13 +75,10 @@ def _named(items: Sequence[str], sep: str = ", ", noun: str = "") -> str:
 
 
 def speed_line(a: Analysis) -> str:
-    if a.speed_verdicts:
-        return _checked_speed(a.speed_verdicts, a.check, a.margins.speed)
-    return (f"Speed: not measured: the jobs, run {how_jobs_ran(a.runs)}, time the machine's load, not the norm (their "
-            f"tokens/s is in the table, labelled so); {CHECK_COMMAND} times the variants interleaved in one process.")  # fmt: skip
-
-
-def _checked_speed(verdicts: Sequence[SpeedVerdict], check: dict, margin: float) -> str:
+    verdicts = a.speed_verdicts
+    if not verdicts:
+        return (f"Speed: not measured: the jobs, run {how_jobs_ran(a.runs)}, time the machine's load, not the norm (their "
+                f"tokens/s is in the table, labelled so); {CHECK_COMMAND} times the variants interleaved in one process.")  # fmt: skip
     by_word = {word: [v for v in verdicts if v.verdict == word] for word in SpeedWord}
     parts = []
     for word in (SpeedWord.FASTER, SpeedWord.SLOWER):
@@ -92,16 +87,16 @@ def _checked_speed(verdicts: Sequence[SpeedVerdict], check: dict, margin: float)
             parts.append(_named(said, "; ", f" {word}"))
     if same := by_word[SpeedWord.EQUIVALENT]:
         every = "every pair" if len(same) == len(verdicts) else f"{len(same)} pair(s)"
-        parts.append(f"{every} {equivalent_text(f'{margin:.0%}')} of a step")
+        parts.append(f"{every} {equivalent_text(f'{a.margins.speed:.0%}')} of a step")
     if open_ := by_word[SpeedWord.UNRESOLVED]:
         most = max((v.rounds_needed or 0 for v in open_), default=0)
         settle = f": {settle_text(most, 'kernel rounds')}" if most else ""
         parts.append(f"{len(open_)} pair(s) {SpeedWord.UNRESOLVED}{settle} (`report.speed_kernel_s` longer)")
-    shares = norm_shares(check)
+    shares = norm_shares(a.check)
     share = ""
     if shares:
         low, high = min(shares, key=shares.get), max(shares, key=shares.get)  # type: ignore[arg-type]
-        share = f"; the norm is {shares[low]:.1%} ({low}) to {shares[high]:.1%} ({high}) {share_where(check)}"
+        share = f"; the norm is {shares[low]:.1%} ({low}) to {shares[high]:.1%} ({high}) {share_where(a.check)}"
     return f"Speed (speed check: the norms' kernels, {len(verdicts)} pair(s)): {'; '.join(parts)}{share}."
 
 
@@ -343,15 +338,15 @@ def _how_paired(tested: Sequence[Result], seeds: int) -> str:
 # --- the study --------------------------------------------------------------------------------------
 
 
-def reproduced_line(a: Analysis, section: StudySection | None = None) -> str:
-    """Where the sweep stands with each claim of a claims file (default: the first, the study's;
-    src.report.judge.study.Reach): tested in its domain, with their words; in its domain but not
-    tested (the variants they need did not run at this setting); outside it, with why. One line per file."""
-    study = section or a.study  # the judgements: the line needs their words, not the section's sentences
-    own = study.file.name != STUDY_FILE
+def reproduced_line(study: StudySection) -> str:
+    """Where the sweep stands with each claim of a claims file (its judgements: the line needs their
+    words, not the section's sentences; src.report.judge.study.Reach): tested in its domain, with their
+    words; in its domain but not tested (the variants they need did not run at this setting); outside
+    it, with why. One line per file."""
+    own = not study.file.is_study
     question, whose = (f"Claims of {study.file.name}.yaml?", "its") if own else ("Reproduced?", "the study's")
     if study.ran_none:
-        return f"{question} Not here: {absent_text(study)}"
+        return f"{question} Not here: {StudyText(study).absent}"  # the section's own words, without its setting or table
     words = {c.claim.number: c.word for c in study.claims}
     tested, untested, outside = (study.reached(r) for r in (Reach.TESTED, Reach.UNTESTED, Reach.OUTSIDE))
     grouped: dict[ClaimWord, list[int]] = {}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from src.report.judge.study_effects import Timing
 from src.report.read.timing import most_at_once
 
 ONE_AFTER_ANOTHER = "one after another"
@@ -37,3 +38,16 @@ def jobs_ran(at_once: int) -> str:
 def jobs_caveat(at_once: int) -> str:
     """The caveat a comparison of the jobs' own times carries: "one after another: not a measurement"."""
     return f"{jobs_ran(at_once)}: {NOT_A_MEASUREMENT}"
+
+
+def timing_caveat(timing: Timing | None, short: bool = False) -> str:
+    """Why a claim's time is not a measurement of the norm ("" where it is): said wherever the time is printed."""
+    if timing == Timing.ONE_AFTER_ANOTHER:
+        ran, load = jobs_ran(1), "the machine's load between jobs"
+    elif timing == Timing.AT_ONCE:
+        ran, load = AT_ONCE, "each beside the others' load"
+    else:
+        return ""
+    if short:
+        return f"jobs {ran} on CPUs: machine load"
+    return f"jobs timed {ran} on CPUs: {load}, {NOT_A_MEASUREMENT}"

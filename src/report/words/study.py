@@ -18,16 +18,14 @@ from src.core.tables import text_table
 from src.report.analysis import Analysis
 from src.report.judge.pairs import Margins
 from src.report.judge.sequential import SequentialVerdict
-from src.report.judge.speed import pair_estimate
 from src.report.judge.study import (
     ClaimResult,
     Finding,
-    SetAside,
     StudySection,
     against_study,
 )
-from src.report.judge.study_effects import Effect, Per, Timing
-from src.report.judge.study_match import Mismatch, study_code
+from src.report.judge.study_effects import Effect, Per
+from src.report.judge.study_match import Mismatch
 from src.report.kinds.base import interval_of
 from src.report.kinds.event import steps_text
 from src.report.kinds.metrics import shown
@@ -49,10 +47,9 @@ from src.report.read.claims import (
     Part,
     table_effect,
 )
-from src.report.words.common import NO_SHARED_SEED, ONE_RUN, counted, how_paired, run_counts
-from src.report.words.jobs import AT_ONCE, NOT_A_MEASUREMENT, jobs_ran
-from src.report.words.speed import step_time_text
-from src.report.words.study_setting import setting_lines, study_table
+from src.report.words.common import NO_SHARED_SEED, ONE_RUN, how_paired, run_counts
+from src.report.words.jobs import timing_caveat
+from src.report.words.study_setting import differs_text, setting_lines, study_table
 from src.report.words.table import DASH
 from src.stats.inference import ALPHA
 from src.stats.verdicts import (
@@ -74,48 +71,37 @@ ONE_RUN = f"{ONE_RUN_SHORT} (report.speed_rounds or seed=0,1,2 give one)"
 MEASURES_IT = "report.speed_rounds=20 times the norms interleaved in one process"
 
 
-def timing_caveat(timing: Timing | None, short: bool = False) -> str:
-    """Why a time is not a measurement of the norm ("" where it is), in src.report.words.jobs' words:
-    said wherever the time is printed."""
-    if timing not in (Timing.ONE_AFTER_ANOTHER, Timing.AT_ONCE):
-        return ""
-    ran = jobs_ran(1) if timing == Timing.ONE_AFTER_ANOTHER else AT_ONCE
-    load = "the machine's load between jobs" if timing == Timing.ONE_AFTER_ANOTHER else "each beside the others' load"
-    return f"jobs {ran} on CPUs: machine load" if short else f"jobs timed {ran} on CPUs: {load}, {NOT_A_MEASUREMENT}"
-
-
 def _named(part: Part) -> str:
     return f"{part.label} " if part.label else ""
 
 
+FIGURE_OF = {SPEED: "training time", LOSS: "nats test loss"}  # what a pair's published figure is of
+
+
 def published_text(claim: Claim, part: Part) -> str:
-    value = part.published(claim.metric)
-    if claim.metric == SHARE:
+    metric, value = claim.metric, part.published(claim.metric)
+    if metric == SHARE:
         return f"the share {part.kind.claimed(part, SHARE)}"
-    if claim.metric == SAVING:  # the sizes are this check's: the study names the architectures' costs, not sizes
+    if metric == SAVING:  # the sizes are this check's: the study names the architectures' costs, not sizes
         return part.kind.saving_text(part, SAVING)
-    if math.isnan(value) and claim.metric != STABILITY:
-        return f"{part.kind.claimed(part, claim.metric)} {'training time' if claim.metric == SPEED else 'nats test loss'}"
-    if claim.metric == SPEED:
-        if not part.minus:
-            return f"{shown(SPEED, value)} training time"
-        gaps = [RELATIVE(table_effect(part.table, SPEED, str(a), b)) for a, b in ((part.a, part.b), part.minus)]
-        return f"{shown(SPEED, value, True)} training time (the built-ins' {gaps[0]} less the hand-rolled {gaps[1]})"
-    if claim.metric == LOSS:
-        return f"{value:+.4f} nats test loss"
-    typical = f" (training typically collapses within about {claim.collapse_within} steps)" if claim.collapse_within else ""
-    return f"NaN by step {value:.0f}{typical}" if math.isfinite(value) else f"its loss goes NaN{typical}"
+    if metric == STABILITY:
+        typical = f" (training typically collapses within about {claim.collapse_within} steps)" if claim.collapse_within else ""
+        return f"NaN by step {value:.0f}{typical}" if math.isfinite(value) else f"its loss goes NaN{typical}"
+    if math.isnan(value):
+        return f"{part.kind.claimed(part, metric)} {FIGURE_OF[metric]}"
+    if not part.minus:
+        return f"{shown(metric, value)} {FIGURE_OF[metric]}"
+    pairs = ((part.a, part.b), part.minus)
+    # The study's one contrast is of its built-in and hand-rolled norms; any other file's, of its own pairs.
+    names = ("the built-ins'", "the hand-rolled") if part.noun == "the study" else (f"{b} vs {a}" for a, b in pairs)
+    gaps = [f"{name} {RELATIVE(table_effect(part.table, metric, str(a), b))}" for name, (a, b) in zip(names, pairs, strict=True)]
+    return f"{shown(metric, value, True)} {FIGURE_OF[metric]} ({gaps[0]} less {gaps[1]})"
 
 
 def not_the_setting(mismatches: Sequence[Mismatch], noun: str = "the study") -> str:
     """`not the study's setting: X has model.norm_placement=post (the study model.norm_placement=pre)`
     (`noun`: who stated the setting, its file's `source_noun`)."""
-    return f"not {noun}'s setting: " + ", ".join(f"{label} has {_differs(key, got, study, noun)}" for label, key, got, study in mismatches)
-
-
-def _differs(key: str, got: str, wanted: str | None, noun: str) -> str:
-    """`model.init=gpt2 (the study model.init=study)`: a run's value beside its source's."""
-    return f"{key}={got} ({noun} {'has no ' + key if wanted is None else f'{key}={wanted}'})"
+    return f"not {noun}'s setting: " + ", ".join(f"{label} has {differs_text(key, got, study, noun)}" for label, key, got, study in mismatches)
 
 
 # --- a claim part ---------------------------------------------------------------------------------------
@@ -283,17 +269,19 @@ def claim_line(c: ClaimResult) -> str:
     return f"{_head(c.claim, c.word)} This sweep: {'; '.join(figures)}.{reason}"
 
 
-def unjudged_line(claim: Claim, missing: Sequence[str]) -> str:
-    """A claim this sweep ran none of the parts of: the study's figure, and the variants it needs."""
-    return f"{_head(claim, ClaimWord.NOT_TESTED)} → needs {', '.join(missing)} (not swept)."
-
-
 UNTIMED = "untimed: the speed check times a share per model size (report.speed_rounds and report.share_rounds above 0)"
 
 
-def untimed_line(claim: Claim) -> str:
-    """A trend claim no share rounds timed: listed, not tested, and what would time it."""
-    return f"{_head(claim, ClaimWord.NOT_TESTED)} → {UNTIMED}."
+def listed(s: StudySection) -> list[tuple[Claim, ClaimWord, list[str]]]:
+    """Every claim of the file in its order, with its word and its lines: a judged one with its open
+    question; one this sweep ran none of the parts of with the variants it needs; a trend no share
+    rounds timed with what would time it."""
+    found = {c.claim.number: (c.claim, c.word, [line for line in (claim_line(c), open_question(c)) if line]) for c in s.claims}
+    for n, (claim, missing) in s.unjudged.items():
+        found[n] = (claim, ClaimWord.NOT_TESTED, [f"{_head(claim, ClaimWord.NOT_TESTED)} → needs {', '.join(missing)} (not swept)."])
+    for claim in s.untimed:
+        found[claim.number] = (claim, ClaimWord.NOT_TESTED, [f"{_head(claim, ClaimWord.NOT_TESTED)} → {UNTIMED}."])
+    return [found[n] for n in sorted(found)]
 
 
 def open_question(c: ClaimResult) -> str:
@@ -340,12 +328,6 @@ def open_question(c: ClaimResult) -> str:
 # --- the section ----------------------------------------------------------------------------------------
 
 
-def absent_text(judged: StudySection) -> str:
-    """Why the section lists no claim ("" when it lists some): the sweep ran none of the study's variants."""
-    whose = f"{judged.file.source_noun}'s variants" if judged.file.table else "the variants its claims name"
-    return f"this sweep ran none of {whose} ({', '.join(judged.file.variants)}); nothing to compare." if judged.ran_none else ""
-
-
 @dataclass
 class StudyText:
     """The section in words: the judged section (`judged`: its data is read there, never through
@@ -358,7 +340,9 @@ class StudyText:
     @property
     def absent(self) -> str:
         """Why no claim is listed ("" when some is): the sweep ran none of the study's variants."""
-        return absent_text(self.judged)
+        f = self.judged.file
+        whose = f"{f.source_noun}'s variants" if f.table else "the variants its claims name"
+        return f"this sweep ran none of {whose} ({', '.join(f.variants)}); nothing to compare." if self.judged.ran_none else ""
 
     @property
     def method(self) -> str:
@@ -395,11 +379,7 @@ class StudyText:
         return f"{lead}{beside}:"
 
     def claim_lines(self) -> list[str]:
-        """Every claim in the study's order: a judged one with its open question, an unjudged one with what it needs."""
-        judged = {c.claim.number: [line for line in (claim_line(c), open_question(c)) if line] for c in self.judged.claims}
-        unjudged = {n: [unjudged_line(c, missing)] for n, (c, missing) in self.judged.unjudged.items()}
-        untimed = {c.number: [untimed_line(c)] for c in self.judged.untimed}
-        return [line for _, lines in sorted({**judged, **unjudged, **untimed}.items()) for line in lines]
+        return [line for *_, lines in listed(self.judged) for line in lines]
 
     def outside_line(self) -> list[str]:
         """One line for the ways this sweep's setting leaves the claims' domains, shared by their lines."""
@@ -424,10 +404,7 @@ class StudyText:
         if self.absent:
             return [self.absent]
         full = f"the full section, each figure with its interval and reason: report.md and {self.judged.file.files_stem}.png on this run"
-        s = self.judged
-        words = {c.claim.number: (c.claim, c.word) for c in s.claims} | {n: (c, ClaimWord.NOT_TESTED) for n, (c, _) in s.unjudged.items()}
-        words |= {c.number: (c, ClaimWord.NOT_TESTED) for c in s.untimed}
-        return [*(f"{n}. {word} — {c.statement}" for n, (c, word) in sorted(words.items())), f"({full})"]
+        return [*(f"{c.number}. {word} — {c.statement}" for c, word, _ in listed(self.judged)), f"({full})"]
 
     def lines(self, width: int | None = None) -> list[str]:
         """The section for a terminal or a note: the heading, the lead, the setting, the table (its
@@ -440,42 +417,12 @@ class StudyText:
 
 
 def study_text(judged: StudySection, runs: pd.DataFrame, table: pd.DataFrame | None, check: Mapping[str, Any]) -> StudyText:
-    """The judged section written: with the report's table (src.report.read.table.summarize) the
-    study's table beside it, with a speed check of the norms' kernels its estimates against the
-    hand-rolled LayerNorm in place of the jobs' times."""
+    """The judged section written: its setting beside its source's (src.report.words.study_setting),
+    and with the report's table (src.report.read.table.summarize) its source's table beside it."""
     if judged.ran_none:
         return StudyText(judged)
-
-    def estimate(a: str, b: str) -> str | None:  # b's step time against a's, as the speed check's verdict has it
-        found = pair_estimate(check, a, b)
-        return step_time_text(found) if found is not None else None
-
-    source = judged.file
-    beside = (study_table(table, judged.labels, estimate if check.get("kernel") else None, timing_caveat(judged.timing, short=True), source)
-              if table is not None and source.table else None)  # fmt: skip
-    # The setting is that of the runs the claims read; the study's norms' other variants are named apart.
-    aside = {s.variant for s in judged.set_aside}
-    read = runs[~runs.variant.isin(aside)]
-    who = "the runs read" if aside else "this sweep"
-    setting = setting_lines(read, study_code(source), who, source.setting, source.source_noun) if source.setting else []
-    return StudyText(judged, [*setting, *set_aside_lines(judged.set_aside, judged.read, judged.file.source_noun)], beside)
-
-
-def set_aside_lines(set_aside: Sequence[SetAside], read: Sequence[str], noun: str) -> list[str]:
-    """`set aside, no claim reads them: X, Y (6 runs): model.init=gpt2 (the study model.init=study); the
-    lines above are the runs the claims read: ...` ([] when every run of its file's norms was read;
-    `noun`: who stated the setting, its file's `source_noun`)."""
-    if not set_aside:
-        return []
-    groups: dict[tuple[tuple[str, str, str | None], ...], list[SetAside]] = {}
-    for s in set_aside:
-        groups.setdefault(tuple(m[1:] for m in s.why), []).append(s)
-    said = []
-    for why, these in groups.items():
-        differs = " and ".join(_differs(key, got, wanted, noun) for key, got, wanted in why)
-        runs = sum(s.runs for s in these)
-        said.append(f"{', '.join(s.variant for s in these)} ({counted(runs, 'run')}){': ' + differs if differs else ''}")
-    return [f"set aside, read by no claim: {'; '.join(said)}. The lines above are the runs the claims read: {', '.join(read)}"]
+    beside = study_table(table, judged, check) if table is not None and judged.file.table else None
+    return StudyText(judged, setting_lines(runs, judged), beside)
 
 
 def written(a: Analysis, judged: StudySection | None = None) -> StudyText:

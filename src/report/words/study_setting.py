@@ -1,6 +1,6 @@
 """This sweep's setting and table beside the published study's: device and count, model size, tokens
 trained, precision and seeds, so a reader sees at a glance how far a comparison with the study
-carries; and per study variant its row next to this sweep's (`study_table`).
+carries; the runs no claim read, set aside; and per study variant its row next to this sweep's (`study_table`).
 
 Read from the runs frame (src.report.read.runs.setting_of puts each run's setting in its row); a value
 that differs between the runs is listed with each of its values. Torch-free.
@@ -9,12 +9,19 @@ that differs between the runs is listed with each of its values. Torch-free.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
-from src.report.read.claims import SPEED, ClaimsFile, Setting, table_effect
+from src.report.judge.speed import pair_estimate
+from src.report.judge.study import SetAside, StudySection
+from src.report.judge.study_match import study_code
+from src.report.read.claims import SPEED, Published, table_effect
 from src.report.read.table import most_seeds
+from src.report.words.common import counted
+from src.report.words.jobs import timing_caveat
+from src.report.words.speed import step_time_text
 from src.report.words.table import DASH, mean_cell
 from src.tracking.identity import INIT_KEY, INIT_RECORDED_BEFORE
 from src.tracking.tags import FINISHED
@@ -69,15 +76,22 @@ def code_line(runs: pd.DataFrame, study: Mapping[str, str | None], who: str = "t
     return f"code: {who} {sweep}; {noun} {theirs}" + (f" (differs: {', '.join(differs)})" if differs else "")
 
 
-def setting_lines(runs: pd.DataFrame, study_code: Mapping[str, str | None], who: str, s: Setting, noun: str = "the study") -> list[str]:
-    """One line per fact: `device: this sweep ...; the study ...` (`who`: whose runs these are, "the
-    runs read" where some were set aside; `noun`: who stated the setting, its file's `source_noun`),
-    the last its code (`study_code`: a `setting.code` key -> the source's value), where it names any. A quantity the runs differ in (two model sizes in one experiment) is given as
-    its range; tokens per parameter is each run's own."""
+def setting_lines(runs: pd.DataFrame, judged: StudySection) -> list[str]:
+    """One line per fact of the setting its file states: `device: this sweep ...; the study ...`
+    (the runs the claims read, "the runs read" where some were set aside; the source named by its
+    file's `source_noun`), then its code (`setting.code`), where it names any; then the runs set aside.
+    A quantity the runs differ in (two model sizes in one experiment) is given as its range; tokens per
+    parameter is each run's own."""
+    s, noun = judged.file.setting, judged.file.source_noun
+    aside = set_aside_lines(judged.set_aside, judged.read, noun)
+    if s is None:
+        return aside
+    runs = runs[~runs.variant.isin({a.variant for a in judged.set_aside})]
+    who = "the runs read" if judged.set_aside else "this sweep"
     n_params = f"{_span(runs.n_params, '{:,.0f}')} parameters"
     per_param = _span(runs.tokens / runs.n_params, "{:.3g}")
     sweep_tokens = _span(runs.tokens, "{:,.0f}") + (f" ({per_param} per parameter)" if per_param != "?" else "")
-    code = code_line(runs, study_code, who, noun)
+    code = code_line(runs, study_code(judged.file), who, noun)
     return [
         f"device: {who} {device_text(runs)}; {noun} {s.devices}× {s.device} ({'cuda' if s.cuda else 'cpu'})",
         f"model: {who} {_values(runs.model)}, {n_params}; {noun} {s.model}, {s.n_params:,} parameters",
@@ -86,7 +100,30 @@ def setting_lines(runs: pd.DataFrame, study_code: Mapping[str, str | None], who:
         f"seeds per variant: {who} {seeds_per_variant(runs)}; {noun} {s.seeds}",
         *([code] if code else []),
         *not_the_study_lines(runs, noun),
+        *aside,
     ]
+
+
+def differs_text(key: str, got: str, wanted: str | None, noun: str) -> str:
+    """`model.init=gpt2 (the study model.init=study)`: a run's value beside its source's."""
+    return f"{key}={got} ({noun} {'has no ' + key if wanted is None else f'{key}={wanted}'})"
+
+
+def set_aside_lines(set_aside: Sequence[SetAside], read: Sequence[str], noun: str) -> list[str]:
+    """`set aside, no claim reads them: X, Y (6 runs): model.init=gpt2 (the study model.init=study); the
+    lines above are the runs the claims read: ...` ([] when every run of its file's norms was read;
+    `noun`: who stated the setting, its file's `source_noun`)."""
+    if not set_aside:
+        return []
+    groups: dict[tuple[tuple[str, str, str | None], ...], list[SetAside]] = {}
+    for s in set_aside:
+        groups.setdefault(tuple(m[1:] for m in s.why), []).append(s)
+    said = []
+    for why, these in groups.items():
+        differs = " and ".join(differs_text(key, got, wanted, noun) for key, got, wanted in why)
+        runs = sum(s.runs for s in these)
+        said.append(f"{', '.join(s.variant for s in these)} ({counted(runs, 'run')}){': ' + differs if differs else ''}")
+    return [f"set aside, read by no claim: {'; '.join(said)}. The lines above are the runs the claims read: {', '.join(read)}"]
 
 
 def not_the_study_lines(runs: pd.DataFrame, noun: str = "the study") -> list[str]:
@@ -98,65 +135,54 @@ def not_the_study_lines(runs: pd.DataFrame, noun: str = "the study") -> list[str
     return [f"not {noun}'s variants (no claim reads them): {', '.join(named)}"] if named else []
 
 
-TABLE_COLUMNS = ["variant", "seeds (study / sweep)", "training time s (study)", "training time s (sweep)",
-                 "tokens/s (study)", "tokens/s (sweep)", "test loss (study)", "test loss (sweep)"]  # fmt: skip
-
-
 # With a speed check, the sweep's speed beside the study's is its one estimate per pair (against the
 # hand-rolled LayerNorm, as the study's claims time the built-ins), not the jobs' own times.
 TIME_REFERENCE = "hand_layernorm"
-RELATIVE_COLUMNS = ["variant", "seeds (study / sweep)", "training time s (study)", f"training time vs {TIME_REFERENCE} (study)",
-                    f"step time vs {TIME_REFERENCE} (sweep, speed check)", "test loss (study)", "test loss (sweep)"]  # fmt: skip
 
 
-def study_table(
-    table: pd.DataFrame,
-    labels: Mapping[str, str | None],
-    estimate: Callable[[str, str], str | None] | None,
-    caveat: str,
-    source: ClaimsFile,
-) -> tuple[list[str], list[list[str]]]:
+def study_table(table: pd.DataFrame, judged: StudySection, check: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
     """The study's row and this sweep's (mean ± 95% CI over finished seeds, the report's table) per
-    study variant: the sweep's variant that is the study's (`labels`), or where none is (another model
-    size, placement, ...) each variant of that norm the sweep ran (the table's `norm`), named as the
-    report names it, so the table is never a header alone. With `estimate` (variants a, b -> b's speed
-    estimate against a from the speed check, as text) the sweep's speed is that, relative to the
-    hand-rolled LayerNorm, in place of its jobs' times and tokens/s; else those, headed with `caveat`
-    where they are not a measurement (jobs on a CPU)."""
-    rows = []
+    study variant: the sweep's variant that is the study's (`judged.labels`), or where none is (another
+    model size, placement, ...) each variant of that norm the sweep ran (the table's `norm`), named as
+    the report names it, so the table is never a header alone. With a speed check of the norms'
+    kernels the sweep's speed is its estimate of each variant against the hand-rolled LayerNorm, in
+    place of its jobs' times and tokens/s; else those, headed with how the jobs were timed where they
+    are not a measurement (jobs on a CPU)."""
+    source, reference = judged.file, judged.labels.get(TIME_REFERENCE)
+    whose = source.source_noun.removeprefix("the ")  # the columns name whose figures they hold
+    caveat = timing_caveat(judged.timing, short=True)
+    jobs = f"sweep; {caveat}" if caveat else "sweep"
+    seeds = source.setting.seeds if source.setting else 1
+
+    def theirs(x: float, fmt: str) -> str:
+        return DASH if math.isnan(x) else fmt.format(x)
+
+    def step_time(variant: str) -> str:  # against the reference, as the speed check's verdict has it
+        found = pair_estimate(check, reference, variant) if reference and variant != reference else None
+        return "ref" if variant == reference else step_time_text(found) if found is not None else DASH
+
+    # header -> its cell of (a norm of the source, its row there, the sweep's variant, its row in the report's table)
+    cells: dict[str, Callable[[str, Published, str, Any], str]] = {
+        "variant": lambda norm, s, v, r: norm if v == norm else f"{norm} ({v})",
+        f"seeds ({whose} / sweep)": lambda norm, s, v, r: f"{seeds} / {int(r.finished)}",
+        f"training time s ({whose})": lambda norm, s, v, r: theirs(s.train_time_s, "{:,.0f}"),
+    }
+    if check.get("kernel"):
+        cells[f"training time vs {TIME_REFERENCE} ({whose})"] = lambda norm, s, v, r: (
+            "ref" if norm == TIME_REFERENCE else theirs(table_effect(source.table, SPEED, TIME_REFERENCE, norm), "{:+.1%}"))
+        cells[f"step time vs {TIME_REFERENCE} (sweep, speed check)"] = lambda norm, s, v, r: step_time(v)
+    else:
+        cells[f"training time s ({jobs})"] = lambda norm, s, v, r: mean_cell(r, "train_time_s")
+        cells[f"tokens/s ({whose})"] = lambda norm, s, v, r: theirs(s.tokens_per_sec, "{:,.0f}")
+        cells[f"tokens/s ({jobs})"] = lambda norm, s, v, r: mean_cell(r, "tokens_per_sec")
+    cells[f"test loss ({whose})"] = lambda norm, s, v, r: (
+        f"NaN by step {s.nan_from_step}" if s.nan_from_step is not None else theirs(s.test_loss, "{:.4f}"))
+    cells["test loss (sweep)"] = lambda norm, s, v, r: str(r.notes) if r.finished == 0 and r.notes else mean_cell(r, "test_loss")
     by_variant = table.set_index("variant") if len(table) else table
     norm_of = by_variant["norm"].to_dict() if "norm" in by_variant else {}
-    reference = labels.get(TIME_REFERENCE)
-    for norm in source.table:
-        label = labels.get(norm)
+    rows = []
+    for norm, study in source.table.items():
+        label = judged.labels.get(norm)
         shown = [label] if label is not None else [v for v in by_variant.index if norm_of.get(v) == norm]
-        for variant in shown:
-            if variant not in by_variant.index:
-                continue
-            row = _study_row(source, norm, str(variant), by_variant.loc[variant])
-            if estimate is not None:
-                study = table_effect(source.table, SPEED, TIME_REFERENCE, norm)
-                ours = "ref" if variant == reference else (estimate(reference, str(variant)) if reference else None)
-                study_text = "ref" if norm == TIME_REFERENCE else DASH if math.isnan(study) else f"{study:+.1%}"
-                row = [*row[:3], study_text, ours or DASH, *row[6:]]
-            rows.append(row)
-    # The columns name whose figures they hold: the study's, or another source's.
-    whose = source.source_noun.removeprefix("the ")
-    if estimate is not None:
-        return [c.replace("(study", f"({whose}") for c in RELATIVE_COLUMNS], rows
-    timed = ("training time s (sweep)", "tokens/s (sweep)")
-    return [f"{c[:-1]}; {caveat})" if caveat and c in timed else c.replace("(study", f"({whose}") for c in TABLE_COLUMNS], rows
-
-
-def _study_row(source: ClaimsFile, norm: str, label: str, r: pd.Series) -> list[str]:
-    """One study variant's row: the study's figures beside those of the sweep's variant `label`."""
-    study = source.table[norm]
-    ours = [mean_cell(r, c) for c in ("train_time_s", "tokens_per_sec", "test_loss")]
-    if r.finished == 0 and r.notes:
-        ours[-1] = str(r.notes)
-    theirs = [DASH if math.isnan(v) else f.format(v) for v, f in ((study.train_time_s, "{:,.0f}"), (study.tokens_per_sec, "{:,.0f}"), (study.test_loss, "{:.4f}"))]
-    if study.nan_from_step is not None:
-        theirs[-1] = f"NaN by step {study.nan_from_step}"
-    name = norm if label == norm else f"{norm} ({label})"
-    seeds = source.setting.seeds if source.setting else 1
-    return [name, f"{seeds} / {int(r.finished)}", theirs[0], ours[0], theirs[1], ours[1], theirs[2], ours[2]]
+        rows += [[cell(norm, study, str(v), by_variant.loc[v]) for cell in cells.values()] for v in shown if v in by_variant.index]
+    return list(cells), rows
