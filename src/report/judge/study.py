@@ -273,13 +273,18 @@ def readings_of(part: Part, metric: str, low: float, high: float, e: Evidence, e
 
 def part_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
     """One part on this sweep: its judgement from the gates (the domain, the evidence), then the
-    interval (src/stats/verdicts.py decides each)."""
+    interval, or an event's count of runs (src/stats/verdicts.py decides each)."""
     # The domain is the sweep's setting, judged once per claim (its parts' models differ by a norm's weights).
-    runs = e.runs_read(claim)
+    runs = e.runs_read(claim)  # an event's: no_norm's and the normalized variants'
     off = tuple(outside(claim.domain, runs, e.source))
     found = Finding(part, claim.metric, ClaimWord.INCONCLUSIVE, outside=off, alpha=e.alpha,
                     variants=tuple(str(e.labels.get(v, v)) for v in part.variants()),
                     devices=e.source.setting.devices if e.source.setting else 0)  # fmt: skip
+    if claim.metric == STABILITY:  # no_norm diverges where the normalized variants, at its learning rate, train on
+        d = Divergence.of(str(e.labels[part.b]), runs, claim.collapse_within)
+        # Outside the domain (a CPU collapse at a raised learning rate, say): what it shows at its own setting.
+        j = gate(d.judge(part.published(STABILITY), e.alpha, most_seeds(runs)), bool(off))
+        return replace(found, word=j.word, judgement=j, divergence=d)
     effect = effect_of(claim, part, e)
     if effect is not None and not effect.measured:  # the jobs' times on a CPU: shown with their caveat, read for no word
         j = gate(no_evidence(has_runs=True), bool(off), say_here=False)
@@ -295,20 +300,6 @@ def part_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
     return replace(found, word=j.word, effect=effect, low=low, high=high, margin=e.margin(claim.metric), judgement=j,
                    decision=decision, processes=processes(claim.domain, runs, e.source),
                    shares=share_levels(e.check, part, e.alpha) if claim.metric in SIZED else ())  # fmt: skip
-
-
-# --- claim 6: an event ----------------------------------------------------------------------------------
-
-
-def divergence_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
-    """Claim 6: no_norm diverges where the normalized variants, at its learning rate, train on (its
-    runs counted and judged by the event kind: src.report.kinds.event.Divergence)."""
-    runs = e.runs_read(claim)  # no_norm's and the normalized variants'
-    d = Divergence.of(str(e.labels[part.b]), runs, claim.collapse_within)
-    off = tuple(outside(claim.domain, runs, e.source))
-    # Outside the domain (a CPU collapse at a raised learning rate, say): what it shows at its own setting.
-    j = gate(d.judge(part.published(STABILITY), e.alpha, most_seeds(runs)), bool(off))
-    return Finding(part, STABILITY, j.word, outside=off, judgement=j, alpha=e.alpha, divergence=d)
 
 
 def evaluate(claim: Claim, e: Evidence) -> ClaimResult | None:
@@ -328,8 +319,6 @@ def evaluate(claim: Claim, e: Evidence) -> ClaimResult | None:
         missing = [v for v in needed if e.labels.get(v) is None]
         if missing:
             findings.append(Finding(part, claim.metric, ClaimWord.NOT_APPLICABLE, mismatch=tuple(e.why_not[v] for v in missing)))
-        elif claim.metric == STABILITY:
-            findings.append(divergence_finding(claim, part, e))
         else:
             findings.append(part_finding(claim, part, e))
     if not findings:
