@@ -41,7 +41,6 @@ from src.report.judge.study_match import (
     is_precision,
     match,
     study_values,
-    the_study,
 )
 from src.report.kinds.event import Divergence
 from src.report.read.claims import (
@@ -54,6 +53,7 @@ from src.report.read.claims import (
     Domain,
     Part,
 )
+from src.report.read.published import STUDY
 from src.report.read.table import most_seeds
 from src.stats.inference import ALPHA
 from src.stats.pairs import pair_label
@@ -179,7 +179,7 @@ class StudySection:
     read: tuple[str, ...] = ()  # the variants the claims read
     set_aside: tuple[SetAside, ...] = ()  # the study's norms' other variants, which no claim read
     timing: Timing = Timing.OWN_DEVICE  # how the jobs' own times were taken (the table's speed columns)
-    file: ClaimsFile = field(default_factory=the_study)  # the claims file judged
+    file: ClaimsFile = STUDY  # the claims file judged
     untimed: tuple[Claim, ...] = ()  # trend claims no share rounds timed: not tested here, said so
 
     def reached(self, reach: Reach) -> list[int]:
@@ -211,7 +211,7 @@ class Evidence:
     sequential: Sequence[SequentialVerdict] = ()
     family: int = 1  # the tests the section's words rest on: each at 1 - ALPHA / family
     effects: dict[tuple[str, Part], Effect | None] = field(default_factory=dict)  # measured once per part
-    source: ClaimsFile = field(default_factory=the_study)  # the claims file judged
+    source: ClaimsFile = STUDY  # the claims file judged
 
     def variants_read(self, claim: Claim) -> set[str]:
         """The variants `claim` reads here: its norms' (claim 6 also every normalized variant it counts)."""
@@ -405,7 +405,7 @@ def against_study(
     (src.report.read.runs), axes, the latest speed check (`variants.json`, empty without one) and a
     sequential sweep's decisions. A trend claim is listed where the check timed its norm's share (it
     reads no run); a file whose every claim is such is judged whatever variants the sweep ran."""
-    source = source or the_study()
+    source = source or STUDY
     variants = source.variants
     swept = set(runs.norm)
     present = [n for n in variants if n in swept]
