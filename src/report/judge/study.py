@@ -36,10 +36,9 @@ from src.report.judge.study_effects import (
 )
 from src.report.judge.study_match import (
     Mismatch,
-    any_precision,
     differences,
-    is_precision,
     match,
+    split_precision,
     study_values,
 )
 from src.report.kinds.event import Divergence
@@ -427,9 +426,9 @@ def against_study(
 
     # Precision is a fact of each claim's domain, judged by one rule whether swept or not: every claim
     # matches the study's norms with it left free, and reads, of several, the variant its domain prefers.
-    study_precision = {c: v for c, v in values.items() if is_precision(c)}
+    study_precision, others = split_precision(values)
     domains = {c.domain.precision: c.domain for c in listed}
-    evidence = {p: matched(any_precision(values), precision_rank(d, study_precision)) for p, d in domains.items()}
+    evidence = {p: matched(others, precision_rank(d, study_precision)) for p, d in domains.items()}
 
     def judge() -> dict[int, ClaimResult | None]:
         return {c.number: evaluate(c, evidence[c.domain.precision]) for c in listed}

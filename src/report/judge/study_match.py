@@ -81,13 +81,9 @@ def match(norm: str, runs: pd.DataFrame, values: Mapping[str, str | None],
     return None, tuple(dict.fromkeys(reasons))
 
 
-def is_precision(column: str) -> bool:
-    """A runs frame's column that is a swept precision key (`axis.precision`, `axis.precision.name`)."""
-    return column.removeprefix(AXIS_PREFIX).split(".")[0] == "precision"
-
-
-def any_precision(values: Mapping[str, str | None]) -> dict[str, str | None]:
-    """The study's values less a swept precision: precision is a fact of a claim's domain
-    (src.report.judge.study_effects.outside), judged the same whether the sweep varied it or not,
-    never a reason a variant is not the study's norm."""
-    return {c: v for c, v in values.items() if not is_precision(c)}
+def split_precision(values: Mapping[str, str | None]) -> tuple[dict[str, str | None], dict[str, str | None]]:
+    """The study's values as its swept precision keys' (`axis.precision`, `axis.precision.name`) and the
+    rest: precision is a fact of a claim's domain (src.report.judge.study_effects.outside), judged the
+    same whether the sweep varied it or not, never a reason a variant is not the study's norm."""
+    precision = {c: v for c, v in values.items() if c.removeprefix(AXIS_PREFIX).split(".")[0] == "precision"}
+    return precision, {c: v for c, v in values.items() if c not in precision}
