@@ -183,10 +183,8 @@ def report(args: argparse.Namespace) -> int:
     running = running_sweep_of(experiment, uri, stale_after_s)
     if running is not None:
         return partial_report(experiment, uri, running, args.out, margins, chosen, reference, stale_after_s)
-    analysis = generate_report(
-        experiment, uri, out, log_summary=not args.no_summary_run, margins=margins, pairs=chosen,
-        reference=reference, stale_after_s=stale_after_s, claims=claims,
-    )  # fmt: skip
+    found = analyze(experiment, uri, margins, chosen, reference, stale_after_s, claims)
+    analysis = generate_report(found, out, log_summary=not args.no_summary_run)
     print(terminal_text(analysis))
     print(f"\nwritten to {out}")
     print(links_text("in the MLflow UI (python -m src.ui):", ui_links(analysis, ui_base(cfg.logger))))
