@@ -1,10 +1,7 @@
 """`claims.png`: a forest plot of the study's claims against this sweep, one row per claim part with an
-interval, in a panel per metric (what each row draws: docs/reproducing.md, "The forest plot").
-
-A part outside its claim's domain is drawn *not testable here*, with no coloured dot of this sweep's:
-set beside the study's band, a CPU's ~0% would read "the effect was not there". Its own reading at
-its own setting is set apart, a grey hollow square below the claim's marks, named in the legend as no
-test of the claim.
+interval, in a panel per metric (what each row draws: docs/reproducing.md, "The forest plot"; why a
+part outside its claim's domain has no dot of this sweep's: "The forest plot of the same section").
+Its own reading at its own setting is set apart, a grey hollow square below the claim's marks.
 """
 
 from __future__ import annotations
