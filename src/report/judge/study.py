@@ -217,10 +217,6 @@ class Evidence:
         norms = set(self.labels) if claim.metric == STABILITY else claim.variants()
         return {str(v) for n, v in self.labels.items() if n in norms and v}
 
-    def runs_read(self, claim: Claim) -> pd.DataFrame:
-        """The runs of the variants `claim` reads here: the setting its domain is held against."""
-        return self.runs[self.runs.variant.isin(self.variants_read(claim))]
-
     def margin(self, metric: str) -> float:
         """The equivalence margin: nats of test loss, else relative (a time, a norm's share)."""
         return self.margins.test_loss if metric == LOSS else self.margins.speed
@@ -273,8 +269,9 @@ def readings_of(part: Part, metric: str, low: float, high: float, e: Evidence, e
 def part_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
     """One part on this sweep: its judgement from the gates (the domain, the evidence), then the
     interval, or an event's count of runs (src/stats/verdicts.py decides each)."""
-    # The domain is the sweep's setting, judged once per claim (its parts' models differ by a norm's weights).
-    runs = e.runs_read(claim)  # an event's: no_norm's and the normalized variants'
+    # The domain is the sweep's setting, judged once per claim (its parts' models differ by a norm's weights):
+    # the setting of the runs it reads (an event's: no_norm's and the normalized variants').
+    runs = e.runs[e.runs.variant.isin(e.variants_read(claim))]
     off = tuple(outside(claim.domain, runs, e.source))
     found = Finding(part, claim.metric, ClaimWord.INCONCLUSIVE, outside=off, alpha=e.alpha,
                     variants=tuple(str(e.labels.get(v, v)) for v in part.variants()),
