@@ -110,7 +110,7 @@ def test_single_seed_table_matches_the_study(client: MlflowClient, store: dict[s
     no_norm = {"diverged_at_step": TABLE["no_norm"].nan_from_step, "steps_done": 529.0}
     client.set_tag(log_run(client, exp, "no_norm", 0, no_norm, outcome="diverged", params=setting), DEVICE_TAG, "NVIDIA A100-SXM4-40GB")
 
-    analysis = generate_report("study", store["uri"], tmp_path / "out")
+    analysis = generate_report(analyze("study", store["uri"]), tmp_path / "out")
     table = analysis.table.set_index("variant")
     for norm, (time_s, tps, loss) in STUDY.items():
         assert table.loc[norm, ["train_time_s", "tokens_per_sec", "test_loss"]].tolist() == [time_s, tps, loss]
@@ -207,7 +207,7 @@ def test_multi_seed_statistics_and_bookkeeping(client: MlflowClient, store: dict
 
     # The report's run is reused by a second report and never read back as a result.
     for _ in range(2):
-        generate_report("seeds", store["uri"], tmp_path / "out")
+        generate_report(analyze("seeds", store["uri"]), tmp_path / "out")
     summaries = client.search_runs([exp], filter_string=f"tags.`{SWEEP_TAG}` = 'true'")
     assert len(summaries) == 1 and summaries[0].info.run_name == "report"
     artifacts = {a.path for a in client.list_artifacts(summaries[0].info.run_id, "report")}
@@ -274,7 +274,7 @@ def test_zoo_is_grouped_by_family_and_compares_dyt(client: MlflowClient, store: 
     for seed in (0, 1):
         for i, norm in enumerate(zoo):
             log_run(client, exp, norm, seed, finished(10.0 + i, 1000.0 + 10 * i + seed, 6.0 + 0.01 * i - 0.02 * seed))
-    analysis = generate_report("zoo", store["uri"], tmp_path / "out", log_summary=False)
+    analysis = generate_report(analyze("zoo", store["uri"]), tmp_path / "out", log_summary=False)
     table = analysis.table
     assert list(table.variant) == [
         "hand_layernorm", "torch_layernorm", "layernorm_noaffine", "dyt", "fast_dyt", "scalenorm", "no_norm"
@@ -298,7 +298,7 @@ def test_learning_rate_sweep_report(client: MlflowClient, store: dict[str, str],
             log_run(client, exp, "no_norm", 0, finished(1.0, 100.0, 6.8), lr=lr)
         else:
             log_run(client, exp, "no_norm", 0, {"diverged_at_step": 23.0, "steps_done": 22.0}, outcome="diverged", lr=lr)
-    analysis = generate_report("lr", store["uri"], tmp_path / "out", log_summary=False)
+    analysis = generate_report(analyze("lr", store["uri"]), tmp_path / "out", log_summary=False)
     assert len(analysis.runs) == 6  # one run per variant, learning rate and seed: none superseded
     stability = analysis.stability
     assert list(stability.lr[stability.variant == "no_norm"]) == grid
@@ -391,7 +391,7 @@ def test_paired_comparisons_by_hand(client: MlflowClient, store: dict[str, str],
     for seed, loss in [(10, 6.15), (11, 6.25)]:
         log_run(client, exp, "hand_rmsnorm", seed, finished(10.0, 100.0 + seed, loss))
 
-    analysis = generate_report("paired", store["uri"], tmp_path, margins=Margins(test_loss=0.01, speed=0.02))
+    analysis = generate_report(analyze("paired", store["uri"], Margins(test_loss=0.01, speed=0.02)), tmp_path)
     by = {(r.a, r.b, r.metric): r for r in analysis.comparisons}
     loss = by["hand_layernorm", "torch_layernorm", "test_loss"]
     se = 0.001 / math.sqrt(3)

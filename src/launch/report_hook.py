@@ -93,6 +93,7 @@ class SweepReport(Callback):
 
         register_resolvers()
         # late: MLflow and pandas are slow to import
+        from src.report.analysis import analyze
         from src.report.files import report_folder
         from src.report.generate import generate_report
         from src.report.render.terminal import links_text, terminal_text, ui_links
@@ -115,10 +116,8 @@ class SweepReport(Callback):
         reference = reference_setting(report_settings)
         from src.report.read.claims import chosen
 
-        analysis = generate_report(
-            experiment, config.logger.tracking_uri, out_dir, margins=margins, pairs=pairs, reference=reference,
-            claims=chosen(report_settings),
-        )
+        found = analyze(experiment, config.logger.tracking_uri, margins, pairs, reference, claims=chosen(report_settings))
+        analysis = generate_report(found, out_dir)
         print(terminal_text(analysis), flush=True)
         print(f"\nreport written to {analysis.files[0].parent}", flush=True)
         from src.tracking.ui_view import ui_base

@@ -6,7 +6,7 @@
 - `render.terminal`, `render.markdown`, `render.html`: the same report for a terminal, `report.md`
   (and the verdict MLflow shows on the sweep's run) and `report.html`;
 - `files`: `write` puts the pages, CSVs and figures in `reports/<experiment>/`;
-- `generate`: `generate_report` does all of it and attaches the files to the sweep's parent run
+- `generate`: `generate_report` writes an analysis's files and attaches them to the sweep's parent run
   (`report/`), where MLflow's artifact viewer shows `report.html` with its figures inline and the
   CSVs as grids.
 

@@ -22,16 +22,16 @@ from omegaconf import OmegaConf
 
 from src.core import cli, paths
 from src.core.terminal import fit
-from src.report.analysis import analyze
+from src.report.analysis import Analysis, analyze
 from src.report.commands.status import status_text
 from src.report.files import report_folder, write
 from src.report.generate import generate_report
 from src.report.read.runs import ReportError, open_store
-from src.report.read.settings import Margins, default_margin, reference_setting, settings
+from src.report.read.settings import default_margin, reference_setting, settings
 from src.report.render.terminal import links_text, terminal_text, ui_links
 from src.tracking.server_client import ServerLost, TeamServerDown
 from src.tracking.store_uri import StoreError, redact_uri
-from src.tracking.sweep import JOBS_FILE, STALE_AFTER_S, running_sweep
+from src.tracking.sweep import JOBS_FILE, running_sweep
 from src.tracking.tags import HOST_TAG, PID_TAG
 from src.tracking.ui_view import ui_base
 
@@ -89,19 +89,9 @@ def running_sweep_of(experiment: str, uri: str, stale_after_s: float) -> Run | N
     return running_sweep(store, found.experiment_id, stale_after_s) if found is not None else None
 
 
-def partial_report(
-    experiment: str,
-    uri: str,
-    sweep: Run,
-    out: Path | None,
-    margins: Margins,
-    pairs: list[tuple[str, str]] | None,
-    reference: dict[str, str] | None = None,
-    stale_after_s: float = STALE_AFTER_S,
-) -> int:
+def partial_report(analysis: Analysis, sweep: Run, out: Path | None) -> int:
     """A report taken while the sweep runs: read only. It is printed (and written only to an explicit
     --out); the sweep's run and reports/<experiment>/ get the full report when the sweep ends."""
-    analysis = analyze(experiment, uri, margins, pairs, reference=reference, stale_after_s=stale_after_s)
     print(terminal_text(analysis))
     if out is not None:
         write(analysis, out)
@@ -109,7 +99,7 @@ def partial_report(
     tags = sweep.data.tags
     where = f"pid {tags.get(PID_TAG, '?')} on {tags.get(HOST_TAG, '?')}"
     note = (
-        f"note: sweep run {sweep.info.run_id} of {experiment!r} is still running ({where}): this report is partial "
+        f"note: sweep run {sweep.info.run_id} of {analysis.experiment!r} is still running ({where}): this report is partial "
         f"({len(analysis.runs)} runs so far); nothing was written to the sweep run or to the reports folder, which get "
         "the full report when the sweep ends (--out DIR saves this one)"
     )
@@ -181,12 +171,11 @@ def report(args: argparse.Namespace) -> int:
     paths.require_writable(out, "--out" if args.out else "paths.reports_dir", f"the report's files go to {out}: choose a writable folder")
     stale_after_s = float(cfg.sweep.stale_after_s)  # the runs' states as --status judges them
     running = running_sweep_of(experiment, uri, stale_after_s)
+    # A partial report judges the study's claims file alone (report.claims: the full report's).
+    found = analyze(experiment, uri, margins, chosen, reference, stale_after_s, claims if running is None else ())
     if running is not None:
-        return partial_report(experiment, uri, running, args.out, margins, chosen, reference, stale_after_s)
-    analysis = generate_report(
-        experiment, uri, out, log_summary=not args.no_summary_run, margins=margins, pairs=chosen,
-        reference=reference, stale_after_s=stale_after_s, claims=claims,
-    )  # fmt: skip
+        return partial_report(found, running, args.out)
+    analysis = generate_report(found, out, log_summary=not args.no_summary_run)
     print(terminal_text(analysis))
     print(f"\nwritten to {out}")
     print(links_text("in the MLflow UI (python -m src.ui):", ui_links(analysis, ui_base(cfg.logger))))

@@ -28,7 +28,7 @@ from src.report.judge.pairs import (
     unmatched_pairs,
 )
 from src.report.judge.sequential import SequentialVerdict, load_verdicts
-from src.report.judge.speed import SpeedVerdict, check_reference, compare_speed, pair_estimate, timed_variants
+from src.report.judge.speed import SpeedVerdict, check_reference, compare_speed, timed_variants
 from src.report.judge.stability import by_learning_rate, initial_losses, is_lr_sweep, lr_sensitivity
 from src.report.judge.study import StudySection, against_study
 from src.report.read.claims import ClaimsFile
@@ -88,16 +88,14 @@ class Analysis:
 
     def speed_estimates(self) -> tuple[str, dict[str, tuple[float, float, float]]] | None:
         """The speed check's reference and, per variant it timed, the step-time change against it
-        (relative; the one estimate, src.report.judge.speed.pair_estimate, with its 95% interval); the
-        reference's own is 0. None without a check of the norms' kernels."""
+        (relative; the estimate its verdict against the reference read, `reference_speed`, with its 95%
+        interval); the reference's own is 0. None without a check of the norms' kernels."""
         reference = check_reference(self.check)
         if reference is None:
             return None
         found = {reference: (0.0, 0.0, 0.0)}
-        for variant in timed_variants(self.check):
-            estimate = pair_estimate(self.check, reference, variant) if variant != reference else None
-            if estimate is not None:
-                found[variant] = (math.expm1(estimate.diff), math.expm1(estimate.low), math.expm1(estimate.high))
+        for v in self.reference_speed:
+            found[v.b] = (math.expm1(v.predicted.diff), math.expm1(v.predicted.low), math.expm1(v.predicted.high))
         return reference, found
 
 

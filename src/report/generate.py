@@ -1,7 +1,7 @@
 """The whole report of one experiment: analysed, written to files and attached to the sweep's run.
 
-`generate_report` is what `python -m src.report` and the sweep-end report hook run; a notebook that
-only reads uses `src.report.analysis.analyze`. Kept out of `src/report/__init__.py`, which runs before
+`generate_report` is what `python -m src.report` and the sweep-end report hook run on what
+`src.report.analysis.analyze` read (a notebook that only reads uses `analyze` alone). Kept out of `src/report/__init__.py`, which runs before
 any module of the package: a light reader (the claims format, the report's settings) would otherwise
 import pandas, scipy, matplotlib and MLflow with it.
 """
@@ -9,17 +9,14 @@ import pandas, scipy, matplotlib and MLflow with it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from src.core import paths
-from src.report.analysis import Analysis, analyze
+from src.report.analysis import Analysis
 from src.report.figures.style import NOT_A_VARIANT, variant_hex
 from src.report.files import claim_tags, report_folder, write
-from src.report.judge.pairs import Margins
-from src.report.read.claims import ClaimsFile
 from src.report.read.runs import open_store, save_summary_run, tag_variants
 from src.report.render.markdown import verdict
 from src.report.render.sections import table_rows
@@ -27,27 +24,14 @@ from src.report.words.columns import job_columns
 from src.report.words.pairs import comparisons_frame
 from src.tracking.intervals import log_job_intervals
 from src.tracking.summary import log_job_columns, log_job_speed, log_sweep_summary, pair_speed_metrics
-from src.tracking.sweep import STALE_AFTER_S
 from src.tracking.tags import BENCH_TAG, BENCH_VARIANTS, RUN_COLOR_TAG
 from src.tracking.ui_view import publish_view
 
 
-def generate_report(
-    experiment: str,
-    tracking_uri: str | None = None,
-    out_dir: Path | None = None,
-    log_summary: bool = True,
-    margins: Margins | None = None,
-    pairs: list[tuple[str, str]] | None = None,
-    reference: dict[str, str] | None = None,
-    stale_after_s: float = STALE_AFTER_S,
-    claims: Sequence[ClaimsFile] = (),
-) -> Analysis:
-    """Analyze, write the files, and (optionally) log them to the sweep's parent run, and tag each
-    run with its variant as the report found it (the MLflow UI groups runs by that tag); `claims`:
-    the claims files judged (report.claims; none given: the study's)."""
-    analysis = analyze(experiment, tracking_uri, margins, pairs, reference, stale_after_s, claims)
-    analysis.files = write(analysis, out_dir or report_folder(paths.compose().paths.reports_dir, experiment))
+def generate_report(analysis: Analysis, out_dir: Path | None = None, log_summary: bool = True) -> Analysis:
+    """The analysed sweep (`analyze`) written to files, and (optionally) logged to the sweep's parent
+    run, each run tagged with its variant as the report found it (the MLflow UI groups runs by that tag)."""
+    analysis.files = write(analysis, out_dir or report_folder(paths.compose().paths.reports_dir, analysis.experiment))
     if log_summary:
         store = analysis.store or open_store(analysis.tracking_uri)
         tag_variants(store, analysis.runs, analysis.axes)

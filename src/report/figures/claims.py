@@ -1,10 +1,7 @@
 """`claims.png`: a forest plot of the study's claims against this sweep, one row per claim part with an
-interval, in a panel per metric (what each row draws: docs/reproducing.md, "The forest plot").
-
-A part outside its claim's domain is drawn *not testable here*, with no coloured dot of this sweep's:
-set beside the study's band, a CPU's ~0% would read "the effect was not there". Its own reading at
-its own setting is set apart, a grey hollow square below the claim's marks, named in the legend as no
-test of the claim.
+interval, in a panel per metric (what each row draws: docs/reproducing.md, "The forest plot"; why a
+part outside its claim's domain has no dot of this sweep's: "The forest plot of the same section").
+Its own reading at its own setting is set apart, a grey hollow square below the claim's marks.
 """
 
 from __future__ import annotations
@@ -53,22 +50,25 @@ def drawn(section: StudySection) -> list[Finding]:
     return [f for c in section.claims for f in c.findings if f.metric in (SPEED, LOSS, SHARE) and (not_testable(f) or has_interval(f))]
 
 
-def not_drawn(section: StudySection) -> dict[int, str]:
-    """Claim number -> why the plot has no row of it: no part with an interval."""
-    out: dict[int, str] = {}
+def not_drawn(section: StudySection, found: list[Finding]) -> dict[str, list[int]]:
+    """Why the plot has no row of a claim -> those claims (numbers, in order): no part drawn, for want
+    of an interval, or none swept."""
+    why: dict[int, str] = dict.fromkeys(section.unjudged, "not swept")
     for c in section.claims:
-        if any(has_interval(f) for f in c.findings):
+        if any(has_interval(f) or f in found for f in c.findings):
             continue
         if c.claim.metric == STABILITY:
-            out[c.claim.number] = "an event: runs counted, no interval"
+            why[c.claim.number] = "an event: runs counted, no interval"
         elif any(f.effect is not None and not f.effect.measured for f in c.findings):
-            out[c.claim.number] = "the jobs' times: not a measurement"
+            why[c.claim.number] = "the jobs' times: not a measurement"
         elif any(f.effect is not None and not f.effect.has_interval for f in c.findings):
-            out[c.claim.number] = "one run each: no interval"
+            why[c.claim.number] = "one run each: no interval"
         else:
-            out[c.claim.number] = f"no finished runs of its variants at {section.file.source_noun}'s setting"
-    out |= dict.fromkeys(section.unjudged, "not swept")
-    return dict(sorted(out.items()))
+            why[c.claim.number] = f"no finished runs of its variants at {section.file.source_noun}'s setting"
+    groups: dict[str, list[int]] = {}
+    for number in sorted(why):
+        groups.setdefault(why[number], []).append(number)
+    return groups
 
 
 def _title(metric: str, title: str, parts: list[Finding], noun: str) -> str:
@@ -147,12 +147,7 @@ def plot_claims(section: StudySection) -> Figure | None:
         said = f"{NOT_TESTABLE}: a claim outside this sweep's setting; " + (
             "this sweep's own reading is the grey square, set apart" if own else "this sweep's own reading is in the report")
         title += "\n" + textwrap.fill(said, 80)  # a panel's width holds 80 characters
-    rows_of = {c.claim.number for c in section.claims if any(f in found for f in c.findings)}
-    if left := {n: why for n, why in not_drawn(section).items() if n not in rows_of}:
-        # A claim with no interval has no row: the figure says so, rather than dropping it silently.
-        groups: dict[str, list[int]] = {}
-        for number, why in left.items():
-            groups.setdefault(why, []).append(number)
+    if groups := not_drawn(section, found):  # a claim with no row: the figure says so, rather than dropping it silently
         said = "; ".join(f"{'claim' if len(ns) == 1 else 'claims'} {', '.join(map(str, ns))} ({why})" for why, ns in groups.items())
         title += "\n" + textwrap.fill(f"Not drawn: {said}; their lines in the report give this sweep's figure.", 80)
     fig.suptitle(title, fontsize="medium")

@@ -36,12 +36,10 @@ from src.report.judge.study_effects import (
 )
 from src.report.judge.study_match import (
     Mismatch,
-    any_precision,
     differences,
-    is_precision,
     match,
+    split_precision,
     study_values,
-    the_study,
 )
 from src.report.kinds.event import Divergence
 from src.report.read.claims import (
@@ -54,6 +52,7 @@ from src.report.read.claims import (
     Domain,
     Part,
 )
+from src.report.read.published import STUDY
 from src.report.read.table import most_seeds
 from src.stats.inference import ALPHA
 from src.stats.pairs import pair_label
@@ -179,7 +178,7 @@ class StudySection:
     read: tuple[str, ...] = ()  # the variants the claims read
     set_aside: tuple[SetAside, ...] = ()  # the study's norms' other variants, which no claim read
     timing: Timing = Timing.OWN_DEVICE  # how the jobs' own times were taken (the table's speed columns)
-    file: ClaimsFile = field(default_factory=the_study)  # the claims file judged
+    file: ClaimsFile = STUDY  # the claims file judged
     untimed: tuple[Claim, ...] = ()  # trend claims no share rounds timed: not tested here, said so
 
     def reached(self, reach: Reach) -> list[int]:
@@ -211,16 +210,12 @@ class Evidence:
     sequential: Sequence[SequentialVerdict] = ()
     family: int = 1  # the tests the section's words rest on: each at 1 - ALPHA / family
     effects: dict[tuple[str, Part], Effect | None] = field(default_factory=dict)  # measured once per part
-    source: ClaimsFile = field(default_factory=the_study)  # the claims file judged
+    source: ClaimsFile = STUDY  # the claims file judged
 
     def variants_read(self, claim: Claim) -> set[str]:
         """The variants `claim` reads here: its norms' (claim 6 also every normalized variant it counts)."""
         norms = set(self.labels) if claim.metric == STABILITY else claim.variants()
         return {str(v) for n, v in self.labels.items() if n in norms and v}
-
-    def runs_read(self, claim: Claim) -> pd.DataFrame:
-        """The runs of the variants `claim` reads here: the setting its domain is held against."""
-        return self.runs[self.runs.variant.isin(self.variants_read(claim))]
 
     def margin(self, metric: str) -> float:
         """The equivalence margin: nats of test loss, else relative (a time, a norm's share)."""
@@ -273,13 +268,19 @@ def readings_of(part: Part, metric: str, low: float, high: float, e: Evidence, e
 
 def part_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
     """One part on this sweep: its judgement from the gates (the domain, the evidence), then the
-    interval (src/stats/verdicts.py decides each)."""
-    # The domain is the sweep's setting, judged once per claim (its parts' models differ by a norm's weights).
-    runs = e.runs_read(claim)
+    interval, or an event's count of runs (src/stats/verdicts.py decides each)."""
+    # The domain is the sweep's setting, judged once per claim (its parts' models differ by a norm's weights):
+    # the setting of the runs it reads (an event's: no_norm's and the normalized variants').
+    runs = e.runs[e.runs.variant.isin(e.variants_read(claim))]
     off = tuple(outside(claim.domain, runs, e.source))
     found = Finding(part, claim.metric, ClaimWord.INCONCLUSIVE, outside=off, alpha=e.alpha,
                     variants=tuple(str(e.labels.get(v, v)) for v in part.variants()),
                     devices=e.source.setting.devices if e.source.setting else 0)  # fmt: skip
+    if claim.metric == STABILITY:  # no_norm diverges where the normalized variants, at its learning rate, train on
+        d = Divergence.of(str(e.labels[part.b]), runs, claim.collapse_within)
+        # Outside the domain (a CPU collapse at a raised learning rate, say): what it shows at its own setting.
+        j = gate(d.judge(part.published(STABILITY), e.alpha, most_seeds(runs)), bool(off))
+        return replace(found, word=j.word, judgement=j, divergence=d)
     effect = effect_of(claim, part, e)
     if effect is not None and not effect.measured:  # the jobs' times on a CPU: shown with their caveat, read for no word
         j = gate(no_evidence(has_runs=True), bool(off), say_here=False)
@@ -295,20 +296,6 @@ def part_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
     return replace(found, word=j.word, effect=effect, low=low, high=high, margin=e.margin(claim.metric), judgement=j,
                    decision=decision, processes=processes(claim.domain, runs, e.source),
                    shares=share_levels(e.check, part, e.alpha) if claim.metric in SIZED else ())  # fmt: skip
-
-
-# --- claim 6: an event ----------------------------------------------------------------------------------
-
-
-def divergence_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
-    """Claim 6: no_norm diverges where the normalized variants, at its learning rate, train on (its
-    runs counted and judged by the event kind: src.report.kinds.event.Divergence)."""
-    runs = e.runs_read(claim)  # no_norm's and the normalized variants'
-    d = Divergence.of(str(e.labels[part.b]), runs, claim.collapse_within)
-    off = tuple(outside(claim.domain, runs, e.source))
-    # Outside the domain (a CPU collapse at a raised learning rate, say): what it shows at its own setting.
-    j = gate(d.judge(part.published(STABILITY), e.alpha, most_seeds(runs)), bool(off))
-    return Finding(part, STABILITY, j.word, outside=off, judgement=j, alpha=e.alpha, divergence=d)
 
 
 def evaluate(claim: Claim, e: Evidence) -> ClaimResult | None:
@@ -328,8 +315,6 @@ def evaluate(claim: Claim, e: Evidence) -> ClaimResult | None:
         missing = [v for v in needed if e.labels.get(v) is None]
         if missing:
             findings.append(Finding(part, claim.metric, ClaimWord.NOT_APPLICABLE, mismatch=tuple(e.why_not[v] for v in missing)))
-        elif claim.metric == STABILITY:
-            findings.append(divergence_finding(claim, part, e))
         else:
             findings.append(part_finding(claim, part, e))
     if not findings:
@@ -416,7 +401,7 @@ def against_study(
     (src.report.read.runs), axes, the latest speed check (`variants.json`, empty without one) and a
     sequential sweep's decisions. A trend claim is listed where the check timed its norm's share (it
     reads no run); a file whose every claim is such is judged whatever variants the sweep ran."""
-    source = source or the_study()
+    source = source or STUDY
     variants = source.variants
     swept = set(runs.norm)
     present = [n for n in variants if n in swept]
@@ -438,9 +423,9 @@ def against_study(
 
     # Precision is a fact of each claim's domain, judged by one rule whether swept or not: every claim
     # matches the study's norms with it left free, and reads, of several, the variant its domain prefers.
-    study_precision = {c: v for c, v in values.items() if is_precision(c)}
+    study_precision, others = split_precision(values)
     domains = {c.domain.precision: c.domain for c in listed}
-    evidence = {p: matched(any_precision(values), precision_rank(d, study_precision)) for p, d in domains.items()}
+    evidence = {p: matched(others, precision_rank(d, study_precision)) for p, d in domains.items()}
 
     def judge() -> dict[int, ClaimResult | None]:
         return {c.number: evaluate(c, evidence[c.domain.precision]) for c in listed}

@@ -234,38 +234,33 @@ def seed_spread(finished: pd.DataFrame) -> tuple[float, int]:
 # --- a trend: a norm's share of a step over model sizes ---------------------------------------------------
 
 
-def _share_samples(check: Mapping[str, Any], part: Part) -> dict[str, np.ndarray] | None:
-    """Per model size of the part, one value per round (None: not timed): a trend of b alone, its
-    norm's share of a step; a part of b against a, b's saving's share of a's step, (norm_a - norm_b)
-    ÷ (the rest of the step + norm_a), signed (below zero: b costs more than a)."""
+def _timed(check: Mapping[str, Any], part: Part) -> dict[str, tuple[np.ndarray, np.ndarray | float]] | None:
+    """Per model size of the part, per round, its value and the step it is a share of (None unless timed
+    at every size, in two rounds at least): a trend of b alone, its norm's share of a step (of 1); a part
+    of b against a, b's saving against a (a's norm seconds less b's, per the check's rows of tokens) and
+    a's whole step (the rest of the step + a's norm), signed (below zero: b costs more than a)."""
     shares = check.get("shares") or {}
-    if part.a is not None:
-        saved = _savings(shares, part.a, part.b, part.sizes)
-        return None if saved is None else {size: saving / step for size, (saving, step) in saved.items()}
-    found = (shares.get("samples") or {}).get(part.b) or {}
-    if not part.sizes or not all(len(found.get(size) or ()) >= 2 for size in part.sizes):
-        return None
-    return {size: np.asarray(found[size], dtype=float) for size in part.sizes}
-
-
-def _savings(shares: Mapping[str, Any], a: str, b: str, sizes: Sequence[str]) -> dict[str, tuple[np.ndarray, np.ndarray]] | None:
-    """Per size, per round: b's saving against a (a's norm seconds less b's, per the check's rows of
-    tokens) and a's whole step (the rest of the step + a's norm); None unless both norms were timed at every size."""
     norm_s, rest_s = shares.get("norm_s") or {}, shares.get("rest_s") or {}
-    na, nb = norm_s.get(a) or {}, norm_s.get(b) or {}
-    if not sizes or not all(len(na.get(s) or ()) >= 2 and len(nb.get(s) or ()) >= 2 and len(rest_s.get(s) or ()) >= 2 for s in sizes):
+
+    def series(size: str) -> list[Sequence[float]]:  # the rounds timed at `size`, one list of each thing timed
+        if part.a is None:
+            return [((shares.get("samples") or {}).get(part.b) or {}).get(size) or ()]
+        return [*((norm_s.get(v) or {}).get(size) or () for v in (part.a, part.b)), rest_s.get(size) or ()]
+
+    found = {size: series(size) for size in part.sizes}
+    if not found or not all(len(x) >= 2 for timed in found.values() for x in timed):
         return None
-    out = {}
-    for size in sizes:
-        x, y, rest = (np.asarray(v, dtype=float) for v in (na[size], nb[size], rest_s[size]))
-        n = min(len(x), len(y), len(rest))
-        out[size] = (x[:n] - y[:n], rest[:n] + x[:n])
+    out: dict[str, tuple[np.ndarray, np.ndarray | float]] = {}
+    for size, timed in found.items():
+        n = min(map(len, timed))
+        x = [np.asarray(t[:n], dtype=float) for t in timed]
+        out[size] = (x[0], 1.0) if part.a is None else (x[0] - x[1], x[2] + x[0])
     return out
 
 
 def shares_timed(check: Mapping[str, Any], part: Part) -> bool:
     """Whether the share check timed a part: its norm (a saving: both norms) at each of its sizes."""
-    return _share_samples(check, part) is not None
+    return _timed(check, part) is not None
 
 
 def share_effect(check: Mapping[str, Any], part: Part) -> Effect | None:
@@ -279,31 +274,29 @@ def share_effect(check: Mapping[str, Any], part: Part) -> Effect | None:
       a saving below zero that grows more negative (b costs more as the model grows) reads below zero;
     - a saving at sizes (a difference): per round, the log of b's step over a's at the largest of them,
       where b's step is a's less the saving; in the claim's units the relative change of the step."""
-    found = _share_samples(check, part)
-    if found is None:
+    timed = _timed(check, part)
+    if timed is None:
         return None
-    device = str((check.get("environment") or {}).get(DEVICE_TAG) or "")
-    if part.a is not None:
-        saved = _savings(check.get("shares") or {}, part.a, part.b, part.sizes) or {}
-        if part.kind.over_sizes:
-            (first, _), (last, _) = saved[part.sizes[0]], saved[part.sizes[-1]]
-            n, scale = min(len(first), len(last)), abs(float(np.median(first)))
-            if not scale:
-                return None
-            return Effect(trimmed_mean_interval((last[:n] - first[:n]) / scale), DIRECT, Per.SHARE_ROUNDS, timing=Timing.CHECK, device=device)
-        saving, step = saved[part.sizes[-1]]
-        return Effect(trimmed_mean_interval(np.log1p(-saving / step)), LOG_TIME, Per.SHARE_ROUNDS, timing=Timing.CHECK, device=device)
-    first, last = found[part.sizes[0]], found[part.sizes[-1]]
+    (first, _), (last, step) = timed[part.sizes[0]], timed[part.sizes[-1]]
     n = min(len(first), len(last))
-    return Effect(trimmed_mean_interval(np.log(last[:n] / first[:n])), LOG_TIME, Per.SHARE_ROUNDS, timing=Timing.CHECK, device=device)
+    if part.a is None:
+        rounds, units = np.log(last[:n] / first[:n]), LOG_TIME
+    elif part.kind.over_sizes:
+        scale = abs(float(np.median(first)))
+        if not scale:
+            return None
+        rounds, units = (last[:n] - first[:n]) / scale, DIRECT
+    else:
+        rounds, units = np.log1p(-last / step), LOG_TIME
+    device = str((check.get("environment") or {}).get(DEVICE_TAG) or "")
+    return Effect(trimmed_mean_interval(rounds), units, Per.SHARE_ROUNDS, timing=Timing.CHECK, device=device)
 
 
 def share_levels(check: Mapping[str, Any], part: Part, alpha: float) -> tuple[tuple[str, float, float, float], ...]:
     """Per model size of a trend, its norm's share of a step with its (1 - alpha) interval over rounds."""
-    found = _share_samples(check, part) or {}
     out = []
-    for size, x in found.items():
-        interval = trimmed_mean_interval(x)
+    for size, (x, step) in (_timed(check, part) or {}).items():
+        interval = trimmed_mean_interval(x / step)
         low, high = at_level(interval, alpha)
         out.append((size, float(interval.diff), float(low), float(high)))
     return tuple(out)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from src.report.read.claims import ClaimsFile
+from src.report.read.published import STUDY
 from src.report.read.table import AXIS_PREFIX
 from src.tracking.variants import NORM_AXIS, Axis, text
 
@@ -20,18 +21,11 @@ if TYPE_CHECKING:
     from omegaconf import DictConfig
 
 
-def the_study() -> ClaimsFile:
-    """The study's claims file (src.report.read.published): the default source."""
-    from src.report.read.published import STUDY
-
-    return STUDY
-
-
-def study_values(axes: Sequence[Axis], source: ClaimsFile | None = None) -> dict[str, str | None]:
+def study_values(axes: Sequence[Axis], source: ClaimsFile) -> dict[str, str | None]:
     """column of the runs frame -> the source's value (as a run's param spells it; None where its
     configuration has no such key): each swept axis but the norm, and the model axes it fixed. A
     file with no preset names no configuration: every variant of its norms is its norm ({})."""
-    setting = (source or the_study()).setting
+    setting = source.setting
     if setting is None or not setting.preset:
         return {}
     keys = {AXIS_PREFIX + a.name: a.primary for a in axes if a.name != NORM_AXIS} | {k: k for k in setting.model_axes}
@@ -40,7 +34,7 @@ def study_values(axes: Sequence[Axis], source: ClaimsFile | None = None) -> dict
 
 def study_code(source: ClaimsFile | None = None) -> dict[str, str | None]:
     """The settings of the source's code a config can change (its setting's `code`), as its preset has them."""
-    setting = (source or the_study()).setting
+    setting = (source or STUDY).setting
     return {key: _study_value(setting.preset, key) for key in setting.code} if setting and setting.preset else {}
 
 
@@ -87,13 +81,9 @@ def match(norm: str, runs: pd.DataFrame, values: Mapping[str, str | None],
     return None, tuple(dict.fromkeys(reasons))
 
 
-def is_precision(column: str) -> bool:
-    """A runs frame's column that is a swept precision key (`axis.precision`, `axis.precision.name`)."""
-    return column.removeprefix(AXIS_PREFIX).split(".")[0] == "precision"
-
-
-def any_precision(values: Mapping[str, str | None]) -> dict[str, str | None]:
-    """The study's values less a swept precision: precision is a fact of a claim's domain
-    (src.report.judge.study_effects.outside), judged the same whether the sweep varied it or not,
-    never a reason a variant is not the study's norm."""
-    return {c: v for c, v in values.items() if not is_precision(c)}
+def split_precision(values: Mapping[str, str | None]) -> tuple[dict[str, str | None], dict[str, str | None]]:
+    """The study's values as its swept precision keys' (`axis.precision`, `axis.precision.name`) and the
+    rest: precision is a fact of a claim's domain (src.report.judge.study_effects.outside), judged the
+    same whether the sweep varied it or not, never a reason a variant is not the study's norm."""
+    precision = {c: v for c, v in values.items() if c.removeprefix(AXIS_PREFIX).split(".")[0] == "precision"}
+    return precision, {c: v for c, v in values.items() if c not in precision}

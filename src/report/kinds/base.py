@@ -1,9 +1,7 @@
 """The interface every claim kind implements, and the phrases the kinds' reasons share.
 
-A part's kind owns, in one module, what differs between kinds at every stage (its checks, band and
-side, how its interval is read into a word, its words, its figure marks): the format, the judge, the
-words and the figure call these, never switch on a kind's name. The methods, stage by stage, and how
-to add a kind: docs/claims.md, "Each kind is one module".
+What a kind owns at every stage (the format, the judge, the words and the figure call it, never switch
+on a kind's name), its methods and how to add one: docs/claims.md, "Each kind is one module".
 
 Light: a sweep reads its claims files (and each part's kind checks its fields) before its first job;
 the verdict rule (src.stats.verdicts, which needs scipy) is imported when a part is judged or its
