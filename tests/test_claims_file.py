@@ -176,6 +176,23 @@ def test_the_eighth_claim_reads_the_savings_the_study_speaks_of() -> None:
     assert "the saving's share of a step at gpt2_small" in line, line
 
 
+def test_the_claims_figure_draws_each_saving_part_and_drops_no_claim() -> None:
+    """Claim 8's parts (a saving's trend over sizes, b's step against a's at the largest) each a row, in a
+    panel of its own units; every claim judged is drawn or named under "Not drawn"."""
+    from src.report.figures.claims import drawn, not_drawn, plot_claims
+
+    runs = made_up_runs({n: n for n in ("hand_layernorm", "torch_layernorm", "hand_rmsnorm", "torch_rmsnorm")}, **CPU)
+    judged = study_section(runs, (), _savings_check(), Margins(), summarize(runs)).judged
+    fig = plot_claims(judged)
+    assert fig is not None
+    rows = {ax.get_title(): [t.get_text().split(":")[0] for t in ax.get_yticklabels()] for ax in fig.axes}
+    saving = {title: labels for title, labels in rows.items() if any(x.startswith("8 ") for x in labels)}
+    assert sorted(map(sorted, saving.values())) == [["8 built-in", "8 hand-rolled"], ["8 built-in, modest", "8 hand-rolled, modest"]], rows
+    found = drawn(judged)
+    listed = {n for numbers in not_drawn(judged, found).values() for n in numbers}
+    assert {c.claim.number for c in judged.claims if any(f in found for f in c.findings)} | listed >= {c.claim.number for c in judged.claims}
+
+
 def test_a_saving_names_what_it_is_against(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"claims\[0\]\.parts\[0\]\.a: a saving is b's against another variant a"):
         load("bad", builtin_variants(), [write(tmp_path / "claims", """
