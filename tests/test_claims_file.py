@@ -93,6 +93,15 @@ MALFORMED["a difference with no side in its table"] = ("claims:\n", _TIMES % (10
 MALFORMED["a size on the other side of its table's figure"] = ("claims:\n", _TIMES % (110, ", size: [-0.2, -0.03]"), "claims[0].parts[0].size",
                                                                 "other side of zero from the file's table")
 
+# A saving's difference is read at its largest size, taken as its sizes' last: listed largest first, it
+# was read at the smallest; its sizes are held to a trend's order.
+_SAVING = "claims:\n  - statement: my norm's saving is modest\n    metric: norm_saving\n    parts:\n      - {a: torch_layernorm, " \
+          "b: torch_rmsnorm, asserts: difference, size: [-0.05, 0.0], sizes: [%s]}\n"
+MALFORMED["a saving's sizes largest first"] = ("claims:\n", _SAVING % "gpt2_large, gpt2_small", "claims[0].parts[0].sizes",
+                                               "smallest first (by parameters): [gpt2_small, gpt2_large]")
+MALFORMED["a saving's size twice"] = ("claims:\n", _SAVING % "gpt2_large, gpt2_large", "claims[0].parts[0].sizes[1]", "listed twice")
+MALFORMED["a saving with no sizes"] = ("claims:\n", _SAVING % "", "claims[0].parts[0].sizes", "valid choices: cpu_small")
+
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))
 def test_a_malformed_file_is_refused_in_one_line_naming_file_and_key(case: str, tmp_path: Path) -> None:
