@@ -93,6 +93,15 @@ MALFORMED["a difference with no side in its table"] = ("claims:\n", _TIMES % (10
 MALFORMED["a size on the other side of its table's figure"] = ("claims:\n", _TIMES % (110, ", size: [-0.2, -0.03]"), "claims[0].parts[0].size",
                                                                 "other side of zero from the file's table")
 
+# A saving's difference is read at its largest size, taken as its sizes' last: listed largest first, it
+# was read at the smallest; its sizes are held to a trend's order.
+_SAVING = "claims:\n  - statement: my norm's saving is modest\n    metric: norm_saving\n    parts:\n      - {a: torch_layernorm, " \
+          "b: torch_rmsnorm, asserts: difference, size: [-0.05, 0.0], sizes: [%s]}\n"
+MALFORMED["a saving's sizes largest first"] = ("claims:\n", _SAVING % "gpt2_large, gpt2_small", "claims[0].parts[0].sizes",
+                                               "smallest first (by parameters): [gpt2_small, gpt2_large]")
+MALFORMED["a saving's size twice"] = ("claims:\n", _SAVING % "gpt2_large, gpt2_large", "claims[0].parts[0].sizes[1]", "listed twice")
+MALFORMED["a saving with no sizes"] = ("claims:\n", _SAVING % "", "claims[0].parts[0].sizes", "valid choices: cpu_small")
+
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))
 def test_a_malformed_file_is_refused_in_one_line_naming_file_and_key(case: str, tmp_path: Path) -> None:
@@ -174,6 +183,23 @@ def test_the_eighth_claim_reads_the_savings_the_study_speaks_of() -> None:
     assert "hand_rmsnorm's step -5.0% to +0.0% against hand_layernorm's at gpt2_large (this check's size, not the study's)" in line, line
     assert "share check, 10 interleaved rounds on Intel Xeon (2 cores)" in line, line
     assert "the saving's share of a step at gpt2_small" in line, line
+
+
+def test_the_claims_figure_draws_each_saving_part_and_drops_no_claim() -> None:
+    """Claim 8's parts (a saving's trend over sizes, b's step against a's at the largest) each a row, in a
+    panel of its own units; every claim judged is drawn or named under "Not drawn"."""
+    from src.report.figures.claims import drawn, not_drawn, plot_claims
+
+    runs = made_up_runs({n: n for n in ("hand_layernorm", "torch_layernorm", "hand_rmsnorm", "torch_rmsnorm")}, **CPU)
+    judged = study_section(runs, (), _savings_check(), Margins(), summarize(runs)).judged
+    fig = plot_claims(judged)
+    assert fig is not None
+    rows = {ax.get_title(): [t.get_text().split(":")[0] for t in ax.get_yticklabels()] for ax in fig.axes}
+    saving = {title: labels for title, labels in rows.items() if any(x.startswith("8 ") for x in labels)}
+    assert sorted(map(sorted, saving.values())) == [["8 built-in", "8 hand-rolled"], ["8 built-in, modest", "8 hand-rolled, modest"]], rows
+    found = drawn(judged)
+    listed = {n for numbers in not_drawn(judged, found).values() for n in numbers}
+    assert {c.claim.number for c in judged.claims if any(f in found for f in c.findings)} | listed >= {c.claim.number for c in judged.claims}
 
 
 def test_a_saving_names_what_it_is_against(tmp_path: Path) -> None:

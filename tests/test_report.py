@@ -614,6 +614,32 @@ def test_a_dead_running_run_is_lost_in_the_report_as_in_status(
     assert "running (heartbeat" in capsys.readouterr().out
 
 
+def test_a_partial_report_judges_the_chosen_claims_files(
+    client: MlflowClient, store: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A report taken while the sweep runs judges `report.claims`, as the full report does (it judged the
+    study's file alone)."""
+    import os
+    import socket
+
+    from src.tracking.tags import HOST_TAG, PID_TAG
+
+    exp = client.create_experiment("still_running")
+    for seed in range(3):
+        for norm, loss in (("torch_rmsnorm", 5.0), ("hand_rmsnorm", 5.002)):
+            log_run(client, exp, norm, seed, finished(10.0, 100.0, loss + 0.01 * seed))
+    # The sweep's run, its process alive on this host (this test's parent, not this process).
+    client.create_run(exp, run_name="sweep", tags={SWEEP_TAG: "true", HOST_TAG: socket.gethostname(), PID_TAG: str(os.getppid())})
+    (tmp_path / "mine.yaml").write_text(
+        "source: {title: my hypothesis}\nclaims:\n  - statement: my norm's loss is nn.RMSNorm's\n    metric: test_loss\n"
+        "    parts:\n      - {a: torch_rmsnorm, b: hand_rmsnorm, asserts: equivalence, size: [-0.05, 0.05]}\n"
+    )
+    capsys.readouterr()
+    assert report_main(["--experiment-name", "still_running", "--tracking-uri", store["uri"], f"report.claims=[{tmp_path / 'mine.yaml'}]"]) == 0
+    out = capsys.readouterr().out
+    assert "is still running" in out and "Against my hypothesis" in out and "Against the published study" not in out, out
+
+
 @pytest.mark.slow  # a three-job sweep in a subprocess
 def test_a_real_sweep_that_diverges_everywhere_gets_its_report(token_cache_dir: Path, tmp_path: Path) -> None:
     """The probe's sweep (lr 1e4, no clipping): every run diverges. Before: `sweep report not

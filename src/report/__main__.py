@@ -171,8 +171,7 @@ def report(args: argparse.Namespace) -> int:
     paths.require_writable(out, "--out" if args.out else "paths.reports_dir", f"the report's files go to {out}: choose a writable folder")
     stale_after_s = float(cfg.sweep.stale_after_s)  # the runs' states as --status judges them
     running = running_sweep_of(experiment, uri, stale_after_s)
-    # A partial report judges the study's claims file alone (report.claims: the full report's).
-    found = analyze(experiment, uri, margins, chosen, reference, stale_after_s, claims if running is None else ())
+    found = analyze(experiment, uri, margins, chosen, reference, stale_after_s, claims)  # partial or full: report.claims
     if running is not None:
         return partial_report(found, running, args.out)
     analysis = generate_report(found, out, log_summary=not args.no_summary_run)

@@ -1,5 +1,5 @@
 """`claims.png`: a forest plot of the study's claims against this sweep, one row per claim part with an
-interval, in a panel per metric (what each row draws: docs/reproducing.md, "The forest plot"; why a
+interval, in a panel per metric and its units (PANELS; what each row draws: docs/reproducing.md, "The forest plot"; why a
 part outside its claim's domain has no dot of this sweep's: "The forest plot of the same section").
 Its own reading at its own setting is set apart, a grey hollow square below the claim's marks.
 """
@@ -16,13 +16,17 @@ from src.report.figures.forest import Row, draw_rows, legend
 from src.report.figures.style import blank_figure
 from src.report.judge.study import Finding, StudySection
 from src.report.judge.study_effects import Per
-from src.report.read.claims import LOSS, SHARE, SPEED, STABILITY
+from src.report.read.claims import LOSS, SAVING, SHARE, SPEED, STABILITY
 from src.stats.verdicts import ClaimWord
 
 COLORS = {ClaimWord.REPRODUCED: "tab:green", ClaimWord.PARTLY: "tab:olive", ClaimWord.NOT_REPRODUCED: "tab:red",
           ClaimWord.INCONCLUSIVE: "tab:blue", ClaimWord.NOT_APPLICABLE: "0.55"}
-PANELS = ((SPEED, "training time, b vs a (%)", 100.0), (LOSS, "test loss, b − a (nats)", 1.0),
-          (SHARE, "a norm's share of a step,\nlargest model vs smallest (%)", 100.0))
+# A panel per metric and, for a saving, per kind's units: its growth over sizes (hundreds of percent) would
+# squash b's step against a's at a size (a few) to a point. Keyed (metric, over sizes), as `panel_of` reads a part.
+PANELS = (((SPEED, False), "training time, b vs a (%)", 100.0), ((LOSS, False), "test loss, b − a (nats)", 1.0),
+          ((SHARE, True), "a norm's share of a step,\nlargest model vs smallest (%)", 100.0),
+          ((SAVING, True), "b's saving against a (a's norm time less b's),\nlargest model vs smallest (%)", 100.0),
+          ((SAVING, False), "b's step vs a's at the largest of its sizes,\nfrom b's saving (%)", 100.0))  # fmt: skip
 # The speed panel's title when this sweep's figures are the speed check's (Effect.per: kernel rounds).
 CHECK_SPEED_TITLE = ("time, b vs a (%): {whose} training time;\nthis sweep's step time predicted from its norms' kernels\n"
                      "(speed check)")  # three lines: a panel's width beside its row labels; {whose}: who stated the figures
@@ -45,9 +49,15 @@ def has_interval(f: Finding) -> bool:
     return measured and math.isfinite(f.estimate) and not (math.isnan(f.low) or math.isnan(f.high))
 
 
+def panel_of(f: Finding) -> tuple[str, bool]:
+    """The key of the panel a part is drawn in (PANELS)."""
+    return f.metric, f.part.kind.over_sizes
+
+
 def drawn(section: StudySection) -> list[Finding]:
     """The rows: the parts with an interval, and every part that is not testable here (interval or not)."""
-    return [f for c in section.claims for f in c.findings if f.metric in (SPEED, LOSS, SHARE) and (not_testable(f) or has_interval(f))]
+    keys = [key for key, *_ in PANELS]
+    return [f for c in section.claims for f in c.findings if panel_of(f) in keys and (not_testable(f) or has_interval(f))]
 
 
 def not_drawn(section: StudySection, found: list[Finding]) -> dict[str, list[int]]:
@@ -123,7 +133,7 @@ def plot_claims(section: StudySection) -> Figure | None:
     """The forest plot, or None when no claim part has an interval (a one-seed sweep, none of the study's
     variants); the claims it leaves out are named below it, with why."""
     found = drawn(section)
-    panels = [(metric, title, scale, [f for f in found if f.metric == metric]) for metric, title, scale in PANELS]
+    panels = [(key[0], title, scale, [f for f in found if panel_of(f) == key]) for key, title, scale in PANELS]
     panels = [p for p in panels if p[3]]
     if not panels:
         return None

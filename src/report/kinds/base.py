@@ -172,15 +172,17 @@ def check_fraction(metric: str, low: float, high: float) -> None:
         raise At("size", f"sizes of {metric} are fractions: 0.03 is 3%, -0.1 is -10%; got [{low:g}, {high:g}]")
 
 
-def check_sizes(part: Part, sizes: dict[str, float]) -> None:
-    """Model sizes that are known, distinct and smallest first."""
-    if len(part.sizes) < 2:
-        raise At("sizes", f"a trend spans at least two model sizes; valid choices: {', '.join(sizes)}")
+def check_sizes(part: Part, sizes: dict[str, float], fewest: int = 2) -> None:
+    """Model sizes that are known, distinct and smallest first (the last is the largest, which a trend
+    ends at and a saving's difference is read at): a trend's two at least, a saving's one."""
+    if len(part.sizes) < fewest:
+        what = "a trend spans at least two model sizes" if fewest > 1 else "the model sizes at which the saving is read"
+        raise At("sizes", f"{what}; valid choices: {', '.join(sizes)}")
     for j, size in enumerate(part.sizes):
         if size not in sizes:
             raise At(f"sizes[{j}]", f"unknown model size {size!r}; valid choices: {', '.join(sizes)}")
         if size in part.sizes[:j]:
-            raise At(f"sizes[{j}]", f"{size} is listed twice; a trend's sizes are distinct")
+            raise At(f"sizes[{j}]", f"{size} is listed twice; the sizes are distinct")
     ordered = sorted(part.sizes, key=lambda s: sizes[s])
     if list(part.sizes) != ordered:
         raise At("sizes", f"smallest first (by parameters): [{', '.join(ordered)}], got [{', '.join(part.sizes)}]")

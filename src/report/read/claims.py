@@ -36,7 +36,7 @@ from pydantic import (
 
 from src.core.paths import CONF_DIR, ConfigError
 from src.report.kinds import KINDS
-from src.report.kinds.base import At, ClaimKind
+from src.report.kinds.base import At, ClaimKind, check_sizes
 from src.report.kinds.metrics import LOSS, SAVING, SHARE, SIZED, SPEED, STABILITY, Metric
 
 CLAIMS_GROUP = "claims"  # conf/claims/<name>.yaml, and <config-dir>/claims/<name>.yaml of the user's
@@ -214,12 +214,8 @@ class Part(Node):
             raise At("a", f"a saving is b's against another variant a, got a={self.a!r}")
         if self.minus is not None and metric != SPEED:
             raise At("minus", f"a contrast [a', b'] is of train_time_s, not {metric}")
-        if metric == SAVING and not self.kind.over_sizes:  # a saving's size: at the sizes listed, each one known
-            if not self.sizes:
-                raise At("sizes", f"the model sizes at which the saving is read; valid choices: {', '.join(sizes)}")
-            for j, size in enumerate(self.sizes):
-                if size not in sizes:
-                    raise At(f"sizes[{j}]", f"unknown model size {size!r}; valid choices: {', '.join(sizes)}")
+        if metric == SAVING and not self.kind.over_sizes:  # a saving's size, read at the last of its sizes: a trend's order
+            check_sizes(self, sizes, fewest=1)
         elif self.sizes and not self.kind.over_sizes:
             raise At("sizes", "only a trend, or a saving, spans model sizes")
         self.kind.check(self, metric, sizes)
