@@ -29,6 +29,7 @@ from study_runs import (
     section_text,
     speed_check,
     study_runs,
+    study_section,
 )
 
 from src.core import paths
@@ -47,7 +48,6 @@ from src.report.words.study import (
     claim_reason,
     open_question,
     part_reason,
-    study_section,
     written,
 )
 from src.stats.verdicts import (
