@@ -350,7 +350,7 @@ def expected_word(f: Finding) -> ClaimWord:
         if low >= upper or high <= lower or not meets:
             return ClaimWord.NOT_REPRODUCED
         return ClaimWord.INCONCLUSIVE
-    sign = part.sign(metric)
+    sign = part.kind.sign(part, metric)
     side = 1 if low > 0 else -1 if high < 0 else 0
     if side == sign:
         return ClaimWord.REPRODUCED if meets else ClaimWord.PARTLY
