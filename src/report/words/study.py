@@ -423,5 +423,5 @@ def study_text(judged: StudySection, runs: pd.DataFrame, table: pd.DataFrame | N
 
 def written(a: Analysis, judged: StudySection | None = None) -> StudyText:
     """A claims section of the report in words (default: its first, the study's): the renderers and the headline read it."""
-    return study_text(judged or a.study, a.runs, a.table, a.check)
+    return study_text(judged or a.study, a.runs, a.table, a.speed.check)
 
