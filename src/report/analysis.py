@@ -9,7 +9,6 @@ text, report.md, the verdict and report.html, and src.report.files writes the fi
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,7 +29,6 @@ from src.report.judge.sequential import SequentialVerdict, load_verdicts
 from src.report.judge.speed import SpeedVerdict, check_reference, compare_speed, timed_variants
 from src.report.judge.stability import by_learning_rate, initial_losses, is_lr_sweep, lr_sensitivity
 from src.report.judge.study import StudySection, against_study
-from src.report.read.claims import ClaimsFile
 from src.report.read.provenance import code_sentence, mark_rows, reference_code
 from src.report.read.runs import (
     ReportError,
@@ -40,6 +38,7 @@ from src.report.read.runs import (
     load_sweep,
     open_store,
 )
+from src.report.read.settings import ReportSettings
 from src.report.read.table import summarize
 from src.tracking.store import Store
 from src.tracking.sweep import STALE_AFTER_S
@@ -100,19 +99,12 @@ class Analysis:
 def analyze(
     experiment: str,
     tracking_uri: str | None = None,
-    margins: Margins | None = None,
-    pairs: list[tuple[str, str]] | None = None,
-    reference: dict[str, str] | None = None,
+    chosen: ReportSettings | None = None,
     stale_after_s: float = STALE_AFTER_S,
-    claims: Sequence[ClaimsFile] = (),
 ) -> Analysis:
-    """Read the experiment from MLflow and compute the table and the comparisons.
-
-    `pairs` (validated by `read.settings.check_pairs`) replaces the study's pairs when given;
-    `reference` (`report.reference`: axis -> value) the reference value of an axis;
-    `stale_after_s` (`sweep.stale_after_s`) how long a silent RUNNING run counts as running;
-    `claims` (`report.claims`, src.report.read.claims.load_all) the claims files judged, each in its
-    own section (none given: the study's).
+    """Read the experiment from MLflow and compute the table and the comparisons, as the `report`
+    group chooses (src.report.read.settings.report_settings; none given: its defaults);
+    `stale_after_s` (`sweep.stale_after_s`) how long a silent RUNNING run counts as running.
     """
     uri = tracking_uri or paths.tracking_uri()
     store = open_store(uri)
@@ -126,8 +118,8 @@ def analyze(
     curves = load_curves(store, runs)
     code = reference_code(store, sweep.experiment_id, runs)
     found = assemble(
-        runs, sweep.axes, load_speed_check(store, sweep.experiment_id), margins or Margins(), pairs, reference,
-        load_verdicts(store, sweep.experiment_id), curves, experiment, uri, sweep.experiment_id, claims,
+        runs, sweep.axes, load_speed_check(store, sweep.experiment_id), chosen or ReportSettings(),
+        load_verdicts(store, sweep.experiment_id), curves, experiment, uri, sweep.experiment_id,
     )  # fmt: skip
     found.table = mark_rows(found.table, runs, code)
     found.superseded, found.store, found.code_note = sweep.superseded, store, code_sentence(runs, code)
@@ -138,30 +130,28 @@ def assemble(
     runs: pd.DataFrame,
     axes: tuple[Axis, ...],
     speed: SpeedCheck,
-    margins: Margins,
-    pairs: list[tuple[str, str]] | None = None,
-    reference: dict[str, str] | None = None,
+    chosen: ReportSettings,
     sequential: list[SequentialVerdict] | None = None,
     curves: pd.DataFrame | None = None,
     experiment: str = "",
     tracking_uri: str = "",
     experiment_id: str = "",
-    claims: Sequence[ClaimsFile] = (),
 ) -> Analysis:
     """Every judgement of a sweep from what was read of it: the runs (src.report.read.runs), their axes,
-    the latest speed check (empty without one) and a sequential sweep's decisions. The one path from
-    numbers to the report's data, whether the numbers came from MLflow (`analyze`) or not (the property
-    tests' generated sweeps)."""
+    the latest speed check (empty without one) and a sequential sweep's decisions, as the report's
+    settings choose (src.report.read.settings.report_settings). The one path from numbers to the
+    report's data, whether the numbers came from MLflow (`analyze`) or not (the property tests' generated
+    sweeps)."""
     curves = curves if curves is not None else pd.DataFrame()
     sequential = sequential or []
     lr_swept = is_lr_sweep(runs)
     # The speed check (empty without one) times the report's pairs whose variants it ran with the
     # norms' kernels, and each other variant it ran against its reference.
-    check = speed.check
+    check, margins, pairs, reference = speed.check, chosen.margins, chosen.pairs, chosen.reference
     timed, reference_ = timed_variants(check), check_reference(check)
-    chosen = [(a, b) for a, b, _ in comparison_pairs(runs, pairs, reference) if a in timed and b in timed]
+    timed_pairs = [(a, b) for a, b, _ in comparison_pairs(runs, pairs, reference) if a in timed and b in timed]
     against = [(reference_, v) for v in timed if v != reference_] if reference_ else []
-    sections = [against_study(runs, axes, check, margins, sequential, f) for f in claims or [None]]
+    sections = [against_study(runs, axes, check, margins, sequential, f) for f in chosen.claims or [None]]
     return Analysis(
         experiment=experiment,
         tracking_uri=tracking_uri,
@@ -173,7 +163,7 @@ def assemble(
         margins=margins,
         superseded=0,
         unmatched=unmatched_pairs(runs, pairs) if pairs is not None else [],
-        speed_verdicts=compare_speed(check, chosen, margins.speed),
+        speed_verdicts=compare_speed(check, timed_pairs, margins.speed),
         speed=speed,
         stability=by_learning_rate(runs) if lr_swept else None,
         sensitivity=lr_sensitivity(runs, initial_losses(curves)) if lr_swept else None,
