@@ -6,14 +6,19 @@ build their cases with these."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from src.report.judge.pairs import Margins, compare
-from src.report.judge.study import ClaimResult, StudySection
+from src.report.judge.sequential import SequentialVerdict
+from src.report.judge.study import ClaimResult, StudySection, against_study
+from src.report.read.claims import ClaimsFile
 from src.report.read.table import summarize
-from src.report.words.study import StudyText, study_section
+from src.report.words.study import StudyText, study_text
+from src.tracking.variants import Axis
 
 STUDY_SETTING = {"device_type": "cuda", "device_name": "NVIDIA A100-SXM4-40GB", "n_params": 163_009_536.0,
                  "tokens": 3_260_252_160.0, "precision": "fp16_mixed (matmul precision high)", "steps_done": 33_165.0}  # fmt: skip
@@ -57,6 +62,13 @@ def speed_check(norm_ms: dict[str, float], step_ms: float = 100.0, rounds: int =
     norms = {v: list(ms / 1e3 * (1 + rng.normal(0, 0.02, rounds))) for v, ms in norm_ms.items()}
     steps = {v: list((step_ms + ms) / 1e3 * (1 + rng.normal(0, 0.01, rounds))) for v, ms in norm_ms.items()}
     return {"kernel": {"samples_s": norms, "step_s": step_ms / 1e3}, "samples_s": steps, "settings": {"variants": list(norm_ms)}}
+
+
+def study_section(runs: pd.DataFrame, axes: Sequence[Axis], check: Mapping[str, Any], margins: Margins,
+                  table: pd.DataFrame | None = None, sequential: Sequence[SequentialVerdict] = (),
+                  source: ClaimsFile | None = None) -> StudyText:  # fmt: skip
+    """The section for a sweep, judged (src.report.judge.study.against_study) and written (`study_text`)."""
+    return study_text(against_study(runs, axes, check, margins, sequential, source), runs, table, check)
 
 
 def section_text(runs: pd.DataFrame, check: dict[str, object] | None = None, sequential: tuple = (), axes: tuple = ()) -> StudyText:  # noqa: ANN001

@@ -29,6 +29,7 @@ from study_runs import (
     section_text,
     speed_check,
     study_runs,
+    study_section,
 )
 
 from src.core import paths
@@ -47,7 +48,6 @@ from src.report.words.study import (
     claim_reason,
     open_question,
     part_reason,
-    study_section,
     written,
 )
 from src.stats.verdicts import (
@@ -77,8 +77,8 @@ def test_the_claims_quote_the_studys_table_and_the_preset_is_its_setting() -> No
     assert rms.band(SPEED) == (-0.115, rms.published(SPEED))  # "~10–11%" joined with its own -9.25%
     assert round(claims[2].parts[0].published(SPEED), 3) == -0.024  # hand-rolled RMSNorm ~2.5% faster
     built_ins, shrank = claims[3].parts
-    assert abs(built_ins.published(SPEED)) < 0.005 and built_ins.sign(SPEED) == 0  # the built-ins within ~0.5%
-    assert shrank.published(SPEED) == pytest.approx((8289 / 8324 - 1) - (9134 / 9358 - 1)) and shrank.sign(SPEED) == 1
+    assert abs(built_ins.published(SPEED)) < 0.005 and built_ins.kind.sign(built_ins, SPEED) == 0  # the built-ins within ~0.5%
+    assert shrank.published(SPEED) == pytest.approx((8289 / 8324 - 1) - (9134 / 9358 - 1)) and shrank.kind.sign(shrank, SPEED) == 1
     assert [round(p.published(LOSS), 4) for p in claims[4].parts] == [0.006, 0.0012]
     assert [round(p.published(LOSS), 3) for p in claims[5].parts] == [-0.024, -0.029]
     assert claims[6].parts[0].published(STABILITY) == 530

@@ -30,7 +30,7 @@ def test_a_kinds_band_its_side_and_its_words_agree_on_any_part(text: str) -> Non
                 assert math.isnan(low) and math.isnan(high), (kind.name, low, high)
                 continue
             assert low <= high, (kind.name, metric, low, high)
-            sign = part.sign(metric)
+            sign = part.kind.sign(part, metric)
             assert (low >= 0) if sign > 0 else (high <= 0) if sign < 0 else (low <= 0 <= high), (kind.name, metric, sign, low, high)
             words = kind.claimed(part, metric)
             assert words and "nan" not in words and "inf" not in words, (kind.name, words)

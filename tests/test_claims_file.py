@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from study_runs import made_up_runs
+from study_runs import made_up_runs, study_section
 
 from src.core.norm_yamls import builtin_variants
 from src.core.paths import ConfigError
@@ -22,7 +22,6 @@ from src.report.read.claims import DIFFERENCE, SAVING, TREND, chosen, load, load
 from src.report.read.published import CLAIMS, STUDY, TABLE
 from src.report.read.table import summarize
 from src.report.words.headline import reproduced_line
-from src.report.words.study import study_section
 from src.stats.verdicts import ClaimWord
 
 CPU = {"device": "cpu", "precision": "fp32 (matmul precision highest)", "n_params": 1.4e7}

@@ -31,8 +31,8 @@ from src.report.generate import generate_report
 from src.report.judge.pairs import PAIRS, Margins, pairs_for
 from src.report.judge.stability import by_learning_rate, largest_stable_lr
 from src.report.read.published import SETTING, TABLE
-from src.report.read.runs import ReportError
-from src.report.read.settings import check_pairs
+from src.report.read.runs import ReportError, SpeedCheck
+from src.report.read.settings import ReportSettings, check_pairs
 from src.report.read.table import parse_variant, summarize
 from src.report.render.sections import table_rows
 from src.report.render.terminal import terminal_text
@@ -391,7 +391,7 @@ def test_paired_comparisons_by_hand(client: MlflowClient, store: dict[str, str],
     for seed, loss in [(10, 6.15), (11, 6.25)]:
         log_run(client, exp, "hand_rmsnorm", seed, finished(10.0, 100.0 + seed, loss))
 
-    analysis = generate_report(analyze("paired", store["uri"], Margins(test_loss=0.01, speed=0.02)), tmp_path)
+    analysis = generate_report(analyze("paired", store["uri"], ReportSettings(Margins(test_loss=0.01, speed=0.02))), tmp_path)
     by = {(r.a, r.b, r.metric): r for r in analysis.comparisons}
     loss = by["hand_layernorm", "torch_layernorm", "test_loss"]
     se = 0.001 / math.sqrt(3)
@@ -510,7 +510,7 @@ def test_one_speed_estimate_per_pair_everywhere(tiny_sweep: TinySweep, tiny_clie
     """The speed check's estimate of a pair is the one number its verdict, the table's speed column,
     speed.png's data, the study's table and the sweep run's metrics show (no second ranking)."""
     analysis = analyze(EXPERIMENT, tiny_sweep.uri)
-    assert analysis.speed_verdicts, analysis.check
+    assert analysis.speed_verdicts, analysis.speed.check
     headers, rows = table_rows(analysis)
     cells = {row[0]: row[headers.index(CHECK_SPEED_HEADER)] for row in rows}
     assert all(h.endswith(ONE_AFTER_ANOTHER) for h in headers if h.startswith(("tokens/s", "training time")))
@@ -702,7 +702,7 @@ def test_every_swept_variant_is_judged_against_a_reference() -> None:
     norms = {v: list(1e-3 * (1 + i) * (1 + rng.normal(0, 0.01, 10))) for i, v in enumerate(variants)}
     check = {"kernel": {"samples_s": norms, "step_s": 0.1, "rounds": 10}, "samples_s": {v: [0.1, 0.1] for v in variants},
              "settings": {"variants": variants, "rounds": 2}}  # fmt: skip
-    a = assemble(pd.DataFrame(rows), (), check, Margins())
+    a = assemble(pd.DataFrame(rows), (), SpeedCheck(check, {}, {}), ReportSettings())
     assert ("torch_rmsnorm", "dyt") in {(r.a, r.b) for r in a.comparisons}
     assert {(v.a, v.b) for v in a.speed_verdicts} == {("torch_rmsnorm", "my_norm"), ("torch_rmsnorm", "dyt")}
     assert "not a compared pair" not in "\n".join(headline(a))

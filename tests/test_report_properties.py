@@ -17,9 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from made_up_sweeps import MadeUp, sweeps, sweeps_with_claims
 
 from src.report.analysis import Analysis, assemble
-from src.report.judge.pairs import Margins
 from src.report.judge.study import Finding, Reach
 from src.report.read.claims import EQUIVALENCE, NO_WORSE, SHARE, SPEED, TREND
+from src.report.read.runs import SpeedCheck
+from src.report.read.settings import ReportSettings
 from src.report.read.timing import most_at_once
 from src.report.render.markdown import markdown_page, verdict
 from src.report.render.terminal import terminal_text
@@ -48,8 +49,8 @@ def _fewer_resamples(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def analysis_of(made: MadeUp) -> Analysis:
     """What `src.report.analysis.analyze` makes of these runs and this check (`assemble`), without an MLflow store."""
-    return assemble(made.runs, made.axes, made.check, Margins(), sequential=made.sequential, experiment="made-up",
-                    tracking_uri="sqlite://", claims=made.claims)  # fmt: skip
+    return assemble(made.runs, made.axes, SpeedCheck(made.check, {}, {}), ReportSettings(claims=made.claims),
+                    sequential=made.sequential, experiment="made-up", tracking_uri="sqlite://")  # fmt: skip
 
 
 def outputs(a: Analysis) -> dict[str, str]:
@@ -350,7 +351,7 @@ def expected_word(f: Finding) -> ClaimWord:
         if low >= upper or high <= lower or not meets:
             return ClaimWord.NOT_REPRODUCED
         return ClaimWord.INCONCLUSIVE
-    sign = part.sign(metric)
+    sign = part.kind.sign(part, metric)
     side = 1 if low > 0 else -1 if high < 0 else 0
     if side == sign:
         return ClaimWord.REPRODUCED if meets else ClaimWord.PARTLY

@@ -213,6 +213,7 @@ def test_status_plan_and_the_reference_follow_the_axes(sweeps: Sweeps) -> None:
     from src.report.commands.status import status_text
     from src.report.judge.pairs import Margins
     from src.report.read.runs import load_sweep, open_store
+    from src.report.read.settings import ReportSettings
     from src.stats.sequential import Design
 
     status = status_text("placement", sweeps.uri, None, 600.0)
@@ -225,10 +226,10 @@ def test_status_plan_and_the_reference_follow_the_axes(sweeps: Sweeps) -> None:
     assert "norm=torch_layernorm,torch_rmsnorm model.norm_placement=pre,post hydra/sweeper=sequential" in text
     assert sum(pair in text for pair in ONE_AXIS_PAIRS) == 4
     # report.reference turns a pair around; a value no run has is one line naming what exists.
-    flipped = analyze("placement", sweeps.uri, reference={"norm_placement": "post"})
+    flipped = analyze("placement", sweeps.uri, ReportSettings(reference={"norm_placement": "post"}))
     assert "torch_layernorm · pre vs torch_layernorm · post" in {r.pair for r in flipped.comparisons}
     with pytest.raises(ConfigError, match=r"no run has model.norm_placement=mid; its values: pre, post"):
-        analyze("placement", sweeps.uri, reference={"model.norm_placement": "mid"})
+        analyze("placement", sweeps.uri, ReportSettings(reference={"model.norm_placement": "mid"}))
 
 
 def test_a_bad_reference_stops_a_sweep_before_anything_trains() -> None:

@@ -230,8 +230,9 @@ def test_claim_4_holds_in_any_precision_so_a_swept_precision_keeps_it_in_its_dom
     """`norm=hand_layernorm,hand_rmsnorm precision=fp32,bf16_mixed` at the study's scale: claim 4
     (the math's loss, any precision) is judged on the sweep's variants; claim 2 (16-bit kernels' speed)
     reads the bf16 ones, inside its 16-bit-autocast domain, as it would were precision not swept."""
+    from study_runs import study_section
+
     from src.report.read.table import summarize
-    from src.report.words.study import study_section
     from src.tracking.variants import Axis
 
     loss = SEEDS + 0.004 + np.array([2, -2, 1, 0, -1]) * 1e-4

@@ -20,7 +20,16 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from study_runs import NOISE, SEEDS, STUDY_SETTING, jitter, made_up_runs, speed_check, study_runs
+from study_runs import (
+    NOISE,
+    SEEDS,
+    STUDY_SETTING,
+    jitter,
+    made_up_runs,
+    speed_check,
+    study_runs,
+    study_section,
+)
 
 from src.report.analysis import Analysis
 from src.report.judge.pairs import Margins, compare
@@ -31,7 +40,7 @@ from src.report.read.table import summarize
 from src.report.words.headline import headline
 from src.report.words.pairs import sentences
 from src.report.words.speed import sentence
-from src.report.words.study import claim_reason, here_text, part_reason, study_section
+from src.report.words.study import claim_reason, here_text, part_reason
 
 GOLDEN = Path(__file__).with_name("golden_verdicts.json")
 GOLDEN_REASONS = Path(__file__).with_name("golden_reasons.json")

@@ -174,8 +174,7 @@ def check_report_settings(config: DictConfig) -> None:
     report is made only after the whole sweep has trained."""
     from hydra.core.hydra_config import HydraConfig
 
-    from src.report.read.claims import chosen
-    from src.report.read.settings import reference_setting, settings
+    from src.report.read.settings import report_settings
 
     # A user's claims files are found in the sweep's own config folders (`--config-dir`,
     # src.core.paths.user_config_dirs), which Hydra names in a config it has not set yet.
@@ -184,10 +183,9 @@ def check_report_settings(config: DictConfig) -> None:
     if before is None:
         hydra_config.set_config(config)
     try:
-        report_settings = _report_settings(config)
-        settings(report_settings)  # the margins (> 0) and the pairs
-        chosen(report_settings)  # the claims files, each read and checked
-        reference_setting(report_settings)  # its form; its values are the jobs' (check_reference)
+        # The margins (> 0), the pairs, the reference's form (its values are the jobs': check_reference)
+        # and the claims files, each read and checked.
+        report_settings(_report_settings(config))
     except ConfigError as err:
         raise SystemExit(f"config error: {err}") from None
     finally:

@@ -9,13 +9,17 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from src.core.terminal import fit, say
+
+if TYPE_CHECKING:
+    from src.report.read.claims import ClaimsFile
 
 SWEEP_STARTED_ENV = "NORMSWEEP_SWEEP_STARTED"  # unix time the multirun started (set by on_multirun_start)
 # A share round at gpt2_small, gpt2_medium and gpt2_large (whole blocks on 1,024 tokens) took ~9 s at load
@@ -57,7 +61,7 @@ class SweepReport(Callback):
         return bool(busy)
 
     @staticmethod
-    def _speed_check(config: DictConfig, rounds: int) -> None:
+    def _speed_check(config: DictConfig, rounds: int, claims: Sequence[ClaimsFile]) -> None:
         """Interleaved steps of the swept variants, given at most as long as the jobs took."""
         from src.launch.speed_check import MIN_TIMEOUT_S, run_speed_check
         from src.tracking.sweep import JOBS_FILE, read_definition
@@ -77,11 +81,7 @@ class SweepReport(Callback):
         store = Store.connect(str(config.logger.tracking_uri))
         experiment = store.find_experiment(str(config.experiment_name))
         # A chosen trend claim (a norm's share of a step over model sizes) is timed in the same check.
-        from src.report.read.claims import chosen
-
-        report_cfg = OmegaConf.select(config, "report", default=None)
-        files = chosen(OmegaConf.to_container(report_cfg, resolve=True) if report_cfg else None)
-        sizes = tuple(dict.fromkeys(s for f in files for s in f.trend_sizes()))
+        sizes = tuple(dict.fromkeys(s for f in claims for s in f.trend_sizes()))
         share_rounds = int(OmegaConf.select(config, "report.share_rounds", default=0) or 0) if sizes else 0
         run_speed_check(
             jobs, rounds, out_dir, max(MIN_TIMEOUT_S, elapsed) + kernel_s + SHARE_ROUND_S * share_rounds, kernel_s,
@@ -96,27 +96,22 @@ class SweepReport(Callback):
         from src.report.analysis import analyze
         from src.report.files import report_folder
         from src.report.generate import generate_report
+        from src.report.read.settings import report_settings
         from src.report.render.terminal import links_text, terminal_text, ui_links
 
+        report_cfg = OmegaConf.select(config, "report", default=None)
+        chosen = report_settings(OmegaConf.to_container(report_cfg, resolve=True) if report_cfg else None)
         rounds = int(OmegaConf.select(config, "report.speed_rounds", default=0) or 0)
         measuring = time.perf_counter()
         if rounds:
-            self._speed_check(config, rounds)
+            self._speed_check(config, rounds, chosen.claims)
         measuring = time.perf_counter() - measuring if rounds else 0.0
         experiment = config.experiment_name
         out_dir = Path(self.out_dir) if self.out_dir else None
         reports = OmegaConf.select(config, "paths.reports_dir", default=None)
         if out_dir is None and reports:
             out_dir = report_folder(reports, experiment)
-        from src.report.read.settings import reference_setting, settings
-
-        report_cfg = OmegaConf.select(config, "report", default=None)
-        report_settings = OmegaConf.to_container(report_cfg, resolve=True) if report_cfg else None
-        margins, pairs = settings(report_settings)
-        reference = reference_setting(report_settings)
-        from src.report.read.claims import chosen
-
-        found = analyze(experiment, config.logger.tracking_uri, margins, pairs, reference, claims=chosen(report_settings))
+        found = analyze(experiment, config.logger.tracking_uri, chosen)
         analysis = generate_report(found, out_dir)
         print(terminal_text(analysis), flush=True)
         print(f"\nreport written to {analysis.files[0].parent}", flush=True)

@@ -27,7 +27,7 @@ from src.report.commands.status import status_text
 from src.report.files import report_folder, write
 from src.report.generate import generate_report
 from src.report.read.runs import ReportError, open_store
-from src.report.read.settings import default_margin, reference_setting, settings
+from src.report.read.settings import default_margin, report_settings
 from src.report.render.terminal import links_text, terminal_text, ui_links
 from src.tracking.server_client import ServerLost, TeamServerDown
 from src.tracking.store_uri import StoreError, redact_uri
@@ -145,11 +145,8 @@ def report(args: argparse.Namespace) -> int:
             raise paths.ConfigError(f"--pair: each is A:B (compare variant B against variant A), got {text!r}")
     pairs = [p.split(":") for p in args.pair] if args.pair else None
     report_cfg = OmegaConf.to_container(cfg.get("report") or {}, resolve=True)
-    margins, chosen = settings(report_cfg, args.margin_loss, args.margin_speed, pairs)
-    reference = reference_setting(report_cfg)
-    from src.report.read.claims import chosen as chosen_claims
-
-    claims = chosen_claims(report_cfg)  # report.claims: each file read and checked before the store is opened
+    # report.claims: each file read and checked before the store is opened
+    chosen = report_settings(report_cfg, args.margin_loss, args.margin_speed, pairs)
     if not args.tracking_uri and not cfg.logger.enabled:
         raise paths.ConfigError("logger: tracking is off (logger=none), so no store holds runs to report; drop logger=none, or give --tracking-uri")
     uri = args.tracking_uri or str(cfg.logger.tracking_uri)
@@ -158,7 +155,7 @@ def report(args: argparse.Namespace) -> int:
     if args.plan:
         from src.report.commands.plan import plan_command
 
-        print(plan_command(experiment, uri, [*overrides, *sweeper], margins, chosen, preflight_hours, reference))
+        print(plan_command(experiment, uri, [*overrides, *sweeper], chosen.margins, chosen.pairs, preflight_hours, chosen.reference))
         return cli.OK
     if args.status or args.sweep_dir:
         if args.sweep_dir is not None and not (args.sweep_dir / JOBS_FILE).is_file():
@@ -171,7 +168,7 @@ def report(args: argparse.Namespace) -> int:
     paths.require_writable(out, "--out" if args.out else "paths.reports_dir", f"the report's files go to {out}: choose a writable folder")
     stale_after_s = float(cfg.sweep.stale_after_s)  # the runs' states as --status judges them
     running = running_sweep_of(experiment, uri, stale_after_s)
-    found = analyze(experiment, uri, margins, chosen, reference, stale_after_s, claims)  # partial or full: report.claims
+    found = analyze(experiment, uri, chosen, stale_after_s)  # partial or full: report.claims
     if running is not None:
         return partial_report(found, running, args.out)
     analysis = generate_report(found, out, log_summary=not args.no_summary_run)

@@ -9,10 +9,8 @@ text, report.md, the verdict and report.html, and src.report.files writes the fi
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -31,15 +29,16 @@ from src.report.judge.sequential import SequentialVerdict, load_verdicts
 from src.report.judge.speed import SpeedVerdict, check_reference, compare_speed, timed_variants
 from src.report.judge.stability import by_learning_rate, initial_losses, is_lr_sweep, lr_sensitivity
 from src.report.judge.study import StudySection, against_study
-from src.report.read.claims import ClaimsFile
 from src.report.read.provenance import code_sentence, mark_rows, reference_code
 from src.report.read.runs import (
     ReportError,
+    SpeedCheck,
     load_curves,
     load_speed_check,
     load_sweep,
     open_store,
 )
+from src.report.read.settings import ReportSettings
 from src.report.read.table import summarize
 from src.tracking.store import Store
 from src.tracking.sweep import STALE_AFTER_S
@@ -60,11 +59,9 @@ class Analysis:
     comparisons: list[Result]  # per pair and metric (see src.report.judge.pairs)
     margins: Margins
     superseded: int  # the other runs of a config (fingerprint) run more than once: its latest result counts
-    interleaved: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # bench-variants ratios
-    norm_costs: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)  # and norm costs
     unmatched: list[Unmatched] = field(default_factory=list)  # requested pairs that could not be compared
     speed_verdicts: list[SpeedVerdict] = field(default_factory=list)  # the speed check's verdicts (src.report.judge.speed)
-    check: dict[str, Any] = field(default_factory=dict)  # the latest speed check's variants.json (empty: none)
+    speed: SpeedCheck = field(default_factory=lambda: SpeedCheck({}, {}, {}))  # the latest speed check (empty: none)
     stability: pd.DataFrame | None = None  # per (variant, lr), when the sweep varied the learning rate
     sensitivity: pd.DataFrame | None = None  # per variant, Wortsman et al.'s LR sensitivity (same condition)
     axes: tuple[Axis, ...] = ()  # what the runs vary, seed aside (src.tracking.variants)
@@ -90,7 +87,7 @@ class Analysis:
         """The speed check's reference and, per variant it timed, the step-time change against it
         (relative; the estimate its verdict against the reference read, `reference_speed`, with its 95%
         interval); the reference's own is 0. None without a check of the norms' kernels."""
-        reference = check_reference(self.check)
+        reference = check_reference(self.speed.check)
         if reference is None:
             return None
         found = {reference: (0.0, 0.0, 0.0)}
@@ -102,19 +99,12 @@ class Analysis:
 def analyze(
     experiment: str,
     tracking_uri: str | None = None,
-    margins: Margins | None = None,
-    pairs: list[tuple[str, str]] | None = None,
-    reference: dict[str, str] | None = None,
+    chosen: ReportSettings | None = None,
     stale_after_s: float = STALE_AFTER_S,
-    claims: Sequence[ClaimsFile] = (),
 ) -> Analysis:
-    """Read the experiment from MLflow and compute the table and the comparisons.
-
-    `pairs` (validated by `read.settings.check_pairs`) replaces the study's pairs when given;
-    `reference` (`report.reference`: axis -> value) the reference value of an axis;
-    `stale_after_s` (`sweep.stale_after_s`) how long a silent RUNNING run counts as running;
-    `claims` (`report.claims`, src.report.read.claims.load_all) the claims files judged, each in its
-    own section (none given: the study's).
+    """Read the experiment from MLflow and compute the table and the comparisons, as the `report`
+    group chooses (src.report.read.settings.report_settings; none given: its defaults);
+    `stale_after_s` (`sweep.stale_after_s`) how long a silent RUNNING run counts as running.
     """
     uri = tracking_uri or paths.tracking_uri()
     store = open_store(uri)
@@ -127,44 +117,41 @@ def analyze(
         raise ReportError(f"MLflow experiment {experiment!r} has no runs with a result{yet} ({counts})")
     curves = load_curves(store, runs)
     code = reference_code(store, sweep.experiment_id, runs)
-    speed = load_speed_check(store, sweep.experiment_id)
     found = assemble(
-        runs, sweep.axes, speed.check, margins or Margins(), pairs, reference,
-        load_verdicts(store, sweep.experiment_id), curves, experiment, uri, sweep.experiment_id, claims,
+        runs, sweep.axes, load_speed_check(store, sweep.experiment_id), chosen or ReportSettings(),
+        load_verdicts(store, sweep.experiment_id), curves, experiment, uri, sweep.experiment_id,
     )  # fmt: skip
     found.table = mark_rows(found.table, runs, code)
     found.superseded, found.store, found.code_note = sweep.superseded, store, code_sentence(runs, code)
-    found.interleaved, found.norm_costs = speed.interleaved, speed.norm_costs
     return found
 
 
 def assemble(
     runs: pd.DataFrame,
     axes: tuple[Axis, ...],
-    check: dict[str, Any],
-    margins: Margins,
-    pairs: list[tuple[str, str]] | None = None,
-    reference: dict[str, str] | None = None,
+    speed: SpeedCheck,
+    chosen: ReportSettings,
     sequential: list[SequentialVerdict] | None = None,
     curves: pd.DataFrame | None = None,
     experiment: str = "",
     tracking_uri: str = "",
     experiment_id: str = "",
-    claims: Sequence[ClaimsFile] = (),
 ) -> Analysis:
     """Every judgement of a sweep from what was read of it: the runs (src.report.read.runs), their axes,
-    the latest speed check (`variants.json`, empty without one) and a sequential sweep's decisions. The
-    one path from numbers to the report's data, whether the numbers came from MLflow (`analyze`) or not
-    (the property tests' generated sweeps)."""
+    the latest speed check (empty without one) and a sequential sweep's decisions, as the report's
+    settings choose (src.report.read.settings.report_settings). The one path from numbers to the
+    report's data, whether the numbers came from MLflow (`analyze`) or not (the property tests' generated
+    sweeps)."""
     curves = curves if curves is not None else pd.DataFrame()
     sequential = sequential or []
     lr_swept = is_lr_sweep(runs)
     # The speed check (empty without one) times the report's pairs whose variants it ran with the
     # norms' kernels, and each other variant it ran against its reference.
+    check, margins, pairs, reference = speed.check, chosen.margins, chosen.pairs, chosen.reference
     timed, reference_ = timed_variants(check), check_reference(check)
-    chosen = [(a, b) for a, b, _ in comparison_pairs(runs, pairs, reference) if a in timed and b in timed]
+    timed_pairs = [(a, b) for a, b, _ in comparison_pairs(runs, pairs, reference) if a in timed and b in timed]
     against = [(reference_, v) for v in timed if v != reference_] if reference_ else []
-    sections = [against_study(runs, axes, check, margins, sequential, f) for f in claims or [None]]
+    sections = [against_study(runs, axes, check, margins, sequential, f) for f in chosen.claims or [None]]
     return Analysis(
         experiment=experiment,
         tracking_uri=tracking_uri,
@@ -176,8 +163,8 @@ def assemble(
         margins=margins,
         superseded=0,
         unmatched=unmatched_pairs(runs, pairs) if pairs is not None else [],
-        speed_verdicts=compare_speed(check, chosen, margins.speed),
-        check=check,
+        speed_verdicts=compare_speed(check, timed_pairs, margins.speed),
+        speed=speed,
         stability=by_learning_rate(runs) if lr_swept else None,
         sensitivity=lr_sensitivity(runs, initial_losses(curves)) if lr_swept else None,
         axes=axes,

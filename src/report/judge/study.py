@@ -255,14 +255,14 @@ def readings_of(part: Part, metric: str, low: float, high: float, e: Evidence, e
     sweep, direction and equivalence from its decision (and the size from the interval)."""
     # A speed margin is a factor either way (±log(1 + m) of the log ratio), as the speed section reads it.
     bounds = speed_bounds(e.margin(metric)) if metric in (SPEED, *SIZED) and not part.minus else None
-    sign, margin = part.sign(metric), e.margin(metric)
+    sign, margin = part.kind.sign(part, metric), e.margin(metric)
     if effect.spread:
         found = read(low, high, sign, part.band(metric), margin, bounds)
     else:
         found = part.kind.alike(read_alike(effect.diff, effect.interval.n, sign, margin, e.alpha, bounds))
     if decision is None:
         return found
-    same_side = part.sign(metric) == 0 or math.copysign(1, effect.diff) == part.sign(metric)
+    same_side = sign == 0 or math.copysign(1, effect.diff) == sign
     return decided(found, decision.verdict, same_side)
 
 

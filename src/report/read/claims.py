@@ -196,10 +196,6 @@ class Part(Node):
         """The claimed band, by its kind: a size joined with its figure, a side, a margin's region."""
         return self.kind.band(self, metric)
 
-    def sign(self, metric: str) -> int:
-        """The side of zero claimed, by its kind (0: none)."""
-        return self.kind.sign(self, metric)
-
     def variants(self) -> tuple[str, ...]:
         return tuple(v for v in (self.a, self.b, *(self.minus or ())) if v is not None)
 

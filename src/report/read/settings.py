@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from src.core.norm_yamls import known_variants
 from src.core.paths import ConfigError
 from src.core.schema import MarginSchema
+
+if TYPE_CHECKING:
+    from src.report.read.claims import ClaimsFile
 
 MARGIN_KEYS = tuple(f.name for f in fields(MarginSchema))  # the schema's: test_loss (nats), speed (relative)
 
@@ -79,6 +82,28 @@ def settings(
     })  # fmt: skip
     chosen = pairs if pairs is not None else report_cfg.get("pairs")
     return margins, (check_pairs(chosen) if chosen is not None else None)
+
+
+class ReportSettings(NamedTuple):
+    """The `report` group as the report reads it, each setting checked (`report_settings`)."""
+
+    margins: Margins = Margins()
+    pairs: list[tuple[str, str]] | None = None  # None: the study's pairs
+    reference: dict[str, str] | None = None  # axis -> its reference value (None: each axis's first)
+    claims: Sequence[ClaimsFile] = ()  # the claims files judged, each in its own section (none: the study's)
+
+
+def report_settings(
+    report_cfg: Mapping[str, Any] | None,
+    margin_loss: float | None = None,
+    margin_speed: float | None = None,
+    pairs: Sequence[Sequence[str]] | None = None,
+) -> ReportSettings:
+    """Every report setting, read once for the report and for a sweep's start, which checks them all."""
+    from src.report.read.claims import chosen  # late: pydantic, for the report and a sweep's start alone
+
+    margins, chosen_pairs = settings(report_cfg, margin_loss, margin_speed, pairs)
+    return ReportSettings(margins, chosen_pairs, reference_setting(report_cfg), chosen(report_cfg))
 
 
 def reference_setting(report_cfg: Mapping[str, Any] | None) -> dict[str, str] | None:

@@ -78,7 +78,7 @@ def blocks(a: Analysis, output: Output, width: int = WIDTH, cut: Cut = Cut.NONE)
 
 def table_rows(a: Analysis) -> Table:
     """The per-variant table as text cells, its speed column the speed check's estimates where it has them."""
-    return display_rows(a.table, a.interleaved, pair_cells(a.speed_verdicts))
+    return display_rows(a.table, a.speed.interleaved, pair_cells(a.speed_verdicts))
 
 
 def _pairs(a: Analysis, output: Output, cut: Cut) -> Block:

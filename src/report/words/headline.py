@@ -92,11 +92,11 @@ def speed_line(a: Analysis) -> str:
         most = max((v.rounds_needed or 0 for v in open_), default=0)
         settle = f": {settle_text(most, 'kernel rounds')}" if most else ""
         parts.append(f"{len(open_)} pair(s) {SpeedWord.UNRESOLVED}{settle} (`report.speed_kernel_s` longer)")
-    shares = norm_shares(a.check)
+    shares = norm_shares(a.speed.check)
     share = ""
     if shares:
         low, high = min(shares, key=shares.get), max(shares, key=shares.get)  # type: ignore[arg-type]
-        share = f"; the norm is {shares[low]:.1%} ({low}) to {shares[high]:.1%} ({high}) {share_where(a.check)}"
+        share = f"; the norm is {shares[low]:.1%} ({low}) to {shares[high]:.1%} ({high}) {share_where(a.speed.check)}"
     return f"Speed (speed check: the norms' kernels, {len(verdicts)} pair(s)): {'; '.join(parts)}{share}."
 
 

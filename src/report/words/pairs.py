@@ -174,14 +174,14 @@ def speed_sentences(a: Analysis) -> list[str]:
     """The speed check's section (a verdict per pair, with the norms' kernels), else the interleaved
     steps' ratios of an older check, else nothing."""
     checked = speed_section(a)
-    if checked or not a.interleaved:
+    if checked or not a.speed.interleaved:
         return checked
     order = list(a.table.variant)  # the table's order
-    cells = [f"{v} {interleaved_cell(a.interleaved[metric_key(v)])}" for v in order if metric_key(v) in a.interleaved]
+    cells = [f"{v} {interleaved_cell(a.speed.interleaved[metric_key(v)])}" for v in order if metric_key(v) in a.speed.interleaved]
     costs = [
         f"{v} {c[0]:+.1f} ms [{c[1]:+.1f}, {c[2]:+.1f}] ({c[0] / c[3]:.1%} of its {c[3]:,.0f} ms step)"
         for v in order
-        if (c := a.norm_costs.get(metric_key(v))) is not None and v != NO_NORM and all(math.isfinite(x) for x in c)
+        if (c := a.speed.norm_costs.get(metric_key(v))) is not None and v != NO_NORM and all(math.isfinite(x) for x in c)
     ]
     share = f" The norm's own cost (step minus no_norm's, same rounds): {'; '.join(costs)}." if costs else ""
     return [

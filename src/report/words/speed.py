@@ -177,6 +177,6 @@ def speed_lines(check: Mapping[str, Any], judged: Sequence[SpeedVerdict], refere
 def speed_section(a: Analysis) -> list[str]:
     """The analysed sweep's speed section, from a check of the norms' kernels (an older whole-step
     check's line is the analysis's own): its verdicts and the kernels that ran (`speed_lines`)."""
-    if not timed_variants(a.check):
+    if not timed_variants(a.speed.check):
         return []
-    return speed_lines(a.check, a.speed_verdicts, check_reference(a.check))
+    return speed_lines(a.speed.check, a.speed_verdicts, check_reference(a.speed.check))

@@ -16,13 +16,11 @@ import pandas as pd
 
 from src.core.tables import text_table
 from src.report.analysis import Analysis
-from src.report.judge.pairs import Margins
 from src.report.judge.sequential import SequentialVerdict
 from src.report.judge.study import (
     ClaimResult,
     Finding,
     StudySection,
-    against_study,
 )
 from src.report.judge.study_effects import Effect, Per
 from src.report.judge.study_match import Mismatch
@@ -43,7 +41,6 @@ from src.report.read.claims import (
     SPEED,
     STABILITY,
     Claim,
-    ClaimsFile,
     Part,
     table_effect,
 )
@@ -61,7 +58,6 @@ from src.stats.verdicts import (
     family_alpha,
 )
 from src.tracking.tags import DIVERGED, FINISHED
-from src.tracking.variants import Axis
 
 ONE_SEED_SHORT = "one seed gives no interval"
 ONE_SEED = f"{ONE_SEED_SHORT} (≥2 seeds do: seed=0,1,2)"
@@ -427,11 +423,5 @@ def study_text(judged: StudySection, runs: pd.DataFrame, table: pd.DataFrame | N
 
 def written(a: Analysis, judged: StudySection | None = None) -> StudyText:
     """A claims section of the report in words (default: its first, the study's): the renderers and the headline read it."""
-    return study_text(judged or a.study, a.runs, a.table, a.check)
+    return study_text(judged or a.study, a.runs, a.table, a.speed.check)
 
-
-def study_section(runs: pd.DataFrame, axes: Sequence[Axis], check: Mapping[str, Any], margins: Margins,
-                  table: pd.DataFrame | None = None, sequential: Sequence[SequentialVerdict] = (),
-                  source: ClaimsFile | None = None) -> StudyText:  # fmt: skip
-    """The section for a sweep, judged (src.report.judge.study.against_study) and written (`study_text`)."""
-    return study_text(against_study(runs, axes, check, margins, sequential, source), runs, table, check)
