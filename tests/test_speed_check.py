@@ -421,8 +421,9 @@ def test_a_norms_share_is_named_with_its_model_and_device() -> None:
     check |= {"settings": {"model": "cpu_small"}, "environment": {"env.device": "Intel Xeon (2 cores)"}}
     assert share_where(check) == "of a cpu_small step on Intel Xeon (2 cores), 1 thread(s)"
     assert norm_shares(check)["a"] == pytest.approx(0.04, rel=0.01)
-    checked = SimpleNamespace(speed_verdicts=compare_speed(check, [("a", "b")], 0.02), check=check, margins=SimpleNamespace(speed=0.02))
-    line = speed_line(checked)  # type: ignore[arg-type]  # the three fields of an Analysis it reads
+    verdicts = compare_speed(check, [("a", "b")], 0.02)
+    checked = SimpleNamespace(speed_verdicts=verdicts, speed=SimpleNamespace(check=check), margins=SimpleNamespace(speed=0.02))
+    line = speed_line(checked)  # type: ignore[arg-type]  # the fields of an Analysis it reads
     assert "the norm is 4.0% (a) to 5.0% (b) of a cpu_small step on Intel Xeon (2 cores), 1 thread(s)." in line, line
     # A model the sweep's overrides reshaped is named as it ran, not as its config's name alone.
     check["settings"]["model_overrides"] = ["model.n_layers=1", "model.emb_dim=32"]
