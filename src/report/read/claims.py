@@ -165,6 +165,11 @@ class Part(Node):
         """Who stated its figure, as its section names them (`ClaimsFile.source_noun`)."""
         return self._file.source_noun if self._file else "the claim"
 
+    @property
+    def of_study(self) -> bool:
+        """Whether its file is the study's (`ClaimsFile.is_study`), asked of the file, not read off its noun."""
+        return self._file is not None and self._file.is_study
+
     @field_validator("size")
     @classmethod
     def _size(cls, size: tuple[float, float] | None) -> tuple[float, float] | None:
