@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.core import cli, compositions
 from src.core.interrupts import exit_quietly_after_ctrl_c
-from src.core.memory_peak import release_garbage, set_imports_aside
+from src.core.memory_peak import collection_held, release_garbage, set_imports_aside
 from src.core.paths import refuse_misread_overrides, register_resolvers
 from src.core.terminal import say
 from src.launch.sweep_end import RESULT_AWAITED_ENV, JobFailed, job_failed
@@ -35,19 +35,21 @@ log = logging.getLogger(__name__)
 def train(cfg: DictConfig) -> RunResult:
     """Resolve, plan, build, fit, test and finish one run. Raises ConfigError before anything is recorded."""
     # Imported here, not above, each when first needed: what Hydra refuses (a misspelt key, --help) is
-    # answered without torch, and what the config check refuses without Lightning or MLflow.
-    from src.training.run_spec import resolve
+    # answered without torch, and what the config check refuses without Lightning or MLflow. Every
+    # launcher's job comes through here, whatever process it runs in: the heavy imports (torch at
+    # resolve, Lightning, MLflow's store as the run is planned) load with the collector held.
+    with collection_held():
+        from src.training.run_spec import resolve
 
-    spec = resolve(cfg)  # checked once, with the model's size and the token budget
-    import lightning as L
-    from lightning.pytorch.utilities import rank_zero_only
+        spec = resolve(cfg)  # checked once, with the model's size and the token budget
+        import lightning as L
+        from lightning.pytorch.utilities import rank_zero_only
 
-    from src.training.lit_module import GPTLitModule
-    from src.training.run_life import RunLife, build_trainer, run_datamodule
+        from src.training.lit_module import GPTLitModule
+        from src.training.run_life import RunLife, build_trainer, run_datamodule
 
-    if cli.in_multirun():  # this process runs job after job: its imports are set aside, once
-        set_imports_aside()
-    life = RunLife.plan(spec)  # done / resume / settle / supersede / new, decided once per job
+        life = RunLife.plan(spec)  # done / resume / settle / supersede / new, decided once per job
+    set_imports_aside()  # once per process: no later collection scans them again, in a job's fit or after it
     if life.done is not None:
         return life.done
     run, ck = spec.train, spec.checkpoint

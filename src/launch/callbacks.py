@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from src.core.memory_peak import collection_held
 from src.core.paths import ConfigError, register_resolvers
 from src.core.terminal import say
 
@@ -264,6 +265,12 @@ class MlflowSetup(Callback):
     """
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        # Its checks import torch and MLflow's store, and compose every job's config, which the sweep
+        # keeps to launch them (src/core/compositions.py): made once, set aside from later collections.
+        with collection_held(set_aside=True):
+            self._start(config)
+
+    def _start(self, config: DictConfig) -> None:
         register_resolvers()
         refuse_empty_sweep(config)  # with or without tracking: Hydra would end a sweep of nothing with 0
         if int(os.environ.get("RANK", "0")) != 0:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from src.core.memory_peak import collection_held
 from src.core.terminal import fit, say
 
 if TYPE_CHECKING:
@@ -92,12 +93,12 @@ class SweepReport(Callback):
         from src.core.paths import register_resolvers  # the paths in the config use ${project_root:}
 
         register_resolvers()
-        # late: MLflow and pandas are slow to import
-        from src.report.analysis import analyze
-        from src.report.files import report_folder
-        from src.report.generate import generate_report
-        from src.report.read.settings import report_settings
-        from src.report.render.terminal import links_text, terminal_text, ui_links
+        with collection_held(set_aside=True):  # late: MLflow, pandas, scipy and matplotlib are slow to import
+            from src.report.analysis import analyze
+            from src.report.files import report_folder
+            from src.report.generate import generate_report
+            from src.report.read.settings import report_settings
+            from src.report.render.terminal import links_text, terminal_text, ui_links
 
         report_cfg = OmegaConf.select(config, "report", default=None)
         chosen = report_settings(OmegaConf.to_container(report_cfg, resolve=True) if report_cfg else None)
