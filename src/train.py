@@ -36,8 +36,8 @@ def train(cfg: DictConfig) -> RunResult:
     """Resolve, plan, build, fit, test and finish one run. Raises ConfigError before anything is recorded."""
     # Imported here, not above, each when first needed: what Hydra refuses (a misspelt key, --help) is
     # answered without torch, and what the config check refuses without Lightning or MLflow. Every
-    # launcher's job comes through here, whatever process it runs in: the heavy imports (torch at
-    # resolve, Lightning, MLflow's store as the run is planned) load with the collector held.
+    # launcher's job comes through here, whatever process it runs in: the heavy imports load with the
+    # collector held (src/core/memory_peak.py).
     with collection_held():
         from src.training.run_spec import resolve
 
@@ -47,9 +47,9 @@ def train(cfg: DictConfig) -> RunResult:
 
         from src.training.lit_module import GPTLitModule
         from src.training.run_life import RunLife, build_trainer, run_datamodule
-
+    set_imports_aside()  # once per process, before the job makes anything of its own that would stay with them
+    with collection_held():  # MLflow's store loads as the store opens
         life = RunLife.plan(spec)  # done / resume / settle / supersede / new, decided once per job
-    set_imports_aside()  # once per process: no later collection scans them again, in a job's fit or after it
     if life.done is not None:
         return life.done
     run, ck = spec.train, spec.checkpoint
