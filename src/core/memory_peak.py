@@ -77,11 +77,13 @@ def collection_held(set_aside: bool = False) -> Iterator[None]:
 def set_imports_aside() -> None:
     """Take what the process imported (torch, Lightning, MLflow, Hydra: ~680,000 objects by the first
     job's fit) out of every later collection, once per process, as its first job starts its own work
-    (a single run's too: its fit's full collections scan its own objects alone). Without it that job's `release_garbage` scanned them all to free its own few
-    thousand: measured (a 10-job sweep of the bench's tiny jobs, the 2-core VM), 287 ms of CPU, then
-    3 ms, and ~1 ms for each later job either way. The young generations are collected first (under
-    a millisecond); what older garbage is left then stays for the process's life, once (measured: 30
-    objects; a full collection there took 322 ms to find them)."""
+    (a single run's too: its fit's full collections scan its own objects alone). Without it that job's
+    `release_garbage` scanned them all to free its own few thousand: measured (a 10-job sweep of the
+    bench's tiny jobs, the 2-core VM), 287 ms of CPU, then 3 ms, and ~1 ms for each later job either
+    way. The young generations are collected first (under a millisecond); what older garbage is left
+    then stays for the process's life, once (measured: 30 objects; a full collection there took 322 ms
+    to find them). Called after the job's imports and before it makes anything of its own: set aside
+    with them, a first job's run (a callback that comes to hold its Trainer) would stay for good."""
     import gc
 
     gc.collect(1)
