@@ -192,14 +192,24 @@ def test_the_ui_shows_the_answer(tiny_sweep: TinySweep, tiny_client: MlflowClien
         assert first_row == f"tag.variant.{REFERENCE}", first_row
         # ...and filtered as it says: the search box takes `tags.loss_verdict LIKE '<word>%'`.
         search = page.locator("input[placeholder^='metrics.rmse']")
-        search.fill(f"tags.{LOSS_VERDICT_TAG} LIKE '{REFERENCE_WORD}%'")
-        search.press("Enter")
+        query = f"tags.{LOSS_VERDICT_TAG} LIKE '{REFERENCE_WORD}%'"
         shown = 1 + sum(j.data.tags["variant"] == REFERENCE for j in jobs)  # its group row and its runs
-        # Until the grid has re-rendered the filtered rows (a loaded machine counted those of before: 10).
-        with contextlib.suppress(PlaywrightTimeout):
-            page.wait_for_function(f"() => {{ const r = [...document.querySelectorAll('.ag-center-cols-container .ag-row')]; return r.length === {shown} && r.every(x => x.getAttribute('row-id').startsWith('tag.variant.{REFERENCE}')) }}",
-                                   timeout=30_000)  # fmt: skip
-        assert rows.count() == shown, [r.get_attribute("row-id") for r in rows.all()]
+        filtered = (f"() => {{ const r = [...document.querySelectorAll('.ag-center-cols-container .ag-row')]; "
+                    f"return r.length === {shown} && r.every(x => x.getAttribute('row-id').startsWith('tag.variant.{REFERENCE}')) }}")
+        # Typed while the sorted grid was still settling, the query was twice left unsent on a loaded machine
+        # (30 s later the box held it and the grid its 10 rows): it is sent again, as a user would press Enter
+        # again, until the grid shows it (the page polls its store, so it is never idle to wait for; each try is kept).
+        tries = []
+        for _ in range(3):
+            search.fill(query)
+            search.press("Enter")
+            try:
+                page.wait_for_function(filtered, timeout=20_000)
+                break
+            except PlaywrightTimeout:
+                tries.append((search.input_value(), rows.count(), page.url))
+        assert rows.count() == shown, ([r.get_attribute("row-id") for r in rows.all()], tries)
+        assert len(tries) < 2, tries  # sent again once at most: a filter that takes three tries is a finding
         search.fill("")
         search.press("Enter")
 
