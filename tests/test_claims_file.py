@@ -17,6 +17,7 @@ from study_runs import made_up_runs, study_section
 
 from src.core.norm_yamls import builtin_variants
 from src.core.paths import ConfigError
+from src.report.figures.claims import row_label
 from src.report.judge.pairs import Margins
 from src.report.read.claims import DIFFERENCE, SAVING, TREND, chosen, load, load_all
 from src.report.read.published import CLAIMS, STUDY, TABLE
@@ -400,12 +401,18 @@ def test_a_researchers_contrast_names_its_own_pairs_not_the_studys_norms(tmp_pat
     """
     mine = load("mine", builtin_variants(), [write(tmp_path / "claims", own)])
     runs = made_up_runs({v: v for v in ("hand_layernorm", "hand_rmsnorm", "torch_layernorm", "torch_rmsnorm")}, **CPU)
-    (line,) = (x for x in study_section(runs, (), {}, Margins(), summarize(runs), source=mine).lines(10_000) if x.startswith("1. "))
+    own_section = study_section(runs, (), {}, Margins(), summarize(runs), source=mine)
+    (line,) = (x for x in own_section.lines(10_000) if x.startswith("1. "))
     assert "Source: -1.4 pp training time (torch_rmsnorm vs torch_layernorm -2.5% less hand_rmsnorm vs hand_layernorm -1.1%)" in line, line
     assert "built-in" not in line and "hand-rolled" not in line, line
     # The study's own claim keeps its words.
-    study = study_section(runs, (), {}, Margins(), summarize(runs)).lines(10_000)
-    assert any("(the built-ins' -0.4% less the hand-rolled -2.4%)" in x for x in study), study
+    section = study_section(runs, (), {}, Margins(), summarize(runs))
+    assert any("(the built-ins' -0.4% less the hand-rolled -2.4%)" in x for x in section.lines(10_000)), section.lines(10_000)
+    # Its figure's row names the pairs as its sentence does (one writer: Part.contrast_names).
+    parts = ([(s, f) for c in s.claims for f in c.findings if f.part.minus] for s in (own_section.judged, section.judged))
+    ((mine_row,), (study_row,)) = ([row_label(*x) for x in found] for found in parts)
+    assert mine_row.startswith("1: torch_rmsnorm vs torch_layernorm gap − hand_rmsnorm vs hand_layernorm gap\n"), mine_row
+    assert study_row.startswith("3 shrank: the built-ins' gap − the hand-rolled gap\n"), study_row
 
 
 def test_a_researchers_file_named_as_the_studys_is_asked_of_as_its_own(tmp_path: Path) -> None:

@@ -88,12 +88,13 @@ def _title(metric: str, title: str, parts: list[Finding], noun: str) -> str:
     return title
 
 
-def _label(section: StudySection, f: Finding) -> str:
+def row_label(section: StudySection, f: Finding) -> str:
+    """A part's row: its claim's number, its label, the pair (a contrast's two, as the file names them), its word."""
     claim = next(c.claim for c in section.claims if f in c.findings)
     name = f" {f.part.label}" if f.part.label else ""
     pair = f"{f.part.b} vs {f.part.a}" if f.part.a else f"{f.part.b}, {f.part.sizes[-1]} vs {f.part.sizes[0]}"
     if f.part.minus:  # a contrast of two pairs' effects
-        pair = "built-ins' gap − hand-rolled gap" if section.file.is_study else f"({pair}) − ({f.part.minus[1]} vs {f.part.minus[0]})"
+        pair = " − ".join(f"{pair} gap" for pair in f.part.contrast_names)
     return f"{claim.number}{name}: {pair}\n{f.word}"
 
 
@@ -124,7 +125,7 @@ def _row(section: StudySection, metric: str, scale: float, f: Finding) -> Row:
     figure = f.part.published(metric)  # none where the claims file has no table (a trend, a stated hypothesis)
     span = (max(low, -1e3) * scale, min(high, 1e3) * scale) if not (math.isnan(low) or math.isnan(high)) else None
     own = tuple(x * scale for x in (f.estimate, f.low, f.high)) if why and has_interval(f) else None
-    return Row(_label(section, f), COLORS[f.word], *(x * scale for x in (f.estimate, f.low, f.high)),
+    return Row(row_label(section, f), COLORS[f.word], *(x * scale for x in (f.estimate, f.low, f.high)),
                marks=((figure * scale, {**STUDY, "label": section.file.source_noun}),) if math.isfinite(figure) else (), span=span,
                margin=f.margin * scale if f.part.kind.draws_margin else None, note=why, own=own)  # fmt: skip
 

@@ -170,6 +170,15 @@ class Part(Node):
         """Whether its file is the study's (`ClaimsFile.is_study`), asked of the file, not read off its noun."""
         return self._file is not None and self._file.is_study
 
+    @property
+    def contrast_names(self) -> tuple[str, str]:
+        """A contrast's (`minus`) two pairs, as its sentences and its figure's row name them: the study's
+        one contrast is of its built-in and hand-rolled norms; any other file's, of its own pairs."""
+        if self.of_study:
+            return "the built-ins'", "the hand-rolled"
+        a, b = self.minus or ("", "")
+        return f"{self.b} vs {self.a}", f"{b} vs {a}"
+
     @field_validator("size")
     @classmethod
     def _size(cls, size: tuple[float, float] | None) -> tuple[float, float] | None:

@@ -88,9 +88,7 @@ def published_text(claim: Claim, part: Part) -> str:
     if not part.minus:
         return f"{shown(metric, value)} {FIGURE_OF[metric]}"
     pairs = ((part.a, part.b), part.minus)
-    # The study's one contrast is of its built-in and hand-rolled norms; any other file's, of its own pairs.
-    names = ("the built-ins'", "the hand-rolled") if part.of_study else (f"{b} vs {a}" for a, b in pairs)
-    gaps = [f"{name} {RELATIVE(table_effect(part.table, metric, str(a), b))}" for name, (a, b) in zip(names, pairs, strict=True)]
+    gaps = [f"{name} {RELATIVE(table_effect(part.table, metric, str(a), b))}" for name, (a, b) in zip(part.contrast_names, pairs, strict=True)]
     return f"{shown(metric, value, True)} {FIGURE_OF[metric]} ({gaps[0]} less {gaps[1]})"
 
 
