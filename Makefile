@@ -41,9 +41,9 @@ define CPU_SWEEP_NOTE
 endef
 export CPU_SWEEP_NOTE
 
-sweep: install  ## the five-norm sweep, then the study's table (~9.5 min quiet on 2 cores, ~50 min loaded)
+sweep: install  ## the five-norm sweep, then the study's table (8-16 min quiet on 2 cores, ~50 min loaded)
 	@echo "$$CPU_SWEEP_NOTE"
-	@echo "[normsweep] expect ~9.5 min on a quiet 2-core CPU (49 min at load average 7); make sweep-quick: a first look"
+	@echo "[normsweep] expect 8-16 min on a quiet 2-core CPU (49 min at load average 7); make sweep-quick: a first look"
 	$(PY) -m src.train -m experiment=norm_sweep $(ARGS)
 
 sweep-quick: install  ## a first look in minutes: the five norms' kernel speed verdicts, one run each x 20 steps
