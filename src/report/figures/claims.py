@@ -94,7 +94,7 @@ def row_label(section: StudySection, f: Finding) -> str:
     name = f" {f.part.label}" if f.part.label else ""
     pair = f"{f.part.b} vs {f.part.a}" if f.part.a else f"{f.part.b}, {f.part.sizes[-1]} vs {f.part.sizes[0]}"
     if f.part.minus:  # a contrast of two pairs' effects
-        pair = " − ".join(f"{pair} gap" for pair in f.part.contrast_names)
+        pair = " − ".join(f"{named} gap" for named in f.part.contrast_names)
     return f"{claim.number}{name}: {pair}\n{f.word}"
 
 
