@@ -171,13 +171,18 @@ class Part(Node):
         return self._file is not None and self._file.is_study
 
     @property
+    def contrast_pairs(self) -> tuple[tuple[str, str], tuple[str, str]]:
+        """A contrast's (`minus`) two pairs (a, b), the effect of the first less the second's."""
+        return (str(self.a), self.b), self.minus or ("", "")
+
+    @property
     def contrast_names(self) -> tuple[str, str]:
-        """A contrast's (`minus`) two pairs, as its sentences and its figure's row name them: the study's
-        one contrast is of its built-in and hand-rolled norms; any other file's, of its own pairs."""
+        """A contrast's two pairs, as its sentences and its figure's row name them: the study's one
+        contrast is of its built-in and hand-rolled norms; any other file's, of its own pairs."""
         if self.of_study:
             return "the built-ins'", "the hand-rolled"
-        a, b = self.minus or ("", "")
-        return f"{self.b} vs {self.a}", f"{b} vs {a}"
+        first, second = (f"{b} vs {a}" for a, b in self.contrast_pairs)
+        return first, second
 
     @field_validator("size")
     @classmethod

@@ -87,8 +87,7 @@ def published_text(claim: Claim, part: Part) -> str:
         return f"{part.kind.claimed(part, metric)} {FIGURE_OF[metric]}"
     if not part.minus:
         return f"{shown(metric, value)} {FIGURE_OF[metric]}"
-    pairs = ((part.a, part.b), part.minus)
-    gaps = [f"{name} {RELATIVE(table_effect(part.table, metric, str(a), b))}" for name, (a, b) in zip(part.contrast_names, pairs, strict=True)]
+    gaps = [f"{name} {RELATIVE(table_effect(part.table, metric, a, b))}" for name, (a, b) in zip(part.contrast_names, part.contrast_pairs, strict=True)]
     return f"{shown(metric, value, True)} {FIGURE_OF[metric]} ({gaps[0]} less {gaps[1]})"
 
 
