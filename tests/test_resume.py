@@ -214,6 +214,42 @@ def test_foreign_checkpoint_is_refused_before_any_run_is_touched(
     assert client.get_run(done.run_id).info.status == "FINISHED"
 
 
+def test_a_ctrl_c_inside_a_store_statement_lands_as_it_returns(store: dict[str, str]) -> None:
+    """A first Ctrl+C that arrives while a SQLite statement runs (a real SIGINT, sent as SQLAlchemy
+    starts it) is raised as the store call returns: the statement lands, and the run closes at once.
+    Raised inside it, the interrupted connection held the file's lock, and the run's close a moment
+    later failed "database is locked": the run was said to be unrecorded (seen in the suite, a
+    terminal's Ctrl+C pressed every 10 ms)."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    from src.core.interrupts import OneCtrlC
+    from src.tracking.store import Store
+
+    db = Store.connect(store["uri"])
+    run_id = db.create_run(db.experiment_id("ctrl_c", store["artifacts"]), "torch_layernorm-s0", {})
+    sent: list[str] = []
+
+    def ctrl_c(conn: object, cursor: object, statement: str, *args: object) -> None:
+        if not sent and statement.lstrip().upper().startswith("INSERT"):
+            sent.append(statement)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    guard = OneCtrlC.install()
+    assert guard is not None, "the test runs on the main thread, under Python's own SIGINT handler"
+    event.listen(Engine, "before_cursor_execute", ctrl_c)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            db.log_metrics(run_id, {"train_loss": 1.5}, step=3)
+    finally:
+        event.remove(Engine, "before_cursor_execute", ctrl_c)
+        guard.restore()
+    assert sent and guard.pressed == 1 and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert [(m.step, m.value) for m in db.metric_history(run_id, "train_loss")] == [(3, 1.5)]
+    db.terminate(run_id, "KILLED")  # the close, right after: no lock left behind
+    assert MlflowClient(store["uri"]).get_run(run_id).info.status == "KILLED"
+
+
 @pytest.mark.slow  # a CLI run interrupted by real signals
 def test_ctrl_c_pressed_again_during_the_clean_up_still_closes_the_run_in_one_line(
     tiny_overrides: list[str], store: dict[str, str], tmp_path: Path

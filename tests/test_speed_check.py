@@ -54,10 +54,7 @@ def test_speed_rounds_is_checked_before_anything_runs() -> None:
     with pytest.raises(ConfigError, match=r"report.speed_rounds: must be 0 .* or an integer >= 2"):
         validate(compose(["report.speed_rounds=1"]))
     for bad in ("-1", "1e9", "inf", "nan"):  # 1e9 overflowed the check's timeout after the whole sweep
-        with pytest.raises(
-            ConfigError,
-            match=rf"report.speed_kernel_s: must be a number of seconds in \[0, {SPEED_KERNEL_S_MAX}\]",
-        ):
+        with pytest.raises(ConfigError, match=rf"report.speed_kernel_s: must be a number of seconds in \[0, {SPEED_KERNEL_S_MAX}\]"):
             validate(compose([f"report.speed_kernel_s={bad}"]))
     validate(compose([f"report.speed_kernel_s={SPEED_KERNEL_S_MAX}"]))  # the bound itself is accepted
     assert compose(["experiment=norm_sweep"]).report.speed_rounds > 0  # `make sweep` measures speed
@@ -66,14 +63,9 @@ def test_speed_rounds_is_checked_before_anything_runs() -> None:
 @pytest.mark.slow
 def test_the_sweep_reports_interleaved_speed(tiny_sweep: TinySweep) -> None:
     first = tiny_sweep.outputs[0]  # the multirun with report.speed_rounds=2
-    assert (
-        max(map(len, first.splitlines())) <= WIDTH
-    )  # all of it fits a terminal; read here with wrapped lines joined
+    assert max(map(len, first.splitlines())) <= WIDTH  # all of it fits a terminal; read here with wrapped lines joined
     first = unwrapped(first)
-    assert (
-        "[normsweep] speed: 1 s of their norms' kernels, then 2 interleaved rounds of hand_layernorm,torch_layernorm"
-        in first
-    )
+    assert "[normsweep] speed: 1 s of their norms' kernels, then 2 interleaved rounds of hand_layernorm,torch_layernorm" in first
     assert "warning: speed check" not in first and "[normsweep] speed check took" in first
     assert CHECK_SPEED_HEADER in first  # the table's speed column is that measurement
     # A verdict for the pair, predicted from the norms' kernels and checked by whole steps, with the load.
@@ -85,26 +77,14 @@ def test_the_sweep_reports_interleaved_speed(tiny_sweep: TinySweep) -> None:
 
 
 @pytest.mark.slow
-def test_each_training_run_records_the_kernels_its_norm_ran(
-    tiny_sweep: TinySweep, tiny_client: MlflowClient
-) -> None:
+def test_each_training_run_records_the_kernels_its_norm_ran(tiny_sweep: TinySweep, tiny_client: MlflowClient) -> None:
     exp = tiny_client.get_experiment_by_name("tiny_sweep")
-    runs = [
-        r
-        for r in tiny_client.search_runs([exp.experiment_id])
-        if r.data.tags.get("norm") in ("hand_layernorm", "torch_layernorm")
-    ]
+    runs = [r for r in tiny_client.search_runs([exp.experiment_id]) if r.data.tags.get("norm") in ("hand_layernorm", "torch_layernorm")]
     assert len(runs) == 4
     for run in runs:
-        want = (
-            "fwd=fused bwd=fused"
-            if run.data.tags["norm"] == "torch_layernorm"
-            else "fwd=composite bwd=composite"
-        )
+        want = "fwd=fused bwd=fused" if run.data.tags["norm"] == "torch_layernorm" else "fwd=composite bwd=composite"
         assert run.data.tags["normsweep.norm_dispatch"] == want
-    saved = tiny_client.download_artifacts(
-        runs[0].info.run_id, "norm_dispatch.json", str(tiny_sweep.report_dir.parent)
-    )
+    saved = tiny_client.download_artifacts(runs[0].info.run_id, "norm_dispatch.json", str(tiny_sweep.report_dir.parent))
     assert '"backward"' in Path(saved).read_text()
 
 
@@ -119,9 +99,7 @@ def test_a_check_newer_than_every_result_is_kept(tiny_sweep: TinySweep, tmp_path
     assert current_check(store, experiment_id, ["torch_layernorm", "hand_layernorm"]) is not None
     assert current_check(store, experiment_id, ["hand_layernorm", "torch_layernorm", "no_norm"]) is None
     assert current_check(store, experiment_id, ["hand_layernorm"]) is None
-    store.terminate(
-        store.create_run(experiment_id, "torch_layernorm-s2", {"norm": "torch_layernorm"}), "FINISHED"
-    )
+    store.terminate(store.create_run(experiment_id, "torch_layernorm-s2", {"norm": "torch_layernorm"}), "FINISHED")
     assert current_check(store, experiment_id, ["torch_layernorm", "hand_layernorm"]) is None
 
 
@@ -131,10 +109,7 @@ def test_a_check_newer_than_every_result_is_kept(tiny_sweep: TinySweep, tmp_path
 def test_dispatch_is_read_from_the_ops_that_ran() -> None:
     x = torch.randn(64, 32)
     for context in (contextlib.nullcontext, lambda: torch.autocast("cpu", dtype=torch.bfloat16)):
-        got = {
-            k: record_dispatch(make_norm(k, 32, 1e-5), x, context)
-            for k in ("hand_layernorm", "torch_layernorm", "no_norm")
-        }
+        got = {k: record_dispatch(make_norm(k, 32, 1e-5), x, context) for k in ("hand_layernorm", "torch_layernorm", "no_norm")}
         assert got["torch_layernorm"].summary() == "fwd=fused bwd=fused"
         assert "aten::native_layer_norm_backward" in got["torch_layernorm"].backward
         assert got["hand_layernorm"].summary() == "fwd=composite bwd=composite"
@@ -143,13 +118,9 @@ def test_dispatch_is_read_from_the_ops_that_ran() -> None:
     # On this torch's CPU build nn.RMSNorm calls aten::_fused_rms_norm, which runs pow, mean, rsqrt... one by one.
     rms = record_dispatch(make_norm("torch_rmsnorm", 32, 1e-5), x)
     assert "aten::_fused_rms_norm" in rms.forward and rms.fwd == "composite"
-    assert rms.warning("torch_rmsnorm").startswith(
-        "torch_rmsnorm: RMSNorm names a fused kernel but its forward and backward ran a composite path"
-    )
+    assert rms.warning("torch_rmsnorm").startswith("torch_rmsnorm: RMSNorm names a fused kernel but its forward and backward ran a composite path")
     assert classify(["Torch-Compiled Region: 0/0", "aten::mul", "aten::add"]) == "compiled"
-    assert (
-        classify(["_RMSNormFunctionBackward", "aten::empty", "aten::sum"]) == "fused"
-    )  # its own kernel, partials summed
+    assert classify(["_RMSNormFunctionBackward", "aten::empty", "aten::sum"]) == "fused"  # its own kernel, partials summed
 
 
 # --- the verdicts ----------------------------------------------------------------------------------
@@ -169,16 +140,12 @@ def test_speed_verdicts_by_hand() -> None:
     pairs = [("a", b) for b in ("same", "costly", "contradicting", "noisy")]
     got = {v.b: v for v in compare_speed(check, pairs, margin=0.02)}
     assert got["same"].verdict == "equivalent" and got["same"].agreement == Agreement.AGREE
-    assert (
-        got["costly"].verdict == "slower" and got["costly"].agreement == Agreement.AGREE
-    )  # +10 ms of a 100 ms step
+    assert got["costly"].verdict == "slower" and got["costly"].agreement == Agreement.AGREE  # +10 ms of a 100 ms step
     assert np.expm1(got["costly"].predicted.diff) == pytest.approx(0.1, rel=1e-6)
     assert np.exp(got["costly"].norm_ratio.diff) == pytest.approx(3.5, rel=0.01)
     # 200 whole-step rounds at -20% against a +10% prediction: precise, apart, a real disagreement.
     assert got["contradicting"].agreement == Agreement.DISAGREE
-    assert "they disagree: the whole step moved by other than the norms' own cost" in sentence(
-        got["contradicting"]
-    )
+    assert "they disagree: the whole step moved by other than the norms' own cost" in sentence(got["contradicting"])
     noisy = got["noisy"]
     assert noisy.verdict == "unresolved" and noisy.rounds_needed > n
     assert f"about {noisy.rounds_needed} kernel rounds would settle it" in sentence(noisy)
@@ -197,9 +164,7 @@ def test_a_samples_time_a_call_does_not_depend_on_its_repeats() -> None:
     host it runs on: one CI host read 1.53× with it, where this machine reads 1.0-1.4×."""
     device = torch.device("cpu")
     evict = torch.randn(8 * 2**20)  # 32 MiB, more than the caches
-    work = NormWork(
-        [NormCall(torch.nn.LayerNorm(32), (32, 32), torch.float32, calls=13)], device, contextlib.nullcontext
-    )
+    work = NormWork([NormCall(torch.nn.LayerNorm(32), (32, 32), torch.float32, calls=13)], device, contextlib.nullcontext)
     warm: dict[int, list[float]] = {2: [], 16: []}
     cold: dict[int, list[float]] = {2: [], 16: []}
     with cpu_threads(1):
@@ -217,9 +182,7 @@ def test_a_samples_time_a_call_does_not_depend_on_its_repeats() -> None:
                 cold[repeats].append(13 * (now() - start) / repeats)
     ratio, cold_ratio = (min(per_call[2]) / min(per_call[16]) for per_call in (warm, cold))
     # About the same, or (on a host where even a warm sample's fixed cost shows) at most half the cold excess.
-    assert ratio > 0.8 and (ratio < 1.5 or ratio - 1 < (cold_ratio - 1) / 2), (
-        f"{ratio:.2f}x with an untimed call first, {cold_ratio:.2f}x without"
-    )
+    assert ratio > 0.8 and (ratio < 1.5 or ratio - 1 < (cold_ratio - 1) / 2), f"{ratio:.2f}x with an untimed call first, {cold_ratio:.2f}x without"
 
 
 class _ExtraPass(torch.nn.Module):
@@ -248,9 +211,7 @@ def _verdicts(seconds: float) -> dict[str, str]:
     # A step 20× the plain norm's cost: the extra passes (~2-3× the norm) are ~+10% of it.
     kernel["step_s"] = 20 * float(np.median(kernel["samples_s"]["ln"]))
     check = {"samples_s": {"ln": [kernel["step_s"]]}, "kernel": kernel}
-    return {
-        v.b: v.verdict for v in compare_speed(check, [("ln", "ln_again"), ("ln", "ln_plus")], margin=0.02)
-    }
+    return {v.b: v.verdict for v in compare_speed(check, [("ln", "ln_again"), ("ln", "ln_plus")], margin=0.02)}
 
 
 @pytest.mark.slow
@@ -259,9 +220,7 @@ def test_kernel_verdicts_survive_a_cpu_hog() -> None:
     quiet = _verdicts(1.5)
     # A busy process on one core, started here: the same variant under two names is never
     # faster or slower, and the injected extra work is found, as on the quiet machine.
-    hog = subprocess.Popen(
-        [sys.executable, "-c", "import os; os.sched_setaffinity(0, {0})\nwhile True: pass"]
-    )
+    hog = subprocess.Popen([sys.executable, "-c", "import os; os.sched_setaffinity(0, {0})\nwhile True: pass"])
     try:
         time.sleep(0.2)
         loaded = _verdicts(1.5)
@@ -271,6 +230,7 @@ def test_kernel_verdicts_survive_a_cpu_hog() -> None:
     for verdicts in (quiet, loaded):
         assert verdicts["ln_again"] in ("equivalent", "unresolved"), (quiet, loaded)
         assert verdicts["ln_plus"] == "slower", (quiet, loaded)
+
 
 
 # Six blocks 32 wide: the norms are 1-4% of the step, as cpu_small's are, in seconds a check.
@@ -317,10 +277,7 @@ def test_the_check_gives_every_pair_the_same_reading_quiet_and_beside_a_cpu_hog(
     other's: a norm sample's first call ran cold, and a run whose repeats came out few read every norm
     10-25% slower, in all its rounds (test_a_samples_time_a_call_does_not_depend_on_its_repeats)."""
     quiet = _check_words(tmp_path / "quiet")
-    hogs = [
-        subprocess.Popen(["nice", "-n", "10", sys.executable, "-c", "while True: pass"])
-        for _ in range(os.cpu_count() or 1)
-    ]
+    hogs = [subprocess.Popen(["nice", "-n", "10", sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
     try:
         time.sleep(0.3)
         loaded = _check_words(tmp_path / "loaded")
@@ -332,11 +289,7 @@ def test_the_check_gives_every_pair_the_same_reading_quiet_and_beside_a_cpu_hog(
     for pair, q in quiet.items():
         v = loaded[pair]
         overlap = q.predicted.low <= v.predicted.high and v.predicted.low <= q.predicted.high
-        assert q.verdict == v.verdict or overlap or _both_true_at_the_margins_edge(q, v), (
-            pair,
-            sentence(q),
-            sentence(v),
-        )
+        assert q.verdict == v.verdict or overlap or _both_true_at_the_margins_edge(q, v), (pair, sentence(q), sentence(v))
     words = {str(v.verdict) for v in quiet.values()}
     assert len(words) > 1, words  # not a test every pair passes by reading "equivalent"
 
@@ -361,26 +314,18 @@ def test_a_copy_re_run_during_anothers_speed_check_waits_and_keeps_it(
 
     def first_copy_ends() -> None:
         run_id = store.create_run(experiment_id, "bench-variants", {BENCH_TAG: BENCH_VARIANTS})
-        store.log_text(
-            run_id,
-            json.dumps({"settings": {"variants": ["hand_layernorm", "torch_layernorm"]}}),
-            SPEED_CHECK_ARTIFACT,
-        )
+        store.log_text(run_id, json.dumps({"settings": {"variants": ["hand_layernorm", "torch_layernorm"]}}), SPEED_CHECK_ARTIFACT)
         store.terminate(run_id, "FINISHED")
         held.release()
 
     timer = threading.Timer(3.0, first_copy_ends)
     timer.start()
-    jobs = [
-        {"variant": n, "overrides": [f"norm={n}", "seed=0"]} for n in ("hand_layernorm", "torch_layernorm")
-    ]
+    jobs = [{"variant": n, "overrides": [f"norm={n}", "seed=0"]} for n in ("hand_layernorm", "torch_layernorm")]
     started = time.monotonic()
     run_speed_check(jobs, 2, tmp_path / "bench", 30, None, store, experiment_id, stale_after_s=300)
     timer.join()
     out = unwrapped(capsys.readouterr().out).splitlines()  # each message one line, however it was wrapped
-    assert out[0].startswith(
-        "[normsweep] speed: waiting for the speed check another copy of the sweep is running (opened by"
-    ), out
+    assert out[0].startswith("[normsweep] speed: waiting for the speed check another copy of the sweep is running (opened by"), out
     assert out[1].startswith("[normsweep] speed: kept the check of"), out  # not measured a second time
     assert len(out) == 2 and time.monotonic() - started < 20
     assert len(store.runs(experiment_id, f"tags.`{BENCH_TAG}` = '{BENCH_VARIANTS}'")) == 1
@@ -407,9 +352,7 @@ def _one(check: dict, margin: float = 0.02) -> SpeedVerdict:
     return v
 
 
-LABELLED = re.compile(
-    r"([+-]?\d+\.\d+)(%|×) \[([+-]?\d+\.\d+)(?:%|×), ([+-]?\d+\.\d+)(?:%|×)\] \((\d+)% interval\)"
-)
+LABELLED = re.compile(r"([+-]?\d+\.\d+)(%|×) \[([+-]?\d+\.\d+)(?:%|×), ([+-]?\d+\.\d+)(?:%|×)\] \((\d+)% interval\)")
 
 
 def _intervals_say_their_level(line: str) -> None:
@@ -423,9 +366,7 @@ def _intervals_say_their_level(line: str) -> None:
 def test_two_step_rounds_never_agree() -> None:
     """Two rounds (df = 1): an interval of hundreds of percent overlaps any prediction; it is no check."""
     v = _one(_check([1.5, 0.6], predicted=0.01))
-    assert (
-        v.measured.n == 2 and v.measured.high - v.measured.low > 1
-    )  # the useless interval the old rule read
+    assert v.measured.n == 2 and v.measured.high - v.measured.low > 1  # the useless interval the old rule read
     assert v.agreement == Agreement.TOO_IMPRECISE
     line = sentence(v)
     assert "agree" not in line and "over 2 round(s): too imprecise to check the prediction" in line, line
@@ -480,9 +421,7 @@ def test_each_kernel_round_is_divided_by_its_own_step() -> None:
     the same +5% as the quiet half. One median step for every round read them as +2.5% and +5%."""
     rng = np.random.default_rng(5)
     n, step, norm = 40, 0.1, 0.004
-    slow = np.where(
-        np.arange(n) % 5 < 3, 2.0, 1.0
-    )  # 3 rounds in 5 twice as slow: the median step is a slow one
+    slow = np.where(np.arange(n) % 5 < 3, 2.0, 1.0)  # 3 rounds in 5 twice as slow: the median step is a slow one
     norms_a = norm * (1 + rng.normal(0, 0.002, n)) * slow
     norms_b = norms_a + 0.05 * step * slow
     steps = step * slow * (1 + rng.normal(0, 0.002, n))
@@ -509,19 +448,12 @@ def test_a_norms_share_is_named_with_its_model_and_device() -> None:
     assert share_where(check) == "of a cpu_small step on Intel Xeon (2 cores), 1 thread(s)"
     assert norm_shares(check)["a"] == pytest.approx(0.04, rel=0.01)
     verdicts = compare_speed(check, [("a", "b")], 0.02)
-    checked = SimpleNamespace(
-        speed_verdicts=verdicts, speed=SimpleNamespace(check=check), margins=SimpleNamespace(speed=0.02)
-    )
+    checked = SimpleNamespace(speed_verdicts=verdicts, speed=SimpleNamespace(check=check), margins=SimpleNamespace(speed=0.02))
     line = speed_line(checked)  # type: ignore[arg-type]  # the fields of an Analysis it reads
-    assert (
-        "the norm is 4.0% (a) to 5.0% (b) of a cpu_small step on Intel Xeon (2 cores), 1 thread(s)." in line
-    ), line
+    assert "the norm is 4.0% (a) to 5.0% (b) of a cpu_small step on Intel Xeon (2 cores), 1 thread(s)." in line, line
     # A model the sweep's overrides reshaped is named as it ran, not as its config's name alone.
     check["settings"]["model_overrides"] = ["model.n_layers=1", "model.emb_dim=32"]
-    assert (
-        share_where(check)
-        == "of a cpu_small step (model.n_layers=1, model.emb_dim=32) on Intel Xeon (2 cores), 1 thread(s)"
-    )
+    assert share_where(check) == "of a cpu_small step (model.n_layers=1, model.emb_dim=32) on Intel Xeon (2 cores), 1 thread(s)"
 
 
 def test_overlapping_precise_intervals_agree() -> None:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from src.core.atomic_io import LockTimeout, exclusive
+from src.core.interrupts import whole_on_ctrl_c
 from src.core.paths import ConfigError
 from src.tracking.identity import safe_folder_name
 from src.tracking.retry import with_retry
@@ -117,6 +118,12 @@ def _open_sqlite_client(uri: str, db: Path) -> MlflowClient:
 QUIET_MLFLOW_ENV = {"MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false", "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
 
 
+def _whole(fn: Callable[[], T]) -> T:
+    """`fn` called whole under Ctrl+C (`whole_on_ctrl_c`)."""
+    with whole_on_ctrl_c():
+        return fn()
+
+
 class Store:
     """One MLflow store, checked once (`connect`) and opened once (the first use of `client`).
 
@@ -145,10 +152,11 @@ class Store:
         return store
 
     def _retry(self, fn: Callable[[], T]) -> T:
-        """`fn` through `with_retry`; to a server this process reached, also through a restart of it
+        """`fn` through `with_retry`, each try of a database store whole under Ctrl+C
+        (`whole_on_ctrl_c`); to a server this process reached, also through a restart of it
         (`ride_out_restart`: `ServerLost` once it has not come back)."""
         if self.db is not None or not is_server(self.uri):
-            return with_retry(fn)
+            return with_retry(lambda: _whole(fn))  # each try whole; Ctrl+C still ends the waits between them
         return ride_out_restart(self.uri, lambda: with_retry(fn), "recording this job")
 
     @property
