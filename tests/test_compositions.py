@@ -7,6 +7,7 @@ the comparisons with Hydra's own composition run in a fresh interpreter, the pla
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -142,9 +143,14 @@ def test_a_six_job_sweep_loads_its_config_at_most_eight_times(
     peaks = [r.data.metrics[JOB_PEAK] for r in runs]
     assert len(peaks) == 6 and not any(PROCESS_PEAK in r.data.metrics for r in runs), [r.data.metrics for r in runs]
     # Each job's own peak starts from the resident size the job found (clear_refs), so what the process
-    # kept job after job would show here as a climb: flat peaks are the bound on the growth. (The
-    # process's lifetime peak is not: the sweep's end, after the jobs, is not a job's.)
-    assert max(peaks) <= 1.05 * min(peaks), peaks  # each job's own, not climbing in job order
+    # kept job after job would show here as a climb: the peaks' trend in job order is the bound on the
+    # growth. (The process's lifetime peak is not: the sweep's end, after the jobs, is not a job's.)
+    # A process that kept each job's leftovers grew ~47 MB a job (792 -> 1,120 MB over 8 jobs); with
+    # 4 KiB pages identical jobs' peaks spread up to 8% without a trend (732-789 MB, the heap laid out
+    # differently from job to job), so the trend is read, not the spread: its slope's standard error
+    # is ~4 MB a job at that spread, the bound ~11.
+    slope = statistics.linear_regression(range(len(peaks)), peaks).slope
+    assert slope < 0.015 * statistics.fmean(peaks) and max(peaks) <= 1.12 * min(peaks), (slope, peaks)
 
 
 def test_the_time_split_adds_up() -> None:
