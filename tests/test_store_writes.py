@@ -76,3 +76,25 @@ def test_a_runs_tags_are_written_at_once(migrated_store: dict[str, str]) -> None
     assert ten == one, (one, ten)
     run = store.get_run(run_id)
     assert run is not None and {f"k{i}": str(i) for i in range(10)}.items() <= run.data.tags.items()
+
+
+
+def test_mlflows_usage_telemetry_is_off_unless_the_user_turns_it_on() -> None:
+    """A fresh process with a user's bare environment (no test's or CI's variables: MLflow turns its
+    telemetry off under those by itself) that imports the package, then MLflow, has no telemetry
+    client; a user's own MLFLOW_DISABLE_TELEMETRY is kept as they set it."""
+    import os
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    bare = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "PYTHONWARNINGS": "ignore"}
+    show = "import os, src; print(os.environ.get('MLFLOW_DISABLE_TELEMETRY'))"
+    client = "; from mlflow.telemetry import get_telemetry_client; print(get_telemetry_client())"
+    off = subprocess.run([sys.executable, "-c", show + client], cwd=REPO, env=bare, capture_output=True, text=True, timeout=120)
+    assert off.returncode == 0 and off.stdout.split() == ["true", "None"], off.stdout + off.stderr[-2000:]
+    # Turned on by the user: kept (MLflow itself is not imported here, which would send it).
+    on = subprocess.run([sys.executable, "-c", show], cwd=REPO, env={**bare, "MLFLOW_DISABLE_TELEMETRY": "false"},
+                        capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert on.returncode == 0 and on.stdout.split() == ["false"], on.stdout + on.stderr[-2000:]
