@@ -214,7 +214,7 @@ def test_foreign_checkpoint_is_refused_before_any_run_is_touched(
     assert client.get_run(done.run_id).info.status == "FINISHED"
 
 
-def test_a_ctrl_c_inside_a_store_statement_lands_as_it_returns(store: dict[str, str]) -> None:
+def test_a_ctrl_c_inside_a_store_statement_lands_as_it_returns(store: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     """A first Ctrl+C that arrives while a SQLite statement runs (a real SIGINT, sent as SQLAlchemy
     starts it) is raised as the store call returns: the statement lands, and the run closes at once.
     Raised inside it, the interrupted connection held the file's lock, and the run's close a moment
@@ -235,6 +235,10 @@ def test_a_ctrl_c_inside_a_store_statement_lands_as_it_returns(store: dict[str, 
             sent.append(statement)
             os.kill(os.getpid(), signal.SIGINT)
 
+    # As in a notebook's run: a command line's guard leaves SIGINT ignored once interrupted, and this
+    # worker's later tests (and the processes they start, which inherit it) must still get Ctrl+C.
+    monkeypatch.setattr(OneCtrlC, "command_line", False)
+    original = signal.getsignal(signal.SIGINT)
     guard = OneCtrlC.install()
     assert guard is not None, "the test runs on the main thread, under Python's own SIGINT handler"
     event.listen(Engine, "before_cursor_execute", ctrl_c)
@@ -244,7 +248,9 @@ def test_a_ctrl_c_inside_a_store_statement_lands_as_it_returns(store: dict[str, 
     finally:
         event.remove(Engine, "before_cursor_execute", ctrl_c)
         guard.restore()
-    assert sent and guard.pressed == 1 and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        restored = signal.getsignal(signal.SIGINT)
+        signal.signal(signal.SIGINT, original)
+    assert sent and guard.pressed == 1 and restored is original and OneCtrlC.live is None
     assert [(m.step, m.value) for m in db.metric_history(run_id, "train_loss")] == [(3, 1.5)]
     db.terminate(run_id, "KILLED")  # the close, right after: no lock left behind
     assert MlflowClient(store["uri"]).get_run(run_id).info.status == "KILLED"
