@@ -130,10 +130,8 @@ def sign_flip_p(n: int, one_sided: bool = False) -> float:
 
 
 def paired_t(a: Sequence[float], b: Sequence[float]) -> Interval:
-    """Mean of the per-pair differences b - a, its 95% t-interval and the paired t-test p-value.
-
-    `a` and `b` are aligned (same seed at the same index); pairs with a non-finite side are dropped.
-    """
+    """Mean of the per-pair differences b - a, its 95% t-interval and the paired t-test p-value (`a`
+    and `b` aligned: the same seed at the same index; pairs with a non-finite side dropped)."""
     xa, xb = _paired(a, b)
     d = xb - xa
     n = len(d)
@@ -162,9 +160,7 @@ def _paired(a: Sequence[float], b: Sequence[float]) -> tuple[np.ndarray, np.ndar
 
 def paired_bootstrap(a: Sequence[float], b: Sequence[float], seed: int = 0) -> Interval:
     """95% bootstrap interval of mean(b - a), resampling whole pairs (BCa from BCA_MIN_N pairs).
-
-    Seeded, so a report read twice gives the same numbers. No p-value: the interval is the result.
-    """
+    Seeded, so a report read twice gives the same numbers. No p-value: the interval is the result."""
     xa, xb = _paired(a, b)
     n = len(xa)
     mean = float(np.mean(xb - xa)) if n else math.nan
@@ -173,14 +169,11 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], seed: int = 0) -> I
     if alike(xb - xa, xa, xb):  # no spread to resample (scipy would warn and return NaN)
         return Interval("paired_bootstrap", n, mean, mean, mean)
 
-    def mean_difference(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-        return np.mean(y - x, axis=axis)
-
     low, high = math.nan, math.nan
     for method in ("BCa", "percentile") if n >= BCA_MIN_N else ("percentile",):
         res = stats.bootstrap(
-            (xa, xb), mean_difference, paired=True, vectorized=True, confidence_level=CONFIDENCE,
-            n_resamples=BOOTSTRAP_RESAMPLES, method=method, rng=np.random.default_rng(seed),
+            (xa, xb), lambda x, y, axis=-1: np.mean(y - x, axis=axis), paired=True, vectorized=True,
+            confidence_level=CONFIDENCE, n_resamples=BOOTSTRAP_RESAMPLES, method=method, rng=np.random.default_rng(seed),
         )  # fmt: skip
         low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
         if math.isfinite(low) and math.isfinite(high):
@@ -228,10 +221,8 @@ def welch(a: Sequence[float], b: Sequence[float]) -> Difference:
 
 def tost(diff: float, se: float, df: float, margin: float) -> float:
     """Two one-sided tests of equivalence within ±margin: the larger of the two one-sided p-values.
-
     H0: |true difference| >= margin. A small p says the difference lies inside the margin. With no
-    spread (se == 0) the answer is certain: 0 inside the margin, 1 on or outside it.
-    """
+    spread (se == 0) the answer is certain: 0 inside the margin, 1 on or outside it."""
     if not margin > 0:
         raise ValueError(f"an equivalence margin must be > 0, got {margin}")
     if not (math.isfinite(diff) and math.isfinite(se) and se >= 0):
@@ -283,8 +274,7 @@ def trimmed_mean_interval(values: Sequence[float], trim: float = TRIM) -> Interv
 
     Why (docs/benchmarks.md, "Why these estimators"): a burst of load that spoils up to `trim` of the
     rounds either side is cut off, and a t-interval plugs into `tost` and src.stats.verdicts (`sd`: the
-    spread per round that gives `se` = sd / sqrt(n)) like the paired tests do.
-    """
+    spread per round that gives `se` = sd / sqrt(n)) like the paired tests do."""
     x = np.sort(_finite(values))
     n = len(x)
     g = int(math.floor(trim * n))

@@ -39,9 +39,7 @@ def spent(alpha: float, fraction: float, spending: str = POCOCK) -> float:
     if spending == POCOCK:
         return alpha * math.log(1 + (math.e - 1) * t)
     if spending == OBRIEN_FLEMING:
-        if t == 0:
-            return 0.0
-        return float(2 * stats.norm.sf(stats.norm.isf(alpha / 2) / math.sqrt(t)))
+        return float(2 * stats.norm.sf(stats.norm.isf(alpha / 2) / math.sqrt(t))) if t else 0.0
     raise ValueError(f"spending must be one of {SPENDING}, got {spending!r}")
 
 
@@ -72,8 +70,7 @@ class Design:
 
     def looks(self) -> list[int]:
         """Seeds per variant at each look: first_seeds, +seeds_per_round, ..., max_seeds."""
-        out = list(range(self.first_seeds, self.max_seeds, self.seeds_per_round))
-        return [*out, self.max_seeds]
+        return [*range(self.first_seeds, self.max_seeds, self.seeds_per_round), self.max_seeds]
 
     def spent_by(self) -> list[float]:
         """The level spent per comparison by each look, cumulatively (the last is alpha / family)."""
@@ -101,16 +98,15 @@ class LookResult:
     detectable: float = math.nan  # for an open or undecidable comparison: the least |Δ| the budget detects
 
 
-def decision_chance(
-    design: Design, look: int, mean: np.ndarray | float, sd: np.ndarray | float, margin: float
-) -> np.ndarray:
+def decision_chance(design: Design, look: int, mean: np.ndarray | float, sd: np.ndarray | float,
+                    margin: float) -> np.ndarray:  # fmt: skip
     """Predictive probability (a lower bound) that a look after `look` (0-based) decides, given the
     mean and spread of the differences at `look` (docs/sequential.md, "Futility"). 1 at the last look."""
     looks, levels = design.looks(), design.levels()
     n = looks[look]
     m = np.abs(np.asarray(mean, dtype=float))  # the rule is symmetric in the sign of the difference
     s = np.asarray(sd, dtype=float)
-    best = np.zeros(np.broadcast(m, s).shape) if look < len(looks) - 1 else np.ones(np.broadcast(m, s).shape)
+    best = np.full(np.broadcast(m, s).shape, float(look == len(looks) - 1))
     for n_j, a_j in zip(looks[look + 1 :], levels[look + 1 :], strict=True):
         se = s / math.sqrt(n_j)
         far = stats.t.ppf(1 - a_j / 2, n_j - 1) * se  # |mean| beyond this: different
@@ -170,15 +166,12 @@ class Simulated:
 CODES = {UNDECIDED: 0, EQUIVALENT: 1, DIFFERENT: 2, UNDECIDABLE: 3}
 
 
-def simulate_differences(
-    design: Design, differences: np.ndarray, margin: float, levels: Sequence[float] | None = None
-) -> Simulated:
-    """Run the sequential rule on many sweeps at once; `differences` is (sweeps, max_seeds).
-
-    Vectorised over sweeps: per look, the t and TOST statistics of every open sweep's first n_k
-    values, then the futility check (`decision_chance`) of those still open. `levels` replaces the
-    design's per-look levels (to show what naive repeated testing does).
-    """
+def simulate_differences(design: Design, differences: np.ndarray, margin: float,
+                         levels: Sequence[float] | None = None) -> Simulated:  # fmt: skip
+    """Run the sequential rule on many sweeps at once; `differences` is (sweeps, max_seeds). Vectorised
+    over sweeps: per look, the t and TOST statistics of every open sweep's first n_k values, then the
+    futility check (`decision_chance`) of those still open. `levels` replaces the design's per-look
+    levels (to show what naive repeated testing does)."""
     d = np.asarray(differences, dtype=float)
     sweeps = d.shape[0]
     decision = np.zeros(sweeps, dtype=np.int8)
@@ -213,14 +206,8 @@ def simulate_differences(
     return Simulated(decision, seeds)
 
 
-def simulate(
-    design: Design,
-    delta: float | np.ndarray,
-    sd: float | np.ndarray,
-    margin: float,
-    sweeps: int,
-    seed: int = 0,
-) -> Simulated:
+def simulate(design: Design, delta: float | np.ndarray, sd: float | np.ndarray, margin: float, sweeps: int,
+             seed: int = 0) -> Simulated:  # fmt: skip
     """`sweeps` sequential comparisons with normal seed differences of mean `delta` and spread `sd`
     (scalars, or one value per sweep)."""
     rng = np.random.default_rng(seed)
@@ -240,16 +227,8 @@ def correct_code(delta: float, margin: float) -> int:
     return CODES[EQUIVALENT] if abs(delta) < margin else CODES[DIFFERENT]
 
 
-def fixed_seeds_for_power(
-    power: float,
-    delta: float,
-    sd: float,
-    margin: float,
-    alpha: float,
-    sweeps: int,
-    most: int = 1000,
-    seed: int = 0,
-) -> int | None:
+def fixed_seeds_for_power(power: float, delta: float, sd: float, margin: float, alpha: float, sweeps: int,
+                          most: int = 1000, seed: int = 0) -> int | None:  # fmt: skip
     """The fewest seeds a fixed design (one look at level alpha, simulated like `simulate`) needs to
     decide correctly (`correct_code`) as often as `power` (None if `most` is not enough)."""
 

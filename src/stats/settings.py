@@ -48,9 +48,7 @@ def check_settings(
     chosen = [metrics] if isinstance(metrics, str) else list(metrics or [])
     bad = [m for m in chosen if m not in METRIC_CHOICES]
     if not chosen or bad:
-        raise ConfigError(
-            f"hydra.sweeper.metrics: {bad or chosen!r} not allowed; valid choices: {', '.join(METRIC_CHOICES)}"
-        )
+        raise ConfigError(f"hydra.sweeper.metrics: {bad or chosen!r} not allowed; valid choices: {', '.join(METRIC_CHOICES)}")
 
 
 def check_sweeper(settings: Mapping[str, Any]) -> None:

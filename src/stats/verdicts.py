@@ -157,9 +157,7 @@ def needed(sd: float, diff: float, alpha: float, margin: float | None = None, tr
     if not (math.isfinite(sd) and math.isfinite(diff)) or sd <= 0:
         return None
     if margin is None:
-        if diff == 0:
-            return None
-        return seeds_to_reach(lambda n: power_difference(n, abs(diff), sd, alpha, trim) >= POWER)
+        return seeds_to_reach(lambda n: power_difference(n, abs(diff), sd, alpha, trim) >= POWER) if diff else None
     if abs(diff) >= margin:
         return None
     return seeds_to_reach(lambda n: power_equivalence(n, abs(diff), sd, margin, alpha, trim) >= POWER)
@@ -227,8 +225,7 @@ def decide_family(estimates: Sequence[Estimate], alpha: float, trim: float = 0.0
     (per estimate only one of the two errors is possible)."""
     adjusted = holm([e.p_value for e in estimates])
     size = sum(math.isfinite(p) for p in adjusted)
-    pairs = zip(estimates, adjusted, strict=True)
-    found = [decide_pair(e, p, alpha, size, trim) for e, p in pairs]
+    found = [decide_pair(e, p, alpha, size, trim) for e, p in zip(estimates, adjusted, strict=True)]
     return Family(found, adjusted, size)
 
 
@@ -305,13 +302,13 @@ def decide_pair(e: Estimate, p_holm: float, alpha: float, family: int, trim: flo
     tost_p = tost(diff, se, df, margin) if spread else (sign_flip_p(n, one_sided=True) if abs(diff) < margin else 1.0)
     inside = math.isfinite(tost_p) and tost_p < alpha
     sign = int(math.copysign(1, diff)) if math.isfinite(p_holm) and p_holm < alpha else 0
-    settle = None
-    if not inside and not sign:
-        if not spread:
-            at_best = sign_flip_seeds(alpha, one_sided=True) if abs(diff) < margin else sign_flip_seeds(family_alpha(alpha, family))
-            settle = max(at_best, n + 1)
-        else:
-            settle = to_settle(sd, diff, n, margin, family_alpha(alpha, family), alpha, trim)
+    if inside or sign:
+        settle = None
+    elif spread:
+        settle = to_settle(sd, diff, n, margin, family_alpha(alpha, family), alpha, trim)
+    else:
+        at_best = sign_flip_seeds(alpha, one_sided=True) if abs(diff) < margin else sign_flip_seeds(family_alpha(alpha, family))
+        settle = max(at_best, n + 1)
     level = 1 - 2 * alpha if inside else 1 - alpha
     return Decision(tost_p, inside, sign, settle, *at_level(e, 1 - level), level, spread)
 
@@ -370,18 +367,12 @@ def read(low: float, high: float, sign: int, band: tuple[float, float], margin: 
     found = relation(low, high, band)  # the size reading and the reasons' relation: one comparison
     if found in (Relation.WITHIN, Relation.HOLDS, Relation.OVERLAPS):
         size = Size.CONSISTENT
-    elif sign == 0:  # an equivalence's band holds zero: an interval that misses it lies beyond it
-        size = Size.LARGER
-    else:
-        nearer = low > b_high if sign < 0 else high < b_low
+    else:  # an equivalence's band holds zero (sign 0): an interval that misses it lies beyond it
+        nearer = sign != 0 and (low > b_high if sign < 0 else high < b_low)
         size = Size.SMALLER if nearer else Size.LARGER
     lower, upper = bounds or (-margin, margin)
-    if lower < low and high < upper:
-        equivalence = Equivalence.INSIDE
-    elif low >= upper or high <= lower:
-        equivalence = Equivalence.OUTSIDE
-    else:
-        equivalence = Equivalence.UNDECIDED
+    equivalence = (Equivalence.INSIDE if lower < low and high < upper
+                   else Equivalence.OUTSIDE if low >= upper or high <= lower else Equivalence.UNDECIDED)  # fmt: skip
     return Readings(direction, size, equivalence, side != 0, side == 0, relation=found)
 
 
@@ -463,11 +454,9 @@ class Judgement:
 def judge_difference(r: Readings) -> Judgement:
     """A difference's word from its readings (the table in docs/statistics.md), and which decided it."""
     if r.direction == Direction.HOLDS:
-        if r.size == Size.CONSISTENT:
-            return Judgement(ClaimWord.REPRODUCED, Because.DIRECTION_AND_SIZE, r)
-        if r.size == Size.UNTESTED:
-            return Judgement(ClaimWord.PARTLY, Because.DIRECTION_SIZE_UNTESTED, r)
-        return Judgement(ClaimWord.PARTLY, Because.DIRECTION_SMALLER if r.size == Size.SMALLER else Because.DIRECTION_LARGER, r)
+        because = {Size.CONSISTENT: Because.DIRECTION_AND_SIZE, Size.UNTESTED: Because.DIRECTION_SIZE_UNTESTED,
+                   Size.SMALLER: Because.DIRECTION_SMALLER, Size.LARGER: Because.DIRECTION_LARGER}[r.size]  # fmt: skip
+        return Judgement(ClaimWord.REPRODUCED if r.size == Size.CONSISTENT else ClaimWord.PARTLY, because, r)
     if r.direction == Direction.OPPOSITE:
         return Judgement(ClaimWord.NOT_REPRODUCED, Because.OPPOSITE, r)
     if r.equivalence == Equivalence.INSIDE:
