@@ -70,9 +70,8 @@ def unmatched_pairs(runs: pd.DataFrame, pairs: Sequence[tuple[str, str]]) -> lis
     return [Unmatched(a, b, tuple(v for v in (a, b) if v not in have)) for a, b in pairs if not {a, b} <= have]
 
 
-def pairs_for(
-    present: Mapping[str, str], pairs: Sequence[tuple[str, str]] | None = None, references: Mapping[str, str] | None = None
-) -> list[tuple[str, str]]:
+def pairs_for(present: Mapping[str, str], pairs: Sequence[tuple[str, str]] | None = None,
+              references: Mapping[str, str] | None = None) -> list[tuple[str, str]]:  # fmt: skip
     """The pairs whose both sides are `present` (variant -> family); by default, in this order: `PAIRS`;
     each variant no conf/norm YAML names (a norm of the user's, `_target_`) against a built-in: the
     reference its YAML names (`references`, from its runs' tags) when swept, else the first built-in
@@ -193,21 +192,13 @@ def compare_one(runs: pd.DataFrame, a: str, b: str, metric: str, margin: float, 
     return Result(a, b, metric, primary, boot, margin, len(va), len(vb), total - used, sd, axis)
 
 
-def axes_of(runs: pd.DataFrame) -> list[str]:
-    """The swept axes of a runs frame (src.report.read.runs: an `axis.<name>` column each), in order."""
-    return [c[len(AXIS_PREFIX) :] for c in runs.columns if c.startswith(AXIS_PREFIX)]
-
-
-def comparison_pairs(
-    runs: pd.DataFrame, pairs: Sequence[tuple[str, str]] | None = None, reference: Mapping[str, str] | None = None
-) -> list[tuple[str, str, str]]:
+def comparison_pairs(runs: pd.DataFrame, pairs: Sequence[tuple[str, str]] | None = None,
+                     reference: Mapping[str, str] | None = None) -> list[tuple[str, str, str]]:  # fmt: skip
     """(a, b, axis): the pairs of variants to compare, b against a, and the axis they differ in.
-
     Without a swept axis other than the norm: the norms' pairs (`pairs_for`), axis "". Otherwise, per
     axis, every two variants that differ in that axis alone: for the norm its pairs (families), for
-    any other axis each value against the reference (`reference`, else the first value run).
-    """
-    axes = axes_of(runs)
+    any other axis each value against the reference (`reference`, else the first value run)."""
+    axes = [c.removeprefix(AXIS_PREFIX) for c in runs.columns if c.startswith(AXIS_PREFIX)]  # an `axis.<name>` column each
     # axis -> reference value, checked against the values run, in the order run (none: a ConfigError).
     ordered = runs.sort_values("start_time", kind="stable") if reference else runs
     refs = reference_values(reference, {a: list(dict.fromkeys(ordered[AXIS_PREFIX + a])) for a in axes})
@@ -228,10 +219,8 @@ def comparison_pairs(
     return out
 
 
-def _value_pairs(
-    axis: str, by_value: Mapping[str, str], families: Mapping[str, str], pairs: Sequence[tuple[str, str]] | None,
-    refs: Mapping[str, str],
-) -> list[tuple[str, str]]:  # fmt: skip
+def _value_pairs(axis: str, by_value: Mapping[str, str], families: Mapping[str, str],
+                 pairs: Sequence[tuple[str, str]] | None, refs: Mapping[str, str]) -> list[tuple[str, str]]:  # fmt: skip
     """Pairs of one axis's values present together: the norms' pairs, else each against the reference."""
     values = list(by_value)
     if axis == NORM_AXIS and axis not in refs:
@@ -242,12 +231,8 @@ def _value_pairs(
     return [(ref, v) for v in values if v != ref] if ref in by_value else []
 
 
-def compare(
-    runs: pd.DataFrame,
-    margins: Margins | None = None,
-    pairs: Sequence[tuple[str, str]] | None = None,
-    reference: Mapping[str, str] | None = None,
-) -> list[Result]:
+def compare(runs: pd.DataFrame, margins: Margins | None = None, pairs: Sequence[tuple[str, str]] | None = None,
+            reference: Mapping[str, str] | None = None) -> list[Result]:  # fmt: skip
     """Every pair with runs on both sides (`comparison_pairs`), on test loss; Holm over the whole family."""
     return compare_family(runs, comparison_pairs(runs, pairs, reference), margins or Margins())
 
@@ -259,10 +244,7 @@ def compare_family(runs: pd.DataFrame, chosen: Sequence[tuple[str, str, str]], m
     estimates = [Estimate.of(r.primary, r.margin, r.sd) for r in items]
     # Holm runs once: its p-values, their count and the decisions read them
     found, adjusted, family = decide_family(estimates, ALPHA)
-    return [
-        replace(r, p_holm=p, decision=d, family=family)
-        for r, p, d in zip(items, adjusted, found, strict=True)
-    ]
+    return [replace(r, p_holm=p, decision=d, family=family) for r, p, d in zip(items, adjusted, found, strict=True)]
 
 
 def family_of(results: Sequence[Result]) -> int:

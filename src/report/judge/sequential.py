@@ -45,13 +45,12 @@ def load_verdicts(store: Store, experiment_id: str) -> list[SequentialVerdict]:
     last = found[1][-1]
     out = []
     for row in last.get("comparisons", []):
-        pair, metric = pair_label(str(row["a"]), str(row["b"])), str(row["metric"])  # as data, never parsed from its name
-        look = row.get("decided_at_look")
-        seeds = row.get("decided_at_seeds") or last.get("seeds")
-        spent = row.get("spent")
+        look, spent = row.get("decided_at_look"), row.get("spent")
         out.append(SequentialVerdict(
-            pair, metric, SequentialWord(str(row["decision"])), int(look) if look is not None else None, int(seeds),
-            float(spent) if spent is not None else math.nan, abs(float(row.get("detectable", math.nan) or math.nan)),
+            pair_label(str(row["a"]), str(row["b"])), str(row["metric"]),  # as data, never parsed from its name
+            SequentialWord(str(row["decision"])), int(look) if look is not None else None,
+            int(row.get("decided_at_seeds") or last.get("seeds")), float(spent) if spent is not None else math.nan,
+            abs(float(row.get("detectable", math.nan) or math.nan)),
         ))  # fmt: skip
     return out
 

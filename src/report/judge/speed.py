@@ -138,18 +138,14 @@ def norm_shares(check: Mapping[str, Any]) -> dict[str, float]:
     table): the median over the kernel rounds of its norm seconds per step ÷ that round's reference
     step at the kernels' thread count (none where the check timed no step beside its kernels), the
     variants that do no norm work left out."""
-    kernel = check.get("kernel") or {}
-    # An identity (no_norm) is timed too: its rounds measure the timing's own floor, not a norm.
-    idle = {v for v, d in (check.get("dispatch") or {}).items() if d.get("fwd") == NO_KERNEL}
-    step = step_rounds(check) if kernel.get("step_s") or kernel.get("step_samples_s") else None
+    step = step_rounds(check)  # without `a`: none where the check timed no step beside its kernels
     if step is None:
         return {}
-    norms: Mapping[str, list[float]] = kernel.get("samples_s") or {}
-    return {
-        v: float(np.median(np.asarray(x, dtype=float) / step[: len(x)]))
-        for v, x in norms.items()
-        if v not in idle and len(x)
-    }
+    # An identity (no_norm) is timed too: its rounds measure the timing's own floor, not a norm.
+    idle = {v for v, d in (check.get("dispatch") or {}).items() if d.get("fwd") == NO_KERNEL}
+    norms: Mapping[str, list[float]] = (check.get("kernel") or {}).get("samples_s") or {}
+    return {v: float(np.median(np.asarray(x, dtype=float) / step[: len(x)]))
+            for v, x in norms.items() if v not in idle and len(x)}  # fmt: skip
 
 
 def compare_speed(check: Mapping[str, Any], pairs: Sequence[tuple[str, str]], margin: float) -> list[SpeedVerdict]:

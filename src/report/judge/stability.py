@@ -72,7 +72,7 @@ def lr_sensitivity(runs: pd.DataFrame, initial: dict[str, float]) -> pd.DataFram
         scores = []
         for _, seed_runs in group.groupby("seed"):
             start = seed_runs.run_id.map(initial).astype(float)
-            ok = (seed_runs.outcome == "finished") & np.isfinite(seed_runs.test_loss.astype(float))
+            ok = (seed_runs.outcome == FINISHED) & np.isfinite(seed_runs.test_loss.astype(float))
             final = seed_runs.test_loss.astype(float).where(ok, np.inf)  # diverged: no better than the start
             if seed_runs.lr.nunique() < 2 or not ok.any() or start.isna().any():
                 continue

@@ -34,24 +34,9 @@ from src.report.judge.study_effects import (
     share_levels,
     shares_timed,
 )
-from src.report.judge.study_match import (
-    Mismatch,
-    differences,
-    match,
-    split_precision,
-    study_values,
-)
+from src.report.judge.study_match import Mismatch, differences, match, split_precision, study_values
 from src.report.kinds.event import Divergence
-from src.report.read.claims import (
-    LOSS,
-    SIZED,
-    SPEED,
-    STABILITY,
-    Claim,
-    ClaimsFile,
-    Domain,
-    Part,
-)
+from src.report.read.claims import LOSS, SIZED, SPEED, STABILITY, Claim, ClaimsFile, Domain, Part
 from src.report.read.published import STUDY
 from src.report.read.table import most_seeds
 from src.stats.inference import ALPHA
@@ -188,10 +173,8 @@ class StudySection:
     def outside_facts(self) -> list[DomainFact]:
         """Each way this sweep's setting leaves a claim's domain, once (the first wording of each fact)."""
         seen: dict[str, DomainFact] = {}
-        for c in self.claims:
-            for f in c.findings:
-                for why in f.outside:
-                    seen.setdefault(why.fact, why)
+        for why in (why for c in self.claims for f in c.findings for why in f.outside):
+            seen.setdefault(why.fact, why)
         return list(seen.values())
 
 
@@ -282,13 +265,11 @@ def part_finding(claim: Claim, part: Part, e: Evidence) -> Finding:
         j = gate(d.judge(part.published(STABILITY), e.alpha, most_seeds(runs)), bool(off))
         return replace(found, word=j.word, judgement=j, divergence=d)
     effect = effect_of(claim, part, e)
-    if effect is not None and not effect.measured:  # the jobs' times on a CPU: shown with their caveat, read for no word
-        j = gate(no_evidence(has_runs=True), bool(off), say_here=False)
-        low, high = effect.at(e.alpha) if effect.has_interval else (math.nan, math.nan)
+    # No interval, or the jobs' times on a CPU (shown with their caveat, read for no word): no evidence.
+    if effect is None or not (effect.has_interval and effect.measured):
+        j = gate(no_evidence(has_runs=effect is not None), bool(off), say_here=effect is not None and effect.measured)
+        low, high = effect.at(e.alpha) if effect is not None and effect.has_interval else (math.nan, math.nan)
         return replace(found, word=j.word, effect=effect, low=low, high=high, judgement=j)
-    if effect is None or not effect.has_interval:
-        j = gate(no_evidence(has_runs=effect is not None), bool(off), say_here=effect is not None)
-        return replace(found, word=j.word, effect=effect, judgement=j)
     low, high = effect.at(e.alpha)
     decision = _sequential(part, claim.metric, e) if part.kind.sequential else None
     readings = readings_of(part, claim.metric, low, high, e, effect, decision)
@@ -370,10 +351,9 @@ def _reach(judged: Mapping[int, ClaimResult | None], runs: pd.DataFrame, claims:
             continue
         tested = [f for f in result.findings if f.judgement is not None]
         off = next((f.outside for f in tested if f.outside), ()) if tested else tuple(outside(claim.domain, runs, source))
+        reach[claim.number] = Reach.OUTSIDE if off else Reach.TESTED if tested else Reach.UNTESTED
         if off:
-            reach[claim.number], facts[claim.number] = Reach.OUTSIDE, off
-        else:
-            reach[claim.number] = Reach.TESTED if tested else Reach.UNTESTED
+            facts[claim.number] = off
     return reach, facts
 
 
@@ -389,14 +369,8 @@ def _set_aside(runs: pd.DataFrame, seen: set[str], values: Mapping[str, str | No
     )
 
 
-def against_study(
-    runs: pd.DataFrame,
-    axes: Sequence[Axis],
-    check: Mapping[str, Any],
-    margins: Margins,
-    sequential: Sequence[SequentialVerdict] = (),
-    source: ClaimsFile | None = None,
-) -> StudySection:
+def against_study(runs: pd.DataFrame, axes: Sequence[Axis], check: Mapping[str, Any], margins: Margins,
+                  sequential: Sequence[SequentialVerdict] = (), source: ClaimsFile | None = None) -> StudySection:  # fmt: skip
     """The section's judgements of a claims file (`source`; None: the study's) for a sweep: its runs
     (src.report.read.runs), axes, the latest speed check (`variants.json`, empty without one) and a
     sequential sweep's decisions. A trend claim is listed where the check timed its norm's share (it

@@ -209,11 +209,10 @@ def outside(domain: Domain, runs: pd.DataFrame, source: ClaimsFile) -> list[Doma
     if not precision_inside(domain, runs):
         shown = "/".join(sorted(precision_name(runs.precision))) or "unrecorded"
         if domain.precision == FP16:  # the study's NaN came from fp16's narrow range, which bf16 and fp32 do not share
-            why.append(DomainFact(f"precision {shown}", f", not {whose} fp16 autocast (bf16 and fp32 keep fp32's exponent range)"))
-        elif set(domain.precision) == set(HALF_PRECISION):
-            why.append(DomainFact(f"precision {shown}", f", not {whose} 16-bit autocast"))
+            held = "fp16 autocast (bf16 and fp32 keep fp32's exponent range)"
         else:
-            why.append(DomainFact(f"precision {shown}", f", not {whose} {' or '.join(domain.precision)}"))
+            held = "16-bit autocast" if set(domain.precision) == set(HALF_PRECISION) else " or ".join(domain.precision)
+        why.append(DomainFact(f"precision {shown}", f", not {whose} {held}"))
     return why
 
 
