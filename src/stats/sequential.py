@@ -143,9 +143,8 @@ def look_at(design: Design, look: int, differences: np.ndarray, margin: float) -
     if decision != UNDECIDED:
         return result
     last = look == len(design.looks()) - 1
-    chance = math.nan if last else float(decision_chance(design, look, t.diff, t.sd, margin))
-    futile = not last and chance < design.futility
-    return replace(result, decision=UNDECIDABLE if futile else UNDECIDED, chance=chance,
+    chance = math.nan if last else float(decision_chance(design, look, t.diff, t.sd, margin))  # NaN: never futile
+    return replace(result, decision=UNDECIDABLE if chance < design.futility else UNDECIDED, chance=chance,
                    detectable=detectable(design, look, t.sd))  # fmt: skip
 
 
@@ -286,9 +285,8 @@ def tables(default: Design) -> str:
 
 
 def naive_looks_error(looks: Sequence[int], alpha: float = 0.05, sweeps: int = 200_000, seed: int = 0) -> float:
-    """How often a paired t-test at the fixed level `alpha`, repeated at each look (seeds per
-    variant), says "different" at some look when there is no effect: the inflation this module's
-    spending avoids."""
+    """How often a paired t-test at the fixed level `alpha`, repeated at each look (seeds per variant), says
+    "different" at some look when there is no effect: the inflation this module's spending avoids."""
     x = np.random.default_rng(seed).standard_normal((sweeps, max(looks)))
     rejected = np.zeros(sweeps, dtype=bool)
     for n in looks:

@@ -28,9 +28,8 @@ METRIC_CHOICES = ("test_loss", "tokens_per_sec")
 SETTINGS = ("first_seeds", "seeds_per_round", "max_seeds", "alpha", "metrics", "spending", "futility")
 
 
-def check_settings(
-    first_seeds: Any, seeds_per_round: Any, max_seeds: Any, alpha: Any, metrics: Any, spending: Any, futility: Any
-) -> None:
+def check_settings(first_seeds: Any, seeds_per_round: Any, max_seeds: Any, alpha: Any, metrics: Any, spending: Any,
+                   futility: Any) -> None:  # fmt: skip
     """Bad sweeper settings -> ConfigError naming the field and what it accepts."""
     def whole(name: str, value: Any, least: int) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < least:

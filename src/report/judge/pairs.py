@@ -72,14 +72,13 @@ def unmatched_pairs(runs: pd.DataFrame, pairs: Sequence[tuple[str, str]]) -> lis
 
 def pairs_for(present: Mapping[str, str], pairs: Sequence[tuple[str, str]] | None = None,
               references: Mapping[str, str] | None = None) -> list[tuple[str, str]]:  # fmt: skip
-    """The pairs whose both sides are `present` (variant -> family); by default, in this order: `PAIRS`;
-    each variant no conf/norm YAML names (a norm of the user's, `_target_`) against a built-in: the
-    reference its YAML names (`references`, from its runs' tags) when swept, else the first built-in
-    of its family, else torch_layernorm, else the first built-in in the table's order; each variant
-    still in no pair (no study pair has both its sides here: `dyt` beside `torch_rmsnorm`) against
-    the sweep's reference among the built-ins (src.tracking.variants.reference_of, in the table's
-    order), so that every swept variant has a loss verdict and, timed, a speed verdict; then every
-    variant against no_norm."""
+    """The pairs whose both sides are `present` (variant -> family); by default, in this order: `PAIRS`; each
+    variant no conf/norm YAML names (a norm of the user's, `_target_`) against a built-in: the reference its
+    YAML names (`references`, from its runs' tags) when swept, else the first built-in of its family, else
+    torch_layernorm, else the first built-in in the table's order; each variant still in no pair (no study
+    pair has both its sides here: `dyt` beside `torch_rmsnorm`) against the sweep's reference among the
+    built-ins (src.tracking.variants.reference_of, in the table's order), so that every swept variant has a
+    loss verdict and, timed, a speed verdict; then every variant against no_norm."""
     have = set(present)
     if pairs is not None:
         return [p for p in pairs if set(p) <= have]

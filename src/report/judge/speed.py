@@ -39,13 +39,12 @@ class Agreement(StrEnum):
 
 
 def agreement(predicted: Interval, measured: Interval | None, margin: float) -> Agreement:
-    """The whole steps' reading of the prediction (the prediction without an interval is its estimate).
-    Below MIN_CHECK_ROUNDS rounds, or without an interval, nothing is checked: one burst could make
-    any difference. An interval that excludes the prediction contradicts it however wide it is (a
-    wider one only makes that harder); one that holds it agrees only where it reaches no further than
-    the speed margin (±log(1 + m)) from its estimate: a wider one overlaps a prediction a whole margin
-    away, a difference the sweep calls one that matters, so its "agree" would hold of any prediction
-    worth telling apart."""
+    """The whole steps' reading of the prediction (the prediction without an interval is its estimate). Below
+    MIN_CHECK_ROUNDS rounds, or without an interval, nothing is checked: one burst could make any difference.
+    An interval that excludes the prediction contradicts it however wide it is (a wider one only makes that
+    harder); one that holds it agrees only where it reaches no further than the speed margin (±log(1 + m))
+    from its estimate: a wider one overlaps a prediction a whole margin away, a difference the sweep calls one
+    that matters, so its "agree" would hold of any prediction worth telling apart."""
     if measured is None:
         return Agreement.NO_STEP_ROUNDS
     if measured.n < MIN_CHECK_ROUNDS or not (math.isfinite(measured.low) and math.isfinite(measured.high)):

@@ -38,12 +38,8 @@ def by_learning_rate(runs: pd.DataFrame) -> pd.DataFrame:
     # A run's loss counts where it finished, its stopping step where it did not.
     loss, stop = runs.test_loss.astype(float).where(done), runs.stopped_at_step.where(~done)
     groups = runs.assign(finished=done, test_loss=loss, stop=stop).groupby(["variant", "lr"], sort=False)
-    table = groups.agg(
-        runs=("finished", "size"),
-        finished=("finished", "sum"),
-        test_loss=("test_loss", "mean"),
-        stopped_at_step=("stop", "min"),
-    ).reset_index()
+    table = groups.agg(runs=("finished", "size"), finished=("finished", "sum"), test_loss=("test_loss", "mean"),
+                       stopped_at_step=("stop", "min")).reset_index()  # fmt: skip
     rank = {v: i for i, v in enumerate(variant_order(runs))}  # grouped by family, as the main table
     table = table.assign(lr=table.lr.astype(float), rank=table.variant.map(rank)).sort_values(["rank", "lr"])
     return table.drop(columns="rank").reset_index(drop=True)

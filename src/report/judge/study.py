@@ -173,7 +173,7 @@ class StudySection:
     def outside_facts(self) -> list[DomainFact]:
         """Each way this sweep's setting leaves a claim's domain, once (the first wording of each fact)."""
         seen: dict[str, DomainFact] = {}
-        for why in (why for c in self.claims for f in c.findings for why in f.outside):
+        for why in (w for c in self.claims for f in c.findings for w in f.outside):
             seen.setdefault(why.fact, why)
         return list(seen.values())
 
