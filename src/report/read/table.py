@@ -39,10 +39,7 @@ class Variant:
     @property
     def impl(self) -> str:
         """"hand", "torch", "fast", ...: the key before `_<family>`; the family's own name is written out."""
-        if self.key == self.family:
-            return HAND
-        suffix = f"_{self.family}"
-        return self.key[: -len(suffix)] if self.key.endswith(suffix) else self.key
+        return HAND if self.key == self.family else self.key.removesuffix(f"_{self.family}")
 
     @property
     def is_reference(self) -> bool:
