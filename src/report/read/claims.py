@@ -64,9 +64,6 @@ class Node(BaseModel, frozen=True, extra="forbid"):
     def __eq__(self, other: object) -> bool:
         return type(self) is type(other) and self.__dict__ == other.__dict__  # type: ignore[union-attr]
 
-    def __hash__(self) -> int:  # the nodes hashed (a part: an effect's key; a claim) hold tuples, never a dict
-        return hash((type(self), *self.__dict__.values()))
-
 
 # --- the format ------------------------------------------------------------------------------------------
 
@@ -481,8 +478,7 @@ def load(name: str, known: list[str] | None = None, folders: list[Path] | None =
 def load_all(names: Any, known: list[str] | None = None) -> list[ClaimsFile]:
     """`report.claims`: the chosen files in order, each once (ConfigError for a bad entry or file, or
     two files of one name: their sections, files and MLflow tags are keyed by it)."""
-    if names is None:
-        names = [STUDY_FILE]
+    names = [STUDY_FILE] if names is None else names
     if isinstance(names, str) or not list(names):
         raise ConfigError(f"report.claims: a list of claims files' names, e.g. [{STUDY_FILE}, my_claims], got {names!r}")
     files = [load(n, known) for n in dict.fromkeys(names)]
