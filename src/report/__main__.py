@@ -50,12 +50,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     made.add_argument("--no-summary-run", action="store_true", help="do not log the files to MLflow")
     made.add_argument("--status", action="store_true", help="list every job of the sweep with its state")
     made.add_argument("--sweep-dir", type=Path, default=None, help="with --status: a multirun/<date>/<time> folder")
-    made.add_argument(
-        "--margin-loss", type=float, default=None, help=f"equivalence margin of test loss, nats (report.margin.test_loss; {default_margin('test_loss')})"
-    )
-    made.add_argument(
-        "--margin-speed", type=float, default=None, help=f"equivalence margin of tokens/s, relative (report.margin.speed; {default_margin('speed')})"
-    )
+    for option, what, key in (("--margin-loss", "test loss, nats", "test_loss"), ("--margin-speed", "tokens/s, relative", "speed")):
+        made.add_argument(option, type=float, default=None, help=f"equivalence margin of {what} (report.margin.{key}; {default_margin(key)})")
     made.add_argument(
         "--pair", action="append", default=None, metavar="A:B", help="compare B against A (repeatable; replaces the study's pairs)"
     )
