@@ -106,16 +106,9 @@ def pilot_too_small(pilot: Mapping[tuple[str, str], np.ndarray]) -> str:
     )
 
 
-def forecast(
-    runs: pd.DataFrame,
-    margins: Margins,
-    design: Design,
-    hours: Mapping[str, float],
-    pairs: Sequence[tuple[str, str]] | None = None,
-    sweeps: int = SWEEPS,
-    reference: Mapping[str, str] | None = None,
-    hours_source: str = PILOT_HOURS,
-) -> Plan:
+def forecast(runs: pd.DataFrame, margins: Margins, design: Design, hours: Mapping[str, float],
+             pairs: Sequence[tuple[str, str]] | None = None, sweeps: int = SWEEPS,
+             reference: Mapping[str, str] | None = None, hours_source: str = PILOT_HOURS) -> Plan:  # fmt: skip
     """Every spending function's forecast for every pair present in the pilot (see the module's docstring).
 
     `design` gives the schedule, alpha and futility (its family is replaced by the planned pairs');
@@ -250,15 +243,9 @@ def plan_text(
     ])  # fmt: skip
 
 
-def plan_command(
-    experiment: str,
-    uri: str,
-    overrides: list[str],
-    margins: Margins,
-    pairs: list[tuple[str, str]] | None,
-    priced: Callable[[list[str], dict[str, list[str]]], dict[str, float]],
-    reference: dict[str, str] | None = None,
-) -> str:
+def plan_command(experiment: str, uri: str, overrides: list[str], margins: Margins, pairs: list[tuple[str, str]] | None,
+                 priced: Callable[[list[str], dict[str, list[str]]], dict[str, float]],
+                 reference: dict[str, str] | None = None) -> str:  # fmt: skip
     """`--plan`: each design's forecast from the experiment's runs; device-hours from the pilot's
     train time, or, when the overrides name a cluster, from `priced(overrides, variant -> its
     overrides)` (preflight's cost model, which the command line hands in: it sits above the report)."""

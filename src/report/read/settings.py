@@ -67,12 +67,8 @@ def check_pairs(pairs: Sequence[Sequence[str]], known: Sequence[str] | None = No
     return out
 
 
-def settings(
-    report_cfg: Mapping[str, Any] | None,
-    margin_loss: float | None = None,
-    margin_speed: float | None = None,
-    pairs: Sequence[Sequence[str]] | None = None,
-) -> tuple[Margins, list[tuple[str, str]] | None]:
+def settings(report_cfg: Mapping[str, Any] | None, margin_loss: float | None = None, margin_speed: float | None = None,
+             pairs: Sequence[Sequence[str]] | None = None) -> tuple[Margins, list[tuple[str, str]] | None]:  # fmt: skip
     """Margins and pairs from the config's `report` group, each overridable (the CLI's options)."""
     report_cfg = report_cfg or {}
     margin = report_cfg.get("margin") or {}
@@ -93,12 +89,8 @@ class ReportSettings(NamedTuple):
     claims: Sequence[ClaimsFile] = ()  # the claims files judged, each in its own section (none: the study's)
 
 
-def report_settings(
-    report_cfg: Mapping[str, Any] | None,
-    margin_loss: float | None = None,
-    margin_speed: float | None = None,
-    pairs: Sequence[Sequence[str]] | None = None,
-) -> ReportSettings:
+def report_settings(report_cfg: Mapping[str, Any] | None, margin_loss: float | None = None, margin_speed: float | None = None,
+                    pairs: Sequence[Sequence[str]] | None = None) -> ReportSettings:  # fmt: skip
     """Every report setting, read once for the report and for a sweep's start, which checks them all."""
     from src.report.read.claims import chosen  # late: pydantic, for the report and a sweep's start alone
 
