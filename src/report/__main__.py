@@ -50,12 +50,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     made.add_argument("--no-summary-run", action="store_true", help="do not log the files to MLflow")
     made.add_argument("--status", action="store_true", help="list every job of the sweep with its state")
     made.add_argument("--sweep-dir", type=Path, default=None, help="with --status: a multirun/<date>/<time> folder")
-    made.add_argument(
-        "--margin-loss", type=float, default=None, help=f"equivalence margin of test loss, nats (report.margin.test_loss; {default_margin('test_loss')})"
-    )
-    made.add_argument(
-        "--margin-speed", type=float, default=None, help=f"equivalence margin of tokens/s, relative (report.margin.speed; {default_margin('speed')})"
-    )
+    for option, what, key in (("--margin-loss", "test loss, nats", "test_loss"), ("--margin-speed", "tokens/s, relative", "speed")):
+        made.add_argument(option, type=float, default=None, help=f"equivalence margin of {what} (report.margin.{key}; {default_margin(key)})")
     made.add_argument(
         "--pair", action="append", default=None, metavar="A:B", help="compare B against A (repeatable; replaces the study's pairs)"
     )
@@ -80,13 +76,6 @@ def preflight_hours(overrides: list[str], variants: dict[str, list[str]]) -> dic
             raise ReportError(f"preflight cannot estimate the time of a {v} job: {why}")
         out[v] = hours
     return out
-
-
-def running_sweep_of(experiment: str, uri: str, stale_after_s: float) -> Run | None:
-    """The experiment's sweep run that a live process is still running (None: no such experiment)."""
-    store = open_store(uri)
-    found = store.find_experiment(experiment)
-    return running_sweep(store, found.experiment_id, stale_after_s) if found is not None else None
 
 
 def partial_report(analysis: Analysis, sweep: Run, out: Path | None) -> int:
@@ -157,17 +146,20 @@ def report(args: argparse.Namespace) -> int:
 
         print(plan_command(experiment, uri, [*overrides, *sweeper], chosen.margins, chosen.pairs, preflight_hours, chosen.reference))
         return cli.OK
+    stale_after_s = float(cfg.sweep.stale_after_s)  # the runs' states as --status judges them
     if args.status or args.sweep_dir:
         if args.sweep_dir is not None and not (args.sweep_dir / JOBS_FILE).is_file():
             what = f"holds no {JOBS_FILE} (the job list a sweep writes as it starts)" if args.sweep_dir.is_dir() else "no such folder"
             raise paths.ConfigError(f"--sweep-dir {args.sweep_dir}: {what}; point it at a sweep's multirun/<date>/<time> folder")
-        print(status_text(None if from_sweep_dir else experiment, uri, args.sweep_dir, float(cfg.sweep.stale_after_s)))
+        print(status_text(None if from_sweep_dir else experiment, uri, args.sweep_dir, stale_after_s))
         return cli.OK
     out = args.out or report_folder(cfg.paths.reports_dir, experiment)
     # Found before the report is computed, not as its first file is written.
     paths.require_writable(out, "--out" if args.out else "paths.reports_dir", f"the report's files go to {out}: choose a writable folder")
-    stale_after_s = float(cfg.sweep.stale_after_s)  # the runs' states as --status judges them
-    running = running_sweep_of(experiment, uri, stale_after_s)
+    # The experiment's sweep run that a live process is still running (None: none, or no such experiment).
+    store = open_store(uri)
+    listed = store.find_experiment(experiment)
+    running = running_sweep(store, listed.experiment_id, stale_after_s) if listed is not None else None
     found = analyze(experiment, uri, chosen, stale_after_s)  # partial or full: report.claims
     if running is not None:
         return partial_report(found, running, args.out)

@@ -74,12 +74,6 @@ class Plan:
     hours_source: str
 
 
-def _pilot_differences(runs: pd.DataFrame, a: str, b: str) -> np.ndarray:
-    """The pilot's finite per-seed differences b - a, over the seeds both finished."""
-    d = (seed_values(runs, b, PLAN_METRIC) - seed_values(runs, a, PLAN_METRIC)).to_numpy()  # aligned by seed
-    return d[np.isfinite(d)]
-
-
 def pilot_hours(runs: pd.DataFrame, variants: Sequence[str]) -> dict[str, float]:
     """Device-hours one seed of each variant cost in the pilot: mean train time x devices."""
     out = {}
@@ -112,52 +106,45 @@ def pilot_too_small(pilot: Mapping[tuple[str, str], np.ndarray]) -> str:
     )
 
 
-def forecast(
-    runs: pd.DataFrame,
-    margins: Margins,
-    design: Design,
-    hours: Mapping[str, float],
-    pairs: Sequence[tuple[str, str]] | None = None,
-    sweeps: int = SWEEPS,
-    reference: Mapping[str, str] | None = None,
-    hours_source: str = PILOT_HOURS,
-) -> Plan:
+def forecast(runs: pd.DataFrame, margins: Margins, design: Design, hours: Mapping[str, float],
+             pairs: Sequence[tuple[str, str]] | None = None, sweeps: int = SWEEPS,
+             reference: Mapping[str, str] | None = None, hours_source: str = PILOT_HOURS) -> Plan:  # fmt: skip
     """Every spending function's forecast for every pair present in the pilot (see the module's docstring).
 
     `design` gives the schedule, alpha and futility (its family is replaced by the planned pairs');
     `hours` the device-hours of one seed of each variant."""
     chosen = planned_pairs(runs, pairs, reference)
-    margin = margins.test_loss
     out: list[Forecast] = []
     totals: dict[str, tuple[float, float]] = {}
-    draws = {}  # pair -> (delta, sigma) per simulated sweep, shared by the designs so they compare like for like
+    draws = {}  # pair -> (mean, sd, delta, sigma): per simulated sweep, shared by the designs so they compare like for like
     rng = np.random.default_rng(0)  # seeded: a plan read twice gives the same numbers
-    pilot = {(a, b): _pilot_differences(runs, a, b) for a, b in chosen}
+    # The pilot's finite per-seed differences b - a, over the seeds both finished (aligned by seed).
+    differences = {(a, b): (seed_values(runs, b, PLAN_METRIC) - seed_values(runs, a, PLAN_METRIC)).to_numpy() for a, b in chosen}
+    pilot = {pair: d[np.isfinite(d)] for pair, d in differences.items()}
     for (a, b), d in pilot.items():
         if len(d) < MIN_SEEDS:
             continue
         n, mean, sd = len(d), float(np.mean(d)), float(np.std(d, ddof=1))
         # Posterior draws of the spread and the true difference (flat prior on both, normal seeds).
         sigma = sd * np.sqrt((n - 1) / rng.chisquare(n - 1, sweeps)) if sd > 0 else np.zeros(sweeps)
-        draws[(a, b)] = (n, mean, sd, mean + sigma / math.sqrt(n) * rng.standard_normal(sweeps), sigma)
+        draws[(a, b)] = (mean, sd, mean + sigma / math.sqrt(n) * rng.standard_normal(sweeps), sigma)
     if not draws:  # no pair has a spread to draw from: a table of "-" and a design chosen from nothing
         raise ReportError(pilot_too_small(pilot))
     for spending in SPENDING:
         planned = replace(design, spending=spending, family=len(chosen))
         per_variant: dict[str, np.ndarray] = {}  # the most seeds any comparison asked of the variant, per sweep
         for i, (a, b) in enumerate(chosen):
-            cost = hours.get(a, math.nan) + hours.get(b, math.nan)
+            n = len(pilot[(a, b)])
             if (a, b) not in draws:
-                note = f"needs ≥{MIN_SEEDS} seeds with both variants finished in the pilot"
-                out.append(Forecast(a, b, spending, len(pilot[(a, b)]), note=note))
+                out.append(Forecast(a, b, spending, n, note=f"needs ≥{MIN_SEEDS} seeds with both variants finished in the pilot"))
                 continue
-            n, mean, sd, delta, sigma = draws[(a, b)]
-            sim = simulate(planned, delta, sigma, margin, sweeps, seed=1000 + i)
+            mean, sd, delta, sigma = draws[(a, b)]
+            sim = simulate(planned, delta, sigma, margins.test_loss, sweeps, seed=1000 + i)
             for v in (a, b):
                 per_variant[v] = np.maximum(per_variant.get(v, np.zeros(sweeps)), sim.seeds)
             mean_seeds = float(sim.seeds.mean())
             out.append(Forecast(a, b, spending, n, mean, sd, {v: sim.rate(CODES[v]) for v in VERDICTS}, mean_seeds,
-                                float(np.percentile(sim.seeds, 90)), mean_seeds * cost))  # fmt: skip
+                                float(np.percentile(sim.seeds, 90)), mean_seeds * (hours.get(a, math.nan) + hours.get(b, math.nan))))  # fmt: skip
         total = sum((seeds * hours.get(v, math.nan) for v, seeds in per_variant.items()), np.zeros(sweeps))
         totals[spending] = (float(np.mean(total)), float(np.percentile(total, 90))) if per_variant else (math.nan, math.nan)
     return Plan(out, totals, design, dict(hours), hours_source)
@@ -176,11 +163,8 @@ def sweep_overrides(runs: pd.DataFrame, axes: Sequence[Axis]) -> list[str]:
 def variant_overrides(runs: pd.DataFrame, axes: Sequence[Axis]) -> dict[str, list[str]]:
     """variant -> the overrides that make it: its value on each swept axis (its norm when no axis
     but the seed was swept)."""
-    out: dict[str, list[str]] = {}
-    for _, row in runs.iterrows():
-        own = [override_of(a, [str(row[AXIS_PREFIX + a.name])]) for a in axes] if axes else [f"norm={row['norm']}"]
-        out.setdefault(str(row["variant"]), own)
-    return out
+    return {str(row["variant"]): [override_of(a, [str(row[AXIS_PREFIX + a.name])]) for a in axes] if axes else [f"norm={row['norm']}"]
+            for _, row in runs.drop_duplicates("variant").iterrows()}  # each variant's first run
 
 
 def recommended(plan: Plan) -> str:
@@ -259,15 +243,9 @@ def plan_text(
     ])  # fmt: skip
 
 
-def plan_command(
-    experiment: str,
-    uri: str,
-    overrides: list[str],
-    margins: Margins,
-    pairs: list[tuple[str, str]] | None,
-    priced: Callable[[list[str], dict[str, list[str]]], dict[str, float]],
-    reference: dict[str, str] | None = None,
-) -> str:
+def plan_command(experiment: str, uri: str, overrides: list[str], margins: Margins, pairs: list[tuple[str, str]] | None,
+                 priced: Callable[[list[str], dict[str, list[str]]], dict[str, float]],
+                 reference: dict[str, str] | None = None) -> str:  # fmt: skip
     """`--plan`: each design's forecast from the experiment's runs; device-hours from the pilot's
     train time, or, when the overrides name a cluster, from `priced(overrides, variant -> its
     overrides)` (preflight's cost model, which the command line hands in: it sits above the report)."""

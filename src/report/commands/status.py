@@ -38,11 +38,7 @@ def status_text(experiment: str | None, tracking_uri: str, sweep_dir: Path | Non
     cells = [[r["job"], r["variant"], r["run_name"], r["state"], r["run_id"], r["overrides"]] for r in rows]
     table = text_table(header, cells)
     left = [r for r in rows if r["state"] not in DONE]
-    lines = [f"sweep status: experiment {experiment!r}, {len(rows)} jobs, {len(rows) - len(left)} done", "", table, ""]
-    if not left:
-        lines.append("nothing left to do")
-    elif definition.get("command"):
-        lines.append(f"to finish it, re-run: {definition['command']}")
-    else:
-        lines.append("re-run the sweep's command to finish it")
-    return "\n".join(lines)
+    command = definition.get("command")
+    finish = f"to finish it, re-run: {command}" if command else "re-run the sweep's command to finish it"
+    head = f"sweep status: experiment {experiment!r}, {len(rows)} jobs, {len(rows) - len(left)} done"
+    return "\n".join([head, "", table, "", finish if left else "nothing left to do"])

@@ -98,7 +98,9 @@ class ClaimKind:
         return min(low, figure), max(high, figure)
 
     def sign(self, part: Part, metric: str) -> int:
-        """The side of zero claimed (0: none): its figure's, else its size's."""
+        """The side of zero claimed (0: none, a kind that claims no side): its figure's, else its size's."""
+        if not self.sided:
+            return 0
         figure = part.published(metric)
         if math.isnan(figure) and part.size:
             figure = size_side(part.size)

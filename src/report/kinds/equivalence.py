@@ -32,9 +32,6 @@ class Equivalence(ClaimKind):
         if not low < 0 < high:
             raise At("size", f"an equivalence's band holds zero inside it, got [{low:g}, {high:g}]")
 
-    def sign(self, part: Part, metric: str) -> int:
-        return 0
-
     def judge(self, part: Part, low: float, high: float, readings: Readings, estimate: Estimate, alpha: float,
               trim: float) -> Judgement:  # fmt: skip
         v = verdicts()  # undecided: the count that puts the interval inside the margin, or wholly beyond it

@@ -103,9 +103,9 @@ class Divergence:
         short = theirs[(theirs.outcome != DIVERGED) & (theirs.steps_done < first)] if math.isfinite(first) else theirs.iloc[:0]
         counted = theirs.drop(short.index)
         event = verdicts().Event(int((own.outcome == DIVERGED).sum()), len(own), int((counted.outcome == DIVERGED).sum()), len(counted))
-        # Trained through: finished, or ended with a broken evaluation (its steps ran all the same).
-        trained = own[own.outcome != DIVERGED].steps_done.dropna()
-        return cls(b, runs, normalized, counted, short, first, event, float(trained.max()) if len(trained) else math.nan, collapse)
+        # Trained through: finished, or ended with a broken evaluation (its steps ran all the same); NaN: none did.
+        most = float(own[own.outcome != DIVERGED].steps_done.max())
+        return cls(b, runs, normalized, counted, short, first, event, most, collapse)
 
     @property
     def learning_rates(self) -> tuple[list[float], list[float]]:

@@ -32,9 +32,7 @@ SIZED = (SHARE, SAVING)  # timed per model size by the speed check's share round
 
 def units_of(metric: str, contrast: bool = False) -> Units:
     """A metric's units: a relative change (percentage points of two, for a contrast), or nats."""
-    if metric in RELATIVE_METRICS:
-        return POINTS if contrast else RELATIVE
-    return NATS
+    return (POINTS if contrast else RELATIVE) if metric in RELATIVE_METRICS else NATS
 
 
 def shown(metric: str, x: float, contrast: bool = False) -> str:

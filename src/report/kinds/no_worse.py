@@ -38,9 +38,6 @@ class NoWorse(ClaimKind):
     def band(self, part: Part, metric: str) -> tuple[float, float]:
         return -math.inf, float(part.margin or 0.0)  # anything better than a, or worse by less than the margin
 
-    def sign(self, part: Part, metric: str) -> int:
-        return 0
-
     def judge(self, part: Part, low: float, high: float, readings: Readings, estimate: Estimate, alpha: float,
               trim: float) -> Judgement:  # fmt: skip
         """From its interval, or with no spread only as far as n equal signs reach the family's level

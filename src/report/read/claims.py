@@ -23,18 +23,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from src.core.paths import CONF_DIR, ConfigError
+from src.core.norm_yamls import known_variants
+from src.core.paths import CONF_DIR, ConfigError, user_config_dirs
 from src.report.kinds import KINDS
 from src.report.kinds.base import At, ClaimKind, check_sizes
 from src.report.kinds.metrics import LOSS, SAVING, SHARE, SIZED, SPEED, STABILITY, Metric
@@ -55,11 +47,9 @@ HALF_PRECISION = ("fp16_mixed", "bf16_mixed")  # 16-bit autocast: a norm's kerne
 FP16 = ("fp16_mixed",)  # fp16's narrow exponent range: bf16 keeps fp32's
 
 
-class Node(BaseModel):
+class Node(BaseModel, frozen=True, extra="forbid"):
     """A node of the format: frozen, no unknown key; equal by its fields (the private links a file
     sets after validation — a part's table, a claim's number — are not part of what it is)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     @model_validator(mode="before")
     @classmethod
@@ -73,9 +63,6 @@ class Node(BaseModel):
 
     def __eq__(self, other: object) -> bool:
         return type(self) is type(other) and self.__dict__ == other.__dict__  # type: ignore[union-attr]
-
-    def __hash__(self) -> int:  # the nodes hashed (a part: an effect's key; a claim) hold tuples, never a dict
-        return hash((type(self), *self.__dict__.values()))
 
 
 # --- the format ------------------------------------------------------------------------------------------
@@ -154,7 +141,7 @@ class Part(Node):
     minus: tuple[str, str] | None = None  # (a', b'): the effect is (b vs a) - (b' vs a')
     sizes: tuple[str, ...] = ()  # a trend: the model sizes, smallest first
     margin: float | None = None  # no_worse: how much worse b may be (higher time or loss), and still be no worse
-    _file: ClaimsFile | None = PrivateAttr(None)  # set by the file that read it
+    _file: ClaimsFile | None = None  # set by the file that read it
 
     @property
     def table(self) -> Table:
@@ -166,11 +153,6 @@ class Part(Node):
         return self._file.source_noun if self._file else "the claim"
 
     @property
-    def of_study(self) -> bool:
-        """Whether its file is the study's (`ClaimsFile.is_study`), asked of the file, not read off its noun."""
-        return self._file is not None and self._file.is_study
-
-    @property
     def contrast_pairs(self) -> tuple[tuple[str, str], tuple[str, str]]:
         """A contrast's (`minus`) two pairs (a, b), the effect of the first less the second's."""
         return (str(self.a), self.b), self.minus or ("", "")
@@ -179,7 +161,7 @@ class Part(Node):
     def contrast_names(self) -> tuple[str, str]:
         """A contrast's two pairs, as its sentences and its figure's row name them: the study's one
         contrast is of its built-in and hand-rolled norms; any other file's, of its own pairs."""
-        if self.of_study:
+        if self._file is not None and self._file.is_study:  # asked of the file, not read off its noun
             return "the built-ins'", "the hand-rolled"
         first, second = (f"{b} vs {a}" for a, b in self.contrast_pairs)
         return first, second
@@ -245,8 +227,8 @@ class Claim(Node):
     note: str = ""  # what its source itself said of it
     open_question: bool = False  # the seed-spread question of a single-seed loss gap is asked after it
     collapse_within: int | None = Field(None, gt=0)  # an event: the steps its source says a collapse typically takes
-    _number: int = PrivateAttr(0)
-    _domain: Domain = PrivateAttr(default_factory=Domain)
+    _number: int = 0
+    _domain: Domain = Domain()
 
     @property
     def number(self) -> int:
@@ -296,7 +278,7 @@ class ClaimsFile(Node):
     setting: Setting | None = None
     domains: dict[str, Domain] = Field(default_factory=dict)
     claims: tuple[Claim, ...] = Field(min_length=1)
-    _path: Path = PrivateAttr(Path())  # set by the reader (`parse`)
+    _path: Path = Path()  # set by the reader (`parse`)
 
     @model_validator(mode="after")
     def _whole(self, info: ValidationInfo) -> ClaimsFile:
@@ -388,13 +370,7 @@ def table_effect(table: Table, metric: str, a: str, b: str) -> float:
 
 def claims_folders() -> list[Path]:
     """Where a claims file is looked for: the user's config folders first (as their norms), then conf/."""
-    from src.core.paths import user_config_dirs
-
     return [*(d / CLAIMS_GROUP for d in user_config_dirs()), CONF_DIR / CLAIMS_GROUP]
-
-
-def available(folders: list[Path] | None = None) -> list[str]:
-    return sorted({p.stem for folder in folders or claims_folders() for p in folder.glob("*.yaml")})
 
 
 def find(name: str, folders: list[Path] | None = None) -> Path:
@@ -409,7 +385,8 @@ def find(name: str, folders: list[Path] | None = None) -> Path:
     for folder in folders:
         if (path := folder / f"{name}.yaml").is_file():
             return path
-    raise ConfigError(f"report.claims: no claims file {name!r}; valid choices: {', '.join(available(folders)) or 'none'} "
+    valid = sorted({p.stem for folder in folders for p in folder.glob("*.yaml")})
+    raise ConfigError(f"report.claims: no claims file {name!r}; valid choices: {', '.join(valid) or 'none'} "
                       f"(conf/claims/, or claims/ in a --config-dir)")  # fmt: skip
 
 
@@ -456,19 +433,14 @@ def _refusal(path: Path, err: ValidationError, raw: Any, nodes: dict[int, type[N
     return _error(path, _key(loc), what if kind == "value_error" else f"{what[:1].lower()}{what[1:]}, got {got!r}")
 
 
-def read_yaml(path: Path) -> Any:
-    """The file's YAML as plain data (safe: no tags that build objects), or one line naming it."""
-    import yaml
-
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError, OSError) as err:  # a syntax error: its line, in one line
-        raise _error(path, "", " ".join(str(err).split())) from None
-
-
 def parse(path: Path, known: list[str], sizes: dict[str, float]) -> ClaimsFile:
     """The file validated against the format: `known` variants, model `sizes` (name -> parameters)."""
-    raw = read_yaml(path)
+    import yaml
+
+    try:  # safe: no tags that build objects
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError, OSError) as err:  # a syntax error: its line, in one line
+        raise _error(path, "", " ".join(str(err).split())) from None
     if not isinstance(raw, dict):
         raise _error(path, "", f"a mapping of {', '.join(_keys(ClaimsFile))}, got {type(raw).__name__}")
     context: dict[str, Any] = {"known": known, "sizes": sizes}
@@ -500,18 +472,13 @@ def _load(path: Path, known: tuple[str, ...]) -> ClaimsFile:
 def load(name: str, known: list[str] | None = None, folders: list[Path] | None = None) -> ClaimsFile:
     """The claims file `name`, found (`find`) and checked against the `known` variants (default: the
     norms a run can have, the user's own included)."""
-    if known is None:
-        from src.core.norm_yamls import known_variants
-
-        known = known_variants()
-    return _load(find(name, folders), tuple(known))
+    return _load(find(name, folders), tuple(known_variants() if known is None else known))
 
 
 def load_all(names: Any, known: list[str] | None = None) -> list[ClaimsFile]:
     """`report.claims`: the chosen files in order, each once (ConfigError for a bad entry or file, or
     two files of one name: their sections, files and MLflow tags are keyed by it)."""
-    if names is None:
-        names = [STUDY_FILE]
+    names = [STUDY_FILE] if names is None else names
     if isinstance(names, str) or not list(names):
         raise ConfigError(f"report.claims: a list of claims files' names, e.g. [{STUDY_FILE}, my_claims], got {names!r}")
     files = [load(n, known) for n in dict.fromkeys(names)]
@@ -526,6 +493,6 @@ def load_all(names: Any, known: list[str] | None = None) -> list[ClaimsFile]:
 
 def chosen(report_cfg: Any) -> list[ClaimsFile]:
     """The claims files the config's `report` group chooses (`report.claims`; absent: the study's)."""
-    names = (report_cfg or {}).get("claims") if isinstance(report_cfg, dict) else None
+    names = report_cfg.get("claims") if isinstance(report_cfg, dict) else None
     return load_all(names)  # a string (`report.claims=my_claims`) is refused there, not read letter by letter
 

@@ -8,18 +8,12 @@ table beside a sweep's, its preset); the report's claims sections read each chos
 
 from __future__ import annotations
 
+from src.core.norm_yamls import builtin_variants
 from src.core.paths import CONF_DIR
-from src.report.read.claims import CLAIMS_GROUP, STUDY_FILE, ClaimsFile, Setting, load
+from src.report.read.claims import CLAIMS_GROUP, STUDY_FILE, Setting, load
 
-
-def _study() -> ClaimsFile:
-    # The study's file names built-in norms only: checked against them, whatever the user's config folders hold.
-    from src.core.norm_yamls import builtin_variants
-
-    return load(STUDY_FILE, builtin_variants(), [CONF_DIR / CLAIMS_GROUP])
-
-
-STUDY = _study()
+# The study's file names built-in norms only: checked against them, whatever the user's config folders hold.
+STUDY = load(STUDY_FILE, builtin_variants(), [CONF_DIR / CLAIMS_GROUP])
 TABLE = STUDY.table
 SETTING: Setting = STUDY.setting  # type: ignore[assignment]
 CLAIMS = STUDY.claims

@@ -127,11 +127,6 @@ def is_training_run(run: Run) -> bool:
     return NORM_TAG in tags and tags.get(SWEEP_TAG) != "true" and SUPERSEDED_TAG not in tags
 
 
-def _last_step(store: Store, run_id: str) -> float:
-    history = store.metric_history(run_id, CURVE_METRICS[0])
-    return float(max(m.step for m in history)) if history else math.nan
-
-
 def _devices(params: dict[str, str]) -> float:
     """Devices one run trained on (devices per node x nodes); NaN when not a count (e.g. "auto")."""
     per_node, nodes = params.get("cluster.devices", ""), params.get("cluster.num_nodes", "1")
@@ -200,13 +195,13 @@ def _row(store: Store, run: Run, variants: Variants, stale_after_s: float) -> di
     }
     row.update(setting_of(with_added_later(run.data.params), tags))  # "" where unrecorded: no difference from the study
     row.update({f"{AXIS_PREFIX}{name}": value for name, value in variants.parts[run_id].items()})
-    for column, key in METRIC_COLUMNS.items():
-        row[column] = metrics.get(key, math.nan)
+    row.update({column: metrics.get(key, math.nan) for column, key in METRIC_COLUMNS.items()})
     # Where an unfinished run stopped: the divergence step, else the steps it completed.
     stopped = row["diverged_at_step"] if outcome == DIVERGED else row["steps_done"]
     trained_through = outcome in (FINISHED, EVAL_NOT_FINITE)  # it did not stop: its evaluation broke
-    if not trained_through and math.isnan(stopped):
-        stopped = _last_step(store, run.info.run_id)
+    if not trained_through and math.isnan(stopped):  # its last step logged
+        history = store.metric_history(run_id, CURVE_METRICS[0])
+        stopped = float(max(m.step for m in history)) if history else math.nan
     row["stopped_at_step"] = math.nan if trained_through else stopped
     return row
 
@@ -319,8 +314,7 @@ def load_speed_check(store: Store, experiment_id: str) -> SpeedCheck:
     run = latest_speed_check(store, experiment_id)
     metrics = run.data.metrics if run else {}
     check = read_speed_check(store, run) if run else {}
-    interleaved, costs = _per_variant(metrics, RATIO_METRICS), _per_variant(metrics, NORM_COST_METRICS)
-    return SpeedCheck(check, interleaved, costs)  # type: ignore[arg-type]
+    return SpeedCheck(check, _per_variant(metrics, RATIO_METRICS), _per_variant(metrics, NORM_COST_METRICS))  # type: ignore[arg-type]
 
 
 def read_speed_check(store: Store, run: Run) -> dict[str, Any]:
@@ -331,12 +325,12 @@ def read_speed_check(store: Store, run: Run) -> dict[str, Any]:
         return {}
 
 
-def load_curves(store: Store, runs: pd.DataFrame, keys: Sequence[str] = CURVE_METRICS) -> pd.DataFrame:
+def load_curves(store: Store, runs: pd.DataFrame) -> pd.DataFrame:
     """Step metrics of the given runs, long format: run_id, variant, variant_rank, family, seed, metric, step, value."""
     records = [
         (r.run_id, r.variant, r.variant_rank, r.family, r.seed, key, m.step, m.value)
         for r in runs.itertuples(index=False)
-        for key in keys
+        for key in CURVE_METRICS
         for m in store.metric_history(r.run_id, key)
     ]
     columns = ["run_id", "variant", "variant_rank", "family", "seed", "metric", "step", "value"]
@@ -351,10 +345,10 @@ def tag_variants(store: Store, runs: pd.DataFrame, axes: Sequence[Axis]) -> None
         store.set_tags(str(r["run_id"]), variant_tags(str(r["variant"]), parts, axes))
 
 
-def save_summary_run(store: Store, experiment_id: str, files: Iterable[Path], run_id: str | None = None) -> str:
-    """Log the report's files to the sweep's parent run: the given one, the running sweep's, or the
-    experiment's latest; an experiment of single runs gets one `report` run of the same kind."""
-    run_id = run_id or os.environ.get(PARENT_ENV)
+def save_summary_run(store: Store, experiment_id: str, files: Iterable[Path]) -> str:
+    """Log the report's files to the sweep's parent run: the running sweep's, or the experiment's
+    latest; an experiment of single runs gets one `report` run of the same kind."""
+    run_id = os.environ.get(PARENT_ENV)
     if run_id is None:
         latest = latest_sweep_run(store, experiment_id)
         run_id = latest.info.run_id if latest else None

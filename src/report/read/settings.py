@@ -67,12 +67,8 @@ def check_pairs(pairs: Sequence[Sequence[str]], known: Sequence[str] | None = No
     return out
 
 
-def settings(
-    report_cfg: Mapping[str, Any] | None,
-    margin_loss: float | None = None,
-    margin_speed: float | None = None,
-    pairs: Sequence[Sequence[str]] | None = None,
-) -> tuple[Margins, list[tuple[str, str]] | None]:
+def settings(report_cfg: Mapping[str, Any] | None, margin_loss: float | None = None, margin_speed: float | None = None,
+             pairs: Sequence[Sequence[str]] | None = None) -> tuple[Margins, list[tuple[str, str]] | None]:  # fmt: skip
     """Margins and pairs from the config's `report` group, each overridable (the CLI's options)."""
     report_cfg = report_cfg or {}
     margin = report_cfg.get("margin") or {}
@@ -93,12 +89,8 @@ class ReportSettings(NamedTuple):
     claims: Sequence[ClaimsFile] = ()  # the claims files judged, each in its own section (none: the study's)
 
 
-def report_settings(
-    report_cfg: Mapping[str, Any] | None,
-    margin_loss: float | None = None,
-    margin_speed: float | None = None,
-    pairs: Sequence[Sequence[str]] | None = None,
-) -> ReportSettings:
+def report_settings(report_cfg: Mapping[str, Any] | None, margin_loss: float | None = None, margin_speed: float | None = None,
+                    pairs: Sequence[Sequence[str]] | None = None) -> ReportSettings:  # fmt: skip
     """Every report setting, read once for the report and for a sweep's start, which checks them all."""
     from src.report.read.claims import chosen  # late: pydantic, for the report and a sweep's start alone
 
@@ -116,16 +108,12 @@ def reference_setting(report_cfg: Mapping[str, Any] | None) -> dict[str, str] | 
     return {str(k): str(v) for k, v in chosen.items()}  # as the runs' params spell it (MLflow stores str(value): True, 0.1)
 
 
-def _axis_named(name: str, axes: Sequence[str]) -> str | None:
-    """An axis by its name or its last dotted part (`norm_placement` for `model.norm_placement`)."""
-    return next((a for a in axes if name in (a, a.rsplit(".", 1)[-1])), None)
-
-
 def reference_values(reference: Mapping[str, str] | None, values: Mapping[str, Sequence[str]]) -> dict[str, str]:
     """axis -> reference value, checked against each axis's `values` (the runs', or a sweep's jobs')."""
     out = {}
     for name, value in (reference or {}).items():
-        axis = _axis_named(name, list(values))
+        # An axis by its name or its last dotted part (`norm_placement` for `model.norm_placement`).
+        axis = next((a for a in values if name in (a, a.rsplit(".", 1)[-1])), None)
         if axis is None:
             raise ConfigError(f"report.reference: {name!r} is not an axis of this sweep; its axes: {list(values) or 'none (one variant)'}")
         match = next((h for h in values[axis] if h.lower() == value.lower()), None)

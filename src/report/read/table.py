@@ -39,10 +39,7 @@ class Variant:
     @property
     def impl(self) -> str:
         """"hand", "torch", "fast", ...: the key before `_<family>`; the family's own name is written out."""
-        if self.key == self.family:
-            return HAND
-        suffix = f"_{self.family}"
-        return self.key[: -len(suffix)] if self.key.endswith(suffix) else self.key
+        return HAND if self.key == self.family else self.key.removesuffix(f"_{self.family}")
 
     @property
     def is_reference(self) -> bool:
@@ -127,13 +124,8 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
         rows.append(row)
     table = pd.DataFrame(rows)
     means = table.set_index("variant")
-    speed = means.tokens_per_sec
-    loss_ref = means.test_loss.get(REFERENCE_VARIANT, math.nan)
-    table["speed_vs_hand"] = [
-        speed[key] / speed[base] if base in speed else math.nan
-        for key, base in zip(table.variant, table.speed_reference, strict=True)
-    ]
+    table["speed_vs_hand"] = table.tokens_per_sec / table.speed_reference.map(means.tokens_per_sec)
     # The ratio is of jobs' own tokens/s: how they ran in time goes beside it (src.report.words.table says it).
     table[JOBS_AT_ONCE] = most_at_once(runs)
-    table[LOSS_DELTA] = table.test_loss - loss_ref
+    table[LOSS_DELTA] = table.test_loss - means.test_loss.get(REFERENCE_VARIANT, math.nan)
     return table

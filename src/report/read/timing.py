@@ -18,8 +18,7 @@ def most_at_once(runs: pd.DataFrame, among: pd.DataFrame | None = None) -> int:
     mine = set(own.index)
     spans = own if among is None else _spans(among)
     # An end sorts before a start at the same instant: a job that starts as another ends did not overlap it.
-    events = sorted([(t, 1, i in mine) for i, t in spans.start_time.items()] + [(t, -1, i in mine) for i, t in spans.end_time.items()],
-                    key=lambda e: (e[0], e[1]))  # fmt: skip
+    events = sorted([(t, 1, i in mine) for i, t in spans.start_time.items()] + [(t, -1, i in mine) for i, t in spans.end_time.items()])
     running = running_mine = most = 0
     for _, step, is_mine in events:
         running += step
