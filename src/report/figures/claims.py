@@ -140,9 +140,9 @@ def plot_claims(section: StudySection) -> Figure | None:
         return None
     # The panels one above the other, 7 inches wide: side by side (14 inches) the figure was too wide for the
     # sweep run's description in a 1440 px window, and scaled down there its labels could not be read.
-    sizes = [len(p[3]) for p in panels]
-    fig = blank_figure(7, 1.6 + sum(0.6 + 0.9 * n for n in sizes))
-    axes = list(np.atleast_1d(fig.subplots(len(panels), 1, height_ratios=[0.6 + 0.9 * n for n in sizes])))
+    heights = [0.6 + 0.9 * len(p[3]) for p in panels]
+    fig = blank_figure(7, 1.6 + sum(heights))
+    axes = list(np.atleast_1d(fig.subplots(len(panels), 1, height_ratios=heights)))
     for ax, (metric, title, scale, parts) in zip(axes, panels, strict=True):
         # An interval wider than the view (two seeds, a ratio without bound) runs to its edge, arrowed.
         draw_rows(ax, [_row(section, metric, scale, f) for f in parts], [x * scale for x in _view(metric, parts)], LABELS)

@@ -20,15 +20,7 @@ import pandas as pd
 
 from src.report.judge.pairs import METRICS, NO_NORM, Result, Unmatched, family_of
 from src.report.judge.sequential import with_verdicts
-from src.report.numbers import (
-    NATS,
-    equivalent_text,
-    estimate_text,
-    moved_alike,
-    p_text,
-    settle_text,
-    shown,
-)
+from src.report.numbers import NATS, equivalent_text, estimate_text, moved_alike, p_text, settle_text, shown
 from src.report.words.common import counted, how_paired, run_counts
 from src.report.words.jobs import how_jobs_ran
 from src.report.words.speed import speed_section
@@ -210,13 +202,11 @@ def to_frame(results: Sequence[Result]) -> pd.DataFrame:
         decided = {"verdict_level": d.level, "verdict_low": d.low, "verdict_high": d.high} if d else dict.fromkeys(COLUMNS[-3:], math.nan)
         for test in [t for t in (r.primary, r.bootstrap) if t is not None]:
             primary = test is r.primary
-            rows.append(
-                {
-                    "pair": r.pair, "metric": r.metric, "test": test.test, "n": test.n if test.test != "welch" else r.n_a + r.n_b,
-                    "diff": test.diff, "ci_low": test.low, "ci_high": test.high,
-                    "p": test.p_value, "p_holm": r.p_holm if primary else math.nan,
-                    "tost_p": r.tost_p if primary else math.nan, "margin": r.margin, "verdict": verdict_text(r), **decided,
-                    **({"axis": r.axis} if axis else {}),
-                }
-            )  # fmt: skip
+            rows.append({
+                "pair": r.pair, "metric": r.metric, "test": test.test, "n": test.n if test.test != "welch" else r.n_a + r.n_b,
+                "diff": test.diff, "ci_low": test.low, "ci_high": test.high,
+                "p": test.p_value, "p_holm": r.p_holm if primary else math.nan,
+                "tost_p": r.tost_p if primary else math.nan, "margin": r.margin, "verdict": verdict_text(r), **decided,
+                **({"axis": r.axis} if axis else {}),
+            })  # fmt: skip
     return pd.DataFrame(rows, columns=[*COLUMNS, "axis"] if axis else COLUMNS)

@@ -135,8 +135,7 @@ def _spread_text(x: float) -> str:
 
 def header(check: Mapping[str, Any], reference: str | None) -> str:
     """How the check was made: rounds, time, load, the reference's round-to-round spread."""
-    kernel = check.get("kernel") or {}
-    s = check.get("settings") or {}
+    kernel, s = check.get("kernel") or {}, check.get("settings") or {}
     calls = kernel.get("calls", {}).get(reference) or next(iter(kernel.get("calls", {}).values()), [])
     shapes = ", ".join(f"{c['calls']}× {'x'.join(map(str, c['shape']))} {c['dtype']}" for c in calls) or "none"
     k_spread = spread(kernel.get("samples_s", {}).get(reference, [])) if reference else math.nan

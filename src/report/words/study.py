@@ -17,46 +17,21 @@ import pandas as pd
 from src.core.tables import text_table
 from src.report.analysis import Analysis
 from src.report.judge.sequential import SequentialVerdict
-from src.report.judge.study import (
-    ClaimResult,
-    Finding,
-    StudySection,
-)
+from src.report.judge.study import ClaimResult, Finding, StudySection
 from src.report.judge.study_effects import Effect, Per
 from src.report.judge.study_match import Mismatch
 from src.report.kinds.base import interval_of
 from src.report.kinds.event import steps_text
 from src.report.kinds.metrics import shown
-from src.report.numbers import (
-    RELATIVE,
-    alike_text,
-    aside,
-    estimate_text,
-)
+from src.report.numbers import RELATIVE, alike_text, aside, estimate_text
 from src.report.numbers import SHARE as SHARE_OF
-from src.report.read.claims import (
-    LOSS,
-    SAVING,
-    SHARE,
-    SPEED,
-    STABILITY,
-    Claim,
-    Part,
-    table_effect,
-)
+from src.report.read.claims import LOSS, SAVING, SHARE, SPEED, STABILITY, Claim, Part, table_effect
 from src.report.words.common import NO_SHARED_SEED, ONE_RUN, how_paired, run_counts
 from src.report.words.jobs import timing_caveat
 from src.report.words.study_setting import differs_text, setting_lines, study_table
 from src.report.words.table import DASH
 from src.stats.inference import ALPHA
-from src.stats.verdicts import (
-    Because,
-    ClaimWord,
-    Direction,
-    Equivalence,
-    Judgement,
-    family_alpha,
-)
+from src.stats.verdicts import Because, ClaimWord, Direction, Equivalence, Judgement, family_alpha
 from src.tracking.tags import DIVERGED, FINISHED
 
 ONE_SEED_SHORT = "one seed gives no interval"

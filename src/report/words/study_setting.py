@@ -35,11 +35,8 @@ def _values(column: pd.Series) -> str:
 
 def device_text(runs: pd.DataFrame) -> str:
     """`1× Intel(R) Xeon(R) ... (cpu)`: devices per run, the device's name and its type."""
-    per_run = [
-        f"{'?' if math.isnan(d) else int(d)}× {name or '?'} ({kind})"
-        for d, name, kind in zip(runs.devices, runs.device_name, runs.device_type, strict=True)
-    ]
-    return _values(pd.Series(per_run))
+    return _values(pd.Series([f"{'?' if math.isnan(d) else int(d)}× {name or '?'} ({kind})"
+                              for d, name, kind in zip(runs.devices, runs.device_name, runs.device_type, strict=True)]))  # fmt: skip
 
 
 def seeds_per_variant(runs: pd.DataFrame) -> int:
@@ -64,15 +61,12 @@ def code_line(runs: pd.DataFrame, study: Mapping[str, str | None], who: str = "t
     if not study:
         return ""
     ours = {}
-    keys = tuple(study)
-    for key in keys:
+    for key in study:
         column = runs[key] if key in runs else pd.Series(dtype=object)
-        if key == INIT_KEY:
-            column = column.replace("", INIT_RECORDED_BEFORE)
-        ours[key] = _values(column)
-    differs = [k for k in keys if ours[k] != str(study.get(k))]
+        ours[key] = _values(column.replace("", INIT_RECORDED_BEFORE) if key == INIT_KEY else column)
+    differs = [k for k in study if ours[k] != str(study[k])]
     sweep = ", ".join(f"{k}={v}" for k, v in ours.items())
-    theirs = ", ".join(f"{k}={study.get(k)}" for k in keys)
+    theirs = ", ".join(f"{k}={v}" for k, v in study.items())
     return f"code: {who} {sweep}; {noun} {theirs}" + (f" (differs: {', '.join(differs)})" if differs else "")
 
 
@@ -110,9 +104,8 @@ def differs_text(key: str, got: str, wanted: str | None, noun: str) -> str:
 
 
 def set_aside_lines(set_aside: Sequence[SetAside], read: Sequence[str], noun: str) -> list[str]:
-    """`set aside, no claim reads them: X, Y (6 runs): model.init=gpt2 (the study model.init=study); the
-    lines above are the runs the claims read: ...` ([] when every run of its file's norms was read;
-    `noun`: who stated the setting, its file's `source_noun`)."""
+    """`set aside, read by no claim: X, Y (6 runs): model.init=gpt2 (the study model.init=study). The lines
+    above are the runs the claims read: ...` ([] when every run of its file's norms was read)."""
     if not set_aside:
         return []
     groups: dict[tuple[tuple[str, str, str | None], ...], list[SetAside]] = {}
