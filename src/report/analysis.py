@@ -139,11 +139,9 @@ def assemble(
     tracking_uri: str = "",
     experiment_id: str = "",
 ) -> Analysis:
-    """Every judgement of a sweep from what was read of it: the runs (src.report.read.runs), their axes,
-    the latest speed check (empty without one) and a sequential sweep's decisions, as the report's
-    settings choose (src.report.read.settings.report_settings). The one path from numbers to the
-    report's data, whether the numbers came from MLflow (`analyze`) or not (the property tests' generated
-    sweeps)."""
+    """Every judgement of a sweep from what was read of it (the runs, their axes, the latest speed check, a
+    sequential sweep's decisions), as the report's settings choose: the one path from numbers to the report's
+    data, whether they came from MLflow (`analyze`) or not (the property tests' generated sweeps)."""
     curves = curves if curves is not None else pd.DataFrame()
     sequential = sequential or []
     lr_swept = is_lr_sweep(runs)

@@ -98,9 +98,7 @@ def how_tested(first: Result, left_out: int) -> str:
 def sentences(results: Sequence[Result]) -> list[str]:
     """One sentence per pair: how it was tested, then each metric's verdict with its numbers; the
     pairs not tested, in one sentence after them."""
-    by_pair: dict[tuple[str, str], list[Result]] = {}
-    for r in results:
-        by_pair.setdefault((r.a, r.b), []).append(r)
+    by_pair = {pair: [r for r in results if (r.a, r.b) == pair] for pair in dict.fromkeys((r.a, r.b) for r in results)}
     out, untested = [], []
     for (a, b), rs in by_pair.items():
         if all(r.verdict == PairWord.UNTESTED for r in rs):

@@ -100,10 +100,8 @@ def sentence(v: SpeedVerdict) -> str:
 
 def pair_cells(verdicts: Sequence[SpeedVerdict]) -> dict[str, str]:
     """variant -> `vs a +0.3% [+0.2%, +0.3%] (95% interval)` for each speed verdict that measured it (as b)."""
-    cells: dict[str, list[str]] = {}
-    for v in verdicts:
-        cells.setdefault(v.b, []).append(f"vs {v.a} {step_time_text(v.predicted)}")
-    return {b: "; ".join(found) for b, found in cells.items()}
+    return {b: "; ".join(f"vs {v.a} {step_time_text(v.predicted)}" for v in verdicts if v.b == b)
+            for b in dict.fromkeys(v.b for v in verdicts)}  # fmt: skip
 
 
 # --- the section -------------------------------------------------------------------------------------
