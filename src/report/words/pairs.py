@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from src.report.judge.pairs import METRICS, NO_NORM, Result, Unmatched, family_of
+from src.report.judge.pairs import METRICS, NO_NORM, Result, family_of
 from src.report.judge.sequential import with_verdicts
 from src.report.numbers import NATS, equivalent_text, estimate_text, moved_alike, p_text, settle_text, shown
 from src.report.words.common import counted, how_paired, run_counts
@@ -119,11 +119,6 @@ def untested_sentence(pairs: Sequence[str]) -> str:
     )
 
 
-def unmatched_sentence(u: Unmatched) -> str:
-    """A requested pair not compared, and why."""
-    return f"{pairs_.pair_label(u.a, u.b)}: no finished runs of {', '.join(u.missing)} in this experiment"
-
-
 # --- the section ----------------------------------------------------------------------------------
 
 
@@ -147,7 +142,8 @@ def heading(a: Analysis) -> str:
 def section_sentences(a: Analysis) -> list[str]:
     """One sentence per compared pair, why any requested pair was not compared, then the speed
     measured by interleaving (when the experiment has a bench-variants run)."""
-    return [*sentences(a.comparisons), *(unmatched_sentence(u) for u in a.unmatched), *speed_sentences(a)]
+    unmatched = [f"{pairs_.pair_label(u.a, u.b)}: no finished runs of {', '.join(u.missing)} in this experiment" for u in a.unmatched]
+    return [*sentences(a.comparisons), *unmatched, *speed_sentences(a)]
 
 
 def nothing_to_compare(a: Analysis) -> str:
