@@ -40,6 +40,7 @@ from src.report.read.runs import (
 )
 from src.report.read.settings import ReportSettings
 from src.report.read.table import summarize
+from src.stats.inference import Interval
 from src.tracking.store import Store
 from src.tracking.sweep import STALE_AFTER_S
 from src.tracking.tags import RESULT_OUTCOMES, RUNNING
@@ -58,7 +59,7 @@ class Analysis:
     table: pd.DataFrame  # one row per variant
     comparisons: list[Result]  # per pair and metric (see src.report.judge.pairs)
     margins: Margins
-    superseded: int  # the other runs of a config (fingerprint) run more than once: its latest result counts
+    superseded: int = 0  # the other runs of a config (fingerprint) run more than once: its latest result counts
     unmatched: list[Unmatched] = field(default_factory=list)  # requested pairs that could not be compared
     speed_verdicts: list[SpeedVerdict] = field(default_factory=list)  # the speed check's verdicts (src.report.judge.speed)
     speed: SpeedCheck = field(default_factory=lambda: SpeedCheck({}, {}, {}))  # the latest speed check (empty: none)
@@ -90,10 +91,12 @@ class Analysis:
         reference = check_reference(self.speed.check)
         if reference is None:
             return None
-        found = {reference: (0.0, 0.0, 0.0)}
-        for v in self.reference_speed:
-            found[v.b] = (math.expm1(v.predicted.diff), math.expm1(v.predicted.low), math.expm1(v.predicted.high))
-        return reference, found
+        return reference, {reference: (0.0, 0.0, 0.0), **{v.b: relative(v.predicted) for v in self.reference_speed}}
+
+
+def relative(i: Interval) -> tuple[float, float, float]:
+    """A log-ratio estimate and its interval's ends as the relative changes they are (step time, b's against a's)."""
+    return math.expm1(i.diff), math.expm1(i.low), math.expm1(i.high)
 
 
 def analyze(
@@ -104,8 +107,7 @@ def analyze(
 ) -> Analysis:
     """Read the experiment from MLflow and compute the table and the comparisons, as the `report`
     group chooses (src.report.read.settings.report_settings; none given: its defaults);
-    `stale_after_s` (`sweep.stale_after_s`) how long a silent RUNNING run counts as running.
-    """
+    `stale_after_s` (`sweep.stale_after_s`) how long a silent RUNNING run counts as running."""
     uri = tracking_uri or paths.tracking_uri()
     store = open_store(uri)
     sweep = load_sweep(experiment, store, stale_after_s)
@@ -137,11 +139,9 @@ def assemble(
     tracking_uri: str = "",
     experiment_id: str = "",
 ) -> Analysis:
-    """Every judgement of a sweep from what was read of it: the runs (src.report.read.runs), their axes,
-    the latest speed check (empty without one) and a sequential sweep's decisions, as the report's
-    settings choose (src.report.read.settings.report_settings). The one path from numbers to the
-    report's data, whether the numbers came from MLflow (`analyze`) or not (the property tests' generated
-    sweeps)."""
+    """Every judgement of a sweep from what was read of it (the runs, their axes, the latest speed check, a
+    sequential sweep's decisions), as the report's settings choose: the one path from numbers to the report's
+    data, whether they came from MLflow (`analyze`) or not (the property tests' generated sweeps)."""
     curves = curves if curves is not None else pd.DataFrame()
     sequential = sequential or []
     lr_swept = is_lr_sweep(runs)
@@ -161,7 +161,6 @@ def assemble(
         table=summarize(runs),
         comparisons=compare(runs, margins, pairs, reference),
         margins=margins,
-        superseded=0,
         unmatched=unmatched_pairs(runs, pairs) if pairs is not None else [],
         speed_verdicts=compare_speed(check, timed_pairs, margins.speed),
         speed=speed,

@@ -37,11 +37,8 @@ def report_folder(reports_dir: str | Path, experiment: str) -> Path:
 
 
 def write(analysis: Analysis, out_dir: Path) -> list[Path]:
-    """report.html, report.md, table.csv (per variant), comparisons.csv, runs.csv (per run), the PNGs
-    (by_<axis>.png where the variants differ along one numeric axis; speed.png where a speed check
-    timed the norms; claims.png where a claim of the study has an interval), claims.csv where the
-    sweep ran a claim's norms; stability.csv for a learning-rate sweep, with stability.png unless the
-    learning rate is the only axis (by_optim_lr.png draws it)."""
+    """report.html, report.md, the CSVs and the PNGs in `out_dir`, each CSV and figure only where it has
+    something to hold (the comments below say when); their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = [save(plot_losses(analysis.curves), out_dir / "loss_curves.png")]
     axis = numeric_axis(analysis.runs, analysis.axes)
@@ -50,13 +47,10 @@ def write(analysis: Analysis, out_dir: Path) -> list[Path]:
     # Speed is drawn only as the check measured it: the jobs' own tokens/s (one after another or at once)
     # rank the machine's load, not the norms.
     # These two are drawn in the sweep run's description too: no wider than it is at 1440 px.
-    speed = plot_speed(analysis.speed_verdicts, analysis.margins.speed)
-    if speed is not None:
-        figures.append(save(speed, out_dir / "speed.png", DESCRIPTION_WIDTH_PX))
-    for section in analysis.claim_sections:
-        claims = plot_claims(section)
-        if claims is not None:  # a file's claims with an interval: none of the study's in a one-seed sweep
-            figures.append(save(claims, out_dir / f"{section.file.files_stem}.png", DESCRIPTION_WIDTH_PX))
+    # A file's claims are drawn where some has an interval: none of the study's in a one-seed sweep.
+    shown = [(plot_speed(analysis.speed_verdicts, analysis.margins.speed), "speed.png"),
+             *((plot_claims(s), f"{s.file.files_stem}.png") for s in analysis.claim_sections)]  # fmt: skip
+    figures += [save(fig, out_dir / name, DESCRIPTION_WIDTH_PX) for fig, name in shown if fig is not None]
     # A sweep of the learning rate alone draws its one line once: by_optim_lr.png, with its seeds.
     if analysis.stability is not None and (axis is None or axis.name != LR_KEY):
         figures.append(save(plot_stability(analysis.stability), out_dir / "stability.png"))

@@ -54,10 +54,7 @@ def decimals_for(units: Units, diff: float, low: float = math.nan, high: float =
         same = low != high and math.isfinite(low) and math.isfinite(high) and units(low, d) == units(high, d)
         return zero or same
 
-    decimals = units.decimals
-    while unclear(decimals) and decimals < units.most:
-        decimals += 1
-    return decimals
+    return next((d for d in range(units.decimals, units.most) if not unclear(d)), units.most)
 
 
 def level_text(level: float) -> str:

@@ -52,10 +52,6 @@ def file_name(axis: Axis) -> str:
     return f"by_{re.sub(r'[^A-Za-z0-9]+', '_', axis.name).strip('_') or 'axis'}.png"
 
 
-def _log_scale(values: pd.Series) -> bool:
-    return bool((values > 0).all()) and float(values.max()) > LOG_SPAN * float(values.min())
-
-
 def _finished(ax: Axes, runs: pd.DataFrame, x: pd.Series) -> None:
     """Mean of the finished seeds per value with its 95% interval, and each seed as a dot."""
     ok = (runs.outcome == FINISHED) & np.isfinite(runs.test_loss.astype(float))
@@ -107,7 +103,7 @@ def plot_by_axis(runs: pd.DataFrame, axis: Axis) -> Figure:
         _unfinished(strip, runs, x)
     else:
         ax = fig.subplots()
-    log = _log_scale(x)
+    log = bool((x > 0).all()) and float(x.max()) > LOG_SPAN * float(x.min())
     ax.set_xscale("log" if log else "linear")
     _finished(ax, runs, x)
     values = sorted(x.unique())

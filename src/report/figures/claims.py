@@ -75,10 +75,7 @@ def not_drawn(section: StudySection, found: list[Finding]) -> dict[str, list[int
             why[c.claim.number] = "one run each: no interval"
         else:
             why[c.claim.number] = f"no finished runs of its variants at {section.file.source_noun}'s setting"
-    groups: dict[str, list[int]] = {}
-    for number in sorted(why):
-        groups.setdefault(why[number], []).append(number)
-    return groups
+    return {w: [n for n in sorted(why) if why[n] == w] for w in dict.fromkeys(why[n] for n in sorted(why))}
 
 
 def _title(metric: str, title: str, parts: list[Finding], noun: str) -> str:
@@ -106,8 +103,7 @@ def _view(metric: str, parts: list[Finding]) -> tuple[float, float]:
         xs += [x for x in (f.part.published(metric), *f.part.band(metric)) if math.isfinite(x)]  # a trend's band is unbounded
         if not_testable(f) and not has_interval(f):  # no figure of this sweep's drawn
             continue
-        xs += [f.estimate]
-        xs += [-f.margin, f.margin] if f.part.kind.draws_margin else []
+        xs += [f.estimate, *([-f.margin, f.margin] if f.part.kind.draws_margin else [])]
         # An interval's ends count where they stay near the rest (a tight interval, on this scale).
         figure = f.part.published(metric)
         near = max(abs(figure) if math.isfinite(figure) else 0.0, abs(f.estimate), f.margin if f.margin == f.margin else 0)
@@ -140,9 +136,9 @@ def plot_claims(section: StudySection) -> Figure | None:
         return None
     # The panels one above the other, 7 inches wide: side by side (14 inches) the figure was too wide for the
     # sweep run's description in a 1440 px window, and scaled down there its labels could not be read.
-    sizes = [len(p[3]) for p in panels]
-    fig = blank_figure(7, 1.6 + sum(0.6 + 0.9 * n for n in sizes))
-    axes = list(np.atleast_1d(fig.subplots(len(panels), 1, height_ratios=[0.6 + 0.9 * n for n in sizes])))
+    heights = [0.6 + 0.9 * len(p[3]) for p in panels]
+    fig = blank_figure(7, 1.6 + sum(heights))
+    axes = list(np.atleast_1d(fig.subplots(len(panels), 1, height_ratios=heights)))
     for ax, (metric, title, scale, parts) in zip(axes, panels, strict=True):
         # An interval wider than the view (two seeds, a ratio without bound) runs to its edge, arrowed.
         draw_rows(ax, [_row(section, metric, scale, f) for f in parts], [x * scale for x in _view(metric, parts)], LABELS)

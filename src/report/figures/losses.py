@@ -19,12 +19,8 @@ CURVE_TITLES = {"train/train_loss": "train loss", "val/val_loss": "validation lo
 def _mean_curves(curves: pd.DataFrame, metric: str, variants: list[str]) -> dict[str, pd.DataFrame]:
     """variant -> its runs' values of `metric` by step (a column per run), for the variants that have any."""
     data = curves[curves.metric == metric].replace([np.inf, -np.inf], np.nan)
-    out = {}
-    for variant in variants:
-        per_run = data[data.variant == variant].pivot_table(index="step", columns="run_id", values="value", dropna=False)
-        if not per_run.empty:
-            out[variant] = per_run
-    return out
+    found = {v: data[data.variant == v].pivot_table(index="step", columns="run_id", values="value", dropna=False) for v in variants}
+    return {v: per_run for v, per_run in found.items() if not per_run.empty}
 
 
 # Two mean curves closer than this share of their panel's range everywhere are one line to the eye.

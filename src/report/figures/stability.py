@@ -26,11 +26,8 @@ def plot_stability(table: pd.DataFrame) -> Figure:
             if not math.isnan(r.stopped_at_step):
                 ax.annotate(f"{int(r.stopped_at_step)}", (r.lr, top), textcoords="offset points", xytext=(4, 4), fontsize=7, color=color)
     ax.set_xscale("log")
-    ax.set(
-        title="Final test loss vs learning rate (x: diverged, at the step shown)",
-        xlabel="peak learning rate",
-        ylabel="test loss",
-    )
+    ax.set(title="Final test loss vs learning rate (x: diverged, at the step shown)", xlabel="peak learning rate",
+           ylabel="test loss")  # fmt: skip
     ax.grid(alpha=0.3, which="both")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize="small")

@@ -22,6 +22,7 @@ from matplotlib import colormaps
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 
@@ -82,8 +83,6 @@ NOT_A_VARIANT = "#7f7f7f"
 def variant_hex(variants: Sequence[str]) -> dict[str, str]:
     """Each variant's colour as `#rrggbb`: the one the report's figures draw it in (its runs' colour in
     MLflow's UI, `mlflow.runColor`), never NOT_A_VARIANT (tab10's grey is skipped for it)."""
-    from matplotlib.colors import to_hex
-
     found = {v: to_hex(c) for v, c in variant_colors(variants).items()}
     return {v: "#5a5a5a" if h == NOT_A_VARIANT else h for v, h in found.items()}
 

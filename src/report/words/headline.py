@@ -339,10 +339,9 @@ def _how_paired(tested: Sequence[Result], seeds: int) -> str:
 
 
 def reproduced_line(study: StudySection) -> str:
-    """Where the sweep stands with each claim of a claims file (its judgements: the line needs their
-    words, not the section's sentences; src.report.judge.study.Reach): tested in its domain, with their
-    words; in its domain but not tested (the variants they need did not run at this setting); outside
-    it, with why. One line per file."""
+    """One line per claims file: where the sweep stands with each claim (its judgements' words, not the section's
+    sentences; src.report.judge.study.Reach): tested in its domain, with their words; in its domain but not tested
+    (the variants they need did not run at this setting); outside it, with why."""
     own = not study.file.is_study
     question, whose = (f"Claims of {study.file.name}.yaml?", "its") if own else ("Reproduced?", "the study's")
     if study.ran_none:

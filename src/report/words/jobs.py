@@ -48,6 +48,4 @@ def timing_caveat(timing: Timing | None, short: bool = False) -> str:
         ran, load = AT_ONCE, "each beside the others' load"
     else:
         return ""
-    if short:
-        return f"jobs {ran} on CPUs: machine load"
-    return f"jobs timed {ran} on CPUs: {load}, {NOT_A_MEASUREMENT}"
+    return f"jobs {ran} on CPUs: machine load" if short else f"jobs timed {ran} on CPUs: {load}, {NOT_A_MEASUREMENT}"

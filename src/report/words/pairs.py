@@ -18,17 +18,9 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from src.report.judge.pairs import METRICS, NO_NORM, Result, Unmatched, family_of
+from src.report.judge.pairs import METRICS, NO_NORM, Result, family_of
 from src.report.judge.sequential import with_verdicts
-from src.report.numbers import (
-    NATS,
-    equivalent_text,
-    estimate_text,
-    moved_alike,
-    p_text,
-    settle_text,
-    shown,
-)
+from src.report.numbers import NATS, equivalent_text, estimate_text, moved_alike, p_text, settle_text, shown
 from src.report.words.common import counted, how_paired, run_counts
 from src.report.words.jobs import how_jobs_ran
 from src.report.words.speed import speed_section
@@ -106,9 +98,7 @@ def how_tested(first: Result, left_out: int) -> str:
 def sentences(results: Sequence[Result]) -> list[str]:
     """One sentence per pair: how it was tested, then each metric's verdict with its numbers; the
     pairs not tested, in one sentence after them."""
-    by_pair: dict[tuple[str, str], list[Result]] = {}
-    for r in results:
-        by_pair.setdefault((r.a, r.b), []).append(r)
+    by_pair = {pair: [r for r in results if (r.a, r.b) == pair] for pair in dict.fromkeys((r.a, r.b) for r in results)}
     out, untested = [], []
     for (a, b), rs in by_pair.items():
         if all(r.verdict == PairWord.UNTESTED for r in rs):
@@ -127,11 +117,6 @@ def untested_sentence(pairs: Sequence[str]) -> str:
         "them, and the report then says how many seeds each undecided pair needs; speed is settled by "
         "interleaved steps (`python -m src.bench variants`), not by seeds."
     )
-
-
-def unmatched_sentence(u: Unmatched) -> str:
-    """A requested pair not compared, and why."""
-    return f"{pairs_.pair_label(u.a, u.b)}: no finished runs of {', '.join(u.missing)} in this experiment"
 
 
 # --- the section ----------------------------------------------------------------------------------
@@ -157,7 +142,8 @@ def heading(a: Analysis) -> str:
 def section_sentences(a: Analysis) -> list[str]:
     """One sentence per compared pair, why any requested pair was not compared, then the speed
     measured by interleaving (when the experiment has a bench-variants run)."""
-    return [*sentences(a.comparisons), *(unmatched_sentence(u) for u in a.unmatched), *speed_sentences(a)]
+    unmatched = [f"{pairs_.pair_label(u.a, u.b)}: no finished runs of {', '.join(u.missing)} in this experiment" for u in a.unmatched]
+    return [*sentences(a.comparisons), *unmatched, *speed_sentences(a)]
 
 
 def nothing_to_compare(a: Analysis) -> str:
@@ -210,13 +196,11 @@ def to_frame(results: Sequence[Result]) -> pd.DataFrame:
         decided = {"verdict_level": d.level, "verdict_low": d.low, "verdict_high": d.high} if d else dict.fromkeys(COLUMNS[-3:], math.nan)
         for test in [t for t in (r.primary, r.bootstrap) if t is not None]:
             primary = test is r.primary
-            rows.append(
-                {
-                    "pair": r.pair, "metric": r.metric, "test": test.test, "n": test.n if test.test != "welch" else r.n_a + r.n_b,
-                    "diff": test.diff, "ci_low": test.low, "ci_high": test.high,
-                    "p": test.p_value, "p_holm": r.p_holm if primary else math.nan,
-                    "tost_p": r.tost_p if primary else math.nan, "margin": r.margin, "verdict": verdict_text(r), **decided,
-                    **({"axis": r.axis} if axis else {}),
-                }
-            )  # fmt: skip
+            rows.append({
+                "pair": r.pair, "metric": r.metric, "test": test.test, "n": test.n if test.test != "welch" else r.n_a + r.n_b,
+                "diff": test.diff, "ci_low": test.low, "ci_high": test.high,
+                "p": test.p_value, "p_holm": r.p_holm if primary else math.nan,
+                "tost_p": r.tost_p if primary else math.nan, "margin": r.margin, "verdict": verdict_text(r), **decided,
+                **({"axis": r.axis} if axis else {}),
+            })  # fmt: skip
     return pd.DataFrame(rows, columns=[*COLUMNS, "axis"] if axis else COLUMNS)

@@ -100,10 +100,8 @@ def sentence(v: SpeedVerdict) -> str:
 
 def pair_cells(verdicts: Sequence[SpeedVerdict]) -> dict[str, str]:
     """variant -> `vs a +0.3% [+0.2%, +0.3%] (95% interval)` for each speed verdict that measured it (as b)."""
-    cells: dict[str, list[str]] = {}
-    for v in verdicts:
-        cells.setdefault(v.b, []).append(f"vs {v.a} {step_time_text(v.predicted)}")
-    return {b: "; ".join(found) for b, found in cells.items()}
+    return {b: "; ".join(f"vs {v.a} {step_time_text(v.predicted)}" for v in verdicts if v.b == b)
+            for b in dict.fromkeys(v.b for v in verdicts)}  # fmt: skip
 
 
 # --- the section -------------------------------------------------------------------------------------
@@ -135,8 +133,7 @@ def _spread_text(x: float) -> str:
 
 def header(check: Mapping[str, Any], reference: str | None) -> str:
     """How the check was made: rounds, time, load, the reference's round-to-round spread."""
-    kernel = check.get("kernel") or {}
-    s = check.get("settings") or {}
+    kernel, s = check.get("kernel") or {}, check.get("settings") or {}
     calls = kernel.get("calls", {}).get(reference) or next(iter(kernel.get("calls", {}).values()), [])
     shapes = ", ".join(f"{c['calls']}× {'x'.join(map(str, c['shape']))} {c['dtype']}" for c in calls) or "none"
     k_spread = spread(kernel.get("samples_s", {}).get(reference, [])) if reference else math.nan

@@ -22,10 +22,8 @@ def sentences(table: pd.DataFrame, sensitivity: pd.DataFrame | None = None) -> l
     for variant, best in largest_stable_lr(table).items():
         rows = table[table.variant == variant]
         broke = rows[rows.finished < rows.runs]
-        where = ", ".join(
-            f"{r.lr:.1e}" + (f" (step {int(r.stopped_at_step)})" if not math.isnan(r.stopped_at_step) else "")
-            for r in broke.itertuples()
-        )
+        where = ", ".join(f"{r.lr:.1e}" + (f" (step {int(r.stopped_at_step)})" if not math.isnan(r.stopped_at_step) else "")
+                          for r in broke.itertuples())  # fmt: skip
         head = f"{variant}: largest stable learning rate {best:.1e}" if not math.isnan(best) else f"{variant}: no stable learning rate"
         tail = f"; did not finish at {where}" if where else f"; stable over the whole grid ({rows.lr.min():.1e} to {rows.lr.max():.1e})"
         score = scores.get(variant)

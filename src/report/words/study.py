@@ -17,46 +17,21 @@ import pandas as pd
 from src.core.tables import text_table
 from src.report.analysis import Analysis
 from src.report.judge.sequential import SequentialVerdict
-from src.report.judge.study import (
-    ClaimResult,
-    Finding,
-    StudySection,
-)
+from src.report.judge.study import ClaimResult, Finding, StudySection
 from src.report.judge.study_effects import Effect, Per
 from src.report.judge.study_match import Mismatch
 from src.report.kinds.base import interval_of
 from src.report.kinds.event import steps_text
 from src.report.kinds.metrics import shown
-from src.report.numbers import (
-    RELATIVE,
-    alike_text,
-    aside,
-    estimate_text,
-)
+from src.report.numbers import RELATIVE, alike_text, aside, estimate_text
 from src.report.numbers import SHARE as SHARE_OF
-from src.report.read.claims import (
-    LOSS,
-    SAVING,
-    SHARE,
-    SPEED,
-    STABILITY,
-    Claim,
-    Part,
-    table_effect,
-)
+from src.report.read.claims import LOSS, SAVING, SHARE, SPEED, STABILITY, Claim, Part, table_effect
 from src.report.words.common import NO_SHARED_SEED, ONE_RUN, how_paired, run_counts
 from src.report.words.jobs import timing_caveat
 from src.report.words.study_setting import differs_text, setting_lines, study_table
 from src.report.words.table import DASH
 from src.stats.inference import ALPHA
-from src.stats.verdicts import (
-    Because,
-    ClaimWord,
-    Direction,
-    Equivalence,
-    Judgement,
-    family_alpha,
-)
+from src.stats.verdicts import Because, ClaimWord, Direction, Equivalence, Judgement, family_alpha
 from src.tracking.tags import DIVERGED, FINISHED
 
 ONE_SEED_SHORT = "one seed gives no interval"
@@ -234,11 +209,6 @@ def claim_reason(c: ClaimResult) -> str:
     return "; ".join(dict.fromkeys(reasons))
 
 
-def _whose(claim: Claim) -> str:
-    """Whose figure a claim line quotes: a published study's (its file has a table), else the claim's own statement."""
-    return {"the study": "Study", "the source": "Source"}.get(claim.parts[0].noun, "Claimed")
-
-
 def _head(claim: Claim, word: str) -> str:
     """`1. <word> — <statement>. Study: <figure>.`: how every claim line starts, judged or not."""
     texts = [published_text(claim, p) for p in claim.parts]
@@ -246,7 +216,9 @@ def _head(claim: Claim, word: str) -> str:
     if claim.metric == SHARE and len(set(texts)) == 1:  # one trend claimed of every norm: said once
         published = texts[0]
     note = f" ({claim.note})" if claim.note else ""
-    return f"{claim.number}. {word} — {said(claim.statement + note)} {_whose(claim)}: {published}."
+    # Whose figure the line quotes: a published study's (its file has a table), else the claim's own statement.
+    whose = {"the study": "Study", "the source": "Source"}.get(claim.parts[0].noun, "Claimed")
+    return f"{claim.number}. {word} — {said(claim.statement + note)} {whose}: {published}."
 
 
 def said(statement: str) -> str:
@@ -257,8 +229,7 @@ def said(statement: str) -> str:
 def claim_line(c: ClaimResult) -> str:
     """`1. partly reproduced — <statement>. Study: <figure>. This sweep: <figure>. → <reason>.`"""
     figures = [f"{_named(f.part)}{part_figure(f)}" for f in c.findings] + [f"{label} not swept" for label in c.not_swept]
-    reason = claim_reason(c)
-    reason = f" → {reason}." if reason else ""
+    reason = f" → {why}." if (why := claim_reason(c)) else ""
     return f"{_head(c.claim, c.word)} This sweep: {'; '.join(figures)}.{reason}"
 
 

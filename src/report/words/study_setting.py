@@ -35,11 +35,8 @@ def _values(column: pd.Series) -> str:
 
 def device_text(runs: pd.DataFrame) -> str:
     """`1× Intel(R) Xeon(R) ... (cpu)`: devices per run, the device's name and its type."""
-    per_run = [
-        f"{'?' if math.isnan(d) else int(d)}× {name or '?'} ({kind})"
-        for d, name, kind in zip(runs.devices, runs.device_name, runs.device_type, strict=True)
-    ]
-    return _values(pd.Series(per_run))
+    return _values(pd.Series([f"{'?' if math.isnan(d) else int(d)}× {name or '?'} ({kind})"
+                              for d, name, kind in zip(runs.devices, runs.device_name, runs.device_type, strict=True)]))  # fmt: skip
 
 
 def seeds_per_variant(runs: pd.DataFrame) -> int:
@@ -64,24 +61,20 @@ def code_line(runs: pd.DataFrame, study: Mapping[str, str | None], who: str = "t
     if not study:
         return ""
     ours = {}
-    keys = tuple(study)
-    for key in keys:
+    for key in study:
         column = runs[key] if key in runs else pd.Series(dtype=object)
-        if key == INIT_KEY:
-            column = column.replace("", INIT_RECORDED_BEFORE)
-        ours[key] = _values(column)
-    differs = [k for k in keys if ours[k] != str(study.get(k))]
+        ours[key] = _values(column.replace("", INIT_RECORDED_BEFORE) if key == INIT_KEY else column)
+    differs = [k for k in study if ours[k] != str(study[k])]
     sweep = ", ".join(f"{k}={v}" for k, v in ours.items())
-    theirs = ", ".join(f"{k}={study.get(k)}" for k in keys)
+    theirs = ", ".join(f"{k}={v}" for k, v in study.items())
     return f"code: {who} {sweep}; {noun} {theirs}" + (f" (differs: {', '.join(differs)})" if differs else "")
 
 
 def setting_lines(runs: pd.DataFrame, judged: StudySection) -> list[str]:
-    """One line per fact of the setting its file states: `device: this sweep ...; the study ...`
-    (the runs the claims read, "the runs read" where some were set aside; the source named by its
-    file's `source_noun`), then its code (`setting.code`), where it names any; then the runs set aside.
-    A quantity the runs differ in (two model sizes in one experiment) is given as its range; tokens per
-    parameter is each run's own."""
+    """One line per fact of the setting its file states, `device: this sweep ...; the study ...` (the runs the claims
+    read: "the runs read" where some were set aside; the source named by its file's `source_noun`), then its code
+    (`setting.code`) where it names any, then the runs set aside. A quantity the runs differ in (two model sizes in
+    one experiment) is given as its range; tokens per parameter is each run's own."""
     s, noun = judged.file.setting, judged.file.source_noun
     aside = set_aside_lines(judged.set_aside, judged.read, noun)
     if s is None:
@@ -110,19 +103,16 @@ def differs_text(key: str, got: str, wanted: str | None, noun: str) -> str:
 
 
 def set_aside_lines(set_aside: Sequence[SetAside], read: Sequence[str], noun: str) -> list[str]:
-    """`set aside, no claim reads them: X, Y (6 runs): model.init=gpt2 (the study model.init=study); the
-    lines above are the runs the claims read: ...` ([] when every run of its file's norms was read;
-    `noun`: who stated the setting, its file's `source_noun`)."""
+    """`set aside, read by no claim: X, Y (6 runs): model.init=gpt2 (the study model.init=study). The lines
+    above are the runs the claims read: ...` ([] when every run of its file's norms was read)."""
     if not set_aside:
         return []
-    groups: dict[tuple[tuple[str, str, str | None], ...], list[SetAside]] = {}
-    for s in set_aside:
-        groups.setdefault(tuple(m[1:] for m in s.why), []).append(s)
+    why_of = [tuple(m[1:] for m in s.why) for s in set_aside]  # the variants set aside for the same reasons, said together
     said = []
-    for why, these in groups.items():
+    for why in dict.fromkeys(why_of):
+        these = [s for s, w in zip(set_aside, why_of, strict=True) if w == why]
         differs = " and ".join(differs_text(key, got, wanted, noun) for key, got, wanted in why)
-        runs = sum(s.runs for s in these)
-        said.append(f"{', '.join(s.variant for s in these)} ({counted(runs, 'run')}){': ' + differs if differs else ''}")
+        said.append(f"{', '.join(s.variant for s in these)} ({counted(sum(s.runs for s in these), 'run')}){': ' + differs if differs else ''}")
     return [f"set aside, read by no claim: {'; '.join(said)}. The lines above are the runs the claims read: {', '.join(read)}"]
 
 
@@ -141,13 +131,11 @@ TIME_REFERENCE = "hand_layernorm"
 
 
 def study_table(table: pd.DataFrame, judged: StudySection, check: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """The study's row and this sweep's (mean ± 95% CI over finished seeds, the report's table) per
-    study variant: the sweep's variant that is the study's (`judged.labels`), or where none is (another
-    model size, placement, ...) each variant of that norm the sweep ran (the table's `norm`), named as
-    the report names it, so the table is never a header alone. With a speed check of the norms'
-    kernels the sweep's speed is its estimate of each variant against the hand-rolled LayerNorm, in
-    place of its jobs' times and tokens/s; else those, headed with how the jobs were timed where they
-    are not a measurement (jobs on a CPU)."""
+    """Per study variant, the study's row and this sweep's (mean ± 95% CI over finished seeds): the sweep's
+    variant that is the study's (`judged.labels`), else each variant of that norm it ran (another model size,
+    placement, ...), so the table is never a header alone. The sweep's speed is, with a speed check of the
+    norms' kernels, its estimate against the hand-rolled LayerNorm; else its jobs' times and tokens/s, headed
+    with how the jobs were timed where they are not a measurement (jobs on a CPU)."""
     source, reference = judged.file, judged.labels.get(TIME_REFERENCE)
     whose = source.source_noun.removeprefix("the ")  # the columns name whose figures they hold
     caveat = timing_caveat(judged.timing, short=True)

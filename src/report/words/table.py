@@ -74,14 +74,10 @@ def display_rows(
     interleaved: Mapping[str, tuple[float, float, float]] | None = None,
     pair_cells: Mapping[str, str] | None = None,
 ) -> tuple[list[str], list[list[str]]]:
-    """The table as text cells: mean ± 95% CI (plain mean with one seed), dashes for no data.
-
-    With `pair_cells` (variant -> its pairs' speed estimates, from the speed check's norms) the speed
-    column is those, the very numbers the speed verdicts read; else with `interleaved` (whole-step
-    ratios from an older bench-variants run) each variant's step speed relative to torch_layernorm;
-    without either, the ratio of the jobs' own tokens/s, its header saying how they were timed and
-    that it is not a measurement (any seed count). The jobs' own columns say how they were timed.
-    """
+    """The table as text cells: mean ± 95% CI (plain mean with one seed), dashes for no data. The speed
+    column is the speed check's pair estimates (`pair_cells`: the numbers its verdicts read), else an older
+    bench-variants run's whole-step ratios (`interleaved`), else the jobs' own tokens/s ratio, its header
+    (as the jobs' own columns') saying how they were timed and that it is not a measurement."""
     if pair_cells:
         speed = {CHECK_SPEED_HEADER: lambda r: pair_cells.get(r.variant) or DASH}
     elif interleaved:  # the interleaved measurement replaces the ratio of sequential jobs' averages
