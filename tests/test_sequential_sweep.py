@@ -112,6 +112,7 @@ def test_the_plan_forecasts_each_design_from_a_pilot() -> None:
     text = plan_text("pilot", plan, Margins())
     assert "P(undecidable)" in text and "hydra/sweeper=sequential" in text and "hydra.sweeper.spending=" in text
     assert "norm=hand_layernorm,hand_rmsnorm,torch_layernorm" in text
+    assert "by 2,000 simulated sequential sweeps" in text  # the count this plan ran, not the default's 4,000
 
 
 def test_a_one_seed_pilot_supports_no_plan() -> None:

@@ -72,6 +72,7 @@ class Plan:
     design: Design  # the sweeper's settings (its own spending among those planned)
     hours: dict[str, float]  # variant -> device-hours per seed
     hours_source: str
+    sweeps: int = SWEEPS  # simulated sweeps per comparison and design, as forecast ran them
 
 
 def pilot_hours(runs: pd.DataFrame, variants: Sequence[str]) -> dict[str, float]:
@@ -147,7 +148,7 @@ def forecast(runs: pd.DataFrame, margins: Margins, design: Design, hours: Mappin
                                 float(np.percentile(sim.seeds, 90)), mean_seeds * (hours.get(a, math.nan) + hours.get(b, math.nan))))  # fmt: skip
         total = sum((seeds * hours.get(v, math.nan) for v, seeds in per_variant.items()), np.zeros(sweeps))
         totals[spending] = (float(np.mean(total)), float(np.percentile(total, 90))) if per_variant else (math.nan, math.nan)
-    return Plan(out, totals, design, dict(hours), hours_source)
+    return Plan(out, totals, design, dict(hours), hours_source, sweeps)
 
 
 def _num(value: float, fmt: str) -> str:
@@ -231,7 +232,7 @@ def plan_text(
     return "\n".join([
         f"plan for experiment {experiment!r}: each design's verdicts, seeds per variant and device-hours per comparison of "
         f"test loss (margin ±{margins.test_loss:g} nats; looks at {d.looks()} seeds, alpha {d.alpha:g} over the family, "
-        f"futility below {d.futility:g}), by {SWEEPS:,} simulated sequential sweeps from the pilot's paired differences",
+        f"futility below {d.futility:g}), by {plan.sweeps:,} simulated sequential sweeps from the pilot's paired differences",
         table.to_string(index=False),
         "",
         f"device-hours per seed ({plan.hours_source}): {hours}",
