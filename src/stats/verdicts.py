@@ -367,7 +367,7 @@ def read(low: float, high: float, sign: int, band: tuple[float, float], margin: 
     found = relation(low, high, band)  # the size reading and the reasons' relation: one comparison
     if found in (Relation.WITHIN, Relation.HOLDS, Relation.OVERLAPS):
         size = Size.CONSISTENT
-    else:  # an equivalence's band holds zero (sign 0): an interval that misses it lies beyond it
+    else:  # apart from the band: nearer zero than it, else beyond it (an equivalence's band, sign 0, holds zero: beyond)
         nearer = sign != 0 and (low > b_high if sign < 0 else high < b_low)
         size = Size.SMALLER if nearer else Size.LARGER
     lower, upper = bounds or (-margin, margin)

@@ -140,12 +140,13 @@ def forecast(runs: pd.DataFrame, margins: Margins, design: Design, hours: Mappin
                 out.append(Forecast(a, b, spending, n, note=f"needs ≥{MIN_SEEDS} seeds with both variants finished in the pilot"))
                 continue
             mean, sd, delta, sigma = draws[(a, b)]
+            cost = hours.get(a, math.nan) + hours.get(b, math.nan)  # device-hours of one seed of both variants
             sim = simulate(planned, delta, sigma, margins.test_loss, sweeps, seed=1000 + i)
             for v in (a, b):
                 per_variant[v] = np.maximum(per_variant.get(v, np.zeros(sweeps)), sim.seeds)
             mean_seeds = float(sim.seeds.mean())
             out.append(Forecast(a, b, spending, n, mean, sd, {v: sim.rate(CODES[v]) for v in VERDICTS}, mean_seeds,
-                                float(np.percentile(sim.seeds, 90)), mean_seeds * (hours.get(a, math.nan) + hours.get(b, math.nan))))  # fmt: skip
+                                float(np.percentile(sim.seeds, 90)), mean_seeds * cost))  # fmt: skip
         total = sum((seeds * hours.get(v, math.nan) for v, seeds in per_variant.items()), np.zeros(sweeps))
         totals[spending] = (float(np.mean(total)), float(np.percentile(total, 90))) if per_variant else (math.nan, math.nan)
     return Plan(out, totals, design, dict(hours), hours_source, sweeps)
