@@ -13,3 +13,9 @@ os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 # run is offline by design (cluster nodes often reach nothing outside), and MLflow starts the client
 # that sends it as MLflow is imported, so it is set here, before any module of the package loads MLflow.
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+# torchmetrics' optional imports (scipy.signal, matplotlib) deferred while Lightning loads it: a finder
+# on sys.meta_path that acts only when torchmetrics is imported (src/core/lean_lightning.py).
+from src.core import lean_lightning  # noqa: E402
+
+lean_lightning.install()

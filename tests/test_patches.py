@@ -152,3 +152,41 @@ def test_a_benchmarks_recompile_limit_is_set_only_on_the_torch_it_names(fresh_wa
     assert raise_recompile_limit() is False and config.recompile_limit == before
     monkeypatch.delenv(patches.UNPATCHED_ENV)
     assert raise_recompile_limit() is True and config.recompile_limit == 1024
+
+
+# What a normsweep process sees of torchmetrics' optional imports once Lightning is loaded, and after.
+LEAN_PROBE = """
+import sys
+before = set(sys.modules)
+import src  # every normsweep process starts here
+print("src loads:", sorted(m for m in set(sys.modules) - before if m.partition(".")[0] not in sys.stdlib_module_names))
+import lightning.pytorch
+from torchmetrics.utilities.imports import _MATPLOTLIB_AVAILABLE
+print("loaded with Lightning:", sorted(m for m in ("scipy.signal", "matplotlib") if m in sys.modules))
+print("torchmetrics plots:", bool(_MATPLOTLIB_AVAILABLE))
+import scipy
+from scipy.signal import windows
+print("alias:", scipy.signal.hamming is windows.hamming, type(scipy.signal) is type(scipy))
+print("finders left:", [type(f).__name__ for f in sys.meta_path if type(f).__name__ == "LeanFinder"])
+"""
+
+
+@pytest.mark.parametrize("unpatched", [False, True], ids=["patched", "as it ships"])
+def test_lightning_loads_without_torchmetrics_optional_imports_and_scipy_signal_loads_whole_after(unpatched: bool) -> None:
+    """torchmetrics imported scipy.signal and matplotlib as Lightning loaded it (about 2 s of CPU a
+    process, src/core/lean_lightning.py). Deferred, scipy.signal is the real module wherever it is first
+    imported after, with the alias torchmetrics gives it; NORMSWEEP_UNPATCHED loads both as torchmetrics ships."""
+    env = {**cli_env(), **({patches.UNPATCHED_ENV: "1"} if unpatched else {})}
+    done = subprocess.run([sys.executable, "-c", LEAN_PROBE], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == [
+        "src loads: ['src', 'src.core', 'src.core.lean_lightning']",  # the finder, and the standard library only
+        f"loaded with Lightning: {['matplotlib', 'scipy.signal'] if unpatched else []}",
+        f"torchmetrics plots: {unpatched}",
+        "alias: True True",  # the real module, aliased, in both
+        "finders left: []",
+    ]
+    from src.core.lean_lightning import LEAN_INSTEAD, LEAN_PATCH
+
+    warned = f"[normsweep] warning: {LEAN_PATCH} left out: {patches.UNPATCHED_ENV} is set; {LEAN_INSTEAD}"
+    assert [line for line in unwrapped(done.stderr).splitlines() if "left out" in line] == ([warned] if unpatched else [])

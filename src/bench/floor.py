@@ -8,6 +8,8 @@ model built, a fit of `steps` steps (validating every `val_every` steps) and a t
 tokens, logged to MLflow. What normsweep adds above it (its checks, the store's bookkeeping, the
 token cache, the run's record, checkpoints, the report) is the difference `python -m src.bench
 overhead` measures. The model is normsweep's own (src/model/gpt.py), built from the same sizes.
+Lightning loads as it ships, torchmetrics' optional imports with it, as in any such sweep
+(normsweep's processes defer them: src/core/lean_lightning.py).
 """
 
 from __future__ import annotations
@@ -16,13 +18,17 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import hydra
-import lightning as L
-import torch
-from hydra.core.config_store import ConfigStore
-from lightning.pytorch.loggers import MLFlowLogger
+from src.core import lean_lightning
 
-from src.model.gpt import GPTConfig, GPTModel
+lean_lightning.uninstall()  # before Lightning is imported below
+
+import hydra  # noqa: E402
+import lightning as L  # noqa: E402
+import torch  # noqa: E402
+from hydra.core.config_store import ConfigStore  # noqa: E402
+from lightning.pytorch.loggers import MLFlowLogger  # noqa: E402
+
+from src.model.gpt import GPTConfig, GPTModel  # noqa: E402
 
 
 @dataclass
