@@ -27,7 +27,7 @@ import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
-TORCHMETRICS_WRITTEN_FOR = {"torchmetrics": ">=1.4,<1.10"}  # scipy.signal and matplotlib imported as they are there
+TORCHMETRICS_WRITTEN_FOR = {"torchmetrics": ">=1.9,<1.10"}  # scipy.signal and matplotlib imported as they are there
 LEAN_PATCH = "Lightning's start without scipy.signal and matplotlib (src/core/lean_lightning.py)"
 LEAN_INSTEAD = "torchmetrics imports both as Lightning loads it (about 2 s of CPU a process)"
 SIGNAL = "scipy.signal"
