@@ -127,7 +127,7 @@ class LeanFinder(importlib.abc.MetaPathFinder):
 
 def _real_signal() -> types.ModuleType:
     """The real scipy.signal, with torchmetrics' alias, in sys.modules in place of the stand-in."""
-    for finder in [f for f in sys.meta_path if isinstance(f, LeanFinder)]:
+    for finder in _finders():
         finder.standing_in = False  # torchmetrics' window stays open for matplotlib
     if isinstance(sys.modules.get(SIGNAL), _StandIn):
         del sys.modules[SIGNAL]
@@ -153,14 +153,19 @@ def _no_matplotlib(module: types.ModuleType) -> None:
         module._MATPLOTLIB_AVAILABLE = False
 
 
+def _finders() -> list[LeanFinder]:
+    """This process's finders on sys.meta_path (one, or none once removed)."""
+    return [f for f in sys.meta_path if isinstance(f, LeanFinder)]
+
+
 def uninstall() -> None:
     """Lightning as it ships from here on (the benchmarks' bare floor, src/bench/floor.py)."""
-    for finder in [f for f in sys.meta_path if isinstance(f, LeanFinder)]:
+    for finder in _finders():
         finder.remove()
 
 
 def install() -> None:
     """Put the finder first on `sys.meta_path`, once per process, unless torchmetrics is loaded already."""
-    if "torchmetrics" in sys.modules or any(isinstance(f, LeanFinder) for f in sys.meta_path):
+    if "torchmetrics" in sys.modules or _finders():
         return
     sys.meta_path.insert(0, LeanFinder())
