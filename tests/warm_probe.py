@@ -11,7 +11,7 @@ import time
 print(f"torch loaded before: {'torch' in sys.modules}", file=sys.stderr)
 print(f"pid {os.getpid()}", file=sys.stderr)
 print(f"argv {sys.argv[1:]} cwd {os.getcwd()} main {__name__} file {os.path.basename(sys.argv[0])}")
-print(f"stdin {sys.stdin.read()!r} env {os.environ.get('NORMSWEEP_PROBE')} {os.environ.get('HYDRA_FULL_ERROR')} {os.environ.get('WARM_PROBE_RUNTIME')} path0 {sys.path[0]}")
+print(f"stdin {sys.stdin.read()!r} env {os.environ.get('NORMSWEEP_PROBE')} {os.environ.get('HYDRA_FULL_ERROR')} path0 {sys.path[0]}")
 how = sys.argv[1]
 if how == "exit":
     sys.exit(int(sys.argv[2]))

@@ -34,13 +34,7 @@ from src.core.parent_death import terminated_with_parent
 REPO = Path(__file__).resolve().parents[1]
 ZYGOTE = Path(__file__).with_name("warm_zygote.py")
 COLD_ENV = "NORMSWEEP_COLD_TESTS"
-TRACE_ENV = "NORMSWEEP_WARM_TRACE"  # a file: one line per command, forked or cold (and why)
-# Variables the interpreter or a library the warm interpreter has imported may read as it starts or
-# loads (threads, paths, patches, MLflow's and Matplotlib's settings): a job whose values differ from
-# the warm interpreter's is started cold. Any other variable (PATH, SLURM_CONF, XDG_CACHE_HOME, ...)
-# is read when the job uses it, and the fork gets the job's own value before its first line.
-STARTUP = ("PYTHON", "OMP_", "MKL_", "OPENBLAS_", "GOTO_", "KMP_", "LD_", "TORCH", "PYTORCH", "CUDA", "MLFLOW_",
-           "MPL", "MATPLOTLIB", "NORMSWEEP_", "HYDRA_")  # fmt: skip
+VOLATILE = {"PYTEST_CURRENT_TEST"}  # pytest's own, different in every test
 
 _lock = threading.Lock()
 _warm: _Zygote | None | bool = None  # False: tried, not available in this worker
@@ -66,9 +60,10 @@ class _Zygote:
             leftover.unlink()
         self.folder.rmdir()
 
-    def run(self, module: str, args: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    def run(self, module: str, args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
         out, err = self.folder / f"{os.getpid()}-{threading.get_ident()}.out", self.folder / f"{os.getpid()}-{threading.get_ident()}.err"
-        request = {"module": module, "args": args, "cwd": str(REPO), "env": env, "stdout": str(out), "stderr": str(err)}
+        request = {"module": module, "args": args, "cwd": str(REPO), "env": {**self.env, **_volatile()},
+                   "stdout": str(out), "stderr": str(err)}  # fmt: skip
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.connect(self.socket)
             conn.sendall((json.dumps(request) + "\n").encode())
@@ -88,20 +83,24 @@ class _Zygote:
             err.unlink(missing_ok=True)
 
 
+def _volatile() -> dict[str, str]:
+    return {k: os.environ[k] for k in VOLATILE if k in os.environ}
+
+
 def _text(path: Path) -> str:
     """The file as `subprocess.run(text=True)` reads a pipe: the locale's encoding, universal newlines."""
     data = path.read_bytes() if path.exists() else b""
     return io.TextIOWrapper(io.BytesIO(data)).read()
 
 
-def startup_values(env: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in env.items() if k.startswith(STARTUP)}
+def _without_volatile(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k not in VOLATILE}
 
 
 def zygote_for(env: dict[str, str]) -> _Zygote | None:
     """This worker's warm interpreter where it can run a job with `env`, else None. It starts on first
     use, from the main thread (its parent-death signal is tied to the thread that starts it), with a
-    user's environment (`cli_env()`); a job whose startup variables differ from it is not its to run."""
+    user's environment (`cli_env()`); a job whose environment differs from it is not its to run."""
     from helpers import cli_env  # helpers imports this module
 
     global _warm
@@ -112,21 +111,12 @@ def zygote_for(env: dict[str, str]) -> _Zygote | None:
             zygote = _Zygote(cli_env())
             _warm = zygote if zygote.usable else False
     warm = _warm or None
-    return warm if warm is not None and startup_values(warm.env) == startup_values(env) else None
-
-
-def _trace(module: str, how: str, env: dict[str, str]) -> None:
-    if os.environ.get(TRACE_ENV):
-        warm = _warm.env if isinstance(_warm, _Zygote) else {}
-        differ = sorted(k for k in set(startup_values(env)) | set(startup_values(warm)) if env.get(k) != warm.get(k))
-        with open(os.environ[TRACE_ENV], "a") as trace:
-            trace.write(f"{os.getpid()} {module} {how} {','.join(differ) if how == 'cold' else ''}\n")
+    return warm if warm is not None and _without_volatile(warm.env) == _without_volatile(env) else None
 
 
 def run(module: str, args: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
     """`python -m module args` from the repository with `env`, to its end: forked warm where it can be."""
     zygote = zygote_for(env)
-    _trace(module, "warm" if zygote is not None else "cold", env)
     if zygote is not None:
-        return zygote.run(module, args, env, timeout)
+        return zygote.run(module, args, timeout)
     return subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
