@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import warm_python
-
 REPO = Path(__file__).resolve().parents[1]
 
 # A GPT-2 small enough that a real Lightning fit of a few steps takes seconds on two cores.
@@ -61,14 +59,12 @@ def ui_env(root: Path) -> dict[str, str]:
 
 
 def run_cli(module: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """Run `python -m <module> <args>` from the repo root, as a user would, to its end: a training or
-    preflight command in a fork of the worker's warm interpreter (tests/warm_python.py), others cold."""
-    if module in ("src.train", "src.preflight"):
-        return warm_python.run(module, list(args), cli_env(), timeout)
+    """Run `python -m <module> <args>` from the repo root, as a user would."""
+    env = cli_env()
     return subprocess.run(
         [sys.executable, "-m", module, *args],
         cwd=REPO,
-        env=cli_env(),
+        env=env,
         capture_output=True,
         text=True,
         timeout=timeout,
