@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -36,6 +37,21 @@ if _threads is not None and "OMP_NUM_THREADS" not in os.environ:  # a user's own
 # folder: a server of the user's on a port a test once used is not taken for a team server later.
 if MARKERS_ENV not in os.environ:
     os.environ[MARKERS_ENV] = tempfile.mkdtemp(prefix="normsweep-test-team-markers-")
+    atexit.register(shutil.rmtree, os.environ[MARKERS_ENV], ignore_errors=True)  # after the servers' teardown
+
+
+@pytest.fixture(autouse=True)
+def environment_restored() -> Iterator[None]:
+    """Each test leaves its worker's environment as it found it. Code a test runs in-process sets
+    variables for the processes it starts (MLflow's HTTP bounds, a reached server's marker, a sweep's
+    parent run and axes, a checked user norm): left behind, they would reach every process the worker
+    starts later, and a later test would meet an earlier sweep's state. Fixtures of a wider scope are
+    set up before this one, so what they set stays."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 @pytest.fixture(scope="session")

@@ -11,8 +11,10 @@ check of 2 to 40 rounds (its whole steps as few as 2), and a sequential sweep's 
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import math
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,6 +179,7 @@ def sweeps(draw: st.DrawFn) -> MadeUp:
 
 SIZES = ("cpu_small", "gpt2_small", "gpt2_medium", "gpt2_large")  # conf/model options, smallest first (the check times the last three)
 CLAIMS_DIR = Path(tempfile.mkdtemp(prefix="made_up_claims_"))
+atexit.register(shutil.rmtree, CLAIMS_DIR, ignore_errors=True)  # each worker's drawn files go with it
 _drawn = itertools.count()
 
 

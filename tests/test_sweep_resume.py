@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -120,7 +121,8 @@ def test_sigkill_then_rerun_finishes_what_is_left(
     # The status view names every job of the sweep: two done, one lost, one never started.
     status = _status(capsys, "--experiment-name", "killed_sweep", f"paths.mlflow_db={store['db']}")
     assert status.count(" finished ") == 2 and "lost (no heartbeat" in status and " missing " in status
-    assert "to finish it, re-run: python -m src.train -m" in status
+    user_path = f"PYTHONPATH={shlex.quote(os.environ['PYTHONPATH'])} " if os.environ.get("PYTHONPATH") else ""
+    assert f"to finish it, re-run: {user_path}python -m src.train -m" in status  # the user's PYTHONPATH kept
 
     out = _run(args)
     assert out.count("skipped, run") == 2 and "resuming from its checkpoint" in out
