@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from enum import StrEnum
+from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -168,11 +169,19 @@ def least_detectable(n: int, sd: float, alpha: float) -> float:
     aims for (the two-sided t-test at `alpha`): `needed` read the other way, by the same power."""
     if not (math.isfinite(sd) and sd > 0) or n < 2:
         return math.nan
-    se = sd / math.sqrt(n)
+    return sd * _least_detectable_per_sd(n, alpha)
+
+
+@lru_cache(maxsize=4096)
+def _least_detectable_per_sd(n: int, alpha: float) -> float:
+    """`least_detectable` in units of the spread: the power reads Δ only through its noncentrality
+    Δ/(sd/√n), so one root per (n, α) serves every spread (a sequential sweep asks it at every look of
+    every pair, each a root search of noncentral-t tails)."""
+    se = 1 / math.sqrt(n)
     high = se * 2  # power grows with |Δ|: widen until it reaches POWER, then bisect
-    while power_difference(n, high, sd, alpha) < POWER:
+    while power_difference(n, high, 1.0, alpha) < POWER:
         high *= 2
-    return float(optimize.brentq(lambda d: power_difference(n, d, sd, alpha) - POWER, 0.0, high, xtol=se * 1e-6))
+    return float(optimize.brentq(lambda d: power_difference(n, d, 1.0, alpha) - POWER, 0.0, high, xtol=se * 1e-6))
 
 
 def first_seeds(reaches: Callable[[int], bool], most: int = MAX_SEEDS, low: int = MIN_SEEDS - 1) -> int | None:
