@@ -1,13 +1,15 @@
 """Native CPU kernels, compiled on first use with the machine's C++ compiler (cached afterwards).
 
-`torch.utils.cpp_extension.load` builds `csrc/rms_norm.cpp` once per machine into
-`$TORCH_EXTENSIONS_DIR` (default `~/.cache/torch_extensions`), ~20 s on two cores; later imports
-load the cached library. The build is keyed by the source's content, not by where the checkout is:
-the source is copied into a folder named by its hash and built there, so a second checkout that uses
-the same environment (a worktree) loads the library the first one built instead of building it
-again. Another environment builds its own: torch's headers, in its site-packages, are on the command. `-march=native` lets the compiler vectorise the row loops with the
-widest instructions this CPU has: the build is for the machine that runs it, like inductor's.
-Without a compiler (or ninja) the loader returns None and callers use their portable path.
+`torch.utils.cpp_extension.load` builds `csrc/rms_norm.cpp` once per environment into
+`$TORCH_EXTENSIONS_DIR` (default `~/.cache/torch_extensions`); later imports load the cached
+library. The build is keyed by the source's content and by the torch it is built against, not by
+where the checkout is: the source is copied into a folder named by both and built there, so a second
+checkout on the same environment (a worktree) loads the library the first one built instead of
+building it again, and two environments on one machine (a clone's own .venv beside another) keep a
+build each instead of rebuilding over each other's (the command names each one's torch headers and
+libraries). `-march=native` lets the compiler vectorise the row loops with the widest instructions
+this CPU has: the build is for the machine that runs it, like inductor's. Without a compiler (or
+ninja) the loader returns None and callers use their portable path.
 """
 
 from __future__ import annotations
@@ -26,13 +28,16 @@ CSRC = Path(__file__).resolve().parent / "csrc"
 
 
 def build_folder(source: Path) -> Path:
-    """Where `source` is built: under torch's extension root, by torch version and the source's hash."""
+    """Where `source` is built: under torch's extension root, by the torch it builds against (version
+    and install folder) and the source's hash."""
     import torch
     from torch.utils.cpp_extension import get_default_build_root
 
     root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root())
+    installed = hashlib.sha256(str(Path(torch.__file__).resolve().parent).encode()).hexdigest()[:8]
     digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
-    return root / f"normsweep-torch{torch.__version__}-py{sys.version_info[0]}{sys.version_info[1]}" / f"{source.stem}-{digest}"
+    environment = f"normsweep-torch{torch.__version__}-py{sys.version_info[0]}{sys.version_info[1]}-{installed}"
+    return root / environment / f"{source.stem}-{digest}"
 
 
 @lru_cache(maxsize=1)

@@ -1,8 +1,15 @@
 // RMSNorm forward and backward for contiguous fp32 rows on the CPU.
 // Each row is read once per pass while it sits in L1 (768 floats = 3 KiB), the same access pattern
 // as ATen's LayerNorm kernel, with less arithmetic: no mean, no shift.
-#include <torch/extension.h>
+// The ATen headers it uses and pybind11's tensor casters, not <torch/extension.h>: that one includes
+// the whole C++ frontend (nn, optim, data), and the build took twice as long for it (docs/benchmarks.md).
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/sum.h>
+#include <ATen/ops/zeros.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <cmath>
 #include <vector>
