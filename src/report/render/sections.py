@@ -16,7 +16,7 @@ from src.report.words.headline import HEADING as HEADLINE
 from src.report.words.headline import headline
 from src.report.words.pairs import heading, nothing_to_compare, section_sentences
 from src.report.words.speed import pair_cells
-from src.report.words.study import written
+from src.report.words.study import StudyText, written
 from src.report.words.table import display_rows
 from src.stats.verdicts import PairWord
 
@@ -61,19 +61,46 @@ def blocks(a: Analysis, output: Output, width: int = WIDTH, cut: Cut = Cut.NONE)
     the sequential verdicts, the learning-rate stability, the study (its last: what a sweep ends with).
     The verdict leaves the stability to report.md; only the terminal counts the runs left out."""
     page, terminal, verdict = (output == o for o in Output)
-    found = [Block("" if verdict else HEADLINE, items=headline(a), listed=True)]
+    said = _said(a)
+    found = [Block("" if verdict else HEADLINE, items=said.headline, listed=True)]
     # Every interval with its level, the terminal's table too (its cells are mean ± half-width).
     lead = (f"{len(a.runs)} runs from `{a.tracking_uri}`. {TABLE_CELLS}" if page else TABLE_CELLS if terminal else "")
-    found.append(Block(VERDICT_TABLE if verdict else "", lead, table_rows(a)))
+    found.append(Block(VERDICT_TABLE if verdict else "", lead, said.table))
     found += [Block(lead=a.code_note)] if a.code_note and not verdict else []
-    found.append(_pairs(a, output, cut))
+    found.append(_pairs(a, said.pairs, output, cut))
     if a.sequential:
         found.append(Block(sequential.HEADING, items=[sequential.sentence(v) for v in a.sequential], listed=True))
     if a.stability is not None and not verdict:
         found.append(Block(stability.HEADING if page else "", items=stability.sentences(a.stability, a.sensitivity)))
     if a.superseded and terminal:
         found.append(Block(lead=f"({a.superseded} other runs of a config run more than once were left out: its latest result counts.)"))
-    return [*found, *(_study(a, output, width, cut, s) for s in a.claim_sections)]
+    return [*found, *(_study(output, width, cut, judged, text) for judged, text in zip(a.claim_sections, said.claims, strict=True))]
+
+
+@dataclass(frozen=True)
+class _Said:
+    """What every output lays out of an analysis, in words: the headline, the table's cells, the pairs'
+    sentences and each claims section."""
+
+    headline: list[str]
+    table: Table
+    pairs: list[str]
+    claims: list[StudyText]
+
+
+_SAID = "_normsweep_said"  # where an analysis keeps its words once written (not a field: not compared, not shown)
+
+
+def _said(a: Analysis) -> _Said:
+    """The words of `a`, written once: a report lays them out four times or more (report.md,
+    report.html, the terminal, the verdict at each cut), and writing them reads the runs again each
+    time. An analysis is complete when assembled and the renderers only read it (src.report.generate
+    then sets the files and the run it saved them to, which no words read)."""
+    said = a.__dict__.get(_SAID)
+    if said is None:
+        said = _Said(headline(a), table_rows(a), section_sentences(a), [written(a, s) for s in a.claim_sections])
+        a.__dict__[_SAID] = said
+    return said
 
 
 def table_rows(a: Analysis) -> Table:
@@ -81,11 +108,10 @@ def table_rows(a: Analysis) -> Table:
     return display_rows(a.table, a.speed.interleaved, pair_cells(a.speed_verdicts))
 
 
-def _pairs(a: Analysis, output: Output, cut: Cut) -> Block:
-    """The paired comparisons and the speed verdicts: the page under its question, the tests' method as
-    its lead; the terminal with the method as its heading, only above tests that ran; the verdict with
-    the method above its sentences, or their count where space is short."""
-    sentences = section_sentences(a)
+def _pairs(a: Analysis, sentences: list[str], output: Output, cut: Cut) -> Block:
+    """The paired comparisons and the speed verdicts (`sentences`): the page under its question, the
+    tests' method as its lead; the terminal with the method as its heading, only above tests that ran;
+    the verdict with the method above its sentences, or their count where space is short."""
     said = sentences or [nothing_to_compare(a)]
     if output == Output.PAGE:
         return Block(PAIRS_HEADING, heading(a) + "; all pairs in `comparisons.csv`.", items=said)
@@ -97,11 +123,10 @@ def _pairs(a: Analysis, output: Output, cut: Cut) -> Block:
     return Block(lead=f"{heading(a)}:", items=[*said, *([a.code_note] if a.code_note else [])])
 
 
-def _study(a: Analysis, output: Output, width: int, cut: Cut, judged: StudySection) -> Block:
-    """A claims file's section (against the published study, or the user's own claims): the page's
-    section; the terminal's lines as the section writes them (its table split to `width`); the
-    verdict's as much as `cut` keeps."""
-    s = written(a, judged)
+def _study(output: Output, width: int, cut: Cut, judged: StudySection, s: StudyText) -> Block:
+    """A claims file's section (against the published study, or the user's own claims), `s` its words:
+    the page's section; the terminal's lines as the section writes them (its table split to `width`);
+    the verdict's as much as `cut` keeps."""
     if output == Output.TERMINAL:
         return Block(items=s.lines(width))
     if output == Output.PAGE:
