@@ -586,7 +586,10 @@ def test_a_stopped_team_server_is_said_as_one_to_start_again(capsys: pytest.Capt
         assert err[0].startswith(f"error: --tracking-uri {server.uri}: the team server there does not answer ("), err
         assert f"its terminal says why it stopped. Start it again ({again}; `make server` for the default one" in err[0], err
         assert "mlflow server --backend-store-uri" not in err[0]
-        try:  # what a job meets when the server stops under it
+        # What a job meets when the server stops under it: its HTTP bounds set, as they are once it reached
+        # the server (Store.connect); MLflow's own retries would wait minutes on the refused connection.
+        server_client.bound_http_requests()
+        try:
             MlflowClient(server.uri).search_experiments(max_results=1)
         except Exception as refused:
             line = str(server_lost(server.uri, refused, "logging metrics"))
