@@ -121,8 +121,8 @@ def run_train(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(["src.train", *args], code, out.getvalue(), err.getvalue())
 
 
-# `python -m src.train`, its wait for a restarting server (SERVER_RESTART_S, 20 s) cut to 2 s: for a
-# job whose server is killed for good, the same ride-out then ServerLost, 18 s sooner (the wait itself:
+# `python -m src.train`, its wait for a restarting server (SERVER_RESTART_S, 60 s) cut to 2 s: for a
+# job whose server is killed for good, the same ride-out then ServerLost, 58 s sooner (the wait itself:
 # tests/test_team_server.py).
 SHORT_RESTART_WAIT = """
 import runpy, sys

@@ -133,7 +133,8 @@ def test_server_killed_mid_run_then_back(
                       "optim.lr=3e-3", "checkpoint.enabled=true", "checkpoint.every_n_steps=3",
                       "sweep.heartbeat_s=1", "sweep.stale_after_s=30")  # fmt: skip
     client = MlflowClient(team_server.uri)
-    proc = launch_sweep(tmp_path, *args)
+    # Its wait for a restart cut to 2 s (helpers.SHORT_RESTART_WAIT): the wait itself is the restart test's.
+    proc = launch_sweep(tmp_path, *args, short_restart_wait=True)
     _wait_for_step(client, experiment, 6, proc)
     team_server.kill_mlflow()
     killed_at = time.monotonic()
@@ -406,28 +407,35 @@ def test_a_team_server_restarted_between_two_jobs_is_ridden_out(team_server: Tea
     job that had just opened its run in `...Connection refused...; nothing was recorded for this run`
     (its run left RUNNING) and the next job in `config error: ... no MLflow tracking server answers`.
     A server the sweep reached is now waited for (SERVER_RESTART_S, src/core/schema.py); one that does not
-    come back ends the job in the ServerLost line that says the run stays RUNNING and how to resume."""
-    from src.core.schema import SERVER_RESTART_S
+    come back ends the job in the ServerLost line that says the run stays RUNNING and how to resume.
+
+    The restart's own length is the machine's (13 s quiet here, over 20 s beside the suite's other
+    workers): the wait is set past any of them, so what is checked is that the requests ride the
+    restart out and go on within one try of the server answering again, however long it took."""
     from src.tracking import server_client
-    from src.tracking.server_client import REACHED_ENV, ServerLost
+    from src.tracking.server_client import REACHED_ENV, RESTART_POLL_S, ServerLost
 
     monkeypatch.setenv(REACHED_ENV, "")  # restored after the test: other tests meet the server afresh
+    monkeypatch.setattr(server_client, "SERVER_RESTART_S", 300.0)
     store = Store.connect(team_server.uri)  # the sweep reached it
     experiment_id = store.experiment_id("restarted_server", None)
     run_id = store.create_run(experiment_id, "before-restart", {})
 
     team_server.kill_mlflow()  # the restart: stopped, then started again while the jobs go on
-    back = threading.Thread(target=team_server.start_mlflow)
+    answered: list[float] = []
+    back = threading.Thread(target=lambda: (team_server.start_mlflow(), answered.append(time.monotonic())))
     started = time.monotonic()
     back.start()
     try:
         store.set_tags(run_id, {"written": "during the restart"})  # the job that had opened its run
         Store.connect(team_server.uri)  # the next job's check of the store
-        waited = time.monotonic() - started
+        done = time.monotonic()
     finally:
         back.join()
-    print(f"rode out a restart of {waited:.1f} s")
-    assert waited < SERVER_RESTART_S + 10
+    (back_at,) = answered
+    print(f"rode out a restart of {back_at - started:.1f} s; the requests went on {done - back_at:.1f} s after it")
+    # One poll, one refused try (MLflow's bounded retries, ~2 s) and the two requests themselves, with room for load.
+    assert done - back_at < RESTART_POLL_S + 15
     run = store.get_run(run_id)
     assert run is not None and run.data.tags["written"] == "during the restart"
 

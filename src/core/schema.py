@@ -172,10 +172,11 @@ SPEED_KERNEL_S_MAX = 3600
 
 
 # A tracking server this sweep (or run) has already reached and that now refuses connections is
-# restarting (a team server stopped and started again between two jobs, back within ~10 s): every
-# request waits this long for it before the job ends with `ServerLost` (src/tracking/server_client.py).
-# A server never reached (a wrong port) is refused at once, as before.
-SERVER_RESTART_S = 20
+# restarting (a team server stopped and started again between two jobs): every request waits this
+# long for it before the job ends with `ServerLost` (src/tracking/server_client.py). Our own team
+# server takes ~13 s to start again on a quiet 2-core machine and over 20 s beside other work,
+# so the wait leaves room for a busy one. A server never reached (a wrong port) is refused at once.
+SERVER_RESTART_S = 60
 
 
 @dataclass
