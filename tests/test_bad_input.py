@@ -45,6 +45,18 @@ def test_refused_naming_the_field(override: str, field: str, tiny_overrides: lis
     assert not Path(store["db"]).exists()  # nothing recorded, not even a store
 
 
+def test_a_job_waiting_out_its_servers_restart_is_not_taken_for_lost(tiny_overrides: list[str]) -> None:
+    """A job waits up to SERVER_RESTART_S for a restarting server, writing no heartbeat: with a shorter
+    staleness another copy of the sweep would take its job while it still runs. A file store has no
+    server to wait for."""
+    server = [*tiny_overrides, "logger.tracking_uri=http://127.0.0.1:9"]
+    with pytest.raises(ConfigError, match=r"^sweep\.stale_after_s: must exceed 90 s with a tracking server: sweep\.heartbeat_s=30 plus the 60 s"):
+        validate(compose([*server, "sweep.stale_after_s=90"]))
+    validate(compose([*server, "sweep.stale_after_s=91"]))
+    validate(compose([*server, "sweep.stale_after_s=50", "sweep.heartbeat_s=1", "logger.enabled=false"]))
+    validate(compose([*tiny_overrides, "sweep.stale_after_s=60"]))
+
+
 @pytest.mark.parametrize("name", ["../../../elsewhere", "a/b", "/abs/path", ".."])
 @pytest.mark.usefixtures("migrated_store")
 def test_names_that_become_paths_stay_inside(name: str, tiny_overrides: list[str], store: dict[str, str], tmp_path: Path) -> None:

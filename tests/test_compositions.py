@@ -221,6 +221,8 @@ REFUSED: dict[str, tuple[list[str], str]] = {
     "huge_micro_batch": (["optim.micro_batch_size=100000"], "config error: optim.micro_batch_size=100000: one step's logits"),
     "huge_context": (["model.context_length=100000000"], "config error: seq_len=100000000 (= model.context_length): one step's logits"),
     "scheme": (["logger.tracking_uri=ftp://x/y"], "config error: logger.tracking_uri=ftp://x/y: scheme ftp:// is not a tracking store"),
+    "stale_with_server": (["logger.tracking_uri=http://127.0.0.1:9", "sweep.stale_after_s=60"],
+                          "config error: sweep.stale_after_s: must exceed 90 s with a tracking server"),
     "credentials": (["logger.tracking_uri=http://127.0.0.1:9/x?access_token=abc"], "config error: logger.tracking_uri=http://127.0.0.1:9/x?access_token=***"),
     "sweep_without_m": (["seed=0,1"], "config error: seed=0,1: a sweep, which only -m"),
     "group_list": (["norm=[hand_rmsnorm,no_norm]"], "config error: norm=[hand_rmsnorm,no_norm]: a list of norm options"),

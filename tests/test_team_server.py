@@ -131,7 +131,7 @@ def test_server_killed_mid_run_then_back(
     args = node_sweep_args(tmp_path, token_cache_dir, team_server.uri, experiment,
                       "norm=torch_layernorm", "seed=0", f"optim.max_steps={KILL_STEPS}", "val_every_n_steps=12",
                       "optim.lr=3e-3", "checkpoint.enabled=true", "checkpoint.every_n_steps=3",
-                      "sweep.heartbeat_s=1", "sweep.stale_after_s=30")  # fmt: skip
+                      "sweep.heartbeat_s=1", "sweep.stale_after_s=90")  # fmt: skip
     client = MlflowClient(team_server.uri)
     # Its wait for a restart cut to 2 s (helpers.SHORT_RESTART_WAIT): the wait itself is the restart test's.
     proc = launch_sweep(tmp_path, *args, short_restart_wait=True)

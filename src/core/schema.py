@@ -211,7 +211,7 @@ class SweepSchema:
     # a run to reuse or resume was made by other code: fail (stop) | rerun (train it again) | keep (reuse it)
     on_code_change: str = "fail"
     heartbeat_s: Number = 30  # a running job refreshes its heartbeat tag at most this often
-    stale_after_s: Number = 300  # a RUNNING run silent this long (or whose pid is gone on this host) is lost
+    stale_after_s: Number = 300  # a RUNNING run silent this long (or whose pid is gone on this host) is lost; with a server, > heartbeat_s + SERVER_RESTART_S
 
 
 @dataclass

@@ -28,6 +28,7 @@ from src.core.paths import CONF_DIR, ConfigError, require_writable, user_config_
 from src.core.schema import (
     LIGHTNING_PRECISIONS,
     MATMUL_PRECISIONS,
+    SERVER_RESTART_S,
     SPEED_KERNEL_S_MAX,
     DataOrder,
     ModelSchema,
@@ -42,7 +43,7 @@ from src.tracking.checkpoint_file import read_run_state, resolve_ckpt_path
 from src.tracking.identity import CheckpointSpec, Identity, check_checkpoint, checkpoint_folder
 from src.tracking.record import RecordSpec, StoreSpec
 from src.tracking.store import NAME_MAX
-from src.tracking.store_uri import check_uri, check_uri_text
+from src.tracking.store_uri import check_uri, check_uri_text, is_server
 from src.tracking.sweep import CODE_POLICIES, POLICIES
 from src.tracking.tags import (
     NORM_EPS_TAG,
@@ -350,6 +351,17 @@ def check_values(cfg: DictConfig) -> None:
     for field in ("heartbeat_s", "stale_after_s"):
         _require(sw[field] > 0, f"sweep.{field}", f"must be > 0, got {sw[field]}")
     _require(sw.stale_after_s > sw.heartbeat_s, "sweep.stale_after_s", f"must exceed sweep.heartbeat_s={sw.heartbeat_s}")
+    if cfg.logger.enabled and is_server(str(cfg.logger.tracking_uri)):
+        # A job waiting out its server's restart writes no heartbeat; silent for less than that wait
+        # and one heartbeat, it still runs, and another copy of the sweep must not take its job.
+        quiet_s = SERVER_RESTART_S + sw.heartbeat_s
+        _require(
+            sw.stale_after_s > quiet_s,
+            "sweep.stale_after_s",
+            f"must exceed {quiet_s:g} s with a tracking server: sweep.heartbeat_s={sw.heartbeat_s} plus the "
+            f"{SERVER_RESTART_S} s a job waits for its restarting server, during which it writes no heartbeat "
+            "and would be taken for lost",
+        )
     _require(cfg.cluster.devices >= 1, "cluster.devices", f"must be >= 1, got {cfg.cluster.devices}")
     _require(cfg.cluster.num_nodes >= 1, "cluster.num_nodes", f"must be >= 1, got {cfg.cluster.num_nodes}")
     if cfg.logger.enabled:  # its text, as the other values: what the store answers is asked when it is opened
