@@ -62,7 +62,7 @@ def level_text(level: float) -> str:
     return f"{round(100 * level, 1):g}% interval"
 
 
-def alike_text(per: str = "seed") -> str:
+def no_interval_text(per: str = "seed") -> str:
     """No spread: every observation moved by the same amount, so there is no interval to print."""
     return f"every {per} alike: no interval"
 
@@ -79,7 +79,7 @@ def estimate_text(diff: float, low: float, high: float, level: float, units: Uni
     """`+0.0013 [+0.0010, +0.0017] (90% interval)`: an estimate, its interval and the interval's level.
     With no spread (`spread` False) or no interval (NaN ends), said in words."""
     if not spread:
-        return f"{shown(diff, units)} ({alike_text(per)})"
+        return f"{shown(diff, units)} ({no_interval_text(per)})"
     if not (math.isfinite(low) and math.isfinite(high)):
         return f"{shown(diff, units)} (no interval)"
     d = decimals_for(units, diff, low, high)

@@ -139,7 +139,7 @@ class ClaimKind:
     def reason(self, f: Finding, j: Judgement) -> str:
         """Why a part read from an interval got its word, with the numbers it read."""
         r, because = j.readings, j.because
-        alike = "" if r is None or r.spread else alike_text(f)
+        alike = "" if r is None or r.spread else alike_basis(f)
         if because == verdicts().Because.ALIKE_TOO_FEW:
             return f"{alike}, not below the family's {f.alpha:.2g}: {settle_text(j.settle, f.effect.per)}"
         return self.said(f, j, alike)
@@ -209,7 +209,7 @@ def interval_of(f: Finding, contrast: bool) -> str:
     return estimate_text(f.effect.diff, f.low, f.high, 1 - f.alpha, units_of(f.metric, contrast))
 
 
-def alike_text(f: Finding) -> str:
+def alike_basis(f: Finding) -> str:
     """With no spread, what the word rests on instead of an interval: n equal signs."""
     e, r = f.effect, f.readings
     moved = moved_alike(e.interval.n, e.per, shown(f.metric, e.diff, bool(f.part.minus)), exactly=e.interval.sd == 0)

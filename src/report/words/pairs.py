@@ -6,7 +6,7 @@ The one writer of these facts (src.report.judge.pairs and src.report.analysis ho
 - a pair's verdict (`verdict_text`), written from its `Decision`, never with numbers of its own:
   where numbers go beside it, they are the interval it was read from, its level said (src.report.numbers.estimate_text);
 - a p-value, through src.report.numbers.p_text: never `p = 0` (a t tail that underflows);
-- no spread (`alike_text`): every seed moved by the same amount, so no interval;
+- no spread (`pair_alike_text`): every seed moved by the same amount, so no interval;
 - the family Holm adjusted over (`heading`): the tests that had a p-value, as `compare` counted them.
 """
 
@@ -40,7 +40,7 @@ COLUMNS = ["pair", "metric", "test", "n", "diff", "ci_low", "ci_high", "p", "p_h
 # --- numbers ---------------------------------------------------------------------------------------
 
 
-def alike_text(p: Interval) -> str:
+def pair_alike_text(p: Interval) -> str:
     """No spread: every seed moved by the same amount (`exactly` only where the values say so; a spread
     below their resolution, src.stats.inference.alike, reads as none too), by `+0.0052` nats."""
     moved = shown(p.diff, NATS)
@@ -78,7 +78,7 @@ def clause(r: Result) -> str:
         tests = [p_text(r.tost_p, "equivalence p")] if abs(p.diff) < r.margin else []
         tests += [f"{p_text(p.p_value, 'difference p')} ({holm})"] if math.isfinite(p.p_value) else []
         word = verdict_text(r) if r.verdict == PairWord.EQUIVALENT else str(r.verdict)  # the seeds to settle it follow
-        return f"{label} {word} ({alike_text(p)}; sign-flip tests: {', '.join(tests)}{settle})"
+        return f"{label} {word} ({pair_alike_text(p)}; sign-flip tests: {', '.join(tests)}{settle})"
     stats = f"Δ {estimate_text(p.diff, d.low, d.high, d.level, NATS)}"
     if r.verdict == PairWord.DIFFERENT:
         return f"{label} {r.verdict} ({stats}, {holm})"

@@ -22,11 +22,11 @@ from src.report.numbers import (
     FACTOR,
     LOG_RATIO,
     Units,
-    alike_text,
     equivalent_text,
     estimate_text,
     interval_only,
     level_text,
+    no_interval_text,
     settle_text,
 )
 from src.stats.inference import CONFIDENCE, Interval
@@ -66,7 +66,7 @@ def verdict_text(v: SpeedVerdict) -> str:
         if d.remains:
             return equivalent_text(f"{v.margin:.0%}", decided_text(v.predicted, d))
         # Beside the word, the interval that decided it (TOST's); the estimate after it is the 95% one shown everywhere.
-        tost = f"TOST's {interval_only(d.low, d.high, d.level, LOG_RATIO)}" if d.spread else alike_text("round")
+        tost = f"TOST's {interval_only(d.low, d.high, d.level, LOG_RATIO)}" if d.spread else no_interval_text("round")
         return f"{equivalent_text(f'{v.margin:.0%}')} ({tost})"
     if word == SpeedWord.UNRESOLVED and v.rounds_needed:
         return f"{word}: {settle_text(v.rounds_needed, 'kernel rounds')}"

@@ -23,7 +23,7 @@ from src.report.judge.study_match import Mismatch
 from src.report.kinds.base import interval_of
 from src.report.kinds.event import steps_text
 from src.report.kinds.metrics import shown
-from src.report.numbers import RELATIVE, alike_text, aside, estimate_text
+from src.report.numbers import RELATIVE, aside, estimate_text, no_interval_text
 from src.report.numbers import SHARE as SHARE_OF
 from src.report.read.claims import LOSS, SAVING, SHARE, SPEED, STABILITY, Claim, Part, table_effect
 from src.report.words.common import NO_SHARED_SEED, ONE_RUN, how_paired, run_counts
@@ -122,7 +122,7 @@ def part_figure(f: Finding) -> str:
     if not e.has_interval:
         return f"{estimate} ({how})"
     if not e.spread:  # a zero-wide interval is none: said so, never printed as [x, x]
-        return f"{estimate} ({how}, {alike_text(e.per.removesuffix('s'))})"
+        return f"{estimate} ({how}, {no_interval_text(e.per.removesuffix('s'))})"
     return f"{interval_of(f, contrast)} {what} ({how})"
 
 
