@@ -23,8 +23,9 @@ NORMS = ("hand_layernorm", "torch_rmsnorm")
 
 FEW = 128  # rows at which a block's per-call cost is still a share of its time: a share that depends on the rows
 # A share's round-to-round spread reached 18% in a busy run, and 10-26% on a quiet AMD EPYC host whose
-# step parts cost 3-8% more a token on twice the rows: at 40 rounds its estimates scattered to -11.3%
-# (2 of 4 runs failed); at 80 the scatter halves in variance.
+# step parts cost 4-9% more a token on twice the rows: at 40 rounds its estimates scattered to -11.3%
+# (3 of ~7 runs failed). 80 rounds halve the noise's variance, not that bias: one run of 9 still read
+# -9.7% there (the instrument's part to mend: a norm's sample starting from the same cache state).
 ROUNDS = 80
 MARGIN = math.log(1.10)  # shares equal within ±10% (claim 8's saving is read against a 5%-of-a-step band)
 
