@@ -22,11 +22,12 @@ NORMS = ("hand_layernorm", "torch_rmsnorm")
 
 
 FEW = 128  # rows at which a block's per-call cost is still a share of its time: a share that depends on the rows
-# A share's round-to-round spread reached 18% in a busy run, and 10-26% on a quiet AMD EPYC host whose
-# step parts cost 4-9% more a token on twice the rows: at 40 rounds its estimates scattered to -11.3%
-# (3 of ~7 runs failed). 80 rounds halve the noise's variance, not that bias: one run of 9 still read
-# -9.7% there (the instrument's part to mend: a norm's sample starting from the same cache state).
-ROUNDS = 80
+# A share's round-to-round spread was 10-26% on a quiet AMD EPYC host while a round timed each row count's
+# parts apart and a norm once; with each part at the two row counts back to back and a norm's sample the
+# median of five (src/bench/shares.py), 6-12%. That host's step parts cost 4-9% more a token on twice
+# the rows, so its estimates sit at -2% to -8%: at 60 rounds, two runs read every estimate within -7.7%
+# [-10.1%, -5.3%] to -3.6% (at 80 rounds and one sample a round, one run of 9 had read -9.7%).
+ROUNDS = 60
 MARGIN = math.log(1.10)  # shares equal within ±10% (claim 8's saving is read against a 5%-of-a-step band)
 
 

@@ -22,11 +22,13 @@ shares. What a training step adds is left out, each O(d) per token or O(paramete
 over its 8 × 1,024 tokens: the embedding lookup and AdamW (under 0.1% of a step), so a share here is,
 if anything, a little high.
 
-One round times every size once, its parts in turn, the sizes' order rotating, on the thread's CPU
-clock on a CPU (src.bench.kernels.clock): a burst of another process's load lands on a round's parts
-alike, and a trend is read per round (src.report.judge.study_effects). `share_rounds_at_rows` times
-several row counts in the same rounds, so that two row counts' shares are compared under one state of
-the machine.
+One round times every size once, the sizes' order rotating, on the thread's CPU clock on a CPU
+(src.bench.kernels.clock): a burst of another process's load lands on a round's parts alike, and a
+trend is read per round (src.report.judge.study_effects). Within a size, each part is timed at every
+row count back to back (`share_rounds_at_rows` times several in the same rounds), and a norm's sample
+is the median of NORM_SAMPLES, taken in turn with the other norms' and row counts': the machine's
+speed drifts over a second or so, and what is compared (two row counts' shares, two norms' savings) is
+then timed under one state of it.
 
 `norm_share_rounds` is the one function at one row count: the sweep's speed check calls it (src.bench.variants
 `--share-sizes`), and anything else that needs a norm's share of a step at a size can.
@@ -35,6 +37,7 @@ the machine.
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -68,6 +71,12 @@ HEAD_MIN_COLUMNS = 1024
 NORM_ROWS = 2048
 NORM_SAMPLE_S = 1e-3  # a norm's sample repeats its call until it takes about this long (a small width is microseconds)
 MAX_REPEATS = 64
+# A round's sample of a norm is the median of this many, each norm and row count in turn. One sample's
+# log ratio between two row counts (the same call on the same rows) spread 0.10-0.28 from round to
+# round on a quiet AMD EPYC host, whether it took 1 or 5 ms; the median of five, 0.05-0.07
+# (tests/test_shares.py's sizes, 80 rounds). A GPT-2 size's norm samples are milliseconds beside its
+# block's second.
+NORM_SAMPLES = 5
 
 
 @dataclass(frozen=True)
@@ -181,10 +190,13 @@ def share_rounds_at_rows(
     rows: Sequence[int],
 ) -> dict[int, dict[str, Any]]:
     """`norm_share_rounds` at several row counts in the same rounds: each round times every size at
-    every row count, the row counts' order reversed every other round (the sizes' rotating within), so
-    a share read at two row counts was read under the machine's same state, and a difference between
-    them is the row count's, not the load's (two runs one after the other beside CPU hogs read
-    hand_layernorm's share 0.193 [0.188, 0.197] and 0.210 [0.204, 0.217]). Row count -> its result."""
+    every row count, each part at the row counts back to back, their order reversed every other round
+    (the sizes' rotating), so a share read at two row counts was read under the machine's same state,
+    and a difference between them is the row count's, not the load's (two runs one after the other
+    beside CPU hogs read hand_layernorm's share 0.193 [0.188, 0.197] and 0.210 [0.204, 0.217]; timing
+    each size's whole round at one row count, then at the other, left a block's time per token 0.13
+    apart in log terms from round to round on a quiet AMD EPYC host, part by part 0.06-0.09). Row count
+    -> its result."""
     if len(set(rows)) != len(rows) or not rows:
         raise ValueError(f"rows: distinct row counts, at least one, got {list(rows)}")
     shapes = [s if isinstance(s, Shape) else Shape.of(s) for s in sizes]
@@ -198,9 +210,8 @@ def share_rounds_at_rows(
     for r in range(rounds):
         order = list(rows) if r % 2 == 0 else list(reversed(rows))
         turn = shapes[r % len(shapes):] + shapes[: r % len(shapes)]
-        for n in order:
-            for s in turn:
-                settings[(n, s.name)].time_round(device)
+        for s in turn:
+            _time_round([settings[(n, s.name)] for n in order], device)
         if (now := time.perf_counter()) - said >= PROGRESS_S:
             said = now
             say(KERNELS, f"norm share: {r + 1} of {rounds} rounds at {', '.join(s.name for s in shapes)}, {now - started:.0f} s")
@@ -257,19 +268,38 @@ class _Setting:
         self.repeats = {n: int(min(MAX_REPEATS, max(1, math.ceil(NORM_SAMPLE_S / max(_timed(fn, device, 1), 1e-7)))))
                         for n, fn in self.calls.items()}  # fmt: skip
 
-    def time_round(self, device: torch.device) -> None:
-        """One round: a block, the head, then each norm, a share per norm from this round's parts alone."""
-        s = self.shape
-        block = _timed(self.block, device, 1)
-        head = _timed(self.head, device, 1) * s.vocab / head_columns(s)
+    def record(self, block: float, head: float, norms: Mapping[str, float]) -> None:
+        """One round's parts (seconds per `rows` tokens, the head's scaled to the whole vocabulary, each
+        norm's to its 2L + 1 calls): a share per norm from this round's parts alone."""
         self.parts_s["block"].append(block)
         self.parts_s["head"].append(head)
-        other = s.layers * block + head
+        other = self.shape.layers * block + head
         self.rest_s.append(other)
-        for n, fn in self.calls.items():
-            norm = _timed(fn, device, self.repeats[n]) / self.repeats[n] * self.rows / max(self.rows, NORM_ROWS) * s.norms
+        for n, norm in norms.items():
             self.norm_s[n].append(norm)
             self.samples[n].append(norm / (norm + other))
+
+    def norm_sample(self, name: str, device: torch.device) -> float:
+        """One sample of a norm's call, in seconds per `rows` tokens for its 2L + 1 calls."""
+        repeats = self.repeats[name]
+        return _timed(self.calls[name], device, repeats) / repeats * self.rows / max(self.rows, NORM_ROWS) * self.shape.norms
+
+
+def _time_round(settings: Sequence[_Setting], device: torch.device) -> None:
+    """One round of one size at its row counts (`settings`, in this round's order): the block at each
+    row count back to back, then the head, then NORM_SAMPLES passes over every norm at every row
+    count, a norm's sample the median of its passes."""
+    s = settings[0].shape
+    blocks = [_timed(x.block, device, 1) for x in settings]
+    heads = [_timed(x.head, device, 1) * s.vocab / head_columns(s) for x in settings]
+    names = list(settings[0].calls)
+    passes: dict[tuple[int, str], list[float]] = {(i, n): [] for i in range(len(settings)) for n in names}
+    for _ in range(NORM_SAMPLES):
+        for n in names:
+            for i, x in enumerate(settings):
+                passes[(i, n)].append(x.norm_sample(n, device))
+    for i, x in enumerate(settings):
+        x.record(blocks[i], heads[i], {n: statistics.median(passes[(i, n)]) for n in names})
 
 
 def _collected(settings: Sequence[_Setting], norms: Sequence[str]) -> dict[str, Any]:
