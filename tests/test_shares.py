@@ -25,8 +25,8 @@ FEW = 128  # rows at which a block's per-call cost is still a share of its time:
 # A share's round-to-round spread was 10-26% on a quiet AMD EPYC host while a round timed each row count's
 # parts apart and a norm once; with each part at the two row counts back to back and a norm's sample the
 # median of five (src/bench/shares.py), 6-12%. That host's step parts cost 4-9% more a token on twice
-# the rows, so its estimates sit at -2% to -8%: at 60 rounds, two runs read every estimate within -7.7%
-# [-10.1%, -5.3%] to -3.6% (at 80 rounds and one sample a round, one run of 9 had read -9.7%).
+# the rows, so its estimates sit at -2% to -8%: at 60 rounds, four runs read every estimate within -7.7%
+# [-10.1%, -5.3%] to -2.7% (at 80 rounds and one sample a round, one run of 9 had read -9.7%).
 ROUNDS = 60
 MARGIN = math.log(1.10)  # shares equal within ±10% (claim 8's saving is read against a 5%-of-a-step band)
 

@@ -38,7 +38,7 @@ from src.report.judge.speed import (
 )
 from src.report.words.speed import sentence
 from src.report.words.table import CHECK_SPEED_HEADER
-from src.stats.inference import Interval
+from src.stats.inference import Interval, t_quantile
 from src.stats.verdicts import SpeedWord, speed_margin
 from src.tracking.store import Store
 from src.training.run_spec import validate
@@ -266,8 +266,8 @@ def _check_words(tmp_path: Path) -> dict[tuple[str, str], SpeedVerdict]:
 def _both_true_at_the_margins_edge(x: SpeedVerdict, y: SpeedVerdict) -> bool:
     """One reads equivalent, the other faster (or slower), and the effect sits at the margin's edge, where
     both words are true: the interval of the one with a difference reaches inside the margin, or the two
-    estimates lie either side of the margin's edge, their intervals apart by less than the narrower one's width. Hogs
-    moved such a pair (-1.9% [-2.0, -1.7] faster quiet) by more than its interval's width, to equivalent;
+    estimates lie either side of the margin's edge, their intervals apart by less than the narrower one's
+    width. Hogs moved such a pair (-1.9% [-2.0, -1.7] faster quiet) by more than its interval's width, to equivalent;
     and on a quiet AMD EPYC host torch_rmsnorm vs torch_layernorm read +2.10 [1.89, 2.32], +1.88 [1.63, 2.13]
     and +2.07 [1.81, 2.32] in three runs, beside hogs +2.07, +2.01, +2.03: a run's estimate moves by about
     its interval's width, so one run read slower at +2.2% [+2.0, +2.4] and another equivalent at +1.86%
@@ -288,7 +288,7 @@ def _both_true_at_the_margins_edge(x: SpeedVerdict, y: SpeedVerdict) -> bool:
 
 def _pair_read(diff: float, se: float) -> SpeedVerdict:
     """torch_rmsnorm vs torch_layernorm's word at the sweep's 2% margin, from a predicted log ratio over 15 rounds."""
-    half = float(stats.t.ppf(0.975, 14)) * se
+    half = t_quantile(14) * se
     p = float(2 * stats.t.sf(abs(diff) / se, 14))
     predicted = Interval("tukey_mclaughlin", 15, diff, diff - half, diff + half, p, se=se, df=14, sd=se * 15**0.5)
     return SpeedVerdict("torch_layernorm", "torch_rmsnorm", predicted, None, None, decisions([predicted], 0.02)[0], 0.02)

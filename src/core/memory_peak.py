@@ -55,9 +55,9 @@ def collection_held(set_aside: bool = False) -> Iterator[None]:
     scanned whole again and again: measured (those imports in a fresh process, the 2-core VM, quiet),
     4.9-5.4 s of CPU collected as it goes, 3.7-3.9 s held, and 0.4 s for the one collection after
     (0.90-0.95 s on an AMD EPYC VM: ~1,030,000 objects scanned), which frees what the imports left in
-    cycles (13,000-14,400 objects, ~8 MB) as the collections during them would have. `set_aside`: the block made only imports, which live as long as the process: they are taken
-    out of every later collection too. Where collection is already off (a caller holding it), it is
-    left as it is."""
+    cycles (13,000-14,400 objects, ~8 MB) as the collections during them would have. `set_aside`: the
+    block made only imports, which live as long as the process: they are taken out of every later
+    collection too. Where collection is already off (a caller holding it), it is left as it is."""
     import gc
 
     if not gc.isenabled():
