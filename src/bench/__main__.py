@@ -1,4 +1,4 @@
-"""`python -m src.bench {norms,train,variants,overhead} [options] [key=value ...]`; `--help` on each lists its options."""
+"""`python -m src.bench {norms,train,variants,overhead,interpreter} [options] [key=value ...]`; `--help` on each lists its options."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ COMMANDS = {
     "train": ("src.bench.train", "tokens/s, MFU and Lightning overhead of a training loop"),
     "variants": ("src.bench.variants", "training-step time of several norm variants, interleaved round-robin"),
     "overhead": ("src.bench.overhead", "the tool's own cost per job against a bare Hydra + Lightning + MLflow sweep"),
+    "interpreter": ("src.bench.interpreter", "a tiny job's CPU on another Python interpreter against this one"),
 }
 
 
