@@ -36,7 +36,7 @@ def test_the_ratio_is_the_geometric_mean_of_each_rounds() -> None:
     two = overhead.ratio([2.0, 8.0], [1.0, 2.0])  # rounds of 2x and 4x
     assert two["ratio"] == pytest.approx(math.sqrt(8.0))
     assert two["low"] < two["ratio"] < two["high"]
-    assert overhead._ratio_text(one) == "2.00×"
+    assert overhead.ratio_text(one) == "2.00×"
 
 
 def test_both_sweeps_run_the_same_tiny_model() -> None:

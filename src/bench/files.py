@@ -4,12 +4,14 @@ start would count as nothing and cost seconds), so what it shares with the kerne
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from src.core import cli
 from src.core.paths import compose
 
 BENCH_DIR = "bench"  # under paths.reports_dir
@@ -72,3 +74,16 @@ def write_report(out_dir: Path, name: str, payload: dict[str, Any], markdown: st
     json_path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
     md_path.write_text(markdown + "\n")
     return json_path, md_path
+
+
+def add_report_options(parser: argparse.ArgumentParser) -> None:
+    """`--out` and the key=value overrides (paths.* alone read) of a bench that times subprocesses."""
+    parser.add_argument("--out", type=Path, default=None, help="report folder (default: <paths.reports_dir>/bench)")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help=cli.OVERRIDES_HELP + "; only paths.* is read (the report folder)")
+
+
+def say_and_write(args: argparse.Namespace, name: str, payload: dict[str, Any], markdown: str) -> None:
+    """Print the bench's table, write `<name>.{json,md}` where `add_report_options` says, and name both."""
+    print(markdown)
+    json_path, md_path = write_report(args.out or default_out_dir(args.overrides), name, payload, markdown)
+    print(f"written: {json_path}, {md_path}")

@@ -31,8 +31,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from src.bench.files import cells, default_out_dir, write_report
-from src.bench.overhead import TINY, WINDOWS, ratio
+from src.bench.files import add_report_options, cells, say_and_write
+from src.bench.overhead import TINY, WINDOWS, ratio, ratio_text
 from src.core import cli
 from src.core.paths import PROJECT_ROOT
 from src.core.tables import markdown_table
@@ -116,8 +116,6 @@ def to_markdown(report: dict[str, Any]) -> str:
         {"pair": i + 1, "this (s)": this, "other (s)": other, "other / this": f"{other / this:.2f}"}
         for i, (this, other) in enumerate(zip(report["cpu_s"]["this"], report["cpu_s"]["other"], strict=True))
     ]
-    r = report["other_over_this"]
-    interval = "" if r["low"] != r["low"] else f" [{r['low']:.2f}, {r['high']:.2f}]"  # NaN below two pairs
     return "\n".join([
         f"# A tiny job's CPU on two interpreters ({report['pairs']} interleaved pairs; 95% interval)",
         "",
@@ -126,21 +124,17 @@ def to_markdown(report: dict[str, Any]) -> str:
         "",
         markdown_table(columns, cells(rows, columns)),
         "",
-        f"other / this: {r['ratio']:.2f}×{interval}",
+        f"other / this: {ratio_text(report['other_over_this'])}",
     ])  # fmt: skip
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--python", type=interpreter, required=True, help="the other environment's python (its own venv, this project's dependencies)")
     parser.add_argument("--pairs", type=cli.int_option(1), default=6, help="interleaved pairs (default 6; an interval needs 2)")
-    parser.add_argument("--out", type=Path, default=None, help="report folder (default: <paths.reports_dir>/bench)")
-    parser.add_argument("overrides", nargs="*", metavar="key=value", help=cli.OVERRIDES_HELP + "; only paths.* is read (the report folder)")
+    add_report_options(parser)
 
 
 def main(args: argparse.Namespace) -> dict[str, Any]:
     report = run(args)
-    markdown = to_markdown(report)
-    print(markdown)
-    json_path, md_path = write_report(args.out or default_out_dir(args.overrides), "interpreter", report, markdown)
-    print(f"written: {json_path}, {md_path}")
+    say_and_write(args, "interpreter", report, to_markdown(report))
     return report

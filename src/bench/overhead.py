@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from src.bench.clock import CLOCK_ENV
-from src.bench.files import cells, default_out_dir, write_report
+from src.bench.files import add_report_options, cells, say_and_write
 from src.core import cli
 from src.core.paths import PROJECT_ROOT
 from src.core.tables import markdown_table
@@ -178,7 +178,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {"rounds": args.rounds, "jobs": args.jobs, "threads": args.threads, "rows": rows, "growth": growth, "raw": measured}
 
 
-def _ratio_text(r: dict[str, float]) -> str:
+def ratio_text(r: dict[str, float]) -> str:
+    """`ratio`'s result as the benches print it: the ratio, and its interval where there is one."""
     if math.isnan(r["low"]):
         return f"{r['ratio']:.2f}×"
     return f"{r['ratio']:.2f}× [{r['low']:.2f}, {r['high']:.2f}]"
@@ -194,7 +195,7 @@ def to_markdown(report: dict[str, Any]) -> str:
         ):  # fmt: skip
             lines.append({
                 "jobs": row["jobs"], "per job": what, "normsweep (s)": row[f"{key} normsweep"],
-                "floor (s)": row[f"{key} floor"], "normsweep / floor": _ratio_text(row[f"{key} ratio"]),
+                "floor (s)": row[f"{key} floor"], "normsweep / floor": ratio_text(row[f"{key} ratio"]),
             })  # fmt: skip
         lines.append({"jobs": row["jobs"], "per job": "config loads (Hydra's)", "normsweep (s)": row["config_loads_per_job"], "floor (s)": None, "normsweep / floor": ""})
         lines.append({"jobs": row["jobs"], "per job": "the report (once, s)", "normsweep (s)": row["report_s normsweep"], "floor (s)": None, "normsweep / floor": ""})
@@ -212,14 +213,10 @@ def to_markdown(report: dict[str, Any]) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=cli.int_list_option(1), default=[10, 100], help="sweep sizes, comma-separated (default 10,100)")
     parser.add_argument("--rounds", type=cli.int_option(1), default=2, help="interleaved rounds per size (default 2; an interval needs 2)")
-    parser.add_argument("--out", type=Path, default=None, help="report folder (default: <paths.reports_dir>/bench)")
-    parser.add_argument("overrides", nargs="*", metavar="key=value", help=cli.OVERRIDES_HELP + "; only paths.* is read (the report folder)")
+    add_report_options(parser)
 
 
 def main(args: argparse.Namespace) -> dict[str, Any]:
     report = run(args)
-    markdown = to_markdown(report)
-    print(markdown)
-    json_path, md_path = write_report(args.out or default_out_dir(args.overrides), "overhead", report, markdown)
-    print(f"written: {json_path}, {md_path}")
+    say_and_write(args, "overhead", report, to_markdown(report))
     return report
