@@ -5,11 +5,11 @@
 Every process of a sweep, and every test's, pays its imports (torch, Lightning, MLflow, Hydra:
 seconds of CPU) before it does anything of its own, and that work is the interpreter's: how it was
 built matters as much as what it runs. pyenv builds CPython with a shared libpython and, by default,
-without profile-guided or link-time optimisation; Debian's `python3`, like python.org's and most
-distributions', links libpython into the executable and is built with both.
+without `--enable-optimizations`; Debian's `python3` links libpython into the executable and is
+Debian's optimised build (docs/benchmarks.md, "The interpreter", has the two measured).
 
 Each pair runs the overhead bench's tiny job (`python -m src.train` on a one-layer GPT-2 of width 32,
-one step, two validation and two test batches: src/bench/overhead.py's TINY) once on each interpreter,
+one step, two validation and two test batches: src/bench/overhead.py's `tiny_job`) once on each interpreter,
 their order swapped every pair, each into a fresh copy of one migrated store, and reads each
 process's CPU (user + system, its children's included). One untimed job on each first makes the
 token cache and the store, and finds a broken interpreter before anything is timed. Printed: each
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from src.bench.files import add_report_options, cells, say_and_write
-from src.bench.overhead import TINY, WINDOWS, ratio, ratio_text
+from src.bench.overhead import bench_env, ratio, ratio_text, tiny_job
 from src.core import cli
 from src.core.paths import PROJECT_ROOT
 from src.core.tables import markdown_table
@@ -48,8 +48,7 @@ def interpreter(text: str) -> Path:
 
 def job_command(python: Path, folder: Path, cache: Path, store: Path) -> list[str]:
     return [
-        str(python), "-m", "src.train", *(f"{key}={value}" for key, value in TINY.values()), "progress_bar=false",
-        f"data.val_max_windows={WINDOWS}", f"data.test_max_windows={WINDOWS}", f"paths.cache_dir={cache}", f"paths.mlflow_db={store}",
+        str(python), "-m", "src.train", *tiny_job(), f"paths.cache_dir={cache}", f"paths.mlflow_db={store}",
         f"paths.mlflow_artifacts={folder / 'mlartifacts'}", f"paths.checkpoints_dir={folder / 'checkpoints'}",
         f"paths.reports_dir={folder / 'reports'}", f"hydra.run.dir={folder / 'outputs'}",
     ]  # fmt: skip
@@ -67,11 +66,7 @@ def cpu_of(command: list[str], env: dict[str, str]) -> float:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    env = {**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONWARNINGS": "ignore"}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)  # the bytecode cache as a user has it (see overhead.py)
-    if args.threads:
-        env["OMP_NUM_THREADS"] = str(args.threads)
+    env = bench_env(args.threads)
     pythons = {"this": Path(sys.executable).absolute(), "other": args.python.absolute()}
     work = Path(tempfile.mkdtemp(prefix="normsweep-interpreter-"))
     cpu: dict[str, list[float]] = {"this": [], "other": []}

@@ -70,11 +70,28 @@ runpy.run_module("src.train", run_name="__main__")
 """
 
 
-def tool_command(n: int, folder: Path, cache: Path) -> list[str]:
+def tiny_job() -> list[str]:
+    """normsweep's overrides for the tiny job (TINY, WINDOWS), quiet: what the benches time."""
     values = [f"{key}={value}" for key, value in TINY.values()]
+    return [*values, "progress_bar=false", f"data.val_max_windows={WINDOWS}", f"data.test_max_windows={WINDOWS}"]
+
+
+def bench_env(threads: int | None) -> dict[str, str]:
+    """The environment of a timed subprocess: this one's, with Hydra's and Python's warnings short, no
+    tracking server of the caller's, and Python's bytecode cache as a user has it (on by default: a
+    shell that turns it off made every timed sweep compile normsweep's ~150 modules again, ~0.4 s of
+    CPU a sweep, and the floor's few)."""
+    env = {**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONWARNINGS": "ignore"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)
+    return env
+
+
+def tool_command(n: int, folder: Path, cache: Path) -> list[str]:
     return [
-        sys.executable, "-c", COUNTED_TRAIN, "-m", *values, "progress_bar=false", "report.speed_rounds=0",
-        f"data.val_max_windows={WINDOWS}", f"data.test_max_windows={WINDOWS}", f"seed=range(0,{n})",
+        sys.executable, "-c", COUNTED_TRAIN, "-m", *tiny_job(), "report.speed_rounds=0", f"seed=range(0,{n})",
         "experiment_name=overhead", f"paths.cache_dir={cache}", f"paths.mlflow_db={folder / 'mlflow.db'}",
         f"paths.mlflow_artifacts={folder / 'mlartifacts'}", f"paths.reports_dir={folder / 'reports'}",
         f"paths.checkpoints_dir={folder / 'checkpoints'}", f"hydra.sweep.dir={folder / 'multirun'}", CLOCK,
@@ -135,13 +152,7 @@ def ratio(tool: list[float], floor: list[float]) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    env = {**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONWARNINGS": "ignore"}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    # Python's bytecode cache as a user has it (on by default): a shell that turns it off made every
-    # timed sweep compile normsweep's ~150 modules again (~0.4 s of CPU a sweep), and the floor's few.
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    if args.threads:
-        env["OMP_NUM_THREADS"] = str(args.threads)
+    env = bench_env(args.threads)
     work = Path(tempfile.mkdtemp(prefix="normsweep-overhead-"))
     measured: dict[int, dict[str, list[dict[str, Any]]]] = {n: {"normsweep": [], "floor": []} for n in args.jobs}
     try:
